@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs, with apt, the Debian packages the build, the tests and the benchmarks need.
+# Idempotent: installs only what is missing, and runs 'apt-get update' only then.
+set -euo pipefail
+
+PKGS=(
+  build-essential g++ cmake ninja-build pkg-config git curl ca-certificates procps
+  liburing-dev libibverbs-dev librdmacm-dev
+  protobuf-c-compiler libprotobuf-c-dev
+  libgflags-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev
+  python3 util-linux iproute2
+  # benchmarks' public references
+  redis-server redis-tools iperf3 fio
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#PKGS[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

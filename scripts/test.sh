@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: install dependencies, build, run every test (CTest);
+# then build again with ASan+UBSan and run the suite there; then the TSan-labelled tests in a
+# TSan build. Exits non-zero on any failure.
+#   MC_SKIP_DEPS=1   skip install-deps.sh
+#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1   skip a sanitizer pass (for quick local runs only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+jobs=${MC_JOBS:-$(nproc)}
+
+if [ "${MC_SKIP_DEPS:-0}" != 1 ]; then
+  "$root/scripts/install-deps.sh"
+fi
+
+run_suite() { # name build_dir ctest-args... (cmake args come from $cmake_args)
+  local name=$1 dir=$2
+  shift 2
+  echo "== $name: build ($dir)"
+  BUILD_DIR="$dir" "$root/scripts/build.sh" "${cmake_args[@]}"
+  echo "== $name: test"
+  (cd "$dir" && ctest --output-on-failure -j "$jobs" "$@")
+}
+
+start=$(date +%s)
+cmake_args=()
+run_suite normal "${BUILD_DIR:-build}"
+
+if [ "${MC_SKIP_ASAN:-0}" != 1 ]; then
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  cmake_args=(-DMC_SANITIZE=address)
+  run_suite asan build-asan
+fi
+
+if [ "${MC_SKIP_TSAN:-0}" != 1 ]; then
+  export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+  cmake_args=(-DMC_SANITIZE=thread)
+  if grep -rqs 'LABELS.*tsan' tests/*.cmake; then
+    run_suite tsan build-tsan -L tsan
+  fi
+fi
+echo "== all suites passed in $(( $(date +%s) - start ))s"

@@ -1,0 +1,87 @@
+/* log.c - see log.h. */
+#include "common/log.h"
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static _Atomic int g_level = MC_LOG_INFO;
+static _Atomic int g_fd = 2;
+
+void mc_log_set_level(enum mc_log_level level)
+{
+    atomic_store(&g_level, (int)level);
+}
+
+enum mc_log_level mc_log_get_level(void)
+{
+    return (enum mc_log_level)atomic_load_explicit(&g_level, memory_order_relaxed);
+}
+
+void mc_log_set_fd(int fd)
+{
+    atomic_store(&g_fd, fd);
+}
+
+int mc_log_level_parse(const char *s, enum mc_log_level *out)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error", "off"};
+    if (!s)
+        return -1;
+    for (int i = 0; i < 5; i++) {
+        if (strcasecmp(s, names[i]) == 0) {
+            *out = (enum mc_log_level)i;
+            return 0;
+        }
+    }
+    if (strcasecmp(s, "warning") == 0) {
+        *out = MC_LOG_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, const char *fmt,
+                   va_list ap)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error", "off"};
+    char buf[2048];
+    struct timeval tv;
+    struct tm tm;
+    size_t n;
+    int r;
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    r = snprintf(buf, sizeof(buf),
+                 "ts=%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ level=%s comp=%s msg=\"%s\"",
+                 tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                 (long)(tv.tv_usec / 1000), names[level > MC_LOG_OFF ? MC_LOG_OFF : level],
+                 comp ? comp : "-", msg ? msg : "");
+    n = r < 0 ? 0 : ((size_t)r >= sizeof(buf) ? sizeof(buf) - 1 : (size_t)r);
+    if (fmt && *fmt && n + 2 < sizeof(buf)) {
+        buf[n++] = ' ';
+        r = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
+        if (r > 0)
+            n += ((size_t)r >= sizeof(buf) - n) ? sizeof(buf) - n - 1 : (size_t)r;
+    }
+    if (n >= sizeof(buf) - 1)
+        n = sizeof(buf) - 2;
+    buf[n++] = '\n';
+    ssize_t w = write(atomic_load(&g_fd), buf, n);
+    (void)w;
+}
+
+void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
+{
+    va_list ap;
+    if (level < mc_log_get_level())
+        return;
+    va_start(ap, fmt);
+    mc_log_vwrite(level, comp, msg, fmt, ap);
+    va_end(ap);
+}

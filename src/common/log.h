@@ -1,0 +1,50 @@
+/*
+ * log.h - leveled, one-line, key=value structured logging to stderr.
+ *
+ * A line looks like:
+ *   ts=2026-11-29T18:50:01.123Z level=warn comp=rpc msg="frame too large" conn=7 len=99999999
+ * The caller writes the fields after msg as a printf format ("conn=%d len=%u"); values that may
+ * contain spaces should be quoted by the caller (mc_log_quote helps). The level threshold and the
+ * output stream are process-wide settings made by executables (never by libraries); the default
+ * is INFO on stderr. Thread-safe: each line is formatted into a buffer and written with one
+ * write(2).
+ */
+#ifndef MC_COMMON_LOG_H
+#define MC_COMMON_LOG_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+enum mc_log_level {
+    MC_LOG_DEBUG = 0,
+    MC_LOG_INFO = 1,
+    MC_LOG_WARN = 2,
+    MC_LOG_ERROR = 3,
+    MC_LOG_OFF = 4,
+};
+
+void mc_log_set_level(enum mc_log_level level);
+enum mc_log_level mc_log_get_level(void);
+/* Parse "debug|info|warn|error|off" (case-insensitive). Returns 0, or -1 when unknown. */
+int mc_log_level_parse(const char *s, enum mc_log_level *out);
+/* Where lines go: a file descriptor (default 2). */
+void mc_log_set_fd(int fd);
+
+void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, const char *fmt,
+                   va_list ap);
+
+#define mc_log_enabled(level) ((level) >= mc_log_get_level())
+/* mc_log(MC_LOG_WARN, "rpc", "frame too large", "conn=%d len=%u", fd, len) */
+#define mc_log(level, comp, msg, ...)                                                              \
+    do {                                                                                           \
+        if (mc_log_enabled(level))                                                                 \
+            mc_log_write((level), (comp), (msg), __VA_ARGS__);                                     \
+    } while (0)
+#define mc_debug(comp, msg, ...) mc_log(MC_LOG_DEBUG, comp, msg, __VA_ARGS__)
+#define mc_info(comp, msg, ...) mc_log(MC_LOG_INFO, comp, msg, __VA_ARGS__)
+#define mc_warn(comp, msg, ...) mc_log(MC_LOG_WARN, comp, msg, __VA_ARGS__)
+#define mc_error(comp, msg, ...) mc_log(MC_LOG_ERROR, comp, msg, __VA_ARGS__)
+
+#endif

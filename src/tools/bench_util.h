@@ -1,0 +1,65 @@
+/*
+ * bench_util.h - shared plumbing of mooncake_bench (DESIGN.md §12 contract).
+ *
+ * Each capability is one subcommand implemented in bench_<name>.c as
+ *     int mc_bench_<name>(int argc, char **argv);   (argv[0] is the subcommand name)
+ * returning a process exit code. Results are reported with mc_bench_emit(): a human-readable
+ * row goes to stderr, one JSON object per line goes to stdout with the fields
+ *   bench, case, runs, ms (median), p50_ms, p99_ms, ops_per_s, bytes_per_s,
+ *   [ref, ratio] when a reference ran beside it, and any per-bench extras.
+ */
+#ifndef MC_TOOLS_BENCH_UTIL_H
+#define MC_TOOLS_BENCH_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_BENCH_EXTRA_MAX 16
+
+struct mc_bench_extra {
+    char key[32];
+    int is_str;
+    double num;
+    char str[64];
+};
+
+struct mc_bench_result {
+    const char *bench;
+    char case_name[96];
+    int runs;
+    double ms, p50_ms, p99_ms;
+    double ops_per_s, bytes_per_s;
+    int has_ref;
+    double ref, ratio;
+    int nextra;
+    struct mc_bench_extra extra[MC_BENCH_EXTRA_MAX];
+};
+
+void mc_bench_result_init(struct mc_bench_result *r, const char *bench, const char *case_name);
+void mc_bench_add_num(struct mc_bench_result *r, const char *key, double v);
+void mc_bench_add_str(struct mc_bench_result *r, const char *key, const char *v);
+void mc_bench_set_ref(struct mc_bench_result *r, double ref, double ratio);
+void mc_bench_emit(const struct mc_bench_result *r);
+
+/* Sorts vals in place and returns the p-th percentile (0..100) with nearest-rank. 0 if n==0. */
+double mc_bench_percentile(double *vals, size_t n, double p);
+double mc_bench_median(double *vals, size_t n);
+
+/* "a,b,c" parsers for --targets / --sizes / --objects; return count or -1 (max entries). */
+int mc_bench_parse_doubles(const char *s, double *out, int max);
+int mc_bench_parse_sizes(const char *s, uint64_t *out, int max);
+
+/* Seeded xorshift random generator for reproducible workloads. */
+static inline uint64_t mc_bench_rand(uint64_t *state)
+{
+    uint64_t x = *state;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *state = x;
+}
+
+/* Resident set size of this process in bytes (from /proc/self/statm). */
+uint64_t mc_bench_rss_bytes(void);
+
+#endif
