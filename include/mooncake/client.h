@@ -1,0 +1,135 @@
+/*
+ * client.h - the public C API of libmooncake_client.
+ *
+ * An inference engine links libmooncake_client (pkg-config: mooncake_client) and includes only
+ * this header and errors.h. A client:
+ *   - connects to the master (mooncake_master) and checks the protocol version;
+ *   - contributes a DRAM segment (segment_size bytes, mmap'd, optionally huge pages) that peers
+ *     read and write through its peer server on data_port, and optionally a LOCAL_DISK directory;
+ *   - puts and gets objects (KV-cache blocks) by key, peer to peer: bytes never pass through the
+ *     master.
+ *
+ * Every call is thread-safe. Functions return 0 (MC_OK) or a negative error code from errors.h
+ * (mc_strerror names it); calls that return a size return it as a non-negative int64_t. Keys are
+ * NUL-terminated strings of 1..4096 bytes (the master's --max_key_len).
+ *
+ * The library never installs signal handlers, calls exit, writes to stdout or registers flags.
+ */
+#ifndef MOONCAKE_CLIENT_H
+#define MOONCAKE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mooncake/errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mc_client;
+
+struct mc_client_config {
+    const char *master_address; /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
+    const char *host;           /* host advertised to peers (default "127.0.0.1") */
+    const char *bind_address;   /* address the peer server binds (default: host) */
+    const char *protocol;       /* "tcp" (default) or "rdma" */
+    uint16_t data_port;         /* peer server port; 0 = pick a free one */
+    uint64_t segment_size;      /* DRAM contributed, bytes; 0 = contribute none */
+    bool huge_pages;            /* back the segment with huge pages (MAP_HUGETLB) */
+    const char *disk_path;      /* LOCAL_DISK directory; NULL = no disk tier */
+    uint64_t disk_capacity;     /* bytes of disk_path the store may use */
+    bool checksums;             /* verify value CRC32C on every get */
+    uint32_t connect_timeout_ms;  /* master and peer connect timeout (default 3000) */
+    uint32_t rpc_timeout_ms;      /* per-call timeout (default 5000) */
+    uint32_t put_retry_window_ms; /* retry NO_AVAILABLE_HANDLE for this long (default 1000) */
+    uint32_t ping_interval_ms;    /* liveness ping period (default 1000) */
+};
+
+/* Fills cfg with the defaults documented above. */
+void mc_client_config_init(struct mc_client_config *cfg);
+
+/* Connects, mounts the segment and the disk directory, starts the peer server and the worker.
+ * On success *out owns the client; release it with mc_client_close. */
+int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out);
+/* Unmounts, stops every thread and frees the client. NULL is a no-op. */
+void mc_client_close(struct mc_client *client);
+/* "host:port" peers use to reach this client's segment (the endpoint `mooncake_cli segments`
+ * shows). Valid until mc_client_close. */
+const char *mc_client_endpoint(const struct mc_client *client);
+
+/* How a put is placed and protected. */
+struct mc_replicate_config {
+    uint32_t replica_num;   /* MEMORY replicas, each on a different segment (default 1) */
+    bool with_soft_pin;     /* evicted only after everything else */
+    uint64_t soft_pin_ttl_ms; /* 0 = the master's default (30 min) */
+    bool with_hard_pin;     /* never evicted */
+    const char *const *preferred_segments; /* segment names (endpoints) to try first */
+    size_t preferred_segments_count;
+    const char *group_id;   /* keys of a group share a shard, a lease and eviction fate */
+};
+void mc_replicate_config_init(struct mc_replicate_config *rc);
+
+/* Stores len bytes under key (rc NULL = defaults). An existing readable key is left as it is and
+ * the call succeeds (upstream semantics). Never leaves a half-visible object. */
+int mc_put(struct mc_client *client, const char *key, const void *buf, size_t len,
+           const struct mc_replicate_config *rc);
+/* Reads the value of key into buf (capacity cap). Returns the size, or a negative error:
+ * OBJECT_NOT_FOUND, BUFFER_OVERFLOW (cap too small), LEASE_EXPIRED (the read lease ran out
+ * mid-read), CHECKSUM_MISMATCH (with checksums on), TRANSFER_FAIL, RPC_FAIL. */
+int64_t mc_get(struct mc_client *client, const char *key, void *buf, size_t cap);
+/* Size of key's value, or a negative error. */
+int64_t mc_get_size(struct mc_client *client, const char *key);
+
+/* Batch forms: per-key results in results[i] (0 / size, or an error); the return value is 0 when
+ * the batch was carried out (look at results) or an error that applies to the whole batch. */
+int mc_batch_put(struct mc_client *client, size_t n, const char *const *keys,
+                 const void *const *bufs, const size_t *lens,
+                 const struct mc_replicate_config *rc, int *results);
+int mc_batch_get(struct mc_client *client, size_t n, const char *const *keys, void *const *bufs,
+                 const size_t *caps, int64_t *results);
+
+/* 1 when key exists and is readable, 0 when not, negative on error. Takes a read lease. */
+int mc_exist(struct mc_client *client, const char *key);
+int mc_batch_exist(struct mc_client *client, size_t n, const char *const *keys, int *results);
+
+/* Removes key; an object under a read lease is kept (OBJECT_HAS_LEASE) unless force. */
+int mc_remove(struct mc_client *client, const char *key, bool force);
+/* Removes every removable object; returns how many, or a negative error. */
+int64_t mc_remove_all(struct mc_client *client, bool force);
+
+enum mc_replica_type { MC_REPLICA_MEMORY = 0, MC_REPLICA_LOCAL_DISK = 2 };
+enum mc_replica_status { MC_REPLICA_PROCESSING = 2, MC_REPLICA_COMPLETE = 3 };
+
+struct mc_replica_info {
+    uint64_t id;
+    enum mc_replica_type type;
+    enum mc_replica_status status;
+    char segment[128];  /* MEMORY: segment name */
+    uint64_t offset;    /* MEMORY: offset in the segment */
+    char endpoint[128]; /* host:port serving the bytes */
+    char holder[33];    /* LOCAL_DISK: holder client id (hex) */
+};
+
+struct mc_object_info {
+    uint64_t size;
+    uint64_t version;
+    uint32_t crc32c;
+    uint64_t lease_ms_left;
+    size_t replica_count;
+    struct mc_replica_info *replicas; /* owned; release with mc_object_info_free */
+};
+
+/* Replica descriptors of key, from the master's admin query (no lease, no promotion). */
+int mc_query(struct mc_client *client, const char *key, struct mc_object_info *out);
+void mc_object_info_free(struct mc_object_info *info);
+
+/* Registers a caller buffer for zero-copy transfers (needed by RDMA, harmless for TCP). */
+int mc_register_buffer(struct mc_client *client, void *addr, size_t len);
+int mc_unregister_buffer(struct mc_client *client, void *addr);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MOONCAKE_CLIENT_H */
