@@ -11,6 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 uint32_t mc_crc32c_extend(uint32_t crc, const void *data, size_t len);
 static inline uint32_t mc_crc32c(const void *data, size_t len)
 {
@@ -21,4 +25,7 @@ uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len);
 /* 1 when the hardware path is in use. */
 int mc_crc32c_hw_available(void);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

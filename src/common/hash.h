@@ -10,7 +10,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 uint64_t mc_hash_key(const void *key, size_t len);
 uint64_t mc_hash_seeded(const void *key, size_t len, uint64_t seed);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -8,6 +8,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 struct mc_id {
     uint64_t hi, lo;
 };
@@ -29,4 +33,7 @@ char *mc_id_format(struct mc_id id, char *buf);
 /* Parses exactly 32 hex digits. Returns 0, or -1 on bad input. */
 int mc_id_parse(const char *s, struct mc_id *out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -45,6 +45,44 @@ int mc_log_level_parse(const char *s, enum mc_log_level *out)
     return -1;
 }
 
+char *mc_log_quote(const char *s, char *buf, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+
+    if (!buf || len < 3) {
+        if (buf && len)
+            buf[0] = '\0';
+        return buf;
+    }
+    buf[n++] = '"';
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        char esc[5];
+        size_t k = 0;
+        if (*p == '"' || *p == '\\') {
+            esc[k++] = '\\';
+            esc[k++] = (char)*p;
+        } else if (*p == '\n') {
+            esc[k++] = '\\';
+            esc[k++] = 'n';
+        } else if (*p < 0x20 || *p == 0x7f) {
+            esc[k++] = '\\';
+            esc[k++] = 'x';
+            esc[k++] = hex[*p >> 4];
+            esc[k++] = hex[*p & 15];
+        } else {
+            esc[k++] = (char)*p;
+        }
+        if (n + k + 2 > len) /* room for the closing quote and NUL */
+            break;
+        memcpy(buf + n, esc, k);
+        n += k;
+    }
+    buf[n++] = '"';
+    buf[n] = '\0';
+    return buf;
+}
+
 void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, const char *fmt,
                    va_list ap)
 {
@@ -68,6 +106,8 @@ void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, c
         r = vsnprintf(buf + n, sizeof(buf) - n, fmt, ap);
         if (r > 0)
             n += ((size_t)r >= sizeof(buf) - n) ? sizeof(buf) - n - 1 : (size_t)r;
+        else
+            n--; /* the fields came out empty: no trailing space */
     }
     if (n >= sizeof(buf) - 1)
         n = sizeof(buf) - 2;

@@ -15,6 +15,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum mc_log_level {
     MC_LOG_DEBUG = 0,
     MC_LOG_INFO = 1,
@@ -29,6 +33,11 @@ enum mc_log_level mc_log_get_level(void);
 int mc_log_level_parse(const char *s, enum mc_log_level *out);
 /* Where lines go: a file descriptor (default 2). */
 void mc_log_set_fd(int fd);
+
+/* Writes s into buf as a quoted field value: "..." with '"', '\\' and control characters
+ * escaped, truncated (still closed) to fit len bytes. Returns buf. mc_info("disk", "open failed",
+ * "path=%s", mc_log_quote(path, q, sizeof(q))). */
+char *mc_log_quote(const char *s, char *buf, size_t len);
 
 void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -47,4 +56,7 @@ void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, c
 #define mc_warn(comp, msg, ...) mc_log(MC_LOG_WARN, comp, msg, __VA_ARGS__)
 #define mc_error(comp, msg, ...) mc_log(MC_LOG_ERROR, comp, msg, __VA_ARGS__)
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -79,9 +79,8 @@ int mc_parse_size(const char *s, uint64_t *out, char *err, size_t errlen)
         const char *name;
         int shift;
     } units[] = {
-        {"", 0},    {"b", 0},    {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},
-        {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},
-        {"tb", 40}, {"tib", 40},
+        {"", 0},     {"b", 0},  {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},
+        {"mib", 20}, {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},
     };
     double num;
     const char *unit;
@@ -118,8 +117,8 @@ int mc_parse_duration_ns(const char *s, enum mc_time_unit bare_unit, uint64_t *o
         const char *name;
         double ns;
     } units[] = {
-        {"ns", 1.0},    {"us", 1e3},    {"ms", 1e6},    {"s", 1e9},    {"sec", 1e9},
-        {"m", 60e9},    {"min", 60e9},  {"h", 3600e9},  {"d", 86400e9},
+        {"ns", 1.0}, {"us", 1e3},   {"ms", 1e6},   {"s", 1e9},     {"sec", 1e9},
+        {"m", 60e9}, {"min", 60e9}, {"h", 3600e9}, {"d", 86400e9},
     };
     static const double bare[] = {1.0, 1e3, 1e6, 1e9};
     double num, mult = -1;
@@ -127,6 +126,8 @@ int mc_parse_duration_ns(const char *s, enum mc_time_unit bare_unit, uint64_t *o
     int is_int;
     unsigned long long ival = 0;
 
+    if ((unsigned)bare_unit > MC_UNIT_S)
+        return fail(err, errlen, "bad default unit");
     if (split_number(s, &num, &unit, &is_int, &ival, err, errlen) < 0)
         return -1;
     if (unit_is(unit, ""))
@@ -135,20 +136,20 @@ int mc_parse_duration_ns(const char *s, enum mc_time_unit bare_unit, uint64_t *o
         if (unit_is(unit, units[i].name))
             mult = units[i].ns;
     if (mult < 0)
-        return fail(err, errlen, "'%s': unknown duration unit '%s' (use ns, us, ms, s, m, h, d)",
-                    s, unit);
-    double v = num * mult;
-    if (v >= 18446744073709551616.0)
-        return fail(err, errlen, "'%s': duration too large", s);
-    if (is_int && ival <= (1ull << 53)) {
-        /* exact integer arithmetic where it fits */
+        return fail(err, errlen, "'%s': unknown duration unit '%s' (use ns, us, ms, s, m, h, d)", s,
+                    unit);
+    if (is_int) {
+        /* exact integer arithmetic (every multiplier is a whole number of nanoseconds) */
         unsigned __int128 x = (unsigned __int128)ival * (uint64_t)mult;
         if (x > UINT64_MAX)
             return fail(err, errlen, "'%s': duration too large", s);
         *out_ns = (uint64_t)x;
         return 0;
     }
-    *out_ns = (uint64_t)llround(v);
+    double v = num * mult + 0.5;
+    if (!(v < 18446744073709551616.0))
+        return fail(err, errlen, "'%s': duration too large", s);
+    *out_ns = (uint64_t)v;
     return 0;
 }
 

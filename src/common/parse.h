@@ -14,6 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 int mc_parse_size(const char *s, uint64_t *out, char *err, size_t errlen);
 
 enum mc_time_unit { MC_UNIT_NS, MC_UNIT_US, MC_UNIT_MS, MC_UNIT_S };
@@ -26,4 +30,7 @@ int mc_parse_duration_ms(const char *s, enum mc_time_unit bare_unit, uint64_t *o
 /* Formats bytes as "1.5 GiB" / "512 B" into buf; returns buf. */
 char *mc_format_size(uint64_t bytes, char *buf, size_t len);
 
+#ifdef __cplusplus
+}
+#endif
 #endif
