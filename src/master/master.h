@@ -1,0 +1,296 @@
+/*
+ * master.h - the master core as a library: struct mc_master and the mc_master_* operations.
+ *
+ * The daemon (main.c) copies its flags into a struct mc_master_config, creates one mc_master,
+ * and the RPC adapters (service.c) decode a request, call one function here, and encode the
+ * result. Tests drive the same functions directly with a fake clock (config.clock) and call the
+ * mc_master_tick_* entry points themselves; the library never starts a thread.
+ *
+ * Conventions:
+ *   - every call returns 0 (MC_OK) or a negative code from include/mooncake/errors.h;
+ *   - keys are (const char *, size_t) byte strings: 1..max_key_len bytes, no NUL byte;
+ *     an empty key, a key longer than max_key_len or one containing NUL gives INVALID_KEY;
+ *   - client ids are struct mc_id (zero = no client, INVALID_PARAMS where one is required);
+ *   - results go to caller-provided out-structs (no allocation on Get); list calls that must
+ *     allocate say so and the caller free()s;
+ *   - batch calls return MC_OK when the batch itself was well formed and put one code per item
+ *     in rcs[i] (and the item's result in out[i]); INVALID_PARAMS when it was not (NULL arrays
+ *     with n > 0).
+ *
+ * Semantics follow upstream Mooncake Store (shared/reference/upstream-master.md §1-§5) and
+ * DESIGN.md §4, §7; differences are noted per call.
+ */
+#ifndef MC_MASTER_MASTER_H
+#define MC_MASTER_MASTER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/clock.h"
+#include "common/id.h"
+#include "master/master_types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mc_master;
+struct mc_metrics;
+
+/* ---- configuration ------------------------------------------------------------------------ */
+
+struct mc_master_config {
+    /* Time source for every deadline; NULL = mc_clock_system(). Must outlive the master. */
+    const struct mc_clock *clock;
+    /* true: nobody runs the background loops but the owner, who calls mc_master_tick_*
+     * (tests). false: the daemon runs one thread per loop calling the same functions. The
+     * library behaves the same either way; the flag is recorded for the daemon. */
+    bool manual_ticks;
+
+    uint64_t default_kv_lease_ttl_ms;      /* read lease granted by Get/Exist (10000) */
+    uint64_t default_kv_soft_pin_ttl_ms;   /* soft pin TTL when a Put asks for one (30 min) */
+    uint64_t max_kv_soft_pin_ttl_ms;       /* upper bound of a requested soft pin TTL (24 h) */
+    bool allow_evict_soft_pinned_objects;  /* soft-pinned objects are last-resort victims (true) */
+    double eviction_ratio;                 /* fraction freed per eviction cycle (0.05) */
+    double eviction_high_watermark_ratio;  /* used ratio that triggers eviction (0.90) */
+    uint64_t client_ttl_ms;                /* client liveness without Ping (10 s) */
+    uint64_t put_start_discard_timeout_ms; /* an unfinished Put older than this is taken over by
+                                              a new PutStart of the same key (30 s) */
+    uint64_t put_start_release_timeout_ms; /* buffers of a discarded/stale Put are freed this
+                                              long after its PutStart (600 s; > discard) */
+    enum mc_alloc_strategy allocation_strategy; /* MC_ALLOC_RANDOM */
+    uint32_t max_key_len;                       /* 4096; at most 65535 */
+    /* Master epoch: the high 16 bits of every object version, so versions issued before a
+     * restart are recognisable. 0 = derive one from the wall clock at mc_master_new. */
+    uint16_t epoch;
+
+    /* Eviction (src/master/eviction.c): selective materialisation limits and census threads. */
+    uint32_t eviction_reserve_min;  /* 1024 */
+    uint32_t eviction_frontier_min; /* 65536 */
+    uint32_t eviction_threads;      /* 0 = implementation default */
+};
+
+/* Fills c with the defaults above (upstream's flag defaults). */
+void mc_master_config_init(struct mc_master_config *c);
+
+/* Creates a master. INVALID_PARAMS for an inconsistent config (ratios outside [0,1],
+ * default soft pin TTL > max, release timeout <= discard timeout, max_key_len 0 or > 65535);
+ * INTERNAL_ERROR when out of memory. */
+int mc_master_new(const struct mc_master_config *c, struct mc_master **out);
+/* Frees everything. No call may be in flight. */
+void mc_master_free(struct mc_master *m);
+
+uint16_t mc_master_epoch(const struct mc_master *m);
+const struct mc_master_config *mc_master_config_get(const struct mc_master *m);
+
+/* ---- clients and segments ----------------------------------------------------------------- */
+
+struct mc_ping_result {
+    int64_t view_version; /* changes when the master restarts (= epoch) */
+    enum mc_client_status status;
+};
+
+/* Refreshes the client's liveness. A client the master does not know (first contact, or any
+ * client after a master restart) is registered with status NEED_REMOUNT: it answers with
+ * ReMountSegment (possibly with no segments) and is OK from then on. */
+int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_result *out);
+
+/* Mounts a DRAM segment (segments.h rules; idempotent for the same id, base and size).
+ * Registers the client (status OK) if it is new and refreshes its liveness. Errors:
+ * INVALID_PARAMS, ILLEGAL_CLIENT (segment id owned by another client),
+ * SEGMENT_ALREADY_EXISTS (same id, other base/size). */
+int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
+                            const struct mc_segment_desc *seg);
+
+/* After a master restart (Ping said NEED_REMOUNT): mounts each listed segment that is not
+ * mounted yet (already-mounted ones are fine), then marks the client OK. n may be 0. The first
+ * failing segment's code is returned; segments before it stay mounted and the client stays
+ * NEED_REMOUNT, so the client retries. */
+int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
+                               const struct mc_segment_desc *segs, size_t n);
+
+/* Unmounts a segment: no new replica lands there, its replicas stop being readable at once,
+ * objects left with no replica are erased (before this returns), and the segment's allocator
+ * is freed when the last replica on it is gone. Idempotent (unknown id: OK). ILLEGAL_CLIENT
+ * when another client mounted it. */
+int mc_master_unmount_segment(struct mc_master *m, struct mc_id client, struct mc_id segment_id);
+
+/* Admin: every mounted segment with its usage. *out is malloc'ed (free()), may be NULL if n 0. */
+int mc_master_list_segments(struct mc_master *m, struct mc_segment_info **out, size_t *n);
+
+/* ---- puts --------------------------------------------------------------------------------- */
+
+/* Upstream's ReplicateConfig (the fields this implementation supports). */
+struct mc_replicate_config {
+    uint32_t replica_num; /* MEMORY replicas wanted, 1..MC_MAX_REPLICAS (default 1) */
+    bool with_soft_pin;   /* soft pin the object (upstream soft_pin_action ENABLE) */
+    uint64_t
+        soft_pin_ttl_ms; /* 0 = default_kv_soft_pin_ttl; > max_kv_soft_pin_ttl: INVALID_PARAMS */
+    bool with_hard_pin;  /* never evicted */
+    const char *const *preferred_segments; /* segment names tried first, in order */
+    size_t n_preferred;
+    const char *group_id; /* optional: group members share a shard, leases and eviction */
+    size_t group_id_len;  /* 0 = no group; at most MC_GROUP_ID_MAX - 1 bytes, no NUL */
+};
+void mc_replicate_config_init(struct mc_replicate_config *c);
+
+struct mc_put_start_result {
+    uint64_t version;   /* epoch << 48 | sequence; increases with every PutStart */
+    uint32_t nreplicas; /* >= 1; may be fewer than asked (upstream's partial placement) */
+    struct mc_replica_desc replicas[MC_MAX_REPLICAS]; /* status PROCESSING */
+};
+
+/* Starts a Put of size bytes: places the replicas and records the object as PROCESSING (not
+ * readable). Errors: INVALID_KEY, INVALID_PARAMS (size 0, replica_num 0 or too large, soft pin
+ * TTL above max, bad group id, zero client), OBJECT_ALREADY_EXISTS (the key has a COMPLETE
+ * replica, or a Put of it started less than put_start_discard_timeout ago; an older unfinished
+ * Put is taken over: its buffers are freed put_start_release_timeout after its start),
+ * NO_AVAILABLE_HANDLE (no space: also raises the need-eviction flag). */
+int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                        uint64_t size, const struct mc_replicate_config *cfg,
+                        struct mc_put_start_result *out);
+
+/* Completes a Put: its replicas become COMPLETE (readable), the value CRC32C is recorded
+ * (has_crc false: none known), a requested soft pin starts now. Errors: INVALID_KEY,
+ * OBJECT_NOT_FOUND, ILLEGAL_CLIENT (not the client that started the Put). Idempotent: a
+ * completed object answers OK. */
+int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                      uint32_t crc32c, bool has_crc);
+
+/* Abandons a Put: its buffers are freed and the object erased. Errors: INVALID_KEY,
+ * OBJECT_NOT_FOUND, ILLEGAL_CLIENT (not the Put's owner), INVALID_WRITE (the object is not
+ * being Put, e.g. already completed). */
+int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len);
+
+struct mc_key_ref {
+    const char *data;
+    size_t len;
+};
+
+/* Batch forms: one PutStart/End/Revoke per key with the same config. crcs may be NULL (no CRC
+ * for any key). */
+int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
+                              const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
+                              const struct mc_replicate_config *cfg,
+                              struct mc_put_start_result *out, int *rcs);
+int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
+                            const uint32_t *crcs, size_t n, int *rcs);
+int mc_master_batch_put_revoke(struct mc_master *m, struct mc_id client,
+                               const struct mc_key_ref *keys, size_t n, int *rcs);
+
+/* ---- reads -------------------------------------------------------------------------------- */
+
+struct mc_get_result {
+    uint64_t version;
+    uint64_t size;
+    uint32_t crc32c;
+    bool has_crc;
+    uint64_t lease_ttl_ms; /* the lease just granted (default_kv_lease_ttl) */
+    uint32_t nreplicas;    /* readable replicas, in stored order */
+    struct mc_replica_desc replicas[MC_MAX_REPLICAS];
+};
+
+/* Readable replicas (COMPLETE, on a mounted segment / a live holder) of a key, and a read
+ * lease of default_kv_lease_ttl on it (on every member when it belongs to a group). Makes no
+ * allocation. Errors: INVALID_KEY, OBJECT_NOT_FOUND (absent, or no replica left),
+ * REPLICA_IS_NOT_READY (being Put, nothing readable yet). */
+int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_len,
+                               struct mc_get_result *out);
+/* Keys are grouped by shard, each shard read-locked once. */
+int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                                     struct mc_get_result *out, int *rcs);
+
+/* *exists = the key has a readable replica; true grants the read lease. INVALID_KEY only. */
+int mc_master_exist_key(struct mc_master *m, const char *key, size_t key_len, bool *exists);
+int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                              bool *exists, int *rcs);
+
+/* ---- removal ------------------------------------------------------------------------------ */
+
+/* Erases a key and frees its buffers. Errors: INVALID_KEY, OBJECT_NOT_FOUND, OBJECT_HAS_LEASE
+ * (lease active and !force), REPLICA_IS_NOT_READY (being Put — even with force),
+ * OBJECT_HAS_REPLICATION_TASK (a replica is pinned by an offload/promotion task and !force). */
+int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool force);
+int mc_master_batch_remove(struct mc_master *m, const struct mc_key_ref *keys, size_t n, bool force,
+                           int *rcs);
+/* Erases every object that is complete and (force or lease expired); *removed = count. */
+int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed);
+
+/* ---- admin -------------------------------------------------------------------------------- */
+
+struct mc_key_info {
+    uint64_t version;
+    uint64_t size;
+    uint32_t crc32c;
+    bool has_crc;
+    bool complete;                  /* false while being Put */
+    struct mc_id put_owner;         /* while being Put */
+    uint64_t lease_remaining_ms;    /* 0 = no active lease */
+    uint64_t soft_pin_remaining_ms; /* 0 = not soft pinned */
+    bool hard_pinned;
+    char group_id[MC_GROUP_ID_MAX]; /* "" = none */
+    uint32_t nreplicas;             /* every replica, any status */
+    struct mc_replica_desc replicas[MC_MAX_REPLICAS];
+};
+
+/* QueryKey: the whole record of a key, no lease, no side effects. OBJECT_NOT_FOUND if absent. */
+int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
+                        struct mc_key_info *out);
+
+struct mc_master_stats {
+    uint64_t key_count;
+    uint64_t soft_pin_key_count;
+    uint64_t processing_count; /* Puts in flight */
+    uint64_t total_capacity_bytes;
+    uint64_t allocated_bytes;
+    double used_ratio;
+    uint64_t segment_count;
+    uint64_t active_clients;
+    uint64_t put_start_requests, put_start_failures;
+    uint64_t put_end_requests, put_end_failures;
+    uint64_t put_revoke_requests, put_revoke_failures;
+    uint64_t get_replica_list_requests, get_replica_list_failures;
+    uint64_t exist_key_requests, exist_key_failures;
+    uint64_t remove_requests, remove_failures;
+    uint64_t remove_all_requests;
+    uint64_t mount_segment_requests, mount_segment_failures;
+    uint64_t unmount_segment_requests, unmount_segment_failures;
+    uint64_t remount_segment_requests, remount_segment_failures;
+    uint64_t ping_requests;
+    uint64_t put_start_alloc_failures;
+    uint64_t put_start_partial_allocations;
+    uint64_t put_start_discard_cnt; /* stale Puts taken over */
+    uint64_t put_start_release_cnt; /* discarded/stale buffers freed by the reaper */
+    uint64_t expired_clients;
+    uint64_t evicted_key_count, evicted_size_bytes;
+    uint64_t successful_evictions, attempted_evictions;
+};
+
+/* GetStats: a snapshot of the counters and gauges above. */
+void mc_master_get_stats(struct mc_master *m, struct mc_master_stats *out);
+
+/* The master's own metrics registry (common/metrics.h), upstream metric names (DESIGN §10).
+ * Rendered by the daemon's /metrics endpoint. */
+struct mc_metrics *mc_master_metrics(struct mc_master *m);
+
+/* ---- background work (one call = one loop iteration) ------------------------------------- */
+
+/* Client monitor (every 1 s): expires clients whose TTL passed — unmounts their segments,
+ * drops their replicas, erases objects left with none, releases what they pinned. Returns the
+ * number of clients expired. */
+int mc_master_tick_monitor(struct mc_master *m);
+
+/* Reaper: frees buffers of Puts unfinished put_start_release_timeout after their start and of
+ * taken-over Puts whose release time came, clears expired soft pins (and, in later issues,
+ * offload/promotion tasks past their timeout). Returns the number of items reaped. */
+int mc_master_tick_reaper(struct mc_master *m);
+
+/* Eviction (every 10 ms): when used > high watermark or a PutStart failed for space, one
+ * BatchEvict cycle (src/master/eviction.c). Returns the number of objects evicted. */
+int mc_master_tick_eviction(struct mc_master *m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
