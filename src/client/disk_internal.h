@@ -1,0 +1,194 @@
+/*
+ * disk_internal.h - shared internals of the LOCAL_DISK store (disk_store.h), split by job:
+ *   disk_store.c   open/close, append, read, remove, pins, capacity eviction
+ *   disk_index.c   the key -> record hash index
+ *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
+ *   disk_recover.c the start-up scan that verifies extents and rebuilds the index
+ *   disk_format.c  the on-disk record header (encode/verify)
+ *
+ * Locking: s->mu guards the index, the extent list and every counter; s->pool_mu guards the
+ * ring pool (taken after s->mu when both are held); s->fault_mu guards the fault hook. No lock
+ * is held during I/O or while a callback runs (except foreach, documented).
+ */
+#ifndef MC_CLIENT_DISK_INTERNAL_H
+#define MC_CLIENT_DISK_INTERNAL_H
+
+#include <liburing.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "client/disk_store.h"
+
+#define DISK_COMP "disk"
+#define DISK_HDR_SIZE 48u
+#define DISK_MAGIC 0x5244434du /* "MCDR" little-endian */
+#define DISK_FORMAT 1u
+#define DISK_FLAG_TOMBSTONE 1u
+#define DISK_MAX_VALUE (1ull << 30)
+#define DISK_MAX_SLOTS 1024u
+
+static inline uint64_t disk_round_up(uint64_t v)
+{
+    return (v + MC_DISK_BLOCK - 1) & ~(uint64_t)(MC_DISK_BLOCK - 1);
+}
+static inline uint64_t disk_hdr_block(uint32_t key_len)
+{
+    return disk_round_up((uint64_t)DISK_HDR_SIZE + key_len);
+}
+static inline uint64_t disk_record_size(uint32_t key_len, uint64_t value_len)
+{
+    return disk_hdr_block(key_len) + disk_round_up(value_len);
+}
+
+/* ---- record header (disk_format.c) ---- */
+struct disk_hdr {
+    uint32_t flags;
+    uint32_t key_len;
+    uint64_t value_len;
+    uint64_t version;
+    uint32_t value_crc;
+};
+/* Writes the header + key into blk (zero-filled up to the header block size). */
+void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key);
+/* Checks magic, format, header CRC (over header and key; the key must be within avail bytes of
+ * blk) and sane lengths. Returns 0 and fills h, or -1. */
+int disk_hdr_decode(const void *blk, size_t avail, struct disk_hdr *h);
+
+/* ---- extents and index ---- */
+struct disk_entry;
+
+struct disk_extent {
+    uint64_t id;
+    int fd;
+    int slot;            /* registered-file slot, or -1 */
+    uint64_t size;       /* bytes reserved (append offset) */
+    uint64_t live_bytes; /* record bytes of live entries */
+    uint64_t nlive;
+    uint32_t pinned;                 /* sum of pins of live entries */
+    uint32_t readers;                /* reads in flight */
+    uint32_t writers;                /* appends in flight */
+    int sealed;                      /* takes no more appends */
+    int dropping;                    /* chosen for eviction */
+    struct disk_entry *entries;      /* live entries (intrusive list) */
+    struct disk_extent *prev, *next; /* oldest first */
+};
+
+struct disk_entry {
+    struct disk_entry *hnext;
+    struct disk_entry *eprev, *enext;
+    struct disk_extent *ext;
+    uint64_t hash;
+    uint64_t off; /* record start in the extent */
+    uint64_t value_len;
+    uint64_t version;
+    uint32_t crc;
+    uint32_t key_len;
+    uint32_t pins;
+    char key[];
+};
+
+struct disk_index {
+    struct disk_entry **buckets;
+    size_t nbuckets; /* power of two */
+    size_t count;
+};
+
+int disk_index_init(struct disk_index *ix);
+void disk_index_destroy(struct disk_index *ix); /* frees every entry */
+struct disk_entry *disk_index_find(struct disk_index *ix, const char *key, uint32_t key_len);
+/* New entry (not inserted). NULL on allocation failure. */
+struct disk_entry *disk_entry_new(const char *key, uint32_t key_len);
+int disk_index_insert(struct disk_index *ix, struct disk_entry *e); /* -1: out of memory */
+void disk_index_unlink(struct disk_index *ix, struct disk_entry *e);
+
+/* ---- io engine (disk_uring.c) ---- */
+struct disk_io {
+    int fd;
+    int slot; /* fixed-file slot, or -1 */
+    void *buf;
+    uint32_t len;
+    uint64_t off;
+    int write;
+    int res; /* bytes transferred or -errno */
+};
+
+struct disk_ring {
+    struct io_uring ring;
+    int uring; /* 0: synchronous pread/pwrite fallback */
+    unsigned depth;
+    char *staging;
+    size_t staging_len;
+    size_t staging_used; /* bump allocator, reset per batch */
+    int buf_registered;
+    int files_registered;
+    uint64_t files_gen;
+    size_t *reaped; /* depth completions waiting for their callback */
+    struct disk_ring *next;
+};
+
+struct disk_faults {
+    pthread_mutex_t mu;
+    struct mc_disk_fault f;
+};
+
+typedef void (*disk_done_fn)(void *ctx, size_t i);
+
+/* Runs n operations, up to the ring's depth in flight, calling done(ctx, i) as each completes.
+ * Fault injection (test builds) applies when faults is non-NULL. */
+void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct disk_faults *faults,
+                   disk_done_fn done, void *ctx);
+/* Aligned scratch: from the ring's staging when it fits (registered), else posix_memalign
+ * (*heap = 1: the caller frees it). NULL on allocation failure. */
+void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap);
+
+/* ---- the store ---- */
+struct mc_disk_store {
+    struct mc_disk_store_config cfg;
+    char *path;
+    int dir_fd;
+    int lock_fd;
+    uint64_t hw_bytes;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* readers/writers of a dropping extent finished */
+    struct disk_index idx;
+    struct disk_extent *oldest, *newest;
+    struct disk_extent *active;
+    uint64_t next_extent_id;
+    uint64_t bytes_used, live_bytes, nextents;
+    uint64_t dropped_records, dropped_bytes, evicted_extents, evicted_records;
+    int evicting; /* one eviction at a time */
+
+    int slot_fds[DISK_MAX_SLOTS];
+    uint64_t files_gen;
+
+    pthread_mutex_t pool_mu;
+    struct disk_ring *pool;
+    int logged_plain_bufs, logged_plain_files, logged_no_uring;
+    int last_buf_registered, last_files_registered;
+
+    struct disk_faults faults;
+};
+
+/* Ring pool (disk_uring.c). disk_ring_get falls back to synchronous I/O when io_uring is not
+ * available; NULL only when out of memory. disk_ring_put_locked: with s->mu held. */
+struct disk_ring *disk_ring_get(struct mc_disk_store *s);
+void disk_ring_put_locked(struct mc_disk_store *s, struct disk_ring *r);
+/* With s->mu held: bring r's registered file table up to date. */
+void disk_ring_sync_files_locked(struct mc_disk_store *s, struct disk_ring *r);
+/* With s->mu held: sync every idle ring (after an extent's fd was closed). */
+void disk_pool_sync_files_locked(struct mc_disk_store *s);
+void disk_pool_destroy(struct mc_disk_store *s);
+
+/* Extent helpers (disk_store.c), s->mu held. */
+struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id, int fd,
+                                           uint64_t size);
+void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x);
+void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e);
+int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create);
+
+/* Start-up scan (disk_recover.c): called from open, before any other thread sees the store. */
+int disk_recover(struct mc_disk_store *s, char *err, size_t errlen);
+
+#endif

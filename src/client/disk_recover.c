@@ -1,0 +1,304 @@
+/*
+ * disk_recover.c - the LOCAL_DISK store's start-up scan (design in disk_store.h).
+ *
+ * Extents are scanned in id order and each one from offset 0, which is append order, so
+ * applying records as they are met rebuilds the index exactly: a record replaces the indexed
+ * one unless that has a higher version; a tombstone removes an indexed record of its version or
+ * older. Every record is verified before it is applied: the header CRC (header + key), lengths
+ * that fit the file, then the value CRC (read in 1 MiB aligned chunks).
+ *
+ * Damage: a record with a good header but a bad value is skipped by its length and counted. A
+ * bad header cannot be trusted for a length, so the scan moves on one 4 KiB block at a time
+ * until a block verifies as a header again (records always start on a block boundary); that
+ * region counts as one dropped record unless it starts with a zero block (an unused hole left
+ * by a failed append). Whatever follows the last good record (a torn append) is counted and
+ * cut off with ftruncate. An extent left empty is deleted. Reads here are synchronous pread:
+ * start-up is one sequential pass.
+ */
+#include <dirent.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client/disk_internal.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define SCAN_CHUNK (1u << 20)
+
+struct scan {
+    struct mc_disk_store *s;
+    struct disk_extent *x;
+    uint64_t fsz;
+    char *buf; /* SCAN_CHUNK bytes, aligned */
+};
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int read_full(int fd, void *buf, size_t len, uint64_t off)
+{
+    ssize_t rc;
+    do {
+        rc = pread(fd, buf, len, (off_t)off);
+    } while (rc < 0 && errno == EINTR);
+    return rc == (ssize_t)len ? 0 : -1;
+}
+
+/* Reads and decodes the header at off. 0 when valid and the record fits the file. */
+static int read_header(struct scan *sc, uint64_t off, struct disk_hdr *h, int *zero_block)
+{
+    *zero_block = 0;
+    if (read_full(sc->x->fd, sc->buf, MC_DISK_BLOCK, off) != 0)
+        return -1;
+    int zero = 1;
+    for (size_t i = 0; i < MC_DISK_BLOCK && zero; i++)
+        zero = sc->buf[i] == 0;
+    *zero_block = zero;
+    uint32_t key_len;
+    memcpy(&key_len, sc->buf + 8, 4);
+    uint64_t hb = disk_hdr_block(le32toh(key_len) <= MC_DISK_MAX_KEY_LEN ? le32toh(key_len) : 0);
+    if (hb > MC_DISK_BLOCK) {
+        if (off + hb > sc->fsz || read_full(sc->x->fd, sc->buf, hb, off) != 0)
+            return -1;
+    }
+    if (disk_hdr_decode(sc->buf, hb, h) != 0)
+        return -1;
+    return off + disk_record_size(h->key_len, h->value_len) <= sc->fsz ? 0 : 1;
+}
+
+static int value_ok(struct scan *sc, uint64_t voff, const struct disk_hdr *h)
+{
+    uint64_t left = h->value_len, padded = disk_round_up(h->value_len);
+    uint32_t crc = 0;
+    for (uint64_t done = 0; done < padded;) {
+        size_t n = padded - done < SCAN_CHUNK ? padded - done : SCAN_CHUNK;
+        if (read_full(sc->x->fd, sc->buf, n, voff + done) != 0)
+            return 0;
+        size_t use = left < n ? left : n;
+        crc = mc_crc32c_extend(crc, sc->buf, use);
+        left -= use;
+        done += n;
+    }
+    return crc == h->value_crc;
+}
+
+static int apply(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
+                 const struct disk_hdr *h, const char *key)
+{
+    struct disk_entry *e = disk_index_find(&s->idx, key, h->key_len);
+    if (h->flags & DISK_FLAG_TOMBSTONE) {
+        if (e && e->version <= h->version) {
+            disk_entry_detach_locked(s, e);
+            disk_index_unlink(&s->idx, e);
+            free(e);
+        }
+        return 0;
+    }
+    if (e && e->version > h->version)
+        return 0; /* an older version appended later: dead bytes */
+    struct disk_entry *ne = disk_entry_new(key, h->key_len);
+    if (!ne)
+        return -1;
+    ne->off = off;
+    ne->value_len = h->value_len;
+    ne->version = h->version;
+    ne->crc = h->value_crc;
+    if (e) {
+        disk_entry_detach_locked(s, e);
+        disk_index_unlink(&s->idx, e);
+        free(e);
+    }
+    disk_entry_attach_locked(s, ne, x);
+    disk_index_insert(&s->idx, ne);
+    return 0;
+}
+
+/* Scans one extent; returns the length to keep (end of the last good record). */
+static int scan_extent(struct scan *sc, uint64_t *keep)
+{
+    struct mc_disk_store *s = sc->s;
+    uint64_t off = 0, good_end = 0, bad_start = 0;
+    int in_bad = 0, torn = 0;
+    char *key = malloc(MC_DISK_MAX_KEY_LEN);
+    if (!key)
+        return -1;
+    while (off + MC_DISK_BLOCK <= sc->fsz) {
+        struct disk_hdr h;
+        int zero;
+        int hr = read_header(sc, off, &h, &zero);
+        if (hr == 0) {
+            memcpy(key, sc->buf + DISK_HDR_SIZE, h.key_len);
+            uint64_t rec = disk_record_size(h.key_len, h.value_len);
+            if (in_bad) {
+                s->dropped_bytes += off - bad_start;
+                in_bad = 0;
+            }
+            if (value_ok(sc, off + disk_hdr_block(h.key_len), &h)) {
+                if (apply(s, sc->x, off, &h, key) != 0) {
+                    free(key);
+                    return -1;
+                }
+                good_end = off + rec;
+            } else {
+                s->dropped_records++;
+                s->dropped_bytes += rec;
+                mc_warn(DISK_COMP, "recovery dropped record with bad value CRC",
+                        "extent=%" PRIu64 " off=%" PRIu64, sc->x->id, off);
+            }
+            off += rec;
+            continue;
+        }
+        if (hr == 1) {
+            /* A valid header whose record runs past the end: a torn append. */
+            torn = 1;
+            break;
+        }
+        if (!in_bad) {
+            in_bad = 1;
+            bad_start = off;
+            if (!zero) {
+                s->dropped_records++;
+                mc_warn(DISK_COMP, "recovery skipped damaged record",
+                        "extent=%" PRIu64 " off=%" PRIu64, sc->x->id, off);
+            }
+        }
+        off += MC_DISK_BLOCK;
+    }
+    if (in_bad)
+        s->dropped_bytes += off - bad_start;
+    if (off < sc->fsz) {
+        /* A torn record, or a fragment of one shorter than a block. */
+        s->dropped_bytes += sc->fsz - off;
+        if (torn || !in_bad) {
+            s->dropped_records++;
+            mc_warn(DISK_COMP, "recovery dropped torn tail",
+                    "extent=%" PRIu64 " off=%" PRIu64 " bytes=%" PRIu64, sc->x->id, off,
+                    sc->fsz - off);
+        }
+    }
+    *keep = good_end;
+    free(key);
+    return 0;
+}
+
+int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
+{
+    int rc = MC_OK;
+    uint64_t *ids = NULL;
+    size_t nids = 0, cap = 0;
+    struct scan sc = {.s = s};
+    int dfd = dup(s->dir_fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        if (dfd >= 0)
+            close(dfd);
+        if (err)
+            snprintf(err, errlen, "%s: cannot list directory", s->path);
+        return MC_ERR_FILE_OPEN_FAIL;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        const char *n = de->d_name;
+        if (strlen(n) != 20 || strcmp(n + 16, ".ext") != 0)
+            continue;
+        char *end;
+        uint64_t id = strtoull(n, &end, 16);
+        if (end != n + 16)
+            continue;
+        if (nids == cap) {
+            cap = cap ? cap * 2 : 64;
+            uint64_t *ni = realloc(ids, cap * sizeof(*ids));
+            if (!ni) {
+                rc = MC_ERR_INTERNAL_ERROR;
+                goto out;
+            }
+            ids = ni;
+        }
+        ids[nids++] = id;
+    }
+    qsort(ids, nids, sizeof(*ids), cmp_u64);
+    if (posix_memalign((void **)&sc.buf, MC_DISK_BLOCK, SCAN_CHUNK) != 0) {
+        sc.buf = NULL;
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < nids; i++) {
+        int fd = disk_open_extent_fd(s, ids[i], 0);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (err)
+                snprintf(err, errlen, "%s: cannot open extent %016" PRIx64 " (%s)", s->path, ids[i],
+                         strerror(errno));
+            if (fd >= 0)
+                close(fd);
+            rc = MC_ERR_FILE_OPEN_FAIL;
+            break;
+        }
+        if (ids[i] >= s->next_extent_id)
+            s->next_extent_id = ids[i] + 1;
+        struct disk_extent *x = disk_extent_add_locked(s, ids[i], fd, 0);
+        if (!x) {
+            close(fd);
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
+        }
+        x->sealed = 1;
+        sc.x = x;
+        sc.fsz = (uint64_t)st.st_size;
+        uint64_t keep = 0;
+        if (scan_extent(&sc, &keep) != 0) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
+        }
+        if (keep < sc.fsz && ftruncate(fd, (off_t)keep) != 0)
+            mc_warn(DISK_COMP, "cannot truncate extent", "path=%s extent=%" PRIu64 " err=%d",
+                    s->path, x->id, errno);
+        x->size = keep;
+        s->bytes_used += keep;
+    }
+    /* Empty extents (nothing good in them) go away. */
+    for (struct disk_extent *x = s->oldest, *nx; x; x = nx) {
+        nx = x->next;
+        if (x->size == 0 && x->nlive == 0) {
+            if (x->prev)
+                x->prev->next = x->next;
+            else
+                s->oldest = x->next;
+            if (x->next)
+                x->next->prev = x->prev;
+            else
+                s->newest = x->prev;
+            if (x->slot >= 0)
+                s->slot_fds[x->slot] = -1;
+            s->nextents--;
+            close(x->fd);
+            char name[32];
+            snprintf(name, sizeof(name), "%016" PRIx64 ".ext", x->id);
+            unlinkat(s->dir_fd, name, 0);
+            free(x);
+        }
+    }
+    s->files_gen++;
+    pthread_mutex_unlock(&s->mu);
+    if (s->dropped_records)
+        mc_warn(DISK_COMP, "recovery dropped damaged records",
+                "path=%s records=%" PRIu64 " bytes=%" PRIu64, s->path, s->dropped_records,
+                s->dropped_bytes);
+out:
+    closedir(d);
+    free(ids);
+    free(sc.buf);
+    return rc;
+}

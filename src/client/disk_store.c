@@ -1,0 +1,985 @@
+/*
+ * disk_store.c - the LOCAL_DISK store (design in disk_store.h): open/close, the write path shared
+ * by appends and removals, batched reads, pins and capacity eviction.
+ *
+ * Write path (write_jobs): under the store lock, refuse stale versions, make room (evicting
+ * whole extents through the callback, see evict_extent_locked), then reserve each record's
+ * place in the active extent (rolling to a new extent file when it is full) and count a writer
+ * on the extent. Without the lock, encode each record into an aligned buffer and write the batch
+ * through a ring. Under the lock again, commit the records that were written in full to the
+ * index (newest version wins); a failed record is never indexed, its header block is zeroed
+ * (best effort) and its extent is sealed so later records do not sit after a hole.
+ *
+ * Read path: under the lock, look keys up and count a reader on their extents; read without the
+ * lock (straight into the caller's buffer when aligned, else via a bounce buffer), check each
+ * CRC as it completes, then drop the reader counts. An extent chosen for eviction waits for
+ * its readers and writers (s->cv) before its file is closed and unlinked.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client/disk_internal.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define WINDOW_BYTES (64u << 20) /* scratch memory per I/O window */
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------- extents and entries */
+
+int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "%016" PRIx64 ".ext", id);
+    int flags = O_RDWR | O_DIRECT | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
+    return openat(s->dir_fd, name, flags, 0644);
+}
+
+struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id, int fd,
+                                           uint64_t size)
+{
+    struct disk_extent *x = calloc(1, sizeof(*x));
+    if (!x)
+        return NULL;
+    x->id = id;
+    x->fd = fd;
+    x->size = size;
+    x->slot = -1;
+    for (unsigned i = 0; i < DISK_MAX_SLOTS; i++) {
+        if (s->slot_fds[i] == -1) {
+            x->slot = (int)i;
+            s->slot_fds[i] = fd;
+            s->files_gen++;
+            break;
+        }
+    }
+    x->prev = s->newest;
+    if (s->newest)
+        s->newest->next = x;
+    else
+        s->oldest = x;
+    s->newest = x;
+    s->nextents++;
+    s->bytes_used += size;
+    return x;
+}
+
+static void extent_name(uint64_t id, char *name, size_t len)
+{
+    snprintf(name, len, "%016" PRIx64 ".ext", id);
+}
+
+/* Closes and deletes an extent with no live entries, readers or writers. */
+static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        s->oldest = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    else
+        s->newest = x->prev;
+    if (s->active == x)
+        s->active = NULL;
+    if (x->slot >= 0) {
+        s->slot_fds[x->slot] = -1;
+        s->files_gen++;
+        disk_pool_sync_files_locked(s); /* idle rings let go of the file */
+    }
+    close(x->fd);
+    char name[32];
+    extent_name(x->id, name, sizeof(name));
+    if (unlinkat(s->dir_fd, name, 0) != 0)
+        mc_warn(DISK_COMP, "cannot delete extent", "path=%s extent=%s err=%d", s->path, name,
+                errno);
+    s->bytes_used -= x->size;
+    s->nextents--;
+    free(x);
+}
+
+void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x)
+{
+    e->ext = x;
+    e->eprev = NULL;
+    e->enext = x->entries;
+    if (x->entries)
+        x->entries->eprev = e;
+    x->entries = e;
+    uint64_t rec = disk_record_size(e->key_len, e->value_len);
+    x->live_bytes += rec;
+    x->nlive++;
+    x->pinned += e->pins;
+    s->live_bytes += rec;
+}
+
+void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e)
+{
+    struct disk_extent *x = e->ext;
+    if (e->eprev)
+        e->eprev->enext = e->enext;
+    else
+        x->entries = e->enext;
+    if (e->enext)
+        e->enext->eprev = e->eprev;
+    uint64_t rec = disk_record_size(e->key_len, e->value_len);
+    x->live_bytes -= rec;
+    x->nlive--;
+    x->pinned -= e->pins;
+    s->live_bytes -= rec;
+    e->ext = NULL;
+}
+
+static void entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e)
+{
+    disk_entry_detach_locked(s, e);
+    disk_index_unlink(&s->idx, e);
+    free(e);
+}
+
+/* ---------------------------------------------------------------- eviction */
+
+/* Oldest extent that may be dropped. hard: the active extent and pinned extents qualify (a
+ * pinned one only when nothing unpinned does). */
+static struct disk_extent *pick_victim_locked(struct mc_disk_store *s, int hard)
+{
+    struct disk_extent *pinned = NULL;
+    for (struct disk_extent *x = s->oldest; x; x = x->next) {
+        if (x->dropping || x->writers > 0)
+            continue;
+        if (x == s->active && !hard)
+            continue;
+        if (x->pinned == 0)
+            return x;
+        if (!pinned)
+            pinned = x;
+    }
+    return hard ? pinned : NULL;
+}
+
+/* Tells the callback which live keys x holds, then (on success) drops them and deletes x once
+ * its readers are done. Releases s->mu around the callback. Returns 0 or an error code. */
+static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
+{
+    x->dropping = 1;
+    x->sealed = 1;
+    if (s->active == x)
+        s->active = NULL;
+    s->evicting = 1;
+
+    size_t n = x->nlive, keybytes = 0;
+    for (struct disk_entry *e = x->entries; e; e = e->enext)
+        keybytes += e->key_len;
+    struct mc_disk_evict_item *items = calloc(n ? n : 1, sizeof(*items));
+    char *keys = malloc(keybytes ? keybytes : 1);
+    int rc = 0;
+    if (!items || !keys) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    size_t i = 0, kp = 0;
+    for (struct disk_entry *e = x->entries; e; e = e->enext, i++) {
+        memcpy(keys + kp, e->key, e->key_len);
+        items[i].key = keys + kp;
+        items[i].key_len = e->key_len;
+        items[i].version = e->version;
+        items[i].size = e->value_len;
+        kp += e->key_len;
+    }
+    uint64_t id = x->id;
+    if (s->cfg.evict_cb && n > 0) {
+        pthread_mutex_unlock(&s->mu);
+        int cb = s->cfg.evict_cb(s->cfg.evict_ctx, items, n);
+        pthread_mutex_lock(&s->mu);
+        if (cb != 0) {
+            rc = cb < 0 ? cb : MC_ERR_INTERNAL_ERROR;
+            mc_warn(DISK_COMP, "eviction refused by callback, nothing deleted",
+                    "path=%s extent=%" PRIu64 " keys=%zu rc=%d", s->path, id, n, cb);
+            goto out;
+        }
+    }
+    while (x->entries) {
+        entry_drop_locked(s, x->entries);
+        s->evicted_records++;
+    }
+    while (x->readers > 0 || x->writers > 0)
+        pthread_cond_wait(&s->cv, &s->mu);
+    mc_info(DISK_COMP, "extent evicted", "path=%s extent=%" PRIu64 " keys=%zu bytes=%" PRIu64,
+            s->path, id, n, x->size);
+    extent_delete_locked(s, x);
+    s->evicted_extents++;
+    x = NULL;
+out:
+    if (x && rc != 0)
+        x->dropping = 0;
+    s->evicting = 0;
+    pthread_cond_broadcast(&s->cv);
+    free(items);
+    free(keys);
+    return rc;
+}
+
+/* Makes bytes_used + need <= capacity. s->mu held (released while evicting). */
+static int make_room_locked(struct mc_disk_store *s, uint64_t need)
+{
+    for (;;) {
+        while (s->evicting)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->bytes_used + need <= s->cfg.capacity)
+            return 0;
+        struct disk_extent *x = pick_victim_locked(s, 1);
+        if (!x) {
+            mc_warn(DISK_COMP, "disk store full, nothing evictable",
+                    "path=%s used=%" PRIu64 " need=%" PRIu64 " capacity=%" PRIu64, s->path,
+                    s->bytes_used, need, s->cfg.capacity);
+            return MC_ERR_UNABLE_OFFLOAD;
+        }
+        int rc = evict_extent_locked(s, x);
+        if (rc != 0)
+            return rc;
+    }
+}
+
+/* Watermark eviction after an append: unpinned sealed extents, oldest first. */
+static void watermark_evict_locked(struct mc_disk_store *s)
+{
+    while (!s->evicting && s->bytes_used > s->hw_bytes) {
+        struct disk_extent *x = pick_victim_locked(s, 0);
+        if (!x || evict_extent_locked(s, x) != 0)
+            break;
+    }
+}
+
+/* ---------------------------------------------------------------- write path */
+
+struct wjob {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    const void *data;
+    uint64_t len;
+    int tomb;
+    int result;
+    struct disk_extent *x;
+    uint64_t off;
+};
+
+struct wctx {
+    struct wjob **jobs; /* per io */
+    struct disk_io *ios;
+};
+
+static void write_done(void *ctx, size_t i)
+{
+    struct wctx *c = ctx;
+    struct disk_io *io = &c->ios[i];
+    struct wjob *j = c->jobs[i];
+    if (io->res == (int)io->len)
+        return;
+    j->result = MC_ERR_FILE_WRITE_FAIL;
+    mc_warn(DISK_COMP, "record write failed", "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d",
+            j->x->id, j->off, io->len, io->res);
+}
+
+/* Places jobs with result MC_OK in extents. s->mu held. */
+static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        uint64_t rec = disk_record_size(j->key_len, j->len);
+        struct disk_extent *x = s->active;
+        if (!x || x->sealed || (x->size > 0 && x->size + rec > s->cfg.extent_size)) {
+            if (x)
+                x->sealed = 1;
+            s->active = NULL;
+            uint64_t id = s->next_extent_id++;
+            int fd = disk_open_extent_fd(s, id, 1);
+            if (fd < 0) {
+                mc_error(DISK_COMP, "cannot create extent", "path=%s id=%" PRIu64 " err=%d",
+                         s->path, id, errno);
+                j->result = MC_ERR_FILE_OPEN_FAIL;
+                continue;
+            }
+            x = disk_extent_add_locked(s, id, fd, 0);
+            if (!x) {
+                close(fd);
+                j->result = MC_ERR_INTERNAL_ERROR;
+                continue;
+            }
+            s->active = x;
+        }
+        j->x = x;
+        j->off = x->size;
+        x->size += rec;
+        s->bytes_used += rec;
+        x->writers++;
+    }
+}
+
+static void commit_locked(struct mc_disk_store *s, struct wjob *j)
+{
+    struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+    if (j->tomb) {
+        if (e && e->version <= j->version)
+            entry_drop_locked(s, e);
+        return;
+    }
+    if (e && e->version > j->version) {
+        j->result = MC_ERR_INVALID_VERSION; /* a newer version was committed meanwhile */
+        return;
+    }
+    struct disk_entry *ne = disk_entry_new(j->key, j->key_len);
+    if (!ne) {
+        j->result = MC_ERR_INTERNAL_ERROR;
+        return;
+    }
+    ne->off = j->off;
+    ne->value_len = j->len;
+    ne->version = j->version;
+    ne->crc = j->crc;
+    if (e) {
+        ne->pins = e->pins;
+        entry_drop_locked(s, e);
+    }
+    disk_entry_attach_locked(s, ne, j->x);
+    disk_index_insert(&s->idx, ne);
+}
+
+/* Zeroes a failed record's header block so a restart cannot mistake it for a record. */
+static void zero_header(struct disk_ring *r, struct wjob *j)
+{
+    int heap = 0;
+    void *z = disk_ring_scratch(r, MC_DISK_BLOCK, &heap);
+    if (!z)
+        return;
+    memset(z, 0, MC_DISK_BLOCK);
+    if (pwrite(j->x->fd, z, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
+        mc_warn(DISK_COMP, "cannot zero failed record", "extent=%" PRIu64 " off=%" PRIu64, j->x->id,
+                j->off);
+    if (heap)
+        free(z);
+}
+
+/* Writes one window of placed jobs [from, to). */
+static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
+                         size_t from, size_t to, struct disk_io *ios, struct wjob **iojobs,
+                         int *heap)
+{
+    size_t nio = 0;
+    r->staging_used = 0;
+    for (size_t i = from; i < to; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
+        char *buf = disk_ring_scratch(r, rec, &heap[nio]);
+        if (!buf) {
+            j->result = MC_ERR_INTERNAL_ERROR;
+            continue;
+        }
+        struct disk_hdr h = {.flags = j->tomb ? DISK_FLAG_TOMBSTONE : 0,
+                             .key_len = j->key_len,
+                             .value_len = j->len,
+                             .version = j->version,
+                             .value_crc = j->crc};
+        disk_hdr_encode(buf, &h, j->key);
+        if (j->len) {
+            memcpy(buf + hb, j->data, j->len);
+            memset(buf + hb + j->len, 0, rec - hb - j->len);
+        }
+        ios[nio] = (struct disk_io){.fd = j->x->fd,
+                                    .slot = j->x->slot,
+                                    .buf = buf,
+                                    .len = (uint32_t)rec,
+                                    .off = j->off,
+                                    .write = 1};
+        iojobs[nio++] = j;
+    }
+    struct wctx c = {iojobs, ios};
+    disk_ring_run(r, ios, nio, &s->faults, write_done, &c);
+    for (size_t k = 0; k < nio; k++) {
+        if (iojobs[k]->result != MC_OK)
+            zero_header(r, iojobs[k]);
+        if (heap[k])
+            free(ios[k].buf);
+    }
+}
+
+static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n, int check_capacity)
+{
+    int rc = MC_OK;
+    struct disk_ring *r = disk_ring_get(s);
+    struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
+    struct wjob **iojobs = calloc(n ? n : 1, sizeof(*iojobs));
+    int *heap = calloc(n ? n : 1, sizeof(*heap));
+    if (!r || !ios || !iojobs || !heap) {
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].result == MC_OK)
+                jobs[i].result = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    uint64_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+        if (j->tomb) {
+            if (!e)
+                j->result = MC_ERR_OBJECT_NOT_FOUND;
+            else
+                j->version = e->version;
+        } else if (e && e->version > j->version) {
+            j->result = MC_ERR_INVALID_VERSION;
+        }
+        if (j->result == MC_OK)
+            need += disk_record_size(j->key_len, j->len);
+    }
+    if (check_capacity && need > 0) {
+        rc = make_room_locked(s, need);
+        if (rc != MC_OK) {
+            for (size_t i = 0; i < n; i++)
+                if (jobs[i].result == MC_OK)
+                    jobs[i].result = rc;
+            pthread_mutex_unlock(&s->mu);
+            goto out;
+        }
+    }
+    place_locked(s, jobs, n);
+    disk_ring_sync_files_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+
+    /* Windows bound the scratch memory of a large batch. */
+    size_t from = 0;
+    while (from < n) {
+        size_t to = from;
+        uint64_t bytes = 0;
+        while (to < n && (to == from || bytes < WINDOW_BYTES)) {
+            if (jobs[to].result == MC_OK)
+                bytes += disk_record_size(jobs[to].key_len, jobs[to].len);
+            to++;
+        }
+        write_window(s, r, jobs, from, to, ios, iojobs, heap);
+        from = to;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (!j->x)
+            continue;
+        j->x->writers--;
+        if (j->result == MC_OK) {
+            commit_locked(s, j);
+        } else {
+            j->x->sealed = 1;
+            if (s->active == j->x)
+                s->active = NULL;
+        }
+    }
+    pthread_cond_broadcast(&s->cv);
+    if (check_capacity)
+        watermark_evict_locked(s);
+    disk_ring_put_locked(s, r);
+    r = NULL;
+    pthread_mutex_unlock(&s->mu);
+out:
+    if (r) {
+        pthread_mutex_lock(&s->mu);
+        disk_ring_put_locked(s, r);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(ios);
+    free(iojobs);
+    free(heap);
+    rc = MC_OK;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].result != MC_OK) {
+            rc = jobs[i].result;
+            break;
+        }
+    return rc;
+}
+
+int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *items, size_t n,
+                         int *results)
+{
+    if (!s || (n > 0 && !items))
+        return MC_ERR_INVALID_PARAMS;
+    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
+    if (!jobs)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_disk_put *p = &items[i];
+        struct wjob *j = &jobs[i];
+        *j = (struct wjob){.key = p->key,
+                           .key_len = p->key_len,
+                           .version = p->version,
+                           .crc = p->crc,
+                           .data = p->data,
+                           .len = p->len};
+        if (!p->key || p->key_len == 0 || p->key_len > MC_DISK_MAX_KEY_LEN ||
+            p->len > DISK_MAX_VALUE || (p->len > 0 && !p->data) ||
+            disk_record_size(p->key_len, p->len) > s->cfg.capacity)
+            j->result = MC_ERR_INVALID_PARAMS;
+        else if ((p->len ? mc_crc32c(p->data, p->len) : 0) != p->crc)
+            j->result = MC_ERR_CHECKSUM_MISMATCH;
+    }
+    int rc = write_jobs(s, jobs, n, 1);
+    if (results)
+        for (size_t i = 0; i < n; i++)
+            results[i] = jobs[i].result;
+    free(jobs);
+    return rc;
+}
+
+int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
+                         size_t n, int *results)
+{
+    if (!s || (n > 0 && (!keys || !key_lens)))
+        return MC_ERR_INVALID_PARAMS;
+    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
+    if (!jobs)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = (struct wjob){.key = keys[i], .key_len = key_lens[i], .tomb = 1};
+        if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
+            jobs[i].result = MC_ERR_INVALID_PARAMS;
+    }
+    /* Tombstones are small and must not fail for space: no capacity check. */
+    int rc = write_jobs(s, jobs, n, 0);
+    if (results)
+        for (size_t i = 0; i < n; i++)
+            results[i] = jobs[i].result;
+    free(jobs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- read path */
+
+struct rjob {
+    struct disk_extent *x;
+    uint64_t voff;
+    uint64_t padded;
+    char *bounce;
+    int heap;
+};
+
+struct rctx {
+    struct mc_disk_get *items;
+    struct rjob *jobs;
+    size_t *io_item;
+    struct disk_io *ios;
+};
+
+static void read_done(void *ctx, size_t k)
+{
+    struct rctx *c = ctx;
+    struct disk_io *io = &c->ios[k];
+    size_t i = c->io_item[k];
+    struct mc_disk_get *g = &c->items[i];
+    struct rjob *j = &c->jobs[i];
+    if (io->res != (int)io->len) {
+        g->result = MC_ERR_FILE_READ_FAIL;
+        mc_warn(DISK_COMP, "record read failed", "extent=%" PRIu64 " off=%" PRIu64 " res=%d",
+                j->x->id, io->off, io->res);
+    } else if (mc_crc32c(io->buf, g->len) != g->crc) {
+        g->result = MC_ERR_CHECKSUM_MISMATCH;
+        mc_error(DISK_COMP, "value checksum mismatch",
+                 "extent=%" PRIu64 " off=%" PRIu64 " len=%" PRIu64, j->x->id, io->off, g->len);
+    } else {
+        if (j->bounce)
+            memcpy(g->buf, j->bounce, g->len);
+        return;
+    }
+    if (!j->bounce)
+        memset(g->buf, 0, g->len); /* never hand out wrong bytes */
+    g->len = 0;
+}
+
+int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_t n)
+{
+    if (!s || (n > 0 && !items))
+        return MC_ERR_INVALID_PARAMS;
+    struct rjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
+    struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
+    size_t *io_item = calloc(n ? n : 1, sizeof(*io_item));
+    struct disk_ring *r = disk_ring_get(s);
+    int rc = MC_OK;
+    if (!jobs || !ios || !io_item || !r) {
+        for (size_t i = 0; i < n; i++)
+            items[i].result = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        struct mc_disk_get *g = &items[i];
+        g->result = MC_OK;
+        struct disk_entry *e = NULL;
+        if (!g->key || g->key_len == 0 || g->key_len > MC_DISK_MAX_KEY_LEN) {
+            g->result = MC_ERR_INVALID_PARAMS;
+            continue;
+        }
+        e = disk_index_find(&s->idx, g->key, g->key_len);
+        if (!e) {
+            g->result = MC_ERR_OBJECT_NOT_FOUND;
+            continue;
+        }
+        g->len = e->value_len;
+        g->version = e->version;
+        g->crc = e->crc;
+        if (e->value_len > g->cap || (e->value_len > 0 && !g->buf)) {
+            g->result = MC_ERR_BUFFER_OVERFLOW;
+            continue;
+        }
+        jobs[i].x = e->ext;
+        jobs[i].voff = e->off + disk_hdr_block(e->key_len);
+        jobs[i].padded = disk_round_up(e->value_len);
+        e->ext->readers++;
+    }
+    disk_ring_sync_files_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+
+    struct rctx c = {items, jobs, io_item, ios};
+    size_t from = 0;
+    while (from < n) {
+        size_t nio = 0, to = from;
+        uint64_t bounce = 0;
+        r->staging_used = 0;
+        for (; to < n && (to == from || bounce < WINDOW_BYTES); to++) {
+            struct mc_disk_get *g = &items[to];
+            struct rjob *j = &jobs[to];
+            if (g->result != MC_OK || !j->x)
+                continue;
+            if (g->len == 0) {
+                if (g->crc != 0) /* CRC32C of no bytes */
+                    g->result = MC_ERR_CHECKSUM_MISMATCH;
+                continue;
+            }
+            char *dst = g->buf;
+            if (((uintptr_t)dst & (MC_DISK_BLOCK - 1)) || g->cap < j->padded) {
+                dst = j->bounce = disk_ring_scratch(r, j->padded, &j->heap);
+                if (!dst) {
+                    g->result = MC_ERR_INTERNAL_ERROR;
+                    continue;
+                }
+                bounce += j->padded;
+            }
+            ios[nio] = (struct disk_io){.fd = j->x->fd,
+                                        .slot = j->x->slot,
+                                        .buf = dst,
+                                        .len = (uint32_t)j->padded,
+                                        .off = j->voff};
+            io_item[nio++] = to;
+        }
+        disk_ring_run(r, ios, nio, &s->faults, read_done, &c);
+        for (size_t i = from; i < to; i++) {
+            if (jobs[i].heap)
+                free(jobs[i].bounce);
+            jobs[i].bounce = NULL;
+            jobs[i].heap = 0;
+        }
+        from = to;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    int wake = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!jobs[i].x)
+            continue;
+        if (--jobs[i].x->readers == 0 && jobs[i].x->dropping)
+            wake = 1;
+    }
+    if (wake)
+        pthread_cond_broadcast(&s->cv);
+    disk_ring_put_locked(s, r);
+    r = NULL;
+    pthread_mutex_unlock(&s->mu);
+out:
+    if (r) {
+        pthread_mutex_lock(&s->mu);
+        disk_ring_put_locked(s, r);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(jobs);
+    free(ios);
+    free(io_item);
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result != MC_OK) {
+            rc = items[i].result;
+            break;
+        }
+    return rc;
+}
+
+/* ---------------------------------------------------------------- small calls */
+
+int mc_disk_store_lookup(struct mc_disk_store *s, const char *key, uint32_t key_len,
+                         struct mc_disk_record_info *info)
+{
+    if (!s || !key || key_len == 0 || key_len > MC_DISK_MAX_KEY_LEN)
+        return MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&s->mu);
+    struct disk_entry *e = disk_index_find(&s->idx, key, key_len);
+    if (e && info)
+        *info = (struct mc_disk_record_info){e->key, e->key_len,   e->version,
+                                             e->crc, e->value_len, e->pins};
+    pthread_mutex_unlock(&s->mu);
+    return e ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
+}
+
+static int pin_delta(struct mc_disk_store *s, const char *key, uint32_t key_len, int d,
+                     uint64_t *version)
+{
+    if (!s || !key || key_len == 0 || key_len > MC_DISK_MAX_KEY_LEN)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_OK;
+    pthread_mutex_lock(&s->mu);
+    struct disk_entry *e = disk_index_find(&s->idx, key, key_len);
+    if (!e) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+    } else if (d < 0 && e->pins == 0) {
+        rc = MC_ERR_INVALID_PARAMS;
+    } else {
+        e->pins += d;
+        e->ext->pinned += d;
+        if (version)
+            *version = e->version;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int mc_disk_store_pin(struct mc_disk_store *s, const char *key, uint32_t key_len, uint64_t *version)
+{
+    return pin_delta(s, key, key_len, 1, version);
+}
+
+int mc_disk_store_unpin(struct mc_disk_store *s, const char *key, uint32_t key_len)
+{
+    return pin_delta(s, key, key_len, -1, NULL);
+}
+
+int mc_disk_store_foreach(struct mc_disk_store *s, mc_disk_foreach_fn fn, void *ctx)
+{
+    if (!s || !fn)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    for (size_t b = 0; b < s->idx.nbuckets && rc == 0; b++) {
+        for (struct disk_entry *e = s->idx.buckets[b]; e && rc == 0; e = e->hnext) {
+            struct mc_disk_record_info info = {e->key, e->key_len,   e->version,
+                                               e->crc, e->value_len, e->pins};
+            rc = fn(ctx, &info);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
+{
+    memset(u, 0, sizeof(*u));
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    u->bytes_used = s->bytes_used;
+    u->capacity = s->cfg.capacity;
+    u->live_bytes = s->live_bytes;
+    u->records = s->idx.count;
+    u->extents = s->nextents;
+    u->dropped_records_at_recovery = s->dropped_records;
+    u->dropped_bytes_at_recovery = s->dropped_bytes;
+    u->evicted_extents = s->evicted_extents;
+    u->evicted_records = s->evicted_records;
+    pthread_mutex_unlock(&s->mu);
+    pthread_mutex_lock(&s->pool_mu);
+    u->registered_buffers = s->last_buf_registered;
+    u->registered_files = s->last_files_registered;
+    pthread_mutex_unlock(&s->pool_mu);
+}
+
+#ifdef MC_TEST_HOOKS
+void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f)
+{
+    pthread_mutex_lock(&s->faults.mu);
+    if (f)
+        s->faults.f = *f;
+    else
+        memset(&s->faults.f, 0, sizeof(s->faults.f));
+    pthread_mutex_unlock(&s->faults.mu);
+}
+#endif
+
+/* ---------------------------------------------------------------- open / close */
+
+/* Creates, writes and reads back one O_DIRECT block: some filesystems refuse O_DIRECT at open,
+ * others only at the first I/O. */
+static int probe_odirect(struct mc_disk_store *s, char *err, size_t errlen)
+{
+    const char *name = ".odirect-probe";
+    int fd = -1, rc = MC_OK, e = 0;
+    void *blk = NULL;
+    if (posix_memalign(&blk, MC_DISK_BLOCK, MC_DISK_BLOCK) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    memset(blk, 0x5a, MC_DISK_BLOCK);
+#ifdef MC_TEST_HOOKS
+    if (s->cfg.test_refuse_odirect) {
+        e = EINVAL;
+        goto fail;
+    }
+#endif
+    fd = openat(s->dir_fd, name, O_RDWR | O_CREAT | O_TRUNC | O_DIRECT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        e = errno;
+        goto fail;
+    }
+    if (pwrite(fd, blk, MC_DISK_BLOCK, 0) != MC_DISK_BLOCK ||
+        pread(fd, blk, MC_DISK_BLOCK, 0) != MC_DISK_BLOCK) {
+        e = errno ? errno : EIO;
+        goto fail;
+    }
+    goto out;
+fail:
+    rc = MC_ERR_FILE_OPEN_FAIL;
+    set_err(err, errlen,
+            "%s: the filesystem refuses O_DIRECT I/O (%s); use a directory on a "
+            "block-device filesystem such as ext4 or xfs",
+            s->path, strerror(e));
+    mc_error(DISK_COMP, "O_DIRECT refused", "path=%s err=%d", s->path, e);
+out:
+    if (fd >= 0)
+        close(fd);
+    unlinkat(s->dir_fd, name, 0);
+    free(blk);
+    return rc;
+}
+
+int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_store **out,
+                       char *err, size_t errlen)
+{
+    int rc = MC_OK;
+    if (out)
+        *out = NULL;
+    if (!cfg || !out || !cfg->path || !cfg->path[0] || cfg->capacity == 0 ||
+        (cfg->extent_size & (MC_DISK_BLOCK - 1)) || cfg->high_watermark < 0 ||
+        cfg->high_watermark > 1) {
+        set_err(err, errlen, "invalid disk store configuration");
+        return MC_ERR_INVALID_PARAMS;
+    }
+    struct mc_disk_store *s = calloc(1, sizeof(*s));
+    if (!s)
+        return MC_ERR_INTERNAL_ERROR;
+    s->cfg = *cfg;
+    s->dir_fd = s->lock_fd = -1;
+    s->path = strdup(cfg->path);
+    s->cfg.path = s->path;
+    if (!s->cfg.high_watermark)
+        s->cfg.high_watermark = 0.90;
+    if (!s->cfg.extent_size)
+        s->cfg.extent_size = 64ull << 20;
+    if (!s->cfg.queue_depth)
+        s->cfg.queue_depth = 32;
+    if (s->cfg.queue_depth > 4096)
+        s->cfg.queue_depth = 4096;
+    if (!s->cfg.staging_bytes)
+        s->cfg.staging_bytes = 4u << 20;
+    s->cfg.staging_bytes = disk_round_up(s->cfg.staging_bytes);
+    s->hw_bytes = (uint64_t)((double)s->cfg.capacity * s->cfg.high_watermark);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_init(&s->pool_mu, NULL);
+    pthread_mutex_init(&s->faults.mu, NULL);
+    for (unsigned i = 0; i < DISK_MAX_SLOTS; i++)
+        s->slot_fds[i] = -1;
+    s->files_gen = 1;
+    s->next_extent_id = 1;
+    if (!s->path || disk_index_init(&s->idx) != 0) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto fail;
+    }
+
+    if (mkdir(s->path, 0755) != 0 && errno != EEXIST) {
+        set_err(err, errlen, "%s: cannot create directory (%s)", s->path, strerror(errno));
+        rc = MC_ERR_FILE_OPEN_FAIL;
+        goto fail;
+    }
+    s->dir_fd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dir_fd < 0) {
+        set_err(err, errlen, "%s: cannot open directory (%s)", s->path, strerror(errno));
+        rc = MC_ERR_FILE_OPEN_FAIL;
+        goto fail;
+    }
+    s->lock_fd = openat(s->dir_fd, "LOCK", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (s->lock_fd < 0 || flock(s->lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        set_err(err, errlen, "%s: directory is in use by another process (%s)", s->path,
+                strerror(errno));
+        rc = MC_ERR_FILE_LOCK_FAIL;
+        goto fail;
+    }
+    rc = probe_odirect(s, err, errlen);
+    if (rc != MC_OK)
+        goto fail;
+    rc = disk_recover(s, err, errlen);
+    if (rc != MC_OK)
+        goto fail;
+    mc_info(DISK_COMP, "disk store open",
+            "path=%s records=%zu extents=%" PRIu64 " used=%" PRIu64 " capacity=%" PRIu64
+            " dropped=%" PRIu64,
+            s->path, s->idx.count, s->nextents, s->bytes_used, s->cfg.capacity, s->dropped_records);
+    *out = s;
+    return MC_OK;
+fail:
+    mc_disk_store_close(s);
+    return rc;
+}
+
+void mc_disk_store_close(struct mc_disk_store *s)
+{
+    if (!s)
+        return;
+    disk_pool_destroy(s);
+    disk_index_destroy(&s->idx);
+    while (s->oldest) {
+        struct disk_extent *x = s->oldest;
+        s->oldest = x->next;
+        close(x->fd);
+        free(x);
+    }
+    if (s->lock_fd >= 0)
+        close(s->lock_fd);
+    if (s->dir_fd >= 0)
+        close(s->dir_fd);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->pool_mu);
+    pthread_mutex_destroy(&s->faults.mu);
+    free(s->path);
+    free(s);
+}

@@ -1,0 +1,185 @@
+/*
+ * disk_store.h - the LOCAL_DISK store: a directory of append-only extent files on an SSD
+ * (DESIGN.md §8 "Disk store", §11). Internal API of the client library; the offload and
+ * promotion workers and mooncake_bench use it.
+ *
+ * On disk. The directory holds extent files "<16 hex digits>.ext" (ids grow; the oldest is the
+ * smallest) written only with O_DIRECT and only by appending. A record is
+ *     [header + key, zero-padded to 4 KiB][value, zero-padded to 4 KiB]
+ * The 48-byte little-endian header holds a magic, a format number, flags (tombstone), the key
+ * length, the value length, the object version (u64), the value CRC32C and a CRC32C of the header
+ * and key. A removal appends a tombstone (header + key, no value) so a restart does not bring
+ * the key back. Other files in the directory are ignored (the client keeps its id there); a
+ * LOCK file (flock) keeps a second process out.
+ *
+ * In memory. key -> (extent, offset, length, version, crc, pins). The newest version of a key
+ * wins (equal versions: the later append); an append older than the indexed version is refused
+ * (INVALID_VERSION). A read goes straight from the SSD into the caller's buffer when that
+ * buffer is 4 KiB aligned and holds the padded length, else through an aligned bounce buffer;
+ * the value CRC is checked before the read reports success (CHECKSUM_MISMATCH otherwise, and
+ * the caller's bytes are zeroed: wrong bytes are never returned).
+ *
+ * I/O. io_uring (liburing): every batch is submitted through a ring taken from the store's
+ * pool, so each concurrently submitting thread has its own ring, with up to queue_depth
+ * operations in flight and no thread per request. Each ring registers its staging buffer and a
+ * sparse table of the extent files when the kernel allows it (RLIMIT_MEMLOCK for the buffer);
+ * otherwise plain buffers and fds are used and one log line says so.
+ *
+ * Capacity. bytes_used is the sum of extent sizes. When an append would pass the capacity, whole
+ * extents are dropped oldest first (an extent holding a pinned record is skipped while another
+ * candidate exists) and the eviction callback is told which live keys go away BEFORE any file
+ * is deleted; if the callback fails, nothing is deleted and the append fails (no silent loss).
+ * After an append, usage above the high watermark drops further unpinned sealed extents the same
+ * way (a callback failure there is logged; the append already succeeded). A dropped extent's
+ * file is closed and unlinked only after its last reader (and writer) is done.
+ *
+ * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
+ * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
+ * the next valid record); garbage after the last good record (a torn append) is counted and
+ * truncated away. Appends always go to a fresh extent after a restart.
+ *
+ * Thread safety: every function may be called from any thread. Callbacks (eviction, foreach) are
+ * called without store locks held, except mc_disk_store_foreach's which must not call the store.
+ */
+#ifndef MC_CLIENT_DISK_STORE_H
+#define MC_CLIENT_DISK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MC_DISK_BLOCK 4096u
+#define MC_DISK_MAX_KEY_LEN 65000u
+
+struct mc_disk_store;
+
+/* One live record that an eviction removes (keys are not NUL-terminated). */
+struct mc_disk_evict_item {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint64_t size;
+};
+
+/* Called before the extents holding these records are deleted. Return 0 when the owner (the
+ * master) has been told; any other value cancels the eviction and nothing is deleted. */
+typedef int (*mc_disk_evict_fn)(void *ctx, const struct mc_disk_evict_item *items, size_t n);
+
+struct mc_disk_store_config {
+    const char *path;          /* directory; created if missing (one level) */
+    uint64_t capacity;         /* bytes, > 0 */
+    double high_watermark;     /* fraction of capacity; 0 -> 0.90 */
+    uint64_t extent_size;      /* target extent file size; 0 -> 64 MiB; a multiple of 4 KiB */
+    unsigned queue_depth;      /* operations in flight per ring; 0 -> 32 */
+    size_t staging_bytes;      /* aligned staging buffer per ring; 0 -> 4 MiB */
+    mc_disk_evict_fn evict_cb; /* NULL: evictions tell no one */
+    void *evict_ctx;
+    int test_refuse_odirect; /* test builds only: the O_DIRECT probe fails with EINVAL */
+};
+
+/* An append. crc must be the CRC32C of data[0..len) (checked; CHECKSUM_MISMATCH if not). */
+struct mc_disk_put {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    const void *data;
+    uint64_t len;
+};
+
+/* A read: in key/key_len/buf/cap; out len/version/crc/result. */
+struct mc_disk_get {
+    const char *key;
+    uint32_t key_len;
+    void *buf;
+    uint64_t cap;
+    uint64_t len;
+    uint64_t version;
+    uint32_t crc;
+    int result; /* MC_OK, OBJECT_NOT_FOUND, BUFFER_OVERFLOW, CHECKSUM_MISMATCH, FILE_READ_FAIL */
+};
+
+struct mc_disk_record_info {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    uint64_t size;
+    uint32_t pins;
+};
+
+struct mc_disk_usage {
+    uint64_t bytes_used; /* sum of extent sizes (what counts against capacity) */
+    uint64_t capacity;
+    uint64_t live_bytes; /* bytes of live records (header blocks + padded values) */
+    uint64_t records;    /* live keys */
+    uint64_t extents;
+    uint64_t dropped_records_at_recovery;
+    uint64_t dropped_bytes_at_recovery;
+    uint64_t evicted_extents;
+    uint64_t evicted_records;
+    int registered_buffers; /* 1 when the last ring created has a registered staging buffer */
+    int registered_files;   /* 1 when the last ring created has a registered file table */
+};
+
+/* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if
+ * non-NULL) holds a message naming the path (e.g. a filesystem that refuses O_DIRECT). */
+int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_store **out,
+                       char *err, size_t errlen);
+void mc_disk_store_close(struct mc_disk_store *s);
+
+/* Appends n records. results (may be NULL) gets one code per item. Returns MC_OK when all
+ * succeeded, else the first failing item's code. Space errors: UNABLE_OFFLOAD when nothing can be
+ * evicted to make room; the callback's code (or INTERNAL_ERROR) when it refused an eviction. */
+int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *items, size_t n,
+                         int *results);
+
+/* Reads n keys into the callers' buffers; per-key result in items[i].result. Returns MC_OK when
+ * all succeeded, else the first failing item's code. */
+int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_t n);
+
+/* Removes keys (appends a tombstone for each present key). results may be NULL. */
+int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
+                         size_t n, int *results);
+
+/* The indexed record of a key (info->key points into the store: valid until the next call). */
+int mc_disk_store_lookup(struct mc_disk_store *s, const char *key, uint32_t key_len,
+                         struct mc_disk_record_info *info);
+
+/* Pins a key's record (a promotion source): eviction prefers other extents. Pins follow the key
+ * to a newer version; removal drops them. *version (may be NULL) gets the pinned version. */
+int mc_disk_store_pin(struct mc_disk_store *s, const char *key, uint32_t key_len,
+                      uint64_t *version);
+int mc_disk_store_unpin(struct mc_disk_store *s, const char *key, uint32_t key_len);
+
+/* Calls fn for each live record under the store lock (fn must not call the store); a non-zero
+ * return stops the walk and is returned. */
+typedef int (*mc_disk_foreach_fn)(void *ctx, const struct mc_disk_record_info *rec);
+int mc_disk_store_foreach(struct mc_disk_store *s, mc_disk_foreach_fn fn, void *ctx);
+
+void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u);
+
+#ifdef MC_TEST_HOOKS
+/* Fault injection (test builds only). After `skip` matching operations pass, the next `count`
+ * (-1: all) matching operations fail: EIO / ENOSPC are reported without touching the disk; SHORT
+ * really transfers half the bytes (rounded down to 4 KiB) and reports that count. */
+enum mc_disk_fault_kind {
+    MC_DISK_FAULT_NONE,
+    MC_DISK_FAULT_EIO,
+    MC_DISK_FAULT_ENOSPC,
+    MC_DISK_FAULT_SHORT
+};
+enum { MC_DISK_FAULT_READ = 1, MC_DISK_FAULT_WRITE = 2 };
+struct mc_disk_fault {
+    enum mc_disk_fault_kind kind;
+    int ops; /* MC_DISK_FAULT_READ | MC_DISK_FAULT_WRITE */
+    int skip;
+    int count;
+    /* Called by the submitting thread before each batch's I/O (kind may be NONE): a test can
+     * hold a read here while it holds its extent's reader count. */
+    void (*before_io)(void *ctx, int write);
+    void *before_io_ctx;
+};
+void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f);
+#endif
+
+#endif
