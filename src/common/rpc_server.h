@@ -1,0 +1,140 @@
+/*
+ * rpc_server.h - framed RPC server: epoll, a few I/O threads, many connections, deferred replies.
+ *
+ * Design. One listening socket, served by I/O thread 0, hands accepted connections round-robin
+ * to `io_threads` I/O threads; each thread owns an epoll set, an eventfd and its connections, so
+ * a connection is only ever touched by its own thread. Frames (wire.h) are parsed from a 64 KiB
+ * read buffer; a large body gets its own buffer and is read into it directly. Each request
+ * becomes a `struct mc_rpc_call` and is handed to the handler registered for its method, on the
+ * I/O thread. Handlers must be quick: they decode, call the core, and either reply at once or
+ * keep the call (a *deferred* reply, e.g. a long-poll) and complete it later from any thread.
+ *
+ * Replies. A call is answered exactly once with one of mc_rpc_reply*(). The frame is built by
+ * the caller (so protobuf encoding never happens under a core lock, nor on the I/O thread for
+ * deferred replies) and queued to the connection's I/O thread, which writes it with writev (a
+ * raw payload is written from the caller's memory without a copy). A reply on the I/O thread
+ * itself skips the queue. Completing a call whose connection has closed only frees it. On
+ * mc_rpc_server_stop() every call not yet answered gets UNAVAILABLE_IN_CURRENT_STATUS; later
+ * mc_rpc_reply*() on such calls only free them. Every call handed to a handler must eventually
+ * be completed (reply or mc_rpc_call_drop) or it leaks.
+ *
+ * Limits and bad input. At most `max_conns` connections (extra ones are accepted and closed),
+ * at most `max_inflight_per_conn` unanswered calls per connection (the connection is simply not
+ * read until some are answered: back-pressure, not an error). A frame with a bad magic, version
+ * or kind, or a body above `max_frame_bytes`, closes the connection (bad version is first
+ * answered with INVALID_VERSION); an unknown method is answered NOT_SUPPORTED; a body the handler
+ * cannot decode is answered DESERIALIZE_FAIL (mc_rpc_call_unpack does it). Each is logged.
+ *
+ * Lifetime: mc_rpc_server_new -> mc_rpc_server_register (any number, before start) ->
+ * mc_rpc_server_start -> ... -> mc_rpc_server_stop -> (owners drop their parked calls) ->
+ * mc_rpc_server_free. Completions between stop and free are safe no-ops; after free they are a
+ * use-after-free, so stop the code that parks calls before freeing the server.
+ */
+#ifndef MC_COMMON_RPC_SERVER_H
+#define MC_COMMON_RPC_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/wire.h"
+
+struct mc_rpc_server;
+struct mc_rpc_call;
+
+struct mc_rpc_server_config {
+    const char *bind_addr;     /* IPv4 address or host name; NULL/"" = 0.0.0.0 */
+    uint16_t port;             /* 0 = ephemeral; mc_rpc_server_port() reports it */
+    int io_threads;            /* --rpc_thread_num; 0 = 2 */
+    int max_conns;             /* 0 = 10000 */
+    int max_inflight_per_conn; /* 0 = 1024 */
+    uint32_t max_frame_bytes;  /* --max_frame_bytes; 0 = MC_WIRE_DEFAULT_MAX_FRAME_BYTES */
+    const char *name;          /* for log lines ("master", "peer"); NULL = "rpc" */
+    /* Called on the connection's I/O thread after it closed (by either side or at stop), with
+     * the per-connection context (see mc_rpc_call_conn_ctx); may be NULL. Calls of the
+     * connection that are still parked stay valid until completed. */
+    void (*on_close)(void *arg, uint64_t conn_id, void *conn_ctx);
+    void *on_close_arg;
+};
+
+/* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames). */
+void mc_rpc_server_config_init(struct mc_rpc_server_config *cfg);
+
+/* A handler owns `call` until it completes it. Runs on the connection's I/O thread. */
+typedef void (*mc_rpc_handler_fn)(void *arg, struct mc_rpc_call *call);
+
+/* Returns 0, or MC_ERR_INVALID_PARAMS for a bad config, or MC_ERR_INTERNAL_ERROR. */
+int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_server **out);
+/* Registers a handler before start. MC_METHOD_ECHO (echo the body) and MC_METHOD_SERVICE_READY
+ * (MC_SERVICE_VERSION) have built-in handlers; registering replaces them.
+ * Returns 0 or MC_ERR_INVALID_PARAMS (method out of range, or server already started). */
+int mc_rpc_server_register(struct mc_rpc_server *s, uint16_t method, mc_rpc_handler_fn fn,
+                           void *arg);
+/* Binds, listens and starts the I/O threads. Returns 0, MC_ERR_RPC_FAIL (bind/listen failed,
+ * logged with errno) or MC_ERR_INTERNAL_ERROR. */
+int mc_rpc_server_start(struct mc_rpc_server *s);
+/* The bound port (after start). */
+uint16_t mc_rpc_server_port(const struct mc_rpc_server *s);
+/* Stops accepting, answers unanswered calls with UNAVAILABLE_IN_CURRENT_STATUS, flushes what it
+ * can without blocking long, closes every connection (on_close runs) and joins the threads.
+ * Idempotent. */
+void mc_rpc_server_stop(struct mc_rpc_server *s);
+/* Stops if needed and frees. NULL is a no-op. */
+void mc_rpc_server_free(struct mc_rpc_server *s);
+
+/* Live counters, for tests and metrics. */
+struct mc_rpc_server_stats {
+    uint64_t conns_open, conns_accepted, conns_rejected;
+    uint64_t requests, protocol_errors, unknown_methods;
+};
+void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
+
+/* ---- a call, as its handler sees it -------------------------------------------------------- */
+
+uint16_t mc_rpc_call_method(const struct mc_rpc_call *c);
+uint64_t mc_rpc_call_id(const struct mc_rpc_call *c);
+/* Connection id (unique per server run, for logs and for binding a client to a connection). */
+uint64_t mc_rpc_call_conn_id(const struct mc_rpc_call *c);
+/* The request body (valid until the call is completed). */
+const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
+/* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
+ * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
+void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);
+
+/* Decodes the body as `desc`. On failure logs, answers DESERIALIZE_FAIL (completing the call)
+ * and returns NULL: the handler must then just return. Free the result with
+ * protobuf_c_message_free_unpacked(msg, NULL). */
+ProtobufCMessage *mc_rpc_call_unpack(struct mc_rpc_call *c, const ProtobufCMessageDescriptor *desc);
+/* Splits a peer body (wire.h) and decodes its control message as `desc`; `payload` points into
+ * the body. On failure answers DESERIALIZE_FAIL and returns NULL, as above. */
+ProtobufCMessage *mc_rpc_call_unpack_peer(struct mc_rpc_call *c,
+                                          const ProtobufCMessageDescriptor *desc,
+                                          const uint8_t **payload, size_t *payload_len);
+
+/* ---- completing a call (exactly once; any thread) ----------------------------------------- */
+
+/* Answers with `status` and a copy of body[0..len). A non-zero status sends an empty body. */
+void mc_rpc_reply(struct mc_rpc_call *c, int32_t status, const void *body, size_t len);
+/* Answers with a protobuf message (encoded by the caller's thread, outside any lock the caller
+ * does not hold) or, when status != 0 or msg == NULL, an empty body. */
+void mc_rpc_reply_msg(struct mc_rpc_call *c, int32_t status, const ProtobufCMessage *msg);
+/* Answers a peer call: status, control message (may be NULL = empty) and a raw payload written
+ * from the given iovecs without copying. The payload may point into the request body (kept
+ * until written). `release(release_arg)` runs once the payload memory is no longer needed
+ * (written, or connection gone); it may be NULL when the memory outlives the connection (e.g. a
+ * mounted segment). */
+void mc_rpc_reply_peer(struct mc_rpc_call *c, int32_t status, const ProtobufCMessage *ctl,
+                       const struct iovec *payload, int niov, void (*release)(void *),
+                       void *release_arg);
+/* Answers an error (empty body). */
+static inline void mc_rpc_reply_status(struct mc_rpc_call *c, int32_t status)
+{
+    mc_rpc_reply(c, status, NULL, 0);
+}
+/* Releases a call without answering (the client times out). For owners that discard parked
+ * calls after stop, or deliberately unanswered tests. */
+void mc_rpc_call_drop(struct mc_rpc_call *c);
+
+#endif
