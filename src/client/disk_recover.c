@@ -227,7 +227,8 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         }
         ids[nids++] = id;
     }
-    qsort(ids, nids, sizeof(*ids), cmp_u64);
+    if (nids > 1)
+        qsort(ids, nids, sizeof(*ids), cmp_u64);
     if (posix_memalign((void **)&sc.buf, MC_DISK_BLOCK, SCAN_CHUNK) != 0) {
         sc.buf = NULL;
         rc = MC_ERR_INTERNAL_ERROR;
