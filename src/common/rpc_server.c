@@ -628,6 +628,8 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     io->batch_conn = c;
     for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused; round++) {
         ssize_t n;
+        if (!c->in_body && c->rlen == RBUF_SIZE)
+            break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
         if (c->in_body)
             n = read(c->fd, c->body + c->body_got, c->cur.body_length - c->body_got);
         else
