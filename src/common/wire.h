@@ -63,6 +63,12 @@
 #define MC_WIRE_PEER_PREFIX 4u                      /* u32 control_length of a peer body */
 #define MC_WIRE_DEFAULT_MAX_FRAME_BYTES (64u << 20) /* --max_frame_bytes default: 64 MiB */
 #define MC_WIRE_MIN_MAX_FRAME_BYTES 4096u           /* smallest accepted configuration */
+/*
+ * max_frame_bytes bounds a whole body, so on the peer protocol it must exceed the largest
+ * payload moved in one frame by the control overhead: peer servers and peer clients configure
+ * (largest payload per frame) + MC_WIRE_PEER_CTL_RESERVE, e.g. 64 MiB slices -> 65 MiB frames.
+ */
+#define MC_WIRE_PEER_CTL_RESERVE (1u << 20)
 
 enum mc_wire_kind {
     MC_WIRE_REQUEST = 1,
