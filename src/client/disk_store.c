@@ -641,6 +641,9 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
     for (size_t i = 0; i < n; i++) {
         struct mc_disk_get *g = &items[i];
         g->result = MC_OK;
+        g->len = 0;
+        g->version = 0;
+        g->crc = 0;
         struct disk_entry *e = NULL;
         if (!g->key || g->key_len == 0 || g->key_len > MC_DISK_MAX_KEY_LEN) {
             g->result = MC_ERR_INVALID_PARAMS;

@@ -61,7 +61,9 @@ struct mc_disk_evict_item {
 };
 
 /* Called before the extents holding these records are deleted. Return 0 when the owner (the
- * master) has been told; any other value cancels the eviction and nothing is deleted. */
+ * master) has been told; any other value cancels the eviction and nothing is deleted. Runs in
+ * the appending thread without store locks; it may read the store but must not append or
+ * remove (evictions are serialized, so that would wait for itself). */
 typedef int (*mc_disk_evict_fn)(void *ctx, const struct mc_disk_evict_item *items, size_t n);
 
 struct mc_disk_store_config {
@@ -86,7 +88,8 @@ struct mc_disk_put {
     uint64_t len;
 };
 
-/* A read: in key/key_len/buf/cap; out len/version/crc/result. */
+/* A read: in key/key_len/buf/cap; out len/version/crc/result. On BUFFER_OVERFLOW len is the
+ * value's length (what cap must be); on any other error len is 0. */
 struct mc_disk_get {
     const char *key;
     uint32_t key_len;
@@ -125,6 +128,7 @@ struct mc_disk_usage {
  * non-NULL) holds a message naming the path (e.g. a filesystem that refuses O_DIRECT). */
 int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_store **out,
                        char *err, size_t errlen);
+/* Closes the store; no other call may be in flight. Files stay on disk. */
 void mc_disk_store_close(struct mc_disk_store *s);
 
 /* Appends n records. results (may be NULL) gets one code per item. Returns MC_OK when all
