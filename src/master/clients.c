@@ -1,0 +1,236 @@
+/*
+ * clients.c - client registry and liveness: Ping, Mount/ReMount/UnmountSegment and the client
+ * monitor tick.
+ *
+ * The registry is a chained hash of {client id, liveness deadline, status} under one mutex (the
+ * first lock of the lock order). A client is registered by its first Mount (status OK) or Ping
+ * (status NEED_REMOUNT: after a master restart nobody is known, and a Ping from an unknown id
+ * tells the client to re-mount; ReMountSegment then marks it OK). Every Mount, ReMount and Ping
+ * pushes the deadline to now + client_ttl.
+ *
+ * Expiry (mc_master_tick_monitor): under the registry lock the expired clients are removed and
+ * their segments unmounted (registry → segment table is in lock order, and holding the registry
+ * keeps a concurrent Mount of the same client from slipping in between); then, with no lock
+ * held, the shards are swept: replicas on dead segments are dropped and objects left with none
+ * erased. Pins held for a client (offload/promotion tasks) are released by those modules' hooks
+ * when their objects are erased.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "master/master_internal.h"
+#include "mooncake/errors.h"
+
+#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
+
+static uint32_t id_bucket(struct mc_id id, uint32_t mask)
+{
+    uint64_t x = id.hi * 0x9e3779b97f4a7c15ull ^ id.lo;
+    x ^= x >> 29;
+    return (uint32_t)x & mask;
+}
+
+int mc_clients_init(struct mc_master *m)
+{
+    pthread_mutex_init(&m->clients_lock, NULL);
+    m->cmask = 63;
+    m->cbuckets = calloc(m->cmask + 1, sizeof(*m->cbuckets));
+    return m->cbuckets ? 0 : -1;
+}
+
+void mc_clients_destroy(struct mc_master *m)
+{
+    if (!m->cbuckets)
+        return;
+    for (uint32_t b = 0; b <= m->cmask; b++) {
+        struct mc_client_rec *c = m->cbuckets[b];
+        while (c) {
+            struct mc_client_rec *nx = c->next;
+            free(c);
+            c = nx;
+        }
+    }
+    free(m->cbuckets);
+    m->cbuckets = NULL;
+    pthread_mutex_destroy(&m->clients_lock);
+}
+
+static struct mc_client_rec *client_find(struct mc_master *m, struct mc_id id)
+{
+    for (struct mc_client_rec *c = m->cbuckets[id_bucket(id, m->cmask)]; c; c = c->next)
+        if (mc_id_eq(c->id, id))
+            return c;
+    return NULL;
+}
+
+static void clients_grow(struct mc_master *m)
+{
+    uint32_t nb = (m->cmask + 1) * 2;
+    struct mc_client_rec **nbk = calloc(nb, sizeof(*nbk));
+    if (!nbk)
+        return; /* keep the longer chains */
+    for (uint32_t b = 0; b <= m->cmask; b++) {
+        struct mc_client_rec *c = m->cbuckets[b];
+        while (c) {
+            struct mc_client_rec *nx = c->next;
+            uint32_t h = id_bucket(c->id, nb - 1);
+            c->next = nbk[h];
+            nbk[h] = c;
+            c = nx;
+        }
+    }
+    free(m->cbuckets);
+    m->cbuckets = nbk;
+    m->cmask = nb - 1;
+}
+
+/* Finds or registers a client (registry lock held). NULL when out of memory. */
+static struct mc_client_rec *client_touch(struct mc_master *m, struct mc_id id,
+                                          enum mc_client_status new_status, uint64_t now)
+{
+    struct mc_client_rec *c = client_find(m, id);
+    if (!c) {
+        c = calloc(1, sizeof(*c));
+        if (!c)
+            return NULL;
+        c->id = id;
+        c->status = new_status;
+        uint32_t b = id_bucket(id, m->cmask);
+        c->next = m->cbuckets[b];
+        m->cbuckets[b] = c;
+        if (++m->nclients > (m->cmask + 1) * 2)
+            clients_grow(m);
+        char buf[MC_ID_STRLEN];
+        mc_info("master", "client registered", "client=%s status=%s", mc_id_format(id, buf),
+                new_status == MC_CLIENT_OK ? "ok" : "need_remount");
+    }
+    c->deadline_ms = now + m->cfg.client_ttl_ms;
+    return c;
+}
+
+int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_result *out)
+{
+    CNT_INC(m, ping_requests);
+    if (mc_id_is_zero(client) || !out)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_OK;
+    pthread_mutex_lock(&m->clients_lock);
+    struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
+    if (c) {
+        out->status = c->status;
+        out->view_version = (int64_t)m->epoch;
+    } else {
+        rc = MC_ERR_INTERNAL_ERROR;
+    }
+    pthread_mutex_unlock(&m->clients_lock);
+    return rc;
+}
+
+int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
+                            const struct mc_segment_desc *seg)
+{
+    CNT_INC(m, mount_segment_requests);
+    int rc;
+    if (mc_id_is_zero(client) || !seg) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    pthread_mutex_lock(&m->clients_lock);
+    rc = mc_segments_mount(m->segs, seg, client);
+    if (rc == MC_OK && !client_touch(m, client, MC_CLIENT_OK, mc_master_now_ms(m)))
+        rc = MC_ERR_INTERNAL_ERROR; /* the segment stays; the next Ping/Mount registers */
+    pthread_mutex_unlock(&m->clients_lock);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, mount_segment_failures);
+    return rc;
+}
+
+int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
+                               const struct mc_segment_desc *segs, size_t n)
+{
+    CNT_INC(m, remount_segment_requests);
+    int rc = MC_OK;
+    if (mc_id_is_zero(client) || (n && !segs)) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    pthread_mutex_lock(&m->clients_lock);
+    for (size_t i = 0; i < n && rc == MC_OK; i++)
+        rc = mc_segments_mount(m->segs, &segs[i], client);
+    struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
+    if (!c)
+        rc = rc != MC_OK ? rc : MC_ERR_INTERNAL_ERROR;
+    else if (rc == MC_OK)
+        c->status = MC_CLIENT_OK;
+    pthread_mutex_unlock(&m->clients_lock);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, remount_segment_failures);
+    return rc;
+}
+
+int mc_master_unmount_segment(struct mc_master *m, struct mc_id client, struct mc_id segment_id)
+{
+    CNT_INC(m, unmount_segment_requests);
+    int rc;
+    bool unmounted = false;
+    if (mc_id_is_zero(client) || mc_id_is_zero(segment_id)) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    rc = mc_segments_unmount(m->segs, segment_id, client, &unmounted);
+    if (unmounted)
+        mc_master_sweep_invalid(m);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, unmount_segment_failures);
+    return rc;
+}
+
+int mc_master_list_segments(struct mc_master *m, struct mc_segment_info **out, size_t *n)
+{
+    if (!out || !n)
+        return MC_ERR_INVALID_PARAMS;
+    return mc_segments_list(m->segs, out, n);
+}
+
+int mc_master_tick_monitor(struct mc_master *m)
+{
+    uint64_t now = mc_master_now_ms(m);
+    int expired = 0;
+    size_t unmounted = 0;
+    pthread_mutex_lock(&m->clients_lock);
+    for (uint32_t b = 0; b <= m->cmask; b++) {
+        struct mc_client_rec **pp = &m->cbuckets[b];
+        while (*pp) {
+            struct mc_client_rec *c = *pp;
+            if (c->deadline_ms > now) {
+                pp = &c->next;
+                continue;
+            }
+            *pp = c->next;
+            m->nclients--;
+            unmounted += mc_segments_unmount_owner(m->segs, c->id);
+            char buf[MC_ID_STRLEN];
+            mc_warn("master", "client expired", "client=%s", mc_id_format(c->id, buf));
+            free(c);
+            expired++;
+        }
+    }
+    pthread_mutex_unlock(&m->clients_lock);
+    if (expired)
+        atomic_fetch_add_explicit(&m->c.expired_clients, (uint64_t)expired, memory_order_relaxed);
+    if (unmounted)
+        mc_master_sweep_invalid(m);
+    return expired;
+}
+
+uint64_t mc_master_active_clients(struct mc_master *m)
+{
+    pthread_mutex_lock(&m->clients_lock);
+    uint64_t n = m->nclients;
+    pthread_mutex_unlock(&m->clients_lock);
+    return n;
+}

@@ -1,0 +1,276 @@
+/*
+ * master.c - lifecycle of the master core (config, new/free), the reaper and eviction ticks, and
+ * statistics.
+ *
+ * The reaper tick does three things: frees the buffers of taken-over Puts whose release time
+ * came (the discard list), erases Puts still unfinished put_start_release_timeout after their
+ * PutStart (their writers are presumed dead), and, at most every MC_SOFT_PIN_SWEEP_MS, clears
+ * expired soft pins so the eviction census sees them as plain objects (soft pins are also
+ * checked against their deadline wherever they matter, so the sweep is only bookkeeping).
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "master/master_internal.h"
+#include "mooncake/errors.h"
+
+#define MC_SOFT_PIN_SWEEP_MS 30000u
+
+int mc_clients_init(struct mc_master *m);
+void mc_clients_destroy(struct mc_master *m);
+uint64_t mc_master_active_clients(struct mc_master *m);
+
+void mc_master_config_init(struct mc_master_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->clock = NULL;
+    c->manual_ticks = false;
+    c->default_kv_lease_ttl_ms = 10000;
+    c->default_kv_soft_pin_ttl_ms = 30ull * 60 * 1000;
+    c->max_kv_soft_pin_ttl_ms = 24ull * 3600 * 1000;
+    c->allow_evict_soft_pinned_objects = true;
+    c->eviction_ratio = 0.05;
+    c->eviction_high_watermark_ratio = 0.90;
+    c->client_ttl_ms = 10000;
+    c->put_start_discard_timeout_ms = 30000;
+    c->put_start_release_timeout_ms = 600000;
+    c->allocation_strategy = MC_ALLOC_RANDOM;
+    c->max_key_len = 4096;
+    c->epoch = 0;
+    c->eviction_reserve_min = 1024;
+    c->eviction_frontier_min = 65536;
+    c->eviction_threads = 0;
+}
+
+static int check_config(const struct mc_master_config *c)
+{
+    if (!(c->eviction_ratio >= 0.0 && c->eviction_ratio <= 1.0) ||
+        !(c->eviction_high_watermark_ratio >= 0.0 && c->eviction_high_watermark_ratio <= 1.0))
+        return MC_ERR_INVALID_PARAMS;
+    if (c->default_kv_soft_pin_ttl_ms > c->max_kv_soft_pin_ttl_ms)
+        return MC_ERR_INVALID_PARAMS;
+    if (c->put_start_release_timeout_ms <= c->put_start_discard_timeout_ms)
+        return MC_ERR_INVALID_PARAMS;
+    if (c->max_key_len == 0 || c->max_key_len > 65535)
+        return MC_ERR_INVALID_PARAMS;
+    if (c->allocation_strategy != MC_ALLOC_RANDOM &&
+        c->allocation_strategy != MC_ALLOC_FREE_RATIO_FIRST)
+        return MC_ERR_INVALID_PARAMS;
+    return MC_OK;
+}
+
+static uint16_t derive_epoch(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint16_t e = (uint16_t)(ts.tv_sec ^ (ts.tv_sec >> 16));
+    return e ? e : 1;
+}
+
+int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
+{
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    int rc = check_config(c);
+    if (rc != MC_OK)
+        return rc;
+    struct mc_master *m = calloc(1, sizeof(*m));
+    if (!m)
+        return MC_ERR_INTERNAL_ERROR;
+    m->cfg = *c;
+    m->clock = c->clock ? c->clock : mc_clock_system();
+    m->epoch = c->epoch ? c->epoch : derive_epoch();
+    atomic_init(&m->next_version, 1);
+    atomic_init(&m->next_replica_id, 1);
+    pthread_mutex_init(&m->discard_lock, NULL);
+    m->segs = mc_segments_new(c->allocation_strategy);
+    if (!m->segs || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 || mc_clients_init(m) != 0) {
+        mc_master_free(m);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    mc_info("master", "master core created", "epoch=%u strategy=%s shards=%u", m->epoch,
+            mc_alloc_strategy_name(c->allocation_strategy), MC_NSHARDS);
+    *out = m;
+    return MC_OK;
+}
+
+void mc_master_free(struct mc_master *m)
+{
+    if (!m)
+        return;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    if (m->shards) {
+        for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+            struct mc_shard *s = &m->shards[si];
+            while (s->n)
+                mc_master_erase_object(m, s, mc_ent_obj(mc_shard_ent(s, s->n - 1)), &fl);
+            mc_freelist_flush(&fl);
+        }
+    }
+    for (size_t i = 0; i < m->ndiscard; i++)
+        mc_freelist_add_object(&fl, m->discard[i].obj);
+    mc_freelist_flush(&fl);
+    free(m->discard);
+    mc_clients_destroy(m);
+    mc_routes_destroy(m);
+    mc_shards_destroy(m);
+    mc_segments_free(m->segs);
+    pthread_mutex_destroy(&m->discard_lock);
+    free(m);
+}
+
+uint16_t mc_master_epoch(const struct mc_master *m)
+{
+    return m->epoch;
+}
+
+const struct mc_master_config *mc_master_config_get(const struct mc_master *m)
+{
+    return &m->cfg;
+}
+
+/* ---- reaper -------------------------------------------------------------------------------- */
+
+static int reap_discarded(struct mc_master *m, uint64_t now)
+{
+    int n = 0;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    pthread_mutex_lock(&m->discard_lock);
+    for (size_t i = m->ndiscard; i-- > 0;) {
+        if (m->discard[i].release_ms > now)
+            continue;
+        mc_freelist_add_object(&fl, m->discard[i].obj);
+        m->discard[i] = m->discard[--m->ndiscard];
+        n++;
+    }
+    pthread_mutex_unlock(&m->discard_lock);
+    mc_freelist_flush(&fl);
+    return n;
+}
+
+static int reap_stale_puts(struct mc_master *m, uint64_t now)
+{
+    int n = 0;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        for (uint32_t j = s->npend; j-- > 0;) {
+            struct mc_pending *p = &s->pend[j];
+            if (now < p->start_ms + m->cfg.put_start_release_timeout_ms)
+                continue;
+            mc_master_erase_object(m, s, p->obj, &fl);
+            n++;
+        }
+        mc_shard_unlock(s);
+        mc_freelist_flush(&fl);
+    }
+    if (n)
+        mc_info("master", "stale puts reaped", "count=%d", n);
+    return n;
+}
+
+static int sweep_soft_pins(struct mc_master *m, uint64_t now)
+{
+    int n = 0;
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        for (uint32_t i = 0; i < s->n; i++) {
+            struct mc_obj_ent *e = mc_shard_ent(s, i);
+            if (!(mc_ent_bits(e) & MC_ENT_SOFT_PIN))
+                continue;
+            struct mc_object *o = mc_ent_obj(e);
+            if (mc_obj_soft_pinned(o, now))
+                continue;
+            o->flags &= (uint8_t)~MC_OBJ_SOFT_PIN;
+            o->soft_pin_deadline_ms = 0;
+            atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
+            mc_shard_refresh_bits(s, o);
+            n++;
+        }
+        mc_shard_unlock(s);
+    }
+    return n;
+}
+
+int mc_master_tick_reaper(struct mc_master *m)
+{
+    uint64_t now = mc_master_now_ms(m);
+    int n = reap_discarded(m, now);
+    int stale = reap_stale_puts(m, now);
+    atomic_fetch_add_explicit(&m->c.put_start_release_cnt, (uint64_t)(n + stale),
+                              memory_order_relaxed);
+    n += stale;
+    if (now >= m->next_soft_pin_sweep_ms) {
+        m->next_soft_pin_sweep_ms = now + MC_SOFT_PIN_SWEEP_MS;
+        if (atomic_load_explicit(&m->c.soft_pin_key_count, memory_order_relaxed) > 0)
+            n += sweep_soft_pins(m, now);
+    }
+    return n;
+}
+
+int mc_master_tick_eviction(struct mc_master *m)
+{
+    if (mc_eviction_tick)
+        return mc_eviction_tick(m);
+    return 0;
+}
+
+/* ---- stats --------------------------------------------------------------------------------- */
+
+#define LD(f) atomic_load_explicit(&m->c.f, memory_order_relaxed)
+
+void mc_master_get_stats(struct mc_master *m, struct mc_master_stats *o)
+{
+    memset(o, 0, sizeof(*o));
+    int64_t v;
+    o->key_count = (v = LD(key_count)) > 0 ? (uint64_t)v : 0;
+    o->soft_pin_key_count = (v = LD(soft_pin_key_count)) > 0 ? (uint64_t)v : 0;
+    o->processing_count = (v = LD(processing_count)) > 0 ? (uint64_t)v : 0;
+    o->total_capacity_bytes = mc_segments_capacity(m->segs);
+    o->allocated_bytes = mc_segments_allocated(m->segs);
+    o->used_ratio = mc_segments_used_ratio(m->segs);
+    o->segment_count = mc_segments_count(m->segs);
+    o->active_clients = mc_master_active_clients(m);
+    o->put_start_requests = LD(put_start_requests);
+    o->put_start_failures = LD(put_start_failures);
+    o->put_end_requests = LD(put_end_requests);
+    o->put_end_failures = LD(put_end_failures);
+    o->put_revoke_requests = LD(put_revoke_requests);
+    o->put_revoke_failures = LD(put_revoke_failures);
+    o->get_replica_list_requests = LD(get_replica_list_requests);
+    o->get_replica_list_failures = LD(get_replica_list_failures);
+    o->exist_key_requests = LD(exist_key_requests);
+    o->exist_key_failures = LD(exist_key_failures);
+    o->remove_requests = LD(remove_requests);
+    o->remove_failures = LD(remove_failures);
+    o->remove_all_requests = LD(remove_all_requests);
+    o->mount_segment_requests = LD(mount_segment_requests);
+    o->mount_segment_failures = LD(mount_segment_failures);
+    o->unmount_segment_requests = LD(unmount_segment_requests);
+    o->unmount_segment_failures = LD(unmount_segment_failures);
+    o->remount_segment_requests = LD(remount_segment_requests);
+    o->remount_segment_failures = LD(remount_segment_failures);
+    o->ping_requests = LD(ping_requests);
+    o->put_start_alloc_failures = LD(put_start_alloc_failures);
+    o->put_start_partial_allocations = LD(put_start_partial_allocations);
+    o->put_start_discard_cnt = LD(put_start_discard_cnt);
+    o->put_start_release_cnt = LD(put_start_release_cnt);
+    o->expired_clients = LD(expired_clients);
+    o->evicted_key_count = LD(evicted_key_count);
+    o->evicted_size_bytes = LD(evicted_size_bytes);
+    o->successful_evictions = LD(successful_evictions);
+    o->attempted_evictions = LD(attempted_evictions);
+}
+
+struct mc_metrics *mc_master_metrics(struct mc_master *m)
+{
+    return m->metrics;
+}

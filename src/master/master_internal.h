@@ -1,0 +1,364 @@
+/*
+ * master_internal.h - the master core's internal layout, shared by its modules (objects.c,
+ * shard.c, clients.c, master.c) and by later ones (eviction.c, offload, promotion).
+ *
+ * Object table (DESIGN.md §7): MC_NSHARDS shards; shard = xxh3(key) & (MC_NSHARDS-1), or of the
+ * group id for grouped keys. Each shard, under one writer-preferring rwlock, has:
+ *
+ *   ents   a dense array (in chunks of MC_ENT_CHUNK) of 16-byte entries, one per object:
+ *          { _Atomic lease deadline (ms), object pointer | eligibility bits }. It is the table's
+ *          record list: a census streams it linearly without touching the objects. Removal swaps
+ *          the last entry into the hole (the moved object's ent index is updated).
+ *   htab   open addressing (linear probing, backward-shift deletion) of 64-bit slots
+ *          { 32 hash bits | ent index }, for lookups by key.
+ *   pend   a small dense array of in-flight Puts { object, owner, start time, soft pin TTL }.
+ *   groups a chained hash of the shard's groups (id → member objects).
+ *
+ * An object is one malloc: struct mc_object, its replicas, then its key bytes (48 + 32 per
+ * replica + key bytes). Get makes no allocation; Put makes one (two when it creates a group).
+ *
+ * Leases: Get/Exist hold the shard lock shared and raise ents[i].lease with an atomic max;
+ * everything else that changes an object holds the shard lock exclusively.
+ *
+ * Lock order: client registry → shards ascending → segment table → one segment's allocator →
+ * mailbox table → one mailbox. The group route map and the discard list are leaves (nothing is
+ * taken while holding them). Buffers are released outside shard locks: operations collect them
+ * in a struct mc_freelist and call mc_freelist_flush after unlocking.
+ */
+#ifndef MC_MASTER_INTERNAL_H
+#define MC_MASTER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/clock.h"
+#include "common/hash.h"
+#include "common/id.h"
+#include "master/master.h"
+#include "master/segments.h"
+
+#define MC_NSHARDS 1024u
+#define MC_SHARD_MASK (MC_NSHARDS - 1)
+#define MC_ENT_SHIFT 10
+#define MC_ENT_CHUNK (1u << MC_ENT_SHIFT)
+#define MC_NO_INDEX UINT32_MAX
+#define MC_VERSION_SEQ_BITS 48
+
+/* ---- objects ------------------------------------------------------------------------------ */
+
+/* A LOCAL_DISK holder: the client whose SSD has the copy (refcounted, immutable but `dead`). */
+struct mc_holder {
+    _Atomic uint32_t refs;
+    _Atomic bool dead;
+    struct mc_id id;
+    char endpoint[MC_ENDPOINT_MAX];
+};
+
+struct mc_replica { /* 32 bytes */
+    uint64_t id;
+    uint8_t type;    /* enum mc_replica_type */
+    uint8_t status;  /* enum mc_replica_status */
+    uint16_t refcnt; /* pins (offload source, promotion source); > 0: never evicted */
+    uint32_t handle; /* MEMORY: allocator handle */
+    union {
+        struct {
+            struct mc_segment *seg; /* holds a segment reference */
+            uint64_t offset;
+        } mem;
+        struct {
+            struct mc_holder *holder; /* holds a holder reference */
+            uint64_t reserved;
+        } disk;
+    } u;
+};
+
+enum {
+    MC_OBJ_COMPLETE = 1u << 0, /* PutEnd done */
+    MC_OBJ_HAS_CRC = 1u << 1,
+    MC_OBJ_HARD_PIN = 1u << 2,
+    MC_OBJ_SOFT_PIN = 1u << 3, /* soft_pin_deadline_ms is set (active while now < deadline) */
+};
+
+struct mc_group;
+
+struct mc_object { /* 48 bytes, then nrep replicas, then key_len key bytes */
+    uint64_t size;
+    uint64_t version;
+    uint64_t soft_pin_deadline_ms;
+    struct mc_group *group; /* NULL when not grouped */
+    uint32_t crc;
+    uint32_t ent;  /* index in the shard's ents */
+    uint32_t pend; /* index in the shard's pend, MC_NO_INDEX when no Put is in flight */
+    uint16_t key_len;
+    uint8_t nrep;
+    uint8_t flags; /* MC_OBJ_* */
+    struct mc_replica rep[];
+};
+
+static inline char *mc_obj_key(struct mc_object *o)
+{
+    return (char *)&o->rep[o->nrep];
+}
+
+/* Bits kept in the low bits of mc_obj_ent.obj_bits (objects are 16-byte aligned). */
+enum {
+    MC_ENT_EVICTABLE = 1u << 0, /* complete, a COMPLETE MEMORY replica with refcnt 0 */
+    MC_ENT_HARD_PIN = 1u << 1,
+    MC_ENT_SOFT_PIN = 1u << 2, /* soft pin set; check the object's deadline to be exact */
+    MC_ENT_GROUPED = 1u << 3,
+    MC_ENT_BITS = 0xfu,
+};
+
+struct mc_obj_ent {
+    _Atomic uint64_t lease_ms; /* read-lease deadline, monotonic ms (0 = none) */
+    uintptr_t obj_bits;        /* struct mc_object * | MC_ENT_* */
+};
+
+static inline struct mc_object *mc_ent_obj(const struct mc_obj_ent *e)
+{
+    return (struct mc_object *)(e->obj_bits & ~(uintptr_t)MC_ENT_BITS);
+}
+static inline unsigned mc_ent_bits(const struct mc_obj_ent *e)
+{
+    return (unsigned)(e->obj_bits & MC_ENT_BITS);
+}
+
+struct mc_group {
+    struct mc_group *next; /* hash chain */
+    uint64_t hash;
+    uint32_t n, cap;
+    struct mc_object **members;
+    uint16_t id_len;
+    char id[];
+};
+
+struct mc_pending {
+    struct mc_object *obj;
+    struct mc_id owner;
+    uint64_t start_ms;
+    uint64_t soft_pin_ttl_ms; /* 0: no soft pin requested */
+};
+
+/* ---- shards ------------------------------------------------------------------------------- */
+
+struct mc_shard {
+    pthread_rwlock_t lock;
+    uint32_t index;
+    /* ents */
+    struct mc_obj_ent **chunks;
+    uint32_t nchunks, chunks_cap;
+    uint32_t n; /* objects */
+    /* htab */
+    uint64_t *slots;
+    uint32_t mask; /* slots - 1 */
+    /* in-flight puts */
+    struct mc_pending *pend;
+    uint32_t npend, pend_cap;
+    /* groups */
+    struct mc_group **gbuckets;
+    uint32_t ngroups, gmask;
+    char pad[64];
+};
+
+static inline struct mc_obj_ent *mc_shard_ent(const struct mc_shard *s, uint32_t i)
+{
+    return &s->chunks[i >> MC_ENT_SHIFT][i & (MC_ENT_CHUNK - 1)];
+}
+
+static inline void mc_shard_rdlock(struct mc_shard *s)
+{
+    pthread_rwlock_rdlock(&s->lock);
+}
+static inline void mc_shard_wrlock(struct mc_shard *s)
+{
+    pthread_rwlock_wrlock(&s->lock);
+}
+static inline void mc_shard_unlock(struct mc_shard *s)
+{
+    pthread_rwlock_unlock(&s->lock);
+}
+
+/* Buffers (and object blocks) to release after the shard lock is dropped. */
+struct mc_fl_ent {
+    struct mc_replica r;
+    uint64_t size; /* the object size (segment accounting) */
+};
+struct mc_freelist {
+    struct mc_fl_ent *ents;
+    size_t n, cap;
+    struct mc_object **objs;
+    size_t nobjs, objs_cap;
+    struct mc_fl_ent inline_ents[MC_MAX_REPLICAS];
+    struct mc_object *inline_objs[2];
+};
+
+/* Statistics kept as plain atomics (exported by GetStats and the metrics registry). */
+struct mc_master_counters {
+    _Atomic uint64_t put_start_requests, put_start_failures;
+    _Atomic uint64_t put_end_requests, put_end_failures;
+    _Atomic uint64_t put_revoke_requests, put_revoke_failures;
+    _Atomic uint64_t get_replica_list_requests, get_replica_list_failures;
+    _Atomic uint64_t exist_key_requests, exist_key_failures;
+    _Atomic uint64_t remove_requests, remove_failures;
+    _Atomic uint64_t remove_all_requests;
+    _Atomic uint64_t mount_segment_requests, mount_segment_failures;
+    _Atomic uint64_t unmount_segment_requests, unmount_segment_failures;
+    _Atomic uint64_t remount_segment_requests, remount_segment_failures;
+    _Atomic uint64_t ping_requests;
+    _Atomic uint64_t put_start_alloc_failures, put_start_partial_allocations;
+    _Atomic uint64_t put_start_discard_cnt, put_start_release_cnt;
+    _Atomic uint64_t expired_clients;
+    _Atomic uint64_t evicted_key_count, evicted_size_bytes;
+    _Atomic uint64_t successful_evictions, attempted_evictions;
+    _Atomic int64_t key_count, soft_pin_key_count, processing_count;
+};
+
+struct mc_client_rec {
+    struct mc_client_rec *next;
+    struct mc_id id;
+    uint64_t deadline_ms;
+    enum mc_client_status status;
+};
+
+struct mc_discarded {
+    struct mc_object *obj; /* unlinked from its shard, still owning its buffers */
+    uint64_t release_ms;
+};
+
+struct mc_route_stripe;
+
+/* Optional callbacks of later modules (offload/promotion): NULL when unused. */
+struct mc_master_hooks {
+    /* An object is being erased (Remove, eviction, sweep, reaper); the shard is write-locked. */
+    void (*object_erased)(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+};
+
+struct mc_master {
+    struct mc_master_config cfg;
+    const struct mc_clock *clock;
+    uint16_t epoch;
+    struct mc_segments *segs;
+    struct mc_shard *shards; /* MC_NSHARDS */
+    _Atomic uint64_t next_version;
+    _Atomic uint64_t next_replica_id;
+    _Atomic bool need_eviction; /* a PutStart failed for space */
+    struct mc_master_counters c;
+    struct mc_master_hooks hooks;
+    struct mc_metrics *metrics;
+
+    /* client registry */
+    pthread_mutex_t clients_lock;
+    struct mc_client_rec **cbuckets;
+    uint32_t cmask, nclients;
+
+    /* discarded Puts awaiting their release time */
+    pthread_mutex_t discard_lock;
+    struct mc_discarded *discard;
+    size_t ndiscard, discard_cap;
+
+    /* grouped keys: key hash → shard (so a Get without the group id finds the key) */
+    _Atomic uint64_t grouped_keys;
+    struct mc_route_stripe *routes;
+
+    uint64_t next_soft_pin_sweep_ms;
+};
+
+static inline uint64_t mc_master_now_ms(const struct mc_master *m)
+{
+    return mc_clock_now_ms(m->clock);
+}
+
+/* ---- shard.c: the table mechanics (caller holds the shard lock as noted) ------------------ */
+
+int mc_shards_init(struct mc_master *m);
+void mc_shards_destroy(struct mc_master *m);
+/* Shard of a key: its group's shard when grouped (route map), else hash & MASK. */
+uint32_t mc_master_key_shard(struct mc_master *m, uint64_t key_hash);
+/* Lookup under either lock; NULL when absent. */
+struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const char *key,
+                                size_t key_len);
+/* Insert a new object (write lock). 0 or -1 when out of memory (nothing changed). */
+int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o);
+/* Unlink an object from htab, ents, pend and its group (write lock); the caller owns it. */
+void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* Pending Put bookkeeping (write lock). */
+int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owner,
+                      uint64_t start_ms, uint64_t soft_pin_ttl_ms);
+void mc_shard_pend_remove(struct mc_shard *s, struct mc_object *o);
+static inline struct mc_pending *mc_obj_pending(struct mc_shard *s, struct mc_object *o)
+{
+    return o->pend == MC_NO_INDEX ? NULL : &s->pend[o->pend];
+}
+/* Groups (write lock): find or create the group and add o to it. 0 or -1 (out of memory). */
+int mc_shard_group_join(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                        const char *gid, size_t gid_len, uint64_t key_hash);
+/* Recomputes the MC_ENT_* bits of o's entry (write lock) after any change to o. */
+void mc_shard_refresh_bits(struct mc_shard *s, struct mc_object *o);
+/* A census/eviction candidate is {shard, ent, version}: returns the object if ents[ent] still
+ * holds that version (write or read lock), else NULL. */
+struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t version);
+/* Group route map (leaf lock). */
+int mc_routes_init(struct mc_master *m);
+void mc_routes_destroy(struct mc_master *m);
+int mc_route_add(struct mc_master *m, uint64_t key_hash, uint32_t shard);
+void mc_route_del(struct mc_master *m, uint64_t key_hash, uint32_t shard);
+
+/* ---- objects.c ---------------------------------------------------------------------------- */
+
+void mc_freelist_init(struct mc_freelist *fl);
+/* Moves every replica of o to fl (buffers released at flush) and queues o's block for free. */
+void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o);
+/* Moves one replica (of an object of size bytes) to fl. */
+void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size);
+/* Releases everything collected (no shard lock may be held) and resets fl. */
+void mc_freelist_flush(struct mc_freelist *fl);
+
+/* Replica predicates (any shard lock held). */
+bool mc_replica_readable(const struct mc_replica *r);
+bool mc_replica_valid(const struct mc_replica *r); /* storage still there (any status) */
+static inline bool mc_replica_evictable(const struct mc_replica *r)
+{
+    return r->type == MC_REPLICA_MEMORY && r->status == MC_REPLICA_COMPLETE && r->refcnt == 0 &&
+           mc_segment_alive(r->u.mem.seg);
+}
+bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms);
+
+/* Erases o from s (write lock): hooks, counters, unlink, everything to fl. */
+void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            struct mc_freelist *fl);
+/* Eviction of one object (write lock): drops its evictable MEMORY replicas; erases it when no
+ * valid replica is left. Returns the bytes freed (0 when nothing was evictable). */
+uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl);
+/* Drops replicas whose storage is gone (dead segment / dead holder) from every shard and erases
+ * objects left with none. Returns the number of objects erased. */
+uint64_t mc_master_sweep_invalid(struct mc_master *m);
+void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
+                          struct mc_replica_desc *d);
+void mc_holder_unref(struct mc_holder *h);
+/* Removes replica i from o without releasing it (write lock; caller moved it to a freelist). */
+void mc_obj_drop_replica(struct mc_object *o, uint8_t i);
+/* Read lease of default_kv_lease_ttl on o and its group (any shard lock). */
+void mc_master_grant_lease(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                           uint64_t now_ms);
+/* Single-key bodies shared by the batch forms (the shard lock held as the call needs). */
+int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, uint64_t now,
+                         struct mc_get_result *out);
+bool mc_master_exist_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            uint64_t now);
+int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            bool force, uint64_t now, struct mc_freelist *fl);
+/* Finds a key with its shard locked (NULL, nothing locked, when absent). */
+struct mc_object *mc_master_lock_find(struct mc_master *m, uint64_t h, const char *key, size_t len,
+                                      bool write, struct mc_shard **out);
+int mc_master_check_key(const struct mc_master *m, const char *key, size_t len);
+
+/* ---- eviction.c (weak: absent until the eviction module lands) ---------------------------- */
+
+/* One eviction-loop iteration: trigger check and BatchEvict. Returns objects evicted. */
+int mc_eviction_tick(struct mc_master *m) __attribute__((weak));
+
+#endif

@@ -1,0 +1,690 @@
+/*
+ * objects.c - the object operations of the master core: PutStart / PutEnd / PutRevoke,
+ * GetReplicaList, ExistKey, Remove (single-key forms), plus the shared helpers every module uses
+ * to release buffers outside shard locks (struct mc_freelist) and to erase objects.
+ *
+ * Each call hashes the key once (xxh3), finds its shard (the group route map is consulted only
+ * when grouped keys exist), takes the shard lock shared (Get/Exist) or exclusive (the rest),
+ * and releases any freed buffers after unlocking. See master.h for the contract of each call
+ * and master_internal.h for the table layout.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "master/master_internal.h"
+#include "mooncake/errors.h"
+
+#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
+#define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
+
+/* ---- free lists ---------------------------------------------------------------------------- */
+
+void mc_freelist_init(struct mc_freelist *fl)
+{
+    fl->ents = fl->inline_ents;
+    fl->n = 0;
+    fl->cap = MC_MAX_REPLICAS;
+    fl->objs = fl->inline_objs;
+    fl->nobjs = 0;
+    fl->objs_cap = 2;
+}
+
+void mc_holder_unref(struct mc_holder *h)
+{
+    if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
+        free(h);
+}
+
+static void release_replica(const struct mc_replica *r, uint64_t size)
+{
+    if (r->type == MC_REPLICA_MEMORY)
+        mc_segment_release(r->u.mem.seg, r->handle, size);
+    else if (r->type == MC_REPLICA_LOCAL_DISK)
+        mc_holder_unref(r->u.disk.holder);
+}
+
+void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size)
+{
+    if (fl->n == fl->cap) {
+        size_t ncap = fl->cap * 4;
+        struct mc_fl_ent *ne = malloc(ncap * sizeof(*ne));
+        if (!ne) {
+            /* Out of memory: release now (allowed by the lock order, just slower). */
+            release_replica(r, size);
+            return;
+        }
+        memcpy(ne, fl->ents, fl->n * sizeof(*ne));
+        if (fl->ents != fl->inline_ents)
+            free(fl->ents);
+        fl->ents = ne;
+        fl->cap = ncap;
+    }
+    fl->ents[fl->n].r = *r;
+    fl->ents[fl->n].size = size;
+    fl->n++;
+}
+
+void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
+{
+    for (uint8_t i = 0; i < o->nrep; i++)
+        mc_freelist_add_replica(fl, &o->rep[i], o->size);
+    o->nrep = 0;
+    if (fl->nobjs == fl->objs_cap) {
+        size_t ncap = fl->objs_cap * 8;
+        struct mc_object **no = malloc(ncap * sizeof(*no));
+        if (!no) {
+            free(o); /* its replicas are already in the list */
+            return;
+        }
+        memcpy(no, fl->objs, fl->nobjs * sizeof(*no));
+        if (fl->objs != fl->inline_objs)
+            free(fl->objs);
+        fl->objs = no;
+        fl->objs_cap = ncap;
+    }
+    fl->objs[fl->nobjs++] = o;
+}
+
+void mc_freelist_flush(struct mc_freelist *fl)
+{
+    for (size_t i = 0; i < fl->n; i++)
+        release_replica(&fl->ents[i].r, fl->ents[i].size);
+    for (size_t i = 0; i < fl->nobjs; i++)
+        free(fl->objs[i]);
+    if (fl->ents != fl->inline_ents)
+        free(fl->ents);
+    if (fl->objs != fl->inline_objs)
+        free(fl->objs);
+    mc_freelist_init(fl);
+}
+
+/* ---- predicates and descriptors ------------------------------------------------------------ */
+
+bool mc_replica_valid(const struct mc_replica *r)
+{
+    if (r->type == MC_REPLICA_MEMORY)
+        return mc_segment_alive(r->u.mem.seg);
+    if (r->type == MC_REPLICA_LOCAL_DISK)
+        return !atomic_load_explicit(&r->u.disk.holder->dead, memory_order_acquire);
+    return false;
+}
+
+bool mc_replica_readable(const struct mc_replica *r)
+{
+    return r->status == MC_REPLICA_COMPLETE && mc_replica_valid(r);
+}
+
+bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms)
+{
+    return (o->flags & MC_OBJ_SOFT_PIN) && now_ms < o->soft_pin_deadline_ms;
+}
+
+static void copy_str(char *dst, const char *src, size_t cap)
+{
+    size_t n = strnlen(src, cap - 1);
+    memcpy(dst, src, n);
+    dst[n] = 0;
+}
+
+void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
+                          struct mc_replica_desc *d)
+{
+    d->id = r->id;
+    d->type = r->type;
+    d->status = r->status;
+    d->refcnt = r->refcnt;
+    d->size = o->size;
+    if (r->type == MC_REPLICA_MEMORY) {
+        const struct mc_segment_desc *sd = &r->u.mem.seg->desc;
+        d->u.mem.segment_id = sd->id;
+        copy_str(d->u.mem.segment_name, sd->name, sizeof(d->u.mem.segment_name));
+        d->u.mem.offset = r->u.mem.offset;
+        d->u.mem.addr = sd->base + r->u.mem.offset;
+        copy_str(d->u.mem.endpoint, sd->endpoint, sizeof(d->u.mem.endpoint));
+        copy_str(d->u.mem.protocol, sd->protocol, sizeof(d->u.mem.protocol));
+        d->u.mem.rkey = sd->rkey;
+        copy_str(d->u.mem.transport_meta, sd->transport_meta, sizeof(d->u.mem.transport_meta));
+    } else {
+        d->u.disk.holder = r->u.disk.holder->id;
+        copy_str(d->u.disk.endpoint, r->u.disk.holder->endpoint, sizeof(d->u.disk.endpoint));
+    }
+}
+
+/* ---- erase / discard ----------------------------------------------------------------------- */
+
+/* Takes o out of s and out of the counters; the caller decides what happens to the block. */
+static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    if (m->hooks.object_erased)
+        m->hooks.object_erased(m, s, o);
+    if (o->flags & MC_OBJ_SOFT_PIN)
+        atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
+    if (o->pend != MC_NO_INDEX)
+        atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&m->c.key_count, 1, memory_order_relaxed);
+    mc_shard_unlink(m, s, o);
+}
+
+void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            struct mc_freelist *fl)
+{
+    detach_object(m, s, o);
+    mc_freelist_add_object(fl, o);
+}
+
+/* Parks a taken-over Put's block until release_ms (leaf lock). */
+static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t release_ms,
+                         struct mc_freelist *fl)
+{
+    pthread_mutex_lock(&m->discard_lock);
+    if (m->ndiscard == m->discard_cap) {
+        size_t ncap = m->discard_cap ? m->discard_cap * 2 : 16;
+        struct mc_discarded *nd = realloc(m->discard, ncap * sizeof(*nd));
+        if (!nd) {
+            pthread_mutex_unlock(&m->discard_lock);
+            mc_warn("master", "discard list full, freeing at once", "size=%llu",
+                    (unsigned long long)o->size);
+            mc_freelist_add_object(fl, o);
+            return;
+        }
+        m->discard = nd;
+        m->discard_cap = ncap;
+    }
+    m->discard[m->ndiscard++] = (struct mc_discarded){.obj = o, .release_ms = release_ms};
+    pthread_mutex_unlock(&m->discard_lock);
+}
+
+/* Removes one replica (index i) from o, keeping the key bytes after the replica array. */
+void mc_obj_drop_replica(struct mc_object *o, uint8_t i)
+{
+    char *key = mc_obj_key(o);
+    memmove(&o->rep[i], &o->rep[i + 1], (size_t)(o->nrep - i - 1) * sizeof(o->rep[0]));
+    o->nrep--;
+    memmove(mc_obj_key(o), key, o->key_len);
+}
+
+uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl)
+{
+    uint64_t freed = 0;
+    bool any_valid = false;
+    for (uint8_t i = 0; i < o->nrep;) {
+        if (mc_replica_evictable(&o->rep[i])) {
+            mc_freelist_add_replica(fl, &o->rep[i], o->size);
+            freed += o->size;
+            mc_obj_drop_replica(o, i);
+            continue;
+        }
+        any_valid |= mc_replica_valid(&o->rep[i]);
+        i++;
+    }
+    if (!any_valid)
+        mc_master_erase_object(m, s, o, fl);
+    else if (freed)
+        mc_shard_refresh_bits(s, o);
+    return freed;
+}
+
+/* ---- lookup -------------------------------------------------------------------------------- */
+
+static int check_key(const struct mc_master *m, const char *key, size_t len)
+{
+    if (!key || len == 0 || len > m->cfg.max_key_len || memchr(key, 0, len))
+        return MC_ERR_INVALID_KEY;
+    return MC_OK;
+}
+
+/* Finds key and returns it with its shard locked (shared or exclusive); NULL and nothing
+ * locked when absent. A grouped key is looked for in its group's shard first. */
+static struct mc_object *lock_find(struct mc_master *m, uint64_t h, const char *key, size_t len,
+                                   bool write, struct mc_shard **out)
+{
+    uint32_t home = (uint32_t)h & MC_SHARD_MASK;
+    uint32_t si = mc_master_key_shard(m, h);
+    for (;;) {
+        struct mc_shard *s = &m->shards[si];
+        if (write)
+            mc_shard_wrlock(s);
+        else
+            mc_shard_rdlock(s);
+        struct mc_object *o = mc_shard_find(s, h, key, len);
+        if (o) {
+            *out = s;
+            return o;
+        }
+        mc_shard_unlock(s);
+        if (si == home)
+            break;
+        si = home;
+    }
+    *out = NULL;
+    return NULL;
+}
+
+static inline void lease_raise(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (cur < v && !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                             memory_order_relaxed))
+        ;
+}
+
+/* Grants a read lease on o (and its whole group); any shard lock held. */
+void mc_master_grant_lease(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                           uint64_t now_ms)
+{
+    uint64_t until = now_ms + m->cfg.default_kv_lease_ttl_ms;
+    if (o->group) {
+        struct mc_group *g = o->group;
+        for (uint32_t i = 0; i < g->n; i++)
+            lease_raise(&mc_shard_ent(s, g->members[i]->ent)->lease_ms, until);
+    } else {
+        lease_raise(&mc_shard_ent(s, o->ent)->lease_ms, until);
+    }
+}
+
+/* ---- PutStart ------------------------------------------------------------------------------ */
+
+void mc_replicate_config_init(struct mc_replicate_config *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->replica_num = 1;
+}
+
+/* An existing record of the key in s (write-locked): OBJECT_ALREADY_EXISTS if it blocks a new
+ * Put; otherwise it is erased (storage gone) or taken over (stale Put) and OK is returned. */
+static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, const char *key,
+                          size_t len, uint64_t now, struct mc_freelist *fl)
+{
+    struct mc_object *o = mc_shard_find(s, h, key, len);
+    if (!o)
+        return MC_OK;
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (!p) {
+        for (uint8_t i = 0; i < o->nrep; i++)
+            if (mc_replica_valid(&o->rep[i]))
+                return MC_ERR_OBJECT_ALREADY_EXISTS;
+        mc_master_erase_object(m, s, o, fl); /* every replica's storage is gone */
+        return MC_OK;
+    }
+    if (now < p->start_ms + m->cfg.put_start_discard_timeout_ms)
+        return MC_ERR_OBJECT_ALREADY_EXISTS;
+    /* Stale Put: take it over. Its writer may still be writing, so its buffers are only
+     * released put_start_release_timeout after it started. */
+    uint64_t release_ms = p->start_ms + m->cfg.put_start_release_timeout_ms;
+    CNT_INC(m, put_start_discard_cnt);
+    mc_info("master", "stale put taken over", "key_len=%zu age_ms=%llu", len,
+            (unsigned long long)(now - p->start_ms));
+    detach_object(m, s, o);
+    if (release_ms <= now) {
+        CNT_INC(m, put_start_release_cnt);
+        mc_freelist_add_object(fl, o);
+    } else {
+        discard_push(m, o, release_ms, fl);
+    }
+    return MC_OK;
+}
+
+static int check_put_config(const struct mc_master *m, const struct mc_replicate_config *cfg)
+{
+    if (cfg->replica_num == 0 || cfg->replica_num > MC_MAX_REPLICAS)
+        return MC_ERR_INVALID_PARAMS;
+    if (cfg->with_soft_pin && cfg->soft_pin_ttl_ms > m->cfg.max_kv_soft_pin_ttl_ms)
+        return MC_ERR_INVALID_PARAMS;
+    if (cfg->group_id_len) {
+        if (!cfg->group_id || cfg->group_id_len >= MC_GROUP_ID_MAX ||
+            memchr(cfg->group_id, 0, cfg->group_id_len))
+            return MC_ERR_INVALID_PARAMS;
+    }
+    if (cfg->n_preferred && !cfg->preferred_segments)
+        return MC_ERR_INVALID_PARAMS;
+    return MC_OK;
+}
+
+static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_id client,
+                            uint64_t h, const char *key, size_t len, uint64_t size,
+                            const struct mc_replicate_config *cfg, uint64_t now,
+                            struct mc_put_start_result *out, struct mc_freelist *fl)
+{
+    int rc = clear_existing(m, s, h, key, len, now, fl);
+    if (rc != MC_OK)
+        return rc;
+    struct mc_segment_alloc al[MC_MAX_REPLICAS];
+    uint32_t n = 0;
+    rc = mc_segments_allocate(m->segs, size, cfg->replica_num, cfg->preferred_segments,
+                              cfg->n_preferred, al, &n);
+    if (rc != MC_OK) {
+        CNT_INC(m, put_start_alloc_failures);
+        atomic_store_explicit(&m->need_eviction, true, memory_order_relaxed);
+        return rc;
+    }
+    if (n < cfg->replica_num)
+        CNT_INC(m, put_start_partial_allocations);
+    struct mc_object *o = malloc(sizeof(*o) + n * sizeof(o->rep[0]) + len);
+    if (!o)
+        goto oom;
+    memset(o, 0, sizeof(*o));
+    o->size = size;
+    o->version = ((uint64_t)m->epoch << MC_VERSION_SEQ_BITS) |
+                 (atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed) &
+                  ((1ull << MC_VERSION_SEQ_BITS) - 1));
+    o->pend = MC_NO_INDEX;
+    o->ent = MC_NO_INDEX;
+    o->key_len = (uint16_t)len;
+    o->nrep = (uint8_t)n;
+    o->flags = cfg->with_hard_pin ? MC_OBJ_HARD_PIN : 0;
+    for (uint32_t i = 0; i < n; i++) {
+        struct mc_replica *r = &o->rep[i];
+        memset(r, 0, sizeof(*r));
+        r->id = atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+        r->type = MC_REPLICA_MEMORY;
+        r->status = MC_REPLICA_PROCESSING;
+        r->handle = al[i].handle;
+        r->u.mem.seg = al[i].seg;
+        r->u.mem.offset = al[i].offset;
+    }
+    memcpy(mc_obj_key(o), key, len);
+    if (mc_shard_insert(s, h, o) != 0) {
+        free(o);
+        goto oom;
+    }
+    atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);
+    uint64_t pin_ttl = 0;
+    if (cfg->with_soft_pin)
+        pin_ttl = cfg->soft_pin_ttl_ms ? cfg->soft_pin_ttl_ms : m->cfg.default_kv_soft_pin_ttl_ms;
+    if (mc_shard_pend_add(s, o, client, now, pin_ttl) != 0)
+        goto oom_erase;
+    atomic_fetch_add_explicit(&m->c.processing_count, 1, memory_order_relaxed);
+    if (cfg->group_id_len) {
+        if (mc_shard_group_join(m, s, o, cfg->group_id, cfg->group_id_len, h) != 0)
+            goto oom_erase;
+        mc_shard_refresh_bits(s, o);
+    }
+    out->version = o->version;
+    out->nreplicas = n;
+    for (uint32_t i = 0; i < n; i++)
+        mc_replica_fill_desc(o, &o->rep[i], &out->replicas[i]);
+    return MC_OK;
+oom_erase:
+    mc_master_erase_object(m, s, o, fl);
+    return MC_ERR_INTERNAL_ERROR;
+oom:
+    for (uint32_t i = 0; i < n; i++)
+        mc_segment_alloc_release(&al[i]);
+    return MC_ERR_INTERNAL_ERROR;
+}
+
+int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                        uint64_t size, const struct mc_replicate_config *cfg,
+                        struct mc_put_start_result *out)
+{
+    CNT_INC(m, put_start_requests);
+    struct mc_replicate_config defcfg;
+    if (!cfg) {
+        mc_replicate_config_init(&defcfg);
+        cfg = &defcfg;
+    }
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK)
+        goto out;
+    if (mc_id_is_zero(client) || size == 0 || !out) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    if ((rc = check_put_config(m, cfg)) != MC_OK)
+        goto out;
+    out->nreplicas = 0;
+    uint64_t now = mc_master_now_ms(m);
+    uint64_t h = mc_hash_key(key, key_len);
+    uint32_t home = (uint32_t)h & MC_SHARD_MASK;
+    uint32_t target = cfg->group_id_len
+                          ? (uint32_t)mc_hash_key(cfg->group_id, cfg->group_id_len) & MC_SHARD_MASK
+                          : home;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    /* A record of the key in another shard (regrouped key) must not block or survive. */
+    uint32_t others[2] = {mc_master_key_shard(m, h), home};
+    for (int k = 0; k < 2 && rc == MC_OK; k++) {
+        if (others[k] == target || (k == 1 && others[1] == others[0]))
+            continue;
+        struct mc_shard *os = &m->shards[others[k]];
+        mc_shard_wrlock(os);
+        rc = clear_existing(m, os, h, key, key_len, now, &fl);
+        mc_shard_unlock(os);
+    }
+    if (rc == MC_OK) {
+        struct mc_shard *s = &m->shards[target];
+        mc_shard_wrlock(s);
+        rc = put_start_locked(m, s, client, h, key, key_len, size, cfg, now, out, &fl);
+        mc_shard_unlock(s);
+    }
+    mc_freelist_flush(&fl);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, put_start_failures);
+    return rc;
+}
+
+/* ---- PutEnd / PutRevoke -------------------------------------------------------------------- */
+
+int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                      uint32_t crc32c, bool has_crc)
+{
+    CNT_INC(m, put_end_requests);
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK)
+        goto out;
+    if (mc_id_is_zero(client)) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
+    if (!o) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+        goto out;
+    }
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (!p)
+        goto unlock; /* already complete: idempotent */
+    if (!mc_id_eq(p->owner, client)) {
+        rc = MC_ERR_ILLEGAL_CLIENT;
+        goto unlock;
+    }
+    for (uint8_t i = 0; i < o->nrep; i++)
+        if (o->rep[i].status == MC_REPLICA_PROCESSING)
+            o->rep[i].status = MC_REPLICA_COMPLETE;
+    o->flags |= MC_OBJ_COMPLETE;
+    if (has_crc) {
+        o->crc = crc32c;
+        o->flags |= MC_OBJ_HAS_CRC;
+    }
+    if (p->soft_pin_ttl_ms) {
+        o->soft_pin_deadline_ms = mc_master_now_ms(m) + p->soft_pin_ttl_ms;
+        o->flags |= MC_OBJ_SOFT_PIN;
+        atomic_fetch_add_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
+    }
+    mc_shard_pend_remove(s, o);
+    atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
+    mc_shard_refresh_bits(s, o);
+unlock:
+    mc_shard_unlock(s);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, put_end_failures);
+    return rc;
+}
+
+int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len)
+{
+    CNT_INC(m, put_revoke_requests);
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK)
+        goto out;
+    if (mc_id_is_zero(client)) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
+    if (!o) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+        goto out;
+    }
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (!p)
+        rc = MC_ERR_INVALID_WRITE;
+    else if (!mc_id_eq(p->owner, client))
+        rc = MC_ERR_ILLEGAL_CLIENT;
+    else
+        mc_master_erase_object(m, s, o, &fl);
+    mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, put_revoke_failures);
+    return rc;
+}
+
+/* ---- GetReplicaList / ExistKey ------------------------------------------------------------- */
+
+/* Fills out from o (shard lock held, any mode) and grants the lease when readable. */
+int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, uint64_t now,
+                         struct mc_get_result *out)
+{
+    uint32_t n = 0;
+    bool any_valid = false;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (!mc_replica_valid(r))
+            continue;
+        any_valid = true;
+        if (r->status == MC_REPLICA_COMPLETE)
+            mc_replica_fill_desc(o, r, &out->replicas[n++]);
+    }
+    out->nreplicas = n;
+    if (n == 0)
+        return any_valid ? MC_ERR_REPLICA_IS_NOT_READY : MC_ERR_OBJECT_NOT_FOUND;
+    out->version = o->version;
+    out->size = o->size;
+    out->has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
+    out->crc32c = o->crc;
+    out->lease_ttl_ms = m->cfg.default_kv_lease_ttl_ms;
+    mc_master_grant_lease(m, s, o, now);
+    return MC_OK;
+}
+
+int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_len,
+                               struct mc_get_result *out)
+{
+    CNT_INC(m, get_replica_list_requests);
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK || !out) {
+        rc = rc != MC_OK ? rc : MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    out->nreplicas = 0;
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    if (!o) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+        goto out;
+    }
+    rc = mc_master_get_locked(m, s, o, mc_master_now_ms(m), out);
+    mc_shard_unlock(s);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, get_replica_list_failures);
+    return rc;
+}
+
+/* true when o has a readable replica; grants the lease then (shard lock held). */
+bool mc_master_exist_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            uint64_t now)
+{
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        if (mc_replica_readable(&o->rep[i])) {
+            mc_master_grant_lease(m, s, o, now);
+            return true;
+        }
+    }
+    return false;
+}
+
+int mc_master_exist_key(struct mc_master *m, const char *key, size_t key_len, bool *exists)
+{
+    CNT_INC(m, exist_key_requests);
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK || !exists) {
+        CNT_INC(m, exist_key_failures);
+        return rc != MC_OK ? rc : MC_ERR_INVALID_PARAMS;
+    }
+    *exists = false;
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    if (o) {
+        *exists = mc_master_exist_locked(m, s, o, mc_master_now_ms(m));
+        mc_shard_unlock(s);
+    }
+    return MC_OK;
+}
+
+/* ---- Remove -------------------------------------------------------------------------------- */
+
+/* Remove rules for o (write lock): erases it to fl or returns the refusal. */
+int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            bool force, uint64_t now, struct mc_freelist *fl)
+{
+    if (!force &&
+        now < atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed))
+        return MC_ERR_OBJECT_HAS_LEASE;
+    if (o->pend != MC_NO_INDEX)
+        return MC_ERR_REPLICA_IS_NOT_READY;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        if (o->rep[i].status != MC_REPLICA_COMPLETE)
+            return MC_ERR_REPLICA_IS_NOT_READY;
+        if (!force && o->rep[i].refcnt)
+            return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
+    }
+    mc_master_erase_object(m, s, o, fl);
+    return MC_OK;
+}
+
+int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool force)
+{
+    CNT_INC(m, remove_requests);
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK)
+        goto out;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
+    if (!o) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+        goto out;
+    }
+    rc = mc_master_remove_locked(m, s, o, force, mc_master_now_ms(m), &fl);
+    mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
+out:
+    if (rc != MC_OK)
+        CNT_INC(m, remove_failures);
+    return rc;
+}
+
+/* Exposed for objects_batch.c. */
+struct mc_object *mc_master_lock_find(struct mc_master *m, uint64_t h, const char *key, size_t len,
+                                      bool write, struct mc_shard **out)
+{
+    return lock_find(m, h, key, len, write, out);
+}
+
+int mc_master_check_key(const struct mc_master *m, const char *key, size_t len)
+{
+    return check_key(m, key, len);
+}

@@ -1,0 +1,283 @@
+/*
+ * objects_batch.c - batch forms of the object operations, RemoveAll, QueryKey and the sweep of
+ * replicas whose storage is gone.
+ *
+ * BatchGetReplicaList / BatchExistKey sort the keys by shard and take each shard's lock once
+ * (shared); a grouped key that moved between the route lookup and the lock is retried on its
+ * own. Put and Remove batches are per-key loops (each key may need a different shard, and they
+ * take write locks briefly).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "master/master_internal.h"
+#include "mooncake/errors.h"
+
+#define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
+
+int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
+                              const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
+                              const struct mc_replicate_config *cfg,
+                              struct mc_put_start_result *out, int *rcs)
+{
+    if (n && (!keys || !sizes || !out || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = mc_master_put_start(m, client, keys[i].data, keys[i].len, sizes[i], cfg, &out[i]);
+    return MC_OK;
+}
+
+int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
+                            const uint32_t *crcs, size_t n, int *rcs)
+{
+    if (n && (!keys || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = mc_master_put_end(m, client, keys[i].data, keys[i].len, crcs ? crcs[i] : 0,
+                                   crcs != NULL);
+    return MC_OK;
+}
+
+int mc_master_batch_put_revoke(struct mc_master *m, struct mc_id client,
+                               const struct mc_key_ref *keys, size_t n, int *rcs)
+{
+    if (n && (!keys || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = mc_master_put_revoke(m, client, keys[i].data, keys[i].len);
+    return MC_OK;
+}
+
+int mc_master_batch_remove(struct mc_master *m, const struct mc_key_ref *keys, size_t n, bool force,
+                           int *rcs)
+{
+    if (n && (!keys || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = mc_master_remove(m, keys[i].data, keys[i].len, force);
+    return MC_OK;
+}
+
+/* ---- shard-grouped reads ------------------------------------------------------------------- */
+
+struct bitem {
+    uint64_t h;
+    uint32_t shard;
+    uint32_t idx;
+};
+
+static int cmp_bitem(const void *a, const void *b)
+{
+    const struct bitem *x = a, *y = b;
+    if (x->shard != y->shard)
+        return x->shard < y->shard ? -1 : 1;
+    return x->idx < y->idx ? -1 : (x->idx > y->idx);
+}
+
+enum bop { BOP_GET, BOP_EXIST };
+
+/* Runs op for every valid key, one shared lock per shard. Keys not found in a routed (group)
+ * shard are retried with a full lookup. */
+static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t n, enum bop op,
+                      struct mc_get_result *gout, bool *eout, int *rcs)
+{
+    struct bitem stackv[64];
+    struct bitem *it = n <= 64 ? stackv : malloc(n * sizeof(*it));
+    if (!it)
+        return MC_ERR_INTERNAL_ERROR;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        rcs[i] = mc_master_check_key(m, keys[i].data, keys[i].len);
+        if (op == BOP_GET)
+            gout[i].nreplicas = 0;
+        else
+            eout[i] = false;
+        if (rcs[i] != MC_OK)
+            continue;
+        uint64_t h = mc_hash_key(keys[i].data, keys[i].len);
+        it[k++] = (struct bitem){.h = h, .shard = mc_master_key_shard(m, h), .idx = (uint32_t)i};
+    }
+    qsort(it, k, sizeof(*it), cmp_bitem);
+    uint64_t now = mc_master_now_ms(m);
+    for (size_t a = 0; a < k;) {
+        struct mc_shard *s = &m->shards[it[a].shard];
+        size_t b = a;
+        mc_shard_rdlock(s);
+        for (; b < k && it[b].shard == it[a].shard; b++) {
+            uint32_t i = it[b].idx;
+            struct mc_object *o = mc_shard_find(s, it[b].h, keys[i].data, keys[i].len);
+            if (!o) {
+                /* Routed elsewhere than its home shard: retried below. */
+                rcs[i] = ((uint32_t)it[b].h & MC_SHARD_MASK) != it[b].shard
+                             ? 1
+                             : MC_ERR_OBJECT_NOT_FOUND;
+                continue;
+            }
+            if (op == BOP_GET)
+                rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
+            else
+                eout[i] = mc_master_exist_locked(m, s, o, now);
+        }
+        mc_shard_unlock(s);
+        a = b;
+    }
+    for (size_t j = 0; j < k; j++) {
+        uint32_t i = it[j].idx;
+        if (rcs[i] != 1)
+            continue;
+        struct mc_shard *s;
+        struct mc_object *o = mc_master_lock_find(m, it[j].h, keys[i].data, keys[i].len, false, &s);
+        if (!o) {
+            rcs[i] = MC_ERR_OBJECT_NOT_FOUND;
+            continue;
+        }
+        if (op == BOP_GET)
+            rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
+        else
+            eout[i] = mc_master_exist_locked(m, s, o, now);
+        mc_shard_unlock(s);
+    }
+    if (op == BOP_EXIST) /* a missing key is not an error for Exist */
+        for (size_t i = 0; i < n; i++)
+            if (rcs[i] == MC_ERR_OBJECT_NOT_FOUND)
+                rcs[i] = MC_OK;
+    if (it != stackv)
+        free(it);
+    return MC_OK;
+}
+
+int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                                     struct mc_get_result *out, int *rcs)
+{
+    if (n && (!keys || !out || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    int rc = batch_read(m, keys, n, BOP_GET, out, NULL, rcs);
+    if (rc != MC_OK)
+        return rc;
+    uint64_t fails = 0;
+    for (size_t i = 0; i < n; i++)
+        fails += rcs[i] != MC_OK;
+    CNT_ADD(m, get_replica_list_requests, n);
+    CNT_ADD(m, get_replica_list_failures, fails);
+    return MC_OK;
+}
+
+int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                              bool *exists, int *rcs)
+{
+    if (n && (!keys || !exists || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    int rc = batch_read(m, keys, n, BOP_EXIST, NULL, exists, rcs);
+    if (rc != MC_OK)
+        return rc;
+    uint64_t fails = 0;
+    for (size_t i = 0; i < n; i++)
+        fails += rcs[i] != MC_OK;
+    CNT_ADD(m, exist_key_requests, n);
+    CNT_ADD(m, exist_key_failures, fails);
+    return MC_OK;
+}
+
+/* ---- RemoveAll ----------------------------------------------------------------------------- */
+
+int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
+{
+    CNT_ADD(m, remove_all_requests, 1);
+    uint64_t count = 0;
+    uint64_t now = mc_master_now_ms(m);
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        /* Downwards: an erase moves the last entry (already visited) into the hole. */
+        for (uint32_t i = s->n; i-- > 0;) {
+            struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
+            if (mc_master_remove_locked(m, s, o, force, now, &fl) == MC_OK)
+                count++;
+        }
+        mc_shard_unlock(s);
+        mc_freelist_flush(&fl);
+    }
+    if (removed)
+        *removed = count;
+    return MC_OK;
+}
+
+/* ---- QueryKey ------------------------------------------------------------------------------ */
+
+int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
+                        struct mc_key_info *out)
+{
+    int rc = mc_master_check_key(m, key, key_len);
+    if (rc != MC_OK)
+        return rc;
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    memset(out, 0, sizeof(*out));
+    struct mc_shard *s;
+    struct mc_object *o =
+        mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    uint64_t now = mc_master_now_ms(m);
+    out->version = o->version;
+    out->size = o->size;
+    out->crc32c = o->crc;
+    out->has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
+    out->complete = (o->flags & MC_OBJ_COMPLETE) != 0;
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (p)
+        out->put_owner = p->owner;
+    uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
+    out->lease_remaining_ms = lease > now ? lease - now : 0;
+    out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
+    out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
+    if (o->group) {
+        memcpy(out->group_id, o->group->id, o->group->id_len);
+        out->group_id[o->group->id_len] = 0;
+    }
+    out->nreplicas = o->nrep;
+    for (uint8_t i = 0; i < o->nrep; i++)
+        mc_replica_fill_desc(o, &o->rep[i], &out->replicas[i]);
+    mc_shard_unlock(s);
+    return MC_OK;
+}
+
+/* ---- sweep --------------------------------------------------------------------------------- */
+
+uint64_t mc_master_sweep_invalid(struct mc_master *m)
+{
+    uint64_t erased = 0;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        for (uint32_t i = s->n; i-- > 0;) {
+            struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
+            bool changed = false;
+            for (uint8_t r = 0; r < o->nrep;) {
+                if (mc_replica_valid(&o->rep[r])) {
+                    r++;
+                    continue;
+                }
+                mc_freelist_add_replica(&fl, &o->rep[r], o->size);
+                mc_obj_drop_replica(o, r);
+                changed = true;
+            }
+            if (!changed)
+                continue;
+            if (o->nrep == 0) {
+                mc_master_erase_object(m, s, o, &fl);
+                erased++;
+            } else {
+                mc_shard_refresh_bits(s, o);
+            }
+        }
+        mc_shard_unlock(s);
+        mc_freelist_flush(&fl);
+    }
+    return erased;
+}

@@ -1,0 +1,5 @@
+# Master core: object table, leases, pins, groups, clients (issue 5).
+mc_add_test(test_master_objects SOURCES test_master_objects.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_master_clients SOURCES test_master_clients.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_master_concurrency SOURCES test_master_concurrency.c LIBS mc_master_core
+            Threads::Threads LABELS tsan TIMEOUT 120)

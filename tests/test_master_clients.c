@@ -1,0 +1,187 @@
+/*
+ * test_master_clients.c - client registry and liveness of the master core (src/master/clients.c):
+ * Ping statuses, mount/remount/unmount, client expiry (segments unmounted, replicas and objects
+ * dropped), re-mount after a master restart.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "test_master_util.h"
+
+static void test_ping_statuses(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 5000000000ull);
+    struct mc_master *m = tm_master(&fc, 3);
+    struct mc_ping_result pr;
+    struct mc_id zero = {0, 0};
+    assert_int_equal(mc_master_ping(m, zero, &pr), MC_ERR_INVALID_PARAMS);
+    /* Unknown client: told to re-mount; an empty re-mount makes it OK. */
+    assert_int_equal(mc_master_ping(m, tm_id(1), &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_NEED_REMOUNT);
+    assert_int_equal(pr.view_version, 3);
+    assert_int_equal(mc_master_remount_segments(m, tm_id(1), NULL, 0), MC_OK);
+    assert_int_equal(mc_master_ping(m, tm_id(1), &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_OK);
+    /* A first Mount registers the client as OK. */
+    struct mc_segment_desc s = tm_seg(2, 16 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(2), &s), MC_OK);
+    assert_int_equal(mc_master_ping(m, tm_id(2), &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_OK);
+    /* Mount errors come from the segment table and register nobody. */
+    struct mc_segment_desc bad = tm_seg(3, 0);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(3), &bad), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(3), &s), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_mount_segment(m, zero, &s), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_unmount_segment(m, tm_id(3), s.id), MC_ERR_ILLEGAL_CLIENT);
+    struct mc_master_stats st;
+    mc_master_get_stats(m, &st);
+    assert_int_equal(st.active_clients, 2);
+    assert_int_equal(st.mount_segment_failures, 3);
+    assert_int_equal(st.ping_requests, 4);
+    mc_master_free(m);
+}
+
+static void test_client_expiry(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 5000000000ull);
+    struct mc_master *m = tm_master(&fc, 3);
+    struct mc_id a = tm_id(1), b = tm_id(2);
+    struct mc_segment_desc sa = tm_seg(1, 32 * MIB), sb = tm_seg(2, 32 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &sa), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, b, &sb), MC_OK);
+    const char *pa[] = {"seg-1"}, *pb[] = {"seg-2"};
+    struct mc_replicate_config ca, cb, both;
+    mc_replicate_config_init(&ca);
+    ca.preferred_segments = pa;
+    ca.n_preferred = 1;
+    cb = ca;
+    cb.preferred_segments = pb;
+    mc_replicate_config_init(&both);
+    both.replica_num = 2;
+    char key[32];
+    struct mc_put_start_result ps;
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_int_equal(mc_master_put_start(m, b, key, strlen(key), 4096, &ca, &ps), MC_OK);
+        assert_int_equal(mc_master_put_end(m, b, key, strlen(key), 0, false), MC_OK);
+        snprintf(key, sizeof(key), "b%d", i);
+        assert_int_equal(mc_master_put_start(m, a, key, strlen(key), 4096, &cb, &ps), MC_OK);
+        assert_int_equal(mc_master_put_end(m, a, key, strlen(key), 0, false), MC_OK);
+    }
+    assert_int_equal(mc_master_put_start(m, a, "both", 4, 4096, &both, &ps), MC_OK);
+    assert_int_equal(mc_master_put_end(m, a, "both", 4, 0, false), MC_OK);
+    /* b keeps pinging, a goes quiet. */
+    assert_int_equal(mc_master_tick_monitor(m), 0);
+    mc_fake_clock_advance_ms(&fc, 6000);
+    struct mc_ping_result pr;
+    assert_int_equal(mc_master_ping(m, b, &pr), MC_OK);
+    mc_fake_clock_advance_ms(&fc, 3999);
+    assert_int_equal(mc_master_tick_monitor(m), 0);
+    mc_fake_clock_advance_ms(&fc, 1);
+    assert_int_equal(mc_master_tick_monitor(m), 1);
+    /* a's segment is gone with every object that lived only there. */
+    struct mc_get_result g;
+    for (int i = 0; i < 20; i++) {
+        snprintf(key, sizeof(key), "a%d", i);
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g),
+                         MC_ERR_OBJECT_NOT_FOUND);
+        snprintf(key, sizeof(key), "b%d", i);
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
+    }
+    assert_int_equal(mc_master_get_replica_list(m, "both", 4, &g), MC_OK);
+    assert_int_equal(g.nreplicas, 1);
+    assert_string_equal(g.replicas[0].u.mem.segment_name, "seg-2");
+    struct mc_master_stats st;
+    mc_master_get_stats(m, &st);
+    assert_int_equal(st.key_count, 21);
+    assert_int_equal(st.total_capacity_bytes, 32 * MIB);
+    assert_int_equal(st.allocated_bytes, 21 * 4096);
+    assert_int_equal(st.active_clients, 1);
+    assert_int_equal(st.expired_clients, 1);
+    assert_int_equal(st.segment_count, 1);
+    /* The expired client comes back: told to re-mount, and it can. */
+    assert_int_equal(mc_master_ping(m, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_NEED_REMOUNT);
+    assert_int_equal(mc_master_remount_segments(m, a, &sa, 1), MC_OK);
+    assert_int_equal(mc_master_ping(m, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_OK);
+    mc_master_get_stats(m, &st);
+    assert_int_equal(st.total_capacity_bytes, 64 * MIB);
+    /* Both expire. */
+    mc_fake_clock_advance_ms(&fc, 10000);
+    assert_int_equal(mc_master_tick_monitor(m), 2);
+    mc_master_get_stats(m, &st);
+    assert_int_equal(st.key_count, 0);
+    assert_int_equal(st.total_capacity_bytes, 0);
+    assert_int_equal(st.allocated_bytes, 0);
+    mc_master_free(m);
+}
+
+static void test_remount_after_restart(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 5000000000ull);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc segs[2] = {tm_seg(1, 32 * MIB), tm_seg(2, 16 * MIB)};
+    struct mc_master *m1 = tm_master(&fc, 1);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(mc_master_mount_segment(m1, a, &segs[i]), MC_OK);
+    assert_int_equal(tm_put(m1, a, "before", 1000), MC_OK);
+    struct mc_ping_result pr;
+    assert_int_equal(mc_master_ping(m1, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_OK);
+    mc_master_free(m1);
+
+    /* The restarted master knows nobody. */
+    struct mc_master *m2 = tm_master(&fc, 2);
+    assert_int_equal(mc_master_ping(m2, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_NEED_REMOUNT);
+    assert_int_equal(pr.view_version, 2);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(m2, "before", 6, &g), MC_ERR_OBJECT_NOT_FOUND);
+    /* A bad descriptor fails the re-mount and leaves the client NEED_REMOUNT. */
+    struct mc_segment_desc bad[2] = {segs[0], tm_seg(3, 0)};
+    assert_int_equal(mc_master_remount_segments(m2, a, bad, 2), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_ping(m2, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_NEED_REMOUNT);
+    /* The real re-mount (twice: idempotent) restores the segments. */
+    assert_int_equal(mc_master_remount_segments(m2, a, segs, 2), MC_OK);
+    assert_int_equal(mc_master_remount_segments(m2, a, segs, 2), MC_OK);
+    assert_int_equal(mc_master_ping(m2, a, &pr), MC_OK);
+    assert_int_equal(pr.status, MC_CLIENT_OK);
+    struct mc_segment_info *info;
+    size_t n;
+    assert_int_equal(mc_master_list_segments(m2, &info, &n), MC_OK);
+    assert_int_equal(n, 2);
+    uint64_t cap = info[0].capacity + info[1].capacity;
+    free(info);
+    assert_int_equal(cap, 48 * MIB);
+    assert_int_equal(tm_put(m2, a, "after", 1000), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(m2, "after", 5, &g), MC_OK);
+    assert_int_equal(g.version >> 48, 2);
+    struct mc_master_stats st;
+    mc_master_get_stats(m2, &st);
+    assert_int_equal(st.remount_segment_requests, 3);
+    assert_int_equal(st.remount_segment_failures, 1);
+    mc_master_free(m2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ping_statuses),
+        cmocka_unit_test(test_client_expiry),
+        cmocka_unit_test(test_remount_after_restart),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

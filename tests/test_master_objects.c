@@ -1,0 +1,593 @@
+/*
+ * test_master_objects.c - the master core's object operations (src/master/objects*.c, shard.c)
+ * on a fake clock: Put/Get/Exist/Remove and their error codes, leases, stale Puts, soft and hard
+ * pins, groups, versions and epochs, batches, unmount with objects, QueryKey.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "common/hash.h"
+#include "master/master_internal.h"
+#include "test_master_util.h"
+
+struct fx {
+    struct mc_fake_clock fc;
+    struct mc_master *m;
+    struct mc_id a, b;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
+    f->m = tm_master(&f->fc, 7);
+    f->a = tm_id(1);
+    f->b = tm_id(2);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB), s2 = tm_seg(2, 64 * MIB);
+    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1) != MC_OK ||
+        mc_master_mount_segment(f->m, f->b, &s2) != MC_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    mc_master_free(f->m);
+    free(f);
+    return 0;
+}
+
+static void test_config_errors(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    struct mc_master *m;
+    mc_master_config_init(&c);
+    c.eviction_ratio = 1.5;
+    assert_int_equal(mc_master_new(&c, &m), MC_ERR_INVALID_PARAMS);
+    mc_master_config_init(&c);
+    c.eviction_high_watermark_ratio = -0.1;
+    assert_int_equal(mc_master_new(&c, &m), MC_ERR_INVALID_PARAMS);
+    mc_master_config_init(&c);
+    c.default_kv_soft_pin_ttl_ms = c.max_kv_soft_pin_ttl_ms + 1;
+    assert_int_equal(mc_master_new(&c, &m), MC_ERR_INVALID_PARAMS);
+    mc_master_config_init(&c);
+    c.put_start_release_timeout_ms = c.put_start_discard_timeout_ms;
+    assert_int_equal(mc_master_new(&c, &m), MC_ERR_INVALID_PARAMS);
+    mc_master_config_init(&c);
+    c.max_key_len = 0;
+    assert_int_equal(mc_master_new(&c, &m), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_new(NULL, &m), MC_ERR_INVALID_PARAMS);
+    mc_master_config_init(&c);
+    assert_int_equal(mc_master_new(&c, &m), MC_OK);
+    assert_true(mc_master_epoch(m) != 0);
+    assert_int_equal(mc_master_config_get(m)->default_kv_lease_ttl_ms, 10000);
+    mc_master_free(m);
+}
+
+static void test_put_get_roundtrip(void **state)
+{
+    struct fx *f = *state;
+    const char *k = "layer0/block42";
+    struct mc_put_start_result ps;
+    const char *pref[] = {"seg-2"};
+    struct mc_replicate_config cfg;
+    mc_replicate_config_init(&cfg);
+    cfg.preferred_segments = pref;
+    cfg.n_preferred = 1;
+    assert_int_equal(mc_master_put_start(f->m, f->a, k, strlen(k), 5000, &cfg, &ps), MC_OK);
+    assert_int_equal(ps.nreplicas, 1);
+    struct mc_replica_desc *d = &ps.replicas[0];
+    assert_int_equal(d->type, MC_REPLICA_MEMORY);
+    assert_int_equal(d->status, MC_REPLICA_PROCESSING);
+    assert_int_equal(d->size, 5000);
+    assert_string_equal(d->u.mem.segment_name, "seg-2");
+    assert_string_equal(d->u.mem.endpoint, "10.0.0.2:17002");
+    assert_string_equal(d->u.mem.protocol, "tcp");
+    assert_string_equal(d->u.mem.transport_meta, "meta-2");
+    assert_true(mc_id_eq(d->u.mem.segment_id, tm_seg(2, 1).id));
+    assert_int_equal(d->u.mem.addr, tm_seg(2, 1).base + d->u.mem.offset);
+
+    /* Not readable while PROCESSING. */
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, k, strlen(k), &g),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    bool ex = true;
+    assert_int_equal(mc_master_exist_key(f->m, k, strlen(k), &ex), MC_OK);
+    assert_false(ex);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 1);
+    assert_int_equal(st.processing_count, 1);
+    assert_int_equal(st.allocated_bytes, 5000);
+
+    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0xdeadbeef, true), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0, false), MC_OK); /* idem */
+    assert_int_equal(mc_master_get_replica_list(f->m, k, strlen(k), &g), MC_OK);
+    assert_int_equal(g.nreplicas, 1);
+    assert_int_equal(g.replicas[0].status, MC_REPLICA_COMPLETE);
+    assert_int_equal(g.replicas[0].id, d->id);
+    assert_int_equal(g.replicas[0].u.mem.offset, d->u.mem.offset);
+    assert_int_equal(g.version, ps.version);
+    assert_int_equal(g.size, 5000);
+    assert_true(g.has_crc);
+    assert_int_equal(g.crc32c, 0xdeadbeef);
+    assert_int_equal(g.lease_ttl_ms, 10000);
+    assert_int_equal(mc_master_exist_key(f->m, k, strlen(k), &ex), MC_OK);
+    assert_true(ex);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.processing_count, 0);
+    assert_int_equal(st.put_start_requests, 1);
+    assert_int_equal(st.get_replica_list_requests, 2);
+    assert_int_equal(st.get_replica_list_failures, 1);
+}
+
+static void test_error_codes(void **state)
+{
+    struct fx *f = *state;
+    struct mc_put_start_result ps;
+    struct mc_get_result g;
+    struct mc_replicate_config cfg;
+    char longkey[5000];
+    memset(longkey, 'k', sizeof(longkey));
+    /* Keys. */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "", 0, 10, NULL, &ps), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_start(f->m, f->a, longkey, 4097, 10, NULL, &ps),
+                     MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_start(f->m, f->a, longkey, 4096, 10, NULL, &ps), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "a\0b", 3, 10, NULL, &ps), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_get_replica_list(f->m, NULL, 3, &g), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_remove(f->m, "", 0, false), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "", 0, 0, false), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "", 0), MC_ERR_INVALID_KEY);
+    bool ex;
+    assert_int_equal(mc_master_exist_key(f->m, "", 0, &ex), MC_ERR_INVALID_KEY);
+    /* Params. */
+    struct mc_id zero = {0, 0};
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 0, NULL, &ps), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_put_start(f->m, zero, "k", 1, 10, NULL, &ps), MC_ERR_INVALID_PARAMS);
+    mc_replicate_config_init(&cfg);
+    cfg.replica_num = 0;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
+    cfg.replica_num = MC_MAX_REPLICAS + 1;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
+    mc_replicate_config_init(&cfg);
+    cfg.with_soft_pin = true;
+    cfg.soft_pin_ttl_ms = 24ull * 3600 * 1000 + 1;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
+    mc_replicate_config_init(&cfg);
+    cfg.group_id = "g\0x";
+    cfg.group_id_len = 3;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
+    cfg.group_id = longkey;
+    cfg.group_id_len = MC_GROUP_ID_MAX;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_put_end(f->m, zero, "k", 1, 0, false), MC_ERR_INVALID_PARAMS);
+    /* Space. */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "huge", 4, 65 * MIB, NULL, &ps),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_true(atomic_load(&f->m->need_eviction));
+    /* Existence. */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, NULL, &ps), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->b, "k", 1, 10, NULL, &ps),
+                     MC_ERR_OBJECT_ALREADY_EXISTS); /* in flight */
+    assert_int_equal(mc_master_put_end(f->m, f->b, "k", 1, 0, false), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_revoke(f->m, f->b, "k", 1), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, true), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, NULL, &ps),
+                     MC_ERR_OBJECT_ALREADY_EXISTS); /* complete */
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1), MC_ERR_INVALID_WRITE);
+    /* Absent keys. */
+    assert_int_equal(mc_master_put_end(f->m, f->a, "nope", 4, 0, false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "nope", 4), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replica_list(f->m, "nope", 4, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_remove(f->m, "nope", 4, false), MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "nope", 4, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_exist_key(f->m, "nope", 4, &ex), MC_OK);
+    assert_false(ex);
+    /* Lease. */
+    assert_int_equal(mc_master_get_replica_list(f->m, "k", 1, &g), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_ERR_OBJECT_HAS_LEASE);
+    /* No segments at all. */
+    struct mc_master *m2 = tm_master(&f->fc, 9);
+    assert_int_equal(mc_master_put_start(m2, f->a, "k", 1, 10, NULL, &ps),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    mc_master_free(m2);
+}
+
+static void test_lease_blocks_remove(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(tm_put(f->m, f->a, "x", 100), MC_OK);
+    assert_int_equal(tm_put(f->m, f->a, "y", 100), MC_OK);
+    assert_int_equal(tm_put(f->m, f->a, "z", 100), MC_OK);
+    /* PutEnd grants no lease: removable at once. */
+    assert_int_equal(mc_master_remove(f->m, "z", 1, false), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "x", 1, &g), MC_OK);
+    bool ex;
+    assert_int_equal(mc_master_exist_key(f->m, "y", 1, &ex), MC_OK);
+    assert_true(ex);
+    assert_int_equal(mc_master_remove(f->m, "x", 1, false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_remove(f->m, "y", 1, false), MC_ERR_OBJECT_HAS_LEASE);
+    uint64_t n = 99;
+    assert_int_equal(mc_master_remove_all(f->m, false, &n), MC_OK);
+    assert_int_equal(n, 0);
+    mc_fake_clock_advance_ms(&f->fc, 9999);
+    assert_int_equal(mc_master_remove(f->m, "x", 1, false), MC_ERR_OBJECT_HAS_LEASE);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    assert_int_equal(mc_master_remove(f->m, "x", 1, false), MC_OK);
+    /* Forced removal ignores the lease; RemoveAll(force) too, but never an in-flight Put. */
+    assert_int_equal(mc_master_exist_key(f->m, "y", 1, &ex), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "y", 1, true), MC_OK);
+    assert_int_equal(tm_put(f->m, f->a, "p", 100), MC_OK);
+    assert_int_equal(tm_put(f->m, f->a, "q", 100), MC_OK);
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "inflight", 8, 100, NULL, &ps), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(f->m, "p", 1, &g), MC_OK);
+    assert_int_equal(mc_master_remove_all(f->m, false, &n), MC_OK);
+    assert_int_equal(n, 1); /* q */
+    assert_int_equal(mc_master_remove_all(f->m, true, &n), MC_OK);
+    assert_int_equal(n, 1); /* p */
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 1);
+    assert_int_equal(st.allocated_bytes, 100);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "inflight", 8), MC_OK);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 0);
+    assert_int_equal(st.allocated_bytes, 0);
+}
+
+static void test_stale_put_takeover(void **state)
+{
+    struct fx *f = *state;
+    struct mc_put_start_result ps1, ps2;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "s", 1, MIB, NULL, &ps1), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 29999);
+    assert_int_equal(mc_master_put_start(f->m, f->b, "s", 1, MIB, NULL, &ps2),
+                     MC_ERR_OBJECT_ALREADY_EXISTS);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    assert_int_equal(mc_master_put_start(f->m, f->b, "s", 1, MIB, NULL, &ps2), MC_OK);
+    assert_true(ps2.version > ps1.version);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.put_start_discard_cnt, 1);
+    assert_int_equal(st.key_count, 1);
+    assert_int_equal(st.allocated_bytes, 2 * MIB); /* old buffers not yet released */
+    /* The old writer lost the key. */
+    assert_int_equal(mc_master_put_end(f->m, f->a, "s", 1, 0, false), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f->m, f->b, "s", 1, 0, false), MC_OK);
+    /* Released 600 s after the old PutStart, not before. */
+    mc_fake_clock_advance_ms(&f->fc, 600000 - 30000 - 1);
+    mc_master_tick_reaper(f->m);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.allocated_bytes, 2 * MIB);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.allocated_bytes, MIB);
+    assert_int_equal(st.put_start_release_cnt, 1);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "s", 1, &g), MC_OK);
+    assert_int_equal(g.version, ps2.version);
+
+    /* A Put nobody takes over is reaped put_start_release_timeout after its start. */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "t", 1, MIB, NULL, &ps1), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 599999);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
+    assert_int_equal(mc_master_get_replica_list(f->m, "t", 1, &g), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.allocated_bytes, MIB);
+    assert_int_equal(st.processing_count, 0);
+}
+
+static void test_pins(void **state)
+{
+    struct fx *f = *state;
+    struct mc_replicate_config cfg;
+    struct mc_put_start_result ps;
+    mc_replicate_config_init(&cfg);
+    cfg.with_soft_pin = true; /* default TTL: 30 min */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "soft", 4, 10, &cfg, &ps), MC_OK);
+    mc_replicate_config_init(&cfg);
+    cfg.with_soft_pin = true;
+    cfg.soft_pin_ttl_ms = 5000;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "short", 5, 10, &cfg, &ps), MC_OK);
+    mc_replicate_config_init(&cfg);
+    cfg.with_hard_pin = true;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "hard", 4, 10, &cfg, &ps), MC_OK);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "soft", 4, &ki), MC_OK);
+    assert_int_equal(ki.soft_pin_remaining_ms, 0); /* starts at PutEnd */
+    assert_false(ki.complete);
+    assert_true(mc_id_eq(ki.put_owner, f->a));
+    mc_fake_clock_advance_ms(&f->fc, 1000);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "soft", 4, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "short", 5, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "hard", 4, 0, false), MC_OK);
+    assert_int_equal(mc_master_query_key(f->m, "soft", 4, &ki), MC_OK);
+    assert_int_equal(ki.soft_pin_remaining_ms, 30ull * 60 * 1000);
+    assert_true(ki.complete);
+    assert_false(ki.hard_pinned);
+    assert_int_equal(mc_master_query_key(f->m, "hard", 4, &ki), MC_OK);
+    assert_true(ki.hard_pinned);
+    assert_int_equal(ki.soft_pin_remaining_ms, 0);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.soft_pin_key_count, 2);
+    /* The census bits follow the pins. */
+    struct mc_shard *s;
+    struct mc_object *o = mc_master_lock_find(f->m, mc_hash_key("hard", 4), "hard", 4, false, &s);
+    assert_non_null(o);
+    assert_true(mc_ent_bits(mc_shard_ent(s, o->ent)) & MC_ENT_HARD_PIN);
+    assert_true(mc_ent_bits(mc_shard_ent(s, o->ent)) & MC_ENT_EVICTABLE);
+    mc_shard_unlock(s);
+    /* Expiry: the short pin ends after 5 s, the default one after 30 min. */
+    mc_fake_clock_advance_ms(&f->fc, 5000);
+    assert_int_equal(mc_master_query_key(f->m, "short", 5, &ki), MC_OK);
+    assert_int_equal(ki.soft_pin_remaining_ms, 0);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.soft_pin_key_count, 1);
+    mc_fake_clock_advance_ms(&f->fc, 30ull * 60 * 1000);
+    assert_int_equal(mc_master_query_key(f->m, "soft", 4, &ki), MC_OK);
+    assert_int_equal(ki.soft_pin_remaining_ms, 0);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.soft_pin_key_count, 0);
+    o = mc_master_lock_find(f->m, mc_hash_key("soft", 4), "soft", 4, false, &s);
+    assert_false(mc_ent_bits(mc_shard_ent(s, o->ent)) & MC_ENT_SOFT_PIN);
+    mc_shard_unlock(s);
+}
+
+static void test_versions_and_epoch(void **state)
+{
+    struct fx *f = *state;
+    uint64_t prev = 0;
+    char key[32];
+    for (int i = 0; i < 50; i++) {
+        snprintf(key, sizeof(key), "v%d", i);
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(f->m, f->a, key, strlen(key), 64, NULL, &ps), MC_OK);
+        assert_int_equal(ps.version >> 48, 7);
+        assert_true(ps.version > prev);
+        prev = ps.version;
+    }
+    assert_int_equal(mc_master_epoch(f->m), 7);
+    /* A restarted master (next epoch) issues versions above every old one. */
+    struct mc_master *m2 = tm_master(&f->fc, 8);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m2, f->a, &s1), MC_OK);
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(m2, f->a, "v0", 2, 64, NULL, &ps), MC_OK);
+    assert_int_equal(ps.version >> 48, 8);
+    assert_true(ps.version > prev);
+    mc_master_free(m2);
+}
+
+static void test_groups(void **state)
+{
+    struct fx *f = *state;
+    struct mc_replicate_config cfg;
+    mc_replicate_config_init(&cfg);
+    cfg.group_id = "req-17";
+    cfg.group_id_len = 6;
+    const char *keys[] = {"g/a", "g/b", "g/c"};
+    uint32_t gshard = (uint32_t)mc_hash_key("req-17", 6) & MC_SHARD_MASK;
+    for (int i = 0; i < 3; i++) {
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(f->m, f->a, keys[i], 3, 100, &cfg, &ps), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 3, 0, false), MC_OK);
+        /* Routed to the group's shard, found from the key alone. */
+        assert_int_equal(mc_master_key_shard(f->m, mc_hash_key(keys[i], 3)), gshard);
+    }
+    assert_int_equal(tm_put(f->m, f->a, "loner", 100), MC_OK);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "g/b", 3, &ki), MC_OK);
+    assert_string_equal(ki.group_id, "req-17");
+    assert_int_equal(ki.lease_remaining_ms, 0);
+    /* A Get of one member leases every member, and nothing else. */
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "g/a", 3, &g), MC_OK);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mc_master_query_key(f->m, keys[i], 3, &ki), MC_OK);
+        assert_int_equal(ki.lease_remaining_ms, 10000);
+    }
+    assert_int_equal(mc_master_query_key(f->m, "loner", 5, &ki), MC_OK);
+    assert_int_equal(ki.lease_remaining_ms, 0);
+    assert_int_equal(mc_master_remove(f->m, "g/c", 3, false), MC_ERR_OBJECT_HAS_LEASE);
+    mc_fake_clock_advance_ms(&f->fc, 10000);
+    assert_int_equal(mc_master_remove(f->m, "g/c", 3, false), MC_OK);
+    bool ex;
+    assert_int_equal(mc_master_exist_key(f->m, "g/b", 3, &ex), MC_OK);
+    assert_true(ex);
+    assert_int_equal(mc_master_query_key(f->m, "g/a", 3, &ki), MC_OK);
+    assert_int_equal(ki.lease_remaining_ms, 10000);
+    /* A key re-put outside its group moves back to its own shard. */
+    assert_int_equal(mc_master_remove(f->m, "g/a", 3, true), MC_OK);
+    assert_int_equal(tm_put(f->m, f->a, "g/a", 100), MC_OK);
+    assert_int_equal(mc_master_query_key(f->m, "g/a", 3, &ki), MC_OK);
+    assert_string_equal(ki.group_id, "");
+    assert_int_equal(mc_master_remove(f->m, "g/b", 3, true), MC_OK);
+    assert_int_equal(atomic_load(&f->m->grouped_keys), 0);
+    assert_int_equal(mc_master_get_replica_list(f->m, "g/a", 3, &g), MC_OK);
+    /* The eviction census sees the grouped bit. */
+    assert_int_equal(
+        mc_master_put_start(f->m, f->a, "g/z", 3, 100, &cfg, &(struct mc_put_start_result){0}),
+        MC_OK);
+    struct mc_shard *s;
+    struct mc_object *o = mc_master_lock_find(f->m, mc_hash_key("g/z", 3), "g/z", 3, false, &s);
+    assert_non_null(o);
+    assert_int_equal(s->index, gshard);
+    assert_true(mc_ent_bits(mc_shard_ent(s, o->ent)) & MC_ENT_GROUPED);
+    assert_false(mc_ent_bits(mc_shard_ent(s, o->ent)) & MC_ENT_EVICTABLE); /* not complete */
+    assert_ptr_equal(mc_shard_revalidate(s, o->ent, o->version), o);
+    assert_null(mc_shard_revalidate(s, o->ent, o->version + 1));
+    mc_shard_unlock(s);
+}
+
+static void test_batches(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 100 };
+    struct mc_key_ref keys[N + 2];
+    char names[N][24];
+    uint64_t sizes[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(names[i], sizeof(names[i]), "batch-%d", i);
+        keys[i] = (struct mc_key_ref){names[i], strlen(names[i])};
+        sizes[i] = 100 + (uint64_t)i;
+    }
+    struct mc_put_start_result *ps = calloc(N, sizeof(*ps));
+    int rcs[N + 2];
+    assert_int_equal(mc_master_batch_put_start(f->m, f->a, keys, sizes, N, NULL, ps, rcs), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rcs[i], MC_OK);
+    /* Revoke the last 10, end the rest with CRCs. */
+    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, keys + 90, 10, rcs), MC_OK);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(rcs[i], MC_OK);
+    uint32_t crcs[N];
+    for (int i = 0; i < N; i++)
+        crcs[i] = (uint32_t)i * 3;
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, keys, crcs, N, rcs), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rcs[i], i < 90 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+    /* Batch read: the 100 keys, an empty key and an unknown one. */
+    keys[N] = (struct mc_key_ref){"", 0};
+    keys[N + 1] = (struct mc_key_ref){"unknown", 7};
+    struct mc_get_result *g = calloc(N + 2, sizeof(*g));
+    assert_int_equal(mc_master_batch_get_replica_list(f->m, keys, N + 2, g, rcs), MC_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(rcs[i], i < 90 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+        if (i < 90) {
+            assert_int_equal(g[i].size, sizes[i]);
+            assert_int_equal(g[i].crc32c, crcs[i]);
+            assert_int_equal(g[i].version, ps[i].version);
+            assert_int_equal(g[i].nreplicas, 1);
+        }
+    }
+    assert_int_equal(rcs[N], MC_ERR_INVALID_KEY);
+    assert_int_equal(rcs[N + 1], MC_ERR_OBJECT_NOT_FOUND);
+    bool ex[N + 2];
+    assert_int_equal(mc_master_batch_exist_key(f->m, keys, N + 2, ex, rcs), MC_OK);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(rcs[i], MC_OK);
+        assert_int_equal(ex[i], i < 90);
+    }
+    assert_int_equal(rcs[N], MC_ERR_INVALID_KEY);
+    assert_int_equal(rcs[N + 1], MC_OK);
+    assert_false(ex[N + 1]);
+    /* Leased by the reads: a plain batch remove is refused, a forced one is not. */
+    assert_int_equal(mc_master_batch_remove(f->m, keys, 2, false, rcs), MC_OK);
+    assert_int_equal(rcs[0], MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_master_batch_remove(f->m, keys, N, true, rcs), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rcs[i], i < 90 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_batch_get_replica_list(f->m, NULL, 3, g, rcs),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_batch_get_replica_list(f->m, NULL, 0, NULL, NULL), MC_OK);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 0);
+    assert_int_equal(st.allocated_bytes, 0);
+    free(g);
+    free(ps);
+}
+
+static void test_unmount_drops_objects(void **state)
+{
+    struct fx *f = *state;
+    const char *p1[] = {"seg-1"}, *p2[] = {"seg-2"};
+    struct mc_replicate_config c1, c2, both;
+    mc_replicate_config_init(&c1);
+    c1.preferred_segments = p1;
+    c1.n_preferred = 1;
+    c2 = c1;
+    c2.preferred_segments = p2;
+    mc_replicate_config_init(&both);
+    both.replica_num = 2;
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "on1", 3, 1000, &c1, &ps), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "on1", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "on2", 3, 1000, &c2, &ps), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "on2", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "dup", 3, 1000, &both, &ps), MC_OK);
+    assert_int_equal(ps.nreplicas, 2);
+    assert_false(mc_id_eq(ps.replicas[0].u.mem.segment_id, ps.replicas[1].u.mem.segment_id));
+    assert_int_equal(mc_master_put_end(f->m, f->a, "dup", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "wip", 3, 1000, &c1, &ps), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_OK);
+    /* Only the owner may unmount; unknown ids are fine. */
+    assert_int_equal(mc_master_unmount_segment(f->m, f->b, tm_seg(1, 1).id), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(99, 1).id), MC_OK);
+    assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(1, 1).id), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "wip", 3, 0, false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replica_list(f->m, "on2", 3, &g), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(f->m, "dup", 3, &g), MC_OK);
+    assert_int_equal(g.nreplicas, 1);
+    assert_string_equal(g.replicas[0].u.mem.segment_name, "seg-2");
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 2);
+    assert_int_equal(st.allocated_bytes, 2000);
+    assert_int_equal(st.total_capacity_bytes, 64 * MIB);
+    assert_int_equal(st.segment_count, 1);
+    /* The key can be Put again now that its old copy is gone. */
+    assert_int_equal(tm_put(f->m, f->a, "on1", 10), MC_OK);
+    assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(1, 1).id), MC_OK);
+}
+
+static void test_query_no_side_effects(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(tm_put(f->m, f->a, "q", 10), MC_OK);
+    struct mc_key_info ki;
+    struct mc_master_stats before, after;
+    mc_master_get_stats(f->m, &before);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_master_query_key(f->m, "q", 1, &ki), MC_OK);
+    mc_master_get_stats(f->m, &after);
+    assert_int_equal(ki.lease_remaining_ms, 0);
+    assert_int_equal(ki.nreplicas, 1);
+    assert_int_equal(ki.replicas[0].status, MC_REPLICA_COMPLETE);
+    assert_int_equal(after.get_replica_list_requests, before.get_replica_list_requests);
+    assert_int_equal(mc_master_remove(f->m, "q", 1, false), MC_OK);
+    struct mc_segment_info *segs;
+    size_t n;
+    assert_int_equal(mc_master_list_segments(f->m, &segs, &n), MC_OK);
+    assert_int_equal(n, 2);
+    free(segs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test_setup_teardown(test_put_get_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_error_codes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lease_blocks_remove, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_put_takeover, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_versions_and_epoch, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unmount_drops_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
