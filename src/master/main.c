@@ -1,0 +1,439 @@
+/*
+ * main.c - mooncake_master: flags -> mc_master + RPC service + /metrics endpoint + background
+ * loops + signals. The master itself is a library (master.h); this file only wires it.
+ *
+ * Start-up: parse the flag table (DESIGN.md §9, defaults of upstream's master), refuse flags
+ * whose subsystem is not written yet (offload, promotion: "--<flag>: not implemented yet",
+ * exit 2), create the master, register the adapters (service.h) on an rpc_server, start the
+ * HTTP endpoint on the master's metrics registry, start the background loops, and once both
+ * listeners are bound print exactly one line on stdout:
+ *
+ *     READY rpc=ADDR:PORT metrics=ADDR:PORT
+ *
+ * Everything else (logs) goes to stderr.
+ *
+ * Background loops: one thread each, sleeping on a condition variable (CLOCK_MONOTONIC) so
+ * stopping them is immediate: eviction every 10 ms (mc_master_tick_eviction), client monitor
+ * every 1 s (mc_master_tick_monitor), reaper every 1 s (mc_master_tick_reaper).
+ *
+ * Signals: SIGTERM and SIGINT are blocked in every thread (the mask is set before any thread
+ * starts) and read from a signalfd by the main thread, so no work happens in a handler.
+ * Shutdown: stop the RPC server (no new connections; parked calls are answered
+ * UNAVAILABLE_IN_CURRENT_STATUS; I/O threads joined), stop the loops, stop HTTP, free, exit 0.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/flags.h"
+#include "common/http.h"
+#include "common/log.h"
+#include "common/rpc_server.h"
+#include "common/wire.h"
+#include "master/master.h"
+#include "master/segments.h"
+#include "master/service.h"
+#include "mooncake/errors.h"
+
+#define COMP "master"
+
+static struct {
+    const char *rpc_address;
+    int32_t rpc_port;
+    int32_t rpc_thread_num;
+    const char *metrics_host;
+    int32_t metrics_port;
+    const char *default_kv_lease_ttl;
+    const char *default_kv_soft_pin_ttl;
+    const char *max_kv_soft_pin_ttl;
+    bool allow_evict_soft_pinned_objects;
+    double eviction_ratio;
+    double eviction_high_watermark_ratio;
+    const char *client_ttl;
+    const char *put_start_discard_timeout_sec;
+    const char *put_start_release_timeout_sec;
+    const char *allocation_strategy;
+    uint32_t max_key_len;
+    const char *max_frame_bytes;
+    const char *log_level;
+    /* not implemented yet: must keep their defaults */
+    bool enable_offload;
+    bool offload_on_evict;
+    bool offload_force_evict;
+    uint64_t offloading_queue_limit;
+    double offload_cap_ratio;
+    bool promotion_on_hit;
+    int32_t promotion_admission_threshold;
+    uint64_t promotion_queue_limit;
+    uint32_t promotion_max_per_heartbeat;
+    const char *promotion_task_timeout_sec;
+} F;
+
+static const struct mc_flag g_flags[] = {
+    MC_STRING_FLAG("rpc_address", "0.0.0.0", "RPC bind address", &F.rpc_address),
+    MC_INT32_FLAG("rpc_port", "50051", "RPC listen port (0 = pick a free one)", &F.rpc_port),
+    MC_INT32_FLAG("rpc_thread_num", "0", "RPC I/O threads (0 = min(16, CPUs))", &F.rpc_thread_num),
+    MC_STRING_FLAG("metrics_host", "0.0.0.0", "HTTP /metrics and /health bind address",
+                   &F.metrics_host),
+    MC_INT32_FLAG("metrics_port", "9003", "HTTP /metrics port (0 = pick a free one)",
+                  &F.metrics_port),
+    MC_STRING_FLAG("default_kv_lease_ttl", "10000",
+                   "read lease granted by Get/Exist (bare number = ms; or 500ms, 10s)",
+                   &F.default_kv_lease_ttl),
+    MC_STRING_FLAG("default_kv_soft_pin_ttl", "1800000",
+                   "soft pin TTL when a Put asks for one (bare number = ms)",
+                   &F.default_kv_soft_pin_ttl),
+    MC_STRING_FLAG("max_kv_soft_pin_ttl", "86400000",
+                   "largest soft pin TTL a Put may ask for (bare number = ms)",
+                   &F.max_kv_soft_pin_ttl),
+    MC_BOOL_FLAG("allow_evict_soft_pinned_objects", "true",
+                 "soft-pinned objects may be evicted as a last resort",
+                 &F.allow_evict_soft_pinned_objects),
+    MC_DOUBLE_FLAG("eviction_ratio", "0.05", "fraction of DRAM freed per eviction cycle [0,1]",
+                   &F.eviction_ratio),
+    MC_DOUBLE_FLAG("eviction_high_watermark_ratio", "0.90",
+                   "used ratio above which eviction runs [0,1]", &F.eviction_high_watermark_ratio),
+    MC_STRING_FLAG("client_ttl", "10", "client liveness without Ping (bare number = s)",
+                   &F.client_ttl),
+    MC_STRING_FLAG("put_start_discard_timeout_sec", "30",
+                   "an unfinished Put older than this may be taken over (bare number = s)",
+                   &F.put_start_discard_timeout_sec),
+    MC_STRING_FLAG("put_start_release_timeout_sec", "600",
+                   "buffers of a stale Put are freed this long after its start (bare number = s)",
+                   &F.put_start_release_timeout_sec),
+    MC_STRING_FLAG("allocation_strategy", "random", "replica placement: random|free_ratio_first",
+                   &F.allocation_strategy),
+    MC_UINT32_FLAG("max_key_len", "4096", "longest key in bytes (1..65535)", &F.max_key_len),
+    MC_STRING_FLAG("max_frame_bytes", "64MiB", "largest RPC frame body accepted",
+                   &F.max_frame_bytes),
+    MC_STRING_FLAG("log_level", "info", "debug|info|warn|error|off", &F.log_level),
+    MC_BOOL_FLAG("enable_offload", "false", "offload objects to clients' LOCAL_DISK (not yet)",
+                 &F.enable_offload),
+    MC_BOOL_FLAG("offload_on_evict", "false", "offload when eviction picks an object (not yet)",
+                 &F.offload_on_evict),
+    MC_BOOL_FLAG("offload_force_evict", "false",
+                 "evict without offload past the per-cycle cap (not yet)", &F.offload_force_evict),
+    MC_UINT64_FLAG("offloading_queue_limit", "50000", "per-client offload mailbox cap (not yet)",
+                   &F.offloading_queue_limit),
+    MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
+                   "per-cycle offload cap = offloading_queue_limit x ratio (not yet)",
+                   &F.offload_cap_ratio),
+    MC_BOOL_FLAG("promotion_on_hit", "false", "promote hot LOCAL_DISK objects to DRAM (not yet)",
+                 &F.promotion_on_hit),
+    MC_INT32_FLAG("promotion_admission_threshold", "2",
+                  "sketch count that admits a promotion, 1..255 (not yet)",
+                  &F.promotion_admission_threshold),
+    MC_UINT64_FLAG("promotion_queue_limit", "50000", "global promotion in-flight cap (not yet)",
+                   &F.promotion_queue_limit),
+    MC_UINT32_FLAG("promotion_max_per_heartbeat", "1",
+                   "promotion tasks handed out per heartbeat (not yet)",
+                   &F.promotion_max_per_heartbeat),
+    MC_STRING_FLAG("promotion_task_timeout_sec", "30",
+                   "a promotion task not finished by then is reaped (bare number = s; not yet)",
+                   &F.promotion_task_timeout_sec),
+    MC_FLAGS_END,
+};
+
+/* Fails start-up (exit 2) when a flag of a subsystem not written yet left its default. */
+static void refuse_unimplemented(void)
+{
+    const char *bad = NULL;
+    if (F.enable_offload)
+        bad = "enable_offload";
+    else if (F.offload_on_evict)
+        bad = "offload_on_evict";
+    else if (F.offload_force_evict)
+        bad = "offload_force_evict";
+    else if (F.offloading_queue_limit != 50000)
+        bad = "offloading_queue_limit";
+    else if (F.offload_cap_ratio != 0.5)
+        bad = "offload_cap_ratio";
+    else if (F.promotion_on_hit)
+        bad = "promotion_on_hit";
+    else if (F.promotion_admission_threshold != 2)
+        bad = "promotion_admission_threshold";
+    else if (F.promotion_queue_limit != 50000)
+        bad = "promotion_queue_limit";
+    else if (F.promotion_max_per_heartbeat != 1)
+        bad = "promotion_max_per_heartbeat";
+    else if (mc_flags_duration_ms("promotion_task_timeout_sec", F.promotion_task_timeout_sec,
+                                  MC_UNIT_S) != 30000)
+        bad = "promotion_task_timeout_sec";
+    if (bad)
+        mc_flags_die("--%s: not implemented yet", bad);
+}
+
+static uint16_t port_flag(const char *name, int32_t v)
+{
+    if (v < 0 || v > 65535)
+        mc_flags_die("flag --%s must be a port number (0..65535), got %d", name, v);
+    return (uint16_t)v;
+}
+
+static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
+{
+    mc_master_config_init(c);
+    c->default_kv_lease_ttl_ms =
+        mc_flags_duration_ms("default_kv_lease_ttl", F.default_kv_lease_ttl, MC_UNIT_MS);
+    c->default_kv_soft_pin_ttl_ms =
+        mc_flags_duration_ms("default_kv_soft_pin_ttl", F.default_kv_soft_pin_ttl, MC_UNIT_MS);
+    c->max_kv_soft_pin_ttl_ms =
+        mc_flags_duration_ms("max_kv_soft_pin_ttl", F.max_kv_soft_pin_ttl, MC_UNIT_MS);
+    c->allow_evict_soft_pinned_objects = F.allow_evict_soft_pinned_objects;
+    if (!(F.eviction_ratio >= 0 && F.eviction_ratio <= 1))
+        mc_flags_die("flag --eviction_ratio must be in [0,1]");
+    if (!(F.eviction_high_watermark_ratio >= 0 && F.eviction_high_watermark_ratio <= 1))
+        mc_flags_die("flag --eviction_high_watermark_ratio must be in [0,1]");
+    c->eviction_ratio = F.eviction_ratio;
+    c->eviction_high_watermark_ratio = F.eviction_high_watermark_ratio;
+    c->client_ttl_ms = mc_flags_duration_ms("client_ttl", F.client_ttl, MC_UNIT_S);
+    if (c->client_ttl_ms == 0)
+        mc_flags_die("flag --client_ttl must be positive");
+    c->put_start_discard_timeout_ms = mc_flags_duration_ms(
+        "put_start_discard_timeout_sec", F.put_start_discard_timeout_sec, MC_UNIT_S);
+    c->put_start_release_timeout_ms = mc_flags_duration_ms(
+        "put_start_release_timeout_sec", F.put_start_release_timeout_sec, MC_UNIT_S);
+    if (c->put_start_release_timeout_ms <= c->put_start_discard_timeout_ms)
+        mc_flags_die("flag --put_start_release_timeout_sec must be larger than "
+                     "--put_start_discard_timeout_sec");
+    if (c->default_kv_soft_pin_ttl_ms > c->max_kv_soft_pin_ttl_ms)
+        mc_flags_die("flag --default_kv_soft_pin_ttl must not exceed --max_kv_soft_pin_ttl");
+    if (mc_alloc_strategy_parse(F.allocation_strategy, &c->allocation_strategy) != 0)
+        mc_flags_die("flag --allocation_strategy must be random or free_ratio_first, got '%s'",
+                     F.allocation_strategy);
+    if (F.max_key_len == 0 || F.max_key_len > 65535)
+        mc_flags_die("flag --max_key_len must be in 1..65535");
+    c->max_key_len = F.max_key_len;
+    uint64_t mf = mc_flags_size("max_frame_bytes", F.max_frame_bytes);
+    if (mf < MC_WIRE_MIN_MAX_FRAME_BYTES || mf > UINT32_MAX)
+        mc_flags_die("flag --max_frame_bytes must be between %u and 4GiB-1",
+                     MC_WIRE_MIN_MAX_FRAME_BYTES);
+    *max_frame = (uint32_t)mf;
+    c->manual_ticks = false;
+}
+
+/* ---- background loops ------------------------------------------------------------------------ */
+
+struct loops {
+    struct mc_master *m;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    int nstarted;
+    pthread_t th[3];
+};
+
+struct loop_def {
+    const char *name;
+    int (*tick)(struct mc_master *);
+    uint64_t period_ms;
+};
+
+static const struct loop_def g_loops[3] = {
+    {"eviction", mc_master_tick_eviction, 10},
+    {"monitor", mc_master_tick_monitor, 1000},
+    {"reaper", mc_master_tick_reaper, 1000},
+};
+
+struct loop_arg {
+    struct loops *l;
+    const struct loop_def *def;
+};
+static struct loop_arg g_loop_args[3];
+
+static void *loop_main(void *arg)
+{
+    struct loop_arg *a = arg;
+    struct loops *l = a->l;
+    struct timespec next;
+    clock_gettime(CLOCK_MONOTONIC, &next);
+    pthread_mutex_lock(&l->mu);
+    while (!l->stop) {
+        uint64_t ns = (uint64_t)next.tv_nsec + a->def->period_ms * 1000000ull;
+        next.tv_sec += (time_t)(ns / 1000000000ull);
+        next.tv_nsec = (long)(ns % 1000000000ull);
+        while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &next) != ETIMEDOUT)
+            ;
+        if (l->stop)
+            break;
+        pthread_mutex_unlock(&l->mu);
+        int n = a->def->tick(l->m);
+        if (n > 0)
+            mc_debug(COMP, "background tick", "loop=%s items=%d", a->def->name, n);
+        pthread_mutex_lock(&l->mu);
+        /* a tick that overran its period does not cause a burst of catch-up ticks */
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec > next.tv_sec || (now.tv_sec == next.tv_sec && now.tv_nsec > next.tv_nsec))
+            next = now;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static int loops_start(struct loops *l, struct mc_master *m)
+{
+    memset(l, 0, sizeof(*l));
+    l->m = m;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&l->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&l->mu, NULL);
+    for (int i = 0; i < 3; i++) {
+        g_loop_args[i].l = l;
+        g_loop_args[i].def = &g_loops[i];
+        int err = pthread_create(&l->th[i], NULL, loop_main, &g_loop_args[i]);
+        if (err != 0) {
+            mc_error(COMP, "cannot start background thread", "loop=%s err=\"%s\"", g_loops[i].name,
+                     strerror(err));
+            return -1;
+        }
+        l->nstarted++;
+    }
+    return 0;
+}
+
+static void loops_stop(struct loops *l)
+{
+    pthread_mutex_lock(&l->mu);
+    l->stop = true;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+    for (int i = 0; i < l->nstarted; i++)
+        pthread_join(l->th[i], NULL);
+    l->nstarted = 0;
+    pthread_cond_destroy(&l->cv);
+    pthread_mutex_destroy(&l->mu);
+}
+
+/* ---- main ------------------------------------------------------------------------------------ */
+
+static int wait_for_signal(int sfd)
+{
+    for (;;) {
+        struct signalfd_siginfo si;
+        ssize_t n = read(sfd, &si, sizeof(si));
+        if (n == (ssize_t)sizeof(si))
+            return (int)si.ssi_signo;
+        if (n < 0 && errno != EINTR)
+            return -1;
+    }
+}
+
+int main(int argc, char **argv)
+{
+    mc_flags_parse(g_flags, "mooncake_master [flags]: the Mooncake metadata daemon", &argc, &argv);
+    mc_flags_apply_log_level("log_level", F.log_level);
+    if (argc > 1)
+        mc_flags_die("unexpected argument '%s'", argv[1]);
+    refuse_unimplemented();
+    struct mc_master_config mcfg;
+    uint32_t max_frame = 0;
+    config_from_flags(&mcfg, &max_frame);
+    uint16_t rpc_port = port_flag("rpc_port", F.rpc_port);
+    uint16_t metrics_port = port_flag("metrics_port", F.metrics_port);
+    int io_threads = F.rpc_thread_num;
+    if (io_threads < 0)
+        mc_flags_die("flag --rpc_thread_num must not be negative");
+    if (io_threads == 0) {
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        io_threads = ncpu < 1 ? 1 : ncpu > 16 ? 16 : (int)ncpu;
+    }
+
+    /* Before any thread exists: SIGTERM/SIGINT only through the signalfd; no SIGPIPE. */
+    sigset_t mask;
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int sfd = signalfd(-1, &mask, SFD_CLOEXEC);
+
+    int status = 1;
+    struct mc_master *m = NULL;
+    struct mc_master_service *svc = NULL;
+    struct mc_rpc_server *srv = NULL;
+    struct mc_http_server *http = NULL;
+    struct loops loops = {0};
+    bool loops_running = false;
+    if (sfd < 0) {
+        mc_error(COMP, "signalfd failed", "err=\"%s\"", strerror(errno));
+        goto out;
+    }
+    int rc = mc_master_new(&mcfg, &m);
+    if (rc != 0) {
+        mc_error(COMP, "cannot create the master", "rc=%s", mc_strerror(rc));
+        status = rc == MC_ERR_INVALID_PARAMS ? 2 : 1;
+        goto out;
+    }
+    if (mc_master_service_new(m, &svc) != 0)
+        goto out;
+    struct mc_rpc_server_config rcfg;
+    mc_rpc_server_config_init(&rcfg);
+    rcfg.bind_addr = F.rpc_address;
+    rcfg.port = rpc_port;
+    rcfg.io_threads = io_threads;
+    rcfg.max_frame_bytes = max_frame;
+    rcfg.name = "master";
+    rcfg.on_close = mc_master_service_on_close;
+    rcfg.on_close_arg = svc;
+    if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
+        mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
+        goto out;
+    }
+    if (mc_rpc_server_start(srv) != 0) {
+        mc_error(COMP, "cannot listen for RPC", "addr=%s port=%u", F.rpc_address, rpc_port);
+        goto out;
+    }
+    struct mc_http_config hcfg = {
+        .addr = F.metrics_host, .port = metrics_port, .metrics = mc_master_metrics(m)};
+    if (mc_http_server_new(&hcfg, &http) != 0) {
+        mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
+                 metrics_port);
+        goto out;
+    }
+    if (loops_start(&loops, m) != 0) {
+        loops_running = true; /* join what started */
+        goto out;
+    }
+    loops_running = true;
+
+    mc_info(COMP, "serving", "rpc=%s:%u metrics=%s io_threads=%d version=\"%s\"", F.rpc_address,
+            mc_rpc_server_port(srv), mc_http_server_addr(http), io_threads, MC_SERVICE_VERSION);
+    printf("READY rpc=%s:%u metrics=%s\n", F.rpc_address, mc_rpc_server_port(srv),
+           mc_http_server_addr(http));
+    fflush(stdout);
+
+    int sig = wait_for_signal(sfd);
+    mc_info(COMP, "stopping", "signal=%s",
+            sig == SIGINT    ? "SIGINT"
+            : sig == SIGTERM ? "SIGTERM"
+                             : "?");
+    status = sig > 0 ? 0 : 1;
+out:
+    if (srv)
+        mc_rpc_server_stop(srv);
+    if (loops_running)
+        loops_stop(&loops);
+    mc_http_server_free(http);
+    mc_rpc_server_free(srv);
+    mc_master_service_free(svc);
+    if (m)
+        mc_master_free(m);
+    if (sfd >= 0)
+        close(sfd);
+    if (status == 0)
+        mc_info(COMP, "stopped", "%s", "");
+    return status;
+}

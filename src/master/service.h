@@ -1,0 +1,45 @@
+/*
+ * service.h - the master's RPC adapters: one thin handler per method of proto/master.proto.
+ *
+ * Each handler decodes the request (protobuf-c), calls one mc_master_* function and encodes the
+ * result (DESIGN.md §5): no policy lives here. The core returns results in caller-owned structs
+ * after dropping its locks, so replies are always encoded outside master locks. Batch replies
+ * carry one status per item; a non-zero frame status means the whole call failed (empty body).
+ *
+ * Client binding. A connection is bound to the client id of the first successful MountSegment,
+ * ReMountSegment or Ping made on it; from then on a request on that connection naming another
+ * (non-zero) client id is answered ILLEGAL_CLIENT. The binding lives in the rpc_server's
+ * per-connection context and is freed by mc_master_service_on_close, which the daemon must
+ * install as the server's on_close callback (with the service as its argument).
+ *
+ * Bounds on untrusted input that are not the core's business: a batch of more than
+ * MC_SERVICE_MAX_BATCH items, strings longer than the fixed fields of master_types.h, or a
+ * missing required sub-message give INVALID_PARAMS. Methods whose core is not written yet
+ * (LOCAL_DISK tier, offload, promotion) answer NOT_SUPPORTED.
+ *
+ * The service owns no thread and installs no signal handler; it is part of mc_master_core so
+ * tests can serve a master in-process.
+ */
+#ifndef MC_MASTER_SERVICE_H
+#define MC_MASTER_SERVICE_H
+
+#include <stdint.h>
+
+struct mc_master;
+struct mc_rpc_server;
+struct mc_master_service;
+
+#define MC_SERVICE_MAX_BATCH 8192u
+
+/* Creates the adapter set for master m (not owned; must outlive the service). Returns 0 or
+ * MC_ERR_INTERNAL_ERROR. */
+int mc_master_service_new(struct mc_master *m, struct mc_master_service **out);
+/* Registers every master method on srv (before mc_rpc_server_start). Returns 0 or the first
+ * mc_rpc_server_register error. */
+int mc_master_service_register(struct mc_master_service *svc, struct mc_rpc_server *srv);
+/* rpc_server on_close callback: frees the connection's client binding. arg = the service. */
+void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx);
+/* Frees the service. Stop (or free) the RPC server first. NULL is a no-op. */
+void mc_master_service_free(struct mc_master_service *svc);
+
+#endif
