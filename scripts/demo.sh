@@ -60,12 +60,18 @@ case "$host" in 0.0.0.0|"") host=127.0.0.1 ;; esac
 url="http://$host:$port/metrics"
 echo "== scraping $url"
 if command -v curl >/dev/null 2>&1; then
-  curl -fsS --max-time 5 "$url" | sed 's/^/   /'
+  body=$(curl -fsS --max-time 5 "$url")
 else
   exec 4<>"/dev/tcp/$host/$port"
   printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$host" >&4
-  timeout 5 cat <&4 | sed 's/^/   /'
+  body=$(timeout 5 cat <&4 | tr -d '\r' | sed '1,/^$/d')
   exec 4<&-
+fi
+if [ -n "$body" ]; then
+  sed 's/^/   /' <<<"$body"
+  echo "== $(grep -vc '^#' <<<"$body") series"
+else
+  echo "   (an empty exposition: the master registers no series yet)"
 fi
 
 echo "== stopping the master (SIGTERM)"
