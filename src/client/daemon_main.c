@@ -1,0 +1,190 @@
+/*
+ * daemon_main.c - mooncake_client: a standalone client process that contributes DRAM (and
+ * optionally a LOCAL_DISK directory) to the store and serves peers (DESIGN.md §2).
+ *
+ * It is libmooncake_client and nothing else: flags (gflags, through common/flags.h) are copied
+ * into a struct mc_client_config, mc_client_open() connects to the master, mounts the segment
+ * and the disk directory, and starts the peer server and the worker (pings, re-mount after a
+ * master restart, offload and promotion work). Once that returned, the daemon prints exactly
+ * one line on stdout and flushes it:
+ *
+ *     READY endpoint=HOST:PORT
+ *
+ * where the endpoint is mc_client_endpoint(), byte for byte what `mooncake_cli segments` shows
+ * for the segment. Scripts and tests wait for this line. Logs go to stderr.
+ *
+ * Signals: SIGTERM and SIGINT are blocked before any thread starts (so every library thread
+ * inherits the mask) and the main thread waits for them with sigwait(); no handler runs in
+ * signal context. On either, the daemon calls mc_client_close() (unmount, join every thread)
+ * and exits 0. SIGPIPE is ignored (the library sends with MSG_NOSIGNAL; this covers stdout).
+ *
+ * Optional --metrics_port serves /metrics and /health (common/http.h) with a small registry of
+ * the daemon's own: configured sizes and uptime.
+ *
+ * Exit status: 0 after a signal, 1 when the client cannot start (reason logged), 2 bad usage.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/flags.h"
+#include "common/http.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "mooncake/client.h"
+
+static struct {
+    const char *master;
+    const char *host;
+    const char *bind_address;
+    int32_t data_port;
+    const char *segment_size;
+    bool huge_pages;
+    const char *disk_path;
+    const char *disk_capacity;
+    const char *protocol;
+    bool checksums;
+    int32_t metrics_port;
+    const char *log_level;
+} F;
+
+static const struct mc_flag g_flags[] = {
+    MC_STRING_FLAG("master", "127.0.0.1:50051", "mooncake_master RPC address HOST:PORT", &F.master),
+    MC_STRING_FLAG("host", "127.0.0.1",
+                   "host advertised to peers (and bound, unless --bind_address is given)", &F.host),
+    MC_STRING_FLAG("bind_address", "", "address the peer server binds (default: --host)",
+                   &F.bind_address),
+    MC_INT32_FLAG("data_port", "0", "peer server port (0 = pick a free one)", &F.data_port),
+    MC_STRING_FLAG("segment_size", "4GiB", "DRAM contributed to the store (e.g. 256MiB, 4GiB)",
+                   &F.segment_size),
+    MC_BOOL_FLAG("huge_pages", "false", "back the segment with huge pages when available",
+                 &F.huge_pages),
+    MC_STRING_FLAG("disk_path", "", "LOCAL_DISK directory (empty = no disk tier)", &F.disk_path),
+    MC_STRING_FLAG("disk_capacity", "16GiB", "bytes of --disk_path the store may use",
+                   &F.disk_capacity),
+    MC_STRING_FLAG("protocol", "tcp", "data-plane transport: tcp or rdma", &F.protocol),
+    MC_BOOL_FLAG("checksums", "false", "verify the value CRC32C on every get", &F.checksums),
+    MC_INT32_FLAG("metrics_port", "0", "HTTP /metrics and /health port (0 = off)", &F.metrics_port),
+    MC_STRING_FLAG("log_level", "info", "debug|info|warn|error|off", &F.log_level),
+    MC_FLAGS_END,
+};
+
+struct daemon_stats {
+    struct mc_metrics *m;
+    uint64_t start_ms;
+};
+
+static double uptime_s(void *arg)
+{
+    const struct daemon_stats *st = arg;
+    return (double)(mc_now_ms() - st->start_ms) / 1000.0;
+}
+
+static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
+                         struct mc_http_server **out)
+{
+    struct mc_http_config hc = {0};
+    struct mc_gauge *g;
+
+    st->m = mc_metrics_new();
+    if (!st->m)
+        return MC_ERR_INTERNAL_ERROR;
+    g = mc_metrics_gauge(st->m, "mooncake_client_segment_bytes",
+                         "DRAM this daemon contributes to the store", NULL);
+    if (g)
+        mc_gauge_set(g, (int64_t)seg);
+    g = mc_metrics_gauge(st->m, "mooncake_client_disk_capacity_bytes",
+                         "LOCAL_DISK bytes this daemon may use (0 = no disk tier)", NULL);
+    if (g)
+        mc_gauge_set(g, (int64_t)disk);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_uptime_seconds", "seconds since start", NULL,
+                        uptime_s, st);
+    hc.addr = addr;
+    hc.port = (uint16_t)F.metrics_port;
+    hc.metrics = st->m;
+    return mc_http_server_new(&hc, out);
+}
+
+int main(int argc, char **argv)
+{
+    struct mc_client_config cfg;
+    struct mc_client *client = NULL;
+    struct mc_http_server *http = NULL;
+    struct daemon_stats st = {.start_ms = mc_now_ms()};
+    sigset_t set;
+    int sig = 0, rc, status = 1;
+    uint64_t seg_size, disk_cap;
+
+    mc_flags_parse(g_flags, "mooncake_client [flags]", &argc, &argv);
+    mc_flags_apply_log_level("log_level", F.log_level);
+    if (argc > 1)
+        mc_flags_die("unexpected argument '%s'", argv[1]);
+    seg_size = mc_flags_size("segment_size", F.segment_size);
+    disk_cap = mc_flags_size("disk_capacity", F.disk_capacity);
+    if (F.data_port < 0 || F.data_port > 65535)
+        mc_flags_die("flag --data_port must be 0..65535 (got %d)", F.data_port);
+    if (F.metrics_port < 0 || F.metrics_port > 65535)
+        mc_flags_die("flag --metrics_port must be 0..65535 (got %d)", F.metrics_port);
+    if (strcmp(F.protocol, "tcp") != 0 && strcmp(F.protocol, "rdma") != 0)
+        mc_flags_die("flag --protocol must be tcp or rdma (got '%s')", F.protocol);
+    if (!F.master[0] || !F.host[0])
+        mc_flags_die("flags --master and --host must not be empty");
+    if (F.disk_path[0] && disk_cap == 0)
+        mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
+
+    /* Before any thread exists: every thread inherits the blocked mask, and only sigwait below
+     * sees SIGTERM/SIGINT. */
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    mc_client_config_init(&cfg);
+    cfg.master_address = F.master;
+    cfg.host = F.host;
+    cfg.bind_address = F.bind_address[0] ? F.bind_address : NULL;
+    cfg.protocol = F.protocol;
+    cfg.data_port = (uint16_t)F.data_port;
+    cfg.segment_size = seg_size;
+    cfg.huge_pages = F.huge_pages;
+    cfg.disk_path = F.disk_path[0] ? F.disk_path : NULL;
+    cfg.disk_capacity = cfg.disk_path ? disk_cap : 0;
+    cfg.checksums = F.checksums;
+
+    rc = mc_client_open(&cfg, &client);
+    if (rc) {
+        mc_error("daemon", "cannot start the client", "master=%s err=%s", F.master,
+                 mc_strerror(rc));
+        goto out;
+    }
+    if (F.metrics_port > 0) {
+        rc = start_metrics(&st, F.bind_address[0] ? F.bind_address : F.host, seg_size,
+                           cfg.disk_capacity, &http);
+        if (rc) {
+            mc_error("daemon", "cannot serve metrics", "port=%d err=%s", F.metrics_port,
+                     mc_strerror(rc));
+            goto out;
+        }
+        mc_info("daemon", "metrics", "addr=%s", mc_http_server_addr(http));
+    }
+
+    printf("READY endpoint=%s\n", mc_client_endpoint(client));
+    fflush(stdout);
+    mc_info("daemon", "serving", "endpoint=%s master=%s segment_bytes=%llu disk_path=%s",
+            mc_client_endpoint(client), F.master, (unsigned long long)seg_size,
+            cfg.disk_path ? cfg.disk_path : "-");
+
+    while (sigwait(&set, &sig) != 0)
+        ;
+    mc_info("daemon", "stopping", "signal=%d", sig);
+    status = 0;
+out:
+    mc_http_server_free(http);
+    mc_client_close(client);
+    mc_metrics_free(st.m);
+    if (status == 0)
+        mc_info("daemon", "stopped", "%s", "");
+    return status;
+}

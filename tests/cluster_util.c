@@ -1,0 +1,613 @@
+/*
+ * cluster_util.c - child processes and a strict JSON reader for the multi-process tests.
+ * See cluster_util.h.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cluster_util.h"
+
+uint64_t cu_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void cu_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* In the child: die with the parent; stdio as given. Never returns. */
+static void child_exec(const char *const *argv, int in_fd, int out_fd, int err_fd)
+{
+    sigset_t none;
+
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        _exit(126);
+    execv(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path)
+{
+    int pfd[2], err_fd, null_fd;
+    pid_t pid;
+
+    p->pid = 0;
+    p->out_fd = -1;
+    snprintf(p->log, sizeof(p->log), "%s", log_path);
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    err_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (err_fd < 0 || null_fd < 0)
+        goto fail;
+    pid = fork();
+    if (pid < 0)
+        goto fail;
+    if (pid == 0)
+        child_exec(argv, null_fd, pfd[1], err_fd);
+    close(pfd[1]);
+    close(err_fd);
+    close(null_fd);
+    p->pid = pid;
+    p->out_fd = pfd[0];
+    return 0;
+fail:
+    close(pfd[0]);
+    close(pfd[1]);
+    if (err_fd >= 0)
+        close(err_fd);
+    if (null_fd >= 0)
+        close(null_fd);
+    return -1;
+}
+
+int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    size_t n = 0;
+
+    if (p->out_fd < 0 || cap == 0)
+        return -1;
+    for (;;) {
+        struct pollfd pf = {.fd = p->out_fd, .events = POLLIN};
+        uint64_t now = cu_now_ms();
+        char c;
+        ssize_t r;
+        if (now >= deadline)
+            return -1;
+        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
+            continue;
+        r = read(p->out_fd, &c, 1); /* byte by byte: never read past the line */
+        if (r == 0)
+            return -1;
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        if (c == '\n') {
+            line[n] = '\0';
+            return 0;
+        }
+        if (n + 1 < cap)
+            line[n++] = c;
+    }
+}
+
+static int decode_status(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return -1;
+}
+
+/* Waits for pid up to timeout_ms. Returns the decoded status, or -2 on timeout. */
+static int wait_deadline(pid_t pid, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    int st = 0;
+
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return decode_status(st);
+        if (w < 0 && errno != EINTR)
+            return -1;
+        if (cu_now_ms() >= deadline)
+            return -2;
+        cu_sleep_ms(5);
+    }
+}
+
+int cu_stop(struct cu_proc *p, int sig, int timeout_ms)
+{
+    int rc;
+
+    if (p->pid <= 0)
+        return -1;
+    kill(p->pid, sig);
+    rc = wait_deadline(p->pid, timeout_ms);
+    if (rc == -2) {
+        kill(p->pid, SIGKILL);
+        rc = wait_deadline(p->pid, 10000);
+        if (rc >= 0 && sig != SIGKILL)
+            rc = -3; /* had to be killed: never a clean exit */
+    }
+    p->pid = 0;
+    if (p->out_fd >= 0)
+        close(p->out_fd);
+    p->out_fd = -1;
+    return rc;
+}
+
+void cu_dump_log(const struct cu_proc *p, const char *what)
+{
+    size_t len = 0;
+    char *s = cu_slurp(p->log, &len);
+
+    if (!s)
+        return;
+    fprintf(stderr, "---- %s log (%s), last bytes ----\n%s\n----\n", what, p->log,
+            len > 4000 ? s + len - 4000 : s);
+    free(s);
+}
+
+void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
+            int timeout_ms)
+{
+    char out_path[512], err_path[512];
+    int out_fd, err_fd, in_fd;
+    pid_t pid;
+
+    memset(r, 0, sizeof(*r));
+    r->status = -1;
+    snprintf(out_path, sizeof(out_path), "%s/run.out", dir);
+    snprintf(err_path, sizeof(err_path), "%s/run.err", dir);
+    out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    in_fd = open(in_path ? in_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out_fd >= 0 && err_fd >= 0 && in_fd >= 0) {
+        pid = fork();
+        if (pid == 0)
+            child_exec(argv, in_fd, out_fd, err_fd);
+        if (pid > 0) {
+            r->status = wait_deadline(pid, timeout_ms);
+            if (r->status == -2) {
+                kill(pid, SIGKILL);
+                wait_deadline(pid, 10000);
+                r->status = -1;
+            }
+        }
+    }
+    if (out_fd >= 0)
+        close(out_fd);
+    if (err_fd >= 0)
+        close(err_fd);
+    if (in_fd >= 0)
+        close(in_fd);
+    r->out = cu_slurp(out_path, NULL);
+    r->err = cu_slurp(err_path, NULL);
+    if (!r->out)
+        r->out = strdup("");
+    if (!r->err)
+        r->err = strdup("");
+}
+
+void cu_run_free(struct cu_run *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+char *cu_slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL;
+    long n;
+
+    if (!f)
+        return NULL;
+    if (fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+        buf = malloc((size_t)n + 1);
+        if (buf && fread(buf, 1, (size_t)n, f) == (size_t)n) {
+            buf[n] = '\0';
+            if (len)
+                *len = (size_t)n;
+        } else {
+            free(buf);
+            buf = NULL;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+int cu_write_file(const char *path, const void *buf, size_t len)
+{
+    FILE *f = fopen(path, "wb");
+    int rc = 0;
+
+    if (!f)
+        return -1;
+    if (len && fwrite(buf, 1, len, f) != len)
+        rc = -1;
+    if (fclose(f) != 0)
+        rc = -1;
+    return rc;
+}
+
+void cu_rm_rf(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            char sub[1024];
+            struct stat st;
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
+                cu_rm_rf(sub);
+            else
+                unlink(sub);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
+
+/* ---- JSON ---------------------------------------------------------------------------------- */
+
+struct jp {
+    const char *s;
+    int depth;
+};
+
+static void skip_ws(struct jp *p)
+{
+    while (*p->s == ' ' || *p->s == '\t' || *p->s == '\n' || *p->s == '\r')
+        p->s++;
+}
+
+static bool parse_value(struct jp *p, struct cu_json *v);
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/* Appends code point cp as UTF-8. */
+static size_t put_utf8(char *o, unsigned cp)
+{
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xc0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3f));
+        return 2;
+    }
+    o[0] = (char)(0xe0 | (cp >> 12));
+    o[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    o[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+}
+
+static bool parse_string(struct jp *p, char **out)
+{
+    const char *s = p->s;
+    char *buf, *o;
+
+    if (*s != '"')
+        return false;
+    buf = malloc(strlen(s) + 1); /* the decoded form is never longer */
+    if (!buf)
+        return false;
+    o = buf;
+    for (s++;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"')
+            break;
+        if (c < 0x20) /* includes the terminating NUL: unterminated string */
+            goto bad;
+        if (c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        s++;
+        switch (*s) {
+        case '"':
+        case '\\':
+        case '/':
+            *o++ = *s;
+            break;
+        case 'b':
+            *o++ = '\b';
+            break;
+        case 'f':
+            *o++ = '\f';
+            break;
+        case 'n':
+            *o++ = '\n';
+            break;
+        case 'r':
+            *o++ = '\r';
+            break;
+        case 't':
+            *o++ = '\t';
+            break;
+        case 'u': {
+            unsigned cp = 0;
+            for (int i = 1; i <= 4; i++) {
+                int h = hexval(s[i]);
+                if (h < 0)
+                    goto bad;
+                cp = cp * 16 + (unsigned)h;
+            }
+            if (cp == 0)
+                goto bad; /* keys never hold NUL; refuse rather than truncate */
+            s += 4;
+            o += put_utf8(o, cp);
+            break;
+        }
+        default:
+            goto bad;
+        }
+    }
+    *o = '\0';
+    p->s = s + 1;
+    *out = buf;
+    return true;
+bad:
+    free(buf);
+    return false;
+}
+
+static bool parse_number(struct jp *p, struct cu_json *v)
+{
+    const char *s = p->s, *start = s;
+
+    if (*s == '-')
+        s++;
+    if (*s == '0')
+        s++;
+    else if (*s >= '1' && *s <= '9')
+        while (*s >= '0' && *s <= '9')
+            s++;
+    else
+        return false;
+    if (*s == '.') {
+        s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    if (*s == 'e' || *s == 'E') {
+        s++;
+        if (*s == '+' || *s == '-')
+            s++;
+        if (!(*s >= '0' && *s <= '9'))
+            return false;
+        while (*s >= '0' && *s <= '9')
+            s++;
+    }
+    v->type = CU_JNUM;
+    v->str = strndup(start, (size_t)(s - start));
+    p->s = s;
+    return v->str != NULL;
+}
+
+static bool push_item(struct cu_json *v, size_t *cap)
+{
+    if (v->n == *cap) {
+        size_t nc = *cap ? *cap * 2 : 4;
+        struct cu_json *items = realloc(v->items, nc * sizeof(*items));
+        if (!items)
+            return false;
+        v->items = items;
+        if (v->type == CU_JOBJ) {
+            char **keys = realloc(v->keys, nc * sizeof(*keys));
+            if (!keys)
+                return false;
+            v->keys = keys;
+        }
+        *cap = nc;
+    }
+    memset(&v->items[v->n], 0, sizeof(v->items[0]));
+    if (v->type == CU_JOBJ)
+        v->keys[v->n] = NULL;
+    v->n++;
+    return true;
+}
+
+static bool parse_container(struct jp *p, struct cu_json *v, char close)
+{
+    size_t cap = 0;
+
+    v->type = close == '}' ? CU_JOBJ : CU_JARR;
+    if (++p->depth > 64)
+        return false;
+    p->s++;
+    skip_ws(p);
+    if (*p->s == close) {
+        p->s++;
+        p->depth--;
+        return true;
+    }
+    for (;;) {
+        if (!push_item(v, &cap))
+            return false;
+        skip_ws(p);
+        if (v->type == CU_JOBJ) {
+            if (!parse_string(p, &v->keys[v->n - 1]))
+                return false;
+            skip_ws(p);
+            if (*p->s++ != ':')
+                return false;
+            skip_ws(p);
+        }
+        if (!parse_value(p, &v->items[v->n - 1]))
+            return false;
+        skip_ws(p);
+        if (*p->s == ',') {
+            p->s++;
+            continue;
+        }
+        if (*p->s != close)
+            return false;
+        p->s++;
+        p->depth--;
+        return true;
+    }
+}
+
+static bool parse_value(struct jp *p, struct cu_json *v)
+{
+    skip_ws(p);
+    switch (*p->s) {
+    case '{':
+        return parse_container(p, v, '}');
+    case '[':
+        return parse_container(p, v, ']');
+    case '"':
+        v->type = CU_JSTR;
+        return parse_string(p, &v->str);
+    case 't':
+        if (strncmp(p->s, "true", 4))
+            return false;
+        p->s += 4;
+        v->type = CU_JBOOL;
+        v->b = true;
+        return true;
+    case 'f':
+        if (strncmp(p->s, "false", 5))
+            return false;
+        p->s += 5;
+        v->type = CU_JBOOL;
+        return true;
+    case 'n':
+        if (strncmp(p->s, "null", 4))
+            return false;
+        p->s += 4;
+        v->type = CU_JNULL;
+        return true;
+    default:
+        return parse_number(p, v);
+    }
+}
+
+static void json_destroy(struct cu_json *v)
+{
+    for (size_t i = 0; i < v->n; i++) {
+        json_destroy(&v->items[i]);
+        if (v->keys)
+            free(v->keys[i]);
+    }
+    free(v->items);
+    free(v->keys);
+    free(v->str);
+}
+
+struct cu_json *cu_json_parse(const char *text)
+{
+    struct jp p = {.s = text};
+    struct cu_json *v = calloc(1, sizeof(*v));
+
+    if (!v || !text)
+        goto bad;
+    if (!parse_value(&p, v))
+        goto bad;
+    skip_ws(&p);
+    if (*p.s != '\0')
+        goto bad;
+    return v;
+bad:
+    if (v) {
+        json_destroy(v);
+        free(v);
+    }
+    return NULL;
+}
+
+void cu_json_free(struct cu_json *v)
+{
+    if (!v)
+        return;
+    json_destroy(v);
+    free(v);
+}
+
+const struct cu_json *cu_json_get(const struct cu_json *v, const char *key)
+{
+    if (!v || v->type != CU_JOBJ)
+        return NULL;
+    for (size_t i = 0; i < v->n; i++)
+        if (v->keys[i] && !strcmp(v->keys[i], key))
+            return &v->items[i];
+    return NULL;
+}
+
+bool cu_json_str(const struct cu_json *obj, const char *key, const char **out)
+{
+    const struct cu_json *m = cu_json_get(obj, key);
+    if (!m || m->type != CU_JSTR)
+        return false;
+    *out = m->str;
+    return true;
+}
+
+bool cu_json_u64(const struct cu_json *obj, const char *key, uint64_t *out)
+{
+    const struct cu_json *m = cu_json_get(obj, key);
+    char *end = NULL;
+    if (!m || m->type != CU_JNUM || m->str[0] == '-')
+        return false;
+    errno = 0;
+    *out = strtoull(m->str, &end, 10);
+    return errno == 0 && *end == '\0';
+}
+
+bool cu_json_i64(const struct cu_json *obj, const char *key, int64_t *out)
+{
+    const struct cu_json *m = cu_json_get(obj, key);
+    char *end = NULL;
+    if (!m || m->type != CU_JNUM)
+        return false;
+    errno = 0;
+    *out = strtoll(m->str, &end, 10);
+    return errno == 0 && *end == '\0';
+}

@@ -1,0 +1,83 @@
+/*
+ * cluster_util.h - helpers of the multi-process tests (test_cluster.c): child processes on
+ * loopback and a small strict JSON reader.
+ *
+ * Processes. Every child runs with PR_SET_PDEATHSIG = SIGKILL, so nothing outlives a crashed or
+ * killed test; daemons are stopped explicitly in teardown. A daemon's stdout is a pipe the test
+ * reads its READY line from (with a deadline); its stderr goes to a log file that is printed
+ * when something goes wrong. A command (mooncake_cli) runs with stdout and stderr captured to
+ * files and is waited for with a deadline (killed when it overruns).
+ *
+ * JSON. mooncake_cli's --json output is parsed with a strict recursive-descent reader (RFC 8259
+ * grammar, whole input consumed) into a small tree, so a malformed document fails the test
+ * instead of passing a substring check. Numbers keep their text: versions are 64-bit.
+ */
+#ifndef MC_TESTS_CLUSTER_UTIL_H
+#define MC_TESTS_CLUSTER_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* ---- processes ------------------------------------------------------------------------- */
+
+struct cu_proc {
+    pid_t pid;     /* 0 when not running */
+    int out_fd;    /* read end of its stdout pipe (-1 when none) */
+    char log[256]; /* its stderr */
+};
+
+/* Starts argv[0] (a path) with stdout on a pipe and stderr appended to log_path. */
+int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path);
+/* Reads one line of the child's stdout within timeout_ms. Returns 0, or -1 (timeout / EOF). */
+int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms);
+/* Sends sig and waits up to timeout_ms (then SIGKILL). Returns the exit status, 128 + signal
+ * when killed by one, or -1 when it was not running. */
+int cu_stop(struct cu_proc *p, int sig, int timeout_ms);
+/* Prints the last bytes of the child's log on stderr (diagnostics). */
+void cu_dump_log(const struct cu_proc *p, const char *what);
+
+struct cu_run {
+    int status; /* exit status, 128 + signal, or -1 when it overran the deadline */
+    char *out;  /* stdout, NUL-terminated (malloc'd) */
+    char *err;  /* stderr */
+};
+/* Runs argv to completion within timeout_ms; stdin from in_path (NULL = /dev/null). Output
+ * files live in dir. */
+void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
+            int timeout_ms);
+void cu_run_free(struct cu_run *r);
+
+/* Reads a whole file (malloc'd, NUL-terminated); NULL on error. */
+char *cu_slurp(const char *path, size_t *len);
+int cu_write_file(const char *path, const void *buf, size_t len);
+/* rm -rf of a directory tree built by the tests (no symlink following). */
+void cu_rm_rf(const char *path);
+uint64_t cu_now_ms(void);
+void cu_sleep_ms(int ms);
+
+/* ---- JSON -------------------------------------------------------------------------------- */
+
+enum cu_json_type { CU_JNULL, CU_JBOOL, CU_JNUM, CU_JSTR, CU_JARR, CU_JOBJ };
+
+struct cu_json {
+    enum cu_json_type type;
+    bool b;
+    char *str;             /* string value, or a number's text */
+    size_t n;              /* items of an array / object */
+    struct cu_json *items; /* n values */
+    char **keys;           /* n keys (objects) */
+};
+
+/* Parses text (the whole of it, surrounding whitespace allowed). NULL on any syntax error. */
+struct cu_json *cu_json_parse(const char *text);
+void cu_json_free(struct cu_json *v);
+/* Member of an object, or NULL (also when v is not an object). */
+const struct cu_json *cu_json_get(const struct cu_json *v, const char *key);
+/* Typed accessors: false when the member is absent or of another type. */
+bool cu_json_str(const struct cu_json *obj, const char *key, const char **out);
+bool cu_json_u64(const struct cu_json *obj, const char *key, uint64_t *out);
+bool cu_json_i64(const struct cu_json *obj, const char *key, int64_t *out);
+
+#endif
