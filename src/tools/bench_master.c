@@ -1,0 +1,908 @@
+/*
+ * bench_master.c - `mooncake_bench master`: metadata operations per second against a running
+ * mooncake_master (DESIGN.md §12), the number compared with redis-benchmark GET.
+ *
+ * Set-up (blocking rpc_client): check the version, register a random client id and mount one
+ * segment with a fake base address (the master never touches segment bytes, so no memory is
+ * reserved), and with --prefill create --keys objects "key:%012u" (the key shape
+ * redis-benchmark -r uses) of --value_size bytes with BatchPutStart/BatchPutEnd. A pinger keeps
+ * the client alive while the bench runs (start the master with a long --client_ttl if separate
+ * invocations must share one prefill).
+ *
+ * Load: --threads event loops (epoll), each driving its share of --conns raw connections that
+ * each keep --depth requests in flight (default 1, like redis-benchmark without -P). Requests
+ * pick uniformly random keys among the --keys prefilled ones:
+ *   get        GetReplicaList(key)                       one object per call
+ *   exist      ExistKey(key)                             one object per call
+ *   batch_get  BatchGetReplicaList(--batch keys)         --batch objects per call
+ *   put        PutStart(new key) then PutEnd             one object per two calls
+ * Bodies are encoded by hand (they are a repeated field-1 string) or with protobuf-c (put);
+ * every response's frame status is checked and one response in 64 is decoded fully (per-key
+ * statuses, replica count). Any failure is counted and reported; the run fails if there are any.
+ *
+ * Output: one JSON line per op (bench_util.h) with ops_per_s = objects per second (for
+ * batch_get, keys/s, comparable with pipelined redis GETs/s), median over --runs of --seconds
+ * each, p50/p99 call latency, and the extras op, conns, batch, depth, keys, calls_per_s and
+ * bytes_per_object (response bytes per object of one sample call: what redis-benchmark -d
+ * should be set to for a like-for-like reply size).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/id.h"
+#include "common/log.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+#include "tools/bench_util.h"
+
+#define FAKE_BASE 0x100000000000ull
+#define SEG_SIZE (1ull << 40) /* 1 TiB of address space nobody touches */
+#define MAX_DEPTH 64
+#define MAX_SAMPLES (1u << 20)
+#define KEY_FMT "key:%012u"
+#define PREFILL_BATCH 512
+
+enum op { OP_GET, OP_EXIST, OP_BATCH_GET, OP_PUT };
+static const char *const g_op_names[] = {"get", "exist", "batch_get", "put"};
+
+struct opts {
+    const char *master;
+    char host[256];
+    uint16_t port;
+    int conns, threads, depth, runs, batch;
+    unsigned keys;
+    enum op op;
+    double seconds;
+    uint64_t value_size;
+    int prefill;
+    uint64_t seed;
+};
+
+struct shared {
+    const struct opts *o;
+    struct mc_id client;
+    _Atomic int stop;
+    _Atomic int measuring;
+    unsigned run_no;
+};
+
+/* ---- set-up: version, mount, prefill, pinger ------------------------------------------------ */
+
+static struct mc_rpc_client *new_client(const struct opts *o)
+{
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = o->host;
+    cc.port = o->port;
+    cc.call_timeout_ms = 30000;
+    struct mc_rpc_client *c = NULL;
+    if (mc_rpc_client_new(&cc, &c) != 0 || mc_rpc_client_connect(c) != 0) {
+        mc_rpc_client_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+static int mount_segment(struct mc_rpc_client *c, struct mc_id client)
+{
+    struct mc_id sid = mc_id_random();
+    Mc__Uuid cu = MC__UUID__INIT, su = MC__UUID__INIT;
+    cu.hi = client.hi;
+    cu.lo = client.lo;
+    su.hi = sid.hi;
+    su.lo = sid.lo;
+    char name[64];
+    snprintf(name, sizeof(name), "bench-%d-%08llx", (int)getpid(), (unsigned long long)sid.lo);
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    seg.id = &su;
+    seg.name = name;
+    seg.base_addr = FAKE_BASE;
+    seg.size = SEG_SIZE;
+    seg.endpoint = "127.0.0.1:9";
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = &cu;
+    ProtobufCMessage *resp = NULL;
+    int rc = mc_rpc_client_call_msg(c, MC_METHOD_MOUNT_SEGMENT, &req.base,
+                                    &mc__mount_segment_response__descriptor, 0, &resp);
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    return rc;
+}
+
+struct prefill_arg {
+    const struct shared *sh;
+    unsigned first, last; /* [first, last) */
+    unsigned created, existed, failed;
+};
+
+static void *prefill_main(void *arg)
+{
+    struct prefill_arg *p = arg;
+    const struct opts *o = p->sh->o;
+    struct mc_rpc_client *c = new_client(o);
+    char(*names)[24] = malloc(PREFILL_BATCH * sizeof(*names));
+    char *keys[PREFILL_BATCH];
+    uint64_t lens[PREFILL_BATCH];
+    Mc__PutEndItem items[PREFILL_BATCH], *itemp[PREFILL_BATCH];
+    Mc__Uuid cu = MC__UUID__INIT;
+    cu.hi = p->sh->client.hi;
+    cu.lo = p->sh->client.lo;
+    if (!c || !names) {
+        p->failed = p->last - p->first;
+        goto out;
+    }
+    for (unsigned i = p->first; i < p->last; i += PREFILL_BATCH) {
+        unsigned n = p->last - i < PREFILL_BATCH ? p->last - i : PREFILL_BATCH;
+        for (unsigned j = 0; j < n; j++) {
+            snprintf(names[j], sizeof(names[j]), KEY_FMT, i + j);
+            keys[j] = names[j];
+            lens[j] = o->value_size;
+        }
+        Mc__BatchPutStartRequest ps = MC__BATCH_PUT_START_REQUEST__INIT;
+        ps.client_id = &cu;
+        ps.n_keys = n;
+        ps.keys = keys;
+        ps.n_value_lengths = n;
+        ps.value_lengths = lens;
+        Mc__BatchPutStartResponse *psr = NULL;
+        int rc = mc_rpc_client_call_msg(c, MC_METHOD_BATCH_PUT_START, &ps.base,
+                                        &mc__batch_put_start_response__descriptor, 0,
+                                        (ProtobufCMessage **)&psr);
+        if (rc != 0 || psr->n_results != n) {
+            p->failed += n;
+            if (psr)
+                protobuf_c_message_free_unpacked(&psr->base, NULL);
+            continue;
+        }
+        unsigned m = 0;
+        for (unsigned j = 0; j < n; j++) {
+            int st = psr->results[j]->status;
+            if (st == MC_ERR_OBJECT_ALREADY_EXISTS) {
+                p->existed++;
+            } else if (st != 0) {
+                p->failed++;
+            } else {
+                mc__put_end_item__init(&items[m]);
+                items[m].key = names[j];
+                itemp[m] = &items[m];
+                m++;
+            }
+        }
+        protobuf_c_message_free_unpacked(&psr->base, NULL);
+        if (m == 0)
+            continue;
+        Mc__BatchPutEndRequest pe = MC__BATCH_PUT_END_REQUEST__INIT;
+        pe.client_id = &cu;
+        pe.n_items = m;
+        pe.items = itemp;
+        Mc__BatchPutEndResponse *per = NULL;
+        rc = mc_rpc_client_call_msg(c, MC_METHOD_BATCH_PUT_END, &pe.base,
+                                    &mc__batch_put_end_response__descriptor, 0,
+                                    (ProtobufCMessage **)&per);
+        if (rc != 0 || per->n_statuses != m) {
+            p->failed += m;
+        } else {
+            for (unsigned j = 0; j < m; j++) {
+                if (per->statuses[j] == 0)
+                    p->created++;
+                else
+                    p->failed++;
+            }
+        }
+        if (per)
+            protobuf_c_message_free_unpacked(&per->base, NULL);
+    }
+out:
+    free(names);
+    mc_rpc_client_free(c);
+    return NULL;
+}
+
+static int prefill(struct shared *sh)
+{
+    const struct opts *o = sh->o;
+    int nt = o->conns < 4 ? o->conns : 4;
+    struct prefill_arg pa[4];
+    pthread_t th[4];
+    uint64_t t0 = mc_now_ms();
+    for (int i = 0; i < nt; i++) {
+        memset(&pa[i], 0, sizeof(pa[i]));
+        pa[i].sh = sh;
+        pa[i].first = (unsigned)((uint64_t)o->keys * (unsigned)i / (unsigned)nt);
+        pa[i].last = (unsigned)((uint64_t)o->keys * (unsigned)(i + 1) / (unsigned)nt);
+        pthread_create(&th[i], NULL, prefill_main, &pa[i]);
+    }
+    unsigned created = 0, existed = 0, failed = 0;
+    for (int i = 0; i < nt; i++) {
+        pthread_join(th[i], NULL);
+        created += pa[i].created;
+        existed += pa[i].existed;
+        failed += pa[i].failed;
+    }
+    fprintf(stderr, "bench master: prefill %u keys: %u created, %u existed, %u failed (%.1f s)\n",
+            o->keys, created, existed, failed, (double)(mc_now_ms() - t0) / 1e3);
+    return failed ? -1 : 0;
+}
+
+struct pinger {
+    struct shared *sh;
+    struct mc_rpc_client *c;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    pthread_t th;
+};
+
+static void *pinger_main(void *arg)
+{
+    struct pinger *p = arg;
+    Mc__Uuid cu = MC__UUID__INIT;
+    cu.hi = p->sh->client.hi;
+    cu.lo = p->sh->client.lo;
+    pthread_mutex_lock(&p->mu);
+    while (!p->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        Mc__PingRequest req = MC__PING_REQUEST__INIT;
+        req.client_id = &cu;
+        ProtobufCMessage *resp = NULL;
+        mc_rpc_client_call_msg(p->c, MC_METHOD_PING, &req.base, &mc__ping_response__descriptor, 0,
+                               &resp);
+        if (resp)
+            protobuf_c_message_free_unpacked(resp, NULL);
+        pthread_mutex_lock(&p->mu);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* ---- load: raw connections on an epoll loop ---------------------------------------------------
+ */
+
+struct conn {
+    int fd;
+    uint8_t *out;
+    size_t out_len, out_off, out_cap;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    int inflight;
+    uint64_t next_id;
+    uint64_t sent_ns[MAX_DEPTH];
+    unsigned put_seq; /* put: objects started on this connection */
+    int idx;
+};
+
+struct loop {
+    struct shared *sh;
+    struct conn *conns;
+    int nconns;
+    int first_conn;
+    uint64_t rng;
+    /* results of the current run */
+    uint64_t objects, calls, errors, decoded;
+    double *lat_ms;
+    size_t nlat;
+    pthread_t th;
+};
+
+static int out_reserve(struct conn *c, size_t n)
+{
+    if (c->out_len + n <= c->out_cap)
+        return 0;
+    size_t cap = c->out_cap ? c->out_cap : 4096;
+    while (cap < c->out_len + n)
+        cap *= 2;
+    uint8_t *p = realloc(c->out, cap);
+    if (!p)
+        return -1;
+    c->out = p;
+    c->out_cap = cap;
+    return 0;
+}
+
+static size_t put_varint(uint8_t *p, uint64_t v)
+{
+    size_t n = 0;
+    while (v >= 0x80) {
+        p[n++] = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    p[n++] = (uint8_t)v;
+    return n;
+}
+
+/* Appends a frame whose body is `count` random keys as repeated field 1 (Get/Exist/BatchGet). */
+static int append_key_request(struct loop *l, struct conn *c, uint16_t method, int count)
+{
+    const struct opts *o = l->sh->o;
+    if (out_reserve(c, MC_WIRE_HEADER_SIZE + (size_t)count * 24) != 0)
+        return -1;
+    uint8_t *hdr = c->out + c->out_len;
+    uint8_t *b = hdr + MC_WIRE_HEADER_SIZE;
+    size_t len = 0;
+    for (int i = 0; i < count; i++) {
+        char key[24];
+        int kl = snprintf(key, sizeof(key), KEY_FMT, (unsigned)(mc_bench_rand(&l->rng) % o->keys));
+        b[len++] = 0x0a;
+        len += put_varint(b + len, (uint64_t)kl);
+        memcpy(b + len, key, (size_t)kl);
+        len += (size_t)kl;
+    }
+    struct mc_wire_header h;
+    uint64_t id = c->next_id++;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, hdr);
+    c->out_len += MC_WIRE_HEADER_SIZE + len;
+    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
+    c->inflight++;
+    return 0;
+}
+
+/* Put: PutStart (phase 0) or PutEnd (phase 1) of this connection's current key. */
+static int append_put_request(struct loop *l, struct conn *c, int end)
+{
+    char key[64];
+    snprintf(key, sizeof(key), "put:%d:%u:%d:%u", (int)getpid(), l->sh->run_no, c->idx, c->put_seq);
+    Mc__Uuid cu = MC__UUID__INIT;
+    cu.hi = l->sh->client.hi;
+    cu.lo = l->sh->client.lo;
+    ProtobufCMessage *msg;
+    Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
+    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+    uint16_t method;
+    if (!end) {
+        ps.client_id = &cu;
+        ps.key = key;
+        ps.value_length = l->sh->o->value_size;
+        msg = &ps.base;
+        method = MC_METHOD_PUT_START;
+    } else {
+        pe.client_id = &cu;
+        pe.key = key;
+        msg = &pe.base;
+        method = MC_METHOD_PUT_END;
+    }
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
+        return -1;
+    uint8_t *hdr = c->out + c->out_len;
+    protobuf_c_message_pack(msg, hdr + MC_WIRE_HEADER_SIZE);
+    struct mc_wire_header h;
+    uint64_t id = c->next_id++;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, hdr);
+    c->out_len += MC_WIRE_HEADER_SIZE + len;
+    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
+    c->inflight++;
+    return 0;
+}
+
+static int issue(struct loop *l, struct conn *c, int put_end)
+{
+    const struct opts *o = l->sh->o;
+    switch (o->op) {
+    case OP_GET:
+        return append_key_request(l, c, MC_METHOD_GET_REPLICA_LIST, 1);
+    case OP_EXIST:
+        return append_key_request(l, c, MC_METHOD_EXIST_KEY, 1);
+    case OP_BATCH_GET:
+        return append_key_request(l, c, MC_METHOD_BATCH_GET_REPLICA_LIST, o->batch);
+    case OP_PUT:
+        return append_put_request(l, c, put_end);
+    }
+    return -1;
+}
+
+static int flush(struct conn *c)
+{
+    while (c->out_off < c->out_len) {
+        ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0)
+            return -1;
+        c->out_off += (size_t)n;
+    }
+    c->out_off = c->out_len = 0;
+    return 0;
+}
+
+/* Full check of a sampled response body. Returns the number of failed objects in it. */
+static uint64_t check_body(const struct opts *o, uint16_t method, const uint8_t *b, size_t n)
+{
+    uint64_t bad = 0;
+    if (method == MC_METHOD_GET_REPLICA_LIST) {
+        Mc__GetReplicaListResponse *r = mc__get_replica_list_response__unpack(NULL, n, b);
+        bad = !r || r->n_replicas < 1 || r->size != o->value_size;
+        if (r)
+            mc__get_replica_list_response__free_unpacked(r, NULL);
+    } else if (method == MC_METHOD_BATCH_GET_REPLICA_LIST) {
+        Mc__BatchGetReplicaListResponse *r =
+            mc__batch_get_replica_list_response__unpack(NULL, n, b);
+        if (!r || r->n_results != (size_t)o->batch) {
+            bad = (uint64_t)o->batch;
+        } else {
+            for (size_t i = 0; i < r->n_results; i++)
+                bad += r->results[i]->status != 0 || r->results[i]->n_replicas < 1;
+        }
+        if (r)
+            mc__batch_get_replica_list_response__free_unpacked(r, NULL);
+    } else if (method == MC_METHOD_EXIST_KEY) {
+        Mc__ExistKeyResponse *r = mc__exist_key_response__unpack(NULL, n, b);
+        bad = !r || !r->exists;
+        if (r)
+            mc__exist_key_response__free_unpacked(r, NULL);
+    }
+    return bad;
+}
+
+/* Handles every complete frame in c->in; issues follow-up requests. */
+static int drain_frames(struct loop *l, struct conn *c)
+{
+    const struct opts *o = l->sh->o;
+    size_t off = 0;
+    int measuring = atomic_load_explicit(&l->sh->measuring, memory_order_relaxed);
+    int stopping = atomic_load_explicit(&l->sh->stop, memory_order_relaxed);
+    while (c->in_len - off >= MC_WIRE_HEADER_SIZE) {
+        struct mc_wire_header h;
+        mc_wire_decode_header(c->in + off, &h);
+        if (h.magic != MC_WIRE_MAGIC || h.kind != MC_WIRE_RESPONSE)
+            return -1;
+        if (c->in_len - off < MC_WIRE_HEADER_SIZE + (size_t)h.body_length)
+            break;
+        const uint8_t *body = c->in + off + MC_WIRE_HEADER_SIZE;
+        uint64_t now = mc_now_ns();
+        c->inflight--;
+        int put_end_next = 0;
+        uint64_t objs = 0, bad = 0;
+        if (h.status != 0) {
+            bad = o->op == OP_BATCH_GET ? (uint64_t)o->batch : 1;
+        } else if (o->op == OP_PUT) {
+            if (h.method == MC_METHOD_PUT_START) {
+                put_end_next = 1;
+            } else {
+                objs = 1;
+                c->put_seq++;
+            }
+        } else {
+            objs = o->op == OP_BATCH_GET ? (uint64_t)o->batch : 1;
+            if ((h.request_id & 63) == 0) {
+                bad = check_body(o, h.method, body, h.body_length);
+                l->decoded++;
+            }
+        }
+        if (measuring) {
+            l->calls++;
+            l->objects += objs >= bad ? objs - bad : 0;
+            l->errors += bad;
+            if (l->nlat < MAX_SAMPLES)
+                l->lat_ms[l->nlat++] = (double)(now - c->sent_ns[h.request_id % MAX_DEPTH]) / 1e6;
+        }
+        if (h.status != 0 && o->op == OP_PUT && h.method == MC_METHOD_PUT_START)
+            c->put_seq++; /* skip the key */
+        off += MC_WIRE_HEADER_SIZE + h.body_length;
+        if (!stopping && issue(l, c, put_end_next) != 0)
+            return -1;
+    }
+    memmove(c->in, c->in + off, c->in_len - off);
+    c->in_len -= off;
+    return flush(c);
+}
+
+static int on_readable(struct loop *l, struct conn *c)
+{
+    for (;;) {
+        if (c->in_cap - c->in_len < 16384) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+            uint8_t *p = realloc(c->in, cap);
+            if (!p)
+                return -1;
+            c->in = p;
+            c->in_cap = cap;
+        }
+        ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
+        if (n <= 0)
+            return -1;
+        c->in_len += (size_t)n;
+        if (drain_frames(l, c) != 0)
+            return -1;
+    }
+}
+
+static int tcp_connect(const struct opts *o)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(o->port)};
+    if (inet_pton(AF_INET, o->host, &sa.sin_addr) != 1 ||
+        connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        return -1;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+}
+
+static void *loop_main(void *arg)
+{
+    struct loop *l = arg;
+    const struct opts *o = l->sh->o;
+    int ep = epoll_create1(EPOLL_CLOEXEC);
+    if (ep < 0)
+        goto fail;
+    for (int i = 0; i < l->nconns; i++) {
+        struct conn *c = &l->conns[i];
+        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLET, .data.ptr = c};
+        if (epoll_ctl(ep, EPOLL_CTL_ADD, c->fd, &ev) != 0)
+            goto fail;
+        for (int d = 0; d < o->depth; d++)
+            if (issue(l, c, 0) != 0)
+                goto fail;
+        if (flush(c) != 0)
+            goto fail;
+    }
+    struct epoll_event evs[64];
+    for (;;) {
+        int stopping = atomic_load(&l->sh->stop);
+        int busy = 0;
+        for (int i = 0; i < l->nconns; i++)
+            busy |= l->conns[i].inflight > 0;
+        if (stopping && !busy)
+            break;
+        int n = epoll_wait(ep, evs, 64, 100);
+        if (n < 0 && errno != EINTR)
+            goto fail;
+        for (int i = 0; i < n; i++) {
+            struct conn *c = evs[i].data.ptr;
+            if ((evs[i].events & EPOLLOUT) && flush(c) != 0)
+                goto fail;
+            if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && on_readable(l, c) != 0)
+                goto fail;
+        }
+    }
+    close(ep);
+    return NULL;
+fail:
+    if (ep >= 0)
+        close(ep);
+    fprintf(stderr, "bench master: a connection failed (errno %d)\n", errno);
+    l->errors += 1;
+    return (void *)1;
+}
+
+/* One run: returns objects/s, or -1. */
+static double one_run(struct shared *sh, struct loop *loops, double *lat_all, size_t *nlat_all,
+                      double *calls_per_s, uint64_t *errors)
+{
+    const struct opts *o = sh->o;
+    struct conn *conns = calloc((size_t)o->conns, sizeof(*conns));
+    double rate = -1;
+    if (!conns)
+        return -1;
+    for (int i = 0; i < o->conns; i++) {
+        conns[i].idx = i;
+        conns[i].next_id = 1;
+        conns[i].fd = tcp_connect(o);
+        if (conns[i].fd < 0) {
+            fprintf(stderr, "bench master: cannot connect to %s\n", o->master);
+            goto out;
+        }
+    }
+    atomic_store(&sh->stop, 0);
+    atomic_store(&sh->measuring, 0);
+    for (int t = 0; t < o->threads; t++) {
+        struct loop *l = &loops[t];
+        l->first_conn = o->conns * t / o->threads;
+        l->nconns = o->conns * (t + 1) / o->threads - l->first_conn;
+        l->conns = conns + l->first_conn;
+        l->objects = l->calls = l->errors = l->decoded = 0;
+        l->nlat = 0;
+        pthread_create(&l->th, NULL, loop_main, l);
+    }
+    /* a short warm-up, then the measured window */
+    struct timespec warm = {0, 200 * 1000000L};
+    nanosleep(&warm, NULL);
+    uint64_t t0 = mc_now_ns();
+    atomic_store(&sh->measuring, 1);
+    uint64_t ns = (uint64_t)(o->seconds * 1e9);
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    atomic_store(&sh->measuring, 0);
+    double secs = (double)(mc_now_ns() - t0) / 1e9;
+    atomic_store(&sh->stop, 1);
+    uint64_t objects = 0, calls = 0;
+    int failed = 0;
+    for (int t = 0; t < o->threads; t++) {
+        void *ret = NULL;
+        pthread_join(loops[t].th, &ret);
+        failed |= ret != NULL;
+        objects += loops[t].objects;
+        calls += loops[t].calls;
+        *errors += loops[t].errors;
+        size_t room = MAX_SAMPLES - *nlat_all;
+        size_t take = loops[t].nlat < room ? loops[t].nlat : room;
+        memcpy(lat_all + *nlat_all, loops[t].lat_ms, take * sizeof(double));
+        *nlat_all += take;
+    }
+    if (!failed) {
+        rate = (double)objects / secs;
+        *calls_per_s = (double)calls / secs;
+    }
+out:
+    for (int i = 0; i < o->conns; i++) {
+        if (conns[i].fd > 0)
+            close(conns[i].fd);
+        free(conns[i].in);
+        free(conns[i].out);
+    }
+    free(conns);
+    return rate;
+}
+
+/* Response bytes per object of one sample call (header included), for redis-benchmark -d. */
+static double sample_bytes_per_object(struct mc_rpc_client *c, const struct opts *o)
+{
+    Mc__BatchGetReplicaListRequest bg = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
+    char names[MAX_DEPTH][24];
+    char *keys[MAX_DEPTH];
+    int n = o->op == OP_BATCH_GET ? (o->batch < MAX_DEPTH ? o->batch : MAX_DEPTH) : 1;
+    for (int i = 0; i < n; i++) {
+        snprintf(names[i], sizeof(names[i]), KEY_FMT, (unsigned)i % o->keys);
+        keys[i] = names[i];
+    }
+    uint16_t method = MC_METHOD_BATCH_GET_REPLICA_LIST;
+    uint8_t buf[64 * 32];
+    size_t len;
+    if (o->op == OP_BATCH_GET) {
+        bg.n_keys = (size_t)n;
+        bg.keys = keys;
+        len = mc__batch_get_replica_list_request__pack(&bg, buf);
+    } else if (o->op == OP_EXIST) {
+        Mc__ExistKeyRequest r = MC__EXIST_KEY_REQUEST__INIT;
+        r.key = keys[0];
+        method = MC_METHOD_EXIST_KEY;
+        len = mc__exist_key_request__pack(&r, buf);
+    } else { /* get, and put's readers */
+        Mc__GetReplicaListRequest r = MC__GET_REPLICA_LIST_REQUEST__INIT;
+        r.key = keys[0];
+        method = MC_METHOD_GET_REPLICA_LIST;
+        len = mc__get_replica_list_request__pack(&r, buf);
+    }
+    void *resp = NULL;
+    size_t rl = 0;
+    int rc = mc_rpc_client_call(c, method, buf, len, 0, &resp, &rl);
+    free(resp);
+    if (rc != 0) {
+        fprintf(stderr, "bench master: sample %s of %s failed: %s (prefill first: --prefill)\n",
+                g_op_names[o->op], names[0], mc_strerror(rc));
+        return -1;
+    }
+    return (double)(rl + MC_WIRE_HEADER_SIZE) / n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "usage: mooncake_bench master --master=HOST:PORT [--op=get|exist|batch_get|put]\n"
+            "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
+            "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n");
+}
+
+int mc_bench_master(int argc, char **argv)
+{
+    struct opts o = {.conns = 50,
+                     .threads = 1,
+                     .depth = 1,
+                     .runs = 1,
+                     .batch = 16,
+                     .keys = 100000,
+                     .op = OP_GET,
+                     .seconds = 5,
+                     .value_size = 4096,
+                     .seed = 0x9e3779b97f4a7c15ull};
+    static const struct option lo[] = {{"master", required_argument, NULL, 'm'},
+                                       {"op", required_argument, NULL, 'o'},
+                                       {"conns", required_argument, NULL, 'c'},
+                                       {"threads", required_argument, NULL, 't'},
+                                       {"depth", required_argument, NULL, 'd'},
+                                       {"batch", required_argument, NULL, 'b'},
+                                       {"keys", required_argument, NULL, 'k'},
+                                       {"prefill", no_argument, NULL, 'p'},
+                                       {"value_size", required_argument, NULL, 'v'},
+                                       {"seconds", required_argument, NULL, 's'},
+                                       {"runs", required_argument, NULL, 'r'},
+                                       {"seed", required_argument, NULL, 'S'},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {NULL, 0, NULL, 0}};
+    int ch, bad = 0;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+        switch (ch) {
+        case 'm':
+            o.master = optarg;
+            break;
+        case 'o':
+            bad = 1;
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(optarg, g_op_names[i])) {
+                    o.op = (enum op)i;
+                    bad = 0;
+                }
+            break;
+        case 'c':
+            o.conns = atoi(optarg);
+            break;
+        case 't':
+            o.threads = atoi(optarg);
+            break;
+        case 'd':
+            o.depth = atoi(optarg);
+            break;
+        case 'b':
+            o.batch = atoi(optarg);
+            break;
+        case 'k':
+            o.keys = (unsigned)strtoul(optarg, NULL, 10);
+            break;
+        case 'p':
+            o.prefill = 1;
+            break;
+        case 'v':
+            o.value_size = strtoull(optarg, NULL, 10);
+            break;
+        case 's':
+            o.seconds = atof(optarg);
+            break;
+        case 'r':
+            o.runs = atoi(optarg);
+            break;
+        case 'S':
+            o.seed = strtoull(optarg, NULL, 0) | 1;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            bad = 1;
+        }
+        if (bad)
+            break;
+    }
+    if (bad || !o.master || o.conns < 1 || o.conns > 10000 || o.threads < 1 ||
+        o.threads > o.conns || o.depth < 1 || o.depth > MAX_DEPTH || o.batch < 1 ||
+        o.batch > 8192 || o.keys < 1 || o.value_size < 1 || o.seconds <= 0 || o.runs < 1 ||
+        o.runs > 100) {
+        usage();
+        return 2;
+    }
+    if (o.op != OP_BATCH_GET)
+        o.batch = 1;
+    struct mc_rpc_client_config ep;
+    if (mc_rpc_parse_endpoint(o.master, o.host, sizeof(o.host), &ep) != 0) {
+        fprintf(stderr, "bench master: bad --master '%s'\n", o.master);
+        return 2;
+    }
+    memmove(o.host, ep.host, strlen(ep.host) + 1);
+    if (!strcmp(o.host, "localhost"))
+        strcpy(o.host, "127.0.0.1");
+    o.port = ep.port;
+    mc_log_set_level(MC_LOG_WARN);
+
+    struct shared sh = {.o = &o, .client = mc_id_random()};
+    struct pinger pg = {.sh = &sh};
+    struct loop *loops = calloc((size_t)o.threads, sizeof(*loops));
+    double *rates = calloc((size_t)o.runs, sizeof(double));
+    double *cps = calloc((size_t)o.runs, sizeof(double));
+    double *lat = malloc(MAX_SAMPLES * sizeof(double));
+    size_t nlat = 0;
+    int rc = 1, pinger_up = 0;
+    uint64_t errors = 0;
+    pg.c = new_client(&o);
+    if (!pg.c) {
+        fprintf(stderr, "bench master: cannot connect to %s\n", o.master);
+        goto out;
+    }
+    if (mc_rpc_check_version(pg.c, NULL, 0) != 0 || mount_segment(pg.c, sh.client) != 0) {
+        fprintf(stderr, "bench master: version check or mount failed\n");
+        goto out;
+    }
+    pthread_mutex_init(&pg.mu, NULL);
+    pthread_cond_init(&pg.cv, NULL);
+    pthread_create(&pg.th, NULL, pinger_main, &pg);
+    pinger_up = 1;
+    if (o.prefill && prefill(&sh) != 0)
+        goto out;
+    double bpo = sample_bytes_per_object(pg.c, &o);
+    if (o.op != OP_PUT && bpo < 0)
+        goto out;
+    for (int t = 0; t < o.threads; t++) {
+        loops[t].sh = &sh;
+        loops[t].rng = o.seed + 0x1234567ull * (uint64_t)(t + 1);
+        loops[t].lat_ms = malloc(MAX_SAMPLES * sizeof(double));
+    }
+    double ms_med[100];
+    for (int r = 0; r < o.runs; r++) {
+        sh.run_no = (unsigned)r;
+        rates[r] = one_run(&sh, loops, lat, &nlat, &cps[r], &errors);
+        ms_med[r] = o.seconds * 1e3;
+        if (rates[r] < 0)
+            goto out;
+        fprintf(stderr, "bench master: run %d: %s %.0f objects/s (%.0f calls/s)\n", r + 1,
+                g_op_names[o.op], rates[r], cps[r]);
+    }
+    if (errors) {
+        fprintf(stderr, "bench master: %llu failed objects\n", (unsigned long long)errors);
+        goto out;
+    }
+    struct mc_bench_result res;
+    char cname[96];
+    snprintf(cname, sizeof(cname), "%s_b%d_c%d", g_op_names[o.op], o.batch, o.conns);
+    mc_bench_result_init(&res, "master", cname);
+    res.runs = o.runs;
+    res.ops_per_s = mc_bench_median(rates, (size_t)o.runs);
+    res.ms = mc_bench_median(ms_med, (size_t)o.runs);
+    res.p50_ms = mc_bench_percentile(lat, nlat, 50);
+    res.p99_ms = mc_bench_percentile(lat, nlat, 99);
+    res.bytes_per_s = bpo > 0 ? res.ops_per_s * bpo : 0;
+    mc_bench_add_str(&res, "op", g_op_names[o.op]);
+    mc_bench_add_num(&res, "conns", o.conns);
+    mc_bench_add_num(&res, "batch", o.batch);
+    mc_bench_add_num(&res, "depth", o.depth);
+    mc_bench_add_num(&res, "threads", o.threads);
+    mc_bench_add_num(&res, "keys", o.keys);
+    mc_bench_add_num(&res, "calls_per_s", mc_bench_median(cps, (size_t)o.runs));
+    mc_bench_add_num(&res, "bytes_per_object", bpo > 0 ? bpo : 0);
+    mc_bench_emit(&res);
+    rc = 0;
+out:
+    if (pinger_up) {
+        pthread_mutex_lock(&pg.mu);
+        pg.stop = 1;
+        pthread_cond_signal(&pg.cv);
+        pthread_mutex_unlock(&pg.mu);
+        pthread_join(pg.th, NULL);
+        pthread_mutex_destroy(&pg.mu);
+        pthread_cond_destroy(&pg.cv);
+    }
+    mc_rpc_client_free(pg.c);
+    for (int t = 0; loops && t < o.threads; t++)
+        free(loops[t].lat_ms);
+    free(loops);
+    free(rates);
+    free(cps);
+    free(lat);
+    return rc;
+}
