@@ -119,6 +119,8 @@ struct mc_object_info {
     uint64_t lease_ms_left;
     size_t replica_count;
     struct mc_replica_info *replicas; /* owned; release with mc_object_info_free */
+    bool hard_pinned;          /* never evicted */
+    uint64_t soft_pin_ms_left; /* 0 = not soft-pinned */
 };
 
 /* Replica descriptors of key, from the master's admin query (no lease, no promotion). */

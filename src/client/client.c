@@ -1,0 +1,465 @@
+/*
+ * client.c - libmooncake_client: open/close, configuration, the small calls (exist, remove,
+ * query, registered buffers). Put and Get live in client_put.c and client_get.c.
+ *
+ * mc_client_open order: peer server up first (its port is the segment's endpoint and name),
+ * then the master link (ServiceReady), then the segment (mmap, served by the peer server, then
+ * MountSegment), then the ping thread. mc_client_close undoes it in reverse: UnmountSegment
+ * (best effort: a master that is gone will expire us), ping thread, peer server (its I/O
+ * threads joined, so no reply still points into the segment), then munmap.
+ *
+ * The library never installs signal handlers, calls exit, writes to stdout or registers flags;
+ * every send uses MSG_NOSIGNAL (rpc_client.c, transport_tcp.c).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "mooncake/client.h"
+
+void mc_client_config_init(struct mc_client_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->master_address = "127.0.0.1:50051";
+    cfg->host = "127.0.0.1";
+    cfg->protocol = "tcp";
+    cfg->connect_timeout_ms = 3000;
+    cfg->rpc_timeout_ms = 5000;
+    cfg->put_retry_window_ms = 1000;
+    cfg->ping_interval_ms = 1000;
+}
+
+void mc_replicate_config_init(struct mc_replicate_config *rc)
+{
+    memset(rc, 0, sizeof(*rc));
+    rc->replica_num = 1;
+}
+
+int mc_client_check_key(const char *key)
+{
+    if (!key || !*key || strnlen(key, MC_CLIENT_MAX_KEY + 1) > MC_CLIENT_MAX_KEY)
+        return MC_ERR_INVALID_KEY;
+    return 0;
+}
+
+Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u)
+{
+    mc__uuid__init(u);
+    u->hi = c->id.hi;
+    u->lo = c->id.lo;
+    return u;
+}
+
+const char *mc_client_endpoint(const struct mc_client *client)
+{
+    return client ? client->endpoint : "";
+}
+
+struct mc_master_conn *mc_client_master_conn(struct mc_client *c)
+{
+    return c->mc;
+}
+
+struct mc_peer_server *mc_client_peer_server(struct mc_client *c)
+{
+    return c->ps;
+}
+
+struct mc_id mc_client_segment_id(const struct mc_client *c)
+{
+    return c->seg_id;
+}
+
+#ifdef MC_TEST_HOOKS
+void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms)
+{
+    atomic_store(&c->test_read_delay_ms, ms);
+}
+
+void mc_client_test_corrupt_reads(struct mc_client *c, int n)
+{
+    atomic_store(&c->test_corrupt_reads, n);
+}
+#endif
+
+int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
+                         void *buf, size_t len)
+{
+    const Mc__MemoryLocation *m = r->memory;
+    if (r->type != MC__REPLICA_TYPE__RT_MEMORY || !m || !m->segment_id)
+        return MC_ERR_INVALID_REPLICA;
+    if (m->size && m->size < len)
+        return MC_ERR_INVALID_REPLICA;
+    struct mc_xfer_loc loc = {{m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint};
+    bool local = mc_peer_server_has_segment(c->ps, loc.segment_id);
+    if (!local && (!m->endpoint || !*m->endpoint))
+        return MC_ERR_INVALID_REPLICA;
+    struct mc_transport *t = local ? c->local : c->tcp;
+    return is_write ? mc_transport_write(t, &loc, buf, len) : mc_transport_read(t, &loc, buf, len);
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static int copy_str(char *dst, size_t cap, const char *src, const char *dflt)
+{
+    const char *s = src && *src ? src : dflt;
+    if (!s)
+        s = "";
+    if (strlen(s) >= cap)
+        return MC_ERR_INVALID_PARAMS;
+    memcpy(dst, s, strlen(s) + 1);
+    return 0;
+}
+
+int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
+{
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (!cfg)
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_mutex_init(&c->buf_lock, NULL);
+    c->cfg = *cfg;
+    int rc = copy_str(c->master_address, sizeof(c->master_address), cfg->master_address,
+                      "127.0.0.1:50051");
+    if (!rc)
+        rc = copy_str(c->host, sizeof(c->host), cfg->host, "127.0.0.1");
+    if (!rc)
+        rc = copy_str(c->bind_address, sizeof(c->bind_address), cfg->bind_address, c->host);
+    if (!rc)
+        rc = copy_str(c->protocol, sizeof(c->protocol), cfg->protocol, "tcp");
+    if (!rc)
+        rc = copy_str(c->disk_path, sizeof(c->disk_path), cfg->disk_path, "");
+    if (rc)
+        goto fail;
+    c->cfg.master_address = c->master_address;
+    c->cfg.host = c->host;
+    c->cfg.bind_address = c->bind_address;
+    c->cfg.protocol = c->protocol;
+    c->cfg.disk_path = c->disk_path[0] ? c->disk_path : NULL;
+    if (!c->cfg.connect_timeout_ms)
+        c->cfg.connect_timeout_ms = 3000;
+    if (!c->cfg.rpc_timeout_ms)
+        c->cfg.rpc_timeout_ms = 5000;
+    if (!c->cfg.ping_interval_ms)
+        c->cfg.ping_interval_ms = 1000;
+    if (strcmp(c->protocol, "tcp") != 0) {
+        mc_error("client", "protocol not supported by this build", "protocol=%s", c->protocol);
+        rc = MC_ERR_NOT_SUPPORTED;
+        goto fail;
+    }
+    if (c->cfg.segment_size && c->cfg.segment_size < 4096) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto fail;
+    }
+    if (c->cfg.disk_path)
+        mc_info("client", "LOCAL_DISK tier not wired into this client yet, ignoring disk_path",
+                "path=%s", c->disk_path);
+    c->id = mc_id_random();
+
+    struct mc_peer_server_config pc = {.bind_addr = c->bind_address, .port = c->cfg.data_port};
+    rc = mc_peer_server_new(&pc, &c->ps);
+    if (!rc)
+        rc = mc_peer_server_start(c->ps);
+    if (rc)
+        goto fail;
+    if (snprintf(c->endpoint, sizeof(c->endpoint), "%s:%u", c->host, mc_peer_server_port(c->ps)) >=
+        (int)sizeof(c->endpoint)) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto fail;
+    }
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
+    tc.io_timeout_ms = c->cfg.rpc_timeout_ms;
+    rc = mc_transport_local_new(c->ps, &c->local);
+    if (!rc)
+        rc = mc_transport_tcp_new(&tc, &c->tcp);
+    if (rc)
+        goto fail;
+
+    struct mc_master_conn_config mcc = {
+        .address = c->master_address,
+        .client_id = c->id,
+        .connect_timeout_ms = c->cfg.connect_timeout_ms,
+        .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
+        .ping_interval_ms = c->cfg.ping_interval_ms,
+    };
+    rc = mc_master_conn_open(&mcc, &c->mc);
+    if (rc)
+        goto fail;
+
+    if (c->cfg.segment_size) {
+        rc = mc_segment_mem_init(&c->seg, c->cfg.segment_size, c->cfg.huge_pages);
+        if (rc)
+            goto fail;
+        c->seg_id = mc_id_random();
+        rc = mc_peer_server_add_segment(c->ps, c->seg_id, c->seg.base, c->seg.size);
+        if (rc)
+            goto fail;
+        struct mc_mounted_segment ms = {
+            .id = c->seg_id, .base = (uint64_t)(uintptr_t)c->seg.base, .size = c->seg.size};
+        memcpy(ms.name, c->endpoint, sizeof(ms.name));
+        memcpy(ms.endpoint, c->endpoint, sizeof(ms.endpoint));
+        rc = mc_master_conn_mount(c->mc, &ms);
+        if (rc) {
+            mc_error("client", "cannot mount segment", "master=%s rc=%s", c->master_address,
+                     mc_strerror(rc));
+            goto fail;
+        }
+        c->mounted = true;
+    }
+    rc = mc_master_conn_start(c->mc);
+    if (rc)
+        goto fail;
+    char idbuf[MC_ID_STRLEN];
+    mc_info("client", "client open", "id=%s endpoint=%s master=%s segment_size=%llu huge=%d",
+            mc_id_format(c->id, idbuf), c->endpoint, c->master_address,
+            (unsigned long long)c->cfg.segment_size, c->seg.huge ? 1 : 0);
+    *out = c;
+    return 0;
+fail:
+    mc_client_close(c);
+    return rc;
+}
+
+void mc_client_close(struct mc_client *c)
+{
+    if (!c)
+        return;
+    if (c->mounted) {
+        int rc = mc_master_conn_unmount(c->mc, c->seg_id);
+        if (rc)
+            mc_info("client", "unmount at close failed (the master expires the client)", "rc=%s",
+                    mc_strerror(rc));
+        c->mounted = false;
+    }
+    mc_master_conn_close(c->mc);
+    if (c->ps) {
+        mc_peer_server_remove_segment(c->ps, c->seg_id);
+        mc_peer_server_stop(c->ps);
+    }
+    mc_transport_free(c->tcp);
+    mc_transport_free(c->local);
+    mc_peer_server_free(c->ps);
+    mc_segment_mem_destroy(&c->seg);
+    free(c->bufs);
+    pthread_mutex_destroy(&c->buf_lock);
+    free(c);
+}
+
+/* ---- exist / remove --------------------------------------------------------------------- */
+
+int mc_exist(struct mc_client *c, const char *key)
+{
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = mc_client_check_key(key);
+    if (rc)
+        return rc;
+    Mc__ExistKeyRequest req = MC__EXIST_KEY_REQUEST__INIT;
+    req.key = (char *)key;
+    ProtobufCMessage *m = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_EXIST_KEY, &req.base,
+                             &mc__exist_key_response__descriptor, &m);
+    if (rc)
+        return rc;
+    int ex = ((Mc__ExistKeyResponse *)m)->exists ? 1 : 0;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return ex;
+}
+
+int mc_batch_exist(struct mc_client *c, size_t n, const char *const *keys, int *results)
+{
+    if (!c || (n && (!keys || !results)))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (mc_client_check_key(keys[i]))
+            return MC_ERR_INVALID_KEY;
+    Mc__BatchExistKeyRequest req = MC__BATCH_EXIST_KEY_REQUEST__INIT;
+    req.n_keys = n;
+    req.keys = (char **)keys;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_EXIST_KEY, &req.base,
+                                 &mc__batch_exist_key_response__descriptor, &m);
+    if (rc)
+        return rc;
+    Mc__BatchExistKeyResponse *r = (Mc__BatchExistKeyResponse *)m;
+    if (r->n_exists != n || (r->n_statuses && r->n_statuses != n)) {
+        rc = MC_ERR_RPC_FAIL;
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            int st = r->n_statuses ? r->statuses[i] : 0;
+            results[i] = st ? st : (r->exists[i] ? 1 : 0);
+        }
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+int mc_remove(struct mc_client *c, const char *key, bool force)
+{
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = mc_client_check_key(key);
+    if (rc)
+        return rc;
+    Mc__Uuid u;
+    Mc__RemoveRequest req = MC__REMOVE_REQUEST__INIT;
+    req.key = (char *)key;
+    req.force = force;
+    req.client_id = mc_client_uuid(c, &u);
+    ProtobufCMessage *m = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_REMOVE, &req.base, &mc__remove_response__descriptor,
+                             &m);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+int64_t mc_remove_all(struct mc_client *c, bool force)
+{
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    Mc__Uuid u;
+    Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
+    req.force = force;
+    req.client_id = mc_client_uuid(c, &u);
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(c->mc, MC_METHOD_REMOVE_ALL, &req.base,
+                                 &mc__remove_all_response__descriptor, &m);
+    if (rc)
+        return rc;
+    int64_t n = (int64_t)((Mc__RemoveAllResponse *)m)->removed;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return n;
+}
+
+/* ---- query -------------------------------------------------------------------------------- */
+
+static void fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d)
+{
+    memset(o, 0, sizeof(*o));
+    o->id = d->id;
+    o->type =
+        d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK ? MC_REPLICA_LOCAL_DISK : MC_REPLICA_MEMORY;
+    o->status =
+        d->status == MC__REPLICA_STATUS__RS_COMPLETE ? MC_REPLICA_COMPLETE : MC_REPLICA_PROCESSING;
+    if (d->memory) {
+        snprintf(o->segment, sizeof(o->segment), "%s",
+                 d->memory->segment_name ? d->memory->segment_name : "");
+        o->offset = d->memory->offset;
+        snprintf(o->endpoint, sizeof(o->endpoint), "%s",
+                 d->memory->endpoint ? d->memory->endpoint : "");
+    }
+    if (d->local_disk) {
+        snprintf(o->endpoint, sizeof(o->endpoint), "%s",
+                 d->local_disk->endpoint ? d->local_disk->endpoint : "");
+        if (d->local_disk->holder) {
+            struct mc_id h = {d->local_disk->holder->hi, d->local_disk->holder->lo};
+            mc_id_format(h, o->holder);
+        }
+    }
+}
+
+int mc_query(struct mc_client *c, const char *key, struct mc_object_info *out)
+{
+    if (!c || !out)
+        return MC_ERR_INVALID_PARAMS;
+    memset(out, 0, sizeof(*out));
+    int rc = mc_client_check_key(key);
+    if (rc)
+        return rc;
+    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
+    req.key = (char *)key;
+    ProtobufCMessage *m = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_QUERY_KEY, &req.base,
+                             &mc__query_key_response__descriptor, &m);
+    if (rc)
+        return rc;
+    Mc__QueryKeyResponse *r = (Mc__QueryKeyResponse *)m;
+    out->size = r->size;
+    out->version = r->version;
+    out->crc32c = r->crc32c;
+    out->lease_ms_left = r->lease_ms_left > 0 ? (uint64_t)r->lease_ms_left : 0;
+    out->hard_pinned = r->hard_pinned;
+    out->soft_pin_ms_left = r->soft_pin_ms_left > 0 ? (uint64_t)r->soft_pin_ms_left : 0;
+    if (r->n_replicas) {
+        out->replicas = calloc(r->n_replicas, sizeof(*out->replicas));
+        if (!out->replicas) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        for (size_t i = 0; i < r->n_replicas; i++)
+            if (r->replicas[i] && r->replicas[i]->replica)
+                fill_replica(&out->replicas[out->replica_count++], r->replicas[i]->replica);
+    }
+out:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+void mc_object_info_free(struct mc_object_info *info)
+{
+    if (!info)
+        return;
+    free(info->replicas);
+    info->replicas = NULL;
+    info->replica_count = 0;
+}
+
+/* ---- registered buffers ------------------------------------------------------------------ */
+
+int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
+{
+    if (!c || !addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = 0;
+    pthread_mutex_lock(&c->buf_lock);
+    for (size_t i = 0; i < c->nbufs; i++) {
+        uintptr_t a = (uintptr_t)c->bufs[i].addr, b = (uintptr_t)addr;
+        if (b < a + c->bufs[i].len && a < b + len) {
+            rc = MC_ERR_INVALID_PARAMS; /* overlaps a registered range */
+            goto out;
+        }
+    }
+    if (c->nbufs == c->capbufs) {
+        size_t cap = c->capbufs ? c->capbufs * 2 : 8;
+        struct mc_reg_buffer *nb = realloc(c->bufs, cap * sizeof(*nb));
+        if (!nb) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        c->bufs = nb;
+        c->capbufs = cap;
+    }
+    c->bufs[c->nbufs++] = (struct mc_reg_buffer){addr, len};
+out:
+    pthread_mutex_unlock(&c->buf_lock);
+    return rc;
+}
+
+int mc_unregister_buffer(struct mc_client *c, void *addr)
+{
+    if (!c || !addr)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&c->buf_lock);
+    for (size_t i = 0; i < c->nbufs; i++)
+        if (c->bufs[i].addr == addr) {
+            c->bufs[i] = c->bufs[--c->nbufs];
+            rc = 0;
+            break;
+        }
+    pthread_mutex_unlock(&c->buf_lock);
+    return rc;
+}

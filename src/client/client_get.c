@@ -1,0 +1,177 @@
+/*
+ * client_get.c - Get, BatchGet and GetSize (DESIGN.md §8, upstream-client.md §3).
+ *
+ * A Get is GetReplicaList (one RPC: readable replicas with their endpoints, the object's size,
+ * version and CRC, and a read lease of lease_ttl_ms counted from just before the RPC) -> read
+ * one replica -> checks. Replica choice: a MEMORY replica in a segment this process serves
+ * (memcpy), then remote MEMORY replicas in the master's order (tcp); a replica whose read fails
+ * is skipped for the next one. LOCAL_DISK replicas are not read yet (their read path arrives
+ * with the disk issue): an object with only those answers NOT_SUPPORTED.
+ *
+ * After the bytes moved: with checksums on, the CRC32C of the bytes must equal the object's
+ * (CHECKSUM_MISMATCH otherwise); then, if the lease ran out during the read, the bytes may
+ * already belong to another object (the master was free to evict and reuse the space), so the
+ * call fails with LEASE_EXPIRED. BatchGet is one BatchGetReplicaList and one lease clock for
+ * every key.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "common/clock.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "common/wire.h"
+
+static int read_some_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                             size_t size)
+{
+    int rc = MC_ERR_OBJECT_NOT_FOUND;
+    bool disk = false;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < r->n_replicas; i++) {
+            const Mc__ReplicaDescriptor *d = r->replicas[i];
+            if (d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK)
+                disk = true;
+            if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id)
+                continue;
+            struct mc_id sid = {d->memory->segment_id->hi, d->memory->segment_id->lo};
+            bool local = mc_peer_server_has_segment(c->ps, sid);
+            if (local != (pass == 0))
+                continue;
+            int x = mc_client_replica_io(c, d, false, buf, size);
+            if (x == 0)
+                return 0;
+            mc_warn("client", "replica read failed, trying the next one", "replica=%llu rc=%s",
+                    (unsigned long long)d->id, mc_strerror(x));
+            rc = MC_ERR_TRANSFER_FAIL;
+        }
+    }
+    if (rc == MC_ERR_OBJECT_NOT_FOUND && disk)
+        rc = MC_ERR_NOT_SUPPORTED; /* LOCAL_DISK only: read path not wired yet */
+    return rc;
+}
+
+/* Reads the object r describes into buf; t0_ms is when the lease started. */
+static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                        size_t cap, uint64_t t0_ms)
+{
+    uint64_t size = r->size;
+    if (size == 0 && r->n_replicas && r->replicas[0]->memory)
+        size = r->replicas[0]->memory->size;
+    if (size > cap)
+        return MC_ERR_BUFFER_OVERFLOW;
+    if (size > INT64_MAX)
+        return MC_ERR_INVALID_REPLICA;
+    if (size && !buf)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = read_some_replica(c, r, buf, (size_t)size);
+    if (rc)
+        return rc;
+#ifdef MC_TEST_HOOKS
+    uint32_t delay = atomic_load(&c->test_read_delay_ms);
+    if (delay) {
+        struct timespec ts = {(time_t)(delay / 1000), (long)(delay % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+    if (size && atomic_load(&c->test_corrupt_reads) > 0 &&
+        atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0)
+        ((uint8_t *)buf)[size / 2] ^= 0x5a;
+#endif
+    if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, (size_t)size) != r->crc32c)
+        return MC_ERR_CHECKSUM_MISMATCH;
+    if (mc_now_ms() > t0_ms + r->lease_ttl_ms)
+        return MC_ERR_LEASE_EXPIRED;
+    return (int64_t)size;
+}
+
+static int replica_list(struct mc_client *c, const char *key, Mc__GetReplicaListResponse **out)
+{
+    *out = NULL;
+    int rc = mc_client_check_key(key);
+    if (rc)
+        return rc;
+    Mc__Uuid u;
+    Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+    req.key = (char *)key;
+    req.client_id = mc_client_uuid(c, &u);
+    ProtobufCMessage *m = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_GET_REPLICA_LIST, &req.base,
+                             &mc__get_replica_list_response__descriptor, &m);
+    if (rc)
+        return rc;
+    Mc__GetReplicaListResponse *r = (Mc__GetReplicaListResponse *)m;
+    if (r->status) {
+        rc = r->status;
+        protobuf_c_message_free_unpacked(m, NULL);
+        return rc;
+    }
+    *out = r;
+    return 0;
+}
+
+int64_t mc_get(struct mc_client *c, const char *key, void *buf, size_t cap)
+{
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t t0 = mc_now_ms();
+    Mc__GetReplicaListResponse *r = NULL;
+    int rc = replica_list(c, key, &r);
+    if (rc)
+        return rc;
+    int64_t n = get_with(c, r, buf, cap, t0);
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return n;
+}
+
+int64_t mc_get_size(struct mc_client *c, const char *key)
+{
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    Mc__GetReplicaListResponse *r = NULL;
+    int rc = replica_list(c, key, &r);
+    if (rc)
+        return rc;
+    uint64_t size = r->size;
+    if (size == 0 && r->n_replicas && r->replicas[0]->memory)
+        size = r->replicas[0]->memory->size;
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return size > INT64_MAX ? MC_ERR_INVALID_REPLICA : (int64_t)size;
+}
+
+int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
+                 const size_t *caps, int64_t *results)
+{
+    if (!c || (n && (!keys || !bufs || !caps || !results)))
+        return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (mc_client_check_key(keys[i]))
+            return MC_ERR_INVALID_KEY;
+    uint64_t t0 = mc_now_ms();
+    Mc__Uuid u;
+    Mc__BatchGetReplicaListRequest req = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
+    req.n_keys = n;
+    req.keys = (char **)keys;
+    req.client_id = mc_client_uuid(c, &u);
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_GET_REPLICA_LIST, &req.base,
+                                 &mc__batch_get_replica_list_response__descriptor, &m);
+    if (rc)
+        return rc;
+    Mc__BatchGetReplicaListResponse *r = (Mc__BatchGetReplicaListResponse *)m;
+    if (r->n_results != n) {
+        rc = MC_ERR_RPC_FAIL;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Mc__GetReplicaListResponse *ri = r->results[i];
+        results[i] = ri->status ? ri->status : get_with(c, ri, bufs[i], caps[i], t0);
+    }
+out:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}

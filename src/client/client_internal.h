@@ -1,0 +1,82 @@
+/*
+ * client_internal.h - struct mc_client and what the client's source files share.
+ *
+ * The client is split by job: client.c (open/close, config, exist/remove/query, registered
+ * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize). Helpers
+ * declared here are internal to the library; the test hooks (MC_TEST_HOOKS builds) are for the
+ * test suite only.
+ */
+#ifndef MC_CLIENT_CLIENT_INTERNAL_H
+#define MC_CLIENT_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "client/master_conn.h"
+#include "client/peer_server.h"
+#include "client/segment.h"
+#include "client/transport.h"
+#include "common/id.h"
+#include "mooncake/client.h"
+#include "proto/master.pb-c.h"
+
+#define MC_CLIENT_MAX_KEY 4096
+#define MC_CLIENT_STR 256
+
+struct mc_reg_buffer {
+    void *addr;
+    size_t len;
+};
+
+struct mc_client {
+    struct mc_client_config cfg; /* strings point into the arrays below */
+    char master_address[MC_CLIENT_STR];
+    char host[MC_CLIENT_STR];
+    char bind_address[MC_CLIENT_STR];
+    char protocol[16];
+    char disk_path[MC_CLIENT_STR];
+    char endpoint[128]; /* host:port of the peer server (= the segment name) */
+
+    struct mc_id id;
+    struct mc_segment_mem seg;
+    struct mc_id seg_id;
+    bool mounted;
+
+    struct mc_peer_server *ps;
+    struct mc_transport *local, *tcp;
+    struct mc_master_conn *mc;
+
+    pthread_mutex_t buf_lock;
+    struct mc_reg_buffer *bufs;
+    size_t nbufs, capbufs;
+
+#ifdef MC_TEST_HOOKS
+    _Atomic uint32_t test_read_delay_ms;
+    _Atomic int test_corrupt_reads;
+#endif
+};
+
+/* INVALID_KEY unless key is 1..MC_CLIENT_MAX_KEY bytes. */
+int mc_client_check_key(const char *key);
+/* The client id as a message field (u must outlive the message). */
+Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
+/* Moves len bytes to/from one MEMORY replica, locally (memcpy) when this process serves its
+ * segment, else over the network. */
+int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
+                         void *buf, size_t len);
+
+/* ---- for tests --------------------------------------------------------------------------- */
+
+struct mc_master_conn *mc_client_master_conn(struct mc_client *c);
+struct mc_peer_server *mc_client_peer_server(struct mc_client *c);
+struct mc_id mc_client_segment_id(const struct mc_client *c);
+
+#ifdef MC_TEST_HOOKS
+/* Every Get sleeps this long after moving the bytes and before its lease check. */
+void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms);
+/* The next n reads flip one byte of the value after the transfer (as a bad wire would). */
+void mc_client_test_corrupt_reads(struct mc_client *c, int n);
+#endif
+
+#endif

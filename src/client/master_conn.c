@@ -1,0 +1,366 @@
+/*
+ * master_conn.c - see master_conn.h for the design.
+ *
+ * Locking: `lock` guards the segment list, the counters, the `stop` flag and the condition the
+ * ping thread sleeps on; `up` is atomic so the fast-fail check costs no lock. No RPC is issued
+ * while `lock` is held.
+ */
+#include "client/master_conn.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/peer_server.h"
+#include "common/log.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+
+#define BACKOFF_MIN_MS 50u
+
+struct mc_master_conn {
+    struct mc_master_conn_config cfg;
+    char address[128];
+    char hostbuf[128];
+    struct mc_rpc_client *rpc;
+    _Atomic bool up;
+    pthread_mutex_t lock;
+    pthread_cond_t cv;
+    bool stop, kick, started;
+    pthread_t thread;
+    struct mc_mounted_segment segs[MC_PEER_MAX_SEGMENTS];
+    int nsegs;
+    uint64_t pings, ping_failures, remounts, reconnects;
+    _Atomic uint64_t fast_failures;
+};
+
+static bool transport_error(int rc)
+{
+    return rc == MC_ERR_RPC_FAIL;
+}
+
+static void set_down(struct mc_master_conn *mc, const char *why, int rc)
+{
+    bool was = atomic_exchange(&mc->up, false);
+    if (was)
+        mc_warn("client", "master unreachable, failing calls fast until it is back",
+                "master=%s why=%s rc=%s", mc->address, why, mc_strerror(rc));
+    pthread_mutex_lock(&mc->lock);
+    mc->kick = true;
+    pthread_cond_signal(&mc->cv);
+    pthread_mutex_unlock(&mc->lock);
+}
+
+int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
+                        const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
+{
+    if (resp)
+        *resp = NULL;
+    if (!atomic_load(&mc->up)) {
+        atomic_fetch_add(&mc->fast_failures, 1);
+        return MC_ERR_RPC_FAIL;
+    }
+    int rc = mc_rpc_client_call_msg(mc->rpc, method, req, resp_desc, 0, resp);
+    if (transport_error(rc))
+        set_down(mc, mc_method_name(method) ? mc_method_name(method) : "call", rc);
+    return rc;
+}
+
+/* ---- segments ----------------------------------------------------------------------------- */
+
+static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segment *s,
+                         Mc__Segment *seg, Mc__Uuid *id, Mc__Uuid *owner)
+{
+    mc__segment__init(seg);
+    mc__uuid__init(id);
+    mc__uuid__init(owner);
+    id->hi = s->id.hi;
+    id->lo = s->id.lo;
+    owner->hi = mc->cfg.client_id.hi;
+    owner->lo = mc->cfg.client_id.lo;
+    seg->id = id;
+    seg->name = (char *)s->name;
+    seg->base_addr = s->base;
+    seg->size = s->size;
+    seg->endpoint = (char *)s->endpoint;
+    seg->protocol = MC__PROTOCOL__PROTOCOL_TCP;
+    seg->owner = owner;
+}
+
+int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *s)
+{
+    pthread_mutex_lock(&mc->lock);
+    bool full = mc->nsegs >= MC_PEER_MAX_SEGMENTS;
+    pthread_mutex_unlock(&mc->lock);
+    if (full)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    Mc__Segment seg;
+    Mc__Uuid id, owner, cid = MC__UUID__INIT;
+    fill_segment(mc, s, &seg, &id, &owner);
+    cid.hi = mc->cfg.client_id.hi;
+    cid.lo = mc->cfg.client_id.lo;
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = &cid;
+    ProtobufCMessage *resp = NULL;
+    int rc = mc_master_conn_call(mc, MC_METHOD_MOUNT_SEGMENT, &req.base,
+                                 &mc__mount_segment_response__descriptor, &resp);
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc == 0) {
+        pthread_mutex_lock(&mc->lock);
+        if (mc->nsegs < MC_PEER_MAX_SEGMENTS)
+            mc->segs[mc->nsegs++] = *s;
+        pthread_mutex_unlock(&mc->lock);
+    }
+    return rc;
+}
+
+int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id)
+{
+    pthread_mutex_lock(&mc->lock);
+    for (int i = 0; i < mc->nsegs; i++)
+        if (mc_id_eq(mc->segs[i].id, segment_id)) {
+            mc->segs[i] = mc->segs[--mc->nsegs];
+            break;
+        }
+    pthread_mutex_unlock(&mc->lock);
+    Mc__Uuid sid = MC__UUID__INIT, cid = MC__UUID__INIT;
+    sid.hi = segment_id.hi;
+    sid.lo = segment_id.lo;
+    cid.hi = mc->cfg.client_id.hi;
+    cid.lo = mc->cfg.client_id.lo;
+    Mc__UnmountSegmentRequest req = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    req.segment_id = &sid;
+    req.client_id = &cid;
+    ProtobufCMessage *resp = NULL;
+    int rc = mc_master_conn_call(mc, MC_METHOD_UNMOUNT_SEGMENT, &req.base,
+                                 &mc__unmount_segment_response__descriptor, &resp);
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    return rc;
+}
+
+/* ReMountSegment with every remembered segment; direct (the flag may be down). */
+static int remount(struct mc_master_conn *mc)
+{
+    struct mc_mounted_segment segs[MC_PEER_MAX_SEGMENTS];
+    pthread_mutex_lock(&mc->lock);
+    int n = mc->nsegs;
+    memcpy(segs, mc->segs, sizeof(segs[0]) * (size_t)n);
+    pthread_mutex_unlock(&mc->lock);
+    Mc__Segment seg[MC_PEER_MAX_SEGMENTS], *segp[MC_PEER_MAX_SEGMENTS];
+    Mc__Uuid ids[MC_PEER_MAX_SEGMENTS], owners[MC_PEER_MAX_SEGMENTS];
+    for (int i = 0; i < n; i++) {
+        fill_segment(mc, &segs[i], &seg[i], &ids[i], &owners[i]);
+        segp[i] = &seg[i];
+    }
+    Mc__Uuid cid = MC__UUID__INIT;
+    cid.hi = mc->cfg.client_id.hi;
+    cid.lo = mc->cfg.client_id.lo;
+    Mc__ReMountSegmentRequest req = MC__RE_MOUNT_SEGMENT_REQUEST__INIT;
+    req.n_segments = (size_t)n;
+    req.segments = segp;
+    req.client_id = &cid;
+    ProtobufCMessage *resp = NULL;
+    int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_REMOUNT_SEGMENT, &req.base,
+                                    &mc__re_mount_segment_response__descriptor, 0, &resp);
+    if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc == 0) {
+        pthread_mutex_lock(&mc->lock);
+        mc->remounts++;
+        pthread_mutex_unlock(&mc->lock);
+        mc_info("client", "segments re-mounted", "master=%s segments=%d", mc->address, n);
+    } else {
+        mc_warn("client", "re-mount failed, retrying at the next ping", "master=%s rc=%s",
+                mc->address, mc_strerror(rc));
+    }
+    return rc;
+}
+
+/* ---- ping thread -------------------------------------------------------------------------- */
+
+/* One Ping (and a ReMount when asked). Returns 0 or the failing call's code. */
+static int ping_once(struct mc_master_conn *mc)
+{
+    Mc__Uuid cid = MC__UUID__INIT;
+    cid.hi = mc->cfg.client_id.hi;
+    cid.lo = mc->cfg.client_id.lo;
+    Mc__PingRequest req = MC__PING_REQUEST__INIT;
+    req.client_id = &cid;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_PING, &req.base,
+                                    &mc__ping_response__descriptor, 0, &m);
+    pthread_mutex_lock(&mc->lock);
+    mc->pings++;
+    if (rc)
+        mc->ping_failures++;
+    pthread_mutex_unlock(&mc->lock);
+    if (rc)
+        return rc;
+    Mc__PingResponse *r = (Mc__PingResponse *)m;
+    bool need = r->client_status == MC__CLIENT_STATUS__CS_NEED_REMOUNT;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return need ? remount(mc) : 0;
+}
+
+/* While down: dial, check the version, ping (re-mounting when asked). */
+static int try_recover(struct mc_master_conn *mc)
+{
+    mc_rpc_client_disconnect(mc->rpc);
+    int rc = mc_rpc_client_connect(mc->rpc);
+    if (rc == 0)
+        rc = mc_rpc_check_version(mc->rpc, NULL, 0);
+    if (rc == 0)
+        rc = ping_once(mc);
+    if (rc == 0) {
+        pthread_mutex_lock(&mc->lock);
+        mc->reconnects++;
+        pthread_mutex_unlock(&mc->lock);
+        atomic_store(&mc->up, true);
+        mc_info("client", "master reachable again", "master=%s", mc->address);
+    }
+    return rc;
+}
+
+static void deadline_after(struct timespec *ts, uint32_t ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static void *ping_main(void *arg)
+{
+    struct mc_master_conn *mc = arg;
+    uint32_t backoff = BACKOFF_MIN_MS;
+    pthread_mutex_lock(&mc->lock);
+    for (;;) {
+        uint32_t wait = atomic_load(&mc->up) ? mc->cfg.ping_interval_ms : backoff;
+        struct timespec ts;
+        deadline_after(&ts, wait);
+        while (!mc->stop && !mc->kick) {
+            if (pthread_cond_timedwait(&mc->cv, &mc->lock, &ts) == ETIMEDOUT)
+                break;
+        }
+        if (mc->stop)
+            break;
+        mc->kick = false;
+        pthread_mutex_unlock(&mc->lock);
+        if (atomic_load(&mc->up)) {
+            int rc = ping_once(mc);
+            if (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT)
+                set_down(mc, "ping", rc);
+            backoff = BACKOFF_MIN_MS;
+        } else if (try_recover(mc) != 0) {
+            backoff =
+                backoff * 2 > mc->cfg.ping_interval_ms ? mc->cfg.ping_interval_ms : backoff * 2;
+        } else {
+            backoff = BACKOFF_MIN_MS;
+        }
+        pthread_mutex_lock(&mc->lock);
+        mc->kick = false;
+    }
+    pthread_mutex_unlock(&mc->lock);
+    return NULL;
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_master_conn **out)
+{
+    *out = NULL;
+    if (!cfg->address || strlen(cfg->address) >= 128)
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_master_conn *mc = calloc(1, sizeof(*mc));
+    if (!mc)
+        return MC_ERR_INTERNAL_ERROR;
+    mc->cfg = *cfg;
+    snprintf(mc->address, sizeof(mc->address), "%s", cfg->address);
+    mc->cfg.address = mc->address;
+    if (!mc->cfg.ping_interval_ms)
+        mc->cfg.ping_interval_ms = 1000;
+    pthread_mutex_init(&mc->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&mc->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    struct mc_rpc_client_config rc;
+    mc_rpc_client_config_init(&rc);
+    int r = mc_rpc_parse_endpoint(mc->address, mc->hostbuf, sizeof(mc->hostbuf), &rc);
+    if (r)
+        goto fail;
+    if (cfg->connect_timeout_ms)
+        rc.connect_timeout_ms = cfg->connect_timeout_ms;
+    if (cfg->rpc_timeout_ms)
+        rc.call_timeout_ms = cfg->rpc_timeout_ms;
+    rc.name = "master-conn";
+    r = mc_rpc_client_new(&rc, &mc->rpc);
+    if (r)
+        goto fail;
+    r = mc_rpc_client_connect(mc->rpc);
+    if (r == 0)
+        r = mc_rpc_check_version(mc->rpc, NULL, 0);
+    if (r) {
+        mc_error("client", "cannot reach the master", "master=%s rc=%s", mc->address,
+                 mc_strerror(r));
+        goto fail;
+    }
+    atomic_store(&mc->up, true);
+    *out = mc;
+    return 0;
+fail:
+    mc_master_conn_close(mc);
+    return r;
+}
+
+int mc_master_conn_start(struct mc_master_conn *mc)
+{
+    if (mc->started)
+        return 0;
+    if (pthread_create(&mc->thread, NULL, ping_main, mc) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    mc->started = true;
+    return 0;
+}
+
+void mc_master_conn_close(struct mc_master_conn *mc)
+{
+    if (!mc)
+        return;
+    if (mc->started) {
+        pthread_mutex_lock(&mc->lock);
+        mc->stop = true;
+        pthread_cond_signal(&mc->cv);
+        pthread_mutex_unlock(&mc->lock);
+        pthread_join(mc->thread, NULL);
+    }
+    mc_rpc_client_free(mc->rpc);
+    pthread_cond_destroy(&mc->cv);
+    pthread_mutex_destroy(&mc->lock);
+    free(mc);
+}
+
+void mc_master_conn_get_stats(struct mc_master_conn *mc, struct mc_master_conn_stats *st)
+{
+    pthread_mutex_lock(&mc->lock);
+    st->up = atomic_load(&mc->up);
+    st->pings = mc->pings;
+    st->ping_failures = mc->ping_failures;
+    st->remounts = mc->remounts;
+    st->reconnects = mc->reconnects;
+    st->fast_failures = atomic_load(&mc->fast_failures);
+    pthread_mutex_unlock(&mc->lock);
+}

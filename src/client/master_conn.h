@@ -1,0 +1,71 @@
+/*
+ * master_conn.h - the client's link to mooncake_master: calls, liveness, re-mount, reconnect.
+ *
+ * Design. One mc_rpc_client (common/rpc_client.h) carries every master call; it is thread-safe
+ * and pipelined, so API calls from many threads share it. On top of it this module keeps a
+ * `up` flag and a ping thread:
+ *   - open: connect, ServiceReady (a different proto number is INVALID_VERSION), and the flag
+ *     is up;
+ *   - every ping_interval_ms the thread sends Ping(client id). A reply of NEED_REMOUNT (the
+ *     master restarted, or never saw this client) makes it send ReMountSegment with every
+ *     segment this client mounted (the list is kept here), then go on pinging;
+ *   - a call or ping that fails at the transport level (RPC_FAIL; a ping also on RPC_TIMEOUT)
+ *     drops the flag. While it is down, every call fails at once with MC_ERR_RPC_FAIL instead
+ *     of waiting on connect timeouts, and the ping thread redials with exponential back-off
+ *     (50 ms doubling up to ping_interval_ms): connect, ServiceReady, Ping, ReMount when asked,
+ *     and only then raises the flag again.
+ * The library never sleeps in a caller's thread for the master's sake.
+ */
+#ifndef MC_CLIENT_MASTER_CONN_H
+#define MC_CLIENT_MASTER_CONN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <protobuf-c/protobuf-c.h>
+
+#include "common/id.h"
+
+struct mc_master_conn;
+
+struct mc_master_conn_config {
+    const char *address; /* "host:port" */
+    struct mc_id client_id;
+    uint32_t connect_timeout_ms;
+    uint32_t rpc_timeout_ms;
+    uint32_t ping_interval_ms;
+};
+
+/* What this client has mounted, re-sent on NEED_REMOUNT. */
+struct mc_mounted_segment {
+    struct mc_id id;
+    char name[128];
+    uint64_t base;
+    uint64_t size;
+    char endpoint[128];
+};
+
+/* Connects and checks the version; does not start the ping thread. RPC_FAIL / RPC_TIMEOUT
+ * (master unreachable), INVALID_VERSION, INVALID_PARAMS (bad address). */
+int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_master_conn **out);
+int mc_master_conn_start(struct mc_master_conn *mc); /* starts the ping thread */
+/* Stops the ping thread and closes the connection. NULL is a no-op. */
+void mc_master_conn_close(struct mc_master_conn *mc);
+
+/* A master call (protobuf in, protobuf out). Fails fast with RPC_FAIL while the master is
+ * known to be down. */
+int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
+                        const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+
+/* MountSegment, remembering the segment for re-mounts. */
+int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *seg);
+/* UnmountSegment, forgetting the segment. */
+int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id);
+
+struct mc_master_conn_stats {
+    bool up;
+    uint64_t pings, ping_failures, remounts, reconnects, fast_failures;
+};
+void mc_master_conn_get_stats(struct mc_master_conn *mc, struct mc_master_conn_stats *st);
+
+#endif

@@ -1,0 +1,388 @@
+/*
+ * peer_server.c - see peer_server.h for the design.
+ *
+ * The segment table is a fixed array under a reader-writer lock: handlers take it shared for
+ * the lookup only; the bytes are copied after the lock is released (segment memory stays mapped
+ * until the owner has stopped the server).
+ */
+#include "client/peer_server.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/log.h"
+#include "common/rpc_server.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/peer.pb-c.h"
+
+/* Room the frame header, prefix and control message may take in a reply. */
+#define REPLY_OVERHEAD (64u * 1024u)
+
+struct seg_entry {
+    bool used;
+    struct mc_id id;
+    uint8_t *base;
+    uint64_t size;
+};
+
+struct mc_peer_server {
+    struct mc_rpc_server *rpc;
+    uint32_t max_frame_bytes;
+    pthread_rwlock_t lock;
+    struct seg_entry segs[MC_PEER_MAX_SEGMENTS];
+    _Atomic uint64_t requests, rejected, bytes_written, bytes_read;
+};
+
+/* ---- segment table ------------------------------------------------------------------------ */
+
+static struct mc_id uuid_id(const Mc__Uuid *u)
+{
+    struct mc_id id = {0, 0};
+    if (u) {
+        id.hi = u->hi;
+        id.lo = u->lo;
+    }
+    return id;
+}
+
+int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
+                           uint64_t length, uint8_t **out)
+{
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    *out = NULL;
+    if (mc_id_is_zero(id))
+        return rc;
+    pthread_rwlock_rdlock(&ps->lock);
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
+        struct seg_entry *e = &ps->segs[i];
+        if (!e->used || !mc_id_eq(e->id, id))
+            continue;
+        if (offset > e->size || length > e->size - offset) {
+            rc = MC_ERR_INVALID_PARAMS;
+        } else {
+            *out = e->base + offset;
+            rc = 0;
+        }
+        break;
+    }
+    pthread_rwlock_unlock(&ps->lock);
+    return rc;
+}
+
+int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id)
+{
+    uint8_t *p;
+    return mc_peer_server_resolve(ps, id, 0, 0, &p) == 0;
+}
+
+int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void *base,
+                               uint64_t size)
+{
+    if (mc_id_is_zero(id) || !base || size == 0)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_NO_AVAILABLE_HANDLE;
+    pthread_rwlock_wrlock(&ps->lock);
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
+        if (ps->segs[i].used && mc_id_eq(ps->segs[i].id, id)) {
+            rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
+            goto out;
+        }
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
+        if (!ps->segs[i].used) {
+            ps->segs[i] = (struct seg_entry){true, id, base, size};
+            rc = 0;
+            break;
+        }
+out:
+    pthread_rwlock_unlock(&ps->lock);
+    return rc;
+}
+
+int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id)
+{
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    pthread_rwlock_wrlock(&ps->lock);
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
+        if (ps->segs[i].used && mc_id_eq(ps->segs[i].id, id)) {
+            memset(&ps->segs[i], 0, sizeof(ps->segs[i]));
+            rc = 0;
+        }
+    pthread_rwlock_unlock(&ps->lock);
+    return rc;
+}
+
+/* ---- handlers ----------------------------------------------------------------------------- */
+
+static void reject(struct mc_peer_server *ps, const char *what, int rc, uint64_t conn)
+{
+    atomic_fetch_add(&ps->rejected, 1);
+    mc_debug("peer", "request refused", "op=%s rc=%s conn=%llu", what, mc_strerror(rc),
+             (unsigned long long)conn);
+}
+
+static void on_write(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_peer_server *ps = arg;
+    atomic_fetch_add(&ps->requests, 1);
+    const uint8_t *payload;
+    size_t plen;
+    Mc__PeerWriteRequest *req = (Mc__PeerWriteRequest *)mc_rpc_call_unpack_peer(
+        call, &mc__peer_write_request__descriptor, &payload, &plen);
+    if (!req) {
+        atomic_fetch_add(&ps->rejected, 1);
+        return;
+    }
+    uint8_t *dst = NULL;
+    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->offset, req->length, &dst);
+    if (rc == 0 && plen != req->length)
+        rc = MC_ERR_INVALID_PARAMS; /* truncated or padded payload: write nothing */
+    if (rc) {
+        reject(ps, "write", rc, mc_rpc_call_conn_id(call));
+    } else {
+        if (plen)
+            memcpy(dst, payload, plen);
+        atomic_fetch_add(&ps->bytes_written, plen);
+    }
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    Mc__PeerWriteResponse resp = MC__PEER_WRITE_RESPONSE__INIT;
+    mc_rpc_reply_peer(call, rc, &resp.base, NULL, 0, NULL, NULL);
+}
+
+static void on_read(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_peer_server *ps = arg;
+    atomic_fetch_add(&ps->requests, 1);
+    const uint8_t *payload;
+    size_t plen;
+    Mc__PeerReadRequest *req = (Mc__PeerReadRequest *)mc_rpc_call_unpack_peer(
+        call, &mc__peer_read_request__descriptor, &payload, &plen);
+    if (!req) {
+        atomic_fetch_add(&ps->rejected, 1);
+        return;
+    }
+    uint8_t *src = NULL;
+    uint64_t len = req->length;
+    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->offset, len, &src);
+    if (rc == 0 && len > ps->max_frame_bytes - REPLY_OVERHEAD)
+        rc = MC_ERR_INVALID_PARAMS;
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    if (rc) {
+        reject(ps, "read", rc, mc_rpc_call_conn_id(call));
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    atomic_fetch_add(&ps->bytes_read, len);
+    Mc__PeerReadResponse resp = MC__PEER_READ_RESPONSE__INIT;
+    resp.length = len;
+    struct iovec iov = {src, (size_t)len};
+    mc_rpc_reply_peer(call, 0, &resp.base, &iov, len ? 1 : 0, NULL, NULL);
+}
+
+static void on_batch_write(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_peer_server *ps = arg;
+    atomic_fetch_add(&ps->requests, 1);
+    const uint8_t *payload;
+    size_t plen;
+    Mc__PeerBatchWriteRequest *req = (Mc__PeerBatchWriteRequest *)mc_rpc_call_unpack_peer(
+        call, &mc__peer_batch_write_request__descriptor, &payload, &plen);
+    if (!req) {
+        atomic_fetch_add(&ps->rejected, 1);
+        return;
+    }
+    int32_t *st = NULL;
+    int rc = 0;
+    uint64_t total = 0;
+    size_t n = req->n_slices;
+    if (n > MC_PEER_MAX_BATCH) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t l = req->slices[i]->length;
+        if (l > plen || total > plen - l) {
+            rc = MC_ERR_INVALID_PARAMS; /* slices claim more bytes than the payload holds */
+            goto out;
+        }
+        total += l;
+    }
+    if (total != plen) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    st = calloc(n ? n : 1, sizeof(*st));
+    if (!st) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    const uint8_t *p = payload;
+    for (size_t i = 0; i < n; i++) {
+        Mc__PeerSlice *s = req->slices[i];
+        uint8_t *dst = NULL;
+        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->offset, s->length, &dst);
+        if (st[i] == 0) {
+            if (s->length)
+                memcpy(dst, p, s->length);
+            atomic_fetch_add(&ps->bytes_written, s->length);
+        } else {
+            reject(ps, "batch_write", st[i], mc_rpc_call_conn_id(call));
+        }
+        p += s->length;
+    }
+out:
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    if (rc) {
+        reject(ps, "batch_write", rc, mc_rpc_call_conn_id(call));
+        mc_rpc_reply_status(call, rc);
+        free(st);
+        return;
+    }
+    Mc__PeerBatchWriteResponse resp = MC__PEER_BATCH_WRITE_RESPONSE__INIT;
+    resp.n_statuses = n;
+    resp.statuses = st;
+    mc_rpc_reply_peer(call, 0, &resp.base, NULL, 0, NULL, NULL);
+    free(st);
+}
+
+static void free_iov(void *p)
+{
+    free(p);
+}
+
+static void on_batch_read(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_peer_server *ps = arg;
+    atomic_fetch_add(&ps->requests, 1);
+    const uint8_t *payload;
+    size_t plen;
+    Mc__PeerBatchReadRequest *req = (Mc__PeerBatchReadRequest *)mc_rpc_call_unpack_peer(
+        call, &mc__peer_batch_read_request__descriptor, &payload, &plen);
+    if (!req) {
+        atomic_fetch_add(&ps->rejected, 1);
+        return;
+    }
+    size_t n = req->n_slices;
+    int rc = 0;
+    int32_t *st = NULL;
+    uint64_t *lens = NULL;
+    struct iovec *iov = NULL;
+    int niov = 0;
+    uint64_t total = 0;
+    if (n > MC_PEER_MAX_BATCH) {
+        rc = MC_ERR_INVALID_PARAMS;
+        goto out;
+    }
+    st = calloc(n ? n : 1, sizeof(*st));
+    lens = calloc(n ? n : 1, sizeof(*lens));
+    iov = calloc(n ? n : 1, sizeof(*iov));
+    if (!st || !lens || !iov) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        Mc__PeerSlice *s = req->slices[i];
+        uint8_t *src = NULL;
+        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->offset, s->length, &src);
+        if (st[i] == 0 && s->length > ps->max_frame_bytes - REPLY_OVERHEAD - total)
+            st[i] = MC_ERR_INVALID_PARAMS; /* would not fit the reply frame */
+        if (st[i]) {
+            reject(ps, "batch_read", st[i], mc_rpc_call_conn_id(call));
+            continue;
+        }
+        lens[i] = s->length;
+        total += s->length;
+        if (s->length)
+            iov[niov++] = (struct iovec){src, (size_t)s->length};
+    }
+    atomic_fetch_add(&ps->bytes_read, total);
+out:
+    protobuf_c_message_free_unpacked(&req->base, NULL);
+    if (rc) {
+        reject(ps, "batch_read", rc, mc_rpc_call_conn_id(call));
+        mc_rpc_reply_status(call, rc);
+        free(iov);
+    } else {
+        Mc__PeerBatchReadResponse resp = MC__PEER_BATCH_READ_RESPONSE__INIT;
+        resp.n_statuses = n;
+        resp.statuses = st;
+        resp.n_lengths = n;
+        resp.lengths = lens;
+        mc_rpc_reply_peer(call, 0, &resp.base, iov, niov, free_iov, iov);
+    }
+    free(st);
+    free(lens);
+}
+
+/* ---- lifecycle ---------------------------------------------------------------------------- */
+
+int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_server **out)
+{
+    *out = NULL;
+    struct mc_peer_server *ps = calloc(1, sizeof(*ps));
+    if (!ps)
+        return MC_ERR_INTERNAL_ERROR;
+    pthread_rwlock_init(&ps->lock, NULL);
+    struct mc_rpc_server_config rc;
+    mc_rpc_server_config_init(&rc);
+    rc.bind_addr = cfg->bind_addr;
+    rc.port = cfg->port;
+    if (cfg->io_threads > 0)
+        rc.io_threads = cfg->io_threads;
+    if (cfg->max_frame_bytes)
+        rc.max_frame_bytes = cfg->max_frame_bytes;
+    rc.name = "peer";
+    ps->max_frame_bytes = rc.max_frame_bytes;
+    if (ps->max_frame_bytes <= 2 * REPLY_OVERHEAD) {
+        mc_peer_server_free(ps);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    int r = mc_rpc_server_new(&rc, &ps->rpc);
+    if (r) {
+        mc_peer_server_free(ps);
+        return r;
+    }
+    mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_WRITE, on_write, ps);
+    mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_READ, on_read, ps);
+    mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_BATCH_WRITE, on_batch_write, ps);
+    mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_BATCH_READ, on_batch_read, ps);
+    *out = ps;
+    return 0;
+}
+
+int mc_peer_server_start(struct mc_peer_server *ps)
+{
+    return mc_rpc_server_start(ps->rpc);
+}
+
+uint16_t mc_peer_server_port(const struct mc_peer_server *ps)
+{
+    return mc_rpc_server_port(ps->rpc);
+}
+
+void mc_peer_server_stop(struct mc_peer_server *ps)
+{
+    if (ps && ps->rpc)
+        mc_rpc_server_stop(ps->rpc);
+}
+
+void mc_peer_server_free(struct mc_peer_server *ps)
+{
+    if (!ps)
+        return;
+    mc_rpc_server_free(ps->rpc);
+    pthread_rwlock_destroy(&ps->lock);
+    free(ps);
+}
+
+void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_stats *st)
+{
+    st->requests = atomic_load(&ps->requests);
+    st->rejected = atomic_load(&ps->rejected);
+    st->bytes_written = atomic_load(&ps->bytes_written);
+    st->bytes_read = atomic_load(&ps->bytes_read);
+}

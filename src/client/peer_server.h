@@ -1,0 +1,77 @@
+/*
+ * peer_server.h - the client's data-plane server: peers read and write this process's segments.
+ *
+ * Design. A peer server is an mc_rpc_server (common/rpc_server.h: epoll I/O threads, many
+ * connections, framing, bad-frame handling) with handlers for the peer methods of wire.h:
+ * PeerWrite, PeerRead, PeerBatchWrite and PeerBatchRead (proto/peer.proto). Handlers run on the
+ * I/O threads and only copy: a write lands in the segment with one memcpy from the request
+ * body, a read is answered straight from segment memory (no copy; the segment outlives the
+ * server because the owner stops the server before unmapping).
+ *
+ * The server keeps a small table of the segments it serves: {id, base, size}. Every request is
+ * checked against it, every time:
+ *   - the segment id must name a segment in the table. The id names one mount (a new mount gets
+ *     a fresh id), and a segment leaves the table when it is unmounted, so a descriptor from an
+ *     unmounted or earlier mount gets SEGMENT_NOT_FOUND;
+ *   - offset + length must lie inside the segment (overflow-safe), else INVALID_PARAMS;
+ *   - a write's payload must hold exactly `length` bytes (a truncated or padded payload is
+ *     INVALID_PARAMS and nothing is written); a batch write's payload must be exactly the sum
+ *     of its slices' lengths (else the whole call is INVALID_PARAMS);
+ *   - a read (or a batch read's successful slices) must fit one frame, else INVALID_PARAMS.
+ * Batch calls answer one status per slice. A peer that breaks the framing (bad magic, a frame
+ * above max_frame_bytes, a connection dropped mid-frame) is disconnected by the RPC layer;
+ * other peers never notice. PeerDiskRead is not served yet (NOT_SUPPORTED).
+ *
+ * Lifetime: new -> add_segment (any time) -> start -> ... -> stop -> free. Thread-safe.
+ */
+#ifndef MC_CLIENT_PEER_SERVER_H
+#define MC_CLIENT_PEER_SERVER_H
+
+#include <stdint.h>
+
+#include "common/id.h"
+
+#define MC_PEER_MAX_SEGMENTS 16
+#define MC_PEER_MAX_BATCH 4096 /* slices per batch call */
+
+struct mc_peer_server;
+
+struct mc_peer_server_config {
+    const char *bind_addr;    /* NULL/"" = 0.0.0.0 */
+    uint16_t port;            /* 0 = ephemeral */
+    int io_threads;           /* 0 = 2 */
+    uint32_t max_frame_bytes; /* 0 = MC_WIRE_DEFAULT_MAX_FRAME_BYTES */
+};
+
+struct mc_peer_server_stats {
+    uint64_t requests;      /* peer requests handled */
+    uint64_t rejected;      /* requests (or batch slices) refused */
+    uint64_t bytes_written; /* into segments */
+    uint64_t bytes_read;    /* out of segments */
+};
+
+int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_server **out);
+/* Binds and starts serving. 0, MC_ERR_RPC_FAIL (bind failed) or INTERNAL_ERROR. */
+int mc_peer_server_start(struct mc_peer_server *ps);
+uint16_t mc_peer_server_port(const struct mc_peer_server *ps);
+void mc_peer_server_stop(struct mc_peer_server *ps);
+void mc_peer_server_free(struct mc_peer_server *ps);
+
+/* Serves [base, base+size) as segment id. INVALID_PARAMS (zero id, NULL base, size 0),
+ * SEGMENT_ALREADY_EXISTS (id taken), NO_AVAILABLE_HANDLE (table full). */
+int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void *base,
+                               uint64_t size);
+/* Stops serving segment id (its requests get SEGMENT_NOT_FOUND from now on). 0 or
+ * SEGMENT_NOT_FOUND. */
+int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id);
+
+/* The checks of every request, for the in-process (memcpy) transport: on success *out points
+ * at offset of segment id, with length bytes inside it. SEGMENT_NOT_FOUND or INVALID_PARAMS. */
+int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
+                           uint64_t length, uint8_t **out);
+/* Whether id is one of this server's segments. */
+int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
+
+void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_stats *st);
+
+#endif

@@ -1,0 +1,90 @@
+/*
+ * transport.h - how the client moves bytes to and from a segment (DESIGN.md §6).
+ *
+ * A transport is a small vtable: write(len bytes to segment+offset), read(len bytes from
+ * segment+offset). The caller picks one per replica:
+ *   - local (transport_local.c): the segment is served by this process's own peer server, so
+ *     the bytes move with memcpy after the same id and bounds checks a remote peer would get;
+ *   - tcp (transport_tcp.c): the peer protocol (wire.h peer body, proto/peer.proto) over a small
+ *     pool of connections per peer endpoint. A transfer larger than one slice is cut into
+ *     slices (default 1 MiB) sent pipelined on one connection, up to `window` slices in flight,
+ *     so the peer copies slice k while slice k+1 is on the wire; a read lands each slice's
+ *     payload straight in the caller's buffer. Sends use MSG_NOSIGNAL.
+ *   - rdma arrives with its issue.
+ *
+ * Results: 0; the peer's refusal (SEGMENT_NOT_FOUND, INVALID_PARAMS, ...) as its code; a
+ * network failure (refused, reset, timed out, malformed reply) as MC_ERR_TRANSFER_FAIL. A
+ * connection that saw any error is closed, never returned to the pool; a pooled connection
+ * found dead before any reply arrived is replaced once (reads and writes of a range are
+ * idempotent). Every transport is thread-safe.
+ */
+#ifndef MC_CLIENT_TRANSPORT_H
+#define MC_CLIENT_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/id.h"
+
+struct mc_peer_server;
+
+/* Where the bytes live: a segment (by id) at an offset, served at endpoint "host:port". */
+struct mc_xfer_loc {
+    struct mc_id segment_id;
+    uint64_t offset;
+    const char *endpoint; /* unused by the local transport */
+};
+
+struct mc_transport;
+struct mc_transport_ops {
+    const char *name;
+    int (*write)(struct mc_transport *t, const struct mc_xfer_loc *dst, const void *src,
+                 size_t len);
+    int (*read)(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst, size_t len);
+    void (*free)(struct mc_transport *t);
+};
+struct mc_transport {
+    const struct mc_transport_ops *ops;
+};
+
+static inline int mc_transport_write(struct mc_transport *t, const struct mc_xfer_loc *dst,
+                                     const void *src, size_t len)
+{
+    return t->ops->write(t, dst, src, len);
+}
+static inline int mc_transport_read(struct mc_transport *t, const struct mc_xfer_loc *src,
+                                    void *dst, size_t len)
+{
+    return t->ops->read(t, src, dst, len);
+}
+static inline void mc_transport_free(struct mc_transport *t)
+{
+    if (t)
+        t->ops->free(t);
+}
+
+/* memcpy into/out of the segments of ps (which must outlive the transport). */
+int mc_transport_local_new(struct mc_peer_server *ps, struct mc_transport **out);
+
+struct mc_tcp_transport_config {
+    uint32_t connect_timeout_ms; /* 0 = 3000 */
+    uint32_t io_timeout_ms;      /* a send or receive stalled this long fails; 0 = 5000 */
+    uint32_t slice_bytes;        /* 0 = 1 MiB; at most 16 MiB */
+    uint32_t window;             /* slices in flight per transfer; 0 = 8 */
+    uint32_t max_idle_per_peer;  /* pooled idle connections per endpoint; 0 = 4 */
+    uint32_t max_frame_bytes;    /* largest reply accepted; 0 = 64 MiB */
+};
+void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg);
+int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out);
+
+struct mc_tcp_transport_stats {
+    uint64_t connects; /* connections opened */
+    uint64_t reuses;   /* transfers that used a pooled connection */
+    uint64_t slices;   /* requests sent */
+    uint64_t retries;  /* stale pooled connections replaced */
+    uint64_t idle;     /* connections in the pool now */
+};
+/* t must be a tcp transport. */
+void mc_transport_tcp_get_stats(struct mc_transport *t, struct mc_tcp_transport_stats *st);
+
+#endif

@@ -1,0 +1,489 @@
+/*
+ * transport_tcp.c - the peer protocol over TCP (see transport.h for the contract).
+ *
+ * Connections. The transport keeps, per peer endpoint, a stack of idle connections (at most
+ * max_idle_per_peer). A transfer takes one (or dials a new one), owns it exclusively for the
+ * transfer and gives it back only when every reply was read cleanly; any error closes it, so a
+ * pooled connection is always at a frame boundary. Sockets are blocking with SO_SNDTIMEO and
+ * SO_RCVTIMEO set to io_timeout_ms, so a stalled peer fails the transfer instead of hanging it.
+ *
+ * Pipelining. A transfer of len bytes is ceil(len / slice) requests with consecutive request
+ * ids. The sender keeps up to `window` of them outstanding: it sends until the window is full,
+ * then reads one reply and sends the next request. Replies are matched by id (any order is
+ * accepted), a read reply's payload is received straight into the caller's buffer at the
+ * slice's place. Requests of a read are tiny and a write's replies are tiny, so neither side
+ * can block the other with full socket buffers.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "client/transport.h"
+#include "common/log.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/peer.pb-c.h"
+
+#define EP_MAX 128
+#define MAX_SLICE (16u << 20)
+
+struct conn {
+    int fd;
+    uint64_t next_id;
+};
+
+struct peer {
+    char endpoint[EP_MAX];
+    struct conn **idle;
+    uint32_t nidle;
+    struct peer *next;
+};
+
+struct tcp_transport {
+    struct mc_transport base;
+    struct mc_tcp_transport_config cfg;
+    pthread_mutex_t lock;
+    struct peer *peers;
+    uint64_t connects, reuses, slices, retries;
+};
+
+void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->connect_timeout_ms = 3000;
+    cfg->io_timeout_ms = 5000;
+    cfg->slice_bytes = 1u << 20;
+    cfg->window = 8;
+    cfg->max_idle_per_peer = 4;
+    cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static void conn_close(struct conn *c)
+{
+    if (c) {
+        close(c->fd);
+        free(c);
+    }
+}
+
+static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out)
+{
+    char hostbuf[EP_MAX];
+    struct mc_rpc_client_config hc;
+    memset(&hc, 0, sizeof(hc));
+    if (mc_rpc_parse_endpoint(endpoint, hostbuf, sizeof(hostbuf), &hc) != 0)
+        return MC_ERR_INVALID_PARAMS;
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", hc.port);
+    if (getaddrinfo(hc.host, port, &hints, &ai) != 0 || !ai) {
+        mc_warn("tcp", "cannot resolve peer", "endpoint=%s", endpoint);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    int rc = MC_ERR_TRANSFER_FAIL;
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        goto out;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS)
+            goto out;
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int pr;
+        do {
+            pr = poll(&pfd, 1, (int)t->cfg.connect_timeout_ms);
+        } while (pr < 0 && errno == EINTR);
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
+            goto out;
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
+        goto out;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct timeval tv = {.tv_sec = t->cfg.io_timeout_ms / 1000,
+                         .tv_usec = (t->cfg.io_timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    struct conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        goto out;
+    c->fd = fd;
+    c->next_id = 1;
+    fd = -1;
+    *out = c;
+    rc = 0;
+    pthread_mutex_lock(&t->lock);
+    t->connects++;
+    pthread_mutex_unlock(&t->lock);
+out:
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(ai);
+    if (rc)
+        mc_debug("tcp", "cannot connect to peer", "endpoint=%s errno=%d", endpoint, errno);
+    return rc;
+}
+
+/* Under lock. */
+static struct peer *peer_find(struct tcp_transport *t, const char *endpoint, bool create)
+{
+    for (struct peer *p = t->peers; p; p = p->next)
+        if (strcmp(p->endpoint, endpoint) == 0)
+            return p;
+    if (!create)
+        return NULL;
+    struct peer *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->idle = calloc(t->cfg.max_idle_per_peer, sizeof(*p->idle));
+    if (!p->idle) {
+        free(p);
+        return NULL;
+    }
+    snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
+    p->next = t->peers;
+    t->peers = p;
+    return p;
+}
+
+static struct conn *pool_take(struct tcp_transport *t, const char *endpoint)
+{
+    struct conn *c = NULL;
+    pthread_mutex_lock(&t->lock);
+    struct peer *p = peer_find(t, endpoint, false);
+    if (p && p->nidle) {
+        c = p->idle[--p->nidle];
+        t->reuses++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return c;
+}
+
+static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn *c)
+{
+    pthread_mutex_lock(&t->lock);
+    struct peer *p = peer_find(t, endpoint, true);
+    if (p && p->nidle < t->cfg.max_idle_per_peer) {
+        p->idle[p->nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&t->lock);
+    conn_close(c);
+}
+
+/* ---- socket helpers ----------------------------------------------------------------------- */
+
+static int send_all(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t len)
+{
+    uint8_t *p = buf;
+    while (len) {
+        ssize_t n = recv(fd, p, len, 0);
+        if (n == 0)
+            return -1;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int discard(int fd, size_t len)
+{
+    uint8_t scratch[4096];
+    while (len) {
+        size_t n = len < sizeof(scratch) ? len : sizeof(scratch);
+        if (recv_all(fd, scratch, n))
+            return -1;
+        len -= n;
+    }
+    return 0;
+}
+
+/* ---- one pipelined transfer --------------------------------------------------------------- */
+
+struct xfer {
+    bool is_write;
+    struct mc_id seg;
+    uint64_t offset;
+    uint8_t *buf;
+    size_t len;
+    size_t slice;
+    size_t nslices;
+};
+
+static int send_request(struct tcp_transport *t, struct conn *c, const struct xfer *x, size_t i,
+                        uint64_t id)
+{
+    size_t off = i * x->slice;
+    size_t l = x->len - off < x->slice ? x->len - off : x->slice;
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = x->seg.hi;
+    u.lo = x->seg.lo;
+    uint8_t hdr[MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + 96];
+    size_t clen;
+    uint8_t *ctl = hdr + MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX;
+    if (x->is_write) {
+        Mc__PeerWriteRequest r = MC__PEER_WRITE_REQUEST__INIT;
+        r.segment_id = &u;
+        r.offset = x->offset + off;
+        r.length = l;
+        clen = mc__peer_write_request__pack(&r, ctl);
+    } else {
+        Mc__PeerReadRequest r = MC__PEER_READ_REQUEST__INIT;
+        r.segment_id = &u;
+        r.offset = x->offset + off;
+        r.length = l;
+        clen = mc__peer_read_request__pack(&r, ctl);
+    }
+    size_t body = MC_WIRE_PEER_PREFIX + clen + (x->is_write ? l : 0);
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST,
+                        x->is_write ? MC_METHOD_PEER_WRITE : MC_METHOD_PEER_READ, id, 0,
+                        (uint32_t)body);
+    mc_wire_encode_header(&h, hdr);
+    mc_wire_put_u32(hdr + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
+    struct iovec iov[2] = {{hdr, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen},
+                           {x->buf + off, l}};
+    pthread_mutex_lock(&t->lock);
+    t->slices++;
+    pthread_mutex_unlock(&t->lock);
+    return send_all(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
+}
+
+/* Reads one reply; marks its slice done. Returns 0, a peer status, or TRANSFER_FAIL. */
+static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer *x,
+                      uint64_t base_id, bool *done, bool *any)
+{
+    uint8_t hb[MC_WIRE_HEADER_SIZE];
+    if (recv_all(c->fd, hb, sizeof(hb)))
+        return MC_ERR_TRANSFER_FAIL;
+    *any = true;
+    struct mc_wire_header h;
+    mc_wire_decode_header(hb, &h);
+    uint16_t want = x->is_write ? MC_METHOD_PEER_WRITE : MC_METHOD_PEER_READ;
+    if (mc_wire_validate(&h, t->cfg.max_frame_bytes) != MC_WIRE_OK || h.kind != MC_WIRE_RESPONSE ||
+        h.method != want || h.request_id < base_id || h.request_id - base_id >= x->nslices ||
+        done[h.request_id - base_id]) {
+        mc_warn("tcp", "bad reply from peer", "method=%u id=%llu len=%u", h.method,
+                (unsigned long long)h.request_id, h.body_length);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    size_t i = (size_t)(h.request_id - base_id);
+    done[i] = true;
+    if (h.status != 0) {
+        /* a refusal: the stream stays in sync, but the caller closes the connection anyway */
+        if (discard(c->fd, h.body_length))
+            return MC_ERR_TRANSFER_FAIL;
+        return h.status < 0 ? h.status : MC_ERR_TRANSFER_FAIL;
+    }
+    size_t off = i * x->slice;
+    size_t l = x->len - off < x->slice ? x->len - off : x->slice;
+    if (h.body_length < MC_WIRE_PEER_PREFIX)
+        return MC_ERR_TRANSFER_FAIL;
+    uint8_t pre[MC_WIRE_PEER_PREFIX];
+    if (recv_all(c->fd, pre, sizeof(pre)))
+        return MC_ERR_TRANSFER_FAIL;
+    uint32_t clen = mc_wire_get_u32(pre);
+    uint32_t rest = h.body_length - MC_WIRE_PEER_PREFIX;
+    if (clen > rest)
+        return MC_ERR_TRANSFER_FAIL;
+    size_t plen = rest - clen;
+    if (plen != (x->is_write ? 0 : l))
+        return MC_ERR_TRANSFER_FAIL;
+    if (discard(c->fd, clen))
+        return MC_ERR_TRANSFER_FAIL;
+    if (plen && recv_all(c->fd, x->buf + off, plen))
+        return MC_ERR_TRANSFER_FAIL;
+    return 0;
+}
+
+static int run(struct tcp_transport *t, struct conn *c, const struct xfer *x, bool *any)
+{
+    bool small[64];
+    bool *done = x->nslices <= 64 ? small : calloc(x->nslices, sizeof(bool));
+    if (!done)
+        return MC_ERR_INTERNAL_ERROR;
+    memset(done, 0, (x->nslices <= 64 ? 64 : x->nslices) * sizeof(bool));
+    uint64_t base_id = c->next_id;
+    c->next_id += x->nslices;
+    size_t sent = 0, got = 0;
+    int rc = 0;
+    while (got < x->nslices) {
+        while (sent < x->nslices && sent - got < t->cfg.window) {
+            rc = send_request(t, c, x, sent, base_id + sent);
+            if (rc)
+                goto out;
+            sent++;
+        }
+        rc = recv_reply(t, c, x, base_id, done, any);
+        if (rc)
+            goto out;
+        got++;
+    }
+out:
+    if (done != small)
+        free(done);
+    return rc;
+}
+
+static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer_loc *loc,
+                    uint8_t *buf, size_t len)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    if (!loc || !loc->endpoint || strlen(loc->endpoint) >= EP_MAX || (len && !buf))
+        return MC_ERR_INVALID_PARAMS;
+    if (len == 0)
+        return 0;
+    struct xfer x = {is_write, loc->segment_id, loc->offset, buf, len, t->cfg.slice_bytes, 0};
+    x.nslices = (len + x.slice - 1) / x.slice;
+    for (int attempt = 0;; attempt++) {
+        struct conn *c = attempt == 0 ? pool_take(t, loc->endpoint) : NULL;
+        bool reused = c != NULL;
+        if (!c) {
+            int rc = dial(t, loc->endpoint, &c);
+            if (rc)
+                return rc;
+        }
+        bool any = false;
+        int rc = run(t, c, &x, &any);
+        if (rc == 0) {
+            pool_give(t, loc->endpoint, c);
+            return 0;
+        }
+        conn_close(c);
+        if (rc == MC_ERR_TRANSFER_FAIL && reused && !any) {
+            pthread_mutex_lock(&t->lock);
+            t->retries++;
+            pthread_mutex_unlock(&t->lock);
+            continue; /* a pooled connection the peer had closed: dial afresh once */
+        }
+        if (rc == MC_ERR_TRANSFER_FAIL)
+            mc_warn("tcp", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
+                    is_write ? "write" : "read", len);
+        return rc;
+    }
+}
+
+static int tcp_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
+                     size_t len)
+{
+    return transfer(tp, true, dst, (uint8_t *)src, len);
+}
+
+static int tcp_read(struct mc_transport *tp, const struct mc_xfer_loc *src, void *dst, size_t len)
+{
+    return transfer(tp, false, src, dst, len);
+}
+
+static void tcp_free(struct mc_transport *tp)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    struct peer *p = t->peers;
+    while (p) {
+        struct peer *next = p->next;
+        for (uint32_t i = 0; i < p->nidle; i++)
+            conn_close(p->idle[i]);
+        free(p->idle);
+        free(p);
+        p = next;
+    }
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static const struct mc_transport_ops tcp_ops = {
+    .name = "tcp",
+    .write = tcp_write,
+    .read = tcp_read,
+    .free = tcp_free,
+};
+
+int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out)
+{
+    *out = NULL;
+    struct tcp_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return MC_ERR_INTERNAL_ERROR;
+    mc_tcp_transport_config_init(&t->cfg);
+    if (cfg) {
+        if (cfg->connect_timeout_ms)
+            t->cfg.connect_timeout_ms = cfg->connect_timeout_ms;
+        if (cfg->io_timeout_ms)
+            t->cfg.io_timeout_ms = cfg->io_timeout_ms;
+        if (cfg->slice_bytes)
+            t->cfg.slice_bytes = cfg->slice_bytes;
+        if (cfg->window)
+            t->cfg.window = cfg->window;
+        if (cfg->max_idle_per_peer)
+            t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
+        if (cfg->max_frame_bytes)
+            t->cfg.max_frame_bytes = cfg->max_frame_bytes;
+    }
+    if (t->cfg.slice_bytes > MAX_SLICE || t->cfg.slice_bytes + 4096u > t->cfg.max_frame_bytes) {
+        free(t);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    t->base.ops = &tcp_ops;
+    *out = &t->base;
+    return 0;
+}
+
+void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport_stats *st)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    pthread_mutex_lock(&t->lock);
+    st->connects = t->connects;
+    st->reuses = t->reuses;
+    st->slices = t->slices;
+    st->retries = t->retries;
+    st->idle = 0;
+    for (struct peer *p = t->peers; p; p = p->next)
+        st->idle += p->nidle;
+    pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,23 @@
+# Client library (issue 8): peer server and transports (no master), the client against a real
+# mooncake_master, and the install + pkg-config check with examples/hello.c.
+if(TARGET mc_client_static)
+  mc_add_test(test_transport SOURCES test_transport.c LIBS mc_client_static Threads::Threads
+              LABELS tsan TIMEOUT 60)
+endif()
+if(TARGET mc_client_static AND TARGET mooncake_master)
+  mc_add_test(test_client SOURCES test_client.c test_client_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  add_dependencies(test_client mooncake_master)
+endif()
+if(TARGET mc_client_shared AND TARGET mooncake_master)
+  set(MC_HELLO_CFLAGS "")
+  if(MC_SANITIZE STREQUAL "address")
+    set(MC_HELLO_CFLAGS "-fsanitize=address,undefined")
+  elseif(MC_SANITIZE STREQUAL "thread")
+    set(MC_HELLO_CFLAGS "-fsanitize=thread")
+  endif()
+  mc_add_test(test_client_install SOURCES test_client_install.c test_client_util.c TIMEOUT 120)
+  target_compile_definitions(test_client_install PRIVATE MC_HELLO_CC="${CMAKE_C_COMPILER}"
+                             MC_HELLO_CFLAGS="${MC_HELLO_CFLAGS}")
+  add_dependencies(test_client_install mc_client_shared mc_client_bundle mooncake_master)
+endif()

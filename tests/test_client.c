@@ -1,0 +1,582 @@
+/*
+ * test_client.c - libmooncake_client against a real mooncake_master process.
+ *
+ * In-process: two (or three) clients in this process, each with its own segment and peer
+ * server, so "local" reads are memcpy and "remote" reads and writes go over tcp to the other
+ * client. Covered: sizes 1 B .. 64 MiB byte-equal both ways, put-once semantics, get/size/exist,
+ * remove with and without force (lease), remove_all, batch put/get/exist with per-key results,
+ * replica_num and preferred segments (checked with mc_query), surviving the loss of one replica,
+ * hard and soft pins, the NO_AVAILABLE_HANDLE retry window, checksum mismatch (test hook),
+ * lease expiry mid-read (short TTL + read delay hook), master killed (fast RPC_FAIL) and
+ * restarted on the same port (re-mount, then puts and gets work again), bad input. A true
+ * multi-process case re-executes this binary as a child that opens its own client.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client_internal.h"
+#include "common/clock.h"
+#include "mooncake/client.h"
+#include "test_client_util.h"
+
+#define MiB (1u << 20)
+
+extern char **environ;
+
+struct fx {
+    struct test_master m;
+    struct mc_client *c1, *c2;
+};
+
+static struct mc_client *open_client(const char *master, uint64_t seg, bool checksums)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = master;
+    cfg.segment_size = seg;
+    cfg.checksums = checksums;
+    cfg.ping_interval_ms = 100;
+    cfg.rpc_timeout_ms = 2000;
+    struct mc_client *c = NULL;
+    int rc = mc_client_open(&cfg, &c);
+    if (rc)
+        fail_msg("mc_client_open: %s", mc_strerror(rc));
+    return c;
+}
+
+static int group_setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    *state = NULL;
+    if (tm_start(&f->m, 0, NULL) != 0) {
+        free(f);
+        return -1;
+    }
+    f->c1 = open_client(f->m.addr, 80 * MiB, true);
+    f->c2 = open_client(f->m.addr, 80 * MiB, true);
+    *state = f;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    struct fx *f = *state;
+    if (!f)
+        return 0;
+    mc_client_close(f->c1);
+    mc_client_close(f->c2);
+    tm_stop(&f->m);
+    free(f);
+    return 0;
+}
+
+static void put_pref(struct mc_client *c, const char *key, const void *buf, size_t len,
+                     const char *pref, uint32_t replicas)
+{
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *p[1] = {pref};
+    if (pref) {
+        rc.preferred_segments = p;
+        rc.preferred_segments_count = 1;
+    }
+    rc.replica_num = replicas;
+    int r = mc_put(c, key, buf, len, &rc);
+    if (r)
+        fail_msg("put %s: %s", key, mc_strerror(r));
+}
+
+/* ---- data ---------------------------------------------------------------------------------- */
+
+static void test_sizes_round_trip(void **state)
+{
+    struct fx *f = *state;
+    static const size_t sizes[] = {1, 7, 4096, 65537, MiB + 1, 16 * MiB, 64 * MiB};
+    uint8_t *src = malloc(64 * MiB), *dst = malloc(64 * MiB);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        char key[64];
+        snprintf(key, sizeof(key), "size/%zu", n);
+        tm_fill(src, n, (uint32_t)n);
+        /* c1 writes into c2's segment over tcp */
+        put_pref(f->c1, key, src, n, mc_client_endpoint(f->c2), 1);
+        struct mc_object_info info;
+        assert_int_equal(mc_query(f->c1, key, &info), 0);
+        assert_int_equal(info.size, n);
+        assert_int_equal(info.replica_count, 1);
+        assert_string_equal(info.replicas[0].segment, mc_client_endpoint(f->c2));
+        assert_string_equal(info.replicas[0].endpoint, mc_client_endpoint(f->c2));
+        assert_int_equal(info.replicas[0].status, MC_REPLICA_COMPLETE);
+        mc_object_info_free(&info);
+        /* remote read (tcp) and local read (memcpy) */
+        memset(dst, 0, n);
+        assert_int_equal(mc_get(f->c1, key, dst, n), (int64_t)n);
+        assert_memory_equal(dst, src, n);
+        memset(dst, 0, n);
+        assert_int_equal(mc_get(f->c2, key, dst, n), (int64_t)n);
+        assert_memory_equal(dst, src, n);
+        assert_int_equal(mc_get_size(f->c2, key), (int64_t)n);
+        assert_int_equal(mc_remove(f->c1, key, true), 0);
+    }
+    free(src);
+    free(dst);
+}
+
+static void test_put_get_exist_remove(void **state)
+{
+    struct fx *f = *state;
+    char a[100], b[100], out[200];
+    tm_fill((uint8_t *)a, sizeof(a), 1);
+    tm_fill((uint8_t *)b, sizeof(b), 2);
+    assert_int_equal(mc_exist(f->c1, "k/basic"), 0);
+    assert_int_equal(mc_get(f->c1, "k/basic", out, sizeof(out)), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_put(f->c1, "k/basic", a, sizeof(a), NULL), 0);
+    /* written once: a second put succeeds and changes nothing */
+    assert_int_equal(mc_put(f->c2, "k/basic", b, sizeof(b), NULL), 0);
+    assert_int_equal(mc_get(f->c2, "k/basic", out, sizeof(out)), (int64_t)sizeof(a));
+    assert_memory_equal(out, a, sizeof(a));
+    assert_int_equal(mc_get(f->c2, "k/basic", out, 99), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(mc_exist(f->c1, "k/basic"), 1);
+    /* the get leased it: a plain remove is refused, a forced one is not */
+    assert_int_equal(mc_remove(f->c1, "k/basic", false), MC_ERR_OBJECT_HAS_LEASE);
+    assert_int_equal(mc_remove(f->c1, "k/basic", true), 0);
+    assert_int_equal(mc_exist(f->c2, "k/basic"), 0);
+    assert_int_equal(mc_remove(f->c1, "k/basic", true), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_get_size(f->c1, "k/basic"), MC_ERR_OBJECT_NOT_FOUND);
+
+    /* remove_all: every object goes (forced) */
+    assert_int_equal(mc_put(f->c1, "k/all1", a, 10, NULL), 0);
+    assert_int_equal(mc_put(f->c1, "k/all2", a, 10, NULL), 0);
+    assert_true(mc_remove_all(f->c2, true) >= 2);
+    assert_int_equal(mc_exist(f->c1, "k/all1"), 0);
+    assert_int_equal(mc_exist(f->c1, "k/all2"), 0);
+}
+
+static void test_batch(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 12 };
+    char keys[N][32];
+    const char *kp[N + 1];
+    uint8_t *bufs[N], *outs[N + 1];
+    size_t lens[N], caps[N + 1];
+    int res[N + 1];
+    int64_t gres[N + 1];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "batch/%d", i);
+        kp[i] = keys[i];
+        lens[i] = (size_t)(i * 37 * 1024 + 1);
+        bufs[i] = malloc(lens[i]);
+        tm_fill(bufs[i], lens[i], (uint32_t)(100 + i));
+        outs[i] = calloc(1, lens[i]);
+        caps[i] = lens[i];
+        res[i] = 99;
+    }
+    /* one key exists already: the batch still succeeds for it */
+    assert_int_equal(mc_put(f->c2, keys[3], bufs[3], lens[3], NULL), 0);
+    assert_int_equal(mc_batch_put(f->c1, N, kp, (const void *const *)bufs, lens, NULL, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 0);
+    kp[N] = "batch/missing";
+    outs[N] = calloc(1, 16);
+    caps[N] = 16;
+    caps[5] = lens[5] - 1; /* too small */
+    assert_int_equal(mc_batch_get(f->c2, N + 1, kp, (void *const *)outs, caps, gres), 0);
+    for (int i = 0; i < N; i++) {
+        if (i == 5) {
+            assert_int_equal(gres[i], MC_ERR_BUFFER_OVERFLOW);
+            continue;
+        }
+        assert_int_equal(gres[i], (int64_t)lens[i]);
+        assert_memory_equal(outs[i], bufs[i], lens[i]);
+    }
+    assert_int_equal(gres[N], MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_batch_exist(f->c1, N + 1, kp, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 1);
+    assert_int_equal(res[N], 0);
+    assert_int_equal(mc_batch_get(f->c1, 0, NULL, NULL, NULL, NULL), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(mc_remove(f->c1, keys[i], true), 0);
+        free(bufs[i]);
+        free(outs[i]);
+    }
+    free(outs[N]);
+}
+
+static void test_replicas_preferred_and_loss(void **state)
+{
+    struct fx *f = *state;
+    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, false);
+    uint8_t v[300000], out[300000];
+    tm_fill(v, sizeof(v), 5);
+    put_pref(f->c1, "rep/two", v, sizeof(v), mc_client_endpoint(c3), 2);
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c1, "rep/two", &info), 0);
+    assert_int_equal(info.replica_count, 2);
+    assert_string_equal(info.replicas[0].segment, mc_client_endpoint(c3));
+    assert_string_not_equal(info.replicas[0].segment, info.replicas[1].segment);
+    mc_object_info_free(&info);
+    /* every replica holds the bytes: read from c3 (local copy), then lose c3 */
+    assert_int_equal(mc_get(c3, "rep/two", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    mc_client_close(c3);
+    assert_int_equal(mc_query(f->c1, "rep/two", &info), 0);
+    assert_int_equal(info.replica_count, 1);
+    assert_string_not_equal(info.replicas[0].segment, "");
+    mc_object_info_free(&info);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_get(f->c2, "rep/two", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    assert_int_equal(mc_remove(f->c1, "rep/two", true), 0);
+}
+
+static void test_pins(void **state)
+{
+    struct fx *f = *state;
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    rc.with_hard_pin = true;
+    assert_int_equal(mc_put(f->c1, "pin/hard", "x", 1, &rc), 0);
+    mc_replicate_config_init(&rc);
+    rc.with_soft_pin = true;
+    rc.soft_pin_ttl_ms = 60000;
+    assert_int_equal(mc_put(f->c1, "pin/soft", "y", 1, &rc), 0);
+    assert_int_equal(mc_put(f->c1, "pin/none", "z", 1, NULL), 0);
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c2, "pin/hard", &info), 0);
+    assert_true(info.hard_pinned);
+    assert_int_equal(info.soft_pin_ms_left, 0);
+    mc_object_info_free(&info);
+    assert_int_equal(mc_query(f->c2, "pin/soft", &info), 0);
+    assert_false(info.hard_pinned);
+    assert_true(info.soft_pin_ms_left > 0 && info.soft_pin_ms_left <= 60000);
+    mc_object_info_free(&info);
+    assert_int_equal(mc_query(f->c2, "pin/none", &info), 0);
+    assert_false(info.hard_pinned);
+    assert_int_equal(info.soft_pin_ms_left, 0);
+    mc_object_info_free(&info);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_remove(f->c1,
+                                   i == 0   ? "pin/hard"
+                                   : i == 1 ? "pin/soft"
+                                            : "pin/none",
+                                   true),
+                         0);
+}
+
+static void test_no_space_retry_window(void **state)
+{
+    struct fx *f = *state;
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = f->m.addr;
+    cfg.put_retry_window_ms = 300;
+    struct mc_client *c = NULL;
+    assert_int_equal(mc_client_open(&cfg, &c), 0); /* contributes no DRAM */
+    size_t n = 100 * MiB;                          /* larger than any segment */
+    uint8_t *big = calloc(1, n);
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_put(c, "nospace", big, n, NULL), MC_ERR_NO_AVAILABLE_HANDLE);
+    uint64_t dt = mc_now_ms() - t0;
+    assert_true(dt >= 300); /* retried for the whole window */
+    assert_true(dt < 3000); /* and then gave up */
+    assert_int_equal(mc_exist(c, "nospace"), 0);
+    free(big);
+    mc_client_close(c);
+}
+
+static void test_checksum_mismatch(void **state)
+{
+    struct fx *f = *state;
+    uint8_t v[5000], out[5000];
+    tm_fill(v, sizeof(v), 9);
+    put_pref(f->c1, "crc/k", v, sizeof(v), mc_client_endpoint(f->c2), 1);
+    mc_client_test_corrupt_reads(f->c1, 1);
+    assert_int_equal(mc_get(f->c1, "crc/k", out, sizeof(out)), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(mc_get(f->c1, "crc/k", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    /* without checksums the same corruption goes unnoticed: the check is what catches it */
+    struct mc_client *nc = open_client(f->m.addr, 0, false);
+    mc_client_test_corrupt_reads(nc, 1);
+    assert_int_equal(mc_get(nc, "crc/k", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_not_equal(out, v, sizeof(v));
+    mc_client_close(nc);
+    assert_int_equal(mc_remove(f->c1, "crc/k", true), 0);
+}
+
+static void test_bad_input(void **state)
+{
+    struct fx *f = *state;
+    char big[5000];
+    memset(big, 'k', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    char out[8];
+    assert_int_equal(mc_put(f->c1, NULL, "x", 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_put(f->c1, "", "x", 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_put(f->c1, big, "x", 1, NULL), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_put(f->c1, "k", NULL, 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_get(f->c1, big, out, sizeof(out)), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_exist(f->c1, ""), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_remove(NULL, "k", false), MC_ERR_INVALID_PARAMS);
+    const char *keys[2] = {"ok", NULL};
+    int res[2];
+    assert_int_equal(mc_batch_exist(f->c1, 2, keys, res), MC_ERR_INVALID_KEY);
+    uint8_t reg[64];
+    assert_int_equal(mc_register_buffer(f->c1, reg, sizeof(reg)), 0);
+    assert_int_equal(mc_register_buffer(f->c1, reg + 8, 8), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_unregister_buffer(f->c1, reg), 0);
+    assert_int_equal(mc_unregister_buffer(f->c1, reg), MC_ERR_INVALID_PARAMS);
+
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = f->m.addr;
+    cfg.protocol = "carrier-pigeon";
+    struct mc_client *c = NULL;
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_NOT_SUPPORTED);
+    assert_null(c);
+    cfg.protocol = "tcp";
+    cfg.master_address = "127.0.0.1:1"; /* nothing listens */
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_RPC_FAIL);
+    assert_true(mc_now_ms() - t0 < 2000);
+    cfg.master_address = "no-port";
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_client_open(NULL, &c), MC_ERR_INVALID_PARAMS);
+    mc_client_close(NULL);
+}
+
+/* ---- leases and master faults (own masters) ------------------------------------------------ */
+
+static void test_lease_expiry_mid_read(void **state)
+{
+    (void)state;
+    struct test_master m;
+    const char *extra[] = {"--default_kv_lease_ttl=200", NULL};
+    assert_int_equal(tm_start(&m, 0, extra), 0);
+    struct mc_client *c = open_client(m.addr, 8 * MiB, false);
+    uint8_t v[10000], out[10000];
+    tm_fill(v, sizeof(v), 3);
+    assert_int_equal(mc_put(c, "lease/k", v, sizeof(v), NULL), 0);
+    assert_int_equal(mc_get(c, "lease/k", out, sizeof(out)), (int64_t)sizeof(v));
+    mc_client_test_set_read_delay(c, 450);
+    assert_int_equal(mc_get(c, "lease/k", out, sizeof(out)), MC_ERR_LEASE_EXPIRED);
+    const char *k[1] = {"lease/k"};
+    void *bufs[1] = {out};
+    size_t caps[1] = {sizeof(out)};
+    int64_t res[1];
+    assert_int_equal(mc_batch_get(c, 1, k, bufs, caps, res), 0);
+    assert_int_equal(res[0], MC_ERR_LEASE_EXPIRED);
+    mc_client_test_set_read_delay(c, 0);
+    assert_int_equal(mc_get(c, "lease/k", out, sizeof(out)), (int64_t)sizeof(v));
+    mc_client_close(c);
+    tm_stop(&m);
+}
+
+static void test_master_down_and_restart(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    uint16_t port = m.port;
+    char addr[64];
+    snprintf(addr, sizeof(addr), "%s", m.addr);
+    struct mc_client *c = open_client(addr, 8 * MiB, false);
+    uint8_t v[70000], out[70000];
+    tm_fill(v, sizeof(v), 4);
+    assert_int_equal(mc_put(c, "mr/before", v, sizeof(v), NULL), 0);
+
+    tm_kill(&m);
+    /* the first call notices; from then on calls fail fast */
+    uint64_t deadline = mc_now_ms() + 5000;
+    while (mc_exist(c, "mr/before") != MC_ERR_RPC_FAIL && mc_now_ms() < deadline)
+        ;
+    for (int i = 0; i < 20; i++) {
+        uint64_t t0 = mc_now_ms();
+        assert_int_equal(mc_put(c, "mr/during", v, 10, NULL), MC_ERR_RPC_FAIL);
+        assert_int_equal(mc_get(c, "mr/before", out, sizeof(out)), MC_ERR_RPC_FAIL);
+        assert_true(mc_now_ms() - t0 < 200);
+    }
+    struct mc_master_conn_stats st;
+    mc_master_conn_get_stats(mc_client_master_conn(c), &st);
+    assert_false(st.up);
+    assert_true(st.fast_failures >= 40);
+
+    /* the master comes back on the same port with no state: the client re-mounts */
+    assert_int_equal(tm_start(&m, port, NULL), 0);
+    deadline = mc_now_ms() + 10000;
+    int rc;
+    while ((rc = mc_put(c, "mr/after", v, sizeof(v), NULL)) != 0 && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(rc, 0);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_get(c, "mr/after", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    struct mc_object_info info;
+    assert_int_equal(mc_query(c, "mr/after", &info), 0);
+    assert_string_equal(info.replicas[0].segment, mc_client_endpoint(c)); /* re-mounted */
+    mc_object_info_free(&info);
+    assert_int_equal(mc_exist(c, "mr/before"), 0); /* the new master never knew it */
+    mc_master_conn_get_stats(mc_client_master_conn(c), &st);
+    assert_true(st.up);
+    assert_true(st.reconnects >= 1);
+    assert_true(st.remounts >= 1);
+    mc_client_close(c);
+    tm_stop(&m);
+}
+
+/* ---- another process ----------------------------------------------------------------------- */
+
+/* The child: opens a client, puts "mp/child", prints "READY <endpoint>", waits for "GO", reads
+ * "mp/parent" (which the parent wrote into this child's segment), prints OK or BAD, waits for
+ * EOF on stdin, closes. */
+static int child_main(const char *master)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = master;
+    cfg.segment_size = 16 * MiB;
+    cfg.checksums = true;
+    struct mc_client *c = NULL;
+    if (mc_client_open(&cfg, &c) != 0)
+        return 1;
+    size_t n = 3 * MiB;
+    uint8_t *v = malloc(n), *out = malloc(n);
+    tm_fill(v, n, 77);
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *p[1] = {mc_client_endpoint(c)};
+    rc.preferred_segments = p;
+    rc.preferred_segments_count = 1;
+    int ret = mc_put(c, "mp/child", v, n, &rc);
+    printf("READY %s\n", mc_client_endpoint(c));
+    fflush(stdout);
+    char line[64];
+    if (ret == 0 && fgets(line, sizeof(line), stdin) && strncmp(line, "GO", 2) == 0) {
+        tm_fill(v, n, 78);
+        int64_t got = mc_get(c, "mp/parent", out, n);
+        bool ok = got == (int64_t)n && memcmp(out, v, n) == 0;
+        printf("%s %lld\n", ok ? "OK" : "BAD", (long long)got);
+        fflush(stdout);
+        while (fgets(line, sizeof(line), stdin))
+            ;
+    }
+    mc_client_close(c);
+    free(v);
+    free(out);
+    return ret ? 1 : 0;
+}
+
+static int read_line(int fd, char *buf, size_t cap, int timeout_ms)
+{
+    size_t got = 0;
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    while (got < cap - 1 && mc_now_ms() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        if (read(fd, buf + got, 1) != 1)
+            break;
+        if (buf[got++] == '\n')
+            break;
+    }
+    buf[got] = '\0';
+    return (int)got;
+}
+
+static void test_multi_process(void **state)
+{
+    struct fx *f = *state;
+    int in[2], outp[2];
+    assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+    assert_int_equal(pipe2(outp, O_CLOEXEC), 0);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, outp[1], 1);
+    char self[1024];
+    ssize_t sl = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    assert_true(sl > 0);
+    self[sl] = '\0';
+    char *argv[] = {self, (char *)"--child", f->m.addr, NULL};
+    pid_t pid;
+    assert_int_equal(posix_spawn(&pid, self, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(outp[1]);
+    char line[256];
+    assert_true(read_line(outp[0], line, sizeof(line), 15000) > 0);
+    assert_memory_equal(line, "READY ", 6);
+    line[strcspn(line, "\n")] = '\0';
+    char child_ep[256];
+    snprintf(child_ep, sizeof(child_ep), "%s", line + 6);
+
+    size_t n = 3 * MiB;
+    uint8_t *v = malloc(n), *out = malloc(n);
+    tm_fill(v, n, 77);
+    assert_int_equal(mc_get(f->c1, "mp/child", out, n), (int64_t)n); /* from the child's DRAM */
+    assert_memory_equal(out, v, n);
+    tm_fill(v, n, 78);
+    put_pref(f->c1, "mp/parent", v, n, child_ep, 1); /* into the child's DRAM */
+    assert_int_equal(write(in[1], "GO\n", 3), 3);
+    assert_true(read_line(outp[0], line, sizeof(line), 15000) > 0);
+    assert_memory_equal(line, "OK", 2);
+    close(in[1]); /* EOF: the child closes its client and exits */
+    int st = 0;
+    uint64_t deadline = mc_now_ms() + 10000;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WNOHANG)) == 0 && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (r != pid) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        fail_msg("child did not exit");
+    }
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(outp[0]);
+    /* its segment went with it */
+    assert_int_equal(mc_exist(f->c1, "mp/child"), 0);
+    assert_int_equal(mc_exist(f->c1, "mp/parent"), 0);
+    free(v);
+    free(out);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--child") == 0)
+        return child_main(argv[2]);
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sizes_round_trip),
+        cmocka_unit_test(test_put_get_exist_remove),
+        cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_replicas_preferred_and_loss),
+        cmocka_unit_test(test_pins),
+        cmocka_unit_test(test_no_space_retry_window),
+        cmocka_unit_test(test_checksum_mismatch),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_multi_process),
+        cmocka_unit_test(test_lease_expiry_mid_read),
+        cmocka_unit_test(test_master_down_and_restart),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

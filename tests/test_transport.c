@@ -1,0 +1,593 @@
+/*
+ * test_transport.c - the peer server and the local/tcp transports, without a master.
+ *
+ * A peer server serves a malloc'd "segment"; the tcp transport (small slices, so large
+ * transfers are pipelined over many frames) and the local transport move bytes in and out.
+ * Bad requests: out-of-bounds and overflowing offsets, unknown, zero and unmounted segment ids,
+ * payloads shorter or longer than announced, undecodable control, batch calls with mixed
+ * slices, a peer that disconnects mid-frame or sends garbage (cut off, others unaffected), a
+ * peer that dies mid-reply or never answers (the transfer fails, never hangs), an unreachable
+ * endpoint, and a pooled connection whose server restarted (replaced transparently).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "client/peer_server.h"
+#include "client/transport.h"
+#include "common/clock.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/peer.pb-c.h"
+
+#define SEG_SIZE (8u << 20)
+#define SLICE (64u << 10)
+
+struct fx {
+    struct mc_peer_server *ps;
+    uint8_t *seg;
+    struct mc_id seg_id;
+    uint16_t port;
+    char ep[64];
+    struct mc_transport *tcp, *local;
+    struct mc_rpc_client *raw;
+};
+
+static void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        p[i] = (uint8_t)x;
+    }
+}
+
+static struct mc_peer_server *start_server(uint16_t port, struct mc_id id, uint8_t *seg)
+{
+    struct mc_peer_server_config pc = {.bind_addr = "127.0.0.1", .port = port};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_add_segment(ps, id, seg, SEG_SIZE), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    return ps;
+}
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    f->seg = calloc(1, SEG_SIZE);
+    f->seg_id = mc_id_random();
+    f->ps = start_server(0, f->seg_id, f->seg);
+    f->port = mc_peer_server_port(f->ps);
+    snprintf(f->ep, sizeof(f->ep), "127.0.0.1:%u", f->port);
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.slice_bytes = SLICE;
+    tc.window = 4;
+    tc.io_timeout_ms = 2000;
+    assert_int_equal(mc_transport_tcp_new(&tc, &f->tcp), 0);
+    assert_int_equal(mc_transport_local_new(f->ps, &f->local), 0);
+    struct mc_rpc_client_config rc;
+    mc_rpc_client_config_init(&rc);
+    rc.host = "127.0.0.1";
+    rc.port = f->port;
+    rc.call_timeout_ms = 3000;
+    assert_int_equal(mc_rpc_client_new(&rc, &f->raw), 0);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    mc_rpc_client_free(f->raw);
+    mc_transport_free(f->tcp);
+    mc_transport_free(f->local);
+    mc_peer_server_free(f->ps);
+    free(f->seg);
+    free(f);
+    return 0;
+}
+
+static struct mc_xfer_loc loc(struct fx *f, uint64_t off)
+{
+    struct mc_xfer_loc l = {f->seg_id, off, f->ep};
+    return l;
+}
+
+/* ---- round trips --------------------------------------------------------------------------- */
+
+static void test_tcp_round_trips(void **state)
+{
+    struct fx *f = *state;
+    static const size_t sizes[] = {1, 100, SLICE - 1, SLICE, SLICE + 1, (1u << 20) + 3, SEG_SIZE};
+    uint8_t *src = malloc(SEG_SIZE), *dst = malloc(SEG_SIZE);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        uint64_t off = n == SEG_SIZE ? 0 : (k * 4099u) % (SEG_SIZE - n);
+        fill(src, n, (uint32_t)k + 1);
+        struct mc_xfer_loc l = loc(f, off);
+        assert_int_equal(mc_transport_write(f->tcp, &l, src, n), 0);
+        assert_memory_equal(f->seg + off, src, n); /* landed where asked */
+        memset(dst, 0, n);
+        assert_int_equal(mc_transport_read(f->tcp, &l, dst, n), 0);
+        assert_memory_equal(dst, src, n);
+    }
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(f->tcp, &st);
+    assert_int_equal(st.connects, 1);                 /* one pooled connection did everything */
+    assert_true(st.slices >= 2 * (SEG_SIZE / SLICE)); /* the 8 MiB transfers were sliced */
+    assert_int_equal(st.idle, 1);
+    struct mc_peer_server_stats ps;
+    mc_peer_server_get_stats(f->ps, &ps);
+    assert_int_equal(ps.rejected, 0);
+    free(src);
+    free(dst);
+}
+
+static void test_local_round_trip_and_checks(void **state)
+{
+    struct fx *f = *state;
+    uint8_t src[5000], dst[5000];
+    fill(src, sizeof(src), 7);
+    struct mc_xfer_loc l = loc(f, 12345);
+    assert_int_equal(mc_transport_write(f->local, &l, src, sizeof(src)), 0);
+    assert_memory_equal(f->seg + 12345, src, sizeof(src));
+    assert_int_equal(mc_transport_read(f->local, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    l.offset = SEG_SIZE - 10;
+    assert_int_equal(mc_transport_write(f->local, &l, src, 11), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_read(f->local, &l, dst, 10), 0);
+    l.segment_id = mc_id_random();
+    assert_int_equal(mc_transport_read(f->local, &l, dst, 10), MC_ERR_SEGMENT_NOT_FOUND);
+}
+
+/* ---- bad requests through the transport ----------------------------------------------------- */
+
+static void test_bad_ranges_and_segments(void **state)
+{
+    struct fx *f = *state;
+    uint8_t buf[4096];
+    memset(buf, 0xAB, sizeof(buf));
+    memset(f->seg, 0, SEG_SIZE);
+    struct mc_xfer_loc l = loc(f, SEG_SIZE);
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, 1), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_read(f->tcp, &l, buf, 1), MC_ERR_INVALID_PARAMS);
+    l.offset = SEG_SIZE - 100; /* straddles the end */
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, 101), MC_ERR_INVALID_PARAMS);
+    l.offset = UINT64_MAX - 10; /* offset + length overflows */
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, 64), MC_ERR_INVALID_PARAMS);
+    l = loc(f, 0);
+    l.segment_id = mc_id_random();
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, 64), MC_ERR_SEGMENT_NOT_FOUND);
+    l.segment_id = (struct mc_id){0, 0};
+    assert_int_equal(mc_transport_read(f->tcp, &l, buf, 64), MC_ERR_SEGMENT_NOT_FOUND);
+    for (size_t i = 0; i < SEG_SIZE; i++)
+        if (f->seg[i] != 0)
+            fail_msg("refused write changed byte %zu", i);
+
+    /* a second segment: served while mounted, refused once unmounted */
+    uint8_t *seg2 = calloc(1, 65536);
+    struct mc_id id2 = mc_id_random();
+    assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536), 0);
+    assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    struct mc_xfer_loc l2 = {id2, 100, f->ep};
+    assert_int_equal(mc_transport_write(f->tcp, &l2, buf, 200), 0);
+    assert_memory_equal(seg2 + 100, buf, 200);
+    assert_int_equal(mc_peer_server_remove_segment(f->ps, id2), 0);
+    assert_int_equal(mc_transport_read(f->tcp, &l2, buf, 200), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_peer_server_remove_segment(f->ps, id2), MC_ERR_SEGMENT_NOT_FOUND);
+    free(seg2);
+
+    /* the server still serves good requests */
+    l = loc(f, 0);
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, 64), 0);
+    struct mc_peer_server_stats ps;
+    mc_peer_server_get_stats(f->ps, &ps);
+    assert_true(ps.rejected >= 7);
+}
+
+/* ---- raw peer calls ------------------------------------------------------------------------- */
+
+static int raw_write(struct fx *f, struct mc_id id, uint64_t off, uint64_t len, const void *payload,
+                     size_t plen)
+{
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = id.hi;
+    u.lo = id.lo;
+    Mc__PeerWriteRequest req = MC__PEER_WRITE_REQUEST__INIT;
+    req.segment_id = &u;
+    req.offset = off;
+    req.length = len;
+    struct iovec iov = {(void *)payload, plen};
+    struct mc_rpc_peer_call pc = {.method = MC_METHOD_PEER_WRITE,
+                                  .ctl = &req.base,
+                                  .payload = &iov,
+                                  .npayload = plen ? 1 : 0};
+    int rc = mc_rpc_client_call_peer(f->raw, &pc);
+    if (pc.resp)
+        protobuf_c_message_free_unpacked(pc.resp, NULL);
+    return rc;
+}
+
+static void test_truncated_and_padded_payloads(void **state)
+{
+    struct fx *f = *state;
+    uint8_t buf[256];
+    fill(buf, sizeof(buf), 3);
+    memset(f->seg, 0, 4096);
+    assert_int_equal(raw_write(f, f->seg_id, 0, 100, buf, 50), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_write(f, f->seg_id, 0, 100, buf, 150), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(raw_write(f, f->seg_id, 0, 100, NULL, 0), MC_ERR_INVALID_PARAMS);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(f->seg[i], 0);
+    assert_int_equal(raw_write(f, f->seg_id, 0, 100, buf, 100), 0);
+    assert_memory_equal(f->seg, buf, 100);
+
+    /* an undecodable control message */
+    uint8_t body[16] = {8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+    assert_int_equal(mc_rpc_client_call(f->raw, MC_METHOD_PEER_READ, body, 12, 0, NULL, NULL),
+                     MC_ERR_DESERIALIZE_FAIL);
+    /* a control length past the body */
+    uint8_t body2[8] = {200, 0, 0, 0, 1, 2, 3, 4};
+    assert_int_equal(mc_rpc_client_call(f->raw, MC_METHOD_PEER_WRITE, body2, 8, 0, NULL, NULL),
+                     MC_ERR_DESERIALIZE_FAIL);
+    /* not served yet */
+    uint8_t body3[4] = {0, 0, 0, 0};
+    assert_int_equal(mc_rpc_client_call(f->raw, MC_METHOD_PEER_DISK_READ, body3, 4, 0, NULL, NULL),
+                     MC_ERR_NOT_SUPPORTED);
+}
+
+static void test_batch_calls(void **state)
+{
+    struct fx *f = *state;
+    Mc__Uuid good = MC__UUID__INIT, bad = MC__UUID__INIT;
+    good.hi = f->seg_id.hi;
+    good.lo = f->seg_id.lo;
+    bad.hi = 1;
+    bad.lo = 2;
+    Mc__PeerSlice s[3];
+    Mc__PeerSlice *sp[3] = {&s[0], &s[1], &s[2]};
+    for (int i = 0; i < 3; i++)
+        mc__peer_slice__init(&s[i]);
+    s[0].segment_id = &good, s[0].offset = 1000, s[0].length = 10;
+    s[1].segment_id = &bad, s[1].offset = 0, s[1].length = 5;
+    s[2].segment_id = &good, s[2].offset = SEG_SIZE - 4, s[2].length = 7; /* out of bounds */
+    uint8_t payload[22];
+    fill(payload, sizeof(payload), 9);
+    memset(f->seg, 0, SEG_SIZE);
+
+    Mc__PeerBatchWriteRequest wr = MC__PEER_BATCH_WRITE_REQUEST__INIT;
+    wr.n_slices = 3;
+    wr.slices = sp;
+    struct iovec iov = {payload, sizeof(payload)};
+    struct mc_rpc_peer_call pc = {.method = MC_METHOD_PEER_BATCH_WRITE,
+                                  .ctl = &wr.base,
+                                  .payload = &iov,
+                                  .npayload = 1,
+                                  .resp_desc = &mc__peer_batch_write_response__descriptor};
+    assert_int_equal(mc_rpc_client_call_peer(f->raw, &pc), 0);
+    Mc__PeerBatchWriteResponse *wres = (Mc__PeerBatchWriteResponse *)pc.resp;
+    assert_int_equal(wres->n_statuses, 3);
+    assert_int_equal(wres->statuses[0], 0);
+    assert_int_equal(wres->statuses[1], MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(wres->statuses[2], MC_ERR_INVALID_PARAMS);
+    protobuf_c_message_free_unpacked(pc.resp, NULL);
+    assert_memory_equal(f->seg + 1000, payload, 10);
+    assert_int_equal(f->seg[SEG_SIZE - 4], 0);
+
+    /* payload shorter than the slices claim: the whole call is refused */
+    iov.iov_len = 15;
+    pc.resp = NULL;
+    assert_int_equal(mc_rpc_client_call_peer(f->raw, &pc), MC_ERR_INVALID_PARAMS);
+
+    /* batch read: bytes of the good slices only, with per-slice statuses and lengths */
+    Mc__PeerBatchReadRequest rr = MC__PEER_BATCH_READ_REQUEST__INIT;
+    rr.n_slices = 3;
+    rr.slices = sp;
+    uint8_t out[64];
+    struct mc_rpc_peer_call rc = {.method = MC_METHOD_PEER_BATCH_READ,
+                                  .ctl = &rr.base,
+                                  .resp_desc = &mc__peer_batch_read_response__descriptor,
+                                  .recv_buf = out,
+                                  .recv_cap = sizeof(out)};
+    assert_int_equal(mc_rpc_client_call_peer(f->raw, &rc), 0);
+    Mc__PeerBatchReadResponse *rres = (Mc__PeerBatchReadResponse *)rc.resp;
+    assert_int_equal(rres->n_statuses, 3);
+    assert_int_equal(rres->statuses[0], 0);
+    assert_int_equal(rres->statuses[1], MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(rres->statuses[2], MC_ERR_INVALID_PARAMS);
+    assert_int_equal(rres->lengths[0], 10);
+    assert_int_equal(rres->lengths[1], 0);
+    assert_int_equal(rc.recv_len, 10);
+    assert_memory_equal(out, payload, 10);
+    protobuf_c_message_free_unpacked(rc.resp, NULL);
+}
+
+/* ---- misbehaving peers ---------------------------------------------------------------------- */
+
+static int raw_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static void test_disconnect_mid_frame_and_garbage(void **state)
+{
+    struct fx *f = *state;
+    memset(f->seg, 0, SEG_SIZE);
+    /* keep a good connection busy around the bad ones */
+    uint8_t good[3000];
+    fill(good, sizeof(good), 11);
+    struct mc_xfer_loc l = loc(f, 5000);
+    assert_int_equal(mc_transport_write(f->tcp, &l, good, sizeof(good)), 0);
+
+    /* 1: a write frame announcing 1 MiB, cut after a few hundred bytes */
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = f->seg_id.hi;
+    u.lo = f->seg_id.lo;
+    Mc__PeerWriteRequest req = MC__PEER_WRITE_REQUEST__INIT;
+    req.segment_id = &u;
+    req.offset = 0;
+    req.length = 1u << 20;
+    uint8_t frame[1024];
+    size_t clen = mc__peer_write_request__pack(&req, frame + 36);
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_PEER_WRITE, 1, 0,
+                        (uint32_t)(4 + clen + (1u << 20)));
+    mc_wire_encode_header(&h, frame);
+    mc_wire_put_u32(frame + 32, (uint32_t)clen);
+    memset(frame + 36 + clen, 0x77, sizeof(frame) - 36 - clen);
+    int fd = raw_connect(f->port);
+    assert_int_equal(send(fd, frame, sizeof(frame), MSG_NOSIGNAL), (ssize_t)sizeof(frame));
+    close(fd);
+
+    /* 2: garbage: the server closes the connection */
+    fd = raw_connect(f->port);
+    uint8_t junk[64];
+    memset(junk, 0x42, sizeof(junk));
+    assert_int_equal(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+    uint8_t rb[64];
+    ssize_t n;
+    do {
+        n = recv(fd, rb, sizeof(rb), 0);
+    } while (n > 0);
+    assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+    close(fd);
+
+    /* 3: a frame above max_frame_bytes: cut off too */
+    fd = raw_connect(f->port);
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_PEER_WRITE, 1, 0, 0xF0000000u);
+    mc_wire_encode_header(&h, frame);
+    assert_int_equal(send(fd, frame, 32, MSG_NOSIGNAL), 32);
+    do {
+        n = recv(fd, rb, sizeof(rb), 0);
+    } while (n > 0);
+    assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+    close(fd);
+
+    /* nothing of the cut frame landed; the good peer carries on on its pooled connection */
+    for (int i = 0; i < 1024; i++)
+        assert_int_equal(f->seg[i], 0);
+    uint8_t back[3000];
+    assert_int_equal(mc_transport_read(f->tcp, &l, back, sizeof(back)), 0);
+    assert_memory_equal(back, good, sizeof(good));
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(f->tcp, &st);
+    assert_int_equal(st.connects, 1);
+}
+
+/* A fake peer: accepts one connection, reads a request, then misbehaves. */
+struct fake {
+    int lfd;
+    uint16_t port;
+    int mode; /* 0: reply header announcing 1 MiB, send 100 bytes, close; 1: never answer */
+    pthread_t th;
+    int stop_fd[2];
+};
+
+static void *fake_main(void *arg)
+{
+    struct fake *fk = arg;
+    int fd = accept(fk->lfd, NULL, NULL);
+    if (fd < 0)
+        return NULL;
+    uint8_t hb[32];
+    if (recv(fd, hb, 32, MSG_WAITALL) != 32)
+        goto out;
+    struct mc_wire_header h;
+    mc_wire_decode_header(hb, &h);
+    uint8_t body[4096];
+    if (h.body_length <= sizeof(body))
+        recv(fd, body, h.body_length, MSG_WAITALL);
+    if (fk->mode == 0) {
+        struct mc_wire_header r;
+        mc_wire_header_init(&r, MC_WIRE_RESPONSE, h.method, h.request_id, 0, 4 + (1u << 20));
+        uint8_t out[32 + 104];
+        mc_wire_encode_header(&r, out);
+        memset(out + 32, 0, 104);
+        send(fd, out, sizeof(out), MSG_NOSIGNAL);
+    } else {
+        char c;
+        read(fk->stop_fd[0], &c, 1); /* hold the connection silently until told */
+    }
+out:
+    close(fd);
+    return NULL;
+}
+
+static void fake_start(struct fake *fk, int mode)
+{
+    memset(fk, 0, sizeof(*fk));
+    fk->mode = mode;
+    assert_int_equal(pipe(fk->stop_fd), 0);
+    fk->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fk->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    socklen_t sl = sizeof(sa);
+    getsockname(fk->lfd, (struct sockaddr *)&sa, &sl);
+    fk->port = ntohs(sa.sin_port);
+    assert_int_equal(listen(fk->lfd, 4), 0);
+    assert_int_equal(pthread_create(&fk->th, NULL, fake_main, fk), 0);
+}
+
+static void fake_stop(struct fake *fk)
+{
+    assert_int_equal(write(fk->stop_fd[1], "x", 1), 1);
+    pthread_join(fk->th, NULL);
+    close(fk->lfd);
+    close(fk->stop_fd[0]);
+    close(fk->stop_fd[1]);
+}
+
+static void test_peer_dies_or_stalls(void **state)
+{
+    (void)state;
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.io_timeout_ms = 300;
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &t), 0);
+    uint8_t *buf = malloc(1u << 20);
+    char ep[64];
+    for (int mode = 0; mode < 2; mode++) {
+        struct fake fk;
+        fake_start(&fk, mode);
+        snprintf(ep, sizeof(ep), "127.0.0.1:%u", fk.port);
+        struct mc_xfer_loc l = {mc_id_random(), 0, ep};
+        uint64_t t0 = mc_now_ms();
+        assert_int_equal(mc_transport_read(t, &l, buf, 1u << 20), MC_ERR_TRANSFER_FAIL);
+        assert_true(mc_now_ms() - t0 < 3000);
+        fake_stop(&fk);
+    }
+    /* nothing listens there any more */
+    struct mc_xfer_loc l = {mc_id_random(), 0, ep};
+    assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_TRANSFER_FAIL);
+    l.endpoint = "no-port";
+    assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_INVALID_PARAMS);
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(t, &st);
+    assert_int_equal(st.idle, 0); /* broken connections are never pooled */
+    mc_transport_free(t);
+    free(buf);
+}
+
+static void test_pooled_connection_after_server_restart(void **state)
+{
+    struct fx *f = *state;
+    uint8_t buf[1000], back[1000];
+    fill(buf, sizeof(buf), 21);
+    struct mc_xfer_loc l = loc(f, 777);
+    assert_int_equal(mc_transport_write(f->tcp, &l, buf, sizeof(buf)), 0);
+    mc_rpc_client_free(f->raw);
+    f->raw = NULL;
+    mc_peer_server_free(f->ps);
+    f->ps = start_server(f->port, f->seg_id, f->seg);
+    assert_int_equal(mc_transport_read(f->tcp, &l, back, sizeof(back)), 0);
+    assert_memory_equal(back, buf, sizeof(buf));
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(f->tcp, &st);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.connects, 2);
+    /* rebuild what teardown frees */
+    mc_transport_free(f->local);
+    assert_int_equal(mc_transport_local_new(f->ps, &f->local), 0);
+    struct mc_rpc_client_config rc;
+    mc_rpc_client_config_init(&rc);
+    rc.host = "127.0.0.1";
+    rc.port = f->port;
+    assert_int_equal(mc_rpc_client_new(&rc, &f->raw), 0);
+}
+
+/* ---- many peers at once --------------------------------------------------------------------- */
+
+struct worker {
+    struct fx *f;
+    struct mc_transport *t;
+    int idx;
+    int errors;
+};
+
+#define NWORKERS 8
+#define REGION (256u << 10)
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    uint8_t *src = malloc(REGION), *dst = malloc(REGION);
+    for (int it = 0; it < 10; it++) {
+        fill(src, REGION, (uint32_t)(w->idx * 100 + it));
+        struct mc_xfer_loc l = loc(w->f, (uint64_t)w->idx * REGION);
+        if (mc_transport_write(w->t, &l, src, REGION) != 0 ||
+            mc_transport_read(w->t, &l, dst, REGION) != 0 || memcmp(src, dst, REGION) != 0)
+            w->errors++;
+    }
+    free(src);
+    free(dst);
+    return NULL;
+}
+
+static void test_many_peers_at_once(void **state)
+{
+    struct fx *f = *state;
+    struct worker w[NWORKERS];
+    pthread_t th[NWORKERS];
+    struct mc_transport *own[NWORKERS / 2];
+    for (int i = 0; i < NWORKERS; i++) {
+        w[i] = (struct worker){f, f->tcp, i, 0};
+        if (i < NWORKERS / 2) { /* half as separate peers, half sharing one pool */
+            struct mc_tcp_transport_config tc;
+            mc_tcp_transport_config_init(&tc);
+            tc.slice_bytes = 32u << 10;
+            assert_int_equal(mc_transport_tcp_new(&tc, &own[i]), 0);
+            w[i].t = own[i];
+        }
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < NWORKERS; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].errors, 0);
+    }
+    for (int i = 0; i < NWORKERS / 2; i++)
+        mc_transport_free(own[i]);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_tcp_round_trips, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_local_round_trip_and_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_ranges_and_segments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_truncated_and_padded_payloads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_disconnect_mid_frame_and_garbage, setup, teardown),
+        cmocka_unit_test(test_peer_dies_or_stalls),
+        cmocka_unit_test_setup_teardown(test_pooled_connection_after_server_restart, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_many_peers_at_once, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
