@@ -563,6 +563,8 @@ static void test_exit_codes(void **state)
     expect_exit(2, NULL, m, "segments", "--all", NULL);
     expect_exit(2, NULL, m, "get", "exit-key", "-o", NULL);
     expect_exit(2, NULL, m, "--timeout=abc", "segments", NULL);
+    expect_exit(2, NULL, "--master=no-port", "segments", NULL);
+    expect_exit(2, NULL, "--master=127.0.0.1:99999", "get", "k", NULL);
     /* 3: other errors, named on stderr */
     expect_exit(3, "RPC_FAIL", "--master=127.0.0.1:1", "segments", NULL);
     expect_exit(3, "RPC_FAIL", "--master=127.0.0.1:1", "get", "k", NULL);

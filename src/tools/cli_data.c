@@ -1,0 +1,190 @@
+/*
+ * cli_data.c - `put`, `get`, `exist`, `rm`: through a real libmooncake_client.
+ *
+ * The command opens a client that contributes no DRAM (segment_size 0), so it behaves exactly
+ * like an engine's reader or writer: a put is placed by the master on some mounted segment and
+ * written peer to peer, a get takes a read lease and counts as an access (it may trigger a
+ * promotion), and the bytes never pass through the master. The client is closed before exit.
+ *
+ * put KEY [FILE|-]   reads the whole value (a file, or stdin for "-" or no FILE) into memory.
+ * get KEY [-o FILE]  asks the size, reads into a buffer of that size (retrying when the object
+ *                    was replaced by a larger one in between), writes it to FILE or stdout.
+ * exist KEY          prints "true" (exit 0) or "false" (exit 1).
+ * rm KEY [--force]   --force ignores a read lease.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mooncake/client.h"
+#include "mooncake/errors.h"
+#include "tools/cli.h"
+
+#define CLI_MAX_VALUE (1ull << 40)
+
+static int open_client(const struct mc_cli_opts *o, struct mc_client **out)
+{
+    struct mc_client_config cfg;
+
+    mc_client_config_init(&cfg);
+    cfg.master_address = o->master;
+    cfg.segment_size = 0;
+    if (o->timeout_ms) {
+        cfg.connect_timeout_ms = o->timeout_ms;
+        cfg.rpc_timeout_ms = o->timeout_ms;
+    }
+    return mc_client_open(&cfg, out);
+}
+
+/* Reads all of f into a malloc'd buffer. */
+static int read_all(FILE *f, void **out, size_t *out_len)
+{
+    size_t len = 0, cap = 1 << 16;
+    char *buf = malloc(cap);
+
+    if (!buf)
+        return MC_ERR_INTERNAL_ERROR;
+    for (;;) {
+        size_t n;
+        if (len == cap) {
+            char *nb;
+            if (cap >= CLI_MAX_VALUE) {
+                free(buf);
+                return MC_ERR_BUFFER_OVERFLOW;
+            }
+            nb = realloc(buf, cap * 2);
+            if (!nb) {
+                free(buf);
+                return MC_ERR_INTERNAL_ERROR;
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        n = fread(buf + len, 1, cap - len, f);
+        len += n;
+        if (n == 0) {
+            if (ferror(f)) {
+                free(buf);
+                return MC_ERR_FILE_READ_FAIL;
+            }
+            break;
+        }
+    }
+    *out = buf;
+    *out_len = len;
+    return 0;
+}
+
+int mc_cli_put(const struct mc_cli_opts *o)
+{
+    const char *key = o->args[0];
+    const char *path = o->nargs > 1 ? o->args[1] : "-";
+    struct mc_client *c = NULL;
+    void *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+    int rc;
+
+    if (!strcmp(path, "-")) {
+        f = stdin;
+    } else {
+        f = fopen(path, "rb");
+        if (!f) {
+            fprintf(stderr, "mooncake_cli: put: cannot open %s: %s\n", path, strerror(errno));
+            return mc_cli_fail("put",
+                               errno == ENOENT ? MC_ERR_FILE_NOT_FOUND : MC_ERR_FILE_OPEN_FAIL);
+        }
+    }
+    rc = read_all(f, &buf, &len);
+    if (f != stdin)
+        fclose(f);
+    if (rc)
+        return mc_cli_fail("put", rc);
+    rc = open_client(o, &c);
+    if (!rc)
+        rc = mc_put(c, key, buf, len, NULL);
+    mc_client_close(c);
+    free(buf);
+    return rc ? mc_cli_fail("put", rc) : MC_CLI_EXIT_OK;
+}
+
+int mc_cli_get(const struct mc_cli_opts *o)
+{
+    const char *key = o->args[0];
+    struct mc_client *c = NULL;
+    void *buf = NULL;
+    int64_t n = 0;
+    FILE *f = NULL;
+    int rc;
+
+    rc = open_client(o, &c);
+    for (int attempt = 0; !rc && attempt < 4; attempt++) {
+        int64_t size = mc_get_size(c, key);
+        if (size < 0) {
+            rc = (int)size;
+            break;
+        }
+        free(buf);
+        buf = malloc(size ? (size_t)size : 1);
+        if (!buf) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            break;
+        }
+        n = mc_get(c, key, buf, (size_t)size);
+        if (n != MC_ERR_BUFFER_OVERFLOW) { /* else: replaced by a larger value; ask again */
+            rc = n < 0 ? (int)n : 0;
+            break;
+        }
+        rc = attempt == 3 ? MC_ERR_BUFFER_OVERFLOW : 0;
+    }
+    mc_client_close(c);
+    if (rc)
+        goto out;
+
+    f = o->output ? fopen(o->output, "wb") : stdout;
+    if (!f) {
+        fprintf(stderr, "mooncake_cli: get: cannot open %s: %s\n", o->output, strerror(errno));
+        rc = MC_ERR_FILE_OPEN_FAIL;
+        goto out;
+    }
+    if (fwrite(buf, 1, (size_t)n, f) != (size_t)n)
+        rc = MC_ERR_FILE_WRITE_FAIL;
+    if (f != stdout) {
+        if (fclose(f) != 0)
+            rc = MC_ERR_FILE_WRITE_FAIL;
+    } else if (fflush(stdout) != 0) {
+        rc = MC_ERR_FILE_WRITE_FAIL;
+    }
+out:
+    free(buf);
+    return rc ? mc_cli_fail("get", rc) : MC_CLI_EXIT_OK;
+}
+
+int mc_cli_exist(const struct mc_cli_opts *o)
+{
+    struct mc_client *c = NULL;
+    int rc;
+
+    rc = open_client(o, &c);
+    if (!rc)
+        rc = mc_exist(c, o->args[0]);
+    mc_client_close(c);
+    if (rc == 1 || rc == 0 || rc == MC_ERR_OBJECT_NOT_FOUND) {
+        puts(rc == 1 ? "true" : "false");
+        fflush(stdout);
+        return rc == 1 ? MC_CLI_EXIT_OK : MC_CLI_EXIT_NOT_FOUND;
+    }
+    return mc_cli_fail("exist", rc);
+}
+
+int mc_cli_rm(const struct mc_cli_opts *o)
+{
+    struct mc_client *c = NULL;
+    int rc;
+
+    rc = open_client(o, &c);
+    if (!rc)
+        rc = mc_remove(c, o->args[0], o->force);
+    mc_client_close(c);
+    return rc ? mc_cli_fail("rm", rc) : MC_CLI_EXIT_OK;
+}

@@ -1,0 +1,168 @@
+/*
+ * cli_main.c - mooncake_cli: argument parsing and dispatch (see cli.h for the exit-code contract).
+ *
+ * getopt_long (not gflags: the CLI is a tool for scripts and people, with sub-commands and short
+ * options). GNU getopt permutes argv, so options may stand before or after the command
+ * ("mooncake_cli stat KEY --json"). Every option is known to the parser, and each command then
+ * rejects the options that do not apply to it, so a typo is a usage error (exit 2), never silently
+ * ignored.
+ */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/rpc_client.h"
+#include "tools/cli.h"
+
+#define OPT_JSON (1u << 0)
+#define OPT_ALL (1u << 1)
+#define OPT_FORCE (1u << 2)
+#define OPT_OUTPUT (1u << 3)
+#define OPT_METRICS (1u << 4)
+
+static const struct command {
+    const char *name;
+    int min_args, max_args;
+    unsigned opts; /* command-specific options it accepts */
+    int (*fn)(const struct mc_cli_opts *o);
+    const char *synopsis;
+} g_commands[] = {
+    {"put", 1, 2, 0, mc_cli_put, "put KEY [FILE|-]       store FILE (or stdin) under KEY"},
+    {"get", 1, 1, OPT_OUTPUT, mc_cli_get, "get KEY [-o FILE]      read KEY to FILE (or stdout)"},
+    {"exist", 1, 1, 0, mc_cli_exist, "exist KEY              print true/false (exit 0/1)"},
+    {"rm", 1, 1, OPT_FORCE, mc_cli_rm,
+     "rm KEY [--force]       remove KEY (--force: even if leased)"},
+    {"stat", 1, 1, OPT_JSON | OPT_ALL, mc_cli_stat,
+     "stat KEY [--json] [--all]  size, version, lease and replicas (no lease taken)"},
+    {"segments", 0, 0, OPT_JSON, mc_cli_segments,
+     "segments [--json]      mounted DRAM segments (and LOCAL_DISK holders)"},
+    {"metrics", 0, 0, OPT_METRICS, mc_cli_metrics,
+     "metrics                the master's Prometheus text (/metrics)"},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: mooncake_cli [--master=HOST:PORT] <command> [args] [options]\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < sizeof(g_commands) / sizeof(g_commands[0]); i++)
+        fprintf(f, "  %s\n", g_commands[i].synopsis);
+    fprintf(f,
+            "\noptions:\n"
+            "  --master=HOST:PORT     mooncake_master RPC address (default 127.0.0.1:50051)\n"
+            "  --metrics=HOST:PORT    the master's HTTP address for `metrics`; also\n"
+            "  --metrics_url=URL      http://HOST:PORT/PATH (default: the master's host, port "
+            "9003)\n"
+            "  --json                 one JSON document on stdout (stat, segments)\n"
+            "  --all                  stat: show PROCESSING replicas too\n"
+            "  --force                rm: remove even under a read lease\n"
+            "  -o, --output=FILE      get: write the value to FILE\n"
+            "  --timeout=MS           connect and per-call timeout (default: library's)\n"
+            "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
+            "(default warn)\n"
+            "  -h, --help             this text\n"
+            "\nexit status: 0 ok, 1 OBJECT_NOT_FOUND (exist: absent), 2 bad usage, 3 other error\n"
+            "(its name on stderr)\n");
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fputs("mooncake_cli: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\n(try mooncake_cli --help)\n", stderr);
+    return MC_CLI_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"master", required_argument, NULL, 'm'},
+        {"metrics", required_argument, NULL, 'M'},
+        {"metrics_url", required_argument, NULL, 'M'},
+        {"json", no_argument, NULL, 'j'},
+        {"all", no_argument, NULL, 'a'},
+        {"force", no_argument, NULL, 'f'},
+        {"output", required_argument, NULL, 'o'},
+        {"timeout", required_argument, NULL, 't'},
+        {"log_level", required_argument, NULL, 'L'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct mc_cli_opts o = {.master = "127.0.0.1:50051"};
+    unsigned given = 0;
+    enum mc_log_level level = MC_LOG_WARN;
+    const struct command *cmd = NULL;
+    int c;
+
+    opterr = 1;
+    while ((c = getopt_long(argc, argv, "o:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            o.master = optarg;
+            break;
+        case 'M':
+            o.metrics = optarg;
+            given |= OPT_METRICS;
+            break;
+        case 'j':
+            o.json = true;
+            given |= OPT_JSON;
+            break;
+        case 'a':
+            o.all = true;
+            given |= OPT_ALL;
+            break;
+        case 'f':
+            o.force = true;
+            given |= OPT_FORCE;
+            break;
+        case 'o':
+            o.output = optarg;
+            given |= OPT_OUTPUT;
+            break;
+        case 't': {
+            char *end = NULL;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || v == 0 || v > 3600000)
+                return usage_error("--timeout wants milliseconds (1..3600000), got '%s'", optarg);
+            o.timeout_ms = (uint32_t)v;
+            break;
+        }
+        case 'L':
+            if (mc_log_level_parse(optarg, &level))
+                return usage_error("unknown --log_level '%s'", optarg);
+            break;
+        case 'h':
+            usage(stdout);
+            return MC_CLI_EXIT_OK;
+        default: /* getopt printed the reason */
+            fputs("(try mooncake_cli --help)\n", stderr);
+            return MC_CLI_EXIT_USAGE;
+        }
+    }
+    mc_log_set_level(level);
+    {
+        struct mc_rpc_client_config rc;
+        char host[256];
+        if (mc_rpc_parse_endpoint(o.master, host, sizeof(host), &rc) != 0 || rc.port == 0)
+            return usage_error("--master wants HOST:PORT, got '%s'", o.master);
+    }
+    if (optind >= argc)
+        return usage_error("%s", "no command given");
+    o.cmd = argv[optind];
+    o.args = argv + optind + 1;
+    o.nargs = argc - optind - 1;
+    for (size_t i = 0; i < sizeof(g_commands) / sizeof(g_commands[0]); i++)
+        if (!strcmp(o.cmd, g_commands[i].name))
+            cmd = &g_commands[i];
+    if (!cmd)
+        return usage_error("unknown command '%s'", o.cmd);
+    if (o.nargs < cmd->min_args || o.nargs > cmd->max_args)
+        return usage_error("wrong number of arguments; usage: mooncake_cli %s", cmd->synopsis);
+    if (given & ~cmd->opts)
+        return usage_error("an option given does not apply to '%s'", o.cmd);
+    for (int i = 0; i < o.nargs; i++)
+        if (!o.args[i][0])
+            return usage_error("%s", "empty argument");
+    return cmd->fn(&o);
+}
