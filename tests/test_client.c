@@ -361,6 +361,62 @@ static void test_bad_input(void **state)
     mc_client_close(NULL);
 }
 
+/* A replica whose peer is gone: the Put is revoked (nothing visible, the key not stuck), and a
+ * Get falls over to the next replica. */
+static void test_failed_write_revokes_and_read_fails_over(void **state)
+{
+    struct fx *f = *state;
+    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, false);
+    uint8_t v[200000], out[200000];
+    tm_fill(v, sizeof(v), 31);
+    /* both replicas readable first: c3's and c1's; then c3's peer server dies */
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *pref[2] = {mc_client_endpoint(c3), mc_client_endpoint(f->c1)};
+    rc.preferred_segments = pref;
+    rc.preferred_segments_count = 2;
+    rc.replica_num = 2;
+    assert_int_equal(mc_put(f->c2, "fo/two", v, sizeof(v), &rc), 0);
+    mc_peer_server_stop(mc_client_peer_server(c3)); /* still mounted, no longer serving */
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c2, "fo/two", &info), 0);
+    assert_int_equal(info.replica_count, 2);
+    mc_object_info_free(&info);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(mc_get(f->c2, "fo/two", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+
+    rc.replica_num = 1;
+    rc.preferred_segments_count = 1; /* c3 only */
+    assert_int_equal(mc_put(f->c2, "fo/one", v, sizeof(v), &rc), MC_ERR_TRANSFER_FAIL);
+    assert_int_equal(mc_exist(f->c1, "fo/one"), 0);
+    assert_int_equal(mc_query(f->c1, "fo/one", &info), MC_ERR_OBJECT_NOT_FOUND);
+    put_pref(f->c2, "fo/one", v, sizeof(v), mc_client_endpoint(f->c1), 1); /* not stuck */
+    assert_int_equal(mc_get(f->c2, "fo/one", out, sizeof(out)), (int64_t)sizeof(v));
+    mc_client_close(c3);
+    assert_int_equal(mc_remove(f->c1, "fo/one", true), 0);
+    assert_int_equal(mc_remove(f->c1, "fo/two", true), 0);
+}
+
+static void test_huge_pages_or_fallback(void **state)
+{
+    struct fx *f = *state;
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = f->m.addr;
+    cfg.segment_size = 3 * MiB; /* not a multiple of the huge page size */
+    cfg.huge_pages = true;
+    struct mc_client *c = NULL;
+    assert_int_equal(mc_client_open(&cfg, &c), 0); /* huge pages or a logged fallback */
+    uint8_t v[4096], out[4096];
+    tm_fill(v, sizeof(v), 8);
+    put_pref(f->c1, "huge/k", v, sizeof(v), mc_client_endpoint(c), 1);
+    assert_int_equal(mc_get(c, "huge/k", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    mc_client_close(c);
+    assert_int_equal(mc_exist(f->c1, "huge/k"), 0);
+}
+
 /* ---- leases and master faults (own masters) ------------------------------------------------ */
 
 static void test_lease_expiry_mid_read(void **state)
@@ -573,6 +629,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_no_space_retry_window),
         cmocka_unit_test(test_checksum_mismatch),
+        cmocka_unit_test(test_failed_write_revokes_and_read_fails_over),
+        cmocka_unit_test(test_huge_pages_or_fallback),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_multi_process),
         cmocka_unit_test(test_lease_expiry_mid_read),

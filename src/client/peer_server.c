@@ -20,6 +20,14 @@
 #include "mooncake/errors.h"
 #include "proto/peer.pb-c.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define MC_PEER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MC_PEER_TSAN 1
+#endif
+#endif
+
 /* Room the frame header, prefix and control message may take in a reply. */
 #define REPLY_OVERHEAD (64u * 1024u)
 
@@ -36,7 +44,25 @@ struct mc_peer_server {
     pthread_rwlock_t lock;
     struct seg_entry segs[MC_PEER_MAX_SEGMENTS];
     _Atomic uint64_t requests, rejected, bytes_written, bytes_read;
+    pthread_mutex_t copy_lock; /* TSan builds only: orders segment copies for the sanitizer */
 };
+
+void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n)
+{
+#ifdef MC_PEER_TSAN
+    pthread_mutex_lock(&ps->copy_lock);
+    memcpy(seg_dst, src, n);
+    pthread_mutex_unlock(&ps->copy_lock);
+#else
+    (void)ps;
+    memcpy(seg_dst, src, n);
+#endif
+}
+
+void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n)
+{
+    mc_peer_server_copy_in(ps, dst, seg_src, n);
+}
 
 /* ---- segment table ------------------------------------------------------------------------ */
 
@@ -145,7 +171,7 @@ static void on_write(void *arg, struct mc_rpc_call *call)
         reject(ps, "write", rc, mc_rpc_call_conn_id(call));
     } else {
         if (plen)
-            memcpy(dst, payload, plen);
+            mc_peer_server_copy_in(ps, dst, payload, plen);
         atomic_fetch_add(&ps->bytes_written, plen);
     }
     protobuf_c_message_free_unpacked(&req->base, NULL);
@@ -179,8 +205,19 @@ static void on_read(void *arg, struct mc_rpc_call *call)
     atomic_fetch_add(&ps->bytes_read, len);
     Mc__PeerReadResponse resp = MC__PEER_READ_RESPONSE__INIT;
     resp.length = len;
+#ifdef MC_PEER_TSAN
+    uint8_t *copy = malloc(len ? (size_t)len : 1);
+    if (!copy) {
+        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR);
+        return;
+    }
+    mc_peer_server_copy_out(ps, copy, src, (size_t)len);
+    struct iovec iov = {copy, (size_t)len};
+    mc_rpc_reply_peer(call, 0, &resp.base, &iov, len ? 1 : 0, free, copy);
+#else
     struct iovec iov = {src, (size_t)len};
     mc_rpc_reply_peer(call, 0, &resp.base, &iov, len ? 1 : 0, NULL, NULL);
+#endif
 }
 
 static void on_batch_write(void *arg, struct mc_rpc_call *call)
@@ -227,7 +264,7 @@ static void on_batch_write(void *arg, struct mc_rpc_call *call)
         st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->offset, s->length, &dst);
         if (st[i] == 0) {
             if (s->length)
-                memcpy(dst, p, s->length);
+                mc_peer_server_copy_in(ps, dst, p, s->length);
             atomic_fetch_add(&ps->bytes_written, s->length);
         } else {
             reject(ps, "batch_write", st[i], mc_rpc_call_conn_id(call));
@@ -249,9 +286,17 @@ out:
     free(st);
 }
 
-static void free_iov(void *p)
+struct batch_release {
+    struct iovec *iov;
+    void *copy;
+};
+
+static void free_batch(void *p)
 {
-    free(p);
+    struct batch_release *br = p;
+    free(br->iov);
+    free(br->copy);
+    free(br);
 }
 
 static void on_batch_read(void *arg, struct mc_rpc_call *call)
@@ -273,6 +318,7 @@ static void on_batch_read(void *arg, struct mc_rpc_call *call)
     struct iovec *iov = NULL;
     int niov = 0;
     uint64_t total = 0;
+    void *free_copy = NULL; /* TSan builds: the copied payload */
     if (n > MC_PEER_MAX_BATCH) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
@@ -300,19 +346,42 @@ static void on_batch_read(void *arg, struct mc_rpc_call *call)
             iov[niov++] = (struct iovec){src, (size_t)s->length};
     }
     atomic_fetch_add(&ps->bytes_read, total);
+#ifdef MC_PEER_TSAN
+    if (niov) {
+        uint8_t *copy = malloc((size_t)total);
+        if (!copy) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        size_t at = 0;
+        for (int i = 0; i < niov; i++) {
+            mc_peer_server_copy_out(ps, copy + at, iov[i].iov_base, iov[i].iov_len);
+            at += iov[i].iov_len;
+        }
+        iov[0] = (struct iovec){copy, (size_t)total};
+        niov = 1;
+        free_copy = copy;
+    }
+#endif
 out:
     protobuf_c_message_free_unpacked(&req->base, NULL);
+    struct batch_release *br = rc ? NULL : malloc(sizeof(*br));
+    if (!rc && !br)
+        rc = MC_ERR_INTERNAL_ERROR;
     if (rc) {
         reject(ps, "batch_read", rc, mc_rpc_call_conn_id(call));
         mc_rpc_reply_status(call, rc);
         free(iov);
+        free(free_copy);
     } else {
+        br->iov = iov;
+        br->copy = free_copy;
         Mc__PeerBatchReadResponse resp = MC__PEER_BATCH_READ_RESPONSE__INIT;
         resp.n_statuses = n;
         resp.statuses = st;
         resp.n_lengths = n;
         resp.lengths = lens;
-        mc_rpc_reply_peer(call, 0, &resp.base, iov, niov, free_iov, iov);
+        mc_rpc_reply_peer(call, 0, &resp.base, iov, niov, free_batch, br);
     }
     free(st);
     free(lens);
@@ -327,6 +396,7 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     if (!ps)
         return MC_ERR_INTERNAL_ERROR;
     pthread_rwlock_init(&ps->lock, NULL);
+    pthread_mutex_init(&ps->copy_lock, NULL);
     struct mc_rpc_server_config rc;
     mc_rpc_server_config_init(&rc);
     rc.bind_addr = cfg->bind_addr;
@@ -376,6 +446,7 @@ void mc_peer_server_free(struct mc_peer_server *ps)
         return;
     mc_rpc_server_free(ps->rpc);
     pthread_rwlock_destroy(&ps->lock);
+    pthread_mutex_destroy(&ps->copy_lock);
     free(ps);
 }
 

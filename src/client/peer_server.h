@@ -22,11 +22,20 @@
  * above max_frame_bytes, a connection dropped mid-frame) is disconnected by the RPC layer;
  * other peers never notice. PeerDiskRead is not served yet (NOT_SUPPORTED).
  *
+ * Segment bytes and threads. Bytes of an object are only written by its Put (before PutEnd
+ * makes it readable) and only read under a read lease, and the master never reuses the space of
+ * a leased object, so reads and writes of the same bytes are ordered by the master, not by
+ * this process; a read that outlives its lease is caught by the reader (LEASE_EXPIRED). Thread
+ * sanitizer cannot see that ordering (it crosses sockets), so TSan builds copy read replies and
+ * serialize every segment copy on one mutex; normal builds answer reads straight from the
+ * segment.
+ *
  * Lifetime: new -> add_segment (any time) -> start -> ... -> stop -> free. Thread-safe.
  */
 #ifndef MC_CLIENT_PEER_SERVER_H
 #define MC_CLIENT_PEER_SERVER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/id.h"
@@ -69,6 +78,10 @@ int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id);
  * at offset of segment id, with length bytes inside it. SEGMENT_NOT_FOUND or INVALID_PARAMS. */
 int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
                            uint64_t length, uint8_t **out);
+/* Copies into / out of segment memory (plain memcpy; serialized in TSan builds, see above).
+ * Every copy touching a served segment goes through these. */
+void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n);
+void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n);
 /* Whether id is one of this server's segments. */
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 

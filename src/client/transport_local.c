@@ -22,7 +22,7 @@ static int local_write(struct mc_transport *t, const struct mc_xfer_loc *dst, co
     uint8_t *p = NULL;
     int rc = mc_peer_server_resolve(lt->ps, dst->segment_id, dst->offset, len, &p);
     if (rc == 0 && len)
-        memcpy(p, src, len);
+        mc_peer_server_copy_in(lt->ps, p, src, len);
     return rc;
 }
 
@@ -32,7 +32,7 @@ static int local_read(struct mc_transport *t, const struct mc_xfer_loc *src, voi
     uint8_t *p = NULL;
     int rc = mc_peer_server_resolve(lt->ps, src->segment_id, src->offset, len, &p);
     if (rc == 0 && len)
-        memcpy(dst, p, len);
+        mc_peer_server_copy_out(lt->ps, dst, p, len);
     return rc;
 }
 
