@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "common/metrics.h"
 #include "test_master_util.h"
 
 static void test_ping_statuses(void **state)
@@ -176,12 +177,40 @@ static void test_remount_after_restart(void **state)
     mc_master_free(m2);
 }
 
+static void test_metrics_registry(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 5000000000ull);
+    struct mc_master *m = tm_master(&fc, 3);
+    struct mc_segment_desc s = tm_seg(1, 16 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &s), MC_OK);
+    assert_int_equal(tm_put(m, tm_id(1), "a", 1000), MC_OK);
+    assert_int_equal(tm_put(m, tm_id(1), "b", 24), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(m, "zz", 2, &g), MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_textbuf tb;
+    mc_textbuf_init(&tb);
+    assert_non_null(mc_master_metrics(m));
+    assert_int_equal(mc_metrics_render(mc_master_metrics(m), &tb), 0);
+    assert_non_null(strstr(tb.data, "\nmaster_key_count 2\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_allocated_bytes 1024\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_total_capacity_bytes 16777216\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_put_start_requests_total 2\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_get_replica_list_failures_total 1\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_active_clients 1\n"));
+    assert_non_null(strstr(tb.data, "\nmaster_remove_all_requests_total 0\n")); /* zeros too */
+    mc_textbuf_destroy(&tb);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ping_statuses),
         cmocka_unit_test(test_client_expiry),
         cmocka_unit_test(test_remount_after_restart),
+        cmocka_unit_test(test_metrics_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

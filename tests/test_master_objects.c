@@ -153,6 +153,8 @@ static void test_error_codes(void **state)
     struct mc_id zero = {0, 0};
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 0, NULL, &ps), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_master_put_start(f->m, zero, "k", 1, 10, NULL, &ps), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 1ull << 40, NULL, &ps),
+                     MC_ERR_INVALID_PARAMS);
     mc_replicate_config_init(&cfg);
     cfg.replica_num = 0;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);

@@ -8,16 +8,19 @@
  * expired soft pins so the eviction census sees them as plain objects (soft pins are also
  * checked against their deadline wherever they matter, so the sweep is only bookkeeping).
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/log.h"
+#include "common/metrics.h"
 #include "master/master_internal.h"
 #include "mooncake/errors.h"
 
 #define MC_SOFT_PIN_SWEEP_MS 30000u
 
+static int register_metrics(struct mc_master *m);
 int mc_clients_init(struct mc_master *m);
 void mc_clients_destroy(struct mc_master *m);
 uint64_t mc_master_active_clients(struct mc_master *m);
@@ -87,7 +90,10 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     atomic_init(&m->next_replica_id, 1);
     pthread_mutex_init(&m->discard_lock, NULL);
     m->segs = mc_segments_new(c->allocation_strategy);
-    if (!m->segs || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 || mc_clients_init(m) != 0) {
+    m->metrics = mc_metrics_new();
+    if (!m->segs || !m->metrics || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 ||
+        mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
+        (mc_eviction_init && mc_eviction_init(m) != 0)) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -101,6 +107,8 @@ void mc_master_free(struct mc_master *m)
 {
     if (!m)
         return;
+    if (mc_eviction_destroy)
+        mc_eviction_destroy(m);
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     if (m->shards) {
@@ -119,6 +127,7 @@ void mc_master_free(struct mc_master *m)
     mc_routes_destroy(m);
     mc_shards_destroy(m);
     mc_segments_free(m->segs);
+    mc_metrics_free(m->metrics);
     pthread_mutex_destroy(&m->discard_lock);
     free(m);
 }
@@ -189,7 +198,7 @@ static int sweep_soft_pins(struct mc_master *m, uint64_t now)
             struct mc_object *o = mc_ent_obj(e);
             if (mc_obj_soft_pinned(o, now))
                 continue;
-            o->flags &= (uint8_t)~MC_OBJ_SOFT_PIN;
+            o->flags &= ~(uint64_t)MC_OBJ_SOFT_PIN;
             o->soft_pin_deadline_ms = 0;
             atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
             mc_shard_refresh_bits(s, o);
@@ -216,10 +225,11 @@ int mc_master_tick_reaper(struct mc_master *m)
     return n;
 }
 
-int mc_master_tick_eviction(struct mc_master *m)
+/* Weak default, replaced by eviction.c's definition (the archive lists eviction.c.o before
+ * master.c.o, so the linker pulls the real one first). Remove once eviction.c is in. */
+__attribute__((weak)) int mc_master_tick_eviction(struct mc_master *m)
 {
-    if (mc_eviction_tick)
-        return mc_eviction_tick(m);
+    (void)m;
     return 0;
 }
 
@@ -273,4 +283,108 @@ void mc_master_get_stats(struct mc_master *m, struct mc_master_stats *o)
 struct mc_metrics *mc_master_metrics(struct mc_master *m)
 {
     return m->metrics;
+}
+
+/* ---- metrics registry: upstream names, values read from the counters at scrape time -------- */
+
+static double rd_u64(void *arg)
+{
+    return (double)atomic_load_explicit((_Atomic uint64_t *)arg, memory_order_relaxed);
+}
+
+static double rd_i64(void *arg)
+{
+    int64_t v = atomic_load_explicit((_Atomic int64_t *)arg, memory_order_relaxed);
+    return v > 0 ? (double)v : 0.0;
+}
+
+static double rd_allocated(void *arg)
+{
+    return (double)mc_segments_allocated(((struct mc_master *)arg)->segs);
+}
+
+static double rd_capacity(void *arg)
+{
+    return (double)mc_segments_capacity(((struct mc_master *)arg)->segs);
+}
+
+static double rd_clients(void *arg)
+{
+    return (double)mc_master_active_clients(arg);
+}
+
+static double rd_segments(void *arg)
+{
+    return (double)mc_segments_count(((struct mc_master *)arg)->segs);
+}
+
+struct counter_def {
+    const char *name, *help;
+    size_t off; /* offset of an _Atomic uint64_t in struct mc_master_counters */
+};
+
+#define CDEF(n, h, f)                                                                              \
+    {                                                                                              \
+        n, h, offsetof(struct mc_master_counters, f)                                               \
+    }
+static const struct counter_def g_counters[] = {
+    CDEF("master_put_start_requests_total", "PutStart calls", put_start_requests),
+    CDEF("master_put_start_failures_total", "failed PutStart calls", put_start_failures),
+    CDEF("master_put_end_requests_total", "PutEnd calls", put_end_requests),
+    CDEF("master_put_end_failures_total", "failed PutEnd calls", put_end_failures),
+    CDEF("master_put_revoke_requests_total", "PutRevoke calls", put_revoke_requests),
+    CDEF("master_put_revoke_failures_total", "failed PutRevoke calls", put_revoke_failures),
+    CDEF("master_get_replica_list_requests_total", "GetReplicaList keys",
+         get_replica_list_requests),
+    CDEF("master_get_replica_list_failures_total", "failed GetReplicaList keys",
+         get_replica_list_failures),
+    CDEF("master_exist_key_requests_total", "ExistKey keys", exist_key_requests),
+    CDEF("master_exist_key_failures_total", "failed ExistKey keys", exist_key_failures),
+    CDEF("master_remove_requests_total", "Remove calls", remove_requests),
+    CDEF("master_remove_failures_total", "failed Remove calls", remove_failures),
+    CDEF("master_remove_all_requests_total", "RemoveAll calls", remove_all_requests),
+    CDEF("master_mount_segment_requests_total", "MountSegment calls", mount_segment_requests),
+    CDEF("master_mount_segment_failures_total", "failed MountSegment calls",
+         mount_segment_failures),
+    CDEF("master_unmount_segment_requests_total", "UnmountSegment calls", unmount_segment_requests),
+    CDEF("master_unmount_segment_failures_total", "failed UnmountSegment calls",
+         unmount_segment_failures),
+    CDEF("master_remount_segment_requests_total", "ReMountSegment calls", remount_segment_requests),
+    CDEF("master_remount_segment_failures_total", "failed ReMountSegment calls",
+         remount_segment_failures),
+    CDEF("master_ping_requests_total", "Ping calls", ping_requests),
+    CDEF("master_put_start_alloc_failures_total", "PutStart calls that found no space",
+         put_start_alloc_failures),
+    CDEF("master_put_start_partial_allocations_total",
+         "PutStart calls that placed fewer replicas than asked", put_start_partial_allocations),
+    CDEF("master_put_start_discard_cnt", "stale Puts taken over by a new PutStart",
+         put_start_discard_cnt),
+    CDEF("master_put_start_release_cnt", "buffers of stale or taken-over Puts released",
+         put_start_release_cnt),
+    CDEF("master_expired_clients_total", "clients expired by the monitor", expired_clients),
+};
+
+static int register_metrics(struct mc_master *m)
+{
+    struct mc_metrics *r = m->metrics;
+    for (size_t i = 0; i < sizeof(g_counters) / sizeof(g_counters[0]); i++)
+        if (mc_metrics_counter_fn(r, g_counters[i].name, g_counters[i].help, NULL, rd_u64,
+                                  (char *)&m->c + g_counters[i].off) != 0)
+            return -1;
+    if (mc_metrics_gauge_fn(r, "master_key_count", "objects in the table", NULL, rd_i64,
+                            (void *)&m->c.key_count) != 0 ||
+        mc_metrics_gauge_fn(r, "master_soft_pin_key_count", "soft-pinned objects", NULL, rd_i64,
+                            (void *)&m->c.soft_pin_key_count) != 0 ||
+        mc_metrics_gauge_fn(r, "master_processing_key_count", "Puts in flight", NULL, rd_i64,
+                            (void *)&m->c.processing_count) != 0 ||
+        mc_metrics_gauge_fn(r, "master_allocated_bytes", "DRAM bytes allocated to replicas", NULL,
+                            rd_allocated, m) != 0 ||
+        mc_metrics_gauge_fn(r, "master_total_capacity_bytes", "DRAM bytes of mounted segments",
+                            NULL, rd_capacity, m) != 0 ||
+        mc_metrics_gauge_fn(r, "master_active_clients", "registered clients", NULL, rd_clients,
+                            m) != 0 ||
+        mc_metrics_gauge_fn(r, "master_segment_count", "mounted DRAM segments", NULL, rd_segments,
+                            m) != 0)
+        return -1;
+    return 0;
 }

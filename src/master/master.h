@@ -133,7 +133,13 @@ struct mc_replicate_config {
     const char *group_id; /* optional: group members share a shard, leases and eviction */
     size_t group_id_len;  /* 0 = no group; at most MC_GROUP_ID_MAX - 1 bytes, no NUL */
 };
-void mc_replicate_config_init(struct mc_replicate_config *c);
+/* Defaults: one replica, no pins, no preference, no group. static inline on purpose: the client
+ * library exports a function of the same name for its own (public) struct of the same name, and
+ * both libraries are linked into the tools. */
+static inline void mc_replicate_config_init(struct mc_replicate_config *c)
+{
+    *c = (struct mc_replicate_config){.replica_num = 1};
+}
 
 struct mc_put_start_result {
     uint64_t version;   /* epoch << 48 | sequence; increases with every PutStart */
@@ -142,8 +148,8 @@ struct mc_put_start_result {
 };
 
 /* Starts a Put of size bytes: places the replicas and records the object as PROCESSING (not
- * readable). Errors: INVALID_KEY, INVALID_PARAMS (size 0, replica_num 0 or too large, soft pin
- * TTL above max, bad group id, zero client), OBJECT_ALREADY_EXISTS (the key has a COMPLETE
+ * readable). Errors: INVALID_KEY, INVALID_PARAMS (size 0 or >= 2^40, replica_num 0 or too large,
+ * soft pin TTL above max, bad group id, zero client), OBJECT_ALREADY_EXISTS (the key has a COMPLETE
  * replica, or a Put of it started less than put_start_discard_timeout ago; an older unfinished
  * Put is taken over: its buffers are freed put_start_release_timeout after its start),
  * NO_AVAILABLE_HANDLE (no space: also raises the need-eviction flag). */

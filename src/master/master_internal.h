@@ -9,12 +9,12 @@
  *          { _Atomic lease deadline (ms), object pointer | eligibility bits }. It is the table's
  *          record list: a census streams it linearly without touching the objects. Removal swaps
  *          the last entry into the hole (the moved object's ent index is updated).
- *   htab   open addressing (linear probing, backward-shift deletion) of 64-bit slots
- *          { 32 hash bits | ent index }, for lookups by key.
+ *   htab   open addressing (linear probing, backward-shift deletion) of 32-bit slots
+ *          { 8 hash bits | 24-bit ent index }, for lookups by key.
  *   pend   a small dense array of in-flight Puts { object, owner, start time, soft pin TTL }.
  *   groups a chained hash of the shard's groups (id → member objects).
  *
- * An object is one malloc: struct mc_object, its replicas, then its key bytes (48 + 32 per
+ * An object is one malloc: struct mc_object, its replicas, then its key bytes (40 + 24 per
  * replica + key bytes). Get makes no allocation; Put makes one (two when it creates a group).
  *
  * Leases: Get/Exist hold the shard lock shared and raise ents[i].lease with an atomic max;
@@ -57,44 +57,41 @@ struct mc_holder {
     char endpoint[MC_ENDPOINT_MAX];
 };
 
-struct mc_replica { /* 32 bytes */
-    uint64_t id;
-    uint8_t type;    /* enum mc_replica_type */
-    uint8_t status;  /* enum mc_replica_status */
-    uint16_t refcnt; /* pins (offload source, promotion source); > 0: never evicted */
-    uint32_t handle; /* MEMORY: allocator handle */
+struct mc_replica { /* 24 bytes */
     union {
-        struct {
-            struct mc_segment *seg; /* holds a segment reference */
-            uint64_t offset;
-        } mem;
-        struct {
-            struct mc_holder *holder; /* holds a holder reference */
-            uint64_t reserved;
-        } disk;
+        struct mc_segment *seg;   /* MEMORY: holds a segment reference */
+        struct mc_holder *holder; /* LOCAL_DISK: holds a holder reference */
     } u;
+    uint64_t offset : 48; /* MEMORY: byte offset inside the segment */
+    uint64_t type : 2;    /* enum mc_replica_type */
+    uint64_t status : 3;  /* enum mc_replica_status */
+    uint64_t refcnt : 11; /* pins (offload source, promotion source); > 0: never evicted */
+    uint32_t id;          /* unique among the object's replicas (a wrapping global counter) */
+    uint32_t handle;      /* MEMORY: allocator handle */
 };
+#define MC_REPLICA_REFCNT_MAX 2047u
 
 enum {
     MC_OBJ_COMPLETE = 1u << 0, /* PutEnd done */
     MC_OBJ_HAS_CRC = 1u << 1,
     MC_OBJ_HARD_PIN = 1u << 2,
-    MC_OBJ_SOFT_PIN = 1u << 3, /* soft_pin_deadline_ms is set (active while now < deadline) */
+    MC_OBJ_SOFT_PIN = 1u << 3,   /* soft_pin_deadline_ms is set (active while now < deadline) */
+    MC_OBJ_PROCESSING = 1u << 4, /* a Put is in flight: its record is in the shard's pend */
 };
+#define MC_OBJECT_SIZE_MAX ((1ull << 40) - 1)
 
 struct mc_group;
 
-struct mc_object { /* 48 bytes, then nrep replicas, then key_len key bytes */
-    uint64_t size;
+struct mc_object {      /* 40 bytes, then nrep replicas, then key_len key bytes */
+    uint64_t size : 40; /* value bytes, <= MC_OBJECT_SIZE_MAX */
+    uint64_t key_len : 16;
+    uint64_t nrep : 8;
     uint64_t version;
-    uint64_t soft_pin_deadline_ms;
+    uint64_t soft_pin_deadline_ms : 48;
+    uint64_t flags : 16;    /* MC_OBJ_* */
     struct mc_group *group; /* NULL when not grouped */
     uint32_t crc;
-    uint32_t ent;  /* index in the shard's ents */
-    uint32_t pend; /* index in the shard's pend, MC_NO_INDEX when no Put is in flight */
-    uint16_t key_len;
-    uint8_t nrep;
-    uint8_t flags; /* MC_OBJ_* */
+    uint32_t ent; /* index in the shard's ents */
     struct mc_replica rep[];
 };
 
@@ -152,8 +149,8 @@ struct mc_shard {
     uint32_t nchunks, chunks_cap;
     uint32_t n; /* objects */
     /* htab */
-    uint64_t *slots;
-    uint32_t mask; /* slots - 1 */
+    uint32_t *slots; /* tag:8 | ent:24 */
+    uint32_t mask;   /* slots - 1 */
     /* in-flight puts */
     struct mc_pending *pend;
     uint32_t npend, pend_cap;
@@ -229,6 +226,7 @@ struct mc_discarded {
 };
 
 struct mc_route_stripe;
+struct mc_evictor;
 
 /* Optional callbacks of later modules (offload/promotion): NULL when unused. */
 struct mc_master_hooks {
@@ -247,7 +245,8 @@ struct mc_master {
     _Atomic bool need_eviction; /* a PutStart failed for space */
     struct mc_master_counters c;
     struct mc_master_hooks hooks;
-    struct mc_metrics *metrics;
+    struct mc_metrics *metrics; /* the master's own registry (upstream metric names) */
+    struct mc_evictor *evictor; /* eviction.c's state (NULL when eviction.c is absent) */
 
     /* client registry */
     pthread_mutex_t clients_lock;
@@ -288,9 +287,15 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
 int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owner,
                       uint64_t start_ms, uint64_t soft_pin_ttl_ms);
 void mc_shard_pend_remove(struct mc_shard *s, struct mc_object *o);
+/* The in-flight Put record of o (a scan of the shard's few in-flight Puts), NULL if none. */
 static inline struct mc_pending *mc_obj_pending(struct mc_shard *s, struct mc_object *o)
 {
-    return o->pend == MC_NO_INDEX ? NULL : &s->pend[o->pend];
+    if (!(o->flags & MC_OBJ_PROCESSING))
+        return NULL;
+    for (uint32_t i = 0; i < s->npend; i++)
+        if (s->pend[i].obj == o)
+            return &s->pend[i];
+    return NULL;
 }
 /* Groups (write lock): find or create the group and add o to it. 0 or -1 (out of memory). */
 int mc_shard_group_join(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
@@ -300,6 +305,9 @@ void mc_shard_refresh_bits(struct mc_shard *s, struct mc_object *o);
 /* A census/eviction candidate is {shard, ent, version}: returns the object if ents[ent] still
  * holds that version (write or read lock), else NULL. */
 struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t version);
+/* The object with this key hash and version (versions are unique per master), found through
+ * the index without the key bytes; NULL if it is gone or was replaced (either lock). */
+struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version);
 /* Group route map (leaf lock). */
 int mc_routes_init(struct mc_master *m);
 void mc_routes_destroy(struct mc_master *m);
@@ -322,7 +330,7 @@ bool mc_replica_valid(const struct mc_replica *r); /* storage still there (any s
 static inline bool mc_replica_evictable(const struct mc_replica *r)
 {
     return r->type == MC_REPLICA_MEMORY && r->status == MC_REPLICA_COMPLETE && r->refcnt == 0 &&
-           mc_segment_alive(r->u.mem.seg);
+           mc_segment_alive(r->u.seg);
 }
 bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms);
 
@@ -356,9 +364,13 @@ struct mc_object *mc_master_lock_find(struct mc_master *m, uint64_t h, const cha
                                       bool write, struct mc_shard **out);
 int mc_master_check_key(const struct mc_master *m, const char *key, size_t len);
 
-/* ---- eviction.c (weak: absent until the eviction module lands) ---------------------------- */
+/* ---- eviction.c ------------------------------------------------------------------------- */
 
-/* One eviction-loop iteration: trigger check and BatchEvict. Returns objects evicted. */
-int mc_eviction_tick(struct mc_master *m) __attribute__((weak));
+/* mc_master_tick_eviction (master.h) is defined by eviction.c; master.c holds a weak no-op
+ * default only so the core links while eviction.c is absent. mc_master_new calls
+ * mc_eviction_init after the metrics registry exists, mc_master_free calls mc_eviction_destroy
+ * first (weak references: skipped when eviction.c is not linked). */
+int mc_eviction_init(struct mc_master *m) __attribute__((weak));
+void mc_eviction_destroy(struct mc_master *m) __attribute__((weak));
 
 #endif

@@ -40,9 +40,9 @@ void mc_holder_unref(struct mc_holder *h)
 static void release_replica(const struct mc_replica *r, uint64_t size)
 {
     if (r->type == MC_REPLICA_MEMORY)
-        mc_segment_release(r->u.mem.seg, r->handle, size);
+        mc_segment_release(r->u.seg, r->handle, size);
     else if (r->type == MC_REPLICA_LOCAL_DISK)
-        mc_holder_unref(r->u.disk.holder);
+        mc_holder_unref(r->u.holder);
 }
 
 void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size)
@@ -105,9 +105,9 @@ void mc_freelist_flush(struct mc_freelist *fl)
 bool mc_replica_valid(const struct mc_replica *r)
 {
     if (r->type == MC_REPLICA_MEMORY)
-        return mc_segment_alive(r->u.mem.seg);
+        return mc_segment_alive(r->u.seg);
     if (r->type == MC_REPLICA_LOCAL_DISK)
-        return !atomic_load_explicit(&r->u.disk.holder->dead, memory_order_acquire);
+        return !atomic_load_explicit(&r->u.holder->dead, memory_order_acquire);
     return false;
 }
 
@@ -137,18 +137,18 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
     d->refcnt = r->refcnt;
     d->size = o->size;
     if (r->type == MC_REPLICA_MEMORY) {
-        const struct mc_segment_desc *sd = &r->u.mem.seg->desc;
+        const struct mc_segment_desc *sd = &r->u.seg->desc;
         d->u.mem.segment_id = sd->id;
         copy_str(d->u.mem.segment_name, sd->name, sizeof(d->u.mem.segment_name));
-        d->u.mem.offset = r->u.mem.offset;
-        d->u.mem.addr = sd->base + r->u.mem.offset;
+        d->u.mem.offset = r->offset;
+        d->u.mem.addr = sd->base + r->offset;
         copy_str(d->u.mem.endpoint, sd->endpoint, sizeof(d->u.mem.endpoint));
         copy_str(d->u.mem.protocol, sd->protocol, sizeof(d->u.mem.protocol));
         d->u.mem.rkey = sd->rkey;
         copy_str(d->u.mem.transport_meta, sd->transport_meta, sizeof(d->u.mem.transport_meta));
     } else {
-        d->u.disk.holder = r->u.disk.holder->id;
-        copy_str(d->u.disk.endpoint, r->u.disk.holder->endpoint, sizeof(d->u.disk.endpoint));
+        d->u.disk.holder = r->u.holder->id;
+        copy_str(d->u.disk.endpoint, r->u.holder->endpoint, sizeof(d->u.disk.endpoint));
     }
 }
 
@@ -161,7 +161,7 @@ static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_obj
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
         atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
-    if (o->pend != MC_NO_INDEX)
+    if (o->flags & MC_OBJ_PROCESSING)
         atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&m->c.key_count, 1, memory_order_relaxed);
     mc_shard_unlink(m, s, o);
@@ -287,12 +287,6 @@ void mc_master_grant_lease(struct mc_master *m, struct mc_shard *s, struct mc_ob
 
 /* ---- PutStart ------------------------------------------------------------------------------ */
 
-void mc_replicate_config_init(struct mc_replicate_config *c)
-{
-    memset(c, 0, sizeof(*c));
-    c->replica_num = 1;
-}
-
 /* An existing record of the key in s (write-locked): OBJECT_ALREADY_EXISTS if it blocks a new
  * Put; otherwise it is erased (storage gone) or taken over (stale Put) and OK is returned. */
 static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, const char *key,
@@ -370,7 +364,6 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     o->version = ((uint64_t)m->epoch << MC_VERSION_SEQ_BITS) |
                  (atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed) &
                   ((1ull << MC_VERSION_SEQ_BITS) - 1));
-    o->pend = MC_NO_INDEX;
     o->ent = MC_NO_INDEX;
     o->key_len = (uint16_t)len;
     o->nrep = (uint8_t)n;
@@ -378,12 +371,12 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     for (uint32_t i = 0; i < n; i++) {
         struct mc_replica *r = &o->rep[i];
         memset(r, 0, sizeof(*r));
-        r->id = atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+        r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
         r->type = MC_REPLICA_MEMORY;
         r->status = MC_REPLICA_PROCESSING;
         r->handle = al[i].handle;
-        r->u.mem.seg = al[i].seg;
-        r->u.mem.offset = al[i].offset;
+        r->u.seg = al[i].seg;
+        r->offset = al[i].offset;
     }
     memcpy(mc_obj_key(o), key, len);
     if (mc_shard_insert(s, h, o) != 0) {
@@ -429,7 +422,7 @@ int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *ke
     int rc = check_key(m, key, key_len);
     if (rc != MC_OK)
         goto out;
-    if (mc_id_is_zero(client) || size == 0 || !out) {
+    if (mc_id_is_zero(client) || size == 0 || size > MC_OBJECT_SIZE_MAX || !out) {
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
@@ -642,7 +635,7 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
     if (!force &&
         now < atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed))
         return MC_ERR_OBJECT_HAS_LEASE;
-    if (o->pend != MC_NO_INDEX)
+    if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status != MC_REPLICA_COMPLETE)

@@ -25,15 +25,16 @@
 #define MC_OA_NTOP 64
 #define MC_OA_DOWN_SCAN 16
 #define NIL UINT32_MAX
+#define MC_OA_MAX_UNITS ((1ull << 31) - 1)
 
 enum { NODE_POOLED = 0, NODE_FREE = 1, NODE_USED = 2 };
 
-struct oa_node {
-    uint64_t offset; /* units */
-    uint64_t size;   /* units */
+struct oa_node {          /* 24 bytes */
+    uint64_t offset : 31; /* units */
+    uint64_t size : 31;   /* units */
+    uint64_t state : 2;   /* NODE_* */
     uint32_t bin_prev, bin_next;
     uint32_t nb_prev, nb_next; /* address-order neighbours */
-    uint8_t state;
 };
 
 struct mc_offset_alloc {
@@ -201,8 +202,10 @@ struct mc_offset_alloc *mc_offset_alloc_new(uint64_t capacity, uint32_t align)
     if (align < 8 || (align & (align - 1)))
         return NULL;
     uint32_t shift = (uint32_t)__builtin_ctz(align);
+    while ((capacity >> shift) > MC_OA_MAX_UNITS)
+        shift++; /* very large segment: coarser unit */
     uint64_t units = capacity >> shift;
-    if (units == 0 || units >= (1ull << 59))
+    if (units == 0)
         return NULL;
     struct mc_offset_alloc *a = calloc(1, sizeof(*a));
     if (!a)
@@ -262,7 +265,7 @@ static int take(struct mc_offset_alloc *a, uint32_t i, uint64_t units, struct mc
     n->state = NODE_USED;
     a->used_units += units;
     a->used_blocks++;
-    out->offset = n->offset << a->align_shift;
+    out->offset = (uint64_t)n->offset << a->align_shift;
     out->handle = i;
     return MC_OK;
 }
@@ -335,7 +338,7 @@ uint64_t mc_offset_alloc_block_size(const struct mc_offset_alloc *a, uint32_t ha
 {
     if (!handle_live(a, handle))
         return 0;
-    return node_at(a, handle)->size << a->align_shift;
+    return (uint64_t)node_at(a, handle)->size << a->align_shift;
 }
 
 uint64_t mc_offset_alloc_largest_free(const struct mc_offset_alloc *a)

@@ -12,8 +12,10 @@
  *     bin its size rounds DOWN to.
  * Neighbours are kept in a doubly linked list in address order, bins as doubly linked lists, so
  * both operations are O(1) apart from the bitmap scans. Sizes and offsets are counted in units
- * of the alignment (a power of two, default 64 bytes), so a 64-bit offset reaches any segment
- * size; there is no upper size limit short of 2^63 bytes.
+ * of the alignment (a power of two, default 64 bytes) in 31-bit fields, so a node is 24 bytes
+ * (paid once per live allocation); a segment of more than 2^31 units (128 GiB at 64-byte
+ * alignment) uses a coarser unit, the smallest power of two that fits (e.g. 512 bytes for a
+ * 1 TiB segment), like upstream's multiplier bits.
  *
  * Nodes live in chunks of MC_OA_CHUNK_NODES allocated as the pool grows (and a free-node stack),
  * so the steady state makes no malloc calls; a chunk is only added when every existing node is
@@ -45,8 +47,8 @@ struct mc_oa_stats {
     uint64_t free_blocks;  /* free blocks (fragments) */
 };
 
-/* capacity in bytes (>= align); align a power of two >= 8 (0 = MC_OA_DEFAULT_ALIGN).
- * NULL on bad arguments or out of memory. */
+/* capacity in bytes (>= align); align a power of two >= 8 (0 = MC_OA_DEFAULT_ALIGN), raised
+ * for segments above 2^31 units. NULL on bad arguments or out of memory. */
 struct mc_offset_alloc *mc_offset_alloc_new(uint64_t capacity, uint32_t align);
 void mc_offset_alloc_free(struct mc_offset_alloc *a);
 

@@ -2,10 +2,11 @@
  * shard.c - mechanics of one object-table shard (layout in master_internal.h) and the group
  * route map.
  *
- * htab slots are 64-bit: high 32 bits = (uint32)(key_hash >> 10) (bits above the shard index),
- * low 32 bits = ent index; UINT64_MAX is empty. The probe start is the stored hash bits & mask,
- * so growing never rehashes a key. Load is kept <= 3/4; deletion shifts the following run back
- * (no tombstones).
+ * htab slots are 32-bit: the top 8 bits of the key hash (a tag that skips most key compares)
+ * and a 24-bit ent index (so at most 16M objects per shard); UINT32_MAX is empty. The home slot
+ * is (key_hash >> 10) & mask (the bits above the shard index). Slots are 4 bytes to keep the
+ * index small (tens of millions of objects); the price is that growing and backward-shift
+ * deletion hash a moved key again to find its home. Load is kept <= 3/4; no tombstones.
  *
  * The route map records, for every grouped key, the shard of its group, keyed by the key's
  * 64-bit hash (a lookup that finds nothing there falls back to the key's own shard, so a hash
@@ -17,17 +18,24 @@
 
 #include "master/master_internal.h"
 
-#define SLOT_EMPTY UINT64_MAX
+#define SLOT_EMPTY UINT32_MAX
+#define SLOT_ENT_BITS 24
+#define SLOT_ENT_MASK ((1u << SLOT_ENT_BITS) - 1)
 #define HTAB_MIN 64u
 
-static inline uint32_t slot_tag(uint64_t key_hash)
+static inline uint32_t slot_make(uint64_t key_hash, uint32_t ent)
 {
-    return (uint32_t)(key_hash >> MC_ENT_SHIFT);
+    return ((uint32_t)(key_hash >> 56) << SLOT_ENT_BITS) | ent;
 }
 
-static inline uint64_t make_slot(uint32_t tag, uint32_t ent)
+static inline uint32_t slot_home(uint64_t key_hash, uint32_t mask)
 {
-    return ((uint64_t)tag << 32) | ent;
+    return (uint32_t)(key_hash >> MC_ENT_SHIFT) & mask;
+}
+
+static uint64_t obj_hash(struct mc_object *o)
+{
+    return mc_hash_key(mc_obj_key(o), o->key_len);
 }
 
 /* ---- init / destroy ------------------------------------------------------------------------ */
@@ -88,25 +96,48 @@ struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const cha
 {
     if (!s->slots)
         return NULL;
-    uint32_t tag = slot_tag(key_hash);
-    for (uint32_t i = tag & s->mask;; i = (i + 1) & s->mask) {
-        uint64_t v = s->slots[i];
+    uint32_t tag = (uint32_t)(key_hash >> 56);
+    for (uint32_t i = slot_home(key_hash, s->mask);; i = (i + 1) & s->mask) {
+        uint32_t v = s->slots[i];
         if (v == SLOT_EMPTY)
             return NULL;
-        if ((uint32_t)(v >> 32) != tag)
+        if ((v >> SLOT_ENT_BITS) != tag)
             continue;
-        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, (uint32_t)v));
+        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
         if (o->key_len == key_len && memcmp(mc_obj_key(o), key, key_len) == 0)
             return o;
     }
 }
 
-static void htab_put(uint64_t *slots, uint32_t mask, uint64_t v)
+struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version)
 {
-    uint32_t i = (uint32_t)(v >> 32) & mask;
+    if (!s->slots)
+        return NULL;
+    uint32_t tag = (uint32_t)(key_hash >> 56);
+    for (uint32_t i = slot_home(key_hash, s->mask);; i = (i + 1) & s->mask) {
+        uint32_t v = s->slots[i];
+        if (v == SLOT_EMPTY)
+            return NULL;
+        if ((v >> SLOT_ENT_BITS) != tag)
+            continue;
+        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
+        if (o->version == version)
+            return o;
+    }
+}
+
+static void htab_put(uint32_t *slots, uint32_t mask, uint32_t home, uint32_t v)
+{
+    uint32_t i = home;
     while (slots[i] != SLOT_EMPTY)
         i = (i + 1) & mask;
     slots[i] = v;
+}
+
+/* Home slot of an occupied slot value (its key is hashed again: slots keep only 8 hash bits). */
+static uint32_t home_of(struct mc_shard *s, uint32_t v, uint32_t mask)
+{
+    return slot_home(obj_hash(mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK))), mask);
 }
 
 static int htab_reserve(struct mc_shard *s, uint32_t want)
@@ -117,13 +148,13 @@ static int htab_reserve(struct mc_shard *s, uint32_t want)
     uint32_t ncap = cap ? cap * 2 : HTAB_MIN;
     while ((uint64_t)want * 4 > (uint64_t)ncap * 3)
         ncap *= 2;
-    uint64_t *ns = malloc((size_t)ncap * sizeof(*ns));
+    uint32_t *ns = malloc((size_t)ncap * sizeof(*ns));
     if (!ns)
         return -1;
     memset(ns, 0xff, (size_t)ncap * sizeof(*ns));
     for (uint32_t i = 0; i < cap; i++)
         if (s->slots[i] != SLOT_EMPTY)
-            htab_put(ns, ncap - 1, s->slots[i]);
+            htab_put(ns, ncap - 1, home_of(s, s->slots[i], ncap - 1), s->slots[i]);
     free(s->slots);
     s->slots = ns;
     s->mask = ncap - 1;
@@ -131,11 +162,10 @@ static int htab_reserve(struct mc_shard *s, uint32_t want)
 }
 
 /* Index of the slot holding ent (it must be there). */
-static uint32_t htab_slot_of(struct mc_shard *s, uint32_t tag, uint32_t ent)
+static uint32_t htab_slot_of(struct mc_shard *s, uint64_t key_hash, uint32_t ent)
 {
-    uint64_t want = make_slot(tag, ent);
-    uint32_t i = tag & s->mask;
-    while (s->slots[i] != want)
+    uint32_t i = slot_home(key_hash, s->mask);
+    while ((s->slots[i] & SLOT_ENT_MASK) != ent || s->slots[i] == SLOT_EMPTY)
         i = (i + 1) & s->mask;
     return i;
 }
@@ -145,10 +175,10 @@ static void htab_delete_at(struct mc_shard *s, uint32_t i)
     uint32_t j = i;
     for (;;) {
         j = (j + 1) & s->mask;
-        uint64_t v = s->slots[j];
+        uint32_t v = s->slots[j];
         if (v == SLOT_EMPTY)
             break;
-        uint32_t home = (uint32_t)(v >> 32) & s->mask;
+        uint32_t home = home_of(s, v, s->mask);
         /* v may move into the hole at i unless its home lies cyclically in (i, j]. */
         bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
         if (stays)
@@ -157,11 +187,6 @@ static void htab_delete_at(struct mc_shard *s, uint32_t i)
         i = j;
     }
     s->slots[i] = SLOT_EMPTY;
-}
-
-static uint32_t obj_tag(struct mc_object *o)
-{
-    return slot_tag(mc_hash_key(mc_obj_key(o), o->key_len));
 }
 
 /* ---- ents ---------------------------------------------------------------------------------- */
@@ -187,14 +212,14 @@ static int ents_reserve(struct mc_shard *s, uint32_t want)
 
 int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
 {
-    if (s->n == MC_NO_INDEX - 1 || ents_reserve(s, s->n + 1) != 0 || htab_reserve(s, s->n + 1) != 0)
+    if (s->n >= SLOT_ENT_MASK || ents_reserve(s, s->n + 1) != 0 || htab_reserve(s, s->n + 1) != 0)
         return -1;
     uint32_t ent = s->n++;
     struct mc_obj_ent *e = mc_shard_ent(s, ent);
     atomic_init(&e->lease_ms, 0);
     e->obj_bits = (uintptr_t)o;
     o->ent = ent;
-    htab_put(s->slots, s->mask, make_slot(slot_tag(key_hash), ent));
+    htab_put(s->slots, s->mask, slot_home(key_hash, s->mask), slot_make(key_hash, ent));
     mc_shard_refresh_bits(s, o);
     return 0;
 }
@@ -240,7 +265,7 @@ int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owne
         s->pend = np;
         s->pend_cap = ncap;
     }
-    o->pend = s->npend;
+    o->flags |= MC_OBJ_PROCESSING;
     s->pend[s->npend++] = (struct mc_pending){
         .obj = o, .owner = owner, .start_ms = start_ms, .soft_pin_ttl_ms = soft_pin_ttl_ms};
     return 0;
@@ -248,15 +273,11 @@ int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owne
 
 void mc_shard_pend_remove(struct mc_shard *s, struct mc_object *o)
 {
-    uint32_t i = o->pend;
-    if (i == MC_NO_INDEX)
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (!p)
         return;
-    uint32_t last = --s->npend;
-    if (i != last) {
-        s->pend[i] = s->pend[last];
-        s->pend[i].obj->pend = i;
-    }
-    o->pend = MC_NO_INDEX;
+    *p = s->pend[--s->npend];
+    o->flags &= ~(uint64_t)MC_OBJ_PROCESSING;
     if (s->npend == 0 && s->pend_cap > 64) {
         free(s->pend);
         s->pend = NULL;
@@ -370,13 +391,13 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
         group_leave(m, s, o);
     mc_shard_pend_remove(s, o);
     uint32_t ent = o->ent;
-    htab_delete_at(s, htab_slot_of(s, obj_tag(o), ent));
+    htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
     uint32_t last = --s->n;
     if (ent != last) {
         struct mc_obj_ent *from = mc_shard_ent(s, last), *to = mc_shard_ent(s, ent);
         struct mc_object *moved = mc_ent_obj(from);
-        uint32_t tag = obj_tag(moved);
-        s->slots[htab_slot_of(s, tag, last)] = make_slot(tag, ent);
+        uint64_t mh = obj_hash(moved);
+        s->slots[htab_slot_of(s, mh, last)] = slot_make(mh, ent);
         atomic_store_explicit(&to->lease_ms,
                               atomic_load_explicit(&from->lease_ms, memory_order_relaxed),
                               memory_order_relaxed);

@@ -1,0 +1,194 @@
+/*
+ * bench_objects.c - `mooncake_bench objects`: the master core's object table in process.
+ *
+ * For each --objects count N (default 1M and 10M): a fresh master with one segment large enough,
+ * N keys of --key-len bytes (default 40) Put with one replica of --value bytes (default 64),
+ * then N random Gets, N Exists, and N Removes, single-threaded. Reported per phase: ops/s; and
+ * for the table itself the resident bytes per object beyond the key bytes
+ * ((RSS after the Puts - RSS before) / N - key length; target <= 128): this includes the object
+ * record, the shard index and entry array, malloc overhead and the segment allocator's node.
+ * No reference runs beside it (redis-benchmark is measured against the daemon by
+ * `mooncake_bench master`).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "master/master.h"
+#include "mooncake/errors.h"
+#include "tools/bench_util.h"
+
+static void make_key(char *buf, size_t key_len, uint64_t i)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)i);
+    memset(buf, 'k', key_len);
+    if ((size_t)n <= key_len)
+        memcpy(buf + key_len - (size_t)n, tmp, (size_t)n);
+}
+
+static void emit(const char *op, uint64_t n, double secs, double bytes_per_obj)
+{
+    char name[64];
+    snprintf(name, sizeof(name), "%s_%llu", op, (unsigned long long)n);
+    struct mc_bench_result r;
+    mc_bench_result_init(&r, "objects", name);
+    r.runs = 1;
+    r.ms = secs * 1e3;
+    r.p50_ms = r.ms;
+    r.p99_ms = r.ms;
+    r.ops_per_s = secs > 0 ? (double)n / secs : 0;
+    mc_bench_add_str(&r, "op", op);
+    mc_bench_add_num(&r, "objects", (double)n);
+    if (bytes_per_obj >= 0)
+        mc_bench_add_num(&r, "bytes_per_object", bytes_per_obj);
+    mc_bench_emit(&r);
+}
+
+static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
+{
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    c.manual_ticks = true;
+    c.default_kv_lease_ttl_ms = 0; /* Gets must not block the Remove phase */
+    struct mc_master *m = NULL;
+    if (mc_master_new(&c, &m) != MC_OK)
+        return 1;
+    struct mc_id client = {0xbe, 0x17};
+    struct mc_segment_desc d;
+    memset(&d, 0, sizeof(d));
+    d.id = (struct mc_id){0xbe, 1};
+    snprintf(d.name, sizeof(d.name), "bench");
+    d.base = 0x100000000ull;
+    uint64_t unit = (value + 63) / 64 * 64;
+    d.size = unit * n + (64ull << 20);
+    snprintf(d.endpoint, sizeof(d.endpoint), "127.0.0.1:1");
+    snprintf(d.protocol, sizeof(d.protocol), "tcp");
+    if (mc_master_mount_segment(m, client, &d) != MC_OK) {
+        mc_master_free(m);
+        return 1;
+    }
+    char *key = malloc(key_len + 1);
+    struct mc_put_start_result *ps = malloc(sizeof(*ps));
+    struct mc_get_result *g = malloc(sizeof(*g));
+    int rc = 0;
+    uint64_t rss0 = mc_bench_rss_bytes();
+    uint64_t t0 = mc_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        make_key(key, key_len, i);
+        if (mc_master_put_start(m, client, key, key_len, value, NULL, ps) != MC_OK ||
+            mc_master_put_end(m, client, key, key_len, 0, false) != MC_OK) {
+            fprintf(stderr, "objects: put %llu failed\n", (unsigned long long)i);
+            rc = 1;
+            goto out;
+        }
+    }
+    uint64_t t1 = mc_now_ns();
+    uint64_t rss1 = mc_bench_rss_bytes();
+    double per_obj = (double)(rss1 - rss0) / (double)n - (double)key_len;
+    emit("put", n, (double)(t1 - t0) / 1e9, per_obj);
+
+    uint64_t rng = seed;
+    t0 = mc_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        make_key(key, key_len, mc_bench_rand(&rng) % n);
+        if (mc_master_get_replica_list(m, key, key_len, g) != MC_OK) {
+            rc = 1;
+            goto out;
+        }
+    }
+    t1 = mc_now_ns();
+    emit("get", n, (double)(t1 - t0) / 1e9, -1);
+
+    t0 = mc_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        bool ex;
+        make_key(key, key_len, mc_bench_rand(&rng) % n);
+        if (mc_master_exist_key(m, key, key_len, &ex) != MC_OK || !ex) {
+            rc = 1;
+            goto out;
+        }
+    }
+    t1 = mc_now_ns();
+    emit("exist", n, (double)(t1 - t0) / 1e9, -1);
+
+    t0 = mc_now_ns();
+    for (uint64_t i = 0; i < n; i++) {
+        make_key(key, key_len, i);
+        if (mc_master_remove(m, key, key_len, false) != MC_OK) {
+            rc = 1;
+            goto out;
+        }
+    }
+    t1 = mc_now_ns();
+    emit("remove", n, (double)(t1 - t0) / 1e9, -1);
+out:
+    free(key);
+    free(ps);
+    free(g);
+    mc_master_free(m);
+    return rc;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: mooncake_bench objects [--objects 1000000,10000000] [--key-len 40]\n"
+                    "                              [--value 64] [--seed S]\n");
+}
+
+int mc_bench_objects(int argc, char **argv)
+{
+    uint64_t counts[8] = {1000000, 10000000};
+    int ncounts = 2;
+    size_t key_len = 40;
+    uint64_t value = 64, seed = 0x2545f4914f6cdd1dull;
+    static const struct option opts[] = {
+        {"objects", required_argument, 0, 'n'},
+        {"key-len", required_argument, 0, 'k'},
+        {"value", required_argument, 0, 'v'},
+        {"seed", required_argument, 0, 's'},
+        {"runs", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    int ch;
+    while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'n':
+            ncounts = mc_bench_parse_sizes(optarg, counts, 8);
+            break;
+        case 'k':
+            key_len = (size_t)strtoull(optarg, NULL, 0);
+            break;
+        case 'v':
+            value = strtoull(optarg, NULL, 0);
+            break;
+        case 's':
+            seed = strtoull(optarg, NULL, 0);
+            break;
+        case 'r':
+            break; /* one run per count: the memory figure needs a fresh process state */
+        case 'h':
+            usage();
+            return 0;
+        default:
+            usage();
+            return 2;
+        }
+    }
+    if (ncounts <= 0 || key_len < 20 || key_len > 4096 || value == 0 || seed == 0) {
+        usage();
+        return 2;
+    }
+    for (int i = 0; i < ncounts; i++) {
+        if (counts[i] == 0 || run(counts[i], key_len, value, seed) != 0) {
+            fprintf(stderr, "objects: run with %llu objects failed\n",
+                    (unsigned long long)counts[i]);
+            return 1;
+        }
+    }
+    return 0;
+}
