@@ -1,0 +1,953 @@
+/*
+ * test_master_daemon.c - the real mooncake_master process, driven over its real ports.
+ *
+ * Each scenario starts $MC_BIN_DIR/mooncake_master on loopback with --rpc_port=0
+ * --metrics_port=0 (stderr to a file in a private mkdtemp directory), reads its READY line with
+ * a deadline, talks to it with rpc_client + protobuf (and raw sockets / HTTP for the bad-input
+ * and /metrics cases), and ends by stopping it with SIGTERM and checking exit status 0. The
+ * teardown SIGKILLs a child still running (a failed assertion), so nothing outlives the test.
+ * Flag handling (--help, unknown flag, not-implemented flags) runs short-lived children.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+
+#define SEG_BASE 0x7f0000000000ull
+#define SEG_SIZE (64ull << 20)
+
+struct daemon {
+    pid_t pid;
+    int out_fd;
+    uint16_t rpc_port, metrics_port;
+    char dir[64];
+    char err_path[96];
+    struct mc_rpc_client *c; /* first connection */
+    char *body;              /* last HTTP body (freed by teardown on a failed assertion) */
+};
+
+static char g_bin[4096];
+
+/* ---- process plumbing ------------------------------------------------------------------------ */
+
+static void print_log(const struct daemon *d)
+{
+    FILE *f = fopen(d->err_path, "r");
+    char line[512];
+    if (!f)
+        return;
+    fprintf(stderr, "---- master stderr ----\n");
+    while (fgets(line, sizeof(line), f))
+        fputs(line, stderr);
+    fclose(f);
+}
+
+/* Reads one line from fd within deadline_ms; returns its length or -1. */
+static int read_line(int fd, char *buf, size_t cap, uint64_t deadline_ms)
+{
+    size_t n = 0;
+    while (n + 1 < cap) {
+        int64_t left = (int64_t)(deadline_ms - mc_now_ms());
+        if ((int64_t)deadline_ms - (int64_t)mc_now_ms() <= 0 || left <= 0)
+            return -1;
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, (int)left);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        ssize_t k = read(fd, buf + n, 1);
+        if (k <= 0)
+            return -1;
+        if (buf[n] == '\n') {
+            buf[n] = '\0';
+            return (int)n;
+        }
+        n++;
+    }
+    return -1;
+}
+
+/* Waits for pid to exit within deadline_ms; returns the wait status or -1 on timeout. */
+static int wait_exit(pid_t pid, uint64_t timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + timeout_ms;
+    for (;;) {
+        int st;
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return st;
+        if (w < 0 && errno != EINTR)
+            return -1;
+        if (mc_now_ms() > deadline)
+            return -1;
+        struct timespec ts = {0, 5 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void daemon_start(struct daemon *d, const char *extra, ...)
+{
+    const char *argv[32];
+    int n = 0;
+    argv[n++] = g_bin;
+    argv[n++] = "--rpc_port=0";
+    argv[n++] = "--metrics_port=0";
+    argv[n++] = "--rpc_address=127.0.0.1";
+    argv[n++] = "--metrics_host=127.0.0.1";
+    argv[n++] = "--rpc_thread_num=2";
+    va_list ap;
+    va_start(ap, extra);
+    for (const char *a = extra; a && n < 31; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+
+    int pfd[2];
+    assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (e < 0 || dup2(pfd[1], 1) < 0 || dup2(e, 2) < 0)
+            _exit(99);
+        execv(g_bin, (char *const *)argv);
+        _exit(98);
+    }
+    close(pfd[1]);
+    d->out_fd = pfd[0];
+    char line[256];
+    if (read_line(d->out_fd, line, sizeof(line), mc_now_ms() + 20000) < 0) {
+        print_log(d);
+        fail_msg("the master did not print READY within 20 s");
+    }
+    unsigned rp = 0, mp = 0;
+    char ra[64], ma[64];
+    if (sscanf(line, "READY rpc=%63[^:]:%u metrics=%63[^:]:%u", ra, &rp, ma, &mp) != 4)
+        fail_msg("unexpected first line: '%s'", line);
+    assert_string_equal(ra, "127.0.0.1");
+    assert_string_equal(ma, "127.0.0.1");
+    assert_true(rp > 0 && rp < 65536 && mp > 0 && mp < 65536);
+    d->rpc_port = (uint16_t)rp;
+    d->metrics_port = (uint16_t)mp;
+    /* exactly one line: nothing else may follow on stdout */
+    struct pollfd p = {.fd = d->out_fd, .events = POLLIN};
+    assert_int_equal(poll(&p, 1, 0), 0);
+}
+
+static struct mc_rpc_client *connect_client(const struct daemon *d)
+{
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = d->rpc_port;
+    cc.call_timeout_ms = 5000;
+    struct mc_rpc_client *c = NULL;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    assert_int_equal(mc_rpc_client_connect(c), 0);
+    return c;
+}
+
+/* SIGTERM, then exit status 0 within 10 s. */
+static void daemon_stop_ok(struct daemon *d)
+{
+    mc_rpc_client_free(d->c);
+    d->c = NULL;
+    assert_int_equal(kill(d->pid, SIGTERM), 0);
+    int st = wait_exit(d->pid, 10000);
+    if (st == -1)
+        print_log(d);
+    assert_int_not_equal(st, -1);
+    d->pid = 0;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        print_log(d);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* stdout carried nothing after READY */
+    char buf[64];
+    assert_int_equal(read(d->out_fd, buf, sizeof(buf)), 0);
+}
+
+static int setup(void **state)
+{
+    struct daemon *d = calloc(1, sizeof(*d));
+    strcpy(d->dir, "/tmp/mc_master_daemon.XXXXXX");
+    if (!mkdtemp(d->dir))
+        return -1;
+    snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
+    d->out_fd = -1;
+    *state = d;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct daemon *d = *state;
+    mc_rpc_client_free(d->c);
+    free(d->body);
+    if (d->pid > 0) {
+        kill(d->pid, SIGKILL);
+        waitpid(d->pid, NULL, 0);
+    }
+    if (d->out_fd >= 0)
+        close(d->out_fd);
+    unlink(d->err_path);
+    rmdir(d->dir);
+    free(d);
+    return 0;
+}
+
+/* ---- RPC helpers ----------------------------------------------------------------------------- */
+
+static int call(struct mc_rpc_client *c, uint16_t method, const void *req,
+                const ProtobufCMessageDescriptor *desc, void *resp_out)
+{
+    ProtobufCMessage *resp = NULL;
+    int rc = mc_rpc_client_call_msg(c, method, (const ProtobufCMessage *)req, desc, 0, &resp);
+    if (resp_out)
+        *(ProtobufCMessage **)resp_out = resp;
+    else if (resp)
+        protobuf_c_message_free_unpacked(resp, NULL);
+    return rc;
+}
+
+#define FREE_MSG(m) protobuf_c_message_free_unpacked(&(m)->base, NULL)
+
+static Mc__Uuid uuid(uint64_t hi, uint64_t lo)
+{
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = hi;
+    u.lo = lo;
+    return u;
+}
+
+static int ping(struct mc_rpc_client *c, Mc__Uuid *client, Mc__PingResponse **out)
+{
+    Mc__PingRequest req = MC__PING_REQUEST__INIT;
+    req.client_id = client;
+    return call(c, MC_METHOD_PING, &req, &mc__ping_response__descriptor, out);
+}
+
+static int mount(struct mc_rpc_client *c, Mc__Uuid *client, Mc__Uuid *seg_id, const char *name)
+{
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    seg.id = seg_id;
+    seg.name = (char *)name;
+    seg.base_addr = SEG_BASE;
+    seg.size = SEG_SIZE;
+    seg.endpoint = "127.0.0.1:1";
+    seg.protocol = MC__PROTOCOL__PROTOCOL_TCP;
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = client;
+    return call(c, MC_METHOD_MOUNT_SEGMENT, &req, &mc__mount_segment_response__descriptor, NULL);
+}
+
+static int put_start(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t size,
+                     Mc__PutStartResponse **out)
+{
+    Mc__PutStartRequest req = MC__PUT_START_REQUEST__INIT;
+    req.client_id = client;
+    req.key = (char *)key;
+    req.value_length = size;
+    return call(c, MC_METHOD_PUT_START, &req, &mc__put_start_response__descriptor, out);
+}
+
+static int put_end(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint32_t crc)
+{
+    Mc__PutEndRequest req = MC__PUT_END_REQUEST__INIT;
+    req.client_id = client;
+    req.key = (char *)key;
+    req.crc32c = crc;
+    req.crc_valid = 1;
+    return call(c, MC_METHOD_PUT_END, &req, &mc__put_end_response__descriptor, NULL);
+}
+
+static int get(struct mc_rpc_client *c, const char *key, Mc__GetReplicaListResponse **out)
+{
+    Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+    req.key = (char *)key;
+    return call(c, MC_METHOD_GET_REPLICA_LIST, &req, &mc__get_replica_list_response__descriptor,
+                out);
+}
+
+static Mc__GetStatsResponse *stats(struct mc_rpc_client *c)
+{
+    Mc__GetStatsResponse *st = NULL;
+    assert_int_equal(call(c, MC_METHOD_GET_STATS, NULL, &mc__get_stats_response__descriptor, &st),
+                     0);
+    return st;
+}
+
+static void check_replica_in_segment(const Mc__ReplicaDescriptor *r, uint64_t size)
+{
+    assert_int_equal(r->type, MC__REPLICA_TYPE__RT_MEMORY);
+    assert_non_null(r->memory);
+    assert_string_equal(r->memory->segment_name, "seg0");
+    assert_string_equal(r->memory->endpoint, "127.0.0.1:1");
+    assert_int_equal(r->memory->size, size);
+    assert_true(r->memory->offset + size <= SEG_SIZE);
+    assert_int_equal(r->memory->remote_addr, SEG_BASE + r->memory->offset);
+    assert_int_equal(r->memory->segment_id->hi, 7);
+    assert_int_equal(r->memory->segment_id->lo, 8);
+}
+
+/* ---- scenarios ---------------------------------------------------------------------------------
+ */
+
+static void test_version_ping_segments(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--client_ttl=3s", NULL);
+    d->c = connect_client(d);
+    char ver[128];
+    assert_int_equal(mc_rpc_check_version(d->c, ver, sizeof(ver)), 0);
+    assert_string_equal(ver, MC_SERVICE_VERSION);
+    Mc__ServiceReadyResponse *sr = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_SERVICE_READY, NULL, &mc__service_ready_response__descriptor, &sr), 0);
+    assert_int_equal(sr->proto_version, MC_PROTO_VERSION);
+    FREE_MSG(sr);
+
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    Mc__PingResponse *pr = NULL;
+    assert_int_equal(ping(d->c, &a, &pr), 0);
+    assert_int_equal(pr->client_status, MC__CLIENT_STATUS__CS_NEED_REMOUNT);
+    assert_int_equal(pr->client_ttl_ms, 3000);
+    FREE_MSG(pr);
+    /* a zero client id is refused by the core */
+    Mc__Uuid zero = uuid(0, 0);
+    assert_int_equal(ping(d->c, &zero, NULL), MC_ERR_INVALID_PARAMS);
+
+    /* ReMount with no segment marks the client OK */
+    Mc__ReMountSegmentRequest rm = MC__RE_MOUNT_SEGMENT_REQUEST__INIT;
+    rm.client_id = &a;
+    assert_int_equal(call(d->c, MC_METHOD_REMOUNT_SEGMENT, &rm,
+                          &mc__re_mount_segment_response__descriptor, NULL),
+                     0);
+    assert_int_equal(ping(d->c, &a, &pr), 0);
+    assert_int_equal(pr->client_status, MC__CLIENT_STATUS__CS_OK);
+    FREE_MSG(pr);
+
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0); /* idempotent */
+    /* a segment with no size is bad input, not a crash */
+    Mc__Segment bad = MC__SEGMENT__INIT;
+    Mc__Uuid bad_id = uuid(9, 9);
+    bad.id = &bad_id;
+    bad.name = "bad";
+    bad.base_addr = SEG_BASE;
+    Mc__MountSegmentRequest mreq = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    mreq.segment = &bad;
+    mreq.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_MOUNT_SEGMENT, &mreq, &mc__mount_segment_response__descriptor, NULL),
+        MC_ERR_INVALID_PARAMS);
+
+    Mc__ListSegmentsResponse *ls = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_LIST_SEGMENTS, NULL, &mc__list_segments_response__descriptor, &ls), 0);
+    assert_int_equal(ls->n_segments, 1);
+    assert_string_equal(ls->segments[0]->name, "seg0");
+    assert_int_equal(ls->segments[0]->size, SEG_SIZE);
+    assert_int_equal(ls->segments[0]->used, 0);
+    assert_int_equal(ls->segments[0]->owner->lo, 2);
+    FREE_MSG(ls);
+
+    Mc__GetStatsResponse *st = stats(d->c);
+    assert_string_equal(st->version, MC_SERVICE_VERSION);
+    assert_int_equal(st->segment_count, 1);
+    assert_int_equal(st->capacity_bytes, SEG_SIZE);
+    assert_int_equal(st->key_count, 0);
+    assert_true(st->n_extra > 0);
+    FREE_MSG(st);
+
+    Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    um.segment_id = &seg_id;
+    um.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_UNMOUNT_SEGMENT, &um, &mc__unmount_segment_response__descriptor, NULL),
+        0);
+    st = stats(d->c);
+    assert_int_equal(st->segment_count, 0);
+    FREE_MSG(st);
+    daemon_stop_ok(d);
+}
+
+static void test_objects(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+
+    /* PutStart -> not readable -> PutEnd -> readable */
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "k1", 4096, &ps), 0);
+    assert_int_equal(ps->n_replicas, 1);
+    assert_int_equal(ps->replicas[0]->status, MC__REPLICA_STATUS__RS_PROCESSING);
+    check_replica_in_segment(ps->replicas[0], 4096);
+    uint64_t version = ps->version;
+    assert_true(version != 0);
+    FREE_MSG(ps);
+    assert_int_equal(get(d->c, "k1", NULL), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(put_start(d->c, &a, "k1", 4096, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(put_end(d->c, &a, "k1", 0xabcdef01u), 0);
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "k1", &g), 0);
+    assert_int_equal(g->status, 0);
+    assert_int_equal(g->n_replicas, 1);
+    assert_int_equal(g->replicas[0]->status, MC__REPLICA_STATUS__RS_COMPLETE);
+    check_replica_in_segment(g->replicas[0], 4096);
+    assert_int_equal(g->size, 4096);
+    assert_int_equal(g->version, version);
+    assert_int_equal(g->crc32c, 0xabcdef01u);
+    assert_true(g->crc_valid);
+    assert_int_equal(g->lease_ttl_ms, 10000);
+    FREE_MSG(g);
+    assert_int_equal(get(d->c, "nope", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get(d->c, "", NULL), MC_ERR_INVALID_KEY);
+
+    Mc__ExistKeyRequest ek = MC__EXIST_KEY_REQUEST__INIT;
+    Mc__ExistKeyResponse *er = NULL;
+    ek.key = "k1";
+    assert_int_equal(call(d->c, MC_METHOD_EXIST_KEY, &ek, &mc__exist_key_response__descriptor, &er),
+                     0);
+    assert_true(er->exists);
+    FREE_MSG(er);
+    ek.key = "nope";
+    assert_int_equal(call(d->c, MC_METHOD_EXIST_KEY, &ek, &mc__exist_key_response__descriptor, &er),
+                     0);
+    assert_false(er->exists);
+    FREE_MSG(er);
+
+    /* batch forms: b1, b2 put; "k1" already exists */
+    char *bkeys[3] = {"b1", "b2", "k1"};
+    uint64_t blens[3] = {1000, 2000, 3000};
+    Mc__BatchPutStartRequest bps = MC__BATCH_PUT_START_REQUEST__INIT;
+    bps.client_id = &a;
+    bps.n_keys = 3;
+    bps.keys = bkeys;
+    bps.n_value_lengths = 3;
+    bps.value_lengths = blens;
+    Mc__BatchPutStartResponse *bpr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
+                          &mc__batch_put_start_response__descriptor, &bpr),
+                     0);
+    assert_int_equal(bpr->n_results, 3);
+    assert_int_equal(bpr->results[0]->status, 0);
+    assert_int_equal(bpr->results[0]->n_replicas, 1);
+    check_replica_in_segment(bpr->results[0]->replicas[0], 1000);
+    assert_int_equal(bpr->results[1]->status, 0);
+    assert_int_equal(bpr->results[2]->status, MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(bpr->results[2]->n_replicas, 0);
+    FREE_MSG(bpr);
+    /* mismatched lengths: every item INVALID_PARAMS */
+    bps.n_value_lengths = 2;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
+                          &mc__batch_put_start_response__descriptor, &bpr),
+                     0);
+    assert_int_equal(bpr->n_results, 3);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(bpr->results[i]->status, MC_ERR_INVALID_PARAMS);
+    FREE_MSG(bpr);
+
+    Mc__PutEndItem it[3] = {MC__PUT_END_ITEM__INIT, MC__PUT_END_ITEM__INIT, MC__PUT_END_ITEM__INIT};
+    Mc__PutEndItem *itp[3] = {&it[0], &it[1], &it[2]};
+    it[0].key = "b1";
+    it[1].key = "b2";
+    it[2].key = "never";
+    Mc__BatchPutEndRequest bpe = MC__BATCH_PUT_END_REQUEST__INIT;
+    bpe.client_id = &a;
+    bpe.n_items = 3;
+    bpe.items = itp;
+    Mc__BatchPutEndResponse *bper = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_BATCH_PUT_END, &bpe, &mc__batch_put_end_response__descriptor, &bper),
+        0);
+    assert_int_equal(bper->n_statuses, 3);
+    assert_int_equal(bper->statuses[0], 0);
+    assert_int_equal(bper->statuses[1], 0);
+    assert_int_equal(bper->statuses[2], MC_ERR_OBJECT_NOT_FOUND);
+    FREE_MSG(bper);
+
+    char *gkeys[3] = {"b1", "missing", "k1"};
+    Mc__BatchGetReplicaListRequest bg = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
+    bg.n_keys = 3;
+    bg.keys = gkeys;
+    Mc__BatchGetReplicaListResponse *bgr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_GET_REPLICA_LIST, &bg,
+                          &mc__batch_get_replica_list_response__descriptor, &bgr),
+                     0);
+    assert_int_equal(bgr->n_results, 3);
+    assert_int_equal(bgr->results[0]->status, 0);
+    assert_int_equal(bgr->results[0]->size, 1000);
+    check_replica_in_segment(bgr->results[0]->replicas[0], 1000);
+    assert_int_equal(bgr->results[1]->status, MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(bgr->results[1]->n_replicas, 0);
+    assert_int_equal(bgr->results[2]->status, 0);
+    assert_int_equal(bgr->results[2]->version, version);
+    FREE_MSG(bgr);
+
+    Mc__BatchExistKeyRequest be = MC__BATCH_EXIST_KEY_REQUEST__INIT;
+    be.n_keys = 3;
+    be.keys = gkeys;
+    Mc__BatchExistKeyResponse *ber = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_BATCH_EXIST_KEY, &be, &mc__batch_exist_key_response__descriptor, &ber),
+        0);
+    assert_int_equal(ber->n_exists, 3);
+    assert_int_equal(ber->n_statuses, 3);
+    assert_true(ber->exists[0]);
+    assert_false(ber->exists[1]);
+    assert_true(ber->exists[2]);
+    FREE_MSG(ber);
+
+    /* QueryKey: lease visible (Get granted one), no side effects */
+    Mc__QueryKeyRequest qk = MC__QUERY_KEY_REQUEST__INIT;
+    qk.key = "k1";
+    Mc__QueryKeyResponse *qr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_QUERY_KEY, &qk, &mc__query_key_response__descriptor, &qr),
+                     0);
+    assert_string_equal(qr->key, "k1");
+    assert_int_equal(qr->size, 4096);
+    assert_int_equal(qr->version, version);
+    assert_true(qr->lease_ms_left > 0);
+    assert_false(qr->put_in_progress);
+    assert_int_equal(qr->n_replicas, 1);
+    assert_int_equal(qr->replicas[0]->replica->status, MC__REPLICA_STATUS__RS_COMPLETE);
+    FREE_MSG(qr);
+    qk.key = "missing";
+    assert_int_equal(call(d->c, MC_METHOD_QUERY_KEY, &qk, &mc__query_key_response__descriptor, &qr),
+                     MC_ERR_OBJECT_NOT_FOUND);
+
+    Mc__GetStatsResponse *st = stats(d->c);
+    assert_int_equal(st->key_count, 3);
+    assert_true(st->allocated_bytes >= 4096 + 1000 + 2000);
+    FREE_MSG(st);
+
+    /* PutRevoke */
+    assert_int_equal(put_start(d->c, &a, "r1", 100, NULL), 0);
+    Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
+    pr.client_id = &a;
+    pr.key = "r1";
+    assert_int_equal(
+        call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL), 0);
+    assert_int_equal(get(d->c, "r1", NULL), MC_ERR_OBJECT_NOT_FOUND);
+    char *rkeys[2] = {"r2", "r3"};
+    uint64_t rlens[2] = {10, 10};
+    bps.n_keys = 2;
+    bps.keys = rkeys;
+    bps.n_value_lengths = 2;
+    bps.value_lengths = rlens;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
+                          &mc__batch_put_start_response__descriptor, NULL),
+                     0);
+    Mc__BatchPutRevokeRequest bpv = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
+    bpv.client_id = &a;
+    bpv.n_keys = 2;
+    bpv.keys = rkeys;
+    Mc__BatchPutRevokeResponse *bpvr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_REVOKE, &bpv,
+                          &mc__batch_put_revoke_response__descriptor, &bpvr),
+                     0);
+    assert_int_equal(bpvr->n_statuses, 2);
+    assert_int_equal(bpvr->statuses[0], 0);
+    assert_int_equal(bpvr->statuses[1], 0);
+    FREE_MSG(bpvr);
+
+    /* Remove: leased -> OBJECT_HAS_LEASE unless forced */
+    Mc__RemoveRequest rr = MC__REMOVE_REQUEST__INIT;
+    rr.key = "k1";
+    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rr, &mc__remove_response__descriptor, NULL),
+                     MC_ERR_OBJECT_HAS_LEASE);
+    rr.force = 1;
+    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rr, &mc__remove_response__descriptor, NULL), 0);
+    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rr, &mc__remove_response__descriptor, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    char *rmkeys[2] = {"b1", "zz"};
+    Mc__BatchRemoveRequest br = MC__BATCH_REMOVE_REQUEST__INIT;
+    br.n_keys = 2;
+    br.keys = rmkeys;
+    br.force = 1;
+    Mc__BatchRemoveResponse *brr = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_BATCH_REMOVE, &br, &mc__batch_remove_response__descriptor, &brr), 0);
+    assert_int_equal(brr->n_statuses, 2);
+    assert_int_equal(brr->statuses[0], 0);
+    assert_int_equal(brr->statuses[1], MC_ERR_OBJECT_NOT_FOUND);
+    FREE_MSG(brr);
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.force = 1;
+    Mc__RemoveAllResponse *rar = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, &rar), 0);
+    assert_int_equal(rar->removed, 1); /* b2 */
+    FREE_MSG(rar);
+    st = stats(d->c);
+    assert_int_equal(st->key_count, 0);
+    FREE_MSG(st);
+    daemon_stop_ok(d);
+}
+
+static void test_illegal_client_and_unknown_methods(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    struct mc_rpc_client *c2 = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), b = uuid(3, 4), seg_id = uuid(7, 8);
+    assert_int_equal(ping(d->c, &a, NULL), 0); /* binds d->c to a */
+    assert_int_equal(ping(d->c, &b, NULL), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mount(d->c, &b, &seg_id, "seg0"), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(put_start(d->c, &b, "x", 10, NULL), MC_ERR_ILLEGAL_CLIENT);
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.client_id = &b;
+    assert_int_equal(
+        call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, NULL),
+        MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_start(d->c, &a, "x", 10, NULL), 0);
+    /* another connection bound to b: the Put is a's (owner check in the core) */
+    assert_int_equal(ping(c2, &b, NULL), 0);
+    assert_int_equal(put_end(c2, &b, "x", 0), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_end(c2, &a, "x", 0), MC_ERR_ILLEGAL_CLIENT); /* c2 is bound to b */
+    /* b cannot mount over a's segment id */
+    assert_int_equal(mount(c2, &b, &seg_id, "seg0"), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_end(d->c, &a, "x", 0), 0);
+
+    /* an unassigned method number and the methods not served yet: NOT_SUPPORTED */
+    assert_int_equal(mc_rpc_client_call(c2, 200, NULL, 0, 0, NULL, NULL), MC_ERR_NOT_SUPPORTED);
+    static const uint16_t later[] = {
+        MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT,
+        MC_METHOD_NOTIFY_OFFLOAD_SUCCESS,   MC_METHOD_EVICT_DISK_REPLICA,
+        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT,
+        MC_METHOD_PROMOTION_ALLOC_START,    MC_METHOD_NOTIFY_PROMOTION_SUCCESS,
+        MC_METHOD_NOTIFY_PROMOTION_FAILURE, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
+    for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
+        assert_int_equal(mc_rpc_client_call(c2, later[i], NULL, 0, 0, NULL, NULL),
+                         MC_ERR_NOT_SUPPORTED);
+    /* an undecodable body */
+    static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    assert_int_equal(mc_rpc_client_call(c2, MC_METHOD_PUT_START, junk, sizeof(junk), 0, NULL, NULL),
+                     MC_ERR_DESERIALIZE_FAIL);
+    assert_int_equal(ping(c2, &b, NULL), 0);
+    mc_rpc_client_free(c2);
+    daemon_stop_ok(d);
+}
+
+/* ---- HTTP ------------------------------------------------------------------------------------ */
+
+static int tcp_connect(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+/* GET path; returns the status and the body (malloc'ed). */
+static int http_get(uint16_t port, const char *path, char **body)
+{
+    int fd = tcp_connect(port);
+    char req[256];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
+    size_t cap = 1 << 16, len = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (len + 1 == cap)
+            buf = realloc(buf, cap *= 2);
+        ssize_t k = recv(fd, buf + len, cap - len - 1, 0);
+        assert_true(k >= 0);
+        if (k == 0)
+            break;
+        len += (size_t)k;
+    }
+    close(fd);
+    buf[len] = '\0';
+    int status = 0;
+    assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &status), 1);
+    char *sep = strstr(buf, "\r\n\r\n");
+    assert_non_null(sep);
+    *body = strdup(sep + 4);
+    free(buf);
+    return status;
+}
+
+/* Finds an unlabelled sample "name value" in an exposition; checks every sample line parses. */
+static double metric_value(const char *text, const char *name, int *found)
+{
+    double v = 0;
+    *found = 0;
+    char *copy = strdup(text), *save = NULL;
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#')
+            continue;
+        char *sp = strrchr(line, ' ');
+        assert_non_null(sp);
+        char *end = NULL;
+        double x = strtod(sp + 1, &end);
+        assert_true(end != sp + 1 && *end == '\0');
+        size_t nl = strlen(name);
+        if (strncmp(line, name, nl) == 0 && line + nl == sp) {
+            v = x;
+            *found = 1;
+        }
+    }
+    free(copy);
+    return v;
+}
+
+static void test_metrics(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(put_start(d->c, &a, "m1", 100, NULL), 0);
+    assert_int_equal(put_end(d->c, &a, "m1", 0), 0);
+    assert_int_equal(put_start(d->c, &a, "m2", 100, NULL), 0);
+    assert_int_equal(put_end(d->c, &a, "m2", 0), 0);
+
+    assert_int_equal(http_get(d->metrics_port, "/health", &d->body), 200);
+    free(d->body);
+    d->body = NULL;
+    assert_int_equal(http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(metric_value(d->body, "master_key_count", &found) == 2.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_total_capacity_bytes", &found) == (double)SEG_SIZE);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_allocated_bytes", &found) >= 200.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_put_start_requests_total", &found) >= 2.0);
+    assert_true(found);
+    free(d->body);
+    d->body = NULL;
+    assert_int_equal(http_get(d->metrics_port, "/nope", &d->body), 404);
+    free(d->body);
+    d->body = NULL;
+    daemon_stop_ok(d);
+}
+
+static void test_bad_input(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(put_start(d->c, &a, "m1", 100, NULL), 0);
+    assert_int_equal(put_end(d->c, &a, "m1", 0), 0);
+
+    /* garbage bytes: the connection is closed, the server keeps serving */
+    int fd = tcp_connect(d->rpc_port);
+    uint8_t junk[64];
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(i * 37 + 11);
+    assert_int_equal(send(fd, junk, sizeof(junk), MSG_NOSIGNAL), (ssize_t)sizeof(junk));
+    uint8_t rb[128];
+    assert_true(recv(fd, rb, sizeof(rb), 0) <= 0);
+    close(fd);
+    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+
+    /* oversized length: refused, connection closed */
+    struct mc_wire_header h;
+    uint8_t hb[MC_WIRE_HEADER_SIZE];
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_PUT_START, 1, 0, 0xF0000000u);
+    mc_wire_encode_header(&h, hb);
+    fd = tcp_connect(d->rpc_port);
+    assert_int_equal(send(fd, hb, sizeof(hb), MSG_NOSIGNAL), (ssize_t)sizeof(hb));
+    assert_true(recv(fd, rb, sizeof(rb), 0) <= 0);
+    close(fd);
+    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+
+    /* truncated frame: header announces 100 bytes, 10 arrive, then the peer goes away */
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_GET_REPLICA_LIST, 2, 0, 100);
+    mc_wire_encode_header(&h, hb);
+    fd = tcp_connect(d->rpc_port);
+    assert_int_equal(send(fd, hb, sizeof(hb), MSG_NOSIGNAL), (ssize_t)sizeof(hb));
+    assert_int_equal(send(fd, junk, 10, MSG_NOSIGNAL), 10);
+    close(fd);
+    /* truncated header */
+    fd = tcp_connect(d->rpc_port);
+    assert_int_equal(send(fd, hb, 7, MSG_NOSIGNAL), 7);
+    close(fd);
+    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "m1", &g), 0);
+    assert_int_equal(g->size, 100);
+    FREE_MSG(g);
+    daemon_stop_ok(d);
+}
+
+/* The client monitor thread runs: a client that stops pinging loses its segment. */
+static void test_client_expiry(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--client_ttl=300ms", NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    uint64_t deadline = mc_now_ms() + 10000;
+    uint64_t segs = 1;
+    while (segs != 0 && mc_now_ms() < deadline) {
+        Mc__GetStatsResponse *st = stats(d->c);
+        segs = st->segment_count;
+        FREE_MSG(st);
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(segs, 0);
+    daemon_stop_ok(d);
+}
+
+/* ---- flags -------------------------------------------------------------------------------------
+ */
+
+struct run {
+    int status;
+    char out[65536];
+    char err[4096];
+};
+
+/* Runs the master with args (NULL-terminated), output to files; 10 s deadline. */
+static void run_master(struct daemon *d, struct run *r, const char *first, ...)
+{
+    const char *argv[16];
+    int n = 0;
+    argv[n++] = g_bin;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && n < 15; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    char out_path[128];
+    snprintf(out_path, sizeof(out_path), "%s/stdout", d->dir);
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
+            _exit(99);
+        execv(g_bin, (char *const *)argv);
+        _exit(98);
+    }
+    int st = wait_exit(d->pid, 10000);
+    assert_int_not_equal(st, -1);
+    d->pid = 0;
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    memset(r->out, 0, sizeof(r->out));
+    memset(r->err, 0, sizeof(r->err));
+    int fd = open(out_path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(read(fd, r->out, sizeof(r->out) - 1) >= 0);
+    close(fd);
+    unlink(out_path);
+    fd = open(d->err_path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(read(fd, r->err, sizeof(r->err) - 1) >= 0);
+    close(fd);
+}
+
+static void test_flags(void **state)
+{
+    struct daemon *d = *state;
+    static struct run r;
+    run_master(d, &r, "--help", NULL);
+    assert_int_equal(r.status, 0);
+    static const char *const names[] = {"rpc_address",
+                                        "rpc_port",
+                                        "rpc_thread_num",
+                                        "metrics_host",
+                                        "metrics_port",
+                                        "default_kv_lease_ttl",
+                                        "default_kv_soft_pin_ttl",
+                                        "max_kv_soft_pin_ttl",
+                                        "allow_evict_soft_pinned_objects",
+                                        "eviction_ratio",
+                                        "eviction_high_watermark_ratio",
+                                        "client_ttl",
+                                        "put_start_discard_timeout_sec",
+                                        "put_start_release_timeout_sec",
+                                        "allocation_strategy",
+                                        "max_key_len",
+                                        "max_frame_bytes",
+                                        "log_level",
+                                        "enable_offload",
+                                        "offload_on_evict",
+                                        "offload_force_evict",
+                                        "offloading_queue_limit",
+                                        "offload_cap_ratio",
+                                        "promotion_on_hit",
+                                        "promotion_admission_threshold",
+                                        "promotion_queue_limit",
+                                        "promotion_max_per_heartbeat",
+                                        "promotion_task_timeout_sec"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strstr(r.out, names[i]))
+            fail_msg("--help does not list %s", names[i]);
+
+    run_master(d, &r, "--no_such_flag=1", NULL);
+    assert_int_equal(r.status, 2);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "enable_offload: not implemented yet"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=7", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "promotion_queue_limit: not implemented yet"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--allocation_strategy=best", NULL);
+    assert_int_equal(r.status, 2);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--eviction_ratio=2", NULL);
+    assert_int_equal(r.status, 2);
+    assert_int_equal(strlen(r.out), 0); /* never READY */
+}
+
+int main(void)
+{
+    const char *bin = getenv("MC_BIN_DIR");
+    snprintf(g_bin, sizeof(g_bin), "%s/mooncake_master", bin ? bin : ".");
+    signal(SIGPIPE, SIG_IGN);
+    mc_log_set_level(MC_LOG_WARN); /* the client's "connection lost" at SIGTERM is expected */
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_version_ping_segments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
