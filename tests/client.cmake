@@ -6,7 +6,7 @@ if(TARGET mc_client_static)
 endif()
 if(TARGET mc_client_static AND TARGET mooncake_master)
   mc_add_test(test_client SOURCES test_client.c test_client_util.c
-              LIBS mc_client_static Threads::Threads TIMEOUT 180)
+              LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 180)
   add_dependencies(test_client mooncake_master)
 endif()
 if(TARGET mc_client_shared AND TARGET mooncake_master)

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
@@ -417,6 +418,51 @@ static void test_huge_pages_or_fallback(void **state)
     assert_int_equal(mc_exist(f->c1, "huge/k"), 0);
 }
 
+/* Many threads share each client (the API is thread-safe): puts, gets (local and remote),
+ * exists and removes interleave; every byte comes back. */
+struct worker {
+    struct fx *f;
+    int idx;
+    int errors;
+};
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    size_t n = 64 * 1024 + (size_t)w->idx * 1000;
+    uint8_t *v = malloc(n), *out = malloc(n);
+    for (int i = 0; i < 16; i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "conc/%d/%d", w->idx, i);
+        tm_fill(v, n, (uint32_t)(w->idx * 1000 + i));
+        struct mc_client *wr = (i & 1) ? w->f->c1 : w->f->c2;
+        struct mc_client *rd = (i & 2) ? w->f->c1 : w->f->c2;
+        if (mc_put(wr, key, v, n, NULL) != 0 || mc_exist(rd, key) != 1 ||
+            mc_get(rd, key, out, n) != (int64_t)n || memcmp(out, v, n) != 0 ||
+            mc_remove(wr, key, true) != 0)
+            w->errors++;
+    }
+    free(v);
+    free(out);
+    return NULL;
+}
+
+static void test_concurrent_callers(void **state)
+{
+    struct fx *f = *state;
+    enum { NT = 6 };
+    struct worker w[NT];
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++) {
+        w[i] = (struct worker){f, i, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, worker_main, &w[i]), 0);
+    }
+    for (int i = 0; i < NT; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].errors, 0);
+    }
+}
+
 /* ---- leases and master faults (own masters) ------------------------------------------------ */
 
 static void test_lease_expiry_mid_read(void **state)
@@ -631,6 +677,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checksum_mismatch),
         cmocka_unit_test(test_failed_write_revokes_and_read_fails_over),
         cmocka_unit_test(test_huge_pages_or_fallback),
+        cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_multi_process),
         cmocka_unit_test(test_lease_expiry_mid_read),
