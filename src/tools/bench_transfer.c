@@ -1,0 +1,516 @@
+/*
+ * bench_transfer.c - `mooncake_bench transfer`: Put and Get throughput and latency.
+ *
+ * Two placements, each measured for every --sizes value (default 4KiB,64KiB,1MiB,4MiB,16MiB):
+ *   same     one process: a client whose own DRAM segment holds the object (the replica is
+ *            local, so Put and Get are a master round trip plus a memcpy);
+ *   between  two processes: a client without DRAM in this process, the object on a
+ *            mooncake_client daemon's segment, bytes over the TCP peer protocol on loopback.
+ * Unless --master is given, the bench starts its own mooncake_master and (for "between") a
+ * mooncake_client daemon from the directory of this executable (or --bin), on free loopback
+ * ports, and stops them at the end. The same-process client is closed before the daemon
+ * starts, so every "between" byte crosses a process boundary.
+ *
+ * Method. Buffers are allocated and touched before timing (warm). Put: each timed call stores
+ * a new key (a put of an existing key is a no-op) and the key is removed, untimed, right after,
+ * so the segment never fills. Get: one key is stored once and read --runs times into the same
+ * buffer; every read is checked for length and the first one byte by byte. A few untimed warm-up
+ * operations precede each series. Per case: median/p50/p99 latency over the calls,
+ * ops_per_s = runs / total time, bytes_per_s = runs * size / total time.
+ *
+ * Reference: for the same-process 4 MiB case, a plain memcpy of 4 MiB between the same warm
+ * buffers, timed the same way; the put and get lines carry ref (memcpy bytes/s) and ratio
+ * (ours / memcpy). scripts/bench/transfer_vs_iperf.sh puts the between-process lines beside
+ * iperf3 on loopback.
+ *
+ * JSON: bench=transfer case=<op>/<mode>/<size> runs ms p50_ms p99_ms ops_per_s bytes_per_s
+ * op mode size [ref ratio].
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/parse.h"
+#include "mooncake/client.h"
+#include "tools/bench_util.h"
+
+#define MAX_SIZES 16
+#define REF_SIZE (4u << 20)
+
+struct opts {
+    uint64_t sizes[MAX_SIZES];
+    int nsizes;
+    int runs; /* 0 = by size */
+    bool same, between;
+    const char *master; /* external master; NULL = start one */
+    char bin[PATH_MAX];
+    uint64_t segment_size;
+};
+
+struct child {
+    pid_t pid;
+    int out_fd;
+};
+
+/* ---- child processes ----------------------------------------------------------------------- */
+
+static int spawn(struct child *c, const char *const *argv)
+{
+    int pfd[2];
+
+    c->pid = 0;
+    c->out_fd = -1;
+    if (pipe2(pfd, O_CLOEXEC) != 0)
+        return -1;
+    c->pid = fork();
+    if (c->pid < 0) {
+        close(pfd[0]);
+        close(pfd[1]);
+        return -1;
+    }
+    if (c->pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (dup2(pfd[1], 1) < 0)
+            _exit(126);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pfd[1]);
+    c->out_fd = pfd[0];
+    return 0;
+}
+
+/* First stdout line of the child, within timeout_ms. */
+static int read_line(struct child *c, char *line, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
+    size_t n = 0;
+
+    for (;;) {
+        struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
+        uint64_t now = mc_now_ms();
+        char ch;
+        ssize_t r;
+        if (now >= deadline)
+            return -1;
+        if (poll(&p, 1, (int)(deadline - now)) <= 0)
+            continue;
+        r = read(c->out_fd, &ch, 1);
+        if (r == 0 || (r < 0 && errno != EINTR))
+            return -1;
+        if (r < 0)
+            continue;
+        if (ch == '\n') {
+            line[n] = '\0';
+            return 0;
+        }
+        if (n + 1 < cap)
+            line[n++] = ch;
+    }
+}
+
+static void stop(struct child *c)
+{
+    if (c->pid > 0) {
+        int st;
+        kill(c->pid, SIGTERM);
+        for (int i = 0; i < 1000 && waitpid(c->pid, &st, WNOHANG) == 0; i++)
+            usleep(10000);
+        if (kill(c->pid, 0) == 0) {
+            kill(c->pid, SIGKILL);
+            waitpid(c->pid, &st, 0);
+        }
+    }
+    if (c->out_fd >= 0)
+        close(c->out_fd);
+    c->pid = 0;
+    c->out_fd = -1;
+}
+
+/* Starts mooncake_master on free loopback ports; fills addr with its RPC "127.0.0.1:PORT". */
+static int start_master(const struct opts *o, struct child *c, char *addr, size_t cap)
+{
+    char path[PATH_MAX + 32], line[256], port[16];
+    const char *argv[] = {path,
+                          "--rpc_port=0",
+                          "--rpc_address=127.0.0.1",
+                          "--metrics_port=0",
+                          "--metrics_host=127.0.0.1",
+                          "--log_level=warn",
+                          NULL};
+    const char *r;
+
+    snprintf(path, sizeof(path), "%s/mooncake_master", o->bin);
+    if (spawn(c, argv) != 0 || read_line(c, line, sizeof(line), 20000) != 0 ||
+        !(r = strstr(line, "rpc=")) || !strchr(r, ':')) {
+        fprintf(stderr, "transfer: could not start %s\n", path);
+        return -1;
+    }
+    sscanf(strchr(r, ':') + 1, "%15[0-9]", port);
+    snprintf(addr, cap, "127.0.0.1:%s", port);
+    return 0;
+}
+
+static int start_daemon(const struct opts *o, const char *master, struct child *c, char *ep,
+                        size_t cap)
+{
+    char path[PATH_MAX + 32], line[256], m[128], seg[64];
+    const char *argv[] = {path, m, "--host=127.0.0.1", "--data_port=0", seg, "--log_level=warn",
+                          NULL};
+
+    snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
+    snprintf(m, sizeof(m), "--master=%s", master);
+    snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)o->segment_size);
+    if (spawn(c, argv) != 0 || read_line(c, line, sizeof(line), 20000) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        fprintf(stderr, "transfer: could not start %s\n", path);
+        return -1;
+    }
+    snprintf(ep, cap, "%s", line + 15);
+    return 0;
+}
+
+/* ---- measurement --------------------------------------------------------------------------- */
+
+static int runs_for(const struct opts *o, uint64_t size)
+{
+    uint64_t r;
+
+    if (o->runs > 0)
+        return o->runs;
+    r = (512ull << 20) / size; /* ~512 MiB per series */
+    return r < 20 ? 20 : r > 2000 ? 2000 : (int)r;
+}
+
+static void size_name(uint64_t size, char *buf, size_t cap)
+{
+    if (size >= (1u << 20) && size % (1u << 20) == 0)
+        snprintf(buf, cap, "%lluMiB", (unsigned long long)(size >> 20));
+    else if (size >= 1024 && size % 1024 == 0)
+        snprintf(buf, cap, "%lluKiB", (unsigned long long)(size >> 10));
+    else
+        snprintf(buf, cap, "%lluB", (unsigned long long)size);
+}
+
+static void report(const char *op, const char *mode, uint64_t size, double *lat_ms, int n,
+                   double ref)
+{
+    struct mc_bench_result r;
+    char name[96], sz[32];
+    double total = 0;
+
+    for (int i = 0; i < n; i++)
+        total += lat_ms[i];
+    size_name(size, sz, sizeof(sz));
+    snprintf(name, sizeof(name), "%s/%s/%s", op, mode, sz);
+    mc_bench_result_init(&r, "transfer", name);
+    r.runs = n;
+    r.ops_per_s = total > 0 ? n / (total / 1e3) : 0;
+    r.bytes_per_s = r.ops_per_s * (double)size;
+    r.p99_ms = mc_bench_percentile(lat_ms, (size_t)n, 99);
+    r.p50_ms = mc_bench_percentile(lat_ms, (size_t)n, 50);
+    r.ms = mc_bench_median(lat_ms, (size_t)n);
+    if (ref > 0)
+        mc_bench_set_ref(&r, ref, r.bytes_per_s / ref);
+    mc_bench_add_str(&r, "op", op);
+    mc_bench_add_str(&r, "mode", mode);
+    mc_bench_add_num(&r, "size", (double)size);
+    mc_bench_emit(&r);
+}
+
+/* memcpy of size bytes between the warm buffers, timed like the store: bytes/s. */
+static double memcpy_ref(uint8_t *dst, const uint8_t *src, uint64_t size, int runs, double *lat)
+{
+    double total = 0;
+
+    for (int i = 0; i < 3; i++)
+        memcpy(dst, src, size);
+    for (int i = 0; i < runs; i++) {
+        uint64_t t0 = mc_now_ns();
+        memcpy(dst, src, size);
+        __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copy */
+        lat[i] = (double)(mc_now_ns() - t0) / 1e6;
+        total += lat[i];
+    }
+    return total > 0 ? (double)size * runs / (total / 1e3) : 0;
+}
+
+/* Put and Get series of every size through client c; placement preferred on segment pref. */
+static int measure(const struct opts *o, struct mc_client *c, const char *mode, const char *pref)
+{
+    struct mc_replicate_config rc;
+    const char *prefs[1] = {pref};
+    int status = 0;
+
+    mc_replicate_config_init(&rc);
+    if (pref) {
+        rc.preferred_segments = prefs;
+        rc.preferred_segments_count = 1;
+    }
+    for (int s = 0; s < o->nsizes && status == 0; s++) {
+        uint64_t size = o->sizes[s];
+        int runs = runs_for(o, size), warm = runs / 10 < 5 ? runs / 10 + 1 : 5;
+        uint8_t *src = malloc(size), *dst = malloc(size);
+        double *lat = calloc((size_t)runs, sizeof(double));
+        double *glat = calloc((size_t)runs, sizeof(double)), ref = 0;
+        char key[96];
+        int64_t n;
+
+        if (!src || !dst || !lat || !glat) {
+            fprintf(stderr, "transfer: out of memory for %llu-byte buffers\n",
+                    (unsigned long long)size);
+            status = 1;
+            goto next;
+        }
+        for (uint64_t i = 0; i < size; i++)
+            src[i] = (uint8_t)(i * 131 + 7);
+        memset(dst, 0, size);
+
+        /* Put: a new key each time, removed (untimed) right after. */
+        for (int i = -warm; i < runs; i++) {
+            uint64_t t0;
+            int r;
+            snprintf(key, sizeof(key), "bench-transfer-%s-%llu-%d", mode, (unsigned long long)size,
+                     i);
+            t0 = mc_now_ns();
+            r = mc_put(c, key, src, size, &rc);
+            if (i >= 0)
+                lat[i] = (double)(mc_now_ns() - t0) / 1e6;
+            if (r != 0) {
+                fprintf(stderr, "transfer: put %s: %s\n", key, mc_strerror(r));
+                status = 1;
+                goto next;
+            }
+            mc_remove(c, key, true);
+        }
+
+        /* Get: one key, read runs times into the same warm buffer. */
+        snprintf(key, sizeof(key), "bench-transfer-%s-%llu-get", mode, (unsigned long long)size);
+        mc_remove(c, key, true);
+        if ((status = mc_put(c, key, src, size, &rc)) != 0) {
+            fprintf(stderr, "transfer: put %s: %s\n", key, mc_strerror(status));
+            status = 1;
+            goto next;
+        }
+        for (int i = -warm; i < runs; i++) {
+            uint64_t t0 = mc_now_ns();
+            n = mc_get(c, key, dst, size);
+            if (i >= 0)
+                glat[i] = (double)(mc_now_ns() - t0) / 1e6;
+            if (n != (int64_t)size || (i == -warm && memcmp(dst, src, size) != 0)) {
+                fprintf(stderr, "transfer: get %s: %s\n", key,
+                        n < 0 ? mc_strerror((int)n) : "wrong length or bytes");
+                status = 1;
+                goto next;
+            }
+        }
+        mc_remove(c, key, true);
+
+        /* The reference runs last, on the same buffers, as warm as the get's. */
+        if (!strcmp(mode, "same") && size == REF_SIZE) {
+            double *rl = calloc((size_t)runs, sizeof(double));
+            if (rl)
+                ref = memcpy_ref(dst, src, size, runs, rl);
+            free(rl);
+        }
+        report("put", mode, size, lat, runs, ref);
+        report("get", mode, size, glat, runs, ref);
+    next:
+        free(src);
+        free(dst);
+        free(lat);
+        free(glat);
+    }
+    return status;
+}
+
+/* ---- main -------------------------------------------------------------------------------- */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: mooncake_bench transfer [--sizes LIST] [--runs N] [--mode same|between|both]\n"
+            "                               [--master HOST:PORT] [--bin DIR] [--segment_size "
+            "SIZE]\n"
+            "  --sizes         object sizes (default 4KiB,64KiB,1MiB,4MiB,16MiB)\n"
+            "  --runs          calls per series (default: ~512 MiB of data, 20..2000)\n"
+            "  --mode          same (local segment), between (a daemon's segment), both\n"
+            "  --master        use this master (and whatever segments it has) instead of\n"
+            "                  starting mooncake_master [+ mooncake_client] from --bin\n"
+            "  --bin           where mooncake_master and mooncake_client are (default: this\n"
+            "                  program's directory)\n"
+            "  --segment_size  DRAM of the bench's segments (default 1GiB)\n");
+}
+
+static int parse_opts(int argc, char **argv, struct opts *o)
+{
+    static const struct option lo[] = {
+        {"sizes", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'm'},  {"master", required_argument, NULL, 'M'},
+        {"bin", required_argument, NULL, 'b'},   {"segment_size", required_argument, NULL, 'S'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+    };
+    const char *sizes = "4KiB,64KiB,1MiB,4MiB,16MiB", *mode = "both";
+    char exe[PATH_MAX];
+    ssize_t n;
+    int c;
+
+    memset(o, 0, sizeof(*o));
+    o->segment_size = 1ull << 30;
+    n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        snprintf(o->bin, sizeof(o->bin), "%s", dirname(exe));
+    }
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+        switch (c) {
+        case 's':
+            sizes = optarg;
+            break;
+        case 'r':
+            o->runs = atoi(optarg);
+            if (o->runs <= 0)
+                return 2;
+            break;
+        case 'm':
+            mode = optarg;
+            break;
+        case 'M':
+            o->master = optarg;
+            break;
+        case 'b':
+            snprintf(o->bin, sizeof(o->bin), "%s", optarg);
+            break;
+        case 'S':
+            if (mc_parse_size(optarg, &o->segment_size, NULL, 0) != 0 || !o->segment_size)
+                return 2;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            return 2;
+        }
+    }
+    if (optind < argc)
+        return 2;
+    o->nsizes = mc_bench_parse_sizes(sizes, o->sizes, MAX_SIZES);
+    if (o->nsizes <= 0)
+        return 2;
+    for (int i = 0; i < o->nsizes; i++)
+        if (o->sizes[i] == 0 || o->sizes[i] * 2 > o->segment_size)
+            return 2;
+    o->same = !strcmp(mode, "same") || !strcmp(mode, "both");
+    o->between = !strcmp(mode, "between") || !strcmp(mode, "both");
+    return o->same || o->between ? 0 : 2;
+}
+
+static int open_client(const char *master, uint64_t segment_size, struct mc_client **out)
+{
+    struct mc_client_config cfg;
+    int rc;
+
+    mc_client_config_init(&cfg);
+    cfg.master_address = master;
+    cfg.segment_size = segment_size;
+    rc = mc_client_open(&cfg, out);
+    if (rc)
+        fprintf(stderr, "transfer: cannot open a client on %s: %s\n", master, mc_strerror(rc));
+    return rc;
+}
+
+/* Warns when the placement is not what the mode means (e.g. an external master that put the
+ * same-process object on another node). */
+static void check_placement(struct mc_client *c, const char *want_ep, const char *mode)
+{
+    struct mc_replicate_config rc;
+    struct mc_object_info info = {0};
+    const char *prefs[1] = {want_ep};
+    uint8_t b = 1;
+
+    mc_replicate_config_init(&rc);
+    rc.preferred_segments = prefs;
+    rc.preferred_segments_count = 1;
+    if (mc_put(c, "bench-transfer-probe", &b, 1, &rc) == 0 &&
+        mc_query(c, "bench-transfer-probe", &info) == 0 && info.replica_count > 0 &&
+        strcmp(info.replicas[0].endpoint, want_ep) != 0)
+        fprintf(stderr, "transfer: warning: %s objects land on %s, not on %s\n", mode,
+                info.replicas[0].endpoint, want_ep);
+    mc_object_info_free(&info);
+    mc_remove(c, "bench-transfer-probe", true);
+}
+
+int mc_bench_transfer(int argc, char **argv)
+{
+    struct opts o;
+    struct child master = {0, -1}, daemon = {0, -1};
+    struct mc_client *c = NULL;
+    char addr[64], ep[256];
+    int rc = 0;
+
+    switch (parse_opts(argc, argv, &o)) {
+    case 0:
+        break;
+    case 1:
+        return 0;
+    default:
+        usage(stderr);
+        return 2;
+    }
+    mc_log_set_level(MC_LOG_WARN);
+    signal(SIGPIPE, SIG_IGN);
+    if (o.master) {
+        snprintf(addr, sizeof(addr), "%s", o.master);
+    } else if (start_master(&o, &master, addr, sizeof(addr)) != 0) {
+        rc = 1;
+        goto out;
+    }
+
+    if (o.same) {
+        if (open_client(addr, o.segment_size, &c) != 0) {
+            rc = 1;
+            goto out;
+        }
+        check_placement(c, mc_client_endpoint(c), "same-process");
+        rc = measure(&o, c, "same", mc_client_endpoint(c));
+        mc_client_close(c);
+        c = NULL;
+        if (rc)
+            goto out;
+    }
+    if (o.between) {
+        const char *pref = NULL;
+        if (!o.master) {
+            if (start_daemon(&o, addr, &daemon, ep, sizeof(ep)) != 0) {
+                rc = 1;
+                goto out;
+            }
+            pref = ep;
+        }
+        if (open_client(addr, 0, &c) != 0) {
+            rc = 1;
+            goto out;
+        }
+        if (pref)
+            check_placement(c, pref, "between-process");
+        rc = measure(&o, c, "between", pref);
+    }
+out:
+    mc_client_close(c);
+    stop(&daemon);
+    stop(&master);
+    return rc;
+}
