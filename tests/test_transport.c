@@ -403,7 +403,8 @@ static void test_disconnect_mid_frame_and_garbage(void **state)
 struct fake {
     int lfd;
     uint16_t port;
-    int mode; /* 0: reply header announcing 1 MiB, send 100 bytes, close; 1: never answer */
+    int mode; /* 0: reply header announcing 1 MiB, send 100 bytes, close; 1: never answer;
+                 2: answer a request id that was never sent */
     pthread_t th;
     int stop_fd[2];
 };
@@ -429,9 +430,17 @@ static void *fake_main(void *arg)
         mc_wire_encode_header(&r, out);
         memset(out + 32, 0, 104);
         send(fd, out, sizeof(out), MSG_NOSIGNAL);
-    } else {
+    } else if (fk->mode == 2) {
+        struct mc_wire_header r;
+        mc_wire_header_init(&r, MC_WIRE_RESPONSE, h.method, h.request_id + 7, 0, 4);
+        uint8_t out[36];
+        mc_wire_encode_header(&r, out);
+        memset(out + 32, 0, 4);
+        send(fd, out, sizeof(out), MSG_NOSIGNAL);
+    }
+    if (fk->mode != 0) {
         char c;
-        read(fk->stop_fd[0], &c, 1); /* hold the connection silently until told */
+        read(fk->stop_fd[0], &c, 1); /* hold the connection until told */
     }
 out:
     close(fd);
@@ -473,7 +482,7 @@ static void test_peer_dies_or_stalls(void **state)
     assert_int_equal(mc_transport_tcp_new(&tc, &t), 0);
     uint8_t *buf = malloc(1u << 20);
     char ep[64];
-    for (int mode = 0; mode < 2; mode++) {
+    for (int mode = 0; mode < 3; mode++) {
         struct fake fk;
         fake_start(&fk, mode);
         snprintf(ep, sizeof(ep), "127.0.0.1:%u", fk.port);

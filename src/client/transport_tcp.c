@@ -295,9 +295,10 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
     return send_all(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
 }
 
-/* Reads one reply; marks its slice done. Returns 0, a peer status, or TRANSFER_FAIL. */
+/* Reads one reply (it must answer a request sent and not yet answered); marks its slice done.
+ * Returns 0, a peer status, or TRANSFER_FAIL. */
 static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer *x,
-                      uint64_t base_id, bool *done, bool *any)
+                      uint64_t base_id, size_t sent, bool *done, bool *any)
 {
     uint8_t hb[MC_WIRE_HEADER_SIZE];
     if (recv_all(c->fd, hb, sizeof(hb)))
@@ -307,7 +308,7 @@ static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer
     mc_wire_decode_header(hb, &h);
     uint16_t want = x->is_write ? MC_METHOD_PEER_WRITE : MC_METHOD_PEER_READ;
     if (mc_wire_validate(&h, t->cfg.max_frame_bytes) != MC_WIRE_OK || h.kind != MC_WIRE_RESPONSE ||
-        h.method != want || h.request_id < base_id || h.request_id - base_id >= x->nslices ||
+        h.method != want || h.request_id < base_id || h.request_id - base_id >= sent ||
         done[h.request_id - base_id]) {
         mc_warn("tcp", "bad reply from peer", "method=%u id=%llu len=%u", h.method,
                 (unsigned long long)h.request_id, h.body_length);
@@ -360,7 +361,7 @@ static int run(struct tcp_transport *t, struct conn *c, const struct xfer *x, bo
                 goto out;
             sent++;
         }
-        rc = recv_reply(t, c, x, base_id, done, any);
+        rc = recv_reply(t, c, x, base_id, sent, done, any);
         if (rc)
             goto out;
         got++;
