@@ -225,13 +225,7 @@ int mc_master_tick_reaper(struct mc_master *m)
     return n;
 }
 
-/* Weak default, replaced by eviction.c's definition (the archive lists eviction.c.o before
- * master.c.o, so the linker pulls the real one first). Remove once eviction.c is in. */
-__attribute__((weak)) int mc_master_tick_eviction(struct mc_master *m)
-{
-    (void)m;
-    return 0;
-}
+/* mc_master_tick_eviction: eviction.c */
 
 /* ---- stats --------------------------------------------------------------------------------- */
 

@@ -1,0 +1,668 @@
+/*
+ * eviction.c - the eviction loop (mc_master_tick_eviction) and one BatchEvict cycle
+ * (mc_master_batch_evict): counts, path choice, the passes, the eviction rounds, and metrics.
+ * The algorithm is described in eviction.h; the scans are in eviction_census.c.
+ *
+ * A pass wants `want` more objects evicted from a candidate vector. It works in rounds: the
+ * `want - got` oldest remaining candidates are moved to the front of what is left (radix select
+ * on their deadlines plus one partition pass, never a full sort), counting-sorted by shard, and
+ * each shard holding some of them is write-locked once. Under that lock every candidate is
+ * found again ({ent, version}, or {key hash, version} when its entry moved) and revalidated
+ * with ev_classify() on bits recomputed from the object; a grouped one takes its group along or
+ * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
+ * many next-oldest ones (the reserve). On the selective path an exhausted frontier is refilled
+ * once with every eligible object past the cutoff that was not materialized yet. Large rounds
+ * spread their shards over the eviction threads; each worker frees its buffers after dropping
+ * the shard lock.
+ *
+ * Threads: one cycle at a time per master (cycle_lock); the census and big rounds use up to
+ * eviction_threads workers (default max(1, ncpu - 1)), spawned per phase, and only for tables of
+ * EV_PARALLEL_MIN_OBJECTS objects or more.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "common/metrics.h"
+#include "master/eviction_internal.h"
+#include "mooncake/errors.h"
+
+#define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
+#define EV_PARALLEL_MIN_OBJECTS 65536u
+#define EV_PARALLEL_MIN_ROUND 8192u
+
+int mc_eviction_init(struct mc_master *m);
+void mc_eviction_destroy(struct mc_master *m);
+
+/* Per-worker scratch of the eviction rounds. */
+struct ev_worker {
+    struct mc_object **objs;
+    size_t objs_cap;
+    struct mc_object **members;
+    size_t members_cap;
+    uint64_t evicted, bytes;
+};
+
+struct mc_evictor {
+    pthread_mutex_t cycle_lock;
+    struct mc_evict_test_opts opts;
+    unsigned nthreads;
+    struct ev_part *parts;     /* nthreads */
+    struct ev_worker *workers; /* nthreads */
+    struct ev_u64v leases, scratch, tmp;
+    struct ev_candv plain, soft, round;
+    uint32_t *hist; /* EV_HIST_SIZE */
+    uint32_t off[MC_NSHARDS + 1];
+    uint32_t cur[MC_NSHARDS];
+    struct mc_counter *cycles[3];
+    struct mc_counter *materialized, *refilled;
+    struct mc_histogram *duration;
+};
+
+struct ev_cycle {
+    struct mc_master *m;
+    struct mc_evictor *ev;
+    struct mc_evict_stats *st;
+    uint64_t now;
+    unsigned nthreads;
+    bool frontier; /* candidates are the frontier (selective path): refill is possible */
+    bool refilled;
+    _Atomic bool oom; /* set by any worker: the cycle stops early */
+    uint64_t cutoff;
+};
+
+const char *mc_evict_path_name(enum mc_evict_path p)
+{
+    switch (p) {
+    case MC_EVICT_SELECTIVE:
+        return "selective";
+    case MC_EVICT_FULL_BYPASS:
+        return "full_bypass";
+    case MC_EVICT_FULL_FALLBACK:
+        return "full_fallback";
+    }
+    return "unknown";
+}
+
+/* ---- merging the workers' scan output ------------------------------------------------------- */
+
+static bool merge_u64(struct ev_u64v *dst, struct ev_part *parts, unsigned n)
+{
+    unsigned first = 0;
+    if (dst->n == 0) { /* adopt worker 0's buffer instead of copying it */
+        struct ev_u64v t = *dst;
+        *dst = parts[0].leases;
+        parts[0].leases = t;
+        parts[0].leases.n = 0;
+        first = 1;
+    }
+    size_t total = dst->n;
+    for (unsigned i = first; i < n; i++)
+        total += parts[i].leases.n;
+    if (!ev_u64v_reserve(dst, total))
+        return false;
+    for (unsigned i = first; i < n; i++) {
+        if (parts[i].leases.n)
+            memcpy(dst->v + dst->n, parts[i].leases.v, parts[i].leases.n * sizeof(*dst->v));
+        dst->n += parts[i].leases.n;
+    }
+    return true;
+}
+
+static bool merge_cands(struct ev_candv *dst, struct ev_part *parts, unsigned n, bool soft)
+{
+    unsigned first = 0;
+#define PART_VEC(i) (soft ? &parts[i].soft : &parts[i].plain)
+    if (dst->n == 0) {
+        struct ev_candv t = *dst;
+        *dst = *PART_VEC(0);
+        *PART_VEC(0) = t;
+        PART_VEC(0)->n = 0;
+        first = 1;
+    }
+    size_t total = dst->n;
+    for (unsigned i = first; i < n; i++)
+        total += PART_VEC(i)->n;
+    if (!ev_candv_reserve(dst, total))
+        return false;
+    for (unsigned i = first; i < n; i++) {
+        struct ev_candv *src = PART_VEC(i);
+        if (src->n)
+            memcpy(dst->v + dst->n, src->v, src->n * sizeof(*dst->v));
+        dst->n += src->n;
+    }
+#undef PART_VEC
+    return true;
+}
+
+static bool parts_oom(const struct ev_part *parts, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (parts[i].oom)
+            return true;
+    return false;
+}
+
+/* Materialization scan of plain candidates with a filter, appended to ev->plain. */
+static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, uint64_t cutoff,
+                            int64_t eq_quota, const struct ev_seen *seen)
+{
+    struct ev_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.m = cy->m;
+    sc.now = cy->now;
+    sc.filter = filter;
+    sc.cutoff = cutoff;
+    atomic_init(&sc.eq_quota, eq_quota);
+    sc.seen = seen;
+    sc.parts = cy->ev->parts;
+    size_t before = cy->ev->plain.n;
+    ev_scan_run(&sc, cy->nthreads);
+    if (parts_oom(sc.parts, cy->nthreads))
+        cy->oom = true;
+    if (!merge_cands(&cy->ev->plain, sc.parts, cy->nthreads, false))
+        cy->oom = true;
+    return cy->ev->plain.n - before;
+}
+
+/* ---- eviction rounds ------------------------------------------------------------------------ */
+
+struct ev_round {
+    struct ev_cycle *cy;
+    bool soft_phase;
+    _Atomic uint32_t next;
+};
+
+static inline uint64_t lease_of(struct mc_shard *s, const struct mc_object *o)
+{
+    return atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
+}
+
+static void evict_now(struct ev_cycle *cy, struct mc_shard *s, struct mc_object *o,
+                      struct ev_worker *w, struct mc_freelist *fl)
+{
+    uint64_t freed = mc_master_evict_object(cy->m, s, o, fl);
+    if (freed) {
+        w->evicted++;
+        w->bytes += freed;
+    }
+}
+
+/* o is a live, resolved candidate in s (write-locked). */
+static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shard *s,
+                            struct mc_object *o, struct ev_worker *w, struct mc_freelist *fl)
+{
+    const uint64_t now = cy->now;
+    enum ev_class cls = ev_classify(ev_obj_bits(o), lease_of(s, o), now, o);
+    if (!(cls == EV_PLAIN || (cls == EV_SOFT && soft_phase)))
+        return;
+    struct mc_group *g = o->group;
+    if (!g) {
+        evict_now(cy, s, o, w, fl);
+        return;
+    }
+    /* A group goes whole, or not at all while any member holds a lease. */
+    for (uint32_t i = 0; i < g->n; i++)
+        if (now < lease_of(s, g->members[i]))
+            return;
+    uint32_t n = g->n;
+    if (n > w->members_cap &&
+        !ev_reserve((void **)&w->members, &w->members_cap, n, sizeof(*w->members))) {
+        cy->oom = true;
+        return;
+    }
+    memcpy(w->members, g->members, n * sizeof(*w->members)); /* g changes as members go */
+    bool soft_ok = cy->m->cfg.allow_evict_soft_pinned_objects;
+    for (uint32_t i = 0; i < n; i++) {
+        struct mc_object *mo = w->members[i];
+        cls = ev_classify(ev_obj_bits(mo), lease_of(s, mo), now, mo);
+        if (cls == EV_PLAIN || (cls == EV_SOFT && soft_ok))
+            evict_now(cy, s, mo, w, fl);
+    }
+}
+
+static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
+                        struct ev_worker *w, struct mc_freelist *fl)
+{
+    if (cnt > w->objs_cap && !ev_reserve((void **)&w->objs, &w->objs_cap, cnt, sizeof(*w->objs))) {
+        r->cy->oom = true;
+        return;
+    }
+    mc_shard_wrlock(s);
+    /* Resolve every candidate before the first eviction moves entries around. */
+    for (size_t i = 0; i < cnt; i++) {
+        struct mc_object *o = mc_shard_revalidate(s, c[i].ent, c[i].version);
+        w->objs[i] = o ? o : mc_shard_find_version(s, c[i].hash, c[i].version);
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        struct mc_object *o = w->objs[i];
+        if (!o || o->ent == MC_NO_INDEX) /* gone, or erased with its group just now */
+            continue;
+        evict_candidate(r->cy, r->soft_phase, s, o, w, fl);
+    }
+    mc_shard_unlock(s);
+    mc_freelist_flush(fl); /* buffers go back outside the shard lock */
+}
+
+static void round_worker(void *arg, unsigned worker)
+{
+    struct ev_round *r = arg;
+    struct mc_evictor *ev = r->cy->ev;
+    struct ev_worker *w = &ev->workers[worker];
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (;;) {
+        uint32_t si = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
+        if (si >= MC_NSHARDS)
+            break;
+        uint32_t b = ev->off[si], e = ev->off[si + 1];
+        if (b != e)
+            evict_shard(r, &r->cy->m->shards[si], &ev->round.v[b], e - b, w, &fl);
+    }
+}
+
+/* Evicts the candidates c[0..d) (any order); returns the objects evicted. */
+static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t d, bool soft_phase)
+{
+    struct mc_evictor *ev = cy->ev;
+    if (!ev_candv_reserve(&ev->round, d)) {
+        cy->oom = true;
+        return 0;
+    }
+    memset(ev->off, 0, sizeof(ev->off));
+    for (size_t i = 0; i < d; i++)
+        ev->off[c[i].shard + 1]++;
+    for (uint32_t i = 0; i < MC_NSHARDS; i++) {
+        ev->off[i + 1] += ev->off[i];
+        ev->cur[i] = ev->off[i];
+    }
+    for (size_t i = 0; i < d; i++)
+        ev->round.v[ev->cur[c[i].shard]++] = c[i];
+    ev->round.n = d;
+
+    struct ev_round r = {.cy = cy, .soft_phase = soft_phase};
+    atomic_init(&r.next, 0);
+    unsigned nw =
+        d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
+    for (unsigned i = 0; i < nw; i++)
+        ev->workers[i].evicted = ev->workers[i].bytes = 0;
+    if (nw <= 1)
+        round_worker(&r, 0);
+    else
+        ev_parallel(nw, round_worker, &r);
+    uint64_t got = 0;
+    for (unsigned i = 0; i < nw; i++) {
+        got += ev->workers[i].evicted;
+        cy->st->evicted_bytes += ev->workers[i].bytes;
+    }
+    cy->st->evicted += got;
+    return got;
+}
+
+static int cmp_lease(const void *a, const void *b)
+{
+    const struct ev_cand *x = a, *y = b;
+    return x->lease < y->lease ? -1 : x->lease > y->lease;
+}
+
+/* Moves the d oldest of v[pos..n) to v[pos..pos+d). */
+static void select_oldest(struct ev_cycle *cy, struct ev_candv *v, size_t pos, size_t d)
+{
+    struct mc_evictor *ev = cy->ev;
+    size_t cnt = v->n - pos;
+    if (d >= cnt)
+        return;
+    uint64_t cut;
+    size_t less;
+    bool ok = ev_u64v_reserve(&ev->tmp, cnt);
+    if (ok) {
+        for (size_t i = 0; i < cnt; i++)
+            ev->tmp.v[i] = v->v[pos + i].lease;
+        ok = ev_select_kth(ev->tmp.v, cnt, d, &cut, &less, &ev->scratch, ev->hist);
+    }
+    if (!ok) { /* out of memory: sort in place instead */
+        qsort(v->v + pos, cnt, sizeof(*v->v), cmp_lease);
+        return;
+    }
+    size_t quota = d - less, j = pos;
+    for (size_t i = pos; i < v->n; i++) {
+        struct ev_cand c = v->v[i];
+        bool take = c.lease < cut;
+        if (!take && c.lease == cut && quota > 0) {
+            take = true;
+            quota--;
+        }
+        if (take) {
+            v->v[i] = v->v[j];
+            v->v[j++] = c;
+        }
+    }
+}
+
+static void refill(struct ev_cycle *cy)
+{
+    struct ev_seen seen;
+    cy->refilled = true;
+    if (!ev_seen_build(&seen, cy->ev->plain.v, cy->ev->plain.n)) {
+        cy->oom = true;
+        return;
+    }
+    uint64_t added = materialize(cy, EV_PLAIN_REFILL, cy->cutoff, 0, &seen);
+    ev_seen_free(&seen);
+    cy->st->refills += added;
+    cy->st->materialized += added;
+}
+
+/* Evicts up to want objects from v[*pos..], oldest first. Returns the objects evicted. */
+static uint64_t run_pass(struct ev_cycle *cy, struct ev_candv *v, size_t *pos, uint64_t want,
+                         bool soft_phase)
+{
+    uint64_t got = 0;
+    while (got < want && !atomic_load_explicit(&cy->oom, memory_order_relaxed)) {
+        if (*pos == v->n) {
+            if (!soft_phase && cy->frontier && !cy->refilled) {
+                refill(cy);
+                continue;
+            }
+            break;
+        }
+        size_t left = v->n - *pos;
+        size_t d = want - got < left ? (size_t)(want - got) : left;
+        select_oldest(cy, v, *pos, d);
+        got += evict_round(cy, v->v + *pos, d, soft_phase);
+        *pos += d;
+    }
+    return got;
+}
+
+/* ---- one cycle ------------------------------------------------------------------------------ */
+
+static uint64_t count_of(uint64_t base, double ratio)
+{
+    double x = (double)base * ratio - 1e-9;
+    return x <= 0 ? 0 : (uint64_t)ceil(x);
+}
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+static void account(struct mc_master *m, struct mc_evictor *ev, const struct mc_evict_stats *st)
+{
+    if (st->evicted) {
+        atomic_fetch_add_explicit(&m->c.successful_evictions, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->c.evicted_key_count, st->evicted, memory_order_relaxed);
+        atomic_fetch_add_explicit(&m->c.evicted_size_bytes, st->evicted_bytes,
+                                  memory_order_relaxed);
+    } else if (st->evictable) {
+        atomic_fetch_add_explicit(&m->c.attempted_evictions, 1, memory_order_relaxed);
+    }
+    if (ev->cycles[st->path])
+        mc_counter_inc(ev->cycles[st->path]);
+    if (ev->materialized)
+        mc_counter_add(ev->materialized, st->materialized);
+    if (ev->refilled)
+        mc_counter_add(ev->refilled, st->refills);
+    if (ev->duration)
+        mc_histogram_observe(ev->duration, (double)st->duration_ns / 1e6);
+}
+
+static void run_cycle(struct ev_cycle *cy, double target, double lower)
+{
+    struct mc_master *m = cy->m;
+    struct mc_evictor *ev = cy->ev;
+    struct mc_evict_stats *st = cy->st;
+    bool allow_soft = m->cfg.allow_evict_soft_pinned_objects;
+    bool bypass = ev->opts.force_full || target >= EV_BYPASS_RATIO;
+    ev->leases.n = ev->plain.n = ev->soft.n = 0;
+
+    /* 1. census: counts, plain deadlines (selective) or plain candidates (bypass), soft ones. */
+    struct ev_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.m = m;
+    sc.now = cy->now;
+    sc.count = true;
+    sc.collect_lease = !bypass;
+    sc.collect_soft = allow_soft;
+    sc.filter = bypass ? EV_PLAIN_ALL : EV_PLAIN_NONE;
+    sc.parts = ev->parts;
+    ev_scan_run(&sc, cy->nthreads);
+    uint64_t base = 0, nplain = 0;
+    for (unsigned i = 0; i < cy->nthreads; i++) {
+        st->census += sc.parts[i].census;
+        base += sc.parts[i].base;
+        nplain += sc.parts[i].nplain;
+        st->soft_eligible += sc.parts[i].nsoft;
+    }
+    st->evictable = base;
+    st->eligible = nplain;
+    st->path = bypass ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE;
+    if (parts_oom(sc.parts, cy->nthreads) ||
+        (!bypass && !merge_u64(&ev->leases, sc.parts, cy->nthreads)) ||
+        (bypass && !merge_cands(&ev->plain, sc.parts, cy->nthreads, false)) ||
+        !merge_cands(&ev->soft, sc.parts, cy->nthreads, true)) {
+        cy->oom = true;
+        return;
+    }
+    if (ev->opts.after_census)
+        ev->opts.after_census(m, ev->opts.arg);
+    if (base == 0)
+        return;
+
+    /* 2. counts from the evictable population. */
+    uint64_t ideal = count_of(base, target);
+    st->lower = count_of(base, lower);
+    st->primary = ideal < nplain ? ideal : nplain;
+
+    /* 3. materialization. */
+    if (!bypass && st->primary > 0) {
+        uint64_t reserve = ceil_div(st->primary, 10);
+        if (reserve < m->cfg.eviction_reserve_min)
+            reserve = m->cfg.eviction_reserve_min;
+        uint64_t k = st->primary + reserve < nplain ? st->primary + reserve : nplain;
+        uint64_t flimit = ceil_div(nplain, 4);
+        if (flimit < m->cfg.eviction_frontier_min)
+            flimit = m->cfg.eviction_frontier_min;
+        uint64_t cut;
+        size_t less;
+        if (k > flimit) {
+            st->path = MC_EVICT_FULL_BYPASS;
+            materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
+        } else if (!ev_select_kth(ev->leases.v, ev->leases.n, k, &cut, &less, &ev->scratch,
+                                  ev->hist)) {
+            st->path = MC_EVICT_FULL_FALLBACK;
+            materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
+        } else {
+            st->k = k;
+            materialize(cy, EV_PLAIN_FRONTIER, cut, (int64_t)(k - less), NULL);
+            if (ev->plain.n < st->primary) { /* churn between the scans: the frontier is short */
+                st->path = MC_EVICT_FULL_FALLBACK;
+                ev->plain.n = 0;
+                materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
+            } else {
+                cy->frontier = true;
+                cy->cutoff = cut;
+            }
+        }
+    }
+    st->materialized = ev->plain.n;
+
+    /* 4. first pass to the target, 5. second pass to the lower bound, then soft-pinned ones. */
+    size_t pos = 0, spos = 0;
+    uint64_t got = run_pass(cy, &ev->plain, &pos, st->primary, false);
+    if (got < st->lower)
+        got += run_pass(cy, &ev->plain, &pos, st->lower - got, false);
+    if (got < st->lower && allow_soft)
+        run_pass(cy, &ev->soft, &spos, st->lower - got, true);
+}
+
+int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower_ratio,
+                          struct mc_evict_stats *out)
+{
+    if (!m || !m->evictor || !(target_ratio >= 0.0 && target_ratio <= 1.0) ||
+        !(lower_ratio >= 0.0 && lower_ratio <= 1.0))
+        return MC_ERR_INVALID_PARAMS;
+    if (lower_ratio > target_ratio)
+        lower_ratio = target_ratio;
+    struct mc_evictor *ev = m->evictor;
+    struct mc_evict_stats st;
+    memset(&st, 0, sizeof(st));
+    pthread_mutex_lock(&ev->cycle_lock);
+    uint64_t t0 = mc_now_ns();
+    int64_t keys = atomic_load_explicit(&m->c.key_count, memory_order_relaxed);
+    uint32_t par_min =
+        ev->opts.parallel_min_objects ? ev->opts.parallel_min_objects : EV_PARALLEL_MIN_OBJECTS;
+    struct ev_cycle cy = {
+        .m = m,
+        .ev = ev,
+        .st = &st,
+        .now = mc_master_now_ms(m),
+        .nthreads = keys >= (int64_t)par_min ? ev->nthreads : 1,
+    };
+    run_cycle(&cy, target_ratio, lower_ratio);
+    st.duration_ns = mc_now_ns() - t0;
+    if (atomic_load(&cy.oom))
+        mc_warn("eviction", "cycle cut short: out of memory", "evicted=%llu",
+                (unsigned long long)st.evicted);
+    account(m, ev, &st);
+    if (st.duration_ns > 100ull * 1000 * 1000)
+        mc_info("eviction", "slow cycle", "path=%s census=%llu evicted=%llu ms=%.1f",
+                mc_evict_path_name(st.path), (unsigned long long)st.census,
+                (unsigned long long)st.evicted, (double)st.duration_ns / 1e6);
+    pthread_mutex_unlock(&ev->cycle_lock);
+    if (out)
+        *out = st;
+    return MC_OK;
+}
+
+/* ---- the loop ------------------------------------------------------------------------------- */
+
+int mc_master_tick_eviction(struct mc_master *m)
+{
+    if (!m || !m->evictor)
+        return 0;
+    double used = mc_segments_used_ratio(m->segs);
+    double hw = m->cfg.eviction_high_watermark_ratio, r = m->cfg.eviction_ratio;
+    bool need = atomic_load_explicit(&m->need_eviction, memory_order_relaxed);
+    if (!(used > hw || (need && r > 0)))
+        return 0;
+    double target = used - hw + r > r ? used - hw + r : r;
+    if (target > 1.0)
+        target = 1.0;
+    double lower = used - hw > target / 2 ? used - hw : target / 2;
+    struct mc_evict_stats st;
+    if (mc_master_batch_evict(m, target, lower, &st) != MC_OK)
+        return 0;
+    if (st.evicted > 0 || st.evictable == 0)
+        atomic_store_explicit(&m->need_eviction, false, memory_order_relaxed);
+    return st.evicted > (uint64_t)INT32_MAX ? INT32_MAX : (int)st.evicted;
+}
+
+void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts)
+{
+    if (!m || !m->evictor)
+        return;
+    pthread_mutex_lock(&m->evictor->cycle_lock);
+    if (opts)
+        m->evictor->opts = *opts;
+    else
+        memset(&m->evictor->opts, 0, sizeof(m->evictor->opts));
+    pthread_mutex_unlock(&m->evictor->cycle_lock);
+}
+
+/* ---- lifecycle and metrics ------------------------------------------------------------------ */
+
+#define RD_COUNTER(fn, field)                                                                      \
+    static double fn(void *arg)                                                                    \
+    {                                                                                              \
+        struct mc_master *m = arg;                                                                 \
+        return (double)atomic_load_explicit(&m->c.field, memory_order_relaxed);                    \
+    }
+RD_COUNTER(rd_successful, successful_evictions)
+RD_COUNTER(rd_attempted, attempted_evictions)
+RD_COUNTER(rd_keys, evicted_key_count)
+RD_COUNTER(rd_bytes, evicted_size_bytes)
+
+static void register_metrics(struct mc_master *m, struct mc_evictor *ev)
+{
+    struct mc_metrics *reg = m->metrics;
+    if (!reg)
+        return;
+    mc_metrics_counter_fn(reg, "master_successful_evictions_total",
+                          "eviction cycles that evicted something", NULL, rd_successful, m);
+    mc_metrics_counter_fn(reg, "master_attempted_evictions_total",
+                          "eviction cycles that found candidates but evicted nothing", NULL,
+                          rd_attempted, m);
+    mc_metrics_counter_fn(reg, "master_evicted_key_count", "objects evicted from DRAM", NULL,
+                          rd_keys, m);
+    mc_metrics_counter_fn(reg, "master_evicted_size_bytes", "DRAM bytes released by eviction", NULL,
+                          rd_bytes, m);
+    static const char *const path_help = "eviction cycles by candidate path";
+    for (int p = 0; p < 3; p++)
+        ev->cycles[p] = mc_metrics_counter(reg, "master_eviction_cycles_total", path_help,
+                                           MC_LABELS("path", mc_evict_path_name(p)));
+    ev->materialized = mc_metrics_counter(
+        reg, "master_eviction_materialized_total",
+        "candidate identities built by eviction cycles (refills included)", NULL);
+    ev->refilled = mc_metrics_counter(reg, "master_eviction_refilled_total",
+                                      "candidate identities built by refill scans", NULL);
+    double bounds[14];
+    mc_metrics_exp_buckets(bounds, 14, 0.125, 2.0); /* 0.125 ms .. 1 s */
+    ev->duration = mc_metrics_histogram(reg, "master_eviction_duration_ms",
+                                        "wall time of one eviction cycle", NULL, bounds, 14);
+}
+
+int mc_eviction_init(struct mc_master *m)
+{
+    struct mc_evictor *ev = calloc(1, sizeof(*ev));
+    if (!ev)
+        return -1;
+    pthread_mutex_init(&ev->cycle_lock, NULL);
+    unsigned n = m->cfg.eviction_threads;
+    if (n == 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cpus > 1 ? (unsigned)(cpus - 1) : 1;
+    }
+    ev->nthreads = n > EV_MAX_THREADS ? EV_MAX_THREADS : n;
+    ev->parts = calloc(ev->nthreads, sizeof(*ev->parts));
+    ev->workers = calloc(ev->nthreads, sizeof(*ev->workers));
+    ev->hist = malloc(EV_HIST_SIZE * sizeof(*ev->hist));
+    m->evictor = ev;
+    if (!ev->parts || !ev->workers || !ev->hist) {
+        mc_eviction_destroy(m);
+        return -1;
+    }
+    register_metrics(m, ev);
+    return 0;
+}
+
+void mc_eviction_destroy(struct mc_master *m)
+{
+    struct mc_evictor *ev = m->evictor;
+    if (!ev)
+        return;
+    for (unsigned i = 0; ev->parts && i < ev->nthreads; i++) {
+        free(ev->parts[i].leases.v);
+        free(ev->parts[i].plain.v);
+        free(ev->parts[i].soft.v);
+    }
+    for (unsigned i = 0; ev->workers && i < ev->nthreads; i++) {
+        free(ev->workers[i].objs);
+        free(ev->workers[i].members);
+    }
+    free(ev->parts);
+    free(ev->workers);
+    free(ev->leases.v);
+    free(ev->scratch.v);
+    free(ev->tmp.v);
+    free(ev->plain.v);
+    free(ev->soft.v);
+    free(ev->round.v);
+    free(ev->hist);
+    pthread_mutex_destroy(&ev->cycle_lock);
+    free(ev);
+    m->evictor = NULL;
+}

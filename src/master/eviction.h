@@ -1,0 +1,95 @@
+/*
+ * eviction.h - BatchEvict: frees DRAM by evicting the MEMORY replicas of the objects whose read
+ * leases expired longest ago (DESIGN.md §1.2 and §7, issue 7).
+ *
+ * The daemon calls mc_master_tick_eviction() (master.h) every 10 ms; it runs one cycle when
+ * used > eviction_high_watermark_ratio or a PutStart failed for space since the last cycle that
+ * freed something, with target = max(r, used - hw + r) and lower = max(target / 2, used - hw),
+ * r = eviction_ratio. Tests and the benchmark call mc_master_batch_evict() directly.
+ *
+ * One cycle:
+ *   1. census: every shard read-locked in turn (optionally by several threads), its entry array
+ *      streamed: the evictable population (a COMPLETE MEMORY replica with refcnt 0, not
+ *      hard-pinned), the eligible part of it (lease expired) split into plain and soft-pinned,
+ *      and only the lease deadlines of the plain ones;
+ *   2. counts from the evictable population: primary = min(ceil(base * target - 1e-9), plain),
+ *      lower count = ceil(base * lower - 1e-9);
+ *   3. selective materialization: k = primary + max(reserve_min, ceil(primary / 10)) and the
+ *      k-th oldest plain deadline as a cutoff; a second scan builds candidate identities
+ *      {shard, ent, key hash, version, lease} only at or below it (ties at the cutoff are taken
+ *      up to k in all). The full path (every eligible object materialized, in the census itself)
+ *      is taken when target >= 10/44 or k > max(frontier_min, ceil(plain / 4)): with a reserve
+ *      of primary / 10 and a frontier of N / 4 the two limits meet at 1.1 * t = 1 / 4, so the
+ *      bypass ratio follows from them instead of being tuned. A frontier holding fewer than
+ *      primary candidates (leases granted between the scans) falls back to a full scan;
+ *   4. first pass: rounds take the oldest remaining candidates, sort them by shard and evict them
+ *      under each shard's write lock, revalidating every one there with the same predicate;
+ *      candidates that fail are replaced by the next oldest (the reserve), and when the frontier
+ *      is exhausted a refill scan materializes everything past the cutoff;
+ *   5. second pass: up to the lower count from the remaining plain candidates, then soft-pinned
+ *      ones (oldest first) when allow_evict_soft_pinned_objects.
+ * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
+ * a lease. An object that keeps a valid LOCAL_DISK replica loses only its MEMORY replicas.
+ *
+ * No stop-the-world: only per-shard locks, each held for one shard's work; buffers are released
+ * after the shard lock is dropped. One cycle runs at a time per master.
+ */
+#ifndef MC_MASTER_EVICTION_H
+#define MC_MASTER_EVICTION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mc_master;
+
+enum mc_evict_path {
+    MC_EVICT_SELECTIVE = 0,     /* census + frontier materialization (+ refill) */
+    MC_EVICT_FULL_BYPASS = 1,   /* every eligible object materialized (high target, or forced) */
+    MC_EVICT_FULL_FALLBACK = 2, /* the frontier came up short: full scan after all */
+};
+
+struct mc_evict_stats {
+    enum mc_evict_path path;
+    uint64_t census;        /* objects the census visited (the whole table) */
+    uint64_t evictable;     /* the evictable population: the base of the counts */
+    uint64_t eligible;      /* N: lease expired, not soft-pinned */
+    uint64_t soft_eligible; /* lease expired, soft-pinned (0 unless allowed) */
+    uint64_t primary;       /* first-pass target count */
+    uint64_t lower;         /* lower-bound count */
+    uint64_t k;             /* primary + reserve (selective path; 0 otherwise) */
+    uint64_t materialized;  /* plain candidate identities built (frontier + refills, or all) */
+    uint64_t refills;       /* of which built by refill scans */
+    uint64_t evicted;       /* objects that lost their MEMORY replicas */
+    uint64_t evicted_bytes; /* bytes of DRAM released */
+    uint64_t duration_ns;   /* wall time of the cycle */
+};
+
+/* One BatchEvict cycle with explicit ratios (both in [0,1]; lower above target is clamped to
+ * target). out may be NULL. Returns MC_OK or INVALID_PARAMS. */
+int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower_ratio,
+                          struct mc_evict_stats *out);
+
+/* Test and benchmark knobs (not for production use). */
+struct mc_evict_test_opts {
+    /* Runs after the census and before materialization, with no lock held (tests lease or
+     * remove objects there to simulate churn between the scans). */
+    void (*after_census)(struct mc_master *m, void *arg);
+    void *arg;
+    /* Always take the single-pass full path (the benchmark's baseline). */
+    bool force_full;
+    /* Tables of at least this many objects use the eviction threads (0: the default, 65536);
+     * tests set 1 to run the parallel code on small tables. */
+    uint32_t parallel_min_objects;
+};
+void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
+
+const char *mc_evict_path_name(enum mc_evict_path p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
