@@ -233,10 +233,14 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     mc_shard_wrlock(s);
     /* Resolve every candidate before the first eviction moves entries around. */
     for (size_t i = 0; i < cnt; i++) {
+        if (i + 8 < cnt && c[i + 8].ent < s->n)
+            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[i + 8].ent)));
         struct mc_object *o = mc_shard_revalidate(s, c[i].ent, c[i].version);
         w->objs[i] = o ? o : mc_shard_find_version(s, c[i].hash, c[i].version);
     }
     for (size_t i = 0; i < cnt; i++) {
+        if (i + 4 < cnt && w->objs[i + 4])
+            __builtin_prefetch((const char *)w->objs[i + 4] + 64);
         struct mc_object *o = w->objs[i];
         if (!o || o->ent == MC_NO_INDEX) /* gone, or erased with its group just now */
             continue;

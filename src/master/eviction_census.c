@@ -19,6 +19,7 @@
 #include "master/eviction_internal.h"
 
 #define SHARDS_PER_GRAB 8u
+#define EV_PREFETCH 8u
 
 bool ev_reserve(void **v, size_t *cap, size_t want, size_t elem)
 {
@@ -100,6 +101,7 @@ static bool want_plain(struct ev_scan *sc, uint64_t lease, const struct mc_objec
 static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
 {
     const uint64_t now = sc->now;
+    const bool prefetch = sc->filter == EV_PLAIN_ALL;
     mc_shard_rdlock(s);
     uint32_t n = s->n;
     if (sc->count)
@@ -109,6 +111,12 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
         uint32_t lim = n - base < MC_ENT_CHUNK ? n - base : MC_ENT_CHUNK;
         for (uint32_t j = 0; j < lim; j++) {
             struct mc_obj_ent *e = &chunk[j];
+            if (prefetch && j + EV_PREFETCH < lim) {
+                /* full materialization touches most objects: fetch ahead (header, key) */
+                const char *ahead = (const char *)mc_ent_obj(&chunk[j + EV_PREFETCH]);
+                __builtin_prefetch(ahead);
+                __builtin_prefetch(ahead + 64);
+            }
             unsigned bits = mc_ent_bits(e);
             if (!(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
                 continue; /* EV_OUT without touching the lease */
