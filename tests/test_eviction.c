@@ -77,7 +77,7 @@ static const char *key(const char *prefix, int i)
     return b;
 }
 
-static void put_cfg(struct fx *f, const char *k, const struct mc_replicate_config *cfg)
+static void put_cfg(struct fx *f, const char *k, const struct mc_master_replicate_config *cfg)
 {
     struct mc_put_start_result r;
     assert_int_equal(mc_master_put_start(f->m, f->client, k, strlen(k), OBJ_SIZE, cfg, &r), MC_OK);
@@ -91,8 +91,8 @@ static void put(struct fx *f, const char *k)
 
 static void put_group(struct fx *f, const char *k, const char *group)
 {
-    struct mc_replicate_config c;
-    mc_replicate_config_init(&c);
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
     c.group_id = group;
     c.group_id_len = strlen(group);
     put_cfg(f, k, &c);
@@ -183,8 +183,8 @@ static void make_disk_copy(struct fx *f, const char *k)
     h->id = tm_id(9);
     snprintf(h->endpoint, sizeof(h->endpoint), "10.0.0.9:17009");
     r->u.holder = h;
-    r->type = MC_REPLICA_LOCAL_DISK;
-    r->status = MC_REPLICA_COMPLETE;
+    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
+    r->status = MC_REPLICA_STATUS_COMPLETE;
     r->handle = 0;
     r->offset = 0;
     mc_shard_refresh_bits(s, o);
@@ -277,8 +277,8 @@ static void test_bad_ratios(void **state)
 
 static void soft_fixture(struct fx *f)
 {
-    struct mc_replicate_config c;
-    mc_replicate_config_init(&c);
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
     c.with_soft_pin = true;
     for (int i = 0; i < 10; i++)
         put_cfg(f, key("s", i), &c);
@@ -341,8 +341,8 @@ static void test_hard_pinned_never(void **state)
 {
     (void)state;
     struct fx *f = fx_new(0, 0, true);
-    struct mc_replicate_config c;
-    mc_replicate_config_init(&c);
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
     c.with_hard_pin = true;
     c.with_soft_pin = true; /* hard wins over an allowed soft pin */
     for (int i = 0; i < 10; i++)
@@ -639,8 +639,8 @@ static void test_disk_only_objects(void **state)
 {
     (void)state;
     struct fx *f = fx_new(0, 0, true);
-    struct mc_replicate_config c;
-    mc_replicate_config_init(&c);
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
     c.replica_num = 2;
     for (int i = 0; i < 100; i++)
         put_cfg(f, key("d", i), &c);
@@ -658,7 +658,7 @@ static void test_disk_only_objects(void **state)
         struct mc_key_info ki;
         assert_int_equal(mc_master_query_key(f->m, key("d", i), 7, &ki), MC_OK);
         assert_int_equal(ki.nreplicas, 1);
-        assert_int_equal(ki.replicas[0].type, MC_REPLICA_LOCAL_DISK);
+        assert_int_equal(ki.replicas[0].type, MC_REPLICA_TYPE_LOCAL_DISK);
     }
     /* The 10 disk-only objects no longer count: 90 evictable, 0.10 -> 9. */
     assert_int_equal(evict(f, 0.10, 0.10, &st), MC_OK);

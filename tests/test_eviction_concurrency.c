@@ -110,7 +110,7 @@ static void *worker_main(void *arg)
                 CHECK(sh, rc == MC_ERR_OBJECT_NOT_FOUND);
             if (rc == MC_OK) {
                 CHECK(sh, g.size == OSIZE && g.has_crc && g.crc32c == crc_of(k));
-                CHECK(sh, g.nreplicas == 1 && g.replicas[0].type == MC_REPLICA_MEMORY);
+                CHECK(sh, g.nreplicas == 1 && g.replicas[0].type == MC_REPLICA_TYPE_MEMORY);
                 w->state[i] = LEASED;
             } else {
                 CHECK(sh, rc == MC_ERR_OBJECT_NOT_FOUND);
@@ -169,7 +169,7 @@ static int collect(struct mc_master *m, const char *k, struct span *spans, size_
     if (mc_master_query_key(m, k, strlen(k), &ki) != MC_OK)
         return 0;
     for (uint32_t r = 0; r < ki.nreplicas; r++) {
-        assert_int_equal(ki.replicas[r].type, MC_REPLICA_MEMORY);
+        assert_int_equal(ki.replicas[r].type, MC_REPLICA_TYPE_MEMORY);
         spans[*n].seg = ki.replicas[r].u.mem.segment_id;
         spans[*n].off = ki.replicas[r].u.mem.offset;
         spans[*n].len = ki.size;

@@ -60,13 +60,13 @@ static void test_client_expiry(void **state)
     assert_int_equal(mc_master_mount_segment(m, a, &sa), MC_OK);
     assert_int_equal(mc_master_mount_segment(m, b, &sb), MC_OK);
     const char *pa[] = {"seg-1"}, *pb[] = {"seg-2"};
-    struct mc_replicate_config ca, cb, both;
-    mc_replicate_config_init(&ca);
+    struct mc_master_replicate_config ca, cb, both;
+    mc_master_replicate_config_init(&ca);
     ca.preferred_segments = pa;
     ca.n_preferred = 1;
     cb = ca;
     cb.preferred_segments = pb;
-    mc_replicate_config_init(&both);
+    mc_master_replicate_config_init(&both);
     both.replica_num = 2;
     char key[32];
     struct mc_put_start_result ps;

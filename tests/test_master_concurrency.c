@@ -81,7 +81,7 @@ static void *worker(void *p)
             int rc = mc_master_get_replica_list(m, key, strlen(key), g);
             if (rc == MC_OK) {
                 CHECK(g->nreplicas >= 1);
-                CHECK(g->replicas[0].status == MC_REPLICA_COMPLETE);
+                CHECK(g->replicas[0].status == MC_REPLICA_STATUS_COMPLETE);
                 CHECK(g->has_crc && g->crc32c == crc_of(k, g->size));
                 if (k % NTHREADS == a->t)
                     CHECK(sh->models[k].version == g->version);

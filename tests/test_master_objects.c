@@ -78,15 +78,15 @@ static void test_put_get_roundtrip(void **state)
     const char *k = "layer0/block42";
     struct mc_put_start_result ps;
     const char *pref[] = {"seg-2"};
-    struct mc_replicate_config cfg;
-    mc_replicate_config_init(&cfg);
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
     cfg.preferred_segments = pref;
     cfg.n_preferred = 1;
     assert_int_equal(mc_master_put_start(f->m, f->a, k, strlen(k), 5000, &cfg, &ps), MC_OK);
     assert_int_equal(ps.nreplicas, 1);
     struct mc_replica_desc *d = &ps.replicas[0];
-    assert_int_equal(d->type, MC_REPLICA_MEMORY);
-    assert_int_equal(d->status, MC_REPLICA_PROCESSING);
+    assert_int_equal(d->type, MC_REPLICA_TYPE_MEMORY);
+    assert_int_equal(d->status, MC_REPLICA_STATUS_PROCESSING);
     assert_int_equal(d->size, 5000);
     assert_string_equal(d->u.mem.segment_name, "seg-2");
     assert_string_equal(d->u.mem.endpoint, "10.0.0.2:17002");
@@ -112,7 +112,7 @@ static void test_put_get_roundtrip(void **state)
     assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0, false), MC_OK); /* idem */
     assert_int_equal(mc_master_get_replica_list(f->m, k, strlen(k), &g), MC_OK);
     assert_int_equal(g.nreplicas, 1);
-    assert_int_equal(g.replicas[0].status, MC_REPLICA_COMPLETE);
+    assert_int_equal(g.replicas[0].status, MC_REPLICA_STATUS_COMPLETE);
     assert_int_equal(g.replicas[0].id, d->id);
     assert_int_equal(g.replicas[0].u.mem.offset, d->u.mem.offset);
     assert_int_equal(g.version, ps.version);
@@ -134,7 +134,7 @@ static void test_error_codes(void **state)
     struct fx *f = *state;
     struct mc_put_start_result ps;
     struct mc_get_result g;
-    struct mc_replicate_config cfg;
+    struct mc_master_replicate_config cfg;
     char longkey[5000];
     memset(longkey, 'k', sizeof(longkey));
     /* Keys. */
@@ -155,16 +155,16 @@ static void test_error_codes(void **state)
     assert_int_equal(mc_master_put_start(f->m, zero, "k", 1, 10, NULL, &ps), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 1ull << 40, NULL, &ps),
                      MC_ERR_INVALID_PARAMS);
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.replica_num = 0;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
     cfg.replica_num = MC_MAX_REPLICAS + 1;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.with_soft_pin = true;
     cfg.soft_pin_ttl_ms = 24ull * 3600 * 1000 + 1;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.group_id = "g\0x";
     cfg.group_id_len = 3;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
@@ -298,16 +298,16 @@ static void test_stale_put_takeover(void **state)
 static void test_pins(void **state)
 {
     struct fx *f = *state;
-    struct mc_replicate_config cfg;
+    struct mc_master_replicate_config cfg;
     struct mc_put_start_result ps;
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.with_soft_pin = true; /* default TTL: 30 min */
     assert_int_equal(mc_master_put_start(f->m, f->a, "soft", 4, 10, &cfg, &ps), MC_OK);
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.with_soft_pin = true;
     cfg.soft_pin_ttl_ms = 5000;
     assert_int_equal(mc_master_put_start(f->m, f->a, "short", 5, 10, &cfg, &ps), MC_OK);
-    mc_replicate_config_init(&cfg);
+    mc_master_replicate_config_init(&cfg);
     cfg.with_hard_pin = true;
     assert_int_equal(mc_master_put_start(f->m, f->a, "hard", 4, 10, &cfg, &ps), MC_OK);
     struct mc_key_info ki;
@@ -382,8 +382,8 @@ static void test_versions_and_epoch(void **state)
 static void test_groups(void **state)
 {
     struct fx *f = *state;
-    struct mc_replicate_config cfg;
-    mc_replicate_config_init(&cfg);
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
     cfg.group_id = "req-17";
     cfg.group_id_len = 6;
     const char *keys[] = {"g/a", "g/b", "g/c"};
@@ -513,13 +513,13 @@ static void test_unmount_drops_objects(void **state)
 {
     struct fx *f = *state;
     const char *p1[] = {"seg-1"}, *p2[] = {"seg-2"};
-    struct mc_replicate_config c1, c2, both;
-    mc_replicate_config_init(&c1);
+    struct mc_master_replicate_config c1, c2, both;
+    mc_master_replicate_config_init(&c1);
     c1.preferred_segments = p1;
     c1.n_preferred = 1;
     c2 = c1;
     c2.preferred_segments = p2;
-    mc_replicate_config_init(&both);
+    mc_master_replicate_config_init(&both);
     both.replica_num = 2;
     struct mc_put_start_result ps;
     assert_int_equal(mc_master_put_start(f->m, f->a, "on1", 3, 1000, &c1, &ps), MC_OK);
@@ -566,7 +566,7 @@ static void test_query_no_side_effects(void **state)
     mc_master_get_stats(f->m, &after);
     assert_int_equal(ki.lease_remaining_ms, 0);
     assert_int_equal(ki.nreplicas, 1);
-    assert_int_equal(ki.replicas[0].status, MC_REPLICA_COMPLETE);
+    assert_int_equal(ki.replicas[0].status, MC_REPLICA_STATUS_COMPLETE);
     assert_int_equal(after.get_replica_list_requests, before.get_replica_list_requests);
     assert_int_equal(mc_master_remove(f->m, "q", 1, false), MC_OK);
     struct mc_segment_info *segs;

@@ -122,7 +122,7 @@ int mc_master_list_segments(struct mc_master *m, struct mc_segment_info **out, s
 /* ---- puts --------------------------------------------------------------------------------- */
 
 /* Upstream's ReplicateConfig (the fields this implementation supports). */
-struct mc_replicate_config {
+struct mc_master_replicate_config {
     uint32_t replica_num; /* MEMORY replicas wanted, 1..MC_MAX_REPLICAS (default 1) */
     bool with_soft_pin;   /* soft pin the object (upstream soft_pin_action ENABLE) */
     uint64_t
@@ -136,9 +136,9 @@ struct mc_replicate_config {
 /* Defaults: one replica, no pins, no preference, no group. static inline on purpose: the client
  * library exports a function of the same name for its own (public) struct of the same name, and
  * both libraries are linked into the tools. */
-static inline void mc_replicate_config_init(struct mc_replicate_config *c)
+static inline void mc_master_replicate_config_init(struct mc_master_replicate_config *c)
 {
-    *c = (struct mc_replicate_config){.replica_num = 1};
+    *c = (struct mc_master_replicate_config){.replica_num = 1};
 }
 
 struct mc_put_start_result {
@@ -154,7 +154,7 @@ struct mc_put_start_result {
  * Put is taken over: its buffers are freed put_start_release_timeout after its start),
  * NO_AVAILABLE_HANDLE (no space: also raises the need-eviction flag). */
 int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
-                        uint64_t size, const struct mc_replicate_config *cfg,
+                        uint64_t size, const struct mc_master_replicate_config *cfg,
                         struct mc_put_start_result *out);
 
 /* Completes a Put: its replicas become COMPLETE (readable), the value CRC32C is recorded
@@ -178,7 +178,7 @@ struct mc_key_ref {
  * for any key). */
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
                               const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
-                              const struct mc_replicate_config *cfg,
+                              const struct mc_master_replicate_config *cfg,
                               struct mc_put_start_result *out, int *rcs);
 int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
                             const uint32_t *crcs, size_t n, int *rcs);

@@ -63,8 +63,8 @@ struct mc_replica { /* 24 bytes */
         struct mc_holder *holder; /* LOCAL_DISK: holds a holder reference */
     } u;
     uint64_t offset : 48; /* MEMORY: byte offset inside the segment */
-    uint64_t type : 2;    /* enum mc_replica_type */
-    uint64_t status : 3;  /* enum mc_replica_status */
+    uint64_t type : 2;    /* enum mc_master_replica_type */
+    uint64_t status : 3;  /* enum mc_master_replica_status */
     uint64_t refcnt : 11; /* pins (offload source, promotion source); > 0: never evicted */
     uint32_t id;          /* unique among the object's replicas (a wrapping global counter) */
     uint32_t handle;      /* MEMORY: allocator handle */
@@ -329,8 +329,8 @@ bool mc_replica_readable(const struct mc_replica *r);
 bool mc_replica_valid(const struct mc_replica *r); /* storage still there (any status) */
 static inline bool mc_replica_evictable(const struct mc_replica *r)
 {
-    return r->type == MC_REPLICA_MEMORY && r->status == MC_REPLICA_COMPLETE && r->refcnt == 0 &&
-           mc_segment_alive(r->u.seg);
+    return r->type == MC_REPLICA_TYPE_MEMORY && r->status == MC_REPLICA_STATUS_COMPLETE &&
+           r->refcnt == 0 && mc_segment_alive(r->u.seg);
 }
 bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms);
 

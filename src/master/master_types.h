@@ -27,19 +27,19 @@ enum mc_alloc_strategy {
     MC_ALLOC_FREE_RATIO_FIRST = 1, /* preferred first, then the emptiest of a random sample */
 };
 
-enum mc_replica_type {
-    MC_REPLICA_MEMORY = 0,
-    MC_REPLICA_DISK = 1, /* upstream's shared-FS type: not used, kept for numbering */
-    MC_REPLICA_LOCAL_DISK = 2,
+enum mc_master_replica_type {
+    MC_REPLICA_TYPE_MEMORY = 0,
+    MC_REPLICA_TYPE_DISK = 1, /* upstream's shared-FS type: not used, kept for numbering */
+    MC_REPLICA_TYPE_LOCAL_DISK = 2,
 };
 
-enum mc_replica_status {
-    MC_REPLICA_UNDEFINED = 0,
-    MC_REPLICA_INITIALIZED = 1,
-    MC_REPLICA_PROCESSING = 2,
-    MC_REPLICA_COMPLETE = 3,
-    MC_REPLICA_REMOVED = 4,
-    MC_REPLICA_FAILED = 5,
+enum mc_master_replica_status {
+    MC_REPLICA_STATUS_UNDEFINED = 0,
+    MC_REPLICA_STATUS_INITIALIZED = 1,
+    MC_REPLICA_STATUS_PROCESSING = 2,
+    MC_REPLICA_STATUS_COMPLETE = 3,
+    MC_REPLICA_STATUS_REMOVED = 4,
+    MC_REPLICA_STATUS_FAILED = 5,
 };
 
 enum mc_client_status {
@@ -74,8 +74,8 @@ struct mc_segment_info {
 /* Everything a client needs for I/O on one replica (a Get is one RPC). */
 struct mc_replica_desc {
     uint64_t id;
-    uint8_t type;   /* enum mc_replica_type */
-    uint8_t status; /* enum mc_replica_status */
+    uint8_t type;   /* enum mc_master_replica_type */
+    uint8_t status; /* enum mc_master_replica_status */
     uint16_t refcnt;
     uint64_t size; /* object bytes */
     union {

@@ -39,9 +39,9 @@ void mc_holder_unref(struct mc_holder *h)
 
 static void release_replica(const struct mc_replica *r, uint64_t size)
 {
-    if (r->type == MC_REPLICA_MEMORY)
+    if (r->type == MC_REPLICA_TYPE_MEMORY)
         mc_segment_release(r->u.seg, r->handle, size);
-    else if (r->type == MC_REPLICA_LOCAL_DISK)
+    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK)
         mc_holder_unref(r->u.holder);
 }
 
@@ -104,16 +104,16 @@ void mc_freelist_flush(struct mc_freelist *fl)
 
 bool mc_replica_valid(const struct mc_replica *r)
 {
-    if (r->type == MC_REPLICA_MEMORY)
+    if (r->type == MC_REPLICA_TYPE_MEMORY)
         return mc_segment_alive(r->u.seg);
-    if (r->type == MC_REPLICA_LOCAL_DISK)
+    if (r->type == MC_REPLICA_TYPE_LOCAL_DISK)
         return !atomic_load_explicit(&r->u.holder->dead, memory_order_acquire);
     return false;
 }
 
 bool mc_replica_readable(const struct mc_replica *r)
 {
-    return r->status == MC_REPLICA_COMPLETE && mc_replica_valid(r);
+    return r->status == MC_REPLICA_STATUS_COMPLETE && mc_replica_valid(r);
 }
 
 bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms)
@@ -136,7 +136,7 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
     d->status = r->status;
     d->refcnt = r->refcnt;
     d->size = o->size;
-    if (r->type == MC_REPLICA_MEMORY) {
+    if (r->type == MC_REPLICA_TYPE_MEMORY) {
         const struct mc_segment_desc *sd = &r->u.seg->desc;
         d->u.mem.segment_id = sd->id;
         copy_str(d->u.mem.segment_name, sd->name, sizeof(d->u.mem.segment_name));
@@ -321,7 +321,7 @@ static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, c
     return MC_OK;
 }
 
-static int check_put_config(const struct mc_master *m, const struct mc_replicate_config *cfg)
+static int check_put_config(const struct mc_master *m, const struct mc_master_replicate_config *cfg)
 {
     if (cfg->replica_num == 0 || cfg->replica_num > MC_MAX_REPLICAS)
         return MC_ERR_INVALID_PARAMS;
@@ -339,7 +339,7 @@ static int check_put_config(const struct mc_master *m, const struct mc_replicate
 
 static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_id client,
                             uint64_t h, const char *key, size_t len, uint64_t size,
-                            const struct mc_replicate_config *cfg, uint64_t now,
+                            const struct mc_master_replicate_config *cfg, uint64_t now,
                             struct mc_put_start_result *out, struct mc_freelist *fl)
 {
     int rc = clear_existing(m, s, h, key, len, now, fl);
@@ -372,8 +372,8 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
         struct mc_replica *r = &o->rep[i];
         memset(r, 0, sizeof(*r));
         r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
-        r->type = MC_REPLICA_MEMORY;
-        r->status = MC_REPLICA_PROCESSING;
+        r->type = MC_REPLICA_TYPE_MEMORY;
+        r->status = MC_REPLICA_STATUS_PROCESSING;
         r->handle = al[i].handle;
         r->u.seg = al[i].seg;
         r->offset = al[i].offset;
@@ -410,13 +410,13 @@ oom:
 }
 
 int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
-                        uint64_t size, const struct mc_replicate_config *cfg,
+                        uint64_t size, const struct mc_master_replicate_config *cfg,
                         struct mc_put_start_result *out)
 {
     CNT_INC(m, put_start_requests);
-    struct mc_replicate_config defcfg;
+    struct mc_master_replicate_config defcfg;
     if (!cfg) {
-        mc_replicate_config_init(&defcfg);
+        mc_master_replicate_config_init(&defcfg);
         cfg = &defcfg;
     }
     int rc = check_key(m, key, key_len);
@@ -487,8 +487,8 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
         goto unlock;
     }
     for (uint8_t i = 0; i < o->nrep; i++)
-        if (o->rep[i].status == MC_REPLICA_PROCESSING)
-            o->rep[i].status = MC_REPLICA_COMPLETE;
+        if (o->rep[i].status == MC_REPLICA_STATUS_PROCESSING)
+            o->rep[i].status = MC_REPLICA_STATUS_COMPLETE;
     o->flags |= MC_OBJ_COMPLETE;
     if (has_crc) {
         o->crc = crc32c;
@@ -556,7 +556,7 @@ int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_obje
         if (!mc_replica_valid(r))
             continue;
         any_valid = true;
-        if (r->status == MC_REPLICA_COMPLETE)
+        if (r->status == MC_REPLICA_STATUS_COMPLETE)
             mc_replica_fill_desc(o, r, &out->replicas[n++]);
     }
     out->nreplicas = n;
@@ -638,7 +638,7 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
     if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
     for (uint8_t i = 0; i < o->nrep; i++) {
-        if (o->rep[i].status != MC_REPLICA_COMPLETE)
+        if (o->rep[i].status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
         if (!force && o->rep[i].refcnt)
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;

@@ -18,7 +18,7 @@
 
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
                               const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
-                              const struct mc_replicate_config *cfg,
+                              const struct mc_master_replicate_config *cfg,
                               struct mc_put_start_result *out, int *rcs)
 {
     if (n && (!keys || !sizes || !out || !rcs))

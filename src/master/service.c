@@ -99,9 +99,9 @@ static Mc__Protocol protocol_to_pb(const char *p)
     return strcmp(p, "rdma") == 0 ? MC__PROTOCOL__PROTOCOL_RDMA : MC__PROTOCOL__PROTOCOL_TCP;
 }
 
-static int config_from_pb(const Mc__ReplicateConfig *p, struct mc_replicate_config *c)
+static int config_from_pb(const Mc__ReplicateConfig *p, struct mc_master_replicate_config *c)
 {
-    mc_replicate_config_init(c);
+    mc_master_replicate_config_init(c);
     if (!p)
         return 0;
     if (p->replica_num > 0)
@@ -133,7 +133,7 @@ static void replica_to_pb(const struct mc_replica_desc *r, struct pb_replica *p)
     mc__replica_descriptor__init(&p->d);
     p->d.id = r->id;
     p->d.status = (Mc__ReplicaStatus)r->status;
-    if (r->type == MC_REPLICA_LOCAL_DISK) {
+    if (r->type == MC_REPLICA_TYPE_LOCAL_DISK) {
         p->d.type = MC__REPLICA_TYPE__RT_LOCAL_DISK;
         mc__local_disk_location__init(&p->disk);
         id_to_pb(r->u.disk.holder, &p->uuid);
@@ -371,7 +371,7 @@ static void h_put_start(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(PutStartRequest, put_start_request, req);
     struct mc_id client = id_from_pb(req->client_id);
-    struct mc_replicate_config cfg;
+    struct mc_master_replicate_config cfg;
     struct mc_put_start_result ps;
     int rc = config_from_pb(req->config, &cfg);
     if (rc == 0)
@@ -433,7 +433,7 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
     int *rcs = NULL;
     Mc__PutStartResult *items = NULL, **item_ptrs = NULL;
     struct pb_put_start *views = NULL;
-    struct mc_replicate_config cfg;
+    struct mc_master_replicate_config cfg;
     int rc = keys_from_pb(req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, client);

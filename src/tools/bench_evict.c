@@ -106,8 +106,8 @@ static void probe_op(struct probe *p, uint64_t seq, bool mount)
         seq--; /* a Get instead: segments are only mounted while measuring */
     switch (seq % 3) {
     case 0: { /* a small hard-pinned Put (never an eviction victim), the previous one removed */
-        struct mc_replicate_config cfg;
-        mc_replicate_config_init(&cfg);
+        struct mc_master_replicate_config cfg;
+        mc_master_replicate_config_init(&cfg);
         cfg.with_hard_pin = true;
         struct mc_put_start_result r;
         snprintf(key, sizeof(key), "probe-%llu", (unsigned long long)seq);
@@ -345,8 +345,8 @@ static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, 
     static struct probe p;
     memset(&p, 0, sizeof(p));
     p.m = t.m;
-    struct mc_replicate_config hard;
-    mc_replicate_config_init(&hard);
+    struct mc_master_replicate_config hard;
+    mc_master_replicate_config_init(&hard);
     hard.with_hard_pin = true;
     struct mc_put_start_result pr;
     mc_master_put_start(t.m, PROBE_CLIENT, "probe-anchor", 12, 64, &hard, &pr);
