@@ -1,13 +1,35 @@
 /*
  * rpc_client.c - see rpc_client.h for the design.
  *
- * Locks: `lock` guards the connection state (up, gen, fd number), the pending table and every
- * pending entry; `send_lock` serializes frame writes and is what the reconnect path takes
- * before closing an old socket, so no sender ever writes to a recycled descriptor;
- * `connect_lock` serializes (re)connects. Order: connect_lock -> send_lock -> lock.
- * A pending entry lives on its caller's stack. The receiver never touches an entry outside
- * `lock` except while the entry is marked `receiving` (payload going straight into the caller's
- * buffer), and a caller never leaves while its entry is `receiving`.
+ * Leader/follower receive. There is no receiver thread: the callers read the socket themselves.
+ * At most one caller at a time holds the read token (`reading`, under `lock`) of the current
+ * connection; it is the leader. The leader reads frames into a shared 64 KiB buffer (`rx`),
+ * hands every reply to its call (waking that caller) and keeps reading until its own reply is
+ * in or its own deadline passes; then it passes the token to a waiting follower. A lone caller
+ * (the common case) thus sends, polls and reads its own reply without any thread hand-off; with
+ * several callers in flight each reply costs at most one wake-up (leader -> its caller).
+ *
+ * The read state lives in `rx`, not on a stack, so a leader may leave at any point (even in the
+ * middle of a large body) and the next leader continues where it stopped. A large body is read
+ * straight into its destination: a peer payload into the caller's buffer (that entry is marked
+ * `receiving` meanwhile and its caller never leaves while it is), an ordinary body into a
+ * malloc'd buffer. A leader whose deadline passes while its own payload is being received
+ * switches the rest of that frame to "discard" (the stream stays in sync) and returns
+ * RPC_TIMEOUT. A follower whose deadline passes while a leader fills its buffer cuts the
+ * connection (the stream position is then lost) and returns only once the buffer is let go.
+ *
+ * Liveness without a receiver: a caller that finds no leader first peeks at the idle socket
+ * (MSG_PEEK | MSG_DONTWAIT); a connection the server closed is then replaced before the request
+ * is sent, as the receiver thread used to notice it.
+ *
+ * Locks: `lock` guards the connection state (up, gen, fd number, reading), the pending table,
+ * the waiter list and every pending entry; the `rx` state belongs to the token holder (the token
+ * is taken and released under `lock`, which orders the hand-over). `send_lock` serializes frame
+ * writes and is what the reconnect path takes before closing an old socket, so no sender ever
+ * writes to a recycled descriptor; no reader can hold the token of a connection that is down,
+ * so closing it never pulls the socket from under a reader. `connect_lock` serializes
+ * (re)connects. Order: connect_lock -> send_lock -> lock. A pending entry lives on its caller's
+ * stack.
  */
 #include "common/rpc_client.h"
 
@@ -33,13 +55,16 @@
 
 #define NBUCKETS 256
 #define MAX_SEND_IOV 64
+#define RBUF_SIZE (64u << 10)
 
 struct pending {
     uint64_t id;
     uint64_t gen;
-    struct pending *next;
+    struct pending *next;          /* hash bucket */
+    struct pending *wnext, *wprev; /* waiter list (blocked on cv, not leading) */
+    bool waiting;
     pthread_cond_t cv;
-    bool done, receiving;
+    bool done, receiving, cut;
     int status;
     uint8_t *resp; /* non-peer: whole body; peer: control bytes */
     size_t resp_len;
@@ -48,25 +73,34 @@ struct pending {
     size_t recv_cap, recv_len;
 };
 
+/* Read state of the current connection; touched only by the token holder. */
+struct rx {
+    uint8_t *buf; /* RBUF_SIZE */
+    size_t pos, len;
+    /* the rest of a frame being read straight to its destination */
+    bool big;
+    bool big_peer;           /* a peer payload into target's buffer (else an ordinary body) */
+    struct pending *target;  /* big_peer: the receiving entry; NULL = discard */
+    struct mc_wire_header h; /* !big_peer: the frame, for delivery by id */
+    uint8_t *body;           /* !big_peer: the malloc'd body (NULL = discard) */
+    uint8_t *dst;            /* where the next bytes go; NULL = discard */
+    size_t left;
+};
+
 struct mc_rpc_client {
     struct mc_rpc_client_config cfg;
     char name[32];
     pthread_mutex_t lock, send_lock, connect_lock;
     int fd;
     bool up;
+    bool reading; /* the read token of connection `gen` is held */
     uint64_t gen;
-    pthread_t rx;
-    bool rx_joinable;
     uint64_t next_id;
     uint32_t backoff_ms;
     uint64_t next_attempt_ms;
     struct pending *buckets[NBUCKETS];
-};
-
-struct rx_arg {
-    struct mc_rpc_client *c;
-    int fd;
-    uint64_t gen;
+    struct pending *waiters;
+    struct rx rx;
 };
 
 /* ---- config ------------------------------------------------------------------------------ */
@@ -144,37 +178,49 @@ static void fail_all(struct mc_rpc_client *c, uint64_t gen)
     }
 }
 
-/* ---- socket helpers ---------------------------------------------------------------------- */
-
-static int read_full(int fd, void *buf, size_t len)
+static void waiter_add(struct mc_rpc_client *c, struct pending *p)
 {
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = recv(fd, p, len, 0);
-        if (n == 0)
-            return -1;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
+    p->waiting = true;
+    p->wprev = NULL;
+    p->wnext = c->waiters;
+    if (c->waiters)
+        c->waiters->wprev = p;
+    c->waiters = p;
+}
+
+static void waiter_remove(struct mc_rpc_client *c, struct pending *p)
+{
+    if (!p->waiting)
+        return;
+    if (p->wprev)
+        p->wprev->wnext = p->wnext;
+    else
+        c->waiters = p->wnext;
+    if (p->wnext)
+        p->wnext->wprev = p->wprev;
+    p->waiting = false;
+}
+
+/* Under lock, after the token was released: wakes one waiter that still needs an answer so it
+ * can take the token (every not-done entry is either leading, waiting or about to check). */
+static void wake_successor(struct mc_rpc_client *c)
+{
+    for (struct pending *p = c->waiters; p; p = p->wnext)
+        if (!p->done) {
+            pthread_cond_signal(&p->cv);
+            return;
         }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
 }
 
-static int discard(int fd, size_t len)
+/* Under lock: completes p (already out of the table) and wakes its caller. */
+static void finish(struct pending *p, int status)
 {
-    uint8_t scratch[16384];
-    while (len) {
-        size_t n = len < sizeof(scratch) ? len : sizeof(scratch);
-        if (read_full(fd, scratch, n))
-            return -1;
-        len -= n;
-    }
-    return 0;
+    p->status = status;
+    p->done = true;
+    pthread_cond_signal(&p->cv);
 }
+
+/* ---- socket helpers ---------------------------------------------------------------------- */
 
 /* Sends all iovecs (modifies the array). */
 static int send_iov(int fd, struct iovec *iov, int n)
@@ -262,150 +308,365 @@ out:
     return 0;
 }
 
-/* ---- receiver ---------------------------------------------------------------------------- */
+/* ---- receive (token holder only, unless noted) ------------------------------------------- */
 
-/* Reads one peer reply body into p (entry marked receiving; lock not held). */
-static int rx_peer_body(struct mc_rpc_client *c, int fd, struct pending *p, uint32_t len)
+static void rx_reset(struct rx *rx)
 {
-    uint8_t pre[MC_WIRE_PEER_PREFIX];
-    if (len == 0)
-        return 0; /* empty reply: no control, no payload */
-    if (len < MC_WIRE_PEER_PREFIX) {
-        p->status = MC_ERR_DESERIALIZE_FAIL;
-        return discard(fd, len);
-    }
-    if (read_full(fd, pre, sizeof(pre)))
-        return -1;
-    uint32_t clen = mc_wire_get_u32(pre);
-    uint32_t rest = len - MC_WIRE_PEER_PREFIX;
-    if (clen > rest) {
-        mc_warn(c->name, "bad peer reply", "control_length=%u body=%u", clen, len);
-        p->status = MC_ERR_DESERIALIZE_FAIL;
-        return discard(fd, rest);
-    }
-    if (clen) {
-        p->resp = malloc(clen);
-        if (!p->resp)
-            return -1;
-        p->resp_len = clen;
-        if (read_full(fd, p->resp, clen))
-            return -1;
-    }
-    size_t plen = rest - clen;
-    if (plen > p->recv_cap || (plen && !p->recv_buf)) {
-        p->status = MC_ERR_BUFFER_OVERFLOW;
-        return discard(fd, plen);
-    }
-    if (plen && read_full(fd, p->recv_buf, plen))
-        return -1;
-    p->recv_len = plen;
-    return 0;
+    free(rx->body);
+    rx->body = NULL;
+    rx->pos = rx->len = 0;
+    rx->big = rx->big_peer = false;
+    rx->target = NULL;
+    rx->dst = NULL;
+    rx->left = 0;
 }
 
-static void *rx_main(void *arg)
+/* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
+ * call of it, the receiving one included, and resets the read state. */
+static void conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why)
 {
-    struct rx_arg a = *(struct rx_arg *)arg;
-    free(arg);
-    struct mc_rpc_client *c = a.c;
-    const char *why = "closed by server";
-    for (;;) {
-        uint8_t hb[MC_WIRE_HEADER_SIZE];
-        if (read_full(a.fd, hb, sizeof(hb)))
-            break;
+    if (c->gen != gen)
+        return;
+    if (c->up) {
+        c->up = false;
+        mc_info(c->name, "connection lost", "server=%s:%u reason=\"%s\"", c->cfg.host, c->cfg.port,
+                why);
+    }
+    struct pending *t = c->rx.big && c->rx.big_peer ? c->rx.target : NULL;
+    if (t) {
+        t->receiving = false;
+        pending_remove(c, t);
+        free(t->resp);
+        t->resp = NULL;
+        t->resp_len = 0;
+        finish(t, MC_ERR_RPC_FAIL);
+    }
+    rx_reset(&c->rx);
+    fail_all(c, gen);
+}
+
+/* Starts reading the rest (`left` bytes, some of the frame being already consumed) to dst. */
+static void rx_big(struct rx *rx, bool peer, struct pending *target, uint8_t *dst, size_t left)
+{
+    rx->big = true;
+    rx->big_peer = peer;
+    rx->target = target;
+    rx->dst = dst;
+    rx->left = left;
+}
+
+/* Consumes `len` body bytes: what is buffered now, the rest as a discarded big read. */
+static void rx_discard(struct rx *rx, size_t len)
+{
+    size_t have = rx->len - rx->pos;
+    size_t n = len < have ? len : have;
+    rx->pos += n;
+    if (len > n) {
+        free(rx->body);
+        rx->body = NULL;
+        rx_big(rx, false, NULL, NULL, len - n);
+        rx->h.request_id = 0; /* never matches: ids start at 1 */
+    }
+}
+
+/* The big read is complete: deliver its frame. */
+static void rx_big_done(struct mc_rpc_client *c)
+{
+    struct rx *rx = &c->rx;
+    pthread_mutex_lock(&c->lock);
+    if (rx->big_peer) {
+        struct pending *t = rx->target;
+        if (t) {
+            t->receiving = false;
+            pending_remove(c, t);
+            finish(t, 0);
+        }
+    } else if (rx->h.request_id) {
+        struct pending *p = pending_find(c, rx->h.request_id);
+        if (p) {
+            pending_remove(c, p);
+            if (rx->h.status == 0 && !p->peer) {
+                p->resp = rx->body;
+                p->resp_len = rx->h.body_length;
+                rx->body = NULL;
+            }
+            finish(p, rx->h.status);
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    free(rx->body);
+    rx->body = NULL;
+    rx->big = false;
+    rx->target = NULL;
+    rx->dst = NULL;
+}
+
+/* Fails the call with this id, if it is still waiting. */
+static void fail_id(struct mc_rpc_client *c, uint64_t id, int status)
+{
+    pthread_mutex_lock(&c->lock);
+    struct pending *p = pending_find(c, id);
+    if (p) {
+        pending_remove(c, p);
+        finish(p, status);
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
+enum { RX_MORE = 0, RX_BROKEN = -1 };
+
+/*
+ * Handles the frames in the buffer. Returns RX_MORE when it needs more bytes (or a big read
+ * started), RX_BROKEN on a protocol error (*why set). Once `me` is done it only finishes frames
+ * that are entirely buffered (no reading on behalf of others after our own reply).
+ */
+static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **why)
+{
+    struct rx *rx = &c->rx;
+    while (!rx->big) {
+        size_t avail = rx->len - rx->pos;
+        if (avail < MC_WIRE_HEADER_SIZE)
+            return RX_MORE;
+        const uint8_t *f = rx->buf + rx->pos;
         struct mc_wire_header h;
-        mc_wire_decode_header(hb, &h);
+        mc_wire_decode_header(f, &h);
         enum mc_wire_check chk = mc_wire_validate(&h, c->cfg.max_frame_bytes);
         if (chk == MC_WIRE_OK && h.kind != MC_WIRE_RESPONSE)
             chk = MC_WIRE_BAD_KIND;
         if (chk != MC_WIRE_OK) {
             mc_warn(c->name, "bad response frame, closing", "reason=%s len=%u",
                     mc_wire_check_name(chk), h.body_length);
-            why = "protocol error";
-            break;
+            *why = "protocol error";
+            return RX_BROKEN;
         }
+        size_t blen = h.body_length;
+        bool whole = avail >= MC_WIRE_HEADER_SIZE + blen;
+        if (me->done && !whole)
+            return RX_MORE;
         pthread_mutex_lock(&c->lock);
         struct pending *p = pending_find(c, h.request_id);
-        bool direct = p && p->peer && h.status == 0;
-        if (direct)
-            p->receiving = true;
+        bool direct = p && p->peer && h.status == 0 && blen > 0;
         pthread_mutex_unlock(&c->lock);
-        if (direct) {
-            p->status = 0;
-            int r = rx_peer_body(c, a.fd, p, h.body_length);
-            pthread_mutex_lock(&c->lock);
-            p->receiving = false;
-            pending_remove(c, p);
-            if (r) {
-                p->status = MC_ERR_RPC_FAIL;
-                free(p->resp);
-                p->resp = NULL;
-                p->resp_len = 0;
+        if (!direct) {
+            /* ordinary body (or a peer error / empty reply): read it, then hand it over */
+            if (!whole && MC_WIRE_HEADER_SIZE + blen <= RBUF_SIZE)
+                return RX_MORE;
+            uint8_t *body = NULL;
+            if (blen) {
+                body = malloc(blen);
+                if (!body) {
+                    *why = "out of memory";
+                    return RX_BROKEN;
+                }
             }
-            p->done = true;
-            pthread_cond_signal(&p->cv);
-            pthread_mutex_unlock(&c->lock);
-            if (r)
-                break;
+            size_t have = avail - MC_WIRE_HEADER_SIZE < blen ? avail - MC_WIRE_HEADER_SIZE : blen;
+            if (have)
+                memcpy(body, f + MC_WIRE_HEADER_SIZE, have);
+            rx->pos += MC_WIRE_HEADER_SIZE + have;
+            rx->h = h;
+            rx->body = body;
+            if (have < blen) {
+                rx_big(rx, false, NULL, body + have, blen - have);
+                return RX_MORE;
+            }
+            rx->big_peer = false;
+            rx_big_done(c);
             continue;
         }
-        /* ordinary body: read it first, then hand it to the call if it is still waiting */
-        uint8_t *body = NULL;
-        if (h.body_length) {
-            body = malloc(h.body_length);
-            if (!body || read_full(a.fd, body, h.body_length)) {
-                free(body);
-                break;
-            }
+        /* a peer reply: prefix and control from the buffer, payload straight to recv_buf */
+        if (blen < MC_WIRE_PEER_PREFIX) {
+            rx->pos += MC_WIRE_HEADER_SIZE;
+            fail_id(c, h.request_id, MC_ERR_DESERIALIZE_FAIL);
+            rx_discard(rx, blen);
+            continue;
         }
+        if (avail < MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX)
+            return RX_MORE;
+        size_t clen = mc_wire_get_u32(f + MC_WIRE_HEADER_SIZE);
+        size_t rest = blen - MC_WIRE_PEER_PREFIX;
+        size_t lead = MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX;
+        if (clen > rest || lead + clen > RBUF_SIZE) {
+            mc_warn(c->name, "bad peer reply", "control_length=%zu body=%zu", clen, blen);
+            rx->pos += lead;
+            fail_id(c, h.request_id, MC_ERR_DESERIALIZE_FAIL);
+            rx_discard(rx, rest);
+            continue;
+        }
+        if (avail < lead + clen)
+            return RX_MORE;
+        size_t plen = rest - clen;
+        uint8_t *ctl = NULL;
+        if (clen && !(ctl = malloc(clen))) {
+            *why = "out of memory";
+            return RX_BROKEN;
+        }
+        if (clen)
+            memcpy(ctl, f + lead, clen);
+        rx->pos += lead + clen;
         pthread_mutex_lock(&c->lock);
-        p = pending_find(c, h.request_id);
-        if (p) {
+        p = pending_find(c, h.request_id); /* it may have timed out meanwhile */
+        if (p && (plen > p->recv_cap || (plen && !p->recv_buf))) {
             pending_remove(c, p);
-            p->status = h.status;
-            if (h.status == 0 && !p->peer) {
-                p->resp = body;
-                p->resp_len = h.body_length;
-                body = NULL;
-            }
-            p->done = true;
-            pthread_cond_signal(&p->cv);
+            finish(p, MC_ERR_BUFFER_OVERFLOW);
+            p = NULL;
+        } else if (p) {
+            p->resp = ctl;
+            p->resp_len = clen;
+            ctl = NULL;
+            p->recv_len = plen;
+            p->receiving = true;
         }
         pthread_mutex_unlock(&c->lock);
-        free(body);
+        free(ctl);
+        if (!p) {
+            rx_discard(rx, plen);
+            continue;
+        }
+        size_t have = rx->len - rx->pos < plen ? rx->len - rx->pos : plen;
+        if (have)
+            memcpy(p->recv_buf, rx->buf + rx->pos, have);
+        rx->pos += have;
+        rx_big(rx, true, p, (uint8_t *)p->recv_buf + have, plen - have);
+        if (rx->left)
+            return RX_MORE;
+        rx_big_done(c);
+    }
+    return RX_MORE;
+}
+
+/* Token holder, own deadline passed: leave with RPC_TIMEOUT. A payload still arriving for us
+ * is discarded from now on (the stream stays usable). */
+static void lead_timeout_locked(struct mc_rpc_client *c, struct pending *me)
+{
+    struct rx *rx = &c->rx;
+    if (rx->big && rx->big_peer && rx->target == me) {
+        me->receiving = false;
+        rx->target = NULL;
+        rx->dst = NULL;
+        free(me->resp);
+        me->resp = NULL;
+        me->resp_len = 0;
+    }
+    if (!me->done) {
+        pending_remove(c, me);
+        me->status = MC_ERR_RPC_TIMEOUT;
+        me->done = true;
+    }
+}
+
+/*
+ * The leader: holds the token of connection gen (socket fd), reads and dispatches replies until
+ * me is done or its deadline passes, then releases the token (waking a successor).
+ */
+static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t gen,
+                 uint64_t deadline_ms)
+{
+    struct rx *rx = &c->rx;
+    const char *why = "closed by server";
+    bool poll_first = true;
+    for (;;) {
+        if (!rx->big && rx_parse(c, me, &why) == RX_BROKEN)
+            goto broken;
+        if (me->done)
+            break;
+        /* need bytes: wait for them (until our deadline), then read */
+        if (poll_first) {
+            uint64_t now = mc_now_ms();
+            if (now >= deadline_ms) {
+                pthread_mutex_lock(&c->lock);
+                lead_timeout_locked(c, me);
+                pthread_mutex_unlock(&c->lock);
+                break;
+            }
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, (int)(deadline_ms - now));
+            if (pr < 0 && errno != EINTR) {
+                why = "poll failed";
+                goto broken;
+            }
+            if (pr <= 0)
+                continue; /* timeout (checked above) or EINTR */
+        }
+        uint8_t scratch[16384];
+        uint8_t *to;
+        size_t want;
+        if (rx->big) {
+            to = rx->dst ? rx->dst : scratch;
+            want = rx->dst ? rx->left : (rx->left < sizeof(scratch) ? rx->left : sizeof(scratch));
+        } else {
+            if (rx->pos == rx->len) {
+                rx->pos = rx->len = 0;
+            } else if (rx->pos > 0) {
+                memmove(rx->buf, rx->buf + rx->pos, rx->len - rx->pos);
+                rx->len -= rx->pos;
+                rx->pos = 0;
+            }
+            to = rx->buf + rx->len;
+            want = RBUF_SIZE - rx->len;
+        }
+        ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
+        if (n == 0)
+            goto broken;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                poll_first = true;
+                continue;
+            }
+            why = "read failed";
+            goto broken;
+        }
+        poll_first = (size_t)n < want; /* the socket is drained: wait before the next read */
+        if (rx->big) {
+            if (rx->dst)
+                rx->dst += n;
+            rx->left -= (size_t)n;
+            if (rx->left == 0)
+                rx_big_done(c);
+        } else {
+            rx->len += (size_t)n;
+        }
     }
     pthread_mutex_lock(&c->lock);
-    if (c->gen == a.gen && c->up) {
-        c->up = false;
-        mc_info(c->name, "connection lost", "server=%s:%u reason=\"%s\"", c->cfg.host, c->cfg.port,
-                why);
-    }
-    fail_all(c, a.gen);
+    c->reading = false;
+    wake_successor(c);
     pthread_mutex_unlock(&c->lock);
-    shutdown(a.fd, SHUT_RDWR);
-    return NULL;
+    return;
+broken:
+    pthread_mutex_lock(&c->lock);
+    c->reading = false;
+    conn_broken_locked(c, gen, why);
+    wake_successor(c);
+    pthread_mutex_unlock(&c->lock);
 }
 
 /* ---- connection management --------------------------------------------------------------- */
 
-/* Under connect_lock. Closes a dead connection (joining its receiver) and opens a new one. */
+/* Under lock, nobody leading: whether the idle connection was closed by the server (or broke).
+ * Marks it down if so. Unread bytes (a late reply) mean it is alive. */
+static void check_idle_locked(struct mc_rpc_client *c)
+{
+    if (!c->up || c->reading || c->fd < 0)
+        return;
+    uint8_t b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        conn_broken_locked(c, c->gen, n == 0 ? "closed by server" : "socket error");
+}
+
+/* Under connect_lock. Closes a dead connection and opens a new one. */
 static int reconnect_locked(struct mc_rpc_client *c)
 {
-    if (c->rx_joinable) {
-        pthread_mutex_lock(&c->lock);
-        if (c->fd >= 0)
-            shutdown(c->fd, SHUT_RDWR);
-        pthread_mutex_unlock(&c->lock);
-        pthread_join(c->rx, NULL);
-        c->rx_joinable = false;
-    }
     pthread_mutex_lock(&c->send_lock);
     pthread_mutex_lock(&c->lock);
     int old = c->fd;
+    if (c->up)
+        conn_broken_locked(c, c->gen, "reconnect");
     c->fd = -1;
-    c->up = false;
     pthread_mutex_unlock(&c->lock);
     if (old >= 0)
-        close(old);
+        close(old); /* down: no reader holds it; send_lock: no sender uses it */
     pthread_mutex_unlock(&c->send_lock);
 
     int fd = -1;
@@ -419,27 +680,12 @@ static int reconnect_locked(struct mc_rpc_client *c)
                  c->cfg.port, mc_strerror(rc), c->backoff_ms);
         return rc;
     }
-    struct rx_arg *a = malloc(sizeof(*a));
-    if (!a) {
-        close(fd);
-        return MC_ERR_INTERNAL_ERROR;
-    }
     pthread_mutex_lock(&c->lock);
     c->fd = fd;
     c->gen++;
     c->up = true;
-    a->c = c;
-    a->fd = fd;
-    a->gen = c->gen;
+    rx_reset(&c->rx);
     pthread_mutex_unlock(&c->lock);
-    if (pthread_create(&c->rx, NULL, rx_main, a) != 0) {
-        free(a);
-        pthread_mutex_lock(&c->lock);
-        c->up = false;
-        pthread_mutex_unlock(&c->lock);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    c->rx_joinable = true;
     c->backoff_ms = 0;
     c->next_attempt_ms = 0;
     return 0;
@@ -449,6 +695,7 @@ static int reconnect_locked(struct mc_rpc_client *c)
 static int ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint64_t *gen)
 {
     pthread_mutex_lock(&c->lock);
+    check_idle_locked(c);
     bool up = c->up;
     *gen = c->gen;
     pthread_mutex_unlock(&c->lock);
@@ -513,6 +760,12 @@ int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_clie
     c->cfg.name = c->name;
     c->fd = -1;
     c->next_id = 1;
+    c->rx.buf = malloc(RBUF_SIZE);
+    if (!c->rx.buf) {
+        free((void *)c->cfg.host);
+        free(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     pthread_mutex_init(&c->lock, NULL);
     pthread_mutex_init(&c->send_lock, NULL);
     pthread_mutex_init(&c->connect_lock, NULL);
@@ -542,6 +795,7 @@ void mc_rpc_client_disconnect(struct mc_rpc_client *c)
 int mc_rpc_client_connected(struct mc_rpc_client *c)
 {
     pthread_mutex_lock(&c->lock);
+    check_idle_locked(c);
     int up = c->up;
     pthread_mutex_unlock(&c->lock);
     return up;
@@ -551,11 +805,10 @@ void mc_rpc_client_free(struct mc_rpc_client *c)
 {
     if (!c)
         return;
-    mc_rpc_client_disconnect(c);
-    if (c->rx_joinable)
-        pthread_join(c->rx, NULL);
     if (c->fd >= 0)
         close(c->fd);
+    free(c->rx.body);
+    free(c->rx.buf);
     pthread_mutex_destroy(&c->lock);
     pthread_mutex_destroy(&c->send_lock);
     pthread_mutex_destroy(&c->connect_lock);
@@ -624,6 +877,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     }
     pthread_mutex_unlock(&c->send_lock);
 
+    /* wait: lead (read the socket ourselves) whenever nobody else does, else follow */
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = mc_now_ms();
@@ -634,28 +888,52 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000;
     }
+    bool expired = false;
     pthread_mutex_lock(&c->lock);
     while (!p->done) {
-        int w = pthread_cond_timedwait(&p->cv, &c->lock, &ts);
-        if (w == ETIMEDOUT && !p->done) {
-            if (p->receiving) {
-                /* the receiver is writing into the caller's buffer: cut the stream, wait */
-                if (c->gen == gen && c->fd >= 0)
-                    shutdown(c->fd, SHUT_RDWR);
-                while (!p->done)
-                    pthread_cond_wait(&p->cv, &c->lock);
-                if (p->status == MC_ERR_RPC_FAIL)
-                    p->status = MC_ERR_RPC_TIMEOUT;
+        if (!c->up || c->gen != gen) {
+            /* cannot happen (a dead connection fails its calls), but never wait on it */
+            pending_remove(c, p);
+            finish(p, MC_ERR_RPC_FAIL);
+            break;
+        }
+        if (!c->reading) {
+            c->reading = true;
+            int rfd = c->fd;
+            pthread_mutex_unlock(&c->lock);
+            lead(c, p, rfd, gen, deadline);
+            pthread_mutex_lock(&c->lock);
+            continue;
+        }
+        if (expired || mc_now_ms() >= deadline) {
+            expired = true;
+            if (!p->receiving) {
+                pending_remove(c, p);
+                p->status = MC_ERR_RPC_TIMEOUT;
+                p->done = true;
+                mc_debug(c->name, "call timed out", "method=%s id=%llu",
+                         mc_method_name(method) ? mc_method_name(method) : "?",
+                         (unsigned long long)p->id);
                 break;
             }
-            pending_remove(c, p);
-            p->status = MC_ERR_RPC_TIMEOUT;
-            p->done = true;
-            mc_debug(c->name, "call timed out", "method=%s id=%llu",
-                     mc_method_name(method) ? mc_method_name(method) : "?",
-                     (unsigned long long)p->id);
+            /* the leader is writing into the caller's buffer: cut the stream, wait for it */
+            if (!p->cut) {
+                p->cut = true;
+                shutdown(c->fd, SHUT_RDWR);
+            }
+            waiter_add(c, p);
+            pthread_cond_wait(&p->cv, &c->lock);
+            waiter_remove(c, p);
+            continue;
         }
+        waiter_add(c, p);
+        int w = pthread_cond_timedwait(&p->cv, &c->lock, &ts);
+        waiter_remove(c, p);
+        if (w == ETIMEDOUT)
+            expired = true;
     }
+    if (p->cut && p->status == MC_ERR_RPC_FAIL)
+        p->status = MC_ERR_RPC_TIMEOUT;
     pthread_mutex_unlock(&c->lock);
 }
 

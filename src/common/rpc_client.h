@@ -3,20 +3,25 @@
  *
  * Design. A client owns one connection to one server ("host:port"). Any number of threads call
  * concurrently: each call takes a fresh request id, registers itself in a pending table, writes
- * its frame under a send mutex (MSG_NOSIGNAL, writev, payloads never copied), and waits on its
- * own condition variable. A receiver thread per connection reads responses and hands each to
- * the call with the same id, so many calls are outstanding at once and answers may come in any
- * order. A peer call may name a receive buffer: the receiver reads the reply payload straight
- * into it (a 64 MiB Get lands in the user's buffer with no intermediate copy).
+ * its frame under a send mutex (MSG_NOSIGNAL, writev, payloads never copied), then waits for the
+ * response with the same id, so many calls are outstanding at once and answers may come in any
+ * order. There is no receiver thread: callers read the socket themselves, one at a time
+ * (leader/follower, see rpc_client.c). The caller holding the read token reads responses and
+ * hands each to its call (waking that caller); when its own is in, it passes the token on. A
+ * lone caller thus reads its own reply with no thread hand-off. A peer call may name a receive
+ * buffer: the reader lands the reply payload straight in it (a 64 MiB Get lands in the user's
+ * buffer with no intermediate copy).
  *
  * Timeouts. A call waits at most call_timeout_ms + server_wait_ms (server_wait_ms is how long
  * the call asked the server to hold it, e.g. a long-poll heartbeat) and then fails with
- * MC_ERR_RPC_TIMEOUT; a late answer is discarded. If the deadline hits while the receiver is
- * already writing into the caller's buffer, the connection is shut down (the stream position is
- * lost) and the call returns only after the receiver let go of the buffer.
+ * MC_ERR_RPC_TIMEOUT; a late answer is discarded. If the deadline hits while the caller itself
+ * is receiving its payload, the rest of that frame is discarded (the connection stays usable);
+ * if it hits while another caller is writing into its buffer, the connection is shut down (the
+ * stream position is lost) and the call returns only after that caller let go of the buffer.
  *
  * Failures and reconnect. When the connection breaks, every outstanding call fails with
- * MC_ERR_RPC_FAIL. The next call reconnects (connect_timeout_ms); failed attempts back off
+ * MC_ERR_RPC_FAIL; an idle connection the server closed is noticed by the next call (or
+ * mc_rpc_client_connected) before it sends. The next call reconnects (connect_timeout_ms); failed attempts back off
  * exponentially from reconnect_min_ms to reconnect_max_ms, and a call that finds the client in
  * back-off waits for the next attempt if it falls inside its own deadline, else fails fast with
  * MC_ERR_RPC_FAIL. Calls are never resent automatically (the server may have executed them).
