@@ -66,6 +66,11 @@ Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
                          void *buf, size_t len);
 
+/* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
+ * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
+int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
+                               const void *src, size_t len, uint32_t *crc);
+
 /* ---- for tests --------------------------------------------------------------------------- */
 
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);

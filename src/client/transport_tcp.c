@@ -13,6 +13,13 @@
  * accepted), a read reply's payload is received straight into the caller's buffer at the
  * slice's place. Requests of a read are tiny and a write's replies are tiny, so neither side
  * can block the other with full socket buffers.
+ *
+ * Checksum on the wire's time (mc_transport_tcp_write_crc). A Put needs the CRC32C of its value;
+ * computed up front it is a serial pass over the bytes before the first one is sent (about a
+ * third of a 4 MiB Put between processes). Instead, the writer extends the CRC over each slice
+ * right after handing that slice to the socket, while the peer is still receiving and copying
+ * it, so the checksum overlaps the transfer. Bytes are checksummed once, in order, even when a
+ * stale pooled connection makes the transfer start over.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,7 +36,9 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "client/client_internal.h"
 #include "client/transport.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
@@ -254,6 +263,8 @@ struct xfer {
     size_t len;
     size_t slice;
     size_t nslices;
+    uint32_t *crc;   /* write: extend over the bytes as they are sent (NULL = no CRC) */
+    size_t crc_done; /* bytes already in *crc */
 };
 
 static int send_request(struct tcp_transport *t, struct conn *c, const struct xfer *x, size_t i,
@@ -343,7 +354,17 @@ static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer
     return 0;
 }
 
-static int run(struct tcp_transport *t, struct conn *c, const struct xfer *x, bool *any)
+/* After slice i went out: fold its bytes not yet checksummed into the CRC. */
+static void crc_slice(struct xfer *x, size_t i)
+{
+    size_t end = (i + 1) * x->slice < x->len ? (i + 1) * x->slice : x->len;
+    if (!x->crc || end <= x->crc_done)
+        return;
+    *x->crc = mc_crc32c_extend(*x->crc, x->buf + x->crc_done, end - x->crc_done);
+    x->crc_done = end;
+}
+
+static int run(struct tcp_transport *t, struct conn *c, struct xfer *x, bool *any)
 {
     bool small[64];
     bool *done = x->nslices <= 64 ? small : calloc(x->nslices, sizeof(bool));
@@ -359,6 +380,7 @@ static int run(struct tcp_transport *t, struct conn *c, const struct xfer *x, bo
             rc = send_request(t, c, x, sent, base_id + sent);
             if (rc)
                 goto out;
+            crc_slice(x, sent);
             sent++;
         }
         rc = recv_reply(t, c, x, base_id, sent, done, any);
@@ -373,14 +395,16 @@ out:
 }
 
 static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer_loc *loc,
-                    uint8_t *buf, size_t len)
+                    uint8_t *buf, size_t len, uint32_t *crc)
 {
     struct tcp_transport *t = (struct tcp_transport *)tp;
     if (!loc || !loc->endpoint || strlen(loc->endpoint) >= EP_MAX || (len && !buf))
         return MC_ERR_INVALID_PARAMS;
     if (len == 0)
         return 0;
-    struct xfer x = {is_write, loc->segment_id, loc->offset, buf, len, t->cfg.slice_bytes, 0};
+    struct xfer x = {is_write, loc->segment_id,    loc->offset, buf,
+                     len,      t->cfg.slice_bytes, 0,           is_write ? crc : NULL,
+                     0};
     x.nslices = (len + x.slice - 1) / x.slice;
     for (int attempt = 0;; attempt++) {
         struct conn *c = attempt == 0 ? pool_take(t, loc->endpoint) : NULL;
@@ -413,12 +437,12 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
 static int tcp_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
                      size_t len)
 {
-    return transfer(tp, true, dst, (uint8_t *)src, len);
+    return transfer(tp, true, dst, (uint8_t *)src, len, NULL);
 }
 
 static int tcp_read(struct mc_transport *tp, const struct mc_xfer_loc *src, void *dst, size_t len)
 {
-    return transfer(tp, false, src, dst, len);
+    return transfer(tp, false, src, dst, len, NULL);
 }
 
 static void tcp_free(struct mc_transport *tp)
@@ -435,6 +459,12 @@ static void tcp_free(struct mc_transport *tp)
     }
     pthread_mutex_destroy(&t->lock);
     free(t);
+}
+
+int mc_transport_tcp_write_crc(struct mc_transport *tp, const struct mc_xfer_loc *dst,
+                               const void *src, size_t len, uint32_t *crc)
+{
+    return transfer(tp, true, dst, (uint8_t *)src, len, crc);
 }
 
 static const struct mc_transport_ops tcp_ops = {
