@@ -1,7 +1,9 @@
 /*
  * test_master_objects.c - the master core's object operations (src/master/objects*.c, shard.c)
  * on a fake clock: Put/Get/Exist/Remove and their error codes, leases, stale Puts, soft and hard
- * pins, groups, versions and epochs, batches, unmount with objects, QueryKey.
+ * pins, groups, versions and epochs, batches, unmount with objects, QueryKey; and the shard
+ * table under churn (tombstones, purge rebuilds, bulk unlink by an eviction round) against a
+ * model, with keys chosen to land in one shard.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +14,7 @@
 #include <cmocka.h>
 
 #include "common/hash.h"
+#include "master/eviction.h"
 #include "master/master_internal.h"
 #include "test_master_util.h"
 
@@ -576,6 +579,158 @@ static void test_query_no_side_effects(void **state)
     free(segs);
 }
 
+/* ---- one shard under churn ----------------------------------------------------------------- */
+
+#define CH_SHARD 37u
+#define CH_KEYS 2000u
+
+struct churn {
+    char keys[CH_KEYS][24];
+    bool present[CH_KEYS];
+    uint64_t rng;
+};
+
+static uint32_t ch_rand(struct churn *c, uint32_t n)
+{
+    c->rng = c->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)((c->rng >> 33) % n);
+}
+
+/* CH_KEYS distinct keys that all hash to shard CH_SHARD. */
+static void ch_make_keys(struct churn *c)
+{
+    uint32_t k = 0;
+    for (uint64_t i = 0; k < CH_KEYS; i++) {
+        char buf[24];
+        int len = snprintf(buf, sizeof(buf), "churn-%llu", (unsigned long long)i);
+        if ((mc_hash_key(buf, (size_t)len) & MC_SHARD_MASK) == CH_SHARD)
+            memcpy(c->keys[k++], buf, (size_t)len + 1);
+    }
+}
+
+/* Every key answers as the model says, and the shard's counts agree: live objects, non-empty
+ * slots = objects + tombstones, every entry's object found again by its key at that entry. */
+static void ch_check(struct fx *f, struct churn *c)
+{
+    uint32_t live = 0;
+    for (uint32_t i = 0; i < CH_KEYS; i++) {
+        bool ex = false;
+        assert_int_equal(mc_master_exist_key(f->m, c->keys[i], strlen(c->keys[i]), &ex), MC_OK);
+        assert_int_equal(ex, c->present[i]);
+        live += c->present[i];
+    }
+    struct mc_shard *s = &f->m->shards[CH_SHARD];
+    mc_shard_rdlock(s);
+    assert_int_equal(s->n, live);
+    uint32_t used = 0;
+    for (uint32_t i = 0; s->slots && i <= s->mask; i++)
+        used += s->slots[i] != UINT32_MAX;
+    assert_int_equal(used, s->n + s->ntomb);
+    assert_true(s->slots == NULL || (uint64_t)used * 4 <= (uint64_t)(s->mask + 1) * 3);
+    for (uint32_t e = 0; e < s->n; e++) {
+        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, e));
+        assert_int_equal(o->ent, e);
+        uint64_t h = mc_hash_key(mc_obj_key(o), o->key_len);
+        assert_ptr_equal(mc_shard_find(s, h, mc_obj_key(o), o->key_len), o);
+    }
+    mc_shard_unlock(s);
+}
+
+static void ch_put(struct fx *f, struct churn *c, uint32_t i)
+{
+    assert_int_equal(tm_put(f->m, f->a, c->keys[i], 1024), MC_OK);
+    c->present[i] = true;
+}
+
+static void test_shard_churn(void **state)
+{
+    struct fx *f = *state;
+    struct churn *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->rng = 42;
+    ch_make_keys(c);
+    /* Waves: fill to a random level, drain to a random level (Remove leaves tombstones; inserts
+     * reuse them; purge rebuilds and growth keep the table consistent), check after each. */
+    for (int wave = 0; wave < 12; wave++) {
+        uint32_t hi = CH_KEYS / 2 + ch_rand(c, CH_KEYS / 2), lo = ch_rand(c, hi / 2 + 1);
+        if (wave == 6)
+            lo = 0; /* empty the shard once: its memory goes back, then it grows again */
+        uint32_t live = 0;
+        for (uint32_t i = 0; i < CH_KEYS; i++)
+            live += c->present[i];
+        while (live < hi) {
+            uint32_t i = ch_rand(c, CH_KEYS);
+            if (!c->present[i]) {
+                ch_put(f, c, i);
+                live++;
+            }
+        }
+        while (live > lo) {
+            uint32_t i = ch_rand(c, CH_KEYS);
+            if (c->present[i]) {
+                assert_int_equal(mc_master_remove(f->m, c->keys[i], strlen(c->keys[i]), true),
+                                 MC_OK);
+                c->present[i] = false;
+                live--;
+            }
+        }
+        ch_check(f, c);
+        if (wave == 6)
+            assert_null(f->m->shards[CH_SHARD].slots);
+    }
+    free(c);
+}
+
+/* An eviction round that takes a random half of one shard unlinks it in bulk: exactly the
+ * oldest-leased half is gone, the rest is intact, and the keys can be Put again. */
+static void test_shard_bulk_unlink(void **state)
+{
+    struct fx *f = *state;
+    struct churn *c = calloc(1, sizeof(*c));
+    uint32_t *order = calloc(CH_KEYS, sizeof(*order));
+    assert_non_null(c);
+    assert_non_null(order);
+    c->rng = 7;
+    ch_make_keys(c);
+    for (uint32_t i = 0; i < CH_KEYS; i++) {
+        ch_put(f, c, i);
+        order[i] = i;
+    }
+    for (uint32_t i = CH_KEYS - 1; i > 0; i--) { /* random lease order */
+        uint32_t j = ch_rand(c, i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    for (int round = 0; round < 3; round++) {
+        uint32_t live = 0, idx[CH_KEYS];
+        for (uint32_t i = 0; i < CH_KEYS; i++)
+            if (c->present[order[i]])
+                idx[live++] = order[i];
+        /* Leases in this order, one ms apart, then all expired. */
+        for (uint32_t i = 0; i < live; i++) {
+            mc_fake_clock_advance_ms(&f->fc, 1);
+            struct mc_get_result g;
+            assert_int_equal(
+                mc_master_get_replica_list(f->m, c->keys[idx[i]], strlen(c->keys[idx[i]]), &g),
+                MC_OK);
+        }
+        mc_fake_clock_advance_ms(&f->fc, f->m->cfg.default_kv_lease_ttl_ms + 1);
+        struct mc_evict_stats st;
+        assert_int_equal(mc_master_batch_evict(f->m, 0.5, 0.5, &st), MC_OK);
+        uint64_t want = (live + 1) / 2;
+        assert_int_equal(st.evicted, want);
+        for (uint32_t i = 0; i < want; i++)
+            c->present[idx[i]] = false;
+        ch_check(f, c);
+        /* Half of the evicted keys come back (they reuse the tombstones). */
+        for (uint32_t i = 0; i < want; i += 2)
+            ch_put(f, c, idx[i]);
+        ch_check(f, c);
+    }
+    free(order);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -590,6 +745,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmount_drops_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shard_churn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shard_bulk_unlink, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

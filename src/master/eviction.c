@@ -32,6 +32,8 @@
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
 #define EV_PARALLEL_MIN_OBJECTS 65536u
 #define EV_PARALLEL_MIN_ROUND 8192u
+#define EV_BULK_UNLINK_MIN 8u    /* erased objects in one shard for a bulk unlink */
+#define EV_BULK_UNLINK_SHARE 32u /* ... and at least 1/32 of the shard */
 
 int mc_eviction_init(struct mc_master *m);
 void mc_eviction_destroy(struct mc_master *m);
@@ -42,6 +44,9 @@ struct ev_worker {
     size_t objs_cap;
     struct mc_object **members;
     size_t members_cap;
+    struct mc_unlink_batch ub; /* the shard's erased objects, unlinked together */
+    uint32_t *map;             /* mc_shard_unlink_many scratch */
+    size_t map_cap;
     uint64_t evicted, bytes;
 };
 
@@ -183,7 +188,7 @@ static inline uint64_t lease_of(struct mc_shard *s, const struct mc_object *o)
 static void evict_now(struct ev_cycle *cy, struct mc_shard *s, struct mc_object *o,
                       struct ev_worker *w, struct mc_freelist *fl)
 {
-    uint64_t freed = mc_master_evict_object(cy->m, s, o, fl);
+    uint64_t freed = mc_master_evict_object(cy->m, s, o, fl, &w->ub);
     if (freed) {
         w->evicted++;
         w->bytes += freed;
@@ -223,6 +228,27 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
     }
 }
 
+/* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
+ * a share of the shard, else one by one (a bulk pass costs a walk over the shard's entries and
+ * slots). */
+static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_worker *w,
+                          struct mc_freelist *fl)
+{
+    struct mc_unlink_batch *ub = &w->ub;
+    if (ub->n >= EV_BULK_UNLINK_MIN && ub->n * EV_BULK_UNLINK_SHARE >= s->n &&
+        (s->n <= w->map_cap || ev_reserve((void **)&w->map, &w->map_cap, s->n, sizeof(*w->map)))) {
+        mc_shard_unlink_many(s, ub->objs, ub->n, w->map);
+    } else {
+        for (size_t i = 0; i < ub->n; i++)
+            mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
+    }
+    for (size_t i = 0; i < ub->n; i++) {
+        ub->objs[i]->flags &= ~(uint64_t)MC_OBJ_UNLINKING;
+        mc_freelist_add_object(fl, ub->objs[i]);
+    }
+    ub->n = 0;
+}
+
 static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
                         struct ev_worker *w, struct mc_freelist *fl)
 {
@@ -242,10 +268,11 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         if (i + 4 < cnt && w->objs[i + 4])
             __builtin_prefetch((const char *)w->objs[i + 4] + 64);
         struct mc_object *o = w->objs[i];
-        if (!o || o->ent == MC_NO_INDEX) /* gone, or erased with its group just now */
+        if (!o || (o->flags & MC_OBJ_UNLINKING)) /* gone, or erased with its group just now */
             continue;
         evict_candidate(r->cy, r->soft_phase, s, o, w, fl);
     }
+    unlink_erased(r->cy->m, s, w, fl);
     mc_shard_unlock(s);
     mc_freelist_flush(fl); /* buffers go back outside the shard lock */
 }
@@ -656,6 +683,8 @@ void mc_eviction_destroy(struct mc_master *m)
     for (unsigned i = 0; ev->workers && i < ev->nthreads; i++) {
         free(ev->workers[i].objs);
         free(ev->workers[i].members);
+        free(ev->workers[i].ub.objs);
+        free(ev->workers[i].map);
     }
     free(ev->parts);
     free(ev->workers);

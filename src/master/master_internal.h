@@ -77,6 +77,7 @@ enum {
     MC_OBJ_HARD_PIN = 1u << 2,
     MC_OBJ_SOFT_PIN = 1u << 3,   /* soft_pin_deadline_ms is set (active while now < deadline) */
     MC_OBJ_PROCESSING = 1u << 4, /* a Put is in flight: its record is in the shard's pend */
+    MC_OBJ_UNLINKING = 1u << 5,  /* erased, awaiting mc_shard_unlink_many (eviction round) */
 };
 #define MC_OBJECT_SIZE_MAX ((1ull << 40) - 1)
 
@@ -149,8 +150,9 @@ struct mc_shard {
     uint32_t nchunks, chunks_cap;
     uint32_t n; /* objects */
     /* htab */
-    uint32_t *slots; /* tag:8 | ent:24 */
+    uint32_t *slots; /* tag:8 | ent:24, or empty, or a tombstone (shard.c) */
     uint32_t mask;   /* slots - 1 */
+    uint32_t ntomb;  /* tombstones in slots */
     /* in-flight puts */
     struct mc_pending *pend;
     uint32_t npend, pend_cap;
@@ -283,6 +285,13 @@ struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const cha
 int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o);
 /* Unlink an object from htab, ents, pend and its group (write lock); the caller owns it. */
 void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* The first half of an unlink: takes o out of its group and the pending Puts (write lock). */
+void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* The second half, for many objects at once (write lock): removes objs[0..cnt) (distinct,
+ * detached, still indexed) from htab and ents in O(objects + slots) without hashing any key;
+ * map is scratch for s->n uint32_t. Each object's ent becomes MC_NO_INDEX. */
+void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, size_t cnt,
+                          uint32_t *map);
 /* Pending Put bookkeeping (write lock). */
 int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owner,
                       uint64_t start_ms, uint64_t soft_pin_ttl_ms);
@@ -337,10 +346,18 @@ bool mc_obj_soft_pinned(const struct mc_object *o, uint64_t now_ms);
 /* Erases o from s (write lock): hooks, counters, unlink, everything to fl. */
 void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             struct mc_freelist *fl);
+/* Objects erased but still in their shard's index, for one mc_shard_unlink_many. */
+struct mc_unlink_batch {
+    struct mc_object **objs;
+    size_t n, cap;
+};
 /* Eviction of one object (write lock): drops its evictable MEMORY replicas; erases it when no
- * valid replica is left. Returns the bytes freed (0 when nothing was evictable). */
+ * valid replica is left. Returns the bytes freed (0 when nothing was evictable). With ub, an
+ * erased object is only detached (hooks, counters, group, pending Put), marked
+ * MC_OBJ_UNLINKING and appended to ub: before unlocking the shard the caller unlinks them
+ * (mc_shard_unlink_many, or mc_shard_unlink one by one) and moves them to a freelist. */
 uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                                struct mc_freelist *fl);
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub);
 /* Drops replicas whose storage is gone (dead segment / dead holder) from every shard and erases
  * objects left with none. Returns the number of objects erased. */
 uint64_t mc_master_sweep_invalid(struct mc_master *m);

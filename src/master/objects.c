@@ -205,25 +205,62 @@ void mc_obj_drop_replica(struct mc_object *o, uint8_t i)
     memmove(mc_obj_key(o), key, o->key_len);
 }
 
+/* Detaches o for a batched unlink (write lock): like mc_master_erase_object, except that o stays
+ * in the index and the entry array (and keeps its remaining replicas) until the caller unlinks
+ * it and moves it to a freelist; false when ub cannot grow. */
+static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                        struct mc_unlink_batch *ub)
+{
+    if (ub->n == ub->cap) {
+        size_t ncap = ub->cap ? ub->cap * 2 : 256;
+        struct mc_object **no = realloc(ub->objs, ncap * sizeof(*no));
+        if (!no)
+            return false;
+        ub->objs = no;
+        ub->cap = ncap;
+    }
+    if (m->hooks.object_erased)
+        m->hooks.object_erased(m, s, o);
+    if (o->flags & MC_OBJ_SOFT_PIN)
+        atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
+    if (o->flags & MC_OBJ_PROCESSING)
+        atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&m->c.key_count, 1, memory_order_relaxed);
+    mc_shard_detach(m, s, o);
+    o->flags |= MC_OBJ_UNLINKING;
+    ub->objs[ub->n++] = o;
+    return true;
+}
+
 uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                                struct mc_freelist *fl)
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
     uint64_t freed = 0;
-    bool any_valid = false;
+    bool stays = false; /* a valid replica that is not evicted keeps the object */
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        if (mc_replica_evictable(&o->rep[i]))
+            freed += o->size;
+        else
+            stays |= mc_replica_valid(&o->rep[i]);
+    }
+    if (!stays) {
+        /* Erased whole: its replicas (evicted and dead ones) go with it, and its key bytes are
+         * not moved (they are on another cache line than the header). */
+        if (!ub || !defer_erase(m, s, o, ub))
+            mc_master_erase_object(m, s, o, fl);
+        return freed;
+    }
+    if (!freed)
+        return 0;
     for (uint8_t i = 0; i < o->nrep;) {
         if (mc_replica_evictable(&o->rep[i])) {
             mc_freelist_add_replica(fl, &o->rep[i], o->size);
-            freed += o->size;
             mc_obj_drop_replica(o, i);
             continue;
         }
-        any_valid |= mc_replica_valid(&o->rep[i]);
         i++;
     }
-    if (!any_valid)
-        mc_master_erase_object(m, s, o, fl);
-    else if (freed)
-        mc_shard_refresh_bits(s, o);
+    mc_shard_refresh_bits(s, o);
     return freed;
 }
 

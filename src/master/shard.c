@@ -3,10 +3,21 @@
  * route map.
  *
  * htab slots are 32-bit: the top 8 bits of the key hash (a tag that skips most key compares)
- * and a 24-bit ent index (so at most 16M objects per shard); UINT32_MAX is empty. The home slot
- * is (key_hash >> 10) & mask (the bits above the shard index). Slots are 4 bytes to keep the
- * index small (tens of millions of objects); the price is that growing and backward-shift
- * deletion hash a moved key again to find its home. Load is kept <= 3/4; no tombstones.
+ * and a 24-bit ent index (so at most 16M - 3 objects per shard); UINT32_MAX is empty and
+ * SLOT_TOMB a deleted slot. The home slot is (key_hash >> 10) & mask (the bits above the shard
+ * index). Slots are 4 bytes to keep the index small (tens of millions of objects); the price is
+ * that a slot does not know its home, so deletion leaves a tombstone instead of shifting the
+ * cluster back (a backward shift would hash every key it moves again, a cache miss on the
+ * object each). Lookups step over tombstones, inserts reuse the first one on their path, a
+ * tombstone followed by an empty slot becomes empty at once, and the table is rebuilt (keys
+ * hashed again) when live + tombstones pass 3/4 of it: at the same size when the live keys fill
+ * at most half of it (purge), else doubled.
+ *
+ * Bulk unlink (mc_shard_unlink_many, used by eviction when a round takes a share of a shard):
+ * the holes in the entry array are filled from its tail (as many moves as holes below the new
+ * end), and one sequential walk over the slots turns the dead entries' slots into tombstones
+ * and renumbers the moved ones from an old → new index map: no key is hashed, and only the
+ * moved objects are touched (their `ent` field).
  *
  * The route map records, for every grouped key, the shard of its group, keyed by the key's
  * 64-bit hash (a lookup that finds nothing there falls back to the key's own shard, so a hash
@@ -19,6 +30,7 @@
 #include "master/master_internal.h"
 
 #define SLOT_EMPTY UINT32_MAX
+#define SLOT_TOMB (UINT32_MAX - 1)
 #define SLOT_ENT_BITS 24
 #define SLOT_ENT_MASK ((1u << SLOT_ENT_BITS) - 1)
 #define HTAB_MIN 64u
@@ -101,7 +113,7 @@ struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const cha
         uint32_t v = s->slots[i];
         if (v == SLOT_EMPTY)
             return NULL;
-        if ((v >> SLOT_ENT_BITS) != tag)
+        if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
             continue;
         struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
         if (o->key_len == key_len && memcmp(mc_obj_key(o), key, key_len) == 0)
@@ -118,7 +130,7 @@ struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, u
         uint32_t v = s->slots[i];
         if (v == SLOT_EMPTY)
             return NULL;
-        if ((v >> SLOT_ENT_BITS) != tag)
+        if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
             continue;
         struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
         if (o->version == version)
@@ -126,6 +138,7 @@ struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, u
     }
 }
 
+/* Puts v in the first empty or deleted slot from home on (a rebuild has no tombstones). */
 static void htab_put(uint32_t *slots, uint32_t mask, uint32_t home, uint32_t v)
 {
     uint32_t i = home;
@@ -140,53 +153,57 @@ static uint32_t home_of(struct mc_shard *s, uint32_t v, uint32_t mask)
     return slot_home(obj_hash(mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK))), mask);
 }
 
+/* Room for want live keys: live + tombstones stay <= 3/4 of the slots. A rebuild keeps the size
+ * when want fills at most half of it (it only purges tombstones), else doubles it. */
 static int htab_reserve(struct mc_shard *s, uint32_t want)
 {
     uint32_t cap = s->slots ? s->mask + 1 : 0;
-    if ((uint64_t)want * 4 <= (uint64_t)cap * 3)
+    if ((uint64_t)(want + s->ntomb) * 4 <= (uint64_t)cap * 3)
         return 0;
-    uint32_t ncap = cap ? cap * 2 : HTAB_MIN;
-    while ((uint64_t)want * 4 > (uint64_t)ncap * 3)
+    uint32_t ncap = cap ? cap : HTAB_MIN;
+    while ((uint64_t)want * 2 > ncap)
         ncap *= 2;
     uint32_t *ns = malloc((size_t)ncap * sizeof(*ns));
     if (!ns)
         return -1;
     memset(ns, 0xff, (size_t)ncap * sizeof(*ns));
-    for (uint32_t i = 0; i < cap; i++)
-        if (s->slots[i] != SLOT_EMPTY)
-            htab_put(ns, ncap - 1, home_of(s, s->slots[i], ncap - 1), s->slots[i]);
+    for (uint32_t i = 0; i < cap; i++) {
+        uint32_t v = s->slots[i];
+        if (v != SLOT_EMPTY && v != SLOT_TOMB)
+            htab_put(ns, ncap - 1, home_of(s, v, ncap - 1), v);
+    }
     free(s->slots);
     s->slots = ns;
     s->mask = ncap - 1;
+    s->ntomb = 0;
     return 0;
 }
 
-/* Index of the slot holding ent (it must be there). */
+/* Index of the slot holding ent (it must be there; EMPTY and TOMB never match an ent). */
 static uint32_t htab_slot_of(struct mc_shard *s, uint64_t key_hash, uint32_t ent)
 {
     uint32_t i = slot_home(key_hash, s->mask);
-    while ((s->slots[i] & SLOT_ENT_MASK) != ent || s->slots[i] == SLOT_EMPTY)
+    while ((s->slots[i] & SLOT_ENT_MASK) != ent)
         i = (i + 1) & s->mask;
     return i;
 }
 
+/* Empties the run of tombstones that ends just before slot i (slot i is empty). */
+static void htab_clear_tombs_before(struct mc_shard *s, uint32_t i)
+{
+    for (uint32_t j = (i - 1) & s->mask; s->slots[j] == SLOT_TOMB; j = (j - 1) & s->mask) {
+        s->slots[j] = SLOT_EMPTY;
+        s->ntomb--;
+    }
+}
+
 static void htab_delete_at(struct mc_shard *s, uint32_t i)
 {
-    uint32_t j = i;
-    for (;;) {
-        j = (j + 1) & s->mask;
-        uint32_t v = s->slots[j];
-        if (v == SLOT_EMPTY)
-            break;
-        uint32_t home = home_of(s, v, s->mask);
-        /* v may move into the hole at i unless its home lies cyclically in (i, j]. */
-        bool stays = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
-        if (stays)
-            continue;
-        s->slots[i] = v;
-        i = j;
-    }
-    s->slots[i] = SLOT_EMPTY;
+    s->slots[i] = SLOT_TOMB;
+    s->ntomb++;
+    uint32_t nx = (i + 1) & s->mask;
+    if (s->slots[nx] == SLOT_EMPTY)
+        htab_clear_tombs_before(s, nx);
 }
 
 /* ---- ents ---------------------------------------------------------------------------------- */
@@ -212,14 +229,20 @@ static int ents_reserve(struct mc_shard *s, uint32_t want)
 
 int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
 {
-    if (s->n >= SLOT_ENT_MASK || ents_reserve(s, s->n + 1) != 0 || htab_reserve(s, s->n + 1) != 0)
+    if (s->n >= SLOT_ENT_MASK - 2 || ents_reserve(s, s->n + 1) != 0 ||
+        htab_reserve(s, s->n + 1) != 0)
         return -1;
     uint32_t ent = s->n++;
     struct mc_obj_ent *e = mc_shard_ent(s, ent);
     atomic_init(&e->lease_ms, 0);
     e->obj_bits = (uintptr_t)o;
     o->ent = ent;
-    htab_put(s->slots, s->mask, slot_home(key_hash, s->mask), slot_make(key_hash, ent));
+    uint32_t i = slot_home(key_hash, s->mask);
+    while (s->slots[i] != SLOT_EMPTY && s->slots[i] != SLOT_TOMB)
+        i = (i + 1) & s->mask;
+    if (s->slots[i] == SLOT_TOMB)
+        s->ntomb--;
+    s->slots[i] = slot_make(key_hash, ent);
     mc_shard_refresh_bits(s, o);
     return 0;
 }
@@ -385,27 +408,10 @@ static void group_leave(struct mc_master *m, struct mc_shard *s, struct mc_objec
 
 /* ---- unlink -------------------------------------------------------------------------------- */
 
-void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+/* Gives memory back after removals: everything when the shard is empty (e.g. after RemoveAll),
+ * else trailing entry chunks two chunks past the need. */
+static void shard_shrink(struct mc_shard *s)
 {
-    if (o->group)
-        group_leave(m, s, o);
-    mc_shard_pend_remove(s, o);
-    uint32_t ent = o->ent;
-    htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
-    uint32_t last = --s->n;
-    if (ent != last) {
-        struct mc_obj_ent *from = mc_shard_ent(s, last), *to = mc_shard_ent(s, ent);
-        struct mc_object *moved = mc_ent_obj(from);
-        uint64_t mh = obj_hash(moved);
-        s->slots[htab_slot_of(s, mh, last)] = slot_make(mh, ent);
-        atomic_store_explicit(&to->lease_ms,
-                              atomic_load_explicit(&from->lease_ms, memory_order_relaxed),
-                              memory_order_relaxed);
-        to->obj_bits = from->obj_bits;
-        moved->ent = ent;
-    }
-    o->ent = MC_NO_INDEX;
-    /* Give memory back when a shard empties out (e.g. after RemoveAll). */
     if (s->n == 0) {
         for (uint32_t c = 0; c < s->nchunks; c++)
             free(s->chunks[c]);
@@ -415,10 +421,91 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
         s->nchunks = s->chunks_cap = 0;
         s->slots = NULL;
         s->mask = 0;
-    } else if (s->nchunks > 1 &&
-               (uint64_t)s->n + 2 * MC_ENT_CHUNK <= (uint64_t)s->nchunks * MC_ENT_CHUNK) {
-        free(s->chunks[--s->nchunks]);
+        s->ntomb = 0;
+        return;
     }
+    while (s->nchunks > 1 &&
+           (uint64_t)s->n + 2 * MC_ENT_CHUNK <= (uint64_t)s->nchunks * MC_ENT_CHUNK)
+        free(s->chunks[--s->nchunks]);
+}
+
+static void ent_move(struct mc_shard *s, uint32_t from_i, uint32_t to_i)
+{
+    struct mc_obj_ent *from = mc_shard_ent(s, from_i), *to = mc_shard_ent(s, to_i);
+    atomic_store_explicit(&to->lease_ms,
+                          atomic_load_explicit(&from->lease_ms, memory_order_relaxed),
+                          memory_order_relaxed);
+    to->obj_bits = from->obj_bits;
+    mc_ent_obj(to)->ent = to_i;
+}
+
+void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    if (o->group)
+        group_leave(m, s, o);
+    mc_shard_pend_remove(s, o);
+}
+
+void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    mc_shard_detach(m, s, o);
+    uint32_t ent = o->ent;
+    htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
+    uint32_t last = --s->n;
+    if (ent != last) {
+        uint64_t mh = obj_hash(mc_ent_obj(mc_shard_ent(s, last)));
+        s->slots[htab_slot_of(s, mh, last)] = slot_make(mh, ent);
+        ent_move(s, last, ent);
+    }
+    o->ent = MC_NO_INDEX;
+    shard_shrink(s);
+}
+
+#define MAP_DEAD UINT32_MAX
+
+void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, size_t cnt,
+                          uint32_t *map)
+{
+    if (cnt == 0)
+        return;
+    const uint32_t n = s->n, nn = n - (uint32_t)cnt;
+    for (uint32_t e = 0; e < n; e++)
+        map[e] = e;
+    for (size_t k = 0; k < cnt; k++)
+        map[objs[k]->ent] = MAP_DEAD;
+    /* Fill the holes below the new end with the live entries at or above it. */
+    uint32_t j = nn;
+    for (size_t k = 0; k < cnt; k++) {
+        uint32_t hole = objs[k]->ent;
+        objs[k]->ent = MC_NO_INDEX;
+        if (hole >= nn)
+            continue;
+        while (map[j] == MAP_DEAD)
+            j++;
+        if (j + 8 < n)
+            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, j + 8)), 1);
+        ent_move(s, j, hole);
+        map[j++] = hole;
+    }
+    /* One walk over the slots: dead entries' slots become tombstones, moved ones renumbered. */
+    const uint32_t cap = s->mask + 1;
+    for (uint32_t i = 0; i < cap; i++) {
+        uint32_t v = s->slots[i];
+        if (v == SLOT_EMPTY || v == SLOT_TOMB)
+            continue;
+        uint32_t e = v & SLOT_ENT_MASK, to = map[e];
+        if (to == MAP_DEAD) {
+            s->slots[i] = SLOT_TOMB;
+            s->ntomb++;
+        } else if (to != e) {
+            s->slots[i] = (v & ~SLOT_ENT_MASK) | to;
+        }
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        if (s->slots[i] == SLOT_EMPTY)
+            htab_clear_tombs_before(s, i);
+    s->n = nn;
+    shard_shrink(s);
 }
 
 /* ---- group route map ----------------------------------------------------------------------- */
