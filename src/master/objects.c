@@ -87,10 +87,35 @@ void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
     fl->objs[fl->nobjs++] = o;
 }
 
+/* Releases fl's MEMORY buffers in runs of one segment (one lock per run of up to RUN). */
+static void flush_replicas(struct mc_freelist *fl)
+{
+    enum { RUN = 256 };
+    uint32_t handles[RUN];
+    uint64_t sizes[RUN];
+    for (size_t i = 0; i < fl->n;) {
+        const struct mc_replica *r = &fl->ents[i].r;
+        if (r->type != MC_REPLICA_TYPE_MEMORY) {
+            release_replica(r, fl->ents[i].size);
+            i++;
+            continue;
+        }
+        struct mc_segment *seg = r->u.seg;
+        size_t k = 0;
+        for (; i < fl->n && k < RUN; i++, k++) {
+            const struct mc_fl_ent *e = &fl->ents[i];
+            if (e->r.type != MC_REPLICA_TYPE_MEMORY || e->r.u.seg != seg)
+                break;
+            handles[k] = e->r.handle;
+            sizes[k] = e->size;
+        }
+        mc_segment_release_many(seg, handles, sizes, k);
+    }
+}
+
 void mc_freelist_flush(struct mc_freelist *fl)
 {
-    for (size_t i = 0; i < fl->n; i++)
-        release_replica(&fl->ents[i].r, fl->ents[i].size);
+    flush_replicas(fl);
     for (size_t i = 0; i < fl->nobjs; i++)
         free(fl->objs[i]);
     if (fl->ents != fl->inline_ents)

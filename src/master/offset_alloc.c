@@ -295,6 +295,11 @@ int mc_offset_alloc_alloc(struct mc_offset_alloc *a, uint64_t size, struct mc_oa
     return MC_ERR_NO_AVAILABLE_HANDLE;
 }
 
+static inline bool handle_in_pool(const struct mc_offset_alloc *a, uint32_t h)
+{
+    return h != NIL && (h >> MC_OA_CHUNK_SHIFT) < a->nchunks;
+}
+
 static bool handle_live(const struct mc_offset_alloc *a, uint32_t h)
 {
     return h != NIL && (h >> MC_OA_CHUNK_SHIFT) < a->nchunks && node_at(a, h)->state == NODE_USED;
@@ -332,6 +337,21 @@ int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle)
     }
     bin_insert(a, handle);
     return MC_OK;
+}
+
+void mc_offset_alloc_prefetch(const struct mc_offset_alloc *a, uint32_t handle, bool neighbours)
+{
+    if (!handle_in_pool(a, handle))
+        return;
+    const struct oa_node *n = node_at(a, handle);
+    if (!neighbours) {
+        __builtin_prefetch(n, 1);
+        return;
+    }
+    if (handle_in_pool(a, n->nb_prev))
+        __builtin_prefetch(node_at(a, n->nb_prev), 1);
+    if (handle_in_pool(a, n->nb_next))
+        __builtin_prefetch(node_at(a, n->nb_next), 1);
 }
 
 uint64_t mc_offset_alloc_block_size(const struct mc_offset_alloc *a, uint32_t handle)

@@ -61,6 +61,10 @@ int mc_offset_alloc_alloc(struct mc_offset_alloc *a, uint64_t size, struct mc_oa
  * not a live allocation (double free, garbage). */
 int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle);
 
+/* A cache hint before releasing handle: its node, or (once the node is in cache) the nodes of
+ * its address-order neighbours, which a release may merge with. Any handle value is harmless. */
+void mc_offset_alloc_prefetch(const struct mc_offset_alloc *a, uint32_t handle, bool neighbours);
+
 /* Bytes of the block behind a live handle (the rounded-up size), 0 for a bad handle. */
 uint64_t mc_offset_alloc_block_size(const struct mc_offset_alloc *a, uint32_t handle);
 

@@ -388,6 +388,36 @@ void mc_segment_release(struct mc_segment *s, uint32_t handle, uint64_t size)
     mc_segment_unref(s);
 }
 
+void mc_segment_release_many(struct mc_segment *s, const uint32_t *handles, const uint64_t *sizes,
+                             size_t n)
+{
+    enum { AHEAD_NODE = 8, AHEAD_NEIGHBOURS = 4 };
+    if (n == 0)
+        return;
+    struct mc_segments *t = s->table;
+    uint64_t bytes = 0, count = 0;
+    pthread_mutex_lock(&s->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD_NODE < n)
+            mc_offset_alloc_prefetch(s->alloc, handles[i + AHEAD_NODE], false);
+        if (i + AHEAD_NEIGHBOURS < n)
+            mc_offset_alloc_prefetch(s->alloc, handles[i + AHEAD_NEIGHBOURS], true);
+        if (mc_offset_alloc_release(s->alloc, handles[i]) == MC_OK) {
+            bytes += sizes[i];
+            count++;
+        } else {
+            mc_error("segments", "bad release", "name=%s handle=%u", s->desc.name, handles[i]);
+        }
+    }
+    atomic_fetch_sub_explicit(&s->allocated, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->nallocs, count, memory_order_relaxed);
+    if (!atomic_load_explicit(&s->dead, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&t->allocated, bytes, memory_order_relaxed);
+    pthread_mutex_unlock(&s->lock);
+    if (atomic_fetch_sub_explicit(&s->refs, (uint32_t)n, memory_order_acq_rel) == n)
+        segment_destroy(s);
+}
+
 void mc_segment_alloc_release(const struct mc_segment_alloc *a)
 {
     mc_segment_release(a->seg, a->handle, a->size);

@@ -91,6 +91,10 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
 /* Releases a buffer (its allocator slot and its segment reference). Safe on dead segments. */
 void mc_segment_alloc_release(const struct mc_segment_alloc *a);
 void mc_segment_release(struct mc_segment *seg, uint32_t handle, uint64_t size);
+/* Releases n buffers of one segment (sizes[i] requested bytes each) under one allocator lock,
+ * with the allocator's nodes prefetched ahead; drops n segment references. */
+void mc_segment_release_many(struct mc_segment *seg, const uint32_t *handles, const uint64_t *sizes,
+                             size_t n);
 
 void mc_segment_ref(struct mc_segment *seg);
 void mc_segment_unref(struct mc_segment *seg);
