@@ -898,6 +898,7 @@ static void test_flags(void **state)
                                         "allow_evict_soft_pinned_objects",
                                         "eviction_ratio",
                                         "eviction_high_watermark_ratio",
+                                        "eviction_threads",
                                         "client_ttl",
                                         "put_start_discard_timeout_sec",
                                         "put_start_release_timeout_sec",
@@ -932,6 +933,10 @@ static void test_flags(void **state)
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--eviction_ratio=2", NULL);
     assert_int_equal(r.status, 2);
     assert_int_equal(strlen(r.out), 0); /* never READY */
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--eviction_threads=65", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "eviction_threads"));
+    assert_int_equal(strlen(r.out), 0);
 }
 
 int main(void)

@@ -58,6 +58,7 @@ static struct {
     bool allow_evict_soft_pinned_objects;
     double eviction_ratio;
     double eviction_high_watermark_ratio;
+    uint32_t eviction_threads;
     const char *client_ttl;
     const char *put_start_discard_timeout_sec;
     const char *put_start_release_timeout_sec;
@@ -102,6 +103,9 @@ static const struct mc_flag g_flags[] = {
                    &F.eviction_ratio),
     MC_DOUBLE_FLAG("eviction_high_watermark_ratio", "0.90",
                    "used ratio above which eviction runs [0,1]", &F.eviction_high_watermark_ratio),
+    MC_UINT32_FLAG("eviction_threads", "0",
+                   "workers of an eviction cycle's census and rounds, 0..64 (0 = max(1, CPUs - 1))",
+                   &F.eviction_threads),
     MC_STRING_FLAG("client_ttl", "10", "client liveness without Ping (bare number = s)",
                    &F.client_ttl),
     MC_STRING_FLAG("put_start_discard_timeout_sec", "30",
@@ -195,6 +199,9 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
         mc_flags_die("flag --eviction_high_watermark_ratio must be in [0,1]");
     c->eviction_ratio = F.eviction_ratio;
     c->eviction_high_watermark_ratio = F.eviction_high_watermark_ratio;
+    if (F.eviction_threads > 64)
+        mc_flags_die("flag --eviction_threads must be in 0..64");
+    c->eviction_threads = F.eviction_threads;
     c->client_ttl_ms = mc_flags_duration_ms("client_ttl", F.client_ttl, MC_UNIT_S);
     if (c->client_ttl_ms == 0)
         mc_flags_die("flag --client_ttl must be positive");
