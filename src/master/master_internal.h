@@ -314,6 +314,10 @@ void mc_shard_refresh_bits(struct mc_shard *s, struct mc_object *o);
 /* A census/eviction candidate is {shard, ent, version}: returns the object if ents[ent] still
  * holds that version (write or read lock), else NULL. */
 struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t version);
+/* Cache hints for batched lookups (either lock held), issued for a window of keys one stage at a
+ * time so their misses overlap: stage 0 the key's home slot, 1 the entry of the first slot
+ * whose tag matches, 2 that entry's object (header, replicas, key). */
+void mc_shard_prefetch(const struct mc_shard *s, uint64_t key_hash, int stage);
 /* The object with this key hash and version (versions are unique per master), found through
  * the index without the key bytes; NULL if it is gone or was replaced (either lock). */
 struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version);

@@ -2,10 +2,13 @@
  * objects_batch.c - batch forms of the object operations, RemoveAll, QueryKey and the sweep of
  * replicas whose storage is gone.
  *
- * BatchGetReplicaList / BatchExistKey sort the keys by shard and take each shard's lock once
- * (shared); a grouped key that moved between the route lookup and the lock is retried on its
- * own. Put and Remove batches are per-key loops (each key may need a different shard, and they
- * take write locks briefly).
+ * BatchGetReplicaList / BatchExistKey sort the keys by shard and work in windows of 16 keys: the
+ * window's shards are read-locked together in ascending order (DESIGN.md §7 lock order), the
+ * keys' home slots, entries and objects are prefetched one stage at a time for all of them (so
+ * the three dependent cache misses of each lookup overlap across keys instead of adding up),
+ * then each key is looked up and answered; a grouped key that moved between the route lookup and
+ * the lock is retried on its own. Put and Remove batches are per-key loops (each key may need a
+ * different shard, and they take write locks briefly).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -77,8 +80,10 @@ static int cmp_bitem(const void *a, const void *b)
 
 enum bop { BOP_GET, BOP_EXIST };
 
-/* Runs op for every valid key, one shared lock per shard. Keys not found in a routed (group)
- * shard are retried with a full lookup. */
+#define WINDOW 16 /* keys whose lookups overlap (their shards locked together) */
+
+/* Runs op for every valid key, windows of keys under shared locks. Keys not found in a routed
+ * (group) shard are retried with a full lookup. */
 static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t n, enum bop op,
                       struct mc_get_result *gout, bool *eout, int *rcs)
 {
@@ -101,15 +106,25 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
     qsort(it, k, sizeof(*it), cmp_bitem);
     uint64_t now = mc_master_now_ms(m);
     for (size_t a = 0; a < k;) {
-        struct mc_shard *s = &m->shards[it[a].shard];
-        size_t b = a;
-        mc_shard_rdlock(s);
-        for (; b < k && it[b].shard == it[a].shard; b++) {
-            uint32_t i = it[b].idx;
-            struct mc_object *o = mc_shard_find(s, it[b].h, keys[i].data, keys[i].len);
+        /* A window of up to WINDOW keys: its shards read-locked together in ascending order (the
+         * lock order), the lookups' cache misses overlapped stage by stage, then each key's
+         * lookup and reply as usual. */
+        size_t e = a + WINDOW < k ? a + WINDOW : k;
+        for (size_t j = a; j < e; j++)
+            __builtin_prefetch(&m->shards[it[j].shard]);
+        for (size_t j = a; j < e; j++)
+            if (j == a || it[j].shard != it[j - 1].shard)
+                mc_shard_rdlock(&m->shards[it[j].shard]);
+        for (int stage = 0; stage < 3; stage++)
+            for (size_t j = a; j < e; j++)
+                mc_shard_prefetch(&m->shards[it[j].shard], it[j].h, stage);
+        for (size_t j = a; j < e; j++) {
+            struct mc_shard *s = &m->shards[it[j].shard];
+            uint32_t i = it[j].idx;
+            struct mc_object *o = mc_shard_find(s, it[j].h, keys[i].data, keys[i].len);
             if (!o) {
                 /* Routed elsewhere than its home shard: retried below. */
-                rcs[i] = ((uint32_t)it[b].h & MC_SHARD_MASK) != it[b].shard
+                rcs[i] = ((uint32_t)it[j].h & MC_SHARD_MASK) != it[j].shard
                              ? 1
                              : MC_ERR_OBJECT_NOT_FOUND;
                 continue;
@@ -119,8 +134,10 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             else
                 eout[i] = mc_master_exist_locked(m, s, o, now);
         }
-        mc_shard_unlock(s);
-        a = b;
+        for (size_t j = a; j < e; j++)
+            if (j == a || it[j].shard != it[j - 1].shard)
+                mc_shard_unlock(&m->shards[it[j].shard]);
+        a = e;
     }
     for (size_t j = 0; j < k; j++) {
         uint32_t i = it[j].idx;

@@ -121,6 +121,34 @@ struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const cha
     }
 }
 
+void mc_shard_prefetch(const struct mc_shard *s, uint64_t key_hash, int stage)
+{
+    if (!s->slots)
+        return;
+    uint32_t i = slot_home(key_hash, s->mask);
+    if (stage == 0) {
+        __builtin_prefetch(&s->slots[i]);
+        return;
+    }
+    uint32_t tag = (uint32_t)(key_hash >> 56);
+    for (;; i = (i + 1) & s->mask) {
+        uint32_t v = s->slots[i];
+        if (v == SLOT_EMPTY)
+            return;
+        if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
+            continue;
+        const struct mc_obj_ent *e = mc_shard_ent(s, v & SLOT_ENT_MASK);
+        if (stage == 1) {
+            __builtin_prefetch(e);
+        } else {
+            const char *o = (const char *)mc_ent_obj(e);
+            __builtin_prefetch(o);
+            __builtin_prefetch(o + 64); /* replicas and key bytes */
+        }
+        return;
+    }
+}
+
 struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version)
 {
     if (!s->slots)

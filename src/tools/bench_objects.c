@@ -3,7 +3,8 @@
  *
  * For each --objects count N (default 1M and 10M): a fresh master with one segment large enough,
  * N keys of --key-len bytes (default 40) Put with one replica of --value bytes (default 64),
- * then N random Gets, N Exists, and N Removes, single-threaded. Reported per phase: ops/s; and
+ * then N random Gets, N random keys as BatchGetReplicaList calls of 16 (`batch_get`, ops/s are
+ * keys/s), N Exists, and N Removes, single-threaded. Reported per phase: ops/s; and
  * for the table itself the resident bytes per object beyond the key bytes
  * ((RSS after the Puts - RSS before) / N - key length; target <= 128): this includes the object
  * record, the shard index and entry array, malloc overhead and the segment allocator's node.
@@ -101,6 +102,39 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     }
     t1 = mc_now_ns();
     emit("get", n, (double)(t1 - t0) / 1e9, -1);
+
+    enum { BATCH = 16 };
+    char *bkeys = malloc(BATCH * key_len);
+    struct mc_key_ref refs[BATCH];
+    struct mc_get_result *bg = malloc(BATCH * sizeof(*bg));
+    int brc[BATCH];
+    if (!bkeys || !bg) {
+        free(bkeys);
+        free(bg);
+        rc = 1;
+        goto out;
+    }
+    t0 = mc_now_ns();
+    for (uint64_t i = 0; i < n; i += BATCH) {
+        size_t nb = n - i < BATCH ? (size_t)(n - i) : BATCH;
+        for (size_t j = 0; j < nb; j++) {
+            make_key(bkeys + j * key_len, key_len, mc_bench_rand(&rng) % n);
+            refs[j].data = bkeys + j * key_len;
+            refs[j].len = key_len;
+        }
+        if (mc_master_batch_get_replica_list(m, refs, nb, bg, brc) != MC_OK)
+            rc = 1;
+        for (size_t j = 0; j < nb; j++)
+            rc |= brc[j] != MC_OK;
+        if (rc)
+            break;
+    }
+    t1 = mc_now_ns();
+    free(bkeys);
+    free(bg);
+    if (rc)
+        goto out;
+    emit("batch_get", n, (double)(t1 - t0) / 1e9, -1);
 
     t0 = mc_now_ns();
     for (uint64_t i = 0; i < n; i++) {
