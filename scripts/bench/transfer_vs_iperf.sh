@@ -5,105 +5,145 @@
 # >= 0.6x a plain memcpy of 4 MiB (the bench measures that reference itself).
 #
 # usage: scripts/bench/transfer_vs_iperf.sh [--rounds 3] [--seconds 5] [--runs 200] [--bin DIR]
+#                                             [--sizes LIST] [--timeout 1800]
 #   --rounds   A/B rounds for the 4 MiB ratios (medians are reported)
 #   --seconds  iperf3 duration per round
 #   --runs     calls per bench series (default: the bench's own, ~512 MiB per series)
+#   --sizes    object sizes of the first table (default: the bench's own, 4KiB..16MiB)
 #   --bin      directory holding mooncake_bench, mooncake_master, mooncake_client
 #              (default $BUILD_DIR/bin, BUILD_DIR=build)
+#   --timeout  seconds one bench run may take before it is killed (the run then fails)
 # Prints two markdown tables on stdout (every size, then the 4 MiB ratios); the JSON lines of
-# both tools are kept in the log it names.
+# both tools are kept in the log it names. Every child is bounded by timeout(1), and every exit
+# path (error, INT, TERM) stops what is still running (scripts/bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=3 SECONDS_=5 RUNS="" BIN=${BUILD_DIR:-build}/bin
+ROUNDS=3 SECONDS_=5 RUNS="" SIZES="" BIN=${BUILD_DIR:-build}/bin BENCH_TIMEOUT=1800
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
     --seconds) SECONDS_=$2; shift 2 ;;
     --runs) RUNS=$2; shift 2 ;;
+    --sizes) SIZES=$2; shift 2 ;;
     --bin) BIN=$2; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --timeout) BENCH_TIMEOUT=$2; shift 2 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-command -v iperf3 >/dev/null || { echo "iperf3 not found" >&2; exit 1; }
-command -v python3 >/dev/null || { echo "python3 not found" >&2; exit 1; }
+for t in iperf3 python3 timeout ss; do
+  command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
+done
 for p in mooncake_bench mooncake_master mooncake_client; do
   [ -x "$BIN/$p" ] || { echo "$p not found in $BIN (build first or pass --bin)" >&2; exit 1; }
 done
 
+. scripts/bench/lib.sh
 LOG=$(mktemp /tmp/mc_transfer_vs_iperf.XXXXXX.log)
-IPERF_PID=""
-cleanup() {
-  if [ -n "$IPERF_PID" ] && kill -0 "$IPERF_PID" 2>/dev/null; then
-    kill "$IPERF_PID" 2>/dev/null || true
-    wait "$IPERF_PID" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+TMP=$(mktemp -d /tmp/mc_transfer_vs_iperf.XXXXXX)
+rm_tmp() { rm -rf "$TMP"; }
+mc_install_traps rm_tmp
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+# iperf3 -J exits 0 even when the client never connected ("Connection refused"): the JSON says
+# so in "error", and a run that moved nothing has no received bytes. Prints bytes/s or fails.
+iperf_rate() { # json file
+  python3 - "$1" <<'EOF'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except Exception as e:
+    sys.exit("iperf3: unreadable JSON (%s)" % e)
+if d.get("error"):
+    sys.exit("iperf3: " + d["error"])
+r = d.get("end", {}).get("sum_received", {})
+if not r.get("bytes") or not r.get("bits_per_second"):
+    sys.exit("iperf3: no bytes received")
+print(r["bits_per_second"] / 8)
+EOF
 }
 
-# One iperf3 run: a one-off server and a single-stream client on loopback; prints bytes/s.
+# One iperf3 measurement: a one-off server, a single-stream client on loopback once the server
+# listens; up to 3 attempts, each with a fresh server. Sets IPERF_RATE (bytes/s); it is called
+# without $(...) so that the children it starts stay visible to cleanup.
+IPERF_RATE=""
 iperf_once() {
-  local port
-  port=$(free_port)
-  iperf3 -s -1 -B 127.0.0.1 -p "$port" >>"$LOG" 2>&1 &
-  IPERF_PID=$!
-  for _ in $(seq 50); do
-    iperf3 -c 127.0.0.1 -p "$port" -t "$SECONDS_" -P 1 -J 2>>"$LOG" >"$LOG.iperf" && break
-    sleep 0.1
+  local port attempt srv rate
+  for attempt in 1 2 3; do
+    port=$(mc_free_port)
+    mc_start timeout -k 5 $((SECONDS_ + 30)) iperf3 -s -1 -B 127.0.0.1 -p "$port" >>"$LOG" 2>&1
+    srv=$MC_PID
+    rate=""
+    # Up to 10 s for the server to listen (a connect probe would use up the one-off server).
+    if mc_wait_until 10 "$srv" mc_listening "$port" &&
+      mc_bounded $((SECONDS_ + 20)) "$TMP/iperf.json" \
+        iperf3 -c 127.0.0.1 -p "$port" -t "$SECONDS_" -P 1 -J; then
+      cat "$TMP/iperf.json" >>"$LOG"
+      rate=$(iperf_rate "$TMP/iperf.json" 2>>"$LOG") || rate=""
+    else
+      echo "iperf3 attempt $attempt: server not listening or client failed" >>"$LOG"
+    fi
+    mc_stop "$srv"
+    mc_forget "$srv"
+    if [ -n "$rate" ]; then
+      IPERF_RATE=$rate
+      return 0
+    fi
   done
-  wait "$IPERF_PID" 2>/dev/null || true
-  IPERF_PID=""
-  cat "$LOG.iperf" >>"$LOG"
-  python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]/8)' \
-    "$LOG.iperf"
-  rm -f "$LOG.iperf"
+  echo "iperf3 failed 3 times; see $LOG" >&2
+  return 1
 }
 
-bench() { # extra args...
-  local runs=()
+bench() { # out-file extra-args...: one mooncake_bench transfer run, its JSON lines into out-file
+  local out=$1 runs=() sizes=()
+  shift
   [ -n "$RUNS" ] && runs=(--runs "$RUNS")
-  "$BIN/mooncake_bench" transfer --bin "$BIN" "${runs[@]}" "$@" 2>>"$LOG" | tee -a "$LOG"
+  [ -n "$SIZES" ] && sizes=(--sizes "$SIZES")
+  if ! mc_bounded "$BENCH_TIMEOUT" "$out" "$BIN/mooncake_bench" transfer --bin "$BIN" \
+    "${runs[@]}" "${sizes[@]}" "$@"; then
+    echo "mooncake_bench transfer failed or ran past ${BENCH_TIMEOUT}s; see $LOG" >&2
+    return 1
+  fi
+  cat "$out" >>"$LOG"
 }
 
 # Table 1: every size, both placements, one bench run.
+bench "$TMP/all.json"
 echo "| case | p50 ms | p99 ms | ops/s | MB/s |"
 echo "|---|---|---|---|---|"
-bench | python3 -c '
+python3 -c '
 import json, sys
-for line in sys.stdin:
+for line in open(sys.argv[1]):
     r = json.loads(line)
     print("| %s | %.3f | %.3f | %.0f | %.0f |" % (r["case"], r["p50_ms"], r["p99_ms"],
-          r["ops_per_s"], r["bytes_per_s"] / 1e6))'
+          r["ops_per_s"], r["bytes_per_s"] / 1e6))' "$TMP/all.json"
 echo
 
 # Table 2: the 4 MiB ratios, A/B alternating rounds.
-IPERF=() GETB=() GETS=() MEMCPY=() PUTB=()
-for ((r = 1; r <= ROUNDS; r++)); do
-  IPERF+=("$(iperf_once)")
-  out=$(bench --sizes 4MiB)
-  pick() { python3 -c '
+pick() { # case field -> value from the round's bench output
+  python3 -c '
 import json, sys
 case, field = sys.argv[1], sys.argv[2]
-for line in sys.stdin:
+for line in open(sys.argv[3]):
     d = json.loads(line)
     if d["case"] == case:
-        print(d[field])' "$1" "$2" <<<"$out"; }
+        print(d[field])' "$1" "$2" "$TMP/round.json"
+}
+IPERF=() GETB=() GETS=() MEMCPY=() PUTB=()
+for ((r = 1; r <= ROUNDS; r++)); do
+  iperf_once
+  IPERF+=("$IPERF_RATE")
+  SIZES="" bench "$TMP/round.json" --sizes 4MiB
   GETB+=("$(pick get/between/4MiB bytes_per_s)")
   PUTB+=("$(pick put/between/4MiB bytes_per_s)")
   GETS+=("$(pick get/same/4MiB bytes_per_s)")
   MEMCPY+=("$(pick get/same/4MiB ref)")
   echo "round $r iperf3=${IPERF[-1]} get_between=${GETB[-1]} get_same=${GETS[-1]} memcpy=${MEMCPY[-1]}" >>"$LOG"
 done
-im=$(printf '%s\n' "${IPERF[@]}" | median)
-gb=$(printf '%s\n' "${GETB[@]}" | median)
-pb=$(printf '%s\n' "${PUTB[@]}" | median)
-gs=$(printf '%s\n' "${GETS[@]}" | median)
-mm=$(printf '%s\n' "${MEMCPY[@]}" | median)
+im=$(printf '%s\n' "${IPERF[@]}" | mc_median)
+gb=$(printf '%s\n' "${GETB[@]}" | mc_median)
+pb=$(printf '%s\n' "${PUTB[@]}" | mc_median)
+gs=$(printf '%s\n' "${GETS[@]}" | mc_median)
+mm=$(printf '%s\n' "${MEMCPY[@]}" | mc_median)
 echo "| 4 MiB case | store MB/s | reference | reference MB/s | ratio | target |"
 echo "|---|---|---|---|---|---|"
 awk -v gb="$gb" -v pb="$pb" -v im="$im" -v gs="$gs" -v mm="$mm" 'BEGIN {
