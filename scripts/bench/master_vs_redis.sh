@@ -18,7 +18,9 @@
 # usage: scripts/bench/master_vs_redis.sh [--keys N] [--seconds S] [--rounds R] [--bin-dir DIR]
 #   KEYS=N, SECONDS_PER_RUN=S, ROUNDS=R environment variables do the same (defaults 1000000, 5, 3)
 #   --bin-dir  where mooncake_master and mooncake_bench are (default $BUILD_DIR/bin, BUILD_DIR=build)
-# Prints a markdown table on stdout; the JSON lines and redis CSV go to the log it names.
+# Prints a markdown table on stdout; the JSON lines and redis CSV go to the log it names. Every
+# client run is bounded by timeout(1); the master and both redis servers are recorded and
+# stopped on any exit (scripts/bench/lib.sh), never started inside $(...).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 KEYS=${KEYS:-1000000} SECS=${SECONDS_PER_RUN:-5} ROUNDS=${ROUNDS:-3}
@@ -29,11 +31,11 @@ while [ $# -gt 0 ]; do
     --seconds) SECS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-for t in redis-server redis-benchmark redis-cli taskset python3; do
+for t in redis-server redis-benchmark redis-cli taskset python3 timeout; do
   command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
 done
 MASTER=$BIN_DIR/mooncake_master BENCH=$BIN_DIR/mooncake_bench
@@ -44,60 +46,47 @@ if [ "$(nproc)" -lt 2 ]; then
   GEN_CPU=0
 fi
 
+. scripts/bench/lib.sh
 TMP=$(mktemp -d /tmp/mc_master_vs_redis.XXXXXX)
 LOG=$TMP.log
 : > "$LOG"
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do
-    kill -TERM "$p" 2>/dev/null || true
-  done
-  for p in "${PIDS[@]}"; do
-    wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+rm_tmp() { rm -rf "$TMP"; }
+mc_install_traps rm_tmp
+TMO=$((SECS * 10 + 300)) # bound of one client run (prefills included)
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
-json() { python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())[sys.argv[1]])' "$1"; }
+json() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[2]).readline())[sys.argv[1]])' "$@"; }
 
 # ---- mooncake_master -------------------------------------------------------------------------
 mkfifo "$TMP/ready"
-taskset -c $SRV_CPU "$MASTER" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
+exec 3<>"$TMP/ready" # read-write: opening never blocks, and a dead master cannot hang the read
+mc_start taskset -c $SRV_CPU "$MASTER" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
   --metrics_host=127.0.0.1 --rpc_thread_num=1 --client_ttl=1h --log_level=warn \
-  >"$TMP/ready" 2>>"$LOG" &
-PIDS+=($!)
-exec 3<"$TMP/ready"
+  >"$TMP/ready" 2>>"$LOG"
 read -r -t 20 line <&3 || { echo "mooncake_master did not start" >&2; exit 1; }
 RPC=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$line")
+[ -n "$RPC" ] || { echo "mooncake_master: unexpected first line: $line" >&2; exit 1; }
 echo "master: $line" >> "$LOG"
 
-ours() { # op [extra args] -> JSON line
-  taskset -c $GEN_CPU "$BENCH" master --master="$RPC" --conns=50 --keys="$KEYS" \
-    --seconds="$SECS" --op="$@" 2>>"$LOG" | tee -a "$LOG"
+ours() { # op [extra args]: one bench run, its JSON line in $TMP/ours.json (and the log)
+  mc_bounded "$TMO" "$TMP/ours.json" taskset -c $GEN_CPU "$BENCH" master --master="$RPC" \
+    --conns=50 --keys="$KEYS" --seconds="$SECS" --op="$@" ||
+    { echo "mooncake_bench master --op=$1 failed; see $LOG" >&2; exit 1; }
+  cat "$TMP/ours.json" >>"$LOG"
 }
 echo "prefilling $KEYS keys into mooncake_master" >&2
-taskset -c $GEN_CPU "$BENCH" master --master="$RPC" --conns=4 --keys="$KEYS" --prefill \
-  --seconds=0.2 --op=get 2>>"$LOG" >> "$LOG"
-D_GET=$(ours get --seconds=0.2 | json bytes_per_object)
-D_BATCH=$(ours batch_get --batch=16 --seconds=0.2 | json bytes_per_object)
+mc_bounded "$TMO" "$TMP/prefill.json" taskset -c $GEN_CPU "$BENCH" master --master="$RPC" \
+  --conns=4 --keys="$KEYS" --prefill --seconds=0.2 --op=get ||
+  { echo "mooncake_master prefill failed; see $LOG" >&2; exit 1; }
+cat "$TMP/prefill.json" >>"$LOG"
+ours get --seconds=0.2
+D_GET=$(json bytes_per_object "$TMP/ours.json")
+ours batch_get --batch=16 --seconds=0.2
+D_BATCH=$(json bytes_per_object "$TMP/ours.json")
 D_GET=${D_GET%.*} D_BATCH=${D_BATCH%.*}
 
 # ---- redis ------------------------------------------------------------------------------------
-start_redis() { # value_size -> port; prefills KEYS keys of that size
-  local port d=$1
-  port=$(free_port)
-  taskset -c $SRV_CPU redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
-    --protected-mode no --logfile "" >/dev/null 2>>"$LOG" &
-  PIDS+=($!)
-  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.1; done
-  python3 - "$KEYS" "$d" <<'EOF' | redis-cli -p "$port" --pipe >> "$LOG" 2>&1
+# The redis prefill: KEYS SET commands in the redis protocol on stdout.
+cat >"$TMP/gen.py" <<'EOF'
 import sys
 n, d = int(sys.argv[1]), int(sys.argv[2])
 v = b"x" * d
@@ -110,39 +99,60 @@ for i in range(n):
         out.write(b"".join(chunk)); chunk = []
 out.write(b"".join(chunk))
 EOF
-  local got
-  got=$(redis-cli -p "$port" dbsize)
+redis_up() { timeout 2 redis-cli -p "$1" ping | grep -q PONG; }
+# Starts a redis-server (recorded for cleanup: this runs in the script's own shell, never in a
+# $(...) subshell), prefills KEYS keys of value_size bytes; sets R_PORT.
+start_redis() { # value_size
+  local port d=$1 got
+  port=$(mc_free_port)
+  mc_start taskset -c $SRV_CPU redis-server --port "$port" --bind 127.0.0.1 --save "" \
+    --appendonly no --protected-mode no --logfile "" >/dev/null 2>>"$LOG"
+  mc_wait_until 20 "$MC_PID" redis_up "$port" ||
+    { echo "redis-server on port $port did not start" >&2; exit 1; }
+  mc_bounded "$TMO" "$TMP/pipe.out" bash -c 'python3 "$1" "$2" "$3" | redis-cli -p "$4" --pipe' \
+    _ "$TMP/gen.py" "$KEYS" "$d" "$port" || { echo "redis prefill failed; see $LOG" >&2; exit 1; }
+  cat "$TMP/pipe.out" >>"$LOG"
+  got=$(timeout 20 redis-cli -p "$port" dbsize)
   [ "$got" = "$KEYS" ] || { echo "redis prefill: $got keys, wanted $KEYS" >&2; exit 1; }
-  echo "$port"
+  R_PORT=$port
 }
 echo "prefilling two redis servers ($D_GET B and $D_BATCH B values)" >&2
-R_GET=$(start_redis "$D_GET")
-R_BATCH=$(start_redis "$D_BATCH")
+start_redis "$D_GET"
+R_GET=$R_PORT
+start_redis "$D_BATCH"
+R_BATCH=$R_PORT
 
-theirs() { # port value_size pipeline requests -> requests/s
-  taskset -c $GEN_CPU redis-benchmark -h 127.0.0.1 -p "$1" -c 50 -n "$4" -r "$KEYS" -d "$2" \
-    -P "$3" -t get --csv 2>>"$LOG" | tee -a "$LOG" |
-    python3 -c 'import csv,sys
-for row in csv.reader(sys.stdin):
-    if row and row[0] == "GET": print(row[1])'
+theirs() { # port value_size pipeline requests: sets REDIS_RATE (requests/s)
+  mc_bounded "$TMO" "$TMP/redis.csv" taskset -c $GEN_CPU redis-benchmark -h 127.0.0.1 -p "$1" \
+    -c 50 -n "$4" -r "$KEYS" -d "$2" -P "$3" -t get --csv ||
+    { echo "redis-benchmark failed; see $LOG" >&2; exit 1; }
+  cat "$TMP/redis.csv" >>"$LOG"
+  REDIS_RATE=$(python3 -c 'import csv,sys
+for row in csv.reader(open(sys.argv[1])):
+    if row and row[0] == "GET": print(row[1])' "$TMP/redis.csv")
+  [ -n "$REDIS_RATE" ] || { echo "redis-benchmark: no GET result; see $LOG" >&2; exit 1; }
 }
 
 G_OURS=() G_REDIS=() B_OURS=() B_REDIS=()
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r/$ROUNDS" >&2
-  g=$(ours get | json ops_per_s)
+  ours get
+  g=$(json ops_per_s "$TMP/ours.json")
   n=$(python3 -c "print(max(100000, int($g * $SECS)))")
-  G_OURS+=("$g") G_REDIS+=("$(theirs "$R_GET" "$D_GET" 1 "$n")")
-  b=$(ours batch_get --batch=16 | json ops_per_s)
+  theirs "$R_GET" "$D_GET" 1 "$n"
+  G_OURS+=("$g") G_REDIS+=("$REDIS_RATE")
+  ours batch_get --batch=16
+  b=$(json ops_per_s "$TMP/ours.json")
   n=$(python3 -c "print(max(200000, int($b * $SECS)))")
-  B_OURS+=("$b") B_REDIS+=("$(theirs "$R_BATCH" "$D_BATCH" 16 "$n")")
+  theirs "$R_BATCH" "$D_BATCH" 16 "$n"
+  B_OURS+=("$b") B_REDIS+=("$REDIS_RATE")
   echo "round $r: get ours=$g redis=${G_REDIS[-1]}; batch ours=$b redis=${B_REDIS[-1]}" >> "$LOG"
 done
 
 row() { # label ours[] redis[]
   local o t
-  o=$(printf '%s\n' "${@:2:ROUNDS}" | median)
-  t=$(printf '%s\n' "${@:2+ROUNDS:ROUNDS}" | median)
+  o=$(printf '%s\n' "${@:2:ROUNDS}" | mc_median)
+  t=$(printf '%s\n' "${@:2+ROUNDS:ROUNDS}" | mc_median)
   awk -v l="$1" -v o="$o" -v t="$t" 'BEGIN { printf "| %s | %.0f | %.0f | %.2f |\n", l, o, t, o/t }'
 }
 printf '| case (50 connections, server on 1 core) | mooncake_master objects/s | redis GETs/s | ratio |\n'
