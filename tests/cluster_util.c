@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "test_spawn.h"
 
 uint64_t cu_now_ms(void)
 {
@@ -33,11 +34,11 @@ void cu_sleep_ms(int ms)
 }
 
 /* In the child: die with the parent; stdio as given. Never returns. */
-static void child_exec(const char *const *argv, int in_fd, int out_fd, int err_fd)
+static void child_exec(pid_t parent, const char *const *argv, int in_fd, int out_fd, int err_fd)
 {
     sigset_t none;
 
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    tu_die_with_parent(parent);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
@@ -61,11 +62,12 @@ int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path)
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (err_fd < 0 || null_fd < 0)
         goto fail;
+    pid_t parent = getpid();
     pid = fork();
     if (pid < 0)
         goto fail;
     if (pid == 0)
-        child_exec(argv, null_fd, pfd[1], err_fd);
+        child_exec(parent, argv, null_fd, pfd[1], err_fd);
     close(pfd[1]);
     close(err_fd);
     close(null_fd);
@@ -190,9 +192,10 @@ void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const ch
     err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     in_fd = open(in_path ? in_path : "/dev/null", O_RDONLY | O_CLOEXEC);
     if (out_fd >= 0 && err_fd >= 0 && in_fd >= 0) {
+        pid_t parent = getpid();
         pid = fork();
         if (pid == 0)
-            child_exec(argv, in_fd, out_fd, err_fd);
+            child_exec(parent, argv, in_fd, out_fd, err_fd);
         if (pid > 0) {
             r->status = wait_deadline(pid, timeout_ms);
             if (r->status == -2) {

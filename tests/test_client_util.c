@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "test_spawn.h"
 
 extern char **environ;
 
@@ -53,13 +54,18 @@ int tm_start(struct test_master *m, uint16_t port, const char *const *extra)
     int pfd[2];
     if (pipe2(pfd, O_CLOEXEC) != 0)
         return -1;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
-    int rc = posix_spawn(&m->pid, path, &fa, NULL, (char *const *)argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    /* fork + exec, not posix_spawn: the child must die with this test (test_spawn.h) */
+    pid_t parent = getpid();
+    m->pid = fork();
+    if (m->pid == 0) {
+        tu_die_with_parent(parent);
+        if (dup2(pfd[1], 1) < 0)
+            _exit(126);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
     close(pfd[1]);
-    if (rc != 0) {
+    if (m->pid < 0) {
         close(pfd[0]);
         m->pid = -1;
         return -1;

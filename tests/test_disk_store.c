@@ -28,6 +28,7 @@
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
+#include "test_spawn.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024)
@@ -356,9 +357,11 @@ static void test_kill_mid_append(void **state)
     struct env *e = *state;
     int fds[2];
     assert_int_equal(pipe(fds), 0);
+    pid_t parent = getpid();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        tu_die_with_parent(parent);
         close(fds[0]);
         struct mc_disk_store_config c = {
             .path = e->dir, .capacity = 1024 * MIB, .extent_size = 4 * MIB, .queue_depth = 8};

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "test_spawn.h"
 
 static char g_dir[64];
 static char g_demo[4096];
@@ -69,9 +70,11 @@ static struct run run_demo(const char *first, ...)
     snprintf(out_path, sizeof(out_path), "%s/out", g_dir);
     snprintf(err_path, sizeof(err_path), "%s/err", g_dir);
 
+    pid_t parent = getpid();
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        tu_die_with_parent(parent);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int e = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)

@@ -34,6 +34,7 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "test_spawn.h"
 
 #define SEG_BASE 0x7f0000000000ull
 #define SEG_SIZE (64ull << 20)
@@ -127,9 +128,11 @@ static void daemon_start(struct daemon *d, const char *extra, ...)
 
     int pfd[2];
     assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
+    pid_t parent = getpid();
     d->pid = fork();
     assert_true(d->pid >= 0);
     if (d->pid == 0) {
+        tu_die_with_parent(parent);
         int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (e < 0 || dup2(pfd[1], 1) < 0 || dup2(e, 2) < 0)
             _exit(99);
@@ -854,9 +857,11 @@ static void run_master(struct daemon *d, struct run *r, const char *first, ...)
     argv[n] = NULL;
     char out_path[128];
     snprintf(out_path, sizeof(out_path), "%s/stdout", d->dir);
+    pid_t parent = getpid();
     d->pid = fork();
     assert_true(d->pid >= 0);
     if (d->pid == 0) {
+        tu_die_with_parent(parent);
         int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
         if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
