@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The main job, as README's quick start runs it: build, start mooncake_master on free ports,
-# show where it listens, scrape its /metrics once, stop it. Cleans up on any exit.
-#   BUILD_DIR   build directory (default build/)
+# The main job, as README's quick start runs it: build, then a whole cluster on loopback —
+# mooncake_master plus two mooncake_client daemons (64 MiB DRAM segments each; the second also
+# has a LOCAL_DISK tier in a temporary directory) — then, with mooncake_cli, put a file, get it
+# back and compare the bytes, show the `segments` and `stat KEY` tables and a few lines of the
+# master's /metrics, and stop everything with SIGTERM, checking every exit status.
+# Every port is picked by the kernel (0); processes and temporary files are cleaned up on any
+# exit. Exits non-zero when any step fails.
+#   BUILD_DIR              build directory (default build/)
 #   MC_DEMO_SKIP_BUILD=1   use what is already built
+#   TMPDIR                 where the temporary directory goes (default /tmp; the LOCAL_DISK tier
+#                          needs a filesystem that takes O_DIRECT, so not tmpfs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -11,78 +18,110 @@ if [ "${MC_DEMO_SKIP_BUILD:-0}" != 1 ]; then
   echo "== building ($BUILD_DIR)"
   BUILD_DIR="$BUILD_DIR" ./scripts/build.sh
 fi
+bin=$BUILD_DIR/bin
+for p in mooncake_master mooncake_client mooncake_cli; do
+  [ -x "$bin/$p" ] || { echo "!! $bin/$p is not built" >&2; exit 1; }
+done
 
-master="$BUILD_DIR/bin/mooncake_master"
-if [ ! -x "$master" ]; then
-  echo "== $master is not built yet (the master is still being written); nothing to run."
-  exit 0
-fi
-
-tmp=$(mktemp -d /tmp/mc_demo.XXXXXX)
-pid=""
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mc_demo.XXXXXX")
+pids=() # running daemons, stopped in reverse order of start
+names=()
 cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid" 2>/dev/null || true
+  local i pid
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    pid=${pids[i]}
+    kill -TERM "$pid" 2>/dev/null || continue
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$pid" 2>/dev/null || true
     wait "$pid" 2>/dev/null || true
-  fi
+  done
+  pids=()
   rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-echo "== starting $master --rpc_port=0 --metrics_port=0"
-mkfifo "$tmp/out"
-"$master" --rpc_port=0 --metrics_port=0 >"$tmp/out" 2>"$tmp/master.log" &
-pid=$!
-exec 3<"$tmp/out"
-
-# The master prints one line on stdout once it serves: READY rpc=ADDR:PORT metrics=ADDR:PORT
-line=""
-if ! read -r -t 20 line <&3; then
-  echo "!! the master did not report READY within 20 s; its log:" >&2
-  cat "$tmp/master.log" >&2
+fail() { # message [log file]
+  echo "!! $1" >&2
+  if [ -n "${2:-}" ] && [ -s "$2" ]; then
+    echo "!! last lines of $2:" >&2
+    tail -n 20 "$2" | sed 's/^/   /' >&2
+  fi
   exit 1
-fi
-case "$line" in
-  READY\ *) ;;
-  *) echo "!! unexpected first line from the master: $line" >&2; exit 1 ;;
-esac
-rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$line")
-metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$line")
-echo "== master (pid $pid) listens: RPC on $rpc, HTTP /metrics and /health on $metrics"
+}
 
-port=${metrics##*:}
-host=${metrics%:*}
-case "$host" in 0.0.0.0|"") host=127.0.0.1 ;; esac
-url="http://$host:$port/metrics"
-echo "== scraping $url"
-if command -v curl >/dev/null 2>&1; then
-  body=$(curl -fsS --max-time 5 "$url")
-else
-  exec 4<>"/dev/tcp/$host/$port"
-  printf 'GET /metrics HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$host" >&4
-  body=$(timeout 5 cat <&4 | tr -d '\r' | sed '1,/^$/d')
-  exec 4<&-
-fi
-if [ -n "$body" ]; then
-  sed 's/^/   /' <<<"$body"
-  echo "== $(grep -vc '^#' <<<"$body") series"
-else
-  echo "   (an empty exposition: the master registers no series yet)"
-fi
+# Starts a daemon with stdout in $tmp/NAME.out and stderr in $tmp/NAME.log, waits (up to 20 s)
+# for its one READY line and sets READY to it.
+start() { # name cmd...
+  local name=$1 pid
+  shift
+  "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
+  pid=$!
+  pids+=("$pid")
+  names+=("$name")
+  READY=""
+  for _ in $(seq 200); do
+    READY=$(grep -m1 '^READY ' "$tmp/$name.out" || true)
+    [ -n "$READY" ] && break
+    kill -0 "$pid" 2>/dev/null || fail "$name exited before READY" "$tmp/$name.log"
+    sleep 0.1
+  done
+  [ -n "$READY" ] || fail "$name did not print READY within 20 s" "$tmp/$name.log"
+  echo "== $name (pid $pid): $READY"
+}
 
-echo "== stopping the master (SIGTERM)"
-kill -TERM "$pid"
-status=0
-for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then
-  echo "!! the master did not stop within 10 s" >&2
-  exit 1
-fi
-wait "$pid" || status=$?
-pid=""
-echo "== master exited with status $status"
-exit "$status"
+# Stops every daemon with SIGTERM (clients first, the master last); each must exit 0 within
+# 10 s.
+stop_all() {
+  local i pid st
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    pid=${pids[i]}
+    kill -TERM "$pid"
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$pid" 2>/dev/null && fail "${names[i]} did not stop within 10 s of SIGTERM"
+    st=0
+    wait "$pid" || st=$?
+    unset 'pids[i]'
+    echo "== ${names[i]} exited with status $st"
+    [ "$st" = 0 ] || fail "${names[i]} exited with status $st" "$tmp/${names[i]}.log"
+  done
+}
+
+cli() { "$bin/mooncake_cli" --master="$rpc" --timeout=5000 "$@"; }
+
+echo "== starting the master and two client daemons (ports 0: the kernel picks them)"
+start master "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
+  --metrics_host=127.0.0.1 --log_level=warn
+rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
+metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
+[ -n "$rpc" ] && [ -n "$metrics" ] || fail "unexpected READY line from the master: $READY"
+
+start client-dram "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
+  --segment_size=64MiB --log_level=warn
+mkdir "$tmp/disk"
+start client-disk "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
+  --segment_size=64MiB --disk_path="$tmp/disk" --disk_capacity=256MiB --log_level=warn
+
+key=demo/object
+head -c $((3 * 1024 * 1024 + 123)) /dev/urandom >"$tmp/in.bin"
+echo "== mooncake_cli put $key ($(stat -c %s "$tmp/in.bin") random bytes)"
+cli put "$key" "$tmp/in.bin" || fail "put failed"
+echo "== mooncake_cli get $key"
+cli get "$key" -o "$tmp/out.bin" || fail "get failed"
+cmp "$tmp/in.bin" "$tmp/out.bin" || fail "the bytes read back differ from the bytes put"
+echo "== the bytes read back are identical"
+
+echo "== mooncake_cli segments"
+cli segments | sed 's/^/   /'
+echo "== mooncake_cli stat $key"
+cli stat "$key" | sed 's/^/   /'
+echo "== the master's /metrics (a few lines; http://$metrics/metrics)"
+cli --metrics="$metrics" metrics >"$tmp/metrics.txt" || fail "metrics scrape failed"
+grep -E '^master_(key_count|segment_count|active_clients|total_capacity_bytes|allocated_bytes|put_start_requests_total|get_replica_list_requests_total)[ {]' \
+  "$tmp/metrics.txt" | sed 's/^/   /'
+echo "   ... $(grep -vc '^#' "$tmp/metrics.txt") series in all"
+
+echo "== stopping everything (SIGTERM)"
+stop_all
+echo "== demo passed"
