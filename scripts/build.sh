@@ -3,6 +3,7 @@
 #   scripts/build.sh -DMC_SANITIZE=address      (ASan+UBSan)
 #   BUILD_DIR=build-tsan scripts/build.sh -DMC_SANITIZE=thread
 #   scripts/build.sh -DMC_WITH_RDMA=OFF
+#   scripts/build.sh -DMC_TEST_HOOKS=ON          (fault-injection hooks and the tests; default OFF)
 # Executables land in $BUILD_DIR/bin, libraries in $BUILD_DIR/lib.
 set -euo pipefail
 cd "$(dirname "$0")/.."

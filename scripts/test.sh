@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install dependencies, build, run every test (CTest);
-# then build again with ASan+UBSan and run the suite there; then the TSan-labelled tests in a
-# TSan build. Exits non-zero on any failure.
+# compile a default build (no test hooks, no tests) so it keeps compiling; then build again with
+# ASan+UBSan and run the suite there; then the TSan-labelled tests in a TSan build. The test
+# builds are configured with -DMC_TEST_HOOKS=ON (fault injection; production builds leave it
+# out, and without it tests/ builds nothing). Exits non-zero on any failure.
 #   MC_SKIP_DEPS=1   skip install-deps.sh
-#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1   skip a sanitizer pass (for quick local runs only)
+#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1   skip a pass (quick local runs only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -23,19 +25,29 @@ run_suite() { # name build_dir ctest-args... (cmake args come from $cmake_args)
 }
 
 start=$(date +%s)
-cmake_args=()
+cmake_args=(-DMC_TEST_HOOKS=ON)
 run_suite normal "${BUILD_DIR:-build}"
+
+if [ "${MC_SKIP_NOHOOKS:-0}" != 1 ]; then
+  echo "== nohooks: build (build-nohooks, the default configuration: compile only)"
+  BUILD_DIR=build-nohooks "$root/scripts/build.sh" -DMC_TEST_HOOKS=OFF
+  # No hook may exist in a default build, least of all in the shared library.
+  if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store)_test_'; then
+    echo "== nohooks: test hooks compiled into a default build" >&2
+    exit 1
+  fi
+fi
 
 if [ "${MC_SKIP_ASAN:-0}" != 1 ]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:strict_string_checks=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-  cmake_args=(-DMC_SANITIZE=address)
+  cmake_args=(-DMC_SANITIZE=address -DMC_TEST_HOOKS=ON)
   run_suite asan build-asan
 fi
 
 if [ "${MC_SKIP_TSAN:-0}" != 1 ]; then
   export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
-  cmake_args=(-DMC_SANITIZE=thread)
+  cmake_args=(-DMC_SANITIZE=thread -DMC_TEST_HOOKS=ON)
   if grep -rqs 'LABELS.*tsan' tests/*.cmake; then
     run_suite tsan build-tsan -L tsan
   fi

@@ -162,10 +162,11 @@ int mc_disk_store_foreach(struct mc_disk_store *s, mc_disk_foreach_fn fn, void *
 
 void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u);
 
-#ifdef MC_TEST_HOOKS
-/* Fault injection (test builds only). After `skip` matching operations pass, the next `count`
- * (-1: all) matching operations fail: EIO / ENOSPC are reported without touching the disk; SHORT
- * really transfers half the bytes (rounded down to 4 KiB) and reports that count. */
+/* Fault injection (test builds only: the setter exists with MC_TEST_HOOKS; without it the types
+ * stay for the store's internals, and no fault can ever be set). After `skip` matching
+ * operations pass, the next `count` (-1: all) matching operations fail: EIO / ENOSPC are
+ * reported without touching the disk; SHORT really transfers half the bytes (rounded down to
+ * 4 KiB) and reports that count. */
 enum mc_disk_fault_kind {
     MC_DISK_FAULT_NONE,
     MC_DISK_FAULT_EIO,
@@ -183,6 +184,7 @@ struct mc_disk_fault {
     void (*before_io)(void *ctx, int write);
     void *before_io_ctx;
 };
+#ifdef MC_TEST_HOOKS
 void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f);
 #endif
 
