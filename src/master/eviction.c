@@ -268,7 +268,9 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         if (i + 4 < cnt && w->objs[i + 4])
             __builtin_prefetch((const char *)w->objs[i + 4] + 64);
         struct mc_object *o = w->objs[i];
-        if (!o || (o->flags & MC_OBJ_UNLINKING)) /* gone, or erased with its group just now */
+        /* gone, or erased with its group just now (unlink pending, or done at once after an
+         * allocation failure) */
+        if (!o || o->ent == MC_NO_INDEX || (o->flags & MC_OBJ_UNLINKING))
             continue;
         evict_candidate(r->cy, r->soft_phase, s, o, w, fl);
     }
