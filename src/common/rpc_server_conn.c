@@ -1,0 +1,634 @@
+/*
+ * rpc_server_conn.c - the RPC server's I/O side (see rpc_server_internal.h for the split and the
+ * ownership rules, rpc_server.h for the design): each I/O thread's epoll loop, accepting and
+ * handing out connections, reading and parsing frames, dispatching calls to their handlers,
+ * the output queue and its writes, completions handed over from other threads, closing, and
+ * answering parked calls at stop.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/rpc_server_internal.h"
+#include "mooncake/errors.h"
+
+#define RBUF_SIZE (64u << 10)
+#define MAX_IOV 64
+#define READS_PER_EVENT 16
+#define STOP_FLUSH_MS 200
+
+static __thread struct io_thread *tls_io;
+
+static void conn_close(struct io_thread *io, struct conn *c, const char *why);
+static void process_input(struct io_thread *io, struct conn *c);
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+static void conn_set_events(struct io_thread *io, struct conn *c)
+{
+    uint32_t want = (c->paused ? 0 : EPOLLIN) | (c->out_head ? EPOLLOUT : 0);
+    if (c->closed || want == c->events)
+        return;
+    struct epoll_event ev = {.events = want, .data.ptr = c};
+    if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
+        c->events = want;
+}
+
+/* Writes as much of the output queue as the socket takes. */
+static void conn_flush(struct io_thread *io, struct conn *c)
+{
+    while (!c->closed && c->out_head) {
+        struct iovec iov[MAX_IOV];
+        int n = 0;
+        for (struct out_item *it = c->out_head; it && n < MAX_IOV; it = it->next)
+            for (int i = it->idx; i < it->niov && n < MAX_IOV; i++)
+                if (it->iov[i].iov_len)
+                    iov[n++] = it->iov[i];
+        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+        ssize_t w = n ? sendmsg(c->fd, &mh, MSG_NOSIGNAL) : 0;
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
+            if (errno == EINTR)
+                continue;
+            mc_warn(io->srv->name, "write failed", "conn=%llu errno=%d", (unsigned long long)c->id,
+                    errno);
+            conn_close(io, c, "write failed");
+            return;
+        }
+        size_t left = (size_t)w;
+        while (c->out_head) {
+            struct out_item *it = c->out_head;
+            while (it->idx < it->niov) {
+                struct iovec *v = &it->iov[it->idx];
+                if (v->iov_len > left) {
+                    v->iov_base = (uint8_t *)v->iov_base + left;
+                    v->iov_len -= left;
+                    left = 0;
+                    break;
+                }
+                left -= v->iov_len;
+                v->iov_len = 0;
+                it->idx++;
+            }
+            if (it->idx < it->niov)
+                break;
+            c->out_head = it->next;
+            if (!c->out_head)
+                c->out_tail = NULL;
+            item_free(it);
+        }
+    }
+    if (c->closed)
+        return;
+    if (!c->out_head && c->close_after_flush) {
+        conn_close(io, c, "protocol error");
+        return;
+    }
+    conn_set_events(io, c);
+}
+
+static void conn_push_out(struct io_thread *io, struct conn *c, struct out_item *it)
+{
+    if (c->closed) {
+        item_free(it);
+        return;
+    }
+    it->next = NULL;
+    if (c->out_tail)
+        c->out_tail->next = it;
+    else
+        c->out_head = it;
+    c->out_tail = it;
+    if (io->batch_conn != c)
+        conn_flush(io, c);
+}
+
+struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
+{
+    struct out_item *it = calloc(1, sizeof(*it) + (size_t)(1 + npayload) * sizeof(struct iovec));
+    if (!it)
+        return NULL;
+    it->buf = malloc(buflen ? buflen : 1);
+    if (!it->buf) {
+        free(it);
+        return NULL;
+    }
+    it->niov = 1 + npayload;
+    it->iov[0].iov_base = it->buf;
+    it->iov[0].iov_len = buflen;
+    return it;
+}
+
+struct out_item *mc_rpcs_frame_new(uint16_t method, uint64_t id, int32_t status, const void *body,
+                                   size_t len)
+{
+    struct out_item *it = mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0);
+    if (!it)
+        return NULL;
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, method, id, status, (uint32_t)len);
+    mc_wire_encode_header(&h, it->buf);
+    if (len)
+        memcpy(it->buf + MC_WIRE_HEADER_SIZE, body, len);
+    return it;
+}
+
+/* ---- completions ------------------------------------------------------------------------- */
+
+static void call_list_remove(struct conn *c, struct mc_rpc_call *call)
+{
+    if (!call->in_list)
+        return;
+    if (call->lprev)
+        call->lprev->lnext = call->lnext;
+    else
+        c->calls = call->lnext;
+    if (call->lnext)
+        call->lnext->lprev = call->lprev;
+    call->in_list = false;
+    c->inflight--;
+    call_unref(call); /* the list's reference */
+}
+
+/* On the I/O thread: queue the reply (if any), retire the call, drop the owner's reference. */
+static void finish_call(struct io_thread *io, struct mc_rpc_call *call, struct out_item *reply)
+{
+    struct conn *c = call->conn;
+    if (reply)
+        conn_push_out(io, c, reply);
+    call_list_remove(c, call);
+    call_unref(call); /* the owner's reference */
+}
+
+void mc_rpcs_complete(struct mc_rpc_call *call, struct out_item *reply)
+{
+    int expect = CALL_PENDING;
+    if (!atomic_compare_exchange_strong(&call->state, &expect, CALL_DONE)) {
+        item_free(reply); /* already answered (stop) or completed twice */
+        call_unref(call);
+        return;
+    }
+    struct io_thread *io = call->conn->io;
+    if (tls_io == io) {
+        finish_call(io, call, reply);
+        return;
+    }
+    call->reply = reply;
+    call->qnext = NULL;
+    pthread_mutex_lock(&io->qlock);
+    if (io->qclosed) {
+        pthread_mutex_unlock(&io->qlock);
+        item_free(reply);
+        call_unref(call);
+        return;
+    }
+    bool was_empty = io->qhead == NULL;
+    if (io->qtail)
+        io->qtail->qnext = call;
+    else
+        io->qhead = call;
+    io->qtail = call;
+    pthread_mutex_unlock(&io->qlock);
+    if (was_empty) {
+        uint64_t one = 1;
+        ssize_t r = write(io->evfd, &one, sizeof(one));
+        (void)r;
+    }
+}
+
+/* ---- input ------------------------------------------------------------------------------- */
+
+static void unknown_handler(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_rpc_server *s = arg;
+    atomic_fetch_add(&s->unknown_methods, 1);
+    mc_warn(s->name, "unknown method", "method=%u conn=%llu", call->method,
+            (unsigned long long)call->conn->id);
+    mc_rpc_reply_status(call, MC_ERR_NOT_SUPPORTED);
+}
+
+static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
+                     uint8_t *body)
+{
+    struct mc_rpc_server *s = io->srv;
+    struct mc_rpc_call *call = calloc(1, sizeof(*call));
+    if (!call) {
+        free(body);
+        conn_close(io, c, "out of memory");
+        return;
+    }
+    atomic_fetch_add(&s->requests, 1);
+    call->conn = c;
+    atomic_fetch_add(&c->refs, 1);
+    atomic_init(&call->state, CALL_PENDING);
+    atomic_init(&call->refs, 2);
+    call->method = h->method;
+    call->id = h->request_id;
+    call->body = body;
+    call->len = h->body_length;
+    call->in_list = true;
+    call->lnext = c->calls;
+    if (c->calls)
+        c->calls->lprev = call;
+    c->calls = call;
+    c->inflight++;
+    const struct handler *hd = h->method < MC_METHOD_TABLE_SIZE ? &s->handlers[h->method] : NULL;
+    if (hd && hd->fn)
+        hd->fn(hd->arg, call);
+    else
+        unknown_handler(s, call);
+}
+
+static void protocol_error(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
+                           enum mc_wire_check why)
+{
+    struct mc_rpc_server *s = io->srv;
+    atomic_fetch_add(&s->protocol_errors, 1);
+    mc_warn(s->name, "bad frame, closing connection",
+            "conn=%llu reason=%s magic=0x%08x version=%u kind=%u len=%u max=%u",
+            (unsigned long long)c->id, mc_wire_check_name(why), h->magic, h->version, h->kind,
+            h->body_length, s->cfg.max_frame_bytes);
+    if (why == MC_WIRE_BAD_VERSION) {
+        /* tell a client from another release why before closing */
+        struct out_item *it =
+            mc_rpcs_frame_new(h->method, h->request_id, MC_ERR_INVALID_VERSION, NULL, 0);
+        c->paused = true;
+        c->close_after_flush = true;
+        if (it) {
+            conn_push_out(io, c, it);
+            if (io->batch_conn == c)
+                conn_flush(io, c);
+            return;
+        }
+    }
+    conn_close(io, c, "protocol error");
+}
+
+/* Parses and dispatches every complete frame in the read buffer. */
+static void process_input(struct io_thread *io, struct conn *c)
+{
+    struct mc_rpc_server *s = io->srv;
+    while (!c->closed && !c->in_body && !c->close_after_flush) {
+        if (c->inflight >= s->cfg.max_inflight_per_conn) {
+            c->paused = true;
+            break;
+        }
+        size_t avail = c->rlen - c->rpos;
+        if (avail < MC_WIRE_HEADER_SIZE)
+            break;
+        struct mc_wire_header h;
+        mc_wire_decode_header(c->rbuf + c->rpos, &h);
+        enum mc_wire_check chk = mc_wire_validate(&h, s->cfg.max_frame_bytes);
+        if (chk == MC_WIRE_OK && h.kind != MC_WIRE_REQUEST)
+            chk = MC_WIRE_BAD_KIND;
+        if (chk != MC_WIRE_OK) {
+            protocol_error(io, c, &h, chk);
+            return;
+        }
+        size_t total = MC_WIRE_HEADER_SIZE + (size_t)h.body_length;
+        uint8_t *body = NULL;
+        if (h.body_length) {
+            body = malloc(h.body_length);
+            if (!body) {
+                conn_close(io, c, "out of memory");
+                return;
+            }
+        }
+        if (avail >= total) {
+            if (h.body_length)
+                memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, h.body_length);
+            c->rpos += total;
+            dispatch(io, c, &h, body);
+            continue;
+        }
+        if (total <= RBUF_SIZE) {
+            free(body); /* wait for the rest in the read buffer */
+            break;
+        }
+        /* a large body: copy what we have, read the rest straight into it */
+        size_t have = avail - MC_WIRE_HEADER_SIZE;
+        memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, have);
+        c->cur = h;
+        c->body = body;
+        c->body_got = have;
+        c->in_body = true;
+        c->rpos = c->rlen = 0;
+    }
+    if (c->rpos == c->rlen) {
+        c->rpos = c->rlen = 0;
+    } else if (c->rpos > 0 && !c->closed) {
+        memmove(c->rbuf, c->rbuf + c->rpos, c->rlen - c->rpos);
+        c->rlen -= c->rpos;
+        c->rpos = 0;
+    }
+}
+
+static void conn_on_readable(struct io_thread *io, struct conn *c)
+{
+    io->batch_conn = c;
+    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused; round++) {
+        ssize_t n;
+        if (!c->in_body && c->rlen == RBUF_SIZE)
+            break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
+        if (c->in_body)
+            n = read(c->fd, c->body + c->body_got, c->cur.body_length - c->body_got);
+        else
+            n = read(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen);
+        if (n == 0) {
+            bool mid = c->in_body || c->rlen > c->rpos;
+            conn_close(io, c, mid ? "peer closed mid-frame" : "peer closed");
+            break;
+        }
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                conn_close(io, c, "read failed");
+            break;
+        }
+        if (c->in_body) {
+            c->body_got += (size_t)n;
+            if (c->body_got == c->cur.body_length) {
+                uint8_t *body = c->body;
+                c->body = NULL;
+                c->in_body = false;
+                dispatch(io, c, &c->cur, body);
+            }
+        } else {
+            c->rlen += (size_t)n;
+        }
+        process_input(io, c);
+    }
+    io->batch_conn = NULL;
+    if (!c->closed)
+        conn_flush(io, c);
+}
+
+/* ---- connections ------------------------------------------------------------------------- */
+
+static void conn_close(struct io_thread *io, struct conn *c, const char *why)
+{
+    if (c->closed)
+        return;
+    struct mc_rpc_server *s = io->srv;
+    c->closed = true;
+    if (io->batch_conn == c)
+        io->batch_conn = NULL;
+    epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    mc_debug(s->name, "connection closed", "conn=%llu reason=\"%s\" inflight=%d",
+             (unsigned long long)c->id, why, c->inflight);
+    if (strcmp(why, "peer closed") != 0 && strcmp(why, "server stopping") != 0)
+        mc_info(s->name, "connection closed", "conn=%llu reason=\"%s\"", (unsigned long long)c->id,
+                why);
+    while (c->out_head) {
+        struct out_item *it = c->out_head;
+        c->out_head = it->next;
+        item_free(it);
+    }
+    c->out_tail = NULL;
+    while (c->calls)
+        call_list_remove(c, c->calls);
+    if (s->cfg.on_close)
+        s->cfg.on_close(s->cfg.on_close_arg, c->id, c->ctx);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        io->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    atomic_fetch_sub(&s->conns_open, 1);
+    /* an event for c may still be in this round's epoll batch: free it after the round */
+    c->next = io->graveyard;
+    c->prev = NULL;
+    io->graveyard = c;
+}
+
+static void bury(struct io_thread *io)
+{
+    while (io->graveyard) {
+        struct conn *c = io->graveyard;
+        io->graveyard = c->next;
+        conn_unref(c);
+    }
+}
+
+static void conn_attach(struct io_thread *io, struct conn *c)
+{
+    c->io = io;
+    c->events = EPOLLIN;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
+        mc_error(io->srv->name, "epoll_ctl add failed", "errno=%d", errno);
+        close(c->fd);
+        atomic_fetch_sub(&io->srv->conns_open, 1);
+        conn_unref(c);
+        return;
+    }
+    c->next = io->conns;
+    if (io->conns)
+        io->conns->prev = c;
+    io->conns = c;
+}
+
+static void do_accept(struct io_thread *io0)
+{
+    struct mc_rpc_server *s = io0->srv;
+    for (int i = 0; i < 256; i++) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK)
+                mc_warn(s->name, "accept failed", "errno=%d", errno);
+            return;
+        }
+        if ((int)atomic_load(&s->conns_open) >= s->cfg.max_conns) {
+            atomic_fetch_add(&s->conns_rejected, 1);
+            mc_warn(s->name, "connection limit reached, refusing", "max_conns=%d",
+                    s->cfg.max_conns);
+            close(fd);
+            continue;
+        }
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct conn *c = calloc(1, sizeof(*c));
+        uint8_t *rbuf = c ? malloc(RBUF_SIZE) : NULL;
+        if (!c || !rbuf) {
+            free(c);
+            free(rbuf);
+            close(fd);
+            continue;
+        }
+        c->rbuf = rbuf;
+        c->fd = fd;
+        atomic_init(&c->refs, 1);
+        c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
+        atomic_fetch_add(&s->conns_open, 1);
+        atomic_fetch_add(&s->conns_accepted, 1);
+        struct io_thread *io = &s->io[s->rr++ % (unsigned)s->nio];
+        if (io == io0) {
+            conn_attach(io, c);
+            continue;
+        }
+        c->io = io;
+        pthread_mutex_lock(&io->qlock);
+        bool closed = io->qclosed;
+        if (!closed) {
+            c->next = io->newconns;
+            io->newconns = c;
+        }
+        pthread_mutex_unlock(&io->qlock);
+        if (closed) {
+            close(fd);
+            atomic_fetch_sub(&s->conns_open, 1);
+            conn_unref(c);
+            continue;
+        }
+        uint64_t one64 = 1;
+        ssize_t r = write(io->evfd, &one64, sizeof(one64));
+        (void)r;
+    }
+}
+
+/* Takes the completion queue and new connections; processes both. */
+void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue)
+{
+    uint64_t v;
+    ssize_t r = read(io->evfd, &v, sizeof(v));
+    (void)r;
+    pthread_mutex_lock(&io->qlock);
+    struct mc_rpc_call *q = io->qhead;
+    struct conn *nc = io->newconns;
+    io->qhead = io->qtail = NULL;
+    io->newconns = NULL;
+    if (close_queue)
+        io->qclosed = true;
+    pthread_mutex_unlock(&io->qlock);
+    while (nc) {
+        struct conn *next = nc->next;
+        nc->next = NULL;
+        if (close_queue) {
+            close(nc->fd);
+            atomic_fetch_sub(&io->srv->conns_open, 1);
+            conn_unref(nc);
+        } else {
+            conn_attach(io, nc);
+        }
+        nc = next;
+    }
+    while (q) {
+        struct mc_rpc_call *next = q->qnext;
+        struct conn *c = q->conn;
+        atomic_fetch_add(&c->refs, 1); /* keep c while we may resume it */
+        struct out_item *reply = q->reply;
+        q->reply = NULL;
+        finish_call(io, q, reply);
+        if (!c->closed && c->paused && !c->close_after_flush &&
+            c->inflight < io->srv->cfg.max_inflight_per_conn) {
+            c->paused = false;
+            io->batch_conn = c;
+            process_input(io, c);
+            io->batch_conn = NULL;
+            if (!c->closed)
+                conn_flush(io, c);
+        }
+        conn_unref(c);
+        q = next;
+    }
+}
+
+static void stop_thread(struct io_thread *io)
+{
+    struct mc_rpc_server *s = io->srv;
+    mc_rpcs_drain_queue(io, true);
+    /* answer parked calls, then flush what the sockets take within a short deadline */
+    struct conn *next;
+    for (struct conn *c = io->conns; c; c = next) {
+        next = c->next;
+        for (struct mc_rpc_call *call = c->calls; call; call = call->lnext) {
+            int expect = CALL_PENDING;
+            if (!atomic_compare_exchange_strong(&call->state, &expect, CALL_DONE))
+                continue;
+            struct out_item *it = mc_rpcs_frame_new(call->method, call->id,
+                                                    MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, NULL, 0);
+            if (it) {
+                it->next = NULL;
+                if (c->out_tail)
+                    c->out_tail->next = it;
+                else
+                    c->out_head = it;
+                c->out_tail = it;
+            }
+        }
+        c->paused = true;
+        conn_flush(io, c);
+    }
+    uint64_t deadline = mc_now_ms() + STOP_FLUSH_MS;
+    for (;;) {
+        bool pending = false;
+        for (struct conn *c = io->conns; c; c = next) {
+            next = c->next;
+            if (!c->closed && c->out_head) {
+                conn_flush(io, c);
+                pending = pending || (!c->closed && c->out_head);
+            }
+        }
+        if (!pending || mc_now_ms() >= deadline)
+            break;
+        struct epoll_event evs[16];
+        epoll_wait(io->epfd, evs, 16, 10);
+    }
+    while (io->conns)
+        conn_close(io, io->conns, "server stopping");
+    (void)s;
+}
+
+void *mc_rpcs_io_main(void *arg)
+{
+    struct io_thread *io = arg;
+    struct mc_rpc_server *s = io->srv;
+    tls_io = io;
+    struct epoll_event evs[64];
+    while (!atomic_load(&s->stopping)) {
+        int n = epoll_wait(io->epfd, evs, 64, -1);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            mc_error(s->name, "epoll_wait failed", "errno=%d", errno);
+            break;
+        }
+        for (int i = 0; i < n; i++) {
+            void *p = evs[i].data.ptr;
+            if (p == &s->lfd) {
+                do_accept(io);
+            } else if (p == io) {
+                mc_rpcs_drain_queue(io, false);
+            } else {
+                struct conn *c = p; /* valid until bury(), even if closed in this round */
+                if (!c->closed && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
+                    conn_on_readable(io, c);
+                if (!c->closed && (evs[i].events & EPOLLOUT))
+                    conn_flush(io, c);
+                if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
+                    conn_close(io, c, "hangup");
+            }
+        }
+        bury(io);
+    }
+    stop_thread(io);
+    bury(io);
+    tls_io = NULL;
+    return NULL;
+}

@@ -1,0 +1,165 @@
+/*
+ * rpc_server_internal.h - the RPC server's shared state, for its two source files only.
+ *
+ * The split. rpc_server_conn.c is the I/O side: each I/O thread's loop, accepting, reading and
+ * parsing frames, dispatching calls, the output queue and writes, the hand-over of completions
+ * from other threads, closing and stop. rpc_server.c is the API side: building replies
+ * (mc_rpc_reply*, on any thread), call accessors and the server's lifecycle. Only the few
+ * functions below cross between them.
+ *
+ * Ownership in one paragraph. A connection (struct conn) belongs to one I/O thread; only that
+ * thread reads, writes, closes it or walks its call list. It is reference-counted: one reference
+ * for the I/O thread while open, one per call alive. A call has two references: the connection's
+ * call list (dropped when the reply is processed or the connection closes) and the owner's (the
+ * handler's, dropped when it completes the call). `state` is CAS'd from PENDING to DONE by
+ * whoever answers first (the owner, or stop); the loser only drops its reference. A completion
+ * from another thread is pushed on the I/O thread's queue (mutex + eventfd); after stop the
+ * queue is closed and completions just free.
+ */
+#ifndef MC_COMMON_RPC_SERVER_INTERNAL_H
+#define MC_COMMON_RPC_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/uio.h>
+
+#include "common/rpc_server.h"
+#include "common/wire.h"
+
+enum { CALL_PENDING = 0, CALL_DONE = 1 };
+
+struct out_item {
+    struct out_item *next;
+    uint8_t *buf;      /* owned: header (+ peer prefix + control, or body) */
+    uint8_t *req_body; /* owned: the request body, which a peer payload may point into */
+    void (*release)(void *);
+    void *release_arg;
+    int niov, idx;
+    struct iovec iov[]; /* iov[0] = buf; the rest = caller payload (not owned) */
+};
+
+struct io_thread;
+
+struct conn {
+    _Atomic int refs;
+    struct io_thread *io;
+    uint64_t id;
+    int fd;
+    bool closed, paused, close_after_flush;
+    uint32_t events;
+    void *ctx;
+    uint8_t *rbuf;
+    size_t rpos, rlen;
+    /* large body being read directly into its own buffer */
+    bool in_body;
+    struct mc_wire_header cur;
+    uint8_t *body;
+    size_t body_got;
+    struct mc_rpc_call *calls; /* unanswered calls (doubly linked) */
+    int inflight;
+    struct out_item *out_head, *out_tail;
+    struct conn *next, *prev;
+};
+
+struct mc_rpc_call {
+    struct conn *conn;
+    _Atomic int state;
+    _Atomic int refs;
+    bool in_list;
+    uint16_t method;
+    uint64_t id;
+    uint8_t *body;
+    size_t len;
+    struct out_item *reply;
+    struct mc_rpc_call *qnext, *lnext, *lprev;
+};
+
+struct io_thread {
+    struct mc_rpc_server *srv;
+    int index;
+    pthread_t tid;
+    bool started;
+    int epfd, evfd;
+    pthread_mutex_t qlock;
+    struct mc_rpc_call *qhead, *qtail; /* completed calls from other threads */
+    struct conn *newconns;             /* accepted, handed over by thread 0 */
+    bool qclosed;
+    struct conn *conns;
+    struct conn *graveyard;  /* closed this round; last reference dropped after the round */
+    struct conn *batch_conn; /* conn whose replies are being batched (no flush per reply) */
+};
+
+struct handler {
+    mc_rpc_handler_fn fn;
+    void *arg;
+};
+
+struct mc_rpc_server {
+    struct mc_rpc_server_config cfg;
+    char name[32];
+    int lfd;
+    uint16_t port;
+    bool started, stopped;
+    _Atomic bool stopping;
+    struct io_thread *io;
+    int nio;
+    unsigned rr;
+    _Atomic uint64_t next_conn_id;
+    _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
+        unknown_methods;
+    struct handler handlers[MC_METHOD_TABLE_SIZE];
+};
+
+/* ---- references (any thread) ------------------------------------------------------------- */
+
+static inline void conn_unref(struct conn *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        free(c->rbuf);
+        free(c->body);
+        free(c);
+    }
+}
+
+static inline void call_unref(struct mc_rpc_call *call)
+{
+    if (atomic_fetch_sub(&call->refs, 1) == 1) {
+        free(call->body);
+        conn_unref(call->conn);
+        free(call);
+    }
+}
+
+static inline void item_free(struct out_item *it)
+{
+    if (!it)
+        return;
+    if (it->release)
+        it->release(it->release_arg);
+    free(it->buf);
+    free(it->req_body);
+    free(it);
+}
+
+/* ---- rpc_server_conn.c ------------------------------------------------------------------- */
+
+/* A reply frame with `buflen` bytes of its own (iov[0]) and room for `npayload` caller iovecs;
+ * NULL when out of memory. */
+struct out_item *mc_rpcs_item_new(size_t buflen, int npayload);
+/* A response frame: header plus a copy of body. NULL when out of memory. */
+struct out_item *mc_rpcs_frame_new(uint16_t method, uint64_t id, int32_t status, const void *body,
+                                   size_t len);
+/* Answers call with reply (NULL: none), from any thread: the first answer wins, a later one is
+ * freed; off the connection's I/O thread it goes through that thread's queue. Consumes the
+ * owner's reference. */
+void mc_rpcs_complete(struct mc_rpc_call *call, struct out_item *reply);
+/* Takes the I/O thread's completion queue and new connections and processes them;
+ * close_queue: later completions only free. */
+void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue);
+/* An I/O thread (pthread entry point, arg = its struct io_thread). */
+void *mc_rpcs_io_main(void *arg);
+
+#endif
