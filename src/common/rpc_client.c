@@ -1,5 +1,8 @@
 /*
- * rpc_client.c - see rpc_client.h for the design.
+ * rpc_client.c - the RPC client's call path: sending a request, then leading (reading the
+ * socket for everyone) or following until its reply is in. Connections (connect, reconnect with
+ * back-off, liveness, breakage) are in rpc_client_conn.c; rpc_client_internal.h has the shared
+ * state and its locks. See rpc_client.h for the design.
  *
  * Leader/follower receive. There is no receiver thread: the callers read the socket themselves.
  * At most one caller at a time holds the read token (`reading`, under `lock`) of the current
@@ -21,23 +24,10 @@
  * Liveness without a receiver: a caller that finds no leader first peeks at the idle socket
  * (MSG_PEEK | MSG_DONTWAIT); a connection the server closed is then replaced before the request
  * is sent, as the receiver thread used to notice it.
- *
- * Locks: `lock` guards the connection state (up, gen, fd number, reading), the pending table,
- * the waiter list and every pending entry; the `rx` state belongs to the token holder (the token
- * is taken and released under `lock`, which orders the hand-over). `send_lock` serializes frame
- * writes and is what the reconnect path takes before closing an old socket, so no sender ever
- * writes to a recycled descriptor; no reader can hold the token of a connection that is down,
- * so closing it never pulls the socket from under a reader. `connect_lock` serializes
- * (re)connects. Order: connect_lock -> send_lock -> lock. A pending entry lives on its caller's
- * stack.
  */
 #include "common/rpc_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -50,133 +40,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/rpc_client_internal.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 
-#define NBUCKETS 256
-#define MAX_SEND_IOV 64
-#define RBUF_SIZE (64u << 10)
-
-struct pending {
-    uint64_t id;
-    uint64_t gen;
-    struct pending *next;          /* hash bucket */
-    struct pending *wnext, *wprev; /* waiter list (blocked on cv, not leading) */
-    bool waiting;
-    pthread_cond_t cv;
-    bool done, receiving, cut;
-    int status;
-    uint8_t *resp; /* non-peer: whole body; peer: control bytes */
-    size_t resp_len;
-    bool peer;
-    void *recv_buf;
-    size_t recv_cap, recv_len;
-};
-
-/* Read state of the current connection; touched only by the token holder. */
-struct rx {
-    uint8_t *buf; /* RBUF_SIZE */
-    size_t pos, len;
-    /* the rest of a frame being read straight to its destination */
-    bool big;
-    bool big_peer;           /* a peer payload into target's buffer (else an ordinary body) */
-    struct pending *target;  /* big_peer: the receiving entry; NULL = discard */
-    struct mc_wire_header h; /* !big_peer: the frame, for delivery by id */
-    uint8_t *body;           /* !big_peer: the malloc'd body (NULL = discard) */
-    uint8_t *dst;            /* where the next bytes go; NULL = discard */
-    size_t left;
-};
-
-struct mc_rpc_client {
-    struct mc_rpc_client_config cfg;
-    char name[32];
-    pthread_mutex_t lock, send_lock, connect_lock;
-    int fd;
-    bool up;
-    bool reading; /* the read token of connection `gen` is held */
-    uint64_t gen;
-    uint64_t next_id;
-    uint32_t backoff_ms;
-    uint64_t next_attempt_ms;
-    struct pending *buckets[NBUCKETS];
-    struct pending *waiters;
-    struct rx rx;
-};
-
-/* ---- config ------------------------------------------------------------------------------ */
-
-void mc_rpc_client_config_init(struct mc_rpc_client_config *cfg)
-{
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->connect_timeout_ms = 3000;
-    cfg->call_timeout_ms = 10000;
-    cfg->reconnect_min_ms = 20;
-    cfg->reconnect_max_ms = 2000;
-    cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
-}
-
-int mc_rpc_parse_endpoint(const char *endpoint, char *buf, size_t buflen,
-                          struct mc_rpc_client_config *cfg)
-{
-    if (!endpoint)
-        return MC_ERR_INVALID_PARAMS;
-    const char *colon = strrchr(endpoint, ':');
-    if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= buflen)
-        return MC_ERR_INVALID_PARAMS;
-    char *end = NULL;
-    errno = 0;
-    unsigned long port = strtoul(colon + 1, &end, 10);
-    if (errno || !colon[1] || *end || port == 0 || port > 65535)
-        return MC_ERR_INVALID_PARAMS;
-    memcpy(buf, endpoint, (size_t)(colon - endpoint));
-    buf[colon - endpoint] = '\0';
-    cfg->host = buf;
-    cfg->port = (uint16_t)port;
-    return 0;
-}
-
-/* ---- pending table (under lock) ---------------------------------------------------------- */
-
-static struct pending **bucket(struct mc_rpc_client *c, uint64_t id)
-{
-    return &c->buckets[id & (NBUCKETS - 1)];
-}
-
-static struct pending *pending_find(struct mc_rpc_client *c, uint64_t id)
-{
-    for (struct pending *p = *bucket(c, id); p; p = p->next)
-        if (p->id == id)
-            return p;
-    return NULL;
-}
-
-static void pending_remove(struct mc_rpc_client *c, struct pending *p)
-{
-    for (struct pending **pp = bucket(c, p->id); *pp; pp = &(*pp)->next)
-        if (*pp == p) {
-            *pp = p->next;
-            return;
-        }
-}
-
-/* Fails every pending call of connection `gen`. */
-static void fail_all(struct mc_rpc_client *c, uint64_t gen)
-{
-    for (int i = 0; i < NBUCKETS; i++) {
-        struct pending **pp = &c->buckets[i];
-        while (*pp) {
-            struct pending *p = *pp;
-            if (p->gen == gen && !p->receiving) {
-                *pp = p->next;
-                p->status = MC_ERR_RPC_FAIL;
-                p->done = true;
-                pthread_cond_signal(&p->cv);
-            } else {
-                pp = &p->next;
-            }
-        }
-    }
-}
+/* ---- waiters (under lock) ---------------------------------------------------------------- */
 
 static void waiter_add(struct mc_rpc_client *c, struct pending *p)
 {
@@ -212,138 +80,7 @@ static void wake_successor(struct mc_rpc_client *c)
         }
 }
 
-/* Under lock: completes p (already out of the table) and wakes its caller. */
-static void finish(struct pending *p, int status)
-{
-    p->status = status;
-    p->done = true;
-    pthread_cond_signal(&p->cv);
-}
-
-/* ---- socket helpers ---------------------------------------------------------------------- */
-
-/* Sends all iovecs (modifies the array). */
-static int send_iov(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov,
-                            .msg_iovlen = (size_t)(n > MAX_SEND_IOV ? MAX_SEND_IOV : n)};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
-
-static int connect_fd(struct mc_rpc_client *c, int *out)
-{
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    char port[8];
-    snprintf(port, sizeof(port), "%u", c->cfg.port);
-    int rc = getaddrinfo(c->cfg.host, port, &hints, &ai);
-    if (rc != 0 || !ai) {
-        mc_warn(c->name, "cannot resolve server", "host=%s err=\"%s\"", c->cfg.host,
-                gai_strerror(rc));
-        return MC_ERR_RPC_FAIL;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(ai);
-        return MC_ERR_RPC_FAIL;
-    }
-    int ret = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            ret = MC_ERR_RPC_FAIL;
-            goto out;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int pr;
-        do {
-            pr = poll(&pfd, 1, (int)c->cfg.connect_timeout_ms);
-        } while (pr < 0 && errno == EINTR);
-        if (pr == 0) {
-            ret = MC_ERR_RPC_TIMEOUT;
-            goto out;
-        }
-        int err = 0;
-        socklen_t el = sizeof(err);
-        if (pr < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-            ret = MC_ERR_RPC_FAIL;
-            goto out;
-        }
-    }
-    /* blocking from here on; sends give up after the call timeout */
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-        ret = MC_ERR_RPC_FAIL;
-        goto out;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct timeval tv = {.tv_sec = c->cfg.call_timeout_ms / 1000,
-                         .tv_usec = (c->cfg.call_timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-out:
-    freeaddrinfo(ai);
-    if (ret) {
-        close(fd);
-        return ret;
-    }
-    *out = fd;
-    return 0;
-}
-
 /* ---- receive (token holder only, unless noted) ------------------------------------------- */
-
-static void rx_reset(struct rx *rx)
-{
-    free(rx->body);
-    rx->body = NULL;
-    rx->pos = rx->len = 0;
-    rx->big = rx->big_peer = false;
-    rx->target = NULL;
-    rx->dst = NULL;
-    rx->left = 0;
-}
-
-/* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
- * call of it, the receiving one included, and resets the read state. */
-static void conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why)
-{
-    if (c->gen != gen)
-        return;
-    if (c->up) {
-        c->up = false;
-        mc_info(c->name, "connection lost", "server=%s:%u reason=\"%s\"", c->cfg.host, c->cfg.port,
-                why);
-    }
-    struct pending *t = c->rx.big && c->rx.big_peer ? c->rx.target : NULL;
-    if (t) {
-        t->receiving = false;
-        pending_remove(c, t);
-        free(t->resp);
-        t->resp = NULL;
-        t->resp_len = 0;
-        finish(t, MC_ERR_RPC_FAIL);
-    }
-    rx_reset(&c->rx);
-    fail_all(c, gen);
-}
 
 /* Starts reading the rest (`left` bytes, some of the frame being already consumed) to dst. */
 static void rx_big(struct rx *rx, bool peer, struct pending *target, uint8_t *dst, size_t left)
@@ -636,184 +373,9 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
 broken:
     pthread_mutex_lock(&c->lock);
     c->reading = false;
-    conn_broken_locked(c, gen, why);
+    mc_rpcc_conn_broken_locked(c, gen, why);
     wake_successor(c);
     pthread_mutex_unlock(&c->lock);
-}
-
-/* ---- connection management --------------------------------------------------------------- */
-
-/* Under lock, nobody leading: whether the idle connection was closed by the server (or broke).
- * Marks it down if so. Unread bytes (a late reply) mean it is alive. */
-static void check_idle_locked(struct mc_rpc_client *c)
-{
-    if (!c->up || c->reading || c->fd < 0)
-        return;
-    uint8_t b;
-    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
-        conn_broken_locked(c, c->gen, n == 0 ? "closed by server" : "socket error");
-}
-
-/* Under connect_lock. Closes a dead connection and opens a new one. */
-static int reconnect_locked(struct mc_rpc_client *c)
-{
-    pthread_mutex_lock(&c->send_lock);
-    pthread_mutex_lock(&c->lock);
-    int old = c->fd;
-    if (c->up)
-        conn_broken_locked(c, c->gen, "reconnect");
-    c->fd = -1;
-    pthread_mutex_unlock(&c->lock);
-    if (old >= 0)
-        close(old); /* down: no reader holds it; send_lock: no sender uses it */
-    pthread_mutex_unlock(&c->send_lock);
-
-    int fd = -1;
-    int rc = connect_fd(c, &fd);
-    if (rc) {
-        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : c->cfg.reconnect_min_ms;
-        if (c->backoff_ms > c->cfg.reconnect_max_ms)
-            c->backoff_ms = c->cfg.reconnect_max_ms;
-        c->next_attempt_ms = mc_now_ms() + c->backoff_ms;
-        mc_debug(c->name, "connect failed", "server=%s:%u rc=%s backoff_ms=%u", c->cfg.host,
-                 c->cfg.port, mc_strerror(rc), c->backoff_ms);
-        return rc;
-    }
-    pthread_mutex_lock(&c->lock);
-    c->fd = fd;
-    c->gen++;
-    c->up = true;
-    rx_reset(&c->rx);
-    pthread_mutex_unlock(&c->lock);
-    c->backoff_ms = 0;
-    c->next_attempt_ms = 0;
-    return 0;
-}
-
-/* Makes sure a connection is up; returns its generation in *gen. */
-static int ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint64_t *gen)
-{
-    pthread_mutex_lock(&c->lock);
-    check_idle_locked(c);
-    bool up = c->up;
-    *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
-    if (up)
-        return 0;
-    pthread_mutex_lock(&c->connect_lock);
-    int rc = 0;
-    pthread_mutex_lock(&c->lock);
-    up = c->up;
-    *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
-    if (up)
-        goto out;
-    uint64_t now = mc_now_ms();
-    if (c->next_attempt_ms > now) {
-        if (c->next_attempt_ms >= deadline_ms) {
-            rc = MC_ERR_RPC_FAIL; /* in back-off and no time to wait for the next attempt */
-            goto out;
-        }
-        uint64_t ms = c->next_attempt_ms - now;
-        struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
-                              .tv_nsec = (long)(ms % 1000) * 1000000};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
-    }
-    rc = reconnect_locked(c);
-    pthread_mutex_lock(&c->lock);
-    *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
-out:
-    pthread_mutex_unlock(&c->connect_lock);
-    return rc;
-}
-
-int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_client **out)
-{
-    *out = NULL;
-    if (!cfg || !cfg->host || !*cfg->host || cfg->port == 0)
-        return MC_ERR_INVALID_PARAMS;
-    struct mc_rpc_client *c = calloc(1, sizeof(*c));
-    if (!c)
-        return MC_ERR_INTERNAL_ERROR;
-    c->cfg = *cfg;
-    c->cfg.host = strdup(cfg->host);
-    if (!c->cfg.host) {
-        free(c);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    if (!c->cfg.connect_timeout_ms)
-        c->cfg.connect_timeout_ms = 3000;
-    if (!c->cfg.call_timeout_ms)
-        c->cfg.call_timeout_ms = 10000;
-    if (!c->cfg.reconnect_min_ms)
-        c->cfg.reconnect_min_ms = 20;
-    if (!c->cfg.reconnect_max_ms)
-        c->cfg.reconnect_max_ms = 2000;
-    if (c->cfg.reconnect_max_ms < c->cfg.reconnect_min_ms)
-        c->cfg.reconnect_max_ms = c->cfg.reconnect_min_ms;
-    if (!c->cfg.max_frame_bytes)
-        c->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
-    snprintf(c->name, sizeof(c->name), "%s", cfg->name && *cfg->name ? cfg->name : "rpc");
-    c->cfg.name = c->name;
-    c->fd = -1;
-    c->next_id = 1;
-    c->rx.buf = malloc(RBUF_SIZE);
-    if (!c->rx.buf) {
-        free((void *)c->cfg.host);
-        free(c);
-        return MC_ERR_INTERNAL_ERROR;
-    }
-    pthread_mutex_init(&c->lock, NULL);
-    pthread_mutex_init(&c->send_lock, NULL);
-    pthread_mutex_init(&c->connect_lock, NULL);
-    *out = c;
-    return 0;
-}
-
-int mc_rpc_client_connect(struct mc_rpc_client *c)
-{
-    pthread_mutex_lock(&c->connect_lock);
-    pthread_mutex_lock(&c->lock);
-    bool up = c->up;
-    pthread_mutex_unlock(&c->lock);
-    int rc = up ? 0 : reconnect_locked(c);
-    pthread_mutex_unlock(&c->connect_lock);
-    return rc;
-}
-
-void mc_rpc_client_disconnect(struct mc_rpc_client *c)
-{
-    pthread_mutex_lock(&c->lock);
-    if (c->up && c->fd >= 0)
-        shutdown(c->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&c->lock);
-}
-
-int mc_rpc_client_connected(struct mc_rpc_client *c)
-{
-    pthread_mutex_lock(&c->lock);
-    check_idle_locked(c);
-    int up = c->up;
-    pthread_mutex_unlock(&c->lock);
-    return up;
-}
-
-void mc_rpc_client_free(struct mc_rpc_client *c)
-{
-    if (!c)
-        return;
-    if (c->fd >= 0)
-        close(c->fd);
-    free(c->rx.body);
-    free(c->rx.buf);
-    pthread_mutex_destroy(&c->lock);
-    pthread_mutex_destroy(&c->send_lock);
-    pthread_mutex_destroy(&c->connect_lock);
-    free((void *)c->cfg.host);
-    free(c);
 }
 
 /* ---- calls ------------------------------------------------------------------------------- */
@@ -837,7 +399,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     uint64_t gen = 0;
     int rc = 0;
     for (int attempt = 0;; attempt++) {
-        rc = ensure_connected(c, deadline, &gen);
+        rc = mc_rpcc_ensure_connected(c, deadline, &gen);
         if (rc) {
             p->status = rc == MC_ERR_RPC_TIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
             return;
@@ -869,7 +431,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     pthread_mutex_lock(&c->lock);
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
     pthread_mutex_unlock(&c->lock);
-    int sr = same ? send_iov(fd, iov, niov) : -1;
+    int sr = same ? mc_rpcc_send_iov(fd, iov, niov) : -1;
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);

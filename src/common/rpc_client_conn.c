@@ -1,0 +1,381 @@
+/*
+ * rpc_client_conn.c - the RPC client's connection: configuration, connecting (non-blocking
+ * connect with a timeout, then a blocking socket), reconnecting with exponential back-off,
+ * noticing an idle connection the server closed, and failing every call of a connection that
+ * broke. The call path (leader/follower receive) is in rpc_client.c; rpc_client_internal.h has
+ * the shared state and its locks. See rpc_client.h for the design.
+ */
+#include "common/rpc_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/rpc_client_internal.h"
+#include "mooncake/errors.h"
+
+#define MAX_SEND_IOV 64
+
+/* ---- config ------------------------------------------------------------------------------ */
+
+void mc_rpc_client_config_init(struct mc_rpc_client_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->connect_timeout_ms = 3000;
+    cfg->call_timeout_ms = 10000;
+    cfg->reconnect_min_ms = 20;
+    cfg->reconnect_max_ms = 2000;
+    cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+}
+
+int mc_rpc_parse_endpoint(const char *endpoint, char *buf, size_t buflen,
+                          struct mc_rpc_client_config *cfg)
+{
+    if (!endpoint)
+        return MC_ERR_INVALID_PARAMS;
+    const char *colon = strrchr(endpoint, ':');
+    if (!colon || colon == endpoint || (size_t)(colon - endpoint) >= buflen)
+        return MC_ERR_INVALID_PARAMS;
+    char *end = NULL;
+    errno = 0;
+    unsigned long port = strtoul(colon + 1, &end, 10);
+    if (errno || !colon[1] || *end || port == 0 || port > 65535)
+        return MC_ERR_INVALID_PARAMS;
+    memcpy(buf, endpoint, (size_t)(colon - endpoint));
+    buf[colon - endpoint] = '\0';
+    cfg->host = buf;
+    cfg->port = (uint16_t)port;
+    return 0;
+}
+
+/* ---- socket helpers ---------------------------------------------------------------------- */
+
+/* Sends all iovecs (modifies the array). */
+int mc_rpcc_send_iov(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        struct msghdr mh = {.msg_iov = iov,
+                            .msg_iovlen = (size_t)(n > MAX_SEND_IOV ? MAX_SEND_IOV : n)};
+        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        size_t left = (size_t)w;
+        while (n > 0 && left >= iov->iov_len) {
+            left -= iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (uint8_t *)iov->iov_base + left;
+            iov->iov_len -= left;
+        }
+    }
+    return 0;
+}
+
+static int connect_fd(struct mc_rpc_client *c, int *out)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    char port[8];
+    snprintf(port, sizeof(port), "%u", c->cfg.port);
+    int rc = getaddrinfo(c->cfg.host, port, &hints, &ai);
+    if (rc != 0 || !ai) {
+        mc_warn(c->name, "cannot resolve server", "host=%s err=\"%s\"", c->cfg.host,
+                gai_strerror(rc));
+        return MC_ERR_RPC_FAIL;
+    }
+    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        freeaddrinfo(ai);
+        return MC_ERR_RPC_FAIL;
+    }
+    int ret = 0;
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        if (errno != EINPROGRESS) {
+            ret = MC_ERR_RPC_FAIL;
+            goto out;
+        }
+        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
+        int pr;
+        do {
+            pr = poll(&pfd, 1, (int)c->cfg.connect_timeout_ms);
+        } while (pr < 0 && errno == EINTR);
+        if (pr == 0) {
+            ret = MC_ERR_RPC_TIMEOUT;
+            goto out;
+        }
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (pr < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            ret = MC_ERR_RPC_FAIL;
+            goto out;
+        }
+    }
+    /* blocking from here on; sends give up after the call timeout */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+        ret = MC_ERR_RPC_FAIL;
+        goto out;
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct timeval tv = {.tv_sec = c->cfg.call_timeout_ms / 1000,
+                         .tv_usec = (c->cfg.call_timeout_ms % 1000) * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+out:
+    freeaddrinfo(ai);
+    if (ret) {
+        close(fd);
+        return ret;
+    }
+    *out = fd;
+    return 0;
+}
+
+/* ---- connection state (under lock) ------------------------------------------------------- */
+
+static void rx_reset(struct rx *rx)
+{
+    free(rx->body);
+    rx->body = NULL;
+    rx->pos = rx->len = 0;
+    rx->big = rx->big_peer = false;
+    rx->target = NULL;
+    rx->dst = NULL;
+    rx->left = 0;
+}
+
+/* Fails every pending call of connection `gen`. */
+static void fail_all(struct mc_rpc_client *c, uint64_t gen)
+{
+    for (int i = 0; i < NBUCKETS; i++) {
+        struct pending **pp = &c->buckets[i];
+        while (*pp) {
+            struct pending *p = *pp;
+            if (p->gen == gen && !p->receiving) {
+                *pp = p->next;
+                p->status = MC_ERR_RPC_FAIL;
+                p->done = true;
+                pthread_cond_signal(&p->cv);
+            } else {
+                pp = &p->next;
+            }
+        }
+    }
+}
+
+/* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
+ * call of it, the receiving one included, and resets the read state. */
+void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why)
+{
+    if (c->gen != gen)
+        return;
+    if (c->up) {
+        c->up = false;
+        mc_info(c->name, "connection lost", "server=%s:%u reason=\"%s\"", c->cfg.host, c->cfg.port,
+                why);
+    }
+    struct pending *t = c->rx.big && c->rx.big_peer ? c->rx.target : NULL;
+    if (t) {
+        t->receiving = false;
+        pending_remove(c, t);
+        free(t->resp);
+        t->resp = NULL;
+        t->resp_len = 0;
+        finish(t, MC_ERR_RPC_FAIL);
+    }
+    rx_reset(&c->rx);
+    fail_all(c, gen);
+}
+
+/* ---- connection management --------------------------------------------------------------- */
+
+/* Under lock, nobody leading: whether the idle connection was closed by the server (or broke).
+ * Marks it down if so. Unread bytes (a late reply) mean it is alive. */
+static void check_idle_locked(struct mc_rpc_client *c)
+{
+    if (!c->up || c->reading || c->fd < 0)
+        return;
+    uint8_t b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        mc_rpcc_conn_broken_locked(c, c->gen, n == 0 ? "closed by server" : "socket error");
+}
+
+/* Under connect_lock. Closes a dead connection and opens a new one. */
+static int reconnect_locked(struct mc_rpc_client *c)
+{
+    pthread_mutex_lock(&c->send_lock);
+    pthread_mutex_lock(&c->lock);
+    int old = c->fd;
+    if (c->up)
+        mc_rpcc_conn_broken_locked(c, c->gen, "reconnect");
+    c->fd = -1;
+    pthread_mutex_unlock(&c->lock);
+    if (old >= 0)
+        close(old); /* down: no reader holds it; send_lock: no sender uses it */
+    pthread_mutex_unlock(&c->send_lock);
+
+    int fd = -1;
+    int rc = connect_fd(c, &fd);
+    if (rc) {
+        c->backoff_ms = c->backoff_ms ? c->backoff_ms * 2 : c->cfg.reconnect_min_ms;
+        if (c->backoff_ms > c->cfg.reconnect_max_ms)
+            c->backoff_ms = c->cfg.reconnect_max_ms;
+        c->next_attempt_ms = mc_now_ms() + c->backoff_ms;
+        mc_debug(c->name, "connect failed", "server=%s:%u rc=%s backoff_ms=%u", c->cfg.host,
+                 c->cfg.port, mc_strerror(rc), c->backoff_ms);
+        return rc;
+    }
+    pthread_mutex_lock(&c->lock);
+    c->fd = fd;
+    c->gen++;
+    c->up = true;
+    rx_reset(&c->rx);
+    pthread_mutex_unlock(&c->lock);
+    c->backoff_ms = 0;
+    c->next_attempt_ms = 0;
+    return 0;
+}
+
+/* Makes sure a connection is up; returns its generation in *gen. */
+int mc_rpcc_ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint64_t *gen)
+{
+    pthread_mutex_lock(&c->lock);
+    check_idle_locked(c);
+    bool up = c->up;
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    if (up)
+        return 0;
+    pthread_mutex_lock(&c->connect_lock);
+    int rc = 0;
+    pthread_mutex_lock(&c->lock);
+    up = c->up;
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    if (up)
+        goto out;
+    uint64_t now = mc_now_ms();
+    if (c->next_attempt_ms > now) {
+        if (c->next_attempt_ms >= deadline_ms) {
+            rc = MC_ERR_RPC_FAIL; /* in back-off and no time to wait for the next attempt */
+            goto out;
+        }
+        uint64_t ms = c->next_attempt_ms - now;
+        struct timespec ts = {.tv_sec = (time_t)(ms / 1000),
+                              .tv_nsec = (long)(ms % 1000) * 1000000};
+        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+            ;
+    }
+    rc = reconnect_locked(c);
+    pthread_mutex_lock(&c->lock);
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->lock);
+out:
+    pthread_mutex_unlock(&c->connect_lock);
+    return rc;
+}
+
+int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_client **out)
+{
+    *out = NULL;
+    if (!cfg || !cfg->host || !*cfg->host || cfg->port == 0)
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_rpc_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    c->cfg = *cfg;
+    c->cfg.host = strdup(cfg->host);
+    if (!c->cfg.host) {
+        free(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    if (!c->cfg.connect_timeout_ms)
+        c->cfg.connect_timeout_ms = 3000;
+    if (!c->cfg.call_timeout_ms)
+        c->cfg.call_timeout_ms = 10000;
+    if (!c->cfg.reconnect_min_ms)
+        c->cfg.reconnect_min_ms = 20;
+    if (!c->cfg.reconnect_max_ms)
+        c->cfg.reconnect_max_ms = 2000;
+    if (c->cfg.reconnect_max_ms < c->cfg.reconnect_min_ms)
+        c->cfg.reconnect_max_ms = c->cfg.reconnect_min_ms;
+    if (!c->cfg.max_frame_bytes)
+        c->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    snprintf(c->name, sizeof(c->name), "%s", cfg->name && *cfg->name ? cfg->name : "rpc");
+    c->cfg.name = c->name;
+    c->fd = -1;
+    c->next_id = 1;
+    c->rx.buf = malloc(RBUF_SIZE);
+    if (!c->rx.buf) {
+        free((void *)c->cfg.host);
+        free(c);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->send_lock, NULL);
+    pthread_mutex_init(&c->connect_lock, NULL);
+    *out = c;
+    return 0;
+}
+
+int mc_rpc_client_connect(struct mc_rpc_client *c)
+{
+    pthread_mutex_lock(&c->connect_lock);
+    pthread_mutex_lock(&c->lock);
+    bool up = c->up;
+    pthread_mutex_unlock(&c->lock);
+    int rc = up ? 0 : reconnect_locked(c);
+    pthread_mutex_unlock(&c->connect_lock);
+    return rc;
+}
+
+void mc_rpc_client_disconnect(struct mc_rpc_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->up && c->fd >= 0)
+        shutdown(c->fd, SHUT_RDWR);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int mc_rpc_client_connected(struct mc_rpc_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    check_idle_locked(c);
+    int up = c->up;
+    pthread_mutex_unlock(&c->lock);
+    return up;
+}
+
+void mc_rpc_client_free(struct mc_rpc_client *c)
+{
+    if (!c)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->rx.body);
+    free(c->rx.buf);
+    pthread_mutex_destroy(&c->lock);
+    pthread_mutex_destroy(&c->send_lock);
+    pthread_mutex_destroy(&c->connect_lock);
+    free((void *)c->cfg.host);
+    free(c);
+}

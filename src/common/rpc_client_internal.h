@@ -1,0 +1,122 @@
+/*
+ * rpc_client_internal.h - the RPC client's shared state, for its two source files only.
+ *
+ * The split. rpc_client_conn.c owns the connection: config, connect/reconnect with back-off,
+ * the idle liveness check, and breaking a connection (failing its calls). rpc_client.c is the
+ * call path: register a pending entry, send, then lead or follow until the reply is in. Only
+ * the functions declared at the end cross between them.
+ *
+ * Locks: `lock` guards the connection state (up, gen, fd number, reading), the pending table,
+ * the waiter list and every pending entry; the `rx` state belongs to the token holder (the token
+ * is taken and released under `lock`, which orders the hand-over). `send_lock` serializes frame
+ * writes and is what the reconnect path takes before closing an old socket, so no sender ever
+ * writes to a recycled descriptor; no reader can hold the token of a connection that is down,
+ * so closing it never pulls the socket from under a reader. `connect_lock` serializes
+ * (re)connects. Order: connect_lock -> send_lock -> lock. A pending entry lives on its caller's
+ * stack.
+ */
+#ifndef MC_COMMON_RPC_CLIENT_INTERNAL_H
+#define MC_COMMON_RPC_CLIENT_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "common/rpc_client.h"
+#include "common/wire.h"
+
+#define NBUCKETS 256
+#define RBUF_SIZE (64u << 10)
+
+struct pending {
+    uint64_t id;
+    uint64_t gen;
+    struct pending *next;          /* hash bucket */
+    struct pending *wnext, *wprev; /* waiter list (blocked on cv, not leading) */
+    bool waiting;
+    pthread_cond_t cv;
+    bool done, receiving, cut;
+    int status;
+    uint8_t *resp; /* non-peer: whole body; peer: control bytes */
+    size_t resp_len;
+    bool peer;
+    void *recv_buf;
+    size_t recv_cap, recv_len;
+};
+
+/* Read state of the current connection; touched only by the token holder. */
+struct rx {
+    uint8_t *buf; /* RBUF_SIZE */
+    size_t pos, len;
+    /* the rest of a frame being read straight to its destination */
+    bool big;
+    bool big_peer;           /* a peer payload into target's buffer (else an ordinary body) */
+    struct pending *target;  /* big_peer: the receiving entry; NULL = discard */
+    struct mc_wire_header h; /* !big_peer: the frame, for delivery by id */
+    uint8_t *body;           /* !big_peer: the malloc'd body (NULL = discard) */
+    uint8_t *dst;            /* where the next bytes go; NULL = discard */
+    size_t left;
+};
+
+struct mc_rpc_client {
+    struct mc_rpc_client_config cfg;
+    char name[32];
+    pthread_mutex_t lock, send_lock, connect_lock;
+    int fd;
+    bool up;
+    bool reading; /* the read token of connection `gen` is held */
+    uint64_t gen;
+    uint64_t next_id;
+    uint32_t backoff_ms;
+    uint64_t next_attempt_ms;
+    struct pending *buckets[NBUCKETS];
+    struct pending *waiters;
+    struct rx rx;
+};
+
+/* ---- pending table (under lock) ---------------------------------------------------------- */
+
+static inline struct pending **bucket(struct mc_rpc_client *c, uint64_t id)
+{
+    return &c->buckets[id & (NBUCKETS - 1)];
+}
+
+static inline struct pending *pending_find(struct mc_rpc_client *c, uint64_t id)
+{
+    for (struct pending *p = *bucket(c, id); p; p = p->next)
+        if (p->id == id)
+            return p;
+    return NULL;
+}
+
+static inline void pending_remove(struct mc_rpc_client *c, struct pending *p)
+{
+    for (struct pending **pp = bucket(c, p->id); *pp; pp = &(*pp)->next)
+        if (*pp == p) {
+            *pp = p->next;
+            return;
+        }
+}
+
+/* Under lock: completes p (already out of the table) and wakes its caller. */
+static inline void finish(struct pending *p, int status)
+{
+    p->status = status;
+    p->done = true;
+    pthread_cond_signal(&p->cv);
+}
+
+/* ---- rpc_client_conn.c ------------------------------------------------------------------- */
+
+/* Sends all iovecs on the blocking socket fd (modifies the array); -1 on error (errno set). */
+int mc_rpcc_send_iov(int fd, struct iovec *iov, int n);
+/* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
+ * call of it, the receiving one included, and resets the read state. */
+void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why);
+/* Makes sure a connection is up (reconnecting if allowed before deadline_ms); returns its
+ * generation in *gen. */
+int mc_rpcc_ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint64_t *gen);
+
+#endif
