@@ -12,8 +12,9 @@
  * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
  * many next-oldest ones (the reserve). On the selective path an exhausted frontier is refilled
  * once with every eligible object past the cutoff that was not materialized yet. Large rounds
- * spread their shards over the eviction threads; each worker frees its buffers after dropping
- * the shard lock.
+ * spread their shards over the eviction threads; the objects a shard's round erases are unlinked
+ * from it together before its lock is dropped (mc_shard_unlink_many when they are a share of the
+ * shard), and each worker frees its buffers after dropping the shard lock.
  *
  * Threads: one cycle at a time per master (cycle_lock); the census and big rounds use up to
  * eviction_threads workers (default max(1, ncpu - 1)), spawned per phase, and only for tables of

@@ -8,8 +8,9 @@
  *   ents   a dense array (in chunks of MC_ENT_CHUNK) of 16-byte entries, one per object:
  *          { _Atomic lease deadline (ms), object pointer | eligibility bits }. It is the table's
  *          record list: a census streams it linearly without touching the objects. Removal swaps
- *          the last entry into the hole (the moved object's ent index is updated).
- *   htab   open addressing (linear probing, backward-shift deletion) of 32-bit slots
+ *          the last entry into the hole (the moved object's ent index is updated); an eviction
+ *          round removes many at once, filling the holes from the tail (shard.c).
+ *   htab   open addressing (linear probing, tombstone deletion) of 32-bit slots
  *          { 8 hash bits | 24-bit ent index }, for lookups by key.
  *   pend   a small dense array of in-flight Puts { object, owner, start time, soft pin TTL }.
  *   groups a chained hash of the shard's groups (id → member objects).
