@@ -8,6 +8,9 @@ if(TARGET mc_client_static AND TARGET mooncake_master)
   mc_add_test(test_client SOURCES test_client.c test_client_util.c
               LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 180)
   add_dependencies(test_client mooncake_master)
+  mc_add_test(test_client_epoch SOURCES test_client_epoch.c test_client_util.c
+              LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
+  add_dependencies(test_client_epoch mooncake_master)
 endif()
 if(TARGET mc_client_shared AND TARGET mooncake_master)
   set(MC_HELLO_CFLAGS "")

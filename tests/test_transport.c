@@ -8,6 +8,9 @@
  * slices, a peer that disconnects mid-frame or sends garbage (cut off, others unaffected), a
  * peer that dies mid-reply or never answers (the transfer fails, never hangs), an unreachable
  * endpoint, and a pooled connection whose server restarted (replaced transparently).
+ * Mount epochs: once the owner set its segment's epoch, requests (tcp, local, raw single and
+ * batch forms) carrying another epoch, or none, are refused with REPLICA_IS_GONE and move no
+ * byte; a re-mount's new epoch retires the old one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -106,7 +109,7 @@ static int teardown(void **state)
 
 static struct mc_xfer_loc loc(struct fx *f, uint64_t off)
 {
-    struct mc_xfer_loc l = {f->seg_id, off, f->ep};
+    struct mc_xfer_loc l = {f->seg_id, off, f->ep, 0}; /* epoch unset on the server: any */
     return l;
 }
 
@@ -187,7 +190,7 @@ static void test_bad_ranges_and_segments(void **state)
     assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536), 0);
     assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536),
                      MC_ERR_SEGMENT_ALREADY_EXISTS);
-    struct mc_xfer_loc l2 = {id2, 100, f->ep};
+    struct mc_xfer_loc l2 = {id2, 100, f->ep, 0};
     assert_int_equal(mc_transport_write(f->tcp, &l2, buf, 200), 0);
     assert_memory_equal(seg2 + 100, buf, 200);
     assert_int_equal(mc_peer_server_remove_segment(f->ps, id2), 0);
@@ -205,8 +208,8 @@ static void test_bad_ranges_and_segments(void **state)
 
 /* ---- raw peer calls ------------------------------------------------------------------------- */
 
-static int raw_write(struct fx *f, struct mc_id id, uint64_t off, uint64_t len, const void *payload,
-                     size_t plen)
+static int raw_write_e(struct fx *f, struct mc_id id, uint64_t epoch, uint64_t off, uint64_t len,
+                       const void *payload, size_t plen)
 {
     Mc__Uuid u = MC__UUID__INIT;
     u.hi = id.hi;
@@ -215,12 +218,42 @@ static int raw_write(struct fx *f, struct mc_id id, uint64_t off, uint64_t len, 
     req.segment_id = &u;
     req.offset = off;
     req.length = len;
+    req.mount_epoch = epoch;
     struct iovec iov = {(void *)payload, plen};
     struct mc_rpc_peer_call pc = {.method = MC_METHOD_PEER_WRITE,
                                   .ctl = &req.base,
                                   .payload = &iov,
                                   .npayload = plen ? 1 : 0};
     int rc = mc_rpc_client_call_peer(f->raw, &pc);
+    if (pc.resp)
+        protobuf_c_message_free_unpacked(pc.resp, NULL);
+    return rc;
+}
+
+static int raw_write(struct fx *f, struct mc_id id, uint64_t off, uint64_t len, const void *payload,
+                     size_t plen)
+{
+    return raw_write_e(f, id, 0, off, len, payload, plen);
+}
+
+static int raw_read_e(struct fx *f, struct mc_id id, uint64_t epoch, uint64_t off, uint64_t len,
+                      void *out, size_t cap, size_t *got)
+{
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = id.hi;
+    u.lo = id.lo;
+    Mc__PeerReadRequest req = MC__PEER_READ_REQUEST__INIT;
+    req.segment_id = &u;
+    req.offset = off;
+    req.length = len;
+    req.mount_epoch = epoch;
+    struct mc_rpc_peer_call pc = {.method = MC_METHOD_PEER_READ,
+                                  .ctl = &req.base,
+                                  .resp_desc = &mc__peer_read_response__descriptor,
+                                  .recv_buf = out,
+                                  .recv_cap = cap};
+    int rc = mc_rpc_client_call_peer(f->raw, &pc);
+    *got = pc.recv_len;
     if (pc.resp)
         protobuf_c_message_free_unpacked(pc.resp, NULL);
     return rc;
@@ -318,6 +351,171 @@ static void test_batch_calls(void **state)
     assert_int_equal(rc.recv_len, 10);
     assert_memory_equal(out, payload, 10);
     protobuf_c_message_free_unpacked(rc.resp, NULL);
+}
+
+/* ---- mount epochs ---------------------------------------------------------------------------- */
+
+#define E_OLD 0x1234000000000abcull /* an earlier mount (before a master restart) */
+#define E_CUR 0x5678000000000defull /* the current mount */
+#define E_NEW 0x9abc000000000123ull /* the mount after the next re-mount */
+
+static void test_mount_epoch_single(void **state)
+{
+    struct fx *f = *state;
+    uint8_t v[3000], out[3000];
+    fill(v, sizeof(v), 21);
+    memset(f->seg, 0, SEG_SIZE);
+    struct mc_transport *ts[2] = {f->tcp, f->local};
+
+    /* never mounted (no epoch learnt yet): any epoch is served */
+    struct mc_xfer_loc l = loc(f, 4096);
+    l.mount_epoch = E_OLD;
+    assert_int_equal(mc_transport_write(f->tcp, &l, v, 100), 0);
+    assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, mc_id_random(), E_CUR),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, f->seg_id, E_CUR), 0);
+    memset(f->seg, 0, SEG_SIZE);
+
+    for (int k = 0; k < 2; k++) {
+        struct mc_transport *t = ts[k];
+        /* stale and absent (0) epochs: refused both ways, nothing moves */
+        static const uint64_t stale[] = {E_OLD, 0, E_CUR + 1};
+        for (size_t i = 0; i < sizeof(stale) / sizeof(stale[0]); i++) {
+            l.mount_epoch = stale[i];
+            assert_int_equal(mc_transport_write(t, &l, v, sizeof(v)), MC_ERR_REPLICA_IS_GONE);
+            memset(out, 0x5a, sizeof(out));
+            assert_int_equal(mc_transport_read(t, &l, out, sizeof(out)), MC_ERR_REPLICA_IS_GONE);
+            for (size_t j = 0; j < sizeof(out); j++)
+                if (out[j] != 0x5a)
+                    fail_msg("refused read (transport %d) wrote byte %zu", k, j);
+        }
+        for (size_t j = 0; j < SEG_SIZE; j++)
+            if (f->seg[j] != 0)
+                fail_msg("refused write (transport %d) changed byte %zu", k, j);
+        /* the current epoch: served */
+        l.mount_epoch = E_CUR;
+        assert_int_equal(mc_transport_write(t, &l, v, sizeof(v)), 0);
+        assert_memory_equal(f->seg + 4096, v, sizeof(v));
+        memset(out, 0, sizeof(out));
+        assert_int_equal(mc_transport_read(t, &l, out, sizeof(out)), 0);
+        assert_memory_equal(out, v, sizeof(v));
+        memset(f->seg + 4096, 0, sizeof(v));
+        /* the epoch is checked before bounds: a stale out-of-range request is IS_GONE too */
+        l.offset = SEG_SIZE;
+        l.mount_epoch = E_OLD;
+        assert_int_equal(mc_transport_read(t, &l, out, 1), MC_ERR_REPLICA_IS_GONE);
+        l.mount_epoch = E_CUR;
+        assert_int_equal(mc_transport_read(t, &l, out, 1), MC_ERR_INVALID_PARAMS);
+        l.offset = 4096;
+    }
+
+    /* raw single requests: epoch absent (an older peer) and stale are refused */
+    size_t got = 0;
+    assert_int_equal(raw_write_e(f, f->seg_id, 0, 0, 10, v, 10), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(raw_write_e(f, f->seg_id, E_OLD, 0, 10, v, 10), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(f->seg[0], 0);
+    assert_int_equal(raw_read_e(f, f->seg_id, E_OLD, 0, 10, out, sizeof(out), &got),
+                     MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(got, 0);
+    assert_int_equal(raw_write_e(f, f->seg_id, E_CUR, 0, 10, v, 10), 0);
+    assert_int_equal(raw_read_e(f, f->seg_id, E_CUR, 0, 10, out, sizeof(out), &got), 0);
+    assert_int_equal(got, 10);
+    assert_memory_equal(out, v, 10);
+
+    /* a re-mount: the new epoch is served, the previous one is now stale */
+    assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, f->seg_id, E_NEW), 0);
+    l.mount_epoch = E_CUR;
+    assert_int_equal(mc_transport_read(f->tcp, &l, out, 10), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(mc_transport_read(f->local, &l, out, 10), MC_ERR_REPLICA_IS_GONE);
+    l.mount_epoch = E_NEW;
+    assert_int_equal(mc_transport_read(f->tcp, &l, out, 10), 0);
+
+    /* a master that predates epochs mounts with epoch 0: then 0 is the current epoch */
+    assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, f->seg_id, 0), 0);
+    assert_int_equal(raw_write_e(f, f->seg_id, 0, 0, 10, v, 10), 0);
+    assert_int_equal(raw_write_e(f, f->seg_id, E_NEW, 0, 10, v, 10), MC_ERR_REPLICA_IS_GONE);
+
+    struct mc_peer_server_stats ps;
+    mc_peer_server_get_stats(f->ps, &ps);
+    assert_int_equal(ps.stale_epoch, 2 * (3 * 2 + 1) + 3 + 2 + 1);
+    assert_true(ps.rejected >= 7 + 3 + 1 + 1); /* the refusals that went over the wire */
+}
+
+static void test_mount_epoch_batch(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, f->seg_id, E_CUR), 0);
+    Mc__Uuid id = MC__UUID__INIT;
+    id.hi = f->seg_id.hi;
+    id.lo = f->seg_id.lo;
+    enum { N = 4 };
+    Mc__PeerSlice s[N];
+    Mc__PeerSlice *sp[N];
+    static const uint64_t epochs[N] = {E_CUR, E_OLD, 0, E_CUR};
+    for (int i = 0; i < N; i++) {
+        mc__peer_slice__init(&s[i]);
+        s[i].segment_id = &id;
+        s[i].offset = 1000u * (uint64_t)(i + 1);
+        s[i].length = 8;
+        s[i].mount_epoch = epochs[i];
+        sp[i] = &s[i];
+    }
+    uint8_t payload[8 * N];
+    fill(payload, sizeof(payload), 31);
+    memset(f->seg, 0, SEG_SIZE);
+
+    Mc__PeerBatchWriteRequest wr = MC__PEER_BATCH_WRITE_REQUEST__INIT;
+    wr.n_slices = N;
+    wr.slices = sp;
+    struct iovec iov = {payload, sizeof(payload)};
+    struct mc_rpc_peer_call pc = {.method = MC_METHOD_PEER_BATCH_WRITE,
+                                  .ctl = &wr.base,
+                                  .payload = &iov,
+                                  .npayload = 1,
+                                  .resp_desc = &mc__peer_batch_write_response__descriptor};
+    assert_int_equal(mc_rpc_client_call_peer(f->raw, &pc), 0);
+    Mc__PeerBatchWriteResponse *wres = (Mc__PeerBatchWriteResponse *)pc.resp;
+    assert_int_equal(wres->n_statuses, N);
+    assert_int_equal(wres->statuses[0], 0);
+    assert_int_equal(wres->statuses[1], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(wres->statuses[2], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(wres->statuses[3], 0);
+    protobuf_c_message_free_unpacked(pc.resp, NULL);
+    assert_memory_equal(f->seg + 1000, payload, 8);
+    assert_memory_equal(f->seg + 4000, payload + 24, 8);
+    static const uint8_t zero[8];
+    assert_memory_equal(f->seg + 2000, zero, 8); /* stale slices wrote nothing */
+    assert_memory_equal(f->seg + 3000, zero, 8);
+
+    /* the refused slices' bytes are not in the reply; the others are, in order */
+    memcpy(f->seg + 2000, payload + 8, 8); /* bytes a stale reader must never see */
+    Mc__PeerBatchReadRequest rr = MC__PEER_BATCH_READ_REQUEST__INIT;
+    rr.n_slices = N;
+    rr.slices = sp;
+    uint8_t out[8 * N];
+    memset(out, 0, sizeof(out));
+    struct mc_rpc_peer_call rc = {.method = MC_METHOD_PEER_BATCH_READ,
+                                  .ctl = &rr.base,
+                                  .resp_desc = &mc__peer_batch_read_response__descriptor,
+                                  .recv_buf = out,
+                                  .recv_cap = sizeof(out)};
+    assert_int_equal(mc_rpc_client_call_peer(f->raw, &rc), 0);
+    Mc__PeerBatchReadResponse *rres = (Mc__PeerBatchReadResponse *)rc.resp;
+    assert_int_equal(rres->n_statuses, N);
+    assert_int_equal(rres->statuses[0], 0);
+    assert_int_equal(rres->statuses[1], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(rres->statuses[2], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(rres->statuses[3], 0);
+    assert_int_equal(rres->lengths[1], 0);
+    assert_int_equal(rres->lengths[2], 0);
+    assert_int_equal(rc.recv_len, 16);
+    assert_memory_equal(out, payload, 8);
+    assert_memory_equal(out + 8, payload + 24, 8);
+    protobuf_c_message_free_unpacked(rc.resp, NULL);
+
+    struct mc_peer_server_stats ps;
+    mc_peer_server_get_stats(f->ps, &ps);
+    assert_int_equal(ps.stale_epoch, 4);
 }
 
 /* ---- misbehaving peers ---------------------------------------------------------------------- */
@@ -486,14 +684,14 @@ static void test_peer_dies_or_stalls(void **state)
         struct fake fk;
         fake_start(&fk, mode);
         snprintf(ep, sizeof(ep), "127.0.0.1:%u", fk.port);
-        struct mc_xfer_loc l = {mc_id_random(), 0, ep};
+        struct mc_xfer_loc l = {mc_id_random(), 0, ep, 0};
         uint64_t t0 = mc_now_ms();
         assert_int_equal(mc_transport_read(t, &l, buf, 1u << 20), MC_ERR_TRANSFER_FAIL);
         assert_true(mc_now_ms() - t0 < 3000);
         fake_stop(&fk);
     }
     /* nothing listens there any more */
-    struct mc_xfer_loc l = {mc_id_random(), 0, ep};
+    struct mc_xfer_loc l = {mc_id_random(), 0, ep, 0};
     assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_TRANSFER_FAIL);
     l.endpoint = "no-port";
     assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_INVALID_PARAMS);
@@ -592,6 +790,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bad_ranges_and_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_and_padded_payloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_calls, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mount_epoch_single, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_mount_epoch_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disconnect_mid_frame_and_garbage, setup, teardown),
         cmocka_unit_test(test_peer_dies_or_stalls),
         cmocka_unit_test_setup_teardown(test_pooled_connection_after_server_restart, setup,

@@ -74,6 +74,15 @@ struct mc_id mc_client_segment_id(const struct mc_client *c)
     return c->seg_id;
 }
 
+/* master_conn's callback: a (Re)MountSegment answer (or a Ping asking for a re-mount) named
+ * the mount epoch of our segment; the peer server serves only descriptors of that epoch. */
+static void on_mount_epoch(void *arg, uint64_t epoch)
+{
+    struct mc_client *c = arg;
+    if (!mc_id_is_zero(c->seg_id))
+        mc_peer_server_set_segment_epoch(c->ps, c->seg_id, epoch);
+}
+
 #ifdef MC_TEST_HOOKS
 void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms)
 {
@@ -94,7 +103,8 @@ int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bo
         return MC_ERR_INVALID_REPLICA;
     if (m->size && m->size < len)
         return MC_ERR_INVALID_REPLICA;
-    struct mc_xfer_loc loc = {{m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint};
+    struct mc_xfer_loc loc = {
+        {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint, m->mount_epoch};
     bool local = mc_peer_server_has_segment(c->ps, loc.segment_id);
     if (!local && (!m->endpoint || !*m->endpoint))
         return MC_ERR_INVALID_REPLICA;
@@ -191,6 +201,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         .connect_timeout_ms = c->cfg.connect_timeout_ms,
         .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
         .ping_interval_ms = c->cfg.ping_interval_ms,
+        .on_mount_epoch = on_mount_epoch,
+        .cb_arg = c,
     };
     rc = mc_master_conn_open(&mcc, &c->mc);
     if (rc)
@@ -200,7 +212,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc = mc_segment_mem_init(&c->seg, c->cfg.segment_size, c->cfg.huge_pages);
         if (rc)
             goto fail;
-        c->seg_id = mc_id_random();
+        c->seg_id = mc_id_random(); /* served with no epoch until the MountSegment answer */
         rc = mc_peer_server_add_segment(c->ps, c->seg_id, c->seg.base, c->seg.size);
         if (rc)
             goto fail;

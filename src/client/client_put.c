@@ -94,7 +94,7 @@ static int write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, siz
         const Mc__MemoryLocation *m = reps[i]->memory;
         if (i == wire && (!m->size || m->size >= len)) {
             struct mc_xfer_loc loc = {
-                {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint};
+                {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint, m->mount_epoch};
             *crc = 0;
             rc = mc_transport_tcp_write_crc(c->tcp, &loc, buf, len, crc);
         } else {

@@ -111,8 +111,11 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     ProtobufCMessage *resp = NULL;
     int rc = mc_master_conn_call(mc, MC_METHOD_MOUNT_SEGMENT, &req.base,
                                  &mc__mount_segment_response__descriptor, &resp);
+    uint64_t epoch = resp ? ((Mc__MountSegmentResponse *)resp)->mount_epoch : 0;
     if (resp)
         protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc == 0 && mc->cfg.on_mount_epoch)
+        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
     if (rc == 0) {
         pthread_mutex_lock(&mc->lock);
         if (mc->nsegs < MC_PEER_MAX_SEGMENTS)
@@ -171,13 +174,17 @@ static int remount(struct mc_master_conn *mc)
     ProtobufCMessage *resp = NULL;
     int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_REMOUNT_SEGMENT, &req.base,
                                     &mc__re_mount_segment_response__descriptor, 0, &resp);
+    uint64_t epoch = resp ? ((Mc__ReMountSegmentResponse *)resp)->mount_epoch : 0;
     if (resp)
         protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc == 0 && mc->cfg.on_mount_epoch)
+        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
     if (rc == 0) {
         pthread_mutex_lock(&mc->lock);
         mc->remounts++;
         pthread_mutex_unlock(&mc->lock);
-        mc_info("client", "segments re-mounted", "master=%s segments=%d", mc->address, n);
+        mc_info("client", "segments re-mounted", "master=%s segments=%d mount_epoch=%llx",
+                mc->address, n, (unsigned long long)epoch);
     } else {
         mc_warn("client", "re-mount failed, retrying at the next ping", "master=%s rc=%s",
                 mc->address, mc_strerror(rc));
@@ -207,7 +214,13 @@ static int ping_once(struct mc_master_conn *mc)
         return rc;
     Mc__PingResponse *r = (Mc__PingResponse *)m;
     bool need = r->client_status == MC__CLIENT_STATUS__CS_NEED_REMOUNT;
+    uint64_t epoch = r->mount_epoch;
     protobuf_c_message_free_unpacked(m, NULL);
+    /* The master lost track of us (restart or expiry): descriptors of the earlier mount must
+     * stop working now, and the new ones must work as soon as the ReMount is in. A master
+     * that predates epochs says 0 here; the ReMount answer sets it then. */
+    if (need && epoch && mc->cfg.on_mount_epoch)
+        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
     return need ? remount(mc) : 0;
 }
 

@@ -8,7 +8,8 @@
  *     is up;
  *   - every ping_interval_ms the thread sends Ping(client id). A reply of NEED_REMOUNT (the
  *     master restarted, or never saw this client) makes it send ReMountSegment with every
- *     segment this client mounted (the list is kept here), then go on pinging;
+ *     segment this client mounted (the list is kept here), then go on pinging. The mount
+ *     epoch the master names (Ping, (Re)MountSegment answers) is handed to on_mount_epoch;
  *   - a call or ping that fails at the transport level (RPC_FAIL; a ping also on RPC_TIMEOUT)
  *     drops the flag. While it is down, every call fails at once with MC_ERR_RPC_FAIL instead
  *     of waiting on connect timeouts, and the ping thread redials with exponential back-off
@@ -34,6 +35,12 @@ struct mc_master_conn_config {
     uint32_t connect_timeout_ms;
     uint32_t rpc_timeout_ms;
     uint32_t ping_interval_ms;
+    /* Called (may be NULL) with the mount epoch of this client's segments: on the ping thread
+     * when a Ping asking for a re-mount names the master's epoch (before the ReMount goes out)
+     * and after every successful ReMountSegment; on the caller's thread after every successful
+     * MountSegment. Never called with the conn's lock held. */
+    void (*on_mount_epoch)(void *arg, uint64_t mount_epoch);
+    void *cb_arg;
 };
 
 /* What this client has mounted, re-sent on NEED_REMOUNT. */

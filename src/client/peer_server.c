@@ -33,9 +33,11 @@
 
 struct seg_entry {
     bool used;
+    bool epoch_set; /* false until the owner learnt its mount epoch: any epoch is accepted */
     struct mc_id id;
     uint8_t *base;
     uint64_t size;
+    uint64_t epoch; /* mount epoch of the current mount (when epoch_set) */
 };
 
 struct mc_peer_server {
@@ -43,7 +45,7 @@ struct mc_peer_server {
     uint32_t max_frame_bytes;
     pthread_rwlock_t lock;
     struct seg_entry segs[MC_PEER_MAX_SEGMENTS];
-    _Atomic uint64_t requests, rejected, bytes_written, bytes_read;
+    _Atomic uint64_t requests, rejected, stale_epoch, bytes_written, bytes_read;
     pthread_mutex_t copy_lock; /* TSan builds only: orders segment copies for the sanitizer */
 };
 
@@ -76,10 +78,12 @@ static struct mc_id uuid_id(const Mc__Uuid *u)
     return id;
 }
 
-int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
-                           uint64_t length, uint8_t **out)
+/* The lookup behind resolve; check_epoch false skips the epoch (has_segment). */
+static int lookup(struct mc_peer_server *ps, struct mc_id id, bool check_epoch, uint64_t epoch,
+                  uint64_t offset, uint64_t length, uint8_t **out)
 {
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    uint64_t want = 0;
     *out = NULL;
     if (mc_id_is_zero(id))
         return rc;
@@ -88,7 +92,10 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
         struct seg_entry *e = &ps->segs[i];
         if (!e->used || !mc_id_eq(e->id, id))
             continue;
-        if (offset > e->size || length > e->size - offset) {
+        if (check_epoch && e->epoch_set && epoch != e->epoch) {
+            want = e->epoch;
+            rc = MC_ERR_REPLICA_IS_GONE;
+        } else if (offset > e->size || length > e->size - offset) {
             rc = MC_ERR_INVALID_PARAMS;
         } else {
             *out = e->base + offset;
@@ -97,13 +104,54 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
         break;
     }
     pthread_rwlock_unlock(&ps->lock);
+    if (rc == MC_ERR_REPLICA_IS_GONE) {
+        atomic_fetch_add(&ps->stale_epoch, 1);
+        char idbuf[MC_ID_STRLEN];
+        mc_warn("peer", "request for an earlier mount of the segment refused (stale descriptor)",
+                "segment=%s epoch=%llx mount_epoch=%llx offset=%llu length=%llu rc=%s",
+                mc_id_format(id, idbuf), (unsigned long long)epoch, (unsigned long long)want,
+                (unsigned long long)offset, (unsigned long long)length, mc_strerror(rc));
+    }
     return rc;
+}
+
+int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                           uint64_t offset, uint64_t length, uint8_t **out)
+{
+    return lookup(ps, id, true, epoch, offset, length, out);
 }
 
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id)
 {
     uint8_t *p;
-    return mc_peer_server_resolve(ps, id, 0, 0, &p) == 0;
+    return lookup(ps, id, false, 0, 0, 0, &p) == 0;
+}
+
+int mc_peer_server_set_segment_epoch(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch)
+{
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    uint64_t old = 0;
+    bool had = false;
+    pthread_rwlock_wrlock(&ps->lock);
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
+        struct seg_entry *e = &ps->segs[i];
+        if (e->used && mc_id_eq(e->id, id)) {
+            had = e->epoch_set;
+            old = e->epoch;
+            e->epoch = epoch;
+            e->epoch_set = true;
+            rc = 0;
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&ps->lock);
+    if (rc == 0 && (!had || old != epoch)) {
+        char idbuf[MC_ID_STRLEN];
+        mc_info("peer", "segment mount epoch set", "segment=%s mount_epoch=%llx previous=%llx",
+                mc_id_format(id, idbuf), (unsigned long long)epoch,
+                had ? (unsigned long long)old : 0ull);
+    }
+    return rc;
 }
 
 int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void *base,
@@ -120,7 +168,7 @@ int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void 
         }
     for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
         if (!ps->segs[i].used) {
-            ps->segs[i] = (struct seg_entry){true, id, base, size};
+            ps->segs[i] = (struct seg_entry){.used = true, .id = id, .base = base, .size = size};
             rc = 0;
             break;
         }
@@ -164,7 +212,8 @@ static void on_write(void *arg, struct mc_rpc_call *call)
         return;
     }
     uint8_t *dst = NULL;
-    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->offset, req->length, &dst);
+    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->mount_epoch, req->offset,
+                                    req->length, &dst);
     if (rc == 0 && plen != req->length)
         rc = MC_ERR_INVALID_PARAMS; /* truncated or padded payload: write nothing */
     if (rc) {
@@ -193,7 +242,8 @@ static void on_read(void *arg, struct mc_rpc_call *call)
     }
     uint8_t *src = NULL;
     uint64_t len = req->length;
-    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->offset, len, &src);
+    int rc = mc_peer_server_resolve(ps, uuid_id(req->segment_id), req->mount_epoch, req->offset,
+                                    len, &src);
     if (rc == 0 && len > ps->max_frame_bytes - REPLY_OVERHEAD)
         rc = MC_ERR_INVALID_PARAMS;
     protobuf_c_message_free_unpacked(&req->base, NULL);
@@ -261,7 +311,8 @@ static void on_batch_write(void *arg, struct mc_rpc_call *call)
     for (size_t i = 0; i < n; i++) {
         Mc__PeerSlice *s = req->slices[i];
         uint8_t *dst = NULL;
-        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->offset, s->length, &dst);
+        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->mount_epoch, s->offset,
+                                       s->length, &dst);
         if (st[i] == 0) {
             if (s->length)
                 mc_peer_server_copy_in(ps, dst, p, s->length);
@@ -333,7 +384,8 @@ static void on_batch_read(void *arg, struct mc_rpc_call *call)
     for (size_t i = 0; i < n; i++) {
         Mc__PeerSlice *s = req->slices[i];
         uint8_t *src = NULL;
-        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->offset, s->length, &src);
+        st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->mount_epoch, s->offset,
+                                       s->length, &src);
         if (st[i] == 0 && s->length > ps->max_frame_bytes - REPLY_OVERHEAD - total)
             st[i] = MC_ERR_INVALID_PARAMS; /* would not fit the reply frame */
         if (st[i]) {
@@ -454,6 +506,7 @@ void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_s
 {
     st->requests = atomic_load(&ps->requests);
     st->rejected = atomic_load(&ps->rejected);
+    st->stale_epoch = atomic_load(&ps->stale_epoch);
     st->bytes_written = atomic_load(&ps->bytes_written);
     st->bytes_read = atomic_load(&ps->bytes_read);
 }

@@ -8,11 +8,21 @@
  * body, a read is answered straight from segment memory (no copy; the segment outlives the
  * server because the owner stops the server before unmapping).
  *
- * The server keeps a small table of the segments it serves: {id, base, size}. Every request is
- * checked against it, every time:
- *   - the segment id must name a segment in the table. The id names one mount (a new mount gets
- *     a fresh id), and a segment leaves the table when it is unmounted, so a descriptor from an
- *     unmounted or earlier mount gets SEGMENT_NOT_FOUND;
+ * The server keeps a small table of the segments it serves: {id, base, size, mount epoch}.
+ * Every request is checked against it, every time:
+ *   - the segment id must name a segment in the table. The id is drawn once per client (a new
+ *     client gets a fresh id) and a segment leaves the table when it is unmounted, so a
+ *     descriptor of an unmounted segment gets SEGMENT_NOT_FOUND;
+ *   - the request's mount epoch must be the segment's: the id survives a re-mount (after a
+ *     master restart the client re-mounts the same segment, and the new master hands its
+ *     offsets out afresh), so the epoch is what tells a descriptor of the current mount from
+ *     one of an earlier mount. The owner sets the epoch from every (Re)MountSegment answer
+ *     (and from a Ping that asks for a re-mount, so the new epoch is in place before the new
+ *     master can hand out the segment). A mismatch is REPLICA_IS_GONE with a log line; that
+ *     includes epoch 0 (a peer that predates epochs) unless the mount itself has epoch 0 (a
+ *     master that predates epochs). Until the first epoch is set the segment accepts any
+ *     epoch: it was never mounted, so no descriptor of an earlier mount can exist, and this
+ *     closes the window between the master's MountSegment and the owner reading its answer;
  *   - offset + length must lie inside the segment (overflow-safe), else INVALID_PARAMS;
  *   - a write's payload must hold exactly `length` bytes (a truncated or padded payload is
  *     INVALID_PARAMS and nothing is written); a batch write's payload must be exactly the sum
@@ -55,6 +65,7 @@ struct mc_peer_server_config {
 struct mc_peer_server_stats {
     uint64_t requests;      /* peer requests handled */
     uint64_t rejected;      /* requests (or batch slices) refused */
+    uint64_t stale_epoch;   /* refused for another mount epoch (REPLICA_IS_GONE; local too) */
     uint64_t bytes_written; /* into segments */
     uint64_t bytes_read;    /* out of segments */
 };
@@ -73,16 +84,20 @@ int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void 
 /* Stops serving segment id (its requests get SEGMENT_NOT_FOUND from now on). 0 or
  * SEGMENT_NOT_FOUND. */
 int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id);
+/* Records the mount epoch of segment id's current mount: from now on only requests carrying
+ * exactly this epoch are served. 0 or SEGMENT_NOT_FOUND. */
+int mc_peer_server_set_segment_epoch(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch);
 
 /* The checks of every request, for the in-process (memcpy) transport: on success *out points
- * at offset of segment id, with length bytes inside it. SEGMENT_NOT_FOUND or INVALID_PARAMS. */
-int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
-                           uint64_t length, uint8_t **out);
+ * at offset of segment id, with length bytes inside it. SEGMENT_NOT_FOUND, REPLICA_IS_GONE
+ * (another mount epoch) or INVALID_PARAMS. */
+int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                           uint64_t offset, uint64_t length, uint8_t **out);
 /* Copies into / out of segment memory (plain memcpy; serialized in TSan builds, see above).
  * Every copy touching a served segment goes through these. */
 void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n);
 void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n);
-/* Whether id is one of this server's segments. */
+/* Whether id is one of this server's segments (whatever its epoch). */
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 
 void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_stats *st);

@@ -12,7 +12,8 @@
  *     payload straight in the caller's buffer. Sends use MSG_NOSIGNAL.
  *   - rdma arrives with its issue.
  *
- * Results: 0; the peer's refusal (SEGMENT_NOT_FOUND, INVALID_PARAMS, ...) as its code; a
+ * Results: 0; the peer's refusal (SEGMENT_NOT_FOUND, REPLICA_IS_GONE, INVALID_PARAMS, ...) as
+ * its code; a
  * network failure (refused, reset, timed out, malformed reply) as MC_ERR_TRANSFER_FAIL. A
  * connection that saw any error is closed, never returned to the pool; a pooled connection
  * found dead before any reply arrived is replaced once (reads and writes of a range are
@@ -28,11 +29,13 @@
 
 struct mc_peer_server;
 
-/* Where the bytes live: a segment (by id) at an offset, served at endpoint "host:port". */
+/* Where the bytes live: a segment (by id) at an offset, served at endpoint "host:port", under
+ * the mount epoch of the replica descriptor (the peer refuses another one: REPLICA_IS_GONE). */
 struct mc_xfer_loc {
     struct mc_id segment_id;
     uint64_t offset;
     const char *endpoint; /* unused by the local transport */
+    uint64_t mount_epoch; /* MemoryLocation.mount_epoch */
 };
 
 struct mc_transport;

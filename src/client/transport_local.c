@@ -1,7 +1,7 @@
 /*
  * transport_local.c - the in-process transport: the replica lives in a segment this process's
- * peer server serves, so the bytes move with memcpy (see transport.h). The segment table's id
- * and bounds checks apply exactly as for a remote peer.
+ * peer server serves, so the bytes move with memcpy (see transport.h). The segment table's id,
+ * mount epoch and bounds checks apply exactly as for a remote peer.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,8 @@ static int local_write(struct mc_transport *t, const struct mc_xfer_loc *dst, co
 {
     struct local_transport *lt = (struct local_transport *)t;
     uint8_t *p = NULL;
-    int rc = mc_peer_server_resolve(lt->ps, dst->segment_id, dst->offset, len, &p);
+    int rc =
+        mc_peer_server_resolve(lt->ps, dst->segment_id, dst->mount_epoch, dst->offset, len, &p);
     if (rc == 0 && len)
         mc_peer_server_copy_in(lt->ps, p, src, len);
     return rc;
@@ -30,7 +31,8 @@ static int local_read(struct mc_transport *t, const struct mc_xfer_loc *src, voi
 {
     struct local_transport *lt = (struct local_transport *)t;
     uint8_t *p = NULL;
-    int rc = mc_peer_server_resolve(lt->ps, src->segment_id, src->offset, len, &p);
+    int rc =
+        mc_peer_server_resolve(lt->ps, src->segment_id, src->mount_epoch, src->offset, len, &p);
     if (rc == 0 && len)
         mc_peer_server_copy_out(lt->ps, dst, p, len);
     return rc;

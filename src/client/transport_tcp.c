@@ -258,6 +258,7 @@ static int discard(int fd, size_t len)
 struct xfer {
     bool is_write;
     struct mc_id seg;
+    uint64_t epoch;
     uint64_t offset;
     uint8_t *buf;
     size_t len;
@@ -283,12 +284,14 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
         r.segment_id = &u;
         r.offset = x->offset + off;
         r.length = l;
+        r.mount_epoch = x->epoch;
         clen = mc__peer_write_request__pack(&r, ctl);
     } else {
         Mc__PeerReadRequest r = MC__PEER_READ_REQUEST__INIT;
         r.segment_id = &u;
         r.offset = x->offset + off;
         r.length = l;
+        r.mount_epoch = x->epoch;
         clen = mc__peer_read_request__pack(&r, ctl);
     }
     size_t body = MC_WIRE_PEER_PREFIX + clen + (x->is_write ? l : 0);
@@ -402,9 +405,14 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         return MC_ERR_INVALID_PARAMS;
     if (len == 0)
         return 0;
-    struct xfer x = {is_write, loc->segment_id,    loc->offset, buf,
-                     len,      t->cfg.slice_bytes, 0,           is_write ? crc : NULL,
-                     0};
+    struct xfer x = {.is_write = is_write,
+                     .seg = loc->segment_id,
+                     .epoch = loc->mount_epoch,
+                     .offset = loc->offset,
+                     .buf = buf,
+                     .len = len,
+                     .slice = t->cfg.slice_bytes,
+                     .crc = is_write ? crc : NULL};
     x.nslices = (len + x.slice - 1) / x.slice;
     for (int attempt = 0;; attempt++) {
         struct conn *c = attempt == 0 ? pool_take(t, loc->endpoint) : NULL;
