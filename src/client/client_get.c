@@ -5,8 +5,11 @@
  * version and CRC, and a read lease of lease_ttl_ms counted from just before the RPC) -> read
  * one replica -> checks. Replica choice: a MEMORY replica in a segment this process serves
  * (memcpy), then remote MEMORY replicas in the master's order (tcp); a replica whose read fails
- * is skipped for the next one. LOCAL_DISK replicas are not read yet (their read path arrives
- * with the disk issue): an object with only those answers NOT_SUPPORTED.
+ * is skipped for the next one (REPLICA_IS_GONE included: the holder re-mounted its segment since
+ * the master issued the descriptor, so its bytes may belong to another object now; nothing was
+ * read). When no replica could be read the Get fails with TRANSFER_FAIL. LOCAL_DISK replicas are
+ * not read yet (their read path arrives with the disk issue): an object with only those answers
+ * NOT_SUPPORTED.
  *
  * After the bytes moved: with checksums on, the CRC32C of the bytes must equal the object's
  * (CHECKSUM_MISMATCH otherwise); then, if the lease ran out during the read, the bytes may

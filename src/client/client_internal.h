@@ -62,7 +62,8 @@ int mc_client_check_key(const char *key);
 /* The client id as a message field (u must outlive the message). */
 Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 /* Moves len bytes to/from one MEMORY replica, locally (memcpy) when this process serves its
- * segment, else over the network. */
+ * segment, else over the network, under the descriptor's mount epoch: REPLICA_IS_GONE when the
+ * segment has been re-mounted since the descriptor was issued (see peer_server.h). */
 int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
                          void *buf, size_t len);
 
