@@ -437,10 +437,16 @@ static void *worker_main(void *arg)
         tm_fill(v, n, (uint32_t)(w->idx * 1000 + i));
         struct mc_client *wr = (i & 1) ? w->f->c1 : w->f->c2;
         struct mc_client *rd = (i & 2) ? w->f->c1 : w->f->c2;
-        if (mc_put(wr, key, v, n, NULL) != 0 || mc_exist(rd, key) != 1 ||
-            mc_get(rd, key, out, n) != (int64_t)n || memcmp(out, v, n) != 0 ||
-            mc_remove(wr, key, true) != 0)
+        int prc = mc_put(wr, key, v, n, NULL);
+        int erc = prc == 0 ? mc_exist(rd, key) : -1;
+        int64_t grc = erc == 1 ? mc_get(rd, key, out, n) : -1;
+        int same = grc == (int64_t)n && memcmp(out, v, n) == 0;
+        int rrc = same ? mc_remove(wr, key, true) : -1;
+        if (prc != 0 || erc != 1 || !same || rrc != 0) {
+            fprintf(stderr, "concurrent %s: put=%d exist=%d get=%lld same=%d remove=%d\n", key, prc,
+                    erc, (long long)grc, same, rrc);
             w->errors++;
+        }
     }
     free(v);
     free(out);

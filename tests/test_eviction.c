@@ -734,28 +734,50 @@ static void test_tick_need_flag(void **state)
     fill_plain(f, "p", 100); /* 100 KiB of 512 MiB: far below the watermark */
     expire_all(f);
     assert_int_equal(mc_master_tick_eviction(f->m), 0);
-    /* A PutStart that cannot fit raises the need flag; the tick then evicts r = 5%. */
+    /* A request larger than every segment (256 MiB each) can never fit: no eviction for it. */
     struct mc_put_start_result r;
     assert_int_equal(mc_master_put_start(f->m, f->client, "huge", 4, 300 * MIB, NULL, &r),
+                     MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_false(atomic_load(&f->m->need_eviction));
+    assert_int_equal(mc_master_tick_eviction(f->m), 0);
+    /* Two hard-pinned 200 MiB objects (never evictable, not counted) leave ~56 MiB per segment:
+     * a PutStart of 100 MiB fails for space but would fit a segment, so it raises the need flag
+     * and the tick evicts r = 5% of the evictable population. */
+    struct mc_master_replicate_config hard;
+    mc_master_replicate_config_init(&hard);
+    hard.with_hard_pin = true;
+    assert_int_equal(mc_master_put_start(f->m, f->client, "big-a", 5, 200 * MIB, &hard, &r), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->client, "big-b", 5, 200 * MIB, &hard, &r), MC_OK);
+    assert_int_equal(mc_master_put_start(f->m, f->client, "huge", 4, 100 * MIB, NULL, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
     assert_true(atomic_load(&f->m->need_eviction));
     assert_int_equal(mc_master_tick_eviction(f->m), 5);
     assert_false(atomic_load(&f->m->need_eviction));
     assert_int_equal(count_present(f, "p", 0, 5), 0);
     assert_int_equal(mc_master_tick_eviction(f->m), 0);
-    /* Everything leased: the flag stays up, a cycle is attempted and counted as such. */
+    /* Everything leased: a cycle is attempted and counted as such, and the request is spent:
+     * it must not stay armed and later evict objects Put after the failure. */
     for (int i = 5; i < 100; i++) {
         struct mc_get_result g;
         assert_int_equal(mc_master_get_replica_list(f->m, key("p", i), 7, &g), MC_OK);
     }
-    assert_int_equal(mc_master_put_start(f->m, f->client, "huge", 4, 300 * MIB, NULL, &r),
+    assert_int_equal(mc_master_put_start(f->m, f->client, "huge", 4, 100 * MIB, NULL, &r),
                      MC_ERR_NO_AVAILABLE_HANDLE);
-    assert_int_equal(mc_master_tick_eviction(f->m), 0);
     assert_true(atomic_load(&f->m->need_eviction));
+    assert_int_equal(mc_master_tick_eviction(f->m), 0);
+    assert_false(atomic_load(&f->m->need_eviction));
     struct mc_master_stats ms;
     mc_master_get_stats(f->m, &ms);
     assert_int_equal(ms.attempted_evictions, 1);
     assert_int_equal(ms.successful_evictions, 1);
+    /* Leases run out and a new object arrives, far below the watermark: nothing is evicted. */
+    mc_fake_clock_advance_ms(&f->fc, 60 * 1000);
+    fill_plain(f, "late", 1);
+    expire_all(f);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_master_tick_eviction(f->m), 0);
+    assert_int_equal(count_present(f, "late", 0, 1), 1);
+    assert_int_equal(count_present(f, "p", 5, 100), 95);
     fx_free(f);
 }
 

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "master/eviction.h"
 #include "test_master_util.h"
@@ -27,7 +28,8 @@
 #define NWORKERS 4
 #define NPRELOAD 20000
 #define NPROTECTED 1000
-#define MIN_CYCLES 40 /* workers keep going until this many cycles overlapped them */
+#define RUN_DEADLINE_MS 90000 /* far above a normal run (~1 s) */
+#define MIN_CYCLES 40         /* workers keep going until this many cycles overlapped them */
 #define KEYS_PER_WORKER 4000
 #define OPS_PER_WORKER 12000
 #define OSIZE 1024u
@@ -82,8 +84,12 @@ static void *worker_main(void *arg)
     struct worker *w = arg;
     struct shared *sh = w->sh;
     char k[32];
-    for (int op = 0; op < 100 * OPS_PER_WORKER &&
-                     (op < OPS_PER_WORKER || atomic_load(&sh->cycles) < MIN_CYCLES);
+    /* At least OPS_PER_WORKER operations, then on until MIN_CYCLES cycles have overlapped the
+     * workers: bounded by a wall-clock deadline, not an operation count, so a loaded machine
+     * (slower cycles) lengthens the run instead of failing it. */
+    uint64_t deadline = mc_now_ms() + RUN_DEADLINE_MS;
+    for (int op = 0;
+         op < OPS_PER_WORKER || (atomic_load(&sh->cycles) < MIN_CYCLES && mc_now_ms() < deadline);
          op++) {
         int i = (int)(xrand(&w->rng) % KEYS_PER_WORKER);
         wkey(k, w->id, i);

@@ -588,10 +588,13 @@ int mc_master_tick_eviction(struct mc_master *m)
         target = 1.0;
     double lower = used - hw > target / 2 ? used - hw : target / 2;
     struct mc_evict_stats st;
+    /* A failed PutStart asks for one cycle, not for eviction until something goes: a request
+     * left armed while every candidate is leased would later evict objects Put long after the
+     * failure, at any usage. A PutStart that fails again (a client retrying) asks again. */
+    if (need)
+        atomic_store_explicit(&m->need_eviction, false, memory_order_relaxed);
     if (mc_master_batch_evict(m, target, lower, &st) != MC_OK)
         return 0;
-    if (st.evicted > 0 || st.evictable == 0)
-        atomic_store_explicit(&m->need_eviction, false, memory_order_relaxed);
     return st.evicted > (uint64_t)INT32_MAX ? INT32_MAX : (int)st.evicted;
 }
 

@@ -133,9 +133,7 @@ struct mc_master_replicate_config {
     const char *group_id; /* optional: group members share a shard, leases and eviction */
     size_t group_id_len;  /* 0 = no group; at most MC_GROUP_ID_MAX - 1 bytes, no NUL */
 };
-/* Defaults: one replica, no pins, no preference, no group. static inline on purpose: the client
- * library exports a function of the same name for its own (public) struct of the same name, and
- * both libraries are linked into the tools. */
+/* Defaults: one replica, no pins, no preference, no group. */
 static inline void mc_master_replicate_config_init(struct mc_master_replicate_config *c)
 {
     *c = (struct mc_master_replicate_config){.replica_num = 1};

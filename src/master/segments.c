@@ -430,6 +430,16 @@ uint64_t mc_segments_capacity(struct mc_segments *t)
     return atomic_load_explicit(&t->capacity, memory_order_relaxed);
 }
 
+bool mc_segments_could_fit(struct mc_segments *t, uint64_t size)
+{
+    bool fit = false;
+    pthread_rwlock_rdlock(&t->lock);
+    for (size_t i = 0; i < t->n && !fit; i++)
+        fit = mc_segment_alive(t->segs[i]) && t->segs[i]->desc.size >= size;
+    pthread_rwlock_unlock(&t->lock);
+    return fit;
+}
+
 uint64_t mc_segments_allocated(struct mc_segments *t)
 {
     return atomic_load_explicit(&t->allocated, memory_order_relaxed);

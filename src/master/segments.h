@@ -107,6 +107,9 @@ static inline bool mc_segment_alive(const struct mc_segment *seg)
 uint64_t mc_segments_capacity(struct mc_segments *t);
 uint64_t mc_segments_allocated(struct mc_segments *t);
 double mc_segments_used_ratio(struct mc_segments *t); /* 0 when nothing is mounted */
+/* Whether eviction could ever make room for one buffer of size bytes: some live segment is at
+ * least that large. A request larger than every segment must not ask for eviction. */
+bool mc_segments_could_fit(struct mc_segments *t, uint64_t size);
 
 /* Snapshot of every mounted segment; *out is malloc'ed (free()), *n entries. */
 int mc_segments_list(struct mc_segments *t, struct mc_segment_info **out, size_t *n);
