@@ -115,7 +115,7 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
     if (mc_id_is_zero(client) || !out)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_OK;
-    pthread_mutex_lock(&m->clients_lock);
+    mc_registry_lock(m);
     struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
     if (c) {
         out->status = c->status;
@@ -123,7 +123,7 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
     } else {
         rc = MC_ERR_INTERNAL_ERROR;
     }
-    pthread_mutex_unlock(&m->clients_lock);
+    mc_registry_unlock(m);
     return rc;
 }
 
@@ -136,11 +136,11 @@ int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    pthread_mutex_lock(&m->clients_lock);
+    mc_registry_lock(m);
     rc = mc_segments_mount(m->segs, seg, client);
     if (rc == MC_OK && !client_touch(m, client, MC_CLIENT_OK, mc_master_now_ms(m)))
         rc = MC_ERR_INTERNAL_ERROR; /* the segment stays; the next Ping/Mount registers */
-    pthread_mutex_unlock(&m->clients_lock);
+    mc_registry_unlock(m);
 out:
     if (rc != MC_OK)
         CNT_INC(m, mount_segment_failures);
@@ -156,7 +156,7 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    pthread_mutex_lock(&m->clients_lock);
+    mc_registry_lock(m);
     for (size_t i = 0; i < n && rc == MC_OK; i++)
         rc = mc_segments_mount(m->segs, &segs[i], client);
     struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
@@ -164,7 +164,7 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
         rc = rc != MC_OK ? rc : MC_ERR_INTERNAL_ERROR;
     else if (rc == MC_OK)
         c->status = MC_CLIENT_OK;
-    pthread_mutex_unlock(&m->clients_lock);
+    mc_registry_unlock(m);
 out:
     if (rc != MC_OK)
         CNT_INC(m, remount_segment_failures);
@@ -201,7 +201,7 @@ int mc_master_tick_monitor(struct mc_master *m)
     uint64_t now = mc_master_now_ms(m);
     int expired = 0;
     size_t unmounted = 0;
-    pthread_mutex_lock(&m->clients_lock);
+    mc_registry_lock(m);
     for (uint32_t b = 0; b <= m->cmask; b++) {
         struct mc_client_rec **pp = &m->cbuckets[b];
         while (*pp) {
@@ -219,7 +219,7 @@ int mc_master_tick_monitor(struct mc_master *m)
             expired++;
         }
     }
-    pthread_mutex_unlock(&m->clients_lock);
+    mc_registry_unlock(m);
     if (expired)
         atomic_fetch_add_explicit(&m->c.expired_clients, (uint64_t)expired, memory_order_relaxed);
     if (unmounted)
@@ -229,8 +229,8 @@ int mc_master_tick_monitor(struct mc_master *m)
 
 uint64_t mc_master_active_clients(struct mc_master *m)
 {
-    pthread_mutex_lock(&m->clients_lock);
+    mc_registry_lock(m);
     uint64_t n = m->nclients;
-    pthread_mutex_unlock(&m->clients_lock);
+    mc_registry_unlock(m);
     return n;
 }

@@ -149,7 +149,7 @@ static int reap_discarded(struct mc_master *m, uint64_t now)
     int n = 0;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
-    pthread_mutex_lock(&m->discard_lock);
+    mc_discard_lock(m);
     for (size_t i = m->ndiscard; i-- > 0;) {
         if (m->discard[i].release_ms > now)
             continue;
@@ -157,7 +157,7 @@ static int reap_discarded(struct mc_master *m, uint64_t now)
         m->discard[i] = m->discard[--m->ndiscard];
         n++;
     }
-    pthread_mutex_unlock(&m->discard_lock);
+    mc_discard_unlock(m);
     mc_freelist_flush(&fl);
     return n;
 }

@@ -38,6 +38,7 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/id.h"
+#include "master/lock_order.h"
 #include "master/master.h"
 #include "master/segments.h"
 
@@ -168,17 +169,21 @@ static inline struct mc_obj_ent *mc_shard_ent(const struct mc_shard *s, uint32_t
     return &s->chunks[i >> MC_ENT_SHIFT][i & (MC_ENT_CHUNK - 1)];
 }
 
+/* Every shard lock goes through these (lock_order.h checks the order in checking builds). */
 static inline void mc_shard_rdlock(struct mc_shard *s)
 {
+    mc_lo_acquire(MC_LO_SHARD, s->index);
     pthread_rwlock_rdlock(&s->lock);
 }
 static inline void mc_shard_wrlock(struct mc_shard *s)
 {
+    mc_lo_acquire(MC_LO_SHARD, s->index);
     pthread_rwlock_wrlock(&s->lock);
 }
 static inline void mc_shard_unlock(struct mc_shard *s)
 {
     pthread_rwlock_unlock(&s->lock);
+    mc_lo_release(MC_LO_SHARD, s->index);
 }
 
 /* Buffers (and object blocks) to release after the shard lock is dropped. */
@@ -267,6 +272,28 @@ struct mc_master {
 
     uint64_t next_soft_pin_sweep_ms;
 };
+
+/* The client registry (first in the lock order) and the discard list (a leaf). */
+static inline void mc_registry_lock(struct mc_master *m)
+{
+    mc_lo_acquire(MC_LO_REGISTRY, 0);
+    pthread_mutex_lock(&m->clients_lock);
+}
+static inline void mc_registry_unlock(struct mc_master *m)
+{
+    pthread_mutex_unlock(&m->clients_lock);
+    mc_lo_release(MC_LO_REGISTRY, 0);
+}
+static inline void mc_discard_lock(struct mc_master *m)
+{
+    mc_lo_acquire(MC_LO_LEAF, 0);
+    pthread_mutex_lock(&m->discard_lock);
+}
+static inline void mc_discard_unlock(struct mc_master *m)
+{
+    pthread_mutex_unlock(&m->discard_lock);
+    mc_lo_release(MC_LO_LEAF, 0);
+}
 
 static inline uint64_t mc_master_now_ms(const struct mc_master *m)
 {

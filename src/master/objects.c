@@ -203,12 +203,12 @@ void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_o
 static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t release_ms,
                          struct mc_freelist *fl)
 {
-    pthread_mutex_lock(&m->discard_lock);
+    mc_discard_lock(m);
     if (m->ndiscard == m->discard_cap) {
         size_t ncap = m->discard_cap ? m->discard_cap * 2 : 16;
         struct mc_discarded *nd = realloc(m->discard, ncap * sizeof(*nd));
         if (!nd) {
-            pthread_mutex_unlock(&m->discard_lock);
+            mc_discard_unlock(m);
             mc_warn("master", "discard list full, freeing at once", "size=%llu",
                     (unsigned long long)o->size);
             mc_freelist_add_object(fl, o);
@@ -218,7 +218,7 @@ static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t rele
         m->discard_cap = ncap;
     }
     m->discard[m->ndiscard++] = (struct mc_discarded){.obj = o, .release_ms = release_ms};
-    pthread_mutex_unlock(&m->discard_lock);
+    mc_discard_unlock(m);
 }
 
 /* Removes one replica (index i) from o, keeping the key bytes after the replica array. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "master/lock_order.h"
 #include "mooncake/errors.h"
 
 struct mc_segments {
@@ -23,6 +24,33 @@ struct mc_segments {
     _Atomic uint64_t allocated;
     _Atomic uint64_t rng;
 };
+
+/* Every table and segment lock goes through these (lock order checked in checking builds). */
+static void table_rdlock(struct mc_segments *t)
+{
+    mc_lo_acquire(MC_LO_SEGTABLE, 0);
+    pthread_rwlock_rdlock(&t->lock);
+}
+static void table_wrlock(struct mc_segments *t)
+{
+    mc_lo_acquire(MC_LO_SEGTABLE, 0);
+    pthread_rwlock_wrlock(&t->lock);
+}
+static void table_unlock(struct mc_segments *t)
+{
+    pthread_rwlock_unlock(&t->lock);
+    mc_lo_release(MC_LO_SEGTABLE, 0);
+}
+static void seg_lock(struct mc_segment *s)
+{
+    mc_lo_acquire(MC_LO_SEGMENT, 0);
+    pthread_mutex_lock(&s->lock);
+}
+static void seg_unlock(struct mc_segment *s)
+{
+    pthread_mutex_unlock(&s->lock);
+    mc_lo_release(MC_LO_SEGMENT, 0);
+}
 
 static uint64_t next_rand(struct mc_segments *t)
 {
@@ -68,11 +96,11 @@ void mc_segment_unref(struct mc_segment *seg)
 /* Marks s dead and takes it out of the global figures. Caller holds the table write lock. */
 static void segment_kill(struct mc_segments *t, struct mc_segment *s)
 {
-    pthread_mutex_lock(&s->lock);
+    seg_lock(s);
     atomic_store_explicit(&s->dead, true, memory_order_release);
     atomic_fetch_sub(&t->allocated, atomic_load(&s->allocated));
     atomic_fetch_sub(&t->capacity, s->desc.size);
-    pthread_mutex_unlock(&s->lock);
+    seg_unlock(s);
 }
 
 void mc_segments_free(struct mc_segments *t)
@@ -126,7 +154,7 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
     if (rc != MC_OK)
         return rc;
     struct mc_segment *s = NULL;
-    pthread_rwlock_wrlock(&t->lock);
+    table_wrlock(t);
     struct mc_segment *old = find_locked(t, d->id, NULL);
     if (old) {
         if (!mc_id_eq(old->owner, owner))
@@ -168,7 +196,7 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
     t->segs[t->n++] = s;
     atomic_fetch_add(&t->capacity, d->size);
 out:
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     if (s)
         mc_info("segments", "mounted", "name=%s size=%llu endpoint=%s", d->name,
                 (unsigned long long)d->size, d->endpoint);
@@ -189,7 +217,7 @@ int mc_segments_unmount(struct mc_segments *t, struct mc_id seg_id, struct mc_id
     int rc = MC_OK;
     size_t i;
     bool done = false;
-    pthread_rwlock_wrlock(&t->lock);
+    table_wrlock(t);
     struct mc_segment *s = find_locked(t, seg_id, &i);
     if (s) {
         if (!mc_id_is_zero(owner) && !mc_id_eq(owner, s->owner)) {
@@ -199,7 +227,7 @@ int mc_segments_unmount(struct mc_segments *t, struct mc_id seg_id, struct mc_id
             done = true;
         }
     }
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     if (unmounted)
         *unmounted = done;
     return rc;
@@ -208,7 +236,7 @@ int mc_segments_unmount(struct mc_segments *t, struct mc_id seg_id, struct mc_id
 size_t mc_segments_unmount_owner(struct mc_segments *t, struct mc_id owner)
 {
     size_t count = 0;
-    pthread_rwlock_wrlock(&t->lock);
+    table_wrlock(t);
     for (size_t i = 0; i < t->n;) {
         if (mc_id_eq(t->segs[i]->owner, owner)) {
             remove_at(t, i);
@@ -217,23 +245,23 @@ size_t mc_segments_unmount_owner(struct mc_segments *t, struct mc_id owner)
             i++;
         }
     }
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     return count;
 }
 
 bool mc_segments_is_mounted(struct mc_segments *t, struct mc_id seg_id)
 {
-    pthread_rwlock_rdlock(&t->lock);
+    table_rdlock(t);
     bool found = find_locked(t, seg_id, NULL) != NULL;
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     return found;
 }
 
 size_t mc_segments_count(struct mc_segments *t)
 {
-    pthread_rwlock_rdlock(&t->lock);
+    table_rdlock(t);
     size_t n = t->n;
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     return n;
 }
 
@@ -244,7 +272,7 @@ static bool try_segment(struct mc_segments *t, struct mc_segment *s, uint64_t si
 {
     struct mc_oa_allocation a;
     bool ok = false;
-    pthread_mutex_lock(&s->lock);
+    seg_lock(s);
     if (!atomic_load_explicit(&s->dead, memory_order_relaxed) &&
         mc_offset_alloc_alloc(s->alloc, size, &a) == MC_OK) {
         atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
@@ -257,7 +285,7 @@ static bool try_segment(struct mc_segments *t, struct mc_segment *s, uint64_t si
         out->handle = a.handle;
         ok = true;
     }
-    pthread_mutex_unlock(&s->lock);
+    seg_unlock(s);
     return ok;
 }
 
@@ -356,7 +384,7 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
     if (size == 0 || replica_num == 0 || replica_num > MC_MAX_REPLICAS)
         return MC_ERR_INVALID_PARAMS;
     struct placement p = {.t = t, .size = size, .want = replica_num, .out = out, .n = 0};
-    pthread_rwlock_rdlock(&t->lock);
+    table_rdlock(t);
     if (t->n > 0) {
         if (preferred && npreferred)
             place_preferred(&p, preferred, npreferred);
@@ -367,7 +395,7 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
                 place_random(&p);
         }
     }
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     *nout = p.n;
     return p.n > 0 ? MC_OK : MC_ERR_NO_AVAILABLE_HANDLE;
 }
@@ -375,7 +403,7 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
 void mc_segment_release(struct mc_segment *s, uint32_t handle, uint64_t size)
 {
     struct mc_segments *t = s->table;
-    pthread_mutex_lock(&s->lock);
+    seg_lock(s);
     if (mc_offset_alloc_release(s->alloc, handle) == MC_OK) {
         atomic_fetch_sub_explicit(&s->allocated, size, memory_order_relaxed);
         atomic_fetch_sub_explicit(&s->nallocs, 1, memory_order_relaxed);
@@ -384,7 +412,7 @@ void mc_segment_release(struct mc_segment *s, uint32_t handle, uint64_t size)
     } else {
         mc_error("segments", "bad release", "name=%s handle=%u", s->desc.name, handle);
     }
-    pthread_mutex_unlock(&s->lock);
+    seg_unlock(s);
     mc_segment_unref(s);
 }
 
@@ -396,7 +424,7 @@ void mc_segment_release_many(struct mc_segment *s, const uint32_t *handles, cons
         return;
     struct mc_segments *t = s->table;
     uint64_t bytes = 0, count = 0;
-    pthread_mutex_lock(&s->lock);
+    seg_lock(s);
     for (size_t i = 0; i < n; i++) {
         if (i + AHEAD_NODE < n)
             mc_offset_alloc_prefetch(s->alloc, handles[i + AHEAD_NODE], false);
@@ -413,7 +441,7 @@ void mc_segment_release_many(struct mc_segment *s, const uint32_t *handles, cons
     atomic_fetch_sub_explicit(&s->nallocs, count, memory_order_relaxed);
     if (!atomic_load_explicit(&s->dead, memory_order_relaxed))
         atomic_fetch_sub_explicit(&t->allocated, bytes, memory_order_relaxed);
-    pthread_mutex_unlock(&s->lock);
+    seg_unlock(s);
     if (atomic_fetch_sub_explicit(&s->refs, (uint32_t)n, memory_order_acq_rel) == n)
         segment_destroy(s);
 }
@@ -433,10 +461,10 @@ uint64_t mc_segments_capacity(struct mc_segments *t)
 bool mc_segments_could_fit(struct mc_segments *t, uint64_t size)
 {
     bool fit = false;
-    pthread_rwlock_rdlock(&t->lock);
+    table_rdlock(t);
     for (size_t i = 0; i < t->n && !fit; i++)
         fit = mc_segment_alive(t->segs[i]) && t->segs[i]->desc.size >= size;
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     return fit;
 }
 
@@ -456,7 +484,7 @@ int mc_segments_list(struct mc_segments *t, struct mc_segment_info **out, size_t
     *out = NULL;
     *n = 0;
     int rc = MC_OK;
-    pthread_rwlock_rdlock(&t->lock);
+    table_rdlock(t);
     if (t->n) {
         struct mc_segment_info *v = calloc(t->n, sizeof(*v));
         if (!v) {
@@ -467,21 +495,21 @@ int mc_segments_list(struct mc_segments *t, struct mc_segment_info **out, size_t
             struct mc_segment *s = t->segs[i];
             v[i].desc = s->desc;
             v[i].owner = s->owner;
-            pthread_mutex_lock(&s->lock);
+            seg_lock(s);
             struct mc_oa_stats st;
             mc_offset_alloc_stats(s->alloc, &st);
             v[i].capacity = s->desc.size;
             v[i].allocated = atomic_load(&s->allocated);
             v[i].nallocs = atomic_load(&s->nallocs);
             v[i].largest_free = st.largest_free;
-            pthread_mutex_unlock(&s->lock);
+            seg_unlock(s);
             v[i].used_ratio = (double)v[i].allocated / (double)v[i].capacity;
         }
         *out = v;
         *n = t->n;
     }
 out:
-    pthread_rwlock_unlock(&t->lock);
+    table_unlock(t);
     return rc;
 }
 

@@ -575,6 +575,18 @@ void mc_routes_destroy(struct mc_master *m)
     m->routes = NULL;
 }
 
+/* Route stripes are leaves of the lock order. */
+static void stripe_lock(struct mc_route_stripe *st)
+{
+    mc_lo_acquire(MC_LO_LEAF, 0);
+    pthread_mutex_lock(&st->lock);
+}
+static void stripe_unlock(struct mc_route_stripe *st)
+{
+    pthread_mutex_unlock(&st->lock);
+    mc_lo_release(MC_LO_LEAF, 0);
+}
+
 static struct mc_route_stripe *stripe_of(struct mc_master *m, uint64_t h)
 {
     return &m->routes[(h >> 58) & (ROUTE_STRIPES - 1)];
@@ -592,7 +604,7 @@ int mc_route_add(struct mc_master *m, uint64_t h, uint32_t shard)
 {
     struct mc_route_stripe *st = stripe_of(m, h);
     int rc = 0;
-    pthread_mutex_lock(&st->lock);
+    stripe_lock(st);
     if (st->tab) {
         for (uint32_t i = (uint32_t)(h >> MC_ENT_SHIFT) & st->mask; st->tab[i].refs;
              i = (i + 1) & st->mask) {
@@ -621,14 +633,14 @@ int mc_route_add(struct mc_master *m, uint64_t h, uint32_t shard)
     st->n++;
     atomic_fetch_add_explicit(&m->grouped_keys, 1, memory_order_relaxed);
 out:
-    pthread_mutex_unlock(&st->lock);
+    stripe_unlock(st);
     return rc;
 }
 
 void mc_route_del(struct mc_master *m, uint64_t h, uint32_t shard)
 {
     struct mc_route_stripe *st = stripe_of(m, h);
-    pthread_mutex_lock(&st->lock);
+    stripe_lock(st);
     if (!st->tab)
         goto out;
     for (uint32_t i = (uint32_t)(h >> MC_ENT_SHIFT) & st->mask; st->tab[i].refs;
@@ -656,7 +668,7 @@ void mc_route_del(struct mc_master *m, uint64_t h, uint32_t shard)
         break;
     }
 out:
-    pthread_mutex_unlock(&st->lock);
+    stripe_unlock(st);
 }
 
 uint32_t mc_master_key_shard(struct mc_master *m, uint64_t h)
@@ -665,7 +677,7 @@ uint32_t mc_master_key_shard(struct mc_master *m, uint64_t h)
     if (atomic_load_explicit(&m->grouped_keys, memory_order_relaxed) == 0)
         return shard;
     struct mc_route_stripe *st = stripe_of(m, h);
-    pthread_mutex_lock(&st->lock);
+    stripe_lock(st);
     if (st->tab) {
         for (uint32_t i = (uint32_t)(h >> MC_ENT_SHIFT) & st->mask; st->tab[i].refs;
              i = (i + 1) & st->mask) {
@@ -675,6 +687,6 @@ uint32_t mc_master_key_shard(struct mc_master *m, uint64_t h)
             }
         }
     }
-    pthread_mutex_unlock(&st->lock);
+    stripe_unlock(st);
     return shard;
 }
