@@ -10,10 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "common/hash.h"
+#include "common/metrics.h"
 #include "master/eviction.h"
 #include "master/master_internal.h"
 #include "test_master_util.h"
@@ -732,6 +734,129 @@ static void test_shard_bulk_unlink(void **state)
     free(c);
 }
 
+/* ---- metrics ------------------------------------------------------------------------------ */
+
+/* Renders the master's registry. */
+static char *scrape(struct mc_master *m)
+{
+    struct mc_textbuf tb;
+    mc_textbuf_init(&tb);
+    assert_int_equal(mc_metrics_render(mc_master_metrics(m), &tb), 0);
+    return mc_textbuf_steal(&tb, NULL);
+}
+
+/* The value of the sample line "name{labels} v" (labels NULL: none), -1 when absent. Each line
+ * is parsed as the exposition format writes it: name, optional {...}, one space, a number. */
+static double sample(const char *text, const char *name, const char *labels)
+{
+    char want[256];
+    if (labels)
+        snprintf(want, sizeof(want), "%s{%s} ", name, labels);
+    else
+        snprintf(want, sizeof(want), "%s ", name);
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (*l == '#' || strncmp(l, want, strlen(want)) != 0)
+            continue;
+        char *end;
+        double v = strtod(l + strlen(want), &end);
+        assert_true(*end == '\n' || *end == '\0');
+        return v;
+    }
+    return -1;
+}
+
+static void test_metrics_series_move(void **state)
+{
+    struct fx *f = *state;
+    char *t = scrape(f->m);
+    /* Every new family is there from the start, zero-valued. */
+    assert_true(sample(t, "master_batch_get_replica_list_requests_total", NULL) == 0);
+    assert_true(sample(t, "master_batch_put_revoke_failed_items_total", NULL) == 0);
+    assert_true(sample(t, "master_batch_exist_key_partial_successes_total", NULL) == 0);
+    assert_true(sample(t, "master_value_size_bytes_count", NULL) == 0);
+    assert_true(sample(t, "mem_cache_hit_nums_", NULL) == 0);
+    assert_true(sample(t, "total_get_nums_", NULL) == 0);
+    assert_true(sample(t, "segment_total_capacity_bytes", "segment=\"seg-1\"") == 64.0 * MIB);
+    assert_true(sample(t, "segment_total_capacity_bytes", "segment=\"seg-2\"") == 64.0 * MIB);
+    assert_true(sample(t, "segment_allocated_bytes", "segment=\"seg-1\"") == 0);
+    free(t);
+
+    /* BatchPutStart of three keys, one invalid: a partial success. */
+    struct mc_key_ref keys[3] = {{"mk-a", 4}, {"", 0}, {"mk-b", 4}};
+    uint64_t sizes[3] = {1000, 5, 100000};
+    struct mc_put_start_result pr[3];
+    int rcs[3];
+    assert_int_equal(mc_master_batch_put_start(f->m, f->a, keys, sizes, 3, NULL, pr, rcs), MC_OK);
+    assert_int_equal(rcs[0], MC_OK);
+    assert_int_not_equal(rcs[1], MC_OK);
+    struct mc_key_ref done[2] = {keys[0], keys[2]};
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, done, NULL, 2, rcs), MC_OK);
+    /* A batch revoke of keys nobody is putting: every item fails. */
+    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, done, 2, rcs), MC_OK);
+    t = scrape(f->m);
+    assert_true(sample(t, "master_batch_put_start_requests_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_put_start_items_total", NULL) == 3);
+    assert_true(sample(t, "master_batch_put_start_failed_items_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_put_start_partial_successes_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_put_start_failures_total", NULL) == 0);
+    assert_true(sample(t, "master_batch_put_end_items_total", NULL) == 2);
+    assert_true(sample(t, "master_batch_put_end_failed_items_total", NULL) == 0);
+    assert_true(sample(t, "master_batch_put_revoke_failures_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_put_revoke_failed_items_total", NULL) == 2);
+    /* Value sizes at PutEnd: 1000 in le=4096, 100000 in le=262144 (cumulative buckets). */
+    assert_true(sample(t, "master_value_size_bytes_bucket", "le=\"4096\"") == 1);
+    assert_true(sample(t, "master_value_size_bytes_bucket", "le=\"65536\"") == 1);
+    assert_true(sample(t, "master_value_size_bytes_bucket", "le=\"262144\"") == 2);
+    assert_true(sample(t, "master_value_size_bytes_bucket", "le=\"+Inf\"") == 2);
+    assert_true(sample(t, "master_value_size_bytes_count", NULL) == 2);
+    assert_true(sample(t, "master_value_size_bytes_sum", NULL) == 101000);
+    /* Per-segment allocation adds up to the master's figure. */
+    double a1 = sample(t, "segment_allocated_bytes", "segment=\"seg-1\"");
+    double a2 = sample(t, "segment_allocated_bytes", "segment=\"seg-2\"");
+    assert_true(a1 >= 0 && a2 >= 0 && a1 + a2 > 0);
+    assert_true(a1 + a2 == sample(t, "master_allocated_bytes", NULL));
+    free(t);
+
+    /* Gets: two hits in a batch with one miss, then a single miss. */
+    struct mc_key_ref gk[3] = {keys[0], {"mk-missing", 10}, keys[2]};
+    struct mc_get_result gr[3];
+    assert_int_equal(mc_master_batch_get_replica_list(f->m, gk, 3, gr, rcs), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(f->m, "mk-none", 7, &gr[0]),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    bool ex[3];
+    assert_int_equal(mc_master_batch_exist_key(f->m, gk, 3, ex, rcs), MC_OK);
+    struct mc_key_ref bad[1] = {{"", 0}};
+    assert_int_equal(mc_master_batch_exist_key(f->m, bad, 1, ex, rcs), MC_OK);
+    t = scrape(f->m);
+    assert_true(sample(t, "master_batch_get_replica_list_requests_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_get_replica_list_items_total", NULL) == 3);
+    assert_true(sample(t, "master_batch_get_replica_list_failed_items_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_get_replica_list_partial_successes_total", NULL) == 1);
+    assert_true(sample(t, "total_get_nums_", NULL) == 4);
+    assert_true(sample(t, "valid_get_nums_", NULL) == 2);
+    assert_true(sample(t, "mem_cache_hit_nums_", NULL) == 2);
+    assert_true(sample(t, "mem_cache_hit_bytes_total", NULL) == 101000);
+    assert_true(sample(t, "file_cache_hit_nums_", NULL) == 0);
+    /* Exist: a missing key is an answer, not a failure; an invalid key is. */
+    assert_true(sample(t, "master_batch_exist_key_requests_total", NULL) == 2);
+    assert_true(sample(t, "master_batch_exist_key_failed_items_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_exist_key_failures_total", NULL) == 1);
+    assert_true(sample(t, "master_batch_exist_key_partial_successes_total", NULL) == 0);
+    free(t);
+
+    /* Bad arguments count as a failed call. */
+    assert_int_equal(mc_master_batch_get_replica_list(f->m, gk, 3, NULL, rcs),
+                     MC_ERR_INVALID_PARAMS);
+    /* An unmounted segment's series go away at the next scrape. */
+    struct mc_segment_desc s2 = tm_seg(2, 64 * MIB);
+    assert_int_equal(mc_master_unmount_segment(f->m, f->b, s2.id), MC_OK);
+    t = scrape(f->m);
+    assert_true(sample(t, "master_batch_get_replica_list_failures_total", NULL) == 1);
+    assert_true(sample(t, "segment_total_capacity_bytes", "segment=\"seg-2\"") == -1);
+    assert_true(sample(t, "segment_total_capacity_bytes", "segment=\"seg-1\"") == 64.0 * MIB);
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -748,6 +873,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shard_churn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shard_bulk_unlink, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_series_move, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -686,6 +686,61 @@ static void test_callbacks_and_prescrape(void **state)
     mc_metrics_free(m);
 }
 
+/* A collector emitting one series per "segment" it knows at scrape time. */
+struct segs {
+    int n;
+    const char *names[4];
+    double bytes[4];
+    int bad_emits; /* mc_metrics_emit results of the invalid label list (must be -1) */
+};
+
+static void collect_segs(void *arg, struct mc_metrics_emitter *e)
+{
+    struct segs *sg = arg;
+    for (int i = 0; i < sg->n; i++)
+        mc_metrics_emit(e, MC_LABELS("segment", sg->names[i]), sg->bytes[i]);
+    sg->bad_emits += mc_metrics_emit(e, MC_LABELS("le", "x"), 1.0); /* reserved label */
+}
+
+static void test_collectors(void **state)
+{
+    (void)state;
+    struct mc_metrics *m = mc_metrics_new();
+    struct segs sg = {.n = 2, .names = {"seg-a", "we\"ird"}, .bytes = {10, 2.5}};
+    assert_int_equal(
+        mc_metrics_gauge_collector(m, "segment_allocated_bytes", "per segment", collect_segs, &sg),
+        0);
+    assert_int_equal(mc_metrics_counter_collector(m, "segment_ops_total", "x", collect_segs, &sg),
+                     0);
+    /* a second collector of the same name, a NULL fn, a bad name: refused */
+    assert_int_equal(
+        mc_metrics_gauge_collector(m, "segment_allocated_bytes", "x", collect_segs, &sg), -1);
+    assert_int_equal(mc_metrics_gauge_collector(m, "other", "x", NULL, &sg), -1);
+    assert_int_equal(mc_metrics_gauge_collector(m, "1bad", "x", collect_segs, &sg), -1);
+
+    char *t = render_parse(m, &g_e);
+    assert_string_equal(family(&g_e, "segment_allocated_bytes")->type, "gauge");
+    assert_string_equal(family(&g_e, "segment_ops_total")->type, "counter");
+    assert_true(value(&g_e, "segment_allocated_bytes", "segment=seg-a") == 10);
+    assert_true(value(&g_e, "segment_allocated_bytes", "segment=we\"ird") == 2.5);
+    assert_null(find(&g_e, "segment_allocated_bytes", "le=x"));
+    assert_int_equal(sg.bad_emits, -2);
+    free(t);
+
+    /* The label sets follow what the collector knows at each scrape. */
+    sg.n = 1;
+    sg.bytes[0] = 7;
+    t = render_parse(m, &g_e);
+    assert_true(value(&g_e, "segment_allocated_bytes", "segment=seg-a") == 7);
+    assert_null(find(&g_e, "segment_allocated_bytes", "segment=we\"ird"));
+    free(t);
+    sg.n = 0; /* no series at all: HELP and TYPE only, still a valid exposition */
+    t = render_parse(m, &g_e);
+    assert_null(find(&g_e, "segment_allocated_bytes", "segment=seg-a"));
+    free(t);
+    mc_metrics_free(m);
+}
+
 static void test_registries_are_isolated(void **state)
 {
     (void)state;
@@ -791,6 +846,7 @@ int main(void)
         cmocka_unit_test(test_parser_rejects_bad_text),
         cmocka_unit_test(test_empty_and_zero_values),
         cmocka_unit_test(test_values),
+        cmocka_unit_test(test_collectors),
         cmocka_unit_test(test_labels),
         cmocka_unit_test(test_registration_rules),
         cmocka_unit_test(test_callbacks_and_prescrape),

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 
 enum family_type { FAM_COUNTER, FAM_GAUGE, FAM_HISTOGRAM };
-enum series_kind { S_COUNTER, S_GAUGE, S_GAUGE_F, S_HISTOGRAM, S_FN };
+enum series_kind { S_COUNTER, S_GAUGE, S_GAUGE_F, S_HISTOGRAM, S_FN, S_COLLECT };
 
 struct series {
     struct series *next;
@@ -31,6 +31,10 @@ struct series {
             mc_metrics_value_fn fn;
             void *arg;
         } cb;
+        struct {
+            mc_metrics_collect_fn fn;
+            void *arg;
+        } coll;
     } u;
 };
 
@@ -275,6 +279,7 @@ static enum family_type kind_family(enum series_kind k, enum family_type fn_type
     case S_HISTOGRAM:
         return FAM_HISTOGRAM;
     case S_FN:
+    case S_COLLECT:
         return fn_type;
     default:
         return FAM_GAUGE;
@@ -313,7 +318,7 @@ static struct series *get_series(struct mc_metrics *m, const char *name, const c
         for (s = f->first; s; s = s->next) {
             if (strcmp(s->labels, lt) != 0)
                 continue;
-            if (s->kind != kind || kind == S_FN || kind == S_HISTOGRAM)
+            if (s->kind != kind || kind == S_FN || kind == S_COLLECT || kind == S_HISTOGRAM)
                 s = NULL; /* callbacks and bounds cannot be merged: refuse */
             goto out;
         }
@@ -445,6 +450,31 @@ int mc_metrics_counter_fn(struct mc_metrics *m, const char *name, const char *he
     return register_fn(m, name, help, labels, fn, arg, FAM_COUNTER);
 }
 
+static int register_collector(struct mc_metrics *m, const char *name, const char *help,
+                              mc_metrics_collect_fn fn, void *arg, enum family_type type)
+{
+    struct series init;
+    int created;
+
+    if (!fn)
+        return -1;
+    init.u.coll.fn = fn;
+    init.u.coll.arg = arg;
+    return get_series(m, name, help, NULL, S_COLLECT, type, &init, &created) ? 0 : -1;
+}
+
+int mc_metrics_gauge_collector(struct mc_metrics *m, const char *name, const char *help,
+                               mc_metrics_collect_fn fn, void *arg)
+{
+    return register_collector(m, name, help, fn, arg, FAM_GAUGE);
+}
+
+int mc_metrics_counter_collector(struct mc_metrics *m, const char *name, const char *help,
+                                 mc_metrics_collect_fn fn, void *arg)
+{
+    return register_collector(m, name, help, fn, arg, FAM_COUNTER);
+}
+
 void mc_metrics_set_prescrape(struct mc_metrics *m, mc_metrics_hook_fn fn, void *arg)
 {
     pthread_mutex_lock(&m->mu);
@@ -483,11 +513,33 @@ static void sample_line(struct mc_textbuf *b, const char *name, const char *suff
     mc_textbuf_printf(b, " %s\n", value);
 }
 
+struct mc_metrics_emitter {
+    struct mc_textbuf *b;
+    const struct family *f;
+};
+
+int mc_metrics_emit(struct mc_metrics_emitter *e, const char *const *labels, double value)
+{
+    char v[64];
+    char *lt = labels_text(labels);
+    if (!lt)
+        return -1;
+    format_double(v, sizeof(v), value);
+    sample_line(e->b, e->f->name, "", lt, NULL, v);
+    free(lt);
+    return 0;
+}
+
 static void render_series(struct mc_textbuf *b, const struct family *f, struct series *s)
 {
     char v[64], le[80];
 
     switch (s->kind) {
+    case S_COLLECT: {
+        struct mc_metrics_emitter e = {b, f};
+        s->u.coll.fn(s->u.coll.arg, &e);
+        return;
+    }
     case S_COUNTER:
         snprintf(v, sizeof(v), "%llu", (unsigned long long)mc_counter_get(&s->u.counter));
         break;

@@ -20,6 +20,8 @@
  *   gauge     int64                                      mc_gauge_set / _add / _inc / _dec
  *   gauge_f   double                                     mc_gauge_f_set / _add
  *   gauge_fn, counter_fn: a callback computes the value at scrape time (e.g. a queue length)
+ *   gauge_collector, counter_collector: a callback emits the family's series (label sets
+ *             known only at scrape time, e.g. one per mounted segment)
  *   histogram fixed upper bounds given at registration; +Inf is implicit. Exposed as
  *             NAME_bucket{le="..."} (cumulative), NAME_sum, NAME_count. NaN observations are
  *             dropped.
@@ -180,6 +182,20 @@ int mc_metrics_gauge_fn(struct mc_metrics *m, const char *name, const char *help
                         const char *const *labels, mc_metrics_value_fn fn, void *arg);
 int mc_metrics_counter_fn(struct mc_metrics *m, const char *name, const char *help,
                           const char *const *labels, mc_metrics_value_fn fn, void *arg);
+/* Collectors: families whose label sets are only known at scrape time (one series per
+ * mounted segment, say). At every render, after the family's HELP/TYPE lines, fn(arg, e) calls
+ * mc_metrics_emit(e, labels, value) once per series (labels as for registration, copied and
+ * escaped; an invalid label list is skipped). fn runs under the registry mutex like the other
+ * callbacks. One collector per name; registering it twice fails. 0, or -1 on bad arguments. */
+struct mc_metrics_emitter;
+typedef void (*mc_metrics_collect_fn)(void *arg, struct mc_metrics_emitter *e);
+int mc_metrics_gauge_collector(struct mc_metrics *m, const char *name, const char *help,
+                               mc_metrics_collect_fn fn, void *arg);
+int mc_metrics_counter_collector(struct mc_metrics *m, const char *name, const char *help,
+                                 mc_metrics_collect_fn fn, void *arg);
+/* 0, or -1 when the labels are invalid (nothing emitted). */
+int mc_metrics_emit(struct mc_metrics_emitter *e, const char *const *labels, double value);
+
 /* Runs fn(arg) at the start of every render (one hook per registry; NULL removes it). */
 void mc_metrics_set_prescrape(struct mc_metrics *m, mc_metrics_hook_fn fn, void *arg);
 

@@ -9,6 +9,7 @@
  * checked against their deadline wherever they matter, so the sweep is only bookkeeping).
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -358,9 +359,79 @@ static const struct counter_def g_counters[] = {
     CDEF("master_expired_clients_total", "clients expired by the monitor", expired_clients),
 };
 
+/* Upstream's Get cache-hit family (names as upstream spells them, trailing underscores too). */
+static const struct counter_def g_get_counters[] = {
+    CDEF("total_get_nums_", "GetReplicaList keys", total_get_nums),
+    CDEF("valid_get_nums_", "GetReplicaList keys answered with a replica", valid_get_nums),
+    CDEF("mem_cache_hit_nums_", "Gets answered with a MEMORY replica first", mem_cache_hit_nums),
+    CDEF("file_cache_hit_nums_", "Gets answered with a LOCAL_DISK replica first",
+         file_cache_hit_nums),
+    CDEF("mem_cache_hit_bytes_total", "value bytes of the MEMORY hits", mem_cache_hit_bytes),
+    CDEF("file_cache_hit_bytes_total", "value bytes of the LOCAL_DISK hits", file_cache_hit_bytes),
+};
+
+static const char *const g_batch_ops[MC_BATCH_NOPS] = {
+    [MC_BATCH_EXIST_KEY] = "exist_key",   [MC_BATCH_GET_REPLICA_LIST] = "get_replica_list",
+    [MC_BATCH_PUT_START] = "put_start",   [MC_BATCH_PUT_END] = "put_end",
+    [MC_BATCH_PUT_REVOKE] = "put_revoke",
+};
+static const char *const g_batch_fields[MC_BF_N][2] = {
+    [MC_BF_REQUESTS] = {"requests", "calls"},
+    [MC_BF_FAILURES] = {"failures", "calls where every item failed (or the call itself)"},
+    [MC_BF_PARTIAL] = {"partial_successes", "calls where some items failed"},
+    [MC_BF_ITEMS] = {"items", "items (keys) in the calls"},
+    [MC_BF_FAILED_ITEMS] = {"failed_items", "items that failed"},
+};
+
+/* Per mounted segment, at scrape time: segment_{allocated,total_capacity}_bytes{segment}. */
+static void collect_segments(struct mc_master *m, struct mc_metrics_emitter *e, bool capacity)
+{
+    struct mc_segment_info *v = NULL;
+    size_t n = 0;
+    if (mc_segments_list(m->segs, &v, &n) != MC_OK)
+        return;
+    for (size_t i = 0; i < n; i++)
+        mc_metrics_emit(e, MC_LABELS("segment", v[i].desc.name),
+                        (double)(capacity ? v[i].capacity : v[i].allocated));
+    free(v);
+}
+static void collect_seg_allocated(void *arg, struct mc_metrics_emitter *e)
+{
+    collect_segments(arg, e, false);
+}
+static void collect_seg_capacity(void *arg, struct mc_metrics_emitter *e)
+{
+    collect_segments(arg, e, true);
+}
+
 static int register_metrics(struct mc_master *m)
 {
     struct mc_metrics *r = m->metrics;
+    for (size_t i = 0; i < sizeof(g_get_counters) / sizeof(g_get_counters[0]); i++)
+        if (mc_metrics_counter_fn(r, g_get_counters[i].name, g_get_counters[i].help, NULL, rd_u64,
+                                  (char *)&m->c + g_get_counters[i].off) != 0)
+            return -1;
+    for (int op = 0; op < MC_BATCH_NOPS; op++) {
+        for (int f = 0; f < MC_BF_N; f++) {
+            char name[96], help[160];
+            snprintf(name, sizeof(name), "master_batch_%s_%s_total", g_batch_ops[op],
+                     g_batch_fields[f][0]);
+            snprintf(help, sizeof(help), "Batch %s: %s", g_batch_ops[op], g_batch_fields[f][1]);
+            if (mc_metrics_counter_fn(r, name, help, NULL, rd_u64, (void *)&m->c.batch[op][f]) != 0)
+                return -1;
+        }
+    }
+    static const double vs_bounds[] = {4096, 65536, 262144, 1048576, 4194304, 16777216, 67108864};
+    m->value_size = mc_metrics_histogram(r, "master_value_size_bytes", "value sizes at PutEnd",
+                                         NULL, vs_bounds, sizeof(vs_bounds) / sizeof(vs_bounds[0]));
+    if (!m->value_size ||
+        mc_metrics_gauge_collector(r, "segment_allocated_bytes",
+                                   "bytes allocated in each mounted segment", collect_seg_allocated,
+                                   m) != 0 ||
+        mc_metrics_gauge_collector(r, "segment_total_capacity_bytes",
+                                   "capacity of each mounted segment", collect_seg_capacity,
+                                   m) != 0)
+        return -1;
     for (size_t i = 0; i < sizeof(g_counters) / sizeof(g_counters[0]); i++)
         if (mc_metrics_counter_fn(r, g_counters[i].name, g_counters[i].help, NULL, rd_u64,
                                   (char *)&m->c + g_counters[i].off) != 0)

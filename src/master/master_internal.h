@@ -200,8 +200,26 @@ struct mc_freelist {
     struct mc_object *inline_objs[2];
 };
 
+/* Batch operations with upstream's master_batch_<op>_* counter families. */
+enum mc_batch_op {
+    MC_BATCH_EXIST_KEY,
+    MC_BATCH_GET_REPLICA_LIST,
+    MC_BATCH_PUT_START,
+    MC_BATCH_PUT_END,
+    MC_BATCH_PUT_REVOKE,
+    MC_BATCH_NOPS
+};
+/* Per batch op: calls, calls where every item failed, calls where some did, items, failed. */
+enum { MC_BF_REQUESTS, MC_BF_FAILURES, MC_BF_PARTIAL, MC_BF_ITEMS, MC_BF_FAILED_ITEMS, MC_BF_N };
+
 /* Statistics kept as plain atomics (exported by GetStats and the metrics registry). */
 struct mc_master_counters {
+    _Atomic uint64_t batch[MC_BATCH_NOPS][MC_BF_N];
+    /* Get classification (upstream's cache-hit family): every Get key, the ones answered, and
+     * those by the type of the first replica returned (MEMORY: mem, LOCAL_DISK: file). */
+    _Atomic uint64_t total_get_nums, valid_get_nums;
+    _Atomic uint64_t mem_cache_hit_nums, file_cache_hit_nums;
+    _Atomic uint64_t mem_cache_hit_bytes, file_cache_hit_bytes;
     _Atomic uint64_t put_start_requests, put_start_failures;
     _Atomic uint64_t put_end_requests, put_end_failures;
     _Atomic uint64_t put_revoke_requests, put_revoke_failures;
@@ -253,8 +271,9 @@ struct mc_master {
     _Atomic bool need_eviction; /* a PutStart failed for space */
     struct mc_master_counters c;
     struct mc_master_hooks hooks;
-    struct mc_metrics *metrics; /* the master's own registry (upstream metric names) */
-    struct mc_evictor *evictor; /* eviction.c's state (NULL when eviction.c is absent) */
+    struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */
+    struct mc_histogram *value_size; /* master_value_size_bytes, observed at PutEnd */
+    struct mc_evictor *evictor;      /* eviction.c's state (NULL when eviction.c is absent) */
 
     /* client registry */
     pthread_mutex_t clients_lock;

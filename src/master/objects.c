@@ -13,6 +13,7 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "master/master_internal.h"
 #include "mooncake/errors.h"
 
@@ -566,6 +567,7 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
     mc_shard_pend_remove(s, o);
     atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     mc_shard_refresh_bits(s, o);
+    mc_histogram_observe(m->value_size, (double)o->size); /* lock-free */
 unlock:
     mc_shard_unlock(s);
 out:
@@ -615,17 +617,30 @@ int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_obje
 {
     uint32_t n = 0;
     bool any_valid = false;
+    unsigned first_type = 0;
     for (uint8_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
         if (!mc_replica_valid(r))
             continue;
         any_valid = true;
-        if (r->status == MC_REPLICA_STATUS_COMPLETE)
+        if (r->status == MC_REPLICA_STATUS_COMPLETE) {
+            if (n == 0)
+                first_type = r->type;
             mc_replica_fill_desc(o, r, &out->replicas[n++]);
+        }
     }
     out->nreplicas = n;
     if (n == 0)
         return any_valid ? MC_ERR_REPLICA_IS_NOT_READY : MC_ERR_OBJECT_NOT_FOUND;
+    /* Upstream's cache-hit counters: classified by the first replica returned. */
+    CNT_INC(m, valid_get_nums);
+    if (first_type == MC_REPLICA_TYPE_MEMORY) {
+        CNT_INC(m, mem_cache_hit_nums);
+        atomic_fetch_add_explicit(&m->c.mem_cache_hit_bytes, o->size, memory_order_relaxed);
+    } else if (first_type == MC_REPLICA_TYPE_LOCAL_DISK) {
+        CNT_INC(m, file_cache_hit_nums);
+        atomic_fetch_add_explicit(&m->c.file_cache_hit_bytes, o->size, memory_order_relaxed);
+    }
     out->version = o->version;
     out->size = o->size;
     out->has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
@@ -639,6 +654,7 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
                                struct mc_get_result *out)
 {
     CNT_INC(m, get_replica_list_requests);
+    CNT_INC(m, total_get_nums);
     int rc = check_key(m, key, key_len);
     if (rc != MC_OK || !out) {
         rc = rc != MC_OK ? rc : MC_ERR_INVALID_PARAMS;

@@ -19,36 +19,65 @@
 
 #define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
 
+/* master_batch_<op>_*: one call of n items (rc: the call's own result). */
+static void batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, const int *rcs,
+                          int rc)
+{
+    _Atomic uint64_t *c = m->c.batch[op];
+    size_t failed = n;
+    if (rc == MC_OK) {
+        failed = 0;
+        for (size_t i = 0; i < n; i++)
+            failed += rcs[i] != MC_OK;
+    }
+    atomic_fetch_add_explicit(&c[MC_BF_REQUESTS], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c[MC_BF_ITEMS], n, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c[MC_BF_FAILED_ITEMS], failed, memory_order_relaxed);
+    if (rc != MC_OK || (n && failed == n))
+        atomic_fetch_add_explicit(&c[MC_BF_FAILURES], 1, memory_order_relaxed);
+    else if (failed)
+        atomic_fetch_add_explicit(&c[MC_BF_PARTIAL], 1, memory_order_relaxed);
+}
+
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
                               const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
                               const struct mc_master_replicate_config *cfg,
                               struct mc_put_start_result *out, int *rcs)
 {
-    if (n && (!keys || !sizes || !out || !rcs))
+    if (n && (!keys || !sizes || !out || !rcs)) {
+        batch_account(m, MC_BATCH_PUT_START, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
+    }
     for (size_t i = 0; i < n; i++)
         rcs[i] = mc_master_put_start(m, client, keys[i].data, keys[i].len, sizes[i], cfg, &out[i]);
+    batch_account(m, MC_BATCH_PUT_START, n, rcs, MC_OK);
     return MC_OK;
 }
 
 int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
                             const uint32_t *crcs, size_t n, int *rcs)
 {
-    if (n && (!keys || !rcs))
+    if (n && (!keys || !rcs)) {
+        batch_account(m, MC_BATCH_PUT_END, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
+    }
     for (size_t i = 0; i < n; i++)
         rcs[i] = mc_master_put_end(m, client, keys[i].data, keys[i].len, crcs ? crcs[i] : 0,
                                    crcs != NULL);
+    batch_account(m, MC_BATCH_PUT_END, n, rcs, MC_OK);
     return MC_OK;
 }
 
 int mc_master_batch_put_revoke(struct mc_master *m, struct mc_id client,
                                const struct mc_key_ref *keys, size_t n, int *rcs)
 {
-    if (n && (!keys || !rcs))
+    if (n && (!keys || !rcs)) {
+        batch_account(m, MC_BATCH_PUT_REVOKE, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
+    }
     for (size_t i = 0; i < n; i++)
         rcs[i] = mc_master_put_revoke(m, client, keys[i].data, keys[i].len);
+    batch_account(m, MC_BATCH_PUT_REVOKE, n, rcs, MC_OK);
     return MC_OK;
 }
 
@@ -167,9 +196,13 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
 int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
                                      struct mc_get_result *out, int *rcs)
 {
-    if (n && (!keys || !out || !rcs))
+    if (n && (!keys || !out || !rcs)) {
+        batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
+    }
+    CNT_ADD(m, total_get_nums, n);
     int rc = batch_read(m, keys, n, BOP_GET, out, NULL, rcs);
+    batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, rcs, rc);
     if (rc != MC_OK)
         return rc;
     uint64_t fails = 0;
@@ -183,9 +216,12 @@ int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_re
 int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
                               bool *exists, int *rcs)
 {
-    if (n && (!keys || !exists || !rcs))
+    if (n && (!keys || !exists || !rcs)) {
+        batch_account(m, MC_BATCH_EXIST_KEY, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
+    }
     int rc = batch_read(m, keys, n, BOP_EXIST, NULL, exists, rcs);
+    batch_account(m, MC_BATCH_EXIST_KEY, n, rcs, rc);
     if (rc != MC_OK)
         return rc;
     uint64_t fails = 0;
