@@ -22,11 +22,7 @@
  * stale pooled connection makes the transfer start over.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -40,6 +36,7 @@
 #include "client/transport.h"
 #include "common/crc32c.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
@@ -96,58 +93,30 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
     memset(&hc, 0, sizeof(hc));
     if (mc_rpc_parse_endpoint(endpoint, hostbuf, sizeof(hostbuf), &hc) != 0)
         return MC_ERR_INVALID_PARAMS;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    char port[8];
-    snprintf(port, sizeof(port), "%u", hc.port);
-    if (getaddrinfo(hc.host, port, &hints, &ai) != 0 || !ai) {
-        mc_warn("tcp", "cannot resolve peer", "endpoint=%s", endpoint);
+    struct mc_net_connect_opts o = {.connect_timeout_ms = t->cfg.connect_timeout_ms,
+                                    .send_timeout_ms = t->cfg.io_timeout_ms,
+                                    .recv_timeout_ms = t->cfg.io_timeout_ms};
+    int fd = -1;
+    int nr = mc_net_connect(hc.host, hc.port, &o, &fd);
+    if (nr != MC_NET_OK) {
+        if (nr == MC_NET_ERESOLVE)
+            mc_warn("tcp", "cannot resolve peer", "endpoint=%s", endpoint);
+        else
+            mc_debug("tcp", "cannot connect to peer", "endpoint=%s errno=%d", endpoint, errno);
         return MC_ERR_TRANSFER_FAIL;
     }
-    int rc = MC_ERR_TRANSFER_FAIL;
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        goto out;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS)
-            goto out;
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int pr;
-        do {
-            pr = poll(&pfd, 1, (int)t->cfg.connect_timeout_ms);
-        } while (pr < 0 && errno == EINTR);
-        int err = 0;
-        socklen_t el = sizeof(err);
-        if (pr <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0)
-            goto out;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)
-        goto out;
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct timeval tv = {.tv_sec = t->cfg.io_timeout_ms / 1000,
-                         .tv_usec = (t->cfg.io_timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     struct conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        goto out;
+    if (!c) {
+        close(fd);
+        return MC_ERR_TRANSFER_FAIL;
+    }
     c->fd = fd;
     c->next_id = 1;
-    fd = -1;
     *out = c;
-    rc = 0;
     pthread_mutex_lock(&t->lock);
     t->connects++;
     pthread_mutex_unlock(&t->lock);
-out:
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(ai);
-    if (rc)
-        mc_debug("tcp", "cannot connect to peer", "endpoint=%s errno=%d", endpoint, errno);
-    return rc;
+    return 0;
 }
 
 /* Under lock. */
@@ -198,30 +167,6 @@ static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn
 }
 
 /* ---- socket helpers ----------------------------------------------------------------------- */
-
-static int send_all(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
 
 static int recv_all(int fd, void *buf, size_t len)
 {
@@ -306,7 +251,7 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
     pthread_mutex_lock(&t->lock);
     t->slices++;
     pthread_mutex_unlock(&t->lock);
-    return send_all(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
+    return mc_net_send_iov(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
 }
 
 /* Reads one reply (it must answer a request sent and not yet answered); marks its slice done.

@@ -40,6 +40,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/rpc_client_internal.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -431,7 +432,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     pthread_mutex_lock(&c->lock);
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
     pthread_mutex_unlock(&c->lock);
-    int sr = same ? mc_rpcc_send_iov(fd, iov, niov) : -1;
+    int sr = same ? mc_net_send_iov(fd, iov, niov) : -1;
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);

@@ -8,11 +8,7 @@
 #include "common/rpc_client.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -24,10 +20,9 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "common/rpc_client_internal.h"
 #include "mooncake/errors.h"
-
-#define MAX_SEND_IOV 64
 
 /* ---- config ------------------------------------------------------------------------------ */
 
@@ -61,92 +56,19 @@ int mc_rpc_parse_endpoint(const char *endpoint, char *buf, size_t buflen,
     return 0;
 }
 
-/* ---- socket helpers ---------------------------------------------------------------------- */
-
-/* Sends all iovecs (modifies the array). */
-int mc_rpcc_send_iov(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        struct msghdr mh = {.msg_iov = iov,
-                            .msg_iovlen = (size_t)(n > MAX_SEND_IOV ? MAX_SEND_IOV : n)};
-        ssize_t w = sendmsg(fd, &mh, MSG_NOSIGNAL);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        size_t left = (size_t)w;
-        while (n > 0 && left >= iov->iov_len) {
-            left -= iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (uint8_t *)iov->iov_base + left;
-            iov->iov_len -= left;
-        }
-    }
-    return 0;
-}
+/* ---- connecting -------------------------------------------------------------------------- */
 
 static int connect_fd(struct mc_rpc_client *c, int *out)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM};
-    struct addrinfo *ai = NULL;
-    char port[8];
-    snprintf(port, sizeof(port), "%u", c->cfg.port);
-    int rc = getaddrinfo(c->cfg.host, port, &hints, &ai);
-    if (rc != 0 || !ai) {
-        mc_warn(c->name, "cannot resolve server", "host=%s err=\"%s\"", c->cfg.host,
-                gai_strerror(rc));
-        return MC_ERR_RPC_FAIL;
-    }
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        freeaddrinfo(ai);
-        return MC_ERR_RPC_FAIL;
-    }
-    int ret = 0;
-    if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (errno != EINPROGRESS) {
-            ret = MC_ERR_RPC_FAIL;
-            goto out;
-        }
-        struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-        int pr;
-        do {
-            pr = poll(&pfd, 1, (int)c->cfg.connect_timeout_ms);
-        } while (pr < 0 && errno == EINTR);
-        if (pr == 0) {
-            ret = MC_ERR_RPC_TIMEOUT;
-            goto out;
-        }
-        int err = 0;
-        socklen_t el = sizeof(err);
-        if (pr < 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
-            ret = MC_ERR_RPC_FAIL;
-            goto out;
-        }
-    }
-    /* blocking from here on; sends give up after the call timeout */
-    int flags = fcntl(fd, F_GETFL);
-    if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-        ret = MC_ERR_RPC_FAIL;
-        goto out;
-    }
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    struct timeval tv = {.tv_sec = c->cfg.call_timeout_ms / 1000,
-                         .tv_usec = (c->cfg.call_timeout_ms % 1000) * 1000};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-out:
-    freeaddrinfo(ai);
-    if (ret) {
-        close(fd);
-        return ret;
-    }
-    *out = fd;
-    return 0;
+    /* blocking once connected; sends give up after the call timeout (receives poll) */
+    struct mc_net_connect_opts o = {.connect_timeout_ms = c->cfg.connect_timeout_ms,
+                                    .send_timeout_ms = c->cfg.call_timeout_ms};
+    int rc = mc_net_connect(c->cfg.host, c->cfg.port, &o, out);
+    if (rc == MC_NET_ERESOLVE)
+        mc_warn(c->name, "cannot resolve server", "host=%s", c->cfg.host ? c->cfg.host : "");
+    if (rc == MC_NET_OK)
+        return 0;
+    return rc == MC_NET_ETIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
 }
 
 /* ---- connection state (under lock) ------------------------------------------------------- */

@@ -110,8 +110,6 @@ static inline void finish(struct pending *p, int status)
 
 /* ---- rpc_client_conn.c ------------------------------------------------------------------- */
 
-/* Sends all iovecs on the blocking socket fd (modifies the array); -1 on error (errno set). */
-int mc_rpcc_send_iov(int fd, struct iovec *iov, int n);
 /* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
  * call of it, the receiving one included, and resets the read state. */
 void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why);
