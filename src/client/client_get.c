@@ -85,7 +85,8 @@ static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r
 #endif
     if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, (size_t)size) != r->crc32c)
         return MC_ERR_CHECKSUM_MISMATCH;
-    if (mc_now_ms() > t0_ms + r->lease_ttl_ms)
+    /* elapsed > ttl, not now > t0 + ttl: a huge ttl from the wire must not wrap the sum */
+    if (mc_now_ms() - t0_ms > r->lease_ttl_ms)
         return MC_ERR_LEASE_EXPIRED;
     return (int64_t)size;
 }
