@@ -75,7 +75,8 @@ struct run_out {
 static int run_once(const struct bcase *c, uint64_t max_allocs, uint64_t ops, uint64_t seed,
                     struct run_out *o)
 {
-    uint64_t cap = mean_size(c) * max_allocs;
+    uint64_t mean = mean_size(c);
+    uint64_t cap = mean && max_allocs > (64ull << 30) / mean ? (64ull << 30) : mean * max_allocs;
     if (cap > (64ull << 30))
         cap = 64ull << 30;
     if (cap < (1 << 20))
@@ -185,7 +186,9 @@ int mc_bench_alloc(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || runs > 1000 || max_allocs < 1 || seed == 0) {
+    /* max_allocs bounds the live-allocation table (16 B each, 4x over-provisioned): keep
+     * its size computation far from wrapping */
+    if (runs < 1 || runs > 1000 || max_allocs < 1 || max_allocs > (1ull << 32) || seed == 0) {
         usage();
         return 2;
     }
