@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,7 +63,8 @@ struct tcp_transport {
     struct mc_tcp_transport_config cfg;
     pthread_mutex_t lock;
     struct peer *peers;
-    uint64_t connects, reuses, slices, retries;
+    uint64_t connects, reuses, retries; /* under lock */
+    _Atomic uint64_t slices;            /* per slice: kept off the shared lock */
 };
 
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg)
@@ -248,9 +250,7 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
     mc_wire_put_u32(hdr + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
     struct iovec iov[2] = {{hdr, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen},
                            {x->buf + off, l}};
-    pthread_mutex_lock(&t->lock);
-    t->slices++;
-    pthread_mutex_unlock(&t->lock);
+    atomic_fetch_add_explicit(&t->slices, 1, memory_order_relaxed);
     return mc_net_send_iov(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
 }
 
@@ -464,7 +464,7 @@ void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport
     pthread_mutex_lock(&t->lock);
     st->connects = t->connects;
     st->reuses = t->reuses;
-    st->slices = t->slices;
+    st->slices = atomic_load_explicit(&t->slices, memory_order_relaxed);
     st->retries = t->retries;
     st->idle = 0;
     for (struct peer *p = t->peers; p; p = p->next)
