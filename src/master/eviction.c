@@ -245,7 +245,7 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
     }
     for (size_t i = 0; i < ub->n; i++) {
         ub->objs[i]->flags &= ~(uint64_t)MC_OBJ_UNLINKING;
-        mc_freelist_add_object(fl, ub->objs[i]);
+        mc_freelist_add_object_locked(fl, s, ub->objs[i]);
     }
     ub->n = 0;
 }

@@ -15,8 +15,9 @@
  *   pend   a small dense array of in-flight Puts { object, owner, start time, soft pin TTL }.
  *   groups a chained hash of the shard's groups (id → member objects).
  *
- * An object is one malloc: struct mc_object, its replicas, then its key bytes (40 + 24 per
- * replica + key bytes). Get makes no allocation; Put makes one (two when it creates a group).
+ * An object is one record: struct mc_object, its replicas, then its key bytes (40 + 24 per
+ * replica + key bytes), from its shard's slabs (objslab.c; long keys: a malloc). Get makes no
+ * allocation; Put makes one record (and a malloc when it creates a group).
  *
  * Leases: Get/Exist hold the shard lock shared and raise ents[i].lease with an atomic max;
  * everything else that changes an object holds the shard lock exclusively.
@@ -48,6 +49,9 @@
 #define MC_ENT_CHUNK (1u << MC_ENT_SHIFT)
 #define MC_NO_INDEX UINT32_MAX
 #define MC_VERSION_SEQ_BITS 48
+#define MC_SLAB_SIZE 8192u /* objslab.c: one slab, aligned to its size */
+#define MC_SLAB_GRAIN 16u  /* size-class step (records stay 16-byte aligned) */
+#define MC_SLAB_NCLASS 32u /* classes up to 512-byte records; longer ones are mallocs */
 
 /* ---- objects ------------------------------------------------------------------------------ */
 
@@ -80,10 +84,12 @@ enum {
     MC_OBJ_SOFT_PIN = 1u << 3,   /* soft_pin_deadline_ms is set (active while now < deadline) */
     MC_OBJ_PROCESSING = 1u << 4, /* a Put is in flight: its record is in the shard's pend */
     MC_OBJ_UNLINKING = 1u << 5,  /* erased, awaiting mc_shard_unlink_many (eviction round) */
+    MC_OBJ_HEAP = 1u << 6,       /* the record is a malloc (too long for a slab class) */
 };
 #define MC_OBJECT_SIZE_MAX ((1ull << 40) - 1)
 
 struct mc_group;
+struct mc_slab;
 
 struct mc_object {      /* 40 bytes, then nrep replicas, then key_len key bytes */
     uint64_t size : 40; /* value bytes, <= MC_OBJECT_SIZE_MAX */
@@ -161,6 +167,8 @@ struct mc_shard {
     /* groups */
     struct mc_group **gbuckets;
     uint32_t ngroups, gmask;
+    /* object records (objslab.c): per size class, the slabs with room */
+    struct mc_slab *slabs[MC_SLAB_NCLASS];
     char pad[64];
 };
 
@@ -194,10 +202,8 @@ struct mc_fl_ent {
 struct mc_freelist {
     struct mc_fl_ent *ents;
     size_t n, cap;
-    struct mc_object **objs;
-    size_t nobjs, objs_cap;
+    struct mc_object *objs; /* records to release, chained through their group field */
     struct mc_fl_ent inline_ents[MC_MAX_REPLICAS];
-    struct mc_object *inline_objs[2];
 };
 
 /* Batch operations with upstream's master_batch_<op>_* counter families. */
@@ -374,11 +380,26 @@ void mc_routes_destroy(struct mc_master *m);
 int mc_route_add(struct mc_master *m, uint64_t key_hash, uint32_t shard);
 void mc_route_del(struct mc_master *m, uint64_t key_hash, uint32_t shard);
 
+/* ---- objslab.c: object records ----------------------------------------------------------- */
+
+/* A record of bytes (>= sizeof(struct mc_object)) for shard s (write lock): the header zeroed
+ * except MC_OBJ_HEAP in flags (keep it). NULL when out of memory. */
+struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes);
+/* Releases o's record; s (o's shard, the one that allocated it) is write-locked. */
+void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o);
+/* Releases o's record with no shard lock held (takes the owning shard's lock). */
+void mc_obj_free(struct mc_object *o);
+/* Frees s's slabs (the shard is being destroyed; its records are released already). */
+void mc_objslab_destroy(struct mc_shard *s);
+
 /* ---- objects.c ---------------------------------------------------------------------------- */
 
 void mc_freelist_init(struct mc_freelist *fl);
-/* Moves every replica of o to fl (buffers released at flush) and queues o's block for free. */
+/* Moves every replica of o to fl (buffers released at flush) and queues o's record (released at
+ * flush, which then takes its shard lock). */
 void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o);
+/* The same, except that o's record is released now into s (o's shard, write-locked). */
+void mc_freelist_add_object_locked(struct mc_freelist *fl, struct mc_shard *s, struct mc_object *o);
 /* Moves one replica (of an object of size bytes) to fl. */
 void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size);
 /* Releases everything collected (no shard lock may be held) and resets fl. */

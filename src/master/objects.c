@@ -27,9 +27,7 @@ void mc_freelist_init(struct mc_freelist *fl)
     fl->ents = fl->inline_ents;
     fl->n = 0;
     fl->cap = MC_MAX_REPLICAS;
-    fl->objs = fl->inline_objs;
-    fl->nobjs = 0;
-    fl->objs_cap = 2;
+    fl->objs = NULL;
 }
 
 void mc_holder_unref(struct mc_holder *h)
@@ -67,25 +65,24 @@ void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r,
     fl->n++;
 }
 
-void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
+static void move_replicas(struct mc_freelist *fl, struct mc_object *o)
 {
     for (uint8_t i = 0; i < o->nrep; i++)
         mc_freelist_add_replica(fl, &o->rep[i], o->size);
     o->nrep = 0;
-    if (fl->nobjs == fl->objs_cap) {
-        size_t ncap = fl->objs_cap * 8;
-        struct mc_object **no = malloc(ncap * sizeof(*no));
-        if (!no) {
-            free(o); /* its replicas are already in the list */
-            return;
-        }
-        memcpy(no, fl->objs, fl->nobjs * sizeof(*no));
-        if (fl->objs != fl->inline_objs)
-            free(fl->objs);
-        fl->objs = no;
-        fl->objs_cap = ncap;
-    }
-    fl->objs[fl->nobjs++] = o;
+}
+
+void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
+{
+    move_replicas(fl, o);
+    o->group = (struct mc_group *)(void *)fl->objs; /* the group link is dead: reuse it */
+    fl->objs = o;
+}
+
+void mc_freelist_add_object_locked(struct mc_freelist *fl, struct mc_shard *s, struct mc_object *o)
+{
+    move_replicas(fl, o);
+    mc_obj_free_locked(s, o);
 }
 
 /* Releases fl's MEMORY buffers in runs of one segment (one lock per run of up to RUN). */
@@ -117,12 +114,12 @@ static void flush_replicas(struct mc_freelist *fl)
 void mc_freelist_flush(struct mc_freelist *fl)
 {
     flush_replicas(fl);
-    for (size_t i = 0; i < fl->nobjs; i++)
-        free(fl->objs[i]);
+    for (struct mc_object *o = fl->objs, *nx; o; o = nx) {
+        nx = (struct mc_object *)(void *)o->group;
+        mc_obj_free(o);
+    }
     if (fl->ents != fl->inline_ents)
         free(fl->ents);
-    if (fl->objs != fl->inline_objs)
-        free(fl->objs);
     mc_freelist_init(fl);
 }
 
@@ -197,7 +194,7 @@ void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_o
                             struct mc_freelist *fl)
 {
     detach_object(m, s, o);
-    mc_freelist_add_object(fl, o);
+    mc_freelist_add_object_locked(fl, s, o);
 }
 
 /* Parks a taken-over Put's block until release_ms (leaf lock). */
@@ -272,8 +269,13 @@ uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct 
     if (!stays) {
         /* Erased whole: its replicas (evicted and dead ones) go with it, and its key bytes are
          * not moved (they are on another cache line than the header). */
-        if (!ub || !defer_erase(m, s, o, ub))
+        if (!ub) {
             mc_master_erase_object(m, s, o, fl);
+        } else if (!defer_erase(m, s, o, ub)) {
+            /* the round may still look at o (its ent) under this lock: release at flush */
+            detach_object(m, s, o);
+            mc_freelist_add_object(fl, o);
+        }
         return freed;
     }
     if (!freed)
@@ -377,7 +379,7 @@ static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, c
     detach_object(m, s, o);
     if (release_ms <= now) {
         CNT_INC(m, put_start_release_cnt);
-        mc_freelist_add_object(fl, o);
+        mc_freelist_add_object_locked(fl, s, o);
     } else {
         discard_push(m, o, release_ms, fl);
     }
@@ -421,10 +423,9 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     }
     if (n < cfg->replica_num)
         CNT_INC(m, put_start_partial_allocations);
-    struct mc_object *o = malloc(sizeof(*o) + n * sizeof(o->rep[0]) + len);
+    struct mc_object *o = mc_obj_alloc(s, sizeof(*o) + n * sizeof(o->rep[0]) + len);
     if (!o)
         goto oom;
-    memset(o, 0, sizeof(*o));
     o->size = size;
     o->version = ((uint64_t)m->epoch << MC_VERSION_SEQ_BITS) |
                  (atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed) &
@@ -432,7 +433,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     o->ent = MC_NO_INDEX;
     o->key_len = (uint16_t)len;
     o->nrep = (uint8_t)n;
-    o->flags = cfg->with_hard_pin ? MC_OBJ_HARD_PIN : 0;
+    o->flags |= cfg->with_hard_pin ? MC_OBJ_HARD_PIN : 0;
     for (uint32_t i = 0; i < n; i++) {
         struct mc_replica *r = &o->rep[i];
         memset(r, 0, sizeof(*r));
@@ -445,7 +446,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     }
     memcpy(mc_obj_key(o), key, len);
     if (mc_shard_insert(s, h, o) != 0) {
-        free(o);
+        mc_obj_free_locked(s, o);
         goto oom;
     }
     atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);

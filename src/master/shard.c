@@ -95,6 +95,7 @@ void mc_shards_destroy(struct mc_master *m)
             }
         }
         free(s->gbuckets);
+        mc_objslab_destroy(s);
         pthread_rwlock_destroy(&s->lock);
     }
     free(m->shards);

@@ -1,0 +1,236 @@
+/*
+ * objslab.c - the master's own allocator for object records (struct mc_object + replicas + key).
+ *
+ * Each shard owns its slabs, so allocation and release happen under the shard's write lock that
+ * the Put/Remove/eviction paths already hold: no global lock and no malloc/free per object.
+ * A slab is one MC_SLAB_SIZE block aligned to its size (the record's slab is found by masking
+ * its address); its header holds the owning shard, the size class, a LIFO list of freed records
+ * and the count of live ones. Records are carved lazily (a bump index), freed records are pushed
+ * on the slab's list without any coalescing. Size classes go by the record's total length in
+ * steps of MC_SLAB_GRAIN (records stay 16-byte aligned: ents keep bits in the low 4 pointer bits)
+ * up to MC_SLAB_NCLASS * MC_SLAB_GRAIN bytes; larger records (long keys) are plain mallocs marked
+ * MC_OBJ_HEAP.
+ *
+ * Per shard and class, the slabs with room are on a doubly-linked list; a full slab is off it and
+ * rejoins on its first release. A slab that becomes empty goes back to the slab pool unless it is
+ * the class's only slab with room (one empty slab per shard and class at most is kept).
+ *
+ * The slab pool (process-wide, one mutex, taken only to get or give back a whole slab: once per
+ * ~100 records, never per record) carves slabs from MC_SLAB_ARENA mappings, so alignment costs
+ * nothing (posix_memalign would waste up to a slab per slab). Free slabs stay in the pool for
+ * reuse; past POOL_KEEP of them, the extra ones' pages go back to the system (MADV_DONTNEED).
+ *
+ * Under AddressSanitizer freed records are poisoned, so a use after release still reports.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "master/master_internal.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MC_SLAB_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MC_SLAB_ASAN 1
+#endif
+#endif
+#ifdef MC_SLAB_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+#define SLAB_HDR 64u
+
+struct mc_slab {
+    struct mc_shard *shard;
+    struct mc_slab *next, *prev; /* the shard's list of this class's slabs with room */
+    void *free;                  /* released records (first word: the next one) */
+    uint32_t live, cap, bump;
+    uint32_t cls; /* record size = cls * MC_SLAB_GRAIN */
+};
+_Static_assert(sizeof(struct mc_slab) <= SLAB_HDR, "slab header fits before the records");
+_Static_assert(sizeof(struct mc_object) >= sizeof(void *), "a free record holds a pointer");
+
+#define ARENA_SIZE (4u << 20)
+#define POOL_KEEP 8192u /* free slabs kept with their pages (64 MiB) */
+
+/* The pool: a bump range of the current arena and a stack of free slabs (leaf lock). */
+static struct {
+    pthread_mutex_t lock;
+    char *bump, *end;
+    struct mc_slab *warm; /* free slabs with their pages, chained through next */
+    struct mc_slab *cold; /* free slabs whose pages went back to the system */
+    size_t nwarm;
+} pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *arena_map(void)
+{
+    size_t len = ARENA_SIZE + MC_SLAB_SIZE;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *a = (char *)(((uintptr_t)p + MC_SLAB_SIZE - 1) & ~(uintptr_t)(MC_SLAB_SIZE - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    size_t tail = (size_t)(p + len - (a + ARENA_SIZE));
+    if (tail)
+        munmap(a + ARENA_SIZE, tail);
+    return a;
+}
+
+static struct mc_slab *pool_get(void)
+{
+    struct mc_slab *sl = NULL;
+    pthread_mutex_lock(&pool.lock);
+    if (pool.warm || pool.cold) {
+        struct mc_slab **top = pool.warm ? &pool.warm : &pool.cold;
+        sl = *top;
+        UNPOISON(sl, SLAB_HDR);
+        *top = sl->next;
+        if (top == &pool.warm)
+            pool.nwarm--;
+    } else {
+        if (pool.bump == pool.end) {
+            char *a = arena_map();
+            if (a) {
+                pool.bump = a;
+                pool.end = a + ARENA_SIZE;
+            }
+        }
+        if (pool.bump != pool.end) {
+            sl = (struct mc_slab *)(void *)pool.bump;
+            pool.bump += MC_SLAB_SIZE;
+        }
+    }
+    pthread_mutex_unlock(&pool.lock);
+    return sl;
+}
+
+static void pool_put(struct mc_slab *sl)
+{
+    pthread_mutex_lock(&pool.lock);
+    bool warm = pool.nwarm < POOL_KEEP;
+    struct mc_slab **top = warm ? &pool.warm : &pool.cold;
+    sl->next = *top;
+    *top = sl;
+    pool.nwarm += warm;
+    POISON(sl, MC_SLAB_SIZE);
+    if (!warm) /* keep the address (its pages come back zeroed on reuse), not the pages */
+        madvise(sl, MC_SLAB_SIZE, MADV_DONTNEED);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+static struct mc_slab *slab_of(const void *p)
+{
+    return (struct mc_slab *)((uintptr_t)p & ~(uintptr_t)(MC_SLAB_SIZE - 1));
+}
+
+static void list_push(struct mc_shard *s, struct mc_slab *sl)
+{
+    struct mc_slab **head = &s->slabs[sl->cls - 1];
+    sl->prev = NULL;
+    sl->next = *head;
+    if (*head)
+        (*head)->prev = sl;
+    *head = sl;
+}
+
+static void list_unlink(struct mc_shard *s, struct mc_slab *sl)
+{
+    if (sl->prev)
+        sl->prev->next = sl->next;
+    else
+        s->slabs[sl->cls - 1] = sl->next;
+    if (sl->next)
+        sl->next->prev = sl->prev;
+    sl->next = sl->prev = NULL;
+}
+
+struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes)
+{
+    size_t cls = (bytes + MC_SLAB_GRAIN - 1) / MC_SLAB_GRAIN;
+    struct mc_object *o;
+    if (cls > MC_SLAB_NCLASS) {
+        o = malloc(bytes);
+        if (!o)
+            return NULL;
+        memset(o, 0, sizeof(*o));
+        o->flags = MC_OBJ_HEAP;
+        return o;
+    }
+    struct mc_slab *sl = s->slabs[cls - 1];
+    if (!sl) {
+        sl = pool_get();
+        if (!sl)
+            return NULL;
+        memset(sl, 0, sizeof(*sl));
+        sl->shard = s;
+        sl->cls = (uint32_t)cls;
+        sl->cap = (MC_SLAB_SIZE - SLAB_HDR) / (uint32_t)(cls * MC_SLAB_GRAIN);
+        POISON((char *)sl + SLAB_HDR, MC_SLAB_SIZE - SLAB_HDR);
+        list_push(s, sl);
+    }
+    if (sl->free) {
+        o = sl->free;
+        UNPOISON(o, cls * MC_SLAB_GRAIN);
+        sl->free = *(void **)o;
+    } else {
+        o = (struct mc_object *)((char *)sl + SLAB_HDR + (size_t)sl->bump++ * cls * MC_SLAB_GRAIN);
+        UNPOISON(o, cls * MC_SLAB_GRAIN);
+    }
+    if (++sl->live == sl->cap)
+        list_unlink(s, sl);
+    memset(o, 0, sizeof(*o));
+    return o;
+}
+
+void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o)
+{
+    (void)s;
+    if (o->flags & MC_OBJ_HEAP) {
+        free(o);
+        return;
+    }
+    struct mc_slab *sl = slab_of(o);
+    struct mc_shard *own = sl->shard;
+    if (sl->live == sl->cap)
+        list_push(own, sl);
+    *(void **)o = sl->free;
+    sl->free = o;
+    POISON(o, (size_t)sl->cls * MC_SLAB_GRAIN);
+    if (--sl->live == 0 && (sl->prev || sl->next)) {
+        list_unlink(own, sl);
+        pool_put(sl);
+    }
+}
+
+void mc_obj_free(struct mc_object *o)
+{
+    if (o->flags & MC_OBJ_HEAP) {
+        free(o);
+        return;
+    }
+    struct mc_shard *s = slab_of(o)->shard;
+    mc_shard_wrlock(s);
+    mc_obj_free_locked(s, o);
+    mc_shard_unlock(s);
+}
+
+void mc_objslab_destroy(struct mc_shard *s)
+{
+    for (uint32_t c = 0; c < MC_SLAB_NCLASS; c++) {
+        struct mc_slab *sl = s->slabs[c];
+        while (sl) {
+            struct mc_slab *nx = sl->next;
+            pool_put(sl);
+            sl = nx;
+        }
+        s->slabs[c] = NULL;
+    }
+}
