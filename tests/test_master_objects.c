@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -857,6 +858,80 @@ static void test_metrics_series_move(void **state)
     free(t);
 }
 
+/* Object records (objslab.c): per-shard size-class slabs, LIFO reuse, one empty slab kept per
+ * class, long records as mallocs; and the object calls on both kinds of record. */
+static void test_object_records(void **state)
+{
+    struct fx *f = *state;
+    struct mc_shard *s = &f->m->shards[3];
+    enum { N = 3000, SZ = 112, CLS = SZ / MC_SLAB_GRAIN - 1 };
+    struct mc_object **v = calloc(N, sizeof(*v));
+    assert_non_null(v);
+    mc_shard_wrlock(s);
+    assert_null(s->slabs[CLS]); /* nothing of this class in this shard yet */
+    for (int i = 0; i < N; i++) {
+        v[i] = mc_obj_alloc(s, SZ);
+        assert_non_null(v[i]);
+        assert_int_equal((uintptr_t)v[i] & 15, 0);
+        assert_int_equal(v[i]->flags, 0);
+        assert_int_equal(v[i]->version, 0);
+        memset(v[i], (unsigned char)i, SZ); /* the whole record is ours */
+    }
+    for (int i = 0; i < N; i++) { /* no two records overlap */
+        for (int b = 0; b < SZ; b++)
+            assert_int_equal(((unsigned char *)v[i])[b], (unsigned char)i);
+        v[i]->flags = 0;
+    }
+    /* LIFO reuse of a released record */
+    struct mc_object *x = v[N / 2];
+    mc_obj_free_locked(s, x);
+    v[N / 2] = mc_obj_alloc(s, SZ);
+    assert_ptr_equal(v[N / 2], x);
+    for (int i = 0; i < N; i++)
+        mc_obj_free_locked(s, v[i]);
+    /* everything released: one empty slab of the class kept, and the next record comes from it */
+    assert_non_null(s->slabs[CLS]);
+    uintptr_t kept = (uintptr_t)s->slabs[CLS];
+    x = mc_obj_alloc(s, SZ);
+    assert_int_equal((uintptr_t)x & ~(uintptr_t)(MC_SLAB_SIZE - 1), kept);
+    mc_obj_free_locked(s, x);
+    /* a record too long for a slab class is a malloc */
+    x = mc_obj_alloc(s, MC_SLAB_NCLASS * MC_SLAB_GRAIN + 1);
+    assert_non_null(x);
+    assert_true(x->flags & MC_OBJ_HEAP);
+    mc_obj_free_locked(s, x);
+    mc_shard_unlock(s);
+    free(v);
+
+    /* Put / Get / Remove with a long key (heap record) and many short ones (slab records). */
+    char big[1001];
+    memset(big, 'k', 1000);
+    big[1000] = 0;
+    assert_int_equal(tm_put(f->m, f->a, big, 100), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, big, 1000, &g), MC_OK);
+    char key[64];
+    for (int i = 0; i < 600; i++) {
+        snprintf(key, sizeof(key), "records/%d", i);
+        assert_int_equal(tm_put(f->m, f->a, key, 100), MC_OK);
+    }
+    for (int i = 0; i < 600; i += 2) {
+        snprintf(key, sizeof(key), "records/%d", i);
+        assert_int_equal(mc_master_remove(f->m, key, strlen(key), false), MC_OK);
+    }
+    for (int i = 0; i < 600; i++) {
+        snprintf(key, sizeof(key), "records/%d", i);
+        bool ex = false;
+        assert_int_equal(mc_master_exist_key(f->m, key, strlen(key), &ex), MC_OK);
+        assert_int_equal(ex, i % 2 == 1);
+    }
+    mc_fake_clock_advance_ms(&f->fc, 20000); /* past the lease */
+    assert_int_equal(mc_master_remove(f->m, big, 1000, false), MC_OK);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 300);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -874,6 +949,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shard_churn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_shard_bulk_unlink, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics_series_move, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_object_records, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
