@@ -39,6 +39,12 @@
 int mc_eviction_init(struct mc_master *m);
 void mc_eviction_destroy(struct mc_master *m);
 
+/* A candidate whose entry moved: its version and index in the shard's candidates. */
+struct ev_moved {
+    uint64_t version;
+    size_t idx;
+};
+
 /* Per-worker scratch of the eviction rounds. */
 struct ev_worker {
     struct mc_object **objs;
@@ -48,6 +54,8 @@ struct ev_worker {
     struct mc_unlink_batch ub; /* the shard's erased objects, unlinked together */
     uint32_t *map;             /* mc_shard_unlink_many scratch */
     size_t map_cap;
+    struct ev_moved *moved; /* find_moved scratch */
+    size_t moved_cap;
     uint64_t evicted, bytes;
 };
 
@@ -250,6 +258,57 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
     ub->n = 0;
 }
 
+static int cmp_moved(const void *a, const void *b)
+{
+    const struct ev_moved *x = a, *y = b;
+    return x->version < y->version ? -1 : x->version > y->version;
+}
+
+/* Candidates of s whose entry no longer holds them (a Remove, or an earlier round's unlink,
+ * moved another entry there; or they are gone): found by version in one walk over the shard's
+ * entries (write lock). Few: compared directly; many: sorted and searched. Gone: stay NULL. */
+static void find_moved(struct mc_shard *s, const struct ev_cand *c, size_t cnt, struct ev_worker *w,
+                       size_t nmoved)
+{
+    struct ev_moved *mv = NULL;
+    if (nmoved > 8 && (nmoved <= w->moved_cap ||
+                       ev_reserve((void **)&w->moved, &w->moved_cap, nmoved, sizeof(*w->moved)))) {
+        mv = w->moved;
+        size_t k = 0;
+        for (size_t i = 0; i < cnt; i++)
+            if (!w->objs[i])
+                mv[k++] = (struct ev_moved){.version = c[i].version, .idx = i};
+        qsort(mv, nmoved, sizeof(*mv), cmp_moved);
+    }
+    size_t found = 0;
+    for (uint32_t j = 0; j < s->n && found < nmoved; j++) {
+        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, j));
+        uint64_t v = o->version;
+        if (mv) {
+            size_t lo = 0, hi = nmoved;
+            while (lo < hi) {
+                size_t mid = (lo + hi) / 2;
+                if (mv[mid].version < v)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < nmoved && mv[lo].version == v) {
+                w->objs[mv[lo].idx] = o;
+                found++;
+            }
+            continue;
+        }
+        for (size_t i = 0; i < cnt; i++) {
+            if (!w->objs[i] && c[i].version == v) {
+                w->objs[i] = o;
+                found++;
+                break;
+            }
+        }
+    }
+}
+
 static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
                         struct ev_worker *w, struct mc_freelist *fl)
 {
@@ -257,14 +316,17 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         r->cy->oom = true;
         return;
     }
+    size_t nmoved = 0;
     mc_shard_wrlock(s);
     /* Resolve every candidate before the first eviction moves entries around. */
     for (size_t i = 0; i < cnt; i++) {
         if (i + 8 < cnt && c[i + 8].ent < s->n)
             __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[i + 8].ent)));
-        struct mc_object *o = mc_shard_revalidate(s, c[i].ent, c[i].version);
-        w->objs[i] = o ? o : mc_shard_find_version(s, c[i].hash, c[i].version);
+        w->objs[i] = mc_shard_revalidate(s, c[i].ent, c[i].version);
+        nmoved += !w->objs[i];
     }
+    if (nmoved)
+        find_moved(s, c, cnt, w, nmoved);
     for (size_t i = 0; i < cnt; i++) {
         if (i + 4 < cnt && w->objs[i + 4])
             __builtin_prefetch((const char *)w->objs[i + 4] + 64);
@@ -691,6 +753,7 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].members);
         free(ev->workers[i].ub.objs);
         free(ev->workers[i].map);
+        free(ev->workers[i].moved);
     }
     free(ev->parts);
     free(ev->workers);

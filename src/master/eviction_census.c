@@ -6,7 +6,7 @@
  * array ({atomic lease, object pointer | MC_ENT_* bits}, 16 bytes each): the census only counts
  * and copies lease deadlines, touching an object only when the entry says it is soft-pinned
  * (to check the deadline). Materialization scans touch an object only when its entry passes the
- * predicate and the filter (at or below the cutoff, say), to copy its version and hash its key.
+ * predicate and the filter (at or below the cutoff, say), to copy its version.
  * Workers take shards from an atomic cursor in chunks, each writing to its own ev_part.
  *
  * Selection (ev_select_kth) is a radix select over [min, max] of the values with 2^16 buckets
@@ -15,7 +15,6 @@
  */
 #include <string.h>
 
-#include "common/hash.h"
 #include "master/eviction_internal.h"
 
 #define SHARDS_PER_GRAB 8u
@@ -74,7 +73,6 @@ static void make_cand(struct ev_cand *c, struct mc_object *o, uint32_t shard, ui
 {
     c->lease = lease;
     c->version = o->version;
-    c->hash = mc_hash_key(mc_obj_key(o), o->key_len);
     c->ent = ent;
     c->shard = (uint16_t)shard;
     c->soft = soft;

@@ -67,12 +67,12 @@ static inline unsigned ev_obj_bits(const struct mc_object *o)
 
 /* ---- candidates and vectors ----------------------------------------------------------------- */
 
-/* A materialized candidate: enough to find the object again under the write lock even after its
- * entry moved ({shard, key hash, version}; ent is the fast path). 32 bytes. */
+/* A materialized candidate: enough to find the object again under the write lock ({shard, ent,
+ * version}; versions are unique per master). When its entry moved before its round, the round
+ * finds it by version in one walk over that shard's entries (no key is hashed). 24 bytes. */
 struct ev_cand {
     uint64_t lease;
     uint64_t version;
-    uint64_t hash;
     uint32_t ent;
     uint16_t shard;
     uint16_t soft;
