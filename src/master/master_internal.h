@@ -23,7 +23,8 @@
  * everything else that changes an object holds the shard lock exclusively.
  *
  * Lock order: client registry → shards ascending → segment table → one segment's allocator →
- * mailbox table → one mailbox. The group route map and the discard list are leaves (nothing is
+ * mailbox table → one mailbox. The group route map, the discard list and the slab pool
+ * (objslab.c) are leaves (nothing is
  * taken while holding them). Buffers are released outside shard locks: operations collect them
  * in a struct mc_freelist and call mc_freelist_flush after unlocking.
  */
@@ -194,7 +195,8 @@ static inline void mc_shard_unlock(struct mc_shard *s)
     mc_lo_release(MC_LO_SHARD, s->index);
 }
 
-/* Buffers (and object blocks) to release after the shard lock is dropped. */
+/* Buffers to release after the shard lock is dropped, and object records queued where their
+ * shard lock is not held (flush takes it; under the lock records go back at once). */
 struct mc_fl_ent {
     struct mc_replica r;
     uint64_t size; /* the object size (segment accounting) */
