@@ -24,9 +24,9 @@
  *
  * Lock order: client registry → shards ascending → segment table → one segment's allocator →
  * mailbox table → one mailbox. The group route map, the discard list and the slab pool
- * (objslab.c) are leaves (nothing is
- * taken while holding them). Buffers are released outside shard locks: operations collect them
- * in a struct mc_freelist and call mc_freelist_flush after unlocking.
+ * (objslab.c) are leaves (nothing is taken while holding them). Buffers are released outside
+ * shard locks: operations collect them in a struct mc_freelist and call mc_freelist_flush after
+ * unlocking.
  */
 #ifndef MC_MASTER_INTERNAL_H
 #define MC_MASTER_INTERNAL_H
