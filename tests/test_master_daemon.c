@@ -810,6 +810,47 @@ static void test_bad_input(void **state)
     assert_int_equal(get(d->c, "m1", &g), 0);
     assert_int_equal(g->size, 100);
     FREE_MSG(g);
+
+    /* A protobuf string may hold a NUL, a key may not: "m1\0x" is refused (INVALID_KEY), never
+     * cut at the NUL into the key "m1". Raw bodies, since protobuf-c cannot encode one. */
+    static const uint8_t get_nul[] = {0x0a, 4, 'm', '1', 0, 'x'}; /* key = 1 */
+    assert_int_equal(mc_rpc_client_call(d->c, MC_METHOD_GET_REPLICA_LIST, get_nul, sizeof(get_nul),
+                                        0, NULL, NULL),
+                     MC_ERR_INVALID_KEY);
+    /* the same key twice: the last occurrence is the one decoded, and it is clean */
+    static const uint8_t get_twice[] = {0x0a, 4, 'm', '1', 0, 'x', 0x0a, 2, 'm', '1'};
+    assert_int_equal(mc_rpc_client_call(d->c, MC_METHOD_GET_REPLICA_LIST, get_twice,
+                                        sizeof(get_twice), 0, NULL, NULL),
+                     0);
+    /* batch: only the bad key fails */
+    static const uint8_t exist_nul[] = {0x0a, 2, 'm', '1', 0x0a, 4, 'm', '1', 0, 'x'};
+    void *resp = NULL;
+    size_t resp_len = 0;
+    assert_int_equal(mc_rpc_client_call(d->c, MC_METHOD_BATCH_EXIST_KEY, exist_nul,
+                                        sizeof(exist_nul), 0, &resp, &resp_len),
+                     0);
+    Mc__BatchExistKeyResponse *ex = mc__batch_exist_key_response__unpack(NULL, resp_len, resp);
+    free(resp);
+    assert_non_null(ex);
+    assert_int_equal(ex->n_statuses, 2);
+    assert_int_equal(ex->statuses[0], 0);
+    assert_true(ex->exists[0]);
+    assert_int_equal(ex->statuses[1], MC_ERR_INVALID_KEY);
+    assert_false(ex->exists[1]);
+    FREE_MSG(ex);
+    /* nested: BatchPutEnd item {key = 1}, client_id = {1, 2} */
+    static const uint8_t end_nul[] = {0x0a, 4, 0x08, 1,   0x10, 2,   0x12, 6,
+                                      0x0a, 4, 'm',  '1', 0,    'x', 0x18, 1};
+    resp = NULL;
+    assert_int_equal(mc_rpc_client_call(d->c, MC_METHOD_BATCH_PUT_END, end_nul, sizeof(end_nul), 0,
+                                        &resp, &resp_len),
+                     0);
+    Mc__BatchPutEndResponse *pe = mc__batch_put_end_response__unpack(NULL, resp_len, resp);
+    free(resp);
+    assert_non_null(pe);
+    assert_int_equal(pe->n_statuses, 1);
+    assert_int_equal(pe->statuses[0], MC_ERR_INVALID_KEY);
+    FREE_MSG(pe);
     daemon_stop_ok(d);
 }
 

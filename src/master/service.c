@@ -201,8 +201,121 @@ static void get_to_pb(int status, const struct mc_get_result *g, uint64_t mount_
     p->r.crc_valid = g->has_crc;
 }
 
-/* Builds the key list of a batch request; INVALID_PARAMS above MC_SERVICE_MAX_BATCH. */
-static int keys_from_pb(char **keys, size_t n, struct mc_key_ref **out)
+/* ---- keys holding a NUL ------------------------------------------------------------------- */
+
+/* protobuf-c ends a decoded string at its first NUL, so the wire key "a\0b" would reach the core
+ * as the key "a" (another object). Keys never hold a NUL (DESIGN.md), so the raw body is
+ * scanned for the key field's occurrences and one holding a NUL is given length 0, which the
+ * core answers with INVALID_KEY (a batch: that item only). The body has been decoded already,
+ * so it is well-formed; the scan stops quietly on anything it does not expect. */
+
+static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* Next field of [*p, end): its number, and for a length-delimited one its bytes. */
+static bool wire_field(const uint8_t **p, const uint8_t *end, uint32_t *num, const uint8_t **data,
+                       size_t *len)
+{
+    uint64_t tag, v;
+    if (!wire_varint(p, end, &tag))
+        return false;
+    *num = (uint32_t)(tag >> 3);
+    *data = NULL;
+    *len = 0;
+    switch (tag & 7) {
+    case 0:
+        return wire_varint(p, end, &v);
+    case 1:
+    case 5: {
+        size_t w = (tag & 7) == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < w)
+            return false;
+        *p += w;
+        return true;
+    }
+    case 2:
+        if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
+            return false;
+        *data = *p;
+        *len = (size_t)v;
+        *p += v;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Whether the last occurrence of string field num in [p, p + len) holds a NUL. */
+static bool wire_str_has_nul(const uint8_t *p, size_t len, uint32_t num)
+{
+    const uint8_t *end = p + len, *d;
+    uint32_t f;
+    size_t n;
+    bool nul = false;
+    while (p < end && wire_field(&p, end, &f, &d, &n))
+        if (f == num && d)
+            nul = memchr(d, 0, n) != NULL;
+    return nul;
+}
+
+/* Sets len = 0 in keys[i] when the i-th occurrence of field num of the request body (a string;
+ * or, with sub != 0, a message whose string field sub is the key) holds a NUL. n = 1 with
+ * single: a singular field, whose last occurrence is the decoded one. */
+static void mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, bool single,
+                          struct mc_key_ref *keys, size_t n)
+{
+    size_t blen = 0;
+    const uint8_t *p = mc_rpc_call_body(call, &blen), *d;
+    if (!p || blen == 0)
+        return;
+    const uint8_t *end = p + blen;
+    uint32_t f;
+    size_t len, i = 0;
+    bool nul = false;
+    while (p < end && i < n && wire_field(&p, end, &f, &d, &len)) {
+        if (f != num || !d)
+            continue;
+        nul = sub ? wire_str_has_nul(d, len, sub) : memchr(d, 0, len) != NULL;
+        if (!single) {
+            if (nul)
+                keys[i].len = 0;
+            i++;
+        }
+    }
+    if (single && nul)
+        keys[0].len = 0;
+}
+
+/* Number of a request's field, from its descriptor (0, matching nothing, if absent). */
+static uint32_t field_num(const ProtobufCMessageDescriptor *d, const char *name)
+{
+    const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
+    return f ? f->id : 0;
+}
+#define KEY(lower) field_num(&mc__##lower##__descriptor, "key")
+#define KEYS(lower) field_num(&mc__##lower##__descriptor, "keys")
+
+/* The key of a single-key request (field num): len 0 when it holds a NUL. */
+static struct mc_key_ref key_from_pb(struct mc_rpc_call *call, uint32_t num, const char *key)
+{
+    struct mc_key_ref k = {.data = key ? key : "", .len = key ? strlen(key) : 0};
+    mark_nul_keys(call, num, 0, true, &k, 1);
+    return k;
+}
+
+/* Builds the key list of a batch request (field num); INVALID_PARAMS above
+ * MC_SERVICE_MAX_BATCH. */
+static int keys_from_pb(struct mc_rpc_call *call, uint32_t num, char **keys, size_t n,
+                        struct mc_key_ref **out)
 {
     *out = NULL;
     if (n > MC_SERVICE_MAX_BATCH)
@@ -216,6 +329,7 @@ static int keys_from_pb(char **keys, size_t n, struct mc_key_ref **out)
         k[i].data = keys[i] ? keys[i] : "";
         k[i].len = strlen(k[i].data);
     }
+    mark_nul_keys(call, num, 0, false, k, n);
     *out = k;
     return 0;
 }
@@ -396,9 +510,9 @@ static void h_put_start(void *arg, struct mc_rpc_call *call)
     int rc = config_from_pb(req->config, &cfg);
     if (rc == 0)
         rc = check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(put_start_request), req->key);
     if (rc == 0) /* cfg points into req: call before freeing it */
-        rc = mc_master_put_start(svc->m, client, req->key, strlen(req->key), req->value_length,
-                                 &cfg, &ps);
+        rc = mc_master_put_start(svc->m, client, key.data, key.len, req->value_length, &cfg, &ps);
     FREE_REQ(req);
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
@@ -419,9 +533,9 @@ static void h_put_end(void *arg, struct mc_rpc_call *call)
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
         rc = check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(put_end_request), req->key);
     if (rc == 0)
-        rc = mc_master_put_end(svc->m, client, req->key, strlen(req->key), req->crc32c,
-                               req->crc_valid);
+        rc = mc_master_put_end(svc->m, client, key.data, key.len, req->crc32c, req->crc_valid);
     FREE_REQ(req);
     Mc__PutEndResponse r = MC__PUT_END_RESPONSE__INIT;
     mc_rpc_reply_msg(call, rc, &r.base);
@@ -435,8 +549,9 @@ static void h_put_revoke(void *arg, struct mc_rpc_call *call)
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
         rc = check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(put_revoke_request), req->key);
     if (rc == 0)
-        rc = mc_master_put_revoke(svc->m, client, req->key, strlen(req->key));
+        rc = mc_master_put_revoke(svc->m, client, key.data, key.len);
     FREE_REQ(req);
     Mc__PutRevokeResponse r = MC__PUT_REVOKE_RESPONSE__INIT;
     mc_rpc_reply_msg(call, rc, &r.base);
@@ -454,7 +569,7 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
     Mc__PutStartResult *items = NULL, **item_ptrs = NULL;
     struct pb_put_start *views = NULL;
     struct mc_master_replicate_config cfg;
-    int rc = keys_from_pb(req->keys, n, &keys);
+    int rc = keys_from_pb(call, KEYS(batch_put_start_request), req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, client);
     if (rc != 0)
@@ -535,6 +650,8 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
         crcs[i] = it->crc32c;
         ncrc += it->crc_valid ? 1 : 0;
     }
+    mark_nul_keys(call, field_num(&mc__batch_put_end_request__descriptor, "items"),
+                  field_num(&mc__put_end_item__descriptor, "key"), false, keys, n);
     int trc = check_replica_type(req->replica_type);
     if (trc != 0) {
         for (size_t i = 0; i < n; i++)
@@ -567,7 +684,7 @@ static void h_batch_put_revoke(void *arg, struct mc_rpc_call *call)
     size_t n = req->n_keys;
     struct mc_key_ref *keys = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(req->keys, n, &keys);
+    int rc = keys_from_pb(call, KEYS(batch_put_revoke_request), req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, client);
     if (rc == 0 && n > 0 && !(rcs = malloc(n * sizeof(*rcs))))
@@ -602,9 +719,10 @@ static void h_get_replica_list(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(GetReplicaListRequest, get_replica_list_request, req);
     struct mc_get_result g;
+    struct mc_key_ref key = key_from_pb(call, KEY(get_replica_list_request), req->key);
     int rc = check_client(call, id_from_pb(req->client_id));
     if (rc == 0)
-        rc = mc_master_get_replica_list(svc->m, req->key, strlen(req->key), &g);
+        rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
     FREE_REQ(req);
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
@@ -625,7 +743,7 @@ static void h_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
     struct pb_get *views = NULL;
     Mc__GetReplicaListResponse **ptrs = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(req->keys, n, &keys);
+    int rc = keys_from_pb(call, KEYS(batch_get_replica_list_request), req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, id_from_pb(req->client_id));
     if (rc == 0 && n > 0 &&
@@ -660,7 +778,8 @@ static void h_exist_key(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(ExistKeyRequest, exist_key_request, req);
     bool exists = false;
-    int rc = mc_master_exist_key(svc->m, req->key, strlen(req->key), &exists);
+    struct mc_key_ref key = key_from_pb(call, KEY(exist_key_request), req->key);
+    int rc = mc_master_exist_key(svc->m, key.data, key.len, &exists);
     FREE_REQ(req);
     Mc__ExistKeyResponse r = MC__EXIST_KEY_RESPONSE__INIT;
     r.exists = exists;
@@ -676,7 +795,7 @@ static void h_batch_exist_key(void *arg, struct mc_rpc_call *call)
     bool *ex = NULL;
     protobuf_c_boolean *pex = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(req->keys, n, &keys);
+    int rc = keys_from_pb(call, KEYS(batch_exist_key_request), req->keys, n, &keys);
     if (rc == 0 && n > 0 &&
         (!(ex = malloc(n * sizeof(*ex))) || !(pex = malloc(n * sizeof(*pex))) ||
          !(rcs = malloc(n * sizeof(*rcs)))))
@@ -708,9 +827,10 @@ static void h_remove(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(RemoveRequest, remove_request, req);
+    struct mc_key_ref key = key_from_pb(call, KEY(remove_request), req->key);
     int rc = check_client(call, id_from_pb(req->client_id));
     if (rc == 0)
-        rc = mc_master_remove(svc->m, req->key, strlen(req->key), req->force);
+        rc = mc_master_remove(svc->m, key.data, key.len, req->force);
     FREE_REQ(req);
     Mc__RemoveResponse r = MC__REMOVE_RESPONSE__INIT;
     mc_rpc_reply_msg(call, rc, &r.base);
@@ -723,7 +843,7 @@ static void h_batch_remove(void *arg, struct mc_rpc_call *call)
     size_t n = req->n_keys;
     struct mc_key_ref *keys = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(req->keys, n, &keys);
+    int rc = keys_from_pb(call, KEYS(batch_remove_request), req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, id_from_pb(req->client_id));
     if (rc == 0 && n > 0 && !(rcs = malloc(n * sizeof(*rcs))))
@@ -777,7 +897,8 @@ static void h_query_key(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(QueryKeyRequest, query_key_request, req);
     struct mc_key_info ki;
-    int rc = mc_master_query_key(svc->m, req->key, strlen(req->key), &ki);
+    struct mc_key_ref key = key_from_pb(call, KEY(query_key_request), req->key);
+    int rc = mc_master_query_key(svc->m, key.data, key.len, &ki);
     if (rc != 0) {
         FREE_REQ(req);
         mc_rpc_reply_status(call, rc);
