@@ -19,9 +19,10 @@
 
 #define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
 
-/* master_batch_<op>_*: one call of n items (rc: the call's own result). */
-static void batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, const int *rcs,
-                          int rc)
+/* master_batch_<op>_*: one call of n items (rc: the call's own result); returns the items that
+ * failed (all n when rc failed). */
+static size_t batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, const int *rcs,
+                            int rc)
 {
     _Atomic uint64_t *c = m->c.batch[op];
     size_t failed = n;
@@ -37,6 +38,7 @@ static void batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, co
         atomic_fetch_add_explicit(&c[MC_BF_FAILURES], 1, memory_order_relaxed);
     else if (failed)
         atomic_fetch_add_explicit(&c[MC_BF_PARTIAL], 1, memory_order_relaxed);
+    return failed;
 }
 
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
@@ -202,12 +204,9 @@ int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_re
     }
     CNT_ADD(m, total_get_nums, n);
     int rc = batch_read(m, keys, n, BOP_GET, out, NULL, rcs);
-    batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, rcs, rc);
+    size_t fails = batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, rcs, rc);
     if (rc != MC_OK)
         return rc;
-    uint64_t fails = 0;
-    for (size_t i = 0; i < n; i++)
-        fails += rcs[i] != MC_OK;
     CNT_ADD(m, get_replica_list_requests, n);
     CNT_ADD(m, get_replica_list_failures, fails);
     return MC_OK;
@@ -221,12 +220,9 @@ int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys
         return MC_ERR_INVALID_PARAMS;
     }
     int rc = batch_read(m, keys, n, BOP_EXIST, NULL, exists, rcs);
-    batch_account(m, MC_BATCH_EXIST_KEY, n, rcs, rc);
+    size_t fails = batch_account(m, MC_BATCH_EXIST_KEY, n, rcs, rc);
     if (rc != MC_OK)
         return rc;
-    uint64_t fails = 0;
-    for (size_t i = 0; i < n; i++)
-        fails += rcs[i] != MC_OK;
     CNT_ADD(m, exist_key_requests, n);
     CNT_ADD(m, exist_key_failures, fails);
     return MC_OK;
