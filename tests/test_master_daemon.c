@@ -851,6 +851,14 @@ static void test_bad_input(void **state)
     assert_int_equal(pe->n_statuses, 1);
     assert_int_equal(pe->statuses[0], MC_ERR_INVALID_KEY);
     FREE_MSG(pe);
+    /* a group id holding a NUL would join the group "g": PutStart {client {1, 2}, key "g1",
+     * value_length 100, config {group_id "g\0x"}} is refused and creates nothing */
+    static const uint8_t group_nul[] = {0x0a, 4,   0x08, 1, 0x10, 2, 0x12, 2,    'g', '1',
+                                        0x18, 100, 0x22, 5, 0x32, 3, 'g',  0x00, 'x'};
+    assert_int_equal(
+        mc_rpc_client_call(d->c, MC_METHOD_PUT_START, group_nul, sizeof(group_nul), 0, NULL, NULL),
+        MC_ERR_INVALID_PARAMS);
+    assert_int_equal(get(d->c, "g1", NULL), MC_ERR_OBJECT_NOT_FOUND);
     daemon_stop_ok(d);
 }
 

@@ -284,7 +284,9 @@ static void mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, 
     while (p < end && i < n && wire_field(&p, end, &f, &d, &len)) {
         if (f != num || !d)
             continue;
-        nul = sub ? wire_str_has_nul(d, len, sub) : memchr(d, 0, len) != NULL;
+        bool this_nul = sub ? wire_str_has_nul(d, len, sub) : memchr(d, 0, len) != NULL;
+        /* a singular string: its last occurrence counts; a singular message merges them all */
+        nul = single && sub ? nul || this_nul : this_nul;
         if (!single) {
             if (nul)
                 keys[i].len = 0;
@@ -303,6 +305,16 @@ static uint32_t field_num(const ProtobufCMessageDescriptor *d, const char *name)
 }
 #define KEY(lower) field_num(&mc__##lower##__descriptor, "key")
 #define KEYS(lower) field_num(&mc__##lower##__descriptor, "keys")
+
+/* INVALID_PARAMS when the request's ReplicateConfig (field "config" of desc) has a group id
+ * holding a NUL: cut at it, the key would join another group (or none). */
+static int check_group_id(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *desc)
+{
+    struct mc_key_ref k = {.data = "", .len = 1};
+    mark_nul_keys(call, field_num(desc, "config"),
+                  field_num(&mc__replicate_config__descriptor, "group_id"), true, &k, 1);
+    return k.len == 0 ? MC_ERR_INVALID_PARAMS : 0;
+}
 
 /* The key of a single-key request (field num): len 0 when it holds a NUL. */
 static struct mc_key_ref key_from_pb(struct mc_rpc_call *call, uint32_t num, const char *key)
@@ -508,6 +520,8 @@ static void h_put_start(void *arg, struct mc_rpc_call *call)
     struct mc_master_replicate_config cfg;
     struct mc_put_start_result ps;
     int rc = config_from_pb(req->config, &cfg);
+    if (rc == 0 && req->config)
+        rc = check_group_id(call, &mc__put_start_request__descriptor);
     if (rc == 0)
         rc = check_client(call, client);
     struct mc_key_ref key = key_from_pb(call, KEY(put_start_request), req->key);
@@ -586,6 +600,8 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
         }
     }
     int brc = req->n_value_lengths != n ? MC_ERR_INVALID_PARAMS : config_from_pb(req->config, &cfg);
+    if (brc == 0 && req->config)
+        brc = check_group_id(call, &mc__batch_put_start_request__descriptor);
     if (brc == 0 && n > 0)
         brc = mc_master_batch_put_start(svc->m, client, keys, req->value_lengths, n, &cfg, ps, rcs);
     for (size_t i = 0; i < n; i++) {
