@@ -22,6 +22,7 @@
  * incarnation keeps the same epoch.
  */
 #include "master/service.h"
+#include "master/service_wire.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -203,98 +204,13 @@ static void get_to_pb(int status, const struct mc_get_result *g, uint64_t mount_
 
 /* ---- keys holding a NUL ------------------------------------------------------------------- */
 
-/* protobuf-c ends a decoded string at its first NUL, so the wire key "a\0b" would reach the core
- * as the key "a" (another object). Keys never hold a NUL (DESIGN.md), so the raw body is
- * scanned for the key field's occurrences and one holding a NUL is given length 0, which the
- * core answers with INVALID_KEY (a batch: that item only). The body has been decoded already,
- * so it is well-formed; the scan stops quietly on anything it does not expect. */
-
-static bool wire_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-    *v = 0;
-    for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-        uint8_t b = *(*p)++;
-        *v |= (uint64_t)(b & 0x7f) << shift;
-        if (!(b & 0x80))
-            return true;
-    }
-    return false;
-}
-
-/* Next field of [*p, end): its number, and for a length-delimited one its bytes. */
-static bool wire_field(const uint8_t **p, const uint8_t *end, uint32_t *num, const uint8_t **data,
-                       size_t *len)
-{
-    uint64_t tag, v;
-    if (!wire_varint(p, end, &tag))
-        return false;
-    *num = (uint32_t)(tag >> 3);
-    *data = NULL;
-    *len = 0;
-    switch (tag & 7) {
-    case 0:
-        return wire_varint(p, end, &v);
-    case 1:
-    case 5: {
-        size_t w = (tag & 7) == 1 ? 8 : 4;
-        if ((size_t)(end - *p) < w)
-            return false;
-        *p += w;
-        return true;
-    }
-    case 2:
-        if (!wire_varint(p, end, &v) || v > (uint64_t)(end - *p))
-            return false;
-        *data = *p;
-        *len = (size_t)v;
-        *p += v;
-        return true;
-    default:
-        return false;
-    }
-}
-
-/* Whether the last occurrence of string field num in [p, p + len) holds a NUL. */
-static bool wire_str_has_nul(const uint8_t *p, size_t len, uint32_t num)
-{
-    const uint8_t *end = p + len, *d;
-    uint32_t f;
-    size_t n;
-    bool nul = false;
-    while (p < end && wire_field(&p, end, &f, &d, &n))
-        if (f == num && d)
-            nul = memchr(d, 0, n) != NULL;
-    return nul;
-}
-
-/* Sets len = 0 in keys[i] when the i-th occurrence of field num of the request body (a string;
- * or, with sub != 0, a message whose string field sub is the key) holds a NUL. n = 1 with
- * single: a singular field, whose last occurrence is the decoded one. */
+/* protobuf-c cuts a decoded string at its first NUL: see service_wire.h. */
 static void mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, bool single,
                           struct mc_key_ref *keys, size_t n)
 {
-    size_t blen = 0;
-    const uint8_t *p = mc_rpc_call_body(call, &blen), *d;
-    if (!p || blen == 0)
-        return;
-    const uint8_t *end = p + blen;
-    uint32_t f;
-    size_t len, i = 0;
-    bool nul = false;
-    while (p < end && i < n && wire_field(&p, end, &f, &d, &len)) {
-        if (f != num || !d)
-            continue;
-        bool this_nul = sub ? wire_str_has_nul(d, len, sub) : memchr(d, 0, len) != NULL;
-        /* a singular string: its last occurrence counts; a singular message merges them all */
-        nul = single && sub ? nul || this_nul : this_nul;
-        if (!single) {
-            if (nul)
-                keys[i].len = 0;
-            i++;
-        }
-    }
-    if (single && nul)
-        keys[0].len = 0;
+    size_t len = 0;
+    const uint8_t *body = mc_rpc_call_body(call, &len);
+    mc_svc_mark_nul_strings(body, len, num, sub, single, keys, n);
 }
 
 /* Number of a request's field, from its descriptor (0, matching nothing, if absent). */
