@@ -70,6 +70,7 @@ struct mc_evictor {
     uint32_t *hist; /* EV_HIST_SIZE */
     uint32_t off[MC_NSHARDS + 1];
     uint32_t cur[MC_NSHARDS];
+    struct ev_blocks blocks[MC_NSHARDS]; /* the census's per-block deadline minima */
     struct mc_counter *cycles[3];
     struct mc_counter *materialized, *refilled;
     struct mc_histogram *duration;
@@ -171,6 +172,7 @@ static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, ui
     sc.cutoff = cutoff;
     atomic_init(&sc.eq_quota, eq_quota);
     sc.seen = seen;
+    sc.blocks = cy->ev->blocks;
     sc.parts = cy->ev->parts;
     size_t before = cy->ev->plain.n;
     ev_scan_run(&sc, cy->nthreads);
@@ -514,6 +516,20 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     bool allow_soft = m->cfg.allow_evict_soft_pinned_objects;
     bool bypass = ev->opts.force_full || target >= EV_BYPASS_RATIO;
     ev->leases.n = ev->plain.n = ev->soft.n = 0;
+    if (!bypass) {
+        /* merge_u64 adopts worker 0's deadlines: give the adopted buffer back so that one
+         * large buffer is reused cycle after cycle (not a second one grown from scratch,
+         * page faults and doubling copies included), and size it once for a lone worker. */
+        struct ev_u64v *w0 = &ev->parts[0].leases;
+        if (ev->leases.cap > w0->cap) {
+            struct ev_u64v t = *w0;
+            *w0 = ev->leases;
+            ev->leases = t;
+        }
+        int64_t keys = atomic_load_explicit(&m->c.key_count, memory_order_relaxed);
+        if (cy->nthreads == 1 && keys > 0)
+            (void)ev_u64v_reserve(w0, (size_t)keys + (size_t)keys / 16);
+    }
 
     /* 1. census: counts, plain deadlines (selective) or plain candidates (bypass), soft ones. */
     struct ev_scan sc;
@@ -524,6 +540,7 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     sc.collect_lease = !bypass;
     sc.collect_soft = allow_soft;
     sc.filter = bypass ? EV_PLAIN_ALL : EV_PLAIN_NONE;
+    sc.blocks = ev->blocks;
     sc.parts = ev->parts;
     ev_scan_run(&sc, cy->nthreads);
     uint64_t base = 0, nplain = 0;
@@ -755,6 +772,8 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].map);
         free(ev->workers[i].moved);
     }
+    for (unsigned i = 0; i < MC_NSHARDS; i++)
+        free(ev->blocks[i].min);
     free(ev->parts);
     free(ev->workers);
     free(ev->leases.v);

@@ -7,6 +7,8 @@
  * and copies lease deadlines, touching an object only when the entry says it is soft-pinned
  * (to check the deadline). Materialization scans touch an object only when its entry passes the
  * predicate and the filter (at or below the cutoff, say), to copy its version.
+ * The census of the selective path also writes each shard's per-block deadline minima
+ * (ev_blocks), which let the frontier scan skip blocks that hold nothing at or below the cutoff.
  * Workers take shards from an atomic cursor in chunks, each writing to its own ev_part.
  *
  * Selection (ev_select_kth) is a radix select over [min, max] of the values with 2^16 buckets
@@ -96,6 +98,21 @@ static bool want_plain(struct ev_scan *sc, uint64_t lease, const struct mc_objec
     return false;
 }
 
+/* The census's block minima for shard s: storage for its n entries, or NULL (no skipping). */
+static uint64_t *blocks_for_census(struct ev_blocks *bk, uint32_t n)
+{
+    bk->valid = false;
+    uint32_t want = (n + EV_BLOCK - 1) >> EV_BLOCK_SHIFT;
+    if (want > bk->cap) {
+        uint64_t *nv = realloc(bk->min, (size_t)want * sizeof(*nv));
+        if (!nv)
+            return NULL;
+        bk->min = nv;
+        bk->cap = want;
+    }
+    return bk->min;
+}
+
 static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
 {
     const uint64_t now = sc->now;
@@ -104,54 +121,78 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
     uint32_t n = s->n;
     if (sc->count)
         p->census += n;
+    struct ev_blocks *bk = sc->blocks ? &sc->blocks[s->index] : NULL;
+    uint64_t *track = NULL;      /* census: write the block minima here */
+    const uint64_t *skip = NULL; /* frontier: skip blocks whose minimum is past the cutoff */
+    if (bk && sc->collect_lease)
+        track = blocks_for_census(bk, n);
+    else if (bk && sc->filter == EV_PLAIN_FRONTIER && bk->valid && bk->gen == s->gen)
+        skip = bk->min;
     for (uint32_t base = 0, c = 0; base < n && !p->oom; base += MC_ENT_CHUNK, c++) {
         struct mc_obj_ent *chunk = s->chunks[c];
         uint32_t lim = n - base < MC_ENT_CHUNK ? n - base : MC_ENT_CHUNK;
-        for (uint32_t j = 0; j < lim; j++) {
-            struct mc_obj_ent *e = &chunk[j];
-            if (prefetch && j + EV_PREFETCH < lim) {
-                /* full materialization touches most objects: fetch ahead (header, key) */
-                const char *ahead = (const char *)mc_ent_obj(&chunk[j + EV_PREFETCH]);
-                __builtin_prefetch(ahead);
-                __builtin_prefetch(ahead + 64);
+        for (uint32_t b0 = 0; b0 < lim && !p->oom; b0 += EV_BLOCK) {
+            uint32_t bl = lim - b0 < EV_BLOCK ? lim : b0 + EV_BLOCK;
+            if (track) {
+                uint64_t bm = UINT64_MAX;
+                for (uint32_t j = b0; j < bl; j++) {
+                    uint64_t l = atomic_load_explicit(&chunk[j].lease_ms, memory_order_relaxed);
+                    bm = l < bm ? l : bm;
+                }
+                track[(base + b0) >> EV_BLOCK_SHIFT] = bm;
+            } else if (skip && skip[(base + b0) >> EV_BLOCK_SHIFT] > sc->cutoff) {
+                continue;
             }
-            unsigned bits = mc_ent_bits(e);
-            if (!(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
-                continue; /* EV_OUT without touching the lease */
-            uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
-            struct mc_object *o = (bits & MC_ENT_SOFT_PIN) ? mc_ent_obj(e) : NULL;
-            enum ev_class cls = ev_classify(bits, lease, now, o);
-            if (sc->count)
-                p->base++;
-            if (cls == EV_PLAIN) {
+            for (uint32_t j = b0; j < bl; j++) {
+                struct mc_obj_ent *e = &chunk[j];
+                if (prefetch && j + EV_PREFETCH < lim) {
+                    /* full materialization touches most objects: fetch ahead (header, key) */
+                    const char *ahead = (const char *)mc_ent_obj(&chunk[j + EV_PREFETCH]);
+                    __builtin_prefetch(ahead);
+                    __builtin_prefetch(ahead + 64);
+                }
+                unsigned bits = mc_ent_bits(e);
+                if (!(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
+                    continue; /* EV_OUT without touching the lease */
+                uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
+                struct mc_object *o = (bits & MC_ENT_SOFT_PIN) ? mc_ent_obj(e) : NULL;
+                enum ev_class cls = ev_classify(bits, lease, now, o);
                 if (sc->count)
-                    p->nplain++;
-                if (sc->collect_lease && !ev_u64v_push(&p->leases, lease)) {
-                    p->oom = true;
-                    break;
+                    p->base++;
+                if (cls == EV_PLAIN) {
+                    if (sc->count)
+                        p->nplain++;
+                    if (sc->collect_lease && !ev_u64v_push(&p->leases, lease)) {
+                        p->oom = true;
+                        break;
+                    }
+                    if (sc->filter == EV_PLAIN_NONE)
+                        continue;
+                    o = mc_ent_obj(e);
+                    if (!want_plain(sc, lease, o))
+                        continue;
+                    struct ev_cand *cd = ev_candv_push(&p->plain);
+                    if (!cd) {
+                        p->oom = true;
+                        break;
+                    }
+                    make_cand(cd, o, s->index, base + j, lease, false);
+                } else if (cls == EV_SOFT && sc->collect_soft) {
+                    if (sc->count)
+                        p->nsoft++;
+                    struct ev_cand *cd = ev_candv_push(&p->soft);
+                    if (!cd) {
+                        p->oom = true;
+                        break;
+                    }
+                    make_cand(cd, o, s->index, base + j, lease, true);
                 }
-                if (sc->filter == EV_PLAIN_NONE)
-                    continue;
-                o = mc_ent_obj(e);
-                if (!want_plain(sc, lease, o))
-                    continue;
-                struct ev_cand *cd = ev_candv_push(&p->plain);
-                if (!cd) {
-                    p->oom = true;
-                    break;
-                }
-                make_cand(cd, o, s->index, base + j, lease, false);
-            } else if (cls == EV_SOFT && sc->collect_soft) {
-                if (sc->count)
-                    p->nsoft++;
-                struct ev_cand *cd = ev_candv_push(&p->soft);
-                if (!cd) {
-                    p->oom = true;
-                    break;
-                }
-                make_cand(cd, o, s->index, base + j, lease, true);
             }
         }
+    }
+    if (track && !p->oom) {
+        bk->gen = s->gen;
+        bk->valid = true;
     }
     mc_shard_unlock(s);
 }

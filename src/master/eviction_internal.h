@@ -119,6 +119,18 @@ enum ev_plain_filter {
     EV_PLAIN_REFILL,   /* lease >= cutoff and not materialized before (seen set) */
 };
 
+/* Per-shard minima of the lease deadlines of every EV_BLOCK consecutive entries (whatever their
+ * class), written by the census of the selective path. The frontier scan skips a block whose
+ * minimum is past the cutoff; it trusts a shard's minima only while the shard's gen (bumped by
+ * every insert and removal) is what the census saw, since deadlines only ever grow in place. */
+#define EV_BLOCK_SHIFT 4
+#define EV_BLOCK (1u << EV_BLOCK_SHIFT)
+struct ev_blocks {
+    uint64_t *min;
+    uint32_t cap, gen;
+    bool valid;
+};
+
 /* One worker's output of a scan. */
 struct ev_part {
     struct ev_u64v leases;
@@ -143,6 +155,7 @@ struct ev_scan {
     uint64_t cutoff;
     _Atomic int64_t eq_quota;
     const struct ev_seen *seen;
+    struct ev_blocks *blocks; /* MC_NSHARDS: census fills them, the frontier scan reads them */
     _Atomic uint32_t next_shard;
     struct ev_part *parts; /* one per worker */
 };

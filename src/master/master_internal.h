@@ -154,6 +154,8 @@ struct mc_pending {
 struct mc_shard {
     pthread_rwlock_t lock;
     uint32_t index;
+    uint32_t gen; /* bumped by every insert and removal (write lock): eviction's per-block
+                   * deadline minima of a shard stay valid while gen is unchanged */
     /* ents */
     struct mc_obj_ent **chunks;
     uint32_t nchunks, chunks_cap;

@@ -262,6 +262,7 @@ int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
         htab_reserve(s, s->n + 1) != 0)
         return -1;
     uint32_t ent = s->n++;
+    s->gen++;
     struct mc_obj_ent *e = mc_shard_ent(s, ent);
     atomic_init(&e->lease_ms, 0);
     e->obj_bits = (uintptr_t)o;
@@ -481,6 +482,7 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
     uint32_t ent = o->ent;
     htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
     uint32_t last = --s->n;
+    s->gen++;
     if (ent != last) {
         uint64_t mh = obj_hash(mc_ent_obj(mc_shard_ent(s, last)));
         s->slots[htab_slot_of(s, mh, last)] = slot_make(mh, ent);
@@ -534,6 +536,7 @@ void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, siz
         if (s->slots[i] == SLOT_EMPTY)
             htab_clear_tombs_before(s, i);
     s->n = nn;
+    s->gen++;
     shard_shrink(s);
 }
 
