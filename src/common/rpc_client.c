@@ -317,7 +317,14 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
                 break;
             }
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            int pr = poll(&pfd, 1, (int)(deadline_ms - now));
+            int pr = 0;
+            if (c->cfg.spin_us) {
+                uint64_t until = mc_now_ns() + (uint64_t)c->cfg.spin_us * 1000u;
+                while ((pr = poll(&pfd, 1, 0)) == 0 && mc_now_ns() < until)
+                    ;
+            }
+            if (pr == 0)
+                pr = poll(&pfd, 1, (int)(deadline_ms - now));
             if (pr < 0 && errno != EINTR) {
                 why = "poll failed";
                 goto broken;

@@ -21,10 +21,11 @@
  *
  * Failures and reconnect. When the connection breaks, every outstanding call fails with
  * MC_ERR_RPC_FAIL; an idle connection the server closed is noticed by the next call (or
- * mc_rpc_client_connected) before it sends. The next call reconnects (connect_timeout_ms); failed attempts back off
- * exponentially from reconnect_min_ms to reconnect_max_ms, and a call that finds the client in
- * back-off waits for the next attempt if it falls inside its own deadline, else fails fast with
- * MC_ERR_RPC_FAIL. Calls are never resent automatically (the server may have executed them).
+ * mc_rpc_client_connected) before it sends. The next call reconnects (connect_timeout_ms); failed
+ * attempts back off exponentially from reconnect_min_ms to reconnect_max_ms, and a call that finds
+ * the client in back-off waits for the next attempt if it falls inside its own deadline, else fails
+ * fast with MC_ERR_RPC_FAIL. Calls are never resent automatically (the server may have executed
+ * them).
  *
  * Results. A call returns a transport error (RPC_FAIL, RPC_TIMEOUT, BUFFER_OVERFLOW,
  * DESERIALIZE_FAIL, INVALID_PARAMS) or else the status from the response header (0 or an
@@ -43,6 +44,8 @@
 
 struct mc_rpc_client;
 
+#define MC_RPC_DEFAULT_SPIN_US 50
+
 struct mc_rpc_client_config {
     const char *host; /* name or IPv4 address */
     uint16_t port;
@@ -52,6 +55,9 @@ struct mc_rpc_client_config {
     uint32_t reconnect_max_ms;   /* 0 = 2000 */
     uint32_t max_frame_bytes;    /* largest response accepted; 0 = 64 MiB */
     const char *name;            /* log component; NULL = "rpc" */
+    uint32_t spin_us; /* a waiting caller polls the socket without sleeping this long before it
+                       * blocks (a reply often comes back within tens of microseconds, and
+                       * waking a sleeping thread can cost more than that); 0 = never spin */
 };
 void mc_rpc_client_config_init(struct mc_rpc_client_config *cfg);
 

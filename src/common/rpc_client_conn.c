@@ -34,6 +34,7 @@ void mc_rpc_client_config_init(struct mc_rpc_client_config *cfg)
     cfg->reconnect_min_ms = 20;
     cfg->reconnect_max_ms = 2000;
     cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    cfg->spin_us = MC_RPC_DEFAULT_SPIN_US;
 }
 
 int mc_rpc_parse_endpoint(const char *endpoint, char *buf, size_t buflen,
