@@ -362,6 +362,44 @@ static void test_bad_input(void **state)
     mc_client_close(NULL);
 }
 
+/* ABI policy (client.h): a config is read as far as its struct_size goes; a config never
+ * filled by its _init (size 0) or from a newer header (size above ours) is refused, and a
+ * caller built with the first layout gets defaults for every later field. */
+static void test_config_struct_size(void **state)
+{
+    struct fx *f = *state;
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    assert_int_equal(cfg.struct_size, sizeof(cfg));
+    cfg.master_address = f->m.addr;
+    struct mc_client *c = NULL;
+    cfg.struct_size = 0;
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_INVALID_PARAMS);
+    assert_null(c);
+    cfg.struct_size = (uint32_t)sizeof(cfg) + 8;
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_INVALID_PARAMS);
+    /* the first published layout ends at ping_interval_ms */
+    cfg.struct_size = (uint32_t)(offsetof(struct mc_client_config, ping_interval_ms) +
+                                 sizeof(cfg.ping_interval_ms));
+    assert_int_equal(mc_client_open(&cfg, &c), 0);
+    assert_non_null(c);
+    mc_client_close(c);
+
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    assert_int_equal(rc.struct_size, sizeof(rc));
+    rc.struct_size = 0;
+    assert_int_equal(mc_put(f->c1, "abi/k", "x", 1, &rc), MC_ERR_INVALID_PARAMS);
+    const char *keys[1] = {"abi/k"};
+    const void *bufs[1] = {"x"};
+    size_t lens[1] = {1};
+    int res[1];
+    assert_int_equal(mc_batch_put(f->c1, 1, keys, bufs, lens, &rc, res), MC_ERR_INVALID_PARAMS);
+    mc_replicate_config_init(&rc);
+    assert_int_equal(mc_put(f->c1, "abi/k", "x", 1, &rc), 0);
+    assert_int_equal(mc_remove(f->c1, "abi/k", true), 0);
+}
+
 /* A replica whose peer is gone: the Put is revoked (nothing visible, the key not stuck), and a
  * Get falls over to the next replica. */
 static void test_failed_write_revokes_and_read_fails_over(void **state)
@@ -685,6 +723,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_huge_pages_or_fallback),
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_config_struct_size),
         cmocka_unit_test(test_multi_process),
         cmocka_unit_test(test_lease_expiry_mid_read),
         cmocka_unit_test(test_master_down_and_restart),

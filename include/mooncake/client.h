@@ -14,6 +14,15 @@
  * NUL-terminated strings of 1..4096 bytes (the master's --max_key_len).
  *
  * The library never installs signal handlers, calls exit, writes to stdout or registers flags.
+ *
+ * ABI policy. The SONAME is libmooncake_client.so.<major>; it changes only when an existing
+ * function or field changes meaning or position. Within one major version the library grows by
+ * adding functions and by appending fields at the end of the two config structs below. Each
+ * config struct starts with `struct_size`, which its _init function sets to the sizeof the
+ * caller was compiled with; the library reads only the fields that size covers and gives every
+ * later field its default, so a program built against an older header keeps working with a newer
+ * library. Always fill a config with its _init function before setting fields: a config whose
+ * struct_size is 0 or unknown is refused with INVALID_PARAMS.
  */
 #ifndef MOONCAKE_CLIENT_H
 #define MOONCAKE_CLIENT_H
@@ -31,6 +40,7 @@ extern "C" {
 struct mc_client;
 
 struct mc_client_config {
+    uint32_t struct_size;       /* set by mc_client_config_init; do not change */
     const char *master_address; /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
     const char *host;           /* host advertised to peers (default "127.0.0.1") */
     const char *bind_address;   /* address the peer server binds (default: host) */
@@ -47,7 +57,7 @@ struct mc_client_config {
     uint32_t ping_interval_ms;    /* liveness ping period (default 1000) */
 };
 
-/* Fills cfg with the defaults documented above. */
+/* Fills cfg with the defaults documented above (and struct_size). */
 void mc_client_config_init(struct mc_client_config *cfg);
 
 /* Connects, mounts the segment and the disk directory, starts the peer server and the worker.
@@ -61,6 +71,7 @@ const char *mc_client_endpoint(const struct mc_client *client);
 
 /* How a put is placed and protected. */
 struct mc_replicate_config {
+    uint32_t struct_size;   /* set by mc_replicate_config_init; do not change */
     uint32_t replica_num;   /* MEMORY replicas, each on a different segment (default 1) */
     bool with_soft_pin;     /* evicted only after everything else */
     uint64_t soft_pin_ttl_ms; /* 0 = the master's default (30 min) */
@@ -69,6 +80,7 @@ struct mc_replicate_config {
     size_t preferred_segments_count;
     const char *group_id;   /* keys of a group share a shard, a lease and eviction fate */
 };
+/* Fills rc with the defaults (one replica, no pins, no preference, no group) and struct_size. */
 void mc_replicate_config_init(struct mc_replicate_config *rc);
 
 /* Stores len bytes under key (rc NULL = defaults). An existing readable key is left as it is and

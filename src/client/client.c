@@ -11,6 +11,7 @@
  * The library never installs signal handlers, calls exit, writes to stdout or registers flags;
  * every send uses MSG_NOSIGNAL (rpc_client.c, transport_tcp.c).
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@
 void mc_client_config_init(struct mc_client_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
+    cfg->struct_size = (uint32_t)sizeof(*cfg);
     cfg->master_address = "127.0.0.1:50051";
     cfg->host = "127.0.0.1";
     cfg->protocol = "tcp";
@@ -36,7 +38,49 @@ void mc_client_config_init(struct mc_client_config *cfg)
 void mc_replicate_config_init(struct mc_replicate_config *rc)
 {
     memset(rc, 0, sizeof(*rc));
+    rc->struct_size = (uint32_t)sizeof(*rc);
     rc->replica_num = 1;
+}
+
+/* The first published layouts (0.1): every later library accepts at least these sizes. */
+#define CLIENT_CONFIG_V0_SIZE                                                                      \
+    (offsetof(struct mc_client_config, ping_interval_ms) + sizeof(uint32_t))
+#define REPLICATE_CONFIG_V0_SIZE                                                                   \
+    (offsetof(struct mc_replicate_config, group_id) + sizeof(const char *))
+
+/* Copies the part of a caller's config its struct_size covers over the defaults (ABI policy in
+ * client.h). A size below the first layout (no _init call) or above ours (a newer header than
+ * this library) is INVALID_PARAMS. */
+static int copy_sized(void *out, const void *in, uint32_t in_size, size_t min_size,
+                      size_t our_size, const char *what)
+{
+    if (in_size < min_size || in_size > our_size) {
+        mc_error("client", "config struct has an unknown size: fill it with its _init function",
+                 "struct=%s struct_size=%u expected=%zu", what, in_size, our_size);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    memcpy(out, in, in_size);
+    return 0;
+}
+
+int mc_client_config_copy(const struct mc_client_config *in, struct mc_client_config *out)
+{
+    mc_client_config_init(out);
+    int rc = copy_sized(out, in, in->struct_size, CLIENT_CONFIG_V0_SIZE, sizeof(*out),
+                        "mc_client_config");
+    out->struct_size = (uint32_t)sizeof(*out);
+    return rc;
+}
+
+int mc_replicate_config_copy(const struct mc_replicate_config *in, struct mc_replicate_config *out)
+{
+    mc_replicate_config_init(out);
+    if (!in)
+        return 0;
+    int rc = copy_sized(out, in, in->struct_size, REPLICATE_CONFIG_V0_SIZE, sizeof(*out),
+                        "mc_replicate_config");
+    out->struct_size = (uint32_t)sizeof(*out);
+    return rc;
 }
 
 int mc_client_check_key(const char *key)
@@ -136,17 +180,19 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     if (!c)
         return MC_ERR_INTERNAL_ERROR;
     pthread_mutex_init(&c->buf_lock, NULL);
-    c->cfg = *cfg;
-    int rc = copy_str(c->master_address, sizeof(c->master_address), cfg->master_address,
+    int rc = mc_client_config_copy(cfg, &c->cfg);
+    if (rc)
+        goto fail;
+    rc = copy_str(c->master_address, sizeof(c->master_address), c->cfg.master_address,
                       "127.0.0.1:50051");
     if (!rc)
-        rc = copy_str(c->host, sizeof(c->host), cfg->host, "127.0.0.1");
+        rc = copy_str(c->host, sizeof(c->host), c->cfg.host, "127.0.0.1");
     if (!rc)
-        rc = copy_str(c->bind_address, sizeof(c->bind_address), cfg->bind_address, c->host);
+        rc = copy_str(c->bind_address, sizeof(c->bind_address), c->cfg.bind_address, c->host);
     if (!rc)
-        rc = copy_str(c->protocol, sizeof(c->protocol), cfg->protocol, "tcp");
+        rc = copy_str(c->protocol, sizeof(c->protocol), c->cfg.protocol, "tcp");
     if (!rc)
-        rc = copy_str(c->disk_path, sizeof(c->disk_path), cfg->disk_path, "");
+        rc = copy_str(c->disk_path, sizeof(c->disk_path), c->cfg.disk_path, "");
     if (rc)
         goto fail;
     c->cfg.master_address = c->master_address;

@@ -59,6 +59,11 @@ struct mc_client {
 
 /* INVALID_KEY unless key is 1..MC_CLIENT_MAX_KEY bytes. */
 int mc_client_check_key(const char *key);
+/* A caller's config copied over the defaults, as far as its struct_size covers (ABI policy in
+ * client.h); INVALID_PARAMS for a size this library does not know. rc NULL = defaults. */
+int mc_client_config_copy(const struct mc_client_config *in, struct mc_client_config *out);
+int mc_replicate_config_copy(const struct mc_replicate_config *in,
+                             struct mc_replicate_config *out);
 /* The client id as a message field (u must outlive the message). */
 Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 /* Moves len bytes to/from one MEMORY replica, locally (memcpy) when this process serves its

@@ -129,11 +129,15 @@ static void revoke(struct mc_client *c, const char *key, uint64_t version)
 }
 
 int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
-           const struct mc_replicate_config *rc_in)
+           const struct mc_replicate_config *rc_user)
 {
     if (!c || (len && !buf))
         return MC_ERR_INVALID_PARAMS;
-    int rc = mc_client_check_key(key);
+    struct mc_replicate_config rc_copy;
+    const struct mc_replicate_config *rc_in = &rc_copy;
+    int rc = mc_replicate_config_copy(rc_user, &rc_copy);
+    if (!rc)
+        rc = mc_client_check_key(key);
     if (!rc)
         rc = check_config(rc_in);
     if (rc)
@@ -193,13 +197,17 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
 /* ---- batch ------------------------------------------------------------------------------- */
 
 int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
-                 const size_t *lens, const struct mc_replicate_config *rc_in, int *results)
+                 const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
 {
     if (!c || (n && (!keys || !bufs || !lens || !results)))
         return MC_ERR_INVALID_PARAMS;
     if (n == 0)
         return 0;
-    int rc = check_config(rc_in);
+    struct mc_replicate_config rc_copy;
+    const struct mc_replicate_config *rc_in = &rc_copy;
+    int rc = mc_replicate_config_copy(rc_user, &rc_copy);
+    if (!rc)
+        rc = check_config(rc_in);
     if (rc)
         return rc;
     for (size_t i = 0; i < n; i++) {
