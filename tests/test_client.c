@@ -168,6 +168,47 @@ static void test_put_get_exist_remove(void **state)
     assert_int_equal(mc_exist(f->c1, "k/all2"), 0);
 }
 
+/* A size query is not a read: no lease (a plain remove right after succeeds), nothing counted. */
+static void test_get_size_takes_no_lease(void **state)
+{
+    struct fx *f = *state;
+    uint8_t v[3000];
+    tm_fill(v, sizeof(v), 21);
+    put_pref(f->c1, "size/nolease", v, sizeof(v), mc_client_endpoint(f->c2), 1);
+    assert_int_equal(mc_get_size(f->c1, "size/nolease"), (int64_t)sizeof(v));
+    assert_int_equal(mc_get_size(f->c2, "size/nolease"), (int64_t)sizeof(v));
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c1, "size/nolease", &info), 0);
+    assert_int_equal(info.lease_ms_left, 0);
+    mc_object_info_free(&info);
+    assert_int_equal(mc_remove(f->c1, "size/nolease", false), 0);
+    assert_int_equal(mc_get_size(f->c1, "size/nolease"), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_get_size(f->c1, ""), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_get_size(NULL, "x"), MC_ERR_INVALID_PARAMS);
+}
+
+/* mc_get_ex tells the size on BUFFER_OVERFLOW (and on success), so one call sizes a reader. */
+static void test_get_ex_reports_needed(void **state)
+{
+    struct fx *f = *state;
+    uint8_t v[5000], out[5000];
+    tm_fill(v, sizeof(v), 22);
+    put_pref(f->c1, "getex/k", v, sizeof(v), mc_client_endpoint(f->c2), 1);
+    size_t needed = 1;
+    assert_int_equal(mc_get_ex(f->c1, "getex/k", out, 10, &needed), MC_ERR_BUFFER_OVERFLOW);
+    assert_int_equal(needed, sizeof(v));
+    needed = 1;
+    assert_int_equal(mc_get_ex(f->c1, "getex/k", out, sizeof(out), &needed), (int64_t)sizeof(v));
+    assert_int_equal(needed, sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    assert_int_equal(mc_get_ex(f->c1, "getex/k", out, sizeof(out), NULL), (int64_t)sizeof(v));
+    needed = 7;
+    assert_int_equal(mc_get_ex(f->c1, "getex/none", out, sizeof(out), &needed),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(needed, 0);
+    assert_int_equal(mc_remove(f->c1, "getex/k", true), 0);
+}
+
 static void test_batch(void **state)
 {
     struct fx *f = *state;
@@ -714,6 +755,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sizes_round_trip),
         cmocka_unit_test(test_put_get_exist_remove),
+        cmocka_unit_test(test_get_size_takes_no_lease),
+        cmocka_unit_test(test_get_ex_reports_needed),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_replicas_preferred_and_loss),
         cmocka_unit_test(test_pins),

@@ -510,6 +510,58 @@ static void test_json(void **state)
     free(buf);
 }
 
+/* A counter of the master's /metrics (read through `mooncake_cli metrics`). */
+static double master_metric(const char *name)
+{
+    char opt[128], want[160];
+    struct cu_run r;
+    double v = -1;
+
+    snprintf(opt, sizeof(opt), "--metrics=%s", g.metrics);
+    snprintf(want, sizeof(want), "%s ", name);
+    cli(&r, NULL, "metrics", opt, NULL);
+    assert_int_equal(r.status, 0);
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"))
+        if (!strncmp(line, want, strlen(want)))
+            v = strtod(line + strlen(want), NULL);
+    cu_run_free(&r);
+    assert_true(v >= 0);
+    return v;
+}
+
+/* `mooncake_cli get` is one read: one GetReplicaList (one access for eviction order and the
+ * promotion count), its size query is the lease-free admin query. */
+static void test_cli_get_one_access(void **state)
+{
+    static const size_t len = 300000;
+    char out_path[128];
+    uint8_t *src = malloc(len);
+    char *got;
+    size_t got_len = 0;
+    struct cu_run r;
+
+    (void)state;
+    assert_non_null(src);
+    fill_random(src, len);
+    assert_int_equal(put_on("one-access", src, len, g.ep_a), 0);
+    snprintf(out_path, sizeof(out_path), "%s/one-access.out", g.dir);
+    double before = master_metric("master_get_replica_list_requests_total");
+    cli(&r, NULL, "get", "one-access", "-o", out_path, NULL);
+    assert_int_equal(r.status, 0);
+    cu_run_free(&r);
+    double after = master_metric("master_get_replica_list_requests_total");
+    assert_true(after - before == 1.0);
+    got = cu_slurp(out_path, &got_len);
+    assert_non_null(got);
+    assert_int_equal(got_len, len);
+    assert_memory_equal(got, src, len);
+    free(got);
+    free(src);
+    cli(&r, NULL, "rm", "one-access", "--force", NULL);
+    assert_int_equal(r.status, 0);
+    cu_run_free(&r);
+}
+
 static void expect_exit(int status, const char *err_substr, ...)
 {
     const char *argv[16];
@@ -723,9 +775,13 @@ static void test_sigterm(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_roundtrip),      cmocka_unit_test(test_json),
-        cmocka_unit_test(test_exit_codes),     cmocka_unit_test(test_daemon_killed),
-        cmocka_unit_test(test_master_restart), cmocka_unit_test(test_sigterm),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_cli_get_one_access),
+        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_daemon_killed),
+        cmocka_unit_test(test_master_restart),
+        cmocka_unit_test(test_sigterm),
     };
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_WARN); /* the in-test client's info lines are noise here */

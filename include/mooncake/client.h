@@ -91,7 +91,14 @@ int mc_put(struct mc_client *client, const char *key, const void *buf, size_t le
  * OBJECT_NOT_FOUND, BUFFER_OVERFLOW (cap too small), LEASE_EXPIRED (the read lease ran out
  * mid-read), CHECKSUM_MISMATCH (with checksums on), TRANSFER_FAIL, RPC_FAIL. */
 int64_t mc_get(struct mc_client *client, const char *key, void *buf, size_t cap);
-/* Size of key's value, or a negative error. */
+/* mc_get that also tells the value's size: *needed (when needed is not NULL) is set to it on
+ * success and on BUFFER_OVERFLOW (cap too small: call again with a buffer of *needed bytes),
+ * and to 0 on any other error. */
+int64_t mc_get_ex(struct mc_client *client, const char *key, void *buf, size_t cap,
+                  size_t *needed);
+/* Size of key's value, or a negative error (OBJECT_NOT_FOUND; REPLICA_IS_NOT_READY while its
+ * Put is in flight). A size query is not a read: it takes no read lease and does not count as
+ * an access (no effect on eviction order or promotion). */
 int64_t mc_get_size(struct mc_client *client, const char *key);
 
 /* Batch forms: per-key results in results[i] (0 / size, or an error); the return value is 0 when

@@ -17,6 +17,7 @@
  * call fails with LEASE_EXPIRED. BatchGet is one BatchGetReplicaList and one lease clock for
  * every key.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,13 +57,20 @@ static int read_some_replica(struct mc_client *c, const Mc__GetReplicaListRespon
     return rc;
 }
 
-/* Reads the object r describes into buf; t0_ms is when the lease started. */
-static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
-                        size_t cap, uint64_t t0_ms)
+/* The object's size as a GetReplicaList answer states it. */
+static uint64_t answer_size(const Mc__GetReplicaListResponse *r)
 {
     uint64_t size = r->size;
     if (size == 0 && r->n_replicas && r->replicas[0]->memory)
         size = r->replicas[0]->memory->size;
+    return size;
+}
+
+/* Reads the object r describes into buf; t0_ms is when the lease started. */
+static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                        size_t cap, uint64_t t0_ms)
+{
+    uint64_t size = answer_size(r);
     if (size > cap)
         return MC_ERR_BUFFER_OVERFLOW;
     if (size > INT64_MAX)
@@ -116,8 +124,10 @@ static int replica_list(struct mc_client *c, const char *key, Mc__GetReplicaList
     return 0;
 }
 
-int64_t mc_get(struct mc_client *c, const char *key, void *buf, size_t cap)
+int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, size_t *needed)
 {
+    if (needed)
+        *needed = 0;
     if (!c)
         return MC_ERR_INVALID_PARAMS;
     uint64_t t0 = mc_now_ms();
@@ -126,23 +136,48 @@ int64_t mc_get(struct mc_client *c, const char *key, void *buf, size_t cap)
     if (rc)
         return rc;
     int64_t n = get_with(c, r, buf, cap, t0);
+    if (needed && (n >= 0 || n == MC_ERR_BUFFER_OVERFLOW)) {
+        uint64_t size = answer_size(r);
+        *needed = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
+    }
     protobuf_c_message_free_unpacked(&r->base, NULL);
     return n;
 }
 
+int64_t mc_get(struct mc_client *c, const char *key, void *buf, size_t cap)
+{
+    return mc_get_ex(c, key, buf, cap, NULL);
+}
+
+/* A size query is the master's admin query (QueryKey): no lease, no access counted, no
+ * promotion, so asking a size never changes what eviction or promotion decide. A key with no
+ * COMPLETE replica (a Put in flight) is REPLICA_IS_NOT_READY, as a Get would answer. */
 int64_t mc_get_size(struct mc_client *c, const char *key)
 {
     if (!c)
         return MC_ERR_INVALID_PARAMS;
-    Mc__GetReplicaListResponse *r = NULL;
-    int rc = replica_list(c, key, &r);
+    int rc = mc_client_check_key(key);
     if (rc)
         return rc;
-    uint64_t size = r->size;
-    if (size == 0 && r->n_replicas && r->replicas[0]->memory)
-        size = r->replicas[0]->memory->size;
-    protobuf_c_message_free_unpacked(&r->base, NULL);
-    return size > INT64_MAX ? MC_ERR_INVALID_REPLICA : (int64_t)size;
+    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
+    req.key = (char *)key;
+    ProtobufCMessage *m = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_QUERY_KEY, &req.base,
+                             &mc__query_key_response__descriptor, &m);
+    if (rc)
+        return rc;
+    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
+    bool readable = false;
+    for (size_t i = 0; i < q->n_replicas; i++) {
+        const Mc__ReplicaInfo *ri = q->replicas[i];
+        if (ri && ri->replica && ri->replica->status == MC__REPLICA_STATUS__RS_COMPLETE)
+            readable = true;
+    }
+    int64_t out = readable ? (q->size > INT64_MAX ? MC_ERR_INVALID_REPLICA : (int64_t)q->size)
+                  : q->n_replicas ? MC_ERR_REPLICA_IS_NOT_READY
+                                  : MC_ERR_OBJECT_NOT_FOUND;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return out;
 }
 
 int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,

@@ -7,8 +7,11 @@
  * promotion), and the bytes never pass through the master. The client is closed before exit.
  *
  * put KEY [FILE|-]   reads the whole value (a file, or stdin for "-" or no FILE) into memory.
- * get KEY [-o FILE]  asks the size, reads into a buffer of that size (retrying when the object
- *                    was replaced by a larger one in between), writes it to FILE or stdout.
+ * get KEY [-o FILE]  asks the size (a lease-free query that is not an access), reads into a
+ *                    buffer of that size with one Get (when the object was replaced by a
+ *                    larger one in between, the Get says the new size and is retried), writes
+ *                    it to FILE or stdout. A get is thereby one read for the master's access
+ *                    counts, as an engine's Get is.
  * exist KEY          prints "true" (exit 0) or "false" (exit 1).
  * rm KEY [--force]   --force ignores a read lease.
  */
@@ -114,24 +117,28 @@ int mc_cli_get(const struct mc_cli_opts *o)
     struct mc_client *c = NULL;
     void *buf = NULL;
     int64_t n = 0;
+    size_t want = 0;
     FILE *f = NULL;
     int rc;
 
     rc = open_client(o, &c);
-    for (int attempt = 0; !rc && attempt < 4; attempt++) {
+    if (!rc) {
+        /* the size query takes no lease and is no access: the get below is the one read */
         int64_t size = mc_get_size(c, key);
-        if (size < 0) {
+        if (size < 0)
             rc = (int)size;
-            break;
-        }
+        else
+            want = (size_t)size;
+    }
+    for (int attempt = 0; !rc && attempt < 4; attempt++) {
         free(buf);
-        buf = malloc(size ? (size_t)size : 1);
+        buf = malloc(want ? want : 1);
         if (!buf) {
             rc = MC_ERR_INTERNAL_ERROR;
             break;
         }
-        n = mc_get(c, key, buf, (size_t)size);
-        if (n != MC_ERR_BUFFER_OVERFLOW) { /* else: replaced by a larger value; ask again */
+        n = mc_get_ex(c, key, buf, want, &want);
+        if (n != MC_ERR_BUFFER_OVERFLOW) { /* else: replaced by a larger value; try its size */
             rc = n < 0 ? (int)n : 0;
             break;
         }
