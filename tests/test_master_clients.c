@@ -49,6 +49,41 @@ static void test_ping_statuses(void **state)
     mc_master_free(m);
 }
 
+/* A replica offset is 48 bits: a segment larger than that is refused (it would alias offsets:
+ * with 1 PiB and 1 TiB objects, object 256 lands at 2^48, stored as offset 0 like object 0), the
+ * largest one is accepted and every object placed on it has its own offset range inside it. */
+static void test_mount_size_limits(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 5000000000ull);
+    struct mc_master *m = tm_master(&fc, 3);
+    struct mc_segment_desc big = tm_seg(1, 1ull << 50);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &big), MC_ERR_INVALID_PARAMS);
+    struct mc_segment_desc s = tm_seg(1, MC_SEGMENT_MAX_SIZE);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &s), MC_OK);
+    enum { N = 256 };
+    const uint64_t size = (1ull << 40) - 1; /* the largest object */
+    static uint64_t off[N];
+    char key[32];
+    struct mc_put_start_result ps;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "big%d", i);
+        assert_int_equal(mc_master_put_start(m, tm_id(1), key, strlen(key), size, NULL, &ps),
+                         MC_OK);
+        assert_int_equal(ps.nreplicas, 1);
+        off[i] = ps.replicas[0].u.mem.offset;
+        assert_true(off[i] + size <= MC_SEGMENT_MAX_SIZE);
+        assert_int_equal(ps.replicas[0].u.mem.addr, s.base + off[i]);
+    }
+    for (int i = 0; i < N; i++)
+        for (int j = 0; j < i; j++)
+            if (!(off[i] + size <= off[j] || off[j] + size <= off[i]))
+                fail_msg("objects %d and %d overlap (offsets %llu, %llu)", i, j,
+                         (unsigned long long)off[i], (unsigned long long)off[j]);
+    mc_master_free(m);
+}
+
 static void test_client_expiry(void **state)
 {
     (void)state;
@@ -207,9 +242,8 @@ static void test_metrics_registry(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ping_statuses),
-        cmocka_unit_test(test_client_expiry),
-        cmocka_unit_test(test_remount_after_restart),
+        cmocka_unit_test(test_ping_statuses),    cmocka_unit_test(test_mount_size_limits),
+        cmocka_unit_test(test_client_expiry),    cmocka_unit_test(test_remount_after_restart),
         cmocka_unit_test(test_metrics_registry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

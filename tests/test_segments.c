@@ -79,6 +79,59 @@ static void test_mount_errors(void **state)
     mc_segments_free(t);
 }
 
+/* Offsets are 48-bit in the master's replica records: a segment they cannot address is refused,
+ * the largest one they can is accepted, and the sum of capacities is capped far from wrapping
+ * (a refused mount leaves it unchanged). */
+static void test_mount_size_limits(void **state)
+{
+    (void)state;
+    struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
+    struct mc_segment_desc d = mkdesc(1, 1ull << 50); /* 1 PiB */
+    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    d = mkdesc(1, MC_SEGMENT_MAX_SIZE + 1);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_count(t), 0);
+    assert_int_equal(mc_segments_capacity(t), 0);
+
+    /* the largest segment: its last bytes are allocatable, and every offset is below 2^48 */
+    d = mkdesc(1, MC_SEGMENT_MAX_SIZE);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_capacity(t), MC_SEGMENT_MAX_SIZE);
+    struct mc_segment_alloc a[8];
+    uint32_t n = 0;
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(mc_segments_allocate(t, MC_SEGMENT_MAX_SIZE / 8, 1, NULL, 0, &a[i], &n),
+                         MC_OK);
+        assert_int_equal(n, 1);
+        assert_true(a[i].offset + a[i].size <= MC_SEGMENT_MAX_SIZE);
+        for (int j = 0; j < i; j++)
+            assert_true(a[i].offset != a[j].offset);
+    }
+    for (int i = 0; i < 8; i++)
+        mc_segment_alloc_release(&a[i]);
+
+    /* fill the capacity cap with segments of the largest size, then one of the smallest more */
+    uint64_t nmax = MC_SEGMENTS_MAX_CAPACITY / MC_SEGMENT_MAX_SIZE;
+    for (uint64_t i = 2; i <= nmax; i++) {
+        d = mkdesc(i, MC_SEGMENT_MAX_SIZE);
+        assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    }
+    assert_int_equal(mc_segments_capacity(t), MC_SEGMENTS_MAX_CAPACITY);
+    d = mkdesc(nmax + 1, MC_SEGMENT_MIN_SIZE);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_capacity(t), MC_SEGMENTS_MAX_CAPACITY);
+    assert_int_equal(mc_segments_count(t), nmax);
+    /* room again after an unmount */
+    bool un = false;
+    struct mc_segment_desc first = mkdesc(1, MC_SEGMENT_MAX_SIZE);
+    assert_int_equal(mc_segments_unmount(t, first.id, OWNER, &un), MC_OK);
+    assert_true(un);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_capacity(t),
+                     MC_SEGMENTS_MAX_CAPACITY - MC_SEGMENT_MAX_SIZE + MC_SEGMENT_MIN_SIZE);
+    mc_segments_free(t);
+}
+
 static void test_mount_idempotent(void **state)
 {
     (void)state;
@@ -364,6 +417,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mount_errors),
+        cmocka_unit_test(test_mount_size_limits),
         cmocka_unit_test(test_mount_idempotent),
         cmocka_unit_test(test_accounting_and_list),
         cmocka_unit_test(test_unmount_with_live_replicas),

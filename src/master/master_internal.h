@@ -69,14 +69,23 @@ struct mc_replica { /* 24 bytes */
         struct mc_segment *seg;   /* MEMORY: holds a segment reference */
         struct mc_holder *holder; /* LOCAL_DISK: holds a holder reference */
     } u;
-    uint64_t offset : 48; /* MEMORY: byte offset inside the segment */
-    uint64_t type : 2;    /* enum mc_master_replica_type */
-    uint64_t status : 3;  /* enum mc_master_replica_status */
+    uint64_t offset : MC_SEGMENT_OFFSET_BITS; /* MEMORY: byte offset inside the segment */
+    uint64_t type : 2;                        /* enum mc_master_replica_type */
+    uint64_t status : 3;                      /* enum mc_master_replica_status */
     uint64_t refcnt : 11; /* pins (offload source, promotion source); > 0: never evicted */
     uint32_t id;          /* unique among the object's replicas (a wrapping global counter) */
     uint32_t handle;      /* MEMORY: allocator handle */
 };
 #define MC_REPLICA_REFCNT_MAX 2047u
+/* Every offset of the largest segment a mount accepts fits the offset field (segments.c refuses
+ * larger ones), and the four fields fill one 64-bit word. */
+_Static_assert(MC_SEGMENT_MAX_SIZE - 1 <= (1ull << MC_SEGMENT_OFFSET_BITS) - 1,
+               "a segment offset must fit struct mc_replica.offset");
+_Static_assert(MC_SEGMENT_OFFSET_BITS + 2 + 3 + 11 == 64, "struct mc_replica bitfields: one word");
+_Static_assert(sizeof(struct mc_replica) == 24, "struct mc_replica is 24 bytes");
+_Static_assert(MC_REPLICA_REFCNT_MAX == (1u << 11) - 1, "refcnt limit = its field width");
+_Static_assert(MC_REPLICA_STATUS_FAILED < (1u << 3) && MC_REPLICA_TYPE_LOCAL_DISK < (1u << 2),
+               "replica type and status fit their fields");
 
 enum {
     MC_OBJ_COMPLETE = 1u << 0, /* PutEnd done */
@@ -87,13 +96,18 @@ enum {
     MC_OBJ_UNLINKING = 1u << 5,  /* erased, awaiting mc_shard_unlink_many (eviction round) */
     MC_OBJ_HEAP = 1u << 6,       /* the record is a malloc (too long for a slab class) */
 };
-#define MC_OBJECT_SIZE_MAX ((1ull << 40) - 1)
+#define MC_OBJECT_SIZE_BITS 40
+#define MC_OBJECT_SIZE_MAX ((1ull << MC_OBJECT_SIZE_BITS) - 1)
+/* An object fits in the largest segment, and the capacity cap in a 64-bit counter. */
+_Static_assert(MC_OBJECT_SIZE_MAX < MC_SEGMENT_MAX_SIZE, "an object fits one segment");
+_Static_assert(MC_SEGMENTS_MAX_CAPACITY <= UINT64_MAX - MC_SEGMENT_MAX_SIZE,
+               "capacity + one more segment cannot wrap");
 
 struct mc_group;
 struct mc_slab;
 
-struct mc_object {      /* 40 bytes, then nrep replicas, then key_len key bytes */
-    uint64_t size : 40; /* value bytes, <= MC_OBJECT_SIZE_MAX */
+struct mc_object {                       /* 40 bytes, then nrep replicas, then key_len key bytes */
+    uint64_t size : MC_OBJECT_SIZE_BITS; /* value bytes, <= MC_OBJECT_SIZE_MAX */
     uint64_t key_len : 16;
     uint64_t nrep : 8;
     uint64_t version;

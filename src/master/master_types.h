@@ -20,6 +20,16 @@
 #define MC_GROUP_ID_MAX 256       /* group id bytes including NUL */
 #define MC_MAX_REPLICAS 8         /* replicas per object (all types together) */
 #define MC_SEGMENT_MIN_SIZE 4096u
+/* Limits of what the master's records can represent (master_internal.h ties its bitfield widths
+ * to these with static asserts); a mount beyond them is refused with INVALID_PARAMS.
+ *   - a replica's offset inside its segment is a 48-bit field: a segment is at most 2^48 bytes
+ *     (256 TiB), so every offset in it fits;
+ *   - the capacity of all mounted segments together is a 64-bit counter (and the allocated bytes
+ *     never exceed it): the sum is capped at 2^56 bytes (64 PiB, 256 segments of the largest
+ *     size), far from wrapping. */
+#define MC_SEGMENT_OFFSET_BITS 48
+#define MC_SEGMENT_MAX_SIZE (1ull << MC_SEGMENT_OFFSET_BITS)
+#define MC_SEGMENTS_MAX_CAPACITY (1ull << 56)
 #define MC_ALLOC_MAX_TRIES 100 /* segments one allocation walks at most */
 
 enum mc_alloc_strategy {

@@ -133,6 +133,12 @@ static int validate(const struct mc_segment_desc *d)
         return MC_ERR_INVALID_PARAMS;
     if (d->base == 0 || d->size < MC_SEGMENT_MIN_SIZE || d->base + d->size < d->base)
         return MC_ERR_INVALID_PARAMS;
+    if (d->size > MC_SEGMENT_MAX_SIZE) {
+        mc_warn("segments", "mount refused: segment larger than a replica offset can address",
+                "name=%s size=%llu limit=%llu", d->name, (unsigned long long)d->size,
+                (unsigned long long)MC_SEGMENT_MAX_SIZE);
+        return MC_ERR_INVALID_PARAMS;
+    }
     return MC_OK;
 }
 
@@ -161,6 +167,15 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
             rc = MC_ERR_ILLEGAL_CLIENT;
         else if (old->desc.base != d->base || old->desc.size != d->size)
             rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
+        goto out;
+    }
+    /* The table lock is held for writing: nothing else changes the capacity now. */
+    uint64_t cap = atomic_load(&t->capacity);
+    if (d->size > MC_SEGMENTS_MAX_CAPACITY - cap) {
+        mc_warn("segments", "mount refused: total capacity would exceed its limit",
+                "name=%s size=%llu capacity=%llu limit=%llu", d->name, (unsigned long long)d->size,
+                (unsigned long long)cap, (unsigned long long)MC_SEGMENTS_MAX_CAPACITY);
+        rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
     if (t->n == t->cap) {

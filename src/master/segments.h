@@ -64,7 +64,9 @@ void mc_segments_free(struct mc_segments *t);
 
 /* Validates and mounts d for owner. Same id, same owner, same base/size: OK (idempotent).
  * Errors: INVALID_PARAMS (zero id, empty/unterminated name or endpoint, base 0, size below
- * MC_SEGMENT_MIN_SIZE, base+size overflow, unknown protocol, allocator creation failure),
+ * MC_SEGMENT_MIN_SIZE or above MC_SEGMENT_MAX_SIZE, base+size overflow, the total capacity
+ * would pass MC_SEGMENTS_MAX_CAPACITY, unknown protocol, allocator creation failure; a log
+ * line names the limit),
  * ILLEGAL_CLIENT (the id is mounted by another client), SEGMENT_ALREADY_EXISTS (same id with a
  * different base or size). */
 int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, struct mc_id owner);
