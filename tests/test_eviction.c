@@ -442,6 +442,71 @@ static void test_active_member_blocks_group(void **state)
     fx_free(f);
 }
 
+/* A group with a soft-pinned member: the group is the oldest, yet the passes over plain
+ * candidates leave it whole (its plain members included); only the soft-pinned phase takes it,
+ * whole. On the selective path and on the full one. */
+static void soft_group_fixture(struct fx *f)
+{
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
+    c.group_id = "grp";
+    c.group_id_len = 3;
+    put_cfg(f, key("g", 0), &c);
+    c.with_soft_pin = true;
+    put_cfg(f, key("g", 1), &c);
+    c.with_soft_pin = false;
+    put_cfg(f, key("g", 2), &c);
+    for (int i = 0; i < 7; i++)
+        put(f, key("p", i));
+    touch(f, key("g", 0)); /* leases the whole group: the oldest */
+    for (int i = 0; i < 7; i++)
+        touch(f, key("p", i));
+    expire_all(f);
+}
+
+static void test_soft_pinned_member_holds_group(void **state)
+{
+    (void)state;
+    for (int full = 0; full < 2; full++) {
+        struct mc_evict_test_opts o = {.force_full = full != 0};
+        struct fx *f = fx_new(0, 0, true);
+        soft_group_fixture(f);
+        mc_master_evict_set_test_opts(f->m, &o);
+        struct mc_evict_stats st;
+        /* one victim wanted: a plain object, not the group (nor part of it) */
+        assert_int_equal(evict(f, 0.10, 0.10, &st), MC_OK);
+        assert_int_equal(st.path, full ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE);
+        assert_int_equal(st.soft_eligible, 1);
+        assert_int_equal(st.evicted, 1);
+        assert_int_equal(count_present(f, "g", 0, 3), 3);
+        assert_false(present(f, key("p", 0)));
+        assert_int_equal(count_present(f, "p", 1, 7), 6);
+        /* every plain object wanted: still not the group; the lower bound reaches the
+         * soft-pinned phase only when it asks for more than the plain ones */
+        assert_int_equal(evict(f, 0.60, 0.60, &st), MC_OK); /* 6 of the 9 left */
+        assert_int_equal(st.evicted, 6);
+        assert_int_equal(count_present(f, "g", 0, 3), 3);
+        assert_int_equal(count_present(f, "p", 0, 7), 0);
+        /* now the soft-pinned phase: the group goes, whole */
+        assert_int_equal(evict(f, 0.30, 0.30, &st), MC_OK); /* 1 of the 3 left */
+        assert_int_equal(st.evicted, 3);
+        assert_int_equal(count_present(f, "g", 0, 3), 0);
+        mc_master_evict_set_test_opts(f->m, NULL);
+        fx_free(f);
+
+        /* soft-pinned eviction off: the group is never a victim, not even in part */
+        f = fx_new(0, 0, false);
+        soft_group_fixture(f);
+        mc_master_evict_set_test_opts(f->m, &o);
+        assert_int_equal(evict(f, 1.0, 1.0, &st), MC_OK);
+        assert_int_equal(st.evicted, 7);
+        assert_int_equal(count_present(f, "g", 0, 3), 3);
+        assert_int_equal(count_present(f, "p", 0, 7), 0);
+        mc_master_evict_set_test_opts(f->m, NULL);
+        fx_free(f);
+    }
+}
+
 /* ---- selective materialization -------------------------------------------------------------- */
 
 static void test_selective_bounded(void **state)
@@ -818,6 +883,7 @@ int main(void)
         cmocka_unit_test(test_leased_and_pinned_survive),
         cmocka_unit_test(test_whole_group_evicted),
         cmocka_unit_test(test_active_member_blocks_group),
+        cmocka_unit_test(test_soft_pinned_member_holds_group),
         cmocka_unit_test(test_selective_bounded),
         cmocka_unit_test(test_selective_ties_at_cutoff),
         cmocka_unit_test(test_frontier_limit_takes_full_path),

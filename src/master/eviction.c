@@ -219,10 +219,14 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
         evict_now(cy, s, o, w, fl);
         return;
     }
-    /* A group goes whole, or not at all while any member holds a lease. */
-    for (uint32_t i = 0; i < g->n; i++)
-        if (now < lease_of(s, g->members[i]))
+    /* A group goes whole, or not at all while any member holds a lease; one with a soft-pinned
+     * member waits, whole, for the soft-pinned phase. */
+    for (uint32_t i = 0; i < g->n; i++) {
+        struct mc_object *mo = g->members[i];
+        enum ev_class mc = ev_classify(ev_obj_bits(mo), lease_of(s, mo), now, mo);
+        if (mc == EV_HELD || (mc == EV_SOFT && !soft_phase))
             return;
+    }
     uint32_t n = g->n;
     if (n > w->members_cap &&
         !ev_reserve((void **)&w->members, &w->members_cap, n, sizeof(*w->members))) {
@@ -230,11 +234,10 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
         return;
     }
     memcpy(w->members, g->members, n * sizeof(*w->members)); /* g changes as members go */
-    bool soft_ok = cy->m->cfg.allow_evict_soft_pinned_objects;
     for (uint32_t i = 0; i < n; i++) {
         struct mc_object *mo = w->members[i];
         cls = ev_classify(ev_obj_bits(mo), lease_of(s, mo), now, mo);
-        if (cls == EV_PLAIN || (cls == EV_SOFT && soft_ok))
+        if (cls == EV_PLAIN || (cls == EV_SOFT && soft_phase))
             evict_now(cy, s, mo, w, fl);
     }
 }

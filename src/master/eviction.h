@@ -29,7 +29,10 @@
  *   5. second pass: up to the lower count from the remaining plain candidates, then soft-pinned
  *      ones (oldest first) when allow_evict_soft_pinned_objects.
  * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
- * a lease. An object that keeps a valid LOCAL_DISK replica loses only its MEMORY replicas.
+ * a lease; a group with a soft-pinned member is a soft-pinned victim as a whole: skipped in the
+ * passes over plain candidates (selective and full paths alike), evicted whole only when the
+ * soft-pinned phase reaches that member (never when soft-pinned eviction is off). An object that
+ * keeps a valid LOCAL_DISK replica loses only its MEMORY replicas.
  *
  * No stop-the-world: only per-shard locks, each held for one shard's work; buffers are released
  * after the shard lock is dropped. One cycle runs at a time per master.
