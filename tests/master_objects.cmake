@@ -3,3 +3,6 @@ mc_add_test(test_master_objects SOURCES test_master_objects.c LIBS mc_master_cor
 mc_add_test(test_master_clients SOURCES test_master_clients.c LIBS mc_master_core TIMEOUT 60)
 mc_add_test(test_master_concurrency SOURCES test_master_concurrency.c LIBS mc_master_core
             Threads::Threads LABELS tsan TIMEOUT 120)
+# Master core: Put versions, ownership after completion, versions across restarts, deferred free
+# of force-removed objects, the reaper's idle tick.
+mc_add_test(test_master_safety SOURCES test_master_safety.c LIBS mc_master_core TIMEOUT 60)

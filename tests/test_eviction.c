@@ -81,7 +81,7 @@ static void put_cfg(struct fx *f, const char *k, const struct mc_master_replicat
 {
     struct mc_put_start_result r;
     assert_int_equal(mc_master_put_start(f->m, f->client, k, strlen(k), OBJ_SIZE, cfg, &r), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->client, k, strlen(k), 7, true), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->client, k, strlen(k), 0, 7, true), MC_OK);
 }
 
 static void put(struct fx *f, const char *k)
@@ -698,6 +698,69 @@ static void test_forced_full_path(void **state)
     fx_free(f);
 }
 
+/* ---- PutEnd grants a zero-length lease ---------------------------------------------------------
+ */
+
+#define LRU_N 240
+
+/* Object p (0..LRU_N-1) gets its last access at L0 + 10 p: p % 3 == 0 is read then (put early,
+ * read at L0 + 10 p - TTL: its lease ends at L0 + 10 p), the others are written then and never
+ * read. Events are played in time order; afterwards every lease has expired. */
+static void fill_lru_mix(struct fx *f)
+{
+    const uint64_t l0 = T0_MS + TTL_MS + 10;
+    for (int p = 0; p < LRU_N; p += 3)
+        put(f, key("x", p)); /* at T0: written long before it is read */
+    int order[LRU_N];
+    uint64_t when[LRU_N];
+    for (int p = 0; p < LRU_N; p++) {
+        when[p] = l0 + 10ull * (uint64_t)p - (p % 3 == 0 ? TTL_MS : 0);
+        order[p] = p;
+    }
+    for (int i = 1; i < LRU_N; i++) /* insertion sort by event time */
+        for (int j = i; j > 0 && when[order[j]] < when[order[j - 1]]; j--) {
+            int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    for (int i = 0; i < LRU_N; i++) {
+        int p = order[i];
+        mc_fake_clock_set_ns(&f->fc, when[p] * 1000000ull);
+        if (p % 3 == 0) {
+            struct mc_get_result g;
+            assert_int_equal(mc_master_get_replica_list(f->m, key("x", p), 7, &g), MC_OK);
+        } else {
+            put(f, key("x", p));
+        }
+    }
+    mc_fake_clock_set_ns(&f->fc, (l0 + 10ull * LRU_N + 1) * 1000000ull);
+}
+
+/* Never-read objects leave in PutEnd order, interleaved with read ones by last access (their
+ * lease deadline), on the selective path and on the full path. Before PutEnd granted a lease,
+ * every never-read object tied at deadline 0 and went first, in hash order. */
+static void test_put_end_lease_orders_never_read(void **state)
+{
+    (void)state;
+    for (int full = 0; full < 2; full++) {
+        struct fx *f = fx_new(0, 0, true);
+        fill_lru_mix(f);
+        if (full) {
+            struct mc_evict_test_opts o = {.force_full = true};
+            mc_master_evict_set_test_opts(f->m, &o);
+        }
+        struct mc_evict_stats st;
+        int victims = full ? LRU_N / 2 : LRU_N / 5;
+        double r = full ? 0.5 : 0.2;
+        assert_int_equal(evict(f, r, r, &st), MC_OK);
+        assert_int_equal(st.path, full ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE);
+        assert_int_equal(st.evicted, victims);
+        assert_int_equal(count_present(f, "x", 0, victims), 0);
+        assert_int_equal(count_present(f, "x", victims, LRU_N), LRU_N - victims);
+        fx_free(f);
+    }
+}
+
 /* ---- LOCAL_DISK copies ---------------------------------------------------------------------- */
 
 static void test_disk_only_objects(void **state)
@@ -776,7 +839,7 @@ static void test_tick_trigger_and_capacity(void **state)
         }
         if (rc != MC_OK)
             continue;
-        assert_int_equal(mc_master_put_end(f->m, f->client, k, strlen(k), 1, true), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->client, k, strlen(k), 0, 1, true), MC_OK);
         ok++;
         mc_fake_clock_advance_ms(&f->fc, 1);
         evicted += mc_master_tick_eviction(f->m);
@@ -892,6 +955,7 @@ int main(void)
         cmocka_unit_test(test_hook_lease_forces_fallback),
         cmocka_unit_test(test_hook_removal_absorbed),
         cmocka_unit_test(test_forced_full_path),
+        cmocka_unit_test(test_put_end_lease_orders_never_read),
         cmocka_unit_test(test_disk_only_objects),
         cmocka_unit_test(test_tick_trigger_and_capacity),
         cmocka_unit_test(test_tick_need_flag),

@@ -101,7 +101,7 @@ static void *worker_main(void *arg)
             if (w->state[i] == LEASED) {
                 CHECK(sh, rc == MC_ERR_OBJECT_ALREADY_EXISTS);
             } else if (rc == MC_OK) {
-                CHECK(sh, mc_master_put_end(sh->m, sh->client, k, kl, crc_of(k), true) == MC_OK);
+                CHECK(sh, mc_master_put_end(sh->m, sh->client, k, kl, 0, crc_of(k), true) == MC_OK);
                 w->state[i] = PRESENT;
             } else {
                 /* PRESENT and not evicted yet */
@@ -213,7 +213,8 @@ static void test_cycles_under_load(void **state)
         struct mc_put_start_result pr;
         assert_int_equal(mc_master_put_start(sh.m, sh.client, k, strlen(k), OSIZE, NULL, &pr),
                          MC_OK);
-        assert_int_equal(mc_master_put_end(sh.m, sh.client, k, strlen(k), crc_of(k), true), MC_OK);
+        assert_int_equal(mc_master_put_end(sh.m, sh.client, k, strlen(k), 0, crc_of(k), true),
+                         MC_OK);
     }
     for (int i = 0; i < NPROTECTED; i++) { /* leased for the whole run */
         snprintf(k, sizeof(k), "pre-%06d", i * (NPRELOAD / NPROTECTED));

@@ -198,7 +198,7 @@ static void test_master_paths_balanced(void **state)
     int rcs[32];
     assert_int_equal(mc_master_batch_put_start(m, a, refs, sizes, 32, NULL, pr, rcs), MC_OK);
     assert_int_equal(mc_lo_depth(), 0);
-    assert_int_equal(mc_master_batch_put_end(m, a, refs, NULL, 32, rcs), MC_OK);
+    assert_int_equal(mc_master_batch_put_end(m, a, refs, NULL, NULL, 32, rcs), MC_OK);
     assert_int_equal(mc_lo_depth(), 0);
     struct mc_get_result gr[32];
     assert_int_equal(mc_master_batch_get_replica_list(m, refs, 32, gr, rcs), MC_OK);

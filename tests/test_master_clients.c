@@ -108,13 +108,13 @@ static void test_client_expiry(void **state)
     for (int i = 0; i < 20; i++) {
         snprintf(key, sizeof(key), "a%d", i);
         assert_int_equal(mc_master_put_start(m, b, key, strlen(key), 4096, &ca, &ps), MC_OK);
-        assert_int_equal(mc_master_put_end(m, b, key, strlen(key), 0, false), MC_OK);
+        assert_int_equal(mc_master_put_end(m, b, key, strlen(key), 0, 0, false), MC_OK);
         snprintf(key, sizeof(key), "b%d", i);
         assert_int_equal(mc_master_put_start(m, a, key, strlen(key), 4096, &cb, &ps), MC_OK);
-        assert_int_equal(mc_master_put_end(m, a, key, strlen(key), 0, false), MC_OK);
+        assert_int_equal(mc_master_put_end(m, a, key, strlen(key), 0, 0, false), MC_OK);
     }
     assert_int_equal(mc_master_put_start(m, a, "both", 4, 4096, &both, &ps), MC_OK);
-    assert_int_equal(mc_master_put_end(m, a, "both", 4, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(m, a, "both", 4, 0, 0, false), MC_OK);
     /* b keeps pinging, a goes quiet. */
     assert_int_equal(mc_master_tick_monitor(m), 0);
     mc_fake_clock_advance_ms(&fc, 6000);

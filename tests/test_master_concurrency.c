@@ -107,10 +107,10 @@ static void *worker(void *p)
             if (rc != MC_OK)
                 continue;
             if ((r >> 40) % 10 == 0) {
-                CHECK(mc_master_put_revoke(m, me, key, strlen(key)) == MC_OK);
+                CHECK(mc_master_put_revoke(m, me, key, strlen(key), 0) == MC_OK);
                 continue;
             }
-            CHECK(mc_master_put_end(m, me, key, strlen(key), crc_of(k, size), true) == MC_OK);
+            CHECK(mc_master_put_end(m, me, key, strlen(key), 0, crc_of(k, size), true) == MC_OK);
             md->version = ps->version;
             md->size = size;
         } else if (dice < 90) { /* remove */

@@ -114,8 +114,8 @@ static void test_put_get_roundtrip(void **state)
     assert_int_equal(st.processing_count, 1);
     assert_int_equal(st.allocated_bytes, 5000);
 
-    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0xdeadbeef, true), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0, false), MC_OK); /* idem */
+    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0, 0xdeadbeef, true), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, k, strlen(k), 0, 0, false), MC_OK); /* idem */
     assert_int_equal(mc_master_get_replica_list(f->m, k, strlen(k), &g), MC_OK);
     assert_int_equal(g.nreplicas, 1);
     assert_int_equal(g.replicas[0].status, MC_REPLICA_STATUS_COMPLETE);
@@ -151,8 +151,8 @@ static void test_error_codes(void **state)
     assert_int_equal(mc_master_put_start(f->m, f->a, "a\0b", 3, 10, NULL, &ps), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_master_get_replica_list(f->m, NULL, 3, &g), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_master_remove(f->m, "", 0, false), MC_ERR_INVALID_KEY);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "", 0, 0, false), MC_ERR_INVALID_KEY);
-    assert_int_equal(mc_master_put_revoke(f->m, f->a, "", 0), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "", 0, 0, 0, false), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "", 0, 0), MC_ERR_INVALID_KEY);
     bool ex;
     assert_int_equal(mc_master_exist_key(f->m, "", 0, &ex), MC_ERR_INVALID_KEY);
     /* Params. */
@@ -177,7 +177,7 @@ static void test_error_codes(void **state)
     cfg.group_id = longkey;
     cfg.group_id_len = MC_GROUP_ID_MAX;
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, &cfg, &ps), MC_ERR_INVALID_PARAMS);
-    assert_int_equal(mc_master_put_end(f->m, zero, "k", 1, 0, false), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_put_end(f->m, zero, "k", 1, 0, 0, false), MC_ERR_INVALID_PARAMS);
     /* Space. */
     assert_int_equal(mc_master_put_start(f->m, f->a, "huge", 4, 65 * MIB, NULL, &ps),
                      MC_ERR_NO_AVAILABLE_HANDLE);
@@ -187,16 +187,17 @@ static void test_error_codes(void **state)
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, NULL, &ps), MC_OK);
     assert_int_equal(mc_master_put_start(f->m, f->b, "k", 1, 10, NULL, &ps),
                      MC_ERR_OBJECT_ALREADY_EXISTS); /* in flight */
-    assert_int_equal(mc_master_put_end(f->m, f->b, "k", 1, 0, false), MC_ERR_ILLEGAL_CLIENT);
-    assert_int_equal(mc_master_put_revoke(f->m, f->b, "k", 1), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f->m, f->b, "k", 1, 0, 0, false), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_revoke(f->m, f->b, "k", 1, 0), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_remove(f->m, "k", 1, true), MC_ERR_REPLICA_IS_NOT_READY);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, 0, 0, false), MC_OK);
     assert_int_equal(mc_master_put_start(f->m, f->a, "k", 1, 10, NULL, &ps),
                      MC_ERR_OBJECT_ALREADY_EXISTS); /* complete */
-    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1), MC_ERR_INVALID_WRITE);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1, 0), MC_ERR_INVALID_WRITE);
     /* Absent keys. */
-    assert_int_equal(mc_master_put_end(f->m, f->a, "nope", 4, 0, false), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_master_put_revoke(f->m, f->a, "nope", 4), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "nope", 4, 0, 0, false),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "nope", 4, 0), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_get_replica_list(f->m, "nope", 4, &g), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_remove(f->m, "nope", 4, false), MC_ERR_OBJECT_NOT_FOUND);
     struct mc_key_info ki;
@@ -251,7 +252,7 @@ static void test_lease_blocks_remove(void **state)
     mc_master_get_stats(f->m, &st);
     assert_int_equal(st.key_count, 1);
     assert_int_equal(st.allocated_bytes, 100);
-    assert_int_equal(mc_master_put_revoke(f->m, f->a, "inflight", 8), MC_OK);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "inflight", 8, 0), MC_OK);
     mc_master_get_stats(f->m, &st);
     assert_int_equal(st.key_count, 0);
     assert_int_equal(st.allocated_bytes, 0);
@@ -274,8 +275,8 @@ static void test_stale_put_takeover(void **state)
     assert_int_equal(st.key_count, 1);
     assert_int_equal(st.allocated_bytes, 2 * MIB); /* old buffers not yet released */
     /* The old writer lost the key. */
-    assert_int_equal(mc_master_put_end(f->m, f->a, "s", 1, 0, false), MC_ERR_ILLEGAL_CLIENT);
-    assert_int_equal(mc_master_put_end(f->m, f->b, "s", 1, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "s", 1, 0, 0, false), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f->m, f->b, "s", 1, 0, 0, false), MC_OK);
     /* Released 600 s after the old PutStart, not before. */
     mc_fake_clock_advance_ms(&f->fc, 600000 - 30000 - 1);
     mc_master_tick_reaper(f->m);
@@ -323,9 +324,9 @@ static void test_pins(void **state)
     assert_false(ki.complete);
     assert_true(mc_id_eq(ki.put_owner, f->a));
     mc_fake_clock_advance_ms(&f->fc, 1000);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "soft", 4, 0, false), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "short", 5, 0, false), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "hard", 4, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "soft", 4, 0, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "short", 5, 0, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "hard", 4, 0, 0, false), MC_OK);
     assert_int_equal(mc_master_query_key(f->m, "soft", 4, &ki), MC_OK);
     assert_int_equal(ki.soft_pin_remaining_ms, 30ull * 60 * 1000);
     assert_true(ki.complete);
@@ -398,7 +399,7 @@ static void test_groups(void **state)
     for (int i = 0; i < 3; i++) {
         struct mc_put_start_result ps;
         assert_int_equal(mc_master_put_start(f->m, f->a, keys[i], 3, 100, &cfg, &ps), MC_OK);
-        assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 3, 0, false), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 3, 0, 0, false), MC_OK);
         /* Routed to the group's shard, found from the key alone. */
         assert_int_equal(mc_master_key_shard(f->m, mc_hash_key(keys[i], 3)), gshard);
     }
@@ -465,13 +466,13 @@ static void test_batches(void **state)
     for (int i = 0; i < N; i++)
         assert_int_equal(rcs[i], MC_OK);
     /* Revoke the last 10, end the rest with CRCs. */
-    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, keys + 90, 10, rcs), MC_OK);
+    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, keys + 90, NULL, 10, rcs), MC_OK);
     for (int i = 0; i < 10; i++)
         assert_int_equal(rcs[i], MC_OK);
     uint32_t crcs[N];
     for (int i = 0; i < N; i++)
         crcs[i] = (uint32_t)i * 3;
-    assert_int_equal(mc_master_batch_put_end(f->m, f->a, keys, crcs, N, rcs), MC_OK);
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, keys, NULL, crcs, N, rcs), MC_OK);
     for (int i = 0; i < N; i++)
         assert_int_equal(rcs[i], i < 90 ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
     /* Batch read: the 100 keys, an empty key and an unknown one. */
@@ -530,13 +531,13 @@ static void test_unmount_drops_objects(void **state)
     both.replica_num = 2;
     struct mc_put_start_result ps;
     assert_int_equal(mc_master_put_start(f->m, f->a, "on1", 3, 1000, &c1, &ps), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "on1", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "on1", 3, 0, 0, false), MC_OK);
     assert_int_equal(mc_master_put_start(f->m, f->a, "on2", 3, 1000, &c2, &ps), MC_OK);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "on2", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "on2", 3, 0, 0, false), MC_OK);
     assert_int_equal(mc_master_put_start(f->m, f->a, "dup", 3, 1000, &both, &ps), MC_OK);
     assert_int_equal(ps.nreplicas, 2);
     assert_false(mc_id_eq(ps.replicas[0].u.mem.segment_id, ps.replicas[1].u.mem.segment_id));
-    assert_int_equal(mc_master_put_end(f->m, f->a, "dup", 3, 0, false), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "dup", 3, 0, 0, false), MC_OK);
     assert_int_equal(mc_master_put_start(f->m, f->a, "wip", 3, 1000, &c1, &ps), MC_OK);
     struct mc_get_result g;
     assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_OK);
@@ -545,7 +546,7 @@ static void test_unmount_drops_objects(void **state)
     assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(99, 1).id), MC_OK);
     assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(1, 1).id), MC_OK);
     assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_master_put_end(f->m, f->a, "wip", 3, 0, false), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "wip", 3, 0, 0, false), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_get_replica_list(f->m, "on2", 3, &g), MC_OK);
     assert_int_equal(mc_master_get_replica_list(f->m, "dup", 3, &g), MC_OK);
     assert_int_equal(g.nreplicas, 1);
@@ -791,9 +792,9 @@ static void test_metrics_series_move(void **state)
     assert_int_equal(rcs[0], MC_OK);
     assert_int_not_equal(rcs[1], MC_OK);
     struct mc_key_ref done[2] = {keys[0], keys[2]};
-    assert_int_equal(mc_master_batch_put_end(f->m, f->a, done, NULL, 2, rcs), MC_OK);
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, done, NULL, NULL, 2, rcs), MC_OK);
     /* A batch revoke of keys nobody is putting: every item fails. */
-    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, done, 2, rcs), MC_OK);
+    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, done, NULL, 2, rcs), MC_OK);
     t = scrape(f->m);
     assert_true(sample(t, "master_batch_put_start_requests_total", NULL) == 1);
     assert_true(sample(t, "master_batch_put_start_items_total", NULL) == 3);

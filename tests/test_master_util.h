@@ -54,7 +54,8 @@ static inline int tm_put(struct mc_master *m, struct mc_id client, const char *k
     int rc = mc_master_put_start(m, client, key, strlen(key), size, NULL, &r);
     if (rc != MC_OK)
         return rc;
-    return mc_master_put_end(m, client, key, strlen(key), (uint32_t)(strlen(key) ^ size), true);
+    return mc_master_put_end(m, client, key, strlen(key), r.version, (uint32_t)(strlen(key) ^ size),
+                             true);
 }
 
 #endif

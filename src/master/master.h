@@ -156,16 +156,23 @@ int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *ke
                         struct mc_put_start_result *out);
 
 /* Completes a Put: its replicas become COMPLETE (readable), the value CRC32C is recorded
- * (has_crc false: none known), a requested soft pin starts now. Errors: INVALID_KEY,
- * OBJECT_NOT_FOUND, ILLEGAL_CLIENT (not the client that started the Put). Idempotent: a
- * completed object answers OK. */
+ * (has_crc false: none known), a requested soft pin starts now, and the object gets a
+ * zero-length read lease (lease = now, upstream's GrantReadLease(0)): the lease deadline is its
+ * last access, so never-read objects are evicted in PutEnd order among the read ones.
+ * version is the one PutStart returned (0 = do not check, as the proto says). Errors:
+ * INVALID_KEY, OBJECT_NOT_FOUND, INVALID_VERSION (the key's record has another version: e.g.
+ * the Put was taken over by a newer PutStart; nothing changes), ILLEGAL_CLIENT (not the client
+ * that started the Put, also once it is complete). Idempotent: the owner ending a completed
+ * object again gets OK. */
 int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
-                      uint32_t crc32c, bool has_crc);
+                      uint64_t version, uint32_t crc32c, bool has_crc);
 
-/* Abandons a Put: its buffers are freed and the object erased. Errors: INVALID_KEY,
- * OBJECT_NOT_FOUND, ILLEGAL_CLIENT (not the Put's owner), INVALID_WRITE (the object is not
- * being Put, e.g. already completed). */
-int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len);
+/* Abandons a Put: its buffers are freed and the object erased. version as for PutEnd. Errors:
+ * INVALID_KEY, OBJECT_NOT_FOUND, INVALID_VERSION (another version: nothing changes),
+ * ILLEGAL_CLIENT (not the Put's owner), INVALID_WRITE (the object is not being Put, e.g.
+ * already completed). */
+int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                         uint64_t version);
 
 struct mc_key_ref {
     const char *data;
@@ -173,15 +180,17 @@ struct mc_key_ref {
 };
 
 /* Batch forms: one PutStart/End/Revoke per key with the same config. crcs may be NULL (no CRC
- * for any key). */
+ * for any key); versions may be NULL (no version check for any key; a 0 entry: none for that
+ * key). */
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
                               const struct mc_key_ref *keys, const uint64_t *sizes, size_t n,
                               const struct mc_master_replicate_config *cfg,
                               struct mc_put_start_result *out, int *rcs);
 int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
-                            const uint32_t *crcs, size_t n, int *rcs);
+                            const uint64_t *versions, const uint32_t *crcs, size_t n, int *rcs);
 int mc_master_batch_put_revoke(struct mc_master *m, struct mc_id client,
-                               const struct mc_key_ref *keys, size_t n, int *rcs);
+                               const struct mc_key_ref *keys, const uint64_t *versions, size_t n,
+                               int *rcs);
 
 /* ---- reads -------------------------------------------------------------------------------- */
 

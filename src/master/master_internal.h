@@ -15,7 +15,7 @@
  *   pend   a small dense array of in-flight Puts { object, owner, start time, soft pin TTL }.
  *   groups a chained hash of the shard's groups (id → member objects).
  *
- * An object is one record: struct mc_object, its replicas, then its key bytes (40 + 24 per
+ * An object is one record: struct mc_object, its replicas, then its key bytes (48 + 24 per
  * replica + key bytes), from its shard's slabs (objslab.c; long keys: a malloc). Get makes no
  * allocation; Put makes one record (and a malloc when it creates a group).
  *
@@ -106,7 +106,7 @@ _Static_assert(MC_SEGMENTS_MAX_CAPACITY <= UINT64_MAX - MC_SEGMENT_MAX_SIZE,
 struct mc_group;
 struct mc_slab;
 
-struct mc_object {                       /* 40 bytes, then nrep replicas, then key_len key bytes */
+struct mc_object {                       /* 48 bytes, then nrep replicas, then key_len key bytes */
     uint64_t size : MC_OBJECT_SIZE_BITS; /* value bytes, <= MC_OBJECT_SIZE_MAX */
     uint64_t key_len : 16;
     uint64_t nrep : 8;
@@ -115,9 +115,17 @@ struct mc_object {                       /* 40 bytes, then nrep replicas, then k
     uint64_t flags : 16;    /* MC_OBJ_* */
     struct mc_group *group; /* NULL when not grouped */
     uint32_t crc;
-    uint32_t ent; /* index in the shard's ents */
+    uint32_t ent;       /* index in the shard's ents */
+    uint64_t owner_tag; /* mc_owner_tag() of the client that PutStarted it (PutEnd checks it
+                         * after completion, when the pending record is gone) */
     struct mc_replica rep[];
 };
+
+/* A 64-bit fingerprint of a client id, kept per object instead of the 16-byte id. */
+static inline uint64_t mc_owner_tag(struct mc_id id)
+{
+    return mc_hash_seeded(&id, sizeof(id), 0x6f776e6572ull);
+}
 
 static inline char *mc_obj_key(struct mc_object *o)
 {

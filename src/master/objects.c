@@ -431,6 +431,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
                  (atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed) &
                   ((1ull << MC_VERSION_SEQ_BITS) - 1));
     o->ent = MC_NO_INDEX;
+    o->owner_tag = mc_owner_tag(client);
     o->key_len = (uint16_t)len;
     o->nrep = (uint8_t)n;
     o->flags |= cfg->with_hard_pin ? MC_OBJ_HARD_PIN : 0;
@@ -529,7 +530,7 @@ out:
 /* ---- PutEnd / PutRevoke -------------------------------------------------------------------- */
 
 int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
-                      uint32_t crc32c, bool has_crc)
+                      uint64_t version, uint32_t crc32c, bool has_crc)
 {
     CNT_INC(m, put_end_requests);
     int rc = check_key(m, key, key_len);
@@ -545,9 +546,16 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
         rc = MC_ERR_OBJECT_NOT_FOUND;
         goto out;
     }
+    if (version && o->version != version) {
+        rc = MC_ERR_INVALID_VERSION; /* a late PutEnd of a Put that was taken over */
+        goto unlock;
+    }
     struct mc_pending *p = mc_obj_pending(s, o);
-    if (!p)
-        goto unlock; /* already complete: idempotent */
+    if (!p) { /* already complete: idempotent for its owner */
+        if (o->owner_tag != mc_owner_tag(client))
+            rc = MC_ERR_ILLEGAL_CLIENT;
+        goto unlock;
+    }
     if (!mc_id_eq(p->owner, client)) {
         rc = MC_ERR_ILLEGAL_CLIENT;
         goto unlock;
@@ -560,11 +568,14 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
         o->crc = crc32c;
         o->flags |= MC_OBJ_HAS_CRC;
     }
+    uint64_t now = mc_master_now_ms(m);
     if (p->soft_pin_ttl_ms) {
-        o->soft_pin_deadline_ms = mc_master_now_ms(m) + p->soft_pin_ttl_ms;
+        o->soft_pin_deadline_ms = now + p->soft_pin_ttl_ms;
         o->flags |= MC_OBJ_SOFT_PIN;
         atomic_fetch_add_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
     }
+    /* GrantReadLease(0): the lease deadline doubles as the last access for eviction order. */
+    lease_raise(&mc_shard_ent(s, o->ent)->lease_ms, now);
     mc_shard_pend_remove(s, o);
     atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     mc_shard_refresh_bits(s, o);
@@ -577,7 +588,8 @@ out:
     return rc;
 }
 
-int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len)
+int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
+                         uint64_t version)
 {
     CNT_INC(m, put_revoke_requests);
     int rc = check_key(m, key, key_len);
@@ -596,7 +608,9 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *k
         goto out;
     }
     struct mc_pending *p = mc_obj_pending(s, o);
-    if (!p)
+    if (version && o->version != version)
+        rc = MC_ERR_INVALID_VERSION; /* a stale revoke must not kill the Put that took over */
+    else if (!p)
         rc = MC_ERR_INVALID_WRITE;
     else if (!mc_id_eq(p->owner, client))
         rc = MC_ERR_ILLEGAL_CLIENT;

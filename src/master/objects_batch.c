@@ -57,28 +57,30 @@ int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
 }
 
 int mc_master_batch_put_end(struct mc_master *m, struct mc_id client, const struct mc_key_ref *keys,
-                            const uint32_t *crcs, size_t n, int *rcs)
+                            const uint64_t *versions, const uint32_t *crcs, size_t n, int *rcs)
 {
     if (n && (!keys || !rcs)) {
         batch_account(m, MC_BATCH_PUT_END, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
     }
     for (size_t i = 0; i < n; i++)
-        rcs[i] = mc_master_put_end(m, client, keys[i].data, keys[i].len, crcs ? crcs[i] : 0,
-                                   crcs != NULL);
+        rcs[i] = mc_master_put_end(m, client, keys[i].data, keys[i].len, versions ? versions[i] : 0,
+                                   crcs ? crcs[i] : 0, crcs != NULL);
     batch_account(m, MC_BATCH_PUT_END, n, rcs, MC_OK);
     return MC_OK;
 }
 
 int mc_master_batch_put_revoke(struct mc_master *m, struct mc_id client,
-                               const struct mc_key_ref *keys, size_t n, int *rcs)
+                               const struct mc_key_ref *keys, const uint64_t *versions, size_t n,
+                               int *rcs)
 {
     if (n && (!keys || !rcs)) {
         batch_account(m, MC_BATCH_PUT_REVOKE, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
     }
     for (size_t i = 0; i < n; i++)
-        rcs[i] = mc_master_put_revoke(m, client, keys[i].data, keys[i].len);
+        rcs[i] =
+            mc_master_put_revoke(m, client, keys[i].data, keys[i].len, versions ? versions[i] : 0);
     batch_account(m, MC_BATCH_PUT_REVOKE, n, rcs, MC_OK);
     return MC_OK;
 }

