@@ -442,6 +442,56 @@ static void conn_attach(struct io_thread *io, struct conn *c)
     io->conns = c;
 }
 
+/*
+ * Accepting when accept4 fails. The listener is level-triggered: a pending connection the
+ * process cannot take (EMFILE, ENFILE, ENOBUFS, ENOMEM) wakes the loop again at once, which
+ * spun a core and wrote a log line per wake-up. Instead the listener leaves the epoll set for
+ * ACCEPT_PAUSE_MS (open connections keep being served meanwhile; new ones wait in the kernel's
+ * backlog) and the failure is logged at most once per ACCEPT_LOG_MS, with the count of the
+ * failures not logged.
+ */
+#define ACCEPT_PAUSE_MS 100
+#define ACCEPT_LOG_MS 1000
+
+static void accept_failed(struct io_thread *io0, int err)
+{
+    struct mc_rpc_server *s = io0->srv;
+    uint64_t now = mc_now_ms();
+    bool pause = err != ECONNABORTED && err != EPROTO && err != EPERM;
+    if (pause && epoll_ctl(io0->epfd, EPOLL_CTL_DEL, s->lfd, NULL) == 0)
+        io0->accept_resume_ms = now + ACCEPT_PAUSE_MS;
+    if (io0->accept_log_ms && now - io0->accept_log_ms < ACCEPT_LOG_MS) {
+        io0->accept_suppressed++;
+        return;
+    }
+    mc_warn(s->name, pause ? "accept failed, pausing accepts" : "accept failed",
+            "errno=%d pause_ms=%d conns_open=%llu not_logged=%llu", err,
+            pause ? ACCEPT_PAUSE_MS : 0, (unsigned long long)atomic_load(&s->conns_open),
+            (unsigned long long)io0->accept_suppressed);
+    io0->accept_log_ms = now;
+    io0->accept_suppressed = 0;
+}
+
+/* Puts the listener back into thread 0's epoll set once its pause is over; returns the
+ * epoll_wait timeout to use until then (-1: none). */
+static int accept_resume(struct io_thread *io)
+{
+    if (!io->accept_resume_ms)
+        return -1;
+    uint64_t now = mc_now_ms();
+    if (now < io->accept_resume_ms)
+        return (int)(io->accept_resume_ms - now);
+    struct mc_rpc_server *s = io->srv;
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &s->lfd};
+    if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, s->lfd, &ev) != 0) {
+        mc_error(s->name, "cannot resume accepting", "errno=%d", errno);
+        io->accept_resume_ms = now + ACCEPT_PAUSE_MS;
+        return ACCEPT_PAUSE_MS;
+    }
+    io->accept_resume_ms = 0;
+    return -1;
+}
+
 static void do_accept(struct io_thread *io0)
 {
     struct mc_rpc_server *s = io0->srv;
@@ -451,7 +501,7 @@ static void do_accept(struct io_thread *io0)
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                mc_warn(s->name, "accept failed", "errno=%d", errno);
+                accept_failed(io0, errno);
             return;
         }
         if ((int)atomic_load(&s->conns_open) >= s->cfg.max_conns) {
@@ -602,7 +652,7 @@ void *mc_rpcs_io_main(void *arg)
     tls_io = io;
     struct epoll_event evs[64];
     while (!atomic_load(&s->stopping)) {
-        int n = epoll_wait(io->epfd, evs, 64, -1);
+        int n = epoll_wait(io->epfd, evs, 64, accept_resume(io));
         if (n < 0) {
             if (errno == EINTR)
                 continue;

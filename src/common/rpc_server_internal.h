@@ -90,6 +90,11 @@ struct io_thread {
     struct conn *conns;
     struct conn *graveyard;  /* closed this round; last reference dropped after the round */
     struct conn *batch_conn; /* conn whose replies are being batched (no flush per reply) */
+    /* Thread 0 (which owns the listener): accepting is paused until accept_resume_ms (0: not
+     * paused) after accept4 failed for lack of descriptors or memory. */
+    uint64_t accept_resume_ms;
+    uint64_t accept_log_ms;     /* when the last "accept failed" line was written */
+    uint64_t accept_suppressed; /* failures since that line */
 };
 
 struct handler {
