@@ -39,6 +39,22 @@ extern "C" {
 
 struct mc_client;
 
+/* Levels of a client's log lines (mc_client_config.log_level). */
+enum mc_client_log_level {
+    MC_CLIENT_LOG_DEBUG = 0,
+    MC_CLIENT_LOG_INFO = 1,
+    MC_CLIENT_LOG_WARN = 2,
+    MC_CLIENT_LOG_ERROR = 3,
+    MC_CLIENT_LOG_OFF = 4,
+};
+
+/* Receives a client's log lines (mc_client_config.log_fn): level is an enum mc_client_log_level,
+ * line one structured line (`ts=... level=... comp=... msg="..." key=value...`) without its
+ * newline, valid for the call only. Called on whichever thread logs (a caller's, or one of the
+ * client's own), possibly concurrently: it must be thread-safe and must not call back into the
+ * client. */
+typedef void (*mc_client_log_fn)(void *arg, int level, const char *line);
+
 struct mc_client_config {
     uint32_t struct_size;       /* set by mc_client_config_init; do not change */
     const char *master_address; /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
@@ -55,6 +71,12 @@ struct mc_client_config {
     uint32_t rpc_timeout_ms;      /* per-call timeout (default 5000) */
     uint32_t put_retry_window_ms; /* retry NO_AVAILABLE_HANDLE for this long (default 1000) */
     uint32_t ping_interval_ms;    /* liveness ping period (default 1000) */
+    /* Logging, per client (two clients in a process keep their own): every line the client
+     * writes, from its own threads or from calls made on it, below log_level is dropped; the
+     * rest go to log_fn, or to stderr when log_fn is NULL. */
+    int log_level;           /* enum mc_client_log_level (default MC_CLIENT_LOG_WARN) */
+    mc_client_log_fn log_fn; /* NULL = stderr */
+    void *log_arg;           /* passed to log_fn */
 };
 
 /* Fills cfg with the defaults documented above (and struct_size). */

@@ -33,6 +33,7 @@ void mc_client_config_init(struct mc_client_config *cfg)
     cfg->rpc_timeout_ms = 5000;
     cfg->put_retry_window_ms = 1000;
     cfg->ping_interval_ms = 1000;
+    cfg->log_level = MC_CLIENT_LOG_WARN;
 }
 
 void mc_replicate_config_init(struct mc_replicate_config *rc)
@@ -51,8 +52,8 @@ void mc_replicate_config_init(struct mc_replicate_config *rc)
 /* Copies the part of a caller's config its struct_size covers over the defaults (ABI policy in
  * client.h). A size below the first layout (no _init call) or above ours (a newer header than
  * this library) is INVALID_PARAMS. */
-static int copy_sized(void *out, const void *in, uint32_t in_size, size_t min_size,
-                      size_t our_size, const char *what)
+static int copy_sized(void *out, const void *in, uint32_t in_size, size_t min_size, size_t our_size,
+                      const char *what)
 {
     if (in_size < min_size || in_size > our_size) {
         mc_error("client", "config struct has an unknown size: fill it with its _init function",
@@ -158,6 +159,20 @@ int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bo
 
 /* ---- open / close ------------------------------------------------------------------------ */
 
+_Static_assert((int)MC_CLIENT_LOG_DEBUG == (int)MC_LOG_DEBUG &&
+                   (int)MC_CLIENT_LOG_INFO == (int)MC_LOG_INFO &&
+                   (int)MC_CLIENT_LOG_WARN == (int)MC_LOG_WARN &&
+                   (int)MC_CLIENT_LOG_ERROR == (int)MC_LOG_ERROR &&
+                   (int)MC_CLIENT_LOG_OFF == (int)MC_LOG_OFF,
+               "public and internal log levels differ");
+
+static void log_to_fn(void *arg, enum mc_log_level level, const char *line, size_t len)
+{
+    const struct mc_client *c = arg;
+    (void)len;
+    c->cfg.log_fn(c->cfg.log_arg, (int)level, line);
+}
+
 static int copy_str(char *dst, size_t cap, const char *src, const char *dflt)
 {
     const char *s = src && *src ? src : dflt;
@@ -179,12 +194,24 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     struct mc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_INTERNAL_ERROR;
+    const struct mc_logger *prev_logger = mc_log_current();
+    c->logger.level = MC_LOG_WARN; /* until the config is read */
     pthread_mutex_init(&c->buf_lock, NULL);
     int rc = mc_client_config_copy(cfg, &c->cfg);
     if (rc)
         goto fail;
+    if (c->cfg.log_level < MC_CLIENT_LOG_DEBUG || c->cfg.log_level > MC_CLIENT_LOG_OFF) {
+        mc_error("client", "log_level out of range", "log_level=%d", c->cfg.log_level);
+        rc = MC_ERR_INVALID_PARAMS;
+        goto fail;
+    }
+    c->logger.level = (enum mc_log_level)c->cfg.log_level;
+    c->logger.sink = c->cfg.log_fn ? log_to_fn : NULL;
+    c->logger.arg = c;
+    /* from here on this call, and every thread the client starts, logs through c->logger */
+    mc_log_set_current(&c->logger);
     rc = copy_str(c->master_address, sizeof(c->master_address), c->cfg.master_address,
-                      "127.0.0.1:50051");
+                  "127.0.0.1:50051");
     if (!rc)
         rc = copy_str(c->host, sizeof(c->host), c->cfg.host, "127.0.0.1");
     if (!rc)
@@ -282,9 +309,11 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
             mc_id_format(c->id, idbuf), c->endpoint, c->master_address,
             (unsigned long long)c->cfg.segment_size, c->seg.huge ? 1 : 0);
     *out = c;
+    mc_log_set_current(prev_logger);
     return 0;
 fail:
     mc_client_close(c);
+    mc_log_set_current(prev_logger);
     return rc;
 }
 
@@ -292,6 +321,7 @@ void mc_client_close(struct mc_client *c)
 {
     if (!c)
         return;
+    const struct mc_logger *prev = mc_log_set_current(&c->logger);
     if (c->mounted) {
         int rc = mc_master_conn_unmount(c->mc, c->seg_id);
         if (rc)
@@ -310,6 +340,7 @@ void mc_client_close(struct mc_client *c)
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
+    mc_log_set_current(prev);
     free(c);
 }
 
@@ -319,6 +350,7 @@ int mc_exist(struct mc_client *c, const char *key)
 {
     if (!c)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     int rc = mc_client_check_key(key);
     if (rc)
         return rc;
@@ -338,6 +370,7 @@ int mc_batch_exist(struct mc_client *c, size_t n, const char *const *keys, int *
 {
     if (!c || (n && (!keys || !results)))
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
@@ -368,6 +401,7 @@ int mc_remove(struct mc_client *c, const char *key, bool force)
 {
     if (!c)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     int rc = mc_client_check_key(key);
     if (rc)
         return rc;
@@ -388,6 +422,7 @@ int64_t mc_remove_all(struct mc_client *c, bool force)
 {
     if (!c)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     Mc__Uuid u;
     Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
     req.force = force;
@@ -433,6 +468,7 @@ int mc_query(struct mc_client *c, const char *key, struct mc_object_info *out)
 {
     if (!c || !out)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     memset(out, 0, sizeof(*out));
     int rc = mc_client_check_key(key);
     if (rc)
@@ -481,6 +517,7 @@ int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
 {
     if (!c || !addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     int rc = 0;
     pthread_mutex_lock(&c->buf_lock);
     for (size_t i = 0; i < c->nbufs; i++) {
@@ -510,6 +547,7 @@ int mc_unregister_buffer(struct mc_client *c, void *addr)
 {
     if (!c || !addr)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     int rc = MC_ERR_INVALID_PARAMS;
     pthread_mutex_lock(&c->buf_lock);
     for (size_t i = 0; i < c->nbufs; i++)

@@ -130,6 +130,7 @@ int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, s
         *needed = 0;
     if (!c)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     uint64_t t0 = mc_now_ms();
     Mc__GetReplicaListResponse *r = NULL;
     int rc = replica_list(c, key, &r);
@@ -156,6 +157,7 @@ int64_t mc_get_size(struct mc_client *c, const char *key)
 {
     if (!c)
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     int rc = mc_client_check_key(key);
     if (rc)
         return rc;
@@ -185,6 +187,7 @@ int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *c
 {
     if (!c || (n && (!keys || !bufs || !caps || !results)))
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)

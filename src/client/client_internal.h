@@ -18,6 +18,7 @@
 #include "client/segment.h"
 #include "client/transport.h"
 #include "common/id.h"
+#include "common/log.h"
 #include "mooncake/client.h"
 #include "proto/master.pb-c.h"
 
@@ -31,6 +32,7 @@ struct mc_reg_buffer {
 
 struct mc_client {
     struct mc_client_config cfg; /* strings point into the arrays below */
+    struct mc_logger logger;     /* cfg's log_level / log_fn: see mc_log_scope */
     char master_address[MC_CLIENT_STR];
     char host[MC_CLIENT_STR];
     char bind_address[MC_CLIENT_STR];
@@ -62,8 +64,7 @@ int mc_client_check_key(const char *key);
 /* A caller's config copied over the defaults, as far as its struct_size covers (ABI policy in
  * client.h); INVALID_PARAMS for a size this library does not know. rc NULL = defaults. */
 int mc_client_config_copy(const struct mc_client_config *in, struct mc_client_config *out);
-int mc_replicate_config_copy(const struct mc_replicate_config *in,
-                             struct mc_replicate_config *out);
+int mc_replicate_config_copy(const struct mc_replicate_config *in, struct mc_replicate_config *out);
 /* The client id as a message field (u must outlive the message). */
 Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 /* Moves len bytes to/from one MEMORY replica, locally (memcpy) when this process serves its

@@ -133,6 +133,7 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
 {
     if (!c || (len && !buf))
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     struct mc_replicate_config rc_copy;
     const struct mc_replicate_config *rc_in = &rc_copy;
     int rc = mc_replicate_config_copy(rc_user, &rc_copy);
@@ -201,6 +202,7 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
 {
     if (!c || (n && (!keys || !bufs || !lens || !results)))
         return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
     if (n == 0)
         return 0;
     struct mc_replicate_config rc_copy;

@@ -152,6 +152,7 @@ int main(int argc, char **argv)
     cfg.disk_path = F.disk_path[0] ? F.disk_path : NULL;
     cfg.disk_capacity = cfg.disk_path ? disk_cap : 0;
     cfg.checksums = F.checksums;
+    cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
 
     rc = mc_client_open(&cfg, &client);
     if (rc) {

@@ -34,6 +34,7 @@ struct mc_master_conn {
     pthread_cond_t cv;
     bool stop, kick, started;
     pthread_t thread;
+    const struct mc_logger *logger; /* the ping thread logs through its starter's logger */
     struct mc_mounted_segment segs[MC_PEER_MAX_SEGMENTS];
     int nsegs;
     uint64_t pings, ping_failures, remounts, reconnects;
@@ -257,6 +258,7 @@ static void deadline_after(struct timespec *ts, uint32_t ms)
 static void *ping_main(void *arg)
 {
     struct mc_master_conn *mc = arg;
+    mc_log_set_current(mc->logger);
     uint32_t backoff = BACKOFF_MIN_MS;
     pthread_mutex_lock(&mc->lock);
     for (;;) {
@@ -343,6 +345,7 @@ int mc_master_conn_start(struct mc_master_conn *mc)
 {
     if (mc->started)
         return 0;
+    mc->logger = mc_log_current();
     if (pthread_create(&mc->thread, NULL, ping_main, mc) != 0)
         return MC_ERR_INTERNAL_ERROR;
     mc->started = true;

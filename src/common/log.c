@@ -11,6 +11,25 @@
 
 static _Atomic int g_level = MC_LOG_INFO;
 static _Atomic int g_fd = 2;
+static _Thread_local const struct mc_logger *t_logger;
+
+const struct mc_logger *mc_log_current(void)
+{
+    return t_logger;
+}
+
+const struct mc_logger *mc_log_set_current(const struct mc_logger *lg)
+{
+    const struct mc_logger *prev = t_logger;
+    t_logger = lg;
+    return prev;
+}
+
+int mc_log_would(enum mc_log_level level)
+{
+    const struct mc_logger *lg = t_logger;
+    return level != MC_LOG_OFF && level >= (lg ? lg->level : mc_log_get_level());
+}
 
 void mc_log_set_level(enum mc_log_level level)
 {
@@ -111,6 +130,12 @@ void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, c
     }
     if (n >= sizeof(buf) - 1)
         n = sizeof(buf) - 2;
+    const struct mc_logger *lg = t_logger;
+    if (lg && lg->sink) {
+        buf[n] = '\0';
+        lg->sink(lg->arg, level, buf, n);
+        return;
+    }
     buf[n++] = '\n';
     ssize_t w = write(atomic_load(&g_fd), buf, n);
     (void)w;
@@ -119,7 +144,7 @@ void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, c
 void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
 {
     va_list ap;
-    if (level < mc_log_get_level())
+    if (!mc_log_would(level))
         return;
     va_start(ap, fmt);
     mc_log_vwrite(level, comp, msg, fmt, ap);

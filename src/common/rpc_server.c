@@ -321,6 +321,7 @@ int mc_rpc_server_start(struct mc_rpc_server *s)
         return MC_ERR_INTERNAL_ERROR;
     }
     s->started = true;
+    s->logger = mc_log_current();
     for (int i = 0; i < s->nio; i++) {
         if (pthread_create(&s->io[i].tid, NULL, mc_rpcs_io_main, &s->io[i]) != 0) {
             mc_error(s->name, "cannot start I/O thread", "errno=%d", errno);

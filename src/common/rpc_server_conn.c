@@ -650,6 +650,7 @@ void *mc_rpcs_io_main(void *arg)
     struct io_thread *io = arg;
     struct mc_rpc_server *s = io->srv;
     tls_io = io;
+    mc_log_set_current(s->logger);
     struct epoll_event evs[64];
     while (!atomic_load(&s->stopping)) {
         int n = epoll_wait(io->epfd, evs, 64, accept_resume(io));

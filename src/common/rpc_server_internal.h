@@ -112,6 +112,7 @@ struct mc_rpc_server {
     struct io_thread *io;
     int nio;
     unsigned rr;
+    const struct mc_logger *logger; /* the I/O threads log through their starter's logger */
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
         unknown_methods;

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
 #include "tools/cli.h"
@@ -32,6 +33,7 @@ static int open_client(const struct mc_cli_opts *o, struct mc_client **out)
     mc_client_config_init(&cfg);
     cfg.master_address = o->master;
     cfg.segment_size = 0;
+    cfg.log_level = (int)mc_log_get_level(); /* the client logs at --log_level */
     if (o->timeout_ms) {
         cfg.connect_timeout_ms = o->timeout_ms;
         cfg.rpc_timeout_ms = o->timeout_ms;
