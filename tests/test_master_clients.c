@@ -204,7 +204,7 @@ static void test_remount_after_restart(void **state)
     assert_int_equal(cap, 48 * MIB);
     assert_int_equal(tm_put(m2, a, "after", 1000), MC_OK);
     assert_int_equal(mc_master_get_replica_list(m2, "after", 5, &g), MC_OK);
-    assert_int_equal(g.version >> 48, 2);
+    assert_true(g.version > mc_master_version_base(m2));
     struct mc_master_stats st;
     mc_master_get_stats(m2, &st);
     assert_int_equal(st.remount_segment_requests, 3);

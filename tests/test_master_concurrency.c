@@ -9,8 +9,11 @@
  * stored is a function of key and size, COMPLETE replicas only). The lease TTL is 0 so reads do
  * not block the owner's removals. At the end the table must hold exactly the keys the models
  * say, with exactly their bytes allocated.
+ *
+ * A second case races a grouped and an ungrouped PutStart of every key: one record per key.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,10 +189,105 @@ static void test_threads_against_model(void **state)
     free(sh);
 }
 
+/* ---- one record per key: PutStart with and without a group, racing ------------------------ */
+
+#define RACE_KEYS 20000
+
+struct race {
+    struct mc_master *m;
+    _Atomic int step[2]; /* key index each thread is about to start */
+    int rc[2][RACE_KEYS];
+};
+
+struct race_arg {
+    struct race *r;
+    int t; /* 0: no group, 1: grouped */
+};
+
+/* Both threads PutStart the same key at (nearly) the same moment, key after key: thread 1 with a
+ * group id (its record goes to the group's shard), thread 0 without (the key's home shard). */
+static void *race_worker(void *p)
+{
+    struct race_arg *a = p;
+    struct race *r = a->r;
+    struct mc_id me = tm_id(50 + (uint64_t)a->t);
+    struct mc_put_start_result *ps = malloc(sizeof(*ps));
+    char key[32], grp[32];
+    uint64_t rng = 0x2545f4914f6cdd1dull + (uint64_t)a->t;
+    for (int i = 0; i < RACE_KEYS; i++) {
+        atomic_store(&r->step[a->t], i);
+        /* wait for the other thread to reach key i too: spin (lockstep while both run), then
+         * yield (a 2-core machine may run only one of them) */
+        for (int spin = 0; atomic_load(&r->step[!a->t]) < i; spin++)
+            if (spin > 2000)
+                sched_yield();
+        /* a small random head start for either thread sweeps the overlap of the two calls */
+        for (volatile uint64_t j = xs(&rng) % 512; j > 0; j--)
+            ;
+        snprintf(key, sizeof(key), "race-%05d", i);
+        struct mc_master_replicate_config cfg;
+        mc_master_replicate_config_init(&cfg);
+        if (a->t) {
+            snprintf(grp, sizeof(grp), "grp-%d", i % 61);
+            cfg.group_id = grp;
+            cfg.group_id_len = strlen(grp);
+        }
+        r->rc[a->t][i] = mc_master_put_start(r->m, me, key, strlen(key), 64, &cfg, ps);
+    }
+    atomic_store(&r->step[a->t], RACE_KEYS);
+    free(ps);
+    return NULL;
+}
+
+/* Exactly one of the two PutStarts of each key succeeds, and the table holds one record per key.
+ * Before the check and the insert were one step under both shards' locks, both could succeed
+ * (the ungrouped check ran in the home shard while the grouped insert went to the group's). */
+static void test_put_start_one_record_per_key(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000000000ull);
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    c.clock = &fc.clock;
+    c.manual_ticks = true;
+    struct race *r = calloc(1, sizeof(*r));
+    assert_int_equal(mc_master_new(&c, &r->m), MC_OK);
+    struct mc_segment_desc d = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(r->m, tm_id(50), &d), MC_OK);
+    pthread_t th[2];
+    struct race_arg args[2] = {{r, 0}, {r, 1}};
+    for (int t = 0; t < 2; t++)
+        assert_int_equal(pthread_create(&th[t], NULL, race_worker, &args[t]), 0);
+    for (int t = 0; t < 2; t++)
+        pthread_join(th[t], NULL);
+    int both = 0, grouped_won = 0;
+    for (int i = 0; i < RACE_KEYS; i++) {
+        int ok = (r->rc[0][i] == MC_OK) + (r->rc[1][i] == MC_OK);
+        both += ok == 2;
+        grouped_won += r->rc[1][i] == MC_OK;
+        if (ok == 1) {
+            int loser = r->rc[0][i] == MC_OK ? r->rc[1][i] : r->rc[0][i];
+            assert_int_equal(loser, MC_ERR_OBJECT_ALREADY_EXISTS);
+        }
+    }
+    print_message("%d of %d keys started twice; the grouped PutStart won %d\n", both, RACE_KEYS,
+                  grouped_won);
+    assert_int_equal(both, 0);
+    struct mc_master_stats st;
+    mc_master_get_stats(r->m, &st);
+    assert_int_equal(st.key_count, RACE_KEYS);
+    assert_int_equal(st.processing_count, RACE_KEYS);
+    assert_int_equal(st.allocated_bytes, 64ull * RACE_KEYS);
+    mc_master_free(r->m);
+    free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_threads_against_model),
+        cmocka_unit_test(test_put_start_one_record_per_key),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

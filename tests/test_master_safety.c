@@ -163,6 +163,70 @@ static void test_put_end_non_owner_on_complete(void **state)
     assert_int_equal(g.crc32c, 5);
 }
 
+/* ---- versions across restarts ------------------------------------------------------------- */
+
+/* A master on an injected wall clock. */
+static struct mc_master *master_at(struct mc_fake_clock *fc, struct mc_fake_clock *wall)
+{
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    c.clock = &fc->clock;
+    c.wall_clock = &wall->clock;
+    c.manual_ticks = true;
+    struct mc_master *m = NULL;
+    assert_int_equal(mc_master_new(&c, &m), MC_OK);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &s1), MC_OK);
+    return m;
+}
+
+/* Issues n versions (PutStarts of distinct keys); returns the lowest and highest. */
+static void issue(struct mc_master *m, int n, uint64_t *lo, uint64_t *hi)
+{
+    *lo = UINT64_MAX;
+    *hi = 0;
+    char key[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof(key), "v-%d", i);
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(m, tm_id(1), key, strlen(key), 64, NULL, &ps), MC_OK);
+        assert_true(ps.version > *hi); /* strictly increasing within one incarnation */
+        *lo = ps.version < *lo ? ps.version : *lo;
+        *hi = ps.version;
+    }
+}
+
+/* Three incarnations started 1 ms, then 1 s apart on the wall clock (the monotonic clock of each
+ * restarts near zero, as a new process's would): every version of a later one is above every
+ * version of an earlier one, and each tells the earlier ones' versions apart by its base. */
+static void test_versions_increase_across_restarts(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc, wall;
+    const uint64_t now_unix_ns = 1796083200ull * 1000000000ull; /* 2026-12-01T00:00:00Z */
+    mc_fake_clock_init(&wall, now_unix_ns);
+    uint64_t prev_hi = 0;
+    const uint64_t start_ms[3] = {0, 1, 1001};
+    for (int inc = 0; inc < 3; inc++) {
+        mc_fake_clock_set_ns(&wall, now_unix_ns + start_ms[inc] * 1000000ull);
+        mc_fake_clock_init(&fc, 1000000000ull);
+        struct mc_master *m = master_at(&fc, &wall);
+        uint64_t base = mc_master_version_base(m);
+        assert_true(base >= prev_hi); /* every earlier version is recognisably older */
+        uint64_t lo, hi;
+        issue(m, 3000, &lo, &hi);
+        assert_true(lo > prev_hi);
+        assert_true(lo > base);
+        /* wall time moving during the run changes nothing (read once) */
+        mc_fake_clock_advance_ms(&wall, 5);
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(m, tm_id(1), "late", 4, 64, NULL, &ps), MC_OK);
+        assert_int_equal(ps.version, hi + 1);
+        prev_hi = ps.version;
+        mc_master_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -170,6 +234,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_late_put_end_two_owners, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_end_non_owner_on_complete, setup, teardown),
+        cmocka_unit_test(test_versions_increase_across_restarts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

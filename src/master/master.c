@@ -73,6 +73,28 @@ static uint16_t derive_epoch(void)
     return e ? e : 1;
 }
 
+static uint64_t realtime_now_ns(const struct mc_clock *clk)
+{
+    (void)clk;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const struct mc_clock g_realtime = {realtime_now_ns};
+
+/* The incarnation's first version: its start in wall-clock ms since 2020 in the high bits. */
+static uint64_t derive_version_base(const struct mc_clock *wall)
+{
+    uint64_t ms = mc_clock_now_ms(wall ? wall : &g_realtime);
+    if (ms <= MC_VERSION_EPOCH_UNIX_MS) {
+        mc_warn("master", "wall clock before 2020: versions may not exceed earlier runs'",
+                "unix_ms=%llu", (unsigned long long)ms);
+        ms = MC_VERSION_EPOCH_UNIX_MS + 1;
+    }
+    return (ms - MC_VERSION_EPOCH_UNIX_MS) << MC_VERSION_SEQ_BITS;
+}
+
 int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
 {
     if (!c || !out)
@@ -87,6 +109,8 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     m->cfg = *c;
     m->clock = c->clock ? c->clock : mc_clock_system();
     m->epoch = c->epoch ? c->epoch : derive_epoch();
+    m->version_base = derive_version_base(c->wall_clock);
+    m->cfg.wall_clock = NULL; /* read once */
     atomic_init(&m->next_version, 1);
     atomic_init(&m->next_replica_id, 1);
     pthread_mutex_init(&m->discard_lock, NULL);
@@ -98,7 +122,8 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
-    mc_info("master", "master core created", "epoch=%u strategy=%s shards=%u", m->epoch,
+    mc_info("master", "master core created", "epoch=%u version_base=%llu strategy=%s shards=%u",
+            m->epoch, (unsigned long long)m->version_base,
             mc_alloc_strategy_name(c->allocation_strategy), MC_NSHARDS);
     *out = m;
     return MC_OK;
@@ -136,6 +161,11 @@ void mc_master_free(struct mc_master *m)
 uint16_t mc_master_epoch(const struct mc_master *m)
 {
     return m->epoch;
+}
+
+uint64_t mc_master_version_base(const struct mc_master *m)
+{
+    return m->version_base;
 }
 
 const struct mc_master_config *mc_master_config_get(const struct mc_master *m)

@@ -61,9 +61,12 @@ struct mc_master_config {
                                               long after its PutStart (600 s; > discard) */
     enum mc_alloc_strategy allocation_strategy; /* MC_ALLOC_RANDOM */
     uint32_t max_key_len;                       /* 4096; at most 65535 */
-    /* Master epoch: the high 16 bits of every object version, so versions issued before a
-     * restart are recognisable. 0 = derive one from the wall clock at mc_master_new. */
+    /* Master epoch (Ping's view_version): changes when the master restarts. 0 = derive one
+     * from the wall clock at mc_master_new. */
     uint16_t epoch;
+    /* Wall-clock time source (ns since the Unix epoch), read once by mc_master_new to seed the
+     * object versions; NULL = CLOCK_REALTIME. Must outlive mc_master_new only. */
+    const struct mc_clock *wall_clock;
 
     /* Eviction (src/master/eviction.c): selective materialisation limits and census threads. */
     uint32_t eviction_reserve_min;  /* 1024 */
@@ -82,6 +85,16 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out);
 void mc_master_free(struct mc_master *m);
 
 uint16_t mc_master_epoch(const struct mc_master *m);
+
+/* Object versions: version = (wall-clock ms at mc_master_new since 2020-01-01) << 21, plus one
+ * per PutStart. The high bits are the incarnation's start time, so a restarted master issues
+ * versions above every version of the ones before it as long as the wall clock moved forward
+ * between the starts (and no incarnation issued 2^21 versions per millisecond it lived).
+ * Every version this incarnation issues is above mc_master_version_base: a version at or below
+ * it was issued by an earlier incarnation (or another master). */
+#define MC_VERSION_SEQ_BITS 21
+#define MC_VERSION_EPOCH_UNIX_MS 1577836800000ull /* 2020-01-01T00:00:00Z */
+uint64_t mc_master_version_base(const struct mc_master *m);
 const struct mc_master_config *mc_master_config_get(const struct mc_master *m);
 
 /* ---- clients and segments ----------------------------------------------------------------- */
@@ -140,7 +153,7 @@ static inline void mc_master_replicate_config_init(struct mc_master_replicate_co
 }
 
 struct mc_put_start_result {
-    uint64_t version;   /* epoch << 48 | sequence; increases with every PutStart */
+    uint64_t version;   /* mc_master_version_base + sequence; increases with every PutStart */
     uint32_t nreplicas; /* >= 1; may be fewer than asked (upstream's partial placement) */
     struct mc_replica_desc replicas[MC_MAX_REPLICAS]; /* status PROCESSING */
 };

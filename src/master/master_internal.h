@@ -49,7 +49,6 @@
 #define MC_ENT_SHIFT 10
 #define MC_ENT_CHUNK (1u << MC_ENT_SHIFT)
 #define MC_NO_INDEX UINT32_MAX
-#define MC_VERSION_SEQ_BITS 48
 #define MC_SLAB_SIZE 8192u /* objslab.c: one slab, aligned to its size */
 #define MC_SLAB_GRAIN 16u  /* size-class step (records stay 16-byte aligned) */
 #define MC_SLAB_NCLASS 32u /* classes up to 512-byte records; longer ones are mallocs */
@@ -296,6 +295,7 @@ struct mc_master {
     struct mc_master_config cfg;
     const struct mc_clock *clock;
     uint16_t epoch;
+    uint64_t version_base; /* mc_master_version_base */
     struct mc_segments *segs;
     struct mc_shard *shards; /* MC_NSHARDS */
     _Atomic uint64_t next_version;

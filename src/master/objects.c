@@ -427,9 +427,8 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     if (!o)
         goto oom;
     o->size = size;
-    o->version = ((uint64_t)m->epoch << MC_VERSION_SEQ_BITS) |
-                 (atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed) &
-                  ((1ull << MC_VERSION_SEQ_BITS) - 1));
+    o->version =
+        m->version_base + atomic_fetch_add_explicit(&m->next_version, 1, memory_order_relaxed);
     o->ent = MC_NO_INDEX;
     o->owner_tag = mc_owner_tag(client);
     o->key_len = (uint16_t)len;
@@ -476,6 +475,47 @@ oom:
     return MC_ERR_INTERNAL_ERROR;
 }
 
+/* Write-locks home, target and the key's current route shard, each once, in ascending order
+ * (the lock order); set gets the locked indices, ascending. Returns how many. */
+static int lock_put_shards(struct mc_master *m, uint64_t h, uint32_t home, uint32_t target,
+                           uint32_t set[3])
+{
+    uint32_t v[3] = {home, target, mc_master_key_shard(m, h)};
+    int n = 0;
+    for (int i = 0; i < 3; i++) {
+        int j = n;
+        bool dup = false;
+        for (int k = 0; k < n; k++)
+            dup |= set[k] == v[i];
+        if (dup)
+            continue;
+        while (j > 0 && set[j - 1] > v[i]) {
+            set[j] = set[j - 1];
+            j--;
+        }
+        set[j] = v[i];
+        n++;
+    }
+    for (int i = 0; i < n; i++)
+        mc_shard_wrlock(&m->shards[set[i]]);
+    return n;
+}
+
+static void unlock_put_shards(struct mc_master *m, const uint32_t *set, int n)
+{
+    for (int i = n; i-- > 0;)
+        mc_shard_unlock(&m->shards[set[i]]);
+}
+
+/* r when it is one of the locked shards, else UINT32_MAX (the caller retries). */
+static uint32_t set_route(const uint32_t *set, int n, uint32_t r)
+{
+    for (int i = 0; i < n; i++)
+        if (set[i] == r)
+            return r;
+    return UINT32_MAX;
+}
+
 int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *key, size_t key_len,
                         uint64_t size, const struct mc_master_replicate_config *cfg,
                         struct mc_put_start_result *out)
@@ -504,22 +544,27 @@ int mc_master_put_start(struct mc_master *m, struct mc_id client, const char *ke
                           : home;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
-    /* A record of the key in another shard (regrouped key) must not block or survive. */
-    uint32_t others[2] = {mc_master_key_shard(m, h), home};
-    for (int k = 0; k < 2 && rc == MC_OK; k++) {
-        if (others[k] == target || (k == 1 && others[1] == others[0]))
-            continue;
-        struct mc_shard *os = &m->shards[others[k]];
-        mc_shard_wrlock(os);
-        rc = clear_existing(m, os, h, key, key_len, now, &fl);
-        mc_shard_unlock(os);
+    /* The key may have a record in its home shard (ungrouped) or in the shard its route names
+     * (grouped); the new record goes to target. All of them are write-locked together, in
+     * ascending order, so the existence check and the insert are one step: every PutStart of a
+     * key holds its home shard, and a key's route only gains an entry under that lock, so a
+     * route read again under the locks is stable unless it lost its entry (then it names home). */
+    uint32_t set[3];
+    int nset;
+    for (;;) {
+        nset = lock_put_shards(m, h, home, target, set);
+        uint32_t route = mc_master_key_shard(m, h);
+        if (set_route(set, nset, route) == route)
+            break;
+        unlock_put_shards(m, set, nset);
     }
-    if (rc == MC_OK) {
-        struct mc_shard *s = &m->shards[target];
-        mc_shard_wrlock(s);
-        rc = put_start_locked(m, s, client, h, key, key_len, size, cfg, now, out, &fl);
-        mc_shard_unlock(s);
-    }
+    for (int k = 0; k < nset && rc == MC_OK; k++)
+        if (set[k] != target)
+            rc = clear_existing(m, &m->shards[set[k]], h, key, key_len, now, &fl);
+    if (rc == MC_OK)
+        rc = put_start_locked(m, &m->shards[target], client, h, key, key_len, size, cfg, now, out,
+                              &fl);
+    unlock_put_shards(m, set, nset);
     mc_freelist_flush(&fl);
 out:
     if (rc != MC_OK)
