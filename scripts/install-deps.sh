@@ -9,6 +9,8 @@ PKGS=(
   protobuf-c-compiler libprotobuf-c-dev
   libgflags-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev
   python3 util-linux iproute2
+  # the Python binding's tests (pytest) and the CLI's terminal test (tmux)
+  python3-pytest tmux
   # benchmarks' public references
   redis-server redis-tools iperf3 fio
 )

@@ -27,6 +27,12 @@ run_suite() { # name build_dir ctest-args... (cmake args come from $cmake_args)
 start=$(date +%s)
 cmake_args=(-DMC_TEST_HOOKS=ON)
 run_suite normal "${BUILD_DIR:-build}"
+# CTest shows a test's output only when it fails: print pytest's own summary line either way.
+py_log="${BUILD_DIR:-build}/Testing/Temporary/LastTest.log"
+if [ -f "$py_log" ]; then
+  grep -E '^(=+ )?[0-9]+ (passed|failed|error)[^=]* in [0-9.]+s' "$py_log" |
+    sed 's/^/== python (pytest): /' || true
+fi
 
 if [ "${MC_SKIP_NOHOOKS:-0}" != 1 ]; then
   echo "== nohooks: build (build-nohooks, the default configuration: compile only)"

@@ -1,0 +1,62 @@
+"""The Pythonic Client: exceptions that carry the error name, buffer protocol, context manager."""
+
+import array
+
+import pytest
+
+import mooncake_c
+from mooncake_c import Client, MooncakeError, ObjectNotFound
+
+
+def test_client_roundtrip_and_exceptions(master, daemon):
+    with Client(master) as c:
+        c.put("p1", b"value")
+        assert c.get("p1") == b"value"
+        assert c.exists("p1") and not c.exists("p-absent")
+        assert c.size("p1") == 5
+        with pytest.raises(ObjectNotFound) as ei:
+            c.get("p-absent")
+        assert ei.value.name == "OBJECT_NOT_FOUND" and ei.value.code == -704
+        assert "OBJECT_NOT_FOUND" in str(ei.value) and "p-absent" in str(ei.value)
+        with pytest.raises(KeyError):  # ObjectNotFound is a KeyError too
+            c.size("p-absent")
+        with pytest.raises(MooncakeError) as ei:
+            c.put("", b"v")
+        assert ei.value.name == "INVALID_KEY"
+        with pytest.raises(MooncakeError) as ei:
+            c.remove("p1")  # the get above holds a read lease
+        assert ei.value.name == "OBJECT_HAS_LEASE"
+        c.remove("p1", force=True)
+        with pytest.raises(ObjectNotFound):
+            c.remove("p1")
+        c.remove_all(force=True)
+
+
+def test_client_get_into_any_writable_buffer(master, daemon):
+    with Client(master) as c:
+        src = array.array("d", [1.5, 2.5, 3.5])
+        c.put("arr", src)
+        dst = array.array("d", [0.0, 0.0, 0.0])
+        assert c.get_into("arr", dst) == 24
+        assert dst == src
+        small = bytearray(8)
+        with pytest.raises(MooncakeError) as ei:
+            c.get_into("arr", small)
+        assert ei.value.name == "BUFFER_OVERFLOW"
+        with pytest.raises(TypeError):
+            c.get_into("arr", b"read-only bytes")
+        c.put_many({"m1": b"1", "m2": bytearray(b"22")})
+        assert c.get_many(["m1", "m2", "m-absent"]) == {"m1": b"1", "m2": b"22"}
+        c.remove_all(force=True)
+
+
+def test_client_open_failure_raises():
+    with pytest.raises(MooncakeError) as ei:
+        Client("127.0.0.1:1", connect_timeout_ms=500)
+    assert ei.value.code < 0 and ei.value.name != "UNKNOWN_ERROR"
+
+
+def test_error_for_names_every_code():
+    assert mooncake_c.error_for(-704).name == "OBJECT_NOT_FOUND"
+    assert isinstance(mooncake_c.error_for(-704), KeyError)
+    assert mooncake_c.error_for(-10).name == "BUFFER_OVERFLOW"

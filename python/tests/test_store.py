@@ -1,0 +1,159 @@
+"""MooncakeDistributedStore against a real master and client daemon: upstream's method names,
+arguments and return conventions."""
+
+import ctypes
+import os
+import subprocess
+
+import pytest
+
+import mooncake_c
+from mooncake_c import MooncakeDistributedStore, ReplicateConfig
+
+NOT_FOUND = -704
+BUFFER_OVERFLOW = -10
+
+
+def pattern(n, seed):
+    return bytes((i * 31 + seed) & 0xFF for i in range(n)) if n < 4096 else \
+        (bytes(range(256)) * (n // 256 + 1))[seed % 256:seed % 256 + n]
+
+
+def test_put_get_roundtrip_and_miss(store):
+    assert store.put("k1", b"hello") == 0
+    assert store.get("k1") == b"hello"
+    assert store.get_size("k1") == 5
+    assert store.is_exist("k1") == 1
+    # a miss: b"", 0, a negative code -- never an exception
+    assert store.get("absent") == b""
+    assert store.is_exist("absent") == 0
+    assert store.get_size("absent") == NOT_FOUND
+    assert store.remove("absent") == NOT_FOUND
+    assert store.remove("k1") == -706  # OBJECT_HAS_LEASE: the get above holds a read lease
+    assert store.remove("k1", force=True) == 0
+    assert store.get("k1") == b""
+
+
+def test_put_existing_key_keeps_first_value(store):
+    assert store.put("dup", b"first") == 0
+    assert store.put("dup", b"second") == 0  # upstream: OBJECT_ALREADY_EXISTS counts as success
+    assert store.get("dup") == b"first"
+
+
+def test_values_grow_past_the_reused_buffer(store):
+    small, big = pattern(100, 1), pattern(3 << 20, 2)
+    assert store.put("small", small) == 0
+    assert store.put("big", big) == 0
+    assert store.get("small") == small
+    assert store.get("big") == big  # larger than any buffer so far: size learnt, then read
+    assert store.get("small") == small
+    assert store.put("empty", b"") in (0, -600)
+
+
+def test_buffer_protocol_values(store):
+    assert store.put("ba", bytearray(b"abc")) == 0
+    assert store.put("mv", memoryview(b"xyz123")[1:4]) == 0
+    import array
+    a = array.array("i", [1, 2, 3])
+    assert store.put("arr", a) == 0
+    assert store.get("ba") == b"abc"
+    assert store.get("mv") == b"yz1"
+    assert store.get("arr") == a.tobytes()
+
+
+def test_batches(store):
+    keys = ["b%d" % i for i in range(20)]
+    values = [pattern(1000 + 7919 * i, i) for i in range(20)]
+    assert store.put_batch(keys, values) == 0
+    assert store.get_batch(keys) == values
+    assert store.get_batch(keys + ["nope"])[-1] == b""
+    assert store.batch_is_exist(["b0", "nope", "b19"]) == [1, 0, 1]
+    assert store.get_batch([]) == []
+    assert store.put_batch(["x"], [b"1", b"2"]) < 0  # mismatched lengths
+
+
+def test_zero_copy(store):
+    n = 1 << 20
+    src = ctypes.create_string_buffer(pattern(n, 5), n)
+    dst = ctypes.create_string_buffer(n)
+    assert store.register_buffer(ctypes.addressof(src), n) == 0
+    assert store.register_buffer(ctypes.addressof(dst), n) == 0
+    assert store.put_from("zc", ctypes.addressof(src), n) == 0
+    assert store.get_into("zc", ctypes.addressof(dst), n) == n
+    assert dst.raw == src.raw
+    assert store.get_into("zc", ctypes.addressof(dst), n - 1) == BUFFER_OVERFLOW
+    assert store.get_into("absent", ctypes.addressof(dst), n) == NOT_FOUND
+    # batch forms: per-key lists
+    k = 4
+    blk = n // k
+    keys = ["zb%d" % i for i in range(k)]
+    base_s, base_d = ctypes.addressof(src), ctypes.addressof(dst)
+    ctypes.memset(dst, 0, n)
+    assert store.batch_put_from(keys, [base_s + i * blk for i in range(k)], [blk] * k) == [0] * k
+    got = store.batch_get_into(keys + ["absent"], [base_d + i * blk for i in range(k)] + [base_d],
+                               [blk] * k + [blk])
+    assert got == [blk] * k + [NOT_FOUND]
+    assert dst.raw == src.raw
+    assert store.unregister_buffer(ctypes.addressof(src)) == 0
+    assert store.unregister_buffer(ctypes.addressof(dst)) == 0
+
+
+def test_remove_all_counts(store):
+    assert store.remove_all(True) >= 0
+    for i in range(5):
+        assert store.put("ra%d" % i, b"v") == 0
+    assert store.remove_all(True) == 5
+    assert store.is_exist("ra0") == 0
+
+
+def test_replicate_config_preferred_segment(master, daemon, store):
+    own = MooncakeDistributedStore()
+    assert own.setup("127.0.0.1", "P2PHANDSHAKE", 16 << 20, 0, "tcp", "", master) == 0
+    try:
+        me = own.get_hostname()
+        assert me and me != daemon
+        for seg in (me, daemon):
+            cfg = ReplicateConfig()
+            cfg.preferred_segment = seg
+            assert own.put("pref-" + seg, b"v" * 64, cfg) == 0
+            out = subprocess.run([os.path.join(os.environ.get("MC_BIN_DIR", ""), "mooncake_cli"),
+                                  "--master", master, "stat", "pref-" + seg, "--json"],
+                                 capture_output=True, text=True, timeout=10)
+            assert out.returncode == 0, out.stderr
+            assert seg in out.stdout
+        both = ReplicateConfig(replica_num=2)
+        assert own.put("two", b"2" * 64, both) == 0
+        assert own.get("two") == b"2" * 64
+    finally:
+        own.remove_all(True)
+        assert own.close() == 0
+
+
+def test_setup_forms_and_errors(master, daemon):
+    s = MooncakeDistributedStore()
+    assert s.setup({"local_hostname": "127.0.0.1", "metadata_server": "P2PHANDSHAKE",
+                    "global_segment_size": "16 MB", "master_server_addr": master}) == 0
+    assert s.get_hostname().startswith("127.0.0.1:")
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master) < 0  # already set up
+    assert s.close() == 0
+    assert s.close() == 0  # idempotent
+    # after close: negative codes and b"", no crash
+    assert s.put("k", b"v") < 0
+    assert s.get("k") == b""
+    assert s.is_exist("k") < 0
+    assert s.batch_is_exist(["k"])[0] < 0
+    bad = MooncakeDistributedStore()
+    assert bad.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", "127.0.0.1:1") < 0
+    assert bad.setup("127.0.0.1", "P2PHANDSHAKE", "lots", 0, "tcp", "", master) == -600
+
+
+def test_invalid_keys_are_codes(store):
+    assert store.put("", b"v") == -400
+    assert store.get("") == b""
+    assert store.is_exist("x" * 5000) == -400
+    with pytest.raises(TypeError):
+        store.put(123, b"v")
+
+
+def test_version():
+    assert mooncake_c.__version__.count(".") == 2
