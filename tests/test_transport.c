@@ -729,6 +729,106 @@ static void test_pooled_connection_after_server_restart(void **state)
     assert_int_equal(mc_rpc_client_new(&rc, &f->raw), 0);
 }
 
+/* ---- the pool forgets --------------------------------------------------------------------- */
+
+static uint64_t fake_now(void *arg)
+{
+    return *(uint64_t *)arg;
+}
+
+static struct mc_tcp_transport_stats tcp_stats(struct mc_transport *t)
+{
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(t, &st);
+    return st;
+}
+
+/* Idle connections close after the idle time, old ones instead of going back to the pool, and
+ * the entry of an endpoint goes when unused (idle time) or when the peer is gone. */
+static void test_pool_idle_age_and_gone_peers(void **state)
+{
+    struct fx *f = *state;
+    uint64_t clock = 1000000;
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.io_timeout_ms = 2000;
+    tc.idle_timeout_ms = 1000;
+    tc.max_conn_age_ms = 5000;
+    tc.now_ms = fake_now;
+    tc.now_arg = &clock;
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &t), 0);
+    uint8_t buf[4096], back[4096];
+    fill(buf, sizeof(buf), 41);
+    struct mc_xfer_loc l = loc(f, 0);
+
+    /* idle time: a connection unused for idle_timeout_ms is closed, and its entry goes */
+    assert_int_equal(mc_transport_write(t, &l, buf, sizeof(buf)), 0);
+    struct mc_tcp_transport_stats st = tcp_stats(t);
+    assert_int_equal(st.idle, 1);
+    assert_int_equal(st.peers, 1);
+    clock += 999;
+    mc_transport_tcp_prune(t);
+    assert_int_equal(tcp_stats(t).idle, 1); /* not yet */
+    assert_int_equal(mc_transport_read(t, &l, back, sizeof(back)), 0);
+    assert_memory_equal(back, buf, sizeof(buf));
+    st = tcp_stats(t);
+    assert_int_equal(st.connects, 1);
+    assert_int_equal(st.reuses, 1);
+    clock += 1000;
+    mc_transport_tcp_prune(t);
+    st = tcp_stats(t);
+    assert_int_equal(st.idle, 0);
+    assert_int_equal(st.peers, 0);
+    assert_int_equal(st.expired, 1);
+    /* an expired connection is also never taken between two prune passes */
+    assert_int_equal(mc_transport_read(t, &l, back, sizeof(back)), 0);
+    clock += 1500;
+    assert_int_equal(mc_transport_read(t, &l, back, sizeof(back)), 0);
+    st = tcp_stats(t);
+    assert_int_equal(st.connects, 3);
+    assert_int_equal(st.expired, 2);
+
+    /* age: a connection in steady use is replaced once max_conn_age_ms old */
+    uint64_t born = clock;
+    uint64_t connects = st.connects;
+    while (clock + 900 - born < 5000) {
+        clock += 900; /* never idle for long */
+        assert_int_equal(mc_transport_read(t, &l, back, sizeof(back)), 0);
+        assert_int_equal(tcp_stats(t).connects, connects); /* the same connection */
+    }
+    clock += 900;
+    assert_int_equal(mc_transport_read(t, &l, back, sizeof(back)), 0);
+    st = tcp_stats(t);
+    assert_int_equal(st.connects, connects + 1); /* too old: replaced */
+    assert_int_equal(st.expired, 3);
+    assert_int_equal(st.idle, 1);
+    assert_memory_equal(back, buf, sizeof(buf));
+
+    /* a peer that is gone: its entry and pooled connections go with the first failure */
+    uint8_t *seg2 = calloc(1, SEG_SIZE);
+    struct mc_id id2 = mc_id_random();
+    struct mc_peer_server *ps2 = start_server(0, id2, seg2);
+    char ep2[64];
+    snprintf(ep2, sizeof(ep2), "127.0.0.1:%u", mc_peer_server_port(ps2));
+    struct mc_xfer_loc l2 = {id2, 0, ep2, 0};
+    assert_int_equal(mc_transport_write(t, &l2, buf, sizeof(buf)), 0);
+    st = tcp_stats(t);
+    assert_int_equal(st.peers, 2);
+    assert_int_equal(st.idle, 2);
+    mc_peer_server_free(ps2);
+    free(seg2);
+    assert_int_equal(mc_transport_read(t, &l2, back, sizeof(back)), MC_ERR_TRANSFER_FAIL);
+    st = tcp_stats(t);
+    assert_int_equal(st.peers, 1);
+    assert_int_equal(st.idle, 1);
+    /* endpoints that never answer leave nothing behind */
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(mc_transport_read(t, &l2, back, sizeof(back)), MC_ERR_TRANSFER_FAIL);
+    assert_int_equal(tcp_stats(t).peers, 1);
+    mc_transport_free(t);
+}
+
 /* ---- many peers at once --------------------------------------------------------------------- */
 
 struct worker {
@@ -797,6 +897,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pooled_connection_after_server_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_many_peers_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_idle_age_and_gone_peers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,6 +121,13 @@ struct mc_id mc_client_segment_id(const struct mc_client *c)
 
 /* master_conn's callback: a (Re)MountSegment answer (or a Ping asking for a re-mount) named
  * the mount epoch of our segment; the peer server serves only descriptors of that epoch. */
+/* The ping thread's housekeeping: idle peer connections are closed even when no transfer runs. */
+static void on_tick(void *arg)
+{
+    struct mc_client *c = arg;
+    mc_transport_tcp_prune(c->tcp);
+}
+
 static void on_mount_epoch(void *arg, uint64_t epoch)
 {
     struct mc_client *c = arg;
@@ -275,6 +282,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
         .ping_interval_ms = c->cfg.ping_interval_ms,
         .on_mount_epoch = on_mount_epoch,
+        .on_tick = on_tick,
         .cb_arg = c,
     };
     rc = mc_master_conn_open(&mcc, &c->mc);

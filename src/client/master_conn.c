@@ -273,6 +273,8 @@ static void *ping_main(void *arg)
             break;
         mc->kick = false;
         pthread_mutex_unlock(&mc->lock);
+        if (mc->cfg.on_tick)
+            mc->cfg.on_tick(mc->cfg.cb_arg);
         if (atomic_load(&mc->up)) {
             int rc = ping_once(mc);
             if (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT)

@@ -40,6 +40,9 @@ struct mc_master_conn_config {
      * and after every successful ReMountSegment; on the caller's thread after every successful
      * MountSegment. Never called with the conn's lock held. */
     void (*on_mount_epoch)(void *arg, uint64_t mount_epoch);
+    /* Called (may be NULL) on the ping thread once per ping period, for the client's periodic
+     * housekeeping (the tcp transport's pool prune). */
+    void (*on_tick)(void *arg);
     void *cb_arg;
 };
 

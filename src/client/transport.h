@@ -70,12 +70,16 @@ static inline void mc_transport_free(struct mc_transport *t)
 int mc_transport_local_new(struct mc_peer_server *ps, struct mc_transport **out);
 
 struct mc_tcp_transport_config {
-    uint32_t connect_timeout_ms; /* 0 = 3000 */
-    uint32_t io_timeout_ms;      /* a send or receive stalled this long fails; 0 = 5000 */
-    uint32_t slice_bytes;        /* 0 = 1 MiB; at most 16 MiB */
-    uint32_t window;             /* slices in flight per transfer; 0 = 8 */
-    uint32_t max_idle_per_peer;  /* pooled idle connections per endpoint; 0 = 4 */
-    uint32_t max_frame_bytes;    /* largest reply accepted; 0 = 64 MiB */
+    uint32_t connect_timeout_ms;   /* 0 = 3000 */
+    uint32_t io_timeout_ms;        /* a send or receive stalled this long fails; 0 = 5000 */
+    uint32_t slice_bytes;          /* 0 = 1 MiB; at most 16 MiB */
+    uint32_t window;               /* slices in flight per transfer; 0 = 8 */
+    uint32_t max_idle_per_peer;    /* pooled idle connections per endpoint; 0 = 4 */
+    uint32_t max_frame_bytes;      /* largest reply accepted; 0 = 64 MiB */
+    uint32_t idle_timeout_ms;      /* a pooled connection unused this long is closed; 0 = 30 s */
+    uint32_t max_conn_age_ms;      /* a connection this old is closed, not pooled; 0 = 10 min */
+    uint64_t (*now_ms)(void *arg); /* the pool's clock (tests inject one); NULL = mc_now_ms */
+    void *now_arg;
 };
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg);
 int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out);
@@ -86,8 +90,14 @@ struct mc_tcp_transport_stats {
     uint64_t slices;   /* requests sent */
     uint64_t retries;  /* stale pooled connections replaced */
     uint64_t idle;     /* connections in the pool now */
+    uint64_t peers;    /* endpoints the pool has an entry for now */
+    uint64_t expired;  /* pooled connections closed for idle time or age */
 };
 /* t must be a tcp transport. */
 void mc_transport_tcp_get_stats(struct mc_transport *t, struct mc_tcp_transport_stats *st);
+/* Closes the pooled connections past their idle time or age and frees the entries of endpoints
+ * unused for the idle time. Transfers do this on their own (at most once a second); a caller
+ * with a periodic thread calls it so an unused transport lets go of its connections too. */
+void mc_transport_tcp_prune(struct mc_transport *t);
 
 #endif

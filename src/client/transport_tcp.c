@@ -7,6 +7,12 @@
  * pooled connection is always at a frame boundary. Sockets are blocking with SO_SNDTIMEO and
  * SO_RCVTIMEO set to io_timeout_ms, so a stalled peer fails the transfer instead of hanging it.
  *
+ * The pool forgets. A connection idle for idle_timeout_ms, or older than max_conn_age_ms, is
+ * closed (a prune pass runs at most once a second from the pool's calls, and from
+ * mc_transport_tcp_prune, which the client's ping thread calls); an endpoint's entry goes when
+ * it has had no use for idle_timeout_ms, and at once, with its idle connections, when dialing
+ * it fails or a transfer to it fails on the wire: peers that are gone cost nothing.
+ *
  * Pipelining. A transfer of len bytes is ceil(len / slice) requests with consecutive request
  * ids. The sender keeps up to `window` of them outstanding: it sends until the window is full,
  * then reads one reply and sends the next request. Replies are matched by id (any order is
@@ -35,6 +41,7 @@
 
 #include "client/client_internal.h"
 #include "client/transport.h"
+#include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -46,15 +53,20 @@
 #define EP_MAX 128
 #define MAX_SLICE (16u << 20)
 
+#define PRUNE_EVERY_MS 1000
+
 struct conn {
     int fd;
     uint64_t next_id;
+    uint64_t born_ms; /* dialed */
+    uint64_t idle_ms; /* put in the pool */
 };
 
 struct peer {
     char endpoint[EP_MAX];
     struct conn **idle;
     uint32_t nidle;
+    uint64_t used_ms; /* last taken from or given to the pool */
     struct peer *next;
 };
 
@@ -63,8 +75,9 @@ struct tcp_transport {
     struct mc_tcp_transport_config cfg;
     pthread_mutex_t lock;
     struct peer *peers;
-    uint64_t connects, reuses, retries; /* under lock */
-    _Atomic uint64_t slices;            /* per slice: kept off the shared lock */
+    uint64_t npeers, next_prune_ms;              /* under lock */
+    uint64_t connects, reuses, retries, expired; /* under lock */
+    _Atomic uint64_t slices;                     /* per slice: kept off the shared lock */
 };
 
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg)
@@ -76,6 +89,13 @@ void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg)
     cfg->window = 8;
     cfg->max_idle_per_peer = 4;
     cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    cfg->idle_timeout_ms = 30000;
+    cfg->max_conn_age_ms = 600000;
+}
+
+static uint64_t now_ms(const struct tcp_transport *t)
+{
+    return t->cfg.now_ms ? t->cfg.now_ms(t->cfg.now_arg) : mc_now_ms();
 }
 
 /* ---- connections -------------------------------------------------------------------------- */
@@ -114,6 +134,7 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
     }
     c->fd = fd;
     c->next_id = 1;
+    c->born_ms = now_ms(t);
     *out = c;
     pthread_mutex_lock(&t->lock);
     t->connects++;
@@ -140,18 +161,92 @@ static struct peer *peer_find(struct tcp_transport *t, const char *endpoint, boo
     snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
     p->next = t->peers;
     t->peers = p;
+    t->npeers++;
     return p;
+}
+
+/* Under lock: unlinks *pp (closing its idle connections) and frees it. */
+static void peer_drop(struct tcp_transport *t, struct peer **pp)
+{
+    struct peer *p = *pp;
+    *pp = p->next;
+    for (uint32_t i = 0; i < p->nidle; i++)
+        conn_close(p->idle[i]);
+    free(p->idle);
+    free(p);
+    t->npeers--;
+}
+
+static bool conn_expired(const struct tcp_transport *t, const struct conn *c, uint64_t now)
+{
+    return now - c->idle_ms >= t->cfg.idle_timeout_ms || now - c->born_ms >= t->cfg.max_conn_age_ms;
+}
+
+/* Under lock: closes expired idle connections, drops entries unused for the idle time. */
+static void prune_locked(struct tcp_transport *t, uint64_t now)
+{
+    t->next_prune_ms = now + PRUNE_EVERY_MS;
+    for (struct peer **pp = &t->peers; *pp;) {
+        struct peer *p = *pp;
+        uint32_t keep = 0;
+        for (uint32_t i = 0; i < p->nidle; i++) {
+            if (conn_expired(t, p->idle[i], now)) {
+                conn_close(p->idle[i]);
+                t->expired++;
+            } else {
+                p->idle[keep++] = p->idle[i];
+            }
+        }
+        p->nidle = keep;
+        if (!p->nidle && now - p->used_ms >= t->cfg.idle_timeout_ms)
+            peer_drop(t, pp);
+        else
+            pp = &p->next;
+    }
+}
+
+void mc_transport_tcp_prune(struct mc_transport *tp)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    pthread_mutex_lock(&t->lock);
+    prune_locked(t, now_ms(t));
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* The endpoint failed (no connection, or one broke mid-transfer): its pooled connections are
+ * most likely dead too, and a peer that is gone must not keep an entry. */
+static void peer_forget(struct tcp_transport *t, const char *endpoint)
+{
+    pthread_mutex_lock(&t->lock);
+    for (struct peer **pp = &t->peers; *pp; pp = &(*pp)->next)
+        if (strcmp((*pp)->endpoint, endpoint) == 0) {
+            peer_drop(t, pp);
+            break;
+        }
+    pthread_mutex_unlock(&t->lock);
 }
 
 static struct conn *pool_take(struct tcp_transport *t, const char *endpoint)
 {
     struct conn *c = NULL;
     pthread_mutex_lock(&t->lock);
+    uint64_t now = now_ms(t);
+    if (now >= t->next_prune_ms)
+        prune_locked(t, now);
     struct peer *p = peer_find(t, endpoint, false);
-    if (p && p->nidle) {
-        c = p->idle[--p->nidle];
-        t->reuses++;
+    if (p) {
+        p->used_ms = now;
+        while (!c && p->nidle) {
+            c = p->idle[--p->nidle];
+            if (conn_expired(t, c, now)) { /* between two prune passes */
+                conn_close(c);
+                t->expired++;
+                c = NULL;
+            }
+        }
     }
+    if (c)
+        t->reuses++;
     pthread_mutex_unlock(&t->lock);
     return c;
 }
@@ -159,10 +254,18 @@ static struct conn *pool_take(struct tcp_transport *t, const char *endpoint)
 static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn *c)
 {
     pthread_mutex_lock(&t->lock);
-    struct peer *p = peer_find(t, endpoint, true);
-    if (p && p->nidle < t->cfg.max_idle_per_peer) {
-        p->idle[p->nidle++] = c;
-        c = NULL;
+    uint64_t now = now_ms(t);
+    if (now - c->born_ms >= t->cfg.max_conn_age_ms) {
+        t->expired++; /* old enough: a fresh one next time */
+    } else {
+        struct peer *p = peer_find(t, endpoint, true);
+        if (p)
+            p->used_ms = now;
+        if (p && p->nidle < t->cfg.max_idle_per_peer) {
+            c->idle_ms = now;
+            p->idle[p->nidle++] = c;
+            c = NULL;
+        }
     }
     pthread_mutex_unlock(&t->lock);
     conn_close(c);
@@ -364,8 +467,10 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         bool reused = c != NULL;
         if (!c) {
             int rc = dial(t, loc->endpoint, &c);
-            if (rc)
+            if (rc) {
+                peer_forget(t, loc->endpoint);
                 return rc;
+            }
         }
         bool any = false;
         int rc = run(t, c, &x, &any);
@@ -380,9 +485,11 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
             pthread_mutex_unlock(&t->lock);
             continue; /* a pooled connection the peer had closed: dial afresh once */
         }
-        if (rc == MC_ERR_TRANSFER_FAIL)
+        if (rc == MC_ERR_TRANSFER_FAIL) {
+            peer_forget(t, loc->endpoint);
             mc_warn("tcp", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
                     is_write ? "write" : "read", len);
+        }
         return rc;
     }
 }
@@ -447,6 +554,12 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
             t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
         if (cfg->max_frame_bytes)
             t->cfg.max_frame_bytes = cfg->max_frame_bytes;
+        if (cfg->idle_timeout_ms)
+            t->cfg.idle_timeout_ms = cfg->idle_timeout_ms;
+        if (cfg->max_conn_age_ms)
+            t->cfg.max_conn_age_ms = cfg->max_conn_age_ms;
+        t->cfg.now_ms = cfg->now_ms;
+        t->cfg.now_arg = cfg->now_arg;
     }
     if (t->cfg.slice_bytes > MAX_SLICE || t->cfg.slice_bytes + 4096u > t->cfg.max_frame_bytes) {
         free(t);
@@ -466,6 +579,8 @@ void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport
     st->reuses = t->reuses;
     st->slices = atomic_load_explicit(&t->slices, memory_order_relaxed);
     st->retries = t->retries;
+    st->peers = t->npeers;
+    st->expired = t->expired;
     st->idle = 0;
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
