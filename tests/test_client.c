@@ -7,6 +7,8 @@
  * remove with and without force (lease), remove_all, batch put/get/exist with per-key results,
  * replica_num and preferred segments (checked with mc_query), surviving the loss of one replica,
  * hard and soft pins, the NO_AVAILABLE_HANDLE retry window, checksum mismatch (test hook),
+ * size queries without a lease, mc_get_ex's size on BUFFER_OVERFLOW, batches as one peer round
+ * trip per endpoint and one retry window per batch,
  * lease expiry mid-read (short TTL + read delay hook), master killed (fast RPC_FAIL) and
  * restarted on the same port (re-mount, then puts and gets work again), bad input. A true
  * multi-process case re-executes this binary as a child that opens its own client.
@@ -259,6 +261,140 @@ static void test_batch(void **state)
         free(outs[i]);
     }
     free(outs[N]);
+}
+
+static uint64_t tcp_requests(struct mc_client *c)
+{
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(c->tcp, &st);
+    return st.slices;
+}
+
+static uint64_t peer_requests(struct mc_client *c)
+{
+    struct mc_peer_server_stats st;
+    mc_peer_server_get_stats(mc_client_peer_server(c), &st);
+    return st.requests;
+}
+
+/* A batch is one peer round trip per endpoint: N keys on two remote segments cost two requests
+ * (BatchGet and BatchPut alike); keys in the reader's own segment are copied, not sent. */
+static void test_batch_one_round_trip_per_endpoint(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 10, LEN = 20000 };
+    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, true);
+    char keys[N][32];
+    const char *kp[N];
+    uint8_t *vals[N], *outs[N];
+    size_t lens[N], caps[N];
+    int64_t gres[N];
+    int pres[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "rt/%d", i);
+        kp[i] = keys[i];
+        lens[i] = caps[i] = LEN + (size_t)i;
+        vals[i] = malloc(lens[i]);
+        outs[i] = calloc(1, lens[i]);
+        tm_fill(vals[i], lens[i], (uint32_t)(300 + i));
+        /* even keys on c2, odd keys on c3 */
+        put_pref(f->c1, keys[i], vals[i], lens[i], mc_client_endpoint((i & 1) ? c3 : f->c2), 1);
+    }
+    uint64_t t0 = tcp_requests(f->c1), p2 = peer_requests(f->c2), p3 = peer_requests(c3);
+    assert_int_equal(mc_batch_get(f->c1, N, kp, (void *const *)outs, caps, gres), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(gres[i], (int64_t)lens[i]);
+        assert_memory_equal(outs[i], vals[i], lens[i]);
+    }
+    assert_int_equal(tcp_requests(f->c1) - t0, 2);
+    assert_int_equal(peer_requests(f->c2) - p2, 1);
+    assert_int_equal(peer_requests(c3) - p3, 1);
+
+    /* c2 reads its own keys with memcpy: only c3's half goes out, as one request */
+    for (int i = 0; i < N; i++)
+        memset(outs[i], 0, lens[i]);
+    t0 = tcp_requests(f->c2);
+    p3 = peer_requests(c3);
+    assert_int_equal(mc_batch_get(f->c2, N, kp, (void *const *)outs, caps, gres), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(gres[i], (int64_t)lens[i]);
+        assert_memory_equal(outs[i], vals[i], lens[i]);
+    }
+    assert_int_equal(tcp_requests(f->c2) - t0, 1);
+    assert_int_equal(peer_requests(c3) - p3, 1);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mc_remove(f->c1, keys[i], true), 0);
+
+    /* BatchPut with two replicas, on c2 and c3: one PeerBatchWrite to each */
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *pref[2] = {mc_client_endpoint(f->c2), mc_client_endpoint(c3)};
+    rc.preferred_segments = pref;
+    rc.preferred_segments_count = 2;
+    rc.replica_num = 2;
+    t0 = tcp_requests(f->c1);
+    p2 = peer_requests(f->c2);
+    p3 = peer_requests(c3);
+    assert_int_equal(mc_batch_put(f->c1, N, kp, (const void *const *)vals, lens, &rc, pres), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(pres[i], 0);
+    assert_int_equal(tcp_requests(f->c1) - t0, 2);
+    assert_int_equal(peer_requests(f->c2) - p2, 1);
+    assert_int_equal(peer_requests(c3) - p3, 1);
+    for (int i = 0; i < N; i++) {
+        struct mc_object_info info;
+        assert_int_equal(mc_query(f->c1, keys[i], &info), 0);
+        assert_int_equal(info.replica_count, 2);
+        mc_object_info_free(&info);
+        /* each replica holds the bytes: c3 reads its local copy, c2 its own */
+        memset(outs[i], 0, lens[i]);
+        assert_int_equal(mc_get(c3, keys[i], outs[i], caps[i]), (int64_t)lens[i]);
+        assert_memory_equal(outs[i], vals[i], lens[i]);
+        memset(outs[i], 0, lens[i]);
+        assert_int_equal(mc_get(f->c2, keys[i], outs[i], caps[i]), (int64_t)lens[i]);
+        assert_memory_equal(outs[i], vals[i], lens[i]);
+        assert_int_equal(mc_remove(f->c1, keys[i], true), 0);
+        free(vals[i]);
+        free(outs[i]);
+    }
+    mc_client_close(c3);
+}
+
+/* Keys refused for lack of space are retried together: the batch takes one retry window, not
+ * one per key (20 keys used to take 20 windows). */
+static void test_batch_put_no_space_one_window(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 20 };
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = f->m.addr;
+    cfg.put_retry_window_ms = 300;
+    struct mc_client *c = NULL;
+    assert_int_equal(mc_client_open(&cfg, &c), 0); /* contributes no DRAM */
+    size_t n = 100 * MiB;                          /* larger than any segment */
+    uint8_t *big = calloc(1, n);
+    char keys[N][32];
+    const char *kp[N];
+    const void *bufs[N];
+    size_t lens[N];
+    int res[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "nospace/%d", i);
+        kp[i] = keys[i];
+        bufs[i] = big;
+        lens[i] = n;
+    }
+    uint64_t t0 = mc_now_ms();
+    assert_int_equal(mc_batch_put(c, N, kp, bufs, lens, NULL, res), 0);
+    uint64_t dt = mc_now_ms() - t0;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_true(dt >= 300); /* retried for the window */
+    assert_true(dt < 3000); /* once: 20 windows would be 6 s */
+    assert_int_equal(mc_exist(c, keys[0]), 0);
+    free(big);
+    mc_client_close(c);
 }
 
 static void test_replicas_preferred_and_loss(void **state)
@@ -758,6 +894,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_size_takes_no_lease),
         cmocka_unit_test(test_get_ex_reports_needed),
         cmocka_unit_test(test_batch),
+        cmocka_unit_test(test_batch_one_round_trip_per_endpoint),
+        cmocka_unit_test(test_batch_put_no_space_one_window),
         cmocka_unit_test(test_replicas_preferred_and_loss),
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_no_space_retry_window),

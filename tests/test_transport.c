@@ -11,6 +11,9 @@
  * Mount epochs: once the owner set its segment's epoch, requests (tcp, local, raw single and
  * batch forms) carrying another epoch, or none, are refused with REPLICA_IS_GONE and move no
  * byte; a re-mount's new epoch retires the old one.
+ * Batches (mc_transport_batch over tcp): items grouped by endpoint, one request per endpoint
+ * (counted on both sides), per-item failures, large items on the single path, big groups cut
+ * into pipelined requests, a stale pooled connection replaced, an unreachable endpoint.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -829,6 +832,145 @@ static void test_pool_idle_age_and_gone_peers(void **state)
     mc_transport_free(t);
 }
 
+/* ---- tcp batches: one round trip per endpoint ------------------------------------------------ */
+
+static uint64_t requests_of(struct mc_peer_server *ps)
+{
+    struct mc_peer_server_stats st;
+    mc_peer_server_get_stats(ps, &st);
+    return st.requests;
+}
+
+static uint64_t sent_of(struct mc_transport *t)
+{
+    struct mc_tcp_transport_stats st;
+    mc_transport_tcp_get_stats(t, &st);
+    return st.slices;
+}
+
+/* N small items over two endpoints: one PeerBatchWrite and one PeerBatchRead per endpoint; a
+ * bad item fails alone; an item above one slice takes the pipelined single path. */
+static void test_tcp_batch_groups_by_endpoint(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 12 };
+    uint8_t *seg2 = calloc(1, SEG_SIZE);
+    struct mc_id id2 = mc_id_random();
+    struct mc_peer_server *ps2 = start_server(0, id2, seg2);
+    char ep2[64];
+    snprintf(ep2, sizeof(ep2), "127.0.0.1:%u", mc_peer_server_port(ps2));
+    struct mc_xfer_item it[N + 3];
+    uint8_t *src[N + 3], *dst[N + 3];
+    for (int i = 0; i < N; i++) {
+        size_t len = 1000 + (size_t)i * 1500;
+        src[i] = malloc(len);
+        dst[i] = calloc(1, len);
+        fill(src[i], len, (uint32_t)(40 + i));
+        struct mc_xfer_loc l = {(i & 1) ? id2 : f->seg_id, (uint64_t)i * 20000,
+                                (i & 1) ? ep2 : f->ep, 0};
+        it[i] = (struct mc_xfer_item){l, src[i], len, 99};
+    }
+    uint64_t s0 = sent_of(f->tcp), r1 = requests_of(f->ps), r2 = requests_of(ps2);
+    assert_int_equal(mc_transport_batch(f->tcp, true, it, N), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(it[i].status, 0);
+        const uint8_t *seg = (i & 1) ? seg2 : f->seg;
+        assert_memory_equal(seg + (size_t)i * 20000, src[i], it[i].len);
+    }
+    assert_int_equal(sent_of(f->tcp) - s0, 2);
+    assert_int_equal(requests_of(f->ps) - r1, 1);
+    assert_int_equal(requests_of(ps2) - r2, 1);
+    /* read them back, plus an unknown segment, an out-of-bounds range and a 3-slice item */
+    for (int i = 0; i < N; i++) {
+        it[i].buf = dst[i];
+        it[i].status = 99;
+    }
+    uint8_t small[16];
+    it[N] = (struct mc_xfer_item){{{7, 7}, 0, f->ep, 0}, small, sizeof(small), 99};
+    it[N + 1] = (struct mc_xfer_item){{id2, SEG_SIZE - 4, ep2, 0}, small, sizeof(small), 99};
+    size_t big = 3 * SLICE + 5;
+    src[N + 2] = malloc(big);
+    dst[N + 2] = calloc(1, big);
+    fill(src[N + 2], big, 77);
+    memcpy(seg2 + (1u << 20), src[N + 2], big);
+    it[N + 2] = (struct mc_xfer_item){{id2, 1u << 20, ep2, 0}, dst[N + 2], big, 99};
+    s0 = sent_of(f->tcp);
+    r1 = requests_of(f->ps);
+    r2 = requests_of(ps2);
+    assert_int_equal(mc_transport_batch(f->tcp, false, it, N + 3), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(it[i].status, 0);
+        assert_memory_equal(dst[i], src[i], it[i].len);
+    }
+    assert_int_equal(it[N].status, MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(it[N + 1].status, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(it[N + 2].status, 0);
+    assert_memory_equal(dst[N + 2], src[N + 2], big);
+    /* one batch request per endpoint + 4 slices of the big item */
+    assert_int_equal(sent_of(f->tcp) - s0, 2 + 4);
+    assert_int_equal(requests_of(f->ps) - r1, 1);
+    assert_int_equal(requests_of(ps2) - r2, 1 + 4);
+    for (int i = 0; i < N; i++) {
+        free(src[i]);
+        free(dst[i]);
+    }
+    free(src[N + 2]);
+    free(dst[N + 2]);
+    mc_peer_server_free(ps2);
+    free(seg2);
+}
+
+/* A group larger than one request's bytes is cut into several, pipelined on one connection;
+ * a pooled connection the peer closed while idle is replaced and the batch sent again. */
+static void test_tcp_batch_chunks_and_stale_pool(void **state)
+{
+    struct fx *f = *state;
+    enum { N = 20, LEN = 60000 }; /* 4 items per request (4 slices of 64 KiB) */
+    struct mc_xfer_item it[N];
+    uint8_t *src = malloc((size_t)N * LEN), *dst = calloc(1, (size_t)N * LEN);
+    fill(src, (size_t)N * LEN, 5);
+    for (int i = 0; i < N; i++)
+        it[i] = (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), src + (size_t)i * LEN, LEN, 9};
+    uint64_t s0 = sent_of(f->tcp);
+    assert_int_equal(mc_transport_batch(f->tcp, true, it, N), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(it[i].status, 0);
+        assert_memory_equal(f->seg + (size_t)i * 65536, src + (size_t)i * LEN, LEN);
+    }
+    assert_int_equal(sent_of(f->tcp) - s0, 5);
+    /* the server restarts: the pooled connection is dead */
+    mc_rpc_client_free(f->raw);
+    f->raw = NULL;
+    mc_peer_server_free(f->ps);
+    f->ps = start_server(f->port, f->seg_id, f->seg);
+    for (int i = 0; i < N; i++)
+        it[i] = (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), dst + (size_t)i * LEN, LEN, 9};
+    struct mc_tcp_transport_stats st0, st1;
+    mc_transport_tcp_get_stats(f->tcp, &st0);
+    assert_int_equal(mc_transport_batch(f->tcp, false, it, N), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(it[i].status, 0);
+    assert_memory_equal(dst, src, (size_t)N * LEN);
+    mc_transport_tcp_get_stats(f->tcp, &st1);
+    assert_int_equal(st1.retries - st0.retries, 1);
+    assert_int_equal(st1.connects - st0.connects, 1);
+    /* an endpoint nobody listens on fails its items only */
+    struct mc_xfer_item two[2] = {{loc(f, 0), dst, 100, 9}, {loc(f, 0), dst + 100, 100, 9}};
+    two[1].loc.endpoint = "127.0.0.1:1";
+    assert_int_equal(mc_transport_batch(f->tcp, false, two, 2), 0);
+    assert_int_equal(two[0].status, 0);
+    assert_int_equal(two[1].status, MC_ERR_TRANSFER_FAIL);
+    free(src);
+    free(dst);
+    mc_transport_free(f->local);
+    assert_int_equal(mc_transport_local_new(f->ps, &f->local), 0);
+    struct mc_rpc_client_config rc;
+    mc_rpc_client_config_init(&rc);
+    rc.host = "127.0.0.1";
+    rc.port = f->port;
+    assert_int_equal(mc_rpc_client_new(&rc, &f->raw), 0);
+}
+
 /* ---- many peers at once --------------------------------------------------------------------- */
 
 struct worker {
@@ -897,6 +1039,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pooled_connection_after_server_restart, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_many_peers_at_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_batch_groups_by_endpoint, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_batch_chunks_and_stale_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_idle_age_and_gone_peers, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

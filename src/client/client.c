@@ -147,19 +147,30 @@ void mc_client_test_corrupt_reads(struct mc_client *c, int n)
 }
 #endif
 
-int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
-                         void *buf, size_t len)
+int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, size_t len,
+                          struct mc_xfer_loc *loc, bool *local)
 {
     const Mc__MemoryLocation *m = r->memory;
     if (r->type != MC__REPLICA_TYPE__RT_MEMORY || !m || !m->segment_id)
         return MC_ERR_INVALID_REPLICA;
     if (m->size && m->size < len)
         return MC_ERR_INVALID_REPLICA;
-    struct mc_xfer_loc loc = {
+    *loc = (struct mc_xfer_loc){
         {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint, m->mount_epoch};
-    bool local = mc_peer_server_has_segment(c->ps, loc.segment_id);
-    if (!local && (!m->endpoint || !*m->endpoint))
+    *local = mc_peer_server_has_segment(c->ps, loc->segment_id);
+    if (!*local && (!m->endpoint || !*m->endpoint))
         return MC_ERR_INVALID_REPLICA;
+    return 0;
+}
+
+int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
+                         void *buf, size_t len)
+{
+    struct mc_xfer_loc loc;
+    bool local;
+    int rc = mc_client_replica_loc(c, r, len, &loc, &local);
+    if (rc)
+        return rc;
     struct mc_transport *t = local ? c->local : c->tcp;
     return is_write ? mc_transport_write(t, &loc, buf, len) : mc_transport_read(t, &loc, buf, len);
 }

@@ -15,7 +15,13 @@
  * (CHECKSUM_MISMATCH otherwise); then, if the lease ran out during the read, the bytes may
  * already belong to another object (the master was free to evict and reuse the space), so the
  * call fails with LEASE_EXPIRED. BatchGet is one BatchGetReplicaList and one lease clock for
- * every key.
+ * every key; keys with a replica in this process's segment are copied, the others are read as
+ * one transport batch (one PeerBatchRead per endpoint), and a key whose batch read failed is
+ * read again the single way (every replica in turn).
+ *
+ * GetSize is not a read: it asks the master's lease-free admin query (QueryKey), so it takes
+ * no lease and counts no access; mc_get_ex reports the size on BUFFER_OVERFLOW, so a reader
+ * that guessed a buffer too small learns the size from the one Get.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -66,9 +72,8 @@ static uint64_t answer_size(const Mc__GetReplicaListResponse *r)
     return size;
 }
 
-/* Reads the object r describes into buf; t0_ms is when the lease started. */
-static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
-                        size_t cap, uint64_t t0_ms)
+/* The size of the object r describes, if it fits buf (capacity cap); else the error. */
+static int64_t get_size_check(const Mc__GetReplicaListResponse *r, const void *buf, size_t cap)
 {
     uint64_t size = answer_size(r);
     if (size > cap)
@@ -77,9 +82,13 @@ static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r
         return MC_ERR_INVALID_REPLICA;
     if (size && !buf)
         return MC_ERR_INVALID_PARAMS;
-    int rc = read_some_replica(c, r, buf, (size_t)size);
-    if (rc)
-        return rc;
+    return (int64_t)size;
+}
+
+/* The checks after the bytes of r moved into buf; t0_ms is when the lease started. */
+static int64_t get_finish(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                          size_t size, uint64_t t0_ms)
+{
 #ifdef MC_TEST_HOOKS
     uint32_t delay = atomic_load(&c->test_read_delay_ms);
     if (delay) {
@@ -91,12 +100,25 @@ static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r
         atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0)
         ((uint8_t *)buf)[size / 2] ^= 0x5a;
 #endif
-    if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, (size_t)size) != r->crc32c)
+    if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, size) != r->crc32c)
         return MC_ERR_CHECKSUM_MISMATCH;
     /* elapsed > ttl, not now > t0 + ttl: a huge ttl from the wire must not wrap the sum */
     if (mc_now_ms() - t0_ms > r->lease_ttl_ms)
         return MC_ERR_LEASE_EXPIRED;
     return (int64_t)size;
+}
+
+/* Reads the object r describes into buf; t0_ms is when the lease started. */
+static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                        size_t cap, uint64_t t0_ms)
+{
+    int64_t size = get_size_check(r, buf, cap);
+    if (size < 0)
+        return size;
+    int rc = read_some_replica(c, r, buf, (size_t)size);
+    if (rc)
+        return rc;
+    return get_finish(c, r, buf, (size_t)size, t0_ms);
 }
 
 static int replica_list(struct mc_client *c, const char *key, Mc__GetReplicaListResponse **out)
@@ -182,6 +204,97 @@ int64_t mc_get_size(struct mc_client *c, const char *key)
     return out;
 }
 
+#define PENDING INT64_MIN /* a batch result not known yet */
+
+/* The first MEMORY replica of r in a segment this process serves (read with memcpy), else the
+ * first remote one; -1 when r has none. */
+static int pick_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r, size_t size,
+                        struct mc_xfer_loc *loc, bool *local)
+{
+    int remote = -1;
+    struct mc_xfer_loc rloc = {{0, 0}, 0, NULL, 0};
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        bool l = false;
+        struct mc_xfer_loc x;
+        if (mc_client_replica_loc(c, r->replicas[i], size, &x, &l) != 0)
+            continue;
+        if (l) {
+            *loc = x;
+            *local = true;
+            return (int)i;
+        }
+        if (remote < 0) {
+            remote = (int)i;
+            rloc = x;
+        }
+    }
+    if (remote >= 0) {
+        *loc = rloc;
+        *local = false;
+    }
+    return remote;
+}
+
+/* The reads of a batch: every key's local replica with memcpy, the remote ones as one
+ * transport batch (one peer round trip per endpoint); a key whose chosen replica fails is read
+ * again the single way, trying each of its replicas. */
+static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size_t n,
+                      void *const *bufs, const size_t *caps, int64_t *results, uint64_t t0)
+{
+    struct mc_xfer_item *items = calloc(n, sizeof(*items));
+    size_t *owner = calloc(n, sizeof(*owner));
+    int64_t *sizes = calloc(n, sizeof(*sizes));
+    if (!items || !owner || !sizes) {
+        free(items);
+        free(owner);
+        free(sizes);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    size_t ni = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Mc__GetReplicaListResponse *ri = rs[i];
+        results[i] = PENDING;
+        if (ri->status) {
+            results[i] = ri->status;
+            continue;
+        }
+        sizes[i] = get_size_check(ri, bufs[i], caps[i]);
+        if (sizes[i] < 0) {
+            results[i] = sizes[i];
+            continue;
+        }
+        struct mc_xfer_loc loc;
+        bool local = false;
+        int k = pick_replica(c, ri, (size_t)sizes[i], &loc, &local);
+        int x = k < 0   ? -1
+                : local ? mc_transport_read(c->local, &loc, bufs[i], (size_t)sizes[i])
+                        : 1;
+        if (x == 1) { /* remote: into the batch */
+            items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0};
+            owner[ni++] = i;
+        } else if (x == 0) {
+            results[i] = get_finish(c, ri, bufs[i], (size_t)sizes[i], t0);
+        }
+        /* else: no usable replica, or the local one failed: the single path below */
+    }
+    int rc = ni ? mc_transport_batch(c->tcp, false, items, ni) : 0;
+    for (size_t j = 0; j < ni; j++) {
+        size_t i = owner[j];
+        if (rc == 0 && items[j].status == 0)
+            results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
+        else if (rc == 0)
+            mc_warn("client", "batch replica read failed, trying each replica", "rc=%s",
+                    mc_strerror(items[j].status));
+    }
+    for (size_t i = 0; i < n; i++)
+        if (results[i] == PENDING)
+            results[i] = get_with(c, rs[i], bufs[i], caps[i], t0);
+    free(items);
+    free(owner);
+    free(sizes);
+    return 0;
+}
+
 int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
                  const size_t *caps, int64_t *results)
 {
@@ -209,10 +322,7 @@ int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *c
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        const Mc__GetReplicaListResponse *ri = r->results[i];
-        results[i] = ri->status ? ri->status : get_with(c, ri, bufs[i], caps[i], t0);
-    }
+    rc = batch_read(c, r->results, n, bufs, caps, results, t0);
 out:
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;

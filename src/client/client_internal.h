@@ -72,6 +72,10 @@ Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
  * segment has been re-mounted since the descriptor was issued (see peer_server.h). */
 int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
                          void *buf, size_t len);
+/* Where len bytes of MEMORY replica r are, and whether this process serves its segment (then
+ * the local transport moves them). INVALID_REPLICA for a descriptor that cannot hold them. */
+int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, size_t len,
+                          struct mc_xfer_loc *loc, bool *local);
 
 /* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
  * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */

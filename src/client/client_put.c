@@ -12,9 +12,12 @@
  * by slice as the slices leave (transport_tcp.c), so it costs no serial pass of its own (a
  * separate pass was about a third of a 4 MiB Put between processes).
  *
- * BatchPut is one BatchPutStart, the writes, one BatchPutEnd for the keys whose writes all
- * succeeded and one BatchPutRevoke for the rest; keys the batch start refused for lack of space
- * fall back to the single Put path and its retry window.
+ * BatchPut is one BatchPutStart, the writes (local replicas with memcpy, remote ones as one
+ * transport batch: one peer round trip per endpoint), one BatchPutEnd for the keys whose writes
+ * all succeeded and one BatchPutRevoke for the rest. Keys the start refused for lack of space
+ * (NO_AVAILABLE_HANDLE) are retried together, as a smaller batch, with the same back-off: one
+ * retry window for the whole batch, never one per key. In a batch the CRC is computed before
+ * the bytes go out (the on-the-wire overlap above is for single transfers).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -197,81 +200,133 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
 
 /* ---- batch ------------------------------------------------------------------------------- */
 
-int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
-                 const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
+/* A batch's keys, buffers and results, and the rounds' shared state. */
+struct batch {
+    struct mc_client *c;
+    const char *const *keys;
+    const void *const *bufs;
+    const size_t *lens;
+    Mc__ReplicateConfig *cfg;
+    int *results;
+};
+
+/* Writes every replica of the started keys (st[j] == 0; j indexes idx): local ones with
+ * memcpy, remote ones as one transport batch (one peer round trip per endpoint). w[j] gets
+ * the key's write result, crc[j] its value's CRC32C. */
+static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__PutStartResult **pr,
+                       int *w, uint32_t *crc)
 {
-    if (!c || (n && (!keys || !bufs || !lens || !results)))
-        return MC_ERR_INVALID_PARAMS;
-    mc_log_scope(&c->logger);
-    if (n == 0)
-        return 0;
-    struct mc_replicate_config rc_copy;
-    const struct mc_replicate_config *rc_in = &rc_copy;
-    int rc = mc_replicate_config_copy(rc_user, &rc_copy);
-    if (!rc)
-        rc = check_config(rc_in);
-    if (rc)
-        return rc;
-    for (size_t i = 0; i < n; i++) {
-        if (mc_client_check_key(keys[i]))
-            return MC_ERR_INVALID_KEY;
-        if (lens[i] && !bufs[i])
-            return MC_ERR_INVALID_PARAMS;
+    size_t total = 0;
+    for (size_t j = 0; j < m; j++)
+        if (pr[j]->status == 0)
+            total += pr[j]->n_replicas;
+    struct mc_xfer_item *items = calloc(total ? total : 1, sizeof(*items));
+    size_t *owner = calloc(total ? total : 1, sizeof(*owner));
+    if (!items || !owner) {
+        free(items);
+        free(owner);
+        return MC_ERR_INTERNAL_ERROR;
     }
-    uint64_t *vlens = calloc(n, sizeof(*vlens));
-    uint64_t *versions = calloc(n, sizeof(*versions));
-    Mc__PutEndItem *items = calloc(n, sizeof(*items));
-    Mc__PutEndItem **itemp = calloc(n, sizeof(*itemp));
-    char **rkeys = calloc(n, sizeof(*rkeys));
-    uint64_t *rvers = calloc(n, sizeof(*rvers));
-    ProtobufCMessage *m = NULL;
-    if (!vlens || !versions || !items || !itemp || !rkeys || !rvers) {
-        rc = MC_ERR_INTERNAL_ERROR;
+    size_t ni = 0;
+    for (size_t j = 0; j < m; j++) {
+        w[j] = 0;
+        if (pr[j]->status)
+            continue;
+        size_t i = idx[j];
+        crc[j] = mc_crc32c(b->bufs[i], b->lens[i]);
+        if (pr[j]->n_replicas == 0)
+            w[j] = MC_ERR_INVALID_REPLICA;
+        for (size_t k = 0; k < pr[j]->n_replicas && !w[j]; k++) {
+            struct mc_xfer_loc loc;
+            bool local = false;
+            int x = mc_client_replica_loc(b->c, pr[j]->replicas[k], b->lens[i], &loc, &local);
+            if (x == 0 && local)
+                x = mc_transport_write(b->c->local, &loc, b->bufs[i], b->lens[i]);
+            else if (x == 0) {
+                items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0};
+                owner[ni++] = j;
+            }
+            if (x)
+                w[j] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
+        }
+    }
+    int rc = ni ? mc_transport_batch(b->c->tcp, true, items, ni) : 0;
+    for (size_t k = 0; k < ni; k++) {
+        int x = rc ? rc : items[k].status;
+        if (x && !w[owner[k]]) {
+            mc_warn("client", "replica write failed", "key=%s rc=%s", b->keys[idx[owner[k]]],
+                    mc_strerror(x));
+            w[owner[k]] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
+        }
+    }
+    free(items);
+    free(owner);
+    return 0;
+}
+
+/* One round for the keys idx[0..m): BatchPutStart, the writes, one BatchPutEnd for the keys
+ * whose writes all succeeded and one BatchPutRevoke for the rest; results[idx[j]] set. Returns
+ * 0, or the error of a BatchPutStart that failed as a whole (nothing started then). */
+static int batch_round(const struct batch *b, const size_t *idx, size_t m)
+{
+    struct mc_client *c = b->c;
+    int rc = MC_ERR_INTERNAL_ERROR;
+    const char **rkeys = calloc(m, sizeof(*rkeys));
+    uint64_t *vlens = calloc(m, sizeof(*vlens));
+    int *w = calloc(m, sizeof(*w));
+    uint32_t *crc = calloc(m, sizeof(*crc));
+    Mc__PutEndItem *items = calloc(m, sizeof(*items));
+    Mc__PutEndItem **itemp = calloc(m, sizeof(*itemp));
+    size_t *endj = calloc(m, sizeof(*endj));
+    char **revk = calloc(m, sizeof(*revk));
+    uint64_t *revv = calloc(m, sizeof(*revv));
+    ProtobufCMessage *sm = NULL;
+    if (!rkeys || !vlens || !w || !crc || !items || !itemp || !endj || !revk || !revv)
         goto out;
+    for (size_t j = 0; j < m; j++) {
+        rkeys[j] = b->keys[idx[j]];
+        vlens[j] = b->lens[idx[j]];
     }
-    for (size_t i = 0; i < n; i++)
-        vlens[i] = lens[i];
-    Mc__ReplicateConfig cfg;
-    fill_config(&cfg, rc_in);
     Mc__Uuid u;
     Mc__BatchPutStartRequest req = MC__BATCH_PUT_START_REQUEST__INIT;
     req.client_id = mc_client_uuid(c, &u);
-    req.n_keys = n;
-    req.keys = (char **)keys;
-    req.n_value_lengths = n;
+    req.n_keys = m;
+    req.keys = (char **)rkeys;
+    req.n_value_lengths = m;
     req.value_lengths = vlens;
-    req.config = &cfg;
+    req.config = b->cfg;
     rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_PUT_START, &req.base,
-                             &mc__batch_put_start_response__descriptor, &m);
+                             &mc__batch_put_start_response__descriptor, &sm);
     if (rc)
         goto out;
-    Mc__BatchPutStartResponse *r = (Mc__BatchPutStartResponse *)m;
-    if (r->n_results != n) {
+    Mc__BatchPutStartResponse *r = (Mc__BatchPutStartResponse *)sm;
+    if (r->n_results != m) {
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
+    rc = batch_write(b, idx, m, r->results, w, crc);
+    if (rc)
+        for (size_t j = 0; j < m; j++)
+            w[j] = rc;
+    rc = 0;
     size_t nend = 0, nrev = 0;
-    for (size_t i = 0; i < n; i++) {
-        Mc__PutStartResult *pr = r->results[i];
-        results[i] = pr->status;
+    for (size_t j = 0; j < m; j++) {
+        Mc__PutStartResult *pr = r->results[j];
+        b->results[idx[j]] = pr->status ? pr->status : w[j];
         if (pr->status)
             continue;
-        versions[i] = pr->version;
-        uint32_t crc = 0;
-        int w = write_replicas(c, pr->replicas, pr->n_replicas, bufs[i], lens[i], &crc);
-        if (w) {
-            results[i] = w;
-            rkeys[nrev] = (char *)keys[i];
-            rvers[nrev++] = pr->version;
+        if (w[j]) {
+            revk[nrev] = (char *)rkeys[j];
+            revv[nrev++] = pr->version;
             continue;
         }
         mc__put_end_item__init(&items[nend]);
-        items[nend].key = (char *)keys[i];
+        items[nend].key = (char *)rkeys[j];
         items[nend].version = pr->version;
-        items[nend].crc32c = crc;
+        items[nend].crc32c = crc[j];
         items[nend].crc_valid = true;
         itemp[nend] = &items[nend];
-        nend++;
+        endj[nend++] = j;
     }
     if (nend) {
         Mc__BatchPutEndRequest er = MC__BATCH_PUT_END_REQUEST__INIT;
@@ -283,16 +338,13 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
         int erc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_PUT_END, &er.base,
                                       &mc__batch_put_end_response__descriptor, &em);
         Mc__BatchPutEndResponse *e = (Mc__BatchPutEndResponse *)em;
-        for (size_t j = 0, k = 0; j < n && k < nend; j++) {
-            if (results[j] != 0 || keys[j] != items[k].key)
-                continue;
+        for (size_t k = 0; k < nend; k++) {
             int st = erc ? erc : (e && k < e->n_statuses ? e->statuses[k] : MC_ERR_RPC_FAIL);
             if (st) {
-                results[j] = st;
-                rkeys[nrev] = (char *)keys[j];
-                rvers[nrev++] = items[k].version;
+                b->results[idx[endj[k]]] = st;
+                revk[nrev] = items[k].key;
+                revv[nrev++] = items[k].version;
             }
-            k++;
         }
         if (em)
             protobuf_c_message_free_unpacked(em, NULL);
@@ -301,10 +353,10 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
         Mc__BatchPutRevokeRequest rr = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
         rr.client_id = &u;
         rr.n_keys = nrev;
-        rr.keys = rkeys;
+        rr.keys = revk;
         rr.replica_type = MC__REPLICA_TYPE__RT_ALL;
         rr.n_versions = nrev;
-        rr.versions = rvers;
+        rr.versions = revv;
         ProtobufCMessage *rm = NULL;
         int rrc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_PUT_REVOKE, &rr.base,
                                       &mc__batch_put_revoke_response__descriptor, &rm);
@@ -314,20 +366,78 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
             mc_warn("client", "batch put revoke failed (the master reaps the puts)", "rc=%s",
                     mc_strerror(rrc));
     }
-    for (size_t i = 0; i < n; i++) {
-        if (results[i] == MC_ERR_OBJECT_ALREADY_EXISTS)
-            results[i] = 0;
-        else if (results[i] == MC_ERR_NO_AVAILABLE_HANDLE)
-            results[i] = mc_put(c, keys[i], bufs[i], lens[i], rc_in); /* retry window */
-    }
 out:
-    if (m)
-        protobuf_c_message_free_unpacked(m, NULL);
+    if (sm)
+        protobuf_c_message_free_unpacked(sm, NULL);
+    free(rkeys);
     free(vlens);
-    free(versions);
+    free(w);
+    free(crc);
     free(items);
     free(itemp);
-    free(rkeys);
-    free(rvers);
+    free(endj);
+    free(revk);
+    free(revv);
+    return rc;
+}
+
+int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
+                 const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
+{
+    if (!c || (n && (!keys || !bufs || !lens || !results)))
+        return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
+    if (n == 0)
+        return 0;
+    struct mc_replicate_config rc_copy;
+    int rc = mc_replicate_config_copy(rc_user, &rc_copy);
+    if (!rc)
+        rc = check_config(&rc_copy);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (mc_client_check_key(keys[i]))
+            return MC_ERR_INVALID_KEY;
+        if (lens[i] && !bufs[i])
+            return MC_ERR_INVALID_PARAMS;
+    }
+    size_t *idx = malloc(n * sizeof(*idx));
+    if (!idx)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    Mc__ReplicateConfig cfg;
+    fill_config(&cfg, &rc_copy);
+    struct batch b = {c, keys, bufs, lens, &cfg, results};
+    /* keys refused for lack of space are retried together, in one window for the batch */
+    uint64_t deadline = mc_now_ms() + c->cfg.put_retry_window_ms;
+    uint64_t backoff = BACKOFF_MIN_MS;
+    size_t m = n;
+    for (int round = 0;; round++) {
+        int x = batch_round(&b, idx, m);
+        if (x && round == 0) {
+            rc = x;
+            break;
+        }
+        if (x) { /* a later round failed as a whole: its keys keep that error */
+            for (size_t j = 0; j < m; j++)
+                results[idx[j]] = x;
+            break;
+        }
+        size_t again = 0;
+        for (size_t j = 0; j < m; j++)
+            if (results[idx[j]] == MC_ERR_NO_AVAILABLE_HANDLE)
+                idx[again++] = idx[j];
+        uint64_t now = mc_now_ms();
+        if (again == 0 || now >= deadline)
+            break;
+        sleep_ms(backoff < deadline - now ? backoff : deadline - now);
+        backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+        m = again;
+    }
+    for (size_t i = 0; !rc && i < n; i++)
+        if (results[i] == MC_ERR_OBJECT_ALREADY_EXISTS)
+            results[i] = 0;
+    free(idx);
     return rc;
 }

@@ -11,6 +11,9 @@
  *     so the peer copies slice k while slice k+1 is on the wire; a read lands each slice's
  *     payload straight in the caller's buffer. Sends use MSG_NOSIGNAL.
  *   - rdma arrives with its issue.
+ * Batches: mc_transport_batch moves many items in one call; over tcp the items of one endpoint
+ * travel as one PeerBatchWrite / PeerBatchRead request (transport_tcp_batch.c), so a batch of
+ * small objects costs one round trip per endpoint instead of one per object.
  *
  * Results: 0; the peer's refusal (SEGMENT_NOT_FOUND, REPLICA_IS_GONE, INVALID_PARAMS, ...) as
  * its code; a
@@ -22,10 +25,12 @@
 #ifndef MC_CLIENT_TRANSPORT_H
 #define MC_CLIENT_TRANSPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/id.h"
+#include "mooncake/errors.h"
 
 struct mc_peer_server;
 
@@ -38,12 +43,22 @@ struct mc_xfer_loc {
     uint64_t mount_epoch; /* MemoryLocation.mount_epoch */
 };
 
+/* One transfer of a batch: where, the caller's bytes, and (set by the call) its result. */
+struct mc_xfer_item {
+    struct mc_xfer_loc loc;
+    void *buf; /* source of a write, destination of a read */
+    size_t len;
+    int status; /* out: 0 or this item's error (codes as for a single transfer) */
+};
+
 struct mc_transport;
 struct mc_transport_ops {
     const char *name;
     int (*write)(struct mc_transport *t, const struct mc_xfer_loc *dst, const void *src,
                  size_t len);
     int (*read)(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst, size_t len);
+    /* Optional (NULL: one transfer at a time): every item, each item's result in its status. */
+    int (*batch)(struct mc_transport *t, bool is_write, struct mc_xfer_item *items, size_t n);
     void (*free)(struct mc_transport *t);
 };
 struct mc_transport {
@@ -59,6 +74,23 @@ static inline int mc_transport_read(struct mc_transport *t, const struct mc_xfer
                                     void *dst, size_t len)
 {
     return t->ops->read(t, src, dst, len);
+}
+/* Moves every item (writes when is_write, else reads); item i's result lands in items[i].status.
+ * Returns 0 when the batch was carried out (look at the statuses), else an error of the whole
+ * call (INVALID_PARAMS, INTERNAL_ERROR) with no status meaningful. The tcp transport groups the
+ * items by endpoint: one PeerBatchWrite / PeerBatchRead round trip per endpoint (see
+ * transport_tcp_batch.c); other transports move them one at a time. */
+static inline int mc_transport_batch(struct mc_transport *t, bool is_write,
+                                     struct mc_xfer_item *items, size_t n)
+{
+    if (n && !items)
+        return MC_ERR_INVALID_PARAMS;
+    if (t->ops->batch)
+        return t->ops->batch(t, is_write, items, n);
+    for (size_t i = 0; i < n; i++)
+        items[i].status = is_write ? t->ops->write(t, &items[i].loc, items[i].buf, items[i].len)
+                                   : t->ops->read(t, &items[i].loc, items[i].buf, items[i].len);
+    return 0;
 }
 static inline void mc_transport_free(struct mc_transport *t)
 {

@@ -41,6 +41,7 @@
 
 #include "client/client_internal.h"
 #include "client/transport.h"
+#include "client/transport_tcp_internal.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -531,6 +532,7 @@ static const struct mc_transport_ops tcp_ops = {
     .name = "tcp",
     .write = tcp_write,
     .read = tcp_read,
+    .batch = mc_tcp_batch,
     .free = tcp_free,
 };
 
@@ -585,4 +587,88 @@ void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
     pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- lent to transport_tcp_batch.c (transport_tcp_internal.h) ----------------------------- */
+
+int mc_tcp_conn_get(struct mc_transport *tp, const char *endpoint, bool pooled,
+                    struct mc_tcp_conn **out, bool *reused)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    *reused = false;
+    if (!endpoint || strlen(endpoint) >= EP_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    struct conn *c = pooled ? pool_take(t, endpoint) : NULL;
+    *reused = c != NULL;
+    if (!c) {
+        int rc = dial(t, endpoint, &c);
+        if (rc) {
+            peer_forget(t, endpoint);
+            return rc;
+        }
+    }
+    *out = (struct mc_tcp_conn *)c;
+    return 0;
+}
+
+void mc_tcp_peer_forget(struct mc_transport *tp, const char *endpoint)
+{
+    peer_forget((struct tcp_transport *)tp, endpoint);
+}
+
+void mc_tcp_conn_put(struct mc_transport *tp, const char *endpoint, struct mc_tcp_conn *mc,
+                     bool clean)
+{
+    struct conn *c = (struct conn *)mc;
+    if (clean)
+        pool_give((struct tcp_transport *)tp, endpoint, c);
+    else
+        conn_close(c);
+}
+
+int mc_tcp_conn_fd(const struct mc_tcp_conn *mc)
+{
+    return ((const struct conn *)mc)->fd;
+}
+
+uint64_t mc_tcp_conn_ids(struct mc_tcp_conn *mc, uint64_t n)
+{
+    struct conn *c = (struct conn *)mc;
+    uint64_t first = c->next_id;
+    c->next_id += n;
+    return first;
+}
+
+void mc_tcp_count_request(struct mc_transport *tp)
+{
+    atomic_fetch_add_explicit(&((struct tcp_transport *)tp)->slices, 1, memory_order_relaxed);
+}
+
+void mc_tcp_count_retry(struct mc_transport *tp)
+{
+    struct tcp_transport *t = (struct tcp_transport *)tp;
+    pthread_mutex_lock(&t->lock);
+    t->retries++;
+    pthread_mutex_unlock(&t->lock);
+}
+
+const struct mc_tcp_transport_config *mc_tcp_config(const struct mc_transport *tp)
+{
+    return &((const struct tcp_transport *)tp)->cfg;
+}
+
+int mc_tcp_recv_all(int fd, void *buf, size_t len)
+{
+    return recv_all(fd, buf, len);
+}
+
+int mc_tcp_discard(int fd, size_t len)
+{
+    return discard(fd, len);
+}
+
+int mc_tcp_transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer_loc *loc,
+                    void *buf, size_t len)
+{
+    return transfer(tp, is_write, loc, buf, len, NULL);
 }
