@@ -23,8 +23,12 @@
  * (ours / memcpy). scripts/bench/transfer_vs_iperf.sh puts the between-process lines beside
  * iperf3 on loopback.
  *
- * JSON: bench=transfer case=<op>/<mode>/<size> runs ms p50_ms p99_ms ops_per_s bytes_per_s
- * op mode size [ref ratio].
+ * Batches (--batch N, N > 1): every timed call is mc_batch_put of N new keys (removed, untimed,
+ * right after) or mc_batch_get of the same N keys, each of the given size; latencies are per
+ * batch call, ops_per_s counts keys and bytes_per_s their bytes. Case names gain "/bN".
+ *
+ * JSON: bench=transfer case=<op>/<mode>/<size>[/bN] runs ms p50_ms p99_ms ops_per_s
+ * bytes_per_s op mode size batch [ref ratio].
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,7 +56,8 @@
 struct opts {
     uint64_t sizes[MAX_SIZES];
     int nsizes;
-    int runs; /* 0 = by size */
+    int runs;  /* 0 = by size */
+    int batch; /* keys per call (1 = single Put/Get) */
     bool same, between;
     const char *master; /* external master; NULL = start one */
     char bin[PATH_MAX];
@@ -204,8 +209,8 @@ static void size_name(uint64_t size, char *buf, size_t cap)
         snprintf(buf, cap, "%lluB", (unsigned long long)size);
 }
 
-static void report(const char *op, const char *mode, uint64_t size, double *lat_ms, int n,
-                   double ref)
+static void report(const char *op, const char *mode, uint64_t size, int batch, double *lat_ms,
+                   int n, double ref)
 {
     struct mc_bench_result r;
     char name[96], sz[32];
@@ -214,10 +219,13 @@ static void report(const char *op, const char *mode, uint64_t size, double *lat_
     for (int i = 0; i < n; i++)
         total += lat_ms[i];
     size_name(size, sz, sizeof(sz));
-    snprintf(name, sizeof(name), "%s/%s/%s", op, mode, sz);
+    if (batch > 1)
+        snprintf(name, sizeof(name), "%s/%s/%s/b%d", op, mode, sz, batch);
+    else
+        snprintf(name, sizeof(name), "%s/%s/%s", op, mode, sz);
     mc_bench_result_init(&r, "transfer", name);
     r.runs = n;
-    r.ops_per_s = total > 0 ? n / (total / 1e3) : 0;
+    r.ops_per_s = total > 0 ? (double)n * batch / (total / 1e3) : 0;
     r.bytes_per_s = r.ops_per_s * (double)size;
     r.p99_ms = mc_bench_percentile(lat_ms, (size_t)n, 99);
     r.p50_ms = mc_bench_percentile(lat_ms, (size_t)n, 50);
@@ -227,6 +235,7 @@ static void report(const char *op, const char *mode, uint64_t size, double *lat_
     mc_bench_add_str(&r, "op", op);
     mc_bench_add_str(&r, "mode", mode);
     mc_bench_add_num(&r, "size", (double)size);
+    mc_bench_add_num(&r, "batch", batch);
     mc_bench_emit(&r);
 }
 
@@ -325,13 +334,124 @@ static int measure(const struct opts *o, struct mc_client *c, const char *mode, 
                 ref = memcpy_ref(dst, src, size, runs, rl);
             free(rl);
         }
-        report("put", mode, size, lat, runs, ref);
-        report("get", mode, size, glat, runs, ref);
+        report("put", mode, size, 1, lat, runs, ref);
+        report("get", mode, size, 1, glat, runs, ref);
     next:
         free(src);
         free(dst);
         free(lat);
         free(glat);
+    }
+    return status;
+}
+
+/* --batch: batch Put and Get series of every size, o->batch keys per call. */
+static int measure_batch(const struct opts *o, struct mc_client *c, const char *mode,
+                         const char *pref)
+{
+    struct mc_replicate_config rc;
+    const char *prefs[1] = {pref};
+    int nb = o->batch, status = 0;
+
+    mc_replicate_config_init(&rc);
+    if (pref) {
+        rc.preferred_segments = prefs;
+        rc.preferred_segments_count = 1;
+    }
+    for (int s = 0; s < o->nsizes && status == 0; s++) {
+        uint64_t size = o->sizes[s];
+        int runs = runs_for(o, size * (uint64_t)nb), warm = runs / 10 < 5 ? runs / 10 + 1 : 5;
+        uint8_t *src = malloc(size * (size_t)nb), *dst = malloc(size * (size_t)nb);
+        double *lat = calloc((size_t)runs, sizeof(double));
+        double *glat = calloc((size_t)runs, sizeof(double));
+        char(*keys)[96] = calloc((size_t)nb, sizeof(*keys));
+        const char **kp = calloc((size_t)nb, sizeof(*kp));
+        const void **sp = calloc((size_t)nb, sizeof(*sp));
+        void **dp = calloc((size_t)nb, sizeof(*dp));
+        size_t *lens = calloc((size_t)nb, sizeof(*lens));
+        int *pres = calloc((size_t)nb, sizeof(*pres));
+        int64_t *gres = calloc((size_t)nb, sizeof(*gres));
+
+        if (!src || !dst || !lat || !glat || !keys || !kp || !sp || !dp || !lens || !pres ||
+            !gres) {
+            fprintf(stderr, "transfer: out of memory for a batch of %d x %llu bytes\n", nb,
+                    (unsigned long long)size);
+            status = 1;
+            goto next;
+        }
+        for (uint64_t i = 0; i < size * (uint64_t)nb; i++)
+            src[i] = (uint8_t)(i * 131 + 7);
+        memset(dst, 0, size * (size_t)nb);
+        for (int k = 0; k < nb; k++) {
+            kp[k] = keys[k];
+            sp[k] = src + (size_t)k * size;
+            dp[k] = dst + (size_t)k * size;
+            lens[k] = size;
+        }
+
+        /* Put: a new set of keys each time, removed (untimed) right after. */
+        for (int i = -warm; i < runs && status == 0; i++) {
+            for (int k = 0; k < nb; k++)
+                snprintf(keys[k], sizeof(keys[k]), "bench-transfer-%s-%llu-%d-%d", mode,
+                         (unsigned long long)size, i, k);
+            uint64_t t0 = mc_now_ns();
+            int r = mc_batch_put(c, (size_t)nb, kp, sp, lens, &rc, pres);
+            if (i >= 0)
+                lat[i] = (double)(mc_now_ns() - t0) / 1e6;
+            for (int k = 0; k < nb && r == 0; k++)
+                r = pres[k];
+            if (r != 0) {
+                fprintf(stderr, "transfer: batch put %s: %s\n", keys[0], mc_strerror(r));
+                status = 1;
+            }
+            for (int k = 0; k < nb; k++)
+                mc_remove(c, keys[k], true);
+        }
+        if (status)
+            goto next;
+
+        /* Get: one set of keys, read runs times into the same buffers. */
+        for (int k = 0; k < nb; k++) {
+            snprintf(keys[k], sizeof(keys[k]), "bench-transfer-%s-%llu-get-%d", mode,
+                     (unsigned long long)size, k);
+            mc_remove(c, keys[k], true);
+        }
+        if (mc_batch_put(c, (size_t)nb, kp, sp, lens, &rc, pres) != 0) {
+            fprintf(stderr, "transfer: batch put of the get keys failed\n");
+            status = 1;
+            goto next;
+        }
+        for (int i = -warm; i < runs && status == 0; i++) {
+            uint64_t t0 = mc_now_ns();
+            int r = mc_batch_get(c, (size_t)nb, kp, (void *const *)dp, lens, gres);
+            if (i >= 0)
+                glat[i] = (double)(mc_now_ns() - t0) / 1e6;
+            for (int k = 0; k < nb && r == 0; k++)
+                r = gres[k] == (int64_t)size ? 0 : gres[k] < 0 ? (int)gres[k] : -1;
+            if (r != 0 || (i == -warm && memcmp(dst, src, size * (size_t)nb) != 0)) {
+                fprintf(stderr, "transfer: batch get %s: %s\n", keys[0],
+                        r < -1 ? mc_strerror(r) : "wrong length or bytes");
+                status = 1;
+            }
+        }
+        for (int k = 0; k < nb; k++)
+            mc_remove(c, keys[k], true);
+        if (status == 0) {
+            report("put", mode, size, nb, lat, runs, 0);
+            report("get", mode, size, nb, glat, runs, 0);
+        }
+    next:
+        free(src);
+        free(dst);
+        free(lat);
+        free(glat);
+        free(keys);
+        free(kp);
+        free(sp);
+        free(dp);
+        free(lens);
+        free(pres);
+        free(gres);
     }
     return status;
 }
@@ -344,6 +464,7 @@ static void usage(FILE *f)
             "usage: mooncake_bench transfer [--sizes LIST] [--runs N] [--mode same|between|both]\n"
             "                               [--master HOST:PORT] [--bin DIR] [--segment_size "
             "SIZE]\n"
+            "                               [--batch N]\n"
             "  --sizes         object sizes (default 4KiB,64KiB,1MiB,4MiB,16MiB)\n"
             "  --runs          calls per series (default: ~512 MiB of data, 20..2000)\n"
             "  --mode          same (local segment), between (a daemon's segment), both\n"
@@ -351,16 +472,23 @@ static void usage(FILE *f)
             "                  starting mooncake_master [+ mooncake_client] from --bin\n"
             "  --bin           where mooncake_master and mooncake_client are (default: this\n"
             "                  program's directory)\n"
-            "  --segment_size  DRAM of the bench's segments (default 1GiB)\n");
+            "  --segment_size  DRAM of the bench's segments (default 1GiB)\n"
+            "  --batch         keys per call: N > 1 measures mc_batch_put / mc_batch_get of N\n"
+            "                  keys of each size (default 1: single Put and Get)\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     static const struct option lo[] = {
-        {"sizes", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
-        {"mode", required_argument, NULL, 'm'},  {"master", required_argument, NULL, 'M'},
-        {"bin", required_argument, NULL, 'b'},   {"segment_size", required_argument, NULL, 'S'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"sizes", required_argument, NULL, 's'},
+        {"runs", required_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'm'},
+        {"master", required_argument, NULL, 'M'},
+        {"bin", required_argument, NULL, 'b'},
+        {"segment_size", required_argument, NULL, 'S'},
+        {"batch", required_argument, NULL, 'B'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *sizes = "4KiB,64KiB,1MiB,4MiB,16MiB", *mode = "both";
     char exe[PATH_MAX];
@@ -369,6 +497,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
 
     memset(o, 0, sizeof(*o));
     o->segment_size = 1ull << 30;
+    o->batch = 1;
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
         exe[n] = '\0';
@@ -387,6 +516,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'm':
             mode = optarg;
+            break;
+        case 'B':
+            o->batch = atoi(optarg);
+            if (o->batch <= 0 || o->batch > 4096)
+                return 2;
             break;
         case 'M':
             o->master = optarg;
@@ -411,7 +545,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     if (o->nsizes <= 0)
         return 2;
     for (int i = 0; i < o->nsizes; i++)
-        if (o->sizes[i] == 0 || o->sizes[i] * 2 > o->segment_size)
+        if (o->sizes[i] == 0 || o->sizes[i] * 2 * (uint64_t)o->batch > o->segment_size)
             return 2;
     o->same = !strcmp(mode, "same") || !strcmp(mode, "both");
     o->between = !strcmp(mode, "between") || !strcmp(mode, "both");
@@ -485,7 +619,8 @@ int mc_bench_transfer(int argc, char **argv)
             goto out;
         }
         check_placement(c, mc_client_endpoint(c), "same-process");
-        rc = measure(&o, c, "same", mc_client_endpoint(c));
+        rc = o.batch > 1 ? measure_batch(&o, c, "same", mc_client_endpoint(c))
+                         : measure(&o, c, "same", mc_client_endpoint(c));
         mc_client_close(c);
         c = NULL;
         if (rc)
@@ -506,7 +641,7 @@ int mc_bench_transfer(int argc, char **argv)
         }
         if (pref)
             check_placement(c, pref, "between-process");
-        rc = measure(&o, c, "between", pref);
+        rc = o.batch > 1 ? measure_batch(&o, c, "between", pref) : measure(&o, c, "between", pref);
     }
 out:
     mc_client_close(c);
