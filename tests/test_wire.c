@@ -71,6 +71,8 @@ static void test_method_names(void **state)
                                    MC_METHOD_MOUNT_SEGMENT,
                                    MC_METHOD_REMOUNT_SEGMENT,
                                    MC_METHOD_UNMOUNT_SEGMENT,
+                                   MC_METHOD_AUTH_CHALLENGE,
+                                   MC_METHOD_AUTH_PROVE,
                                    MC_METHOD_PUT_START,
                                    MC_METHOD_PUT_END,
                                    MC_METHOD_PUT_REVOKE,
@@ -117,7 +119,7 @@ static void test_method_names(void **state)
     assert_string_equal(mc_method_name(MC_METHOD_PEER_READ), "PeerRead");
     assert_string_equal(mc_method_name(0x305), "Test");
     assert_null(mc_method_name(0));
-    assert_null(mc_method_name(7));
+    assert_null(mc_method_name(8));
     assert_null(mc_method_name(0xFFFF));
 }
 

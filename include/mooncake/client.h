@@ -77,6 +77,15 @@ struct mc_client_config {
     int log_level;           /* enum mc_client_log_level (default MC_CLIENT_LOG_WARN) */
     mc_client_log_fn log_fn; /* NULL = stderr */
     void *log_arg;           /* passed to log_fn */
+    /* Who may connect (README "Security"). A file holding the cluster's shared secret (16 to
+     * 4096 bytes; a trailing newline is ignored); the master and every peer must be given the
+     * same one. With it, this client proves the secret on every connection it opens (master
+     * and peers; the secret itself is never sent) and its peer server serves only peers that
+     * prove it. NULL (default) = no token. */
+    const char *auth_token_file;
+    /* Without a token the peer server serves loopback peers only (protected mode). false opts
+     * out (a trusted network; logged as a warning). Default true. Ignored with a token. */
+    bool protected_mode;
 };
 
 /* Fills cfg with the defaults documented above (and struct_size). */

@@ -4,6 +4,9 @@
  * The numeric values are upstream Mooncake Store's ErrorCode values, so operators can use the
  * upstream error table. Every public call returns 0 (MC_OK) or one of these negative codes.
  * mc_strerror() names each code ("OBJECT_NOT_FOUND"); mc_error_from_name() is its inverse.
+ * Codes from -2000 on have no upstream counterpart: UNAUTHENTICATED (the peer requires the shared
+ * auth token, or refused ours) and PROTECTED_MODE (a server without a token serves loopback
+ * peers only).
  */
 #ifndef MOONCAKE_ERRORS_H
 #define MOONCAKE_ERRORS_H
@@ -60,7 +63,9 @@ extern "C" {
     X(MC_ERR_TASK_NOT_FOUND, -1400, "TASK_NOT_FOUND")                                              \
     X(MC_ERR_TASK_PENDING_LIMIT_EXCEEDED, -1401, "TASK_PENDING_LIMIT_EXCEEDED")                    \
     X(MC_ERR_SERIALIZE_FAIL, -1501, "SERIALIZE_FAIL")                                              \
-    X(MC_ERR_DESERIALIZE_FAIL, -1502, "DESERIALIZE_FAIL")
+    X(MC_ERR_DESERIALIZE_FAIL, -1502, "DESERIALIZE_FAIL")                                          \
+    X(MC_ERR_UNAUTHENTICATED, -2000, "UNAUTHENTICATED")                                            \
+    X(MC_ERR_PROTECTED_MODE, -2001, "PROTECTED_MODE")
 
 enum mc_error {
 #define MC_ERROR_ENUM_(sym, val, name) sym = (val),

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "client/client_internal.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "mooncake/client.h"
@@ -34,6 +35,7 @@ void mc_client_config_init(struct mc_client_config *cfg)
     cfg->put_retry_window_ms = 1000;
     cfg->ping_interval_ms = 1000;
     cfg->log_level = MC_CLIENT_LOG_WARN;
+    cfg->protected_mode = true;
 }
 
 void mc_replicate_config_init(struct mc_replicate_config *rc)
@@ -260,12 +262,31 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc = MC_ERR_INVALID_PARAMS;
         goto fail;
     }
+    c->cfg.auth_token_file = NULL; /* read below; the caller's string is not kept */
+    if (cfg->struct_size >= offsetof(struct mc_client_config, auth_token_file) + sizeof(char *) &&
+        cfg->auth_token_file && *cfg->auth_token_file) {
+        char err[160];
+        rc = mc_auth_key_load(cfg->auth_token_file, &c->auth, err, sizeof(err));
+        if (rc) {
+            mc_error("client", "cannot load the auth token", "path=%s reason=\"%s\"",
+                     cfg->auth_token_file, err);
+            goto fail;
+        }
+    }
+    if (!c->auth.set && !c->cfg.protected_mode)
+        mc_warn("client",
+                "protected mode is off and no auth token is set: any host that reaches the peer "
+                "port can read and write this client's segment",
+                "bind=%s", c->bind_address);
     if (c->cfg.disk_path)
         mc_info("client", "LOCAL_DISK tier not wired into this client yet, ignoring disk_path",
                 "path=%s", c->disk_path);
     c->id = mc_id_random();
 
-    struct mc_peer_server_config pc = {.bind_addr = c->bind_address, .port = c->cfg.data_port};
+    struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
+                                       .port = c->cfg.data_port,
+                                       .auth = &c->auth,
+                                       .protected_mode_off = !c->cfg.protected_mode};
     rc = mc_peer_server_new(&pc, &c->ps);
     if (!rc)
         rc = mc_peer_server_start(c->ps);
@@ -280,6 +301,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     mc_tcp_transport_config_init(&tc);
     tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
     tc.io_timeout_ms = c->cfg.rpc_timeout_ms;
+    tc.auth = &c->auth;
     rc = mc_transport_local_new(c->ps, &c->local);
     if (!rc)
         rc = mc_transport_tcp_new(&tc, &c->tcp);
@@ -292,6 +314,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         .connect_timeout_ms = c->cfg.connect_timeout_ms,
         .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
         .ping_interval_ms = c->cfg.ping_interval_ms,
+        .auth = &c->auth,
         .on_mount_epoch = on_mount_epoch,
         .on_tick = on_tick,
         .cb_arg = c,

@@ -17,6 +17,7 @@
 #include "client/peer_server.h"
 #include "client/segment.h"
 #include "client/transport.h"
+#include "common/auth.h"
 #include "common/id.h"
 #include "common/log.h"
 #include "mooncake/client.h"
@@ -40,6 +41,7 @@ struct mc_client {
     char disk_path[MC_CLIENT_STR];
     char endpoint[128]; /* host:port of the peer server (= the segment name) */
 
+    struct mc_auth_key auth; /* from cfg.auth_token_file; unset = none */
     struct mc_id id;
     struct mc_segment_mem seg;
     struct mc_id seg_id;

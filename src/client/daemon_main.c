@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "client/client_internal.h"
+#include "client/peer_server.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/http.h"
@@ -47,6 +49,8 @@ static struct {
     bool checksums;
     int32_t metrics_port;
     const char *log_level;
+    const char *auth_token_file;
+    bool protected_mode;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -67,6 +71,13 @@ static const struct mc_flag g_flags[] = {
     MC_BOOL_FLAG("checksums", "false", "verify the value CRC32C on every get", &F.checksums),
     MC_INT32_FLAG("metrics_port", "0", "HTTP /metrics and /health port (0 = off)", &F.metrics_port),
     MC_STRING_FLAG("log_level", "info", "debug|info|warn|error|off", &F.log_level),
+    MC_STRING_FLAG("auth_token_file", "",
+                   "file holding the cluster's shared secret: every connection (master, peers) "
+                   "proves it; empty = none",
+                   &F.auth_token_file),
+    MC_BOOL_FLAG("protected_mode", "true",
+                 "without --auth_token_file, serve loopback peers only (false: any host; warns)",
+                 &F.protected_mode),
     MC_FLAGS_END,
 };
 
@@ -81,8 +92,25 @@ static double uptime_s(void *arg)
     return (double)(mc_now_ms() - st->start_ms) / 1000.0;
 }
 
+static double peer_stat(void *arg, bool auth)
+{
+    struct mc_peer_server_stats ps;
+    mc_peer_server_get_stats(mc_client_peer_server(arg), &ps);
+    return (double)(auth ? ps.auth_failures : ps.protected_refusals);
+}
+
+static double auth_failures(void *arg)
+{
+    return peer_stat(arg, true);
+}
+
+static double protected_refusals(void *arg)
+{
+    return peer_stat(arg, false);
+}
+
 static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
-                         struct mc_http_server **out)
+                         struct mc_client *client, struct mc_http_server **out)
 {
     struct mc_http_config hc = {0};
     struct mc_gauge *g;
@@ -100,6 +128,12 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
         mc_gauge_set(g, (int64_t)disk);
     mc_metrics_gauge_fn(st->m, "mooncake_client_uptime_seconds", "seconds since start", NULL,
                         uptime_s, st);
+    mc_metrics_counter_fn(st->m, "mooncake_client_peer_auth_failures_total",
+                          "peer connections refused: failed handshake or a request before one",
+                          NULL, auth_failures, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_peer_protected_mode_refusals_total",
+                          "non-loopback peers refused in protected mode", NULL, protected_refusals,
+                          client);
     hc.addr = addr;
     hc.port = (uint16_t)F.metrics_port;
     hc.metrics = st->m;
@@ -153,6 +187,8 @@ int main(int argc, char **argv)
     cfg.disk_capacity = cfg.disk_path ? disk_cap : 0;
     cfg.checksums = F.checksums;
     cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
+    cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
+    cfg.protected_mode = F.protected_mode;
 
     rc = mc_client_open(&cfg, &client);
     if (rc) {
@@ -162,7 +198,7 @@ int main(int argc, char **argv)
     }
     if (F.metrics_port > 0) {
         rc = start_metrics(&st, F.bind_address[0] ? F.bind_address : F.host, seg_size,
-                           cfg.disk_capacity, &http);
+                           cfg.disk_capacity, client, &http);
         if (rc) {
             mc_error("daemon", "cannot serve metrics", "port=%d err=%s", F.metrics_port,
                      mc_strerror(rc));

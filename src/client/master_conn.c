@@ -304,6 +304,7 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
     if (!mc)
         return MC_ERR_INTERNAL_ERROR;
     mc->cfg = *cfg;
+    mc->cfg.auth = NULL; /* the rpc client keeps its own copy */
     snprintf(mc->address, sizeof(mc->address), "%s", cfg->address);
     mc->cfg.address = mc->address;
     if (!mc->cfg.ping_interval_ms)
@@ -324,6 +325,7 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
     if (cfg->rpc_timeout_ms)
         rc.call_timeout_ms = cfg->rpc_timeout_ms;
     rc.name = "master-conn";
+    rc.auth = cfg->auth;
     r = mc_rpc_client_new(&rc, &mc->rpc);
     if (r)
         goto fail;

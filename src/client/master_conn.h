@@ -28,6 +28,7 @@
 #include "common/id.h"
 
 struct mc_master_conn;
+struct mc_auth_key;
 
 struct mc_master_conn_config {
     const char *address; /* "host:port" */
@@ -35,6 +36,7 @@ struct mc_master_conn_config {
     uint32_t connect_timeout_ms;
     uint32_t rpc_timeout_ms;
     uint32_t ping_interval_ms;
+    const struct mc_auth_key *auth; /* shared secret (common/auth.h); NULL/unset = none */
     /* Called (may be NULL) with the mount epoch of this client's segments: on the ping thread
      * when a Ping asking for a re-mount names the master's epoch (before the ReMount goes out)
      * and after every successful ReMountSegment; on the caller's thread after every successful

@@ -458,6 +458,8 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     if (cfg->max_frame_bytes)
         rc.max_frame_bytes = cfg->max_frame_bytes;
     rc.name = "peer";
+    rc.auth = cfg->auth;
+    rc.protected_mode = !cfg->protected_mode_off;
     ps->max_frame_bytes = rc.max_frame_bytes;
     if (ps->max_frame_bytes <= 2 * REPLY_OVERHEAD) {
         mc_peer_server_free(ps);
@@ -509,4 +511,8 @@ void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_s
     st->stale_epoch = atomic_load(&ps->stale_epoch);
     st->bytes_written = atomic_load(&ps->bytes_written);
     st->bytes_read = atomic_load(&ps->bytes_read);
+    struct mc_rpc_server_stats rs;
+    mc_rpc_server_get_stats(ps->rpc, &rs);
+    st->auth_failures = rs.auth_failures;
+    st->protected_refusals = rs.protected_refusals;
 }

@@ -45,6 +45,7 @@
 #ifndef MC_CLIENT_PEER_SERVER_H
 #define MC_CLIENT_PEER_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,20 +55,27 @@
 #define MC_PEER_MAX_BATCH 4096 /* slices per batch call */
 
 struct mc_peer_server;
+struct mc_auth_key;
 
 struct mc_peer_server_config {
     const char *bind_addr;    /* NULL/"" = 0.0.0.0 */
     uint16_t port;            /* 0 = ephemeral */
     int io_threads;           /* 0 = 2 */
     uint32_t max_frame_bytes; /* 0 = MC_WIRE_DEFAULT_MAX_FRAME_BYTES */
+    /* who may connect (common/auth.h): with a key every peer proves it; without one only
+     * loopback peers are served unless protected_mode_off */
+    const struct mc_auth_key *auth;
+    bool protected_mode_off;
 };
 
 struct mc_peer_server_stats {
-    uint64_t requests;      /* peer requests handled */
-    uint64_t rejected;      /* requests (or batch slices) refused */
-    uint64_t stale_epoch;   /* refused for another mount epoch (REPLICA_IS_GONE; local too) */
-    uint64_t bytes_written; /* into segments */
-    uint64_t bytes_read;    /* out of segments */
+    uint64_t requests;           /* peer requests handled */
+    uint64_t rejected;           /* requests (or batch slices) refused */
+    uint64_t stale_epoch;        /* refused for another mount epoch (REPLICA_IS_GONE; local too) */
+    uint64_t bytes_written;      /* into segments */
+    uint64_t bytes_read;         /* out of segments */
+    uint64_t auth_failures;      /* connections refused by the handshake (common/auth.h) */
+    uint64_t protected_refusals; /* non-loopback peers refused in protected mode */
 };
 
 int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_server **out);

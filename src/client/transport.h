@@ -33,6 +33,7 @@
 #include "mooncake/errors.h"
 
 struct mc_peer_server;
+struct mc_auth_key;
 
 /* Where the bytes live: a segment (by id) at an offset, served at endpoint "host:port", under
  * the mount epoch of the replica descriptor (the peer refuses another one: REPLICA_IS_GONE). */
@@ -112,6 +113,8 @@ struct mc_tcp_transport_config {
     uint32_t max_conn_age_ms;      /* a connection this old is closed, not pooled; 0 = 10 min */
     uint64_t (*now_ms)(void *arg); /* the pool's clock (tests inject one); NULL = mc_now_ms */
     void *now_arg;
+    const struct mc_auth_key *auth; /* shared secret (copied): every new connection proves it
+                                     * (common/auth.h); NULL/unset = none */
 };
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg);
 int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out);

@@ -42,6 +42,7 @@
 #include "client/client_internal.h"
 #include "client/transport.h"
 #include "client/transport_tcp_internal.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/log.h"
@@ -74,6 +75,7 @@ struct peer {
 struct tcp_transport {
     struct mc_transport base;
     struct mc_tcp_transport_config cfg;
+    struct mc_auth_key auth;
     pthread_mutex_t lock;
     struct peer *peers;
     uint64_t npeers, next_prune_ms;              /* under lock */
@@ -127,6 +129,15 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
         else
             mc_debug("tcp", "cannot connect to peer", "endpoint=%s errno=%d", endpoint, errno);
         return MC_ERR_TRANSFER_FAIL;
+    }
+    if (t->auth.set) {
+        int ar = mc_auth_client_handshake(fd, &t->auth, t->cfg.connect_timeout_ms, "tcp", endpoint);
+        if (ar) {
+            close(fd);
+            return ar == MC_ERR_UNAUTHENTICATED || ar == MC_ERR_PROTECTED_MODE
+                       ? ar
+                       : MC_ERR_TRANSFER_FAIL;
+        }
     }
     struct conn *c = calloc(1, sizeof(*c));
     if (!c) {
@@ -562,7 +573,10 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
             t->cfg.max_conn_age_ms = cfg->max_conn_age_ms;
         t->cfg.now_ms = cfg->now_ms;
         t->cfg.now_arg = cfg->now_arg;
+        if (cfg->auth && cfg->auth->set)
+            t->auth = *cfg->auth;
     }
+    t->cfg.auth = NULL; /* copied into t->auth */
     if (t->cfg.slice_bytes > MAX_SLICE || t->cfg.slice_bytes + 4096u > t->cfg.max_frame_bytes) {
         free(t);
         return MC_ERR_INVALID_PARAMS;

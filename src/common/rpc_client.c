@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
@@ -409,7 +410,9 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     for (int attempt = 0;; attempt++) {
         rc = mc_rpcc_ensure_connected(c, deadline, &gen);
         if (rc) {
-            p->status = rc == MC_ERR_RPC_TIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+            bool keep = rc == MC_ERR_RPC_TIMEOUT || rc == MC_ERR_UNAUTHENTICATED ||
+                        rc == MC_ERR_PROTECTED_MODE;
+            p->status = keep ? rc : MC_ERR_RPC_FAIL;
             return;
         }
         pthread_mutex_lock(&c->lock);
@@ -505,6 +508,9 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     if (p->cut && p->status == MC_ERR_RPC_FAIL)
         p->status = MC_ERR_RPC_TIMEOUT;
     pthread_mutex_unlock(&c->lock);
+    if ((p->status == MC_ERR_PROTECTED_MODE || p->status == MC_ERR_UNAUTHENTICATED) && !c->auth.set)
+        mc_error(c->name, "the server refused the connection", "server=%s:%u status=%s hint=\"%s\"",
+                 c->cfg.host, c->cfg.port, mc_strerror(p->status), mc_auth_hint(p->status));
 }
 
 static void pending_init(struct pending *p)

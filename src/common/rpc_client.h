@@ -43,6 +43,7 @@
 #include "common/wire.h"
 
 struct mc_rpc_client;
+struct mc_auth_key;
 
 #define MC_RPC_DEFAULT_SPIN_US 50
 
@@ -58,6 +59,10 @@ struct mc_rpc_client_config {
     uint32_t spin_us; /* a waiting caller polls the socket without sleeping this long before it
                        * blocks (a reply often comes back within tens of microseconds, and
                        * waking a sleeping thread can cost more than that); 0 = never spin */
+    const struct mc_auth_key *auth; /* shared secret (copied); NULL/unset = no handshake. With
+                                     * one, every (re)connect runs the handshake of common/auth.h
+                                     * and a refusal fails the call with UNAUTHENTICATED or
+                                     * PROTECTED_MODE */
 };
 void mc_rpc_client_config_init(struct mc_rpc_client_config *cfg);
 

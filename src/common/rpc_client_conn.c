@@ -67,9 +67,18 @@ static int connect_fd(struct mc_rpc_client *c, int *out)
     int rc = mc_net_connect(c->cfg.host, c->cfg.port, &o, out);
     if (rc == MC_NET_ERESOLVE)
         mc_warn(c->name, "cannot resolve server", "host=%s", c->cfg.host ? c->cfg.host : "");
-    if (rc == MC_NET_OK)
+    if (rc != MC_NET_OK)
+        return rc == MC_NET_ETIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+    if (!c->auth.set)
         return 0;
-    return rc == MC_NET_ETIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
+    char peer[128];
+    snprintf(peer, sizeof(peer), "%s:%u", c->cfg.host, c->cfg.port);
+    rc = mc_auth_client_handshake(*out, &c->auth, c->cfg.connect_timeout_ms, c->name, peer);
+    if (rc) {
+        close(*out);
+        *out = -1;
+    }
+    return rc;
 }
 
 /* ---- connection state (under lock) ------------------------------------------------------- */
@@ -226,6 +235,9 @@ int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_clie
     if (!c)
         return MC_ERR_INTERNAL_ERROR;
     c->cfg = *cfg;
+    if (cfg->auth && cfg->auth->set)
+        c->auth = *cfg->auth;
+    c->cfg.auth = NULL; /* copied into c->auth */
     c->cfg.host = strdup(cfg->host);
     if (!c->cfg.host) {
         free(c);

@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "common/auth.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 
@@ -62,6 +63,7 @@ struct rx {
 
 struct mc_rpc_client {
     struct mc_rpc_client_config cfg;
+    struct mc_auth_key auth;
     char name[32];
     pthread_mutex_t lock, send_lock, connect_lock;
     int fd;

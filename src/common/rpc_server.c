@@ -202,6 +202,7 @@ void mc_rpc_server_config_init(struct mc_rpc_server_config *cfg)
     cfg->max_conns = 10000;
     cfg->max_inflight_per_conn = 1024;
     cfg->max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    cfg->protected_mode = true;
 }
 
 int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_server **out)
@@ -226,6 +227,9 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
     snprintf(s->name, sizeof(s->name), "%s", cfg->name && *cfg->name ? cfg->name : "rpc");
     s->cfg.name = s->name;
     s->cfg.bind_addr = NULL; /* not kept: only used in start, copied below */
+    if (cfg->auth && cfg->auth->set)
+        s->auth = *cfg->auth;
+    s->cfg.auth = NULL; /* copied into s->auth */
     s->lfd = -1;
     s->handlers[MC_METHOD_ECHO].fn = echo_handler;
     s->handlers[MC_METHOD_SERVICE_READY].fn = service_ready_handler;
@@ -330,8 +334,13 @@ int mc_rpc_server_start(struct mc_rpc_server *s)
         }
         s->io[i].started = true;
     }
-    mc_info(s->name, "rpc server listening", "addr=%s port=%u io_threads=%d max_conns=%d",
-            s->cfg.bind_addr ? s->cfg.bind_addr : "0.0.0.0", s->port, s->nio, s->cfg.max_conns);
+    mc_info(s->name, "rpc server listening",
+            "addr=%s port=%u io_threads=%d max_conns=%d auth=%s protected_mode=%s",
+            s->cfg.bind_addr ? s->cfg.bind_addr : "0.0.0.0", s->port, s->nio, s->cfg.max_conns,
+            s->auth.set ? "token" : "none",
+            s->auth.set             ? "n/a"
+            : s->cfg.protected_mode ? "on"
+                                    : "off");
     return 0;
 }
 
@@ -396,4 +405,6 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->requests = atomic_load(&m->requests);
     st->protocol_errors = atomic_load(&m->protocol_errors);
     st->unknown_methods = atomic_load(&m->unknown_methods);
+    st->auth_failures = atomic_load(&m->auth_failures);
+    st->protected_refusals = atomic_load(&m->protected_refusals);
 }

@@ -33,6 +33,7 @@
 #ifndef MC_COMMON_RPC_SERVER_H
 #define MC_COMMON_RPC_SERVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -43,6 +44,7 @@
 
 struct mc_rpc_server;
 struct mc_rpc_call;
+struct mc_auth_key;
 
 struct mc_rpc_server_config {
     const char *bind_addr;     /* IPv4 address or host name; NULL/"" = 0.0.0.0 */
@@ -57,9 +59,16 @@ struct mc_rpc_server_config {
      * connection that are still parked stay valid until completed. */
     void (*on_close)(void *arg, uint64_t conn_id, void *conn_ctx);
     void *on_close_arg;
+    /* Who may connect (common/auth.h). With a key (copied; NULL or unset = none) every
+     * connection must pass the handshake before any other method. Without one and with
+     * protected_mode (the default), only loopback peers are served; others get
+     * MC_ERR_PROTECTED_MODE and are disconnected. */
+    const struct mc_auth_key *auth;
+    bool protected_mode;
 };
 
-/* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames). */
+/* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames, no auth
+ * key, protected mode). */
 void mc_rpc_server_config_init(struct mc_rpc_server_config *cfg);
 
 /* A handler owns `call` until it completes it. Runs on the connection's I/O thread. */
@@ -88,6 +97,8 @@ void mc_rpc_server_free(struct mc_rpc_server *s);
 struct mc_rpc_server_stats {
     uint64_t conns_open, conns_accepted, conns_rejected;
     uint64_t requests, protocol_errors, unknown_methods;
+    uint64_t auth_failures;      /* handshakes failed, or requests before one */
+    uint64_t protected_refusals; /* non-loopback peers refused in protected mode */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
 

@@ -218,10 +218,35 @@ static void unknown_handler(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_status(call, MC_ERR_NOT_SUPPORTED);
 }
 
+/* Sends the gate's answer to frame h; closes the connection after it when the gate says so. */
+static void gate_answer(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
+                        const struct mc_rpcs_gate_reply *r)
+{
+    struct out_item *it = mc_rpcs_frame_new(h->method, h->request_id, r->status, r->body, r->len);
+    if (!it) {
+        conn_close(io, c, "out of memory");
+        return;
+    }
+    if (r->close) {
+        c->paused = true;
+        c->close_after_flush = true;
+    }
+    conn_push_out(io, c, it);
+    if (r->close && io->batch_conn == c)
+        conn_flush(io, c);
+}
+
 static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
                      uint8_t *body)
 {
     struct mc_rpc_server *s = io->srv;
+    if (c->gate != MC_GATE_OPEN) {
+        struct mc_rpcs_gate_reply r;
+        mc_rpcs_gate_frame(s, c, h, body, &r);
+        free(body);
+        gate_answer(io, c, h, &r);
+        return;
+    }
     struct mc_rpc_call *call = calloc(1, sizeof(*call));
     if (!call) {
         free(body);
@@ -295,6 +320,12 @@ static void process_input(struct io_thread *io, struct conn *c)
         if (chk != MC_WIRE_OK) {
             protocol_error(io, c, &h, chk);
             return;
+        }
+        struct mc_rpcs_gate_reply gr;
+        if (c->gate != MC_GATE_OPEN && mc_rpcs_gate_header(s, c, &h, &gr)) {
+            c->rpos = c->rlen; /* the body is never read */
+            gate_answer(io, c, &h, &gr);
+            break;
         }
         size_t total = MC_WIRE_HEADER_SIZE + (size_t)h.body_length;
         uint8_t *body = NULL;
@@ -387,6 +418,7 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
         io->batch_conn = NULL;
     epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    mc_rpcs_gate_closed(s, c);
     mc_debug(s->name, "connection closed", "conn=%llu reason=\"%s\" inflight=%d",
              (unsigned long long)c->id, why, c->inflight);
     if (strcmp(why, "peer closed") != 0 && strcmp(why, "server stopping") != 0)
@@ -427,6 +459,7 @@ static void bury(struct io_thread *io)
 static void conn_attach(struct io_thread *io, struct conn *c)
 {
     c->io = io;
+    mc_rpcs_gate_attach(io->srv, c);
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {

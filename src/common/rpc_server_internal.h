@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <sys/uio.h>
 
+#include "common/auth.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
 
@@ -62,6 +63,11 @@ struct conn {
     int inflight;
     struct out_item *out_head, *out_tail;
     struct conn *next, *prev;
+    /* who may connect (rpc_server_gate.c) */
+    uint8_t gate; /* enum mc_rpcs_gate */
+    bool loopback;
+    char peer[64]; /* "a.b.c.d:port", for log lines */
+    uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
 };
 
 struct mc_rpc_call {
@@ -115,7 +121,8 @@ struct mc_rpc_server {
     const struct mc_logger *logger; /* the I/O threads log through their starter's logger */
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
-        unknown_methods;
+        unknown_methods, auth_failures, protected_refusals;
+    struct mc_auth_key auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
 };
 
@@ -149,6 +156,39 @@ static inline void item_free(struct out_item *it)
     free(it->req_body);
     free(it);
 }
+
+/* ---- rpc_server_gate.c: who may connect ------------------------------------------------- */
+
+enum mc_rpcs_gate {
+    MC_GATE_OPEN = 0,  /* serve every method */
+    MC_GATE_CHALLENGE, /* expecting AuthChallenge */
+    MC_GATE_PROVE,     /* expecting AuthProve */
+    MC_GATE_REFUSE,    /* protected mode: answer the first frame PROTECTED_MODE and close */
+};
+
+/* What the gate answers to a frame; close: disconnect once it is written. */
+struct mc_rpcs_gate_reply {
+    int32_t status;
+    uint32_t len;
+    bool close;
+    uint8_t body[MC_AUTH_NONCE_BYTES + MC_AUTH_MAC_BYTES];
+};
+
+/* On the connection's I/O thread, before its first read: learns the peer address and sets the
+ * gate (handshake expected, protected-mode refusal, or open). */
+void mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c);
+/* For a connection whose gate is not open, from a frame's header alone: true when the frame
+ * must be answered with *r (and the connection closed) without reading its body; false when it
+ * is a well-sized handshake frame, to be read and given to mc_rpcs_gate_frame. */
+bool mc_rpcs_gate_header(struct mc_rpc_server *s, struct conn *c, const struct mc_wire_header *h,
+                         struct mc_rpcs_gate_reply *r);
+/* A whole handshake frame (header checked by mc_rpcs_gate_header): fills the answer *r. */
+void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc_wire_header *h,
+                        const uint8_t *body, struct mc_rpcs_gate_reply *r);
+
+/* When a connection closes: one that left in the middle of the handshake (after our proof,
+ * before its own: it did not accept ours, so it holds another token) counts as a failure. */
+void mc_rpcs_gate_closed(struct mc_rpc_server *s, struct conn *c);
 
 /* ---- rpc_server_conn.c ------------------------------------------------------------------- */
 

@@ -112,6 +112,10 @@ const char *mc_method_name(uint16_t method)
         return "ReMountSegment";
     case MC_METHOD_UNMOUNT_SEGMENT:
         return "UnmountSegment";
+    case MC_METHOD_AUTH_CHALLENGE:
+        return "AuthChallenge";
+    case MC_METHOD_AUTH_PROVE:
+        return "AuthProve";
     case MC_METHOD_PUT_START:
         return "PutStart";
     case MC_METHOD_PUT_END:

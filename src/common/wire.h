@@ -23,6 +23,8 @@
  *  - Master methods (1..0xFF): one protobuf message (proto/master.proto, <Method>Request /
  *    <Method>Response); an empty body is the empty message.
  *  - MC_METHOD_ECHO: opaque bytes, echoed back unchanged (tests and mooncake_bench rpc).
+ *  - MC_METHOD_AUTH_CHALLENGE / AUTH_PROVE: opaque fixed-size bodies (common/auth.h): a 32-byte
+ *    nonce, answered by a 32-byte nonce and a 32-byte MAC; a 32-byte MAC, answered empty.
  *  - Peer methods (0x100..0x1FF), the "peer body":
  *        u32 control_length (LE) | control (protobuf, proto/peer.proto) | raw payload
  *    with 4 + control_length <= body_length; the payload is the rest. Bulk bytes thus travel
@@ -88,6 +90,9 @@ enum mc_method {
     MC_METHOD_MOUNT_SEGMENT = 3,
     MC_METHOD_REMOUNT_SEGMENT = 4,
     MC_METHOD_UNMOUNT_SEGMENT = 5,
+    /* connection set-up: the shared-secret handshake (common/auth.h), served by every server */
+    MC_METHOD_AUTH_CHALLENGE = 6,
+    MC_METHOD_AUTH_PROVE = 7,
     /* Put */
     MC_METHOD_PUT_START = 16,
     MC_METHOD_PUT_END = 17,

@@ -34,9 +34,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
 #include "master/master.h"
@@ -66,6 +68,8 @@ static struct {
     uint32_t max_key_len;
     const char *max_frame_bytes;
     const char *log_level;
+    const char *auth_token_file;
+    bool protected_mode;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -120,6 +124,13 @@ static const struct mc_flag g_flags[] = {
     MC_STRING_FLAG("max_frame_bytes", "64MiB", "largest RPC frame body accepted",
                    &F.max_frame_bytes),
     MC_STRING_FLAG("log_level", "info", "debug|info|warn|error|off", &F.log_level),
+    MC_STRING_FLAG("auth_token_file", "",
+                   "file holding the cluster's shared secret: every connection must prove it "
+                   "(challenge-response, the secret is never sent); empty = none",
+                   &F.auth_token_file),
+    MC_BOOL_FLAG("protected_mode", "true",
+                 "without --auth_token_file, serve loopback clients only (false: any host; warns)",
+                 &F.protected_mode),
     MC_BOOL_FLAG("enable_offload", "false", "offload objects to clients' LOCAL_DISK (not yet)",
                  &F.enable_offload),
     MC_BOOL_FLAG("offload_on_evict", "false", "offload when eviction picks an object (not yet)",
@@ -326,6 +337,20 @@ static void loops_stop(struct loops *l)
 
 /* ---- main ------------------------------------------------------------------------------------ */
 
+static double rpc_auth_failures(void *arg)
+{
+    struct mc_rpc_server_stats st;
+    mc_rpc_server_get_stats(arg, &st);
+    return (double)st.auth_failures;
+}
+
+static double rpc_protected_refusals(void *arg)
+{
+    struct mc_rpc_server_stats st;
+    mc_rpc_server_get_stats(arg, &st);
+    return (double)st.protected_refusals;
+}
+
 static int wait_for_signal(int sfd)
 {
     for (;;) {
@@ -386,6 +411,21 @@ int main(int argc, char **argv)
     }
     if (mc_master_service_new(m, &svc) != 0)
         goto out;
+    struct mc_auth_key auth = {0};
+    if (F.auth_token_file[0]) {
+        char err[160];
+        if (mc_auth_key_load(F.auth_token_file, &auth, err, sizeof(err)) != 0) {
+            mc_error(COMP, "cannot load the auth token", "path=%s reason=\"%s\"", F.auth_token_file,
+                     err);
+            status = 2;
+            goto out;
+        }
+    } else if (!F.protected_mode) {
+        mc_warn(COMP,
+                "protected mode is off and no auth token is set: any host that reaches the RPC "
+                "port can call every master method",
+                "rpc_address=%s", F.rpc_address);
+    }
     struct mc_rpc_server_config rcfg;
     mc_rpc_server_config_init(&rcfg);
     rcfg.bind_addr = F.rpc_address;
@@ -395,6 +435,8 @@ int main(int argc, char **argv)
     rcfg.name = "master";
     rcfg.on_close = mc_master_service_on_close;
     rcfg.on_close_arg = svc;
+    rcfg.auth = &auth;
+    rcfg.protected_mode = F.protected_mode;
     if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
         mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
         goto out;
@@ -410,6 +452,12 @@ int main(int argc, char **argv)
                  metrics_port);
         goto out;
     }
+    mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_auth_failures_total",
+                          "RPC connections refused: failed handshake or a request before one", NULL,
+                          rpc_auth_failures, srv);
+    mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_protected_mode_refusals_total",
+                          "non-loopback RPC clients refused in protected mode", NULL,
+                          rpc_protected_refusals, srv);
     if (loops_start(&loops, m) != 0) {
         loops_running = true; /* join what started */
         goto out;

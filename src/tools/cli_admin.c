@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/auth.h"
 #include "common/id.h"
 #include "common/parse.h"
 #include "common/rpc_client.h"
@@ -39,6 +40,16 @@ static int admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out
         cfg.call_timeout_ms = o->timeout_ms;
     }
     cfg.name = "cli";
+    struct mc_auth_key key;
+    if (o->auth_token_file) {
+        char err[160];
+        rc = mc_auth_key_load(o->auth_token_file, &key, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "mooncake_cli: %s: %s\n", o->auth_token_file, err);
+            return rc;
+        }
+        cfg.auth = &key;
+    }
     rc = mc_rpc_client_new(&cfg, &c);
     if (rc)
         return rc;

@@ -58,6 +58,7 @@ static void usage(FILE *f)
             "  --force                rm: remove even under a read lease\n"
             "  -o, --output=FILE      get: write the value to FILE\n"
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
+            "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
             "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
             "(default warn)\n"
             "  -h, --help             this text\n"
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
         {"output", required_argument, NULL, 'o'},
         {"timeout", required_argument, NULL, 't'},
         {"log_level", required_argument, NULL, 'L'},
+        {"auth_token_file", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -128,6 +130,9 @@ int main(int argc, char **argv)
             o.timeout_ms = (uint32_t)v;
             break;
         }
+        case 'A':
+            o.auth_token_file = optarg;
+            break;
         case 'L':
             if (mc_log_level_parse(optarg, &level))
                 return usage_error("unknown --log_level '%s'", optarg);

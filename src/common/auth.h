@@ -1,0 +1,86 @@
+/*
+ * auth.h - who may connect: the shared-secret handshake and the protected-mode address check.
+ *
+ * A deployment that gives its processes --auth_token_file shares one secret. Every connection,
+ * master RPC and peer data plane alike, proves knowledge of it before its first request, by a
+ * mutual challenge-response over two ordinary request frames (wire.h methods AuthChallenge and
+ * AuthProve, opaque fixed-size bodies):
+ *
+ *   client -> AuthChallenge  cnonce (32 random bytes)
+ *   server <- status 0       snonce (32 random bytes) | HMAC(K, "server" | cnonce | snonce)
+ *   client -> AuthProve      HMAC(K, "client" | cnonce | snonce)
+ *   server <- status 0       (the connection is open for every method from now on)
+ *
+ * K = SHA-256 of a fixed label and the token bytes, HMAC is HMAC-SHA-256 (OpenSSL libcrypto).
+ * The token itself never crosses the wire; both sides compare MACs in constant time; the two
+ * directions use different labels, so a proof cannot be reflected back at its sender; fresh
+ * nonces on both sides make a recorded exchange useless. The client checks the server's proof
+ * too, so a client with a token never talks to an impostor that does not know it.
+ *
+ * A server with a token answers any other first frame, a wrong proof or a malformed handshake
+ * with MC_ERR_UNAUTHENTICATED and closes the connection (logged with the peer address and
+ * counted). A server without a token runs in protected mode unless told otherwise: it serves
+ * loopback peers (127.0.0.0/8) only and answers another peer's first frame with
+ * MC_ERR_PROTECTED_MODE, then closes (mc_auth_hint() is the text that says how to fix it).
+ *
+ * This module holds the crypto, the token file, the client side of the handshake (blocking
+ * socket, deadline) and the address check; the server side is a gate in the RPC server
+ * (rpc_server_gate.c) built on the same primitives.
+ */
+#ifndef MC_COMMON_AUTH_H
+#define MC_COMMON_AUTH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define MC_AUTH_NONCE_BYTES 32
+#define MC_AUTH_MAC_BYTES 32
+#define MC_AUTH_MIN_TOKEN_BYTES 16
+#define MC_AUTH_MAX_TOKEN_BYTES 4096
+
+/* The secret as both sides use it: derived from the token, fixed size, copied by value. */
+struct mc_auth_key {
+    bool set;
+    uint8_t k[32];
+};
+
+/* Derives the key from token bytes (MC_AUTH_MIN_TOKEN_BYTES..MC_AUTH_MAX_TOKEN_BYTES).
+ * Returns 0 or MC_ERR_INVALID_PARAMS. */
+int mc_auth_key_from_token(const void *token, size_t len, struct mc_auth_key *out);
+/* Reads a token file (trailing whitespace and newlines are not part of the token) and derives
+ * the key. Returns 0, MC_ERR_FILE_OPEN_FAIL / FILE_READ_FAIL, or INVALID_PARAMS (too short or
+ * too long); on failure writes a reason to err. Warns (log) when others may read the file. */
+int mc_auth_key_load(const char *path, struct mc_auth_key *out, char *err, size_t errlen);
+
+/* Fills buf with n random bytes from the kernel. 0 or -1. */
+int mc_auth_random(void *buf, size_t n);
+/* The two proofs (HMAC-SHA-256 over label | cnonce | snonce). */
+void mc_auth_server_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                          const uint8_t *snonce, uint8_t mac[MC_AUTH_MAC_BYTES]);
+void mc_auth_client_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                          const uint8_t *snonce, uint8_t mac[MC_AUTH_MAC_BYTES]);
+/* Constant-time comparison of two MACs. */
+bool mc_auth_mac_equal(const uint8_t *a, const uint8_t *b);
+
+/*
+ * Runs the client side of the handshake on a connected blocking socket, within timeout_ms.
+ * Returns 0; MC_ERR_UNAUTHENTICATED (the server refused our proof, failed to prove its own, or
+ * has no token); MC_ERR_PROTECTED_MODE (the server accepts loopback peers only);
+ * MC_ERR_RPC_TIMEOUT; MC_ERR_RPC_FAIL (connection broken or a malformed answer). Logs the
+ * reason with `peer` ("host:port") under component `who`. On failure the socket is unusable.
+ */
+int mc_auth_client_handshake(int fd, const struct mc_auth_key *key, uint32_t timeout_ms,
+                             const char *who, const char *peer);
+
+/* What a user should do about an UNAUTHENTICATED or PROTECTED_MODE refusal (static text);
+ * NULL for other codes. */
+const char *mc_auth_hint(int code);
+
+/* Formats a peer address as "a.b.c.d:port" (or "[v6]:port", "unix", "?"). */
+void mc_auth_format_addr(const struct sockaddr *sa, socklen_t len, char *out, size_t cap);
+/* Whether a peer address is loopback (127.0.0.0/8, ::1, or v4-mapped 127/8). */
+bool mc_auth_addr_is_loopback(const struct sockaddr *sa, socklen_t len);
+
+#endif

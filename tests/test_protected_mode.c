@@ -1,0 +1,241 @@
+/*
+ * test_protected_mode.c - protected mode (README "Security"): a master and a client daemon that
+ * have no auth token serve loopback peers only, and refuse any other address with
+ * PROTECTED_MODE and a hint that says how to set a token; --protected_mode=false opts out.
+ *
+ * A non-loopback address needs a network of our own: the test moves itself into a new network
+ * namespace (unshare(CLONE_NEWNET), so it needs root; without it the test is skipped with exit
+ * code 77), brings its `lo` up and adds 10.254.254.1/32 to it. A connection to 10.254.254.1
+ * then comes from 10.254.254.1, which is not 127/8. Nothing leaves the namespace, and it goes
+ * away with the test's processes.
+ *
+ *   master_refuses   cli via 10.254.254.1 exits 3 with PROTECTED_MODE and the hint on stderr;
+ *                    via 127.0.0.1 the same command is served; the refusal is counted and
+ *                    logged with the peer address
+ *   peer_refuses     the daemon's peer port (bound to 0.0.0.0) answers a read from
+ *                    10.254.254.1 with PROTECTED_MODE and serves the same read from 127.0.0.1
+ *   opt_out          a master started with --protected_mode=false serves 10.254.254.1 and
+ *                    says so in a warning
+ */
+#include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/transport.h"
+#include "cluster_util.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define START_MS 20000
+#define CLI_MS 30000
+#define REMOTE "10.254.254.1"
+
+static struct {
+    char dir[64];
+    char master_bin[600], daemon_bin[600], cli_bin[600];
+} g;
+
+struct master {
+    struct cu_proc p;
+    int rpc_port;
+    char metrics[64];
+};
+
+static int start_master(struct master *m, const char *name, const char *extra)
+{
+    char log[128], line[256], tmp[64];
+    const char *argv[] = {g.master_bin,
+                          "--rpc_port=0",
+                          "--rpc_address=0.0.0.0",
+                          "--metrics_port=0",
+                          "--metrics_host=127.0.0.1",
+                          "--log_level=info",
+                          extra,
+                          NULL};
+    memset(m, 0, sizeof(*m));
+    m->p.out_fd = -1;
+    snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
+    if (cu_spawn(&m->p, argv, log) != 0)
+        return -1;
+    if (cu_read_line(&m->p, line, sizeof(line), START_MS) != 0 || strncmp(line, "READY ", 6) != 0) {
+        cu_dump_log(&m->p, name);
+        return -1;
+    }
+    const char *r = strstr(line, "rpc="), *mm = strstr(line, "metrics=");
+    if (!r || !mm)
+        return -1;
+    const char *colon = strchr(r, ':');
+    m->rpc_port = colon ? atoi(colon + 1) : 0;
+    sscanf(mm + 8, "%63s", tmp);
+    snprintf(m->metrics, sizeof(m->metrics), "%s", tmp);
+    return m->rpc_port > 0 ? 0 : -1;
+}
+
+static void cli(struct cu_run *r, const char *host, int port, ...)
+{
+    const char *argv[16];
+    char master[128];
+    int n = 0;
+    snprintf(master, sizeof(master), "--master=%s:%d", host, port);
+    argv[n++] = g.cli_bin;
+    argv[n++] = master;
+    va_list ap;
+    va_start(ap, port);
+    for (const char *a = va_arg(ap, const char *); a && n < 15; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    argv[n] = NULL;
+    cu_run(r, g.dir, argv, NULL, CLI_MS);
+}
+
+static uint64_t metric(const struct master *m, const char *name)
+{
+    struct cu_run r;
+    char opt[128], pat[160];
+    snprintf(opt, sizeof(opt), "--metrics=%s", m->metrics);
+    cli(&r, "127.0.0.1", m->rpc_port, "metrics", opt, NULL);
+    assert_int_equal(r.status, 0);
+    snprintf(pat, sizeof(pat), "\n%s ", name);
+    const char *p = strstr(r.out, pat);
+    assert_non_null(p);
+    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    cu_run_free(&r);
+    return v;
+}
+
+static void test_master_refuses(void **state)
+{
+    (void)state;
+    struct master m;
+    assert_int_equal(start_master(&m, "master", "--protected_mode=true"), 0);
+    struct cu_run r;
+    cli(&r, REMOTE, m.rpc_port, "exist", "k", NULL);
+    assert_int_equal(r.status, 3);
+    assert_non_null(strstr(r.err, "PROTECTED_MODE"));
+    assert_non_null(strstr(r.err, "--auth_token_file")); /* the hint */
+    cu_run_free(&r);
+    cli(&r, REMOTE, m.rpc_port, "segments", NULL);
+    assert_int_equal(r.status, 3);
+    assert_non_null(strstr(r.err, "PROTECTED_MODE"));
+    cu_run_free(&r);
+    /* loopback is served: an absent key is exit 1, not an error */
+    cli(&r, "127.0.0.1", m.rpc_port, "exist", "k", NULL);
+    assert_int_equal(r.status, 1);
+    cu_run_free(&r);
+    assert_true(metric(&m, "master_rpc_protected_mode_refusals_total") >= 2);
+    assert_int_equal(metric(&m, "master_rpc_auth_failures_total"), 0);
+    char *log = cu_slurp(m.p.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "peer=" REMOTE ":"));
+    free(log);
+    assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
+}
+
+static void test_peer_refuses(void **state)
+{
+    (void)state;
+    struct master m;
+    assert_int_equal(start_master(&m, "master2", "--protected_mode=true"), 0);
+    char master[64], log[128], line[256];
+    snprintf(master, sizeof(master), "--master=127.0.0.1:%d", m.rpc_port);
+    snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
+    const char *argv[] = {g.daemon_bin,       master,
+                          "--host=127.0.0.1", "--bind_address=0.0.0.0",
+                          "--data_port=0",    "--segment_size=16MiB",
+                          "--log_level=info", NULL};
+    struct cu_proc d = {.out_fd = -1};
+    assert_int_equal(cu_spawn(&d, argv, log), 0);
+    if (cu_read_line(&d, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0)
+        cu_dump_log(&d, "daemon");
+    assert_memory_equal(line, "READY endpoint=", 15);
+    const char *colon = strrchr(line, ':');
+    assert_non_null(colon);
+    int port = atoi(colon + 1);
+
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_tcp_new(NULL, &t), 0);
+    char ep[64];
+    uint8_t buf[64];
+    struct mc_xfer_loc loc = {.segment_id = {1, 2}, .offset = 0, .endpoint = ep};
+    snprintf(ep, sizeof(ep), REMOTE ":%d", port);
+    assert_int_equal(mc_transport_read(t, &loc, buf, sizeof(buf)), MC_ERR_PROTECTED_MODE);
+    assert_int_equal(mc_transport_write(t, &loc, buf, sizeof(buf)), MC_ERR_PROTECTED_MODE);
+    /* from loopback the request reaches the segment checks (no such segment) */
+    snprintf(ep, sizeof(ep), "127.0.0.1:%d", port);
+    assert_int_equal(mc_transport_read(t, &loc, buf, sizeof(buf)), MC_ERR_SEGMENT_NOT_FOUND);
+    mc_transport_free(t);
+    char *dl = cu_slurp(d.log, NULL);
+    assert_non_null(dl);
+    assert_non_null(strstr(dl, "protected mode"));
+    assert_non_null(strstr(dl, "peer=" REMOTE ":"));
+    free(dl);
+    assert_int_equal(cu_stop(&d, SIGTERM, 10000), 0);
+    assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
+}
+
+static void test_opt_out(void **state)
+{
+    (void)state;
+    struct master m;
+    assert_int_equal(start_master(&m, "master3", "--protected_mode=false"), 0);
+    struct cu_run r;
+    cli(&r, REMOTE, m.rpc_port, "exist", "k", NULL);
+    assert_int_equal(r.status, 1);
+    cu_run_free(&r);
+    assert_int_equal(metric(&m, "master_rpc_protected_mode_refusals_total"), 0);
+    char *log = cu_slurp(m.p.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "protected mode is off"));
+    free(log);
+    assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *bin = getenv("MC_BIN_DIR");
+    if (!bin)
+        return -1;
+    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
+    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
+    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
+    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_protected.XXXXXX");
+    return mkdtemp(g.dir) ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (g.dir[0])
+        cu_rm_rf(g.dir);
+    return 0;
+}
+
+int main(void)
+{
+    mc_log_set_level(MC_LOG_OFF);
+    /* a network of our own: loopback up, plus an address that is not 127/8 */
+    if (unshare(CLONE_NEWNET) != 0) {
+        fprintf(stderr, "SKIP: cannot create a network namespace (needs root)\n");
+        return 77;
+    }
+    if (system("ip link set lo up && ip addr add " REMOTE "/32 dev lo") != 0) {
+        fprintf(stderr, "SKIP: cannot configure the namespace's lo (is iproute2 installed?)\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_master_refuses),
+        cmocka_unit_test(test_peer_refuses),
+        cmocka_unit_test(test_opt_out),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
