@@ -13,6 +13,9 @@
  *                      from the master by an authenticated connection), a peer without the
  *                      token or with another one can neither read nor write the daemon's
  *                      segment; the bytes are unchanged; the same descriptor works with the token
+ *   forged_client_id   a connection with the token, bound to its own client id, names the
+ *                      daemon's id in Ping, UnmountSegment, PutStart and RemoveAll: each is
+ *                      ILLEGAL_CLIENT and nothing changes
  *   metrics            the refusals are counted on the master's and the daemon's /metrics
  *
  * Every process dies with the test; the temporary directory is removed.
@@ -464,6 +467,79 @@ static void test_peer_no_token(void **state)
     free(buf);
 }
 
+/* The review's forgery, from a connection that holds the token and is bound to its own client
+ * id: every request naming the daemon's client id is ILLEGAL_CLIENT and changes nothing. */
+static void test_forged_client_id(void **state)
+{
+    (void)state;
+    struct mc_rpc_client *c = master_rpc(&g.key);
+    ProtobufCMessage *m = NULL;
+    Mc__ListSegmentsRequest ls = MC__LIST_SEGMENTS_REQUEST__INIT;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &ls.base,
+                                            &mc__list_segments_response__descriptor, 0, &m),
+                     0);
+    Mc__ListSegmentsResponse *lr = (Mc__ListSegmentsResponse *)m;
+    assert_int_equal(lr->n_segments, 1);
+    Mc__Uuid victim = MC__UUID__INIT, seg = MC__UUID__INIT, own = MC__UUID__INIT;
+    victim.hi = lr->segments[0]->owner->hi;
+    victim.lo = lr->segments[0]->owner->lo;
+    seg.hi = lr->segments[0]->id->hi;
+    seg.lo = lr->segments[0]->id->lo;
+    protobuf_c_message_free_unpacked(m, NULL);
+    own.hi = 0x600d;
+    own.lo = 0xc0de;
+
+    /* bind the connection to its own id */
+    Mc__PingRequest ping = MC__PING_REQUEST__INIT;
+    ping.client_id = &own;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_PING, &ping.base,
+                                            &mc__ping_response__descriptor, 0, &m),
+                     0);
+    protobuf_c_message_free_unpacked(m, NULL);
+
+    /* now forge the daemon's id */
+    ping.client_id = &victim;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_PING, &ping.base,
+                                            &mc__ping_response__descriptor, 0, &m),
+                     MC_ERR_ILLEGAL_CLIENT);
+    Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    um.client_id = &victim;
+    um.segment_id = &seg;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_UNMOUNT_SEGMENT, &um.base,
+                                            &mc__unmount_segment_response__descriptor, 0, &m),
+                     MC_ERR_ILLEGAL_CLIENT);
+    Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
+    ps.client_id = &victim;
+    ps.key = "sec/forged";
+    ps.value_length = 4096;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_PUT_START, &ps.base,
+                                            &mc__put_start_response__descriptor, 0, &m),
+                     MC_ERR_ILLEGAL_CLIENT);
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.client_id = &victim;
+    ra.force = 1;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_REMOVE_ALL, &ra.base,
+                                            &mc__remove_all_response__descriptor, 0, &m),
+                     MC_ERR_ILLEGAL_CLIENT);
+    mc_rpc_client_free(c);
+
+    /* nothing changed: the segment is mounted, the objects are there */
+    struct cu_run r;
+    cli(&r, g.tok_flag, NULL, "exist", "sec/a", NULL);
+    assert_int_equal(r.status, 0);
+    cu_run_free(&r);
+    cli(&r, g.tok_flag, NULL, "exist", "sec/forged", NULL);
+    assert_int_equal(r.status, 1);
+    cu_run_free(&r);
+    c = master_rpc(&g.key);
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &ls.base,
+                                            &mc__list_segments_response__descriptor, 0, &m),
+                     0);
+    assert_int_equal(((Mc__ListSegmentsResponse *)m)->n_segments, 1);
+    protobuf_c_message_free_unpacked(m, NULL);
+    mc_rpc_client_free(c);
+}
+
 static uint64_t metric(const char *addr, const char *name)
 {
     struct cu_run r;
@@ -551,9 +627,9 @@ int main(void)
 {
     mc_log_set_level(MC_LOG_OFF);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_token_file),      cmocka_unit_test(test_right_token),
-        cmocka_unit_test(test_master_no_token), cmocka_unit_test(test_peer_no_token),
-        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_token_file),       cmocka_unit_test(test_right_token),
+        cmocka_unit_test(test_master_no_token),  cmocka_unit_test(test_peer_no_token),
+        cmocka_unit_test(test_forged_client_id), cmocka_unit_test(test_metrics),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
