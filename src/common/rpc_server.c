@@ -407,4 +407,6 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->unknown_methods = atomic_load(&m->unknown_methods);
     st->auth_failures = atomic_load(&m->auth_failures);
     st->protected_refusals = atomic_load(&m->protected_refusals);
+    st->bodies_receiving = atomic_load(&m->bodies_receiving);
+    st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
 }

@@ -18,12 +18,14 @@
  * mc_rpc_reply*() on such calls only free them. Every call handed to a handler must eventually
  * be completed (reply or mc_rpc_call_drop) or it leaks.
  *
- * Limits and bad input. At most `max_conns` connections (extra ones are accepted and closed),
- * at most `max_inflight_per_conn` unanswered calls per connection (the connection is simply not
- * read until some are answered: back-pressure, not an error). A frame with a bad magic, version
- * or kind, or a body above `max_frame_bytes`, closes the connection (bad version is first
- * answered with INVALID_VERSION); an unknown method is answered NOT_SUPPORTED; a body the handler
- * cannot decode is answered DESERIALIZE_FAIL (mc_rpc_call_unpack does it). Each is logged.
+ * Limits and bad input. A large body's buffer grows as its bytes arrive (2 MiB first, then
+ * doubling), never from the header's claim alone. At most `max_conns` connections (extra ones are
+ * accepted and closed), at most `max_inflight_per_conn` unanswered calls per connection (the
+ * connection is simply not read until some are answered: back-pressure, not an error). A frame with
+ * a bad magic, version or kind, or a body above `max_frame_bytes`, closes the connection (bad
+ * version is first answered with INVALID_VERSION); an unknown method is answered NOT_SUPPORTED; a
+ * body the handler cannot decode is answered DESERIALIZE_FAIL (mc_rpc_call_unpack does it). Each is
+ * logged.
  *
  * Lifetime: mc_rpc_server_new -> mc_rpc_server_register (any number, before start) ->
  * mc_rpc_server_start -> ... -> mc_rpc_server_stop -> (owners drop their parked calls) ->
@@ -97,8 +99,10 @@ void mc_rpc_server_free(struct mc_rpc_server *s);
 struct mc_rpc_server_stats {
     uint64_t conns_open, conns_accepted, conns_rejected;
     uint64_t requests, protocol_errors, unknown_methods;
-    uint64_t auth_failures;      /* handshakes failed, or requests before one */
-    uint64_t protected_refusals; /* non-loopback peers refused in protected mode */
+    uint64_t auth_failures;       /* handshakes failed, or requests before one */
+    uint64_t protected_refusals;  /* non-loopback peers refused in protected mode */
+    uint64_t bodies_receiving;    /* large bodies being read now */
+    uint64_t body_bytes_buffered; /* bytes allocated for them (grows as their bytes arrive) */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
 

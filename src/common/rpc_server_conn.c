@@ -26,6 +26,7 @@
 #define MAX_IOV 64
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
+#define BODY_FIRST_CHUNK (2u << 20) /* a large body's first buffer (default slices fit) */
 
 static __thread struct io_thread *tls_io;
 
@@ -328,32 +329,42 @@ static void process_input(struct io_thread *io, struct conn *c)
             break;
         }
         size_t total = MC_WIRE_HEADER_SIZE + (size_t)h.body_length;
-        uint8_t *body = NULL;
-        if (h.body_length) {
-            body = malloc(h.body_length);
-            if (!body) {
-                conn_close(io, c, "out of memory");
-                return;
-            }
-        }
         if (avail >= total) {
-            if (h.body_length)
+            uint8_t *body = NULL;
+            if (h.body_length) {
+                body = malloc(h.body_length);
+                if (!body) {
+                    conn_close(io, c, "out of memory");
+                    return;
+                }
                 memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, h.body_length);
+            }
             c->rpos += total;
             dispatch(io, c, &h, body);
             continue;
         }
-        if (total <= RBUF_SIZE) {
-            free(body); /* wait for the rest in the read buffer */
-            break;
-        }
-        /* a large body: copy what we have, read the rest straight into it */
+        if (total <= RBUF_SIZE)
+            break; /* wait for the rest in the read buffer */
+        /* A large body: copy what we have and read the rest straight into it. The buffer
+         * grows as bytes arrive (BODY_FIRST_CHUNK, then doubling), so a header's claim alone
+         * never makes us allocate more than that. */
         size_t have = avail - MC_WIRE_HEADER_SIZE;
+        size_t cap = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
+        if (cap < have)
+            cap = have;
+        uint8_t *body = malloc(cap);
+        if (!body) {
+            conn_close(io, c, "out of memory");
+            return;
+        }
         memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, have);
         c->cur = h;
         c->body = body;
         c->body_got = have;
+        c->body_cap = cap;
         c->in_body = true;
+        atomic_fetch_add(&s->bodies_receiving, 1);
+        atomic_fetch_add(&s->body_bytes_buffered, cap);
         c->rpos = c->rlen = 0;
     }
     if (c->rpos == c->rlen) {
@@ -365,6 +376,29 @@ static void process_input(struct io_thread *io, struct conn *c)
     }
 }
 
+/* A large body is complete, or its connection closed: it no longer counts as buffered. */
+static void body_done(struct mc_rpc_server *s, struct conn *c)
+{
+    atomic_fetch_sub(&s->bodies_receiving, 1);
+    atomic_fetch_sub(&s->body_bytes_buffered, c->body_cap);
+    c->body_cap = 0;
+}
+
+/* The body buffer is full but the frame is not: doubles it (up to the frame's length). */
+static bool body_grow(struct mc_rpc_server *s, struct conn *c)
+{
+    size_t want = c->body_cap * 2;
+    if (want > c->cur.body_length)
+        want = c->cur.body_length;
+    uint8_t *nb = realloc(c->body, want);
+    if (!nb)
+        return false;
+    atomic_fetch_add(&s->body_bytes_buffered, want - c->body_cap);
+    c->body = nb;
+    c->body_cap = want;
+    return true;
+}
+
 static void conn_on_readable(struct io_thread *io, struct conn *c)
 {
     io->batch_conn = c;
@@ -372,8 +406,12 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         ssize_t n;
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
+        if (c->in_body && c->body_got == c->body_cap && !body_grow(io->srv, c)) {
+            conn_close(io, c, "out of memory");
+            break;
+        }
         if (c->in_body)
-            n = read(c->fd, c->body + c->body_got, c->cur.body_length - c->body_got);
+            n = read(c->fd, c->body + c->body_got, c->body_cap - c->body_got);
         else
             n = read(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen);
         if (n == 0) {
@@ -394,6 +432,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
                 uint8_t *body = c->body;
                 c->body = NULL;
                 c->in_body = false;
+                body_done(io->srv, c);
                 dispatch(io, c, &c->cur, body);
             }
         } else {
@@ -419,6 +458,8 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
     epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
     mc_rpcs_gate_closed(s, c);
+    if (c->in_body)
+        body_done(s, c);
     mc_debug(s->name, "connection closed", "conn=%llu reason=\"%s\" inflight=%d",
              (unsigned long long)c->id, why, c->inflight);
     if (strcmp(why, "peer closed") != 0 && strcmp(why, "server stopping") != 0)

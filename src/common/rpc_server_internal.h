@@ -58,7 +58,7 @@ struct conn {
     bool in_body;
     struct mc_wire_header cur;
     uint8_t *body;
-    size_t body_got;
+    size_t body_got, body_cap; /* the buffer grows as the body arrives */
     struct mc_rpc_call *calls; /* unanswered calls (doubly linked) */
     int inflight;
     struct out_item *out_head, *out_tail;
@@ -121,7 +121,7 @@ struct mc_rpc_server {
     const struct mc_logger *logger; /* the I/O threads log through their starter's logger */
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
-        unknown_methods, auth_failures, protected_refusals;
+        unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered;
     struct mc_auth_key auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
 };
