@@ -163,6 +163,76 @@ static void test_put_end_non_owner_on_complete(void **state)
     assert_int_equal(g.crc32c, 5);
 }
 
+/* ---- deferred free of force-removed objects ---------------------------------------------- */
+
+/* The fixture's segment (64 MiB, client a) filled by one object "big", read (leased 10 s). */
+static uint64_t fill_and_read(struct fx *f, const char *k)
+{
+    assert_int_equal(tm_put(f->m, f->a, k, 64 * MIB), MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, k, strlen(k), &g), MC_OK);
+    assert_int_equal(g.nreplicas, 1);
+    return g.replicas[0].u.mem.offset;
+}
+
+/* A reader inside its lease never sees its range reused: a forced Remove (and RemoveAll) of a
+ * leased object drops the key at once but parks the space until the lease ends. */
+static void test_forced_remove_defers_free(void **state)
+{
+    struct fx *f = *state;
+    for (int all = 0; all < 2; all++) {
+        uint64_t off = fill_and_read(f, "big");
+        mc_fake_clock_advance_ms(&f->fc, 4000); /* 6 s of the lease left */
+        if (all) {
+            uint64_t n = 0;
+            assert_int_equal(mc_master_remove_all(f->m, true, &n), MC_OK);
+            assert_int_equal(n, 1);
+        } else {
+            assert_int_equal(mc_master_remove(f->m, "big", 3, true), MC_OK);
+        }
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(f->m, "big", 3, &g), MC_ERR_OBJECT_NOT_FOUND);
+        /* the range is still taken: a new Put of any size cannot land on it */
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(f->m, f->a, "new", 3, 64 * MIB, NULL, &ps),
+                         MC_ERR_NO_AVAILABLE_HANDLE);
+        assert_int_equal(mc_master_put_start(f->m, f->a, "small", 5, 4096, NULL, &ps),
+                         MC_ERR_NO_AVAILABLE_HANDLE);
+        struct mc_master_stats st;
+        mc_master_get_stats(f->m, &st);
+        assert_int_equal(st.key_count, 0);
+        assert_int_equal(st.allocated_bytes, 64 * MIB);
+        /* one ms before the lease ends: still parked, whatever the reaper does */
+        mc_fake_clock_advance_ms(&f->fc, 5999);
+        assert_int_equal(mc_master_tick_reaper(f->m), 0);
+        assert_int_equal(mc_master_put_start(f->m, f->a, "new", 3, 64 * MIB, NULL, &ps),
+                         MC_ERR_NO_AVAILABLE_HANDLE);
+        /* the lease ended: released, and the same range is handed out again */
+        mc_fake_clock_advance_ms(&f->fc, 1);
+        assert_int_equal(mc_master_tick_reaper(f->m), 1);
+        mc_master_get_stats(f->m, &st);
+        assert_int_equal(st.allocated_bytes, 0);
+        assert_int_equal(st.put_start_release_cnt, 0);
+        assert_int_equal(mc_master_put_start(f->m, f->a, "new", 3, 64 * MIB, NULL, &ps), MC_OK);
+        assert_int_equal(ps.replicas[0].u.mem.offset, off);
+        assert_int_equal(mc_master_put_revoke(f->m, f->a, "new", 3, ps.version), MC_OK);
+    }
+}
+
+/* Without an active lease a forced Remove frees at once (nothing to wait for). */
+static void test_forced_remove_unleased_frees_now(void **state)
+{
+    struct fx *f = *state;
+    fill_and_read(f, "big");
+    mc_fake_clock_advance_ms(&f->fc, 10000);
+    assert_int_equal(mc_master_remove(f->m, "big", 3, true), MC_OK);
+    struct mc_master_stats st;
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.allocated_bytes, 0);
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "new", 3, 64 * MIB, NULL, &ps), MC_OK);
+}
+
 /* ---- versions across restarts ------------------------------------------------------------- */
 
 /* A master on an injected wall clock. */
@@ -235,6 +305,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_batch_versions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_put_end_non_owner_on_complete, setup, teardown),
         cmocka_unit_test(test_versions_increase_across_restarts),
+        cmocka_unit_test_setup_teardown(test_forced_remove_defers_free, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forced_remove_unleased_frees_now, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,7 +66,7 @@ struct mc_client_config {
     bool huge_pages;            /* back the segment with huge pages (MAP_HUGETLB) */
     const char *disk_path;      /* LOCAL_DISK directory; NULL = no disk tier */
     uint64_t disk_capacity;     /* bytes of disk_path the store may use */
-    bool checksums;             /* verify value CRC32C on every get */
+    bool checksums;             /* verify value CRC32C on every get (default true) */
     uint32_t connect_timeout_ms;  /* master and peer connect timeout (default 3000) */
     uint32_t rpc_timeout_ms;      /* per-call timeout (default 5000) */
     uint32_t put_retry_window_ms; /* retry NO_AVAILABLE_HANDLE for this long (default 1000) */

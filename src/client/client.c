@@ -36,6 +36,7 @@ void mc_client_config_init(struct mc_client_config *cfg)
     cfg->ping_interval_ms = 1000;
     cfg->log_level = MC_CLIENT_LOG_WARN;
     cfg->protected_mode = true;
+    cfg->checksums = true;
 }
 
 void mc_replicate_config_init(struct mc_replicate_config *rc)

@@ -2,11 +2,12 @@
  * master.c - lifecycle of the master core (config, new/free), the reaper and eviction ticks, and
  * statistics.
  *
- * The reaper tick does three things: frees the buffers of taken-over Puts whose release time
- * came (the discard list), erases Puts still unfinished put_start_release_timeout after their
- * PutStart (their writers are presumed dead), and, at most every MC_SOFT_PIN_SWEEP_MS, clears
- * expired soft pins so the eviction census sees them as plain objects (soft pins are also
- * checked against their deadline wherever they matter, so the sweep is only bookkeeping).
+ * The reaper tick does three things: frees the buffers whose release time came on the
+ * deferred-free list (taken-over Puts, objects force-removed under a read lease), erases Puts still
+ * unfinished put_start_release_timeout after their PutStart (their writers are presumed dead), and,
+ * at most every MC_SOFT_PIN_SWEEP_MS, clears expired soft pins so the eviction census sees them as
+ * plain objects (soft pins are also checked against their deadline wherever they matter, so the
+ * sweep is only bookkeeping).
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -175,9 +176,11 @@ const struct mc_master_config *mc_master_config_get(const struct mc_master *m)
 
 /* ---- reaper -------------------------------------------------------------------------------- */
 
-static int reap_discarded(struct mc_master *m, uint64_t now)
+/* Releases the deferred-free entries whose time came; *puts = how many were taken-over Puts. */
+static int reap_discarded(struct mc_master *m, uint64_t now, int *puts)
 {
     int n = 0;
+    *puts = 0;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     mc_discard_lock(m);
@@ -185,6 +188,7 @@ static int reap_discarded(struct mc_master *m, uint64_t now)
         if (m->discard[i].release_ms > now)
             continue;
         mc_freelist_add_object(&fl, m->discard[i].obj);
+        *puts += m->discard[i].put;
         m->discard[i] = m->discard[--m->ndiscard];
         n++;
     }
@@ -243,9 +247,10 @@ static int sweep_soft_pins(struct mc_master *m, uint64_t now)
 int mc_master_tick_reaper(struct mc_master *m)
 {
     uint64_t now = mc_master_now_ms(m);
-    int n = reap_discarded(m, now);
+    int puts;
+    int n = reap_discarded(m, now, &puts);
     int stale = reap_stale_puts(m, now);
-    atomic_fetch_add_explicit(&m->c.put_start_release_cnt, (uint64_t)(n + stale),
+    atomic_fetch_add_explicit(&m->c.put_start_release_cnt, (uint64_t)(puts + stale),
                               memory_order_relaxed);
     n += stale;
     if (now >= m->next_soft_pin_sweep_ms) {

@@ -236,7 +236,10 @@ int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys
 
 /* Erases a key and frees its buffers. Errors: INVALID_KEY, OBJECT_NOT_FOUND, OBJECT_HAS_LEASE
  * (lease active and !force), REPLICA_IS_NOT_READY (being Put — even with force),
- * OBJECT_HAS_REPLICATION_TASK (a replica is pinned by an offload/promotion task and !force). */
+ * OBJECT_HAS_REPLICATION_TASK (a replica is pinned by an offload/promotion task and !force).
+ * Forced under an active lease, the key goes at once but its buffers stay allocated until the
+ * lease ends (the reaper frees them then): a reader inside its lease never sees reused bytes.
+ * The same holds for RemoveAll with force. */
 int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool force);
 int mc_master_batch_remove(struct mc_master *m, const struct mc_key_ref *keys, size_t n, bool force,
                            int *rcs);
@@ -307,8 +310,9 @@ struct mc_metrics *mc_master_metrics(struct mc_master *m);
  * number of clients expired. */
 int mc_master_tick_monitor(struct mc_master *m);
 
-/* Reaper: frees buffers of Puts unfinished put_start_release_timeout after their start and of
- * taken-over Puts whose release time came, clears expired soft pins (and, in later issues,
+/* Reaper: frees buffers of Puts unfinished put_start_release_timeout after their start, of
+ * taken-over Puts whose release time came and of objects force-removed under a read lease whose
+ * lease ended, clears expired soft pins (and, in later issues,
  * offload/promotion tasks past their timeout). Returns the number of items reaped. */
 int mc_master_tick_reaper(struct mc_master *m);
 

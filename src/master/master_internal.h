@@ -277,9 +277,13 @@ struct mc_client_rec {
     enum mc_client_status status;
 };
 
+/* The deferred-free list: objects unlinked from their shard whose buffers someone may still be
+ * using, released by the reaper once release_ms passed: a taken-over Put (its writer may still
+ * write) and a force-removed object under a read lease (a reader may still read). */
 struct mc_discarded {
     struct mc_object *obj; /* unlinked from its shard, still owning its buffers */
     uint64_t release_ms;
+    bool put; /* a taken-over Put (counted by put_start_release_cnt) */
 };
 
 struct mc_route_stripe;

@@ -197,8 +197,9 @@ void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_o
     mc_freelist_add_object_locked(fl, s, o);
 }
 
-/* Parks a taken-over Put's block until release_ms (leaf lock). */
-static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t release_ms,
+/* Parks a detached object's buffers on the deferred-free list until release_ms (leaf lock):
+ * put = a taken-over Put, else a forced removal under a read lease. */
+static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t release_ms, bool put,
                          struct mc_freelist *fl)
 {
     mc_discard_lock(m);
@@ -215,7 +216,8 @@ static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t rele
         m->discard = nd;
         m->discard_cap = ncap;
     }
-    m->discard[m->ndiscard++] = (struct mc_discarded){.obj = o, .release_ms = release_ms};
+    m->discard[m->ndiscard++] =
+        (struct mc_discarded){.obj = o, .release_ms = release_ms, .put = put};
     mc_discard_unlock(m);
 }
 
@@ -381,7 +383,7 @@ static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, c
         CNT_INC(m, put_start_release_cnt);
         mc_freelist_add_object_locked(fl, s, o);
     } else {
-        discard_push(m, o, release_ms, fl);
+        discard_push(m, o, release_ms, true, fl);
     }
     return MC_OK;
 }
@@ -772,8 +774,8 @@ int mc_master_exist_key(struct mc_master *m, const char *key, size_t key_len, bo
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             bool force, uint64_t now, struct mc_freelist *fl)
 {
-    if (!force &&
-        now < atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed))
+    uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
+    if (!force && now < lease)
         return MC_ERR_OBJECT_HAS_LEASE;
     if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
@@ -782,6 +784,13 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
             return MC_ERR_REPLICA_IS_NOT_READY;
         if (!force && o->rep[i].refcnt)
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
+    }
+    if (now < lease) {
+        /* Forced under a lease: a reader may be reading the buffers, which must not be reused
+         * (and rewritten) before the lease ends. The key goes now, the space then. */
+        detach_object(m, s, o);
+        discard_push(m, o, lease, false, fl);
+        return MC_OK;
     }
     mc_master_erase_object(m, s, o, fl);
     return MC_OK;

@@ -27,8 +27,12 @@
  * right after) or mc_batch_get of the same N keys, each of the given size; latencies are per
  * batch call, ops_per_s counts keys and bytes_per_s their bytes. Case names gain "/bN".
  *
- * JSON: bench=transfer case=<op>/<mode>/<size>[/bN] runs ms p50_ms p99_ms ops_per_s
- * bytes_per_s op mode size batch [ref ratio].
+ * Checksums: the reading client verifies every value's CRC32C unless --checksums=off (the
+ * library's default is on); --checksums=both measures every series with them off, then on, in
+ * the same run, the case names then ending in /crc_off and /crc_on.
+ *
+ * JSON: bench=transfer case=<op>/<mode>/<size>[/bN][/crc_off|/crc_on] runs ms p50_ms p99_ms
+ * ops_per_s bytes_per_s op mode size batch checksums [ref ratio].
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,6 +64,7 @@ struct opts {
     int batch; /* keys per call (1 = single Put/Get) */
     bool same, between;
     const char *master; /* external master; NULL = start one */
+    int checksums;      /* the reading client verifies CRC32C: 0 off, 1 on, 2 both (A/B) */
     char bin[PATH_MAX];
     uint64_t segment_size;
 };
@@ -209,9 +214,14 @@ static void size_name(uint64_t size, char *buf, size_t cap)
         snprintf(buf, cap, "%lluB", (unsigned long long)size);
 }
 
+/* The reading client's checksums setting for the series being reported, and whether case
+ * names carry it (--checksums both). */
+static bool g_crc = true, g_crc_tagged;
+
 static void report(const char *op, const char *mode, uint64_t size, int batch, double *lat_ms,
                    int n, double ref)
 {
+    const char *tag = !g_crc_tagged ? "" : g_crc ? "/crc_on" : "/crc_off";
     struct mc_bench_result r;
     char name[96], sz[32];
     double total = 0;
@@ -220,9 +230,9 @@ static void report(const char *op, const char *mode, uint64_t size, int batch, d
         total += lat_ms[i];
     size_name(size, sz, sizeof(sz));
     if (batch > 1)
-        snprintf(name, sizeof(name), "%s/%s/%s/b%d", op, mode, sz, batch);
+        snprintf(name, sizeof(name), "%s/%s/%s/b%d%s", op, mode, sz, batch, tag);
     else
-        snprintf(name, sizeof(name), "%s/%s/%s", op, mode, sz);
+        snprintf(name, sizeof(name), "%s/%s/%s%s", op, mode, sz, tag);
     mc_bench_result_init(&r, "transfer", name);
     r.runs = n;
     r.ops_per_s = total > 0 ? (double)n * batch / (total / 1e3) : 0;
@@ -236,6 +246,7 @@ static void report(const char *op, const char *mode, uint64_t size, int batch, d
     mc_bench_add_str(&r, "mode", mode);
     mc_bench_add_num(&r, "size", (double)size);
     mc_bench_add_num(&r, "batch", batch);
+    mc_bench_add_num(&r, "checksums", g_crc ? 1 : 0);
     mc_bench_emit(&r);
 }
 
@@ -464,7 +475,7 @@ static void usage(FILE *f)
             "usage: mooncake_bench transfer [--sizes LIST] [--runs N] [--mode same|between|both]\n"
             "                               [--master HOST:PORT] [--bin DIR] [--segment_size "
             "SIZE]\n"
-            "                               [--batch N]\n"
+            "                               [--batch N] [--checksums on|off|both]\n"
             "  --sizes         object sizes (default 4KiB,64KiB,1MiB,4MiB,16MiB)\n"
             "  --runs          calls per series (default: ~512 MiB of data, 20..2000)\n"
             "  --mode          same (local segment), between (a daemon's segment), both\n"
@@ -474,21 +485,19 @@ static void usage(FILE *f)
             "                  program's directory)\n"
             "  --segment_size  DRAM of the bench's segments (default 1GiB)\n"
             "  --batch         keys per call: N > 1 measures mc_batch_put / mc_batch_get of N\n"
-            "                  keys of each size (default 1: single Put and Get)\n");
+            "                  keys of each size (default 1: single Put and Get)\n"
+            "  --checksums     the reading client verifies each value's CRC32C (default on, the\n"
+            "                  library's default); both = every series with off, then on\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     static const struct option lo[] = {
-        {"sizes", required_argument, NULL, 's'},
-        {"runs", required_argument, NULL, 'r'},
-        {"mode", required_argument, NULL, 'm'},
-        {"master", required_argument, NULL, 'M'},
-        {"bin", required_argument, NULL, 'b'},
-        {"segment_size", required_argument, NULL, 'S'},
-        {"batch", required_argument, NULL, 'B'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"sizes", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'm'},  {"master", required_argument, NULL, 'M'},
+        {"bin", required_argument, NULL, 'b'},   {"segment_size", required_argument, NULL, 'S'},
+        {"batch", required_argument, NULL, 'B'}, {"checksums", required_argument, NULL, 'C'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
     };
     const char *sizes = "4KiB,64KiB,1MiB,4MiB,16MiB", *mode = "both";
     char exe[PATH_MAX];
@@ -498,6 +507,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     memset(o, 0, sizeof(*o));
     o->segment_size = 1ull << 30;
     o->batch = 1;
+    o->checksums = 1;
     n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     if (n > 0) {
         exe[n] = '\0';
@@ -520,6 +530,16 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'B':
             o->batch = atoi(optarg);
             if (o->batch <= 0 || o->batch > 4096)
+                return 2;
+            break;
+        case 'C':
+            if (!strcmp(optarg, "on"))
+                o->checksums = 1;
+            else if (!strcmp(optarg, "off"))
+                o->checksums = 0;
+            else if (!strcmp(optarg, "both"))
+                o->checksums = 2;
+            else
                 return 2;
             break;
         case 'M':
@@ -560,6 +580,7 @@ static int open_client(const char *master, uint64_t segment_size, struct mc_clie
     mc_client_config_init(&cfg);
     cfg.master_address = master;
     cfg.segment_size = segment_size;
+    cfg.checksums = g_crc;
     rc = mc_client_open(&cfg, out);
     if (rc)
         fprintf(stderr, "transfer: cannot open a client on %s: %s\n", master, mc_strerror(rc));
@@ -613,16 +634,22 @@ int mc_bench_transfer(int argc, char **argv)
         goto out;
     }
 
+    /* --checksums both: every placement measured with checksums off, then on, in this run */
+    int crc_from = o.checksums == 2 ? 0 : o.checksums, crc_to = o.checksums == 2 ? 1 : o.checksums;
+    g_crc_tagged = o.checksums == 2;
     if (o.same) {
-        if (open_client(addr, o.segment_size, &c) != 0) {
-            rc = 1;
-            goto out;
+        for (int crc = crc_from; crc <= crc_to && rc == 0; crc++) {
+            g_crc = crc;
+            if (open_client(addr, o.segment_size, &c) != 0) {
+                rc = 1;
+                goto out;
+            }
+            check_placement(c, mc_client_endpoint(c), "same-process");
+            rc = o.batch > 1 ? measure_batch(&o, c, "same", mc_client_endpoint(c))
+                             : measure(&o, c, "same", mc_client_endpoint(c));
+            mc_client_close(c);
+            c = NULL;
         }
-        check_placement(c, mc_client_endpoint(c), "same-process");
-        rc = o.batch > 1 ? measure_batch(&o, c, "same", mc_client_endpoint(c))
-                         : measure(&o, c, "same", mc_client_endpoint(c));
-        mc_client_close(c);
-        c = NULL;
         if (rc)
             goto out;
     }
@@ -635,13 +662,19 @@ int mc_bench_transfer(int argc, char **argv)
             }
             pref = ep;
         }
-        if (open_client(addr, 0, &c) != 0) {
-            rc = 1;
-            goto out;
+        for (int crc = crc_from; crc <= crc_to && rc == 0; crc++) {
+            g_crc = crc;
+            if (open_client(addr, 0, &c) != 0) {
+                rc = 1;
+                goto out;
+            }
+            if (pref)
+                check_placement(c, pref, "between-process");
+            rc = o.batch > 1 ? measure_batch(&o, c, "between", pref)
+                             : measure(&o, c, "between", pref);
+            mc_client_close(c);
+            c = NULL;
         }
-        if (pref)
-            check_placement(c, pref, "between-process");
-        rc = o.batch > 1 ? measure_batch(&o, c, "between", pref) : measure(&o, c, "between", pref);
     }
 out:
     mc_client_close(c);
