@@ -56,8 +56,8 @@ static struct fx *fx_new(uint32_t reserve_min, uint32_t frontier_min, bool allow
     assert_int_equal(mc_master_new(&c, &f->m), MC_OK);
     f->client = tm_id(1);
     struct mc_segment_desc s1 = tm_seg(1, 256 * MIB), s2 = tm_seg(2, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(f->m, f->client, &s1), MC_OK);
-    assert_int_equal(mc_master_mount_segment(f->m, f->client, &s2), MC_OK);
+    assert_int_equal(mc_master_mount_segment(f->m, f->client, &s1, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(f->m, f->client, &s2, NULL), MC_OK);
     f->next_ms = T0_MS;
     return f;
 }

@@ -206,8 +206,8 @@ static void test_cycles_under_load(void **state)
     mc_master_evict_set_test_opts(sh.m, &eo);
     sh.client = tm_id(1);
     struct mc_segment_desc s1 = tm_seg(1, 96 * MIB), s2 = tm_seg(2, 96 * MIB);
-    assert_int_equal(mc_master_mount_segment(sh.m, sh.client, &s1), MC_OK);
-    assert_int_equal(mc_master_mount_segment(sh.m, sh.client, &s2), MC_OK);
+    assert_int_equal(mc_master_mount_segment(sh.m, sh.client, &s1, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(sh.m, sh.client, &s2, NULL), MC_OK);
     char k[32];
     for (int i = 0; i < NPRELOAD; i++) {
         snprintf(k, sizeof(k), "pre-%06d", i);

@@ -182,8 +182,8 @@ static void test_master_paths_balanced(void **state)
     assert_non_null(m);
     struct mc_id a = tm_id(1), b = tm_id(2);
     struct mc_segment_desc s1 = tm_seg(1, 16 * MIB), s2 = tm_seg(2, 16 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1), MC_OK);
-    assert_int_equal(mc_master_mount_segment(m, b, &s2), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, b, &s2, NULL), MC_OK);
     assert_int_equal(mc_lo_depth(), 0);
 
     char keys[32][16];

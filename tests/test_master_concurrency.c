@@ -145,7 +145,7 @@ static void test_threads_against_model(void **state)
     assert_int_equal(mc_master_new(&c, &sh->m), MC_OK);
     for (uint64_t i = 0; i < 4; i++) {
         struct mc_segment_desc d = tm_seg(i, 64 * MIB);
-        assert_int_equal(mc_master_mount_segment(sh->m, tm_id(100 + i), &d), MC_OK);
+        assert_int_equal(mc_master_mount_segment(sh->m, tm_id(100 + i), &d, NULL), MC_OK);
     }
     pthread_t th[NTHREADS];
     struct targ args[NTHREADS];
@@ -254,7 +254,7 @@ static void test_put_start_one_record_per_key(void **state)
     struct race *r = calloc(1, sizeof(*r));
     assert_int_equal(mc_master_new(&c, &r->m), MC_OK);
     struct mc_segment_desc d = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(r->m, tm_id(50), &d), MC_OK);
+    assert_int_equal(mc_master_mount_segment(r->m, tm_id(50), &d, NULL), MC_OK);
     pthread_t th[2];
     struct race_arg args[2] = {{r, 0}, {r, 1}};
     for (int t = 0; t < 2; t++)

@@ -35,8 +35,8 @@ static int setup(void **state)
     f->a = tm_id(1);
     f->b = tm_id(2);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB), s2 = tm_seg(2, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1) != MC_OK ||
-        mc_master_mount_segment(f->m, f->b, &s2) != MC_OK)
+    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK ||
+        mc_master_mount_segment(f->m, f->b, &s2, NULL) != MC_OK)
         return -1;
     *state = f;
     return 0;

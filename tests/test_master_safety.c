@@ -32,7 +32,7 @@ static int setup(void **state)
     f->a = tm_id(1);
     f->b = tm_id(2);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1) != MC_OK)
+    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
         return -1;
     *state = f;
     return 0;
@@ -246,7 +246,7 @@ static struct mc_master *master_at(struct mc_fake_clock *fc, struct mc_fake_cloc
     struct mc_master *m = NULL;
     assert_int_equal(mc_master_new(&c, &m), MC_OK);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &s1), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &s1, NULL), MC_OK);
     return m;
 }
 

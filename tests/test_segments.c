@@ -47,35 +47,35 @@ static void test_mount_errors(void **state)
 
     d = mkdesc(1, 16 * MIB);
     d.id = mkid(0, 0);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     d.name[0] = 0;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     memset(d.name, 'x', sizeof(d.name)); /* not NUL-terminated */
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     d.base = 0;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 0);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, MC_SEGMENT_MIN_SIZE - 1);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     d.base = UINT64_MAX - 100;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     snprintf(d.protocol, sizeof(d.protocol), "smoke");
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, 16 * MIB);
     d.endpoint[0] = 0;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_segments_count(t), 0);
     assert_int_equal(mc_segments_capacity(t), 0);
     d = mkdesc(1, 16 * MIB);
     snprintf(d.protocol, sizeof(d.protocol), "rdma");
     d.rkey = 77;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     mc_segments_free(t);
 }
 
@@ -87,15 +87,15 @@ static void test_mount_size_limits(void **state)
     (void)state;
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     struct mc_segment_desc d = mkdesc(1, 1ull << 50); /* 1 PiB */
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     d = mkdesc(1, MC_SEGMENT_MAX_SIZE + 1);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_segments_count(t), 0);
     assert_int_equal(mc_segments_capacity(t), 0);
 
     /* the largest segment: its last bytes are allocatable, and every offset is below 2^48 */
     d = mkdesc(1, MC_SEGMENT_MAX_SIZE);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     assert_int_equal(mc_segments_capacity(t), MC_SEGMENT_MAX_SIZE);
     struct mc_segment_alloc a[8];
     uint32_t n = 0;
@@ -114,11 +114,11 @@ static void test_mount_size_limits(void **state)
     uint64_t nmax = MC_SEGMENTS_MAX_CAPACITY / MC_SEGMENT_MAX_SIZE;
     for (uint64_t i = 2; i <= nmax; i++) {
         d = mkdesc(i, MC_SEGMENT_MAX_SIZE);
-        assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+        assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     }
     assert_int_equal(mc_segments_capacity(t), MC_SEGMENTS_MAX_CAPACITY);
     d = mkdesc(nmax + 1, MC_SEGMENT_MIN_SIZE);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mc_segments_capacity(t), MC_SEGMENTS_MAX_CAPACITY);
     assert_int_equal(mc_segments_count(t), nmax);
     /* room again after an unmount */
@@ -126,7 +126,7 @@ static void test_mount_size_limits(void **state)
     struct mc_segment_desc first = mkdesc(1, MC_SEGMENT_MAX_SIZE);
     assert_int_equal(mc_segments_unmount(t, first.id, OWNER, &un), MC_OK);
     assert_true(un);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     assert_int_equal(mc_segments_capacity(t),
                      MC_SEGMENTS_MAX_CAPACITY - MC_SEGMENT_MAX_SIZE + MC_SEGMENT_MIN_SIZE);
     mc_segments_free(t);
@@ -137,13 +137,13 @@ static void test_mount_idempotent(void **state)
     (void)state;
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     struct mc_segment_desc d = mkdesc(1, 16 * MIB);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     assert_int_equal(mc_segments_count(t), 1);
     assert_int_equal(mc_segments_capacity(t), 16 * MIB);
-    assert_int_equal(mc_segments_mount(t, &d, OTHER), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(mc_segments_mount(t, &d, OTHER, NULL), MC_ERR_ILLEGAL_CLIENT);
     d.size = 32 * MIB;
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_ERR_SEGMENT_ALREADY_EXISTS);
     assert_true(mc_segments_is_mounted(t, d.id));
 
     bool un = true;
@@ -165,8 +165,8 @@ static void test_accounting_and_list(void **state)
     (void)state;
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     struct mc_segment_desc d1 = mkdesc(1, 16 * MIB), d2 = mkdesc(2, 48 * MIB);
-    assert_int_equal(mc_segments_mount(t, &d1, OWNER), MC_OK);
-    assert_int_equal(mc_segments_mount(t, &d2, OTHER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d1, OWNER, NULL), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d2, OTHER, NULL), MC_OK);
     assert_int_equal(mc_segments_capacity(t), 64 * MIB);
     assert_true(mc_segments_used_ratio(t) == 0.0);
     const char *pref[] = {"seg-1"};
@@ -217,7 +217,7 @@ static void test_unmount_with_live_replicas(void **state)
     (void)state;
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     struct mc_segment_desc d = mkdesc(1, 16 * MIB);
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     struct mc_segment_alloc a[3];
     uint32_t n;
     for (int i = 0; i < 3; i++) {
@@ -238,7 +238,7 @@ static void test_unmount_with_live_replicas(void **state)
     assert_int_equal(atomic_load(&seg->allocated), 3 * MIB);
     assert_int_equal(mc_segments_allocate(t, 1, 1, NULL, 0, a, &n), MC_ERR_NO_AVAILABLE_HANDLE);
     /* Re-mounting the same id makes a new segment while the old one drains. */
-    assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+    assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     struct mc_segment_alloc b;
     assert_int_equal(mc_segments_allocate(t, MIB, 1, NULL, 0, &b, &n), MC_OK);
     assert_true(b.seg != seg);
@@ -263,7 +263,7 @@ static void test_random_spreads_and_prefers(void **state)
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     for (uint64_t i = 0; i < 4; i++) {
         struct mc_segment_desc d = mkdesc(i, 64 * MIB);
-        assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+        assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     }
     int hits[4] = {0};
     struct mc_segment_alloc a[MC_MAX_REPLICAS];
@@ -323,7 +323,7 @@ static void test_free_ratio_first(void **state)
     struct mc_segments *t = mc_segments_new(MC_ALLOC_FREE_RATIO_FIRST);
     for (uint64_t i = 0; i < 4; i++) {
         struct mc_segment_desc d = mkdesc(i, 64 * MIB);
-        assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+        assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     }
     /* Fill segments 0, 1 and 3 to different levels; segment 2 stays empty. */
     struct mc_segment_alloc fill[3];
@@ -391,7 +391,7 @@ static void test_concurrent(void **state)
     struct mc_segments *t = mc_segments_new(MC_ALLOC_RANDOM);
     for (uint64_t i = 0; i < 3; i++) {
         struct mc_segment_desc d = mkdesc(i, 16 * MIB);
-        assert_int_equal(mc_segments_mount(t, &d, OWNER), MC_OK);
+        assert_int_equal(mc_segments_mount(t, &d, OWNER, NULL), MC_OK);
     }
     pthread_t th[4];
     struct worker_arg args[4];
@@ -401,7 +401,7 @@ static void test_concurrent(void **state)
     }
     struct mc_segment_desc extra = mkdesc(7, 16 * MIB);
     for (int k = 0; k < 200; k++) {
-        assert_int_equal(mc_segments_mount(t, &extra, OTHER), MC_OK);
+        assert_int_equal(mc_segments_mount(t, &extra, OTHER, NULL), MC_OK);
         bool un;
         assert_int_equal(mc_segments_unmount(t, extra.id, OTHER, &un), MC_OK);
         assert_true(un);

@@ -433,15 +433,17 @@ static void test_mount_epoch_single(void **state)
     l.mount_epoch = E_NEW;
     assert_int_equal(mc_transport_read(f->tcp, &l, out, 10), 0);
 
-    /* a master that predates epochs mounts with epoch 0: then 0 is the current epoch */
+    /* epoch 0: no current mount (the owner is re-mounting), nothing is served, 0 included */
     assert_int_equal(mc_peer_server_set_segment_epoch(f->ps, f->seg_id, 0), 0);
-    assert_int_equal(raw_write_e(f, f->seg_id, 0, 0, 10, v, 10), 0);
+    assert_int_equal(raw_write_e(f, f->seg_id, 0, 0, 10, v, 10), MC_ERR_REPLICA_IS_GONE);
     assert_int_equal(raw_write_e(f, f->seg_id, E_NEW, 0, 10, v, 10), MC_ERR_REPLICA_IS_GONE);
+    l.mount_epoch = E_NEW;
+    assert_int_equal(mc_transport_read(f->local, &l, out, 10), MC_ERR_REPLICA_IS_GONE);
 
     struct mc_peer_server_stats ps;
     mc_peer_server_get_stats(f->ps, &ps);
-    assert_int_equal(ps.stale_epoch, 2 * (3 * 2 + 1) + 3 + 2 + 1);
-    assert_true(ps.rejected >= 7 + 3 + 1 + 1); /* the refusals that went over the wire */
+    assert_int_equal(ps.stale_epoch, 2 * (3 * 2 + 1) + 3 + 2 + 3);
+    assert_true(ps.rejected >= 7 + 3 + 1 + 2); /* the refusals that went over the wire */
 }
 
 static void test_mount_epoch_batch(void **state)

@@ -122,8 +122,6 @@ struct mc_id mc_client_segment_id(const struct mc_client *c)
     return c->seg_id;
 }
 
-/* master_conn's callback: a (Re)MountSegment answer (or a Ping asking for a re-mount) named
- * the mount epoch of our segment; the peer server serves only descriptors of that epoch. */
 /* The ping thread's housekeeping: idle peer connections are closed even when no transfer runs. */
 static void on_tick(void *arg)
 {
@@ -131,11 +129,14 @@ static void on_tick(void *arg)
     mc_transport_tcp_prune(c->tcp);
 }
 
-static void on_mount_epoch(void *arg, uint64_t epoch)
+/* master_conn's callback: a (Re)MountSegment answer named the mount epoch of one of our
+ * segments (or 0: a Ping asked for a re-mount, the old mount is gone); the peer server serves
+ * only descriptors of that epoch (none for 0). */
+static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
 {
     struct mc_client *c = arg;
-    if (!mc_id_is_zero(c->seg_id))
-        mc_peer_server_set_segment_epoch(c->ps, c->seg_id, epoch);
+    if (!mc_id_is_zero(segment_id))
+        mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
 }
 
 #ifdef MC_TEST_HOOKS

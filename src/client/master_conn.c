@@ -115,8 +115,13 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     uint64_t epoch = resp ? ((Mc__MountSegmentResponse *)resp)->mount_epoch : 0;
     if (resp)
         protobuf_c_message_free_unpacked(resp, NULL);
+    if (rc == 0 && epoch == 0) {
+        mc_error("client", "MountSegment answer without a mount epoch (master too old?)",
+                 "master=%s", mc->address);
+        rc = MC_ERR_INVALID_VERSION;
+    }
     if (rc == 0 && mc->cfg.on_mount_epoch)
-        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
+        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, s->id, epoch);
     if (rc == 0) {
         pthread_mutex_lock(&mc->lock);
         if (mc->nsegs < MC_PEER_MAX_SEGMENTS)
@@ -175,17 +180,28 @@ static int remount(struct mc_master_conn *mc)
     ProtobufCMessage *resp = NULL;
     int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_REMOUNT_SEGMENT, &req.base,
                                     &mc__re_mount_segment_response__descriptor, 0, &resp);
-    uint64_t epoch = resp ? ((Mc__ReMountSegmentResponse *)resp)->mount_epoch : 0;
+    uint64_t epochs[MC_PEER_MAX_SEGMENTS] = {0};
+    if (rc == 0) {
+        const Mc__ReMountSegmentResponse *r = (const Mc__ReMountSegmentResponse *)resp;
+        bool ok = r->n_mount_epochs == (size_t)n;
+        for (int i = 0; ok && i < n; i++)
+            ok = (epochs[i] = r->mount_epochs[i]) != 0;
+        if (!ok) {
+            /* the segments stay fenced (epoch 0): nothing stale is served */
+            mc_error("client", "ReMountSegment answer without one mount epoch per segment",
+                     "master=%s segments=%d epochs=%zu", mc->address, n, r->n_mount_epochs);
+            rc = MC_ERR_INVALID_VERSION;
+        }
+    }
     if (resp)
         protobuf_c_message_free_unpacked(resp, NULL);
-    if (rc == 0 && mc->cfg.on_mount_epoch)
-        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
+    for (int i = 0; rc == 0 && mc->cfg.on_mount_epoch && i < n; i++)
+        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, segs[i].id, epochs[i]);
     if (rc == 0) {
         pthread_mutex_lock(&mc->lock);
         mc->remounts++;
         pthread_mutex_unlock(&mc->lock);
-        mc_info("client", "segments re-mounted", "master=%s segments=%d mount_epoch=%llx",
-                mc->address, n, (unsigned long long)epoch);
+        mc_info("client", "segments re-mounted", "master=%s segments=%d", mc->address, n);
     } else {
         mc_warn("client", "re-mount failed, retrying at the next ping", "master=%s rc=%s",
                 mc->address, mc_strerror(rc));
@@ -215,13 +231,21 @@ static int ping_once(struct mc_master_conn *mc)
         return rc;
     Mc__PingResponse *r = (Mc__PingResponse *)m;
     bool need = r->client_status == MC__CLIENT_STATUS__CS_NEED_REMOUNT;
-    uint64_t epoch = r->mount_epoch;
     protobuf_c_message_free_unpacked(m, NULL);
-    /* The master lost track of us (restart or expiry): descriptors of the earlier mount must
-     * stop working now, and the new ones must work as soon as the ReMount is in. A master
-     * that predates epochs says 0 here; the ReMount answer sets it then. */
-    if (need && epoch && mc->cfg.on_mount_epoch)
-        mc->cfg.on_mount_epoch(mc->cfg.cb_arg, epoch);
+    /* The master lost track of us (restart or expiry) and dropped our mounts: descriptors of
+     * them must stop working now, before the ReMount creates new mounts (with new epochs) whose
+     * offsets the master hands out afresh. Until the answer names those epochs the segments
+     * serve nothing (a writer racing with it gets REPLICA_IS_GONE and retries). */
+    if (need && mc->cfg.on_mount_epoch) {
+        struct mc_id ids[MC_PEER_MAX_SEGMENTS];
+        pthread_mutex_lock(&mc->lock);
+        int n = mc->nsegs;
+        for (int i = 0; i < n; i++)
+            ids[i] = mc->segs[i].id;
+        pthread_mutex_unlock(&mc->lock);
+        for (int i = 0; i < n; i++)
+            mc->cfg.on_mount_epoch(mc->cfg.cb_arg, ids[i], 0);
+    }
     return need ? remount(mc) : 0;
 }
 

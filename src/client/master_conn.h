@@ -8,8 +8,11 @@
  *     is up;
  *   - every ping_interval_ms the thread sends Ping(client id). A reply of NEED_REMOUNT (the
  *     master restarted, or never saw this client) makes it send ReMountSegment with every
- *     segment this client mounted (the list is kept here), then go on pinging. The mount
- *     epoch the master names (Ping, (Re)MountSegment answers) is handed to on_mount_epoch;
+ *     segment this client mounted (the list is kept here), then go on pinging. Each segment's
+ *     mount epoch (fresh for every mount, DESIGN.md §6) is handed to on_mount_epoch: from the
+ *     MountSegment answer, and from the ReMountSegment answer; before the ReMount goes out,
+ *     every remembered segment is handed epoch 0 ("no current mount": serve nothing), since
+ *     the master dropped those mounts and descriptors of them must stop working now;
  *   - a call or ping that fails at the transport level (RPC_FAIL; a ping also on RPC_TIMEOUT)
  *     drops the flag. While it is down, every call fails at once with MC_ERR_RPC_FAIL instead
  *     of waiting on connect timeouts, and the ping thread redials with exponential back-off
@@ -37,11 +40,12 @@ struct mc_master_conn_config {
     uint32_t rpc_timeout_ms;
     uint32_t ping_interval_ms;
     const struct mc_auth_key *auth; /* shared secret (common/auth.h); NULL/unset = none */
-    /* Called (may be NULL) with the mount epoch of this client's segments: on the ping thread
-     * when a Ping asking for a re-mount names the master's epoch (before the ReMount goes out)
-     * and after every successful ReMountSegment; on the caller's thread after every successful
-     * MountSegment. Never called with the conn's lock held. */
-    void (*on_mount_epoch)(void *arg, uint64_t mount_epoch);
+    /* Called (may be NULL) with the mount epoch of one of this client's segments: on the ping
+     * thread with 0 for each remembered segment when a Ping asks for a re-mount (before the
+     * ReMount goes out) and with each segment's new epoch after a successful ReMountSegment;
+     * on the caller's thread after every successful MountSegment. 0 = the segment has no
+     * current mount (the master never gives 0). Never called with the conn's lock held. */
+    void (*on_mount_epoch)(void *arg, struct mc_id segment_id, uint64_t mount_epoch);
     /* Called (may be NULL) on the ping thread once per ping period, for the client's periodic
      * housekeeping (the tcp transport's pool prune). */
     void (*on_tick)(void *arg);

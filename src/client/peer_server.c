@@ -92,7 +92,7 @@ static int lookup(struct mc_peer_server *ps, struct mc_id id, bool check_epoch, 
         struct seg_entry *e = &ps->segs[i];
         if (!e->used || !mc_id_eq(e->id, id))
             continue;
-        if (check_epoch && e->epoch_set && epoch != e->epoch) {
+        if (check_epoch && e->epoch_set && (e->epoch == 0 || epoch != e->epoch)) {
             want = e->epoch;
             rc = MC_ERR_REPLICA_IS_GONE;
         } else if (offset > e->size || length > e->size - offset) {

@@ -13,16 +13,17 @@
  *   - the segment id must name a segment in the table. The id is drawn once per client (a new
  *     client gets a fresh id) and a segment leaves the table when it is unmounted, so a
  *     descriptor of an unmounted segment gets SEGMENT_NOT_FOUND;
- *   - the request's mount epoch must be the segment's: the id survives a re-mount (after a
- *     master restart the client re-mounts the same segment, and the new master hands its
- *     offsets out afresh), so the epoch is what tells a descriptor of the current mount from
- *     one of an earlier mount. The owner sets the epoch from every (Re)MountSegment answer
- *     (and from a Ping that asks for a re-mount, so the new epoch is in place before the new
- *     master can hand out the segment). A mismatch is REPLICA_IS_GONE with a log line; that
- *     includes epoch 0 (a peer that predates epochs) unless the mount itself has epoch 0 (a
- *     master that predates epochs). Until the first epoch is set the segment accepts any
- *     epoch: it was never mounted, so no descriptor of an earlier mount can exist, and this
- *     closes the window between the master's MountSegment and the owner reading its answer;
+ *   - the request's mount epoch must be the segment's: the id survives a re-mount (after the
+ *     master expired the client, or restarted, the client re-mounts the same segment, and the
+ *     master hands its offsets out afresh), so the epoch, fresh for every mount (DESIGN.md §6),
+ *     is what tells a descriptor of the current mount from one of an earlier mount. The owner
+ *     sets the epoch from every (Re)MountSegment answer, and sets 0 when a Ping asks for a
+ *     re-mount: 0 is never a mount's epoch and means "no current mount", every request is
+ *     refused until the ReMount answer sets the new epoch. A mismatch is REPLICA_IS_GONE with
+ *     a log line; that includes epoch 0 (a peer that predates epochs). Until the first epoch
+ *     is set the segment accepts any epoch: it was never mounted, so no descriptor of an
+ *     earlier mount can exist, and this closes the window between the master's MountSegment
+ *     and the owner reading its answer;
  *   - offset + length must lie inside the segment (overflow-safe), else INVALID_PARAMS;
  *   - a write's payload must hold exactly `length` bytes (a truncated or padded payload is
  *     INVALID_PARAMS and nothing is written); a batch write's payload must be exactly the sum
@@ -93,7 +94,8 @@ int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void 
  * SEGMENT_NOT_FOUND. */
 int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id);
 /* Records the mount epoch of segment id's current mount: from now on only requests carrying
- * exactly this epoch are served. 0 or SEGMENT_NOT_FOUND. */
+ * exactly this epoch are served; epoch 0 (no current mount) serves none. 0 or
+ * SEGMENT_NOT_FOUND. */
 int mc_peer_server_set_segment_epoch(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch);
 
 /* The checks of every request, for the in-process (memcpy) transport: on success *out points

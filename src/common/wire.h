@@ -56,7 +56,7 @@
 #endif
 #define MC_WIRE_STR2_(x) #x
 #define MC_WIRE_STR_(x) MC_WIRE_STR2_(x)
-/* "mooncake-c/0.1.0 proto=1": the one place semver and schema number meet. */
+/* "mooncake-c/0.1.0 proto=2": the one place semver and schema number meet. */
 #define MC_SERVICE_VERSION "mooncake-c/" MC_VERSION_STRING " proto=" MC_WIRE_STR_(MC_PROTO_VERSION)
 
 #define MC_WIRE_MAGIC 0x5052434Du /* "MCRP" in memory order on a little-endian wire */

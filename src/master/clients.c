@@ -128,7 +128,7 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
 }
 
 int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
-                            const struct mc_segment_desc *seg)
+                            const struct mc_segment_desc *seg, uint64_t *mount_epoch)
 {
     CNT_INC(m, mount_segment_requests);
     int rc;
@@ -137,7 +137,7 @@ int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
         goto out;
     }
     mc_registry_lock(m);
-    rc = mc_segments_mount(m->segs, seg, client);
+    rc = mc_segments_mount(m->segs, seg, client, mount_epoch);
     if (rc == MC_OK && !client_touch(m, client, MC_CLIENT_OK, mc_master_now_ms(m)))
         rc = MC_ERR_INTERNAL_ERROR; /* the segment stays; the next Ping/Mount registers */
     mc_registry_unlock(m);
@@ -148,7 +148,7 @@ out:
 }
 
 int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
-                               const struct mc_segment_desc *segs, size_t n)
+                               const struct mc_segment_desc *segs, size_t n, uint64_t *mount_epochs)
 {
     CNT_INC(m, remount_segment_requests);
     int rc = MC_OK;
@@ -158,7 +158,7 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
     }
     mc_registry_lock(m);
     for (size_t i = 0; i < n && rc == MC_OK; i++)
-        rc = mc_segments_mount(m->segs, &segs[i], client);
+        rc = mc_segments_mount(m->segs, &segs[i], client, mount_epochs ? &mount_epochs[i] : NULL);
     struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
     if (!c)
         rc = rc != MC_OK ? rc : MC_ERR_INTERNAL_ERROR;

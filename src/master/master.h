@@ -110,18 +110,23 @@ struct mc_ping_result {
 int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_result *out);
 
 /* Mounts a DRAM segment (segments.h rules; idempotent for the same id, base and size).
- * Registers the client (status OK) if it is new and refreshes its liveness. Errors:
+ * Registers the client (status OK) if it is new and refreshes its liveness. On OK,
+ * *mount_epoch (may be NULL) is the mount's epoch (DESIGN.md §6): fresh, never 0 and never
+ * reused by this master, for every mount that (re)creates the segment; the current one for an
+ * idempotent repeat. Every MEMORY descriptor of the segment carries it. Errors:
  * INVALID_PARAMS, ILLEGAL_CLIENT (segment id owned by another client),
  * SEGMENT_ALREADY_EXISTS (same id, other base/size). */
 int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
-                            const struct mc_segment_desc *seg);
+                            const struct mc_segment_desc *seg, uint64_t *mount_epoch);
 
-/* After a master restart (Ping said NEED_REMOUNT): mounts each listed segment that is not
- * mounted yet (already-mounted ones are fine), then marks the client OK. n may be 0. The first
- * failing segment's code is returned; segments before it stay mounted and the client stays
- * NEED_REMOUNT, so the client retries. */
+/* After a master restart or the client's expiry (Ping said NEED_REMOUNT): mounts each listed
+ * segment that is not mounted yet (already-mounted ones are fine), then marks the client OK.
+ * n may be 0. mount_epochs (may be NULL) gets n entries: segment i's epoch, as
+ * mc_master_mount_segment gives it. The first failing segment's code is returned; segments
+ * before it stay mounted and the client stays NEED_REMOUNT, so the client retries. */
 int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
-                               const struct mc_segment_desc *segs, size_t n);
+                               const struct mc_segment_desc *segs, size_t n,
+                               uint64_t *mount_epochs);
 
 /* Unmounts a segment: no new replica lands there, its replicas stop being readable at once,
  * objects left with no replica are erased (before this returns), and the segment's allocator

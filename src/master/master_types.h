@@ -74,6 +74,7 @@ struct mc_segment_desc {
 struct mc_segment_info {
     struct mc_segment_desc desc;
     struct mc_id owner;
+    uint64_t mount_epoch;  /* of the current mount */
     uint64_t capacity;     /* bytes */
     uint64_t allocated;    /* requested bytes of live buffers */
     double used_ratio;     /* allocated / capacity */
@@ -92,8 +93,9 @@ struct mc_replica_desc {
         struct {
             struct mc_id segment_id;
             char segment_name[MC_SEGMENT_NAME_MAX];
-            uint64_t offset; /* inside the segment */
-            uint64_t addr;   /* segment base + offset (the peer's address) */
+            uint64_t offset;      /* inside the segment */
+            uint64_t addr;        /* segment base + offset (the peer's address) */
+            uint64_t mount_epoch; /* the segment's mount epoch (segments.h) */
             char endpoint[MC_ENDPOINT_MAX];
             char protocol[MC_PROTOCOL_MAX];
             uint32_t rkey;

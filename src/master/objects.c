@@ -165,6 +165,7 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
         copy_str(d->u.mem.segment_name, sd->name, sizeof(d->u.mem.segment_name));
         d->u.mem.offset = r->offset;
         d->u.mem.addr = sd->base + r->offset;
+        d->u.mem.mount_epoch = r->u.seg->mount_epoch;
         copy_str(d->u.mem.endpoint, sd->endpoint, sizeof(d->u.mem.endpoint));
         copy_str(d->u.mem.protocol, sd->protocol, sizeof(d->u.mem.protocol));
         d->u.mem.rkey = sd->rkey;

@@ -10,6 +10,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "master/lock_order.h"
@@ -23,6 +25,7 @@ struct mc_segments {
     _Atomic uint64_t capacity;
     _Atomic uint64_t allocated;
     _Atomic uint64_t rng;
+    uint64_t next_epoch; /* under the table write lock; see segments.h "Mount epochs" */
 };
 
 /* Every table and segment lock goes through these (lock order checked in checking builds). */
@@ -60,6 +63,19 @@ static uint64_t next_rand(struct mc_segments *t)
     return z ^ (z >> 31);
 }
 
+/* A random 64-bit start for the epoch counter (never 0). */
+static uint64_t epoch_seed(const void *salt)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        r = ((uint64_t)ts.tv_sec << 32 ^ (uint64_t)ts.tv_nsec) * 0x9e3779b97f4a7c15ull ^
+            (uint64_t)(uintptr_t)salt;
+    }
+    return r ? r : 1;
+}
+
 struct mc_segments *mc_segments_new(enum mc_alloc_strategy strategy)
 {
     struct mc_segments *t = calloc(1, sizeof(*t));
@@ -72,6 +88,7 @@ struct mc_segments *mc_segments_new(enum mc_alloc_strategy strategy)
     pthread_rwlockattr_destroy(&attr);
     t->strategy = strategy;
     atomic_init(&t->rng, (uint64_t)(uintptr_t)t ^ 0x5bd1e995ull);
+    t->next_epoch = epoch_seed(t);
     return t;
 }
 
@@ -154,12 +171,14 @@ static struct mc_segment *find_locked(struct mc_segments *t, struct mc_id id, si
     return NULL;
 }
 
-int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, struct mc_id owner)
+int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, struct mc_id owner,
+                      uint64_t *mount_epoch)
 {
     int rc = validate(d);
     if (rc != MC_OK)
         return rc;
     struct mc_segment *s = NULL;
+    uint64_t epoch = 0;
     table_wrlock(t);
     struct mc_segment *old = find_locked(t, d->id, NULL);
     if (old) {
@@ -167,6 +186,8 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
             rc = MC_ERR_ILLEGAL_CLIENT;
         else if (old->desc.base != d->base || old->desc.size != d->size)
             rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
+        else if (mount_epoch)
+            *mount_epoch = old->mount_epoch; /* the same mount, asked again */
         goto out;
     }
     /* The table lock is held for writing: nothing else changes the capacity now. */
@@ -202,6 +223,11 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
     }
     s->desc = *d;
     s->owner = owner;
+    s->mount_epoch = epoch = t->next_epoch++;
+    if (t->next_epoch == 0)
+        t->next_epoch = 1; /* 0 is never an epoch (the peer server's "no mount") */
+    if (mount_epoch)
+        *mount_epoch = epoch;
     s->table = t;
     atomic_init(&s->refs, 1);
     atomic_init(&s->dead, false);
@@ -213,8 +239,8 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
 out:
     table_unlock(t);
     if (s)
-        mc_info("segments", "mounted", "name=%s size=%llu endpoint=%s", d->name,
-                (unsigned long long)d->size, d->endpoint);
+        mc_info("segments", "mounted", "name=%s size=%llu endpoint=%s mount_epoch=%llx", d->name,
+                (unsigned long long)d->size, d->endpoint, (unsigned long long)epoch);
     return rc;
 }
 
@@ -510,6 +536,7 @@ int mc_segments_list(struct mc_segments *t, struct mc_segment_info **out, size_t
             struct mc_segment *s = t->segs[i];
             v[i].desc = s->desc;
             v[i].owner = s->owner;
+            v[i].mount_epoch = s->mount_epoch;
             seg_lock(s);
             struct mc_oa_stats st;
             mc_offset_alloc_stats(s->alloc, &st);

@@ -18,6 +18,14 @@
  * from the table and drops the table's reference; the allocator and the segment itself are
  * freed when the last allocation is released.
  *
+ * Mount epochs (DESIGN.md §6): every mount that creates a segment draws a fresh 64-bit epoch
+ * from a per-table counter that starts at a random value (never 0), so an epoch is never reused
+ * by this table and two master incarnations do not share one (short of a 2^-64-ish collision of
+ * their random starts). Every MEMORY descriptor carries its segment's epoch and the owner's peer
+ * server serves only the epoch of its latest mount, so a descriptor handed out before an
+ * unmount (client expiry, explicit unmount, master restart) cannot reach the bytes of a later
+ * mount of the same segment id. An idempotent repeat of a live mount returns that mount's epoch.
+ *
  * Accounting (eviction trigger): capacity and allocated bytes per segment and for the whole
  * table, atomics readable without locks. "Allocated" counts requested bytes (as upstream), and a
  * dead segment leaves the global figures at unmount: its capacity and its still-allocated bytes
@@ -41,6 +49,7 @@ struct mc_segments;
 struct mc_segment {
     struct mc_segment_desc desc; /* immutable after mount */
     struct mc_id owner;          /* the client that mounted it */
+    uint64_t mount_epoch;        /* this mount's epoch (immutable, never 0) */
     struct mc_segments *table;
     _Atomic uint32_t refs;
     _Atomic bool dead;
@@ -68,8 +77,10 @@ void mc_segments_free(struct mc_segments *t);
  * would pass MC_SEGMENTS_MAX_CAPACITY, unknown protocol, allocator creation failure; a log
  * line names the limit),
  * ILLEGAL_CLIENT (the id is mounted by another client), SEGMENT_ALREADY_EXISTS (same id with a
- * different base or size). */
-int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, struct mc_id owner);
+ * different base or size). On OK, *mount_epoch (may be NULL) is the mount's epoch: a fresh one
+ * for a new mount, the existing one for an idempotent repeat. */
+int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, struct mc_id owner,
+                      uint64_t *mount_epoch);
 
 /* Unmounts a segment. Idempotent: an unknown id is OK with *unmounted = false. Non-zero owner
  * that differs from the mounting client: ILLEGAL_CLIENT. */

@@ -10,24 +10,19 @@
  * results and the protobuf views of them, freed after the reply is encoded (mc_rpc_reply_msg
  * copies the encoding).
  *
- * Mount epoch. The service draws one non-zero mount epoch when it is created: the master epoch
- * (mc_master_epoch) in the high 16 bits and 48 random bits below, so two incarnations of the
- * master differ even when restarted within the second the epoch is derived from. Every
- * (Re)MountSegment and Ping answer tells the client this value, and every MEMORY replica
- * descriptor carries it (MemoryLocation.mount_epoch): every segment this master knows was
- * mounted by this incarnation, so it is the mount epoch of the replica's segment. The owner's
- * peer server refuses requests with another epoch (peer.proto), which stops a descriptor handed
- * out before a master restart from reading or writing bytes the new master gave to another
- * object. Not covered: a client the master expired (client TTL) and that re-mounts to the same
- * incarnation keeps the same epoch.
+ * Mount epochs (DESIGN.md §6) belong to the core: every mount that creates a segment gets a
+ * fresh one (segments.h). A MountSegment answer carries its segment's epoch, a ReMountSegment
+ * answer one per segment (in request order), and every MEMORY replica descriptor the epoch of
+ * its own segment (MemoryLocation.mount_epoch, from mc_replica_desc). The owner's peer server
+ * refuses requests with another epoch (peer.proto), which stops a descriptor handed out before
+ * the segment was unmounted (explicitly, by the client's expiry, or by a master restart) from
+ * reading or writing bytes a later mount gave to another object.
  */
 #include "master/service.h"
 #include "master/service_wire.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -42,7 +37,6 @@
 struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
-    uint64_t mount_epoch; /* see the header comment; never 0 */
 };
 
 /* What a connection is bound to (rpc_server per-connection context). */
@@ -143,8 +137,7 @@ struct pb_replica {
     Mc__Uuid uuid;
 };
 
-static void replica_to_pb(const struct mc_replica_desc *r, uint64_t mount_epoch,
-                          struct pb_replica *p)
+static void replica_to_pb(const struct mc_replica_desc *r, struct pb_replica *p)
 {
     mc__replica_descriptor__init(&p->d);
     p->d.id = r->id;
@@ -169,7 +162,7 @@ static void replica_to_pb(const struct mc_replica_desc *r, uint64_t mount_epoch,
         p->mem.protocol = protocol_to_pb(r->u.mem.protocol);
         p->mem.remote_addr = r->u.mem.addr;
         p->mem.rkey = r->u.mem.rkey;
-        p->mem.mount_epoch = mount_epoch;
+        p->mem.mount_epoch = r->u.mem.mount_epoch;
         p->d.memory = &p->mem;
     }
 }
@@ -181,8 +174,7 @@ struct pb_get {
     Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
 };
 
-static void get_to_pb(int status, const struct mc_get_result *g, uint64_t mount_epoch,
-                      struct pb_get *p)
+static void get_to_pb(int status, const struct mc_get_result *g, struct pb_get *p)
 {
     mc__get_replica_list_response__init(&p->r);
     p->r.status = status;
@@ -190,7 +182,7 @@ static void get_to_pb(int status, const struct mc_get_result *g, uint64_t mount_
         return;
     uint32_t n = g->nreplicas < MC_MAX_REPLICAS ? g->nreplicas : MC_MAX_REPLICAS;
     for (uint32_t i = 0; i < n; i++) {
-        replica_to_pb(&g->replicas[i], mount_epoch, &p->reps[i]);
+        replica_to_pb(&g->replicas[i], &p->reps[i]);
         p->ptrs[i] = &p->reps[i].d;
     }
     p->r.n_replicas = n;
@@ -339,7 +331,6 @@ static void h_ping(void *arg, struct mc_rpc_call *call)
     r.view_version = pr.view_version;
     r.client_status = (Mc__ClientStatus)pr.status;
     r.client_ttl_ms = mc_master_config_get(svc->m)->client_ttl_ms;
-    r.mount_epoch = svc->mount_epoch;
     mc_rpc_reply_msg(call, 0, &r.base);
 }
 
@@ -353,12 +344,13 @@ static void h_mount_segment(void *arg, struct mc_rpc_call *call)
     FREE_REQ(req);
     if (rc == 0)
         rc = check_client(call, client);
+    uint64_t epoch = 0;
     if (rc == 0)
-        rc = mc_master_mount_segment(svc->m, client, &d);
+        rc = mc_master_mount_segment(svc->m, client, &d, &epoch);
     if (rc == 0)
         bind_client(call, client);
     Mc__MountSegmentResponse r = MC__MOUNT_SEGMENT_RESPONSE__INIT;
-    r.mount_epoch = svc->mount_epoch;
+    r.mount_epoch = epoch;
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
@@ -368,9 +360,11 @@ static void h_remount_segment(void *arg, struct mc_rpc_call *call)
     UNPACK(ReMountSegmentRequest, re_mount_segment_request, req);
     struct mc_id client = id_from_pb(req->client_id);
     struct mc_segment_desc *d = NULL;
+    uint64_t *epochs = NULL;
     size_t n = req->n_segments;
     int rc = n > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS : 0;
-    if (rc == 0 && n > 0 && !(d = calloc(n, sizeof(*d))))
+    if (rc == 0 && n > 0 &&
+        (!(d = calloc(n, sizeof(*d))) || !(epochs = calloc(n, sizeof(*epochs)))))
         rc = MC_ERR_INTERNAL_ERROR;
     for (size_t i = 0; rc == 0 && i < n; i++)
         rc = segment_from_pb(req->segments[i], &d[i]);
@@ -378,13 +372,17 @@ static void h_remount_segment(void *arg, struct mc_rpc_call *call)
     if (rc == 0)
         rc = check_client(call, client);
     if (rc == 0)
-        rc = mc_master_remount_segments(svc->m, client, d, n);
+        rc = mc_master_remount_segments(svc->m, client, d, n, epochs);
     if (rc == 0)
         bind_client(call, client);
     free(d);
     Mc__ReMountSegmentResponse r = MC__RE_MOUNT_SEGMENT_RESPONSE__INIT;
-    r.mount_epoch = svc->mount_epoch;
+    if (rc == 0) {
+        r.n_mount_epochs = n;
+        r.mount_epochs = epochs;
+    }
     mc_rpc_reply_msg(call, rc, &r.base);
+    free(epochs);
 }
 
 static void h_unmount_segment(void *arg, struct mc_rpc_call *call)
@@ -416,12 +414,12 @@ struct pb_put_start {
     Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
 };
 
-static void put_start_to_pb(const struct mc_put_start_result *ps, uint64_t mount_epoch,
-                            struct pb_put_start *p, size_t *n_out, Mc__ReplicaDescriptor ***out)
+static void put_start_to_pb(const struct mc_put_start_result *ps, struct pb_put_start *p,
+                            size_t *n_out, Mc__ReplicaDescriptor ***out)
 {
     uint32_t n = ps->nreplicas < MC_MAX_REPLICAS ? ps->nreplicas : MC_MAX_REPLICAS;
     for (uint32_t i = 0; i < n; i++) {
-        replica_to_pb(&ps->replicas[i], mount_epoch, &p->reps[i]);
+        replica_to_pb(&ps->replicas[i], &p->reps[i]);
         p->ptrs[i] = &p->reps[i].d;
     }
     *n_out = n;
@@ -450,7 +448,7 @@ static void h_put_start(void *arg, struct mc_rpc_call *call)
     }
     Mc__PutStartResponse r = MC__PUT_START_RESPONSE__INIT;
     struct pb_put_start p;
-    put_start_to_pb(&ps, svc->mount_epoch, &p, &r.n_replicas, &r.replicas);
+    put_start_to_pb(&ps, &p, &r.n_replicas, &r.replicas);
     r.version = ps.version;
     mc_rpc_reply_msg(call, 0, &r.base);
 }
@@ -525,8 +523,7 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
         mc__put_start_result__init(&items[i]);
         items[i].status = brc != 0 ? brc : rcs[i];
         if (items[i].status == 0) {
-            put_start_to_pb(&ps[i], svc->mount_epoch, &views[i], &items[i].n_replicas,
-                            &items[i].replicas);
+            put_start_to_pb(&ps[i], &views[i], &items[i].n_replicas, &items[i].replicas);
             items[i].version = ps[i].version;
         }
         item_ptrs[i] = &items[i];
@@ -666,7 +663,7 @@ static void h_get_replica_list(void *arg, struct mc_rpc_call *call)
         return;
     }
     struct pb_get p;
-    get_to_pb(0, &g, svc->mount_epoch, &p);
+    get_to_pb(0, &g, &p);
     mc_rpc_reply_msg(call, 0, &p.r.base);
 }
 
@@ -694,7 +691,7 @@ static void h_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        get_to_pb(rcs[i], &g[i], svc->mount_epoch, &views[i]);
+        get_to_pb(rcs[i], &g[i], &views[i]);
         ptrs[i] = &views[i].r;
     }
     Mc__BatchGetReplicaListResponse r = MC__BATCH_GET_REPLICA_LIST_RESPONSE__INIT;
@@ -847,7 +844,7 @@ static void h_query_key(void *arg, struct mc_rpc_call *call)
     Mc__ReplicaInfo *ptrs[MC_MAX_REPLICAS];
     uint32_t n = ki.nreplicas < MC_MAX_REPLICAS ? ki.nreplicas : MC_MAX_REPLICAS;
     for (uint32_t i = 0; i < n; i++) {
-        replica_to_pb(&ki.replicas[i], svc->mount_epoch, &reps[i]);
+        replica_to_pb(&ki.replicas[i], &reps[i]);
         mc__replica_info__init(&infos[i]);
         infos[i].replica = &reps[i].d;
         infos[i].refcnt = ki.replicas[i].refcnt;
@@ -1019,21 +1016,6 @@ static const struct {
     {MC_METHOD_GET_STATS, h_get_stats},
 };
 
-/* Master epoch in the high 16 bits, 48 random bits below (never all zero). */
-static uint64_t draw_mount_epoch(uint16_t master_epoch)
-{
-    uint64_t r = 0;
-    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)ts.tv_sec;
-    }
-    r &= (1ull << 48) - 1;
-    if (r == 0)
-        r = 1;
-    return (uint64_t)master_epoch << 48 | r;
-}
-
 int mc_master_service_new(struct mc_master *m, struct mc_master_service **out)
 {
     *out = NULL;
@@ -1044,8 +1026,6 @@ int mc_master_service_new(struct mc_master *m, struct mc_master_service **out)
         return MC_ERR_INTERNAL_ERROR;
     svc->m = m;
     svc->start_ms = mc_now_ms();
-    svc->mount_epoch = draw_mount_epoch(mc_master_epoch(m));
-    mc_info(COMP, "mount epoch drawn", "mount_epoch=%llx", (unsigned long long)svc->mount_epoch);
     *out = svc;
     return 0;
 }

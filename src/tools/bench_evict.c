@@ -124,7 +124,7 @@ static void probe_op(struct probe *p, uint64_t seq, bool mount)
                 * disturb what is measured); mc_master_free drops them */
         snprintf(key, sizeof(key), "probe-seg-%llu", (unsigned long long)seq);
         struct mc_segment_desc d = seg_desc(1000 + seq, key, 64ull << 20);
-        mc_master_mount_segment(p->m, PROBE_CLIENT, &d);
+        mc_master_mount_segment(p->m, PROBE_CLIENT, &d, NULL);
         break;
     }
     }
@@ -218,7 +218,7 @@ static int table_init(struct table *t, uint64_t n, uint32_t threads, uint64_t *s
     if (mc_master_new(&c, &t->m) != MC_OK)
         return -1;
     struct mc_segment_desc d = seg_desc(1, "bench-evict", OBJ_SIZE * n + (256ull << 20));
-    if (mc_master_mount_segment(t->m, CLIENT, &d) != MC_OK)
+    if (mc_master_mount_segment(t->m, CLIENT, &d, NULL) != MC_OK)
         return -1;
     t->order = malloc(n * sizeof(*t->order));
     if (!t->order)

@@ -67,7 +67,7 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     d.size = unit * n + (64ull << 20);
     snprintf(d.endpoint, sizeof(d.endpoint), "127.0.0.1:1");
     snprintf(d.protocol, sizeof(d.protocol), "tcp");
-    if (mc_master_mount_segment(m, client, &d) != MC_OK) {
+    if (mc_master_mount_segment(m, client, &d, NULL) != MC_OK) {
         mc_master_free(m);
         return 1;
     }
