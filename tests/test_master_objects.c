@@ -545,7 +545,12 @@ static void test_unmount_drops_objects(void **state)
     assert_int_equal(mc_master_unmount_segment(f->m, f->b, tm_seg(1, 1).id), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(99, 1).id), MC_OK);
     assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(1, 1).id), MC_OK);
+    /* At once: the segment's replicas are unreadable, objects left with none are absent to
+     * Get, Exist and PutEnd, and the dead segment left the global figures. */
     assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_ERR_OBJECT_NOT_FOUND);
+    bool ex = true;
+    assert_int_equal(mc_master_exist_key(f->m, "on1", 3, &ex), MC_OK);
+    assert_false(ex);
     assert_int_equal(mc_master_put_end(f->m, f->a, "wip", 3, 0, 0, false), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_get_replica_list(f->m, "on2", 3, &g), MC_OK);
     assert_int_equal(mc_master_get_replica_list(f->m, "dup", 3, &g), MC_OK);
@@ -553,12 +558,35 @@ static void test_unmount_drops_objects(void **state)
     assert_string_equal(g.replicas[0].u.mem.segment_name, "seg-2");
     struct mc_master_stats st;
     mc_master_get_stats(f->m, &st);
-    assert_int_equal(st.key_count, 2);
     assert_int_equal(st.allocated_bytes, 2000);
     assert_int_equal(st.total_capacity_bytes, 64 * MIB);
     assert_int_equal(st.segment_count, 1);
-    /* The key can be Put again now that its old copy is gone. */
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "on1", 3, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_query_key(f->m, "dup", 3, &ki), MC_OK);
+    assert_int_equal(ki.nreplicas, 1);
+    /* The table was not swept by the call (it runs on an RPC I/O thread): the records are all
+     * still there. */
+    assert_int_equal(st.key_count, 4);
+    /* The key can be Put again at once (its old copy is gone). */
     assert_int_equal(tm_put(f->m, f->a, "on1", 10), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(f->m, "on1", 3, &g), MC_OK);
+    assert_string_equal(g.replicas[0].u.mem.segment_name, "seg-2");
+    /* The monitor tick sweeps: dead replicas dropped, objects left with none erased. */
+    assert_int_equal(mc_master_tick_monitor(f->m), 0);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 3);
+    assert_int_equal(st.processing_count, 0);
+    assert_int_equal(mc_master_query_key(f->m, "wip", 3, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_query_key(f->m, "dup", 3, &ki), MC_OK);
+    assert_int_equal(ki.nreplicas, 1);
+    assert_int_equal(mc_master_query_key(f->m, "on1", 3, &ki), MC_OK);
+    assert_int_equal(ki.size, 10);
+    assert_int_equal(mc_master_get_replica_list(f->m, "on2", 3, &g), MC_OK);
+    /* Nothing more to sweep: the next tick changes nothing. */
+    assert_int_equal(mc_master_tick_monitor(f->m), 0);
+    mc_master_get_stats(f->m, &st);
+    assert_int_equal(st.key_count, 3);
     assert_int_equal(mc_master_unmount_segment(f->m, f->a, tm_seg(1, 1).id), MC_OK);
 }
 

@@ -181,8 +181,11 @@ int mc_master_unmount_segment(struct mc_master *m, struct mc_id client, struct m
         goto out;
     }
     rc = mc_segments_unmount(m->segs, segment_id, client, &unmounted);
+    /* The segment is dead now: its replicas are unreadable and no new one lands there. The
+     * sweep of the whole table that drops them is left to the monitor tick, off the caller's
+     * (an RPC I/O) thread. */
     if (unmounted)
-        mc_master_sweep_invalid(m);
+        atomic_store_explicit(&m->sweep_pending, true, memory_order_release);
 out:
     if (rc != MC_OK)
         CNT_INC(m, unmount_segment_failures);
@@ -222,7 +225,8 @@ int mc_master_tick_monitor(struct mc_master *m)
     mc_registry_unlock(m);
     if (expired)
         atomic_fetch_add_explicit(&m->c.expired_clients, (uint64_t)expired, memory_order_relaxed);
-    if (unmounted)
+    bool pending = atomic_exchange_explicit(&m->sweep_pending, false, memory_order_acq_rel);
+    if (unmounted || pending)
         mc_master_sweep_invalid(m);
     return expired;
 }

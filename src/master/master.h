@@ -128,10 +128,13 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
                                const struct mc_segment_desc *segs, size_t n,
                                uint64_t *mount_epochs);
 
-/* Unmounts a segment: no new replica lands there, its replicas stop being readable at once,
- * objects left with no replica are erased (before this returns), and the segment's allocator
- * is freed when the last replica on it is gone. Idempotent (unknown id: OK). ILLEGAL_CLIENT
- * when another client mounted it. */
+/* Unmounts a segment: no new replica lands there and its replicas stop being readable at once
+ * (Get/Exist/QueryKey skip them, an object left with none is OBJECT_NOT_FOUND to Get, QueryKey
+ * and PutEnd, and its key can be Put again). The sweep that drops those replicas from the table and
+ * erases the objects left with none is not done here (it walks every shard; this runs on an RPC I/O
+ * thread) but by the next mc_master_tick_monitor; the segment's allocator is freed when the
+ * last replica on it is gone. Idempotent (unknown id: OK). ILLEGAL_CLIENT when another client
+ * mounted it. */
 int mc_master_unmount_segment(struct mc_master *m, struct mc_id client, struct mc_id segment_id);
 
 /* Admin: every mounted segment with its usage. *out is malloc'ed (free()), may be NULL if n 0. */
@@ -264,11 +267,13 @@ struct mc_key_info {
     uint64_t soft_pin_remaining_ms; /* 0 = not soft pinned */
     bool hard_pinned;
     char group_id[MC_GROUP_ID_MAX]; /* "" = none */
-    uint32_t nreplicas;             /* every replica, any status */
+    uint32_t nreplicas; /* every replica whose storage is still there (segment mounted, holder
+                         * alive), any status */
     struct mc_replica_desc replicas[MC_MAX_REPLICAS];
 };
 
-/* QueryKey: the whole record of a key, no lease, no side effects. OBJECT_NOT_FOUND if absent. */
+/* QueryKey: the whole record of a key, no lease, no side effects. OBJECT_NOT_FOUND if absent
+ * or if every replica's storage is gone (an unmounted segment, awaiting the monitor's sweep). */
 int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
                         struct mc_key_info *out);
 
@@ -311,8 +316,9 @@ struct mc_metrics *mc_master_metrics(struct mc_master *m);
 /* ---- background work (one call = one loop iteration) ------------------------------------- */
 
 /* Client monitor (every 1 s): expires clients whose TTL passed — unmounts their segments,
- * drops their replicas, erases objects left with none, releases what they pinned. Returns the
- * number of clients expired. */
+ * drops their replicas, erases objects left with none, releases what they pinned — and does
+ * the same sweep for segments UnmountSegment unmounted since the last tick. Returns the number
+ * of clients expired. */
 int mc_master_tick_monitor(struct mc_master *m);
 
 /* Reaper: frees buffers of Puts unfinished put_start_release_timeout after their start, of

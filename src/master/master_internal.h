@@ -305,6 +305,8 @@ struct mc_master {
     _Atomic uint64_t next_version;
     _Atomic uint64_t next_replica_id;
     _Atomic bool need_eviction; /* a PutStart failed for space */
+    _Atomic bool sweep_pending; /* an UnmountSegment left replicas on a dead segment: the next
+                                 * monitor tick sweeps them (mc_master_sweep_invalid) */
     struct mc_master_counters c;
     struct mc_master_hooks hooks;
     struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */

@@ -608,6 +608,13 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
         rc = MC_ERR_ILLEGAL_CLIENT;
         goto unlock;
     }
+    bool valid = false;
+    for (uint8_t i = 0; i < o->nrep && !valid; i++)
+        valid = mc_replica_valid(&o->rep[i]);
+    if (!valid) { /* every segment it was written to is unmounted: the next sweep erases it */
+        rc = MC_ERR_OBJECT_NOT_FOUND;
+        goto unlock;
+    }
     for (uint8_t i = 0; i < o->nrep; i++)
         if (o->rep[i].status == MC_REPLICA_STATUS_PROCESSING)
             o->rep[i].status = MC_REPLICA_STATUS_COMPLETE;

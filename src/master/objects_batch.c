@@ -270,6 +270,14 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
     struct mc_shard *s;
     struct mc_object *o =
         mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    uint32_t n = 0;
+    for (uint8_t i = 0; o && i < o->nrep; i++) /* replicas whose storage is still there */
+        if (mc_replica_valid(&o->rep[i]))
+            mc_replica_fill_desc(o, &o->rep[i], &out->replicas[n++]);
+    if (o && n == 0) { /* every segment it was on is unmounted; the next sweep erases it */
+        mc_shard_unlock(s);
+        o = NULL;
+    }
     if (!o)
         return MC_ERR_OBJECT_NOT_FOUND;
     uint64_t now = mc_master_now_ms(m);
@@ -289,9 +297,7 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
         memcpy(out->group_id, o->group->id, o->group->id_len);
         out->group_id[o->group->id_len] = 0;
     }
-    out->nreplicas = o->nrep;
-    for (uint8_t i = 0; i < o->nrep; i++)
-        mc_replica_fill_desc(o, &o->rep[i], &out->replicas[i]);
+    out->nreplicas = n;
     mc_shard_unlock(s);
     return MC_OK;
 }
