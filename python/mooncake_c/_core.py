@@ -115,7 +115,7 @@ class Core:
     # ---- lifecycle
     def open(self, master, host="127.0.0.1", data_port=0, segment_size=0, protocol="tcp",
              bind_address=None, disk_path=None, disk_capacity=0, checksums=None,
-             huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None):
+             huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None):
         if self.handle is not None:
             return INVALID_PARAMS
         view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init)
@@ -143,6 +143,11 @@ class Core:
             view.connect_timeout_ms = int(connect_timeout_ms)
         if rpc_timeout_ms is not None:
             view.rpc_timeout_ms = int(rpc_timeout_ms)
+        if log_level is not None:
+            if log_level not in _native.LOG_LEVELS:
+                return INVALID_PARAMS
+            if _native.field_covered(view, "log_level"):
+                view.log_level = _native.LOG_LEVELS[log_level]
         out = ctypes.c_void_p()
         rc = lib.mc_client_open(ctypes.byref(view), ctypes.byref(out))
         if rc == OK:
@@ -189,15 +194,21 @@ class Core:
             return INVALID_PARAMS, b""
         k = encode_key(key)
         buf = self._scratch(0)
+        get_ex = _native.get_ex
+        needed = ctypes.c_size_t(0)
         for _ in range(4):  # the value may be replaced by a larger one between the calls
-            n = lib.mc_get(self.handle, k, buf, len(buf))
+            if get_ex is not None:
+                n = get_ex(self.handle, k, buf, len(buf), ctypes.byref(needed))
+                size = needed.value
+            else:  # an older library: ask for the size separately
+                n = lib.mc_get(self.handle, k, buf, len(buf))
+                size = lib.mc_get_size(self.handle, k) if n == BUFFER_OVERFLOW else 0
+                if size < 0:
+                    return size, b""
             if n >= 0:
                 return n, ctypes.string_at(buf, n)
             if n != BUFFER_OVERFLOW:
                 return n, b""
-            size = lib.mc_get_size(self.handle, k)
-            if size < 0:
-                return size, b""
             buf = self._scratch(size)
         return BUFFER_OVERFLOW, b""
 

@@ -46,7 +46,13 @@ class ClientConfig(ctypes.Structure):
         ("rpc_timeout_ms", c_uint32),
         ("put_retry_window_ms", c_uint32),
         ("ping_interval_ms", c_uint32),
+        ("log_level", c_int),  # enum mc_client_log_level
+        ("log_fn", c_void_p),
+        ("log_arg", c_void_p),
     ]
+
+
+LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3, "off": 4}
 
 
 class ReplicateConfigC(ctypes.Structure):
@@ -128,6 +134,8 @@ def _declare(lib):
     fn("mc_put", c_int, c_void_p, c_char_p, c_void_p, c_size_t, rc_p)
     fn("mc_get", c_int64, c_void_p, c_char_p, c_void_p, c_size_t)
     fn("mc_get_size", c_int64, c_void_p, c_char_p)
+    if hasattr(lib, "mc_get_ex"):  # reports the size a too-small buffer needed (one call)
+        fn("mc_get_ex", c_int64, c_void_p, c_char_p, c_void_p, c_size_t, POINTER(c_size_t))
     fn("mc_batch_put", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_void_p),
        POINTER(c_size_t), rc_p, POINTER(c_int))
     fn("mc_batch_get", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_void_p),
@@ -144,6 +152,8 @@ def _declare(lib):
 
 
 lib = _declare(_load())
+# mc_get_ex, or None with a library older than it (get then asks for the size separately).
+get_ex = getattr(lib, "mc_get_ex", None) if hasattr(lib, "mc_get_ex") else None
 
 
 def strerror(code):

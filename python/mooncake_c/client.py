@@ -8,6 +8,8 @@ context manager.
         c.get("k")                     # b"value"; raises mooncake_c.ObjectNotFound if absent
         buf = bytearray(c.size("k"))
         c.get_into("k", buf)           # reads into any writable buffer, returns the size
+log_level ("debug", "info", "warn", "error", "off"; the library's default is "warn") filters the
+library's log lines on stderr.
 """
 
 from . import _core
@@ -18,14 +20,14 @@ class Client:
     def __init__(self, master="127.0.0.1:50051", *, host="127.0.0.1", data_port=0,
                  segment_size=0, protocol="tcp", bind_address=None, disk_path=None,
                  disk_capacity=0, checksums=None, huge_pages=False, connect_timeout_ms=None,
-                 rpc_timeout_ms=None):
+                 rpc_timeout_ms=None, log_level=None):
         self._core = _core.Core()
         check(self._core.open(master, host=host, data_port=data_port,
                               segment_size=segment_size, protocol=protocol,
                               bind_address=bind_address, disk_path=disk_path,
                               disk_capacity=disk_capacity, checksums=checksums,
                               huge_pages=huge_pages, connect_timeout_ms=connect_timeout_ms,
-                              rpc_timeout_ms=rpc_timeout_ms), "open")
+                              rpc_timeout_ms=rpc_timeout_ms, log_level=log_level), "open")
 
     @property
     def endpoint(self):

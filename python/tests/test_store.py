@@ -50,6 +50,16 @@ def test_values_grow_past_the_reused_buffer(store):
     assert store.put("empty", b"") in (0, -600)
 
 
+def test_get_without_get_ex(store, monkeypatch):
+    """With a library older than mc_get_ex, get learns a larger size through get_size."""
+    from mooncake_c import _native
+    monkeypatch.setattr(_native, "get_ex", None)
+    big = pattern(5 << 20, 3)
+    assert store.put("big-old", big) == 0
+    assert store.get("big-old") == big
+    assert store.get("absent") == b""
+
+
 def test_buffer_protocol_values(store):
     assert store.put("ba", bytearray(b"abc")) == 0
     assert store.put("mv", memoryview(b"xyz123")[1:4]) == 0
