@@ -1,23 +1,9 @@
 # The Python binding (python/): pytest against a real mooncake_master and mooncake_client daemon.
 # Runs in the plain build only: the sanitizer builds' library needs its runtime preloaded into
-# the interpreter. The interpreter is the first of $MC_PYTHON, python3 on PATH and the system's
-# python3 that can import pytest (Debian: python3-pytest, from scripts/install-deps.sh); without
-# one the test fails and says so, rather than skipping.
+# the interpreter. The interpreter is MC_PYTEST_PYTHON (python/CMakeLists.txt: one that can
+# import pytest); without one the test fails and says so, rather than skipping.
 if(MC_SANITIZE STREQUAL "" AND TARGET mc_python AND TARGET mooncake_master
    AND TARGET mc_client_daemon)
-  if(NOT MC_PYTEST_PYTHON)
-    find_program(MC_PY_ON_PATH python3)
-    foreach(py $ENV{MC_PYTHON} ${MC_PY_ON_PATH} /usr/bin/python3)
-      if(py AND EXISTS ${py})
-        execute_process(COMMAND ${py} -c "import pytest" RESULT_VARIABLE r
-                        OUTPUT_QUIET ERROR_QUIET)
-        if(r EQUAL 0)
-          set(MC_PYTEST_PYTHON ${py} CACHE FILEPATH "python3 that runs the pytest suite")
-          break()
-        endif()
-      endif()
-    endforeach()
-  endif()
   if(MC_PYTEST_PYTHON)
     add_test(NAME test_python
              COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
