@@ -172,6 +172,48 @@ static void test_put_get_exist_remove(void **state)
     assert_int_equal(mc_exist(f->c1, "k/all2"), 0);
 }
 
+/* report_existing: a put of an existing key says OBJECT_ALREADY_EXISTS (single and batch) and
+ * keeps the first value; the default and a caller built before the field stay silent. */
+static void test_put_report_existing(void **state)
+{
+    struct fx *f = *state;
+    char out[16];
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    assert_false(rc.report_existing);
+    rc.report_existing = true;
+    assert_int_equal(mc_put(f->c1, "k/dup", "first", 5, &rc), 0);
+    assert_int_equal(mc_put(f->c2, "k/dup", "second", 6, &rc), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(mc_put(f->c2, "k/dup", "second", 6, NULL), 0);
+    /* an older caller's struct ends before the field: defaults, silent */
+    struct mc_replicate_config old = rc;
+    old.struct_size = (uint32_t)offsetof(struct mc_replicate_config, report_existing);
+    assert_int_equal(mc_put(f->c2, "k/dup", "second", 6, &old), 0);
+    assert_int_equal(mc_get(f->c1, "k/dup", out, sizeof(out)), 5);
+    assert_memory_equal(out, "first", 5);
+
+    const char *keys[2] = {"k/dup", "k/dup-new"};
+    const void *bufs[2] = {"x", "y"};
+    size_t lens[2] = {1, 1};
+    int res[2] = {1, 1};
+    assert_int_equal(mc_batch_put(f->c2, 2, keys, bufs, lens, &rc, res), 0);
+    assert_int_equal(res[0], MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(res[1], 0);
+    keys[1] = "k/dup-new2";
+    assert_int_equal(mc_batch_put(f->c2, 2, keys, bufs, lens, NULL, res), 0);
+    assert_int_equal(res[0], 0);
+    assert_int_equal(res[1], 0);
+    assert_int_equal(mc_get(f->c1, "k/dup", out, sizeof(out)), 5);
+    assert_memory_equal(out, "first", 5);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(mc_remove(f->c1,
+                                   i == 0   ? "k/dup"
+                                   : i == 1 ? "k/dup-new"
+                                            : "k/dup-new2",
+                                   true),
+                         0);
+}
+
 /* A size query is not a read: no lease (a plain remove right after succeeds), nothing counted. */
 static void test_get_size_takes_no_lease(void **state)
 {
@@ -904,6 +946,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sizes_round_trip),
         cmocka_unit_test(test_put_get_exist_remove),
         cmocka_unit_test(test_get_size_takes_no_lease),
+        cmocka_unit_test(test_put_report_existing),
         cmocka_unit_test(test_get_ex_reports_needed),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch_one_round_trip_per_endpoint),

@@ -629,6 +629,46 @@ static void test_exit_codes(void **state)
     expect_exit(1, NULL, m, "exist", "exit-key", NULL);
 }
 
+/* put --value, --version (cli and bench), and the warning when a put finds its key already
+ * there (the value is kept, exit 0, stderr says so; a first put is silent). */
+static void test_cli_value_version_existing(void **state)
+{
+    char out[64], bench[600];
+    struct cu_run r;
+    (void)state;
+
+    cli(&r, NULL, "--version", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "mooncake_cli version "));
+    cu_run_free(&r);
+    snprintf(bench, sizeof(bench), "%s/mooncake_bench", g.bin);
+    const char *bargv[] = {bench, "--version", NULL};
+    cu_run(&r, g.dir, bargv, NULL, CLI_MS);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "mooncake_bench version "));
+    cu_run_free(&r);
+
+    cli(&r, NULL, "put", "val-key", "--value", "hello value", NULL);
+    assert_int_equal(r.status, 0);
+    assert_null(strstr(r.err, "already exists"));
+    cu_run_free(&r);
+    assert_int_equal(mc_get(g.client, "val-key", out, sizeof(out)), 11);
+    assert_memory_equal(out, "hello value", 11);
+
+    cli(&r, NULL, "put", "val-key", "--value=other", NULL);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.err, "warning: key 'val-key' already exists"));
+    cu_run_free(&r);
+    assert_int_equal(mc_get(g.client, "val-key", out, sizeof(out)), 11);
+    assert_memory_equal(out, "hello value", 11);
+
+    expect_exit(2, "not both", "--master=127.0.0.1:1", "put", "k", "file", "--value", "v", NULL);
+    expect_exit(2, NULL, "get", "val-key", "--value", "v", NULL);
+    cli(&r, NULL, "rm", "val-key", "--force", NULL);
+    assert_int_equal(r.status, 0);
+    cu_run_free(&r);
+}
+
 static void test_daemon_killed(void **state)
 {
     enum { NKEYS = 4, LEN = 300000 };
@@ -779,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_cli_get_one_access),
         cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_cli_value_version_existing),
         cmocka_unit_test(test_daemon_killed),
         cmocka_unit_test(test_master_restart),
         cmocka_unit_test(test_sigterm),

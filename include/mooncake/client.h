@@ -110,12 +110,17 @@ struct mc_replicate_config {
     const char *const *preferred_segments; /* segment names (endpoints) to try first */
     size_t preferred_segments_count;
     const char *group_id;   /* keys of a group share a shard, a lease and eviction fate */
+    /* A put of a key that already exists keeps the existing value either way. false (default,
+     * upstream's semantics): the put succeeds; true: it returns OBJECT_ALREADY_EXISTS (per key
+     * in a batch), so a caller can tell that the value it gave was not stored. */
+    bool report_existing;
 };
 /* Fills rc with the defaults (one replica, no pins, no preference, no group) and struct_size. */
 void mc_replicate_config_init(struct mc_replicate_config *rc);
 
 /* Stores len bytes under key (rc NULL = defaults). An existing readable key is left as it is and
- * the call succeeds (upstream semantics). Never leaves a half-visible object. */
+ * the call succeeds (upstream semantics), or returns OBJECT_ALREADY_EXISTS with
+ * rc->report_existing. Never leaves a half-visible object. */
 int mc_put(struct mc_client *client, const char *key, const void *buf, size_t len,
            const struct mc_replicate_config *rc);
 /* Reads the value of key into buf (capacity cap). Returns the size, or a negative error:

@@ -67,6 +67,7 @@ class ReplicateConfigC(ctypes.Structure):
         ("preferred_segments", POINTER(c_char_p)),
         ("preferred_segments_count", c_size_t),
         ("group_id", c_char_p),
+        ("report_existing", c_bool),
     ]
 
 

@@ -168,7 +168,7 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
     }
     if (rc == MC_ERR_OBJECT_ALREADY_EXISTS)
-        return 0;
+        return rc_in->report_existing ? rc : 0;
     if (rc)
         return rc;
     Mc__PutStartResponse *r = (Mc__PutStartResponse *)m;
@@ -435,7 +435,7 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
         backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
         m = again;
     }
-    for (size_t i = 0; !rc && i < n; i++)
+    for (size_t i = 0; !rc && !rc_copy.report_existing && i < n; i++)
         if (results[i] == MC_ERR_OBJECT_ALREADY_EXISTS)
             results[i] = 0;
     free(idx);

@@ -78,6 +78,10 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(argv[1], "--version")) {
+        printf("mooncake_bench version %s (proto %d)\n", MC_VERSION_STRING, MC_PROTO_VERSION);
+        return 0;
+    }
     for (size_t i = 0; i < sizeof(g_benches) / sizeof(g_benches[0]); i++) {
         if (strcmp(argv[1], g_benches[i].name) != 0)
             continue;

@@ -34,6 +34,7 @@ struct mc_cli_opts {
     const char *master;  /* "host:port" of mooncake_master */
     const char *metrics; /* "host:port" or "http://host:port[/path]"; NULL = master host:9003 */
     const char *output;  /* get -o FILE; NULL = stdout */
+    const char *value;   /* put --value STRING; NULL = a file or stdin */
     uint32_t timeout_ms; /* per-call timeout; 0 = the library's default */
     const char *auth_token_file; /* shared secret for every connection; NULL = none */
     bool json, all, force;

@@ -6,7 +6,9 @@
  * written peer to peer, a get takes a read lease and counts as an access (it may trigger a
  * promotion), and the bytes never pass through the master. The client is closed before exit.
  *
- * put KEY [FILE|-]   reads the whole value (a file, or stdin for "-" or no FILE) into memory.
+ * put KEY [FILE|-]   reads the whole value (a file, or stdin for "-" or no FILE) into memory;
+ *                    `put KEY --value STRING` stores STRING. A key that already exists keeps
+ *                    its value (upstream semantics): the put warns on stderr and exits 0.
  * get KEY [-o FILE]  asks the size (a lease-free query that is not an access), reads into a
  *                    buffer of that size with one Get (when the object was replaced by a
  *                    larger one in between, the Get says the new size and is retried), writes
@@ -85,32 +87,56 @@ int mc_cli_put(const struct mc_cli_opts *o)
 {
     const char *key = o->args[0];
     const char *path = o->nargs > 1 ? o->args[1] : "-";
+    struct mc_replicate_config rc_put;
     struct mc_client *c = NULL;
     void *buf = NULL;
     size_t len = 0;
     FILE *f;
     int rc;
 
-    if (!strcmp(path, "-")) {
-        f = stdin;
-    } else {
-        f = fopen(path, "rb");
-        if (!f) {
-            fprintf(stderr, "mooncake_cli: put: cannot open %s: %s\n", path, strerror(errno));
-            return mc_cli_fail("put",
-                               errno == ENOENT ? MC_ERR_FILE_NOT_FOUND : MC_ERR_FILE_OPEN_FAIL);
+    if (o->value) {
+        if (o->nargs > 1) {
+            fputs("mooncake_cli: put: give --value or a FILE, not both\n", stderr);
+            return MC_CLI_EXIT_USAGE;
         }
+        len = strlen(o->value);
+        buf = malloc(len ? len : 1);
+        if (!buf)
+            return mc_cli_fail("put", MC_ERR_INTERNAL_ERROR);
+        memcpy(buf, o->value, len);
+    } else {
+        if (!strcmp(path, "-")) {
+            f = stdin;
+        } else {
+            f = fopen(path, "rb");
+            if (!f) {
+                fprintf(stderr, "mooncake_cli: put: cannot open %s: %s\n", path, strerror(errno));
+                return mc_cli_fail("put",
+                                   errno == ENOENT ? MC_ERR_FILE_NOT_FOUND : MC_ERR_FILE_OPEN_FAIL);
+            }
+        }
+        rc = read_all(f, &buf, &len);
+        if (f != stdin)
+            fclose(f);
+        if (rc)
+            return mc_cli_fail("put", rc);
     }
-    rc = read_all(f, &buf, &len);
-    if (f != stdin)
-        fclose(f);
-    if (rc)
-        return mc_cli_fail("put", rc);
+    /* A key that is already there keeps its value (upstream semantics); say so rather than
+     * report a store that did not happen as if it had. */
+    mc_replicate_config_init(&rc_put);
+    rc_put.report_existing = true;
     rc = open_client(o, &c);
     if (!rc)
-        rc = mc_put(c, key, buf, len, NULL);
+        rc = mc_put(c, key, buf, len, &rc_put);
     mc_client_close(c);
     free(buf);
+    if (rc == MC_ERR_OBJECT_ALREADY_EXISTS) {
+        fprintf(stderr,
+                "mooncake_cli: put: warning: key '%s' already exists; its value was kept "
+                "(`mooncake_cli rm` it first to replace it)\n",
+                key);
+        return MC_CLI_EXIT_OK;
+    }
     return rc ? mc_cli_fail("put", rc) : MC_CLI_EXIT_OK;
 }
 

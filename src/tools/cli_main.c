@@ -20,6 +20,7 @@
 #define OPT_FORCE (1u << 2)
 #define OPT_OUTPUT (1u << 3)
 #define OPT_METRICS (1u << 4)
+#define OPT_VALUE (1u << 5)
 
 static const struct command {
     const char *name;
@@ -28,7 +29,8 @@ static const struct command {
     int (*fn)(const struct mc_cli_opts *o);
     const char *synopsis;
 } g_commands[] = {
-    {"put", 1, 2, 0, mc_cli_put, "put KEY [FILE|-]       store FILE (or stdin) under KEY"},
+    {"put", 1, 2, OPT_VALUE, mc_cli_put,
+     "put KEY [FILE|-|--value STRING]  store FILE (or stdin, or STRING) under KEY"},
     {"get", 1, 1, OPT_OUTPUT, mc_cli_get, "get KEY [-o FILE]      read KEY to FILE (or stdout)"},
     {"exist", 1, 1, 0, mc_cli_exist, "exist KEY              print true/false (exit 0/1)"},
     {"rm", 1, 1, OPT_FORCE, mc_cli_rm,
@@ -57,11 +59,13 @@ static void usage(FILE *f)
             "  --all                  stat: show PROCESSING replicas too\n"
             "  --force                rm: remove even under a read lease\n"
             "  -o, --output=FILE      get: write the value to FILE\n"
+            "  --value=STRING         put: store STRING (instead of a file or stdin)\n"
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
             "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
             "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
             "(default warn)\n"
             "  -h, --help             this text\n"
+            "  --version              print the version and exit\n"
             "\nexit status: 0 ok, 1 OBJECT_NOT_FOUND (exist: absent), 2 bad usage, 3 other error\n"
             "(its name on stderr)\n");
 }
@@ -87,7 +91,9 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"log_level", required_argument, NULL, 'L'},
         {"auth_token_file", required_argument, NULL, 'A'},
+        {"value", required_argument, NULL, 'v'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
     };
     struct mc_cli_opts o = {.master = "127.0.0.1:50051"};
@@ -137,8 +143,15 @@ int main(int argc, char **argv)
             if (mc_log_level_parse(optarg, &level))
                 return usage_error("unknown --log_level '%s'", optarg);
             break;
+        case 'v':
+            o.value = optarg;
+            given |= OPT_VALUE;
+            break;
         case 'h':
             usage(stdout);
+            return MC_CLI_EXIT_OK;
+        case 'V':
+            printf("mooncake_cli version %s (proto %d)\n", MC_VERSION_STRING, MC_PROTO_VERSION);
             return MC_CLI_EXIT_OK;
         default: /* getopt printed the reason */
             fputs("(try mooncake_cli --help)\n", stderr);
