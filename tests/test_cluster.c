@@ -669,6 +669,75 @@ static void test_cli_value_version_existing(void **state)
     cu_run_free(&r);
 }
 
+/* Polls path for needle until deadline_ms; true when found. */
+static bool log_has(const char *path, const char *needle, int deadline_ms)
+{
+    uint64_t end = cu_now_ms() + (uint64_t)deadline_ms;
+    for (;;) {
+        char *text = cu_slurp(path, NULL);
+        bool found = text && strstr(text, needle);
+        free(text);
+        if (found || cu_now_ms() >= end)
+            return found;
+        cu_sleep_ms(20);
+    }
+}
+
+static int spawn_waiting_daemon(struct cu_proc *p, int port, const char *wait, const char *log)
+{
+    char master[64], w[64];
+    const char *argv[] = {
+        g.daemon_bin, master, "--host=127.0.0.1", "--segment_size=16MiB", "--log_level=warn", w,
+        NULL};
+    snprintf(master, sizeof(master), "--master=127.0.0.1:%d", port);
+    snprintf(w, sizeof(w), "--master_wait=%s", wait);
+    return cu_spawn(p, argv, log);
+}
+
+/* mooncake_client started before its master keeps retrying (logged) and serves once the master
+ * is up; the wait is bounded by --master_wait (then exit 1) and ended by SIGTERM (exit 0). */
+static void test_daemon_waits_for_master(void **state)
+{
+    struct cu_proc d = {0}, m = {0};
+    char log[128], mlog[128], line[256], port_flag[32];
+    int port = free_port();
+    (void)state;
+    assert_true(port > 0);
+    snprintf(log, sizeof(log), "%s/daemon_wait.log", g.dir);
+    snprintf(mlog, sizeof(mlog), "%s/master_wait.log", g.dir);
+
+    /* 1. the master comes later: READY after it */
+    assert_int_equal(spawn_waiting_daemon(&d, port, "60s", log), 0);
+    assert_true(log_has(log, "master unreachable; retrying", START_MS));
+    snprintf(port_flag, sizeof(port_flag), "--rpc_port=%d", port);
+    const char *margv[] = {g.master_bin,
+                           port_flag,
+                           "--rpc_address=127.0.0.1",
+                           "--metrics_port=0",
+                           "--metrics_host=127.0.0.1",
+                           "--log_level=warn",
+                           NULL};
+    assert_int_equal(cu_spawn(&m, margv, mlog), 0);
+    assert_int_equal(cu_read_line(&m, line, sizeof(line), START_MS), 0);
+    assert_int_equal(cu_read_line(&d, line, sizeof(line), START_MS), 0);
+    assert_int_equal(strncmp(line, "READY endpoint=", 15), 0);
+    assert_int_equal(cu_stop(&d, SIGTERM, 5000), 0);
+    assert_int_equal(cu_stop(&m, SIGTERM, 5000), 0);
+
+    /* 2. bounded: no master within --master_wait, exit 1 */
+    uint64_t t0 = cu_now_ms();
+    assert_int_equal(spawn_waiting_daemon(&d, port, "300ms", log), 0);
+    assert_int_equal(cu_read_line(&d, line, sizeof(line), START_MS), -1); /* EOF: it exited */
+    assert_true(cu_now_ms() - t0 < (uint64_t)START_MS);
+    assert_int_equal(cu_stop(&d, SIGTERM, 5000), 1);
+
+    /* 3. SIGTERM while waiting: exit 0 at once */
+    assert_int_equal(truncate(log, 0), 0);
+    assert_int_equal(spawn_waiting_daemon(&d, port, "60s", log), 0);
+    assert_true(log_has(log, "master unreachable; retrying", START_MS));
+    assert_int_equal(cu_stop(&d, SIGTERM, 5000), 0);
+}
+
 static void test_daemon_killed(void **state)
 {
     enum { NKEYS = 4, LEN = 300000 };
@@ -820,6 +889,7 @@ int main(void)
         cmocka_unit_test(test_cli_get_one_access),
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_cli_value_version_existing),
+        cmocka_unit_test(test_daemon_waits_for_master),
         cmocka_unit_test(test_daemon_killed),
         cmocka_unit_test(test_master_restart),
         cmocka_unit_test(test_sigterm),

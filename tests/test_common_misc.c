@@ -18,6 +18,7 @@
 #include "common/hash.h"
 #include "common/id.h"
 #include "common/log.h"
+#include "common/net.h"
 #include "mooncake/errors.h"
 
 /* ---- CRC32C ---------------------------------------------------------------------------------- */
@@ -310,14 +311,35 @@ static void test_log_quote_truncates(void **state)
     assert_int_equal(rd[n - 1], '\n');
 }
 
+/* What mooncake_client calls loopback when it warns about --host (no DNS lookups). */
+static void test_host_is_loopback(void **state)
+{
+    (void)state;
+    static const char *const yes[] = {"127.0.0.1", "127.1.2.3", "localhost",
+                                      "LocalHost", "::1",       "[::1]"};
+    static const char *const no[] = {"10.0.0.1", "0.0.0.0", "128.0.0.1",         "node7",  "::2",
+                                     "[::1",     "",        "localhost.example", "fe80::1"};
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
+        assert_true(mc_net_host_is_loopback(yes[i]));
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
+        assert_false(mc_net_host_is_loopback(no[i]));
+    assert_false(mc_net_host_is_loopback(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32c_vectors),      cmocka_unit_test(test_crc32c_hw_equals_sw),
-        cmocka_unit_test(test_crc32c_long_buffers), cmocka_unit_test(test_hash),
-        cmocka_unit_test(test_error_names),         cmocka_unit_test(test_ids),
-        cmocka_unit_test(test_fake_clock),          cmocka_unit_test(test_log_level_parse),
-        cmocka_unit_test(test_log_lines),           cmocka_unit_test(test_log_quote_truncates),
+        cmocka_unit_test(test_crc32c_vectors),
+        cmocka_unit_test(test_crc32c_hw_equals_sw),
+        cmocka_unit_test(test_crc32c_long_buffers),
+        cmocka_unit_test(test_hash),
+        cmocka_unit_test(test_error_names),
+        cmocka_unit_test(test_host_is_loopback),
+        cmocka_unit_test(test_ids),
+        cmocka_unit_test(test_fake_clock),
+        cmocka_unit_test(test_log_level_parse),
+        cmocka_unit_test(test_log_lines),
+        cmocka_unit_test(test_log_quote_truncates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -21,6 +21,11 @@
  * Optional --metrics_port serves /metrics and /health (common/http.h) with a small registry of
  * the daemon's own: configured sizes and uptime.
  *
+ * Start-up: an unreachable master (not yet started, restarting) is retried with backoff for
+ * --master_wait (default 30 s; 0 = give up at once), each attempt logged; SIGTERM/SIGINT end
+ * the wait. A loopback --host with a remote master is warned about: peers elsewhere could not
+ * reach the segment.
+ *
  * Exit status: 0 after a signal, 1 when the client cannot start (reason logged), 2 bad usage.
  */
 #include <signal.h>
@@ -31,6 +36,8 @@
 #include "client/peer_server.h"
 #include "common/clock.h"
 #include "common/flags.h"
+#include "common/net.h"
+#include "common/rpc_client.h"
 #include "common/http.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -51,6 +58,7 @@ static struct {
     const char *log_level;
     const char *auth_token_file;
     bool protected_mode;
+    const char *master_wait;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -80,6 +88,10 @@ static const struct mc_flag g_flags[] = {
     MC_BOOL_FLAG("protected_mode", "true",
                  "without --auth_token_file, serve loopback peers only (false: any host; warns)",
                  &F.protected_mode),
+    MC_STRING_FLAG("master_wait", "30s",
+                   "at start-up, keep retrying an unreachable master this long, with backoff "
+                   "(0 = give up at once; bare number = seconds)",
+                   &F.master_wait),
     MC_FLAGS_END,
 };
 
@@ -142,6 +154,53 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
     return mc_http_server_new(&hc, out);
 }
 
+/* A client whose --host is loopback cannot be reached by peers on other nodes: say so when the
+ * master (and so the rest of the cluster) is elsewhere. */
+static void warn_loopback_host(void)
+{
+    char buf[256];
+    struct mc_rpc_client_config rc;
+
+    mc_rpc_client_config_init(&rc);
+    if (mc_rpc_parse_endpoint(F.master, buf, sizeof(buf), &rc) != 0)
+        return;
+    if (mc_net_host_is_loopback(F.host) && !mc_net_host_is_loopback(rc.host))
+        mc_warn("daemon",
+                "--host is a loopback address but the master is remote: peers on other nodes "
+                "cannot reach this segment; set --host to this node's address",
+                "host=%s master=%s", F.host, F.master);
+}
+
+/* mc_client_open, retried while the master is unreachable (RPC_FAIL / RPC_TIMEOUT) until
+ * wait_ms has passed: backoff 100 ms doubling to 5 s. The waits are sigtimedwait on the blocked
+ * SIGTERM/SIGINT, so a stop request ends the wait at once (*sig set, returns RPC_FAIL). */
+static int open_with_retry(const struct mc_client_config *cfg, uint64_t wait_ms,
+                           const sigset_t *set, int *sig, struct mc_client **out)
+{
+    uint64_t deadline = mc_now_ms() + wait_ms, backoff = 100;
+    int attempt = 1;
+
+    for (;;) {
+        int rc = mc_client_open(cfg, out);
+        uint64_t now = mc_now_ms();
+        if (rc == 0 || (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT) || now >= deadline)
+            return rc;
+        uint64_t pause = backoff < deadline - now ? backoff : deadline - now;
+        mc_warn("daemon", "master unreachable; retrying",
+                "master=%s err=%s attempt=%d retry_in_ms=%llu", F.master, mc_strerror(rc), attempt,
+                (unsigned long long)pause);
+        struct timespec ts = {.tv_sec = (time_t)(pause / 1000),
+                              .tv_nsec = (long)(pause % 1000) * 1000000L};
+        int s = sigtimedwait(set, NULL, &ts);
+        if (s > 0) {
+            *sig = s;
+            return rc;
+        }
+        backoff = backoff * 2 > 5000 ? 5000 : backoff * 2;
+        attempt++;
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct mc_client_config cfg;
@@ -168,6 +227,8 @@ int main(int argc, char **argv)
         mc_flags_die("flags --master and --host must not be empty");
     if (F.disk_path[0] && disk_cap == 0)
         mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
+    uint64_t master_wait_ms = mc_flags_duration_ms("master_wait", F.master_wait, MC_UNIT_S);
+    warn_loopback_host();
 
     /* Before any thread exists: every thread inherits the blocked mask, and only sigwait below
      * sees SIGTERM/SIGINT. */
@@ -192,7 +253,12 @@ int main(int argc, char **argv)
     cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
     cfg.protected_mode = F.protected_mode;
 
-    rc = mc_client_open(&cfg, &client);
+    rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
+    if (sig) {
+        mc_info("daemon", "stopped while waiting for the master", "signal=%d", sig);
+        status = 0;
+        goto out;
+    }
     if (rc) {
         mc_error("daemon", "cannot start the client", "master=%s err=%s", F.master,
                  mc_strerror(rc));

@@ -4,6 +4,7 @@
  */
 #include "common/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -11,6 +12,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
+#include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -102,4 +105,26 @@ int mc_net_send_iov(int fd, struct iovec *iov, int n)
         }
     }
     return 0;
+}
+
+bool mc_net_host_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    char buf[64];
+    size_t n;
+
+    if (!host || !*host)
+        return false;
+    if (!strcasecmp(host, "localhost"))
+        return true;
+    if (inet_pton(AF_INET, host, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    n = strlen(host);
+    if (host[0] == '[' && n >= 2 && host[n - 1] == ']' && n - 2 < sizeof(buf)) {
+        memcpy(buf, host + 1, n - 2);
+        buf[n - 2] = '\0';
+        host = buf;
+    }
+    return inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
 }

@@ -13,6 +13,7 @@
 #ifndef MC_COMMON_NET_H
 #define MC_COMMON_NET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
 
@@ -36,6 +37,10 @@ struct mc_net_connect_opts {
 /* Returns MC_NET_OK with the connected socket in *out_fd, or a negative mc_net_result. */
 int mc_net_connect(const char *host, uint16_t port, const struct mc_net_connect_opts *o,
                    int *out_fd);
+
+/* True when host names this machine's loopback without a lookup: "localhost", 127.0.0.0/8,
+ * "::1" (bracketed or not). A name that would need DNS is not loopback. */
+bool mc_net_host_is_loopback(const char *host);
 
 /* Sends all n iovecs (modifies the array); 0, or -1 with errno set. */
 int mc_net_send_iov(int fd, struct iovec *iov, int n);
