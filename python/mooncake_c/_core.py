@@ -115,7 +115,8 @@ class Core:
     # ---- lifecycle
     def open(self, master, host="127.0.0.1", data_port=0, segment_size=0, protocol="tcp",
              bind_address=None, disk_path=None, disk_capacity=0, checksums=None,
-             huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None):
+             huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None,
+             auth_token_file=None, protected_mode=None):
         if self.handle is not None:
             return INVALID_PARAMS
         view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init)
@@ -148,6 +149,12 @@ class Core:
                 return INVALID_PARAMS
             if _native.field_covered(view, "log_level"):
                 view.log_level = _native.LOG_LEVELS[log_level]
+        for name, v in (("auth_token_file", auth_token_file), ("protected_mode", protected_mode)):
+            if v is None:
+                continue
+            if not _native.field_covered(view, name):
+                return INVALID_PARAMS  # a library too old for this option
+            setattr(view, name, s(v) if name == "auth_token_file" else bool(v))
         out = ctypes.c_void_p()
         rc = lib.mc_client_open(ctypes.byref(view), ctypes.byref(out))
         if rc == OK:

@@ -49,6 +49,8 @@ class ClientConfig(ctypes.Structure):
         ("log_level", c_int),  # enum mc_client_log_level
         ("log_fn", c_void_p),
         ("log_arg", c_void_p),
+        ("auth_token_file", c_char_p),
+        ("protected_mode", c_bool),
     ]
 
 

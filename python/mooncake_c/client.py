@@ -9,7 +9,8 @@ context manager.
         buf = bytearray(c.size("k"))
         c.get_into("k", buf)           # reads into any writable buffer, returns the size
 log_level ("debug", "info", "warn", "error", "off"; the library's default is "warn") filters the
-library's log lines on stderr.
+library's log lines on stderr; auth_token_file and protected_mode are the client options of the
+same names (README "Security").
 """
 
 from . import _core
@@ -20,14 +21,17 @@ class Client:
     def __init__(self, master="127.0.0.1:50051", *, host="127.0.0.1", data_port=0,
                  segment_size=0, protocol="tcp", bind_address=None, disk_path=None,
                  disk_capacity=0, checksums=None, huge_pages=False, connect_timeout_ms=None,
-                 rpc_timeout_ms=None, log_level=None):
+                 rpc_timeout_ms=None, log_level=None, auth_token_file=None,
+                 protected_mode=None):
         self._core = _core.Core()
         check(self._core.open(master, host=host, data_port=data_port,
                               segment_size=segment_size, protocol=protocol,
                               bind_address=bind_address, disk_path=disk_path,
                               disk_capacity=disk_capacity, checksums=checksums,
                               huge_pages=huge_pages, connect_timeout_ms=connect_timeout_ms,
-                              rpc_timeout_ms=rpc_timeout_ms, log_level=log_level), "open")
+                              rpc_timeout_ms=rpc_timeout_ms, log_level=log_level,
+                              auth_token_file=auth_token_file,
+                              protected_mode=protected_mode), "open")
 
     @property
     def endpoint(self):

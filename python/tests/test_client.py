@@ -60,3 +60,24 @@ def test_error_for_names_every_code():
     assert mooncake_c.error_for(-704).name == "OBJECT_NOT_FOUND"
     assert isinstance(mooncake_c.error_for(-704), KeyError)
     assert mooncake_c.error_for(-10).name == "BUFFER_OVERFLOW"
+
+
+def test_client_auth_token(tmp_path):
+    """Against a master that wants the cluster's secret: the client with auth_token_file works,
+    one without it is refused."""
+    import os
+    from conftest import BIN, Proc
+    token = tmp_path / "token"
+    token.write_text("python-binding-test-secret-0123456789\n")
+    m = Proc([os.path.join(BIN, "mooncake_master"), "--rpc_port=0", "--rpc_address=127.0.0.1",
+              "--metrics_port=0", "--metrics_host=127.0.0.1", "--log_level=off",
+              "--auth_token_file=" + str(token)])
+    try:
+        addr = m.ready["rpc"]
+        with Client(addr, segment_size=16 << 20, auth_token_file=str(token)) as c:
+            c.put("secret-key", b"v")
+            assert c.get("secret-key") == b"v"
+        with pytest.raises(MooncakeError):
+            Client(addr, connect_timeout_ms=1000, rpc_timeout_ms=1000, log_level="off")
+    finally:
+        m.stop()
