@@ -112,7 +112,9 @@ static int teardown(void **state)
 
 static struct mc_xfer_loc loc(struct fx *f, uint64_t off)
 {
-    struct mc_xfer_loc l = {f->seg_id, off, f->ep, 0}; /* epoch unset on the server: any */
+    struct mc_xfer_loc l = {.segment_id = f->seg_id,
+                            .offset = off,
+                            .endpoint = f->ep}; /* epoch unset on the server: any */
     return l;
 }
 
@@ -193,7 +195,7 @@ static void test_bad_ranges_and_segments(void **state)
     assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536), 0);
     assert_int_equal(mc_peer_server_add_segment(f->ps, id2, seg2, 65536),
                      MC_ERR_SEGMENT_ALREADY_EXISTS);
-    struct mc_xfer_loc l2 = {id2, 100, f->ep, 0};
+    struct mc_xfer_loc l2 = {.segment_id = id2, .offset = 100, .endpoint = f->ep};
     assert_int_equal(mc_transport_write(f->tcp, &l2, buf, 200), 0);
     assert_memory_equal(seg2 + 100, buf, 200);
     assert_int_equal(mc_peer_server_remove_segment(f->ps, id2), 0);
@@ -689,14 +691,14 @@ static void test_peer_dies_or_stalls(void **state)
         struct fake fk;
         fake_start(&fk, mode);
         snprintf(ep, sizeof(ep), "127.0.0.1:%u", fk.port);
-        struct mc_xfer_loc l = {mc_id_random(), 0, ep, 0};
+        struct mc_xfer_loc l = {.segment_id = mc_id_random(), .endpoint = ep};
         uint64_t t0 = mc_now_ms();
         assert_int_equal(mc_transport_read(t, &l, buf, 1u << 20), MC_ERR_TRANSFER_FAIL);
         assert_true(mc_now_ms() - t0 < 3000);
         fake_stop(&fk);
     }
     /* nothing listens there any more */
-    struct mc_xfer_loc l = {mc_id_random(), 0, ep, 0};
+    struct mc_xfer_loc l = {.segment_id = mc_id_random(), .endpoint = ep};
     assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_TRANSFER_FAIL);
     l.endpoint = "no-port";
     assert_int_equal(mc_transport_write(t, &l, buf, 10), MC_ERR_INVALID_PARAMS);

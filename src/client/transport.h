@@ -10,7 +10,16 @@
  *     slices (default 1 MiB) sent pipelined on one connection, up to `window` slices in flight,
  *     so the peer copies slice k while slice k+1 is on the wire; a read lands each slice's
  *     payload straight in the caller's buffer. Sends use MSG_NOSIGNAL.
- *   - rdma arrives with its issue.
+ *   - rdma (transport_rdma.c, rdma_*.c; RDMA builds only): one-sided RDMA READ/WRITE on RC
+ *     queue pairs set up with librdmacm, one pool of queue pairs per peer endpoint (the peer's
+ *     rdma_cm listener uses the peer server's port number), created on first use. The remote
+ *     side is named by the replica's remote address and rkey (MemoryLocation.remote_addr/rkey);
+ *     the local buffer must lie in a registered range (segment, mc_register_buffer) or is
+ *     registered for the call. A transfer is cut into slices with a bounded number in flight;
+ *     an error completion fails it (TRANSFER_FAIL, the verbs status in the log) and the queue
+ *     pair is destroyed, a new one is built on the next use. One-sided verbs never reach the
+ *     holder's CPU, so the holder's segment-id and mount-epoch checks (peer_server.h) do not
+ *     apply: the master's descriptor (address, rkey) is all the protection there is.
  * Batches: mc_transport_batch moves many items in one call; over tcp the items of one endpoint
  * travel as one PeerBatchWrite / PeerBatchRead request (transport_tcp_batch.c), so a batch of
  * small objects costs one round trip per endpoint instead of one per object.
@@ -42,6 +51,8 @@ struct mc_xfer_loc {
     uint64_t offset;
     const char *endpoint; /* unused by the local transport */
     uint64_t mount_epoch; /* MemoryLocation.mount_epoch */
+    uint64_t remote_addr; /* rdma only: MemoryLocation.remote_addr (segment base + offset) */
+    uint32_t rkey;        /* rdma only: MemoryLocation.rkey */
 };
 
 /* One transfer of a batch: where, the caller's bytes, and (set by the call) its result. */
@@ -134,5 +145,60 @@ void mc_transport_tcp_get_stats(struct mc_transport *t, struct mc_tcp_transport_
  * unused for the idle time. Transfers do this on their own (at most once a second); a caller
  * with a periodic thread calls it so an unused transport lets go of its connections too. */
 void mc_transport_tcp_prune(struct mc_transport *t);
+
+/* ---- rdma (RDMA builds only: MC_WITH_RDMA) ---------------------------------------------- */
+
+struct mc_rdma_ops;
+struct mc_rdma_transport_config {
+    uint32_t connect_timeout_ms; /* each rdma_cm step; 0 = 3000 */
+    uint32_t io_timeout_ms;      /* a transfer with no completion this long fails; 0 = 5000 */
+    uint32_t slice_bytes;        /* 0 = 64 KiB; 4 KiB .. 64 MiB */
+    uint32_t window;             /* work requests in flight per transfer; 0 = 32, at most 256 */
+    uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = 4 */
+    uint32_t staging_bytes;      /* disk staging buffer (mc_transport_rdma_push); 0 = 4 MiB */
+    struct mc_id client_id;      /* sent in the connection message */
+};
+void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
+/* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the
+ * staging buffer. MC_ERR_NOT_SUPPORTED, logged with a line that names the problem and suggests
+ * protocol tcp, when the host has no usable device; INVALID_PARAMS for a bad config. */
+int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const struct mc_rdma_ops *ops,
+                          struct mc_transport **out);
+/* Accepts peers' queue pairs on bind_addr:port (NULL = any address). */
+int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port);
+/* Registers [addr, addr+len) for remote access (and as a local source/target); *rkey (may be
+ * NULL) is the key peers use (the first device's). INVALID_PARAMS for an overlap. */
+int mc_transport_rdma_register(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey);
+int mc_transport_rdma_unregister(struct mc_transport *t, void *addr);
+/* The rkey peers use for [addr, addr+len), which must lie in one registered range: 0 or
+ * SEGMENT_NOT_FOUND. */
+int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);
+/* Bytes of the staging buffer (the largest value one push moves in one piece). */
+uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *t);
+/* The name of the device whose rkey mc_transport_rdma_register returns. */
+const char *mc_transport_rdma_device(struct mc_transport *t);
+/* The holder's side of a LOCAL_DISK read over RDMA: fill(arg, offset, buf, n) produces the next
+ * n bytes of the value into the registered staging buffer (a disk read), which is then
+ * RDMA-written to remote_addr + offset (the reader's registered buffer, key rkey) at endpoint,
+ * chunk by chunk. 0, fill's error, or TRANSFER_FAIL. */
+typedef int (*mc_rdma_fill_fn)(void *arg, uint64_t offset, void *buf, size_t n);
+int mc_transport_rdma_push(struct mc_transport *t, const char *endpoint, uint64_t remote_addr,
+                           uint32_t rkey, uint64_t len, mc_rdma_fill_fn fill, void *arg);
+
+struct mc_rdma_transport_stats {
+    uint64_t connects;     /* queue pairs connected */
+    uint64_t reuses;       /* transfers on a pooled queue pair */
+    uint64_t teardowns;    /* queue pairs destroyed after an error */
+    uint64_t posted;       /* work requests posted */
+    uint64_t completed;    /* successful completions */
+    uint64_t errors;       /* transfers failed by an error completion */
+    uint64_t flushed;      /* completions flushed after an error */
+    uint64_t stray;        /* completions matching no request */
+    uint64_t empty_events; /* completion events with nothing to poll */
+    uint64_t idle;         /* pooled queue pairs now */
+    uint64_t temp_regs;    /* transfers whose local buffer was registered for the call */
+};
+/* t must be an rdma transport. */
+void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);
 
 #endif

@@ -1,0 +1,587 @@
+/*
+ * rdma_conn.c - devices, memory regions and rdma_cm connections of the RDMA transport
+ * (rdma_internal.h).
+ *
+ * Connection set-up is librdmacm's: the active side resolves the peer's "host:port" to an
+ * address (rdma_resolve_addr picks the local device and, on RoCE, the GID that matches the IP
+ * address), resolves the route, creates its RC queue pair on that device and connects with the
+ * connection message (rdma_plan.h) as private data; rdma_cm moves the queue pair through
+ * INIT, RTR and RTS on both sides. The listener (a thread sleeping on its event channel) checks
+ * the message, creates a queue pair for the peer and accepts with its own message, or rejects.
+ * RDMA READ depth is the smaller of 16 and what the device supports.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client/rdma_internal.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define RD_ATOM_MAX 16
+#define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
+
+/* ---- devices and memory regions ----------------------------------------------------------- */
+
+int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
+{
+    memset(x, 0, sizeof(*x));
+    x->ops = ops;
+    pthread_mutex_init(&x->mr_lock, NULL);
+    int n = 0;
+    errno = 0;
+    x->devlist = ops->get_devices(&n);
+    if (!x->devlist || n <= 0) {
+        mc_error("rdma",
+                 "no RDMA device found: protocol rdma cannot start; use --protocol=tcp "
+                 "(library config: protocol=tcp)",
+                 "devices=0 errno=%d(%s)", errno, errno ? strerror(errno) : "none");
+        return MC_ERR_NOT_SUPPORTED;
+    }
+    for (int i = 0; i < n && x->ndev < MC_RDMA_MAX_DEVS; i++) {
+        struct ibv_context *ctx = x->devlist[i];
+        struct ibv_device_attr attr;
+        memset(&attr, 0, sizeof(attr));
+        if (ops->query_device(ctx, &attr)) {
+            mc_warn("rdma", "cannot query device, skipped", "device=%s", ops->device_name(ctx));
+            x->devlist[i] = NULL;
+            continue;
+        }
+        struct ibv_pd *pd = ops->alloc_pd(ctx);
+        if (!pd) {
+            mc_warn("rdma", "cannot allocate a protection domain, device skipped",
+                    "device=%s errno=%d", ops->device_name(ctx), errno);
+            x->devlist[i] = NULL;
+            continue;
+        }
+        /* keep the usable ones first, in order: pd[k] belongs to devlist[k] */
+        x->devlist[i] = NULL;
+        x->devlist[x->ndev] = ctx;
+        x->pd[x->ndev] = pd;
+        x->rd_atom[x->ndev] =
+            (uint8_t)(attr.max_qp_rd_atom < RD_ATOM_MAX ? attr.max_qp_rd_atom : RD_ATOM_MAX);
+        x->init_rd_atom[x->ndev] =
+            (uint8_t)(attr.max_qp_init_rd_atom < RD_ATOM_MAX ? attr.max_qp_init_rd_atom
+                                                             : RD_ATOM_MAX);
+        mc_info("rdma", "device ready", "device=%s max_qp_rd_atom=%d", ops->device_name(ctx),
+                attr.max_qp_rd_atom);
+        x->ndev++;
+    }
+    if (x->ndev == 0) {
+        mc_error("rdma",
+                 "no usable RDMA device: protocol rdma cannot start; use --protocol=tcp "
+                 "(library config: protocol=tcp)",
+                 "devices=%d", n);
+        return MC_ERR_NOT_SUPPORTED;
+    }
+    return 0;
+}
+
+static void mr_release(struct rdma_ctx *x, struct rdma_mr *m)
+{
+    for (int d = 0; d < x->ndev; d++)
+        if (m->mr[d])
+            x->ops->dereg_mr(m->mr[d]);
+}
+
+int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len)
+{
+    if (!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr)
+        return MC_ERR_INVALID_PARAMS;
+    struct rdma_mr m = {.addr = addr, .len = len};
+    int rc = 0;
+    pthread_mutex_lock(&x->mr_lock);
+    for (size_t i = 0; i < x->nmrs; i++) {
+        uintptr_t a = (uintptr_t)x->mrs[i].addr, b = (uintptr_t)addr;
+        if (b < a + x->mrs[i].len && a < b + len) {
+            rc = MC_ERR_INVALID_PARAMS;
+            goto out;
+        }
+    }
+    if (x->nmrs == x->capmrs) {
+        size_t cap = x->capmrs ? x->capmrs * 2 : 8;
+        struct rdma_mr *nm = realloc(x->mrs, cap * sizeof(*nm));
+        if (!nm) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        x->mrs = nm;
+        x->capmrs = cap;
+    }
+    for (int d = 0; d < x->ndev; d++) {
+        m.mr[d] = x->ops->reg_mr(x->pd[d], addr, len, ACCESS);
+        if (!m.mr[d]) {
+            mc_error("rdma", "cannot register memory", "device=%s len=%zu errno=%d(%s)",
+                     x->ops->device_name(x->devlist[d]), len, errno, strerror(errno));
+            mr_release(x, &m);
+            rc = MC_ERR_TRANSFER_FAIL;
+            goto out;
+        }
+    }
+    x->mrs[x->nmrs++] = m;
+out:
+    pthread_mutex_unlock(&x->mr_lock);
+    return rc;
+}
+
+int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
+{
+    int rc = MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&x->mr_lock);
+    for (size_t i = 0; i < x->nmrs; i++)
+        if (x->mrs[i].addr == addr) {
+            mr_release(x, &x->mrs[i]);
+            x->mrs[i] = x->mrs[--x->nmrs];
+            rc = 0;
+            break;
+        }
+    pthread_mutex_unlock(&x->mr_lock);
+    return rc;
+}
+
+int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
+                     uint32_t *rkey)
+{
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    uintptr_t b = (uintptr_t)addr;
+    if (dev < 0 || dev >= x->ndev)
+        return rc;
+    pthread_mutex_lock(&x->mr_lock);
+    for (size_t i = 0; i < x->nmrs; i++) {
+        uintptr_t a = (uintptr_t)x->mrs[i].addr;
+        if (b >= a && len <= x->mrs[i].len && b - a <= x->mrs[i].len - len) {
+            if (lkey)
+                *lkey = x->mrs[i].mr[dev]->lkey;
+            if (rkey)
+                *rkey = x->mrs[i].mr[dev]->rkey;
+            rc = 0;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&x->mr_lock);
+    return rc;
+}
+
+static int dev_index(struct rdma_ctx *x, struct ibv_context *ctx)
+{
+    for (int d = 0; d < x->ndev; d++)
+        if (x->devlist[d] == ctx)
+            return d;
+    return -1;
+}
+
+/* ---- connections -------------------------------------------------------------------------- */
+
+static int parse_endpoint(const char *ep, struct sockaddr_storage *ss)
+{
+    char host[128], port[8];
+    const char *colon = strrchr(ep, ':');
+    if (!colon || colon == ep || strlen(colon + 1) == 0 || strlen(colon + 1) >= sizeof(port))
+        return -1;
+    size_t hl = (size_t)(colon - ep);
+    if (ep[0] == '[' && hl >= 2 && ep[hl - 1] == ']') {
+        ep++;
+        hl -= 2;
+    }
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, ep, hl);
+    host[hl] = 0;
+    snprintf(port, sizeof(port), "%s", colon + 1);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_flags = AI_NUMERICSERV}, *res = NULL;
+    if (getaddrinfo(host, port, &hints, &res) || !res)
+        return -1;
+    memset(ss, 0, sizeof(*ss));
+    memcpy(ss, res->ai_addr, res->ai_addrlen);
+    freeaddrinfo(res);
+    return 0;
+}
+
+/* The QP and CQ of a connection whose id has its device (id->verbs) set. */
+static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_channel)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    c->dev = dev_index(x, c->id->verbs);
+    if (c->dev < 0) {
+        mc_warn("rdma", "connection is on a device that is not open", "device=%s",
+                ops->device_name(c->id->verbs));
+        return -1;
+    }
+    if (with_channel) {
+        c->cch = ops->create_comp_channel(c->id->verbs);
+        if (!c->cch) {
+            mc_warn("rdma", "cannot create a completion channel", "errno=%d", errno);
+            return -1;
+        }
+    }
+    c->cq = ops->create_cq(c->id->verbs, MC_RDMA_CQE, c, c->cch, 0);
+    if (!c->cq) {
+        mc_warn("rdma", "cannot create a completion queue", "errno=%d", errno);
+        return -1;
+    }
+    struct ibv_qp_init_attr qa;
+    memset(&qa, 0, sizeof(qa));
+    qa.send_cq = qa.recv_cq = c->cq;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = MC_RDMA_MAX_WR;
+    qa.cap.max_recv_wr = 1;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    if (ops->create_qp(c->id, x->pd[c->dev], &qa)) {
+        mc_warn("rdma", "cannot create a queue pair", "errno=%d(%s)", errno, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c)
+{
+    if (!c)
+        return;
+    const struct mc_rdma_ops *ops = x->ops;
+    if (c->id) {
+        if (c->id->qp) {
+            ops->disconnect(c->id);
+            ops->destroy_qp(c->id);
+        }
+        ops->destroy_id(c->id);
+    }
+    if (c->cq)
+        ops->destroy_cq(c->cq);
+    if (c->cch)
+        ops->destroy_comp_channel(c->cch);
+    if (c->ech)
+        ops->destroy_event_channel(c->ech);
+    free(c);
+}
+
+/* Waits for the next event on ech; it must be `want`. On ESTABLISHED the peer's message is
+ * decoded into *msg (when msg is set). 0 or -1 (logged). */
+static int await(const struct mc_rdma_ops *ops, struct rdma_event_channel *ech,
+                 enum rdma_cm_event_type want, int timeout_ms, const char *endpoint,
+                 struct mc_rdma_conn_msg *msg)
+{
+    struct rdma_cm_event *ev = NULL;
+    int r = ops->get_cm_event(ech, -1, timeout_ms, &ev);
+    if (r != 0) {
+        mc_warn("rdma", r > 0 ? "connection step timed out" : "reading a cm event failed",
+                "endpoint=%s waiting_for=%s", endpoint, rdma_event_str(want));
+        return -1;
+    }
+    int rc = 0;
+    if (ev->event != want) {
+        mc_warn("rdma", "connection failed", "endpoint=%s event=%s status=%d waiting_for=%s",
+                endpoint, rdma_event_str(ev->event), ev->status, rdma_event_str(want));
+        rc = -1;
+    } else if (msg && (mc_rdma_conn_msg_decode(ev->param.conn.private_data,
+                                               ev->param.conn.private_data_len, msg) ||
+                       msg->kind != MC_RDMA_CONN_ACCEPT)) {
+        mc_warn("rdma", "peer accepted with a malformed connection message", "endpoint=%s len=%u",
+                endpoint, ev->param.conn.private_data_len);
+        rc = -1;
+    }
+    ops->ack_cm_event(ev);
+    return rc;
+}
+
+int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id client_id,
+                         int timeout_ms, struct rdma_conn **out)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    *out = NULL;
+    struct sockaddr_storage dst;
+    if (parse_endpoint(endpoint, &dst)) {
+        mc_warn("rdma", "cannot resolve peer", "endpoint=%s", endpoint);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    struct rdma_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return MC_ERR_INTERNAL_ERROR;
+    c->next_wr = 1;
+    c->ech = ops->create_event_channel();
+    if (!c->ech) {
+        mc_warn("rdma", "cannot create a cm event channel", "errno=%d(%s)", errno, strerror(errno));
+        goto fail;
+    }
+    if (ops->create_id(c->ech, &c->id, c, RDMA_PS_TCP)) {
+        mc_warn("rdma", "cannot create a cm id", "errno=%d", errno);
+        c->id = NULL;
+        goto fail;
+    }
+    if (ops->resolve_addr(c->id, NULL, (struct sockaddr *)&dst, timeout_ms) ||
+        await(ops, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms, endpoint, NULL))
+        goto fail;
+    if (ops->resolve_route(c->id, timeout_ms) ||
+        await(ops, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms, endpoint, NULL))
+        goto fail;
+    if (conn_make_qp(x, c, true))
+        goto fail;
+    uint8_t pd[MC_RDMA_CONN_MSG_LEN];
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_REQUEST, .client_id = client_id};
+    mc_rdma_conn_msg_encode(&m, pd);
+    struct rdma_conn_param cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.private_data = pd;
+    cp.private_data_len = sizeof(pd);
+    cp.responder_resources = x->rd_atom[c->dev];
+    cp.initiator_depth = x->init_rd_atom[c->dev];
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    struct mc_rdma_conn_msg peer;
+    if (ops->connect(c->id, &cp)) {
+        mc_warn("rdma", "rdma_connect failed", "endpoint=%s errno=%d", endpoint, errno);
+        goto fail;
+    }
+    if (await(ops, c->ech, RDMA_CM_EVENT_ESTABLISHED, timeout_ms, endpoint, &peer))
+        goto fail;
+    mc_debug("rdma", "connected", "endpoint=%s device=%s", endpoint,
+             ops->device_name(c->id->verbs));
+    *out = c;
+    return 0;
+fail:
+    mc_rdma_conn_destroy(x, c);
+    return MC_ERR_TRANSFER_FAIL;
+}
+
+/* ---- listener ----------------------------------------------------------------------------- */
+
+struct rdma_listener {
+    struct rdma_event_channel *ech;
+    struct rdma_cm_id *id;
+    int wake[2];
+    pthread_t thread;
+    bool running;
+    struct mc_id client_id;
+    pthread_mutex_t lock;
+    struct rdma_conn *conns; /* accepted */
+};
+
+static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
+                           const struct rdma_cm_event *ev)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    struct mc_rdma_conn_msg m;
+    if (mc_rdma_conn_msg_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &m) ||
+        m.kind != MC_RDMA_CONN_REQUEST) {
+        mc_warn("rdma", "rejected a connection: malformed connection message", "len=%u",
+                ev->param.conn.private_data_len);
+        ops->reject(ev->id, NULL, 0);
+        ops->destroy_id(ev->id);
+        return;
+    }
+    struct rdma_conn *c = calloc(1, sizeof(*c));
+    if (!c) {
+        ops->reject(ev->id, NULL, 0);
+        ops->destroy_id(ev->id);
+        return;
+    }
+    c->id = ev->id;
+    c->id->context = c;
+    if (conn_make_qp(x, c, false)) {
+        ops->reject(ev->id, NULL, 0);
+        mc_rdma_conn_destroy(x, c);
+        return;
+    }
+    uint8_t pd[MC_RDMA_CONN_MSG_LEN];
+    struct mc_rdma_conn_msg me = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = l->client_id};
+    mc_rdma_conn_msg_encode(&me, pd);
+    struct rdma_conn_param cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.private_data = pd;
+    cp.private_data_len = sizeof(pd);
+    cp.responder_resources = ev->param.conn.initiator_depth < x->rd_atom[c->dev]
+                                 ? ev->param.conn.initiator_depth
+                                 : x->rd_atom[c->dev];
+    cp.initiator_depth = ev->param.conn.responder_resources < x->init_rd_atom[c->dev]
+                             ? ev->param.conn.responder_resources
+                             : x->init_rd_atom[c->dev];
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    if (ops->accept(c->id, &cp)) {
+        mc_warn("rdma", "rdma_accept failed", "errno=%d", errno);
+        mc_rdma_conn_destroy(x, c);
+        return;
+    }
+    char idbuf[MC_ID_STRLEN];
+    mc_debug("rdma", "accepted a connection", "peer_client=%s", mc_id_format(m.client_id, idbuf));
+    pthread_mutex_lock(&l->lock);
+    c->next = l->conns;
+    l->conns = c;
+    pthread_mutex_unlock(&l->lock);
+}
+
+static struct rdma_conn *passive_take(struct rdma_listener *l, struct rdma_cm_id *id)
+{
+    pthread_mutex_lock(&l->lock);
+    struct rdma_conn **pp = &l->conns, *c = NULL;
+    for (; *pp; pp = &(*pp)->next)
+        if ((*pp)->id == id) {
+            c = *pp;
+            *pp = c->next;
+            break;
+        }
+    pthread_mutex_unlock(&l->lock);
+    return c;
+}
+
+static void *listener_main(void *arg)
+{
+    struct rdma_ctx *x = arg;
+    struct rdma_listener *l = x->listener;
+    const struct mc_rdma_ops *ops = x->ops;
+    for (;;) {
+        struct rdma_cm_event *ev = NULL;
+        int r = ops->get_cm_event(l->ech, l->wake[0], -1, &ev);
+        if (r != 0) {
+            char b;
+            if (r > 0 && read(l->wake[0], &b, 1) == 1)
+                break; /* stop */
+            if (r < 0) {
+                mc_warn("rdma", "listener: reading a cm event failed", "errno=%d", errno);
+                break;
+            }
+            continue;
+        }
+        /* acknowledge first (destroying an id waits for its events' acks), keeping a copy */
+        struct rdma_cm_event copy = *ev;
+        uint8_t pdata[256];
+        uint8_t plen = ev->param.conn.private_data ? ev->param.conn.private_data_len : 0;
+        if (plen)
+            memcpy(pdata, ev->param.conn.private_data, plen);
+        copy.param.conn.private_data = plen ? pdata : NULL;
+        copy.param.conn.private_data_len = plen;
+        ops->ack_cm_event(ev);
+        switch (copy.event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST:
+            passive_accept(x, l, &copy);
+            break;
+        case RDMA_CM_EVENT_DISCONNECTED:
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_REJECTED: {
+            struct rdma_conn *c = passive_take(l, copy.id);
+            mc_debug("rdma", "peer connection closed", "event=%s", rdma_event_str(copy.event));
+            mc_rdma_conn_destroy(x, c);
+            break;
+        }
+        case RDMA_CM_EVENT_DEVICE_REMOVAL:
+            mc_error("rdma", "RDMA device removed", "%s", "");
+            break;
+        default:
+            break;
+        }
+    }
+    return NULL;
+}
+
+int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    if (x->listener)
+        return MC_ERR_INVALID_PARAMS;
+    char ep[160];
+    snprintf(ep, sizeof(ep), "%s:%u", bind_addr && *bind_addr ? bind_addr : "0.0.0.0", port);
+    struct sockaddr_storage ss;
+    if (parse_endpoint(ep, &ss)) {
+        mc_error("rdma", "cannot parse the listen address", "addr=%s", ep);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    struct rdma_listener *l = calloc(1, sizeof(*l));
+    if (!l)
+        return MC_ERR_INTERNAL_ERROR;
+    l->wake[0] = l->wake[1] = -1;
+    l->client_id = client_id;
+    pthread_mutex_init(&l->lock, NULL);
+    x->listener = l;
+    l->ech = ops->create_event_channel();
+    if (!l->ech || ops->create_id(l->ech, &l->id, NULL, RDMA_PS_TCP)) {
+        mc_error("rdma", "cannot create the listener", "errno=%d(%s)", errno, strerror(errno));
+        goto fail;
+    }
+    if (ops->bind_addr(l->id, (struct sockaddr *)&ss) || ops->listen(l->id, 64)) {
+        mc_error("rdma", "cannot listen", "addr=%s errno=%d(%s)", ep, errno, strerror(errno));
+        goto fail;
+    }
+    if (pipe2(l->wake, O_CLOEXEC)) {
+        l->wake[0] = l->wake[1] = -1;
+        goto fail;
+    }
+    if (pthread_create(&l->thread, NULL, listener_main, x))
+        goto fail;
+    l->running = true;
+    mc_info("rdma", "listening", "addr=%s", ep);
+    return 0;
+fail:
+    struct rdma_listener *dead = x->listener;
+    x->listener = NULL;
+    if (dead->id)
+        ops->destroy_id(dead->id);
+    if (dead->ech)
+        ops->destroy_event_channel(dead->ech);
+    if (dead->wake[0] >= 0) {
+        close(dead->wake[0]);
+        close(dead->wake[1]);
+    }
+    pthread_mutex_destroy(&dead->lock);
+    free(dead);
+    return MC_ERR_TRANSFER_FAIL;
+}
+
+size_t mc_rdma_listener_conns(struct rdma_ctx *x)
+{
+    size_t n = 0;
+    if (!x->listener)
+        return 0;
+    pthread_mutex_lock(&x->listener->lock);
+    for (struct rdma_conn *c = x->listener->conns; c; c = c->next)
+        n++;
+    pthread_mutex_unlock(&x->listener->lock);
+    return n;
+}
+
+static void listener_stop(struct rdma_ctx *x)
+{
+    struct rdma_listener *l = x->listener;
+    if (!l)
+        return;
+    if (l->running) {
+        char b = 1;
+        while (write(l->wake[1], &b, 1) < 0 && errno == EINTR)
+            ;
+        pthread_join(l->thread, NULL);
+    }
+    while (l->conns) {
+        struct rdma_conn *c = l->conns;
+        l->conns = c->next;
+        mc_rdma_conn_destroy(x, c);
+    }
+    x->ops->destroy_id(l->id);
+    x->ops->destroy_event_channel(l->ech);
+    close(l->wake[0]);
+    close(l->wake[1]);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+    x->listener = NULL;
+}
+
+void mc_rdma_ctx_close(struct rdma_ctx *x)
+{
+    if (!x->ops)
+        return;
+    listener_stop(x);
+    for (size_t i = 0; i < x->nmrs; i++)
+        mr_release(x, &x->mrs[i]);
+    free(x->mrs);
+    x->mrs = NULL;
+    x->nmrs = x->capmrs = 0;
+    for (int d = 0; d < x->ndev; d++)
+        x->ops->dealloc_pd(x->pd[d]);
+    if (x->devlist)
+        x->ops->free_devices(x->devlist);
+    pthread_mutex_destroy(&x->mr_lock);
+    memset(x, 0, sizeof(*x));
+}

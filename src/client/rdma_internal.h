@@ -1,0 +1,129 @@
+/*
+ * rdma_internal.h - what the RDMA transport's files share (transport_rdma.c: the vtable, peer
+ * pools, retries; rdma_conn.c: devices, memory regions, rdma_cm connections, the listener;
+ * rdma_xfer.c: one sliced transfer on one queue pair). Internal to the client library and its
+ * tests; only the RDMA build compiles it.
+ *
+ * Objects:
+ *   - rdma_ctx: the devices rdma_cm knows (one protection domain each) and the table of
+ *     registered ranges (segment, user buffers, staging buffer), each registered on every
+ *     device with LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE;
+ *   - rdma_conn: one RC queue pair to a peer, with its own completion channel and CQ. Active
+ *     connections (we dialled) carry our work requests and belong to one transfer at a time;
+ *     passive ones (a peer dialled our listener) only serve the peer's one-sided verbs and live
+ *     until the peer disconnects.
+ */
+#ifndef MC_CLIENT_RDMA_INTERNAL_H
+#define MC_CLIENT_RDMA_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "client/rdma_ops.h"
+#include "client/rdma_plan.h"
+#include "common/id.h"
+
+#define MC_RDMA_MAX_DEVS 8
+#define MC_RDMA_CQE 512    /* completion queue entries per connection */
+#define MC_RDMA_MAX_WR 256 /* send queue depth per queue pair: the window's upper bound */
+
+struct rdma_mr {
+    uint8_t *addr;
+    size_t len;
+    struct ibv_mr *mr[MC_RDMA_MAX_DEVS]; /* per device, in rdma_ctx order */
+};
+
+struct rdma_listener;
+
+struct rdma_ctx {
+    const struct mc_rdma_ops *ops;
+    struct ibv_context **devlist;
+    int ndev;
+    struct ibv_pd *pd[MC_RDMA_MAX_DEVS];
+    uint8_t rd_atom[MC_RDMA_MAX_DEVS];      /* max_qp_rd_atom, at most 16 */
+    uint8_t init_rd_atom[MC_RDMA_MAX_DEVS]; /* max_qp_init_rd_atom, at most 16 */
+    pthread_mutex_t mr_lock;
+    struct rdma_mr *mrs;
+    size_t nmrs, capmrs;
+    struct rdma_listener *listener;
+};
+
+struct rdma_conn {
+    struct rdma_cm_id *id;
+    struct rdma_event_channel *ech; /* active side: the id's own event channel */
+    struct ibv_comp_channel *cch;
+    struct ibv_cq *cq;
+    int dev;          /* index of id->verbs in rdma_ctx */
+    uint64_t next_wr; /* work request ids of the next transfer start here */
+    bool armed;       /* a req_notify_cq is outstanding */
+    bool broken;      /* saw an error: destroy, never reuse */
+    struct rdma_conn *next;
+};
+
+/* Per transfer counters, summed into the transport's stats. */
+struct rdma_xfer_stats {
+    uint64_t posted;       /* work requests handed to the QP */
+    uint64_t completed;    /* successful completions */
+    uint64_t flushed;      /* completions with an error after the first error (flushed WRs) */
+    uint64_t errors;       /* first error completions (one per failed transfer) */
+    uint64_t stray;        /* completions matching no outstanding request (ignored) */
+    uint64_t empty_events; /* CQ events after which nothing was there to poll */
+};
+
+/* ---- rdma_conn.c -------------------------------------------------------------------------- */
+
+/* Opens every device rdma_cm knows and a PD on each. MC_ERR_NOT_SUPPORTED (logged, naming the
+ * problem) when there is none or none is usable. */
+int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops);
+/* Stops the listener, deregisters everything, frees the PDs. Safe on a zeroed struct. */
+void mc_rdma_ctx_close(struct rdma_ctx *x);
+/* Registers [addr, addr+len) on every device. INVALID_PARAMS (overlaps a registered range),
+ * TRANSFER_FAIL (reg_mr failed: logged with errno). */
+int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len);
+/* 0 or INVALID_PARAMS (addr does not start a registered range). */
+int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
+/* The keys of the registered range holding [addr, addr+len) on device dev: 0 or
+ * SEGMENT_NOT_FOUND (not inside one range). */
+int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
+                     uint32_t *rkey);
+
+/* Dials endpoint "host:port" (rdma_cm: address, route, QP, connect with the connection
+ * message). 0 or TRANSFER_FAIL (logged). */
+int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id client_id,
+                         int timeout_ms, struct rdma_conn **out);
+/* Disconnects and frees every verbs object of c. NULL is a no-op. */
+void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c);
+
+/* Accepts connections on bind_addr:port (the rdma_cm port space is not TCP's, so this is the
+ * peer server's own port number). A connect request whose message does not decode is rejected.
+ * 0 or TRANSFER_FAIL. */
+int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port,
+                   struct mc_id client_id);
+/* Connections the listener holds now. */
+size_t mc_rdma_listener_conns(struct rdma_ctx *x);
+
+/* ---- rdma_xfer.c -------------------------------------------------------------------------- */
+
+struct rdma_op {
+    bool is_write;  /* RDMA WRITE (local -> remote), else RDMA READ */
+    uint8_t *local; /* inside a registered range */
+    uint32_t lkey;
+    uint64_t remote; /* remote virtual address */
+    uint32_t rkey;
+    uint64_t len;
+};
+
+/* Moves op->len bytes on c in slices of slice_bytes, at most window work requests in flight,
+ * waiting for completions on c's completion channel (no polling while nothing completes) for at
+ * most timeout_ms of silence. Completions are matched to slices by work request id, in any
+ * order. On the first error completion (its verbs status logged) nothing more is posted and the
+ * call waits until every posted request has completed (the rest arrive flushed), so no request
+ * still points into the caller's buffer when it returns. 0 or TRANSFER_FAIL; on failure c is
+ * marked broken (the caller destroys it: destroying the QP also ends any request a dead device
+ * never completed). */
+int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
+                     uint32_t slice_bytes, uint32_t window, int timeout_ms,
+                     struct rdma_xfer_stats *st);
+
+#endif

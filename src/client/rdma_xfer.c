@@ -1,0 +1,189 @@
+/*
+ * rdma_xfer.c - one sliced one-sided transfer on one queue pair (see rdma_internal.h).
+ *
+ * The transfer owns the connection for its duration. Work request ids are next_wr + slice
+ * index, so a completion names its slice whatever order completions arrive in; an id outside
+ * this transfer's posted range, or one already completed, is a stray and ignored (counted and
+ * logged). Waiting follows the verbs pattern: poll until empty; arm the CQ (req_notify_cq) and
+ * poll once more (a completion that arrived before the arm raises no event); then sleep on the
+ * completion channel. An event after which the CQ is empty is harmless (counted, re-armed).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/rdma_internal.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define POST_BATCH 32
+#define POLL_BATCH 32
+
+struct run {
+    const struct mc_rdma_ops *ops;
+    struct rdma_conn *c;
+    const struct rdma_op *op;
+    uint32_t slice;
+    size_t n;        /* slices */
+    size_t posted;   /* slices posted (0..posted-1) */
+    size_t inflight; /* posted and not completed */
+    uint64_t base;   /* wr_id of slice 0 */
+    uint8_t *done;
+    bool failed;
+    struct rdma_xfer_stats *st;
+};
+
+/* Posts up to `room` slices in one chain. On a post error the slices before `bad` are posted. */
+static void post_some(struct run *r, size_t room)
+{
+    struct ibv_send_wr wr[POST_BATCH];
+    struct ibv_sge sge[POST_BATCH];
+    size_t k = 0;
+    while (k < room && k < POST_BATCH && r->posted + k < r->n) {
+        size_t i = r->posted + k;
+        uint64_t off;
+        uint32_t len;
+        mc_rdma_slice_at(r->op->len, r->slice, i, &off, &len);
+        sge[k] = (struct ibv_sge){
+            .addr = (uint64_t)(uintptr_t)(r->op->local + off), .length = len, .lkey = r->op->lkey};
+        memset(&wr[k], 0, sizeof(wr[k]));
+        wr[k].wr_id = r->base + i;
+        wr[k].sg_list = &sge[k];
+        wr[k].num_sge = 1;
+        wr[k].opcode = r->op->is_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+        wr[k].send_flags = IBV_SEND_SIGNALED;
+        wr[k].wr.rdma.remote_addr = r->op->remote + off;
+        wr[k].wr.rdma.rkey = r->op->rkey;
+        if (k)
+            wr[k - 1].next = &wr[k];
+        k++;
+    }
+    if (k == 0)
+        return;
+    struct ibv_send_wr *bad = NULL;
+    int rc = r->ops->post_send(r->c->id->qp, wr, &bad);
+    size_t ok = k;
+    if (rc) {
+        ok = bad ? (size_t)(bad - wr) : 0;
+        if (ok > k)
+            ok = k;
+        mc_warn("rdma", "post_send failed", "err=%d posted=%zu of %zu slice=%zu", rc, ok, k,
+                r->posted + ok);
+        r->failed = true;
+        r->c->broken = true;
+    }
+    r->posted += ok;
+    r->inflight += ok;
+    r->st->posted += ok;
+}
+
+static void complete(struct run *r, const struct ibv_wc *wc)
+{
+    uint64_t idx = wc->wr_id - r->base;
+    if (wc->wr_id < r->base || idx >= r->posted || r->done[idx]) {
+        r->st->stray++;
+        mc_warn("rdma", "completion matches no outstanding request, ignored",
+                "wr_id=%llu status=%d", (unsigned long long)wc->wr_id, (int)wc->status);
+        return;
+    }
+    r->done[idx] = 1;
+    r->inflight--;
+    if (wc->status == IBV_WC_SUCCESS) {
+        r->st->completed++;
+        return;
+    }
+    if (r->failed) {
+        r->st->flushed++;
+        return;
+    }
+    r->failed = true;
+    r->c->broken = true;
+    r->st->errors++;
+    mc_warn("rdma", "work request failed", "status=%s(%d) vendor_err=%u op=%s slice=%llu of %zu",
+            ibv_wc_status_str(wc->status), (int)wc->status, wc->vendor_err,
+            r->op->is_write ? "write" : "read", (unsigned long long)idx, r->n);
+}
+
+int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
+                     uint32_t slice_bytes, uint32_t window, int timeout_ms,
+                     struct rdma_xfer_stats *st)
+{
+    struct rdma_xfer_stats local_st;
+    if (!st)
+        st = &local_st;
+    memset(&local_st, 0, sizeof(local_st));
+    if (op->len == 0)
+        return 0;
+    if (window == 0 || window > MC_RDMA_MAX_WR)
+        window = MC_RDMA_MAX_WR;
+    struct run r = {.ops = ops,
+                    .c = c,
+                    .op = op,
+                    .slice = slice_bytes,
+                    .n = mc_rdma_slice_count(op->len, slice_bytes),
+                    .base = c->next_wr,
+                    .st = st};
+    uint8_t small[256];
+    r.done = r.n <= sizeof(small) ? small : calloc(r.n, 1);
+    if (!r.done)
+        return MC_ERR_INTERNAL_ERROR;
+    memset(r.done, 0, r.n <= sizeof(small) ? sizeof(small) : r.n);
+    c->next_wr += r.n;
+    bool event_seen = false; /* the last wait returned an event not yet followed by a completion */
+    uint64_t quiet_since = mc_now_ms();
+    int rc = 0;
+    for (;;) {
+        if (!r.failed && r.posted < r.n && r.inflight < window)
+            post_some(&r, window - r.inflight);
+        if (r.inflight == 0 && (r.failed || r.posted == r.n))
+            break;
+        struct ibv_wc wc[POLL_BATCH];
+        int k = ops->poll_cq(c->cq, POLL_BATCH, wc);
+        if (k < 0) {
+            mc_warn("rdma", "poll_cq failed", "rc=%d", k);
+            r.failed = c->broken = true;
+            rc = MC_ERR_TRANSFER_FAIL;
+            goto out;
+        }
+        if (k > 0) {
+            for (int i = 0; i < k; i++)
+                complete(&r, &wc[i]);
+            event_seen = false;
+            quiet_since = mc_now_ms();
+            continue;
+        }
+        if (event_seen) {
+            st->empty_events++;
+            event_seen = false;
+        }
+        if (!c->armed) {
+            if (ops->req_notify_cq(c->cq, 0)) {
+                mc_warn("rdma", "req_notify_cq failed", "%s", "");
+                r.failed = c->broken = true;
+                rc = MC_ERR_TRANSFER_FAIL;
+                goto out;
+            }
+            c->armed = true;
+            continue; /* poll once more: a completion before the arm raises no event */
+        }
+        uint64_t waited = mc_now_ms() - quiet_since;
+        int left = waited >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int)waited;
+        struct ibv_cq *ev_cq = NULL;
+        int w = left ? ops->wait_cq_event(c->cch, left, &ev_cq) : 0;
+        if (w <= 0) {
+            mc_warn("rdma", w == 0 ? "no completion in time" : "waiting for a completion failed",
+                    "timeout_ms=%d outstanding=%zu posted=%zu of %zu", timeout_ms, r.inflight,
+                    r.posted, r.n);
+            r.failed = c->broken = true;
+            rc = MC_ERR_TRANSFER_FAIL;
+            goto out;
+        }
+        c->armed = false; /* an event consumes the arm */
+        event_seen = true;
+    }
+    rc = r.failed ? MC_ERR_TRANSFER_FAIL : 0;
+out:
+    if (r.done != small)
+        free(r.done);
+    return rc;
+}

@@ -1,0 +1,366 @@
+/*
+ * transport_rdma.c - the RDMA transport's vtable, peer pools and staging buffer (transport.h;
+ * connections in rdma_conn.c, the transfer itself in rdma_xfer.c).
+ *
+ * Per peer endpoint the transport keeps a stack of idle queue pairs (at most max_idle_per_peer).
+ * A transfer takes one or dials a new one (lazily: the first transfer to a peer connects), owns
+ * it for the transfer, and gives it back only when every completion was a success. A queue pair
+ * that saw an error is destroyed at once (counted in teardowns); the next transfer to that peer
+ * dials a fresh one. There is no retry inside a transfer: the caller (a Get trying the next
+ * replica, a Put revoking) decides.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/rdma_internal.h"
+#include "client/transport.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define EP_MAX 128
+
+struct peer {
+    char endpoint[EP_MAX];
+    struct rdma_conn **idle;
+    uint32_t nidle;
+    struct peer *next;
+};
+
+struct rdma_transport {
+    struct mc_transport base;
+    struct mc_rdma_transport_config cfg;
+    struct rdma_ctx x;
+    pthread_mutex_t lock; /* peers and the counters below */
+    struct peer *peers;
+    uint64_t connects, reuses, teardowns, temp_regs;
+    struct rdma_xfer_stats xs;
+    pthread_mutex_t staging_lock; /* one push at a time uses the staging buffer */
+    uint8_t *staging;
+};
+
+void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->connect_timeout_ms = 3000;
+    cfg->io_timeout_ms = 5000;
+    cfg->slice_bytes = 64u << 10;
+    cfg->window = 32;
+    cfg->max_idle_per_peer = 4;
+    cfg->staging_bytes = 4u << 20;
+}
+
+/* ---- pool --------------------------------------------------------------------------------- */
+
+static struct peer *peer_find(struct rdma_transport *t, const char *endpoint, bool create)
+{
+    for (struct peer *p = t->peers; p; p = p->next)
+        if (strcmp(p->endpoint, endpoint) == 0)
+            return p;
+    if (!create)
+        return NULL;
+    struct peer *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->idle = calloc(t->cfg.max_idle_per_peer, sizeof(*p->idle));
+    if (!p->idle) {
+        free(p);
+        return NULL;
+    }
+    snprintf(p->endpoint, sizeof(p->endpoint), "%s", endpoint);
+    p->next = t->peers;
+    t->peers = p;
+    return p;
+}
+
+static int conn_take(struct rdma_transport *t, const char *endpoint, struct rdma_conn **out)
+{
+    struct rdma_conn *c = NULL;
+    pthread_mutex_lock(&t->lock);
+    struct peer *p = peer_find(t, endpoint, false);
+    if (p && p->nidle) {
+        c = p->idle[--p->nidle];
+        t->reuses++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (!c) {
+        int rc = mc_rdma_conn_connect(&t->x, endpoint, t->cfg.client_id,
+                                      (int)t->cfg.connect_timeout_ms, &c);
+        if (rc)
+            return rc;
+        pthread_mutex_lock(&t->lock);
+        t->connects++;
+        pthread_mutex_unlock(&t->lock);
+    }
+    *out = c;
+    return 0;
+}
+
+/* Pools a healthy connection, destroys a broken one. */
+static void conn_give(struct rdma_transport *t, const char *endpoint, struct rdma_conn *c)
+{
+    if (c->broken) {
+        pthread_mutex_lock(&t->lock);
+        t->teardowns++;
+        pthread_mutex_unlock(&t->lock);
+        mc_info("rdma", "queue pair torn down after an error; the next transfer reconnects",
+                "endpoint=%s", endpoint);
+        mc_rdma_conn_destroy(&t->x, c);
+        return;
+    }
+    pthread_mutex_lock(&t->lock);
+    struct peer *p = peer_find(t, endpoint, true);
+    if (p && p->nidle < t->cfg.max_idle_per_peer) {
+        p->idle[p->nidle++] = c;
+        c = NULL;
+    }
+    pthread_mutex_unlock(&t->lock);
+    mc_rdma_conn_destroy(&t->x, c);
+}
+
+static void add_stats(struct rdma_transport *t, const struct rdma_xfer_stats *s)
+{
+    pthread_mutex_lock(&t->lock);
+    t->xs.posted += s->posted;
+    t->xs.completed += s->completed;
+    t->xs.flushed += s->flushed;
+    t->xs.errors += s->errors;
+    t->xs.stray += s->stray;
+    t->xs.empty_events += s->empty_events;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* ---- transfers ---------------------------------------------------------------------------- */
+
+/* One transfer on a connection already taken: local keys (registered range, else a temporary
+ * registration on the connection's device, returned in *temp: the caller deregisters it only
+ * after conn_give, because a broken queue pair must be destroyed before the memory a request it
+ * never completed may still name), then the sliced run. */
+static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, uint8_t *buf,
+                  uint64_t len, uint64_t remote, uint32_t rkey, struct ibv_mr **temp)
+{
+    struct rdma_op op = {
+        .is_write = is_write, .local = buf, .remote = remote, .rkey = rkey, .len = len};
+    if (mc_rdma_ctx_keys(&t->x, buf, len, c->dev, &op.lkey, NULL)) {
+        if (!temp)
+            return MC_ERR_INVALID_PARAMS;
+        *temp = t->x.ops->reg_mr(t->x.pd[c->dev], buf, len,
+                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
+                                     IBV_ACCESS_REMOTE_WRITE);
+        if (!*temp) {
+            mc_warn("rdma", "cannot register the caller's buffer", "len=%llu errno=%d",
+                    (unsigned long long)len, errno);
+            return MC_ERR_TRANSFER_FAIL;
+        }
+        op.lkey = (*temp)->lkey;
+        pthread_mutex_lock(&t->lock);
+        t->temp_regs++;
+        pthread_mutex_unlock(&t->lock);
+    }
+    struct rdma_xfer_stats s;
+    memset(&s, 0, sizeof(s));
+    int rc = mc_rdma_xfer_run(t->x.ops, c, &op, t->cfg.slice_bytes, t->cfg.window,
+                              (int)t->cfg.io_timeout_ms, &s);
+    add_stats(t, &s);
+    return rc;
+}
+
+static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer_loc *loc,
+                    uint8_t *buf, size_t len)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (!loc || !loc->endpoint || strlen(loc->endpoint) >= EP_MAX || (len && !buf))
+        return MC_ERR_INVALID_PARAMS;
+    if (len == 0)
+        return 0;
+    if (!loc->rkey || !loc->remote_addr)
+        return MC_ERR_INVALID_REPLICA; /* the descriptor carries no RDMA keys */
+    struct rdma_conn *c = NULL;
+    int rc = conn_take(t, loc->endpoint, &c);
+    if (rc)
+        return rc;
+    struct ibv_mr *temp = NULL;
+    rc = run_on(t, c, is_write, buf, len, loc->remote_addr, loc->rkey, &temp);
+    if (rc)
+        mc_warn("rdma", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
+                is_write ? "write" : "read", len);
+    conn_give(t, loc->endpoint, c);
+    if (temp)
+        t->x.ops->dereg_mr(temp);
+    return rc;
+}
+
+static int rdma_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
+                      size_t len)
+{
+    return transfer(tp, true, dst, (uint8_t *)src, len);
+}
+
+static int rdma_read(struct mc_transport *tp, const struct mc_xfer_loc *src, void *dst, size_t len)
+{
+    return transfer(tp, false, src, dst, len);
+}
+
+int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64_t remote_addr,
+                           uint32_t rkey, uint64_t len, mc_rdma_fill_fn fill, void *arg)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (!endpoint || strlen(endpoint) >= EP_MAX || !fill || !rkey || !remote_addr)
+        return MC_ERR_INVALID_PARAMS;
+    if (len == 0)
+        return 0;
+    struct rdma_conn *c = NULL;
+    int rc = conn_take(t, endpoint, &c);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&t->staging_lock);
+    for (uint64_t off = 0; off < len && rc == 0;) {
+        size_t n = len - off < t->cfg.staging_bytes ? (size_t)(len - off) : t->cfg.staging_bytes;
+        rc = fill(arg, off, t->staging, n);
+        if (rc)
+            break;
+        rc = run_on(t, c, true, t->staging, n, remote_addr + off, rkey, NULL);
+        off += n;
+    }
+    if (rc && c->broken)
+        mc_warn("rdma", "disk push failed", "endpoint=%s len=%llu", endpoint,
+                (unsigned long long)len);
+    conn_give(t, endpoint, c); /* a broken queue pair dies before the staging buffer is reused */
+    pthread_mutex_unlock(&t->staging_lock);
+    return rc;
+}
+
+/* ---- registration, listener, stats -------------------------------------------------------- */
+
+int mc_transport_rdma_register(struct mc_transport *tp, void *addr, size_t len, uint32_t *rkey)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int rc = mc_rdma_ctx_register(&t->x, addr, len);
+    if (rc == 0 && rkey)
+        rc = mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+    return rc;
+}
+
+int mc_transport_rdma_unregister(struct mc_transport *tp, void *addr)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    return mc_rdma_ctx_unregister(&t->x, addr);
+}
+
+int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len, uint32_t *rkey)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    return mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+}
+
+uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
+{
+    return ((struct rdma_transport *)tp)->cfg.staging_bytes;
+}
+
+const char *mc_transport_rdma_device(struct mc_transport *tp)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    return t->x.ndev ? t->x.ops->device_name(t->x.devlist[0]) : "";
+}
+
+int mc_transport_rdma_listen(struct mc_transport *tp, const char *bind_addr, uint16_t port)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    return mc_rdma_listen(&t->x, bind_addr, port, t->cfg.client_id);
+}
+
+void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transport_stats *st)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    memset(st, 0, sizeof(*st));
+    pthread_mutex_lock(&t->lock);
+    st->connects = t->connects;
+    st->reuses = t->reuses;
+    st->teardowns = t->teardowns;
+    st->temp_regs = t->temp_regs;
+    st->posted = t->xs.posted;
+    st->completed = t->xs.completed;
+    st->errors = t->xs.errors;
+    st->flushed = t->xs.flushed;
+    st->stray = t->xs.stray;
+    st->empty_events = t->xs.empty_events;
+    for (struct peer *p = t->peers; p; p = p->next)
+        st->idle += p->nidle;
+    pthread_mutex_unlock(&t->lock);
+}
+
+static void rdma_free(struct mc_transport *tp)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    struct peer *p = t->peers;
+    while (p) {
+        struct peer *next = p->next;
+        for (uint32_t i = 0; i < p->nidle; i++)
+            mc_rdma_conn_destroy(&t->x, p->idle[i]);
+        free(p->idle);
+        free(p);
+        p = next;
+    }
+    mc_rdma_ctx_close(&t->x);
+    free(t->staging);
+    pthread_mutex_destroy(&t->staging_lock);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static const struct mc_transport_ops rdma_vtable = {
+    .name = "rdma",
+    .write = rdma_write,
+    .read = rdma_read,
+    .free = rdma_free,
+};
+
+int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const struct mc_rdma_ops *ops,
+                          struct mc_transport **out)
+{
+    *out = NULL;
+    struct rdma_transport *t = calloc(1, sizeof(*t));
+    if (!t)
+        return MC_ERR_INTERNAL_ERROR;
+    mc_rdma_transport_config_init(&t->cfg);
+    if (cfg) {
+        if (cfg->connect_timeout_ms)
+            t->cfg.connect_timeout_ms = cfg->connect_timeout_ms;
+        if (cfg->io_timeout_ms)
+            t->cfg.io_timeout_ms = cfg->io_timeout_ms;
+        if (cfg->slice_bytes)
+            t->cfg.slice_bytes = cfg->slice_bytes;
+        if (cfg->window)
+            t->cfg.window = cfg->window;
+        if (cfg->max_idle_per_peer)
+            t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
+        if (cfg->staging_bytes)
+            t->cfg.staging_bytes = cfg->staging_bytes;
+        t->cfg.client_id = cfg->client_id;
+    }
+    pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->staging_lock, NULL);
+    t->base.ops = &rdma_vtable;
+    int rc = MC_ERR_INVALID_PARAMS;
+    if (t->cfg.slice_bytes < MC_RDMA_MIN_SLICE || t->cfg.slice_bytes > MC_RDMA_MAX_SLICE ||
+        t->cfg.window > MC_RDMA_MAX_WR || mc_id_is_zero(t->cfg.client_id))
+        goto fail;
+    rc = mc_rdma_ctx_open(&t->x, ops ? ops : mc_rdma_ops_verbs());
+    if (rc)
+        goto fail;
+    rc = MC_ERR_INTERNAL_ERROR;
+    t->staging = aligned_alloc(4096, (t->cfg.staging_bytes + 4095) & ~(size_t)4095);
+    if (!t->staging)
+        goto fail;
+    rc = mc_rdma_ctx_register(&t->x, t->staging, t->cfg.staging_bytes);
+    if (rc)
+        goto fail;
+    *out = &t->base;
+    return 0;
+fail:
+    rdma_free(&t->base);
+    return rc;
+}

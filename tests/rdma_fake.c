@@ -1,0 +1,681 @@
+/*
+ * rdma_fake.c - the loopback test provider of the RDMA ops table (see rdma_fake.h).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/rdma_plan.h"
+#include "rdma_fake.h"
+
+#define SQ_MAX 1024
+#define CQ_MAX 4096
+#define STRAY_BASE 0xdead00000000ull
+
+struct fake *g_fake;
+
+struct fwr {
+    uint64_t wr_id, no;
+    enum ibv_wr_opcode opcode;
+    uint8_t *local;
+    uint32_t len, lkey;
+    uint64_t remote;
+    uint32_t rkey;
+};
+
+struct fcq;
+struct fqp {
+    struct ibv_qp base;
+    struct fcq *cq;
+    bool error;
+    uint32_t max_send_wr;
+    struct fwr q[SQ_MAX];
+    int nq;
+};
+
+struct fchan {
+    struct ibv_comp_channel base;
+    struct fcq *cq;
+};
+
+struct fcq {
+    struct ibv_cq base;
+    struct fchan *ch;
+    struct fqp *qp;
+    bool armed;
+    struct ibv_wc ring[CQ_MAX];
+    int head, n;
+};
+
+struct fev {
+    struct rdma_cm_event ev;
+    uint8_t data[64];
+};
+
+struct fech {
+    struct rdma_event_channel base;
+    int pipe[2];
+    struct fev *q[64];
+    int n;
+};
+
+/* ---- helpers (lock held) ------------------------------------------------------------------ */
+
+static struct fake_mr *mr_find(uint32_t key, uint64_t addr, uint64_t len)
+{
+    for (int i = 0; i < g_fake->nmrs; i++) {
+        struct fake_mr *m = &g_fake->mrs[i];
+        uint64_t a = (uint64_t)(uintptr_t)m->addr;
+        if (m->key == key && addr >= a && len <= m->len && addr - a <= m->len - len)
+            return m;
+    }
+    return NULL;
+}
+
+static void queue_event(struct rdma_event_channel *ch, struct rdma_cm_id *id,
+                        enum rdma_cm_event_type type, int status, const void *data, uint8_t len)
+{
+    struct fech *e = (struct fech *)ch;
+    struct fev *v = calloc(1, sizeof(*v));
+    v->ev.id = id;
+    v->ev.event = type;
+    v->ev.status = status;
+    if (data && len) {
+        memcpy(v->data, data, len < sizeof(v->data) ? len : sizeof(v->data));
+        v->ev.param.conn.private_data = v->data;
+        v->ev.param.conn.private_data_len = len;
+    }
+    v->ev.param.conn.initiator_depth = 16;
+    v->ev.param.conn.responder_resources = 16;
+    e->q[e->n++] = v;
+    char b = 1;
+    if (write(e->pipe[1], &b, 1) != 1)
+        abort();
+}
+
+static void cq_push(struct fcq *cq, const struct ibv_wc *wc)
+{
+    if (cq->n >= CQ_MAX)
+        abort(); /* a CQ overrun: the transport posted beyond its depth */
+    cq->ring[(cq->head + cq->n) % CQ_MAX] = *wc;
+    cq->n++;
+}
+
+static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
+{
+    memset(wc, 0, sizeof(*wc));
+    wc->wr_id = w->wr_id;
+    wc->opcode = w->opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ;
+    wc->qp_num = qp->base.qp_num;
+    if (qp->error) {
+        wc->status = IBV_WC_WR_FLUSH_ERR;
+        return;
+    }
+    if (g_fake->fail_at_wr && w->no == g_fake->fail_at_wr) {
+        wc->status = g_fake->fail_status;
+        qp->error = true;
+        return;
+    }
+    struct fake_mr *l = mr_find(w->lkey, (uint64_t)(uintptr_t)w->local, w->len);
+    struct fake_mr *r = mr_find(w->rkey, w->remote, w->len);
+    if (!l) {
+        wc->status = IBV_WC_LOC_PROT_ERR;
+        qp->error = true;
+        return;
+    }
+    if (!r) {
+        wc->status = IBV_WC_REM_ACCESS_ERR;
+        qp->error = true;
+        return;
+    }
+    uint8_t *remote = (uint8_t *)(uintptr_t)w->remote;
+    if (w->opcode == IBV_WR_RDMA_WRITE)
+        memmove(remote, w->local, w->len);
+    else
+        memmove(w->local, remote, w->len);
+    wc->status = IBV_WC_SUCCESS;
+    wc->byte_len = w->len;
+}
+
+/* ---- devices and memory ------------------------------------------------------------------- */
+
+static struct ibv_context **f_get_devices(int *n)
+{
+    if (g_fake->no_device) {
+        *n = 0;
+        errno = ENODEV;
+        return NULL;
+    }
+    *n = 1;
+    return g_fake->list;
+}
+
+static void f_free_devices(struct ibv_context **list)
+{
+    (void)list;
+}
+
+static const char *f_device_name(struct ibv_context *ctx)
+{
+    return ctx == &g_fake->ctx ? "fake0" : "?";
+}
+
+static int f_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
+{
+    memset(attr, 0, sizeof(*attr));
+    attr->max_qp_rd_atom = 16;
+    attr->max_qp_init_rd_atom = 16;
+    return 0;
+}
+
+static struct ibv_pd *f_alloc_pd(struct ibv_context *ctx)
+{
+    struct ibv_pd *pd = calloc(1, sizeof(*pd));
+    pd->context = ctx;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->pds++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return pd;
+}
+
+static int f_dealloc_pd(struct ibv_pd *pd)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->pds--;
+    pthread_mutex_unlock(&g_fake->lock);
+    free(pd);
+    return 0;
+}
+
+static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    if (g_fake->nmrs >= 64) {
+        pthread_mutex_unlock(&g_fake->lock);
+        errno = ENOMEM;
+        return NULL;
+    }
+    struct ibv_mr *mr = calloc(1, sizeof(*mr));
+    mr->pd = pd;
+    mr->context = pd->context;
+    mr->addr = addr;
+    mr->length = len;
+    mr->lkey = mr->rkey = ++g_fake->next_key;
+    g_fake->mrs[g_fake->nmrs++] = (struct fake_mr){addr, len, mr->lkey, mr};
+    g_fake->mrs_live++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return mr;
+}
+
+static int f_dereg_mr(struct ibv_mr *mr)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    for (int i = 0; i < g_fake->nmrs; i++)
+        if (g_fake->mrs[i].mr == mr) {
+            g_fake->mrs[i] = g_fake->mrs[--g_fake->nmrs];
+            break;
+        }
+    g_fake->mrs_live--;
+    pthread_mutex_unlock(&g_fake->lock);
+    free(mr);
+    return 0;
+}
+
+uint32_t fake_expose(void *addr, size_t len)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    uint32_t key = ++g_fake->next_key;
+    g_fake->mrs[g_fake->nmrs++] = (struct fake_mr){addr, len, key, NULL};
+    pthread_mutex_unlock(&g_fake->lock);
+    return key;
+}
+
+/* ---- completion queues -------------------------------------------------------------------- */
+
+static struct ibv_comp_channel *f_create_comp_channel(struct ibv_context *ctx)
+{
+    struct fchan *ch = calloc(1, sizeof(*ch));
+    ch->base.context = ctx;
+    ch->base.fd = -1;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->chans++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return &ch->base;
+}
+
+static int f_destroy_comp_channel(struct ibv_comp_channel *ch)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->chans--;
+    pthread_mutex_unlock(&g_fake->lock);
+    free(ch);
+    return 0;
+}
+
+static struct ibv_cq *f_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
+                                  struct ibv_comp_channel *ch, int vec)
+{
+    struct fcq *cq = calloc(1, sizeof(*cq));
+    cq->base.context = ctx;
+    cq->base.cq_context = cq_ctx;
+    cq->base.channel = ch;
+    cq->base.cqe = cqe;
+    cq->ch = (struct fchan *)ch;
+    if (ch)
+        cq->ch->cq = cq;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->cqs++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return &cq->base;
+}
+
+static int f_destroy_cq(struct ibv_cq *cqp)
+{
+    struct fcq *cq = (struct fcq *)cqp;
+    pthread_mutex_lock(&g_fake->lock);
+    for (int i = 0; i < cq->n; i++)
+        if (cq->ring[(cq->head + i) % CQ_MAX].wr_id < STRAY_BASE)
+            g_fake->outstanding--;
+    if (cq->ch)
+        cq->ch->cq = NULL;
+    if (cq->qp)
+        cq->qp->cq = NULL;
+    g_fake->cqs--;
+    pthread_mutex_unlock(&g_fake->lock);
+    free(cq);
+    return 0;
+}
+
+static int f_req_notify_cq(struct ibv_cq *cqp, int solicited_only)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    ((struct fcq *)cqp)->armed = true;
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+/* The device makes progress while the application sleeps here. */
+static int f_wait_cq_event(struct ibv_comp_channel *chp, int timeout_ms, struct ibv_cq **out)
+{
+    struct fchan *ch = (struct fchan *)chp;
+    int rc = 0;
+    pthread_mutex_lock(&g_fake->lock);
+    struct fcq *cq = ch->cq;
+    if (!cq)
+        goto out;
+    if (g_fake->spurious > 0 && cq->armed) {
+        g_fake->spurious--;
+        cq->armed = false;
+        *out = &cq->base;
+        rc = 1;
+        goto out;
+    }
+    if (g_fake->stall)
+        goto out;
+    struct fqp *qp = cq->qp;
+    while (g_fake->stray > 0) {
+        struct ibv_wc wc = {.wr_id = STRAY_BASE + (uint64_t)g_fake->stray--,
+                            .status = IBV_WC_SUCCESS};
+        cq_push(cq, &wc);
+    }
+    if (qp && qp->nq) {
+        struct ibv_wc wcs[SQ_MAX];
+        int k = g_fake->per_wait && g_fake->per_wait < qp->nq ? g_fake->per_wait : qp->nq;
+        for (int i = 0; i < k; i++)
+            exec_wr(qp, &qp->q[i], &wcs[i]);
+        if (g_fake->reorder && k > 1)
+            g_fake->reordered++;
+        for (int i = 0; i < k; i++)
+            cq_push(cq, &wcs[g_fake->reorder ? k - 1 - i : i]);
+        memmove(qp->q, qp->q + k, sizeof(qp->q[0]) * (size_t)(qp->nq - k));
+        qp->nq -= k;
+    }
+    if (cq->n && cq->armed) {
+        cq->armed = false;
+        *out = &cq->base;
+        rc = 1;
+    }
+out:
+    pthread_mutex_unlock(&g_fake->lock);
+    return rc;
+}
+
+static int f_poll_cq(struct ibv_cq *cqp, int n, struct ibv_wc *wc)
+{
+    struct fcq *cq = (struct fcq *)cqp;
+    int k = 0;
+    pthread_mutex_lock(&g_fake->lock);
+    while (k < n && cq->n) {
+        wc[k] = cq->ring[cq->head];
+        cq->head = (cq->head + 1) % CQ_MAX;
+        cq->n--;
+        if (wc[k].wr_id < STRAY_BASE)
+            g_fake->outstanding--;
+        k++;
+    }
+    pthread_mutex_unlock(&g_fake->lock);
+    return k;
+}
+
+static int f_post_send(struct ibv_qp *qpp, struct ibv_send_wr *wr, struct ibv_send_wr **bad)
+{
+    struct fqp *qp = (struct fqp *)qpp;
+    int rc = 0;
+    pthread_mutex_lock(&g_fake->lock);
+    for (; wr; wr = wr->next) {
+        int in_sq = qp->nq;
+        for (int i = 0; qp->cq && i < qp->cq->n; i++)
+            if (qp->cq->ring[(qp->cq->head + i) % CQ_MAX].wr_id < STRAY_BASE)
+                in_sq++;
+        if ((uint32_t)in_sq >= qp->max_send_wr || wr->num_sge != 1 ||
+            (wr->opcode != IBV_WR_RDMA_WRITE && wr->opcode != IBV_WR_RDMA_READ) ||
+            !(wr->send_flags & IBV_SEND_SIGNALED)) {
+            *bad = wr;
+            rc = ENOMEM;
+            break;
+        }
+        struct fwr *w = &qp->q[qp->nq++];
+        w->wr_id = wr->wr_id;
+        w->no = ++g_fake->wrs;
+        w->opcode = wr->opcode;
+        w->local = (uint8_t *)(uintptr_t)wr->sg_list[0].addr;
+        w->len = wr->sg_list[0].length;
+        w->lkey = wr->sg_list[0].lkey;
+        w->remote = wr->wr.rdma.remote_addr;
+        w->rkey = wr->wr.rdma.rkey;
+        g_fake->outstanding++;
+        if (g_fake->outstanding > g_fake->max_outstanding)
+            g_fake->max_outstanding = g_fake->outstanding;
+    }
+    pthread_mutex_unlock(&g_fake->lock);
+    return rc;
+}
+
+/* ---- connection manager ------------------------------------------------------------------- */
+
+static struct rdma_event_channel *f_create_event_channel(void)
+{
+    struct fech *e = calloc(1, sizeof(*e));
+    if (pipe(e->pipe))
+        abort();
+    e->base.fd = e->pipe[0];
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->echs++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return &e->base;
+}
+
+static void f_destroy_event_channel(struct rdma_event_channel *ch)
+{
+    struct fech *e = (struct fech *)ch;
+    pthread_mutex_lock(&g_fake->lock);
+    for (int i = 0; i < e->n; i++)
+        free(e->q[i]);
+    if (g_fake->listen_ch == ch)
+        g_fake->listen_ch = NULL;
+    g_fake->echs--;
+    pthread_mutex_unlock(&g_fake->lock);
+    close(e->pipe[0]);
+    close(e->pipe[1]);
+    free(e);
+}
+
+static int f_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id, void *ctx,
+                       enum rdma_port_space ps)
+{
+    struct rdma_cm_id *i = calloc(1, sizeof(*i));
+    i->channel = ch;
+    i->context = ctx;
+    i->ps = ps;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->ids_created++;
+    pthread_mutex_unlock(&g_fake->lock);
+    *id = i;
+    return 0;
+}
+
+static int f_destroy_id(struct rdma_cm_id *id)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->ids_destroyed++;
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    free(id);
+    return 0;
+}
+
+static int f_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
+{
+    return 0;
+}
+
+static int f_listen(struct rdma_cm_id *id, int backlog)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->listen_ch = id->channel;
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
+                          int timeout_ms)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    id->verbs = &g_fake->ctx;
+    queue_event(id->channel, id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_resolve_route(struct rdma_cm_id *id, int timeout_ms)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    queue_event(id->channel, id, RDMA_CM_EVENT_ROUTE_RESOLVED, 0, NULL, 0);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_qp_init_attr *attr)
+{
+    struct fqp *qp = calloc(1, sizeof(*qp));
+    pthread_mutex_lock(&g_fake->lock);
+    qp->base.context = id->verbs;
+    qp->base.pd = pd;
+    qp->base.send_cq = attr->send_cq;
+    qp->base.recv_cq = attr->recv_cq;
+    qp->base.qp_num = (uint32_t)(100 + g_fake->qps_created);
+    qp->base.qp_type = attr->qp_type;
+    qp->cq = (struct fcq *)attr->send_cq;
+    qp->cq->qp = qp;
+    qp->max_send_wr = attr->cap.max_send_wr < SQ_MAX ? attr->cap.max_send_wr : SQ_MAX;
+    id->qp = &qp->base;
+    g_fake->qps_created++;
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static void f_destroy_qp(struct rdma_cm_id *id)
+{
+    struct fqp *qp = (struct fqp *)id->qp;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->outstanding -= qp->nq; /* never executed: gone with the QP */
+    if (qp->cq)
+        qp->cq->qp = NULL;
+    g_fake->qps_destroyed++;
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    free(qp);
+    id->qp = NULL;
+}
+
+static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
+{
+    struct mc_rdma_conn_msg m;
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->connects++;
+    if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
+        m.kind != MC_RDMA_CONN_REQUEST)
+        g_fake->bad_connect_msgs++;
+    if (g_fake->reject_connect)
+        queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 28, NULL, 0);
+    else
+        queue_event(id->channel, id, RDMA_CM_EVENT_ESTABLISHED, 0, g_fake->accept_msg,
+                    g_fake->accept_len);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static struct rdma_cm_id *last_accepted;
+
+static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
+{
+    struct mc_rdma_conn_msg m;
+    pthread_mutex_lock(&g_fake->lock);
+    if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
+        m.kind != MC_RDMA_CONN_ACCEPT)
+        g_fake->bad_connect_msgs++;
+    g_fake->accepted++;
+    last_accepted = id;
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->rejected++;
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_disconnect(struct rdma_cm_id *id)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    g_fake->disconnects++;
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int f_get_cm_event(struct rdma_event_channel *ch, int wake_fd, int timeout_ms,
+                          struct rdma_cm_event **ev)
+{
+    struct fech *e = (struct fech *)ch;
+    for (;;) {
+        pthread_mutex_lock(&g_fake->lock);
+        if (e->n) {
+            *ev = &e->q[0]->ev;
+            memmove(e->q, e->q + 1, sizeof(e->q[0]) * (size_t)(e->n - 1));
+            e->n--;
+            char b;
+            if (read(e->pipe[0], &b, 1) != 1)
+                abort();
+            pthread_mutex_unlock(&g_fake->lock);
+            return 0;
+        }
+        pthread_mutex_unlock(&g_fake->lock);
+        struct pollfd p[2] = {{.fd = e->pipe[0], .events = POLLIN},
+                              {.fd = wake_fd, .events = POLLIN}};
+        int n = poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
+        if (n <= 0 || !(p[0].revents & POLLIN))
+            return n < 0 ? -1 : 1;
+    }
+}
+
+static int f_ack_cm_event(struct rdma_cm_event *ev)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    pthread_cond_broadcast(&g_fake->cond);
+    pthread_mutex_unlock(&g_fake->lock);
+    free(ev); /* struct fev starts with the event */
+    return 0;
+}
+
+void fake_inject_connect(const void *data, uint8_t len)
+{
+    struct rdma_cm_id *child = calloc(1, sizeof(*child));
+    pthread_mutex_lock(&g_fake->lock);
+    child->verbs = &g_fake->ctx;
+    child->channel = g_fake->listen_ch;
+    child->ps = RDMA_PS_TCP;
+    g_fake->ids_created++;
+    queue_event(g_fake->listen_ch, child, RDMA_CM_EVENT_CONNECT_REQUEST, 0, data, len);
+    pthread_mutex_unlock(&g_fake->lock);
+}
+
+void fake_inject_disconnect_last(void)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    queue_event(g_fake->listen_ch, last_accepted, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+    pthread_mutex_unlock(&g_fake->lock);
+}
+
+bool fake_wait_for(const int *counter, int want)
+{
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 5;
+    bool ok = true;
+    pthread_mutex_lock(&g_fake->lock);
+    while (*counter < want && ok)
+        ok = pthread_cond_timedwait(&g_fake->cond, &g_fake->lock, &dl) == 0;
+    ok = *counter >= want;
+    pthread_mutex_unlock(&g_fake->lock);
+    return ok;
+}
+
+void fake_init(struct fake *f)
+{
+    memset(f, 0, sizeof(*f));
+    pthread_mutex_init(&f->lock, NULL);
+    pthread_cond_init(&f->cond, NULL);
+    f->ctx.device = &f->dev;
+    f->list[0] = &f->ctx;
+    f->fail_status = IBV_WC_REM_ACCESS_ERR;
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = {7, 7}};
+    mc_rdma_conn_msg_encode(&m, f->accept_msg);
+    f->accept_len = 56; /* padded, as InfiniBand CM delivers it */
+    g_fake = f;
+    last_accepted = NULL;
+}
+
+const struct mc_rdma_ops fake_ops = {
+    .name = "fake",
+    .get_devices = f_get_devices,
+    .free_devices = f_free_devices,
+    .device_name = f_device_name,
+    .query_device = f_query_device,
+    .alloc_pd = f_alloc_pd,
+    .dealloc_pd = f_dealloc_pd,
+    .reg_mr = f_reg_mr,
+    .dereg_mr = f_dereg_mr,
+    .create_comp_channel = f_create_comp_channel,
+    .destroy_comp_channel = f_destroy_comp_channel,
+    .create_cq = f_create_cq,
+    .destroy_cq = f_destroy_cq,
+    .req_notify_cq = f_req_notify_cq,
+    .wait_cq_event = f_wait_cq_event,
+    .poll_cq = f_poll_cq,
+    .post_send = f_post_send,
+    .create_event_channel = f_create_event_channel,
+    .destroy_event_channel = f_destroy_event_channel,
+    .create_id = f_create_id,
+    .destroy_id = f_destroy_id,
+    .bind_addr = f_bind_addr,
+    .listen = f_listen,
+    .resolve_addr = f_resolve_addr,
+    .resolve_route = f_resolve_route,
+    .create_qp = f_create_qp,
+    .destroy_qp = f_destroy_qp,
+    .connect = f_connect,
+    .accept = f_accept,
+    .reject = f_reject,
+    .disconnect = f_disconnect,
+    .get_cm_event = f_get_cm_event,
+    .ack_cm_event = f_ack_cm_event,
+};
