@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: install dependencies, build, run every test (CTest);
-# compile a default build (no test hooks, no tests) so it keeps compiling; then build again with
-# ASan+UBSan and run the suite there; then the TSan-labelled tests in a TSan build. The test
-# builds are configured with -DMC_TEST_HOOKS=ON (fault injection; production builds leave it
-# out, and without it tests/ builds nothing). Exits non-zero on any failure.
+# compile a default build (no test hooks, no tests) and one without RDMA so they keep compiling;
+# then build again with ASan+UBSan and run the suite there; then the TSan-labelled tests in a
+# TSan build. The test builds are configured with -DMC_TEST_HOOKS=ON (fault injection;
+# production builds leave it out, and without it tests/ builds nothing). Exits non-zero on any
+# failure.
 #   MC_SKIP_DEPS=1   skip install-deps.sh
 #   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1   skip a pass (quick local runs only)
 set -euo pipefail
@@ -40,6 +41,14 @@ if [ "${MC_SKIP_NOHOOKS:-0}" != 1 ]; then
   # No hook may exist in a default build, least of all in the shared library.
   if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store)_test_'; then
     echo "== nohooks: test hooks compiled into a default build" >&2
+    exit 1
+  fi
+  echo "== nordma: build (build-nordma, -DMC_WITH_RDMA=OFF: compile only)"
+  BUILD_DIR=build-nordma "$root/scripts/build.sh" -DMC_TEST_HOOKS=OFF -DMC_WITH_RDMA=OFF
+  # Without RDMA nothing may pull in ibverbs/rdmacm: not the .pc file, not the shared library.
+  if grep -E 'ibverbs|rdmacm' build-nordma/src/client/mooncake_client.pc ||
+     ldd build-nordma/lib/libmooncake_client.so | grep -E 'ibverbs|rdmacm'; then
+    echo "== nordma: ibverbs/rdmacm still referenced by a -DMC_WITH_RDMA=OFF build" >&2
     exit 1
   fi
 fi

@@ -4,3 +4,10 @@ if(MC_WITH_RDMA AND TARGET mc_client_static)
   mc_add_test(test_rdma SOURCES test_rdma.c rdma_fake.c LIBS mc_client_static Threads::Threads
               TIMEOUT 60)
 endif()
+# protocol rdma without a device: library error and daemon exit status/message (skipped on a host
+# that has a device).
+if(TARGET mc_client_static AND TARGET mc_client_daemon)
+  mc_add_test(test_rdma_start SOURCES test_rdma_start.c LIBS mc_client_static Threads::Threads
+              TIMEOUT 60)
+  add_dependencies(test_rdma_start mc_client_daemon)
+endif()

@@ -1,6 +1,7 @@
 /*
  * rdma_fake.c - the loopback test provider of the RDMA ops table (see rdma_fake.h).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -596,9 +597,12 @@ static int f_ack_cm_event(struct rdma_cm_event *ev)
     return 0;
 }
 
-void fake_inject_connect(const void *data, uint8_t len)
+void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len)
 {
     struct rdma_cm_id *child = calloc(1, sizeof(*child));
+    child->route.addr.dst_sin.sin_family = AF_INET;
+    if (inet_pton(AF_INET, ipv4, &child->route.addr.dst_sin.sin_addr) != 1)
+        abort();
     pthread_mutex_lock(&g_fake->lock);
     child->verbs = &g_fake->ctx;
     child->channel = g_fake->listen_ch;
@@ -606,6 +610,11 @@ void fake_inject_connect(const void *data, uint8_t len)
     g_fake->ids_created++;
     queue_event(g_fake->listen_ch, child, RDMA_CM_EVENT_CONNECT_REQUEST, 0, data, len);
     pthread_mutex_unlock(&g_fake->lock);
+}
+
+void fake_inject_connect(const void *data, uint8_t len)
+{
+    fake_inject_connect_from("10.0.0.3", data, len);
 }
 
 void fake_inject_disconnect_last(void)

@@ -87,7 +87,8 @@ extern const struct mc_rdma_ops fake_ops;
 void fake_init(struct fake *f);
 /* Makes [addr, addr+len) reachable by the returned rkey (a peer's segment or buffer). */
 uint32_t fake_expose(void *addr, size_t len);
-/* Queues a connect request carrying data on the listener's channel. */
+/* Queues a connect request carrying data on the listener's channel, from ipv4 (or 10.0.0.3). */
+void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len);
 void fake_inject_connect(const void *data, uint8_t len);
 /* Queues a DISCONNECTED event for the n-th accepted connection's id (0 = the last). */
 void fake_inject_disconnect_last(void);

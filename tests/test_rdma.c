@@ -419,7 +419,7 @@ static void test_no_device(void **state)
 static void test_listener_accepts_and_rejects(void **state)
 {
     struct fx *x = *state;
-    assert_int_equal(mc_transport_rdma_listen(x->t, "127.0.0.1", 7000), 0);
+    assert_int_equal(mc_transport_rdma_listen(x->t, "127.0.0.1", 7000, false), 0);
     uint8_t junk[10] = {1, 2, 3};
     fake_inject_connect(junk, sizeof(junk));
     assert_true(fake_wait_for(&x->f.rejected, 1));
@@ -441,6 +441,24 @@ static void test_listener_accepts_and_rejects(void **state)
     /* one more accepted connection stays up until the transport is freed (teardown checks) */
     fake_inject_connect(msg, sizeof(msg));
     assert_true(fake_wait_for(&x->f.accepted, 2));
+}
+
+/* Protected mode (no token): only loopback peers get a queue pair. */
+static void test_listener_protected_mode(void **state)
+{
+    struct fx *x = *state;
+    assert_int_equal(mc_transport_rdma_listen(x->t, NULL, 7000, true), 0);
+    assert_int_equal(mc_transport_rdma_listen(x->t, NULL, 7001, true), MC_ERR_INVALID_PARAMS);
+    uint8_t msg[MC_RDMA_CONN_MSG_LEN];
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_REQUEST, .client_id = {5, 6}};
+    mc_rdma_conn_msg_encode(&m, msg);
+    fake_inject_connect_from("10.1.2.3", msg, sizeof(msg));
+    assert_true(fake_wait_for(&x->f.rejected, 1));
+    assert_int_equal(x->f.accepted, 0);
+    assert_int_equal(x->f.qps_created, 0); /* refused before any verbs object was made */
+    fake_inject_connect_from("127.0.0.1", msg, sizeof(msg));
+    assert_true(fake_wait_for(&x->f.accepted, 1));
+    assert_int_equal(x->f.rejected, 1);
 }
 
 /* ---- LOCAL_DISK over RDMA: the holder pushes through its staging buffer ------------------- */
@@ -732,6 +750,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_connect_rejected_or_malformed_accept, setup, teardown),
         cmocka_unit_test(test_no_device),
         cmocka_unit_test_setup_teardown(test_listener_accepts_and_rejects, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_listener_protected_mode, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_read_request_served_over_rdma, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_store_served_over_rdma, setup, teardown),

@@ -818,7 +818,7 @@ static void test_pool_idle_age_and_gone_peers(void **state)
     struct mc_peer_server *ps2 = start_server(0, id2, seg2);
     char ep2[64];
     snprintf(ep2, sizeof(ep2), "127.0.0.1:%u", mc_peer_server_port(ps2));
-    struct mc_xfer_loc l2 = {id2, 0, ep2, 0};
+    struct mc_xfer_loc l2 = {.segment_id = id2, .endpoint = ep2};
     assert_int_equal(mc_transport_write(t, &l2, buf, sizeof(buf)), 0);
     st = tcp_stats(t);
     assert_int_equal(st.peers, 2);
@@ -870,8 +870,9 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
         src[i] = malloc(len);
         dst[i] = calloc(1, len);
         fill(src[i], len, (uint32_t)(40 + i));
-        struct mc_xfer_loc l = {(i & 1) ? id2 : f->seg_id, (uint64_t)i * 20000,
-                                (i & 1) ? ep2 : f->ep, 0};
+        struct mc_xfer_loc l = {.segment_id = (i & 1) ? id2 : f->seg_id,
+                                .offset = (uint64_t)i * 20000,
+                                .endpoint = (i & 1) ? ep2 : f->ep};
         it[i] = (struct mc_xfer_item){l, src[i], len, 99};
     }
     uint64_t s0 = sent_of(f->tcp), r1 = requests_of(f->ps), r2 = requests_of(ps2);
@@ -890,14 +891,17 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
         it[i].status = 99;
     }
     uint8_t small[16];
-    it[N] = (struct mc_xfer_item){{{7, 7}, 0, f->ep, 0}, small, sizeof(small), 99};
-    it[N + 1] = (struct mc_xfer_item){{id2, SEG_SIZE - 4, ep2, 0}, small, sizeof(small), 99};
+    it[N] =
+        (struct mc_xfer_item){{.segment_id = {7, 7}, .endpoint = f->ep}, small, sizeof(small), 99};
+    it[N + 1] = (struct mc_xfer_item){
+        {.segment_id = id2, .offset = SEG_SIZE - 4, .endpoint = ep2}, small, sizeof(small), 99};
     size_t big = 3 * SLICE + 5;
     src[N + 2] = malloc(big);
     dst[N + 2] = calloc(1, big);
     fill(src[N + 2], big, 77);
     memcpy(seg2 + (1u << 20), src[N + 2], big);
-    it[N + 2] = (struct mc_xfer_item){{id2, 1u << 20, ep2, 0}, dst[N + 2], big, 99};
+    it[N + 2] = (struct mc_xfer_item){
+        {.segment_id = id2, .offset = 1u << 20, .endpoint = ep2}, dst[N + 2], big, 99};
     s0 = sent_of(f->tcp);
     r1 = requests_of(f->ps);
     r2 = requests_of(ps2);

@@ -151,6 +151,12 @@ void mc_client_test_corrupt_reads(struct mc_client *c, int n)
 }
 #endif
 
+bool mc_client_replica_is_rdma(const struct mc_client *c, const Mc__ReplicaDescriptor *r)
+{
+    const Mc__MemoryLocation *m = r->memory;
+    return c->rdma && m && m->protocol == MC__PROTOCOL__PROTOCOL_RDMA && m->rkey && m->remote_addr;
+}
+
 int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, size_t len,
                           struct mc_xfer_loc *loc, bool *local)
 {
@@ -159,8 +165,12 @@ int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, s
         return MC_ERR_INVALID_REPLICA;
     if (m->size && m->size < len)
         return MC_ERR_INVALID_REPLICA;
-    *loc = (struct mc_xfer_loc){
-        {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint, m->mount_epoch};
+    *loc = (struct mc_xfer_loc){.segment_id = {m->segment_id->hi, m->segment_id->lo},
+                                .offset = m->offset,
+                                .endpoint = m->endpoint,
+                                .mount_epoch = m->mount_epoch,
+                                .remote_addr = m->remote_addr,
+                                .rkey = m->rkey};
     *local = mc_peer_server_has_segment(c->ps, loc->segment_id);
     if (!*local && (!m->endpoint || !*m->endpoint))
         return MC_ERR_INVALID_REPLICA;
@@ -176,6 +186,8 @@ int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bo
     if (rc)
         return rc;
     struct mc_transport *t = local ? c->local : c->tcp;
+    if (!local && mc_client_replica_is_rdma(c, r))
+        t = c->rdma;
     return is_write ? mc_transport_write(t, &loc, buf, len) : mc_transport_read(t, &loc, buf, len);
 }
 
@@ -255,8 +267,9 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         c->cfg.rpc_timeout_ms = 5000;
     if (!c->cfg.ping_interval_ms)
         c->cfg.ping_interval_ms = 1000;
-    if (strcmp(c->protocol, "tcp") != 0) {
-        mc_error("client", "protocol not supported by this build", "protocol=%s", c->protocol);
+    bool rdma = strcmp(c->protocol, "rdma") == 0;
+    if (!rdma && strcmp(c->protocol, "tcp") != 0) {
+        mc_error("client", "unknown protocol: use tcp or rdma", "protocol=%s", c->protocol);
         rc = MC_ERR_NOT_SUPPORTED;
         goto fail;
     }
@@ -284,6 +297,40 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         mc_info("client", "LOCAL_DISK tier not wired into this client yet, ignoring disk_path",
                 "path=%s", c->disk_path);
     c->id = mc_id_random();
+    if (rdma && c->auth.set) {
+        /* rdma_cm connections carry no proof of the token yet: refuse rather than serve the
+         * segment to unauthenticated queue pairs */
+        mc_error("client",
+                 "protocol rdma does not authenticate its connections yet: it cannot run with "
+                 "an auth token; use --protocol=tcp, or protocol rdma without a token on a "
+                 "trusted network (protected_mode=false)",
+                 "protocol=%s", c->protocol);
+        rc = MC_ERR_NOT_SUPPORTED;
+        goto fail;
+    }
+    if (rdma) {
+        /* before anything else: a host without a device fails here, never falls back to tcp */
+#ifdef MC_WITH_RDMA
+        struct mc_rdma_transport_config rc_cfg;
+        mc_rdma_transport_config_init(&rc_cfg);
+        rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
+        rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
+        rc_cfg.client_id = c->id;
+        rc = mc_transport_rdma_new(&rc_cfg, NULL, &c->rdma);
+        if (rc) {
+            mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
+                     "rc=%s hint=--protocol=tcp", mc_strerror(rc));
+            goto fail;
+        }
+#else
+        mc_error("client",
+                 "protocol rdma is not in this build (built with -DMC_WITH_RDMA=OFF); use "
+                 "protocol tcp (--protocol=tcp)",
+                 "protocol=%s", c->protocol);
+        rc = MC_ERR_NOT_SUPPORTED;
+        goto fail;
+#endif
+    }
 
     struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
                                        .port = c->cfg.data_port,
@@ -299,6 +346,14 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc = MC_ERR_INVALID_PARAMS;
         goto fail;
     }
+#ifdef MC_WITH_RDMA
+    if (c->rdma) {
+        rc = mc_transport_rdma_listen(c->rdma, c->bind_address, mc_peer_server_port(c->ps),
+                                      c->cfg.protected_mode);
+        if (rc)
+            goto fail;
+    }
+#endif
     struct mc_tcp_transport_config tc;
     mc_tcp_transport_config_init(&tc);
     tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
@@ -335,6 +390,16 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
             goto fail;
         struct mc_mounted_segment ms = {
             .id = c->seg_id, .base = (uint64_t)(uintptr_t)c->seg.base, .size = c->seg.size};
+#ifdef MC_WITH_RDMA
+        if (c->rdma) {
+            rc = mc_transport_rdma_register(c->rdma, c->seg.base, c->seg.map_len, &ms.rkey);
+            if (rc)
+                goto fail;
+            ms.rdma = true;
+            snprintf(ms.rdma_device, sizeof(ms.rdma_device), "%s",
+                     mc_transport_rdma_device(c->rdma));
+        }
+#endif
         memcpy(ms.name, c->endpoint, sizeof(ms.name));
         memcpy(ms.endpoint, c->endpoint, sizeof(ms.endpoint));
         rc = mc_master_conn_mount(c->mc, &ms);
@@ -378,6 +443,7 @@ void mc_client_close(struct mc_client *c)
         mc_peer_server_remove_segment(c->ps, c->seg_id);
         mc_peer_server_stop(c->ps);
     }
+    mc_transport_free(c->rdma); /* deregisters the segment before it is unmapped */
     mc_transport_free(c->tcp);
     mc_transport_free(c->local);
     mc_peer_server_free(c->ps);
@@ -581,6 +647,13 @@ int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
         c->bufs = nb;
         c->capbufs = cap;
     }
+#ifdef MC_WITH_RDMA
+    if (c->rdma) {
+        rc = mc_transport_rdma_register(c->rdma, addr, len, NULL);
+        if (rc)
+            goto out;
+    }
+#endif
     c->bufs[c->nbufs++] = (struct mc_reg_buffer){addr, len};
 out:
     pthread_mutex_unlock(&c->buf_lock);
@@ -596,6 +669,10 @@ int mc_unregister_buffer(struct mc_client *c, void *addr)
     pthread_mutex_lock(&c->buf_lock);
     for (size_t i = 0; i < c->nbufs; i++)
         if (c->bufs[i].addr == addr) {
+#ifdef MC_WITH_RDMA
+            if (c->rdma)
+                mc_transport_rdma_unregister(c->rdma, addr);
+#endif
             c->bufs[i] = c->bufs[--c->nbufs];
             rc = 0;
             break;

@@ -212,7 +212,7 @@ static int pick_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r
                         struct mc_xfer_loc *loc, bool *local)
 {
     int remote = -1;
-    struct mc_xfer_loc rloc = {{0, 0}, 0, NULL, 0};
+    struct mc_xfer_loc rloc = {.endpoint = NULL};
     for (size_t i = 0; i < r->n_replicas; i++) {
         bool l = false;
         struct mc_xfer_loc x;
@@ -235,8 +235,9 @@ static int pick_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r
     return remote;
 }
 
-/* The reads of a batch: every key's local replica with memcpy, the remote ones as one
- * transport batch (one peer round trip per endpoint); a key whose chosen replica fails is read
+/* The reads of a batch: every key's local replica with memcpy, its rdma replica (protocol rdma)
+ * with one-sided reads, the other remote ones as one transport batch (one peer round trip per
+ * endpoint); a key whose chosen replica fails is read
  * again the single way, trying each of its replicas. */
 static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size_t n,
                       void *const *bufs, const size_t *caps, int64_t *results, uint64_t t0)
@@ -268,8 +269,10 @@ static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size
         int k = pick_replica(c, ri, (size_t)sizes[i], &loc, &local);
         int x = k < 0   ? -1
                 : local ? mc_transport_read(c->local, &loc, bufs[i], (size_t)sizes[i])
-                        : 1;
-        if (x == 1) { /* remote: into the batch */
+                : mc_client_replica_is_rdma(c, ri->replicas[k])
+                    ? mc_transport_read(c->rdma, &loc, bufs[i], (size_t)sizes[i])
+                    : 1;
+        if (x == 1) { /* remote over tcp: into the batch */
             items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0};
             owner[ni++] = i;
         } else if (x == 0) {

@@ -49,6 +49,7 @@ struct mc_client {
 
     struct mc_peer_server *ps;
     struct mc_transport *local, *tcp;
+    struct mc_transport *rdma; /* protocol rdma only */
     struct mc_master_conn *mc;
 
     pthread_mutex_t buf_lock;
@@ -72,6 +73,9 @@ Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 /* Moves len bytes to/from one MEMORY replica, locally (memcpy) when this process serves its
  * segment, else over the network, under the descriptor's mount epoch: REPLICA_IS_GONE when the
  * segment has been re-mounted since the descriptor was issued (see peer_server.h). */
+/* Whether the replica goes over rdma: this client runs protocol rdma and the descriptor carries
+ * RDMA keys (the holder mounted its segment with protocol rdma). */
+bool mc_client_replica_is_rdma(const struct mc_client *c, const Mc__ReplicaDescriptor *r);
 int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
                          void *buf, size_t len);
 /* Where len bytes of MEMORY replica r are, and whether this process serves its segment (then

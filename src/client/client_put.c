@@ -67,7 +67,8 @@ static int check_config(const struct mc_replicate_config *rc)
     return 0;
 }
 
-/* The first replica that goes over tcp (its write can checksum on the wire's time), or n. */
+/* The first replica that goes over tcp (its write can checksum on the wire's time), or n. An
+ * rdma replica's bytes never pass through this CPU, so its CRC is a pass of its own. */
 static size_t remote_replica(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
@@ -76,7 +77,7 @@ static size_t remote_replica(struct mc_client *c, Mc__ReplicaDescriptor **reps, 
             !*m->endpoint)
             continue;
         struct mc_id sid = {m->segment_id->hi, m->segment_id->lo};
-        if (!mc_peer_server_has_segment(c->ps, sid))
+        if (!mc_peer_server_has_segment(c->ps, sid) && !mc_client_replica_is_rdma(c, reps[i]))
             return i;
     }
     return n;
@@ -96,8 +97,10 @@ static int write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, siz
         int rc;
         const Mc__MemoryLocation *m = reps[i]->memory;
         if (i == wire && (!m->size || m->size >= len)) {
-            struct mc_xfer_loc loc = {
-                {m->segment_id->hi, m->segment_id->lo}, m->offset, m->endpoint, m->mount_epoch};
+            struct mc_xfer_loc loc = {.segment_id = {m->segment_id->hi, m->segment_id->lo},
+                                      .offset = m->offset,
+                                      .endpoint = m->endpoint,
+                                      .mount_epoch = m->mount_epoch};
             *crc = 0;
             rc = mc_transport_tcp_write_crc(c->tcp, &loc, buf, len, crc);
         } else {
@@ -211,7 +214,8 @@ struct batch {
 };
 
 /* Writes every replica of the started keys (st[j] == 0; j indexes idx): local ones with
- * memcpy, remote ones as one transport batch (one peer round trip per endpoint). w[j] gets
+ * memcpy, rdma ones (protocol rdma) one by one with one-sided writes, the other remote ones as
+ * one transport batch (one peer round trip per endpoint). w[j] gets
  * the key's write result, crc[j] its value's CRC32C. */
 static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__PutStartResult **pr,
                        int *w, uint32_t *crc)
@@ -242,6 +246,8 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
             int x = mc_client_replica_loc(b->c, pr[j]->replicas[k], b->lens[i], &loc, &local);
             if (x == 0 && local)
                 x = mc_transport_write(b->c->local, &loc, b->bufs[i], b->lens[i]);
+            else if (x == 0 && mc_client_replica_is_rdma(b->c, pr[j]->replicas[k]))
+                x = mc_transport_write(b->c->rdma, &loc, b->bufs[i], b->lens[i]);
             else if (x == 0) {
                 items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0};
                 owner[ni++] = j;

@@ -262,6 +262,11 @@ int main(int argc, char **argv)
     if (rc) {
         mc_error("daemon", "cannot start the client", "master=%s err=%s", F.master,
                  mc_strerror(rc));
+        if (rc == MC_ERR_NOT_SUPPORTED && strcmp(F.protocol, "rdma") == 0)
+            mc_error("daemon",
+                     "protocol rdma is not available here (see above); "
+                     "restart with --protocol=tcp",
+                     "protocol=%s", F.protocol);
         goto out;
     }
     if (F.metrics_port > 0) {

@@ -76,9 +76,10 @@ int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const Protob
 /* ---- segments ----------------------------------------------------------------------------- */
 
 static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segment *s,
-                         Mc__Segment *seg, Mc__Uuid *id, Mc__Uuid *owner)
+                         Mc__Segment *seg, Mc__Uuid *id, Mc__Uuid *owner, Mc__RdmaInfo *ri)
 {
     mc__segment__init(seg);
+    mc__rdma_info__init(ri);
     mc__uuid__init(id);
     mc__uuid__init(owner);
     id->hi = s->id.hi;
@@ -91,6 +92,13 @@ static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segm
     seg->size = s->size;
     seg->endpoint = (char *)s->endpoint;
     seg->protocol = MC__PROTOCOL__PROTOCOL_TCP;
+    if (s->rdma) {
+        seg->protocol = MC__PROTOCOL__PROTOCOL_RDMA;
+        ri->rkey = s->rkey;
+        ri->addr = s->base;
+        ri->device = (char *)s->rdma_device;
+        seg->rdma = ri;
+    }
     seg->owner = owner;
 }
 
@@ -102,8 +110,9 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     if (full)
         return MC_ERR_NO_AVAILABLE_HANDLE;
     Mc__Segment seg;
+    Mc__RdmaInfo ri;
     Mc__Uuid id, owner, cid = MC__UUID__INIT;
-    fill_segment(mc, s, &seg, &id, &owner);
+    fill_segment(mc, s, &seg, &id, &owner, &ri);
     cid.hi = mc->cfg.client_id.hi;
     cid.lo = mc->cfg.client_id.lo;
     Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
@@ -166,8 +175,9 @@ static int remount(struct mc_master_conn *mc)
     pthread_mutex_unlock(&mc->lock);
     Mc__Segment seg[MC_PEER_MAX_SEGMENTS], *segp[MC_PEER_MAX_SEGMENTS];
     Mc__Uuid ids[MC_PEER_MAX_SEGMENTS], owners[MC_PEER_MAX_SEGMENTS];
+    Mc__RdmaInfo ris[MC_PEER_MAX_SEGMENTS];
     for (int i = 0; i < n; i++) {
-        fill_segment(mc, &segs[i], &seg[i], &ids[i], &owners[i]);
+        fill_segment(mc, &segs[i], &seg[i], &ids[i], &owners[i], &ris[i]);
         segp[i] = &seg[i];
     }
     Mc__Uuid cid = MC__UUID__INIT;

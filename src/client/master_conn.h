@@ -59,6 +59,9 @@ struct mc_mounted_segment {
     uint64_t base;
     uint64_t size;
     char endpoint[128];
+    bool rdma;            /* mounted for protocol rdma: peers use base and rkey */
+    uint32_t rkey;        /* rdma: the segment's remote key */
+    char rdma_device[64]; /* rdma: device name (informational) */
 };
 
 /* Connects and checks the version; does not start the ping thread. RPC_FAIL / RPC_TIMEOUT

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -355,15 +356,38 @@ struct rdma_listener {
     int wake[2];
     pthread_t thread;
     bool running;
+    bool loopback_only; /* protected mode: peers from other hosts are rejected */
     struct mc_id client_id;
     pthread_mutex_t lock;
     struct rdma_conn *conns; /* accepted */
 };
 
+static bool is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (IN6_IS_ADDR_LOOPBACK(a))
+            return true;
+        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
+    }
+    return false;
+}
+
 static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
                            const struct rdma_cm_event *ev)
 {
     const struct mc_rdma_ops *ops = x->ops;
+    if (l->loopback_only && !is_loopback(&ev->id->route.addr.dst_addr)) {
+        mc_warn("rdma",
+                "rejected a connection from another host: protected mode serves loopback "
+                "peers only (see protected_mode)",
+                "family=%d", ev->id->route.addr.dst_addr.sa_family);
+        ops->reject(ev->id, NULL, 0);
+        ops->destroy_id(ev->id);
+        return;
+    }
     struct mc_rdma_conn_msg m;
     if (mc_rdma_conn_msg_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &m) ||
         m.kind != MC_RDMA_CONN_REQUEST) {
@@ -478,7 +502,8 @@ static void *listener_main(void *arg)
     return NULL;
 }
 
-int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id)
+int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id,
+                   bool loopback_only)
 {
     const struct mc_rdma_ops *ops = x->ops;
     if (x->listener)
@@ -495,6 +520,7 @@ int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, str
         return MC_ERR_INTERNAL_ERROR;
     l->wake[0] = l->wake[1] = -1;
     l->client_id = client_id;
+    l->loopback_only = loopback_only;
     pthread_mutex_init(&l->lock, NULL);
     x->listener = l;
     l->ech = ops->create_event_channel();

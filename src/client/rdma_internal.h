@@ -96,10 +96,10 @@ int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id 
 void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c);
 
 /* Accepts connections on bind_addr:port (the rdma_cm port space is not TCP's, so this is the
- * peer server's own port number). A connect request whose message does not decode is rejected.
- * 0 or TRANSFER_FAIL. */
-int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port,
-                   struct mc_id client_id);
+ * peer server's own port number). A connect request whose message does not decode is rejected,
+ * and with loopback_only (protected mode) one from another host. 0 or TRANSFER_FAIL. */
+int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id,
+                   bool loopback_only);
 /* Connections the listener holds now. */
 size_t mc_rdma_listener_conns(struct rdma_ctx *x);
 

@@ -164,8 +164,11 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
  * protocol tcp, when the host has no usable device; INVALID_PARAMS for a bad config. */
 int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const struct mc_rdma_ops *ops,
                           struct mc_transport **out);
-/* Accepts peers' queue pairs on bind_addr:port (NULL = any address). */
-int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port);
+/* Accepts peers' queue pairs on bind_addr:port (NULL = any address); with loopback_only
+ * (protected mode) a peer on another host is rejected. The connection message carries no auth
+ * token: the client refuses protocol rdma together with one (client.c). */
+int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port,
+                             bool loopback_only);
 /* Registers [addr, addr+len) for remote access (and as a local source/target); *rkey (may be
  * NULL) is the key peers use (the first device's). INVALID_PARAMS for an overlap. */
 int mc_transport_rdma_register(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey);

@@ -266,10 +266,11 @@ const char *mc_transport_rdma_device(struct mc_transport *tp)
     return t->x.ndev ? t->x.ops->device_name(t->x.devlist[0]) : "";
 }
 
-int mc_transport_rdma_listen(struct mc_transport *tp, const char *bind_addr, uint16_t port)
+int mc_transport_rdma_listen(struct mc_transport *tp, const char *bind_addr, uint16_t port,
+                             bool loopback_only)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    return mc_rdma_listen(&t->x, bind_addr, port, t->cfg.client_id);
+    return mc_rdma_listen(&t->x, bind_addr, port, t->cfg.client_id, loopback_only);
 }
 
 void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transport_stats *st)
