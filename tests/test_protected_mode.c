@@ -16,6 +16,8 @@
  *                    10.254.254.1 with PROTECTED_MODE and serves the same read from 127.0.0.1
  *   opt_out          a master started with --protected_mode=false serves 10.254.254.1 and
  *                    says so in a warning
+ *   conns_per_addr   --max_conns_per_addr=2: a third connection from 10.254.254.1 is closed,
+ *                    loopback is exempt, a closed connection gives its slot back
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -27,11 +29,17 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
 
 #include "client/transport.h"
 #include "cluster_util.h"
 #include "common/log.h"
+#include "common/wire.h"
 #include "mooncake/errors.h"
 
 #define START_MS 20000
@@ -49,7 +57,7 @@ struct master {
     char metrics[64];
 };
 
-static int start_master(struct master *m, const char *name, const char *extra)
+static int start_master2(struct master *m, const char *name, const char *extra, const char *extra2)
 {
     char log[128], line[256], tmp[64];
     const char *argv[] = {g.master_bin,
@@ -59,6 +67,7 @@ static int start_master(struct master *m, const char *name, const char *extra)
                           "--metrics_host=127.0.0.1",
                           "--log_level=info",
                           extra,
+                          extra2,
                           NULL};
     memset(m, 0, sizeof(*m));
     m->p.out_fd = -1;
@@ -77,6 +86,11 @@ static int start_master(struct master *m, const char *name, const char *extra)
     sscanf(mm + 8, "%63s", tmp);
     snprintf(m->metrics, sizeof(m->metrics), "%s", tmp);
     return m->rpc_port > 0 ? 0 : -1;
+}
+
+static int start_master(struct master *m, const char *name, const char *extra)
+{
+    return start_master2(m, name, extra, NULL);
 }
 
 static void cli(struct cu_run *r, const char *host, int port, ...)
@@ -199,6 +213,78 @@ static void test_opt_out(void **state)
     assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
 }
 
+/* A raw connection to host:port that sends an Echo; true when it is answered, false when the
+ * server closed the connection instead. */
+static bool echo_ok(int fd)
+{
+    uint8_t hb[MC_WIRE_HEADER_SIZE];
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_ECHO, 1, 0, 0);
+    mc_wire_encode_header(&h, hb);
+    if (send(fd, hb, sizeof(hb), MSG_NOSIGNAL) != (ssize_t)sizeof(hb))
+        return false;
+    size_t got = 0;
+    uint64_t deadline = cu_now_ms() + 5000;
+    while (got < sizeof(hb) && cu_now_ms() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t n = recv(fd, hb + got, sizeof(hb) - got, 0);
+        if (n <= 0)
+            return false;
+        got += (size_t)n;
+    }
+    return got == sizeof(hb);
+}
+
+static int dial(const char *host, int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    return fd;
+}
+
+/* --max_conns_per_addr: the third connection from 10.254.254.1 is closed at once, the first two
+ * are served; loopback is exempt; a slot comes back when a connection closes. */
+static void test_conns_per_addr(void **state)
+{
+    (void)state;
+    struct master m;
+    assert_int_equal(
+        start_master2(&m, "master4", "--protected_mode=false", "--max_conns_per_addr=2"), 0);
+    int a = dial(REMOTE, m.rpc_port), b = dial(REMOTE, m.rpc_port);
+    assert_true(echo_ok(a));
+    assert_true(echo_ok(b));
+    int c = dial(REMOTE, m.rpc_port);
+    assert_false(echo_ok(c));
+    close(c);
+    int lo[5];
+    for (int i = 0; i < 5; i++) {
+        lo[i] = dial("127.0.0.1", m.rpc_port);
+        assert_true(echo_ok(lo[i]));
+    }
+    close(a);
+    /* a's slot comes back once the master saw it close */
+    bool served = false;
+    for (uint64_t deadline = cu_now_ms() + 5000; !served && cu_now_ms() < deadline;) {
+        c = dial(REMOTE, m.rpc_port);
+        served = echo_ok(c);
+        close(c);
+    }
+    assert_true(served);
+    close(b);
+    for (int i = 0; i < 5; i++)
+        close(lo[i]);
+    char *log = cu_slurp(m.p.log, NULL);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "too many connections from one address"));
+    free(log);
+    assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -236,6 +322,7 @@ int main(void)
         cmocka_unit_test(test_master_refuses),
         cmocka_unit_test(test_peer_refuses),
         cmocka_unit_test(test_opt_out),
+        cmocka_unit_test(test_conns_per_addr),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

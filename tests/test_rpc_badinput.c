@@ -16,10 +16,13 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
@@ -312,6 +315,97 @@ static void test_body_allocated_as_it_arrives(void **state)
     mc_rpc_server_free(srv);
 }
 
+/* Idle connections are closed after idle_timeout_ms; one whose call is parked (a long-poll)
+ * is not, however long it waits; a connection that never finishes the handshake is closed after
+ * handshake_timeout_ms. */
+static struct mc_rpc_call *_Atomic g_parked;
+static void park_handler(void *arg, struct mc_rpc_call *call)
+{
+    (void)arg;
+    g_parked = call;
+}
+
+static bool wait_eof(int fd, int ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)ms;
+    while (mc_now_ms() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        uint8_t b;
+        ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno == ECONNRESET))
+            return true;
+    }
+    return false;
+}
+
+static void test_idle_timeout(void **state)
+{
+    (void)state;
+    enum { IDLE = 200, M_PARK = MC_METHOD_TEST_FIRST + 2 };
+    struct mc_rpc_server *srv = NULL;
+    struct mc_rpc_server_config cfg;
+    mc_rpc_server_config_init(&cfg);
+    cfg.bind_addr = "127.0.0.1";
+    cfg.io_threads = 1;
+    cfg.idle_timeout_ms = IDLE;
+    assert_int_equal(mc_rpc_server_new(&cfg, &srv), 0);
+    assert_int_equal(mc_rpc_server_register(srv, M_PARK, park_handler, NULL), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    uint16_t port = mc_rpc_server_port(srv);
+
+    /* an idle connection, after one call, is closed */
+    uint8_t hb[32], body[64];
+    struct mc_wire_header h;
+    int idle = raw_connect(port);
+    header(hb, MC_METHOD_ECHO, 1, 0);
+    raw_send(idle, hb, 32);
+    assert_int_equal(read_response(idle, &h, body, sizeof(body)), 0);
+    assert_int_equal(h.status, 0);
+    /* a connection with a parked call */
+    g_parked = NULL;
+    int busy = raw_connect(port);
+    header(hb, M_PARK, 2, 0);
+    raw_send(busy, hb, 32);
+    assert_true(wait_eof(idle, 5000));
+    struct mc_rpc_server_stats st;
+    mc_rpc_server_get_stats(srv, &st);
+    assert_true(st.idle_closed >= 1);
+    /* the busy one survives many sweeps well past the timeout */
+    uint64_t t0 = mc_now_ms(), sweeps0 = st.idle_sweeps;
+    do {
+        mc_rpc_server_get_stats(srv, &st);
+    } while ((st.idle_sweeps < sweeps0 + 4 || mc_now_ms() - t0 < 3 * IDLE) &&
+             mc_now_ms() - t0 < 10000 && usleep(5000) == 0);
+    assert_true(st.idle_sweeps >= sweeps0 + 4);
+    assert_non_null(g_parked);
+    mc_rpc_reply(g_parked, 0, "late", 4);
+    assert_int_equal(read_response(busy, &h, body, sizeof(body)), 0);
+    assert_int_equal(h.request_id, 2);
+    assert_memory_equal(body, "late", 4);
+    /* answered, it idles and goes too */
+    assert_true(wait_eof(busy, 5000));
+    close(idle);
+    close(busy);
+    mc_rpc_server_free(srv);
+
+    /* with a token: a connection that never proves it is closed after the handshake timeout */
+    struct mc_auth_key key;
+    assert_int_equal(mc_auth_key_from_token("0123456789abcdef0123", 20, &key), 0);
+    cfg.idle_timeout_ms = 0;
+    cfg.handshake_timeout_ms = IDLE;
+    cfg.auth = &key;
+    assert_int_equal(mc_rpc_server_new(&cfg, &srv), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    int silent = raw_connect(mc_rpc_server_port(srv));
+    assert_true(wait_eof(silent, 5000));
+    close(silent);
+    mc_rpc_server_get_stats(srv, &st);
+    assert_int_equal(st.idle_closed, 1);
+    mc_rpc_server_free(srv);
+}
+
 static void test_unknown_method_keeps_connection(void **state)
 {
     struct fx *f = *state;
@@ -509,6 +603,7 @@ int main(void)
         T(test_oversized_body),
         T(test_unknown_method_keeps_connection),
         cmocka_unit_test(test_body_allocated_as_it_arrives),
+        cmocka_unit_test(test_idle_timeout),
         T(test_garbage_protobuf),
         T(test_vanish_mid_frame),
         T(test_silent_clients),

@@ -67,6 +67,9 @@ struct mc_peer_server_config {
      * loopback peers are served unless protected_mode_off */
     const struct mc_auth_key *auth;
     bool protected_mode_off;
+    uint32_t idle_timeout_ms;    /* close a peer connection idle this long; 0 = 5 min (the
+                                  * transports' pools drop theirs after 30 s anyway) */
+    uint32_t max_conns_per_addr; /* per non-loopback peer address; 0 = 1024 */
 };
 
 struct mc_peer_server_stats {

@@ -231,6 +231,7 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->auth = *cfg->auth;
     s->cfg.auth = NULL; /* copied into s->auth */
     s->lfd = -1;
+    pthread_mutex_init(&s->addr_lock, NULL);
     s->handlers[MC_METHOD_ECHO].fn = echo_handler;
     s->handlers[MC_METHOD_SERVICE_READY].fn = service_ready_handler;
     s->nio = s->cfg.io_threads;
@@ -392,6 +393,13 @@ void mc_rpc_server_free(struct mc_rpc_server *s)
         pthread_mutex_destroy(&io->qlock);
     }
     free(s->io);
+    for (int b = 0; b < ADDR_BUCKETS; b++) /* empty once every connection closed */
+        while (s->addrs[b]) {
+            struct addr_count *e = s->addrs[b];
+            s->addrs[b] = e->next;
+            free(e);
+        }
+    pthread_mutex_destroy(&s->addr_lock);
     free((void *)s->cfg.bind_addr);
     free(s);
 }
@@ -407,6 +415,8 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->unknown_methods = atomic_load(&m->unknown_methods);
     st->auth_failures = atomic_load(&m->auth_failures);
     st->protected_refusals = atomic_load(&m->protected_refusals);
+    st->idle_closed = atomic_load(&m->idle_closed);
+    st->idle_sweeps = atomic_load(&m->idle_sweeps);
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
 }

@@ -67,7 +67,19 @@ struct mc_rpc_server_config {
      * MC_ERR_PROTECTED_MODE and are disconnected. */
     const struct mc_auth_key *auth;
     bool protected_mode;
+    /* A connection with no call in flight and no byte moved for this long is closed (0 = never;
+     * a call parked by its handler, e.g. a long-poll, keeps it open). A connection that has not
+     * finished the handshake (or been refused in protected mode) is closed after
+     * handshake_timeout_ms (0 = MC_RPC_HANDSHAKE_TIMEOUT_MS) whatever this says. */
+    uint32_t idle_timeout_ms;
+    uint32_t handshake_timeout_ms;
+    /* At most this many connections from one peer address (0 = no limit); loopback peers are
+     * exempt (every process of a single-host deployment and every test shares 127.0.0.1).
+     * Extra ones are accepted and closed at once (counted in conns_rejected, logged). */
+    uint32_t max_conns_per_addr;
 };
+
+#define MC_RPC_HANDSHAKE_TIMEOUT_MS 10000
 
 /* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames, no auth
  * key, protected mode). */
@@ -101,6 +113,8 @@ struct mc_rpc_server_stats {
     uint64_t requests, protocol_errors, unknown_methods;
     uint64_t auth_failures;       /* handshakes failed, or requests before one */
     uint64_t protected_refusals;  /* non-loopback peers refused in protected mode */
+    uint64_t idle_closed;         /* closed for idleness or a handshake timeout */
+    uint64_t idle_sweeps;         /* runs of the idle check (for tests) */
     uint64_t bodies_receiving;    /* large bodies being read now */
     uint64_t body_bytes_buffered; /* bytes allocated for them (grows as their bytes arrive) */
 };

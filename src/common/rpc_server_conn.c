@@ -26,6 +26,7 @@
 #define MAX_IOV 64
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
+#define SWEEP_MS 1000               /* idle / handshake timeout checks, at most this far apart */
 #define BODY_FIRST_CHUNK (2u << 20) /* a large body's first buffer (default slices fit) */
 
 static __thread struct io_thread *tls_io;
@@ -67,6 +68,8 @@ static void conn_flush(struct io_thread *io, struct conn *c)
             conn_close(io, c, "write failed");
             return;
         }
+        if (w > 0)
+            c->last_active_ms = mc_now_ms();
         size_t left = (size_t)w;
         while (c->out_head) {
             struct out_item *it = c->out_head;
@@ -426,6 +429,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
                 conn_close(io, c, "read failed");
             break;
         }
+        c->last_active_ms = mc_now_ms();
         if (c->in_body) {
             c->body_got += (size_t)n;
             if (c->body_got == c->cur.body_length) {
@@ -500,7 +504,12 @@ static void bury(struct io_thread *io)
 static void conn_attach(struct io_thread *io, struct conn *c)
 {
     c->io = io;
-    mc_rpcs_gate_attach(io->srv, c);
+    if (!mc_rpcs_gate_attach(io->srv, c)) {
+        close(c->fd);
+        atomic_fetch_sub(&io->srv->conns_open, 1);
+        conn_unref(c);
+        return;
+    }
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
@@ -719,6 +728,50 @@ static void stop_thread(struct io_thread *io)
     (void)s;
 }
 
+/* How often the idle and handshake timeouts are checked. */
+static uint64_t sweep_interval_ms(const struct mc_rpc_server *s)
+{
+    uint64_t ms = SWEEP_MS;
+    if (s->cfg.idle_timeout_ms && s->cfg.idle_timeout_ms / 2 < ms)
+        ms = s->cfg.idle_timeout_ms / 2;
+    if (s->cfg.handshake_timeout_ms && s->cfg.handshake_timeout_ms / 2 < ms)
+        ms = s->cfg.handshake_timeout_ms / 2;
+    return ms < 10 ? 10 : ms;
+}
+
+/* Closes this thread's connections that idled too long or never finished the handshake. */
+static void sweep(struct io_thread *io)
+{
+    struct mc_rpc_server *s = io->srv;
+    uint64_t now = mc_now_ms();
+    if (now < io->next_sweep_ms)
+        return;
+    io->next_sweep_ms = now + sweep_interval_ms(s);
+    struct conn *next;
+    for (struct conn *c = io->conns; c; c = next) {
+        next = c->next;
+        const char *why = c->closed ? NULL : mc_rpcs_gate_expired(s, c, now);
+        if (!why)
+            continue;
+        atomic_fetch_add(&s->idle_closed, 1);
+        mc_info(s->name, "closing connection", "peer=%s conn=%llu reason=\"%s\"", c->peer,
+                (unsigned long long)c->id, why);
+        conn_close(io, c, why);
+    }
+    atomic_fetch_add(&s->idle_sweeps, 1);
+}
+
+/* The epoll timeout: the sooner of the accept resume and the next sweep. */
+static int loop_timeout(struct io_thread *io)
+{
+    int t = accept_resume(io);
+    uint64_t now = mc_now_ms();
+    if (!io->next_sweep_ms)
+        io->next_sweep_ms = now + sweep_interval_ms(io->srv);
+    int sw = io->next_sweep_ms > now ? (int)(io->next_sweep_ms - now) : 0;
+    return t < 0 || sw < t ? sw : t;
+}
+
 void *mc_rpcs_io_main(void *arg)
 {
     struct io_thread *io = arg;
@@ -727,7 +780,7 @@ void *mc_rpcs_io_main(void *arg)
     mc_log_set_current(s->logger);
     struct epoll_event evs[64];
     while (!atomic_load(&s->stopping)) {
-        int n = epoll_wait(io->epfd, evs, 64, accept_resume(io));
+        int n = epoll_wait(io->epfd, evs, 64, loop_timeout(io));
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -750,6 +803,7 @@ void *mc_rpcs_io_main(void *arg)
                     conn_close(io, c, "hangup");
             }
         }
+        sweep(io);
         bury(io);
     }
     stop_thread(io);

@@ -66,6 +66,9 @@ struct conn {
     /* who may connect (rpc_server_gate.c) */
     uint8_t gate; /* enum mc_rpcs_gate */
     bool loopback;
+    bool addr_counted; /* holds one slot of its address's count (max_conns_per_addr) */
+    uint8_t addr[16];  /* the peer address (v4 in its v4-mapped v6 form) */
+    uint64_t attach_ms, last_active_ms;
     char peer[64]; /* "a.b.c.d:port", for log lines */
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
 };
@@ -101,7 +104,16 @@ struct io_thread {
     uint64_t accept_resume_ms;
     uint64_t accept_log_ms;     /* when the last "accept failed" line was written */
     uint64_t accept_suppressed; /* failures since that line */
+    uint64_t next_sweep_ms;     /* idle / handshake timeouts are checked then */
 };
+
+/* Connections per peer address (rpc_server_gate.c), shared by the I/O threads. */
+struct addr_count {
+    uint8_t addr[16];
+    uint32_t n;
+    struct addr_count *next;
+};
+#define ADDR_BUCKETS 256
 
 struct handler {
     mc_rpc_handler_fn fn;
@@ -121,7 +133,10 @@ struct mc_rpc_server {
     const struct mc_logger *logger; /* the I/O threads log through their starter's logger */
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
-        unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered;
+        unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
+        idle_closed, idle_sweeps;
+    pthread_mutex_t addr_lock;
+    struct addr_count *addrs[ADDR_BUCKETS];
     struct mc_auth_key auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
 };
@@ -174,9 +189,12 @@ struct mc_rpcs_gate_reply {
     uint8_t body[MC_AUTH_NONCE_BYTES + MC_AUTH_MAC_BYTES];
 };
 
-/* On the connection's I/O thread, before its first read: learns the peer address and sets the
- * gate (handshake expected, protected-mode refusal, or open). */
-void mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c);
+/* On the connection's I/O thread, before its first read: learns the peer address, takes a slot
+ * of its address's connection count and sets the gate (handshake expected, protected-mode
+ * refusal, or open). false: over max_conns_per_addr (logged, counted): close it at once. */
+bool mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c);
+/* Why the connection should be closed now (idle, handshake too slow), or NULL. */
+const char *mc_rpcs_gate_expired(struct mc_rpc_server *s, const struct conn *c, uint64_t now);
 /* For a connection whose gate is not open, from a frame's header alone: true when the frame
  * must be answered with *r (and the connection closed) without reading its body; false when it
  * is a well-sized handshake frame, to be read and given to mc_rpcs_gate_frame. */
@@ -186,8 +204,9 @@ bool mc_rpcs_gate_header(struct mc_rpc_server *s, struct conn *c, const struct m
 void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc_wire_header *h,
                         const uint8_t *body, struct mc_rpcs_gate_reply *r);
 
-/* When a connection closes: one that left in the middle of the handshake (after our proof,
- * before its own: it did not accept ours, so it holds another token) counts as a failure. */
+/* When a connection closes: gives back its address slot; one that left in the middle of the
+ * handshake (after our proof, before its own: it did not accept ours, so it holds another
+ * token) counts as a failure. */
 void mc_rpcs_gate_closed(struct mc_rpc_server *s, struct conn *c);
 
 /* ---- rpc_server_conn.c ------------------------------------------------------------------- */

@@ -70,6 +70,9 @@ static struct {
     const char *log_level;
     const char *auth_token_file;
     bool protected_mode;
+    const char *idle_timeout;
+    uint32_t max_conns_per_addr;
+    uint32_t max_inflight_per_conn;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -128,6 +131,16 @@ static const struct mc_flag g_flags[] = {
                    "file holding the cluster's shared secret: every connection must prove it "
                    "(challenge-response, the secret is never sent); empty = none",
                    &F.auth_token_file),
+    MC_STRING_FLAG("idle_timeout", "300",
+                   "close a client connection idle this long (no call in flight; bare number = s; "
+                   "0 = never)",
+                   &F.idle_timeout),
+    MC_UINT32_FLAG("max_conns_per_addr", "1024",
+                   "most RPC connections from one non-loopback address (0 = no limit)",
+                   &F.max_conns_per_addr),
+    MC_UINT32_FLAG("max_inflight_per_conn", "1024",
+                   "unanswered calls per connection before it is no longer read (back-pressure)",
+                   &F.max_inflight_per_conn),
     MC_BOOL_FLAG("protected_mode", "true",
                  "without --auth_token_file, serve loopback clients only (false: any host; warns)",
                  &F.protected_mode),
@@ -373,6 +386,12 @@ int main(int argc, char **argv)
     struct mc_master_config mcfg;
     uint32_t max_frame = 0;
     config_from_flags(&mcfg, &max_frame);
+    uint64_t idle = mc_flags_duration_ms("idle_timeout", F.idle_timeout, MC_UNIT_S);
+    if (idle > UINT32_MAX)
+        mc_flags_die("flag --idle_timeout must be below 49 days");
+    uint32_t idle_ms = (uint32_t)idle;
+    if (F.max_inflight_per_conn == 0 || F.max_inflight_per_conn > 1000000)
+        mc_flags_die("flag --max_inflight_per_conn must be 1..1000000");
     uint16_t rpc_port = port_flag("rpc_port", F.rpc_port);
     uint16_t metrics_port = port_flag("metrics_port", F.metrics_port);
     int io_threads = F.rpc_thread_num;
@@ -437,6 +456,9 @@ int main(int argc, char **argv)
     rcfg.on_close_arg = svc;
     rcfg.auth = &auth;
     rcfg.protected_mode = F.protected_mode;
+    rcfg.idle_timeout_ms = idle_ms;
+    rcfg.max_conns_per_addr = F.max_conns_per_addr;
+    rcfg.max_inflight_per_conn = (int)F.max_inflight_per_conn;
     if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
         mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
         goto out;
