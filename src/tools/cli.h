@@ -10,6 +10,7 @@
  *   cli_admin.c  stat, segments: the master's admin RPCs (QueryKey, ListSegments) over a plain
  *                RPC connection: no lease, no promotion side effect, no client registration;
  *   cli_http.c   metrics: a GET of the master's /metrics over HTTP/1.0;
+ *   cli_top.c    top: a live one-screen view (GetStats + ListSegments every second);
  *   cli_out.c    output helpers: JSON strings and aligned tables.
  *
  * Exit codes, the contract scripts rely on: 0 ok; 1 OBJECT_NOT_FOUND (for exist: absent or not
@@ -38,6 +39,7 @@ struct mc_cli_opts {
     uint32_t timeout_ms; /* per-call timeout; 0 = the library's default */
     const char *auth_token_file; /* shared secret for every connection; NULL = none */
     bool json, all, force;
+    int iterations; /* top: frames to draw, 0 = until q / a signal */
     const char *cmd;
     int nargs; /* positional arguments after the command */
     char **args;
@@ -54,6 +56,14 @@ int mc_cli_rm(const struct mc_cli_opts *o);
 int mc_cli_stat(const struct mc_cli_opts *o);
 int mc_cli_segments(const struct mc_cli_opts *o);
 int mc_cli_metrics(const struct mc_cli_opts *o);
+int mc_cli_top(const struct mc_cli_opts *o);
+
+struct mc_rpc_client;
+/* A plain RPC connection to the master for admin calls (version checked, --timeout and
+ * --auth_token_file applied). Returns 0 or an error code. */
+int mc_cli_admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out);
+/* "OK", "DRAINING", ... for a segment status. */
+const char *mc_cli_segment_status_name(int status);
 
 /* Writes s as a JSON string literal (quotes, escapes for '"', '\\' and control bytes). */
 void mc_cli_json_str(FILE *f, const char *s);

@@ -24,7 +24,7 @@
 #include "proto/master.pb-c.h"
 #include "tools/cli.h"
 
-static int admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out)
+int mc_cli_admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out)
 {
     struct mc_rpc_client_config cfg;
     char hostbuf[256];
@@ -105,7 +105,7 @@ static const char *replica_status_name(Mc__ReplicaStatus s)
     }
 }
 
-static const char *segment_status_name(Mc__SegmentStatus s)
+const char *mc_cli_segment_status_name(int s)
 {
     switch (s) {
     case MC__SEGMENT_STATUS__SS_OK:
@@ -224,7 +224,7 @@ int mc_cli_stat(const struct mc_cli_opts *o)
     struct mc_rpc_client *c = NULL;
     int rc;
 
-    rc = admin_connect(o, &c);
+    rc = mc_cli_admin_connect(o, &c);
     if (rc)
         return mc_cli_fail("stat", rc);
     req.key = (char *)key;
@@ -253,7 +253,7 @@ static void segments_json(const Mc__ListSegmentsResponse *l)
         fputs(",\"endpoint\":", stdout);
         mc_cli_json_str(stdout, s->endpoint ? s->endpoint : "");
         printf(",\"size\":%" PRIu64 ",\"used\":%" PRIu64 ",\"status\":\"%s\",\"owner\":\"%s\"}",
-               s->size, s->used, segment_status_name(s->status), uuid_str(s->owner, owner));
+               s->size, s->used, mc_cli_segment_status_name(s->status), uuid_str(s->owner, owner));
     }
     fputs("]\n", stdout);
 }
@@ -292,7 +292,7 @@ static void segments_table(const Mc__ListSegmentsResponse *l)
         mc_format_size(s->used, u, sizeof(u));
         snprintf(pct, sizeof(pct), "%.1f", s->size ? 100.0 * (double)s->used / (double)s->size : 0);
         mc_cli_table_row(&t, s->name ? s->name : "", s->endpoint ? s->endpoint : "", size, u, pct,
-                         segment_status_name(s->status), uuid_str(s->id, id),
+                         mc_cli_segment_status_name(s->status), uuid_str(s->id, id),
                          uuid_str(s->owner, owner));
         total += s->size;
         used += s->used;
@@ -313,7 +313,7 @@ int mc_cli_segments(const struct mc_cli_opts *o)
     struct mc_rpc_client *c = NULL;
     int rc;
 
-    rc = admin_connect(o, &c);
+    rc = mc_cli_admin_connect(o, &c);
     if (rc)
         return mc_cli_fail("segments", rc);
     rc = mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &req.base,

@@ -21,6 +21,7 @@
 #define OPT_OUTPUT (1u << 3)
 #define OPT_METRICS (1u << 4)
 #define OPT_VALUE (1u << 5)
+#define OPT_ITER (1u << 6)
 
 static const struct command {
     const char *name;
@@ -39,6 +40,8 @@ static const struct command {
      "stat KEY [--json] [--all]  size, version, lease and replicas (no lease taken)"},
     {"segments", 0, 0, OPT_JSON, mc_cli_segments,
      "segments [--json]      mounted DRAM segments (and LOCAL_DISK holders)"},
+    {"top", 0, 0, OPT_ITER, mc_cli_top,
+     "top [--iterations N]   live view: segments, keys, ops/s, evictions (q quits)"},
     {"metrics", 0, 0, OPT_METRICS, mc_cli_metrics,
      "metrics                the master's Prometheus text (/metrics)"},
 };
@@ -60,6 +63,7 @@ static void usage(FILE *f)
             "  --force                rm: remove even under a read lease\n"
             "  -o, --output=FILE      get: write the value to FILE\n"
             "  --value=STRING         put: store STRING (instead of a file or stdin)\n"
+            "  --iterations=N         top: draw N frames, then exit\n"
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
             "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
             "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
@@ -92,6 +96,7 @@ int main(int argc, char **argv)
         {"log_level", required_argument, NULL, 'L'},
         {"auth_token_file", required_argument, NULL, 'A'},
         {"value", required_argument, NULL, 'v'},
+        {"iterations", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
         {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0},
@@ -143,6 +148,15 @@ int main(int argc, char **argv)
             if (mc_log_level_parse(optarg, &level))
                 return usage_error("unknown --log_level '%s'", optarg);
             break;
+        case 'n': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (!*optarg || *end || v < 1 || v > 1000000)
+                return usage_error("--iterations wants a count (1..1000000), got '%s'", optarg);
+            o.iterations = (int)v;
+            given |= OPT_ITER;
+            break;
+        }
         case 'v':
             o.value = optarg;
             given |= OPT_VALUE;
