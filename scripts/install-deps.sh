@@ -9,13 +9,10 @@ PKGS=(
   protobuf-c-compiler libprotobuf-c-dev
   libgflags-dev libcmocka-dev libxxhash-dev libmicrohttpd-dev
   python3 util-linux iproute2
-<<<<<<< HEAD
   # the Python binding's tests (pytest) and the CLI's terminal test (tmux)
   python3-pytest tmux
-=======
   # libcrypto: HMAC-SHA-256 for the connection handshake (--auth_token_file)
   libssl-dev
->>>>>>> 30e57b3 (Who may connect: shared-token challenge-response on every connection, and protected mode)
   # benchmarks' public references
   redis-server redis-tools iperf3 fio
 )
