@@ -563,6 +563,17 @@ static void test_bad_input(void **state)
     assert_int_equal(mc_put(f->c1, "", "x", 1, NULL), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_put(f->c1, big, "x", 1, NULL), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_put(f->c1, "k", NULL, 1, NULL), MC_ERR_INVALID_PARAMS);
+    /* replica_num 0 is refused, not taken as 1 (single and batch); nothing is stored */
+    struct mc_replicate_config zero;
+    mc_replicate_config_init(&zero);
+    zero.replica_num = 0;
+    assert_int_equal(mc_put(f->c1, "zero-replicas", "x", 1, &zero), MC_ERR_INVALID_PARAMS);
+    const char *zk[1] = {"zero-replicas"};
+    const void *zb[1] = {"x"};
+    size_t zl[1] = {1};
+    int zr[1];
+    assert_int_equal(mc_batch_put(f->c1, 1, zk, zb, zl, &zero, zr), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_exist(f->c1, "zero-replicas"), 0);
     assert_int_equal(mc_get(f->c1, big, out, sizeof(out)), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_exist(f->c1, ""), MC_ERR_INVALID_KEY);
     assert_int_equal(mc_remove(NULL, "k", false), MC_ERR_INVALID_PARAMS);

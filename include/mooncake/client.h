@@ -103,7 +103,7 @@ const char *mc_client_endpoint(const struct mc_client *client);
 /* How a put is placed and protected. */
 struct mc_replicate_config {
     uint32_t struct_size;   /* set by mc_replicate_config_init; do not change */
-    uint32_t replica_num;   /* MEMORY replicas, each on a different segment (default 1) */
+    uint32_t replica_num;   /* MEMORY replicas, each on a different segment (default 1, not 0) */
     bool with_soft_pin;     /* evicted only after everything else */
     uint64_t soft_pin_ttl_ms; /* 0 = the master's default (30 min) */
     bool with_hard_pin;     /* never evicted */

@@ -46,7 +46,7 @@ static void fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config
     m->replica_num = 1;
     if (!rc)
         return;
-    m->replica_num = rc->replica_num ? rc->replica_num : 1;
+    m->replica_num = rc->replica_num; /* check_config refused 0 */
     m->with_soft_pin = rc->with_soft_pin;
     m->soft_pin_ttl_ms = rc->soft_pin_ttl_ms;
     m->with_hard_pin = rc->with_hard_pin;
@@ -59,6 +59,9 @@ static int check_config(const struct mc_replicate_config *rc)
 {
     if (!rc)
         return 0;
+    /* 0 replicas is a caller's mistake, not "the default": the wire cannot tell it from unset */
+    if (rc->replica_num == 0)
+        return MC_ERR_INVALID_PARAMS;
     if (rc->preferred_segments_count && !rc->preferred_segments)
         return MC_ERR_INVALID_PARAMS;
     for (size_t i = 0; i < rc->preferred_segments_count; i++)

@@ -256,21 +256,6 @@ static int keys_from_pb(struct mc_rpc_call *call, uint32_t num, char **keys, siz
 
 /* ---- client binding -------------------------------------------------------------------------- */
 
-/* ILLEGAL_CLIENT when the connection is bound to another client than the (non-zero) id named. */
-static int check_client(struct mc_rpc_call *call, struct mc_id id)
-{
-    struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
-    if (!b || mc_id_is_zero(id) || mc_id_eq(b->client, id))
-        return 0;
-    char want[MC_ID_STRLEN], got[MC_ID_STRLEN];
-    mc_warn(COMP, "request names another client than the connection's",
-            "method=%s conn=%llu "
-            "bound=%s named=%s",
-            mc_method_name(mc_rpc_call_method(call)), (unsigned long long)mc_rpc_call_conn_id(call),
-            mc_id_format(b->client, want), mc_id_format(id, got));
-    return MC_ERR_ILLEGAL_CLIENT;
-}
-
 static void bind_client(struct mc_rpc_call *call, struct mc_id id)
 {
     void **ctx = mc_rpc_call_conn_ctx(call);
@@ -284,6 +269,28 @@ static void bind_client(struct mc_rpc_call *call, struct mc_id id)
     }
     b->client = id;
     *ctx = b;
+}
+
+/* ILLEGAL_CLIENT when the connection is bound to another client than the (non-zero) id named.
+ * A connection is bound by the first request that names a client id, whatever the method: one
+ * that has not pinged or mounted yet cannot act for one client and then another. (Only
+ * authentication stops a fresh connection from claiming an id in the first place.) */
+static int check_client(struct mc_rpc_call *call, struct mc_id id)
+{
+    struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
+    if (!b) {
+        bind_client(call, id);
+        return 0;
+    }
+    if (mc_id_is_zero(id) || mc_id_eq(b->client, id))
+        return 0;
+    char want[MC_ID_STRLEN], got[MC_ID_STRLEN];
+    mc_warn(COMP, "request names another client than the connection's",
+            "method=%s conn=%llu "
+            "bound=%s named=%s",
+            mc_method_name(mc_rpc_call_method(call)), (unsigned long long)mc_rpc_call_conn_id(call),
+            mc_id_format(b->client, want), mc_id_format(id, got));
+    return MC_ERR_ILLEGAL_CLIENT;
 }
 
 void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx)
