@@ -6,3 +6,9 @@ mc_add_test(test_master_concurrency SOURCES test_master_concurrency.c LIBS mc_ma
 # Master core: Put versions, ownership after completion, versions across restarts, deferred free
 # of force-removed objects, the reaper's idle tick.
 mc_add_test(test_master_safety SOURCES test_master_safety.c LIBS mc_master_core TIMEOUT 60)
+# The master's RPC adapters in-process: what a large BatchGetReplicaList allocates (a counting
+# allocator through the linker's --wrap).
+mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS mc_master_core
+            Threads::Threads TIMEOUT 60)
+target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc
+                    -Wl,--wrap=realloc)

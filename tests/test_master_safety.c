@@ -233,6 +233,54 @@ static void test_forced_remove_unleased_frees_now(void **state)
     assert_int_equal(mc_master_put_start(f->m, f->a, "new", 3, 64 * MIB, NULL, &ps), MC_OK);
 }
 
+/* ---- the reaper's idle tick ---------------------------------------------------------------- */
+
+static uint64_t reaper_locks(struct fx *f)
+{
+    return atomic_load(&f->m->reaper_shard_locks);
+}
+
+/* The reaper locks no shard when no Put is in flight, and only the shard of a Put that may be
+ * due; a shard whose Puts finished is looked at once more, then left alone. */
+static void test_reaper_idle_locks_nothing(void **state)
+{
+    struct fx *f = *state;
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(mc_master_tick_reaper(f->m), 0);
+        mc_fake_clock_advance_ms(&f->fc, 1000);
+    }
+    assert_int_equal(reaper_locks(f), 0);
+    /* a Put in flight, not due: nothing locked either */
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(f->m, f->a, "p", 1, 4096, NULL, &ps), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 1000);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    assert_int_equal(reaper_locks(f), 0);
+    /* it completes; when its release time would have come, its shard is checked once */
+    assert_int_equal(mc_master_put_end(f->m, f->a, "p", 1, ps.version, 0, false), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 600000);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    assert_int_equal(reaper_locks(f), 1);
+    for (int i = 0; i < 5; i++) {
+        mc_fake_clock_advance_ms(&f->fc, 1000);
+        assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    }
+    assert_int_equal(reaper_locks(f), 1);
+    /* a Put left unfinished is reaped on time, locking its shard only */
+    assert_int_equal(mc_master_put_start(f->m, f->a, "q", 1, 4096, NULL, &ps), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 599999);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    assert_int_equal(reaper_locks(f), 1);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
+    assert_int_equal(reaper_locks(f), 2);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "q", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    mc_fake_clock_advance_ms(&f->fc, 1000);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
+    assert_int_equal(reaper_locks(f), 2);
+}
+
 /* ---- versions across restarts ------------------------------------------------------------- */
 
 /* A master on an injected wall clock. */
@@ -307,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_versions_increase_across_restarts),
         cmocka_unit_test_setup_teardown(test_forced_remove_defers_free, setup, teardown),
         cmocka_unit_test_setup_teardown(test_forced_remove_unleased_frees_now, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reaper_idle_locks_nothing, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -197,21 +197,33 @@ static int reap_discarded(struct mc_master *m, uint64_t now, int *puts)
     return n;
 }
 
+/* Erases Puts unfinished put_start_release_timeout after their start. A shard is locked only
+ * when its oldest-start hint says one may be due: an idle master locks nothing, and a shard whose
+ * Puts all finished is looked at once, when its hint runs out, which makes the hint exact again. */
 static int reap_stale_puts(struct mc_master *m, uint64_t now)
 {
     int n = 0;
+    uint64_t timeout = m->cfg.put_start_release_timeout_ms;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     for (uint32_t si = 0; si < MC_NSHARDS; si++) {
         struct mc_shard *s = &m->shards[si];
+        uint64_t oldest = atomic_load_explicit(&s->pend_oldest_ms, memory_order_relaxed);
+        if (oldest == UINT64_MAX || now < oldest + timeout)
+            continue;
         mc_shard_wrlock(s);
+        atomic_fetch_add_explicit(&m->reaper_shard_locks, 1, memory_order_relaxed);
+        oldest = UINT64_MAX;
         for (uint32_t j = s->npend; j-- > 0;) {
             struct mc_pending *p = &s->pend[j];
-            if (now < p->start_ms + m->cfg.put_start_release_timeout_ms)
+            if (now < p->start_ms + timeout) {
+                oldest = p->start_ms < oldest ? p->start_ms : oldest;
                 continue;
+            }
             mc_master_erase_object(m, s, p->obj, &fl);
             n++;
         }
+        atomic_store_explicit(&s->pend_oldest_ms, oldest, memory_order_relaxed);
         mc_shard_unlock(s);
         mc_freelist_flush(&fl);
     }

@@ -234,6 +234,16 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
 /* Keys are grouped by shard, each shard read-locked once. */
 int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
                                      struct mc_get_result *out, int *rcs);
+/* The same for callers that must not hold a full mc_get_result per key (an RPC reply sized by
+ * what is there, not by MC_MAX_REPLICAS): keys are answered in windows of up to `window` keys
+ * into out[0..window) and rcs[0..window), and after each window emit(arg, first, cnt, out, rcs)
+ * runs with no master lock held (first = index of out[0] in keys). A non-zero return from emit
+ * stops the batch and is returned. Counted as one batch call of n keys. */
+typedef int (*mc_batch_get_emit_fn)(void *arg, size_t first, size_t cnt,
+                                    const struct mc_get_result *out, const int *rcs);
+int mc_master_batch_get_replica_list_windowed(struct mc_master *m, const struct mc_key_ref *keys,
+                                              size_t n, size_t window, struct mc_get_result *out,
+                                              int *rcs, mc_batch_get_emit_fn emit, void *arg);
 
 /* *exists = the key has a readable replica; true grants the read lease. INVALID_KEY only. */
 int mc_master_exist_key(struct mc_master *m, const char *key, size_t key_len, bool *exists);

@@ -188,6 +188,10 @@ struct mc_shard {
     /* in-flight puts */
     struct mc_pending *pend;
     uint32_t npend, pend_cap;
+    /* A lower bound of the start time of the shard's in-flight Puts (UINT64_MAX: none since the
+     * reaper last looked): lowered by every PutStart, made exact by the reaper under the lock, read
+     * by the reaper without it to skip shards with nothing to reap. */
+    _Atomic uint64_t pend_oldest_ms;
     /* groups */
     struct mc_group **gbuckets;
     uint32_t ngroups, gmask;
@@ -328,6 +332,7 @@ struct mc_master {
     struct mc_route_stripe *routes;
 
     uint64_t next_soft_pin_sweep_ms;
+    _Atomic uint64_t reaper_shard_locks; /* shards the reaper write-locked (tests read it) */
 };
 
 /* The client registry (first in the lock order) and the discard list (a leaf). */

@@ -19,18 +19,31 @@
 
 #define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
 
+static void batch_account_failed(struct mc_master *m, enum mc_batch_op op, size_t n, size_t failed,
+                                 int rc);
+
 /* master_batch_<op>_*: one call of n items (rc: the call's own result); returns the items that
  * failed (all n when rc failed). */
 static size_t batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, const int *rcs,
                             int rc)
 {
-    _Atomic uint64_t *c = m->c.batch[op];
     size_t failed = n;
     if (rc == MC_OK) {
         failed = 0;
         for (size_t i = 0; i < n; i++)
             failed += rcs[i] != MC_OK;
     }
+    batch_account_failed(m, op, n, failed, rc);
+    return failed;
+}
+
+/* The same with the failed count known (all n when rc failed). */
+static void batch_account_failed(struct mc_master *m, enum mc_batch_op op, size_t n, size_t failed,
+                                 int rc)
+{
+    _Atomic uint64_t *c = m->c.batch[op];
+    if (rc != MC_OK)
+        failed = n;
     atomic_fetch_add_explicit(&c[MC_BF_REQUESTS], 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&c[MC_BF_ITEMS], n, memory_order_relaxed);
     atomic_fetch_add_explicit(&c[MC_BF_FAILED_ITEMS], failed, memory_order_relaxed);
@@ -38,7 +51,6 @@ static size_t batch_account(struct mc_master *m, enum mc_batch_op op, size_t n, 
         atomic_fetch_add_explicit(&c[MC_BF_FAILURES], 1, memory_order_relaxed);
     else if (failed)
         atomic_fetch_add_explicit(&c[MC_BF_PARTIAL], 1, memory_order_relaxed);
-    return failed;
 }
 
 int mc_master_batch_put_start(struct mc_master *m, struct mc_id client,
@@ -207,6 +219,34 @@ int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_re
     CNT_ADD(m, total_get_nums, n);
     int rc = batch_read(m, keys, n, BOP_GET, out, NULL, rcs);
     size_t fails = batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, rcs, rc);
+    if (rc != MC_OK)
+        return rc;
+    CNT_ADD(m, get_replica_list_requests, n);
+    CNT_ADD(m, get_replica_list_failures, fails);
+    return MC_OK;
+}
+
+int mc_master_batch_get_replica_list_windowed(struct mc_master *m, const struct mc_key_ref *keys,
+                                              size_t n, size_t window, struct mc_get_result *out,
+                                              int *rcs, mc_batch_get_emit_fn emit, void *arg)
+{
+    if (n && (!keys || !out || !rcs || !emit || window == 0)) {
+        batch_account_failed(m, MC_BATCH_GET_REPLICA_LIST, n, n, MC_ERR_INVALID_PARAMS);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    CNT_ADD(m, total_get_nums, n);
+    size_t fails = 0;
+    int rc = MC_OK;
+    for (size_t a = 0; a < n && rc == MC_OK; a += window) {
+        size_t cnt = n - a < window ? n - a : window;
+        rc = batch_read(m, keys + a, cnt, BOP_GET, out, NULL, rcs);
+        if (rc != MC_OK)
+            break;
+        for (size_t i = 0; i < cnt; i++)
+            fails += rcs[i] != MC_OK;
+        rc = emit(arg, a, cnt, out, rcs);
+    }
+    batch_account_failed(m, MC_BATCH_GET_REPLICA_LIST, n, fails, rc);
     if (rc != MC_OK)
         return rc;
     CNT_ADD(m, get_replica_list_requests, n);

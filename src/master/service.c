@@ -21,6 +21,7 @@
 #include "master/service.h"
 #include "master/service_wire.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,7 +168,29 @@ static void replica_to_pb(const struct mc_replica_desc *r, struct pb_replica *p)
     }
 }
 
-/* Protobuf view of a get result (GetReplicaListResponse, also a batch item). */
+/* Fills r (and reps/ptrs, g->nreplicas of each, capped at MC_MAX_REPLICAS) from a get result. */
+static void get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,
+                     struct pb_replica *reps, Mc__ReplicaDescriptor **ptrs)
+{
+    mc__get_replica_list_response__init(r);
+    r->status = status;
+    if (status != 0)
+        return;
+    uint32_t n = g->nreplicas < MC_MAX_REPLICAS ? g->nreplicas : MC_MAX_REPLICAS;
+    for (uint32_t i = 0; i < n; i++) {
+        replica_to_pb(&g->replicas[i], &reps[i]);
+        ptrs[i] = &reps[i].d;
+    }
+    r->n_replicas = n;
+    r->replicas = ptrs;
+    r->lease_ttl_ms = g->lease_ttl_ms;
+    r->size = g->size;
+    r->version = g->version;
+    r->crc32c = g->crc32c;
+    r->crc_valid = g->has_crc;
+}
+
+/* Protobuf view of one get result (GetReplicaListResponse). */
 struct pb_get {
     Mc__GetReplicaListResponse r;
     struct pb_replica reps[MC_MAX_REPLICAS];
@@ -176,22 +199,7 @@ struct pb_get {
 
 static void get_to_pb(int status, const struct mc_get_result *g, struct pb_get *p)
 {
-    mc__get_replica_list_response__init(&p->r);
-    p->r.status = status;
-    if (status != 0)
-        return;
-    uint32_t n = g->nreplicas < MC_MAX_REPLICAS ? g->nreplicas : MC_MAX_REPLICAS;
-    for (uint32_t i = 0; i < n; i++) {
-        replica_to_pb(&g->replicas[i], &p->reps[i]);
-        p->ptrs[i] = &p->reps[i].d;
-    }
-    p->r.n_replicas = n;
-    p->r.replicas = p->ptrs;
-    p->r.lease_ttl_ms = g->lease_ttl_ms;
-    p->r.size = g->size;
-    p->r.version = g->version;
-    p->r.crc32c = g->crc32c;
-    p->r.crc_valid = g->has_crc;
+    get_fill(status, g, &p->r, p->reps, p->ptrs);
 }
 
 /* ---- keys holding a NUL ------------------------------------------------------------------- */
@@ -674,44 +682,138 @@ static void h_get_replica_list(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, 0, &p.r.base);
 }
 
+/* BatchGetReplicaList replies are sized by what is there: the core answers windows of
+ * BGET_WINDOW keys into one fixed scratch, and each key's reply takes one response struct plus,
+ * from an arena, one descriptor per replica it actually has; the segment names and endpoints the
+ * descriptors point to are copied once per distinct string (a few segments serve most keys). */
+#define BGET_WINDOW 64
+#define BGET_CHUNK 65536
+#define BGET_STRS 16
+
+struct bget_chunk {
+    struct bget_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+struct bget {
+    Mc__GetReplicaListResponse *items, **ptrs; /* one per key */
+    struct bget_chunk *chunks;
+    size_t first_cap; /* the first chunk's size: a guess from the key count */
+    const char *strs[BGET_STRS];
+    unsigned nstrs, next_str;
+};
+
+static void *bget_alloc(struct bget *b, size_t n)
+{
+    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    struct bget_chunk *c = b->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? BGET_CHUNK : b->first_cap;
+        if (cap < n)
+            cap = n;
+        if (!(c = malloc(sizeof(*c) + cap)))
+            return NULL;
+        c->next = b->chunks;
+        c->used = 0;
+        c->cap = cap;
+        b->chunks = c;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+/* A copy of s that lives as long as the reply, shared with the keys that had the same string. */
+static char *bget_str(struct bget *b, const char *s)
+{
+    for (unsigned i = 0; i < b->nstrs; i++)
+        if (!strcmp(b->strs[i], s))
+            return (char *)b->strs[i];
+    size_t len = strlen(s) + 1;
+    char *d = bget_alloc(b, len);
+    if (!d)
+        return NULL;
+    memcpy(d, s, len);
+    b->strs[b->next_str] = d;
+    b->next_str = (b->next_str + 1) % BGET_STRS;
+    if (b->nstrs < BGET_STRS)
+        b->nstrs++;
+    return d;
+}
+
+static int bget_emit(void *arg, size_t first, size_t cnt, const struct mc_get_result *out,
+                     const int *rcs)
+{
+    struct bget *b = arg;
+    for (size_t j = 0; j < cnt; j++) {
+        Mc__GetReplicaListResponse *r = &b->items[first + j];
+        b->ptrs[first + j] = r;
+        uint32_t n = rcs[j] != 0                          ? 0
+                     : out[j].nreplicas < MC_MAX_REPLICAS ? out[j].nreplicas
+                                                          : MC_MAX_REPLICAS;
+        struct pb_replica *reps = NULL;
+        Mc__ReplicaDescriptor **ptrs = NULL;
+        if (n && (!(reps = bget_alloc(b, n * sizeof(*reps))) ||
+                  !(ptrs = bget_alloc(b, n * sizeof(*ptrs)))))
+            return MC_ERR_INTERNAL_ERROR;
+        get_fill(rcs[j], &out[j], r, reps, ptrs);
+        for (uint32_t k = 0; k < n; k++) { /* the strings out[] holds are reused next window */
+            if (reps[k].d.memory) {
+                reps[k].mem.segment_name = bget_str(b, reps[k].mem.segment_name);
+                reps[k].mem.endpoint = bget_str(b, reps[k].mem.endpoint);
+                if (!reps[k].mem.segment_name || !reps[k].mem.endpoint)
+                    return MC_ERR_INTERNAL_ERROR;
+            } else if (reps[k].d.local_disk) {
+                if (!(reps[k].disk.endpoint = bget_str(b, reps[k].disk.endpoint)))
+                    return MC_ERR_INTERNAL_ERROR;
+            }
+        }
+    }
+    return 0;
+}
+
 static void h_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(BatchGetReplicaListRequest, batch_get_replica_list_request, req);
     size_t n = req->n_keys;
+    size_t w = n < BGET_WINDOW ? n : BGET_WINDOW;
     struct mc_key_ref *keys = NULL;
     struct mc_get_result *g = NULL;
-    struct pb_get *views = NULL;
-    Mc__GetReplicaListResponse **ptrs = NULL;
     int *rcs = NULL;
+    struct bget b = {0};
+    /* ~1 replica of ~200 bytes of descriptors per key; later chunks are BGET_CHUNK */
+    b.first_cap = n * 256 < BGET_CHUNK ? n * 256 : BGET_CHUNK;
     int rc = keys_from_pb(call, KEYS(batch_get_replica_list_request), req->keys, n, &keys);
     if (rc == 0)
         rc = check_client(call, id_from_pb(req->client_id));
     if (rc == 0 && n > 0 &&
-        (!(g = malloc(n * sizeof(*g))) || !(views = malloc(n * sizeof(*views))) ||
-         !(ptrs = malloc(n * sizeof(*ptrs))) || !(rcs = malloc(n * sizeof(*rcs)))))
+        (!(g = malloc(w * sizeof(*g))) || !(rcs = malloc(w * sizeof(*rcs))) ||
+         !(b.items = malloc(n * sizeof(*b.items))) || !(b.ptrs = malloc(n * sizeof(*b.ptrs)))))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0 && n > 0)
-        rc = mc_master_batch_get_replica_list(svc->m, keys, n, g, rcs);
+        rc = mc_master_batch_get_replica_list_windowed(svc->m, keys, n, w, g, rcs, bget_emit, &b);
+    free(g); /* before encoding: the reply holds no pointer into it */
+    g = NULL;
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
-        get_to_pb(rcs[i], &g[i], &views[i]);
-        ptrs[i] = &views[i].r;
-    }
     Mc__BatchGetReplicaListResponse r = MC__BATCH_GET_REPLICA_LIST_RESPONSE__INIT;
     r.n_results = n;
-    r.results = ptrs;
+    r.results = b.ptrs;
     mc_rpc_reply_msg(call, 0, &r.base);
 out:
     FREE_REQ(req);
     free(keys);
-    free(g);
-    free(views);
-    free(ptrs);
     free(rcs);
+    free(b.items);
+    free(b.ptrs);
+    for (struct bget_chunk *c = b.chunks, *nx; c; c = nx) {
+        nx = c->next;
+        free(c);
+    }
 }
 
 static void h_exist_key(void *arg, struct mc_rpc_call *call)

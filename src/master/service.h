@@ -6,9 +6,10 @@
  * after dropping its locks, so replies are always encoded outside master locks. Batch replies
  * carry one status per item; a non-zero frame status means the whole call failed (empty body).
  *
- * Client binding. A connection is bound to the client id of the first successful MountSegment,
- * ReMountSegment or Ping made on it; from then on a request on that connection naming another
- * (non-zero) client id is answered ILLEGAL_CLIENT. The binding lives in the rpc_server's
+ * Client binding. A connection is bound to the first non-zero client id a request on it names
+ * (whatever the method: one that has not pinged or mounted yet cannot act for one client and
+ * then another); from then on a request on that connection naming another (non-zero) client id
+ * is answered ILLEGAL_CLIENT. The binding lives in the rpc_server's
  * per-connection context and is freed by mc_master_service_on_close, which the daemon must
  * install as the server's on_close callback (with the service as its argument).
  *

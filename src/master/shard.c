@@ -61,6 +61,7 @@ static int shard_init(struct mc_shard *s, uint32_t index)
     pthread_rwlock_init(&s->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
     s->index = index;
+    atomic_init(&s->pend_oldest_ms, UINT64_MAX);
     return 0;
 }
 
@@ -321,6 +322,9 @@ int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owne
     o->flags |= MC_OBJ_PROCESSING;
     s->pend[s->npend++] = (struct mc_pending){
         .obj = o, .owner = owner, .start_ms = start_ms, .soft_pin_ttl_ms = soft_pin_ttl_ms};
+    /* only writers of this shard (under its lock) store it: no lost update */
+    if (start_ms < atomic_load_explicit(&s->pend_oldest_ms, memory_order_relaxed))
+        atomic_store_explicit(&s->pend_oldest_ms, start_ms, memory_order_relaxed);
     return 0;
 }
 

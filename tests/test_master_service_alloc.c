@@ -1,0 +1,171 @@
+/*
+ * test_master_service_alloc.c - the master's RPC adapters serve a large BatchGetReplicaList
+ * with memory proportional to what the reply holds, not to MC_MAX_REPLICAS fixed-size results
+ * per key.
+ *
+ * The master core and its service run in this process behind a real rpc_server on loopback; the
+ * test calls BatchGetReplicaList with 8,192 keys (the batch limit) over an rpc_client. This
+ * binary is linked with -Wl,--wrap for malloc, calloc and realloc: every allocation the project's
+ * code makes (statically linked here) is counted while the call is in flight, on the server's
+ * threads only (the calling thread's own request and reply buffers are not the server's cost).
+ * protobuf-c's own unpack allocations (a shared library) are not counted: they are the decoded
+ * request, the same before and after.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/rpc_client.h"
+#include "common/rpc_server.h"
+#include "common/wire.h"
+#include "master/service.h"
+#include "proto/master.pb-c.h"
+#include "test_master_util.h"
+
+/* ---- counting allocator ---------------------------------------------------------------------- */
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t k, size_t n);
+void *__real_realloc(void *p, size_t n);
+
+static _Atomic bool g_counting;
+static _Atomic uint64_t g_bytes, g_calls;
+static pthread_t g_caller;
+
+static void count(size_t n)
+{
+    if (atomic_load_explicit(&g_counting, memory_order_relaxed) &&
+        !pthread_equal(pthread_self(), g_caller)) {
+        atomic_fetch_add(&g_bytes, n);
+        atomic_fetch_add(&g_calls, 1);
+    }
+}
+
+void *__wrap_malloc(size_t n)
+{
+    count(n);
+    return __real_malloc(n);
+}
+
+void *__wrap_calloc(size_t k, size_t n)
+{
+    count(k * n);
+    return __real_calloc(k, n);
+}
+
+void *__wrap_realloc(void *p, size_t n)
+{
+    count(n);
+    return __real_realloc(p, n);
+}
+
+/* ---- the test -------------------------------------------------------------------------------- */
+
+#define NKEYS ((int)MC_SERVICE_MAX_BATCH)
+
+static void test_batch_get_allocation_follows_the_reply(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = tm_master(&fc, 5);
+    assert_non_null(m);
+    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &sd, NULL), MC_OK);
+    static char names[NKEYS][24];
+    static char *keys[NKEYS];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(names[i], sizeof(names[i]), "key:%012d", i);
+        keys[i] = names[i];
+        if (i % 8 != 7) /* one key in 8 is absent: replies of both kinds */
+            assert_int_equal(tm_put(m, tm_id(1), names[i], 4096), MC_OK);
+    }
+
+    struct mc_master_service *svc = NULL;
+    assert_int_equal(mc_master_service_new(m, &svc), 0);
+    struct mc_rpc_server_config rcfg;
+    mc_rpc_server_config_init(&rcfg);
+    rcfg.bind_addr = "127.0.0.1";
+    rcfg.port = 0;
+    rcfg.io_threads = 1;
+    rcfg.name = "master";
+    rcfg.on_close = mc_master_service_on_close;
+    rcfg.on_close_arg = svc;
+    struct mc_rpc_server *srv = NULL;
+    assert_int_equal(mc_rpc_server_new(&rcfg, &srv), 0);
+    assert_int_equal(mc_master_service_register(svc, srv), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = mc_rpc_server_port(srv);
+    cc.call_timeout_ms = 20000;
+    struct mc_rpc_client *c = NULL;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    assert_int_equal(mc_rpc_client_connect(c), 0);
+
+    Mc__BatchGetReplicaListRequest req = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
+    req.n_keys = NKEYS;
+    req.keys = keys;
+    ProtobufCMessage *resp = NULL;
+    g_caller = pthread_self();
+    atomic_store(&g_bytes, 0);
+    atomic_store(&g_calls, 0);
+    atomic_store(&g_counting, true);
+    int rc = mc_rpc_client_call_msg(c, MC_METHOD_BATCH_GET_REPLICA_LIST, &req.base,
+                                    &mc__batch_get_replica_list_response__descriptor, 0, &resp);
+    atomic_store(&g_counting, false);
+    assert_int_equal(rc, 0);
+    Mc__BatchGetReplicaListResponse *r = (Mc__BatchGetReplicaListResponse *)resp;
+    assert_int_equal(r->n_results, NKEYS);
+    size_t encoded = protobuf_c_message_get_packed_size(resp);
+    for (int i = 0; i < NKEYS; i++) {
+        Mc__GetReplicaListResponse *it = r->results[i];
+        if (i % 8 == 7) {
+            assert_int_equal(it->status, MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        assert_int_equal(it->status, 0);
+        assert_int_equal(it->n_replicas, 1);
+        assert_int_equal(it->size, 4096);
+        assert_non_null(it->replicas[0]->memory);
+        assert_string_equal(it->replicas[0]->memory->segment_name, "seg-1");
+        assert_string_equal(it->replicas[0]->memory->endpoint, "10.0.0.1:17001");
+    }
+    protobuf_c_message_free_unpacked(resp, NULL);
+
+    uint64_t bytes = atomic_load(&g_bytes);
+    double per_key = (double)bytes / NKEYS;
+    print_message("server allocated %llu bytes in %llu calls for %d keys: %.0f B/key (reply "
+                  "%zu B encoded, %.0f B/key)\n",
+                  (unsigned long long)bytes, (unsigned long long)atomic_load(&g_calls), NKEYS,
+                  per_key, encoded, (double)encoded / NKEYS);
+    /* The server must at least encode the reply, and the descriptors it is built from take a
+     * few hundred bytes per replica; before replies were sized by what is there, every key cost
+     * a full result of MC_MAX_REPLICAS descriptors (~5.3 KB). */
+    assert_true(bytes >= encoded);
+    assert_true(per_key < 1024);
+
+    mc_rpc_client_free(c);
+    mc_rpc_server_stop(srv);
+    mc_rpc_server_free(srv);
+    mc_master_service_free(svc);
+    mc_master_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_batch_get_allocation_follows_the_reply),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
