@@ -13,5 +13,5 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mc_python AND TARGET mooncake_master
              "echo 'no python3 with pytest: run scripts/install-deps.sh (python3-pytest)'; exit 1")
   endif()
   set_tests_properties(test_python PROPERTIES TIMEOUT 120 ENVIRONMENT
-    "MC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONPATH=${CMAKE_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
+    "MC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONPATH=${CMAKE_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;MC_PYTHON_COMPAT=${CMAKE_BINARY_DIR}/python-compat")
 endif()
