@@ -283,6 +283,8 @@ int mc_cli_top(const struct mc_cli_opts *o)
             if (rc)
                 err = mc_strerror(rc);
         }
+        if (!tty && frames > 0)
+            fputc('\n', stdout); /* frames one after another: a blank line between them */
         draw(stdout, o, (const Mc__GetStatsResponse *)st, (const Mc__ListSegmentsResponse *)ls, err,
              &prev, &cur, rows, tty);
         if (st) {
