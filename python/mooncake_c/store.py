@@ -16,7 +16,8 @@ addresses (`ctypes.addressof`, `tensor.data_ptr()`, `numpy.ndarray.ctypes.data`)
 
 Arguments upstream needs for its transfer engine and that have no meaning here are accepted and
 ignored: metadata_server (there is no metadata service: peers are found through the master),
-local_buffer_size (there is no staging buffer: put/get copy straight from and to Python memory),
+local_buffer_size (there is no staging buffer to size: put sends from the caller's memory, get
+reads into a reused per-thread buffer and returns a copy, get_into reads into the caller's),
 rdma_devices, engine.
 """
 
