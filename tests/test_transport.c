@@ -34,6 +34,7 @@
 #include "client/peer_server.h"
 #include "client/transport.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
@@ -865,6 +866,7 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
     snprintf(ep2, sizeof(ep2), "127.0.0.1:%u", mc_peer_server_port(ps2));
     struct mc_xfer_item it[N + 3];
     uint8_t *src[N + 3], *dst[N + 3];
+    uint32_t crcs[N];
     for (int i = 0; i < N; i++) {
         size_t len = 1000 + (size_t)i * 1500;
         src[i] = malloc(len);
@@ -873,12 +875,13 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
         struct mc_xfer_loc l = {.segment_id = (i & 1) ? id2 : f->seg_id,
                                 .offset = (uint64_t)i * 20000,
                                 .endpoint = (i & 1) ? ep2 : f->ep};
-        it[i] = (struct mc_xfer_item){l, src[i], len, 99};
+        it[i] = (struct mc_xfer_item){l, src[i], len, 99, &crcs[i]};
     }
     uint64_t s0 = sent_of(f->tcp), r1 = requests_of(f->ps), r2 = requests_of(ps2);
     assert_int_equal(mc_transport_batch(f->tcp, true, it, N), 0);
     for (int i = 0; i < N; i++) {
         assert_int_equal(it[i].status, 0);
+        assert_int_equal(crcs[i], mc_crc32c(src[i], it[i].len)); /* computed on the way */
         const uint8_t *seg = (i & 1) ? seg2 : f->seg;
         assert_memory_equal(seg + (size_t)i * 20000, src[i], it[i].len);
     }
@@ -889,19 +892,23 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
     for (int i = 0; i < N; i++) {
         it[i].buf = dst[i];
         it[i].status = 99;
+        it[i].crc = NULL;
     }
     uint8_t small[16];
-    it[N] =
-        (struct mc_xfer_item){{.segment_id = {7, 7}, .endpoint = f->ep}, small, sizeof(small), 99};
-    it[N + 1] = (struct mc_xfer_item){
-        {.segment_id = id2, .offset = SEG_SIZE - 4, .endpoint = ep2}, small, sizeof(small), 99};
+    it[N] = (struct mc_xfer_item){
+        {.segment_id = {7, 7}, .endpoint = f->ep}, small, sizeof(small), 99, NULL};
+    it[N + 1] = (struct mc_xfer_item){{.segment_id = id2, .offset = SEG_SIZE - 4, .endpoint = ep2},
+                                      small,
+                                      sizeof(small),
+                                      99,
+                                      NULL};
     size_t big = 3 * SLICE + 5;
     src[N + 2] = malloc(big);
     dst[N + 2] = calloc(1, big);
     fill(src[N + 2], big, 77);
     memcpy(seg2 + (1u << 20), src[N + 2], big);
     it[N + 2] = (struct mc_xfer_item){
-        {.segment_id = id2, .offset = 1u << 20, .endpoint = ep2}, dst[N + 2], big, 99};
+        {.segment_id = id2, .offset = 1u << 20, .endpoint = ep2}, dst[N + 2], big, 99, NULL};
     s0 = sent_of(f->tcp);
     r1 = requests_of(f->ps);
     r2 = requests_of(ps2);
@@ -938,7 +945,8 @@ static void test_tcp_batch_chunks_and_stale_pool(void **state)
     uint8_t *src = malloc((size_t)N * LEN), *dst = calloc(1, (size_t)N * LEN);
     fill(src, (size_t)N * LEN, 5);
     for (int i = 0; i < N; i++)
-        it[i] = (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), src + (size_t)i * LEN, LEN, 9};
+        it[i] =
+            (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), src + (size_t)i * LEN, LEN, 9, NULL};
     uint64_t s0 = sent_of(f->tcp);
     assert_int_equal(mc_transport_batch(f->tcp, true, it, N), 0);
     for (int i = 0; i < N; i++) {
@@ -952,7 +960,8 @@ static void test_tcp_batch_chunks_and_stale_pool(void **state)
     mc_peer_server_free(f->ps);
     f->ps = start_server(f->port, f->seg_id, f->seg);
     for (int i = 0; i < N; i++)
-        it[i] = (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), dst + (size_t)i * LEN, LEN, 9};
+        it[i] =
+            (struct mc_xfer_item){loc(f, (uint64_t)i * 65536), dst + (size_t)i * LEN, LEN, 9, NULL};
     struct mc_tcp_transport_stats st0, st1;
     mc_transport_tcp_get_stats(f->tcp, &st0);
     assert_int_equal(mc_transport_batch(f->tcp, false, it, N), 0);
@@ -963,7 +972,8 @@ static void test_tcp_batch_chunks_and_stale_pool(void **state)
     assert_int_equal(st1.retries - st0.retries, 1);
     assert_int_equal(st1.connects - st0.connects, 1);
     /* an endpoint nobody listens on fails its items only */
-    struct mc_xfer_item two[2] = {{loc(f, 0), dst, 100, 9}, {loc(f, 0), dst + 100, 100, 9}};
+    struct mc_xfer_item two[2] = {{loc(f, 0), dst, 100, 9, NULL},
+                                  {loc(f, 0), dst + 100, 100, 9, NULL}};
     two[1].loc.endpoint = "127.0.0.1:1";
     assert_int_equal(mc_transport_batch(f->tcp, false, two, 2), 0);
     assert_int_equal(two[0].status, 0);

@@ -273,7 +273,7 @@ static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size
                     ? mc_transport_read(c->rdma, &loc, bufs[i], (size_t)sizes[i])
                     : 1;
         if (x == 1) { /* remote over tcp: into the batch */
-            items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0};
+            items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
             owner[ni++] = i;
         } else if (x == 0) {
             results[i] = get_finish(c, ri, bufs[i], (size_t)sizes[i], t0);

@@ -16,8 +16,8 @@
  * transport batch: one peer round trip per endpoint), one BatchPutEnd for the keys whose writes
  * all succeeded and one BatchPutRevoke for the rest. Keys the start refused for lack of space
  * (NO_AVAILABLE_HANDLE) are retried together, as a smaller batch, with the same back-off: one
- * retry window for the whole batch, never one per key. In a batch the CRC is computed before
- * the bytes go out (the on-the-wire overlap above is for single transfers).
+ * retry window for the whole batch, never one per key. In a batch each value's CRC is computed
+ * by the transport right after the request carrying it went out (transport_tcp_batch.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -216,7 +216,7 @@ struct batch {
     int *results;
 };
 
-/* Writes every replica of the started keys (st[j] == 0; j indexes idx): local ones with
+/* Writes every replica of the started keys (status 0; j indexes idx): local ones with
  * memcpy, rdma ones (protocol rdma) one by one with one-sided writes, the other remote ones as
  * one transport batch (one peer round trip per endpoint). w[j] gets
  * the key's write result, crc[j] its value's CRC32C. */
@@ -240,7 +240,7 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
         if (pr[j]->status)
             continue;
         size_t i = idx[j];
-        crc[j] = mc_crc32c(b->bufs[i], b->lens[i]);
+        bool crc_on_wire = false;
         if (pr[j]->n_replicas == 0)
             w[j] = MC_ERR_INVALID_REPLICA;
         for (size_t k = 0; k < pr[j]->n_replicas && !w[j]; k++) {
@@ -252,12 +252,17 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
             else if (x == 0 && mc_client_replica_is_rdma(b->c, pr[j]->replicas[k]))
                 x = mc_transport_write(b->c->rdma, &loc, b->bufs[i], b->lens[i]);
             else if (x == 0) {
-                items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0};
+                /* the first remote replica's transfer also checksums the value */
+                items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0,
+                                                  crc_on_wire ? NULL : &crc[j]};
+                crc_on_wire = true;
                 owner[ni++] = j;
             }
             if (x)
                 w[j] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
         }
+        if (!crc_on_wire && !w[j])
+            crc[j] = mc_crc32c(b->bufs[i], b->lens[i]);
     }
     int rc = ni ? mc_transport_batch(b->c->tcp, true, items, ni) : 0;
     for (size_t k = 0; k < ni; k++) {

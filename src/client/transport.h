@@ -38,6 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/crc32c.h"
 #include "common/id.h"
 #include "mooncake/errors.h"
 
@@ -61,6 +62,8 @@ struct mc_xfer_item {
     void *buf; /* source of a write, destination of a read */
     size_t len;
     int status; /* out: 0 or this item's error (codes as for a single transfer) */
+    uint32_t *crc; /* write, optional: set to the CRC32C of the item's bytes (over tcp computed
+                    * while they are on the wire, as mc_transport_tcp_write_crc does) */
 };
 
 struct mc_transport;
@@ -99,9 +102,12 @@ static inline int mc_transport_batch(struct mc_transport *t, bool is_write,
         return MC_ERR_INVALID_PARAMS;
     if (t->ops->batch)
         return t->ops->batch(t, is_write, items, n);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        if (is_write && items[i].crc)
+            *items[i].crc = mc_crc32c(items[i].buf, items[i].len);
         items[i].status = is_write ? t->ops->write(t, &items[i].loc, items[i].buf, items[i].len)
                                    : t->ops->read(t, &items[i].loc, items[i].buf, items[i].len);
+    }
     return 0;
 }
 static inline void mc_transport_free(struct mc_transport *t)

@@ -682,7 +682,7 @@ int mc_tcp_discard(int fd, size_t len)
 }
 
 int mc_tcp_transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer_loc *loc,
-                    void *buf, size_t len)
+                    void *buf, size_t len, uint32_t *crc)
 {
-    return transfer(tp, is_write, loc, buf, len, NULL);
+    return transfer(tp, is_write, loc, buf, len, crc);
 }

@@ -11,6 +11,10 @@
  * time; replies are then read endpoint by endpoint, each landing straight in the callers'
  * buffers (read) or giving one status per item (write).
  *
+ * A write item may ask for the CRC32C of its bytes (a Put needs it for PutEnd): it is computed
+ * right after the request carrying the item went out, while the peer receives and copies it,
+ * so it costs no serial pass before the send.
+ *
  * An item larger than one slice gains nothing from grouping (its own transfer is already
  * pipelined slice by slice); it goes through the single transfer after the groups.
  *
@@ -28,6 +32,7 @@
 #include "client/peer_server.h"
 #include "client/transport.h"
 #include "client/transport_tcp_internal.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/net.h"
 #include "common/wire.h"
@@ -119,6 +124,12 @@ static int send_chunk(struct mc_transport *t, struct group *g, struct mc_xfer_it
     iov[0] = (struct iovec){head, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen};
     mc_tcp_count_request(t);
     rc = mc_net_send_iov(mc_tcp_conn_fd(g->conn), iov, niov) ? MC_ERR_TRANSFER_FAIL : 0;
+    /* the peer copies what it received while the checksums are computed here */
+    for (size_t j = 0; rc == 0 && is_write && j < ch->count; j++) {
+        const struct mc_xfer_item *it = &items[g->idx[ch->first + j]];
+        if (it->crc)
+            *it->crc = mc_crc32c(it->buf, it->len);
+    }
 out:
     free(sl);
     free(slp);
@@ -367,6 +378,8 @@ int mc_tcp_batch(struct mc_transport *t, bool is_write, struct mc_xfer_item *ite
             it->status = MC_ERR_INVALID_PARAMS;
         else if (it->len == 0)
             it->status = 0;
+        if (is_write && it->crc && it->len == 0)
+            *it->crc = mc_crc32c(it->buf, 0);
         else if (it->len > cfg->slice_bytes)
             single[i] = true;
     }
@@ -399,10 +412,13 @@ int mc_tcp_batch(struct mc_transport *t, bool is_write, struct mc_xfer_item *ite
     }
     free(gs);
     for (size_t i = 0; i < n; i++) {
-        if (single[i])
+        if (single[i]) {
+            uint32_t *crc = is_write ? items[i].crc : NULL;
+            if (crc)
+                *crc = 0;
             items[i].status =
-                mc_tcp_transfer(t, is_write, &items[i].loc, items[i].buf, items[i].len);
-        else if (items[i].status == 1)
+                mc_tcp_transfer(t, is_write, &items[i].loc, items[i].buf, items[i].len, crc);
+        } else if (items[i].status == 1)
             items[i].status = MC_ERR_TRANSFER_FAIL; /* not reached: every item is answered */
     }
     free(single);

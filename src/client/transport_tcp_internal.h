@@ -35,9 +35,10 @@ const struct mc_tcp_transport_config *mc_tcp_config(const struct mc_transport *t
 int mc_tcp_recv_all(int fd, void *buf, size_t len);
 int mc_tcp_discard(int fd, size_t len);
 
-/* The pipelined single transfer (transport_tcp.c). */
+/* The pipelined single transfer (transport_tcp.c); a write extends *crc (when not NULL) over
+ * the bytes as they go out. */
 int mc_tcp_transfer(struct mc_transport *t, bool is_write, const struct mc_xfer_loc *loc, void *buf,
-                    size_t len);
+                    size_t len, uint32_t *crc);
 
 /* transport_tcp_batch.c: the ops->batch of the tcp transport. */
 int mc_tcp_batch(struct mc_transport *t, bool is_write, struct mc_xfer_item *items, size_t n);
