@@ -13,6 +13,8 @@ PKGS=(
   python3-pytest tmux
   # libcrypto: HMAC-SHA-256 for the connection handshake (--auth_token_file)
   libssl-dev
+  # libFuzzer (clang's compiler-rt) for scripts/fuzz.sh and the CI fuzz pass
+  clang libclang-rt-dev
   # benchmarks' public references
   redis-server redis-tools iperf3 fio
 )

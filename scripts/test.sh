@@ -6,7 +6,9 @@
 # production builds leave it out, and without it tests/ builds nothing). Exits non-zero on any
 # failure.
 #   MC_SKIP_DEPS=1   skip install-deps.sh
-#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1   skip a pass (quick local runs only)
+#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1 / MC_SKIP_FUZZ=1   skip a pass (quick
+#                    local runs only)
+#   MC_FUZZ_SECONDS  per fuzz target in the fuzz pass (default 40; two targets)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -66,5 +68,11 @@ if [ "${MC_SKIP_TSAN:-0}" != 1 ]; then
   if grep -rqs 'LABELS.*tsan' tests/*.cmake; then
     run_suite tsan build-tsan -L tsan
   fi
+fi
+if [ "${MC_SKIP_FUZZ:-0}" != 1 ]; then
+  # libFuzzer (clang, ASan+UBSan) over the master and peer connection parsers, bounded; the
+  # whole pass (build included) stays within about 3 minutes. scripts/fuzz.sh runs longer.
+  echo "== fuzz: build (build-fuzz) and run each target ${MC_FUZZ_SECONDS:-40}s"
+  "$root/scripts/fuzz.sh" "${MC_FUZZ_SECONDS:-40}"
 fi
 echo "== all suites passed in $(( $(date +%s) - start ))s"

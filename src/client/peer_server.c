@@ -518,3 +518,10 @@ void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_s
     st->auth_failures = rs.auth_failures;
     st->protected_refusals = rs.protected_refusals;
 }
+
+#ifdef MC_TEST_HOOKS
+struct mc_rpc_server *mc_peer_server_test_rpc(struct mc_peer_server *ps)
+{
+    return ps->rpc;
+}
+#endif

@@ -115,4 +115,10 @@ int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 
 void mc_peer_server_get_stats(struct mc_peer_server *ps, struct mc_peer_server_stats *st);
 
+#ifdef MC_TEST_HOOKS
+struct mc_rpc_server;
+/* The peer server's RPC server (fuzzers feed it bytes with mc_rpc_server_test_feed). */
+struct mc_rpc_server *mc_peer_server_test_rpc(struct mc_peer_server *ps);
+#endif
+
 #endif

@@ -120,6 +120,14 @@ struct mc_rpc_server_stats {
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
 
+#ifdef MC_TEST_HOOKS
+/* Test builds (fuzzers): runs `data` through a server that was never started, as the byte
+ * stream of one connection, on the calling thread: frames are parsed, checked and dispatched to
+ * the registered handlers exactly as on a live connection; replies are discarded; the
+ * connection is closed at the end (on_close runs). Returns 0, or INVALID_PARAMS if started. */
+int mc_rpc_server_test_feed(struct mc_rpc_server *s, const uint8_t *data, size_t len);
+#endif
+
 /* ---- a call, as its handler sees it -------------------------------------------------------- */
 
 uint16_t mc_rpc_call_method(const struct mc_rpc_call *c);

@@ -811,3 +811,72 @@ void *mc_rpcs_io_main(void *arg)
     tls_io = NULL;
     return NULL;
 }
+
+/* ---- test hook: a byte stream fed to a server that is not started ------------------------- */
+
+#ifdef MC_TEST_HOOKS
+#include <sys/un.h>
+
+/* Sends b[0..n) into *fd as far as it takes; returns bytes sent. */
+static size_t feed_some(int fd, const uint8_t *b, size_t n)
+{
+    ssize_t w = n ? send(fd, b, n, MSG_NOSIGNAL | MSG_DONTWAIT) : 0;
+    return w > 0 ? (size_t)w : 0;
+}
+
+static void drain_replies(int fd)
+{
+    uint8_t sink[16384];
+    while (recv(fd, sink, sizeof(sink), MSG_DONTWAIT) > 0)
+        ;
+}
+
+int mc_rpc_server_test_feed(struct mc_rpc_server *s, const uint8_t *data, size_t len)
+{
+    if (!s || s->started)
+        return MC_ERR_INVALID_PARAMS;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    struct io_thread *io = &s->io[0];
+    struct conn *c = calloc(1, sizeof(*c));
+    uint8_t *rbuf = c ? malloc(RBUF_SIZE) : NULL;
+    if (!c || !rbuf) {
+        free(c);
+        free(rbuf);
+        close(sv[0]);
+        close(sv[1]);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    c->rbuf = rbuf;
+    c->fd = sv[0];
+    atomic_init(&c->refs, 2); /* the I/O side's, and ours until the end */
+    c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
+    atomic_fetch_add(&s->conns_open, 1);
+    struct io_thread *saved = tls_io;
+    tls_io = io; /* completions on this thread are synchronous */
+    conn_attach(io, c);
+    size_t off = 0;
+    int idle_rounds = 0;
+    while (!c->closed && idle_rounds < 4) {
+        size_t w = feed_some(sv[1], data + off, len - off);
+        off += w;
+        if (off == len)
+            shutdown(sv[1], SHUT_WR); /* the peer is done: EOF after the last byte */
+        bool was_paused = c->paused;
+        conn_on_readable(io, c);
+        if (!c->closed)
+            conn_flush(io, c);
+        drain_replies(sv[1]);
+        mc_rpcs_drain_queue(io, false);
+        idle_rounds = (w == 0 && (was_paused || c->paused)) || off == len ? idle_rounds + 1 : 0;
+    }
+    if (!c->closed)
+        conn_close(io, c, "test feed done");
+    bury(io);
+    tls_io = saved;
+    conn_unref(c);
+    close(sv[1]);
+    return 0;
+}
+#endif
