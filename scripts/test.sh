@@ -6,9 +6,11 @@
 # production builds leave it out, and without it tests/ builds nothing). Exits non-zero on any
 # failure.
 #   MC_SKIP_DEPS=1   skip install-deps.sh
-#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1 / MC_SKIP_FUZZ=1   skip a pass (quick
-#                    local runs only)
+#   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1 / MC_SKIP_FUZZ=1 / MC_SKIP_SOAK=1
+#                    skip a pass (quick local runs only)
 #   MC_FUZZ_SECONDS  per fuzz target in the fuzz pass (default 40; two targets)
+#   MC_SKIP_SOAK=1 / MC_SOAK_SECONDS   skip the soak pass / its length (default 120)
+#   (the soak and fuzz passes are skipped by default when MC_SKIP_ASAN=1: quick runs stay quick)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -30,6 +32,15 @@ run_suite() { # name build_dir ctest-args... (cmake args come from $cmake_args)
 start=$(date +%s)
 cmake_args=(-DMC_TEST_HOOKS=ON)
 run_suite normal "${BUILD_DIR:-build}"
+
+# The soak and fuzz passes belong to the full run: a quick run (one that skips ASan) skips them
+# too unless asked for (MC_SKIP_SOAK=0 / MC_SKIP_FUZZ=0).
+skip_long=${MC_SKIP_ASAN:-0}
+if [ "${MC_SKIP_SOAK:-$skip_long}" != 1 ]; then
+  # master + 3 daemons under mixed Put/Get/Remove with eviction: 0 wrong bytes, 0 errors, RSS
+  # plateau, flat descriptors (scripts/soak.sh; longer runs: scripts/soak.sh SECONDS).
+  BUILD_DIR="${BUILD_DIR:-build}" "$root/scripts/soak.sh" "${MC_SOAK_SECONDS:-120}"
+fi
 # CTest shows a test's output only when it fails: print pytest's own summary line either way.
 py_log="${BUILD_DIR:-build}/Testing/Temporary/LastTest.log"
 if [ -f "$py_log" ]; then
@@ -69,7 +80,7 @@ if [ "${MC_SKIP_TSAN:-0}" != 1 ]; then
     run_suite tsan build-tsan -L tsan
   fi
 fi
-if [ "${MC_SKIP_FUZZ:-0}" != 1 ]; then
+if [ "${MC_SKIP_FUZZ:-$skip_long}" != 1 ]; then
   # libFuzzer (clang, ASan+UBSan) over the master and peer connection parsers, bounded; the
   # whole pass (build included) stays within about 3 minutes. scripts/fuzz.sh runs longer.
   echo "== fuzz: build (build-fuzz) and run each target ${MC_FUZZ_SECONDS:-40}s"
