@@ -195,6 +195,10 @@ static void service_ready_handler(void *arg, struct mc_rpc_call *call)
 
 /* ---- server ------------------------------------------------------------------------------ */
 
+/* Large request bodies kept for reuse, per server (see rpc_server_bodies.c): a peer Put's
+ * window of 1 MiB slices on a few connections. */
+#define BODY_CACHE_BYTES (32u << 20)
+
 void mc_rpc_server_config_init(struct mc_rpc_server_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
@@ -232,11 +236,18 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
     s->cfg.auth = NULL; /* copied into s->auth */
     s->lfd = -1;
     pthread_mutex_init(&s->addr_lock, NULL);
+    s->bodies = mc_rpcs_bodies_new(BODY_CACHE_BYTES);
+    if (!s->bodies) {
+        pthread_mutex_destroy(&s->addr_lock);
+        free(s);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     s->handlers[MC_METHOD_ECHO].fn = echo_handler;
     s->handlers[MC_METHOD_SERVICE_READY].fn = service_ready_handler;
     s->nio = s->cfg.io_threads;
     s->io = calloc((size_t)s->nio, sizeof(*s->io));
     if (!s->io) {
+        mc_rpcs_bodies_release(s->bodies);
         free(s);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -401,6 +412,7 @@ void mc_rpc_server_free(struct mc_rpc_server *s)
         }
     pthread_mutex_destroy(&s->addr_lock);
     free((void *)s->cfg.bind_addr);
+    mc_rpcs_bodies_release(s->bodies);
     free(s);
 }
 
@@ -419,4 +431,5 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->idle_sweeps = atomic_load(&m->idle_sweeps);
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
+    mc_rpcs_bodies_stats(m->bodies, &st->body_buffers_new, &st->body_buffers_reused);
 }

@@ -117,6 +117,8 @@ struct mc_rpc_server_stats {
     uint64_t idle_sweeps;         /* runs of the idle check (for tests) */
     uint64_t bodies_receiving;    /* large bodies being read now */
     uint64_t body_bytes_buffered; /* bytes allocated for them (grows as their bytes arrive) */
+    uint64_t body_buffers_new;    /* large request bodies that needed a new buffer */
+    uint64_t body_buffers_reused; /* large request bodies read into a cached buffer */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
 

@@ -247,13 +247,13 @@ static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_
     if (c->gate != MC_GATE_OPEN) {
         struct mc_rpcs_gate_reply r;
         mc_rpcs_gate_frame(s, c, h, body, &r);
-        free(body);
+        mc_rpcs_body_free(body);
         gate_answer(io, c, h, &r);
         return;
     }
     struct mc_rpc_call *call = calloc(1, sizeof(*call));
     if (!call) {
-        free(body);
+        mc_rpcs_body_free(body);
         conn_close(io, c, "out of memory");
         return;
     }
@@ -335,7 +335,7 @@ static void process_input(struct io_thread *io, struct conn *c)
         if (avail >= total) {
             uint8_t *body = NULL;
             if (h.body_length) {
-                body = malloc(h.body_length);
+                body = mc_rpcs_body_alloc(s->bodies, h.body_length);
                 if (!body) {
                     conn_close(io, c, "out of memory");
                     return;
@@ -355,7 +355,7 @@ static void process_input(struct io_thread *io, struct conn *c)
         size_t cap = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
         if (cap < have)
             cap = have;
-        uint8_t *body = malloc(cap);
+        uint8_t *body = mc_rpcs_body_alloc(s->bodies, cap);
         if (!body) {
             conn_close(io, c, "out of memory");
             return;
@@ -393,9 +393,11 @@ static bool body_grow(struct mc_rpc_server *s, struct conn *c)
     size_t want = c->body_cap * 2;
     if (want > c->cur.body_length)
         want = c->cur.body_length;
-    uint8_t *nb = realloc(c->body, want);
+    uint8_t *nb = mc_rpcs_body_alloc(s->bodies, want);
     if (!nb)
         return false;
+    memcpy(nb, c->body, c->body_got);
+    mc_rpcs_body_free(c->body);
     atomic_fetch_add(&s->body_bytes_buffered, want - c->body_cap);
     c->body = nb;
     c->body_cap = want;

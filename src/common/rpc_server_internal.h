@@ -131,6 +131,7 @@ struct mc_rpc_server {
     int nio;
     unsigned rr;
     const struct mc_logger *logger; /* the I/O threads log through their starter's logger */
+    struct mc_rpcs_bodies *bodies;  /* request bodies: large ones reused (rpc_server_bodies.c) */
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
         unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
@@ -141,13 +142,26 @@ struct mc_rpc_server {
     struct handler handlers[MC_METHOD_TABLE_SIZE];
 };
 
+/* ---- request bodies (rpc_server_bodies.c) -------------------------------------------------- */
+
+/* A cache of large body buffers, keeping at most max_bytes; NULL when out of memory. */
+struct mc_rpcs_bodies *mc_rpcs_bodies_new(size_t max_bytes);
+/* The server's reference: empties the cache; bodies still out are freed when they come back. */
+void mc_rpcs_bodies_release(struct mc_rpcs_bodies *p);
+/* A body of len bytes (from the cache when large), NULL when out of memory; p may be NULL. */
+uint8_t *mc_rpcs_body_alloc(struct mc_rpcs_bodies *p, size_t len);
+/* Frees or caches a body from mc_rpcs_body_alloc, on any thread; NULL is a no-op. */
+void mc_rpcs_body_free(uint8_t *body);
+/* Large bodies that needed a new buffer, and those served from the cache. */
+void mc_rpcs_bodies_stats(struct mc_rpcs_bodies *p, uint64_t *fresh, uint64_t *reused);
+
 /* ---- references (any thread) ------------------------------------------------------------- */
 
 static inline void conn_unref(struct conn *c)
 {
     if (atomic_fetch_sub(&c->refs, 1) == 1) {
         free(c->rbuf);
-        free(c->body);
+        mc_rpcs_body_free(c->body);
         free(c);
     }
 }
@@ -155,7 +169,7 @@ static inline void conn_unref(struct conn *c)
 static inline void call_unref(struct mc_rpc_call *call)
 {
     if (atomic_fetch_sub(&call->refs, 1) == 1) {
-        free(call->body);
+        mc_rpcs_body_free(call->body);
         conn_unref(call->conn);
         free(call);
     }
@@ -168,7 +182,7 @@ static inline void item_free(struct out_item *it)
     if (it->release)
         it->release(it->release_arg);
     free(it->buf);
-    free(it->req_body);
+    mc_rpcs_body_free(it->req_body);
     free(it);
 }
 
