@@ -111,7 +111,13 @@ struct disk_io {
     uint64_t off;
     int write;
     int res; /* bytes transferred or -errno */
+    /* engine state */
+    uint32_t xfer;  /* bytes done so far (short transfers are resubmitted for the rest) */
+    uint32_t tries; /* resubmissions */
 };
+
+#define DISK_IO_TRIES 16      /* resubmissions of one operation (short / EAGAIN) */
+#define DISK_SUBMIT_TRIES 256 /* EINTR / EAGAIN / EBUSY from submit in a row, then hard */
 
 struct disk_ring {
     struct io_uring ring;
@@ -124,6 +130,9 @@ struct disk_ring {
     int files_registered;
     uint64_t files_gen;
     size_t *reaped; /* depth completions waiting for their callback */
+    size_t *retry;  /* depth operations whose rest is resubmitted */
+    size_t *pend;   /* depth operations prepared, not yet taken by the kernel */
+    int broken;     /* a hard submit error: freed instead of pooled */
     struct disk_ring *next;
 };
 
@@ -158,7 +167,10 @@ struct mc_disk_store {
     uint64_t next_extent_id;
     uint64_t bytes_used, live_bytes, nextents;
     uint64_t dropped_records, dropped_bytes, evicted_extents, evicted_records;
-    int evicting; /* one eviction at a time */
+    int evicting;             /* one eviction at a time */
+    int no_space;             /* the filesystem said ENOSPC: appends refused until it has room */
+    uint64_t no_space_events; /* times the store went full */
+    uint64_t write_errors;    /* records whose write failed */
 
     int slot_fds[DISK_MAX_SLOTS];
     uint64_t files_gen;

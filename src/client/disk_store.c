@@ -7,8 +7,11 @@
  * place in the active extent (rolling to a new extent file when it is full) and count a writer
  * on the extent. Without the lock, encode each record into an aligned buffer and write the batch
  * through a ring. Under the lock again, commit the records that were written in full to the
- * index (newest version wins); a failed record is never indexed, its header block is zeroed
- * (best effort) and its extent is sealed so later records do not sit after a hole.
+ * index (newest version wins). A failed record is never indexed: its reservation is rolled back
+ * (the extent shrinks back and is reused) when nothing was reserved after it, else its header
+ * block is zeroed (best effort) and it stays a hole that recovery steps over. ENOSPC from the
+ * filesystem is a capacity signal, not a fault: the store stops taking appends (UNABLE_OFFLOAD,
+ * usage.no_space) until the filesystem has room again, and keeps every record it holds.
  *
  * Read path: under the lock, look keys up and count a reader on their extents; read without the
  * lock (straight into the caller's buffer when aligned, else via a bounce buffer), check each
@@ -24,6 +27,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "client/disk_internal.h"
@@ -31,7 +35,9 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
-#define WINDOW_BYTES (64u << 20) /* scratch memory per I/O window */
+#define WINDOW_BYTES (64u << 20)    /* scratch memory per I/O window */
+#define NOSPACE_HEADROOM (1u << 20) /* free bytes beyond an append's size to resume after ENOSPC   \
+                                     */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -281,6 +287,8 @@ struct wjob {
     uint64_t len;
     int tomb;
     int result;
+    int err; /* errno of a failed write */
+    int rolled_back;
     struct disk_extent *x;
     uint64_t off;
 };
@@ -288,6 +296,7 @@ struct wjob {
 struct wctx {
     struct wjob **jobs; /* per io */
     struct disk_io *ios;
+    size_t failed; /* one log line per window names the first failure and the count */
 };
 
 static void write_done(void *ctx, size_t i)
@@ -297,9 +306,36 @@ static void write_done(void *ctx, size_t i)
     struct wjob *j = c->jobs[i];
     if (io->res == (int)io->len)
         return;
-    j->result = MC_ERR_FILE_WRITE_FAIL;
-    mc_warn(DISK_COMP, "record write failed", "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d",
-            j->x->id, j->off, io->len, io->res);
+    j->err = io->res < 0 ? -io->res : EIO;
+    j->result = j->err == ENOSPC ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
+    if (c->failed++ == 0)
+        mc_warn(DISK_COMP, "record write failed",
+                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
+                io->res);
+}
+
+/* Whether the filesystem under the store has room for need more bytes (and some headroom). */
+static int fs_has_room(struct mc_disk_store *s, uint64_t need)
+{
+    struct statvfs st;
+    if (fstatvfs(s->dir_fd, &st) != 0)
+        return 1; /* cannot tell: let the write find out */
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    return avail >= need + NOSPACE_HEADROOM;
+}
+
+static void set_no_space_locked(struct mc_disk_store *s, int on)
+{
+    if (s->no_space == on)
+        return;
+    s->no_space = on;
+    if (on) {
+        s->no_space_events++;
+        mc_warn(DISK_COMP, "filesystem full (ENOSPC): appends refused until it has room",
+                "path=%s used=%" PRIu64 " records=%zu", s->path, s->bytes_used, s->idx.count);
+    } else {
+        mc_info(DISK_COMP, "filesystem has room again, appends resume", "path=%s", s->path);
+    }
 }
 
 /* Places jobs with result MC_OK in extents. s->mu held. */
@@ -318,9 +354,13 @@ static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
             uint64_t id = s->next_extent_id++;
             int fd = disk_open_extent_fd(s, id, 1);
             if (fd < 0) {
+                int e = errno;
                 mc_error(DISK_COMP, "cannot create extent", "path=%s id=%" PRIu64 " err=%d",
-                         s->path, id, errno);
-                j->result = MC_ERR_FILE_OPEN_FAIL;
+                         s->path, id, e);
+                if (e == ENOSPC || e == EDQUOT)
+                    set_no_space_locked(s, 1);
+                j->result =
+                    e == ENOSPC || e == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_OPEN_FAIL;
                 continue;
             }
             x = disk_extent_add_locked(s, id, fd, 0);
@@ -418,13 +458,44 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
                                     .write = 1};
         iojobs[nio++] = j;
     }
-    struct wctx c = {iojobs, ios};
+    struct wctx c = {iojobs, ios, 0};
     disk_ring_run(r, ios, nio, &s->faults, write_done, &c);
+    if (c.failed > 1)
+        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu of=%zu", s->path, c.failed,
+                nio);
     for (size_t k = 0; k < nio; k++) {
         if (iojobs[k]->result != MC_OK)
             zero_header(r, iojobs[k]);
         if (heap[k])
             free(ios[k].buf);
+    }
+}
+
+/* Gives back the space of failed records that nothing was reserved after (newest first, so a
+ * run of failures at an extent's end all go), cutting the file back so no partial record stays
+ * past the end. s->mu held. */
+static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct wjob *j = &jobs[i];
+            if (!j->x || j->result == MC_OK || j->rolled_back)
+                continue;
+            uint64_t rec = disk_record_size(j->key_len, j->len);
+            if (j->off + rec != j->x->size)
+                continue;
+            j->x->size = j->off;
+            s->bytes_used -= rec;
+            j->rolled_back = 1;
+            progress = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->rolled_back && j->x->size <= j->off && ftruncate(j->x->fd, (off_t)j->x->size) != 0)
+            mc_warn(DISK_COMP, "cannot cut failed record off", "path=%s extent=%" PRIu64 " err=%d",
+                    s->path, j->x->id, errno);
     }
 }
 
@@ -460,15 +531,16 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n, int 
         if (j->result == MC_OK)
             need += disk_record_size(j->key_len, j->len);
     }
-    if (check_capacity && need > 0) {
+    if (check_capacity && need > 0 && s->no_space && !fs_has_room(s, need))
+        rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
+    else if (check_capacity && need > 0)
         rc = make_room_locked(s, need);
-        if (rc != MC_OK) {
-            for (size_t i = 0; i < n; i++)
-                if (jobs[i].result == MC_OK)
-                    jobs[i].result = rc;
-            pthread_mutex_unlock(&s->mu);
-            goto out;
-        }
+    if (rc != MC_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].result == MC_OK)
+                jobs[i].result = rc;
+        pthread_mutex_unlock(&s->mu);
+        goto out;
     }
     place_locked(s, jobs, n);
     disk_ring_sync_files_locked(s, r);
@@ -489,6 +561,7 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n, int 
     }
 
     pthread_mutex_lock(&s->mu);
+    int any_ok = 0, any_nospace = 0;
     for (size_t i = 0; i < n; i++) {
         struct wjob *j = &jobs[i];
         if (!j->x)
@@ -496,12 +569,17 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n, int 
         j->x->writers--;
         if (j->result == MC_OK) {
             commit_locked(s, j);
+            any_ok = 1;
         } else {
-            j->x->sealed = 1;
-            if (s->active == j->x)
-                s->active = NULL;
+            s->write_errors++;
+            any_nospace |= j->err == ENOSPC || j->err == EDQUOT;
         }
     }
+    rollback_locked(s, jobs, n);
+    if (any_nospace)
+        set_no_space_locked(s, 1);
+    else if (any_ok)
+        set_no_space_locked(s, 0);
     pthread_cond_broadcast(&s->cv);
     if (check_capacity)
         watermark_evict_locked(s);
@@ -821,6 +899,9 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->dropped_bytes_at_recovery = s->dropped_bytes;
     u->evicted_extents = s->evicted_extents;
     u->evicted_records = s->evicted_records;
+    u->no_space = s->no_space;
+    u->no_space_events = s->no_space_events;
+    u->write_errors = s->write_errors;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;

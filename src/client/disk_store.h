@@ -33,6 +33,14 @@
  * way (a callback failure there is logged; the append already succeeded). A dropped extent's
  * file is closed and unlinked only after its last reader (and writer) is done.
  *
+ * Write failures. A record whose write fails is never indexed; its reservation is given back
+ * (the extent is cut back and reused) unless a later record was reserved after it, in which
+ * case it stays a zeroed hole. No failure seals an extent or opens a new one, so a fault that
+ * persists costs no space and no good record. ENOSPC (or EDQUOT) from the filesystem is a
+ * capacity signal: the append fails with UNABLE_OFFLOAD, usage.no_space is set, and later
+ * appends are refused without I/O until the filesystem reports room again (fstatvfs), when
+ * the next append that gets through clears it; nothing is evicted because of it.
+ *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
  * the next valid record); garbage after the last good record (a torn append) is counted and
@@ -120,8 +128,12 @@ struct mc_disk_usage {
     uint64_t dropped_bytes_at_recovery;
     uint64_t evicted_extents;
     uint64_t evicted_records;
-    int registered_buffers; /* 1 when the last ring created has a registered staging buffer */
-    int registered_files;   /* 1 when the last ring created has a registered file table */
+    int no_space;             /* 1 while the filesystem is full (ENOSPC): appends are refused
+                                 with UNABLE_OFFLOAD without touching the disk until it has room */
+    uint64_t no_space_events; /* times the store went full */
+    uint64_t write_errors;    /* records whose write failed (space given back when possible) */
+    int registered_buffers;   /* 1 when the last ring created has a registered staging buffer */
+    int registered_files;     /* 1 when the last ring created has a registered file table */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if
@@ -164,14 +176,17 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u);
 
 /* Fault injection (test builds only: the setter exists with MC_TEST_HOOKS; without it the types
  * stay for the store's internals, and no fault can ever be set). After `skip` matching
- * operations pass, the next `count` (-1: all) matching operations fail: EIO / ENOSPC are
- * reported without touching the disk; SHORT really transfers half the bytes (rounded down to
- * 4 KiB) and reports that count. */
+ * transfers pass, the next `count` (-1: all) matching transfers fail: EIO / ENOSPC / EAGAIN are
+ * reported without touching the disk; SHORT really transfers half the remaining bytes (rounded
+ * down to 4 KiB) and reports that count (the engine resubmits the rest, which is another
+ * transfer). SUBMIT counts submit calls instead of transfers: the matching call fails hard. */
 enum mc_disk_fault_kind {
     MC_DISK_FAULT_NONE,
     MC_DISK_FAULT_EIO,
     MC_DISK_FAULT_ENOSPC,
-    MC_DISK_FAULT_SHORT
+    MC_DISK_FAULT_SHORT,
+    MC_DISK_FAULT_EAGAIN,
+    MC_DISK_FAULT_SUBMIT
 };
 enum { MC_DISK_FAULT_READ = 1, MC_DISK_FAULT_WRITE = 2 };
 struct mc_disk_fault {

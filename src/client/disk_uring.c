@@ -16,10 +16,16 @@
  * no ring keeps a deleted file alive. When registration is refused, the ring uses plain buffers
  * or fds and the store logs it once. When io_uring itself is unavailable, pread/pwrite are used.
  *
- * Fault injection (MC_TEST_HOOKS): EIO / ENOSPC complete an operation without submitting it;
- * SHORT submits half the length (4 KiB aligned) so the disk really holds a torn record.
+ * A transfer that comes back short is resubmitted for the rest, and one that completes with
+ * EAGAIN / EINTR is resubmitted too, each at most DISK_IO_TRIES times per operation; a transfer
+ * that makes no progress (0 bytes) or fails otherwise finishes the operation with that result.
+ *
+ * Fault injection (MC_TEST_HOOKS): EIO / ENOSPC / EAGAIN complete a transfer without submitting
+ * it; SHORT submits half the remaining length (4 KiB aligned) so the disk really holds a partial
+ * transfer; SUBMIT makes a submit call fail hard (ENXIO).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -35,7 +41,12 @@ static struct disk_ring *ring_new(struct mc_disk_store *s)
         return NULL;
     r->depth = s->cfg.queue_depth;
     r->reaped = calloc(r->depth, sizeof(*r->reaped));
-    if (!r->reaped) {
+    r->retry = calloc(r->depth, sizeof(*r->retry));
+    r->pend = calloc(r->depth, sizeof(*r->pend));
+    if (!r->reaped || !r->retry || !r->pend) {
+        free(r->reaped);
+        free(r->retry);
+        free(r->pend);
         free(r);
         return NULL;
     }
@@ -87,6 +98,8 @@ static void ring_free(struct disk_ring *r)
         io_uring_queue_exit(&r->ring);
     free(r->staging);
     free(r->reaped);
+    free(r->retry);
+    free(r->pend);
     free(r);
 }
 
@@ -124,6 +137,10 @@ void disk_ring_sync_files_locked(struct mc_disk_store *s, struct disk_ring *r)
 
 void disk_ring_put_locked(struct mc_disk_store *s, struct disk_ring *r)
 {
+    if (r->broken) {
+        ring_free(r);
+        return;
+    }
     disk_ring_sync_files_locked(s, r);
     pthread_mutex_lock(&s->pool_mu);
     r->next = s->pool;
@@ -164,15 +181,16 @@ void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap)
     return p;
 }
 
-/* Returns the fault to apply to this operation (MC_DISK_FAULT_NONE normally). */
-static int fault_take(struct disk_faults *f, int write)
+/* Returns the fault to apply (MC_DISK_FAULT_NONE normally). submit: 1 takes only a SUBMIT
+ * fault (checked once per submit call), 0 takes only the per-operation kinds. */
+static int fault_take(struct disk_faults *f, int write, int submit)
 {
 #ifdef MC_TEST_HOOKS
     if (!f)
         return 0;
     int kind = MC_DISK_FAULT_NONE;
     pthread_mutex_lock(&f->mu);
-    if (f->f.kind != MC_DISK_FAULT_NONE &&
+    if (f->f.kind != MC_DISK_FAULT_NONE && (f->f.kind == MC_DISK_FAULT_SUBMIT) == (submit != 0) &&
         (f->f.ops & (write ? MC_DISK_FAULT_WRITE : MC_DISK_FAULT_READ))) {
         if (f->f.skip > 0) {
             f->f.skip--;
@@ -187,26 +205,30 @@ static int fault_take(struct disk_faults *f, int write)
 #else
     (void)f;
     (void)write;
+    (void)submit;
     return 0;
 #endif
 }
 
-/* Applies an injected fault: 1 when the operation is complete without I/O, else 0 with *len
- * possibly shortened. */
-static int fault_apply(int kind, struct disk_io *io, uint32_t *len)
+/* Applies an injected fault to the next transfer of io (*len bytes are left): 1 when the
+ * transfer is complete without I/O (*res holds its result), else 0 with *len possibly
+ * shortened. */
+static int fault_apply(int kind, uint32_t *len, int *res)
 {
-    *len = io->len;
     switch (kind) {
     case MC_DISK_FAULT_EIO:
-        io->res = -EIO;
+        *res = -EIO;
         return 1;
     case MC_DISK_FAULT_ENOSPC:
-        io->res = -ENOSPC;
+        *res = -ENOSPC;
+        return 1;
+    case MC_DISK_FAULT_EAGAIN:
+        *res = -EAGAIN;
         return 1;
     case MC_DISK_FAULT_SHORT:
-        *len = (io->len / 2) & ~(MC_DISK_BLOCK - 1);
+        *len = (*len / 2) & ~(MC_DISK_BLOCK - 1);
         if (*len == 0) {
-            io->res = 0;
+            *res = 0;
             return 1;
         }
         return 0;
@@ -215,23 +237,57 @@ static int fault_apply(int kind, struct disk_io *io, uint32_t *len)
     }
 }
 
-static void run_sync(struct disk_ring *r, struct disk_io *ios, size_t n, struct disk_faults *faults,
-                     disk_done_fn done, void *ctx)
+/* Accounts one transfer's result. Returns 1 when io is finished (io->res set: the byte count
+ * when complete, else what it got: fewer bytes or -errno), 0 when the rest must be resubmitted:
+ * a short transfer that made progress, or EAGAIN / EINTR, each up to DISK_IO_TRIES times. */
+static int io_account(struct disk_io *io, int res)
 {
-    (void)r;
+    if (res > 0) {
+        io->xfer += (uint32_t)res;
+        if (io->xfer >= io->len) {
+            io->res = (int)io->len;
+            return 1;
+        }
+    } else if (res != -EAGAIN && res != -EINTR) {
+        io->res = res < 0 ? res : (int)io->xfer; /* 0: no progress, the transfer stays short */
+        return 1;
+    }
+    if (++io->tries > DISK_IO_TRIES) {
+        io->res = res < 0 ? res : (int)io->xfer;
+        return 1;
+    }
+    return 0;
+}
+
+static void run_sync(struct disk_io *ios, size_t n, struct disk_faults *faults, disk_done_fn done,
+                     void *ctx)
+{
+    int hard = 0;
+    if (n > 0 && fault_take(faults, ios[0].write, 1) == MC_DISK_FAULT_SUBMIT)
+        hard = -ENXIO;
     for (size_t i = 0; i < n; i++) {
         struct disk_io *io = &ios[i];
-        uint32_t len;
-        if (!fault_apply(fault_take(faults, io->write), io, &len)) {
-            ssize_t rc;
-            do {
-                rc = io->write ? pwrite(io->fd, io->buf, len, (off_t)io->off)
-                               : pread(io->fd, io->buf, len, (off_t)io->off);
-            } while (rc < 0 && errno == EINTR);
-            io->res = rc < 0 ? -errno : (int)rc;
+        if (hard) {
+            io->res = hard;
+            done(ctx, i);
+            continue;
+        }
+        for (;;) {
+            uint32_t len = io->len - io->xfer;
+            int res;
+            if (!fault_apply(fault_take(faults, io->write, 0), &len, &res)) {
+                char *b = (char *)io->buf + io->xfer;
+                off_t off = (off_t)(io->off + io->xfer);
+                ssize_t rc = io->write ? pwrite(io->fd, b, len, off) : pread(io->fd, b, len, off);
+                res = rc < 0 ? -errno : (int)rc;
+            }
+            if (io_account(io, res))
+                break;
         }
         done(ctx, i);
     }
+    if (hard)
+        mc_warn(DISK_COMP, "injected submit failure, batch failed", "ops=%zu err=%d", n, -hard);
 }
 
 static void before_io(struct disk_faults *f, struct disk_io *ios, size_t n)
@@ -252,54 +308,140 @@ static void before_io(struct disk_faults *f, struct disk_io *ios, size_t n)
 #endif
 }
 
+/* Queues io's next transfer (len bytes from where it stands). 0, or -1 when the SQ is full. */
+static int prep(struct disk_ring *r, struct disk_io *io, size_t i, uint32_t len)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+    if (!sqe)
+        return -1;
+    int fd = io->fd;
+    int fixed_file = r->files_registered && io->slot >= 0;
+    if (fixed_file)
+        fd = io->slot;
+    char *b = (char *)io->buf + io->xfer;
+    uint64_t off = io->off + io->xfer;
+    int fixed_buf = r->buf_registered && b >= r->staging && b + len <= r->staging + r->staging_len;
+    if (io->write) {
+        if (fixed_buf)
+            io_uring_prep_write_fixed(sqe, fd, b, len, off, 0);
+        else
+            io_uring_prep_write(sqe, fd, b, len, off);
+    } else {
+        if (fixed_buf)
+            io_uring_prep_read_fixed(sqe, fd, b, len, off, 0);
+        else
+            io_uring_prep_read(sqe, fd, b, len, off);
+    }
+    if (fixed_file)
+        sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, i);
+    return 0;
+}
+
+/*
+ * The loop keeps three queues of operation indices, together never more than depth:
+ *   pend    transfers prepared in the SQ but not yet taken by the kernel (FIFO: the kernel takes
+ *           them in order, and io_uring_submit says how many it took);
+ *   inflight  taken, completion not reaped yet;
+ *   retry   reaped short / EAGAIN transfers whose rest goes out again.
+ * A hard submit error (anything but EINTR / EAGAIN / EBUSY, or those past DISK_SUBMIT_TRIES in a
+ * row) fails every operation not yet taken, waits (without submitting) for what the kernel holds,
+ * logs one line and marks the ring broken: its SQ still holds the refused entries, so it is
+ * never submitted again and disk_ring_put_locked frees it.
+ */
 void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct disk_faults *faults,
                    disk_done_fn done, void *ctx)
 {
+    for (size_t i = 0; i < n; i++) {
+        ios[i].xfer = 0;
+        ios[i].tries = 0;
+        ios[i].res = INT32_MIN; /* not finished */
+    }
     before_io(faults, ios, n);
-    if (!r->uring) {
-        run_sync(r, ios, n, faults, done, ctx);
+    if (!r->uring || r->broken) {
+        run_sync(ios, n, faults, done, ctx);
         return;
     }
-    size_t next = 0, inflight = 0, nreaped = 0;
-    while (next < n || inflight > 0 || nreaped > 0) {
-        while (next < n && inflight < r->depth) {
-            struct disk_io *io = &ios[next];
+    size_t next = 0, inflight = 0, nreaped = 0, nretry = 0;
+    size_t phead = 0, npend = 0; /* pend is a ring of depth entries */
+    int hard = 0, soft = 0;
+    size_t hard_failed = 0;
+    while (next < n || npend > 0 || inflight > 0 || nreaped > 0 || nretry > 0) {
+        while (!hard && inflight + npend < r->depth && (nretry > 0 || next < n)) {
+            size_t i = nretry > 0 ? r->retry[--nretry] : next++;
+            struct disk_io *io = &ios[i];
             uint32_t len;
-            if (fault_apply(fault_take(faults, io->write), io, &len)) {
-                done(ctx, next++);
+            int res, finished = 0;
+            for (;;) {
+                len = io->len - io->xfer;
+                if (!fault_apply(fault_take(faults, io->write, 0), &len, &res))
+                    break;
+                if (io_account(io, res)) {
+                    finished = 1;
+                    break;
+                }
+            }
+            if (finished) {
+                done(ctx, i);
                 continue;
             }
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
-            if (!sqe)
+            if (prep(r, io, i, len) != 0) { /* not expected: the SQ holds depth entries */
+                r->retry[nretry++] = i;
                 break;
-            int fd = io->fd;
-            int fixed_file = r->files_registered && io->slot >= 0;
-            if (fixed_file)
-                fd = io->slot;
-            char *b = io->buf;
-            int fixed_buf =
-                r->buf_registered && b >= r->staging && b + len <= r->staging + r->staging_len;
-            if (io->write) {
-                if (fixed_buf)
-                    io_uring_prep_write_fixed(sqe, fd, b, len, io->off, 0);
-                else
-                    io_uring_prep_write(sqe, fd, b, len, io->off);
-            } else {
-                if (fixed_buf)
-                    io_uring_prep_read_fixed(sqe, fd, b, len, io->off, 0);
-                else
-                    io_uring_prep_read(sqe, fd, b, len, io->off);
             }
-            if (fixed_file)
-                sqe->flags |= IOSQE_FIXED_FILE;
-            io_uring_sqe_set_data64(sqe, next);
-            next++;
-            inflight++;
+            r->pend[(phead + npend++) % r->depth] = i;
         }
-        if (inflight > 0) {
-            int rc = io_uring_submit_and_wait(&r->ring, nreaped == 0 ? 1 : 0);
-            if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY)
-                mc_warn(DISK_COMP, "io_uring submit failed", "err=%d", -rc);
+        if (!hard && (npend > 0 || inflight > 0)) {
+            int rc;
+            if (npend > 0 && fault_take(faults, ios[0].write, 1) == MC_DISK_FAULT_SUBMIT)
+                rc = -ENXIO;
+            else
+                rc = io_uring_submit_and_wait(&r->ring, nreaped == 0 ? 1 : 0);
+            if (rc >= 0) {
+                size_t took = (size_t)rc < npend ? (size_t)rc : npend;
+                phead = (phead + took) % r->depth;
+                npend -= took;
+                inflight += took;
+                soft = 0;
+            } else if ((rc == -EINTR || rc == -EAGAIN || rc == -EBUSY) &&
+                       ++soft <= DISK_SUBMIT_TRIES) {
+                if (rc != -EINTR && nreaped == 0)
+                    sched_yield();
+            } else {
+                hard = rc;
+            }
+            if (hard) {
+                /* Everything the kernel has not taken fails now. */
+                for (; npend > 0; npend--, phead = (phead + 1) % r->depth, hard_failed++) {
+                    ios[r->pend[phead]].res = hard;
+                    done(ctx, r->pend[phead]);
+                }
+                for (; nretry > 0; hard_failed++) {
+                    size_t i = r->retry[--nretry];
+                    ios[i].res = hard;
+                    done(ctx, i);
+                }
+                for (; next < n; next++, hard_failed++) {
+                    ios[next].res = hard;
+                    done(ctx, next);
+                }
+                r->broken = 1;
+            }
+        } else if (hard && inflight > 0 && nreaped == 0) {
+            struct io_uring_cqe *cqe;
+            int rc = io_uring_wait_cqe(&r->ring, &cqe); /* submits nothing */
+            if (rc < 0 && rc != -EINTR && rc != -EAGAIN) {
+                /* The ring is gone: the kernel may still own these buffers; nothing safe is
+                 * left to do but report them failed. */
+                mc_error(DISK_COMP, "io_uring wait failed with operations in flight",
+                         "err=%d inflight=%zu", -rc, inflight);
+                for (size_t i = 0; i < n; i++)
+                    if (ios[i].res == INT32_MIN) {
+                        ios[i].res = rc;
+                        done(ctx, i);
+                    }
+                inflight = 0;
+            }
         }
         /* Callbacks of the previous reap run while the new submissions are in flight. */
         for (size_t k = 0; k < nreaped; k++)
@@ -310,11 +452,22 @@ void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct di
         io_uring_for_each_cqe(&r->ring, head, cqe)
         {
             size_t i = (size_t)io_uring_cqe_get_data64(cqe);
-            ios[i].res = cqe->res;
-            r->reaped[nreaped++] = i;
             seen++;
+            if (i >= n)
+                continue;
+            if (io_account(&ios[i], cqe->res))
+                r->reaped[nreaped++] = i;
+            else if (hard) {
+                ios[i].res = hard;
+                r->reaped[nreaped++] = i;
+            } else {
+                r->retry[nretry++] = i;
+            }
         }
         io_uring_cq_advance(&r->ring, seen);
-        inflight -= seen;
+        inflight -= seen < inflight ? seen : inflight;
     }
+    if (hard)
+        mc_warn(DISK_COMP, "io_uring submit failed, batch failed, ring retired",
+                "err=%d ops=%zu failed_unsubmitted=%zu", -hard, n, hard_failed);
 }
