@@ -8,3 +8,9 @@ if(TARGET mc_client_static)
   mc_add_test(test_disk_faults SOURCES test_disk_faults.c LIBS mc_client_static Threads::Threads
               TIMEOUT 120)
 endif()
+if(TARGET mc_client_static)
+  # Restart semantics: record images inside values, the older format, removals vs eviction
+  # order, a SIGKILLed writer.
+  mc_add_test(test_disk_recovery SOURCES test_disk_recovery.c LIBS mc_client_static
+              Threads::Threads TIMEOUT 120)
+endif()

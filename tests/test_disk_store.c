@@ -249,7 +249,8 @@ static void test_bit_flips_at_recovery(void **state)
 {
     struct env *e = *state;
     e->s = open_store(e->dir, 64 * MIB, 8 * MIB, NULL, NULL);
-    /* Records of 4 KiB header + 8 KiB value: r0 at 0, r1 at 12 KiB, r2 at 24 KiB, r3 at 36 KiB. */
+    /* After the 4 KiB superblock, records of 4 KiB header + 8 KiB value: r0 at 4 KiB, r1 at
+     * 16 KiB, r2 at 28 KiB, r3 at 40 KiB. */
     for (int i = 0; i < 4; i++) {
         char key[8];
         snprintf(key, sizeof(key), "f%d", i);
@@ -259,8 +260,8 @@ static void test_bit_flips_at_recovery(void **state)
     e->s = NULL;
     char path[512];
     nth_extent(e->dir, 1, path, sizeof(path));
-    flip_bit(path, 12 * KIB + 4096 + 5000); /* f1's value */
-    flip_bit(path, 24 * KIB + 20);          /* f2's header */
+    flip_bit(path, 16 * KIB + 4096 + 5000); /* f1's value */
+    flip_bit(path, 28 * KIB + 20);          /* f2's header */
     e->s = open_store(e->dir, 64 * MIB, 8 * MIB, NULL, NULL);
     assert_int_equal(get_check(e->s, "f0", 8192, 0, 0), MC_OK);
     assert_int_equal(get_check(e->s, "f1", 8192, 1, 0), MC_ERR_OBJECT_NOT_FOUND);
@@ -280,8 +281,8 @@ static void test_bit_flip_at_read(void **state)
     assert_int_equal(put_gen(e->s, "y", 1, 100, 10), MC_OK);
     char path[512];
     nth_extent(e->dir, 1, path, sizeof(path));
-    flip_bit(path, 4096 + 3);            /* x's value */
-    flip_bit(path, 12 * KIB + 4096 + 7); /* y's value */
+    flip_bit(path, 8 * KIB + 3);         /* x's value (after the superblock and its header) */
+    flip_bit(path, 16 * KIB + 4096 + 7); /* y's value */
     for (int odd = 0; odd < 2; odd++) {
         char *raw = NULL;
         assert_int_equal(posix_memalign((void **)&raw, 4096, 16384), 0);
@@ -432,14 +433,14 @@ static void test_capacity_eviction(void **state)
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
     struct mc_disk_store_config c = {.path = e->dir,
-                                     .capacity = 256 * KIB,
+                                     .capacity = 272 * KIB,
                                      .high_watermark = 1.0,
-                                     .extent_size = 64 * KIB,
+                                     .extent_size = 68 * KIB,
                                      .queue_depth = 4,
                                      .evict_cb = evict_cb,
                                      .evict_ctx = &l};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
-    fill_extents(e, 0, 16); /* exactly full: 4 extents */
+    fill_extents(e, 0, 16); /* exactly full: 4 extents (a 4 KiB superblock + 4 records) */
     assert_int_equal(l.calls, 0);
     assert_int_equal(count_extents(e->dir), 4);
 
@@ -492,9 +493,9 @@ static void test_watermark_eviction(void **state)
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
     struct mc_disk_store_config c = {.path = e->dir,
-                                     .capacity = 256 * KIB,
+                                     .capacity = 272 * KIB,
                                      .high_watermark = 0.5,
-                                     .extent_size = 64 * KIB,
+                                     .extent_size = 68 * KIB,
                                      .evict_cb = evict_cb,
                                      .evict_ctx = &l};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
@@ -502,7 +503,7 @@ static void test_watermark_eviction(void **state)
     struct mc_disk_usage u;
     mc_disk_store_usage(e->s, &u);
     assert_true(l.calls >= 1);
-    assert_true(u.bytes_used <= 128 * KIB + 64 * KIB); /* the active extent may be partial */
+    assert_true(u.bytes_used <= 136 * KIB + 68 * KIB); /* the active extent may be partial */
     assert_int_equal(get_check(e->s, "e011", 12 * KIB, 11, 0), MC_OK);
     assert_int_equal(get_check(e->s, "e000", 12 * KIB, 0, 0), MC_ERR_OBJECT_NOT_FOUND);
 }
@@ -552,9 +553,9 @@ static void test_eviction_waits_for_reader(void **state)
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
     struct mc_disk_store_config c = {.path = e->dir,
-                                     .capacity = 256 * KIB,
+                                     .capacity = 272 * KIB,
                                      .high_watermark = 1.0,
-                                     .extent_size = 64 * KIB,
+                                     .extent_size = 68 * KIB,
                                      .evict_cb = evict_cb,
                                      .evict_ctx = &l};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);

@@ -1,9 +1,18 @@
 /*
- * disk_format.c - the LOCAL_DISK record header (layout in disk_store.h), little-endian:
- *   0 magic u32 | 4 format u16 | 6 flags u16 | 8 key_len u32 | 12 value_crc u32 |
- *   16 value_len u64 | 24 version u64 | 32 reserved (12 bytes, zero) | 44 hdr_crc u32
- * hdr_crc is the CRC32C of bytes 0..43 followed by the key, so a flipped bit in the header or
- * the key is caught. Decoding treats the bytes as untrusted: every length is bounded.
+ * disk_format.c - the LOCAL_DISK on-disk format (layout in disk_store.h), little-endian.
+ *
+ * Extent superblock, block 0 of every extent file (format 2):
+ *   0 magic "MCDX" u32 | 4 format u16 | 6 zero u16 | 8 extent id u64 | 16 nonce u64 |
+ *   24 zero (36 bytes) | 60 crc u32 (CRC32C of bytes 0..59); the rest of the block is zero.
+ * Record header (format 2), at a 4 KiB boundary after the superblock:
+ *   0 magic "MCDR" u32 | 4 format u16 | 6 flags u16 | 8 key_len u32 | 12 value_crc u32 |
+ *   16 value_len u64 | 24 version u64 | 32 extent id u64 | 40 offset u64 | 48 nonce u64 |
+ *   56 zero u32 | 60 hdr_crc u32
+ * hdr_crc is the CRC32C of bytes 0..59 followed by the key, so a flipped bit in the header or
+ * the key is caught. A header names its own extent, offset and the extent's random nonce: a
+ * header image inside a value (or copied from elsewhere) cannot verify where it lies. Decoding
+ * treats the bytes as untrusted: every length is bounded.
+ * Format 1 (a 48-byte header, no superblock, tombstones) is not read any more.
  */
 #include <endian.h>
 #include <string.h>
@@ -45,6 +54,30 @@ static uint64_t get64(const unsigned char *p)
     return le64toh(v);
 }
 
+void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce)
+{
+    unsigned char *p = blk;
+    memset(p, 0, MC_DISK_BLOCK);
+    put32(p + 0, DISK_SB_MAGIC);
+    put16(p + 4, DISK_FORMAT);
+    put64(p + 8, id);
+    put64(p + 16, nonce);
+    put32(p + 60, mc_crc32c(p, 60));
+}
+
+int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce)
+{
+    const unsigned char *p = blk;
+    if (get32(p) == DISK_MAGIC)
+        return get16(p + 4) == DISK_FORMAT ? -1 : -2; /* an old-format record at offset 0 */
+    if (get32(p) != DISK_SB_MAGIC || get16(p + 4) != DISK_FORMAT ||
+        mc_crc32c(p, 60) != get32(p + 60))
+        return -1;
+    *id = get64(p + 8);
+    *nonce = get64(p + 16);
+    return 0;
+}
+
 void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key)
 {
     unsigned char *p = blk;
@@ -57,10 +90,13 @@ void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key)
     put32(p + 12, h->value_crc);
     put64(p + 16, h->value_len);
     put64(p + 24, h->version);
+    put64(p + 32, h->ext_id);
+    put64(p + 40, h->off);
+    put64(p + 48, h->nonce);
     memcpy(p + DISK_HDR_SIZE, key, h->key_len);
-    uint32_t crc = mc_crc32c(p, 44);
+    uint32_t crc = mc_crc32c(p, 60);
     crc = mc_crc32c_extend(crc, key, h->key_len);
-    put32(p + 44, crc);
+    put32(p + 60, crc);
 }
 
 int disk_hdr_decode(const void *blk, size_t avail, struct disk_hdr *h)
@@ -71,23 +107,23 @@ int disk_hdr_decode(const void *blk, size_t avail, struct disk_hdr *h)
     uint32_t flags = get16(p + 6);
     uint32_t key_len = get32(p + 8);
     uint64_t value_len = get64(p + 16);
-    if (flags & ~DISK_FLAG_TOMBSTONE)
+    if (flags & ~DISK_FLAG_DEAD)
         return -1;
     if (key_len == 0 || key_len > MC_DISK_MAX_KEY_LEN || DISK_HDR_SIZE + (size_t)key_len > avail)
         return -1;
-    if (value_len > DISK_MAX_VALUE || ((flags & DISK_FLAG_TOMBSTONE) && value_len != 0))
+    if (value_len > DISK_MAX_VALUE || get32(p + 56) != 0)
         return -1;
-    for (int i = 32; i < 44; i++)
-        if (p[i] != 0)
-            return -1;
-    uint32_t crc = mc_crc32c(p, 44);
+    uint32_t crc = mc_crc32c(p, 60);
     crc = mc_crc32c_extend(crc, p + DISK_HDR_SIZE, key_len);
-    if (crc != get32(p + 44))
+    if (crc != get32(p + 60))
         return -1;
     h->flags = flags;
     h->key_len = key_len;
     h->value_len = value_len;
     h->version = get64(p + 24);
     h->value_crc = get32(p + 12);
+    h->ext_id = get64(p + 32);
+    h->off = get64(p + 40);
+    h->nonce = get64(p + 48);
     return 0;
 }

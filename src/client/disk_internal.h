@@ -1,6 +1,7 @@
 /*
  * disk_internal.h - shared internals of the LOCAL_DISK store (disk_store.h), split by job:
- *   disk_store.c   open/close, append, read, remove, pins, capacity eviction
+ *   disk_store.c   open/close, read, pins, capacity eviction
+ *   disk_write.c   append, remove, dead marks
  *   disk_index.c   the key -> record hash index
  *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
  *   disk_recover.c the start-up scan that verifies extents and rebuilds the index
@@ -21,10 +22,11 @@
 #include "client/disk_store.h"
 
 #define DISK_COMP "disk"
-#define DISK_HDR_SIZE 48u
-#define DISK_MAGIC 0x5244434du /* "MCDR" little-endian */
-#define DISK_FORMAT 1u
-#define DISK_FLAG_TOMBSTONE 1u
+#define DISK_HDR_SIZE 64u
+#define DISK_MAGIC 0x5244434du    /* "MCDR" little-endian: a record header */
+#define DISK_SB_MAGIC 0x5844434du /* "MCDX" little-endian: an extent superblock */
+#define DISK_FORMAT 2u
+#define DISK_FLAG_DEAD 2u /* superseded or removed: skipped by length at recovery */
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
 
@@ -41,14 +43,22 @@ static inline uint64_t disk_record_size(uint32_t key_len, uint64_t value_len)
     return disk_hdr_block(key_len) + disk_round_up(value_len);
 }
 
-/* ---- record header (disk_format.c) ---- */
+/* ---- extent superblock and record header (disk_format.c) ---- */
 struct disk_hdr {
     uint32_t flags;
     uint32_t key_len;
     uint64_t value_len;
     uint64_t version;
     uint32_t value_crc;
+    uint64_t ext_id; /* where the record lies: a header elsewhere does not verify */
+    uint64_t off;
+    uint64_t nonce; /* the extent's */
 };
+/* Writes an extent's superblock into blk (MC_DISK_BLOCK bytes). */
+void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce);
+/* 0 and fills id/nonce when blk holds a valid superblock; -2 when it starts with a record
+ * header of another format (an extent written by an older version); -1 otherwise. */
+int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce);
 /* Writes the header + key into blk (zero-filled up to the header block size). */
 void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key);
 /* Checks magic, format, header CRC (over header and key; the key must be within avail bytes of
@@ -60,17 +70,20 @@ struct disk_entry;
 
 struct disk_extent {
     uint64_t id;
+    uint64_t nonce; /* random, in the superblock and every record header */
     int fd;
     int slot;            /* registered-file slot, or -1 */
     uint64_t size;       /* bytes reserved (append offset) */
     uint64_t live_bytes; /* record bytes of live entries */
     uint64_t nlive;
-    uint32_t pinned;                 /* sum of pins of live entries */
-    uint32_t readers;                /* reads in flight */
-    uint32_t writers;                /* appends in flight */
-    int sealed;                      /* takes no more appends */
-    int dropping;                    /* chosen for eviction */
-    struct disk_entry *entries;      /* live entries (intrusive list) */
+    uint32_t pinned;            /* sum of pins of live entries */
+    uint32_t readers;           /* reads in flight */
+    uint32_t writers;           /* appends in flight */
+    int sealed;                 /* takes no more appends */
+    int dropping;               /* chosen for eviction */
+    uint32_t unkilled;          /* superseded records here that could not be marked dead: no newer
+                                 * extent may be evicted before this one (the key would come back) */
+    struct disk_entry *entries; /* live entries (intrusive list) */
     struct disk_extent *prev, *next; /* oldest first */
 };
 
@@ -171,6 +184,8 @@ struct mc_disk_store {
     int no_space;             /* the filesystem said ENOSPC: appends refused until it has room */
     uint64_t no_space_events; /* times the store went full */
     uint64_t write_errors;    /* records whose write failed */
+    uint64_t kill_failures;   /* dead marks that could not be written */
+    uint64_t skipped_extents; /* extents not adopted at recovery (older format, damaged) */
 
     int slot_fds[DISK_MAX_SLOTS];
     uint64_t files_gen;
@@ -198,7 +213,29 @@ struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id,
                                            uint64_t size);
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x);
 void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e);
+void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e); /* detach + free */
+/* Eviction (disk_store.c): make bytes_used + need fit the capacity (0 or an error code), and
+ * the after-append watermark pass. Both may release s->mu while the callback runs. */
+int disk_make_room_locked(struct mc_disk_store *s, uint64_t need);
+void disk_watermark_evict_locked(struct mc_disk_store *s);
 int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create);
+
+/* A record to mark dead in place (its header rewritten with DISK_FLAG_DEAD). */
+struct disk_kill {
+    struct disk_extent *x;
+    uint64_t off;
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    uint64_t value_len;
+    int held; /* the killer counted a writer on x */
+    int res;  /* 0 or -errno */
+};
+/* Encodes k's dead header into blk (disk_hdr_block(k->key_len) bytes). */
+void disk_kill_encode(void *blk, const struct disk_kill *k);
+/* Synchronous kill (recovery): 0 or -errno. */
+int disk_kill_sync(const struct disk_kill *k);
 
 /* Start-up scan (disk_recover.c): called from open, before any other thread sees the store. */
 int disk_recover(struct mc_disk_store *s, char *err, size_t errlen);

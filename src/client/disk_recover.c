@@ -1,19 +1,28 @@
 /*
  * disk_recover.c - the LOCAL_DISK store's start-up scan (design in disk_store.h).
  *
- * Extents are scanned in id order and each one from offset 0, which is append order, so
- * applying records as they are met rebuilds the index exactly: a record replaces the indexed
- * one unless that has a higher version; a tombstone removes an indexed record of its version or
- * older. Every record is verified before it is applied: the header CRC (header + key), lengths
- * that fit the file, then the value CRC (read in 1 MiB aligned chunks).
+ * Extents are scanned in id order and each one from its superblock on, which is append order,
+ * so applying records as they are met rebuilds the index exactly: a record replaces the
+ * indexed one unless that has a higher version, and the loser is marked dead on disk right away
+ * (a crash can leave both alive: the mark had not been written yet). Records marked dead are
+ * skipped by their length. Every live record is verified before it is applied: the header CRC
+ * (header + key), that the header names this extent, this offset and this extent's nonce,
+ * lengths that fit the file, then the value CRC (read in 1 MiB aligned chunks).
  *
  * Damage: a record with a good header but a bad value is skipped by its length and counted. A
  * bad header cannot be trusted for a length, so the scan moves on one 4 KiB block at a time
- * until a block verifies as a header again (records always start on a block boundary); that
- * region counts as one dropped record unless it starts with a zero block (an unused hole left
- * by a failed append). Whatever follows the last good record (a torn append) is counted and
- * cut off with ftruncate. An extent left empty is deleted. Reads here are synchronous pread:
- * start-up is one sequential pass.
+ * until a block verifies as a header again (records always start on a block boundary); the
+ * bytes it steps through are a value's, so a header image stored inside a value never verifies
+ * (it would have to name this very offset and the extent's random nonce). That region counts as
+ * one dropped record unless it starts with a zero block (an unused hole left by a failed
+ * append). Whatever follows the last good record (a torn append) is counted and cut off with
+ * ftruncate. An extent with no live record is deleted.
+ *
+ * An extent whose block 0 is not a superblock of this format is never read: one of an older
+ * format (its block 0 is an old record header) or with a damaged superblock is logged and left
+ * on disk untouched (not adopted, not deleted); one whose block 0 is all zero or missing (a
+ * crash right after creating it) is deleted. Reads here are synchronous pread: start-up is one
+ * sequential pass.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -55,7 +64,8 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
     return rc == (ssize_t)len ? 0 : -1;
 }
 
-/* Reads and decodes the header at off. 0 when valid and the record fits the file. */
+/* Reads and decodes the header at off. 0 when valid (a header of this extent at this offset)
+ * and the record fits the file. */
 static int read_header(struct scan *sc, uint64_t off, struct disk_hdr *h, int *zero_block)
 {
     *zero_block = 0;
@@ -72,7 +82,8 @@ static int read_header(struct scan *sc, uint64_t off, struct disk_hdr *h, int *z
         if (off + hb > sc->fsz || read_full(sc->x->fd, sc->buf, hb, off) != 0)
             return -1;
     }
-    if (disk_hdr_decode(sc->buf, hb, h) != 0)
+    if (disk_hdr_decode(sc->buf, hb, h) != 0 || h->ext_id != sc->x->id || h->off != off ||
+        h->nonce != sc->x->nonce)
         return -1;
     return off + disk_record_size(h->key_len, h->value_len) <= sc->fsz ? 0 : 1;
 }
@@ -93,20 +104,51 @@ static int value_ok(struct scan *sc, uint64_t voff, const struct disk_hdr *h)
     return crc == h->value_crc;
 }
 
+/* Marks a record that lost to another one of its key dead on disk. */
+static void mark_dead(struct mc_disk_store *s, struct disk_extent *x, uint64_t off, const char *key,
+                      uint32_t key_len, uint64_t version, uint32_t crc, uint64_t value_len)
+{
+    struct disk_kill k = {.x = x,
+                          .off = off,
+                          .key = key,
+                          .key_len = key_len,
+                          .version = version,
+                          .crc = crc,
+                          .value_len = value_len};
+    int rc = disk_kill_sync(&k);
+    if (rc != 0) {
+        x->unkilled++;
+        s->kill_failures++;
+        mc_error(DISK_COMP, "recovery cannot mark superseded record dead",
+                 "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, x->id, off, -rc);
+    }
+}
+
+/* Takes x off the extent list (its file stays). */
+static void list_remove(struct mc_disk_store *s, struct disk_extent *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        s->oldest = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    else
+        s->newest = x->prev;
+    if (x->slot >= 0)
+        s->slot_fds[x->slot] = -1;
+    s->nextents--;
+}
+
 static int apply(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
                  const struct disk_hdr *h, const char *key)
 {
     struct disk_entry *e = disk_index_find(&s->idx, key, h->key_len);
-    if (h->flags & DISK_FLAG_TOMBSTONE) {
-        if (e && e->version <= h->version) {
-            disk_entry_detach_locked(s, e);
-            disk_index_unlink(&s->idx, e);
-            free(e);
-        }
+    if (e && e->version > h->version) {
+        /* an older version appended later (it lost at commit, the mark did not make it) */
+        mark_dead(s, x, off, key, h->key_len, h->version, h->value_crc, h->value_len);
         return 0;
     }
-    if (e && e->version > h->version)
-        return 0; /* an older version appended later: dead bytes */
     struct disk_entry *ne = disk_entry_new(key, h->key_len);
     if (!ne)
         return -1;
@@ -115,6 +157,7 @@ static int apply(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
     ne->version = h->version;
     ne->crc = h->value_crc;
     if (e) {
+        mark_dead(s, e->ext, e->off, e->key, e->key_len, e->version, e->crc, e->value_len);
         disk_entry_detach_locked(s, e);
         disk_index_unlink(&s->idx, e);
         free(e);
@@ -124,11 +167,33 @@ static int apply(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
     return 0;
 }
 
+/* Reads x's superblock. 0: fine (x->nonce set); 1: empty (nothing was ever written: delete);
+ * -2: an older format; -1: damaged. */
+static int read_superblock(struct scan *sc)
+{
+    if (sc->fsz < MC_DISK_BLOCK)
+        return 1;
+    if (read_full(sc->x->fd, sc->buf, MC_DISK_BLOCK, 0) != 0)
+        return -1;
+    uint64_t id = 0, nonce = 0;
+    int rc = disk_sb_decode(sc->buf, &id, &nonce);
+    if (rc == 0 && id == sc->x->id) {
+        sc->x->nonce = nonce;
+        return 0;
+    }
+    if (rc == -2)
+        return -2;
+    for (size_t i = 0; i < MC_DISK_BLOCK; i++)
+        if (sc->buf[i] != 0)
+            return -1;
+    return 1;
+}
+
 /* Scans one extent; returns the length to keep (end of the last good record). */
 static int scan_extent(struct scan *sc, uint64_t *keep)
 {
     struct mc_disk_store *s = sc->s;
-    uint64_t off = 0, good_end = 0, bad_start = 0;
+    uint64_t off = MC_DISK_BLOCK, good_end = MC_DISK_BLOCK, bad_start = 0;
     int in_bad = 0, torn = 0;
     char *key = malloc(MC_DISK_MAX_KEY_LEN);
     if (!key)
@@ -144,7 +209,9 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
                 s->dropped_bytes += off - bad_start;
                 in_bad = 0;
             }
-            if (value_ok(sc, off + disk_hdr_block(h.key_len), &h)) {
+            if (h.flags & DISK_FLAG_DEAD) {
+                good_end = off + rec; /* superseded or removed: nothing to verify */
+            } else if (value_ok(sc, off + disk_hdr_block(h.key_len), &h)) {
                 if (apply(s, sc->x, off, &h, key) != 0) {
                     free(key);
                     return -1;
@@ -259,6 +326,22 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         sc.x = x;
         sc.fsz = (uint64_t)st.st_size;
         uint64_t keep = 0;
+        int sb = read_superblock(&sc);
+        if (sb < 0) {
+            mc_warn(DISK_COMP,
+                    sb == -2 ? "extent of an older on-disk format, not adopted (left on disk)"
+                             : "extent with a damaged superblock, not adopted (left on disk)",
+                    "path=%s extent=%016" PRIx64 " bytes=%" PRIu64, s->path, x->id, sc.fsz);
+            s->skipped_extents++;
+            list_remove(s, x);
+            close(x->fd);
+            free(x);
+            continue;
+        }
+        if (sb == 1) {
+            x->size = 0; /* created, never written: deleted below */
+            continue;
+        }
         if (scan_extent(&sc, &keep) != 0) {
             rc = MC_ERR_INTERNAL_ERROR;
             break;
@@ -269,21 +352,12 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         x->size = keep;
         s->bytes_used += keep;
     }
-    /* Empty extents (nothing good in them) go away. */
+    /* Extents with no live record go away (what they hold is dead, damaged or superseded). */
     for (struct disk_extent *x = s->oldest, *nx; x; x = nx) {
         nx = x->next;
-        if (x->size == 0 && x->nlive == 0) {
-            if (x->prev)
-                x->prev->next = x->next;
-            else
-                s->oldest = x->next;
-            if (x->next)
-                x->next->prev = x->prev;
-            else
-                s->newest = x->prev;
-            if (x->slot >= 0)
-                s->slot_fds[x->slot] = -1;
-            s->nextents--;
+        if (x->nlive == 0) {
+            s->bytes_used -= x->size;
+            list_remove(s, x);
             close(x->fd);
             char name[32];
             snprintf(name, sizeof(name), "%016" PRIx64 ".ext", x->id);

@@ -1,17 +1,6 @@
 /*
- * disk_store.c - the LOCAL_DISK store (design in disk_store.h): open/close, the write path shared
- * by appends and removals, batched reads, pins and capacity eviction.
- *
- * Write path (write_jobs): under the store lock, refuse stale versions, make room (evicting
- * whole extents through the callback, see evict_extent_locked), then reserve each record's
- * place in the active extent (rolling to a new extent file when it is full) and count a writer
- * on the extent. Without the lock, encode each record into an aligned buffer and write the batch
- * through a ring. Under the lock again, commit the records that were written in full to the
- * index (newest version wins). A failed record is never indexed: its reservation is rolled back
- * (the extent shrinks back and is reused) when nothing was reserved after it, else its header
- * block is zeroed (best effort) and it stays a hole that recovery steps over. ENOSPC from the
- * filesystem is a capacity signal, not a fault: the store stops taking appends (UNABLE_OFFLOAD,
- * usage.no_space) until the filesystem has room again, and keeps every record it holds.
+ * disk_store.c - the LOCAL_DISK store (design in disk_store.h): open/close, batched reads, pins
+ * and capacity eviction. The write path (appends, removals) is in disk_write.c.
  *
  * Read path: under the lock, look keys up and count a reader on their extents; read without the
  * lock (straight into the caller's buffer when aligned, else via a bounce buffer), check each
@@ -27,7 +16,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "client/disk_internal.h"
@@ -35,9 +23,7 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
-#define WINDOW_BYTES (64u << 20)    /* scratch memory per I/O window */
-#define NOSPACE_HEADROOM (1u << 20) /* free bytes beyond an append's size to resume after ENOSPC   \
-                                     */
+#define WINDOW_BYTES (64u << 20) /* scratch memory per I/O window */
 
 static void set_err(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -156,7 +142,7 @@ void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e)
     e->ext = NULL;
 }
 
-static void entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e)
+void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e)
 {
     disk_entry_detach_locked(s, e);
     disk_index_unlink(&s->idx, e);
@@ -171,14 +157,17 @@ static struct disk_extent *pick_victim_locked(struct mc_disk_store *s, int hard)
 {
     struct disk_extent *pinned = NULL;
     for (struct disk_extent *x = s->oldest; x; x = x->next) {
-        if (x->dropping || x->writers > 0)
+        if (x->dropping || x->writers > 0 || (x == s->active && !hard)) {
+            if (x->unkilled)
+                break; /* a newer extent going first would bring a dead record back */
             continue;
-        if (x == s->active && !hard)
-            continue;
+        }
         if (x->pinned == 0)
             return x;
         if (!pinned)
             pinned = x;
+        if (x->unkilled)
+            break;
     }
     return hard ? pinned : NULL;
 }
@@ -225,7 +214,7 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
         }
     }
     while (x->entries) {
-        entry_drop_locked(s, x->entries);
+        disk_entry_drop_locked(s, x->entries);
         s->evicted_records++;
     }
     while (x->readers > 0 || x->writers > 0)
@@ -246,7 +235,7 @@ out:
 }
 
 /* Makes bytes_used + need <= capacity. s->mu held (released while evicting). */
-static int make_room_locked(struct mc_disk_store *s, uint64_t need)
+int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
 {
     for (;;) {
         while (s->evicting)
@@ -267,7 +256,7 @@ static int make_room_locked(struct mc_disk_store *s, uint64_t need)
 }
 
 /* Watermark eviction after an append: unpinned sealed extents, oldest first. */
-static void watermark_evict_locked(struct mc_disk_store *s)
+void disk_watermark_evict_locked(struct mc_disk_store *s)
 {
     while (!s->evicting && s->bytes_used > s->hw_bytes) {
         struct disk_extent *x = pick_victim_locked(s, 0);
@@ -277,386 +266,6 @@ static void watermark_evict_locked(struct mc_disk_store *s)
 }
 
 /* ---------------------------------------------------------------- write path */
-
-struct wjob {
-    const char *key;
-    uint32_t key_len;
-    uint64_t version;
-    uint32_t crc;
-    const void *data;
-    uint64_t len;
-    int tomb;
-    int result;
-    int err; /* errno of a failed write */
-    int rolled_back;
-    struct disk_extent *x;
-    uint64_t off;
-};
-
-struct wctx {
-    struct wjob **jobs; /* per io */
-    struct disk_io *ios;
-    size_t failed; /* one log line per window names the first failure and the count */
-};
-
-static void write_done(void *ctx, size_t i)
-{
-    struct wctx *c = ctx;
-    struct disk_io *io = &c->ios[i];
-    struct wjob *j = c->jobs[i];
-    if (io->res == (int)io->len)
-        return;
-    j->err = io->res < 0 ? -io->res : EIO;
-    j->result = j->err == ENOSPC ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
-    if (c->failed++ == 0)
-        mc_warn(DISK_COMP, "record write failed",
-                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
-                io->res);
-}
-
-/* Whether the filesystem under the store has room for need more bytes (and some headroom). */
-static int fs_has_room(struct mc_disk_store *s, uint64_t need)
-{
-    struct statvfs st;
-    if (fstatvfs(s->dir_fd, &st) != 0)
-        return 1; /* cannot tell: let the write find out */
-    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
-    return avail >= need + NOSPACE_HEADROOM;
-}
-
-static void set_no_space_locked(struct mc_disk_store *s, int on)
-{
-    if (s->no_space == on)
-        return;
-    s->no_space = on;
-    if (on) {
-        s->no_space_events++;
-        mc_warn(DISK_COMP, "filesystem full (ENOSPC): appends refused until it has room",
-                "path=%s used=%" PRIu64 " records=%zu", s->path, s->bytes_used, s->idx.count);
-    } else {
-        mc_info(DISK_COMP, "filesystem has room again, appends resume", "path=%s", s->path);
-    }
-}
-
-/* Places jobs with result MC_OK in extents. s->mu held. */
-static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->result != MC_OK)
-            continue;
-        uint64_t rec = disk_record_size(j->key_len, j->len);
-        struct disk_extent *x = s->active;
-        if (!x || x->sealed || (x->size > 0 && x->size + rec > s->cfg.extent_size)) {
-            if (x)
-                x->sealed = 1;
-            s->active = NULL;
-            uint64_t id = s->next_extent_id++;
-            int fd = disk_open_extent_fd(s, id, 1);
-            if (fd < 0) {
-                int e = errno;
-                mc_error(DISK_COMP, "cannot create extent", "path=%s id=%" PRIu64 " err=%d",
-                         s->path, id, e);
-                if (e == ENOSPC || e == EDQUOT)
-                    set_no_space_locked(s, 1);
-                j->result =
-                    e == ENOSPC || e == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_OPEN_FAIL;
-                continue;
-            }
-            x = disk_extent_add_locked(s, id, fd, 0);
-            if (!x) {
-                close(fd);
-                j->result = MC_ERR_INTERNAL_ERROR;
-                continue;
-            }
-            s->active = x;
-        }
-        j->x = x;
-        j->off = x->size;
-        x->size += rec;
-        s->bytes_used += rec;
-        x->writers++;
-    }
-}
-
-static void commit_locked(struct mc_disk_store *s, struct wjob *j)
-{
-    struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
-    if (j->tomb) {
-        if (e && e->version <= j->version)
-            entry_drop_locked(s, e);
-        return;
-    }
-    if (e && e->version > j->version) {
-        j->result = MC_ERR_INVALID_VERSION; /* a newer version was committed meanwhile */
-        return;
-    }
-    struct disk_entry *ne = disk_entry_new(j->key, j->key_len);
-    if (!ne) {
-        j->result = MC_ERR_INTERNAL_ERROR;
-        return;
-    }
-    ne->off = j->off;
-    ne->value_len = j->len;
-    ne->version = j->version;
-    ne->crc = j->crc;
-    if (e) {
-        ne->pins = e->pins;
-        entry_drop_locked(s, e);
-    }
-    disk_entry_attach_locked(s, ne, j->x);
-    disk_index_insert(&s->idx, ne);
-}
-
-/* Zeroes a failed record's header block so a restart cannot mistake it for a record. */
-static void zero_header(struct disk_ring *r, struct wjob *j)
-{
-    int heap = 0;
-    void *z = disk_ring_scratch(r, MC_DISK_BLOCK, &heap);
-    if (!z)
-        return;
-    memset(z, 0, MC_DISK_BLOCK);
-    if (pwrite(j->x->fd, z, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
-        mc_warn(DISK_COMP, "cannot zero failed record", "extent=%" PRIu64 " off=%" PRIu64, j->x->id,
-                j->off);
-    if (heap)
-        free(z);
-}
-
-/* Writes one window of placed jobs [from, to). */
-static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
-                         size_t from, size_t to, struct disk_io *ios, struct wjob **iojobs,
-                         int *heap)
-{
-    size_t nio = 0;
-    r->staging_used = 0;
-    for (size_t i = from; i < to; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->result != MC_OK)
-            continue;
-        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
-        char *buf = disk_ring_scratch(r, rec, &heap[nio]);
-        if (!buf) {
-            j->result = MC_ERR_INTERNAL_ERROR;
-            continue;
-        }
-        struct disk_hdr h = {.flags = j->tomb ? DISK_FLAG_TOMBSTONE : 0,
-                             .key_len = j->key_len,
-                             .value_len = j->len,
-                             .version = j->version,
-                             .value_crc = j->crc};
-        disk_hdr_encode(buf, &h, j->key);
-        if (j->len) {
-            memcpy(buf + hb, j->data, j->len);
-            memset(buf + hb + j->len, 0, rec - hb - j->len);
-        }
-        ios[nio] = (struct disk_io){.fd = j->x->fd,
-                                    .slot = j->x->slot,
-                                    .buf = buf,
-                                    .len = (uint32_t)rec,
-                                    .off = j->off,
-                                    .write = 1};
-        iojobs[nio++] = j;
-    }
-    struct wctx c = {iojobs, ios, 0};
-    disk_ring_run(r, ios, nio, &s->faults, write_done, &c);
-    if (c.failed > 1)
-        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu of=%zu", s->path, c.failed,
-                nio);
-    for (size_t k = 0; k < nio; k++) {
-        if (iojobs[k]->result != MC_OK)
-            zero_header(r, iojobs[k]);
-        if (heap[k])
-            free(ios[k].buf);
-    }
-}
-
-/* Gives back the space of failed records that nothing was reserved after (newest first, so a
- * run of failures at an extent's end all go), cutting the file back so no partial record stays
- * past the end. s->mu held. */
-static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
-{
-    for (int progress = 1; progress;) {
-        progress = 0;
-        for (size_t i = 0; i < n; i++) {
-            struct wjob *j = &jobs[i];
-            if (!j->x || j->result == MC_OK || j->rolled_back)
-                continue;
-            uint64_t rec = disk_record_size(j->key_len, j->len);
-            if (j->off + rec != j->x->size)
-                continue;
-            j->x->size = j->off;
-            s->bytes_used -= rec;
-            j->rolled_back = 1;
-            progress = 1;
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->rolled_back && j->x->size <= j->off && ftruncate(j->x->fd, (off_t)j->x->size) != 0)
-            mc_warn(DISK_COMP, "cannot cut failed record off", "path=%s extent=%" PRIu64 " err=%d",
-                    s->path, j->x->id, errno);
-    }
-}
-
-static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n, int check_capacity)
-{
-    int rc = MC_OK;
-    struct disk_ring *r = disk_ring_get(s);
-    struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
-    struct wjob **iojobs = calloc(n ? n : 1, sizeof(*iojobs));
-    int *heap = calloc(n ? n : 1, sizeof(*heap));
-    if (!r || !ios || !iojobs || !heap) {
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].result == MC_OK)
-                jobs[i].result = MC_ERR_INTERNAL_ERROR;
-        goto out;
-    }
-
-    pthread_mutex_lock(&s->mu);
-    uint64_t need = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->result != MC_OK)
-            continue;
-        struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
-        if (j->tomb) {
-            if (!e)
-                j->result = MC_ERR_OBJECT_NOT_FOUND;
-            else
-                j->version = e->version;
-        } else if (e && e->version > j->version) {
-            j->result = MC_ERR_INVALID_VERSION;
-        }
-        if (j->result == MC_OK)
-            need += disk_record_size(j->key_len, j->len);
-    }
-    if (check_capacity && need > 0 && s->no_space && !fs_has_room(s, need))
-        rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
-    else if (check_capacity && need > 0)
-        rc = make_room_locked(s, need);
-    if (rc != MC_OK) {
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].result == MC_OK)
-                jobs[i].result = rc;
-        pthread_mutex_unlock(&s->mu);
-        goto out;
-    }
-    place_locked(s, jobs, n);
-    disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
-
-    /* Windows bound the scratch memory of a large batch. */
-    size_t from = 0;
-    while (from < n) {
-        size_t to = from;
-        uint64_t bytes = 0;
-        while (to < n && (to == from || bytes < WINDOW_BYTES)) {
-            if (jobs[to].result == MC_OK)
-                bytes += disk_record_size(jobs[to].key_len, jobs[to].len);
-            to++;
-        }
-        write_window(s, r, jobs, from, to, ios, iojobs, heap);
-        from = to;
-    }
-
-    pthread_mutex_lock(&s->mu);
-    int any_ok = 0, any_nospace = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
-        if (!j->x)
-            continue;
-        j->x->writers--;
-        if (j->result == MC_OK) {
-            commit_locked(s, j);
-            any_ok = 1;
-        } else {
-            s->write_errors++;
-            any_nospace |= j->err == ENOSPC || j->err == EDQUOT;
-        }
-    }
-    rollback_locked(s, jobs, n);
-    if (any_nospace)
-        set_no_space_locked(s, 1);
-    else if (any_ok)
-        set_no_space_locked(s, 0);
-    pthread_cond_broadcast(&s->cv);
-    if (check_capacity)
-        watermark_evict_locked(s);
-    disk_ring_put_locked(s, r);
-    r = NULL;
-    pthread_mutex_unlock(&s->mu);
-out:
-    if (r) {
-        pthread_mutex_lock(&s->mu);
-        disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
-    }
-    free(ios);
-    free(iojobs);
-    free(heap);
-    rc = MC_OK;
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].result != MC_OK) {
-            rc = jobs[i].result;
-            break;
-        }
-    return rc;
-}
-
-int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *items, size_t n,
-                         int *results)
-{
-    if (!s || (n > 0 && !items))
-        return MC_ERR_INVALID_PARAMS;
-    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
-    if (!jobs)
-        return MC_ERR_INTERNAL_ERROR;
-    for (size_t i = 0; i < n; i++) {
-        const struct mc_disk_put *p = &items[i];
-        struct wjob *j = &jobs[i];
-        *j = (struct wjob){.key = p->key,
-                           .key_len = p->key_len,
-                           .version = p->version,
-                           .crc = p->crc,
-                           .data = p->data,
-                           .len = p->len};
-        if (!p->key || p->key_len == 0 || p->key_len > MC_DISK_MAX_KEY_LEN ||
-            p->len > DISK_MAX_VALUE || (p->len > 0 && !p->data) ||
-            disk_record_size(p->key_len, p->len) > s->cfg.capacity)
-            j->result = MC_ERR_INVALID_PARAMS;
-        else if ((p->len ? mc_crc32c(p->data, p->len) : 0) != p->crc)
-            j->result = MC_ERR_CHECKSUM_MISMATCH;
-    }
-    int rc = write_jobs(s, jobs, n, 1);
-    if (results)
-        for (size_t i = 0; i < n; i++)
-            results[i] = jobs[i].result;
-    free(jobs);
-    return rc;
-}
-
-int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
-                         size_t n, int *results)
-{
-    if (!s || (n > 0 && (!keys || !key_lens)))
-        return MC_ERR_INVALID_PARAMS;
-    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
-    if (!jobs)
-        return MC_ERR_INTERNAL_ERROR;
-    for (size_t i = 0; i < n; i++) {
-        jobs[i] = (struct wjob){.key = keys[i], .key_len = key_lens[i], .tomb = 1};
-        if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
-            jobs[i].result = MC_ERR_INVALID_PARAMS;
-    }
-    /* Tombstones are small and must not fail for space: no capacity check. */
-    int rc = write_jobs(s, jobs, n, 0);
-    if (results)
-        for (size_t i = 0; i < n; i++)
-            results[i] = jobs[i].result;
-    free(jobs);
-    return rc;
-}
 
 /* ---------------------------------------------------------------- read path */
 
@@ -902,6 +511,8 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->no_space = s->no_space;
     u->no_space_events = s->no_space_events;
     u->write_errors = s->write_errors;
+    u->kill_failures = s->kill_failures;
+    u->skipped_extents = s->skipped_extents;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;

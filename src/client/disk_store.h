@@ -4,13 +4,17 @@
  * promotion workers and mooncake_bench use it.
  *
  * On disk. The directory holds extent files "<16 hex digits>.ext" (ids grow; the oldest is the
- * smallest) written only with O_DIRECT and only by appending. A record is
+ * smallest) written only with O_DIRECT and, but for dead marks, only by appending. An extent
+ * starts with a 4 KiB superblock (magic, format 2, its id, a random nonce). A record is
  *     [header + key, zero-padded to 4 KiB][value, zero-padded to 4 KiB]
- * The 48-byte little-endian header holds a magic, a format number, flags (tombstone), the key
- * length, the value length, the object version (u64), the value CRC32C and a CRC32C of the header
- * and key. A removal appends a tombstone (header + key, no value) so a restart does not bring
- * the key back. Other files in the directory are ignored (the client keeps its id there); a
- * LOCK file (flock) keeps a second process out.
+ * The 64-byte little-endian header holds a magic, a format number, flags (dead), the key
+ * length, the value length, the object version (u64), the value CRC32C, the extent id, the
+ * record's own offset and the extent's nonce, and a CRC32C of the header and key: a header
+ * verifies only where it was written. A record that is removed or replaced is marked dead in
+ * place (its header rewritten with the dead flag; there are no tombstones), so a restart never
+ * brings it back, whichever extents were evicted first. Other files in the directory are
+ * ignored (the client keeps its id there); a LOCK file (flock) keeps a second process out.
+ * Layout details in disk_format.c.
  *
  * In memory. key -> (extent, offset, length, version, crc, pins). The newest version of a key
  * wins (equal versions: the later append); an append older than the indexed version is refused
@@ -43,8 +47,14 @@
  *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
- * the next valid record); garbage after the last good record (a torn append) is counted and
- * truncated away. Appends always go to a fresh extent after a restart.
+ * the next header that verifies at that very offset); garbage after the last good record (a
+ * torn append) is counted and truncated away; an extent with no live record is deleted; one of
+ * an older format or with a damaged superblock is logged, counted (skipped_extents) and left on
+ * disk. Appends always go to a fresh extent after a restart.
+ *
+ * Durability: nothing is fsync'd. Once a call returns, its writes are on the device (O_DIRECT),
+ * so a process crash loses nothing acknowledged; a power loss can lose recent acknowledged
+ * records (never return wrong bytes: everything is CRC-checked).
  *
  * Thread safety: every function may be called from any thread. Callbacks (eviction, foreach) are
  * called without store locks held, except mc_disk_store_foreach's which must not call the store.
@@ -132,6 +142,9 @@ struct mc_disk_usage {
                                  with UNABLE_OFFLOAD without touching the disk until it has room */
     uint64_t no_space_events; /* times the store went full */
     uint64_t write_errors;    /* records whose write failed (space given back when possible) */
+    uint64_t kill_failures;   /* superseded records whose dead mark could not be written */
+    uint64_t skipped_extents; /* extent files not adopted at open (older format, damaged
+                                 superblock): logged and left on disk */
     int registered_buffers;   /* 1 when the last ring created has a registered staging buffer */
     int registered_files;     /* 1 when the last ring created has a registered file table */
 };
@@ -153,7 +166,9 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
  * all succeeded, else the first failing item's code. */
 int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_t n);
 
-/* Removes keys (appends a tombstone for each present key). results may be NULL. */
+/* Removes keys: each present key's record is marked dead in place (no space needed), then it
+ * leaves the index; FILE_WRITE_FAIL (the key stays) when the mark cannot be written. results
+ * may be NULL. */
 int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
                          size_t n, int *results);
 

@@ -1,0 +1,672 @@
+/*
+ * disk_write.c - the LOCAL_DISK store's write path (design in disk_store.h): appends, removals
+ * and the in-place "dead" marks that keep a superseded record from coming back.
+ *
+ * Append (write_jobs): under the store lock, refuse stale versions, make room (evicting whole
+ * extents through the callback), then reserve each record's place in the active extent (a new
+ * extent file, with its superblock, when it is full) and count a writer on the extent. Without
+ * the lock, encode each record into an aligned buffer and write the batch through a ring. Under
+ * the lock again, commit the records that were written in full to the index (newest version
+ * wins). A failed record is never indexed: its reservation is rolled back (the extent shrinks
+ * back and is reused) when nothing was reserved after it, else its header block is zeroed (best
+ * effort) and it stays a hole that recovery steps over. ENOSPC from the filesystem is a capacity
+ * signal, not a fault: the store stops taking appends (UNABLE_OFFLOAD, usage.no_space) until the
+ * filesystem has room again, and keeps every record it holds.
+ *
+ * Dead marks. There are no tombstones: a record that stops being the key's live one (replaced by
+ * a newer append, removed, or an append that lost to a newer version at commit) has its header
+ * rewritten in place with the DEAD flag, so no restart can bring it back whatever happens to the
+ * extents after it (eviction by extent is not strictly oldest-first: pinned extents are
+ * skipped). The marks of a batch go out as one ring batch after the commit, while the batch
+ * still holds writer counts on the new records' extents and on the extents of the dead records,
+ * so neither can be evicted in between. A mark that fails is counted on the dead record's extent
+ * (x->unkilled): eviction then never passes that extent (pick_victim_locked).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/statvfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/disk_internal.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+#define WINDOW_BYTES (64u << 20)    /* scratch memory per I/O window */
+#define NOSPACE_HEADROOM (1u << 20) /* free bytes beyond an append to resume after ENOSPC */
+
+struct wjob {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    const void *data;
+    uint64_t len;
+    int result;
+    int err; /* errno of a failed write */
+    int rolled_back;
+    struct disk_extent *x;
+    uint64_t off;
+};
+
+struct wctx {
+    struct wjob **jobs; /* per io */
+    struct disk_io *ios;
+    size_t failed; /* one log line per window names the first failure and the count */
+};
+
+static void write_done(void *ctx, size_t i)
+{
+    struct wctx *c = ctx;
+    struct disk_io *io = &c->ios[i];
+    struct wjob *j = c->jobs[i];
+    if (io->res == (int)io->len)
+        return;
+    j->err = io->res < 0 ? -io->res : EIO;
+    j->result =
+        j->err == ENOSPC || j->err == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
+    if (c->failed++ == 0)
+        mc_warn(DISK_COMP, "record write failed",
+                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
+                io->res);
+}
+
+/* Whether the filesystem under the store has room for need more bytes (and some headroom). */
+static int fs_has_room(struct mc_disk_store *s, uint64_t need)
+{
+    struct statvfs st;
+    if (fstatvfs(s->dir_fd, &st) != 0)
+        return 1; /* cannot tell: let the write find out */
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    return avail >= need + NOSPACE_HEADROOM;
+}
+
+static void set_no_space_locked(struct mc_disk_store *s, int on)
+{
+    if (s->no_space == on)
+        return;
+    s->no_space = on;
+    if (on) {
+        s->no_space_events++;
+        mc_warn(DISK_COMP, "filesystem full (ENOSPC): appends refused until it has room",
+                "path=%s used=%" PRIu64 " records=%zu", s->path, s->bytes_used, s->idx.count);
+    } else {
+        mc_info(DISK_COMP, "filesystem has room again, appends resume", "path=%s", s->path);
+    }
+}
+
+static uint64_t new_nonce(void)
+{
+    uint64_t v = 0;
+    if (getrandom(&v, sizeof(v), GRND_NONBLOCK) == (ssize_t)sizeof(v) && v)
+        return v;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    v = ((uint64_t)ts.tv_sec * 1000000007ull) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)getpid() << 32);
+    return v ? v : 1;
+}
+
+/* Creates a new extent file and writes its superblock. 0, or -errno. s->mu held (one 4 KiB
+ * synchronous write per extent). */
+static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **out)
+{
+    uint64_t id = s->next_extent_id++;
+    char name[32];
+    snprintf(name, sizeof(name), "%016" PRIx64 ".ext", id);
+    int fd = disk_open_extent_fd(s, id, 1);
+    if (fd < 0)
+        return -errno;
+    int rc = 0;
+    void *blk = NULL;
+    uint64_t nonce = new_nonce();
+    if (posix_memalign(&blk, MC_DISK_BLOCK, MC_DISK_BLOCK) != 0) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    disk_sb_encode(blk, id, nonce);
+    ssize_t w = pwrite(fd, blk, MC_DISK_BLOCK, 0);
+    if (w != MC_DISK_BLOCK) {
+        rc = w < 0 ? -errno : -ENOSPC;
+        goto fail;
+    }
+    struct disk_extent *x = disk_extent_add_locked(s, id, fd, MC_DISK_BLOCK);
+    if (!x) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    x->nonce = nonce;
+    free(blk);
+    *out = x;
+    return 0;
+fail:
+    free(blk);
+    close(fd);
+    unlinkat(s->dir_fd, name, 0);
+    return rc;
+}
+
+/* Places jobs with result MC_OK in extents. s->mu held. */
+static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        uint64_t rec = disk_record_size(j->key_len, j->len);
+        struct disk_extent *x = s->active;
+        if (!x || x->sealed || (x->size > MC_DISK_BLOCK && x->size + rec > s->cfg.extent_size)) {
+            if (x)
+                x->sealed = 1;
+            s->active = NULL;
+            int e = -extent_create_locked(s, &x);
+            if (e) {
+                int full = e == ENOSPC || e == EDQUOT;
+                mc_error(DISK_COMP, "cannot create extent", "path=%s err=%d", s->path, e);
+                if (full)
+                    set_no_space_locked(s, 1);
+                j->result = full          ? MC_ERR_UNABLE_OFFLOAD
+                            : e == ENOMEM ? MC_ERR_INTERNAL_ERROR
+                                          : MC_ERR_FILE_OPEN_FAIL;
+                continue;
+            }
+            s->active = x;
+        }
+        j->x = x;
+        j->off = x->size;
+        x->size += rec;
+        s->bytes_used += rec;
+        x->writers++;
+    }
+}
+
+/* ---------------------------------------------------------------- dead marks */
+
+void disk_kill_encode(void *blk, const struct disk_kill *k)
+{
+    struct disk_hdr h = {.flags = DISK_FLAG_DEAD,
+                         .key_len = k->key_len,
+                         .value_len = k->value_len,
+                         .version = k->version,
+                         .value_crc = k->crc,
+                         .ext_id = k->x->id,
+                         .off = k->off,
+                         .nonce = k->x->nonce};
+    disk_hdr_encode(blk, &h, k->key);
+}
+
+int disk_kill_sync(const struct disk_kill *k)
+{
+    size_t len = disk_hdr_block(k->key_len);
+    void *blk = NULL;
+    if (posix_memalign(&blk, MC_DISK_BLOCK, len) != 0)
+        return -ENOMEM;
+    disk_kill_encode(blk, k);
+    ssize_t w;
+    do {
+        w = pwrite(k->x->fd, blk, len, (off_t)k->off);
+    } while (w < 0 && errno == EINTR);
+    int rc = w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
+    free(blk);
+    return rc;
+}
+
+struct kctx {
+    struct disk_kill *kills;
+    size_t *io_kill;
+    struct disk_io *ios;
+};
+
+static void kill_done(void *ctx, size_t i)
+{
+    struct kctx *c = ctx;
+    struct disk_io *io = &c->ios[i];
+    c->kills[c->io_kill[i]].res = io->res == (int)io->len ? 0 : io->res < 0 ? io->res : -EIO;
+}
+
+/* Writes the dead marks through r (no lock held; the caller holds writers on each k->x). */
+static void kill_run(struct mc_disk_store *s, struct disk_ring *r, struct disk_kill *kills,
+                     size_t nk)
+{
+    struct disk_io *ios = calloc(nk ? nk : 1, sizeof(*ios));
+    size_t *io_kill = calloc(nk ? nk : 1, sizeof(*io_kill));
+    int *heap = calloc(nk ? nk : 1, sizeof(*heap));
+    if (!ios || !io_kill || !heap) {
+        for (size_t i = 0; i < nk; i++)
+            kills[i].res = disk_kill_sync(&kills[i]);
+        goto out;
+    }
+    size_t from = 0;
+    while (from < nk) {
+        size_t nio = 0, to = from;
+        uint64_t bytes = 0;
+        r->staging_used = 0;
+        for (; to < nk && (to == from || bytes < WINDOW_BYTES); to++) {
+            struct disk_kill *k = &kills[to];
+            size_t len = disk_hdr_block(k->key_len);
+            void *buf = disk_ring_scratch(r, len, &heap[nio]);
+            if (!buf) {
+                k->res = disk_kill_sync(k);
+                continue;
+            }
+            disk_kill_encode(buf, k);
+            ios[nio] = (struct disk_io){.fd = k->x->fd,
+                                        .slot = k->x->slot,
+                                        .buf = buf,
+                                        .len = (uint32_t)len,
+                                        .off = k->off,
+                                        .write = 1};
+            io_kill[nio++] = to;
+            bytes += len;
+        }
+        struct kctx c = {kills, io_kill, ios};
+        disk_ring_run(r, ios, nio, &s->faults, kill_done, &c);
+        for (size_t i = 0; i < nio; i++) {
+            if (heap[i])
+                free(ios[i].buf);
+            heap[i] = 0;
+        }
+        from = to;
+    }
+out:
+    free(ios);
+    free(io_kill);
+    free(heap);
+}
+
+/* After kill_run, s->mu held: drop the writer counts the marks held and count failed marks. */
+static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills, size_t nk)
+{
+    for (size_t i = 0; i < nk; i++) {
+        struct disk_kill *k = &kills[i];
+        if (k->res != 0) {
+            k->x->unkilled++;
+            s->kill_failures++;
+            mc_error(DISK_COMP, "cannot mark superseded record dead; its extent now goes first",
+                     "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, k->x->id, k->off,
+                     -k->res);
+        }
+        if (k->held)
+            k->x->writers--;
+    }
+}
+
+/* ---------------------------------------------------------------- append */
+
+/* Commits a written record; fills *k (returns 1) when a record must be marked dead: the one it
+ * replaces, or itself when it lost to a newer version. */
+static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_kill *k)
+{
+    struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+    *k = (struct disk_kill){.key = j->key, .key_len = j->key_len};
+    struct disk_entry *ne = NULL;
+    if (e && e->version > j->version) {
+        j->result = MC_ERR_INVALID_VERSION; /* a newer version was committed meanwhile */
+    } else if (!(ne = disk_entry_new(j->key, j->key_len))) {
+        j->result = MC_ERR_INTERNAL_ERROR;
+    }
+    if (j->result != MC_OK) {
+        /* Its own extent is held by the job's writer count. */
+        k->x = j->x;
+        k->off = j->off;
+        k->version = j->version;
+        k->crc = j->crc;
+        k->value_len = j->len;
+        return 1;
+    }
+    ne->off = j->off;
+    ne->value_len = j->len;
+    ne->version = j->version;
+    ne->crc = j->crc;
+    int kill = 0;
+    if (e) {
+        ne->pins = e->pins;
+        k->x = e->ext;
+        k->off = e->off;
+        k->version = e->version;
+        k->crc = e->crc;
+        k->value_len = e->value_len;
+        k->held = 1;
+        e->ext->writers++;
+        kill = 1;
+        disk_entry_drop_locked(s, e);
+    }
+    disk_entry_attach_locked(s, ne, j->x);
+    disk_index_insert(&s->idx, ne);
+    return kill;
+}
+
+/* Zeroes a failed record's header block so a restart cannot mistake it for a record. */
+static void zero_header(struct disk_ring *r, struct wjob *j)
+{
+    int heap = 0;
+    void *z = disk_ring_scratch(r, MC_DISK_BLOCK, &heap);
+    if (!z)
+        return;
+    memset(z, 0, MC_DISK_BLOCK);
+    if (pwrite(j->x->fd, z, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
+        mc_warn(DISK_COMP, "cannot zero failed record", "extent=%" PRIu64 " off=%" PRIu64, j->x->id,
+                j->off);
+    if (heap)
+        free(z);
+}
+
+/* Writes one window of placed jobs [from, to). */
+static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
+                         size_t from, size_t to, struct disk_io *ios, struct wjob **iojobs,
+                         int *heap)
+{
+    size_t nio = 0;
+    r->staging_used = 0;
+    for (size_t i = from; i < to; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
+        char *buf = disk_ring_scratch(r, rec, &heap[nio]);
+        if (!buf) {
+            j->result = MC_ERR_INTERNAL_ERROR;
+            j->err = ENOMEM; /* never written: its space goes back */
+            continue;
+        }
+        struct disk_hdr h = {.key_len = j->key_len,
+                             .value_len = j->len,
+                             .version = j->version,
+                             .value_crc = j->crc,
+                             .ext_id = j->x->id,
+                             .off = j->off,
+                             .nonce = j->x->nonce};
+        disk_hdr_encode(buf, &h, j->key);
+        if (j->len) {
+            memcpy(buf + hb, j->data, j->len);
+            memset(buf + hb + j->len, 0, rec - hb - j->len);
+        }
+        ios[nio] = (struct disk_io){.fd = j->x->fd,
+                                    .slot = j->x->slot,
+                                    .buf = buf,
+                                    .len = (uint32_t)rec,
+                                    .off = j->off,
+                                    .write = 1};
+        iojobs[nio++] = j;
+    }
+    struct wctx c = {iojobs, ios, 0};
+    disk_ring_run(r, ios, nio, &s->faults, write_done, &c);
+    if (c.failed > 1)
+        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu of=%zu", s->path, c.failed,
+                nio);
+    for (size_t k = 0; k < nio; k++) {
+        if (iojobs[k]->result != MC_OK)
+            zero_header(r, iojobs[k]);
+        if (heap[k])
+            free(ios[k].buf);
+    }
+}
+
+/* Gives back the space of failed records that nothing was reserved after (newest first, so a
+ * run of failures at an extent's end all go), cutting the file back so no partial record stays
+ * past the end. s->mu held. */
+static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (size_t i = 0; i < n; i++) {
+            struct wjob *j = &jobs[i];
+            if (!j->x || j->err == 0 || j->rolled_back)
+                continue;
+            uint64_t rec = disk_record_size(j->key_len, j->len);
+            if (j->off + rec != j->x->size)
+                continue;
+            j->x->size = j->off;
+            s->bytes_used -= rec;
+            j->rolled_back = 1;
+            progress = 1;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->rolled_back && j->x->size <= j->off && ftruncate(j->x->fd, (off_t)j->x->size) != 0)
+            mc_warn(DISK_COMP, "cannot cut failed record off", "path=%s extent=%" PRIu64 " err=%d",
+                    s->path, j->x->id, errno);
+    }
+}
+
+static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    int rc = MC_OK;
+    struct disk_ring *r = disk_ring_get(s);
+    struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
+    struct wjob **iojobs = calloc(n ? n : 1, sizeof(*iojobs));
+    int *heap = calloc(n ? n : 1, sizeof(*heap));
+    struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
+    size_t nk = 0;
+    if (!r || !ios || !iojobs || !heap || !kills) {
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].result == MC_OK)
+                jobs[i].result = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    uint64_t need = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+        if (e && e->version > j->version)
+            j->result = MC_ERR_INVALID_VERSION;
+        else
+            need += disk_record_size(j->key_len, j->len);
+    }
+    if (need > 0 && s->no_space && !fs_has_room(s, need))
+        rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
+    else if (need > 0)
+        rc = disk_make_room_locked(s, need);
+    if (rc != MC_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].result == MC_OK)
+                jobs[i].result = rc;
+        pthread_mutex_unlock(&s->mu);
+        goto out;
+    }
+    place_locked(s, jobs, n);
+    disk_ring_sync_files_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+
+    /* Windows bound the scratch memory of a large batch. */
+    size_t from = 0;
+    while (from < n) {
+        size_t to = from;
+        uint64_t bytes = 0;
+        while (to < n && (to == from || bytes < WINDOW_BYTES)) {
+            if (jobs[to].result == MC_OK)
+                bytes += disk_record_size(jobs[to].key_len, jobs[to].len);
+            to++;
+        }
+        write_window(s, r, jobs, from, to, ios, iojobs, heap);
+        from = to;
+    }
+
+    pthread_mutex_lock(&s->mu);
+    int any_ok = 0, any_nospace = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (!j->x)
+            continue;
+        if (j->result == MC_OK) {
+            nk += (size_t)commit_locked(s, j, &kills[nk]);
+            any_ok |= j->result == MC_OK;
+        } else if (j->err) {
+            s->write_errors++;
+            any_nospace |= j->err == ENOSPC || j->err == EDQUOT;
+        }
+    }
+    rollback_locked(s, jobs, n);
+    if (any_nospace)
+        set_no_space_locked(s, 1);
+    else if (any_ok)
+        set_no_space_locked(s, 0);
+    if (nk > 0)
+        disk_ring_sync_files_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+
+    if (nk > 0)
+        kill_run(s, r, kills, nk);
+
+    pthread_mutex_lock(&s->mu);
+    kill_finish_locked(s, kills, nk);
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].x)
+            jobs[i].x->writers--;
+    pthread_cond_broadcast(&s->cv);
+    disk_watermark_evict_locked(s);
+    disk_ring_put_locked(s, r);
+    r = NULL;
+    pthread_mutex_unlock(&s->mu);
+out:
+    if (r) {
+        pthread_mutex_lock(&s->mu);
+        disk_ring_put_locked(s, r);
+        pthread_mutex_unlock(&s->mu);
+    }
+    free(ios);
+    free(iojobs);
+    free(heap);
+    free(kills);
+    rc = MC_OK;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].result != MC_OK) {
+            rc = jobs[i].result;
+            break;
+        }
+    return rc;
+}
+
+int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *items, size_t n,
+                         int *results)
+{
+    if (!s || (n > 0 && !items))
+        return MC_ERR_INVALID_PARAMS;
+    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
+    if (!jobs)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_disk_put *p = &items[i];
+        struct wjob *j = &jobs[i];
+        *j = (struct wjob){.key = p->key,
+                           .key_len = p->key_len,
+                           .version = p->version,
+                           .crc = p->crc,
+                           .data = p->data,
+                           .len = p->len};
+        if (!p->key || p->key_len == 0 || p->key_len > MC_DISK_MAX_KEY_LEN ||
+            p->len > DISK_MAX_VALUE || (p->len > 0 && !p->data) ||
+            disk_record_size(p->key_len, p->len) + MC_DISK_BLOCK > s->cfg.capacity)
+            j->result = MC_ERR_INVALID_PARAMS;
+        else if ((p->len ? mc_crc32c(p->data, p->len) : 0) != p->crc)
+            j->result = MC_ERR_CHECKSUM_MISMATCH;
+    }
+    int rc = write_jobs(s, jobs, n);
+    if (results)
+        for (size_t i = 0; i < n; i++)
+            results[i] = jobs[i].result;
+    free(jobs);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- remove */
+
+/* Marks each present key's record dead in place, then drops it from the index (unless a newer
+ * append replaced it meanwhile: that one stays). Needs no space. A key whose mark cannot be
+ * written stays (FILE_WRITE_FAIL): a removal that a restart would undo is not reported done. */
+int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
+                         size_t n, int *results)
+{
+    if (!s || (n > 0 && (!keys || !key_lens)))
+        return MC_ERR_INVALID_PARAMS;
+    struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
+    size_t *kill_of = calloc(n ? n : 1, sizeof(*kill_of)); /* key i -> kill index + 1 */
+    int *res = calloc(n ? n : 1, sizeof(*res));
+    struct disk_ring *r = disk_ring_get(s);
+    int rc = MC_OK;
+    size_t nk = 0;
+    int oom = !kills || !kill_of || !res || !r;
+    if (oom)
+        goto out;
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN) {
+            res[i] = MC_ERR_INVALID_PARAMS;
+            continue;
+        }
+        struct disk_entry *e = disk_index_find(&s->idx, keys[i], key_lens[i]);
+        if (!e) {
+            res[i] = MC_ERR_OBJECT_NOT_FOUND;
+            continue;
+        }
+        int dup = 0; /* the same key twice in one call: one mark */
+        for (size_t k = 0; k < nk && !dup; k++)
+            dup = kills[k].x == e->ext && kills[k].off == e->off;
+        if (dup) {
+            res[i] = MC_ERR_OBJECT_NOT_FOUND;
+            continue;
+        }
+        kills[nk] = (struct disk_kill){.x = e->ext,
+                                       .off = e->off,
+                                       .key = keys[i],
+                                       .key_len = key_lens[i],
+                                       .version = e->version,
+                                       .crc = e->crc,
+                                       .value_len = e->value_len,
+                                       .held = 1};
+        e->ext->writers++;
+        kill_of[i] = ++nk;
+    }
+    disk_ring_sync_files_locked(s, r);
+    pthread_mutex_unlock(&s->mu);
+
+    kill_run(s, r, kills, nk);
+
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (!kill_of[i])
+            continue;
+        struct disk_kill *k = &kills[kill_of[i] - 1];
+        if (k->res != 0) {
+            res[i] = MC_ERR_FILE_WRITE_FAIL;
+            mc_warn(DISK_COMP, "remove failed: cannot mark the record dead",
+                    "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, k->x->id, k->off,
+                    -k->res);
+            continue;
+        }
+        struct disk_entry *e = disk_index_find(&s->idx, k->key, k->key_len);
+        if (e && e->ext == k->x && e->off == k->off)
+            disk_entry_drop_locked(s, e);
+    }
+    for (size_t k = 0; k < nk; k++)
+        kills[k].x->writers--;
+    pthread_cond_broadcast(&s->cv);
+    disk_ring_put_locked(s, r);
+    r = NULL;
+    pthread_mutex_unlock(&s->mu);
+out:
+    if (r) {
+        pthread_mutex_lock(&s->mu);
+        disk_ring_put_locked(s, r);
+        pthread_mutex_unlock(&s->mu);
+    }
+    for (size_t i = 0; i < n; i++) {
+        int ri = oom ? MC_ERR_INTERNAL_ERROR : res[i];
+        if (results)
+            results[i] = ri;
+        if (rc == MC_OK)
+            rc = ri;
+    }
+    free(kills);
+    free(kill_of);
+    free(res);
+    return rc;
+}
