@@ -13,7 +13,8 @@
 #   --bin      directory holding mooncake_bench, mooncake_master, mooncake_client
 #              (default $BUILD_DIR/bin, BUILD_DIR=build)
 #   --timeout  seconds one bench run may take before it is killed (the run then fails)
-# Prints two markdown tables on stdout (every size, then the 4 MiB ratios); the JSON lines of
+# Prints three markdown tables on stdout (every size, the 4 MiB ratios, and each round's 4 MiB
+# between-process Put and Get latency, whose spread across rounds matters); the JSON lines of
 # both tools are kept in the log it names. Every child is bounded by timeout(1), and every exit
 # path (error, INT, TERM) stops what is still running (scripts/bench/lib.sh).
 set -euo pipefail
@@ -128,7 +129,7 @@ for line in open(sys.argv[3]):
     if d["case"] == case:
         print(d[field])' "$1" "$2" "$TMP/round.json"
 }
-IPERF=() GETB=() GETS=() MEMCPY=() PUTB=()
+IPERF=() GETB=() GETS=() MEMCPY=() PUTB=() ROWS=()
 for ((r = 1; r <= ROUNDS; r++)); do
   iperf_once
   IPERF+=("$IPERF_RATE")
@@ -137,6 +138,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
   PUTB+=("$(pick put/between/4MiB bytes_per_s)")
   GETS+=("$(pick get/same/4MiB bytes_per_s)")
   MEMCPY+=("$(pick get/same/4MiB ref)")
+  ROWS+=("| $r | $(pick put/between/4MiB p50_ms) | $(pick put/between/4MiB p99_ms) | $(pick get/between/4MiB p50_ms) | $(pick get/between/4MiB p99_ms) |")
   echo "round $r iperf3=${IPERF[-1]} get_between=${GETB[-1]} get_same=${GETS[-1]} memcpy=${MEMCPY[-1]}" >>"$LOG"
 done
 im=$(printf '%s\n' "${IPERF[@]}" | mc_median)
@@ -150,4 +152,8 @@ awk -v gb="$gb" -v pb="$pb" -v im="$im" -v gs="$gs" -v mm="$mm" 'BEGIN {
   printf "| Get, between processes | %.0f | iperf3 loopback, 1 stream | %.0f | %.2f | >= 0.8 |\n", gb/1e6, im/1e6, gb/im
   printf "| Put, between processes | %.0f | iperf3 loopback, 1 stream | %.0f | %.2f | - |\n", pb/1e6, im/1e6, pb/im
   printf "| Get, same process | %.0f | memcpy 4 MiB | %.0f | %.2f | >= 0.6 |\n", gs/1e6, mm/1e6, gs/mm }'
+echo
+echo "| round | 4 MiB Put between, p50 ms | p99 ms | 4 MiB Get between, p50 ms | p99 ms |"
+echo "|---|---|---|---|---|"
+printf '%s\n' "${ROWS[@]}"
 echo "medians of ${ROUNDS} rounds (iperf3 ${SECONDS_} s each); log: $LOG" >&2
