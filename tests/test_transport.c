@@ -28,7 +28,6 @@
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -40,14 +39,6 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/peer.pb-c.h"
-
-#if defined(__SANITIZE_THREAD__)
-#define MC_TEST_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define MC_TEST_TSAN 1
-#endif
-#endif
 
 #define SEG_SIZE (8u << 20)
 #define SLICE (64u << 10)
@@ -998,70 +989,6 @@ static void test_tcp_batch_chunks_and_stale_pool(void **state)
     assert_int_equal(mc_rpc_client_new(&rc, &f->raw), 0);
 }
 
-/* ---- large writes reuse the server's body buffers -------------------------------------------- */
-
-static long minor_faults(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_minflt;
-}
-
-/* A peer server receiving 1 MiB write slices keeps their buffers for the next ones: once warm,
- * writes fault no page in (each slice used to be a fresh malloc, which glibc had often unmapped
- * or trimmed: page faults on every Put, more or fewer from one process start to the next).
- * Everything runs in this process, so the count covers the client side too (warm buffers). */
-static void test_large_writes_reuse_bodies(void **state)
-{
-    (void)state;
-    size_t len = 16u << 20, seg_size = 2 * len;
-    uint8_t *seg = malloc(seg_size), *buf = malloc(len), *back = malloc(len);
-    memset(seg, 1, seg_size); /* the segment is warm */
-    fill(buf, len, 51);
-    memset(back, 0, len);
-    struct mc_id id = mc_id_random();
-    struct mc_peer_server_config pc = {.bind_addr = "127.0.0.1", .port = 0};
-    struct mc_peer_server *ps = NULL;
-    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
-    assert_int_equal(mc_peer_server_add_segment(ps, id, seg, seg_size), 0);
-    assert_int_equal(mc_peer_server_start(ps), 0);
-    char ep[64];
-    snprintf(ep, sizeof(ep), "127.0.0.1:%u", mc_peer_server_port(ps));
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc); /* the default: 1 MiB slices, a window of 8 */
-    struct mc_transport *t = NULL;
-    assert_int_equal(mc_transport_tcp_new(&tc, &t), 0);
-    for (int i = 0; i < 3; i++) { /* warm-up */
-        struct mc_xfer_loc l = {
-            .segment_id = id, .offset = (uint64_t)(i & 1) * len, .endpoint = ep};
-        assert_int_equal(mc_transport_write(t, &l, buf, len), 0);
-    }
-    enum { ROUNDS = 12 };
-    long before = minor_faults();
-    for (int i = 0; i < ROUNDS; i++) {
-        struct mc_xfer_loc l = {
-            .segment_id = id, .offset = (uint64_t)(i & 1) * len, .endpoint = ep};
-        assert_int_equal(mc_transport_write(t, &l, buf, len), 0);
-    }
-    long faults = minor_faults() - before;
-    fprintf(stderr, "# %ld minor faults over %d writes of 16 MiB\n", faults, ROUNDS);
-    /* A 16 MiB write into fresh body buffers faults up to 4,096 pages. How many glibc hands out
-     * fresh depends on its heap's history: in a mooncake_client daemon it was ~2,000 a write,
-     * in this process anywhere from none to 256 over the 12 (test_rpc's
-     * test_large_bodies_reused checks the cache itself); with the cache, none. */
-#ifndef MC_TEST_TSAN /* TSan's runtime faults in shadow and metadata pages of its own */
-    assert_true(faults < 64);
-#endif
-    struct mc_xfer_loc l = {.segment_id = id, .offset = len, .endpoint = ep};
-    assert_int_equal(mc_transport_read(t, &l, back, len), 0);
-    assert_memory_equal(back, buf, len);
-    mc_transport_free(t);
-    mc_peer_server_free(ps);
-    free(seg);
-    free(buf);
-    free(back);
-}
-
 /* ---- many peers at once --------------------------------------------------------------------- */
 
 struct worker {
@@ -1133,7 +1060,6 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tcp_batch_groups_by_endpoint, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tcp_batch_chunks_and_stale_pool, setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_idle_age_and_gone_peers, setup, teardown),
-        cmocka_unit_test(test_large_writes_reuse_bodies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
