@@ -355,6 +355,7 @@ struct rdma_listener {
     struct rdma_cm_id *id;
     int wake[2];
     pthread_t thread;
+    const struct mc_logger *logger; /* the thread logs through its starter's (the client's) */
     bool running;
     bool loopback_only; /* protected mode: peers from other hosts are rejected */
     struct mc_id client_id;
@@ -457,6 +458,7 @@ static void *listener_main(void *arg)
     struct rdma_ctx *x = arg;
     struct rdma_listener *l = x->listener;
     const struct mc_rdma_ops *ops = x->ops;
+    mc_log_set_current(l->logger);
     for (;;) {
         struct rdma_cm_event *ev = NULL;
         int r = ops->get_cm_event(l->ech, l->wake[0], -1, &ev);
@@ -536,6 +538,7 @@ int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, str
         l->wake[0] = l->wake[1] = -1;
         goto fail;
     }
+    l->logger = mc_log_current();
     if (pthread_create(&l->thread, NULL, listener_main, x))
         goto fail;
     l->running = true;
