@@ -37,6 +37,8 @@ static int open_client(const struct mc_cli_opts *o, struct mc_client **out)
     cfg.segment_size = 0;
     cfg.log_level = (int)mc_log_get_level(); /* the client logs at --log_level */
     cfg.auth_token_file = o->auth_token_file;
+    if (o->protocol)
+        cfg.protocol = o->protocol;
     if (o->timeout_ms) {
         cfg.connect_timeout_ms = o->timeout_ms;
         cfg.rpc_timeout_ms = o->timeout_ms;

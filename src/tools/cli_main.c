@@ -66,6 +66,7 @@ static void usage(FILE *f)
             "  --iterations=N         top: draw N frames, then exit\n"
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
             "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
+            "  --protocol=tcp|rdma    data plane of put/get (default tcp; rdma needs a device)\n"
             "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
             "(default warn)\n"
             "  -h, --help             this text\n"
@@ -95,6 +96,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"log_level", required_argument, NULL, 'L'},
         {"auth_token_file", required_argument, NULL, 'A'},
+        {"protocol", required_argument, NULL, 'P'},
         {"value", required_argument, NULL, 'v'},
         {"iterations", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
@@ -143,6 +145,11 @@ int main(int argc, char **argv)
         }
         case 'A':
             o.auth_token_file = optarg;
+            break;
+        case 'P':
+            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0)
+                return usage_error("--protocol wants tcp or rdma, got '%s'", optarg);
+            o.protocol = optarg;
             break;
         case 'L':
             if (mc_log_level_parse(optarg, &level))
