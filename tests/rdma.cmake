@@ -2,7 +2,7 @@
 # provider (rdma_fake.c), with no device needed. scripts/rdma_selftest.sh is the hardware check.
 if(MC_WITH_RDMA AND TARGET mc_client_static)
   mc_add_test(test_rdma SOURCES test_rdma.c rdma_fake.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 60)
+              LABELS tsan TIMEOUT 60)
 endif()
 # protocol rdma without a device: library error and daemon exit status/message (skipped on a host
 # that has a device).

@@ -115,7 +115,8 @@ static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
         wc->status = IBV_WC_WR_FLUSH_ERR;
         return;
     }
-    if (g_fake->fail_at_wr && w->no == g_fake->fail_at_wr) {
+    if ((g_fake->fail_at_wr && w->no == g_fake->fail_at_wr) ||
+        (g_fake->fail_at_wr2 && w->no == g_fake->fail_at_wr2)) {
         wc->status = g_fake->fail_status;
         qp->error = true;
         return;
@@ -512,11 +513,14 @@ static void f_destroy_qp(struct rdma_cm_id *id)
     id->qp = NULL;
 }
 
+static struct rdma_cm_id *last_connected;
+
 static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
     struct mc_rdma_conn_msg m;
     pthread_mutex_lock(&g_fake->lock);
     g_fake->connects++;
+    last_connected = id;
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
         m.kind != MC_RDMA_CONN_REQUEST)
         g_fake->bad_connect_msgs++;
@@ -617,6 +621,13 @@ void fake_inject_connect(const void *data, uint8_t len)
     fake_inject_connect_from("10.0.0.3", data, len);
 }
 
+void fake_inject_peer_gone(void)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    queue_event(last_connected->channel, last_connected, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+    pthread_mutex_unlock(&g_fake->lock);
+}
+
 void fake_inject_disconnect_last(void)
 {
     pthread_mutex_lock(&g_fake->lock);
@@ -651,6 +662,7 @@ void fake_init(struct fake *f)
     f->accept_len = 56; /* padded, as InfiniBand CM delivers it */
     g_fake = f;
     last_accepted = NULL;
+    last_connected = NULL;
 }
 
 const struct mc_rdma_ops fake_ops = {

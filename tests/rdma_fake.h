@@ -48,7 +48,7 @@ struct fake {
     pthread_cond_t cond;
 
     /* script */
-    uint64_t fail_at_wr;
+    uint64_t fail_at_wr, fail_at_wr2; /* a second failure point, 0 = none */
     enum ibv_wc_status fail_status;
     bool reorder;
     int per_wait; /* work requests a wait executes (0 = all queued) */
@@ -90,8 +90,10 @@ uint32_t fake_expose(void *addr, size_t len);
 /* Queues a connect request carrying data on the listener's channel, from ipv4 (or 10.0.0.3). */
 void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len);
 void fake_inject_connect(const void *data, uint8_t len);
-/* Queues a DISCONNECTED event for the n-th accepted connection's id (0 = the last). */
+/* Queues a DISCONNECTED event for the last accepted connection's id (listener side). */
 void fake_inject_disconnect_last(void);
+/* Queues a DISCONNECTED event on the last connection the transport dialled (its peer left). */
+void fake_inject_peer_gone(void);
 /* Waits (condition variable, 5 s deadline) until *counter >= want; false on timeout. */
 bool fake_wait_for(const int *counter, int want);
 

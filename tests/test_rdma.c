@@ -277,6 +277,7 @@ static void test_error_midway_flush_then_rebuild(void **state)
     assert_int_equal(st.flushed, 3);
     assert_int_equal(x->f.outstanding, 0); /* every posted request completed before the return */
     assert_int_equal(st.teardowns, 1);
+    assert_int_equal(st.retries, 0); /* a fresh queue pair's failure is not retried */
     assert_int_equal(st.idle, 0);
     assert_int_equal(x->f.qps_destroyed, 1);
     assert_int_equal(x->f.disconnects, 1);
@@ -290,6 +291,70 @@ static void test_error_midway_flush_then_rebuild(void **state)
     assert_int_equal(st.connects, 2); /* rebuilt */
     assert_int_equal(x->f.qps_created, 2);
     assert_int_equal(st.completed, 2 + 10);
+    free(src);
+}
+
+/* A pooled queue pair whose peer disconnected is replaced before anything is posted on it. */
+static void test_pooled_qp_disconnected_is_replaced(void **state)
+{
+    struct fx *x = *state;
+    uint8_t buf[8192];
+    fill(buf, sizeof(buf), 17);
+    struct mc_xfer_loc l = at(x, 0);
+    assert_int_equal(mc_transport_write(x->t, &l, buf, sizeof(buf)), 0);
+    fake_inject_peer_gone();
+    uint64_t wrs = x->f.wrs;
+    assert_int_equal(mc_transport_write(x->t, &l, buf, sizeof(buf)), 0);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(x->t, &st);
+    assert_int_equal(st.stale, 1);
+    assert_int_equal(st.connects, 2);
+    assert_int_equal(st.reuses, 0);
+    assert_int_equal(st.errors, 0); /* nothing was posted on the dead one */
+    assert_int_equal(x->f.wrs, wrs + 2);
+    assert_int_equal(x->f.qps_destroyed, 1);
+}
+
+/* A pooled queue pair that fails before any slice completed (a peer gone without a word) is
+ * retried once on a fresh one; a fresh one that fails is not retried. */
+static void test_pooled_qp_failing_at_once_is_retried(void **state)
+{
+    struct fx *x = *state;
+    size_t n = 5 * 4096;
+    uint8_t *src = malloc(n);
+    fill(src, n, 19);
+    struct mc_xfer_loc l = at(x, 0);
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
+    memset(x->remote, 0, n);
+    x->f.fail_at_wr = x->f.wrs + 1;
+    x->f.fail_status = IBV_WC_RETRY_EXC_ERR;
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
+    assert_memory_equal(x->remote, src, n);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(x->t, &st);
+    assert_int_equal(st.retries, 1);
+    assert_int_equal(st.errors, 1);
+    assert_int_equal(st.teardowns, 1);
+    assert_int_equal(st.connects, 2);
+    /* the retry fails too (window 4: the pooled attempt posted 4, the retry's first is the 5th
+     * request from here): the call fails, no third attempt */
+    x->f.fail_at_wr = x->f.wrs + 1;
+    x->f.fail_at_wr2 = x->f.wrs + 4 + 1;
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_TRANSFER_FAIL);
+    mc_transport_rdma_get_stats(x->t, &st);
+    assert_int_equal(st.retries, 2);
+    assert_int_equal(st.connects, 3);
+    assert_int_equal(st.errors, 3);
+    x->f.fail_at_wr2 = 0;
+    /* a fresh transport's first queue pair failing at once is not retried */
+    x->f.fail_at_wr = x->f.wrs + 1;
+    struct mc_transport *fresh = make_transport(4096, 4);
+    assert_int_equal(mc_transport_write(fresh, &l, src, n), MC_ERR_TRANSFER_FAIL);
+    struct mc_rdma_transport_stats fs;
+    mc_transport_rdma_get_stats(fresh, &fs);
+    assert_int_equal(fs.retries, 0);
+    assert_int_equal(fs.connects, 1);
+    mc_transport_free(fresh);
     free(src);
 }
 
@@ -742,6 +807,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registered_buffer_used, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_midway_flush_then_rebuild, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pooled_qp_disconnected_is_replaced, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pooled_qp_failing_at_once_is_retried, setup, teardown),
         cmocka_unit_test_setup_teardown(test_out_of_order_completions, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cq_event_with_nothing_to_poll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stray_completion_ignored, setup, teardown),

@@ -206,6 +206,8 @@ struct mc_rdma_transport_stats {
     uint64_t empty_events; /* completion events with nothing to poll */
     uint64_t idle;         /* pooled queue pairs now */
     uint64_t temp_regs;    /* transfers whose local buffer was registered for the call */
+    uint64_t stale;        /* pooled queue pairs found disconnected and replaced before use */
+    uint64_t retries;      /* transfers retried once on a fresh queue pair */
 };
 /* t must be an rdma transport. */
 void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);

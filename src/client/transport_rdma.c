@@ -6,8 +6,11 @@
  * A transfer takes one or dials a new one (lazily: the first transfer to a peer connects), owns
  * it for the transfer, and gives it back only when every completion was a success. A queue pair
  * that saw an error is destroyed at once (counted in teardowns); the next transfer to that peer
- * dials a fresh one. There is no retry inside a transfer: the caller (a Get trying the next
- * replica, a Put revoking) decides.
+ * dials a fresh one. A pooled queue pair with an event pending (its peer disconnected) is
+ * replaced before use; one that fails before any slice completed (a peer that vanished without
+ * a word) is retried once on a fresh queue pair, as the tcp transport does with a stale pooled
+ * connection. Any other failure is the caller's to handle (a Get tries the next replica, a Put
+ * revokes).
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -35,7 +38,7 @@ struct rdma_transport {
     struct rdma_ctx x;
     pthread_mutex_t lock; /* peers and the counters below */
     struct peer *peers;
-    uint64_t connects, reuses, teardowns, temp_regs;
+    uint64_t connects, reuses, teardowns, temp_regs, stale, retries;
     struct rdma_xfer_stats xs;
     pthread_mutex_t staging_lock; /* one push at a time uses the staging buffer */
     uint8_t *staging;
@@ -75,16 +78,40 @@ static struct peer *peer_find(struct rdma_transport *t, const char *endpoint, bo
     return p;
 }
 
-static int conn_take(struct rdma_transport *t, const char *endpoint, struct rdma_conn **out)
+/* Takes a pooled connection (unless fresh) or dials one; *reused says which. A pooled one with
+ * an event pending on its channel (the peer disconnected, the device went away: nothing else
+ * arrives on an established connection) is destroyed and replaced before any work is posted. */
+static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
+                     struct rdma_conn **out, bool *reused)
 {
     struct rdma_conn *c = NULL;
-    pthread_mutex_lock(&t->lock);
-    struct peer *p = peer_find(t, endpoint, false);
-    if (p && p->nidle) {
-        c = p->idle[--p->nidle];
-        t->reuses++;
+    *reused = false;
+    while (!fresh) {
+        pthread_mutex_lock(&t->lock);
+        struct peer *p = peer_find(t, endpoint, false);
+        c = p && p->nidle ? p->idle[--p->nidle] : NULL;
+        pthread_mutex_unlock(&t->lock);
+        if (!c)
+            break;
+        struct rdma_cm_event *ev = NULL;
+        if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
+            pthread_mutex_lock(&t->lock);
+            t->reuses++;
+            pthread_mutex_unlock(&t->lock);
+            *reused = true;
+            break;
+        }
+        if (ev) {
+            mc_info("rdma", "pooled queue pair lost its peer, replaced", "endpoint=%s event=%s",
+                    endpoint, rdma_event_str(ev->event));
+            t->x.ops->ack_cm_event(ev);
+        }
+        pthread_mutex_lock(&t->lock);
+        t->stale++;
+        pthread_mutex_unlock(&t->lock);
+        mc_rdma_conn_destroy(&t->x, c);
+        c = NULL;
     }
-    pthread_mutex_unlock(&t->lock);
     if (!c) {
         int rc = mc_rdma_conn_connect(&t->x, endpoint, t->cfg.client_id,
                                       (int)t->cfg.connect_timeout_ms, &c);
@@ -139,7 +166,8 @@ static void add_stats(struct rdma_transport *t, const struct rdma_xfer_stats *s)
  * after conn_give, because a broken queue pair must be destroyed before the memory a request it
  * never completed may still name), then the sliced run. */
 static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, uint8_t *buf,
-                  uint64_t len, uint64_t remote, uint32_t rkey, struct ibv_mr **temp)
+                  uint64_t len, uint64_t remote, uint32_t rkey, struct ibv_mr **temp,
+                  uint64_t *completed)
 {
     struct rdma_op op = {
         .is_write = is_write, .local = buf, .remote = remote, .rkey = rkey, .len = len};
@@ -164,6 +192,8 @@ static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, 
     int rc = mc_rdma_xfer_run(t->x.ops, c, &op, t->cfg.slice_bytes, t->cfg.window,
                               (int)t->cfg.io_timeout_ms, &s);
     add_stats(t, &s);
+    if (completed)
+        *completed = s.completed;
     return rc;
 }
 
@@ -177,19 +207,31 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         return 0;
     if (!loc->rkey || !loc->remote_addr)
         return MC_ERR_INVALID_REPLICA; /* the descriptor carries no RDMA keys */
-    struct rdma_conn *c = NULL;
-    int rc = conn_take(t, loc->endpoint, &c);
-    if (rc)
+    for (int attempt = 0;; attempt++) {
+        struct rdma_conn *c = NULL;
+        bool reused = false;
+        int rc = conn_take(t, loc->endpoint, attempt > 0, &c, &reused);
+        if (rc)
+            return rc;
+        struct ibv_mr *temp = NULL;
+        uint64_t completed = 0;
+        rc = run_on(t, c, is_write, buf, len, loc->remote_addr, loc->rkey, &temp, &completed);
+        conn_give(t, loc->endpoint, c);
+        if (temp)
+            t->x.ops->dereg_mr(temp);
+        if (rc == MC_ERR_TRANSFER_FAIL && reused && completed == 0 && attempt == 0) {
+            /* a pooled queue pair whose peer went away without telling us (restart, crash):
+             * reads and writes of a range are idempotent, so once more on a fresh one */
+            pthread_mutex_lock(&t->lock);
+            t->retries++;
+            pthread_mutex_unlock(&t->lock);
+            continue;
+        }
+        if (rc)
+            mc_warn("rdma", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
+                    is_write ? "write" : "read", len);
         return rc;
-    struct ibv_mr *temp = NULL;
-    rc = run_on(t, c, is_write, buf, len, loc->remote_addr, loc->rkey, &temp);
-    if (rc)
-        mc_warn("rdma", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
-                is_write ? "write" : "read", len);
-    conn_give(t, loc->endpoint, c);
-    if (temp)
-        t->x.ops->dereg_mr(temp);
-    return rc;
+    }
 }
 
 static int rdma_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
@@ -212,7 +254,8 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
     if (len == 0)
         return 0;
     struct rdma_conn *c = NULL;
-    int rc = conn_take(t, endpoint, &c);
+    bool reused;
+    int rc = conn_take(t, endpoint, false, &c, &reused);
     if (rc)
         return rc;
     pthread_mutex_lock(&t->staging_lock);
@@ -221,7 +264,7 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
         rc = fill(arg, off, t->staging, n);
         if (rc)
             break;
-        rc = run_on(t, c, true, t->staging, n, remote_addr + off, rkey, NULL);
+        rc = run_on(t, c, true, t->staging, n, remote_addr + off, rkey, NULL, NULL);
         off += n;
     }
     if (rc && c->broken)
@@ -282,6 +325,8 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->reuses = t->reuses;
     st->teardowns = t->teardowns;
     st->temp_regs = t->temp_regs;
+    st->stale = t->stale;
+    st->retries = t->retries;
     st->posted = t->xs.posted;
     st->completed = t->xs.completed;
     st->errors = t->xs.errors;
