@@ -255,9 +255,28 @@ static void test_registered_buffer_used(void **state)
 /* An error completion mid-transfer: nothing more is posted, the rest come back flushed, the
  * call waits for all of them, fails, and the queue pair is torn down; the next transfer builds a
  * new one and succeeds. */
+struct captured {
+    char text[8192];
+    size_t len;
+};
+
+static void capture(void *arg, enum mc_log_level level, const char *line, size_t len)
+{
+    struct captured *c = arg;
+    if (c->len + len + 2 < sizeof(c->text)) {
+        memcpy(c->text + c->len, line, len);
+        c->len += len;
+        c->text[c->len++] = '\n';
+        c->text[c->len] = 0;
+    }
+}
+
 static void test_error_midway_flush_then_rebuild(void **state)
 {
     struct fx *x = *state;
+    struct captured cap = {.len = 0};
+    struct mc_logger lg = {.level = MC_LOG_WARN, .sink = capture, .arg = &cap};
+    const struct mc_logger *prev = mc_log_set_current(&lg);
     size_t n = 10 * 4096;
     uint8_t *src = malloc(n);
     fill(src, n, 3);
@@ -266,6 +285,10 @@ static void test_error_midway_flush_then_rebuild(void **state)
     x->f.per_wait = 1; /* completions trickle in: the flushed one comes after the error */
     struct mc_xfer_loc l = at(x, 0);
     assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_TRANSFER_FAIL);
+    mc_log_set_current(prev);
+    /* the verbs status is in the log */
+    assert_non_null(strstr(cap.text, "msg=\"work request failed\""));
+    assert_non_null(strstr(cap.text, "verbs_status=\"remote access error\" status=10"));
     struct mc_rdma_transport_stats st;
     mc_transport_rdma_get_stats(x->t, &st);
     /* 1 and 2 completed and each freed a window place (5 and 6 went out); 3 failed; nothing

@@ -99,9 +99,11 @@ static void complete(struct run *r, const struct ibv_wc *wc)
     r->failed = true;
     r->c->broken = true;
     r->st->errors++;
-    mc_warn("rdma", "work request failed", "status=%s(%d) vendor_err=%u op=%s slice=%llu of %zu",
-            ibv_wc_status_str(wc->status), (int)wc->status, wc->vendor_err,
-            r->op->is_write ? "write" : "read", (unsigned long long)idx, r->n);
+    char q[64];
+    mc_warn("rdma", "work request failed",
+            "verbs_status=%s status=%d vendor_err=%u op=%s slice=%llu of %zu",
+            mc_log_quote(ibv_wc_status_str(wc->status), q, sizeof(q)), (int)wc->status,
+            wc->vendor_err, r->op->is_write ? "write" : "read", (unsigned long long)idx, r->n);
 }
 
 int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
