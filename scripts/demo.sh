@@ -1,15 +1,13 @@
 #!/usr/bin/env bash
 # The main job, as README's quick start runs it: build, then a whole cluster on loopback —
-# mooncake_master plus two mooncake_client daemons (64 MiB DRAM segments each; the second also
-# has a LOCAL_DISK tier in a temporary directory) — then, with mooncake_cli, put a file, get it
+# mooncake_master plus two mooncake_client daemons (64 MiB DRAM segments each) — then, with mooncake_cli, put a file, get it
 # back and compare the bytes, show the `segments` and `stat KEY` tables and a few lines of the
 # master's /metrics, and stop everything with SIGTERM, checking every exit status.
 # Every port is picked by the kernel (0); processes and temporary files are cleaned up on any
 # exit. Exits non-zero when any step fails.
 #   BUILD_DIR              build directory (default build/)
 #   MC_DEMO_SKIP_BUILD=1   use what is already built
-#   TMPDIR                 where the temporary directory goes (default /tmp; the LOCAL_DISK tier
-#                          needs a filesystem that takes O_DIRECT, so not tmpfs)
+#   TMPDIR                 where the temporary directory goes (default /tmp)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -99,9 +97,8 @@ metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
 
 start client-dram "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
   --segment_size=64MiB --log_level=warn
-mkdir "$tmp/disk"
-start client-disk "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
-  --segment_size=64MiB --disk_path="$tmp/disk" --disk_capacity=256MiB --log_level=warn
+start client-dram2 "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
+  --segment_size=64MiB --log_level=warn
 
 key=demo/object
 head -c $((3 * 1024 * 1024 + 123)) /dev/urandom >"$tmp/in.bin"

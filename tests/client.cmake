@@ -37,3 +37,9 @@ if(TARGET mc_client_shared AND TARGET mooncake_master)
     endif()
   endforeach()
 endif()
+# mooncake_client refuses --disk_path until the LOCAL_DISK tier is wired into the client.
+if(TARGET mc_client_daemon)
+  add_test(NAME test_client_disk_path COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_client_disk_path.sh
+           ${CMAKE_BINARY_DIR}/bin)
+  set_tests_properties(test_client_disk_path PROPERTIES TIMEOUT 30)
+endif()
