@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/client_id.h"
 #include "client/client_internal.h"
 #include "common/auth.h"
 #include "common/log.h"
@@ -293,10 +294,18 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
                 "protected mode is off and no auth token is set: any host that reaches the peer "
                 "port can read and write this client's segment",
                 "bind=%s", c->bind_address);
-    if (c->cfg.disk_path)
-        mc_info("client", "LOCAL_DISK tier not wired into this client yet, ignoring disk_path",
-                "path=%s", c->disk_path);
-    c->id = mc_id_random();
+    if (c->cfg.disk_path) {
+        /* the id lives in disk_path: a restarted client is the same client to the master */
+        bool created;
+        rc = mc_client_id_load_or_create(c->disk_path, &c->id, &created);
+        if (rc)
+            goto fail;
+        mc_info("client",
+                "LOCAL_DISK tier not wired into this client yet; client id kept in disk_path",
+                "path=%s new_id=%d", c->disk_path, created ? 1 : 0);
+    } else {
+        c->id = mc_id_random();
+    }
     if (rdma && c->auth.set) {
         /* rdma_cm connections carry no proof of the token yet: refuse rather than serve the
          * segment to unauthenticated queue pairs */
