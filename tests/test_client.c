@@ -642,6 +642,59 @@ static void test_config_struct_size(void **state)
     assert_int_equal(mc_remove(f->c1, "abi/k", true), 0);
 }
 
+/* An _init never writes past the caller's struct: a program built with the first, smaller
+ * layout (or calling the unsized function, as binaries built before the sized init do) keeps the
+ * bytes after its struct, gets struct_size = its own size, and that config opens a client. */
+static void test_config_init_never_overruns(void **state)
+{
+    struct fx *f = *state;
+    const size_t v0 = offsetof(struct mc_client_config, ping_interval_ms) + sizeof(uint32_t);
+    const size_t r0 = offsetof(struct mc_replicate_config, group_id) + sizeof(const char *);
+    union {
+        struct mc_client_config cfg;
+        unsigned char b[sizeof(struct mc_client_config) + 16];
+    } u;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        memset(u.b, 0xA5, sizeof(u.b));
+        if (legacy)
+            (mc_client_config_init)(&u.cfg);
+        else
+            mc_client_config_init_sized(&u.cfg, v0);
+        for (size_t i = v0; i < sizeof(u.b); i++)
+            assert_int_equal(u.b[i], 0xA5);
+        assert_int_equal(u.cfg.struct_size, v0);
+        assert_int_equal(u.cfg.ping_interval_ms, 1000);
+        u.cfg.master_address = f->m.addr;
+        u.cfg.segment_size = 0;
+        struct mc_client *c = NULL;
+        assert_int_equal(mc_client_open(&u.cfg, &c), 0);
+        mc_client_close(c);
+    }
+    union {
+        struct mc_replicate_config rc;
+        unsigned char b[sizeof(struct mc_replicate_config) + 16];
+    } r;
+    for (int legacy = 0; legacy < 2; legacy++) {
+        memset(r.b, 0x5A, sizeof(r.b));
+        if (legacy)
+            (mc_replicate_config_init)(&r.rc);
+        else
+            mc_replicate_config_init_sized(&r.rc, r0);
+        for (size_t i = r0; i < sizeof(r.b); i++)
+            assert_int_equal(r.b[i], 0x5A);
+        assert_int_equal(r.rc.struct_size, r0);
+        assert_int_equal(r.rc.replica_num, 1);
+        assert_int_equal(mc_put(f->c1, "abi/old", "x", 1, &r.rc), 0);
+        assert_int_equal(mc_remove(f->c1, "abi/old", true), 0);
+    }
+    /* a struct larger than ours (a newer header): zeroed beyond our layout, struct_size = ours */
+    memset(u.b, 0xA5, sizeof(u.b));
+    mc_client_config_init_sized(&u.cfg, sizeof(u.b));
+    assert_int_equal(u.cfg.struct_size, sizeof(u.cfg));
+    for (size_t i = sizeof(u.cfg); i < sizeof(u.b); i++)
+        assert_int_equal(u.b[i], 0);
+}
+
 /* A replica whose peer is gone: the Put is revoked (nothing visible, the key not stuck), and a
  * Get falls over to the next replica. */
 static void test_failed_write_revokes_and_read_fails_over(void **state)
@@ -971,6 +1024,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_concurrent_callers),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_config_struct_size),
+        cmocka_unit_test(test_config_init_never_overruns),
         cmocka_unit_test(test_multi_process),
         cmocka_unit_test(test_lease_expiry_mid_read),
         cmocka_unit_test(test_master_down_and_restart),

@@ -18,11 +18,11 @@
  * ABI policy. The SONAME is libmooncake_client.so.<major>; it changes only when an existing
  * function or field changes meaning or position. Within one major version the library grows by
  * adding functions and by appending fields at the end of the two config structs below. Each
- * config struct starts with `struct_size`, which its _init function sets to the sizeof the
- * caller was compiled with; the library reads only the fields that size covers and gives every
- * later field its default, so a program built against an older header keeps working with a newer
- * library. Always fill a config with its _init function before setting fields: a config whose
- * struct_size is 0 or unknown is refused with INVALID_PARAMS.
+ * config struct starts with `struct_size`, which its _init macro sets from the sizeof the
+ * caller was compiled with (an _init never writes past it); the library reads only the fields that
+ * size covers and gives every later field its default, so a program built against an older header
+ * keeps working with a newer library. Always fill a config with its _init function before setting
+ * fields: a config whose struct_size is 0 or unknown is refused with INVALID_PARAMS.
  */
 #ifndef MOONCAKE_CLIENT_H
 #define MOONCAKE_CLIENT_H
@@ -56,17 +56,17 @@ enum mc_client_log_level {
 typedef void (*mc_client_log_fn)(void *arg, int level, const char *line);
 
 struct mc_client_config {
-    uint32_t struct_size;       /* set by mc_client_config_init; do not change */
-    const char *master_address; /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
-    const char *host;           /* host advertised to peers (default "127.0.0.1") */
-    const char *bind_address;   /* address the peer server binds (default: host) */
-    const char *protocol;       /* "tcp" (default) or "rdma" */
-    uint16_t data_port;         /* peer server port; 0 = pick a free one */
-    uint64_t segment_size;      /* DRAM contributed, bytes; 0 = contribute none */
-    bool huge_pages;            /* back the segment with huge pages (MAP_HUGETLB) */
-    const char *disk_path;      /* LOCAL_DISK directory; NULL = no disk tier */
-    uint64_t disk_capacity;     /* bytes of disk_path the store may use */
-    bool checksums;             /* verify value CRC32C on every get (default true) */
+    uint32_t struct_size;         /* set by mc_client_config_init; do not change */
+    const char *master_address;   /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
+    const char *host;             /* host advertised to peers (default "127.0.0.1") */
+    const char *bind_address;     /* address the peer server binds (default: host) */
+    const char *protocol;         /* "tcp" (default) or "rdma" */
+    uint16_t data_port;           /* peer server port; 0 = pick a free one */
+    uint64_t segment_size;        /* DRAM contributed, bytes; 0 = contribute none */
+    bool huge_pages;              /* back the segment with huge pages (MAP_HUGETLB) */
+    const char *disk_path;        /* LOCAL_DISK directory; NULL = no disk tier */
+    uint64_t disk_capacity;       /* bytes of disk_path the store may use */
+    bool checksums;               /* verify value CRC32C on every get (default true) */
     uint32_t connect_timeout_ms;  /* master and peer connect timeout (default 3000) */
     uint32_t rpc_timeout_ms;      /* per-call timeout (default 5000) */
     uint32_t put_retry_window_ms; /* retry NO_AVAILABLE_HANDLE for this long (default 1000) */
@@ -88,8 +88,14 @@ struct mc_client_config {
     bool protected_mode;
 };
 
-/* Fills cfg with the defaults documented above (and struct_size). */
-void mc_client_config_init(struct mc_client_config *cfg);
+/* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults
+ * documented above and sets struct_size to the part this library reads: min(size, its own
+ * sizeof). Never writes past `size`. Call it through the mc_client_config_init macro. */
+void mc_client_config_init_sized(struct mc_client_config *cfg, size_t size);
+/* The function programs built before the sized init call: it fills the first published layout
+ * only (up to ping_interval_ms), so it never writes past an older caller's smaller struct. */
+void(mc_client_config_init)(struct mc_client_config *cfg);
+#define mc_client_config_init(cfg) mc_client_config_init_sized((cfg), sizeof(*(cfg)))
 
 /* Connects, mounts the segment and the disk directory, starts the peer server and the worker.
  * On success *out owns the client; release it with mc_client_close. */
@@ -102,21 +108,27 @@ const char *mc_client_endpoint(const struct mc_client *client);
 
 /* How a put is placed and protected. */
 struct mc_replicate_config {
-    uint32_t struct_size;   /* set by mc_replicate_config_init; do not change */
-    uint32_t replica_num;   /* MEMORY replicas, each on a different segment (default 1, not 0) */
-    bool with_soft_pin;     /* evicted only after everything else */
+    uint32_t struct_size;     /* set by mc_replicate_config_init; do not change */
+    uint32_t replica_num;     /* MEMORY replicas, each on a different segment (default 1, not 0) */
+    bool with_soft_pin;       /* evicted only after everything else */
     uint64_t soft_pin_ttl_ms; /* 0 = the master's default (30 min) */
-    bool with_hard_pin;     /* never evicted */
+    bool with_hard_pin;       /* never evicted */
     const char *const *preferred_segments; /* segment names (endpoints) to try first */
     size_t preferred_segments_count;
-    const char *group_id;   /* keys of a group share a shard, a lease and eviction fate */
+    const char *group_id; /* keys of a group share a shard, a lease and eviction fate */
     /* A put of a key that already exists keeps the existing value either way. false (default,
      * upstream's semantics): the put succeeds; true: it returns OBJECT_ALREADY_EXISTS (per key
      * in a batch), so a caller can tell that the value it gave was not stored. */
     bool report_existing;
 };
-/* Fills rc with the defaults (one replica, no pins, no preference, no group) and struct_size. */
-void mc_replicate_config_init(struct mc_replicate_config *rc);
+/* Fills the first `size` bytes of rc with the defaults (one replica, no pins, no preference, no
+ * group) and sets struct_size to min(size, this library's sizeof). Never writes past `size`.
+ * Call it through the mc_replicate_config_init macro. */
+void mc_replicate_config_init_sized(struct mc_replicate_config *rc, size_t size);
+/* For programs built before the sized init: fills the first published layout only (up to
+ * group_id). */
+void(mc_replicate_config_init)(struct mc_replicate_config *rc);
+#define mc_replicate_config_init(rc) mc_replicate_config_init_sized((rc), sizeof(*(rc)))
 
 /* Stores len bytes under key (rc NULL = defaults). An existing readable key is left as it is and
  * the call succeeds (upstream semantics), or returns OBJECT_ALREADY_EXISTS with
@@ -130,8 +142,7 @@ int64_t mc_get(struct mc_client *client, const char *key, void *buf, size_t cap)
 /* mc_get that also tells the value's size: *needed (when needed is not NULL) is set to it on
  * success and on BUFFER_OVERFLOW (cap too small: call again with a buffer of *needed bytes),
  * and to 0 on any other error. */
-int64_t mc_get_ex(struct mc_client *client, const char *key, void *buf, size_t cap,
-                  size_t *needed);
+int64_t mc_get_ex(struct mc_client *client, const char *key, void *buf, size_t cap, size_t *needed);
 /* Size of key's value, or a negative error (OBJECT_NOT_FOUND; REPLICA_IS_NOT_READY while its
  * Put is in flight). A size query is not a read: it takes no read lease and does not count as
  * an access (no effect on eviction order or promotion). */
@@ -140,8 +151,8 @@ int64_t mc_get_size(struct mc_client *client, const char *key);
 /* Batch forms: per-key results in results[i] (0 / size, or an error); the return value is 0 when
  * the batch was carried out (look at results) or an error that applies to the whole batch. */
 int mc_batch_put(struct mc_client *client, size_t n, const char *const *keys,
-                 const void *const *bufs, const size_t *lens,
-                 const struct mc_replicate_config *rc, int *results);
+                 const void *const *bufs, const size_t *lens, const struct mc_replicate_config *rc,
+                 int *results);
 int mc_batch_get(struct mc_client *client, size_t n, const char *const *keys, void *const *bufs,
                  const size_t *caps, int64_t *results);
 
@@ -174,8 +185,8 @@ struct mc_object_info {
     uint64_t lease_ms_left;
     size_t replica_count;
     struct mc_replica_info *replicas; /* owned; release with mc_object_info_free */
-    bool hard_pinned;          /* never evicted */
-    uint64_t soft_pin_ms_left; /* 0 = not soft-pinned */
+    bool hard_pinned;                 /* never evicted */
+    uint64_t soft_pin_ms_left;        /* 0 = not soft-pinned */
 };
 
 /* Replica descriptors of key, from the master's admin query (no lease, no promotion). */

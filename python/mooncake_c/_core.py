@@ -76,7 +76,8 @@ class ReplicateConfig:
 
     def to_c(self):
         """(pointer to struct mc_replicate_config, keepalive)."""
-        view, area = _native.new_config(_native.ReplicateConfigC, lib.mc_replicate_config_init)
+        view, area = _native.new_config(_native.ReplicateConfigC, lib.mc_replicate_config_init,
+                                         getattr(lib, "mc_replicate_config_init_sized", None))
         view.replica_num = int(self.replica_num)
         view.with_soft_pin = bool(self.with_soft_pin)
         view.soft_pin_ttl_ms = int(self.soft_pin_ttl_ms or 0)
@@ -119,7 +120,8 @@ class Core:
              auth_token_file=None, protected_mode=None):
         if self.handle is not None:
             return INVALID_PARAMS
-        view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init)
+        view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init,
+                                         getattr(lib, "mc_client_config_init_sized", None))
         keep = [area]
 
         def s(v):

@@ -78,11 +78,16 @@ class ReplicateConfigC(ctypes.Structure):
 CONFIG_AREA = 1024
 
 
-def new_config(struct_type, init_fn):
-    """A config filled by its _init function; returns (view, keepalive area)."""
+def new_config(struct_type, init_fn, sized_fn=None):
+    """A config filled by its _init function; returns (view, keepalive area). With the sized init
+    (sized_fn) the library is told the area's size and never writes past it; it sets struct_size
+    to the part it reads."""
     area = ctypes.create_string_buffer(max(CONFIG_AREA, ctypes.sizeof(struct_type)))
     view = struct_type.from_buffer(area)
-    init_fn(ctypes.byref(view))
+    if sized_fn is not None:
+        sized_fn(ctypes.byref(view), len(area))
+    else:
+        init_fn(ctypes.byref(view))
     if view.struct_size < ctypes.sizeof(c_uint32) or view.struct_size > CONFIG_AREA:
         raise RuntimeError("libmooncake_client reports an unusable config size %d"
                            % view.struct_size)
@@ -131,6 +136,9 @@ def _declare(lib):
     rc_p = POINTER(ReplicateConfigC)
     fn("mc_client_config_init", None, cfg_p)
     fn("mc_replicate_config_init", None, rc_p)
+    if hasattr(lib, "mc_client_config_init_sized"):  # never writes past the caller's size
+        fn("mc_client_config_init_sized", None, cfg_p, c_size_t)
+        fn("mc_replicate_config_init_sized", None, rc_p, c_size_t)
     fn("mc_client_open", c_int, cfg_p, POINTER(c_void_p))
     fn("mc_client_close", None, c_void_p)
     fn("mc_client_endpoint", c_char_p, c_void_p)

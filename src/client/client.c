@@ -24,7 +24,13 @@
 #include "common/wire.h"
 #include "mooncake/client.h"
 
-void mc_client_config_init(struct mc_client_config *cfg)
+/* The first published layouts (0.1): every later library accepts at least these sizes. */
+#define CLIENT_CONFIG_V0_SIZE                                                                      \
+    (offsetof(struct mc_client_config, ping_interval_ms) + sizeof(uint32_t))
+#define REPLICATE_CONFIG_V0_SIZE                                                                   \
+    (offsetof(struct mc_replicate_config, group_id) + sizeof(const char *))
+
+static void client_config_defaults(struct mc_client_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->struct_size = (uint32_t)sizeof(*cfg);
@@ -40,18 +46,49 @@ void mc_client_config_init(struct mc_client_config *cfg)
     cfg->checksums = true;
 }
 
-void mc_replicate_config_init(struct mc_replicate_config *rc)
+static void replicate_config_defaults(struct mc_replicate_config *rc)
 {
     memset(rc, 0, sizeof(*rc));
     rc->struct_size = (uint32_t)sizeof(*rc);
     rc->replica_num = 1;
 }
 
-/* The first published layouts (0.1): every later library accepts at least these sizes. */
-#define CLIENT_CONFIG_V0_SIZE                                                                      \
-    (offsetof(struct mc_client_config, ping_interval_ms) + sizeof(uint32_t))
-#define REPLICATE_CONFIG_V0_SIZE                                                                   \
-    (offsetof(struct mc_replicate_config, group_id) + sizeof(const char *))
+/* Writes the first `size` bytes of `out` from the full-size defaults in `def` (zero beyond our
+ * layout) and records in its leading uint32_t struct_size how much of it this library reads. */
+static void init_sized(void *out, size_t size, const void *def, size_t our_size)
+{
+    if (!out || size < sizeof(uint32_t))
+        return;
+    size_t n = size < our_size ? size : our_size;
+    memset(out, 0, size);
+    memcpy(out, def, n);
+    uint32_t sz = (uint32_t)n;
+    memcpy(out, &sz, sizeof(sz));
+}
+
+void mc_client_config_init_sized(struct mc_client_config *cfg, size_t size)
+{
+    struct mc_client_config def;
+    client_config_defaults(&def);
+    init_sized(cfg, size, &def, sizeof(def));
+}
+
+void(mc_client_config_init)(struct mc_client_config *cfg)
+{
+    mc_client_config_init_sized(cfg, CLIENT_CONFIG_V0_SIZE);
+}
+
+void mc_replicate_config_init_sized(struct mc_replicate_config *rc, size_t size)
+{
+    struct mc_replicate_config def;
+    replicate_config_defaults(&def);
+    init_sized(rc, size, &def, sizeof(def));
+}
+
+void(mc_replicate_config_init)(struct mc_replicate_config *rc)
+{
+    mc_replicate_config_init_sized(rc, REPLICATE_CONFIG_V0_SIZE);
+}
 
 /* Copies the part of a caller's config its struct_size covers over the defaults (ABI policy in
  * client.h). A size below the first layout (no _init call) or above ours (a newer header than
@@ -70,7 +107,7 @@ static int copy_sized(void *out, const void *in, uint32_t in_size, size_t min_si
 
 int mc_client_config_copy(const struct mc_client_config *in, struct mc_client_config *out)
 {
-    mc_client_config_init(out);
+    client_config_defaults(out);
     int rc = copy_sized(out, in, in->struct_size, CLIENT_CONFIG_V0_SIZE, sizeof(*out),
                         "mc_client_config");
     out->struct_size = (uint32_t)sizeof(*out);
@@ -79,7 +116,7 @@ int mc_client_config_copy(const struct mc_client_config *in, struct mc_client_co
 
 int mc_replicate_config_copy(const struct mc_replicate_config *in, struct mc_replicate_config *out)
 {
-    mc_replicate_config_init(out);
+    replicate_config_defaults(out);
     if (!in)
         return 0;
     int rc = copy_sized(out, in, in->struct_size, REPLICATE_CONFIG_V0_SIZE, sizeof(*out),
