@@ -15,7 +15,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "client/peer_server.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
@@ -35,7 +34,7 @@ struct mc_master_conn {
     bool stop, kick, started;
     pthread_t thread;
     const struct mc_logger *logger; /* the ping thread logs through its starter's logger */
-    struct mc_mounted_segment segs[MC_PEER_MAX_SEGMENTS];
+    struct mc_mounted_segment segs[MC_MASTER_CONN_MAX_SEGMENTS];
     int nsegs;
     uint64_t pings, ping_failures, remounts, reconnects;
     _Atomic uint64_t fast_failures;
@@ -105,7 +104,7 @@ static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segm
 int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *s)
 {
     pthread_mutex_lock(&mc->lock);
-    bool full = mc->nsegs >= MC_PEER_MAX_SEGMENTS;
+    bool full = mc->nsegs >= MC_MASTER_CONN_MAX_SEGMENTS;
     pthread_mutex_unlock(&mc->lock);
     if (full)
         return MC_ERR_NO_AVAILABLE_HANDLE;
@@ -133,7 +132,7 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
         mc->cfg.on_mount_epoch(mc->cfg.cb_arg, s->id, epoch);
     if (rc == 0) {
         pthread_mutex_lock(&mc->lock);
-        if (mc->nsegs < MC_PEER_MAX_SEGMENTS)
+        if (mc->nsegs < MC_MASTER_CONN_MAX_SEGMENTS)
             mc->segs[mc->nsegs++] = *s;
         pthread_mutex_unlock(&mc->lock);
     }
@@ -168,14 +167,14 @@ int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id)
 /* ReMountSegment with every remembered segment; direct (the flag may be down). */
 static int remount(struct mc_master_conn *mc)
 {
-    struct mc_mounted_segment segs[MC_PEER_MAX_SEGMENTS];
+    struct mc_mounted_segment segs[MC_MASTER_CONN_MAX_SEGMENTS];
     pthread_mutex_lock(&mc->lock);
     int n = mc->nsegs;
     memcpy(segs, mc->segs, sizeof(segs[0]) * (size_t)n);
     pthread_mutex_unlock(&mc->lock);
-    Mc__Segment seg[MC_PEER_MAX_SEGMENTS], *segp[MC_PEER_MAX_SEGMENTS];
-    Mc__Uuid ids[MC_PEER_MAX_SEGMENTS], owners[MC_PEER_MAX_SEGMENTS];
-    Mc__RdmaInfo ris[MC_PEER_MAX_SEGMENTS];
+    Mc__Segment seg[MC_MASTER_CONN_MAX_SEGMENTS], *segp[MC_MASTER_CONN_MAX_SEGMENTS];
+    Mc__Uuid ids[MC_MASTER_CONN_MAX_SEGMENTS], owners[MC_MASTER_CONN_MAX_SEGMENTS];
+    Mc__RdmaInfo ris[MC_MASTER_CONN_MAX_SEGMENTS];
     for (int i = 0; i < n; i++) {
         fill_segment(mc, &segs[i], &seg[i], &ids[i], &owners[i], &ris[i]);
         segp[i] = &seg[i];
@@ -190,7 +189,7 @@ static int remount(struct mc_master_conn *mc)
     ProtobufCMessage *resp = NULL;
     int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_REMOUNT_SEGMENT, &req.base,
                                     &mc__re_mount_segment_response__descriptor, 0, &resp);
-    uint64_t epochs[MC_PEER_MAX_SEGMENTS] = {0};
+    uint64_t epochs[MC_MASTER_CONN_MAX_SEGMENTS] = {0};
     if (rc == 0) {
         const Mc__ReMountSegmentResponse *r = (const Mc__ReMountSegmentResponse *)resp;
         bool ok = r->n_mount_epochs == (size_t)n;
@@ -247,7 +246,7 @@ static int ping_once(struct mc_master_conn *mc)
      * offsets the master hands out afresh. Until the answer names those epochs the segments
      * serve nothing (a writer racing with it gets REPLICA_IS_GONE and retries). */
     if (need && mc->cfg.on_mount_epoch) {
-        struct mc_id ids[MC_PEER_MAX_SEGMENTS];
+        struct mc_id ids[MC_MASTER_CONN_MAX_SEGMENTS];
         pthread_mutex_lock(&mc->lock);
         int n = mc->nsegs;
         for (int i = 0; i < n; i++)

@@ -33,6 +33,10 @@
 struct mc_master_conn;
 struct mc_auth_key;
 
+/* Segments one connection keeps mounted (and mounts again after a master restart); a further
+ * mc_master_conn_mount is NO_AVAILABLE_HANDLE. */
+#define MC_MASTER_CONN_MAX_SEGMENTS 16
+
 struct mc_master_conn_config {
     const char *address; /* "host:port" */
     struct mc_id client_id;

@@ -39,7 +39,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "client/client_internal.h"
 #include "client/transport.h"
 #include "client/transport_tcp_internal.h"
 #include "common/auth.h"
