@@ -1,0 +1,566 @@
+/*
+ * mailbox.c - the holders' task mailboxes (see mailbox.h).
+ *
+ * The table is a small array of mailboxes (one per LOCAL_DISK holder: tens, not thousands)
+ * under a mutex; each mailbox has its own mutex, taken while the table's is held and kept after
+ * the table's is dropped (a close takes the table lock, unlinks the mailbox, then waits for its
+ * lock, so nobody can find a mailbox that is being freed). Queued tasks are a FIFO, in-flight
+ * ones a doubly linked list; both are intrusive, one malloc per task.
+ */
+#include "master/mailbox.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+
+#include "master/lock_order.h"
+#include "mooncake/errors.h"
+
+struct mc_waiter {
+    mc_mailbox_reply_fn fn; /* NULL: none parked */
+    void *arg;
+    uint32_t max;
+    uint64_t deadline_ms;
+};
+
+struct mc_mbox {
+    struct mc_id id;
+    pthread_mutex_t lock;
+    struct mc_task *qhead, *qtail; /* queued, oldest first */
+    struct mc_task *fhead;         /* in flight */
+    uint32_t nqueued[MC_TASK_NKINDS];
+    uint32_t nflight[MC_TASK_NKINDS];
+    struct mc_waiter w[MC_TASK_NKINDS];
+};
+
+struct mc_mailboxes {
+    const struct mc_clock *clock;
+    uint32_t queue_limit;
+    pthread_mutex_t lock;
+    struct mc_mbox **v;
+    size_t n, cap;
+    _Atomic uint64_t next_id;
+    _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
+    _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
+};
+
+/* A reply to make once the locks are dropped. */
+struct answer {
+    mc_mailbox_reply_fn fn;
+    void *arg;
+    struct mc_task_list tasks;
+};
+
+struct answers {
+    struct answer *v;
+    size_t n, cap;
+    struct answer one[MC_TASK_NKINDS]; /* enough for everything but a tick */
+};
+
+void mc_task_list_free(struct mc_task_list *l)
+{
+    struct mc_task *t = l->head;
+    while (t) {
+        struct mc_task *nx = t->next;
+        free(t);
+        t = nx;
+    }
+    l->head = NULL;
+    l->n = 0;
+}
+
+/* Appends in order; the head's prev points at the tail while the list is built. */
+static void list_push(struct mc_task_list *l, struct mc_task *t)
+{
+    t->next = NULL;
+    if (!l->head) {
+        l->head = t;
+        t->prev = t; /* head->prev: the tail */
+    } else {
+        struct mc_task *tail = l->head->prev;
+        tail->next = t;
+        l->head->prev = t;
+    }
+    l->n++;
+}
+
+static struct mc_task *task_copy(const struct mc_task *src)
+{
+    struct mc_task *t = malloc(sizeof(*t) + src->key_len + 1u);
+    if (!t)
+        return NULL;
+    memcpy(t, src, sizeof(*t) + src->key_len + 1u);
+    t->next = t->prev = NULL;
+    return t;
+}
+
+static void answers_init(struct answers *a)
+{
+    a->v = a->one;
+    a->n = 0;
+    a->cap = MC_TASK_NKINDS;
+}
+
+/* Adds a reply to make later. Only a tick can need more than the built-in slots; false when
+ * growing failed (the tick then leaves that poll parked for the next one). */
+static bool answers_add(struct answers *a, const struct mc_waiter *w, struct mc_task_list tasks)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap * 2;
+        struct answer *nv = malloc(cap * sizeof(*nv));
+        if (!nv)
+            return false;
+        memcpy(nv, a->v, a->n * sizeof(*nv));
+        if (a->v != a->one)
+            free(a->v);
+        a->v = nv;
+        a->cap = cap;
+    }
+    a->v[a->n].fn = w->fn;
+    a->v[a->n].arg = w->arg;
+    a->v[a->n].tasks = tasks;
+    a->n++;
+    return true;
+}
+
+static void answers_run(struct answers *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        a->v[i].fn(a->v[i].arg, &a->v[i].tasks);
+    if (a->v != a->one)
+        free(a->v);
+    a->n = 0;
+}
+
+struct mc_mailboxes *mc_mailboxes_new(const struct mc_clock *clock, uint32_t queue_limit)
+{
+    struct mc_mailboxes *t = calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->clock = clock;
+    t->queue_limit = queue_limit;
+    pthread_mutex_init(&t->lock, NULL);
+    atomic_init(&t->next_id, 1);
+    return t;
+}
+
+/* Unlinks every task of b (mailbox lock held or b private): offload/promotion tasks to
+ * *cancelled when given, the rest freed; parked polls to *ans (empty). */
+static void mbox_drain(struct mc_mailboxes *t, struct mc_mbox *b, struct mc_task_list *cancelled,
+                       struct answers *ans)
+{
+    struct mc_task *lists[2] = {b->qhead, b->fhead};
+    for (int l = 0; l < 2; l++) {
+        struct mc_task *x = lists[l];
+        while (x) {
+            struct mc_task *nx = x->next;
+            atomic_fetch_sub(&t->present, 1);
+            if (cancelled && x->kind != MC_TASK_DELETE) {
+                atomic_fetch_add(&t->cancelled, 1);
+                list_push(cancelled, x);
+            } else {
+                free(x);
+            }
+            x = nx;
+        }
+    }
+    b->qhead = b->qtail = b->fhead = NULL;
+    memset(b->nqueued, 0, sizeof(b->nqueued));
+    memset(b->nflight, 0, sizeof(b->nflight));
+    for (int k = 0; k < MC_TASK_NKINDS; k++) {
+        if (b->w[k].fn) {
+            answers_add(ans, &b->w[k], (struct mc_task_list){0});
+            b->w[k].fn = NULL;
+            atomic_fetch_sub(&t->parked, 1);
+        }
+    }
+}
+
+void mc_mailboxes_free(struct mc_mailboxes *t)
+{
+    if (!t)
+        return;
+    for (size_t i = 0; i < t->n; i++) {
+        struct answers ans; /* one mailbox has at most one poll per kind: no growth */
+        answers_init(&ans);
+        mbox_drain(t, t->v[i], NULL, &ans);
+        pthread_mutex_destroy(&t->v[i]->lock);
+        free(t->v[i]);
+        answers_run(&ans);
+    }
+    free(t->v);
+    pthread_mutex_destroy(&t->lock);
+    free(t);
+}
+
+static void table_lock(struct mc_mailboxes *t)
+{
+    mc_lo_acquire(MC_LO_MAILBOX_TABLE, 0);
+    pthread_mutex_lock(&t->lock);
+}
+static void table_unlock(struct mc_mailboxes *t)
+{
+    pthread_mutex_unlock(&t->lock);
+    mc_lo_release(MC_LO_MAILBOX_TABLE, 0);
+}
+static void mbox_unlock(struct mc_mbox *b)
+{
+    pthread_mutex_unlock(&b->lock);
+    mc_lo_release(MC_LO_MAILBOX, 0);
+}
+
+static ssize_t table_find(struct mc_mailboxes *t, struct mc_id id)
+{
+    for (size_t i = 0; i < t->n; i++)
+        if (mc_id_eq(t->v[i]->id, id))
+            return (ssize_t)i;
+    return -1;
+}
+
+/* Finds and locks holder's mailbox (the table lock is dropped before returning). */
+static struct mc_mbox *mbox_get(struct mc_mailboxes *t, struct mc_id id)
+{
+    table_lock(t);
+    ssize_t i = table_find(t, id);
+    struct mc_mbox *b = NULL;
+    if (i >= 0) {
+        b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+    }
+    table_unlock(t);
+    return b;
+}
+
+int mc_mailbox_open(struct mc_mailboxes *t, struct mc_id holder)
+{
+    int rc = MC_OK;
+    table_lock(t);
+    if (table_find(t, holder) >= 0)
+        goto out;
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 8;
+        struct mc_mbox **nv = realloc(t->v, cap * sizeof(*nv));
+        if (!nv) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        t->v = nv;
+        t->cap = cap;
+    }
+    struct mc_mbox *b = calloc(1, sizeof(*b));
+    if (!b) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    b->id = holder;
+    pthread_mutex_init(&b->lock, NULL);
+    t->v[t->n++] = b;
+out:
+    table_unlock(t);
+    return rc;
+}
+
+bool mc_mailbox_exists(struct mc_mailboxes *t, struct mc_id holder)
+{
+    table_lock(t);
+    bool found = table_find(t, holder) >= 0;
+    table_unlock(t);
+    return found;
+}
+
+int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task_list *cancelled)
+{
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    ssize_t i = table_find(t, holder);
+    if (i < 0) {
+        table_unlock(t);
+        return MC_ERR_CLIENT_NOT_FOUND;
+    }
+    struct mc_mbox *b = t->v[i];
+    t->v[i] = t->v[--t->n];
+    mc_lo_acquire(MC_LO_MAILBOX, 0);
+    pthread_mutex_lock(&b->lock); /* waits for a user that found it before the unlink */
+    mbox_drain(t, b, cancelled, &ans);
+    mbox_unlock(b);
+    table_unlock(t);
+    pthread_mutex_destroy(&b->lock);
+    free(b);
+    answers_run(&ans);
+    return MC_OK;
+}
+
+/* Moves up to max (0: all) queued tasks of kinds into *out (mailbox locked). */
+static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds, uint32_t max,
+                      struct mc_task_list *out)
+{
+    struct mc_task *x = b->qhead, *prevq = NULL;
+    while (x && (max == 0 || out->n < max)) {
+        struct mc_task *nx = x->next;
+        if (!(kinds & MC_TASK_KIND_BIT(x->kind))) {
+            prevq = x;
+            x = nx;
+            continue;
+        }
+        struct mc_task *give = x;
+        if (x->kind != MC_TASK_DELETE) {
+            give = task_copy(x);
+            if (!give)
+                break; /* stays queued; the next pull retries */
+        }
+        /* unlink from the queue (singly linked through next; prevq tracks the predecessor) */
+        if (prevq)
+            prevq->next = nx;
+        else
+            b->qhead = nx;
+        if (b->qtail == x)
+            b->qtail = prevq;
+        b->nqueued[x->kind]--;
+        if (x->kind == MC_TASK_DELETE) {
+            atomic_fetch_sub(&t->present, 1);
+        } else {
+            x->prev = NULL;
+            x->next = b->fhead;
+            if (b->fhead)
+                b->fhead->prev = x;
+            b->fhead = x;
+            b->nflight[x->kind]++;
+        }
+        atomic_fetch_add(&t->pulled, 1);
+        list_push(out, give);
+        x = nx;
+    }
+}
+
+int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+{
+    if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    struct answers ans;
+    answers_init(&ans);
+    struct mc_task *x = malloc(sizeof(*x) + key_len + 1u);
+    if (!x)
+        return MC_ERR_INTERNAL_ERROR;
+    memset(x, 0, sizeof(*x));
+    memcpy(x->key, key, key_len);
+    x->key[key_len] = '\0';
+    x->key_len = (uint16_t)key_len;
+    x->kind = (uint8_t)kind;
+    x->version = version;
+    x->size = size;
+    x->crc32c = crc;
+    x->crc_valid = crc_valid;
+    x->deadline_ms = kind == MC_TASK_DELETE ? 0 : deadline_ms;
+
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b) {
+        free(x);
+        return MC_ERR_CLIENT_NOT_FOUND;
+    }
+    if (t->queue_limit && b->nqueued[kind] + b->nflight[kind] >= t->queue_limit) {
+        mbox_unlock(b);
+        free(x);
+        atomic_fetch_add(&t->refused, 1);
+        return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
+    }
+    x->task_id = atomic_fetch_add(&t->next_id, 1);
+    if (task_id)
+        *task_id = x->task_id;
+    if (b->qtail)
+        b->qtail->next = x;
+    else
+        b->qhead = x;
+    b->qtail = x;
+    b->nqueued[kind]++;
+    atomic_fetch_add(&t->present, 1);
+    atomic_fetch_add(&t->queued, 1);
+    if (b->w[kind].fn) {
+        struct mc_task_list got = {0};
+        mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
+        answers_add(&ans, &b->w[kind], got);
+        b->w[kind].fn = NULL;
+        atomic_fetch_sub(&t->parked, 1);
+    }
+    mbox_unlock(b);
+    answers_run(&ans);
+    return MC_OK;
+}
+
+int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
+                    struct mc_task_list *out)
+{
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return MC_ERR_CLIENT_NOT_FOUND;
+    mbox_take(t, b, kinds, max, out);
+    mbox_unlock(b);
+    return MC_OK;
+}
+
+int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    uint32_t max, uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg)
+{
+    if ((unsigned)kind >= MC_TASK_NKINDS || !reply)
+        return MC_ERR_INVALID_PARAMS;
+    struct answers ans;
+    answers_init(&ans);
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return MC_ERR_CLIENT_NOT_FOUND;
+    int answered = 1;
+    struct mc_waiter me = {.fn = reply, .arg = arg, .max = max};
+    if (b->nqueued[kind] > 0 || wait_ms == 0) {
+        struct mc_task_list got = {0};
+        mbox_take(t, b, MC_TASK_KIND_BIT(kind), max, &got);
+        answers_add(&ans, &me, got);
+    } else {
+        if (b->w[kind].fn) { /* a newer poll replaces the old one, which gets nothing */
+            answers_add(&ans, &b->w[kind], (struct mc_task_list){0});
+            atomic_fetch_sub(&t->parked, 1);
+        }
+        me.deadline_ms = mc_clock_now_ms(t->clock) + wait_ms;
+        b->w[kind] = me;
+        atomic_fetch_add(&t->parked, 1);
+        answered = 0;
+    }
+    mbox_unlock(b);
+    answers_run(&ans);
+    return answered;
+}
+
+static void flight_unlink(struct mc_mbox *b, struct mc_task *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        b->fhead = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->next = x->prev = NULL;
+    b->nflight[x->kind]--;
+}
+
+struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
+                                    bool nack)
+{
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return NULL;
+    struct mc_task *x = b->fhead;
+    while (x && x->task_id != task_id)
+        x = x->next;
+    if (x) {
+        flight_unlink(b, x);
+        atomic_fetch_sub(&t->present, 1);
+        atomic_fetch_add(nack ? &t->nacked : &t->completed, 1);
+    }
+    mbox_unlock(b);
+    return x;
+}
+
+/* Removes from b's queue and flight list every task matching (key or deadline), into *out. */
+static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const char *key,
+                             size_t key_len, uint64_t now_ms, struct mc_task_list *out)
+{
+    size_t n = 0;
+    struct mc_task *x = b->qhead, *prevq = NULL;
+    while (x) {
+        struct mc_task *nx = x->next;
+        bool hit = x->kind != MC_TASK_DELETE &&
+                   (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
+                        : (x->deadline_ms && x->deadline_ms <= now_ms));
+        if (hit) {
+            if (prevq)
+                prevq->next = nx;
+            else
+                b->qhead = nx;
+            if (b->qtail == x)
+                b->qtail = prevq;
+            b->nqueued[x->kind]--;
+            list_push(out, x);
+            n++;
+        } else {
+            prevq = x;
+        }
+        x = nx;
+    }
+    x = b->fhead;
+    while (x) {
+        struct mc_task *nx = x->next;
+        bool hit = key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
+                       : (x->deadline_ms && x->deadline_ms <= now_ms);
+        if (hit) {
+            flight_unlink(b, x);
+            list_push(out, x);
+            n++;
+        }
+        x = nx;
+    }
+    atomic_fetch_sub(&t->present, n);
+    return n;
+}
+
+size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t key_len,
+                               struct mc_task_list *cancelled)
+{
+    if (atomic_load_explicit(&t->present, memory_order_acquire) == 0 || !key)
+        return 0;
+    size_t n = 0;
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        n += mbox_remove_if(t, b, key, key_len, 0, cancelled);
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    atomic_fetch_add(&t->cancelled, n);
+    return n;
+}
+
+size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired)
+{
+    uint64_t now = mc_clock_now_ms(t->clock);
+    struct answers ans;
+    answers_init(&ans);
+    size_t n = 0;
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        n += mbox_remove_if(t, b, NULL, 0, now, expired);
+        for (int k = 0; k < MC_TASK_NKINDS; k++) {
+            if (b->w[k].fn && b->w[k].deadline_ms <= now &&
+                answers_add(&ans, &b->w[k], (struct mc_task_list){0})) {
+                b->w[k].fn = NULL;
+                atomic_fetch_sub(&t->parked, 1);
+            }
+        }
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    atomic_fetch_add(&t->expired, n);
+    answers_run(&ans);
+    return n;
+}
+
+void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st)
+{
+    st->queued = atomic_load(&t->queued);
+    st->pulled = atomic_load(&t->pulled);
+    st->completed = atomic_load(&t->completed);
+    st->nacked = atomic_load(&t->nacked);
+    st->expired = atomic_load(&t->expired);
+    st->cancelled = atomic_load(&t->cancelled);
+    st->refused = atomic_load(&t->refused);
+    st->in_mailboxes = atomic_load(&t->present);
+    st->parked = atomic_load(&t->parked);
+}

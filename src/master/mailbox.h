@@ -1,0 +1,125 @@
+/*
+ * mailbox.h - the holders' task mailboxes (DESIGN.md §7), separate from the client registry.
+ *
+ * A holder (a client that mounted a LOCAL_DISK segment) owns one mailbox. The master pushes
+ * tasks into it (offload a key, delete a stale disk record, and later promotion); the holder
+ * pulls them with a long-poll heartbeat. A task has a kind so one mailbox carries every kind:
+ * a pull takes only the kinds it asks for, and each kind has its own parked poll.
+ *
+ * Task life: push (queued) -> pull (in flight, kept until the holder reports) -> complete /
+ * cancel / expire, each of which hands the task back to the caller (who unpins the source
+ * replica) and forgets it. Nothing outlives its mailbox: closing a mailbox (holder expiry,
+ * unmount) hands back every task it had. Delete tasks are fire-and-forget: a pull hands them
+ * out and forgets them.
+ *
+ * Long-poll: mc_mailbox_park answers at once when tasks of the kind are queued; otherwise it
+ * keeps the reply callback until a push of that kind arrives (answered by the pushing thread,
+ * after it dropped the mailbox locks) or until mc_mailboxes_tick sees its deadline (answered
+ * with no tasks). A second park of the same kind on one mailbox answers the first one empty.
+ * A reply is called exactly once, never under a mailbox lock.
+ *
+ * Lock order: mailbox table (MC_LO_MAILBOX_TABLE) → one mailbox (MC_LO_MAILBOX); both are taken
+ * after any shard or segment lock the caller holds, and nothing is taken under them.
+ */
+#ifndef MC_MASTER_MAILBOX_H
+#define MC_MASTER_MAILBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/clock.h"
+#include "common/id.h"
+
+enum mc_task_kind {
+    MC_TASK_OFFLOAD = 0,   /* copy key from DRAM to the holder's disk; counts to the limit */
+    MC_TASK_DELETE = 1,    /* drop the holder's disk record of key (any version <= version) */
+    MC_TASK_PROMOTION = 2, /* reserved for promotion on hit */
+    MC_TASK_NKINDS = 3,
+};
+#define MC_TASK_KIND_BIT(k) (1u << (k))
+
+struct mc_task {
+    struct mc_task *next, *prev; /* owned by the mailbox while queued / in flight */
+    uint64_t task_id;            /* unique per table, never 0 */
+    uint64_t version;
+    uint64_t size;
+    uint64_t deadline_ms; /* expiry (0: never); ignored for delete tasks */
+    uint32_t crc32c;
+    bool crc_valid;
+    uint8_t kind; /* enum mc_task_kind */
+    uint16_t key_len;
+    char key[]; /* key_len bytes, then a NUL */
+};
+
+/* A singly linked list of tasks handed to the caller (linked through next; free with
+ * mc_task_list_free). */
+struct mc_task_list {
+    struct mc_task *head;
+    size_t n;
+};
+void mc_task_list_free(struct mc_task_list *l);
+
+/* A parked poll's answer: tasks (copies the callee owns: free with mc_task_list_free), in push
+ * order. Called exactly once per park, outside every mailbox lock. */
+typedef void (*mc_mailbox_reply_fn)(void *arg, struct mc_task_list *tasks);
+
+struct mc_mailbox_stats {
+    uint64_t queued, pulled, completed, nacked, expired, cancelled, refused;
+    uint64_t in_mailboxes; /* queued + in flight, every kind, every mailbox */
+    uint64_t parked;       /* polls waiting now */
+};
+
+struct mc_mailboxes;
+
+/* queue_limit: the most offload tasks (queued + in flight) one mailbox holds (0: no limit). */
+struct mc_mailboxes *mc_mailboxes_new(const struct mc_clock *clock, uint32_t queue_limit);
+/* Answers every parked poll empty and frees every task. */
+void mc_mailboxes_free(struct mc_mailboxes *t);
+
+/* Creates holder's mailbox (MC_OK; an existing one is kept: also MC_OK). */
+int mc_mailbox_open(struct mc_mailboxes *t, struct mc_id holder);
+/* Removes holder's mailbox: its parked polls are answered empty, its offload/promotion tasks
+ * (queued and in flight) are appended to *cancelled (counted as cancelled), delete tasks freed.
+ * MC_ERR_CLIENT_NOT_FOUND without a mailbox. */
+int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task_list *cancelled);
+bool mc_mailbox_exists(struct mc_mailboxes *t, struct mc_id holder);
+
+/* Queues a task (key is copied). MC_ERR_CLIENT_NOT_FOUND without a mailbox,
+ * MC_ERR_TASK_PENDING_LIMIT_EXCEEDED when an offload task would pass the queue limit,
+ * MC_ERR_INVALID_PARAMS for a bad kind or key. *task_id (may be NULL) gets the new id. A poll
+ * parked for this kind is answered before this returns. */
+int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id);
+
+/* Takes up to max (0: all) queued tasks whose kind bit is in kinds, oldest first, into *out
+ * (copies). Offload/promotion tasks stay in flight until completed, cancelled or expired.
+ * MC_ERR_CLIENT_NOT_FOUND without a mailbox. */
+int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
+                    struct mc_task_list *out);
+
+/* A long-poll for one kind: answers at once (returns 1) when tasks are queued or wait_ms is 0,
+ * else parks reply until tasks arrive or now + wait_ms passes (returns 0). Negative: error, reply
+ * not called (MC_ERR_CLIENT_NOT_FOUND without a mailbox). */
+int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    uint32_t max, uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
+
+/* The holder reported task_id: removes the in-flight task and returns it (the caller checks key
+ * and version and frees it with free()); NULL when unknown (expired, cancelled, never pulled,
+ * or another holder's). nack selects which counter the report goes to. */
+struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
+                                    bool nack);
+
+/* Removes every offload/promotion task of key (queued or in flight, any mailbox) into
+ * *cancelled. Returns how many. Cheap when no task exists. */
+size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t key_len,
+                               struct mc_task_list *cancelled);
+
+/* Answers parked polls whose deadline passed (empty), and moves tasks whose deadline passed
+ * into *expired. Returns how many tasks expired. */
+size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired);
+
+void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st);
+
+#endif

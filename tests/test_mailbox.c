@@ -1,0 +1,387 @@
+/*
+ * test_mailbox.c - the holders' task mailboxes (src/master/mailbox.h), fake clock, no sleeps.
+ *
+ * Covers the mailbox half of the LOCAL_DISK offload scenarios: a long-poll is answered when a
+ * task arrives and, with nothing, at its deadline (never before); max_items bounds an answer;
+ * the per-holder queue limit counts queued and in-flight offloads; a Remove before the holder
+ * pulls leaves nothing behind (cancel by key); a completion after cancel/expiry finds nothing;
+ * tasks expire at their deadline; closing a holder's mailbox (holder expiry) hands back its
+ * tasks and answers its poll; delete and promotion tasks share the mailbox without mixing
+ * with offload pulls. A threaded case (TSan label) pushes while another thread parks polls.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/clock.h"
+#include "master/lock_order.h"
+#include "master/mailbox.h"
+#include "mooncake/errors.h"
+
+struct poll_rec {
+    int calls;
+    size_t n;
+    char keys[8][32];
+    uint64_t ids[8];
+};
+
+static void on_reply(void *arg, struct mc_task_list *tasks)
+{
+    struct poll_rec *r = arg;
+    r->calls++;
+    r->n = tasks->n;
+    size_t i = 0;
+    for (struct mc_task *t = tasks->head; t && i < 8; t = t->next, i++) {
+        snprintf(r->keys[i], sizeof(r->keys[i]), "%s", t->key);
+        r->ids[i] = t->task_id;
+    }
+    mc_task_list_free(tasks);
+}
+
+struct fx {
+    struct mc_fake_clock clk;
+    struct mc_mailboxes *t;
+    struct mc_id a, b;
+};
+
+static int setup_limit(void **state, uint32_t limit)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    mc_fake_clock_init(&f->clk, 1000ull * 1000000ull);
+    f->t = mc_mailboxes_new(&f->clk.clock, limit);
+    f->a = (struct mc_id){.hi = 1, .lo = 1};
+    f->b = (struct mc_id){.hi = 2, .lo = 2};
+    assert_int_equal(mc_mailbox_open(f->t, f->a), MC_OK);
+    assert_int_equal(mc_mailbox_open(f->t, f->b), MC_OK);
+    *state = f;
+    return 0;
+}
+static int setup(void **state)
+{
+    return setup_limit(state, 0);
+}
+static int setup_limit3(void **state)
+{
+    return setup_limit(state, 3);
+}
+static int teardown(void **state)
+{
+    struct fx *f = *state;
+    mc_mailboxes_free(f->t);
+    free(f);
+    assert_int_equal(mc_lo_depth(), 0);
+    return 0;
+}
+
+static int push(struct fx *f, struct mc_id h, enum mc_task_kind k, const char *key,
+                uint64_t deadline_ms, uint64_t *id)
+{
+    return mc_mailbox_push(f->t, h, k, key, strlen(key), 7, 100, 0xabc, true, deadline_ms, id);
+}
+
+static uint64_t now_ms(struct fx *f)
+{
+    return mc_clock_now_ms(&f->clk.clock);
+}
+
+/* Nothing queued: the poll parks; a push answers it at once with the task. */
+static void test_longpoll_answered_on_arrival(void **state)
+{
+    struct fx *f = *state;
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &r), 0);
+    assert_int_equal(r.calls, 0);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.parked, 1);
+    uint64_t id = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "k1", now_ms(f) + 60000, &id), MC_OK);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.keys[0], "k1");
+    assert_int_equal(r.ids[0], id);
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.parked, 0);
+    assert_int_equal(st.in_mailboxes, 1); /* in flight until reported */
+    /* a push to another holder does not answer this holder's poll */
+    struct poll_rec r2 = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &r2), 0);
+    assert_int_equal(push(f, f->b, MC_TASK_OFFLOAD, "kb", 0, NULL), MC_OK);
+    assert_int_equal(r2.calls, 0);
+    mc_mailboxes_tick(f->t, &(struct mc_task_list){0});
+    assert_int_equal(r2.calls, 0);
+}
+
+/* Nothing arrives: the poll is answered empty by the first tick at or after its deadline. */
+static void test_longpoll_answered_at_deadline(void **state)
+{
+    struct fx *f = *state;
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 2000, on_reply, &r), 0);
+    struct mc_task_list ex = {0};
+    mc_fake_clock_advance_ms(&f->clk, 1999);
+    mc_mailboxes_tick(f->t, &ex);
+    assert_int_equal(r.calls, 0);
+    mc_fake_clock_advance_ms(&f->clk, 1);
+    mc_mailboxes_tick(f->t, &ex);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.n, 0);
+    mc_mailboxes_tick(f->t, &ex);
+    assert_int_equal(r.calls, 1); /* exactly once */
+    /* wait_ms 0 answers at once, even when empty */
+    struct poll_rec z = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 0, on_reply, &z), 1);
+    assert_int_equal(z.calls, 1);
+    assert_int_equal(z.n, 0);
+    /* a second poll replaces the first, which is answered empty */
+    struct poll_rec p1 = {0}, p2 = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 9000, on_reply, &p1), 0);
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 9000, on_reply, &p2), 0);
+    assert_int_equal(p1.calls, 1);
+    assert_int_equal(p2.calls, 0);
+}
+
+/* Queued tasks answer a poll at once, oldest first, at most max_items. */
+static void test_queued_answer_bounded_by_max_items(void **state)
+{
+    struct fx *f = *state;
+    const char *keys[] = {"a", "b", "c", "d", "e"};
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, keys[i], 0, NULL), MC_OK);
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 2, 5000, on_reply, &r), 1);
+    assert_int_equal(r.n, 2);
+    assert_string_equal(r.keys[0], "a");
+    assert_string_equal(r.keys[1], "b");
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &l), MC_OK);
+    assert_int_equal(l.n, 3);
+    assert_string_equal(l.head->key, "c");
+    mc_task_list_free(&l);
+}
+
+/* --offloading_queue_limit: queued + in-flight offloads per holder; a completion frees room. */
+static void test_queue_limit_counts_in_flight(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id1 = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "x1", 0, &id1), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "x2", 0, NULL), MC_OK);
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &l), MC_OK);
+    assert_int_equal(l.n, 2);
+    mc_task_list_free(&l);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "x3", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "x4", 0, NULL),
+                     MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    /* the limit is per holder */
+    assert_int_equal(push(f, f->b, MC_TASK_OFFLOAD, "y1", 0, NULL), MC_OK);
+    struct mc_task *done = mc_mailbox_complete(f->t, f->a, id1, false);
+    assert_non_null(done);
+    assert_string_equal(done->key, "x1");
+    assert_int_equal(done->version, 7);
+    free(done);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "x4", 0, NULL), MC_OK);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.refused, 1);
+    assert_int_equal(st.completed, 1);
+}
+
+/* BatchRemove before the holder pulls: the task is cancelled, the poll then gets nothing, and
+ * nothing stays in any mailbox. After a pull, a cancel makes the late report find nothing. */
+static void test_cancel_key_before_pull_leaves_no_orphan(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "gone", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->b, MC_TASK_OFFLOAD, "gone", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "kept", 0, NULL), MC_OK);
+    struct mc_task_list c = {0};
+    assert_int_equal(mc_mailboxes_cancel_key(f->t, "gone", 4, &c), 2);
+    assert_int_equal(c.n, 2);
+    assert_string_equal(c.head->key, "gone");
+    mc_task_list_free(&c);
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &l), MC_OK);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.head->key, "kept");
+    uint64_t kept_id = l.head->task_id;
+    mc_task_list_free(&l);
+    /* in flight now: a cancel still finds it, and the late completion is refused (NULL) */
+    assert_int_equal(mc_mailboxes_cancel_key(f->t, "kept", 4, &c), 1);
+    mc_task_list_free(&c);
+    assert_null(mc_mailbox_complete(f->t, f->a, kept_id, false));
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.in_mailboxes, 0);
+    assert_int_equal(st.cancelled, 3);
+    /* a key that is a prefix of another is not cancelled with it */
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "gone2", 0, NULL), MC_OK);
+    assert_int_equal(mc_mailboxes_cancel_key(f->t, "gone", 4, &c), 0);
+}
+
+/* --put_start_release_timeout_sec: queued and in-flight offloads expire at their deadline and
+ * are handed back (the caller unpins); a report after expiry finds nothing. */
+static void test_offload_task_expires_at_deadline(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id1 = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "e1", now_ms(f) + 1000, &id1), MC_OK);
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &l), MC_OK);
+    mc_task_list_free(&l);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "e2", now_ms(f) + 1500, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d", now_ms(f) + 1, NULL), MC_OK);
+    struct mc_task_list ex = {0};
+    mc_fake_clock_advance_ms(&f->clk, 999);
+    assert_int_equal(mc_mailboxes_tick(f->t, &ex), 0);
+    mc_fake_clock_advance_ms(&f->clk, 1);
+    assert_int_equal(mc_mailboxes_tick(f->t, &ex), 1);
+    assert_string_equal(ex.head->key, "e1");
+    assert_null(mc_mailbox_complete(f->t, f->a, id1, false));
+    mc_fake_clock_advance_ms(&f->clk, 500);
+    assert_int_equal(mc_mailboxes_tick(f->t, &ex), 1);
+    assert_int_equal(ex.n, 2);
+    mc_task_list_free(&ex);
+    /* the delete task never expires: the holder still gets it */
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_DELETE), 0, &l), MC_OK);
+    assert_int_equal(l.n, 1);
+    mc_task_list_free(&l);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.expired, 2);
+    assert_int_equal(st.in_mailboxes, 0);
+}
+
+/* Holder expiry: closing its mailbox hands back queued and in-flight offloads, answers its
+ * parked poll empty, and further pushes/polls for it fail with CLIENT_NOT_FOUND. */
+static void test_holder_close_drops_tasks_and_answers_poll(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "h1", 0, NULL), MC_OK);
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &l), MC_OK);
+    mc_task_list_free(&l);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "h2", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "hd", 0, NULL), MC_OK);
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_PROMOTION, 0, 5000, on_reply, &r), 0);
+    struct mc_task_list c = {0};
+    assert_int_equal(mc_mailbox_close(f->t, f->a, &c), MC_OK);
+    assert_int_equal(c.n, 2); /* the two offloads; the delete is simply dropped */
+    mc_task_list_free(&c);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.n, 0);
+    assert_false(mc_mailbox_exists(f->t, f->a));
+    assert_true(mc_mailbox_exists(f->t, f->b));
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "h3", 0, NULL), MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 10, on_reply, &r),
+                     MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(mc_mailbox_close(f->t, f->a, &c), MC_ERR_CLIENT_NOT_FOUND);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.in_mailboxes, 0);
+    assert_int_equal(st.parked, 0);
+}
+
+/* One mailbox carries several kinds: an offload poll takes only offloads, a promotion push
+ * answers only the promotion poll, a completion names the holder that owns the task. */
+static void test_kinds_share_mailbox_without_mixing(void **state)
+{
+    struct fx *f = *state;
+    struct poll_rec off = {0}, pro = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &off), 0);
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_PROMOTION, 0, 5000, on_reply, &pro), 0);
+    uint64_t pid = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, "p", 0, &pid), MC_OK);
+    assert_int_equal(pro.calls, 1);
+    assert_int_equal(pro.n, 1);
+    assert_int_equal(off.calls, 0);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d", 0, NULL), MC_OK);
+    assert_int_equal(off.calls, 0);
+    assert_null(mc_mailbox_complete(f->t, f->b, pid, false)); /* not b's task */
+    struct mc_task *x = mc_mailbox_complete(f->t, f->a, pid, true);
+    assert_non_null(x);
+    assert_int_equal(x->kind, MC_TASK_PROMOTION);
+    free(x);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.nacked, 1);
+    assert_int_equal(st.in_mailboxes, 1); /* the delete */
+    assert_int_equal(
+        mc_mailbox_push(f->t, f->a, (enum mc_task_kind)9, "k", 1, 0, 0, 0, false, 0, NULL),
+        MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_mailbox_push(f->t, f->a, MC_TASK_OFFLOAD, "k", 0, 0, 0, 0, false, 0, NULL),
+                     MC_ERR_INVALID_PARAMS);
+}
+
+/* Threads: one pushes, one parks polls and completes what it gets; every task is delivered
+ * exactly once and nothing is left (TSan checks the locking). */
+struct thr {
+    struct fx *f;
+    _Atomic int got;
+};
+static void thr_reply(void *arg, struct mc_task_list *tasks)
+{
+    struct thr *th = arg;
+    for (struct mc_task *t = tasks->head; t; t = t->next) {
+        struct mc_task *x = mc_mailbox_complete(th->f->t, th->f->a, t->task_id, false);
+        assert_non_null(x);
+        free(x);
+        atomic_fetch_add(&th->got, 1);
+    }
+    mc_task_list_free(tasks);
+}
+static void *pusher(void *arg)
+{
+    struct thr *th = arg;
+    char key[16];
+    for (int i = 0; i < 2000; i++) {
+        snprintf(key, sizeof(key), "t%d", i);
+        while (push(th->f, th->f->a, MC_TASK_OFFLOAD, key, 0, NULL) != MC_OK) {
+        }
+    }
+    return NULL;
+}
+static void test_threads_push_while_polling(void **state)
+{
+    struct fx *f = *state;
+    struct thr th = {.f = f};
+    pthread_t p;
+    assert_int_equal(pthread_create(&p, NULL, pusher, &th), 0);
+    while (atomic_load(&th.got) < 2000) {
+        int rc = mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 16, 1000, thr_reply, &th);
+        assert_true(rc >= 0);
+        mc_mailboxes_tick(f->t, &(struct mc_task_list){0});
+    }
+    pthread_join(p, NULL);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.completed, 2000);
+    assert_int_equal(st.in_mailboxes, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_longpoll_answered_on_arrival, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_longpoll_answered_at_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_answer_bounded_by_max_items, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_limit_counts_in_flight, setup_limit3, teardown),
+        cmocka_unit_test_setup_teardown(test_cancel_key_before_pull_leaves_no_orphan, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_offload_task_expires_at_deadline, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_close_drops_tasks_and_answers_poll, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_kinds_share_mailbox_without_mixing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads_push_while_polling, setup_limit3, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
