@@ -117,6 +117,13 @@ static void test_longpoll_answered_on_arrival(void **state)
     assert_int_equal(r2.calls, 0);
     mc_mailboxes_tick(f->t, &(struct mc_task_list){0});
     assert_int_equal(r2.calls, 0);
+    /* the parked poll must not outlive this frame: closing the mailbox answers it empty */
+    struct mc_task_list c = {0};
+    assert_int_equal(mc_mailbox_close(f->t, f->a, &c), MC_OK);
+    assert_int_equal(c.n, 1); /* k1, in flight */
+    mc_task_list_free(&c);
+    assert_int_equal(r2.calls, 1);
+    assert_int_equal(r2.n, 0);
 }
 
 /* Nothing arrives: the poll is answered empty by the first tick at or after its deadline. */
@@ -146,6 +153,9 @@ static void test_longpoll_answered_at_deadline(void **state)
     assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 9000, on_reply, &p2), 0);
     assert_int_equal(p1.calls, 1);
     assert_int_equal(p2.calls, 0);
+    mc_fake_clock_advance_ms(&f->clk, 9000);
+    mc_mailboxes_tick(f->t, &ex);
+    assert_int_equal(p2.calls, 1);
 }
 
 /* Queued tasks answer a poll at once, oldest first, at most max_items. */
@@ -362,10 +372,13 @@ static void test_threads_push_while_polling(void **state)
         mc_mailboxes_tick(f->t, &(struct mc_task_list){0});
     }
     pthread_join(p, NULL);
+    mc_fake_clock_advance_ms(&f->clk, 1000); /* the last poll may still be parked on &th */
+    mc_mailboxes_tick(f->t, &(struct mc_task_list){0});
     struct mc_mailbox_stats st;
     mc_mailboxes_stats(f->t, &st);
     assert_int_equal(st.completed, 2000);
     assert_int_equal(st.in_mailboxes, 0);
+    assert_int_equal(st.parked, 0);
 }
 
 int main(void)
