@@ -57,6 +57,7 @@
 #define MAX_SAMPLES (1u << 20)
 #define KEY_FMT "key:%012u"
 #define PREFILL_BATCH 512
+#define MAX_BATCH 8192 /* keys per BatchGetReplicaList call (--batch) */
 
 enum op { OP_GET, OP_EXIST, OP_BATCH_GET, OP_PUT };
 static const char *const g_op_names[] = {"get", "exist", "batch_get", "put"};
@@ -322,34 +323,40 @@ static int out_reserve(struct conn *c, size_t n)
     return 0;
 }
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-/* Appends a frame whose body is `count` random keys as repeated field 1 (Get/Exist/BatchGet). */
+/* Appends a frame asking for `count` random keys: GetReplicaList / ExistKey (one key) or
+ * BatchGetReplicaList, packed by the generated protobuf-c code. */
 static int append_key_request(struct loop *l, struct conn *c, uint16_t method, int count)
 {
     const struct opts *o = l->sh->o;
-    if (out_reserve(c, MC_WIRE_HEADER_SIZE + (size_t)count * 24) != 0)
+    static _Thread_local char keybuf[MAX_BATCH][24]; /* one loop per thread */
+    static _Thread_local char *keys[MAX_BATCH];
+    if (count < 1 || count > MAX_BATCH)
+        return -1;
+    for (int i = 0; i < count; i++) {
+        snprintf(keybuf[i], sizeof(keybuf[i]), KEY_FMT,
+                 (unsigned)(mc_bench_rand(&l->rng) % o->keys));
+        keys[i] = keybuf[i];
+    }
+    Mc__GetReplicaListRequest g = MC__GET_REPLICA_LIST_REQUEST__INIT;
+    Mc__ExistKeyRequest e = MC__EXIST_KEY_REQUEST__INIT;
+    Mc__BatchGetReplicaListRequest bg = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
+    ProtobufCMessage *msg;
+    if (method == MC_METHOD_GET_REPLICA_LIST) {
+        g.key = keys[0];
+        msg = &g.base;
+    } else if (method == MC_METHOD_EXIST_KEY) {
+        e.key = keys[0];
+        msg = &e.base;
+    } else {
+        bg.n_keys = (size_t)count;
+        bg.keys = keys;
+        msg = &bg.base;
+    }
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
         return -1;
     uint8_t *hdr = c->out + c->out_len;
-    uint8_t *b = hdr + MC_WIRE_HEADER_SIZE;
-    size_t len = 0;
-    for (int i = 0; i < count; i++) {
-        char key[24];
-        int kl = snprintf(key, sizeof(key), KEY_FMT, (unsigned)(mc_bench_rand(&l->rng) % o->keys));
-        b[len++] = 0x0a;
-        len += put_varint(b + len, (uint64_t)kl);
-        memcpy(b + len, key, (size_t)kl);
-        len += (size_t)kl;
-    }
+    protobuf_c_message_pack(msg, hdr + MC_WIRE_HEADER_SIZE);
     struct mc_wire_header h;
     uint64_t id = c->next_id++;
     mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
@@ -803,7 +810,7 @@ int mc_bench_master(int argc, char **argv)
     }
     if (bad || !o.master || o.conns < 1 || o.conns > 10000 || o.threads < 1 ||
         o.threads > o.conns || o.depth < 1 || o.depth > MAX_DEPTH || o.batch < 1 ||
-        o.batch > 8192 || o.keys < 1 || o.value_size < 1 || o.seconds <= 0 || o.runs < 1 ||
+        o.batch > MAX_BATCH || o.keys < 1 || o.value_size < 1 || o.seconds <= 0 || o.runs < 1 ||
         o.runs > 100) {
         usage();
         return 2;
