@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Fuzzes the wire-facing parsers with libFuzzer (clang, ASan+UBSan): builds the targets in
 # $FUZZ_BUILD_DIR (default build-fuzz) and runs each for SECONDS (default 300).
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: master peer (default: all)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: master peer disk (default: all)
 # Targets (tests/fuzz/): master = one client connection's bytes to mooncake_master (framing and
 # every method's decoder and handler on a manual-ticks master); peer = one peer connection's
-# bytes to a client's peer server holding a segment.
+# bytes to a client's peer server holding a segment; disk = one extent file given to the
+# LOCAL_DISK store's start-up scan (record headers, lengths, CRCs, tombstones, torn tails).
 # Each run starts from the checked-in seeds (tests/fuzz/corpus/<target>) and the regression
 # inputs (tests/fuzz/regressions/<target>); what it discovers goes to a scratch corpus, so the
 # tree is left as it was. A crash, sanitizer report, leak, timeout (10 s) or RSS above 2 GiB
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(master peer)
+[ ${#targets[@]} -gt 0 ] || targets=(master peer disk)
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
 GEN=()
 if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi

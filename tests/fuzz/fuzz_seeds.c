@@ -13,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "client/disk_store.h"
+#include "common/crc32c.h"
 #include "common/wire.h"
 #include "proto/master.pb-c.h"
 #include "proto/peer.pb-c.h"
@@ -250,6 +254,52 @@ static void peer_frames(const char *dir)
     free(b.p);
 }
 
+/* disk: real extents written by the store (values, an overwrite, a tombstone). */
+static void disk_seeds(const char *dir)
+{
+    char tmp[64] = "/tmp/mc_fuzz_seeds.XXXXXX";
+    if (!mkdtemp(tmp))
+        exit(1);
+    struct mc_disk_store_config cfg = {.path = tmp, .capacity = 64u << 20, .extent_size = 1u << 20};
+    struct mc_disk_store *s = NULL;
+    char err[256];
+    if (mc_disk_store_open(&cfg, &s, err, sizeof(err)) != 0) {
+        fprintf(stderr, "fuzz_seeds: %s\n", err);
+        exit(1);
+    }
+    static uint8_t val[10000];
+    for (size_t i = 0; i < sizeof(val); i++)
+        val[i] = (uint8_t)(i * 7);
+    const char *keys[3] = {"a", "key/with/longer/name", "c"};
+    uint64_t lens[3] = {1, 5000, 10000};
+    for (int i = 0; i < 3; i++) {
+        struct mc_disk_put p = {.key = keys[i], .key_len = (uint32_t)strlen(keys[i]),
+                                .version = 10 + (uint64_t)i, .data = val, .len = lens[i]};
+        p.crc = mc_crc32c(val, lens[i]);
+        if (mc_disk_store_append(s, &p, 1, NULL) != 0)
+            exit(1);
+    }
+    struct mc_disk_put again = {.key = "a", .key_len = 1, .version = 20, .data = val, .len = 3};
+    again.crc = mc_crc32c(val, 3);
+    mc_disk_store_append(s, &again, 1, NULL);
+    uint32_t klen = 1;
+    mc_disk_store_remove(s, &keys[2], &klen, 1, NULL);
+    mc_disk_store_close(s);
+    char src[128], dst[512];
+    snprintf(src, sizeof(src), "%s/0000000000000001.ext", tmp);
+    snprintf(dst, sizeof(dst), "%s/disk/extent", dir);
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    if (!in || !out)
+        exit(1);
+    char b[4096];
+    for (size_t n; (n = fread(b, 1, sizeof(b), in)) > 0;)
+        fwrite(b, 1, n, out);
+    fclose(in);
+    fclose(out);
+    unlink(src);
+    rmdir(tmp);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -266,5 +316,6 @@ int main(int argc, char **argv)
     save(argv[1], "master", "session", &b);
     free(b.p);
     peer_frames(argv[1]);
+    disk_seeds(argv[1]);
     return 0;
 }
