@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/promotion.h"
 #include "mooncake/errors.h"
 
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
@@ -656,7 +657,18 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
+static int eviction_tick(struct mc_master *m);
+
+/* One eviction tick, then the promotion retries (room may just have appeared). */
 int mc_master_tick_eviction(struct mc_master *m)
+{
+    int n = eviction_tick(m);
+    if (m)
+        mc_master_promotion_tick(m);
+    return n;
+}
+
+static int eviction_tick(struct mc_master *m)
 {
     if (!m || !m->evictor)
         return 0;

@@ -59,6 +59,10 @@ struct answers {
     struct answer one[MC_TASK_NKINDS]; /* enough for everything but a tick */
 };
 
+static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id);
+
 void mc_task_list_free(struct mc_task_list *l)
 {
     struct mc_task *t = l->head;
@@ -340,6 +344,30 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
                     bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
 {
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
+                     task_id);
+}
+
+uint64_t mc_mailboxes_reserve_id(struct mc_mailboxes *t)
+{
+    return atomic_fetch_add(&t->next_id, 1);
+}
+
+int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                       const char *key, size_t key_len, uint64_t version, uint64_t size,
+                       uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id)
+{
+    if (task_id == 0)
+        return MC_ERR_INVALID_PARAMS;
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, NULL);
+}
+
+/* mc_mailbox_push with a reserved id (0: draw one). */
+static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id)
+{
     if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
         return MC_ERR_INVALID_PARAMS;
     struct answers ans;
@@ -369,7 +397,7 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
         atomic_fetch_add(&t->refused, 1);
         return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     }
-    x->task_id = atomic_fetch_add(&t->next_id, 1);
+    x->task_id = id ? id : atomic_fetch_add(&t->next_id, 1);
     if (task_id)
         *task_id = x->task_id;
     if (b->qtail)
@@ -563,4 +591,88 @@ void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st)
     st->refused = atomic_load(&t->refused);
     st->in_mailboxes = atomic_load(&t->present);
     st->parked = atomic_load(&t->parked);
+}
+
+static bool task_is(const struct mc_task *x, uint64_t task_id, const char *key, size_t key_len)
+{
+    return x->task_id == task_id && x->kind != MC_TASK_DELETE &&
+           (!key || (x->key_len == key_len && memcmp(x->key, key, key_len) == 0));
+}
+
+struct mc_task *mc_mailbox_remove(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
+                                  const char *key, size_t key_len)
+{
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return NULL;
+    struct mc_task *x = b->qhead, *prevq = NULL;
+    while (x && !task_is(x, task_id, key, key_len)) {
+        prevq = x;
+        x = x->next;
+    }
+    if (x) {
+        if (prevq)
+            prevq->next = x->next;
+        else
+            b->qhead = x->next;
+        if (b->qtail == x)
+            b->qtail = prevq;
+        b->nqueued[x->kind]--;
+        x->next = x->prev = NULL;
+    } else {
+        for (x = b->fhead; x && !task_is(x, task_id, key, key_len); x = x->next)
+            ;
+        if (x)
+            flight_unlink(b, x);
+    }
+    if (x) {
+        atomic_fetch_sub(&t->present, 1);
+        atomic_fetch_add(&t->cancelled, 1);
+    }
+    mbox_unlock(b);
+    return x;
+}
+
+size_t mc_mailboxes_answer_due(struct mc_mailboxes *t)
+{
+    if (atomic_load_explicit(&t->parked, memory_order_relaxed) == 0)
+        return 0;
+    uint64_t now = mc_clock_now_ms(t->clock);
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        for (int k = 0; k < MC_TASK_NKINDS; k++) {
+            if (b->w[k].fn && b->w[k].deadline_ms <= now &&
+                answers_add(&ans, &b->w[k], (struct mc_task_list){0})) {
+                b->w[k].fn = NULL;
+                atomic_fetch_sub(&t->parked, 1);
+            }
+        }
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    size_t n = ans.n;
+    answers_run(&ans);
+    return n;
+}
+
+size_t mc_mailbox_count_kind(struct mc_mailboxes *t, enum mc_task_kind kind)
+{
+    size_t n = 0;
+    if ((unsigned)kind >= MC_TASK_NKINDS)
+        return 0;
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        n += b->nqueued[kind] + b->nflight[kind];
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    return n;
 }

@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/mailbox.h"
 #include "master/master_internal.h"
 #include "mooncake/errors.h"
 
@@ -47,6 +48,11 @@ void mc_master_config_init(struct mc_master_config *c)
     c->eviction_reserve_min = 1024;
     c->eviction_frontier_min = 65536;
     c->eviction_threads = 0;
+    c->promotion_on_hit = false;
+    c->promotion_admission_threshold = 2;
+    c->promotion_queue_limit = 50000;
+    c->promotion_max_per_heartbeat = 32;
+    c->promotion_task_timeout_ms = 30000;
 }
 
 static int check_config(const struct mc_master_config *c)
@@ -117,9 +123,10 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     pthread_mutex_init(&m->discard_lock, NULL);
     m->segs = mc_segments_new(c->allocation_strategy);
     m->metrics = mc_metrics_new();
-    if (!m->segs || !m->metrics || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 ||
-        mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
-        (mc_eviction_init && mc_eviction_init(m) != 0)) {
+    m->mailboxes = mc_mailboxes_new(m->clock, 0);
+    if (!m->segs || !m->metrics || !m->mailboxes || mc_shards_init(m) != 0 ||
+        mc_routes_init(m) != 0 || mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
+        (mc_eviction_init && mc_eviction_init(m) != 0) || mc_promotion_init(m) != 0) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -150,6 +157,8 @@ void mc_master_free(struct mc_master *m)
         mc_freelist_add_object(&fl, m->discard[i].obj);
     mc_freelist_flush(&fl);
     free(m->discard);
+    mc_promotion_destroy(m); /* after the objects: erasing them ends their tasks */
+    mc_mailboxes_free(m->mailboxes);
     mc_clients_destroy(m);
     mc_routes_destroy(m);
     mc_shards_destroy(m);
@@ -265,6 +274,7 @@ int mc_master_tick_reaper(struct mc_master *m)
     atomic_fetch_add_explicit(&m->c.put_start_release_cnt, (uint64_t)(puts + stale),
                               memory_order_relaxed);
     n += stale;
+    n += mc_promotion_reap(m);
     if (now >= m->next_soft_pin_sweep_ms) {
         m->next_soft_pin_sweep_ms = now + MC_SOFT_PIN_SWEEP_MS;
         if (atomic_load_explicit(&m->c.soft_pin_key_count, memory_order_relaxed) > 0)

@@ -72,6 +72,15 @@ struct mc_master_config {
     uint32_t eviction_reserve_min;  /* 1024 */
     uint32_t eviction_frontier_min; /* 65536 */
     uint32_t eviction_threads;      /* 0 = implementation default */
+
+    /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
+     * offload is on (a LOCAL_DISK replica only exists then). */
+    bool promotion_on_hit;                  /* false */
+    uint32_t promotion_admission_threshold; /* sketch count that admits (2; clamped to 1..255) */
+    uint64_t promotion_queue_limit;         /* tasks in flight, all shards together (50000) */
+    uint32_t promotion_max_per_heartbeat;   /* tasks one heartbeat hands out (32; 0 = 1) */
+    uint64_t promotion_task_timeout_ms;     /* reaped this long after admission or AllocStart
+                                               (30 s; 0 = 30 s) */
 };
 
 /* Fills c with the defaults above (upstream's flag defaults). */

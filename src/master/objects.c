@@ -181,6 +181,8 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
 /* Takes o out of s and out of the counters; the caller decides what happens to the block. */
 static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_object_erased(m, s, o);
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -245,6 +247,8 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
         ub->objs = no;
         ub->cap = ncap;
     }
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_object_erased(m, s, o);
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -732,13 +736,17 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
     }
     out->nreplicas = 0;
     struct mc_shard *s;
-    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    uint64_t h = mc_hash_key(key, key_len);
+    struct mc_object *o = lock_find(m, h, key, key_len, false, &s);
     if (!o) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
         goto out;
     }
     rc = mc_master_get_locked(m, s, o, mc_master_now_ms(m), out);
+    bool promote = m->cfg.promotion_on_hit && rc == MC_OK && mc_promotion_candidate(o);
     mc_shard_unlock(s);
+    if (promote) /* after the answer is built and the read lock dropped */
+        mc_promotion_on_get(m, key, key_len, h);
 out:
     if (rc != MC_OK)
         CNT_INC(m, get_replica_list_failures);
@@ -787,6 +795,11 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
         return MC_ERR_OBJECT_HAS_LEASE;
     if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
+    if (o->flags & MC_OBJ_PROMOTING) { /* a promotion does not block Remove: it is cancelled */
+        int rc = mc_promotion_before_remove(m, s, o, force, fl);
+        if (rc != MC_OK)
+            return rc;
+    }
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
