@@ -647,9 +647,7 @@ static void test_illegal_client_and_unknown_methods(void **state)
     static const uint16_t later[] = {
         MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT,
         MC_METHOD_NOTIFY_OFFLOAD_SUCCESS,   MC_METHOD_EVICT_DISK_REPLICA,
-        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT,
-        MC_METHOD_PROMOTION_ALLOC_START,    MC_METHOD_NOTIFY_PROMOTION_SUCCESS,
-        MC_METHOD_NOTIFY_PROMOTION_FAILURE, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
+        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
     for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
         assert_int_equal(mc_rpc_client_call(c2, later[i], NULL, 0, 0, NULL, NULL),
                          MC_ERR_NOT_SUPPORTED);
@@ -781,6 +779,83 @@ static void test_metrics(void **state)
     free(d->body);
     d->body = NULL;
     daemon_stop_ok(d);
+}
+
+/* The promotion flags start the daemon (warnings for what they cannot do), the holder RPCs
+ * answer with the core's codes, and the funnel is exported. The whole flow with a real holder is
+ * in the LOCAL_DISK tests; here there is none, so every task id is unknown. */
+static void test_promotion_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--promotion_on_hit", "--promotion_admission_threshold=300",
+                 "--promotion_max_per_heartbeat=4", "--promotion_task_timeout_sec=5", NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(put_start(d->c, &a, "m1", 100, NULL), 0);
+    assert_int_equal(put_end(d->c, &a, "m1", 0), 0);
+
+    Mc__PromotionObjectHeartbeatRequest hb = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
+    hb.client_id = &a;
+    hb.wait_ms = 10;
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &hb,
+                          &mc__promotion_object_heartbeat_response__descriptor, NULL),
+                     MC_ERR_SEGMENT_NOT_FOUND); /* no LOCAL_DISK registration */
+    Mc__PromotionAllocStartRequest as = MC__PROMOTION_ALLOC_START_REQUEST__INIT;
+    as.client_id = &a;
+    as.task_id = 7;
+    as.key = "m1";
+    as.size = 100;
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_ALLOC_START, &as,
+                          &mc__promotion_alloc_start_response__descriptor, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    as.key = "nokey";
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_ALLOC_START, &as,
+                          &mc__promotion_alloc_start_response__descriptor, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    Mc__NotifyPromotionSuccessRequest ok = MC__NOTIFY_PROMOTION_SUCCESS_REQUEST__INIT;
+    ok.client_id = &a;
+    ok.task_id = 7;
+    ok.key = "m1";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &ok,
+                          &mc__notify_promotion_success_response__descriptor, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY);
+    Mc__NotifyPromotionFailureRequest ko = MC__NOTIFY_PROMOTION_FAILURE_REQUEST__INIT;
+    ko.client_id = &a;
+    ko.task_id = 7;
+    ko.key = "m1";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
+                          &mc__notify_promotion_failure_response__descriptor, NULL),
+                     0); /* idempotent */
+    ko.key = "";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
+                          &mc__notify_promotion_failure_response__descriptor, NULL),
+                     MC_ERR_INVALID_KEY);
+    Mc__Uuid b = uuid(3, 4); /* the connection is a's */
+    ko.client_id = &b;
+    ko.key = "m1";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
+                          &mc__notify_promotion_failure_response__descriptor, NULL),
+                     MC_ERR_ILLEGAL_CLIENT);
+
+    assert_int_equal(http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(metric_value(d->body, "master_promotion_admitted_total", &found) == 0.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_promotion_in_flight", &found) == 0.0);
+    assert_true(found);
+    assert_non_null(strstr(d->body, "master_promotion_lag_seconds_count 0"));
+    free(d->body);
+    d->body = NULL;
+    daemon_stop_ok(d);
+    /* promotion needs offload: off with a warning; the threshold clamped with one */
+    char log[8192] = {0};
+    int fd = open(d->err_path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(read(fd, log, sizeof(log) - 1) >= 0);
+    close(fd);
+    assert_non_null(strstr(log, "promotion_on_hit needs --enable_offload"));
+    assert_non_null(strstr(log, "promotion_admission_threshold outside 1..255: clamped"));
 }
 
 static void test_bad_input(void **state)
@@ -1000,9 +1075,14 @@ static void test_flags(void **state)
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload", NULL);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "enable_offload: not implemented yet"));
-    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=7", NULL);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=0", NULL);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "promotion_queue_limit: not implemented yet"));
+    assert_non_null(strstr(r.err, "promotion_queue_limit must be at least 1"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_task_timeout_sec=0", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "promotion_task_timeout_sec must be positive"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_max_per_heartbeat=0", NULL);
+    assert_int_equal(r.status, 2);
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--allocation_strategy=best", NULL);
     assert_int_equal(r.status, 2);
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--eviction_ratio=2", NULL);
@@ -1026,6 +1106,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
     };

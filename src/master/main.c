@@ -155,18 +155,23 @@ static const struct mc_flag g_flags[] = {
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio (not yet)",
                    &F.offload_cap_ratio),
-    MC_BOOL_FLAG("promotion_on_hit", "false", "promote hot LOCAL_DISK objects to DRAM (not yet)",
+    MC_BOOL_FLAG("promotion_on_hit", "false",
+                 "copy hot LOCAL_DISK-only objects back into DRAM when they are read (needs "
+                 "--enable_offload; without it promotion stays off, with a warning)",
                  &F.promotion_on_hit),
     MC_INT32_FLAG("promotion_admission_threshold", "2",
-                  "sketch count that admits a promotion, 1..255 (not yet)",
+                  "reads (sketch count) of a disk-only key that admit its promotion, 1..255 "
+                  "(values outside are clamped, with a warning)",
                   &F.promotion_admission_threshold),
-    MC_UINT64_FLAG("promotion_queue_limit", "50000", "global promotion in-flight cap (not yet)",
+    MC_UINT64_FLAG("promotion_queue_limit", "50000",
+                   "promotion tasks in flight at once, all shards together (at least 1)",
                    &F.promotion_queue_limit),
-    MC_UINT32_FLAG("promotion_max_per_heartbeat", "1",
-                   "promotion tasks handed out per heartbeat (not yet)",
+    MC_UINT32_FLAG("promotion_max_per_heartbeat", "32",
+                   "promotion tasks one PromotionObjectHeartbeat hands out (at least 1)",
                    &F.promotion_max_per_heartbeat),
     MC_STRING_FLAG("promotion_task_timeout_sec", "30",
-                   "a promotion task not finished by then is reaped (bare number = s; not yet)",
+                   "a promotion task not committed this long after its admission or its "
+                   "AllocStart is reaped (bare number = s)",
                    &F.promotion_task_timeout_sec),
     MC_FLAGS_END,
 };
@@ -185,17 +190,6 @@ static void refuse_unimplemented(void)
         bad = "offloading_queue_limit";
     else if (F.offload_cap_ratio != 0.5)
         bad = "offload_cap_ratio";
-    else if (F.promotion_on_hit)
-        bad = "promotion_on_hit";
-    else if (F.promotion_admission_threshold != 2)
-        bad = "promotion_admission_threshold";
-    else if (F.promotion_queue_limit != 50000)
-        bad = "promotion_queue_limit";
-    else if (F.promotion_max_per_heartbeat != 1)
-        bad = "promotion_max_per_heartbeat";
-    else if (mc_flags_duration_ms("promotion_task_timeout_sec", F.promotion_task_timeout_sec,
-                                  MC_UNIT_S) != 30000)
-        bad = "promotion_task_timeout_sec";
     if (bad)
         mc_flags_die("--%s: not implemented yet", bad);
 }
@@ -205,6 +199,36 @@ static uint16_t port_flag(const char *name, int32_t v)
     if (v < 0 || v > 65535)
         mc_flags_die("flag --%s must be a port number (0..65535), got %d", name, v);
     return (uint16_t)v;
+}
+
+/* Promotion flags: off without offload (no LOCAL_DISK replica exists then), the threshold
+ * clamped to the sketch's counter range. */
+static void promotion_from_flags(struct mc_master_config *c)
+{
+    c->promotion_on_hit = F.promotion_on_hit;
+    if (F.promotion_on_hit && !F.enable_offload) {
+        mc_warn(COMP, "--promotion_on_hit needs --enable_offload: promotion stays off",
+                "flag=promotion_on_hit");
+        c->promotion_on_hit = false;
+    }
+    int32_t th = F.promotion_admission_threshold;
+    if (th < 1 || th > 255) {
+        int32_t to = th < 1 ? 1 : 255;
+        mc_warn(COMP, "--promotion_admission_threshold outside 1..255: clamped", "given=%d used=%d",
+                th, to);
+        th = to;
+    }
+    c->promotion_admission_threshold = (uint32_t)th;
+    if (F.promotion_queue_limit == 0)
+        mc_flags_die("flag --promotion_queue_limit must be at least 1");
+    c->promotion_queue_limit = F.promotion_queue_limit;
+    if (F.promotion_max_per_heartbeat == 0)
+        mc_flags_die("flag --promotion_max_per_heartbeat must be at least 1");
+    c->promotion_max_per_heartbeat = F.promotion_max_per_heartbeat;
+    c->promotion_task_timeout_ms =
+        mc_flags_duration_ms("promotion_task_timeout_sec", F.promotion_task_timeout_sec, MC_UNIT_S);
+    if (c->promotion_task_timeout_ms == 0)
+        mc_flags_die("flag --promotion_task_timeout_sec must be positive");
 }
 
 static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
@@ -249,6 +273,7 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
         mc_flags_die("flag --max_frame_bytes must be between %u and 4GiB-1",
                      MC_WIRE_MIN_MAX_FRAME_BYTES);
     *max_frame = (uint32_t)mf;
+    promotion_from_flags(c);
     c->manual_ticks = false;
 }
 
@@ -504,10 +529,12 @@ out:
     if (loops_running)
         loops_stop(&loops);
     mc_http_server_free(http);
-    mc_rpc_server_free(srv);
-    mc_master_service_free(svc);
+    /* The master before the server: freeing it answers the parked heartbeats (mailbox.h), which
+     * is a no-op on a stopped server and a use-after-free on a freed one. */
     if (m)
         mc_master_free(m);
+    mc_rpc_server_free(srv);
+    mc_master_service_free(svc);
     if (sfd >= 0)
         close(sfd);
     if (status == 0)

@@ -30,6 +30,7 @@
 #include "common/rpc_server.h"
 #include "common/wire.h"
 #include "master/master.h"
+#include "master/promotion.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 
@@ -927,6 +928,111 @@ static void h_not_supported(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_status(call, MC_ERR_NOT_SUPPORTED);
 }
 
+/* ---- promotion (holder side; promotion.h) -------------------------------------------------- */
+
+#define PROMO_MAX_WAIT_MS 60000u /* a heartbeat parks at most this long */
+
+/* Answers a PromotionObjectHeartbeat with its tasks (mailbox reply: no master lock held). */
+static void promo_hb_reply(void *arg, struct mc_task_list *tasks)
+{
+    struct mc_rpc_call *call = arg;
+    size_t n = tasks->n;
+    Mc__PromotionTaskItem *items = NULL, **ptrs = NULL;
+    if (n && (!(items = malloc(n * sizeof(*items))) || !(ptrs = malloc(n * sizeof(*ptrs))))) {
+        /* the tasks stay in flight in the mailbox; the reaper ends them */
+        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR);
+        goto out;
+    }
+    size_t i = 0;
+    for (struct mc_task *t = tasks->head; t && i < n; t = t->next, i++) {
+        mc__promotion_task_item__init(&items[i]);
+        items[i].task_id = t->task_id;
+        items[i].key = t->key;
+        items[i].size = t->size;
+        items[i].version = t->version;
+        items[i].crc32c = t->crc32c;
+        items[i].crc_valid = t->crc_valid;
+        ptrs[i] = &items[i];
+    }
+    Mc__PromotionObjectHeartbeatResponse r = MC__PROMOTION_OBJECT_HEARTBEAT_RESPONSE__INIT;
+    r.n_items = i;
+    r.items = ptrs;
+    mc_rpc_reply_msg(call, 0, &r.base);
+out:
+    free(items);
+    free(ptrs);
+    mc_task_list_free(tasks);
+}
+
+static void h_promotion_heartbeat(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionObjectHeartbeatRequest, promotion_object_heartbeat_request, req);
+    struct mc_id client = id_from_pb(req->client_id);
+    uint32_t wait = req->wait_ms < PROMO_MAX_WAIT_MS ? req->wait_ms : PROMO_MAX_WAIT_MS;
+    uint32_t max = req->max_items;
+    FREE_REQ(req);
+    int rc = check_client(call, client);
+    if (rc == 0) /* answered now (1), parked (0), or refused (< 0: not answered) */
+        rc = mc_master_promotion_heartbeat(svc->m, client, max, wait, promo_hb_reply, call);
+    if (rc < 0)
+        mc_rpc_reply_status(call, rc);
+}
+
+static void h_promotion_alloc_start(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionAllocStartRequest, promotion_alloc_start_request, req);
+    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_replica_desc d;
+    int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                                              : check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(promotion_alloc_start_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_alloc_start(
+            svc->m, client, req->task_id, key.data, key.len, req->size,
+            (const char *const *)req->preferred_segments, req->n_preferred_segments, &d);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    struct pb_replica p;
+    replica_to_pb(&d, &p);
+    Mc__PromotionAllocStartResponse r = MC__PROMOTION_ALLOC_START_RESPONSE__INIT;
+    r.replica = &p.d;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+static void h_notify_promotion_success(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionSuccessRequest, notify_promotion_success_request, req);
+    struct mc_id client = id_from_pb(req->client_id);
+    int rc = check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(notify_promotion_success_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_success(svc->m, client, req->task_id, key.data, key.len);
+    FREE_REQ(req);
+    Mc__NotifyPromotionSuccessResponse r = MC__NOTIFY_PROMOTION_SUCCESS_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+static void h_notify_promotion_failure(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionFailureRequest, notify_promotion_failure_request, req);
+    struct mc_id client = id_from_pb(req->client_id);
+    int rc = check_client(call, client);
+    struct mc_key_ref key = key_from_pb(call, KEY(notify_promotion_failure_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_failure(svc->m, client, req->task_id, key.data, key.len,
+                                         req->reason);
+    FREE_REQ(req);
+    Mc__NotifyPromotionFailureResponse r = MC__NOTIFY_PROMOTION_FAILURE_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
 /* ---- admin ------------------------------------------------------------------------------------
  */
 
@@ -1116,10 +1222,10 @@ static const struct {
     {MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, h_not_supported},
     {MC_METHOD_EVICT_DISK_REPLICA, h_not_supported},
     {MC_METHOD_BATCH_EVICT_DISK_REPLICA, h_not_supported},
-    {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, h_not_supported},
-    {MC_METHOD_PROMOTION_ALLOC_START, h_not_supported},
-    {MC_METHOD_NOTIFY_PROMOTION_SUCCESS, h_not_supported},
-    {MC_METHOD_NOTIFY_PROMOTION_FAILURE, h_not_supported},
+    {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, h_promotion_heartbeat},
+    {MC_METHOD_PROMOTION_ALLOC_START, h_promotion_alloc_start},
+    {MC_METHOD_NOTIFY_PROMOTION_SUCCESS, h_notify_promotion_success},
+    {MC_METHOD_NOTIFY_PROMOTION_FAILURE, h_notify_promotion_failure},
     {MC_METHOD_QUERY_KEY, h_query_key},
     {MC_METHOD_LIST_SEGMENTS, h_list_segments},
     {MC_METHOD_GET_STATS, h_get_stats},
