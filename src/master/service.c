@@ -1178,15 +1178,28 @@ static void h_get_stats(void *arg, struct mc_rpc_call *call)
         {"master_attempted_evictions_total", (double)st.attempted_evictions},
     };
     enum { NEXTRA = sizeof(extra) / sizeof(extra[0]) };
-    Mc__NamedValue nv[NEXTRA];
-    Mc__NamedValue *nvp[NEXTRA];
-    for (size_t i = 0; i < NEXTRA; i++) {
+    /* the promotion funnel, one snapshot, by its metric names */
+    struct mc_promotion_stats ps;
+    mc_master_promotion_stats(svc->m, &ps);
+    const struct {
+        const char *name;
+        double v;
+    } promo[] = {
+#define PROMO_EXTRA(f, h) {"master_promotion_" #f "_total", (double)ps.f},
+        MC_PROMOTION_COUNTERS(PROMO_EXTRA)
+#undef PROMO_EXTRA
+            {"master_promotion_in_flight", (double)ps.in_flight},
+    };
+    enum { NPROMO = sizeof(promo) / sizeof(promo[0]) };
+    Mc__NamedValue nv[NEXTRA + NPROMO];
+    Mc__NamedValue *nvp[NEXTRA + NPROMO];
+    for (size_t i = 0; i < NEXTRA + NPROMO; i++) {
         mc__named_value__init(&nv[i]);
-        nv[i].name = (char *)extra[i].name;
-        nv[i].value = extra[i].v;
+        nv[i].name = (char *)(i < NEXTRA ? extra[i].name : promo[i - NEXTRA].name);
+        nv[i].value = i < NEXTRA ? extra[i].v : promo[i - NEXTRA].v;
         nvp[i] = &nv[i];
     }
-    r.n_extra = NEXTRA;
+    r.n_extra = NEXTRA + NPROMO;
     r.extra = nvp;
     mc_rpc_reply_msg(call, 0, &r.base);
 }
