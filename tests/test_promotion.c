@@ -7,9 +7,10 @@
  * invariant is checked against the real state: admitted = completed + failed + expired +
  * cancelled + in_flight, and in_flight = task records = pins = promotion tasks in the mailboxes.
  *
- * LOCAL_DISK-only objects are made as test_eviction.c makes its disk copies: a normal Put whose
- * MEMORY replica is then turned, under the shard lock, into a COMPLETE LOCAL_DISK replica of the
- * holder; the holder's mailbox is opened directly (what its LOCAL_DISK registration does).
+ * The holder registers its LOCAL_DISK segment (MountLocalDiskSegment, offloading off so no
+ * offload task pins anything); a disk copy is attached the way a holder's start-up scan attaches
+ * one (NotifyOffloadSuccess, re-registration of the same version), and a LOCAL_DISK-only object
+ * is such an object whose MEMORY replica was then evicted (dropped under its shard lock).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -41,7 +42,6 @@ struct fx {
     struct mc_id owner;  /* the client that Puts */
     struct mc_id holder; /* the LOCAL_DISK holder */
     struct mc_id other;  /* a third client */
-    struct mc_holder *h; /* shared by every LOCAL_DISK replica the fixture makes */
 };
 
 static void cfg_defaults(struct mc_master_config *c)
@@ -51,6 +51,7 @@ static void cfg_defaults(struct mc_master_config *c)
     c->epoch = 5;
     c->default_kv_lease_ttl_ms = TTL_MS;
     c->eviction_threads = 1;
+    c->enable_offload = true;
     c->promotion_on_hit = true;
 }
 
@@ -74,13 +75,8 @@ static struct fx *fx_new_cfg(struct mc_master_config *c, uint64_t holder_seg, ui
         struct mc_segment_desc s = tm_seg(2, other_seg);
         assert_int_equal(mc_master_mount_segment(f->m, f->other, &s, NULL), MC_OK);
     }
-    assert_int_equal(mc_mailbox_open(f->m->mailboxes, f->holder), MC_OK);
-    f->h = calloc(1, sizeof(*f->h));
-    assert_non_null(f->h);
-    atomic_init(&f->h->refs, 1);
-    atomic_init(&f->h->dead, false);
-    f->h->id = f->holder;
-    snprintf(f->h->endpoint, sizeof(f->h->endpoint), "10.0.0.2:17002");
+    assert_int_equal(
+        mc_master_mount_local_disk(f->m, f->holder, "10.0.0.2:17002", 1ull << 30, false), MC_OK);
     return f;
 }
 
@@ -95,7 +91,6 @@ static void fx_free(struct fx *f)
 {
     assert_int_equal(mc_lo_depth(), 0);
     mc_master_free(f->m);
-    mc_holder_unref(f->h);
     free(f);
 }
 
@@ -124,30 +119,41 @@ static void put_n(struct fx *f, const char *k, uint64_t size, uint32_t nrep)
     assert_int_equal(mc_master_put_end(f->m, f->owner, k, strlen(k), r.version, 0x77, true), MC_OK);
 }
 
-/* Replica i of k becomes a COMPLETE LOCAL_DISK replica of the fixture's holder. */
-static void to_disk(struct fx *f, const char *k, int i)
+/* The holder reports its disk copy of k (same version, size, CRC): a LOCAL_DISK replica. */
+static void add_disk_copy(struct fx *f, const char *k)
 {
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, k, strlen(k), &ki), MC_OK);
+    struct mc_offload_result it = {.key = k,
+                                   .key_len = strlen(k),
+                                   .size = ki.size,
+                                   .version = ki.version,
+                                   .crc32c = ki.crc32c,
+                                   .crc_valid = ki.has_crc};
+    int rc = -1;
+    assert_int_equal(mc_master_notify_offload(f->m, f->holder, &it, 1, true, &rc), MC_OK);
+    assert_int_equal(rc, MC_OK);
+}
+
+/* k's MEMORY replicas are evicted (k keeps its disk copy). */
+static void drop_memory(struct fx *f, const char *k)
+{
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
     struct mc_shard *s;
     struct mc_object *o =
         mc_master_lock_find(f->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &s);
     assert_non_null(o);
-    struct mc_replica *r = &o->rep[i];
-    assert_int_equal(r->type, MC_REPLICA_TYPE_MEMORY);
-    mc_segment_release(r->u.seg, r->handle, o->size);
-    atomic_fetch_add(&f->h->refs, 1);
-    r->u.holder = f->h;
-    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
-    r->status = MC_REPLICA_STATUS_COMPLETE;
-    r->handle = 0;
-    r->offset = 0;
-    mc_shard_refresh_bits(s, o);
+    assert_true(mc_master_evict_memory(f->m, s, o, &fl, NULL) > 0);
     mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
 }
 
 static void disk_only(struct fx *f, const char *k, uint64_t size)
 {
     put_n(f, k, size, 1);
-    to_disk(f, k, 0);
+    add_disk_copy(f, k);
+    drop_memory(f, k);
 }
 
 static int get(struct fx *f, const char *k, struct mc_get_result *g)
@@ -306,8 +312,8 @@ static void test_memory_keys_never_promote(void **state)
     (void)state;
     struct fx *f = fx_new();
     put_n(f, "mem", OBJ, 1);
-    put_n(f, "both", OBJ, 2);
-    to_disk(f, "both", 1);
+    put_n(f, "both", OBJ, 1);
+    add_disk_copy(f, "both");
     get_n(f, "mem", 5);
     get_n(f, "both", 5);
     struct mc_promotion_stats st = stats(f);
@@ -965,24 +971,74 @@ static void test_disk_eviction_of_source_cancels(void **state)
     fx_free(f);
 }
 
-static void test_holder_expiry_cancels(void **state)
+static void holder_gone_case(bool expiry)
 {
-    (void)state;
     struct fx *f = fx_new();
     uint64_t alloc0 = mc_segments_allocated(f->m->segs);
     uint64_t id = admit_one(f, "k");
     admit_one(f, "k2");
     struct mc_replica_desc d;
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
-    /* the holder's disk goes (expiry): its replicas are invalid, the sweep drops them */
-    atomic_store(&f->h->dead, true);
-    mc_master_sweep_invalid(f->m);
+    if (expiry) {
+        /* the holder stops pinging; the others do */
+        advance(f, 6000);
+        struct mc_ping_result pr;
+        assert_int_equal(mc_master_ping(f->m, f->owner, &pr), MC_OK);
+        assert_int_equal(mc_master_ping(f->m, f->other, &pr), MC_OK);
+        advance(f, 5000);
+        assert_int_equal(mc_master_tick_monitor(f->m), 1);
+    } else {
+        assert_int_equal(mc_master_unmount_local_disk(f->m, f->holder), MC_OK);
+        mc_master_tick_monitor(f->m); /* the sweep of its replicas */
+    }
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.cancelled, 2);
     assert_int_equal(st.in_flight, 0);
     struct mc_key_info ki;
     assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
+    assert_int_equal(mc_master_query_key(f->m, "k2", 2, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    if (!expiry) /* (expiry also unmounted the holder's DRAM segment) */
+        assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
+    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    check_funnel(f);
+    fx_free(f);
+}
+
+static void test_holder_expiry_cancels(void **state)
+{
+    (void)state;
+    holder_gone_case(true);
+}
+
+static void test_holder_unmount_cancels(void **state)
+{
+    (void)state;
+    holder_gone_case(false);
+}
+
+/* EvictDiskReplica of the pinned source (the holder's disk store evicts it) cancels first. */
+static void test_evict_disk_replica_rpc_cancels(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new();
+    uint64_t alloc0 = mc_segments_allocated(f->m->segs);
+    uint64_t id = admit_one(f, "k");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    uint64_t id2 = admit_one(f, "k2");
+    assert_int_equal(mc_master_evict_disk_replica(f->m, f->holder, "k", 1, 0), MC_OK);
+    struct mc_key_ref kr = {"k2", 2};
+    int rc = -1;
+    assert_int_equal(mc_master_batch_evict_disk_replica(f->m, f->holder, &kr, NULL, 1, &rc), MC_OK);
+    assert_int_equal(rc, MC_OK);
+    struct mc_promotion_stats st = stats(f);
+    assert_int_equal(st.cancelled, 2);
+    assert_int_equal(st.in_flight, 0);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0); /* staged replica freed */
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(failure(f, f->holder, id2, "k2"), MC_OK);
     check_funnel(f);
     fx_free(f);
 }
@@ -1176,34 +1232,10 @@ static void test_hot_beats_cold(void **state)
     (void)state;
     struct fx *f = fx_full(100, 0.9, 2);
     for (int i = 0; i < 90; i++) { /* exactly at the watermark: no eviction of its own */
-        put_n(f, key("cold", i), OBJ, 2 - 1);
+        put_n(f, key("cold", i), OBJ, 1);
     }
-    /* give each cold object a disk copy: a second replica, LOCAL_DISK */
-    for (int i = 0; i < 90; i++) {
-        struct mc_shard *s;
-        const char *k = key("cold", i);
-        struct mc_object *o =
-            mc_master_lock_find(f->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &s);
-        assert_non_null(o);
-        struct mc_object *no = mc_obj_alloc(s, sizeof(*o) + 2 * sizeof(o->rep[0]) + o->key_len);
-        assert_non_null(no);
-        uint64_t heap = no->flags & MC_OBJ_HEAP;
-        memcpy(no, o, sizeof(*o) + sizeof(o->rep[0]));
-        no->flags = (o->flags & ~(uint64_t)MC_OBJ_HEAP) | heap;
-        memcpy((char *)&no->rep[2], mc_obj_key(o), o->key_len);
-        no->rep[1] = o->rep[0];
-        no->rep[1].id = o->rep[0].id + 100000;
-        atomic_fetch_add(&f->h->refs, 1);
-        no->rep[1].u.holder = f->h;
-        no->rep[1].type = MC_REPLICA_TYPE_LOCAL_DISK;
-        no->rep[1].handle = 0;
-        no->rep[1].offset = 0;
-        no->nrep = 2;
-        mc_shard_ent(s, o->ent)->obj_bits = (uintptr_t)no;
-        mc_obj_free_locked(s, o);
-        mc_shard_refresh_bits(s, no);
-        mc_shard_unlock(s);
-    }
+    for (int i = 0; i < 90; i++) /* each with a disk copy already (offloaded) */
+        add_disk_copy(f, key("cold", i));
     for (int i = 0; i < 10; i++)
         disk_only(f, key("hot", i), OBJ);
     for (int i = 0; i < 90; i++) /* once-read */
@@ -1304,6 +1336,8 @@ int main(void)
         cmocka_unit_test(test_pinned_source_not_evicted),
         cmocka_unit_test(test_disk_eviction_of_source_cancels),
         cmocka_unit_test(test_holder_expiry_cancels),
+        cmocka_unit_test(test_holder_unmount_cancels),
+        cmocka_unit_test(test_evict_disk_replica_rpc_cancels),
         cmocka_unit_test(test_staged_segment_lost),
         cmocka_unit_test(test_racing_readers_one_task),
         cmocka_unit_test(test_candidate_admitted_when_room),

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/master_internal.h"
+#include "master/offload.h"
 #include "master/sketch.h"
 #include "mooncake/errors.h"
 
@@ -243,10 +244,11 @@ static void task_end(struct mc_master *m, struct mc_shard *s, struct promo_task 
     struct mc_id holder = t->holder;
     uint64_t id = t->task_id, size = t->size, admit = t->admit_ms;
     task_del(ps, t);
-    struct mc_task *mt = how == END_COMPLETED || how == END_FAILED
+    struct mc_task *mt = !m->mailboxes ? NULL
+                         : how == END_COMPLETED || how == END_FAILED
                              ? mc_mailbox_complete(m->mailboxes, holder, id, how == END_FAILED)
                              : NULL;
-    if (!mt)
+    if (!mt && m->mailboxes)
         mt = mc_mailbox_remove(m->mailboxes, holder, id, NULL, 0);
     free(mt);
     if (how == END_COMPLETED && p->lag) {
@@ -515,6 +517,9 @@ int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct m
         if (r->status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
         unsigned pins = r->refcnt - (r->id == t->source_id && r->refcnt > 0 ? 1u : 0u);
+        /* an offload pin does not block a Remove either (offload.c cancels it) */
+        if (r->type == MC_REPLICA_TYPE_MEMORY && (o->flags & MC_OBJ_OFFLOADING))
+            pins = 0;
         if (!force && pins)
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
@@ -543,33 +548,12 @@ int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint
 {
     if (mc_id_is_zero(holder) || !reply)
         return MC_ERR_INVALID_PARAMS;
+    if (!m->mailboxes)
+        return MC_ERR_UNABLE_OFFLOAD; /* no LOCAL_DISK tier */
     uint32_t cap = m->promoter ? m->promoter->max_per_hb : 1;
     uint32_t max = max_items == 0 || max_items > cap ? cap : max_items;
     int rc = mc_mailbox_park(m->mailboxes, holder, MC_TASK_PROMOTION, max, wait_ms, reply, arg);
     return rc == MC_ERR_CLIENT_NOT_FOUND ? MC_ERR_SEGMENT_NOT_FOUND : rc;
-}
-
-/* A record of o with one more replica slot (the new one uninitialised, last); o is freed and
- * every reference to it (its entry, its group) moved to the copy. Write lock. NULL: no memory
- * (o unchanged). */
-static struct mc_object *obj_grow(struct mc_shard *s, struct mc_object *o)
-{
-    size_t head = sizeof(*o) + (size_t)o->nrep * sizeof(o->rep[0]);
-    struct mc_object *no = mc_obj_alloc(s, head + sizeof(o->rep[0]) + o->key_len);
-    if (!no)
-        return NULL;
-    uint64_t heap = no->flags & MC_OBJ_HEAP;
-    memcpy(no, o, head);
-    no->flags = (o->flags & ~(uint64_t)MC_OBJ_HEAP) | heap;
-    memcpy((char *)&no->rep[o->nrep + 1], mc_obj_key(o), o->key_len);
-    struct mc_obj_ent *e = mc_shard_ent(s, o->ent);
-    e->obj_bits = (uintptr_t)no | mc_ent_bits(e);
-    if (o->group)
-        for (uint32_t i = 0; i < o->group->n; i++)
-            if (o->group->members[i] == o)
-                o->group->members[i] = no;
-    mc_obj_free_locked(s, o);
-    return no;
 }
 
 /* Names of the holder's mounted segments (malloc'ed list into *list, names point into it). */
@@ -625,7 +609,7 @@ static struct promo_task *find_task(struct mc_master *m, struct mc_id holder, ui
 static void forget_stale(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                          const char *key, size_t len)
 {
-    if (!mc_id_is_zero(holder) && mc_master_check_key(m, key, len) == MC_OK)
+    if (m->mailboxes && !mc_id_is_zero(holder) && mc_master_check_key(m, key, len) == MC_OK)
         free(mc_mailbox_remove(m->mailboxes, holder, task_id, key, len));
 }
 
@@ -670,15 +654,14 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
     rc = mc_segments_allocate(m->segs, size, 1, names, k, &al, &got);
     if (rc != MC_OK)
         goto unlock;
-    struct mc_object *no = obj_grow(s, o);
+    struct mc_object *no = mc_shard_obj_grow(s, o); /* o moves: nobody keeps its address */
     if (!no) {
         mc_segment_alloc_release(&al);
         rc = MC_ERR_INTERNAL_ERROR;
         goto unlock;
     }
     o = no;
-    struct mc_replica *r = &o->rep[o->nrep];
-    memset(r, 0, sizeof(*r));
+    struct mc_replica *r = &o->rep[o->nrep - 1];
     r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
     if (r->id == 0) /* 0 means "not staged" in a task */
         r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
@@ -687,7 +670,6 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
     r->u.seg = al.seg;
     r->offset = al.offset;
     r->handle = al.handle;
-    o->nrep++;
     mc_shard_refresh_bits(s, o);
     t->staged_id = r->id;
     t->start_ms = mc_master_now_ms(m); /* a fresh reaper window for the transfer */
@@ -806,7 +788,8 @@ int mc_master_promotion_tick(struct mc_master *m)
     struct mc_promoter *p = m->promoter;
     if (!p)
         return 0;
-    mc_mailboxes_answer_due(m->mailboxes);
+    if (m->mailboxes)
+        mc_mailboxes_tick_polls(m->mailboxes); /* heartbeats past their wait */
     uint64_t now = mc_master_now_ms(m);
     if (atomic_load_explicit(&p->room_pending, memory_order_relaxed)) {
         /* the cycle asked for ran (or the next tick will run it): did it free anything? */
@@ -936,6 +919,13 @@ static int register_metrics(struct mc_master *m, struct mc_promoter *p)
 
 int mc_promotion_init(struct mc_master *m)
 {
+    m->mailboxes = mc_offload_mailboxes(m);
+    if (m->cfg.promotion_on_hit && !m->mailboxes) {
+        /* no LOCAL_DISK tier: no replica to promote and no holder to ask */
+        mc_warn(COMP, "promotion_on_hit needs enable_offload: promotion stays off",
+                "promotion_on_hit=1 enable_offload=0");
+        m->cfg.promotion_on_hit = false;
+    }
     struct mc_promoter *p = calloc(1, sizeof(*p));
     if (!p)
         return -1;
@@ -988,6 +978,7 @@ void mc_promotion_destroy(struct mc_master *m)
     pthread_mutex_destroy(&p->cand_lock);
     free(p);
     m->promoter = NULL;
+    m->mailboxes = NULL; /* offload's, freed by it */
 }
 
 /* ---- debug counts -------------------------------------------------------------------------- */
@@ -1014,7 +1005,7 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
         }
         mc_shard_unlock(s);
     }
-    out->mailbox_tasks = mc_mailbox_count_kind(m->mailboxes, MC_TASK_PROMOTION);
+    out->mailbox_tasks = m->mailboxes ? mc_mailbox_count_kind(m->mailboxes, MC_TASK_PROMOTION) : 0;
     funnel_lock(p);
     out->in_flight = p->f.in_flight;
     out->candidates = p->f.candidates;
