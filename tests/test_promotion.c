@@ -1282,6 +1282,100 @@ static void test_hot_beats_cold(void **state)
     fx_free(f);
 }
 
+/* The holder's offload worker for one tick: pulls offload tasks, reports each stored. */
+struct off_pull {
+    size_t n;
+    uint64_t ids[256], versions[256], sizes[256];
+    uint32_t crcs[256];
+    bool crc_valid[256];
+    char keys[256][64];
+};
+
+static void on_off(void *arg, struct mc_task_list *tasks)
+{
+    struct off_pull *o = arg;
+    for (struct mc_task *t = tasks->head; t; t = t->next) {
+        if (t->kind != MC_TASK_OFFLOAD || o->n == 256)
+            continue;
+        o->ids[o->n] = t->task_id;
+        o->versions[o->n] = t->version;
+        o->sizes[o->n] = t->size;
+        o->crcs[o->n] = t->crc32c;
+        o->crc_valid[o->n] = t->crc_valid;
+        snprintf(o->keys[o->n], sizeof(o->keys[o->n]), "%s", t->key);
+        o->n++;
+    }
+    mc_task_list_free(tasks);
+}
+
+static size_t offload_all(struct fx *f)
+{
+    struct off_pull *o = calloc(1, sizeof(*o));
+    assert_non_null(o);
+    assert_true(mc_master_offload_heartbeat(f->m, f->holder, true, 256, 0, on_off, o) >= 0);
+    for (size_t i = 0; i < o->n; i++) {
+        struct mc_offload_result it = {.task_id = o->ids[i],
+                                       .key = o->keys[i],
+                                       .key_len = strlen(o->keys[i]),
+                                       .size = o->sizes[i],
+                                       .version = o->versions[i],
+                                       .crc32c = o->crcs[i],
+                                       .crc_valid = o->crc_valid[i]};
+        int rc = -1;
+        assert_int_equal(mc_master_notify_offload(f->m, f->holder, &it, 1, false, &rc), MC_OK);
+        assert_int_equal(rc, MC_OK);
+    }
+    size_t n = o->n;
+    free(o);
+    return n;
+}
+
+/* Hot beats cold with --offload_on_evict: the displaced cold objects are offloaded by eviction
+ * (pinned until their disk copy exists) before they leave DRAM, so none is lost. */
+static void test_hot_beats_cold_offload_on_evict(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    c.offload_on_evict = true;
+    struct fx *f = fx_new_cfg(&c, 100 * OBJ, 0);
+    assert_int_equal(
+        mc_master_mount_local_disk(f->m, f->holder, "10.0.0.2:17002", 1ull << 30, true),
+        MC_OK); /* this holder takes offload tasks */
+    for (int i = 0; i < 10; i++)
+        disk_only(f, key("hot", i), OBJ);
+    for (int i = 0; i < 90; i++)
+        put_n(f, key("cold", i), OBJ, 1); /* no disk copy */
+    for (int i = 0; i < 90; i++)
+        get_n(f, key("cold", i), 1);
+    advance(f, TTL_MS + 1);
+    for (int i = 0; i < 10; i++)
+        get_n(f, key("hot", i), 2);
+    assert_int_equal(stats(f).rejected_watermark, 10);
+    uint64_t start = mc_clock_now_ms(&f->fc.clock);
+    int promoted = 0;
+    size_t offloaded = 0;
+    while (mc_clock_now_ms(&f->fc.clock) < start + 1000 && promoted < 10) {
+        advance(f, 10);
+        mc_master_tick_eviction(f->m);
+        offloaded += offload_all(f);
+        promoted += (int)promote_all(f);
+    }
+    assert_int_equal(promoted, 10);
+    assert_true(offloaded > 0);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(mem_replicas(f, key("hot", i), NULL), 1);
+    int on_disk_only = 0;
+    for (int i = 0; i < 90; i++) { /* none lost */
+        struct mc_get_result g;
+        assert_int_equal(get(f, key("cold", i), &g), MC_OK);
+        on_disk_only += g.nreplicas == 1 && g.replicas[0].type == MC_REPLICA_TYPE_LOCAL_DISK;
+    }
+    assert_true(on_disk_only > 0);
+    check_funnel(f);
+    fx_free(f);
+}
+
 /* The commit's lease: a key read (and admitted) long ago, committed after another object was
  * read, is newer than that object in the LRU order; without it the promoted key would be the
  * next victim. */
@@ -1344,6 +1438,7 @@ int main(void)
         cmocka_unit_test(test_candidate_dropped_after_retries),
         cmocka_unit_test(test_candidate_dropped_when_removed),
         cmocka_unit_test(test_hot_beats_cold),
+        cmocka_unit_test(test_hot_beats_cold_offload_on_evict),
         cmocka_unit_test(test_commit_grants_lease),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
