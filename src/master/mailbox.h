@@ -47,7 +47,8 @@ struct mc_task {
     uint64_t deadline_ms; /* expiry (0: never); ignored for delete tasks */
     uint32_t crc32c;
     bool crc_valid;
-    uint8_t kind; /* enum mc_task_kind */
+    uint8_t kind;      /* enum mc_task_kind */
+    uint8_t in_flight; /* mailbox.c: pulled, awaiting its report */
     uint16_t key_len;
     char key[]; /* key_len bytes, then a NUL */
 };
