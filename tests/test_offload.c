@@ -11,7 +11,10 @@
  * task expiry, cancellation by Remove/BatchRemove/RemoveAll and holder expiry (nothing left in
  * any mailbox), deletes pushed to holders, disk-only objects readable and never evictable DRAM.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1005,6 +1008,112 @@ static void test_metrics_rendered(void **state)
     fx_free(f);
 }
 
+/* ---- threads (TSan) ----------------------------------------------------------------------------
+ */
+
+/* A holder thread long-polls and reports every task while the main thread Puts and Removes and a
+ * third runs the eviction, reaper and offload ticks. At the end every task ended one way or
+ * another and no pin is left: queued = completed + nacked + expired + cancelled + in flight. */
+struct mt {
+    struct fx *f;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool answered;
+    struct hb h;
+    _Atomic bool stop, done;
+    _Atomic uint64_t reports;
+};
+
+static void mt_reply(void *arg, struct mc_task_list *tasks)
+{
+    struct mt *t = arg;
+    pthread_mutex_lock(&t->mu);
+    on_hb(&t->h, tasks);
+    t->answered = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void *mt_holder(void *arg)
+{
+    struct mt *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        t->answered = false;
+        memset(&t->h, 0, sizeof(t->h));
+        pthread_mutex_unlock(&t->mu);
+        int rc = mc_master_offload_heartbeat(t->f->m, t->f->a, true, 16, 10000, mt_reply, t);
+        assert_true(rc == 0 || rc == 1);
+        pthread_mutex_lock(&t->mu);
+        while (!t->answered)
+            pthread_cond_wait(&t->cv, &t->mu);
+        struct hb h = t->h;
+        pthread_mutex_unlock(&t->mu);
+        for (size_t i = 0; i < h.n; i++) {
+            if (h.it[i].drop)
+                continue;
+            report(t->f, t->f->a, h.it[i].task_id, h.it[i].key, (i % 5 == 4) ? -1 : 0, h.it[i].size,
+                   h.it[i].version, h.it[i].crc);
+            atomic_fetch_add(&t->reports, 1);
+        }
+        if (h.n == 0 && atomic_load(&t->stop)) {
+            atomic_store(&t->done, true);
+            return NULL;
+        }
+    }
+}
+
+static void *mt_ticker(void *arg)
+{
+    struct mt *t = arg;
+    while (!atomic_load(&t->stop)) {
+        mc_master_tick_offload(t->f->m);
+        mc_master_tick_reaper(t->f->m);
+        mc_master_batch_evict(t->f->m, 0.01, 0.01, NULL);
+    }
+    return NULL;
+}
+
+static void test_threads_holder_puts_removes_ticks(void **state)
+{
+    (void)state;
+    struct mt t = {.f = fx_new(MODE_PUT_END)};
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    pthread_t holder, ticker;
+    assert_int_equal(pthread_create(&holder, NULL, mt_holder, &t), 0);
+    assert_int_equal(pthread_create(&ticker, NULL, mt_ticker, &t), 0);
+    char k[32];
+    for (int i = 0; i < 400; i++) {
+        snprintf(k, sizeof(k), "t%d", i);
+        put(t.f, k, 512);
+        if (i % 3 == 0) {
+            snprintf(k, sizeof(k), "t%d", i / 2);
+            mc_master_remove(t.f->m, k, strlen(k), true);
+        }
+    }
+    atomic_store(&t.stop, true);
+    pthread_join(ticker, NULL);
+    /* answer the holder's polls (empty, at their deadline) until it saw stop and left */
+    uint64_t deadline = mc_now_ms() + 20000;
+    while (!atomic_load(&t.done)) {
+        assert_true(mc_now_ms() < deadline);
+        mc_fake_clock_advance_ms(&t.f->fc, 20000);
+        mc_master_tick_offload(t.f->m);
+        sched_yield();
+    }
+    pthread_join(holder, NULL);
+    mc_master_tick_reaper(t.f->m); /* tasks left (any) expire now: the clock moved far */
+    struct mc_offload_stats st = ostats(t.f);
+    assert_true(atomic_load(&t.reports) > 0);
+    assert_int_equal(st.queued, st.completed + st.nacked + st.expired + st.cancelled +
+                                    st.stale_refused + st.in_flight);
+    assert_int_equal(st.in_flight, 0);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    fx_free(t.f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1033,6 +1142,7 @@ int main(void)
         cmocka_unit_test(test_remount_moves_endpoint),
         cmocka_unit_test(test_evict_disk_replica),
         cmocka_unit_test(test_metrics_rendered),
+        cmocka_unit_test(test_threads_holder_puts_removes_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
