@@ -749,6 +749,87 @@ static void test_disk_copy_leaves_dram_without_new_offload(void **state)
     fx_free(f);
 }
 
+/* Puts far beyond DRAM with eviction running after each, and a holder that keeps up (stores
+ * every task it is given after each Put): in the modes that offload (enable_offload,
+ * offload_on_evict) every key stays readable, from DRAM or from disk; with offload_force_evict
+ * every Put still succeeds (no deadlock), and keys evicted past the cap are the only ones lost. */
+static void eviction_keeps_keys(int mode)
+{
+    struct fx *f = fx_new_cfg(mode, 1 * MIB, true, 64);
+    const int n = 1000; /* 4 MiB of 4 KiB objects into 1 MiB */
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "w%d", i);
+        int tries = 0;
+        for (;;) {
+            const char *pref[] = {"seg-1"};
+            struct mc_master_replicate_config cfg;
+            mc_master_replicate_config_init(&cfg);
+            cfg.preferred_segments = pref;
+            cfg.n_preferred = 1;
+            struct mc_put_start_result r;
+            int rc = mc_master_put_start(f->m, f->a, k, strlen(k), 4096, &cfg, &r);
+            if (rc == MC_OK) {
+                assert_int_equal(
+                    mc_master_put_end(f->m, f->a, k, strlen(k), r.version, 4096 ^ 0x5a, true),
+                    MC_OK);
+                break;
+            }
+            assert_int_equal(rc, MC_ERR_NO_AVAILABLE_HANDLE);
+            assert_true(++tries < 50);
+            struct hb h = pull(f, 0);
+            complete_all(f, &h);
+            mc_fake_clock_advance_ms(&f->fc, 1);
+            mc_master_tick_eviction(f->m);
+        }
+        struct hb h = pull(f, 0); /* a holder that keeps up */
+        complete_all(f, &h);
+        mc_fake_clock_advance_ms(&f->fc, 1);
+        mc_master_tick_eviction(f->m);
+    }
+    struct hb h = pull(f, 0);
+    complete_all(f, &h);
+    int readable = 0, on_disk = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "w%d", i);
+        struct mc_get_result g;
+        if (mc_master_get_replica_list(f->m, k, strlen(k), &g) != MC_OK)
+            continue;
+        readable++;
+        for (uint32_t r = 0; r < g.nreplicas; r++)
+            on_disk += g.replicas[r].type == MC_REPLICA_TYPE_LOCAL_DISK;
+    }
+    struct mc_master_stats ms;
+    mc_master_get_stats(f->m, &ms);
+    assert_true(ms.evicted_key_count > 0);
+    if (mode == MODE_FORCE) {
+        assert_true(ostats(f).forced_evictions > 0);
+        assert_true(readable < n);
+    } else {
+        assert_int_equal(readable, n);
+        assert_true(on_disk >= n - (int)(MIB / 4096));
+    }
+    fx_free(f);
+}
+
+static void test_eviction_with_enable_offload_keeps_keys(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_PUT_END);
+}
+
+static void test_eviction_with_offload_on_evict_keeps_keys(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_ON_EVICT);
+}
+
+static void test_eviction_with_offload_force_evict_never_stalls(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_FORCE);
+}
+
 /* ---- re-registration --------------------------------------------------------------------------
  */
 
@@ -1136,6 +1217,9 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict_no_local_disk_nothing_offloaded),
         cmocka_unit_test(test_offload_force_evict_cap),
         cmocka_unit_test(test_disk_copy_leaves_dram_without_new_offload),
+        cmocka_unit_test(test_eviction_with_enable_offload_keeps_keys),
+        cmocka_unit_test(test_eviction_with_offload_on_evict_keeps_keys),
+        cmocka_unit_test(test_eviction_with_offload_force_evict_never_stalls),
         cmocka_unit_test(test_reregister_after_restart_recreates_same_epoch_does_not),
         cmocka_unit_test(test_holder_expiry_drops_replicas_and_tasks),
         cmocka_unit_test(test_unmount_local_disk),
