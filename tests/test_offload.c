@@ -830,6 +830,40 @@ static void test_eviction_with_offload_force_evict_never_stalls(void **state)
     eviction_keeps_keys(MODE_FORCE);
 }
 
+/* Attaching a disk replica moves the object's record: a grouped object keeps its group (a Get of
+ * one member leases the other, Remove leaves the group cleanly). */
+static void test_grouped_object_gets_disk_copy(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(MODE_PUT_END);
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
+    cfg.group_id = "grp";
+    cfg.group_id_len = 3;
+    const char *keys[2] = {"g0", "g1"};
+    for (int i = 0; i < 2; i++) {
+        struct mc_put_start_result r;
+        assert_int_equal(mc_master_put_start(f->m, f->a, keys[i], 2, 100, &cfg, &r), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 2, r.version, 1, true), MC_OK);
+    }
+    struct hb h = pull(f, 0);
+    assert_int_equal(h.n, 2);
+    for (size_t i = 0; i < h.n; i++)
+        assert_int_equal(report(f, f->a, h.it[i].task_id, h.it[i].key, 0, 100, h.it[i].version, 1),
+                         MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "g0", 2, &g), MC_OK);
+    assert_int_equal(g.nreplicas, 2);
+    struct mc_key_info ki = query(f, "g1", MC_OK);
+    assert_string_equal(ki.group_id, "grp");
+    assert_true(ki.lease_remaining_ms > 0); /* leased through g0's Get */
+    assert_int_equal(count_type(&ki, MC_REPLICA_TYPE_LOCAL_DISK), 1);
+    assert_int_equal(mc_master_remove(f->m, "g0", 2, true), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "g1", 2, true), MC_OK);
+    query(f, "g1", MC_ERR_OBJECT_NOT_FOUND);
+    fx_free(f);
+}
+
 /* ---- re-registration --------------------------------------------------------------------------
  */
 
@@ -1217,6 +1251,7 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict_no_local_disk_nothing_offloaded),
         cmocka_unit_test(test_offload_force_evict_cap),
         cmocka_unit_test(test_disk_copy_leaves_dram_without_new_offload),
+        cmocka_unit_test(test_grouped_object_gets_disk_copy),
         cmocka_unit_test(test_eviction_with_enable_offload_keeps_keys),
         cmocka_unit_test(test_eviction_with_offload_on_evict_keeps_keys),
         cmocka_unit_test(test_eviction_with_offload_force_evict_never_stalls),
