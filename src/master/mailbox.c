@@ -589,12 +589,18 @@ static void flight_unlink(struct mc_mbox *b, struct mc_task *x)
 struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
                                     bool nack)
 {
+    return mc_mailbox_complete_kind(t, holder, task_id, (1u << MC_TASK_NKINDS) - 1u, nack);
+}
+
+struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id holder,
+                                         uint64_t task_id, uint32_t kinds, bool nack)
+{
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
     struct mc_task *x = ix_find(b, task_id);
-    if (x && !x->in_flight)
-        x = NULL; /* queued, never pulled */
+    if (x && (!x->in_flight || !(kinds & MC_TASK_KIND_BIT(x->kind))))
+        x = NULL; /* queued (never pulled), or another module's task: left alone */
     if (x) {
         ix_del(b, x);
         flight_unlink(b, x);
