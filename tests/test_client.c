@@ -297,8 +297,8 @@ static void test_batch(void **state)
     /* the same batch again, asking which tier served each key: all DRAM here */
     int tiers[N + 1];
     memset(tiers, 0x5a, sizeof(tiers));
-    assert_int_equal(
-        mc_batch_get_tiers(f->c2, N + 1, kp, (void *const *)outs, caps, gres, tiers), 0);
+    assert_int_equal(mc_batch_get_tiers(f->c2, N + 1, kp, (void *const *)outs, caps, gres, tiers),
+                     0);
     for (int i = 0; i < N; i++)
         assert_int_equal(tiers[i], i == 5 ? -1 : MC_REPLICA_MEMORY);
     assert_int_equal(tiers[N], -1);
