@@ -683,6 +683,107 @@ static void test_illegal_client_and_unknown_methods(void **state)
     daemon_stop_ok(d);
 }
 
+/* The takeover the Put versions exist for, through the real RPC service: a Put of "t" stalls
+ * past --put_start_discard_timeout_sec, its owner PutStarts "t" again (v2), then the first
+ * incarnation's PutEnd / PutRevoke (v1) arrive late, single and batched. Each is INVALID_VERSION
+ * and v2 stays PROCESSING; only v2's own PutEnd completes it. A service that dropped a request's
+ * version would hand the core 0 ("do not check") and the late call would succeed. */
+static void test_late_put_end_through_service(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--put_start_discard_timeout_sec=200ms", NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(11, 12), seg_id = uuid(13, 14);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg-late"), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "t", 100, &ps), 0);
+    uint64_t v1 = ps->version;
+    FREE_MSG(ps);
+    /* the same owner starts "t" again once the first Put is past its discard timeout */
+    uint64_t v2 = 0, deadline = mc_now_ms() + 10000;
+    for (;;) {
+        ps = NULL;
+        int rc = put_start(d->c, &a, "t", 100, &ps);
+        if (rc == 0) {
+            v2 = ps->version;
+            FREE_MSG(ps);
+            break;
+        }
+        assert_int_equal(rc, MC_ERR_OBJECT_ALREADY_EXISTS);
+        assert_true(mc_now_ms() < deadline);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(v2 > v1);
+
+    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+    pe.client_id = &a;
+    pe.key = "t";
+    pe.version = v1;
+    pe.crc32c = 1;
+    pe.crc_valid = 1;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     MC_ERR_INVALID_VERSION);
+    Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
+    pr.client_id = &a;
+    pr.key = "t";
+    pr.version = v1;
+    assert_int_equal(
+        call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL),
+        MC_ERR_INVALID_VERSION);
+
+    /* the batch forms: each item's version is checked */
+    Mc__PutEndItem item = MC__PUT_END_ITEM__INIT, *items[1] = {&item};
+    item.key = "t";
+    item.version = v1;
+    item.crc32c = 1;
+    item.crc_valid = 1;
+    Mc__BatchPutEndRequest be = MC__BATCH_PUT_END_REQUEST__INIT;
+    be.client_id = &a;
+    be.n_items = 1;
+    be.items = items;
+    Mc__BatchPutEndResponse *ber = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_BATCH_PUT_END, &be, &mc__batch_put_end_response__descriptor, &ber), 0);
+    assert_int_equal(ber->n_statuses, 1);
+    assert_int_equal(ber->statuses[0], MC_ERR_INVALID_VERSION);
+    FREE_MSG(ber);
+    char *bkeys[1] = {"t"};
+    uint64_t bvers[1] = {v1};
+    Mc__BatchPutRevokeRequest br = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
+    br.client_id = &a;
+    br.n_keys = 1;
+    br.keys = bkeys;
+    br.n_versions = 1;
+    br.versions = bvers;
+    Mc__BatchPutRevokeResponse *brr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_REVOKE, &br,
+                          &mc__batch_put_revoke_response__descriptor, &brr),
+                     0);
+    assert_int_equal(brr->n_statuses, 1);
+    assert_int_equal(brr->statuses[0], MC_ERR_INVALID_VERSION);
+    FREE_MSG(brr);
+
+    /* v2 is untouched: still PROCESSING, invisible to readers */
+    assert_int_equal(get(d->c, "t", NULL), MC_ERR_REPLICA_IS_NOT_READY);
+    /* its own PutEnd completes it, and a reader sees v2 with v2's CRC */
+    pe.version = v2;
+    pe.crc32c = 2;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     0);
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "t", &g), 0);
+    assert_int_equal(g->version, v2);
+    assert_int_equal(g->crc32c, 2);
+    FREE_MSG(g);
+    /* a late v1 on the completed object is still refused */
+    pe.version = v1;
+    pe.crc32c = 1;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     MC_ERR_INVALID_VERSION);
+    daemon_stop_ok(d);
+}
+
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 
 static int tcp_connect(uint16_t port)
@@ -1025,6 +1126,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_version_ping_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_put_end_through_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
