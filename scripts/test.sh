@@ -52,7 +52,7 @@ if [ "${MC_SKIP_NOHOOKS:-0}" != 1 ]; then
   echo "== nohooks: build (build-nohooks, the default configuration: compile only)"
   BUILD_DIR=build-nohooks "$root/scripts/build.sh" -DMC_TEST_HOOKS=OFF
   # No hook may exist in a default build, least of all in the shared library.
-  if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store)_test_'; then
+  if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store|rpc|rpc_server)_test_'; then
     echo "== nohooks: test hooks compiled into a default build" >&2
     exit 1
   fi
