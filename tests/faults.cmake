@@ -5,3 +5,9 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
               LIBS mc_client_static Threads::Threads TIMEOUT 120)
   add_dependencies(test_faults mooncake_master mc_client_daemon)
 endif()
+# Processes killed under load: a daemon (kill -9) and the master (kill -9, restart on its port).
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_load SOURCES test_faults_load.c test_client_util.c cluster_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 120)
+  add_dependencies(test_faults_load mooncake_master mc_client_daemon)
+endif()
