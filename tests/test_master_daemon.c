@@ -1215,6 +1215,8 @@ static void test_rdma_segment_descriptors(void **state)
     assert_int_equal(ps->replicas[0]->memory->rkey, 0);
     FREE_MSG(ps);
     daemon_stop_ok(d);
+}
+
 /* ---- the LOCAL_DISK tier through the daemon ----------------------------------------------------
  */
 
