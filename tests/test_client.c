@@ -294,6 +294,14 @@ static void test_batch(void **state)
         assert_memory_equal(outs[i], bufs[i], lens[i]);
     }
     assert_int_equal(gres[N], MC_ERR_OBJECT_NOT_FOUND);
+    /* the same batch again, asking which tier served each key: all DRAM here */
+    int tiers[N + 1];
+    memset(tiers, 0x5a, sizeof(tiers));
+    assert_int_equal(mc_batch_get_tiers(f->c2, N + 1, kp, (void *const *)outs, caps, gres, tiers),
+                     0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(tiers[i], i == 5 ? -1 : MC_REPLICA_MEMORY);
+    assert_int_equal(tiers[N], -1);
     assert_int_equal(mc_batch_exist(f->c1, N + 1, kp, res), 0);
     for (int i = 0; i < N; i++)
         assert_int_equal(res[i], 1);

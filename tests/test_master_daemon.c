@@ -683,6 +683,107 @@ static void test_illegal_client_and_unknown_methods(void **state)
     daemon_stop_ok(d);
 }
 
+/* The takeover the Put versions exist for, through the real RPC service: a Put of "t" stalls
+ * past --put_start_discard_timeout_sec, its owner PutStarts "t" again (v2), then the first
+ * incarnation's PutEnd / PutRevoke (v1) arrive late, single and batched. Each is INVALID_VERSION
+ * and v2 stays PROCESSING; only v2's own PutEnd completes it. A service that dropped a request's
+ * version would hand the core 0 ("do not check") and the late call would succeed. */
+static void test_late_put_end_through_service(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--put_start_discard_timeout_sec=200ms", NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(11, 12), seg_id = uuid(13, 14);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg-late"), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "t", 100, &ps), 0);
+    uint64_t v1 = ps->version;
+    FREE_MSG(ps);
+    /* the same owner starts "t" again once the first Put is past its discard timeout */
+    uint64_t v2 = 0, deadline = mc_now_ms() + 10000;
+    for (;;) {
+        ps = NULL;
+        int rc = put_start(d->c, &a, "t", 100, &ps);
+        if (rc == 0) {
+            v2 = ps->version;
+            FREE_MSG(ps);
+            break;
+        }
+        assert_int_equal(rc, MC_ERR_OBJECT_ALREADY_EXISTS);
+        assert_true(mc_now_ms() < deadline);
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(v2 > v1);
+
+    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+    pe.client_id = &a;
+    pe.key = "t";
+    pe.version = v1;
+    pe.crc32c = 1;
+    pe.crc_valid = 1;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     MC_ERR_INVALID_VERSION);
+    Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
+    pr.client_id = &a;
+    pr.key = "t";
+    pr.version = v1;
+    assert_int_equal(
+        call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL),
+        MC_ERR_INVALID_VERSION);
+
+    /* the batch forms: each item's version is checked */
+    Mc__PutEndItem item = MC__PUT_END_ITEM__INIT, *items[1] = {&item};
+    item.key = "t";
+    item.version = v1;
+    item.crc32c = 1;
+    item.crc_valid = 1;
+    Mc__BatchPutEndRequest be = MC__BATCH_PUT_END_REQUEST__INIT;
+    be.client_id = &a;
+    be.n_items = 1;
+    be.items = items;
+    Mc__BatchPutEndResponse *ber = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_BATCH_PUT_END, &be, &mc__batch_put_end_response__descriptor, &ber), 0);
+    assert_int_equal(ber->n_statuses, 1);
+    assert_int_equal(ber->statuses[0], MC_ERR_INVALID_VERSION);
+    FREE_MSG(ber);
+    char *bkeys[1] = {"t"};
+    uint64_t bvers[1] = {v1};
+    Mc__BatchPutRevokeRequest br = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
+    br.client_id = &a;
+    br.n_keys = 1;
+    br.keys = bkeys;
+    br.n_versions = 1;
+    br.versions = bvers;
+    Mc__BatchPutRevokeResponse *brr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_BATCH_PUT_REVOKE, &br,
+                          &mc__batch_put_revoke_response__descriptor, &brr),
+                     0);
+    assert_int_equal(brr->n_statuses, 1);
+    assert_int_equal(brr->statuses[0], MC_ERR_INVALID_VERSION);
+    FREE_MSG(brr);
+
+    /* v2 is untouched: still PROCESSING, invisible to readers */
+    assert_int_equal(get(d->c, "t", NULL), MC_ERR_REPLICA_IS_NOT_READY);
+    /* its own PutEnd completes it, and a reader sees v2 with v2's CRC */
+    pe.version = v2;
+    pe.crc32c = 2;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     0);
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "t", &g), 0);
+    assert_int_equal(g->version, v2);
+    assert_int_equal(g->crc32c, 2);
+    FREE_MSG(g);
+    /* a late v1 on the completed object is still refused */
+    pe.version = v1;
+    pe.crc32c = 1;
+    assert_int_equal(call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     MC_ERR_INVALID_VERSION);
+    daemon_stop_ok(d);
+}
+
 /* ---- HTTP ------------------------------------------------------------------------------------ */
 
 static int tcp_connect(uint16_t port)
@@ -1282,6 +1383,93 @@ static void test_flags(void **state)
     assert_int_equal(strlen(r.out), 0);
 }
 
+/* A segment mounted with protocol RDMA: every MEMORY descriptor the master hands out for it
+ * (PutStart, GetReplicaList) carries protocol RDMA, the segment's rkey and remote_addr = the
+ * segment's base + the replica's offset, which is all a peer needs for one-sided verbs; a TCP
+ * segment's descriptors carry no key. */
+static void test_rdma_segment_descriptors(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8), tcp_id = uuid(9, 10);
+    Mc__RdmaInfo ri = MC__RDMA_INFO__INIT;
+    ri.rkey = 0x5eed1234u;
+    ri.addr = SEG_BASE;
+    ri.device = "mlx5_7";
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    seg.id = &seg_id;
+    seg.name = "rdma0";
+    seg.base_addr = SEG_BASE;
+    seg.size = SEG_SIZE;
+    seg.endpoint = "127.0.0.1:2";
+    seg.protocol = MC__PROTOCOL__PROTOCOL_RDMA;
+    seg.rdma = &ri;
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_MOUNT_SEGMENT, &req, &mc__mount_segment_response__descriptor, NULL),
+        0);
+
+    const uint64_t sizes[] = {4096, 100000, 1u << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "rk%zu", i);
+        Mc__PutStartResponse *ps = NULL;
+        assert_int_equal(put_start(d->c, &a, key, sizes[i], &ps), 0);
+        assert_int_equal(ps->n_replicas, 1);
+        const Mc__MemoryLocation *m = ps->replicas[0]->memory;
+        assert_non_null(m);
+        assert_int_equal(m->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+        assert_int_equal(m->rkey, 0x5eed1234u);
+        assert_int_equal(m->remote_addr, SEG_BASE + m->offset);
+        assert_true(m->offset + sizes[i] <= SEG_SIZE);
+        uint64_t off = m->offset;
+        FREE_MSG(ps);
+        assert_int_equal(put_end(d->c, &a, key, 0x1234u), 0);
+        Mc__GetReplicaListResponse *g = NULL;
+        assert_int_equal(get(d->c, key, &g), 0);
+        assert_int_equal(g->n_replicas, 1);
+        m = g->replicas[0]->memory;
+        assert_non_null(m);
+        assert_int_equal(m->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+        assert_int_equal(m->rkey, 0x5eed1234u);
+        assert_int_equal(m->offset, off);
+        assert_int_equal(m->remote_addr, SEG_BASE + off);
+        assert_string_equal(m->endpoint, "127.0.0.1:2");
+        FREE_MSG(g);
+    }
+    /* the segment list says how to reach it */
+    Mc__ListSegmentsResponse *ls = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_LIST_SEGMENTS, NULL, &mc__list_segments_response__descriptor, &ls), 0);
+    assert_int_equal(ls->n_segments, 1);
+    assert_int_equal(ls->segments[0]->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+    FREE_MSG(ls);
+
+    /* once the RDMA segment is gone, a TCP segment's replicas carry no key */
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.client_id = &a;
+    ra.force = 1;
+    assert_int_equal(
+        call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, NULL), 0);
+    Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    um.segment_id = &seg_id;
+    um.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_UNMOUNT_SEGMENT, &um, &mc__unmount_segment_response__descriptor, NULL),
+        0);
+    assert_int_equal(mount(d->c, &a, &tcp_id, "tcp0"), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "tk", 4096, &ps), 0);
+    assert_int_equal(ps->n_replicas, 1);
+    assert_int_equal(ps->replicas[0]->memory->protocol, MC__PROTOCOL__PROTOCOL_TCP);
+    assert_int_equal(ps->replicas[0]->memory->rkey, 0);
+    FREE_MSG(ps);
+    daemon_stop_ok(d);
+}
+
 /* ---- the LOCAL_DISK tier through the daemon ----------------------------------------------------
  */
 
@@ -1473,11 +1661,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_version_ping_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_put_end_through_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
         cmocka_unit_test_setup_teardown(test_offload_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_promotion_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rdma_segment_descriptors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -155,6 +155,11 @@ int mc_batch_put(struct mc_client *client, size_t n, const char *const *keys,
                  int *results);
 int mc_batch_get(struct mc_client *client, size_t n, const char *const *keys, void *const *bufs,
                  const size_t *caps, int64_t *results);
+/* mc_batch_get that also says which tier served each key: tiers[i] is MC_REPLICA_MEMORY or
+ * MC_REPLICA_LOCAL_DISK (enum mc_replica_type) for the replica that key i was read from when
+ * results[i] >= 0, and -1 when it was not read. tiers NULL = mc_batch_get. */
+int mc_batch_get_tiers(struct mc_client *client, size_t n, const char *const *keys,
+                       void *const *bufs, const size_t *caps, int64_t *results, int *tiers);
 
 /* 1 when key exists and is readable, 0 when not, negative on error. Takes a read lease. */
 int mc_exist(struct mc_client *client, const char *key);

@@ -298,12 +298,14 @@ static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size
     return 0;
 }
 
-int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
-                 const size_t *caps, int64_t *results)
+int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
+                       const size_t *caps, int64_t *results, int *tiers)
 {
     if (!c || (n && (!keys || !bufs || !caps || !results)))
         return MC_ERR_INVALID_PARAMS;
     mc_log_scope(&c->logger);
+    for (size_t i = 0; tiers && i < n; i++)
+        tiers[i] = -1;
     if (n == 0)
         return 0;
     for (size_t i = 0; i < n; i++)
@@ -326,7 +328,17 @@ int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *c
         goto out;
     }
     rc = batch_read(c, r->results, n, bufs, caps, results, t0);
+    /* Only MEMORY replicas are read today (pick_replica and get_with skip LOCAL_DISK ones). */
+    for (size_t i = 0; tiers && rc == 0 && i < n; i++)
+        if (results[i] >= 0)
+            tiers[i] = MC_REPLICA_MEMORY;
 out:
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;
+}
+
+int mc_batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
+                 const size_t *caps, int64_t *results)
+{
+    return mc_batch_get_tiers(c, n, keys, bufs, caps, results, NULL);
 }
