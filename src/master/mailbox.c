@@ -468,12 +468,20 @@ static void flight_unlink(struct mc_mbox *b, struct mc_task *x)
 struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
                                     bool nack)
 {
+    return mc_mailbox_complete_kind(t, holder, task_id, (1u << MC_TASK_NKINDS) - 1u, nack);
+}
+
+struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id holder,
+                                         uint64_t task_id, uint32_t kinds, bool nack)
+{
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
     struct mc_task *x = b->fhead;
     while (x && x->task_id != task_id)
         x = x->next;
+    if (x && !(kinds & MC_TASK_KIND_BIT(x->kind)))
+        x = NULL; /* another module's task: left alone */
     if (x) {
         flight_unlink(b, x);
         atomic_fetch_sub(&t->present, 1);

@@ -121,6 +121,9 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
  * or another holder's). nack selects which counter the report goes to. */
 struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
                                     bool nack);
+/* The same, for a task whose kind bit is in kinds only (NULL for another kind, left in flight). */
+struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id holder,
+                                         uint64_t task_id, uint32_t kinds, bool nack);
 
 /* Removes every offload/promotion task of key (queued or in flight, any mailbox) into
  * *cancelled. Returns how many. Cheap when no task exists. */

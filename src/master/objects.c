@@ -185,6 +185,8 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
 /* Takes o out of s and out of the counters; the caller decides what happens to the block. */
 static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    if (m->offload)
+        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -249,6 +251,8 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
         ub->objs = no;
         ub->cap = ncap;
     }
+    if (m->offload)
+        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
