@@ -1,7 +1,10 @@
 /*
  * daemon_main.c - mooncake_client: a standalone client process that contributes DRAM to the
- * store and serves peers (DESIGN.md §2). --disk_path (a LOCAL_DISK tier) is refused until the
- * client wires its disk store in.
+ * store and serves peers (DESIGN.md §2). With --disk_path it is also a LOCAL_DISK holder: its
+ * disk store (--disk_capacity bytes of the directory) is recovered and its records
+ * re-registered with the master before READY, and its offload worker copies objects the master
+ * asks for from its DRAM segment to the disk (src/client/disk_tier.h, worker.h). The client id
+ * is kept in the directory, so a restart within the master's --client_ttl is the same holder.
  *
  * It is libmooncake_client and nothing else: flags (gflags, through common/flags.h) are copied
  * into a struct mc_client_config, mc_client_open() connects to the master, mounts the segment
@@ -33,6 +36,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "client/disk_store.h"
 #include "client/peer_server.h"
 #include "common/clock.h"
 #include "common/flags.h"
@@ -72,7 +76,9 @@ static const struct mc_flag g_flags[] = {
                    &F.segment_size),
     MC_BOOL_FLAG("huge_pages", "false", "back the segment with huge pages when available",
                  &F.huge_pages),
-    MC_STRING_FLAG("disk_path", "", "LOCAL_DISK directory (not supported yet: a value is refused)",
+    MC_STRING_FLAG("disk_path", "",
+                   "LOCAL_DISK directory (created if missing; keeps the client id and the "
+                   "offloaded objects; empty = no disk tier)",
                    &F.disk_path),
     MC_STRING_FLAG("disk_capacity", "16GiB", "bytes of --disk_path the store may use",
                    &F.disk_capacity),
@@ -124,6 +130,50 @@ static double protected_refusals(void *arg)
     return peer_stat(arg, false);
 }
 
+/* The LOCAL_DISK tier's figures (0 without --disk_path). */
+enum tier_stat { TS_RECORDS, TS_BYTES_USED, TS_OFFLOADED, TS_NACKED, TS_PEER_READS, TS_EVICTED };
+
+static double tier_stat(struct mc_client *c, enum tier_stat which)
+{
+    struct mc_disk_tier *t = atomic_load(&c->disk);
+    if (!t)
+        return 0;
+    struct mc_disk_usage u;
+    struct mc_disk_tier_stats ts;
+    struct mc_worker_stats ws = {0};
+    mc_disk_store_usage(mc_disk_tier_store(t), &u);
+    mc_disk_tier_get_stats(t, &ts);
+    if (c->worker)
+        mc_worker_get_stats(c->worker, &ws);
+    switch (which) {
+    case TS_RECORDS:
+        return (double)u.records;
+    case TS_BYTES_USED:
+        return (double)u.bytes_used;
+    case TS_OFFLOADED:
+        return (double)ws.offloaded;
+    case TS_NACKED:
+        return (double)ws.nacked;
+    case TS_PEER_READS:
+        return (double)ts.peer_reads;
+    case TS_EVICTED:
+        return (double)u.evicted_records;
+    }
+    return 0;
+}
+
+#define TIER_FN(name, which)                                                                       \
+    static double name(void *arg)                                                                  \
+    {                                                                                              \
+        return tier_stat(arg, which);                                                              \
+    }
+TIER_FN(disk_records, TS_RECORDS)
+TIER_FN(disk_bytes_used, TS_BYTES_USED)
+TIER_FN(offloaded, TS_OFFLOADED)
+TIER_FN(offload_nacked, TS_NACKED)
+TIER_FN(disk_peer_reads, TS_PEER_READS)
+TIER_FN(disk_evicted, TS_EVICTED)
+
 static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
                          struct mc_client *client, struct mc_http_server **out)
 {
@@ -149,6 +199,21 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
     mc_metrics_counter_fn(st->m, "mooncake_client_peer_protected_mode_refusals_total",
                           "non-loopback peers refused in protected mode", NULL, protected_refusals,
                           client);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_disk_records", "records in the LOCAL_DISK store",
+                        NULL, disk_records, client);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_disk_used_bytes",
+                        "bytes of the LOCAL_DISK store's extents", NULL, disk_bytes_used, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_offloaded_total",
+                          "objects copied to the disk and accepted by the master", NULL, offloaded,
+                          client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_offload_nacked_total",
+                          "offload tasks reported as not stored", NULL, offload_nacked, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_peer_reads_total",
+                          "LOCAL_DISK values served to peers (PeerDiskRead items)", NULL,
+                          disk_peer_reads, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_evicted_records_total",
+                          "records dropped by disk capacity eviction (the master told first)", NULL,
+                          disk_evicted, client);
     hc.addr = addr;
     hc.port = (uint16_t)F.metrics_port;
     hc.metrics = st->m;
@@ -226,10 +291,6 @@ int main(int argc, char **argv)
         mc_flags_die("flag --protocol must be tcp or rdma (got '%s')", F.protocol);
     if (!F.master[0] || !F.host[0])
         mc_flags_die("flags --master and --host must not be empty");
-    /* Not wired yet: refuse rather than run without the tier the caller asked for. */
-    if (F.disk_path[0])
-        mc_flags_die("flag --disk_path is not supported yet: the LOCAL_DISK tier is not wired "
-                     "into the client (run without --disk_path)");
     if (F.disk_path[0] && disk_cap == 0)
         mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
     uint64_t master_wait_ms = mc_flags_duration_ms("master_wait", F.master_wait, MC_UNIT_S);
