@@ -946,6 +946,63 @@ static void test_reregister_after_restart_recreates_same_epoch_does_not(void **s
     fx_free(f);
 }
 
+/* After a master restart, old records recreate absent objects only in the holder's first
+ * registration with the new incarnation (mount .. first heartbeat). An object this incarnation
+ * then drops (Remove, the holder's expiry) is never resurrected by the same records when the
+ * holder registers again (a restart within its TTL, or a return after its expiry). */
+static void test_reregister_never_resurrects_what_this_incarnation_dropped(void **state)
+{
+    (void)state;
+    struct fx *f = calloc(1, sizeof(*f));
+    mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
+    struct mc_fake_clock wall;
+    mc_fake_clock_init(&wall, 1767225600000ull * 1000000ull);
+    f->a = tm_id(1);
+    f->m = master_at(f, &wall, 1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 0, true), MC_OK);
+    uint64_t vp = put(f, "p", 500), vq = put(f, "q", 600), vr = put(f, "r", 700);
+    struct hb h = pull(f, 0);
+    complete_all(f, &h);
+    mc_master_free(f->m);
+
+    mc_fake_clock_advance_ms(&wall, 5000);
+    f->m = master_at(f, &wall, 2);
+    /* first registration: p and r are recreated */
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 0, true), MC_OK);
+    assert_int_equal(reregister(f->m, f->a, "p", 500, vp, 500 ^ 0x5a), MC_OK);
+    assert_int_equal(reregister(f->m, f->a, "r", 700, vr, 700 ^ 0x5a), MC_OK);
+    query(f, "p", MC_OK);
+    /* its first heartbeat ends the registration: a record sent after it recreates nothing */
+    h = pull(f, 0);
+    assert_int_equal(h.n, 0);
+    assert_int_equal(reregister(f->m, f->a, "q", 600, vq, 600 ^ 0x5a), MC_ERR_OBJECT_NOT_FOUND);
+    query(f, "q", MC_ERR_OBJECT_NOT_FOUND);
+    /* this incarnation removes p; the holder restarts (new endpoint) and registers again */
+    mc_fake_clock_advance_ms(&f->fc, 20000);
+    assert_int_equal(mc_master_remove(f->m, "p", 1, false), MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18002", 0, true), MC_OK);
+    assert_int_equal(reregister(f->m, f->a, "p", 500, vp, 500 ^ 0x5a), MC_ERR_OBJECT_NOT_FOUND);
+    query(f, "p", MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(reregister(f->m, f->a, "r", 700, vr, 700 ^ 0x5a), MC_OK); /* still there */
+    /* the holder expires: r goes with it; back after its TTL, its record of r is refused */
+    for (int i = 0; i < 12; i++) {
+        mc_fake_clock_advance_ms(&f->fc, 1000);
+        mc_master_tick_monitor(f->m);
+    }
+    query(f, "r", MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18003", 0, true), MC_OK);
+    assert_int_equal(reregister(f->m, f->a, "r", 700, vr, 700 ^ 0x5a), MC_ERR_OBJECT_NOT_FOUND);
+    query(f, "r", MC_ERR_OBJECT_NOT_FOUND);
+    /* a holder seen for the first time by this incarnation still recreates its old records */
+    struct mc_id c = tm_id(3);
+    assert_int_equal(mc_master_mount_local_disk(f->m, c, "10.0.0.3:18003", 0, true), MC_OK);
+    assert_int_equal(reregister(f->m, c, "q", 600, vq, 600 ^ 0x5a), MC_OK);
+    query(f, "q", MC_OK);
+    fx_free(f);
+}
+
 /* ---- holders going away ------------------------------------------------------------------------
  */
 
@@ -1256,6 +1313,7 @@ int main(void)
         cmocka_unit_test(test_eviction_with_offload_on_evict_keeps_keys),
         cmocka_unit_test(test_eviction_with_offload_force_evict_never_stalls),
         cmocka_unit_test(test_reregister_after_restart_recreates_same_epoch_does_not),
+        cmocka_unit_test(test_reregister_never_resurrects_what_this_incarnation_dropped),
         cmocka_unit_test(test_holder_expiry_drops_replicas_and_tasks),
         cmocka_unit_test(test_unmount_local_disk),
         cmocka_unit_test(test_remount_moves_endpoint),

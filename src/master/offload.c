@@ -14,7 +14,12 @@
  *
  * Versions (DESIGN.md §11): a LOCAL_DISK replica is attached only to the version it holds; a
  * re-registered record of an absent object recreates it only if its version predates this
- * incarnation (<= version_base).
+ * incarnation (<= version_base), and only during the holder's first registration with this
+ * incarnation: from its first LOCAL_DISK mount until its first offload heartbeat (a holder
+ * re-registers before it polls). After that, an absent object was erased by this incarnation
+ * (Remove, the holder's expiry, eviction), so a record of it is stale however old it is: a holder
+ * that restarts, or comes back after its expiry, never resurrects what this master dropped. The
+ * holders seen are remembered for the incarnation's life (one id per distinct holder).
  *
  * Pushes made under a shard lock are quiet (mailbox.h); whoever made them calls
  * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
@@ -39,6 +44,7 @@ struct holder_rec {
     struct mc_holder *h; /* the table's reference */
     uint64_t capacity;
     bool offloading;
+    bool may_recreate; /* first registration with this incarnation, no heartbeat yet */
 };
 
 /* Funnel counters, one X-macro table: field, metric name, help. */
@@ -61,6 +67,8 @@ struct mc_offload {
     pthread_mutex_t lock; /* the holder table: a leaf */
     struct holder_rec *v;
     size_t n, cap;
+    struct mc_id *seen; /* every holder that mounted in this incarnation (under lock) */
+    size_t nseen, seen_cap;
     uint64_t cycle_cap;            /* mode C: offloads per eviction cycle */
     _Atomic uint64_t cycle_queued; /* offloads queued in the current cycle */
     _Atomic int64_t in_flight;     /* offload tasks existing = pins held */
@@ -91,6 +99,35 @@ static ssize_t rec_find(struct mc_offload *off, struct mc_id id)
 }
 
 /* The holder of id with a reference (mc_holder_unref), NULL when not mounted. */
+/* Records id as seen (table lock held); true when it was not seen before. An allocation failure
+ * counts as seen: the safe answer (no recreation). */
+static bool seen_first(struct mc_offload *off, struct mc_id id)
+{
+    for (size_t i = 0; i < off->nseen; i++)
+        if (mc_id_eq(off->seen[i], id))
+            return false;
+    if (off->nseen == off->seen_cap) {
+        size_t cap = off->seen_cap ? off->seen_cap * 2 : 16;
+        struct mc_id *nv = realloc(off->seen, cap * sizeof(*nv));
+        if (!nv)
+            return false;
+        off->seen = nv;
+        off->seen_cap = cap;
+    }
+    off->seen[off->nseen++] = id;
+    return true;
+}
+
+/* Whether a record of holder id may recreate an absent object now (see the header). */
+static bool holder_may_recreate(struct mc_offload *off, struct mc_id id)
+{
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    bool ok = i >= 0 && off->v[i].may_recreate;
+    table_unlock(off);
+    return ok;
+}
+
 static struct mc_holder *holder_get(struct mc_offload *off, struct mc_id id)
 {
     struct mc_holder *h = NULL;
@@ -392,9 +429,11 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
     int rc = MC_OK;
     table_lock(off);
     ssize_t i = rec_find(off, client);
+    bool first = seen_first(off, client);
     if (i >= 0) {
         off->v[i].capacity = capacity_bytes;
         off->v[i].offloading = enable_offloading;
+        off->v[i].may_recreate = off->v[i].may_recreate && first; /* a repeat: first is false */
         if (strcmp(off->v[i].h->endpoint, endpoint) != 0) {
             old = off->v[i].h; /* the table's reference moves to the caller */
             off->v[i].h = nh;
@@ -411,8 +450,10 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
             off->v = nv;
             off->cap = cap;
         }
-        off->v[off->n++] = (struct holder_rec){
-            .h = nh, .capacity = capacity_bytes, .offloading = enable_offloading};
+        off->v[off->n++] = (struct holder_rec){.h = nh,
+                                               .capacity = capacity_bytes,
+                                               .offloading = enable_offloading,
+                                               .may_recreate = first};
         nh = NULL; /* the table owns it */
         char buf[MC_ID_STRLEN];
         mc_info(COMP, "holder registered", "client=%s endpoint=%s capacity=%llu offloading=%d",
@@ -459,8 +500,10 @@ int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool e
                        : max_items;
     table_lock(off);
     ssize_t i = rec_find(off, client);
-    if (i >= 0)
+    if (i >= 0) {
         off->v[i].offloading = enable_offloading;
+        off->v[i].may_recreate = false; /* its first registration is over */
+    }
     table_unlock(off);
     if (i < 0)
         return MC_ERR_SEGMENT_NOT_FOUND;
@@ -620,6 +663,8 @@ static int reregister(struct mc_master *m, struct mc_holder *h, const struct mc_
     if (!o) {
         if (it->version > m->version_base)
             return MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
+        if (!holder_may_recreate(m->offload, h->id))
+            return MC_ERR_OBJECT_NOT_FOUND; /* erased by this incarnation since it was seen */
         return recreate(m, h, hk, it);
     }
     int rc;
@@ -932,6 +977,7 @@ void mc_offload_destroy(struct mc_master *m)
         mc_holder_unref(off->v[i].h);
     }
     free(off->v);
+    free(off->seen);
     pthread_mutex_destroy(&off->lock);
     free(off);
     m->offload = NULL;
