@@ -5,7 +5,7 @@
 # master's /metrics, then replay the first requests of Mooncake's synthetic trace against the
 # cluster (`mooncake_bench replay`: every byte checked, the hit ratio beside an exact LRU of the
 # same DRAM) and show its table, and stop everything with SIGTERM, checking every exit status.
-# The master runs with a 100 ms read lease (--default_kv_lease_ttl) so that a flat-out replay
+# The master runs with a 500 ms read lease (--default_kv_lease_ttl) so that a flat-out replay
 # does not keep more blocks leased than DRAM holds.
 # Every port is picked by the kernel (0); processes and temporary files are cleaned up on any
 # exit. Exits non-zero when any step fails.
@@ -97,7 +97,7 @@ cli() { "$bin/mooncake_cli" --master="$rpc" --timeout=5000 "$@"; }
 
 echo "== starting the master and two client daemons (ports 0: the kernel picks them)"
 start master "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
-  --metrics_host=127.0.0.1 --log_level=warn --default_kv_lease_ttl=100
+  --metrics_host=127.0.0.1 --log_level=warn --default_kv_lease_ttl=500
 rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
 metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
 [ -n "$rpc" ] && [ -n "$metrics" ] || fail "unexpected READY line from the master: $READY"

@@ -12,12 +12,15 @@
 # "not run" with the refusal, and the script then exits 3; it is never silently skipped.
 #
 # usage: scripts/bench/replay.sh [--trace FILE] [--modes dram,disk,promotion] [--limit N]
-#                                [--workers N] [--lease_ttl MS] [--dram SIZE] [--disk SIZE]
+#                                [--workers N] [--time_scale X] [--lease_ttl MS] [--dram SIZE] [--disk SIZE]
 #                                [--block_size SIZE] [--bin DIR] [--timeout S] [--json FILE]
 #   --trace      default: MC_TRACE, else shared/traces/synthetic_trace.jsonl next to the checkout
 #   --modes      which modes, in order (default dram,disk,promotion)
 #   --limit      replay only the first N requests (default all)
-#   --lease_ttl  the master's --default_kv_lease_ttl in ms (default 100)
+#   --workers    replay threads, taking requests in trace order (default 1)
+#   --time_scale 0 = flat out (default), 1 = the trace's own timing
+#   --lease_ttl  the master's --default_kv_lease_ttl in ms (default 500: long enough that a
+#                big batch Get on a loaded machine does not outlive its lease)
 #   --dram       DRAM segment of each of the 2 daemons (default 64MiB)
 #   --disk       LOCAL_DISK capacity of each daemon in the disk modes (default 512MiB)
 #   --bin        where the programs are (default $BUILD_DIR/bin, BUILD_DIR=build)
@@ -28,7 +31,7 @@
 # failed (wrong bytes, a crash, a time-out); 3 a mode could not run on this build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL=100 DRAM=64MiB DISK=512MiB
+TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL=500 SCALE=0 DRAM=64MiB DISK=512MiB
 BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
     --modes) MODES=$2; shift 2 ;;
     --limit) LIMIT=$2; shift 2 ;;
     --workers) WORKERS=$2; shift 2 ;;
+    --time_scale) SCALE=$2; shift 2 ;;
     --lease_ttl) TTL=$2; shift 2 ;;
     --dram) DRAM=$2; shift 2 ;;
     --disk) DISK=$2; shift 2 ;;
@@ -43,7 +47,7 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --timeout) TMO=$2; shift 2 ;;
     --json) JSON_OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -140,7 +144,7 @@ for mode in "${MODE_LIST[@]}"; do
     echo "== mode $mode: mooncake_bench replay --trace=$TRACE ${rflags[*]} --workers=$WORKERS" >&2
     rc=0
     mc_bounded "$TMO" "$ROOT/out.json" "$BIN/mooncake_bench" replay --trace="$TRACE" \
-      --master="$rpc" --block_size="$BS" --workers="$WORKERS" --label="$mode" \
+      --master="$rpc" --block_size="$BS" --workers="$WORKERS" --time_scale="$SCALE" --label="$mode" \
       --progress=off "${rflags[@]}" || rc=$?
     if [ -s "$ROOT/out.json" ]; then
       tail -n 1 "$ROOT/out.json" >>"$RESULTS"
