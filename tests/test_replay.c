@@ -4,13 +4,12 @@
  * loopback; the trace is generated here (documents whose prefixes requests share, plus new
  * blocks), so the cache fills, evicts and hits.
  *
- *   short_replay   300 requests of 64 KiB blocks: exit 0, one strictly parsed JSON line with
- *                  the DESIGN §12 fields and the replay's, 0 wrong bytes, hits > 0 all from
- *                  MEMORY, ratios in range, and the LRU bound at the usable DRAM
- *   wrong_bytes    the last request replayed again under another seed, same keys: the blocks
- *                  the store holds are not that seed's bytes, so wrong bytes are counted and
- *                  the run exits 1 (the check can fail)
- *   bad_usage      a missing --dram_bytes is exit 2; a malformed trace is exit 1 naming the line
+ *   short_replay   300 requests of 64 KiB blocks, two workers: exit 0, one strictly parsed JSON
+ * line with the DESIGN §12 fields and the replay's, 0 wrong bytes, hits > 0 all from MEMORY, ratios
+ * in range, and the LRU bound at the usable DRAM wrong_bytes    the last request replayed again
+ * under another seed, same keys: the blocks the store holds are not that seed's bytes, so wrong
+ * bytes are counted and the run exits 1 (the check can fail) bad_usage      a missing --dram_bytes
+ * is exit 2; a malformed trace is exit 1 naming the line
  *
  * Every process dies with the test (PR_SET_PDEATHSIG) and is stopped in teardown; the
  * temporary directory is removed.
@@ -227,7 +226,7 @@ static void test_short_replay(void **state)
     uint64_t u, hits, mem, blocks;
 
     (void)state;
-    replay(&r, g.trace, "--dram_bytes=8MiB", "--key_prefix=t/", "--seed=1", NULL);
+    replay(&r, g.trace, "--dram_bytes=8MiB", "--key_prefix=t/", "--seed=1", "--workers=2", NULL);
     if (r.status != 0)
         fprintf(stderr, "replay stderr:\n%s\n", r.err);
     assert_int_equal(r.status, 0);
@@ -263,6 +262,7 @@ static void test_short_replay(void **state)
     assert_true(cu_json_u64(j, "lru_dram_blocks", &u));
     assert_int_equal(u, 115);
     assert_true(num(j, "runs") == NREQ);
+    assert_true(num(j, "workers") == 2);
     assert_non_null(strstr(r.err, "exact LRU, usable DRAM"));
     cu_json_free(j);
     cu_run_free(&r);
