@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -645,14 +646,19 @@ static void test_illegal_client_and_unknown_methods(void **state)
     /* an unassigned method number and the methods not served yet: NOT_SUPPORTED */
     assert_int_equal(mc_rpc_client_call(c2, 200, NULL, 0, 0, NULL, NULL), MC_ERR_NOT_SUPPORTED);
     static const uint16_t later[] = {
-        MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT,
-        MC_METHOD_NOTIFY_OFFLOAD_SUCCESS,   MC_METHOD_EVICT_DISK_REPLICA,
-        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT,
-        MC_METHOD_PROMOTION_ALLOC_START,    MC_METHOD_NOTIFY_PROMOTION_SUCCESS,
-        MC_METHOD_NOTIFY_PROMOTION_FAILURE, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
+        MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, MC_METHOD_PROMOTION_ALLOC_START,
+        MC_METHOD_NOTIFY_PROMOTION_SUCCESS, MC_METHOD_NOTIFY_PROMOTION_FAILURE};
     for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
         assert_int_equal(mc_rpc_client_call(c2, later[i], NULL, 0, 0, NULL, NULL),
                          MC_ERR_NOT_SUPPORTED);
+    /* the LOCAL_DISK tier's methods, on a master started without --enable_offload */
+    static const uint16_t tier[] = {
+        MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT,
+        MC_METHOD_NOTIFY_OFFLOAD_SUCCESS,   MC_METHOD_EVICT_DISK_REPLICA,
+        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
+    for (size_t i = 0; i < sizeof(tier) / sizeof(tier[0]); i++)
+        assert_int_equal(mc_rpc_client_call(c2, tier[i], NULL, 0, 0, NULL, NULL),
+                         MC_ERR_UNABLE_OFFLOAD);
     /* an undecodable body */
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
     assert_int_equal(mc_rpc_client_call(c2, MC_METHOD_PUT_START, junk, sizeof(junk), 0, NULL, NULL),
@@ -997,9 +1003,18 @@ static void test_flags(void **state)
 
     run_master(d, &r, "--no_such_flag=1", NULL);
     assert_int_equal(r.status, 2);
-    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload", NULL);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--offload_on_evict", NULL);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "enable_offload: not implemented yet"));
+    assert_non_null(strstr(r.err, "--offload_on_evict needs --enable_offload"));
+    assert_int_equal(strlen(r.out), 0);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload",
+               "--offloading_queue_limit=0", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "offloading_queue_limit"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload",
+               "--offload_cap_ratio=1.5", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "offload_cap_ratio"));
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=7", NULL);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "promotion_queue_limit: not implemented yet"));
@@ -1014,6 +1029,186 @@ static void test_flags(void **state)
     assert_int_equal(strlen(r.out), 0);
 }
 
+/* ---- the LOCAL_DISK tier through the daemon ----------------------------------------------------
+ */
+
+struct hb_call {
+    struct mc_rpc_client *c;
+    Mc__Uuid *client;
+    uint32_t wait_ms;
+    int rc;
+    uint64_t ms;
+    Mc__OffloadObjectHeartbeatResponse *resp;
+};
+
+static void *hb_thread(void *arg)
+{
+    struct hb_call *h = arg;
+    Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
+    req.client_id = h->client;
+    req.enable_offloading = 1;
+    req.wait_ms = h->wait_ms;
+    req.max_items = 16;
+    uint64_t t0 = mc_now_ms();
+    ProtobufCMessage *resp = NULL;
+    h->rc = mc_rpc_client_call_msg(h->c, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &req.base,
+                                   &mc__offload_object_heartbeat_response__descriptor,
+                                   h->wait_ms + 5000, &resp);
+    h->ms = mc_now_ms() - t0;
+    h->resp = (Mc__OffloadObjectHeartbeatResponse *)resp;
+    return NULL;
+}
+
+/* --enable_offload: a holder mounts its disk, long-polls for the task of a Put (answered when the
+ * task arrives, or empty at its wait), reports it stored; Get lists the LOCAL_DISK replica with
+ * the holder's endpoint; ListSegments and /metrics show the disk; a Remove sends the holder a
+ * delete; SIGTERM with a heartbeat parked exits cleanly. */
+static void test_offload_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--enable_offload", NULL);
+    d->c = connect_client(d);
+    struct mc_rpc_client *c2 = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    Mc__MountLocalDiskSegmentRequest ml = MC__MOUNT_LOCAL_DISK_SEGMENT_REQUEST__INIT;
+    ml.client_id = &a;
+    ml.enable_offloading = 1;
+    ml.endpoint = "127.0.0.1:2";
+    ml.capacity_bytes = 1ull << 30;
+    assert_int_equal(call(d->c, MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, &ml,
+                          &mc__mount_local_disk_segment_response__descriptor, NULL),
+                     0);
+
+    /* a heartbeat parked on c2 is answered by the Put's task */
+    struct hb_call h = {.c = c2, .client = &a, .wait_ms = 20000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "k", 100, &ps), 0);
+    uint64_t version = ps->version;
+    FREE_MSG(ps);
+    assert_int_equal(put_end(d->c, &a, "k", 42), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms < 15000); /* not the 20 s wait */
+    assert_non_null(h.resp);
+    assert_int_equal(h.resp->n_items, 1);
+    Mc__OffloadTaskItem *it = h.resp->items[0];
+    assert_string_equal(it->key, "k");
+    assert_int_equal(it->version, version);
+    assert_int_equal(it->size, 100);
+    assert_int_equal(it->crc32c, 42);
+    assert_false(it->drop);
+    uint64_t task_id = it->task_id;
+    FREE_MSG(h.resp);
+
+    /* nothing queued: answered empty once its wait passed */
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 300};
+    hb_thread(&h);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms >= 250);
+    assert_int_equal(h.resp->n_items, 0);
+    FREE_MSG(h.resp);
+
+    Mc__OffloadResult res = MC__OFFLOAD_RESULT__INIT;
+    res.task_id = task_id;
+    res.key = "k";
+    res.size = 100;
+    res.version = version;
+    res.crc32c = 42;
+    res.crc_valid = 1;
+    Mc__OffloadResult *resp_items[1] = {&res};
+    Mc__NotifyOffloadSuccessRequest ns = MC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
+    ns.client_id = &a;
+    ns.n_items = 1;
+    ns.items = resp_items;
+    Mc__NotifyOffloadSuccessResponse *nr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &ns,
+                          &mc__notify_offload_success_response__descriptor, &nr),
+                     0);
+    assert_int_equal(nr->n_statuses, 1);
+    assert_int_equal(nr->statuses[0], 0);
+    FREE_MSG(nr);
+    /* the same report again: the task is gone, the holder is told so */
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &ns,
+                          &mc__notify_offload_success_response__descriptor, &nr),
+                     0);
+    assert_int_equal(nr->statuses[0], MC_ERR_TASK_NOT_FOUND);
+    FREE_MSG(nr);
+
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "k", &g), 0);
+    assert_int_equal(g->n_replicas, 2);
+    assert_int_equal(g->replicas[1]->type, MC__REPLICA_TYPE__RT_LOCAL_DISK);
+    assert_non_null(g->replicas[1]->local_disk);
+    assert_string_equal(g->replicas[1]->local_disk->endpoint, "127.0.0.1:2");
+    assert_int_equal(g->replicas[1]->local_disk->holder->lo, 2);
+    assert_int_equal(g->replicas[1]->local_disk->size, 100);
+    FREE_MSG(g);
+
+    Mc__ListSegmentsResponse *ls = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_LIST_SEGMENTS, NULL, &mc__list_segments_response__descriptor, &ls), 0);
+    assert_int_equal(ls->n_local_disks, 1);
+    assert_string_equal(ls->local_disks[0]->endpoint, "127.0.0.1:2");
+    assert_int_equal(ls->local_disks[0]->replica_count, 1);
+    assert_int_equal(ls->local_disks[0]->used_bytes, 100);
+    assert_int_equal(ls->local_disks[0]->capacity_bytes, 1ull << 30);
+    assert_true(ls->local_disks[0]->enable_offloading);
+    FREE_MSG(ls);
+    Mc__GetStatsResponse *st = stats(d->c);
+    assert_int_equal(st->local_disk_replica_count, 1);
+    assert_int_equal(st->offload_in_flight, 0);
+    FREE_MSG(st);
+    assert_int_equal(http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(metric_value(d->body, "master_offload_completed_total", &found) == 1.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_allocated_file_size_bytes", &found) == 100.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_total_file_capacity_bytes", &found) ==
+                (double)(1ull << 30));
+    assert_true(found);
+    free(d->body);
+    d->body = NULL;
+
+    /* Remove: the holder gets a delete of that version with its next heartbeat */
+    Mc__RemoveRequest rm = MC__REMOVE_REQUEST__INIT;
+    rm.client_id = &a;
+    rm.key = "k";
+    rm.force = 1;
+    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rm, &mc__remove_response__descriptor, NULL), 0);
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 5000};
+    hb_thread(&h);
+    assert_int_equal(h.rc, 0);
+    assert_int_equal(h.resp->n_items, 1);
+    assert_true(h.resp->items[0]->drop);
+    assert_int_equal(h.resp->items[0]->version, version);
+    FREE_MSG(h.resp);
+
+    /* a disk eviction of an absent key, and one of a non-holder */
+    Mc__EvictDiskReplicaRequest ev = MC__EVICT_DISK_REPLICA_REQUEST__INIT;
+    ev.client_id = &a;
+    ev.key = "k";
+    assert_int_equal(call(d->c, MC_METHOD_EVICT_DISK_REPLICA, &ev,
+                          &mc__evict_disk_replica_response__descriptor, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+
+    /* SIGTERM while a heartbeat is parked: the daemon answers it and exits 0 */
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 30000};
+    assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
+    Mc__GetStatsResponse *st2 = stats(d->c); /* the heartbeat had time to reach the master */
+    FREE_MSG(st2);
+    daemon_stop_ok(d);
+    pthread_join(th, NULL);
+    assert_int_not_equal(h.rc, 0);
+    assert_true(h.ms < 25000);
+    if (h.resp)
+        FREE_MSG(h.resp);
+    mc_rpc_client_free(c2);
+}
+
 int main(void)
 {
     const char *bin = getenv("MC_BIN_DIR");
@@ -1026,6 +1221,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offload_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
     };

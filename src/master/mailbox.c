@@ -44,6 +44,7 @@ struct mc_mailboxes {
     _Atomic uint64_t next_id;
     _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
+    _Atomic bool wake_due; /* a quiet push queued work a parked poll may be waiting for */
 };
 
 /* A reply to make once the locks are dropped. */
@@ -336,9 +337,9 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
     }
 }
 
-int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
-                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+static int push_impl(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t *task_id, bool quiet)
 {
     if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -380,7 +381,9 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     b->nqueued[kind]++;
     atomic_fetch_add(&t->present, 1);
     atomic_fetch_add(&t->queued, 1);
-    if (b->w[kind].fn) {
+    if (b->w[kind].fn && quiet) {
+        atomic_store(&t->wake_due, true);
+    } else if (b->w[kind].fn) {
         struct mc_task_list got = {0};
         mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
         answers_add(&ans, &b->w[kind], got);
@@ -390,6 +393,22 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     mbox_unlock(b);
     answers_run(&ans);
     return MC_OK;
+}
+
+int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+{
+    return push_impl(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, false);
+}
+
+int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                          const char *key, size_t key_len, uint64_t version, uint64_t size,
+                          uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+{
+    return push_impl(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, true);
 }
 
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
@@ -465,14 +484,15 @@ struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder,
 }
 
 /* Removes from b's queue and flight list every task matching (key or deadline), into *out. */
-static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const char *key,
-                             size_t key_len, uint64_t now_ms, struct mc_task_list *out)
+static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
+                             const char *key, size_t key_len, uint64_t now_ms,
+                             struct mc_task_list *out)
 {
     size_t n = 0;
     struct mc_task *x = b->qhead, *prevq = NULL;
     while (x) {
         struct mc_task *nx = x->next;
-        bool hit = x->kind != MC_TASK_DELETE &&
+        bool hit = x->kind != MC_TASK_DELETE && (kinds & MC_TASK_KIND_BIT(x->kind)) &&
                    (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
                         : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
@@ -493,8 +513,9 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const ch
     x = b->fhead;
     while (x) {
         struct mc_task *nx = x->next;
-        bool hit = key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
-                       : (x->deadline_ms && x->deadline_ms <= now_ms);
+        bool hit = (kinds & MC_TASK_KIND_BIT(x->kind)) &&
+                   (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
+                        : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
             flight_unlink(b, x);
             list_push(out, x);
@@ -506,8 +527,16 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const ch
     return n;
 }
 
+#define ALL_KINDS ((1u << MC_TASK_NKINDS) - 1u)
+
 size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t key_len,
                                struct mc_task_list *cancelled)
+{
+    return mc_mailboxes_cancel_key_kinds(t, ALL_KINDS, key, key_len, cancelled);
+}
+
+size_t mc_mailboxes_cancel_key_kinds(struct mc_mailboxes *t, uint32_t kinds, const char *key,
+                                     size_t key_len, struct mc_task_list *cancelled)
 {
     if (atomic_load_explicit(&t->present, memory_order_acquire) == 0 || !key)
         return 0;
@@ -517,7 +546,7 @@ size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t k
         struct mc_mbox *b = t->v[i];
         mc_lo_acquire(MC_LO_MAILBOX, 0);
         pthread_mutex_lock(&b->lock);
-        n += mbox_remove_if(t, b, key, key_len, 0, cancelled);
+        n += mbox_remove_if(t, b, kinds, key, key_len, 0, cancelled);
         mbox_unlock(b);
     }
     table_unlock(t);
@@ -526,6 +555,70 @@ size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t k
 }
 
 size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired)
+{
+    return mc_mailboxes_tick_kinds(t, ALL_KINDS, expired);
+}
+
+/* Answers b's parked polls whose deadline passed (now) or, with wake, whose kind has tasks
+ * queued (mailbox locked). */
+static void mbox_answer_polls(struct mc_mailboxes *t, struct mc_mbox *b, uint64_t now, bool wake,
+                              struct answers *ans)
+{
+    for (int k = 0; k < MC_TASK_NKINDS; k++) {
+        struct mc_waiter *w = &b->w[k];
+        if (!w->fn)
+            continue;
+        if (wake && b->nqueued[k] > 0) {
+            if (!answers_add(ans, w, (struct mc_task_list){0}))
+                continue; /* no room to answer now: the next wake or tick does */
+            mbox_take(t, b, MC_TASK_KIND_BIT(k), w->max, &ans->v[ans->n - 1].tasks);
+        } else if (w->deadline_ms <= now) {
+            if (!answers_add(ans, w, (struct mc_task_list){0}))
+                continue;
+        } else {
+            continue;
+        }
+        w->fn = NULL;
+        atomic_fetch_sub(&t->parked, 1);
+    }
+}
+
+void mc_mailboxes_wake(struct mc_mailboxes *t)
+{
+    if (!atomic_exchange(&t->wake_due, false))
+        return;
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        mbox_answer_polls(t, b, 0, true, &ans);
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    answers_run(&ans);
+}
+
+void mc_mailboxes_tick_polls(struct mc_mailboxes *t)
+{
+    uint64_t now = mc_clock_now_ms(t->clock);
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        mbox_answer_polls(t, b, now, false, &ans);
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    answers_run(&ans);
+}
+
+size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds, struct mc_task_list *expired)
 {
     uint64_t now = mc_clock_now_ms(t->clock);
     struct answers ans;
@@ -536,7 +629,7 @@ size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired)
         struct mc_mbox *b = t->v[i];
         mc_lo_acquire(MC_LO_MAILBOX, 0);
         pthread_mutex_lock(&b->lock);
-        n += mbox_remove_if(t, b, NULL, 0, now, expired);
+        n += mbox_remove_if(t, b, kinds, NULL, 0, now, expired);
         for (int k = 0; k < MC_TASK_NKINDS; k++) {
             if (b->w[k].fn && b->w[k].deadline_ms <= now &&
                 answers_add(&ans, &b->w[k], (struct mc_task_list){0})) {

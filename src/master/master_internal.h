@@ -61,6 +61,9 @@ struct mc_holder {
     _Atomic bool dead;
     struct mc_id id;
     char endpoint[MC_ENDPOINT_MAX];
+    /* LOCAL_DISK replicas referring to this holder and their bytes (offload.c adds, releasing a
+     * replica through a freelist subtracts). */
+    _Atomic int64_t nreplicas, bytes;
 };
 
 struct mc_replica { /* 24 bytes */
@@ -94,6 +97,8 @@ enum {
     MC_OBJ_PROCESSING = 1u << 4, /* a Put is in flight: its record is in the shard's pend */
     MC_OBJ_UNLINKING = 1u << 5,  /* erased, awaiting mc_shard_unlink_many (eviction round) */
     MC_OBJ_HEAP = 1u << 6,       /* the record is a malloc (too long for a slab class) */
+    MC_OBJ_OFFLOADING = 1u << 7, /* an offload task exists: one MEMORY replica is pinned for it
+                                  * (offload.c; the only pins MEMORY replicas get) */
 };
 #define MC_OBJECT_SIZE_BITS 40
 #define MC_OBJECT_SIZE_MAX ((1ull << MC_OBJECT_SIZE_BITS) - 1)
@@ -292,6 +297,7 @@ struct mc_discarded {
 
 struct mc_route_stripe;
 struct mc_evictor;
+struct mc_offload;
 
 /* Optional callbacks of later modules (offload/promotion): NULL when unused. */
 struct mc_master_hooks {
@@ -316,6 +322,7 @@ struct mc_master {
     struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */
     struct mc_histogram *value_size; /* master_value_size_bytes, observed at PutEnd */
     struct mc_evictor *evictor;      /* eviction.c's state (NULL when eviction.c is absent) */
+    struct mc_offload *offload;      /* offload.c's state (NULL unless cfg.enable_offload) */
 
     /* client registry */
     pthread_mutex_t clients_lock;
@@ -473,6 +480,15 @@ uint64_t mc_master_sweep_invalid(struct mc_master *m);
 void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
                           struct mc_replica_desc *d);
 void mc_holder_unref(struct mc_holder *h);
+/* Eviction of o's MEMORY replicas only, whatever the offload mode (mc_master_evict_object's
+ * rules without the offload step). */
+uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub);
+/* Moves o's record to one with room for one more replica (write lock): the new replica
+ * rep[nrep - 1] is zeroed for the caller to fill; every reference the shard keeps (entry, group,
+ * pending Put) is moved, o's record is released. NULL when o has MC_MAX_REPLICAS already or
+ * memory ran out (o unchanged). Nobody may keep o's old address across the call. */
+struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o);
 /* Removes replica i from o without releasing it (write lock; caller moved it to a freelist). */
 void mc_obj_drop_replica(struct mc_object *o, uint8_t i);
 /* Read lease of default_kv_lease_ttl on o and its group (any shard lock). */

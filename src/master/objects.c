@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/master_internal.h"
+#include "master/offload.h"
 #include "mooncake/errors.h"
 
 #define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
@@ -40,8 +41,11 @@ static void release_replica(const struct mc_replica *r, uint64_t size)
 {
     if (r->type == MC_REPLICA_TYPE_MEMORY)
         mc_segment_release(r->u.seg, r->handle, size);
-    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK)
+    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK) {
+        atomic_fetch_sub_explicit(&r->u.holder->nreplicas, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&r->u.holder->bytes, (int64_t)size, memory_order_relaxed);
         mc_holder_unref(r->u.holder);
+    }
 }
 
 void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size)
@@ -259,6 +263,14 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
 }
 
 uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub)
+{
+    if (m->cfg.offload_on_evict) /* modes B and C (offload.c) */
+        return mc_offload_evict_object(m, s, o, fl, ub);
+    return mc_master_evict_memory(m, s, o, fl, ub);
+}
+
+uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
     uint64_t freed = 0;
@@ -635,8 +647,12 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
     atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     mc_shard_refresh_bits(s, o);
     mc_histogram_observe(m->value_size, (double)o->size); /* lock-free */
+    if (m->offload && !m->cfg.offload_on_evict)
+        mc_offload_put_end_locked(m, s, o); /* mode A: queue the offload task now */
 unlock:
     mc_shard_unlock(s);
+    if (m->offload)
+        mc_offload_wake(m); /* answer a holder's poll the task was pushed for, lock-free */
 out:
     if (rc != MC_OK)
         CNT_INC(m, put_end_failures);
@@ -790,7 +806,9 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
-        if (!force && o->rep[i].refcnt)
+        /* an offload source does not block a Remove: the task is cancelled with the object */
+        if (!force && o->rep[i].refcnt &&
+            !(o->rep[i].type == MC_REPLICA_TYPE_MEMORY && (o->flags & MC_OBJ_OFFLOADING)))
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
     if (now < lease) {

@@ -333,6 +333,7 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
     out->lease_remaining_ms = lease > now ? lease - now : 0;
     out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
     out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
+    out->offload_pending = (o->flags & MC_OBJ_OFFLOADING) != 0;
     if (o->group) {
         memcpy(out->group_id, o->group->id, o->group->id_len);
         out->group_id[o->group->id_len] = 0;

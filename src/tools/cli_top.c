@@ -158,7 +158,7 @@ static void draw(FILE *out, const struct mc_cli_opts *o, const Mc__GetStatsRespo
             cur->evicted, a, b, extra_or0(st, "master_successful_evictions_total"),
             extra_or0(st, "master_attempted_evictions_total"));
     fprintf(out, "offload  queued %s  done %s", counter(st, "master_offload_queued_total", a, 32),
-            counter(st, "master_offload_success_total", b, 32));
+            counter(st, "master_offload_completed_total", b, 32));
     fprintf(out, "    promotion  admitted %s  in flight %s  done %s\n",
             counter(st, "master_promotion_admitted_total", c, 32),
             counter(st, "master_promotion_in_flight", d, 32),
