@@ -19,8 +19,9 @@
 #   --limit      replay only the first N requests (default all)
 #   --workers    replay threads, taking requests in trace order (default 1)
 #   --time_scale 0 = flat out (default), 1 = the trace's own timing
-#   --lease_ttl  the master's --default_kv_lease_ttl in ms (default 500: long enough that a
-#                big batch Get on a loaded machine does not outlive its lease)
+#   --lease_ttl  the master's --default_kv_lease_ttl in ms (default 500 in the dram mode, 2000
+#                in the disk modes: long enough that a big batch Get on a loaded machine, from
+#                the SSD in the disk modes, does not outlive its lease)
 #   --dram       DRAM segment of each of the 2 daemons (default 64MiB)
 #   --disk       LOCAL_DISK capacity of each daemon in the disk modes (default 512MiB)
 #   --bin        where the programs are (default $BUILD_DIR/bin, BUILD_DIR=build)
@@ -31,7 +32,7 @@
 # failed (wrong bytes, a crash, a time-out); 3 a mode could not run on this build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL=500 SCALE=0 DRAM=64MiB DISK=512MiB
+TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL= SCALE=0 DRAM=64MiB DISK=512MiB
 BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -117,10 +118,11 @@ for mode in "${MODE_LIST[@]}"; do
     promotion) mflags=(--enable_offload --offload_on_evict --promotion_on_hit) ;;
     *) echo "unknown mode '$mode' (dram, disk, promotion)" >&2; exit 2 ;;
   esac
-  echo "== mode $mode: starting mooncake_master ${mflags[*]} --default_kv_lease_ttl=$TTL" >&2
+  ttl=${TTL:-$([ "$mode" = dram ] && echo 500 || echo 2000)}
+  echo "== mode $mode: starting mooncake_master ${mflags[*]} --default_kv_lease_ttl=$ttl" >&2
   if ! start_ready master "$BIN/mooncake_master" --rpc_port=0 --metrics_port=0 \
       --rpc_address=127.0.0.1 --metrics_host=127.0.0.1 --log_level=warn \
-      --default_kv_lease_ttl="$TTL" "${mflags[@]}"; then
+      --default_kv_lease_ttl="$ttl" "${mflags[@]}"; then
     not_run "$mode" "$WHY"; MISSING=1; stop_cluster; continue
   fi
   rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
