@@ -1,15 +1,20 @@
 /*
  * test_replay.c - `mooncake_bench replay` against a real cluster: mooncake_master (ephemeral
- * ports, a 100 ms read lease) and one mooncake_client daemon with an 8 MiB DRAM segment, all on
+ * ports, a 500 ms read lease) and one mooncake_client daemon with an 8 MiB DRAM segment, all on
  * loopback; the trace is generated here (documents whose prefixes requests share, plus new
  * blocks), so the cache fills, evicts and hits.
  *
- *   short_replay   300 requests of 64 KiB blocks, two workers: exit 0, one strictly parsed JSON
- * line with the DESIGN §12 fields and the replay's, 0 wrong bytes, hits > 0 all from MEMORY, ratios
- * in range, and the LRU bound at the usable DRAM wrong_bytes    the last request replayed again
- * under another seed, same keys: the blocks the store holds are not that seed's bytes, so wrong
- * bytes are counted and the run exits 1 (the check can fail) bad_usage      a missing --dram_bytes
- * is exit 2; a malformed trace is exit 1 naming the line
+ *   wrong_bytes    one request replayed under seed 1 into the empty segment, then again under
+ *                  seed 2 with the same keys: the blocks the store holds are not seed 2's
+ *                  bytes, so wrong bytes are counted and the run exits 1 (the check can fail)
+ *   short_replay   300 requests of 64 KiB blocks, two workers: exit 0, one strictly parsed
+ *                  JSON line with the DESIGN §12 fields and the replay's, 0 wrong bytes,
+ *                  hits > 0 all from MEMORY, ratios in range, the LRU bound at usable DRAM
+ *   bad_usage      a missing --dram_bytes is exit 2; a malformed trace is exit 1 naming the line
+ *   disk_replay    a second cluster with the disk tier (--enable_offload --offload_on_evict, the
+ *                  daemon with a 256 MiB --disk_path): the same trace, 0 wrong bytes, hits from
+ *                  LOCAL_DISK as well as MEMORY (the tier that served each), the bound at
+ *                  usable DRAM + disk
  *
  * Every process dies with the test (PR_SET_PDEATHSIG) and is stopped in teardown; the
  * temporary directory is removed.
@@ -22,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -38,6 +44,8 @@ static struct {
     char trace[128], last[128], bad[128];
     struct cu_proc master, daemon;
     char rpc[64];
+    struct cu_proc dmaster, ddaemon; /* the disk-tier cluster of test_disk_replay */
+    char drpc[64];
 } g;
 
 static uint64_t xs(uint64_t *s)
@@ -85,37 +93,48 @@ out:
     return rc;
 }
 
-static int start_cluster(void)
+/* Starts a master (with the extra flag, or none) and one daemon (with --disk_path=disk_dir when
+ * given); rpc gets the master's "127.0.0.1:PORT". */
+static int start_cluster(struct cu_proc *mp, struct cu_proc *dp, char *rpc, size_t cap,
+                         const char *tag, const char *disk_dir)
 {
-    char log[128], line[256], tmp[64], master[128];
+    char log[128], line[256], tmp[64], master[128], disk[200];
     const char *margv[] = {g.master_bin,
                            "--rpc_port=0",
                            "--rpc_address=127.0.0.1",
                            "--metrics_port=0",
                            "--metrics_host=127.0.0.1",
-                           "--default_kv_lease_ttl=100",
+                           "--default_kv_lease_ttl=500",
                            "--log_level=warn",
+                           disk_dir ? "--enable_offload" : NULL,
+                           "--offload_on_evict",
                            NULL};
-    const char *dargv[] = {
-        g.daemon_bin,       master, "--host=127.0.0.1", "--data_port=0", "--segment_size=8MiB",
-        "--log_level=warn", NULL};
+    const char *dargv[] = {g.daemon_bin,
+                           master,
+                           "--host=127.0.0.1",
+                           "--data_port=0",
+                           "--segment_size=8MiB",
+                           "--log_level=warn",
+                           disk_dir ? disk : NULL,
+                           "--disk_capacity=256MiB",
+                           NULL};
     const char *r, *colon;
 
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, margv, log) != 0 ||
-        cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 || !(r = strstr(line, "rpc="))) {
-        cu_dump_log(&g.master, "master");
+    snprintf(disk, sizeof(disk), "--disk_path=%s", disk_dir ? disk_dir : "");
+    snprintf(log, sizeof(log), "%s/master_%s.log", g.dir, tag);
+    if (cu_spawn(mp, margv, log) != 0 || cu_read_line(mp, line, sizeof(line), START_MS) != 0 ||
+        !(r = strstr(line, "rpc="))) {
+        cu_dump_log(mp, "master");
         return -1;
     }
     sscanf(r + 4, "%63s", tmp);
     colon = strrchr(tmp, ':');
-    snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1%s", colon ? colon : "");
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
-    if (cu_spawn(&g.daemon, dargv, log) != 0 ||
-        cu_read_line(&g.daemon, line, sizeof(line), START_MS) != 0 ||
+    snprintf(rpc, cap, "127.0.0.1%s", colon ? colon : "");
+    snprintf(master, sizeof(master), "--master=%s", rpc);
+    snprintf(log, sizeof(log), "%s/daemon_%s.log", g.dir, tag);
+    if (cu_spawn(dp, dargv, log) != 0 || cu_read_line(dp, line, sizeof(line), START_MS) != 0 ||
         strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.daemon, "daemon");
+        cu_dump_log(dp, "daemon");
         return -1;
     }
     return 0;
@@ -127,7 +146,7 @@ static int group_setup(void **state)
 
     (void)state;
     memset(&g, 0, sizeof(g));
-    g.master.out_fd = g.daemon.out_fd = -1;
+    g.master.out_fd = g.daemon.out_fd = g.dmaster.out_fd = g.ddaemon.out_fd = -1;
     if (!bin) {
         fprintf(stderr, "MC_BIN_DIR is not set\n");
         return -1;
@@ -143,7 +162,8 @@ static int group_setup(void **state)
     snprintf(g.trace, sizeof(g.trace), "%s/trace.jsonl", g.dir);
     snprintf(g.last, sizeof(g.last), "%s/last.jsonl", g.dir);
     snprintf(g.bad, sizeof(g.bad), "%s/bad.jsonl", g.dir);
-    if (write_traces() != 0 || start_cluster() != 0)
+    if (write_traces() != 0 ||
+        start_cluster(&g.master, &g.daemon, g.rpc, sizeof(g.rpc), "dram", NULL) != 0)
         return -1;
     return 0;
 }
@@ -151,12 +171,16 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    cu_stop(&g.ddaemon, SIGTERM, 10000);
+    cu_stop(&g.dmaster, SIGTERM, 10000);
     cu_stop(&g.daemon, SIGTERM, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
     if (g.dir[0])
         cu_rm_rf(g.dir);
     return 0;
 }
+
+static const char *g_target; /* the master the next replay() talks to (NULL: g.rpc) */
 
 /* Runs the replay with the given extra arguments (NULL-terminated). */
 static void replay(struct cu_run *r, const char *trace, ...)
@@ -167,7 +191,7 @@ static void replay(struct cu_run *r, const char *trace, ...)
     int n = 0;
 
     snprintf(t, sizeof(t), "--trace=%s", trace);
-    snprintf(m, sizeof(m), "--master=%s", g.rpc);
+    snprintf(m, sizeof(m), "--master=%s", g_target ? g_target : g.rpc);
     argv[n++] = g.bench_bin;
     argv[n++] = "replay";
     argv[n++] = t;
@@ -275,7 +299,14 @@ static void test_wrong_bytes(void **state)
     uint64_t u;
 
     (void)state;
-    replay(&r, g.last, "--dram_bytes=8MiB", "--key_prefix=t/", "--seed=2", NULL);
+    /* one request written under seed 1 into the empty segment (at most 27 of 128 blocks) ... */
+    replay(&r, g.last, "--dram_bytes=8MiB", "--key_prefix=w/", "--seed=1", NULL);
+    assert_int_equal(r.status, 0);
+    cu_run_free(&r);
+    /* ... and read back under seed 2: the same keys, other bytes */
+    replay(&r, g.last, "--dram_bytes=8MiB", "--key_prefix=w/", "--seed=2", NULL);
+    if (r.status != 1)
+        fprintf(stderr, "replay stderr:\n%s\n", r.err);
     assert_int_equal(r.status, 1);
     j = cu_json_parse(r.out);
     assert_non_null(j);
@@ -303,12 +334,52 @@ static void test_bad_usage(void **state)
     cu_run_free(&r);
 }
 
+static void test_disk_replay(void **state)
+{
+    struct cu_run r;
+    struct cu_json *j;
+    uint64_t hits, mem, disk, u;
+    char dir[128];
+
+    (void)state;
+    snprintf(dir, sizeof(dir), "%s/disk", g.dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(start_cluster(&g.dmaster, &g.ddaemon, g.drpc, sizeof(g.drpc), "disk", dir), 0);
+    g_target = g.drpc;
+    replay(&r, g.trace, "--dram_bytes=8MiB", "--disk_bytes=256MiB", "--key_prefix=d/",
+           "--label=disk", NULL);
+    g_target = NULL;
+    if (r.status != 0)
+        fprintf(stderr, "replay stderr:\n%s\n", r.err);
+    assert_int_equal(r.status, 0);
+    j = cu_json_parse(r.out);
+    assert_non_null(j);
+    assert_true(cu_json_u64(j, "wrong_bytes", &u));
+    assert_int_equal(u, 0);
+    assert_true(cu_json_u64(j, "hits", &hits));
+    assert_true(cu_json_u64(j, "mem_hits", &mem));
+    assert_true(cu_json_u64(j, "disk_hits", &disk));
+    assert_int_equal(mem + disk, hits);
+    assert_true(disk > 0); /* blocks evicted from the 8 MiB of DRAM were read from the disk */
+    /* 115 DRAM blocks + floor(256 MiB x 0.90 / 68 KiB) = 115 + 3469 */
+    assert_true(cu_json_u64(j, "lru_total_blocks", &u));
+    assert_int_equal(u, 115 + 3469);
+    assert_true(num(j, "lru_total_ratio") >= num(j, "lru_dram_ratio"));
+    assert_true(num(j, "ref") == num(j, "lru_total_ratio"));
+    assert_non_null(strstr(r.err, "exact LRU, DRAM + disk"));
+    cu_json_free(j);
+    cu_run_free(&r);
+    assert_int_equal(cu_stop(&g.ddaemon, SIGTERM, 10000), 0);
+    assert_int_equal(cu_stop(&g.dmaster, SIGTERM, 10000), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wrong_bytes), /* first: nothing is evicted from an empty segment */
         cmocka_unit_test(test_short_replay),
-        cmocka_unit_test(test_wrong_bytes),
         cmocka_unit_test(test_bad_usage),
+        cmocka_unit_test(test_disk_replay),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
