@@ -2,12 +2,19 @@
 # The main job, as README's quick start runs it: build, then a whole cluster on loopback —
 # mooncake_master plus two mooncake_client daemons (64 MiB DRAM segments each) — then, with mooncake_cli, put a file, get it
 # back and compare the bytes, show the `segments` and `stat KEY` tables and a few lines of the
-# master's /metrics, and stop everything with SIGTERM, checking every exit status.
+# master's /metrics, then replay the first requests of Mooncake's synthetic trace against the
+# cluster (`mooncake_bench replay`: every byte checked, the hit ratio beside an exact LRU of the
+# same DRAM) and show its table, and stop everything with SIGTERM, checking every exit status.
+# The master runs with a 500 ms read lease (--default_kv_lease_ttl) so that a flat-out replay
+# does not keep more blocks leased than DRAM holds.
 # Every port is picked by the kernel (0); processes and temporary files are cleaned up on any
 # exit. Exits non-zero when any step fails.
 #   BUILD_DIR              build directory (default build/)
 #   MC_DEMO_SKIP_BUILD=1   use what is already built
 #   TMPDIR                 where the temporary directory goes (default /tmp)
+#   MC_TRACE               the trace to replay (default: shared/traces/synthetic_trace.jsonl
+#                          beside the checkout; without one the replay step says so and is skipped)
+#   MC_DEMO_REPLAY_LIMIT   requests replayed (default 400)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -17,7 +24,7 @@ if [ "${MC_DEMO_SKIP_BUILD:-0}" != 1 ]; then
   BUILD_DIR="$BUILD_DIR" ./scripts/build.sh
 fi
 bin=$BUILD_DIR/bin
-for p in mooncake_master mooncake_client mooncake_cli; do
+for p in mooncake_master mooncake_client mooncake_cli mooncake_bench; do
   [ -x "$bin/$p" ] || { echo "!! $bin/$p is not built" >&2; exit 1; }
 done
 
@@ -90,7 +97,7 @@ cli() { "$bin/mooncake_cli" --master="$rpc" --timeout=5000 "$@"; }
 
 echo "== starting the master and two client daemons (ports 0: the kernel picks them)"
 start master "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
-  --metrics_host=127.0.0.1 --log_level=warn
+  --metrics_host=127.0.0.1 --log_level=warn --default_kv_lease_ttl=500
 rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
 metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
 [ -n "$rpc" ] && [ -n "$metrics" ] || fail "unexpected READY line from the master: $READY"
@@ -118,6 +125,24 @@ cli --metrics="$metrics" metrics >"$tmp/metrics.txt" || fail "metrics scrape fai
 grep -E '^master_(key_count|segment_count|active_clients|total_capacity_bytes|allocated_bytes|put_start_requests_total|get_replica_list_requests_total)[ {]' \
   "$tmp/metrics.txt" | sed 's/^/   /'
 echo "   ... $(grep -vc '^#' "$tmp/metrics.txt") series in all"
+
+trace=${MC_TRACE:-}
+if [ -z "$trace" ]; then
+  for t in ../shared/traces/synthetic_trace.jsonl ../../shared/traces/synthetic_trace.jsonl; do
+    if [ -f "$t" ]; then trace=$t; break; fi
+  done
+fi
+if [ -n "$trace" ] && [ -f "$trace" ]; then
+  limit=${MC_DEMO_REPLAY_LIMIT:-400}
+  echo "== mooncake_bench replay: the first $limit requests of $trace (64 KiB blocks)"
+  "$bin/mooncake_bench" replay --trace="$trace" --master="$rpc" --dram_bytes=64MiB,64MiB \
+    --limit="$limit" --progress=off >"$tmp/replay.json" 2>"$tmp/replay.log" ||
+    fail "the replay failed" "$tmp/replay.log"
+  sed -n '/^replay of /,$p' "$tmp/replay.log" | sed 's/^/   /'
+  echo "   JSON: $(cut -c1-150 "$tmp/replay.json")..."
+else
+  echo "== skipping the trace replay: no synthetic_trace.jsonl found (set MC_TRACE=FILE)"
+fi
 
 echo "== stopping everything (SIGTERM)"
 stop_all

@@ -20,6 +20,7 @@ MC_BENCH_DECL(evict)
 MC_BENCH_DECL(transfer)
 MC_BENCH_DECL(disk)
 MC_BENCH_DECL(promotion)
+MC_BENCH_DECL(replay)
 
 static const struct {
     const char *name;
@@ -33,6 +34,7 @@ static const struct {
     {"transfer", "Put/Get throughput and latency, same-process and between processes"},
     {"disk", "LOCAL_DISK store batched reads (compare with fio)"},
     {"promotion", "promotion on hit: disk-only vs promoted read latency"},
+    {"replay", "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded"},
 };
 
 static mc_bench_fn lookup(const char *name)
@@ -53,6 +55,8 @@ static mc_bench_fn lookup(const char *name)
         return mc_bench_disk;
     if (!strcmp(name, "promotion"))
         return mc_bench_promotion;
+    if (!strcmp(name, "replay"))
+        return mc_bench_replay;
     return NULL;
 }
 

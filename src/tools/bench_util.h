@@ -14,13 +14,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_BENCH_EXTRA_MAX 16
+#define MC_BENCH_EXTRA_MAX 40
 
 struct mc_bench_extra {
     char key[32];
     int is_str;
     double num;
-    char str[64];
+    char str[256];
 };
 
 struct mc_bench_result {
