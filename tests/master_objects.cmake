@@ -12,3 +12,7 @@ mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS m
             Threads::Threads TIMEOUT 60)
 target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc
                     -Wl,--wrap=realloc)
+# Promotion on hit (src/master/promotion.c): gates, holder operations, cleanup, retry
+# candidates, hot beats cold; a racing-readers case with threads (TSan label).
+mc_add_test(test_promotion SOURCES test_promotion.c LIBS mc_master_core Threads::Threads
+            LABELS tsan TIMEOUT 60)

@@ -50,7 +50,7 @@ tmux -S "$sock" -f /dev/null new-session -d -s top -x 120 -y 30 \
   "'$bin/mooncake_cli' --master=$addr top; echo TOP-EXITED=\$?; sleep 30"
 until_ok 10 screen_has "mooncake top  master $addr" || fail "no header"
 until_ok 10 screen_has "$ep .*OK" || fail "no segment row for $ep"
-screen_has "promotion  admitted n/a" || fail "no funnel line"
+screen_has "promotion  admitted 0  in flight 0  done 0" || fail "no promotion funnel line"
 until_ok 10 screen_has "^keys 0 " || fail "no key count"
 for k in 1 2 3; do
   "$bin/mooncake_cli" --master="$addr" put "top-$k" --value "v$k" || fail "put"

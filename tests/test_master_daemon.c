@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -642,17 +643,16 @@ static void test_illegal_client_and_unknown_methods(void **state)
     assert_int_equal(mount(c2, &b, &seg_id, "seg0"), MC_ERR_ILLEGAL_CLIENT);
     assert_int_equal(put_end(d->c, &a, "x", 0), 0);
 
-    /* an unassigned method number and the methods not served yet: NOT_SUPPORTED */
+    /* an unassigned method number: NOT_SUPPORTED */
     assert_int_equal(mc_rpc_client_call(c2, 200, NULL, 0, 0, NULL, NULL), MC_ERR_NOT_SUPPORTED);
-    static const uint16_t later[] = {
+    /* the LOCAL_DISK tier's methods, on a master started without --enable_offload */
+    static const uint16_t tier[] = {
         MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT,
         MC_METHOD_NOTIFY_OFFLOAD_SUCCESS,   MC_METHOD_EVICT_DISK_REPLICA,
-        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT,
-        MC_METHOD_PROMOTION_ALLOC_START,    MC_METHOD_NOTIFY_PROMOTION_SUCCESS,
-        MC_METHOD_NOTIFY_PROMOTION_FAILURE, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
-    for (size_t i = 0; i < sizeof(later) / sizeof(later[0]); i++)
-        assert_int_equal(mc_rpc_client_call(c2, later[i], NULL, 0, 0, NULL, NULL),
-                         MC_ERR_NOT_SUPPORTED);
+        MC_METHOD_BATCH_EVICT_DISK_REPLICA, MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT};
+    for (size_t i = 0; i < sizeof(tier) / sizeof(tier[0]); i++)
+        assert_int_equal(mc_rpc_client_call(c2, tier[i], NULL, 0, 0, NULL, NULL),
+                         MC_ERR_UNABLE_OFFLOAD);
     /* an undecodable body */
     static const uint8_t junk[] = {0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
     assert_int_equal(mc_rpc_client_call(c2, MC_METHOD_PUT_START, junk, sizeof(junk), 0, NULL, NULL),
@@ -884,6 +884,260 @@ static void test_metrics(void **state)
     daemon_stop_ok(d);
 }
 
+struct promo_hb {
+    struct mc_rpc_client *c;
+    Mc__Uuid *client;
+    uint32_t wait_ms;
+    int rc;
+    uint64_t ms;
+    Mc__PromotionObjectHeartbeatResponse *resp;
+};
+
+static void *promo_hb_thread(void *arg)
+{
+    struct promo_hb *h = arg;
+    Mc__PromotionObjectHeartbeatRequest req = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
+    req.client_id = h->client;
+    req.wait_ms = h->wait_ms;
+    uint64_t t0 = mc_now_ms();
+    ProtobufCMessage *resp = NULL;
+    h->rc = mc_rpc_client_call_msg(h->c, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &req.base,
+                                   &mc__promotion_object_heartbeat_response__descriptor,
+                                   h->wait_ms + 5000, &resp);
+    h->ms = mc_now_ms() - t0;
+    h->resp = (Mc__PromotionObjectHeartbeatResponse *)resp;
+    return NULL;
+}
+
+/* MEMORY replicas of key as QueryKey lists them (-1: no such key); *processing those staged. */
+static int query_memory(struct mc_rpc_client *c, const char *key, int *processing)
+{
+    Mc__QueryKeyRequest qk = MC__QUERY_KEY_REQUEST__INIT;
+    qk.key = (char *)key;
+    Mc__QueryKeyResponse *qr = NULL;
+    if (call(c, MC_METHOD_QUERY_KEY, &qk, &mc__query_key_response__descriptor, &qr) != 0)
+        return -1;
+    int n = 0, p = 0;
+    for (size_t i = 0; i < qr->n_replicas; i++) {
+        const Mc__ReplicaDescriptor *r = qr->replicas[i]->replica;
+        if (r->type != MC__REPLICA_TYPE__RT_MEMORY)
+            continue;
+        if (r->status == MC__REPLICA_STATUS__RS_COMPLETE)
+            n++;
+        else
+            p++;
+    }
+    FREE_MSG(qr);
+    if (processing)
+        *processing = p;
+    return n;
+}
+
+static bool get_lists_memory(struct mc_rpc_client *c, const char *key)
+{
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(c, key, &g), 0);
+    bool mem = false;
+    for (size_t i = 0; i < g->n_replicas; i++)
+        mem |= g->replicas[i]->type == MC__REPLICA_TYPE__RT_MEMORY;
+    FREE_MSG(g);
+    return mem;
+}
+
+/* Promotion through the RPCs of a real daemon: without offload the flag stays off (a warning) and
+ * an out-of-range threshold is clamped (a warning); with it, a LOCAL_DISK-only key read twice is
+ * handed to its holder's parked heartbeat at once, staged (holder only, size checked, invisible to
+ * Get), committed, and the next Get lists DRAM; the funnel is in /metrics and GetStats. */
+static void test_promotion_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--promotion_on_hit", "--promotion_admission_threshold=300", NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), b = uuid(3, 4), seg_id = uuid(7, 8);
+    Mc__PromotionObjectHeartbeatRequest hb = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
+    hb.client_id = &a;
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &hb,
+                          &mc__promotion_object_heartbeat_response__descriptor, NULL),
+                     MC_ERR_UNABLE_OFFLOAD);
+    daemon_stop_ok(d);
+    char log[16384] = {0};
+    int fd = open(d->err_path, O_RDONLY);
+    assert_true(fd >= 0);
+    assert_true(read(fd, log, sizeof(log) - 1) >= 0);
+    close(fd);
+    assert_non_null(strstr(log, "promotion_on_hit needs --enable_offload"));
+    assert_non_null(strstr(log, "promotion_admission_threshold outside 1..255: clamped"));
+
+    daemon_start(d, "--enable_offload", "--promotion_on_hit", "--promotion_max_per_heartbeat=4",
+                 NULL);
+    d->c = connect_client(d);
+    struct mc_rpc_client *c2 = connect_client(d), *c3 = connect_client(d);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    assert_int_equal(ping(c3, &b, NULL), 0); /* c3 is b's */
+    Mc__MountLocalDiskSegmentRequest ml = MC__MOUNT_LOCAL_DISK_SEGMENT_REQUEST__INIT;
+    ml.client_id = &a;
+    ml.enable_offloading = 0; /* this test attaches its disk copy itself */
+    ml.endpoint = "127.0.0.1:2";
+    ml.capacity_bytes = 1ull << 30;
+    assert_int_equal(call(d->c, MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, &ml,
+                          &mc__mount_local_disk_segment_response__descriptor, NULL),
+                     0);
+    hb.client_id = &b; /* no LOCAL_DISK registration */
+    assert_int_equal(call(c3, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &hb,
+                          &mc__promotion_object_heartbeat_response__descriptor, NULL),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+
+    /* m1 with a disk copy (what the holder's scan re-registers), then evicted from DRAM by the
+     * Puts after it */
+    const uint64_t MIB_ = 1ull << 20;
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "m1", MIB_, &ps), 0);
+    uint64_t version = ps->version;
+    FREE_MSG(ps);
+    assert_int_equal(put_end(d->c, &a, "m1", 42), 0);
+    Mc__OffloadResult res = MC__OFFLOAD_RESULT__INIT;
+    res.key = "m1";
+    res.size = MIB_;
+    res.version = version;
+    res.crc32c = 42;
+    res.crc_valid = 1;
+    Mc__OffloadResult *items[1] = {&res};
+    Mc__NotifyOffloadSuccessRequest ns = MC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
+    ns.client_id = &a;
+    ns.n_items = 1;
+    ns.items = items;
+    ns.reregister = 1;
+    Mc__NotifyOffloadSuccessResponse *nr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &ns,
+                          &mc__notify_offload_success_response__descriptor, &nr),
+                     0);
+    assert_int_equal(nr->statuses[0], 0);
+    FREE_MSG(nr);
+    for (int i = 0; i < 60; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "fill-%d", i);
+        if (put_start(d->c, &a, k, MIB_, NULL) == 0)
+            assert_int_equal(put_end(d->c, &a, k, 1), 0);
+    }
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (query_memory(d->c, "m1", NULL) != 0 && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(query_memory(d->c, "m1", NULL), 0);
+
+    /* a heartbeat parked before the admission is answered by it */
+    struct promo_hb h = {.c = c2, .client = &a, .wait_ms = 20000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, promo_hb_thread, &h), 0);
+    struct timespec park = {0, 100 * 1000000L};
+    nanosleep(&park, NULL);
+    assert_false(get_lists_memory(d->c, "m1")); /* below the threshold */
+    assert_false(get_lists_memory(d->c, "m1")); /* admitted: the Get itself is unchanged */
+    pthread_join(th, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms < 15000);
+    assert_non_null(h.resp);
+    assert_int_equal(h.resp->n_items, 1);
+    assert_string_equal(h.resp->items[0]->key, "m1");
+    assert_int_equal(h.resp->items[0]->size, MIB_);
+    assert_int_equal(h.resp->items[0]->version, version);
+    assert_int_equal(h.resp->items[0]->crc32c, 42);
+    uint64_t task_id = h.resp->items[0]->task_id;
+    FREE_MSG(h.resp);
+
+    Mc__PromotionAllocStartRequest as = MC__PROMOTION_ALLOC_START_REQUEST__INIT;
+    as.client_id = &b;
+    as.task_id = task_id;
+    as.key = "m1";
+    as.size = MIB_;
+    assert_int_equal(call(c3, MC_METHOD_PROMOTION_ALLOC_START, &as,
+                          &mc__promotion_alloc_start_response__descriptor, NULL),
+                     MC_ERR_INVALID_PARAMS); /* not the holder */
+    as.client_id = &a;
+    as.size = MIB_ + 1;
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_ALLOC_START, &as,
+                          &mc__promotion_alloc_start_response__descriptor, NULL),
+                     MC_ERR_INVALID_PARAMS); /* wrong size */
+    as.size = MIB_;
+    Mc__PromotionAllocStartResponse *ar = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_PROMOTION_ALLOC_START, &as,
+                          &mc__promotion_alloc_start_response__descriptor, &ar),
+                     0);
+    assert_non_null(ar->replica);
+    assert_int_equal(ar->replica->type, MC__REPLICA_TYPE__RT_MEMORY);
+    assert_int_equal(ar->replica->status, MC__REPLICA_STATUS__RS_PROCESSING);
+    assert_string_equal(ar->replica->memory->segment_name, "seg0");
+    assert_true(ar->replica->memory->mount_epoch != 0);
+    FREE_MSG(ar);
+    int staged = 0;
+    assert_int_equal(query_memory(d->c, "m1", &staged), 0);
+    assert_int_equal(staged, 1);
+    assert_false(get_lists_memory(d->c, "m1")); /* invisible to readers */
+
+    Mc__NotifyPromotionSuccessRequest ok = MC__NOTIFY_PROMOTION_SUCCESS_REQUEST__INIT;
+    ok.client_id = &b;
+    ok.task_id = task_id;
+    ok.key = "m1";
+    assert_int_equal(call(c3, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &ok,
+                          &mc__notify_promotion_success_response__descriptor, NULL),
+                     MC_ERR_INVALID_PARAMS);
+    ok.client_id = &a;
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &ok,
+                          &mc__notify_promotion_success_response__descriptor, NULL),
+                     0);
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &ok,
+                          &mc__notify_promotion_success_response__descriptor, NULL),
+                     MC_ERR_REPLICA_IS_NOT_READY); /* stale now */
+    Mc__NotifyPromotionFailureRequest ko = MC__NOTIFY_PROMOTION_FAILURE_REQUEST__INIT;
+    ko.client_id = &a;
+    ko.task_id = task_id;
+    ko.key = "m1";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
+                          &mc__notify_promotion_failure_response__descriptor, NULL),
+                     0); /* idempotent */
+    ko.key = "";
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
+                          &mc__notify_promotion_failure_response__descriptor, NULL),
+                     MC_ERR_INVALID_KEY);
+    assert_true(get_lists_memory(d->c, "m1"));
+    assert_int_equal(query_memory(d->c, "m1", &staged), 1);
+    assert_int_equal(staged, 0);
+
+    /* nothing queued: a heartbeat is answered empty once its wait passed */
+    h = (struct promo_hb){.c = c2, .client = &a, .wait_ms = 300};
+    promo_hb_thread(&h);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms >= 250);
+    assert_int_equal(h.resp->n_items, 0);
+    FREE_MSG(h.resp);
+
+    assert_int_equal(http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(metric_value(d->body, "master_promotion_admitted_total", &found) == 1.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_promotion_completed_total", &found) == 1.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_promotion_completed_bytes_total", &found) ==
+                (double)MIB_);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_promotion_in_flight", &found) == 0.0);
+    assert_true(found);
+    assert_non_null(strstr(d->body, "master_promotion_lag_seconds_count 1"));
+    free(d->body);
+    d->body = NULL;
+    Mc__GetStatsResponse *st = stats(d->c);
+    bool seen = false;
+    for (size_t i = 0; i < st->n_extra; i++)
+        if (!strcmp(st->extra[i]->name, "master_promotion_completed_total"))
+            seen = st->extra[i]->value == 1.0;
+    assert_true(seen);
+    FREE_MSG(st);
+    mc_rpc_client_free(c2);
+    mc_rpc_client_free(c3);
+    daemon_stop_ok(d);
+}
+
 static void test_bad_input(void **state)
 {
     struct daemon *d = *state;
@@ -1098,12 +1352,26 @@ static void test_flags(void **state)
 
     run_master(d, &r, "--no_such_flag=1", NULL);
     assert_int_equal(r.status, 2);
-    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload", NULL);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--offload_on_evict", NULL);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "enable_offload: not implemented yet"));
-    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=7", NULL);
+    assert_non_null(strstr(r.err, "--offload_on_evict needs --enable_offload"));
+    assert_int_equal(strlen(r.out), 0);
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload",
+               "--offloading_queue_limit=0", NULL);
     assert_int_equal(r.status, 2);
-    assert_non_null(strstr(r.err, "promotion_queue_limit: not implemented yet"));
+    assert_non_null(strstr(r.err, "offloading_queue_limit"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--enable_offload",
+               "--offload_cap_ratio=1.5", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "offload_cap_ratio"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_queue_limit=0", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "promotion_queue_limit must be at least 1"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_task_timeout_sec=0", NULL);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.err, "promotion_task_timeout_sec must be positive"));
+    run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--promotion_max_per_heartbeat=0", NULL);
+    assert_int_equal(r.status, 2);
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--allocation_strategy=best", NULL);
     assert_int_equal(r.status, 2);
     run_master(d, &r, "--rpc_port=0", "--metrics_port=0", "--eviction_ratio=2", NULL);
@@ -1113,6 +1381,186 @@ static void test_flags(void **state)
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "eviction_threads"));
     assert_int_equal(strlen(r.out), 0);
+}
+
+/* ---- the LOCAL_DISK tier through the daemon ----------------------------------------------------
+ */
+
+struct hb_call {
+    struct mc_rpc_client *c;
+    Mc__Uuid *client;
+    uint32_t wait_ms;
+    int rc;
+    uint64_t ms;
+    Mc__OffloadObjectHeartbeatResponse *resp;
+};
+
+static void *hb_thread(void *arg)
+{
+    struct hb_call *h = arg;
+    Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
+    req.client_id = h->client;
+    req.enable_offloading = 1;
+    req.wait_ms = h->wait_ms;
+    req.max_items = 16;
+    uint64_t t0 = mc_now_ms();
+    ProtobufCMessage *resp = NULL;
+    h->rc = mc_rpc_client_call_msg(h->c, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &req.base,
+                                   &mc__offload_object_heartbeat_response__descriptor,
+                                   h->wait_ms + 5000, &resp);
+    h->ms = mc_now_ms() - t0;
+    h->resp = (Mc__OffloadObjectHeartbeatResponse *)resp;
+    return NULL;
+}
+
+/* --enable_offload: a holder mounts its disk, long-polls for the task of a Put (answered when the
+ * task arrives, or empty at its wait), reports it stored; Get lists the LOCAL_DISK replica with
+ * the holder's endpoint; ListSegments and /metrics show the disk; a Remove sends the holder a
+ * delete; SIGTERM with a heartbeat parked exits cleanly. */
+static void test_offload_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, "--enable_offload", NULL);
+    d->c = connect_client(d);
+    struct mc_rpc_client *c2 = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8);
+    assert_int_equal(mount(d->c, &a, &seg_id, "seg0"), 0);
+    Mc__MountLocalDiskSegmentRequest ml = MC__MOUNT_LOCAL_DISK_SEGMENT_REQUEST__INIT;
+    ml.client_id = &a;
+    ml.enable_offloading = 1;
+    ml.endpoint = "127.0.0.1:2";
+    ml.capacity_bytes = 1ull << 30;
+    assert_int_equal(call(d->c, MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, &ml,
+                          &mc__mount_local_disk_segment_response__descriptor, NULL),
+                     0);
+
+    /* a heartbeat parked on c2 is answered by the Put's task */
+    struct hb_call h = {.c = c2, .client = &a, .wait_ms = 20000};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "k", 100, &ps), 0);
+    uint64_t version = ps->version;
+    FREE_MSG(ps);
+    assert_int_equal(put_end(d->c, &a, "k", 42), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms < 15000); /* not the 20 s wait */
+    assert_non_null(h.resp);
+    assert_int_equal(h.resp->n_items, 1);
+    Mc__OffloadTaskItem *it = h.resp->items[0];
+    assert_string_equal(it->key, "k");
+    assert_int_equal(it->version, version);
+    assert_int_equal(it->size, 100);
+    assert_int_equal(it->crc32c, 42);
+    assert_false(it->drop);
+    uint64_t task_id = it->task_id;
+    FREE_MSG(h.resp);
+
+    /* nothing queued: answered empty once its wait passed */
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 300};
+    hb_thread(&h);
+    assert_int_equal(h.rc, 0);
+    assert_true(h.ms >= 250);
+    assert_int_equal(h.resp->n_items, 0);
+    FREE_MSG(h.resp);
+
+    Mc__OffloadResult res = MC__OFFLOAD_RESULT__INIT;
+    res.task_id = task_id;
+    res.key = "k";
+    res.size = 100;
+    res.version = version;
+    res.crc32c = 42;
+    res.crc_valid = 1;
+    Mc__OffloadResult *resp_items[1] = {&res};
+    Mc__NotifyOffloadSuccessRequest ns = MC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
+    ns.client_id = &a;
+    ns.n_items = 1;
+    ns.items = resp_items;
+    Mc__NotifyOffloadSuccessResponse *nr = NULL;
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &ns,
+                          &mc__notify_offload_success_response__descriptor, &nr),
+                     0);
+    assert_int_equal(nr->n_statuses, 1);
+    assert_int_equal(nr->statuses[0], 0);
+    FREE_MSG(nr);
+    /* the same report again: the task is gone, the holder is told so */
+    assert_int_equal(call(d->c, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &ns,
+                          &mc__notify_offload_success_response__descriptor, &nr),
+                     0);
+    assert_int_equal(nr->statuses[0], MC_ERR_TASK_NOT_FOUND);
+    FREE_MSG(nr);
+
+    Mc__GetReplicaListResponse *g = NULL;
+    assert_int_equal(get(d->c, "k", &g), 0);
+    assert_int_equal(g->n_replicas, 2);
+    assert_int_equal(g->replicas[1]->type, MC__REPLICA_TYPE__RT_LOCAL_DISK);
+    assert_non_null(g->replicas[1]->local_disk);
+    assert_string_equal(g->replicas[1]->local_disk->endpoint, "127.0.0.1:2");
+    assert_int_equal(g->replicas[1]->local_disk->holder->lo, 2);
+    assert_int_equal(g->replicas[1]->local_disk->size, 100);
+    FREE_MSG(g);
+
+    Mc__ListSegmentsResponse *ls = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_LIST_SEGMENTS, NULL, &mc__list_segments_response__descriptor, &ls), 0);
+    assert_int_equal(ls->n_local_disks, 1);
+    assert_string_equal(ls->local_disks[0]->endpoint, "127.0.0.1:2");
+    assert_int_equal(ls->local_disks[0]->replica_count, 1);
+    assert_int_equal(ls->local_disks[0]->used_bytes, 100);
+    assert_int_equal(ls->local_disks[0]->capacity_bytes, 1ull << 30);
+    assert_true(ls->local_disks[0]->enable_offloading);
+    FREE_MSG(ls);
+    Mc__GetStatsResponse *st = stats(d->c);
+    assert_int_equal(st->local_disk_replica_count, 1);
+    assert_int_equal(st->offload_in_flight, 0);
+    FREE_MSG(st);
+    assert_int_equal(http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(metric_value(d->body, "master_offload_completed_total", &found) == 1.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_allocated_file_size_bytes", &found) == 100.0);
+    assert_true(found);
+    assert_true(metric_value(d->body, "master_total_file_capacity_bytes", &found) ==
+                (double)(1ull << 30));
+    assert_true(found);
+    free(d->body);
+    d->body = NULL;
+
+    /* Remove: the holder gets a delete of that version with its next heartbeat */
+    Mc__RemoveRequest rm = MC__REMOVE_REQUEST__INIT;
+    rm.client_id = &a;
+    rm.key = "k";
+    rm.force = 1;
+    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rm, &mc__remove_response__descriptor, NULL), 0);
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 5000};
+    hb_thread(&h);
+    assert_int_equal(h.rc, 0);
+    assert_int_equal(h.resp->n_items, 1);
+    assert_true(h.resp->items[0]->drop);
+    assert_int_equal(h.resp->items[0]->version, version);
+    FREE_MSG(h.resp);
+
+    /* a disk eviction of an absent key, and one of a non-holder */
+    Mc__EvictDiskReplicaRequest ev = MC__EVICT_DISK_REPLICA_REQUEST__INIT;
+    ev.client_id = &a;
+    ev.key = "k";
+    assert_int_equal(call(d->c, MC_METHOD_EVICT_DISK_REPLICA, &ev,
+                          &mc__evict_disk_replica_response__descriptor, NULL),
+                     MC_ERR_OBJECT_NOT_FOUND);
+
+    /* SIGTERM while a heartbeat is parked: the daemon answers it and exits 0 */
+    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 30000};
+    assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
+    Mc__GetStatsResponse *st2 = stats(d->c); /* the heartbeat had time to reach the master */
+    FREE_MSG(st2);
+    daemon_stop_ok(d);
+    pthread_join(th, NULL);
+    assert_int_not_equal(h.rc, 0);
+    assert_true(h.ms < 25000);
+    if (h.resp)
+        FREE_MSG(h.resp);
+    mc_rpc_client_free(c2);
 }
 
 int main(void)
@@ -1128,6 +1576,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_illegal_client_and_unknown_methods, setup, teardown),
         cmocka_unit_test_setup_teardown(test_late_put_end_through_service, setup, teardown),
         cmocka_unit_test_setup_teardown(test_metrics, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_offload_rpcs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
     };

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "master/master_internal.h"
+#include "master/offload.h"
 #include "mooncake/errors.h"
 
 #define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
@@ -127,6 +128,16 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
     return rc;
 }
 
+/* Registers client if unknown (NEED_REMOUNT, as a Ping does) and refreshes its liveness: for
+ * MountLocalDiskSegment (offload.c). */
+int mc_clients_touch(struct mc_master *m, struct mc_id id)
+{
+    mc_registry_lock(m);
+    struct mc_client_rec *c = client_touch(m, id, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
+    mc_registry_unlock(m);
+    return c ? MC_OK : MC_ERR_INTERNAL_ERROR;
+}
+
 int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
                             const struct mc_segment_desc *seg, uint64_t *mount_epoch)
 {
@@ -204,6 +215,9 @@ int mc_master_tick_monitor(struct mc_master *m)
     uint64_t now = mc_master_now_ms(m);
     int expired = 0;
     size_t unmounted = 0;
+    /* expired ids, for the LOCAL_DISK tier once the registry is unlocked */
+    struct mc_id stackv[16], *gone = stackv;
+    size_t ngone = 0, gone_cap = 16;
     mc_registry_lock(m);
     for (uint32_t b = 0; b <= m->cmask; b++) {
         struct mc_client_rec **pp = &m->cbuckets[b];
@@ -218,11 +232,31 @@ int mc_master_tick_monitor(struct mc_master *m)
             unmounted += mc_segments_unmount_owner(m->segs, c->id);
             char buf[MC_ID_STRLEN];
             mc_warn("master", "client expired", "client=%s", mc_id_format(c->id, buf));
+            if (m->offload) {
+                if (ngone == gone_cap) {
+                    struct mc_id *nv = malloc(gone_cap * 2 * sizeof(*nv));
+                    if (nv) {
+                        memcpy(nv, gone, ngone * sizeof(*nv));
+                        if (gone != stackv)
+                            free(gone);
+                        gone = nv;
+                        gone_cap *= 2;
+                    }
+                }
+                if (ngone < gone_cap)
+                    gone[ngone++] = c->id;
+                else /* out of memory: the holder stays until it is unmounted */
+                    mc_error("master", "cannot deregister an expired holder", "client=%s", buf);
+            }
             free(c);
             expired++;
         }
     }
     mc_registry_unlock(m);
+    for (size_t i = 0; i < ngone; i++)
+        mc_offload_client_expired(m, gone[i]); /* tasks cancelled, its disk replicas dead */
+    if (gone != stackv)
+        free(gone);
     if (expired)
         atomic_fetch_add_explicit(&m->c.expired_clients, (uint64_t)expired, memory_order_relaxed);
     bool pending = atomic_exchange_explicit(&m->sweep_pending, false, memory_order_acq_rel);

@@ -28,6 +28,8 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/offload.h"
+#include "master/promotion.h"
 #include "mooncake/errors.h"
 
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
@@ -638,6 +640,7 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
         .now = mc_master_now_ms(m),
         .nthreads = keys >= (int64_t)par_min ? ev->nthreads : 1,
     };
+    mc_offload_cycle_begin(m);
     run_cycle(&cy, target_ratio, lower_ratio);
     st.duration_ns = mc_now_ns() - t0;
     if (atomic_load(&cy.oom))
@@ -649,6 +652,7 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
                 mc_evict_path_name(st.path), (unsigned long long)st.census,
                 (unsigned long long)st.evicted, (double)st.duration_ns / 1e6);
     pthread_mutex_unlock(&ev->cycle_lock);
+    mc_offload_cycle_end(m); /* answer the holders' polls the cycle's offloads woke */
     if (out)
         *out = st;
     return MC_OK;
@@ -656,7 +660,18 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
+static int eviction_tick(struct mc_master *m);
+
+/* One eviction tick, then the promotion retries (room may just have appeared). */
 int mc_master_tick_eviction(struct mc_master *m)
+{
+    int n = eviction_tick(m);
+    if (m)
+        mc_master_promotion_tick(m);
+    return n;
+}
+
+static int eviction_tick(struct mc_master *m)
 {
     if (!m || !m->evictor)
         return 0;

@@ -44,6 +44,7 @@ struct mc_mailboxes {
     _Atomic uint64_t next_id;
     _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
+    _Atomic bool wake_due; /* a quiet push queued work a parked poll may be waiting for */
 };
 
 /* A reply to make once the locks are dropped. */
@@ -58,6 +59,11 @@ struct answers {
     size_t n, cap;
     struct answer one[MC_TASK_NKINDS]; /* enough for everything but a tick */
 };
+
+static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id,
+                     bool quiet);
 
 void mc_task_list_free(struct mc_task_list *l)
 {
@@ -336,9 +342,27 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
     }
 }
 
-int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
-                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+uint64_t mc_mailboxes_reserve_id(struct mc_mailboxes *t)
+{
+    return atomic_fetch_add(&t->next_id, 1);
+}
+
+int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                       const char *key, size_t key_len, uint64_t version, uint64_t size,
+                       uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id)
+{
+    if (task_id == 0)
+        return MC_ERR_INVALID_PARAMS;
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, NULL, false);
+}
+
+/* Queues a task with id (0: draw one); quiet: a parked poll is only marked for
+ * mc_mailboxes_wake, not answered here. */
+static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id,
+                     bool quiet)
 {
     if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -369,7 +393,7 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
         atomic_fetch_add(&t->refused, 1);
         return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     }
-    x->task_id = atomic_fetch_add(&t->next_id, 1);
+    x->task_id = id ? id : atomic_fetch_add(&t->next_id, 1);
     if (task_id)
         *task_id = x->task_id;
     if (b->qtail)
@@ -380,7 +404,9 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     b->nqueued[kind]++;
     atomic_fetch_add(&t->present, 1);
     atomic_fetch_add(&t->queued, 1);
-    if (b->w[kind].fn) {
+    if (b->w[kind].fn && quiet) {
+        atomic_store(&t->wake_due, true);
+    } else if (b->w[kind].fn) {
         struct mc_task_list got = {0};
         mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
         answers_add(&ans, &b->w[kind], got);
@@ -390,6 +416,22 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     mbox_unlock(b);
     answers_run(&ans);
     return MC_OK;
+}
+
+int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                    const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
+                    bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+{
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
+                     task_id, false);
+}
+
+int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                          const char *key, size_t key_len, uint64_t version, uint64_t size,
+                          uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+{
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
+                     task_id, true);
 }
 
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
@@ -465,14 +507,15 @@ struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder,
 }
 
 /* Removes from b's queue and flight list every task matching (key or deadline), into *out. */
-static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const char *key,
-                             size_t key_len, uint64_t now_ms, struct mc_task_list *out)
+static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
+                             const char *key, size_t key_len, uint64_t now_ms,
+                             struct mc_task_list *out)
 {
     size_t n = 0;
     struct mc_task *x = b->qhead, *prevq = NULL;
     while (x) {
         struct mc_task *nx = x->next;
-        bool hit = x->kind != MC_TASK_DELETE &&
+        bool hit = x->kind != MC_TASK_DELETE && (kinds & MC_TASK_KIND_BIT(x->kind)) &&
                    (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
                         : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
@@ -493,8 +536,9 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const ch
     x = b->fhead;
     while (x) {
         struct mc_task *nx = x->next;
-        bool hit = key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
-                       : (x->deadline_ms && x->deadline_ms <= now_ms);
+        bool hit = (kinds & MC_TASK_KIND_BIT(x->kind)) &&
+                   (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
+                        : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
             flight_unlink(b, x);
             list_push(out, x);
@@ -506,8 +550,16 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, const ch
     return n;
 }
 
+#define ALL_KINDS ((1u << MC_TASK_NKINDS) - 1u)
+
 size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t key_len,
                                struct mc_task_list *cancelled)
+{
+    return mc_mailboxes_cancel_key_kinds(t, ALL_KINDS, key, key_len, cancelled);
+}
+
+size_t mc_mailboxes_cancel_key_kinds(struct mc_mailboxes *t, uint32_t kinds, const char *key,
+                                     size_t key_len, struct mc_task_list *cancelled)
 {
     if (atomic_load_explicit(&t->present, memory_order_acquire) == 0 || !key)
         return 0;
@@ -517,7 +569,7 @@ size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t k
         struct mc_mbox *b = t->v[i];
         mc_lo_acquire(MC_LO_MAILBOX, 0);
         pthread_mutex_lock(&b->lock);
-        n += mbox_remove_if(t, b, key, key_len, 0, cancelled);
+        n += mbox_remove_if(t, b, kinds, key, key_len, 0, cancelled);
         mbox_unlock(b);
     }
     table_unlock(t);
@@ -526,6 +578,70 @@ size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t k
 }
 
 size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired)
+{
+    return mc_mailboxes_tick_kinds(t, ALL_KINDS, expired);
+}
+
+/* Answers b's parked polls whose deadline passed (now) or, with wake, whose kind has tasks
+ * queued (mailbox locked). */
+static void mbox_answer_polls(struct mc_mailboxes *t, struct mc_mbox *b, uint64_t now, bool wake,
+                              struct answers *ans)
+{
+    for (int k = 0; k < MC_TASK_NKINDS; k++) {
+        struct mc_waiter *w = &b->w[k];
+        if (!w->fn)
+            continue;
+        if (wake && b->nqueued[k] > 0) {
+            if (!answers_add(ans, w, (struct mc_task_list){0}))
+                continue; /* no room to answer now: the next wake or tick does */
+            mbox_take(t, b, MC_TASK_KIND_BIT(k), w->max, &ans->v[ans->n - 1].tasks);
+        } else if (w->deadline_ms <= now) {
+            if (!answers_add(ans, w, (struct mc_task_list){0}))
+                continue;
+        } else {
+            continue;
+        }
+        w->fn = NULL;
+        atomic_fetch_sub(&t->parked, 1);
+    }
+}
+
+void mc_mailboxes_wake(struct mc_mailboxes *t)
+{
+    if (!atomic_exchange(&t->wake_due, false))
+        return;
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        mbox_answer_polls(t, b, 0, true, &ans);
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    answers_run(&ans);
+}
+
+void mc_mailboxes_tick_polls(struct mc_mailboxes *t)
+{
+    uint64_t now = mc_clock_now_ms(t->clock);
+    struct answers ans;
+    answers_init(&ans);
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        mbox_answer_polls(t, b, now, false, &ans);
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    answers_run(&ans);
+}
+
+size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds, struct mc_task_list *expired)
 {
     uint64_t now = mc_clock_now_ms(t->clock);
     struct answers ans;
@@ -536,7 +652,7 @@ size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired)
         struct mc_mbox *b = t->v[i];
         mc_lo_acquire(MC_LO_MAILBOX, 0);
         pthread_mutex_lock(&b->lock);
-        n += mbox_remove_if(t, b, NULL, 0, now, expired);
+        n += mbox_remove_if(t, b, kinds, NULL, 0, now, expired);
         for (int k = 0; k < MC_TASK_NKINDS; k++) {
             if (b->w[k].fn && b->w[k].deadline_ms <= now &&
                 answers_add(&ans, &b->w[k], (struct mc_task_list){0})) {
@@ -563,4 +679,61 @@ void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st)
     st->refused = atomic_load(&t->refused);
     st->in_mailboxes = atomic_load(&t->present);
     st->parked = atomic_load(&t->parked);
+}
+
+static bool task_is(const struct mc_task *x, uint64_t task_id, const char *key, size_t key_len)
+{
+    return x->task_id == task_id && x->kind != MC_TASK_DELETE &&
+           (!key || (x->key_len == key_len && memcmp(x->key, key, key_len) == 0));
+}
+
+struct mc_task *mc_mailbox_remove(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
+                                  const char *key, size_t key_len)
+{
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return NULL;
+    struct mc_task *x = b->qhead, *prevq = NULL;
+    while (x && !task_is(x, task_id, key, key_len)) {
+        prevq = x;
+        x = x->next;
+    }
+    if (x) {
+        if (prevq)
+            prevq->next = x->next;
+        else
+            b->qhead = x->next;
+        if (b->qtail == x)
+            b->qtail = prevq;
+        b->nqueued[x->kind]--;
+        x->next = x->prev = NULL;
+    } else {
+        for (x = b->fhead; x && !task_is(x, task_id, key, key_len); x = x->next)
+            ;
+        if (x)
+            flight_unlink(b, x);
+    }
+    if (x) {
+        atomic_fetch_sub(&t->present, 1);
+        atomic_fetch_add(&t->cancelled, 1);
+    }
+    mbox_unlock(b);
+    return x;
+}
+
+size_t mc_mailbox_count_kind(struct mc_mailboxes *t, enum mc_task_kind kind)
+{
+    size_t n = 0;
+    if ((unsigned)kind >= MC_TASK_NKINDS)
+        return 0;
+    table_lock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_mbox *b = t->v[i];
+        mc_lo_acquire(MC_LO_MAILBOX, 0);
+        pthread_mutex_lock(&b->lock);
+        n += b->nqueued[kind] + b->nflight[kind];
+        mbox_unlock(b);
+    }
+    table_unlock(t);
+    return n;
 }

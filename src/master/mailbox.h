@@ -34,7 +34,7 @@
 enum mc_task_kind {
     MC_TASK_OFFLOAD = 0,   /* copy key from DRAM to the holder's disk; counts to the limit */
     MC_TASK_DELETE = 1,    /* drop the holder's disk record of key (any version <= version) */
-    MC_TASK_PROMOTION = 2, /* reserved for promotion on hit */
+    MC_TASK_PROMOTION = 2, /* copy key from the holder's disk into DRAM (promotion.c) */
     MC_TASK_NKINDS = 3,
 };
 #define MC_TASK_KIND_BIT(k) (1u << (k))
@@ -93,6 +93,23 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
                     const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
                     bool crc_valid, uint64_t deadline_ms, uint64_t *task_id);
 
+/* The same, for callers that hold master locks (a shard's): the task is queued at once (the
+ * result says whether it was accepted) but a poll parked for this kind is not answered here —
+ * mc_mailboxes_wake, called once the caller dropped its locks, answers it (so a reply is never
+ * encoded under a master lock). */
+int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                          const char *key, size_t key_len, uint64_t version, uint64_t size,
+                          uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t *task_id);
+/* Answers the parked polls that quiet pushes gave work since the last call (one atomic load
+ * when there were none). Call with no master lock held. */
+void mc_mailboxes_wake(struct mc_mailboxes *t);
+/* A task id for mc_mailbox_push_id, reserved now (a caller records it before the push). */
+uint64_t mc_mailboxes_reserve_id(struct mc_mailboxes *t);
+/* mc_mailbox_push with the id task_id from mc_mailboxes_reserve_id (INVALID_PARAMS for 0). */
+int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                       const char *key, size_t key_len, uint64_t version, uint64_t size,
+                       uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id);
+
 /* Takes up to max (0: all) queued tasks whose kind bit is in kinds, oldest first, into *out
  * (copies). Offload/promotion tasks stay in flight until completed, cancelled or expired.
  * MC_ERR_CLIENT_NOT_FOUND without a mailbox. */
@@ -116,10 +133,27 @@ struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder,
 size_t mc_mailboxes_cancel_key(struct mc_mailboxes *t, const char *key, size_t key_len,
                                struct mc_task_list *cancelled);
 
+/* The same for the kinds whose bit is in kinds only (another module's tasks stay). */
+size_t mc_mailboxes_cancel_key_kinds(struct mc_mailboxes *t, uint32_t kinds, const char *key,
+                                     size_t key_len, struct mc_task_list *cancelled);
+
 /* Answers parked polls whose deadline passed (empty), and moves tasks whose deadline passed
  * into *expired. Returns how many tasks expired. */
 size_t mc_mailboxes_tick(struct mc_mailboxes *t, struct mc_task_list *expired);
+/* The same, expiring only tasks of the kinds in kinds. */
+size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds,
+                               struct mc_task_list *expired);
+/* Only answers parked polls whose deadline passed (empty); walks no task (cheap enough for a
+ * tick every few tens of ms). */
+void mc_mailboxes_tick_polls(struct mc_mailboxes *t);
 
 void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st);
+
+/* Removes one offload/promotion task of holder by id (and key, unless key is NULL), queued or in
+ * flight, and returns it (free() it; counted as cancelled); NULL when there is no such task. */
+struct mc_task *mc_mailbox_remove(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
+                                  const char *key, size_t key_len);
+/* Tasks of one kind, queued and in flight, in every mailbox (tests, debug counts). */
+size_t mc_mailbox_count_kind(struct mc_mailboxes *t, enum mc_task_kind kind);
 
 #endif

@@ -3,10 +3,11 @@
  * loops + signals. The master itself is a library (master.h); this file only wires it.
  *
  * Start-up: parse the flag table (DESIGN.md §9, defaults of upstream's master), refuse flags
- * whose subsystem is not written yet (offload, promotion: "--<flag>: not implemented yet",
- * exit 2), create the master, register the adapters (service.h) on an rpc_server, start the
- * HTTP endpoint on the master's metrics registry, start the background loops, and once both
- * listeners are bound print exactly one line on stdout:
+ * whose subsystem is not written yet (promotion: "--<flag>: not implemented yet", exit 2) and
+ * inconsistent offload flags (--offload_on_evict without --enable_offload), create the master,
+ * register the adapters (service.h) on an rpc_server, start the HTTP endpoint on the master's
+ * metrics registry, start the background loops, and once both listeners are bound print exactly one
+ * line on stdout:
  *
  *     READY rpc=ADDR:PORT metrics=ADDR:PORT
  *
@@ -14,7 +15,8 @@
  *
  * Background loops: one thread each, sleeping on a condition variable (CLOCK_MONOTONIC) so
  * stopping them is immediate: eviction every 10 ms (mc_master_tick_eviction), client monitor
- * every 1 s (mc_master_tick_monitor), reaper every 1 s (mc_master_tick_reaper).
+ * every 1 s (mc_master_tick_monitor), reaper every 1 s (mc_master_tick_reaper), offload
+ * long-poll deadlines every 20 ms (mc_master_tick_offload).
  *
  * Signals: SIGTERM and SIGINT are blocked in every thread (the mask is set before any thread
  * starts) and read from a signalfd by the main thread, so no work happens in a handler.
@@ -144,67 +146,81 @@ static const struct mc_flag g_flags[] = {
     MC_BOOL_FLAG("protected_mode", "true",
                  "without --auth_token_file, serve loopback clients only (false: any host; warns)",
                  &F.protected_mode),
-    MC_BOOL_FLAG("enable_offload", "false", "offload objects to clients' LOCAL_DISK (not yet)",
+    MC_BOOL_FLAG("enable_offload", "false",
+                 "LOCAL_DISK tier: clients may mount a disk (MountLocalDiskSegment) and objects "
+                 "are copied there; alone, an offload task is queued at every PutEnd",
                  &F.enable_offload),
-    MC_BOOL_FLAG("offload_on_evict", "false", "offload when eviction picks an object (not yet)",
+    MC_BOOL_FLAG("offload_on_evict", "false",
+                 "queue the offload when eviction picks an object instead of at PutEnd (one DRAM "
+                 "copy stays pinned until the disk copy exists; needs --enable_offload)",
                  &F.offload_on_evict),
     MC_BOOL_FLAG("offload_force_evict", "false",
-                 "evict without offload past the per-cycle cap (not yet)", &F.offload_force_evict),
-    MC_UINT64_FLAG("offloading_queue_limit", "50000", "per-client offload mailbox cap (not yet)",
+                 "with --offload_on_evict: evict without offload once offloading_queue_limit x "
+                 "offload_cap_ratio tasks were queued in one eviction cycle, or when no holder "
+                 "takes the task (ignored without --offload_on_evict)",
+                 &F.offload_force_evict),
+    MC_UINT64_FLAG("offloading_queue_limit", "50000",
+                   "offload tasks one holder may have queued or in flight",
                    &F.offloading_queue_limit),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
-                   "per-cycle offload cap = offloading_queue_limit x ratio (not yet)",
+                   "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
-    MC_BOOL_FLAG("promotion_on_hit", "false", "promote hot LOCAL_DISK objects to DRAM (not yet)",
+    MC_BOOL_FLAG("promotion_on_hit", "false",
+                 "copy hot LOCAL_DISK-only objects back into DRAM when they are read (needs "
+                 "--enable_offload; without it promotion stays off, with a warning)",
                  &F.promotion_on_hit),
     MC_INT32_FLAG("promotion_admission_threshold", "2",
-                  "sketch count that admits a promotion, 1..255 (not yet)",
+                  "reads (sketch count) of a disk-only key that admit its promotion, 1..255 "
+                  "(values outside are clamped, with a warning)",
                   &F.promotion_admission_threshold),
-    MC_UINT64_FLAG("promotion_queue_limit", "50000", "global promotion in-flight cap (not yet)",
+    MC_UINT64_FLAG("promotion_queue_limit", "50000",
+                   "promotion tasks in flight at once, all shards together (at least 1)",
                    &F.promotion_queue_limit),
-    MC_UINT32_FLAG("promotion_max_per_heartbeat", "1",
-                   "promotion tasks handed out per heartbeat (not yet)",
+    MC_UINT32_FLAG("promotion_max_per_heartbeat", "32",
+                   "promotion tasks one PromotionObjectHeartbeat hands out (at least 1)",
                    &F.promotion_max_per_heartbeat),
     MC_STRING_FLAG("promotion_task_timeout_sec", "30",
-                   "a promotion task not finished by then is reaped (bare number = s; not yet)",
+                   "a promotion task not committed this long after its admission or its "
+                   "AllocStart is reaped (bare number = s)",
                    &F.promotion_task_timeout_sec),
     MC_FLAGS_END,
 };
-
-/* Fails start-up (exit 2) when a flag of a subsystem not written yet left its default. */
-static void refuse_unimplemented(void)
-{
-    const char *bad = NULL;
-    if (F.enable_offload)
-        bad = "enable_offload";
-    else if (F.offload_on_evict)
-        bad = "offload_on_evict";
-    else if (F.offload_force_evict)
-        bad = "offload_force_evict";
-    else if (F.offloading_queue_limit != 50000)
-        bad = "offloading_queue_limit";
-    else if (F.offload_cap_ratio != 0.5)
-        bad = "offload_cap_ratio";
-    else if (F.promotion_on_hit)
-        bad = "promotion_on_hit";
-    else if (F.promotion_admission_threshold != 2)
-        bad = "promotion_admission_threshold";
-    else if (F.promotion_queue_limit != 50000)
-        bad = "promotion_queue_limit";
-    else if (F.promotion_max_per_heartbeat != 1)
-        bad = "promotion_max_per_heartbeat";
-    else if (mc_flags_duration_ms("promotion_task_timeout_sec", F.promotion_task_timeout_sec,
-                                  MC_UNIT_S) != 30000)
-        bad = "promotion_task_timeout_sec";
-    if (bad)
-        mc_flags_die("--%s: not implemented yet", bad);
-}
 
 static uint16_t port_flag(const char *name, int32_t v)
 {
     if (v < 0 || v > 65535)
         mc_flags_die("flag --%s must be a port number (0..65535), got %d", name, v);
     return (uint16_t)v;
+}
+
+/* Promotion flags: off without offload (no LOCAL_DISK replica exists then), the threshold
+ * clamped to the sketch's counter range. */
+static void promotion_from_flags(struct mc_master_config *c)
+{
+    c->promotion_on_hit = F.promotion_on_hit;
+    if (F.promotion_on_hit && !F.enable_offload) {
+        mc_warn(COMP, "--promotion_on_hit needs --enable_offload: promotion stays off",
+                "flag=promotion_on_hit");
+        c->promotion_on_hit = false;
+    }
+    int32_t th = F.promotion_admission_threshold;
+    if (th < 1 || th > 255) {
+        int32_t to = th < 1 ? 1 : 255;
+        mc_warn(COMP, "--promotion_admission_threshold outside 1..255: clamped", "given=%d used=%d",
+                th, to);
+        th = to;
+    }
+    c->promotion_admission_threshold = (uint32_t)th;
+    if (F.promotion_queue_limit == 0)
+        mc_flags_die("flag --promotion_queue_limit must be at least 1");
+    c->promotion_queue_limit = F.promotion_queue_limit;
+    if (F.promotion_max_per_heartbeat == 0)
+        mc_flags_die("flag --promotion_max_per_heartbeat must be at least 1");
+    c->promotion_max_per_heartbeat = F.promotion_max_per_heartbeat;
+    c->promotion_task_timeout_ms =
+        mc_flags_duration_ms("promotion_task_timeout_sec", F.promotion_task_timeout_sec, MC_UNIT_S);
+    if (c->promotion_task_timeout_ms == 0)
+        mc_flags_die("flag --promotion_task_timeout_sec must be positive");
 }
 
 static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
@@ -249,6 +265,19 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
         mc_flags_die("flag --max_frame_bytes must be between %u and 4GiB-1",
                      MC_WIRE_MIN_MAX_FRAME_BYTES);
     *max_frame = (uint32_t)mf;
+    if (F.offload_on_evict && !F.enable_offload)
+        mc_flags_die("flag --offload_on_evict needs --enable_offload (there is no disk tier to "
+                     "offload to without it)");
+    if (F.offloading_queue_limit == 0 || F.offloading_queue_limit > UINT32_MAX)
+        mc_flags_die("flag --offloading_queue_limit must be in 1..4294967295");
+    if (!(F.offload_cap_ratio >= 0 && F.offload_cap_ratio <= 1))
+        mc_flags_die("flag --offload_cap_ratio must be in [0,1]");
+    c->enable_offload = F.enable_offload;
+    c->offload_on_evict = F.offload_on_evict;
+    c->offload_force_evict = F.offload_force_evict; /* alone: ignored by the core (a warning) */
+    c->offloading_queue_limit = (uint32_t)F.offloading_queue_limit;
+    c->offload_cap_ratio = F.offload_cap_ratio;
+    promotion_from_flags(c);
     c->manual_ticks = false;
 }
 
@@ -260,7 +289,7 @@ struct loops {
     pthread_cond_t cv;
     bool stop;
     int nstarted;
-    pthread_t th[3];
+    pthread_t th[4];
 };
 
 struct loop_def {
@@ -269,17 +298,18 @@ struct loop_def {
     uint64_t period_ms;
 };
 
-static const struct loop_def g_loops[3] = {
+static const struct loop_def g_loops[4] = {
     {"eviction", mc_master_tick_eviction, 10},
     {"monitor", mc_master_tick_monitor, 1000},
     {"reaper", mc_master_tick_reaper, 1000},
+    {"offload", mc_master_tick_offload, 20}, /* long-poll deadlines; a no-op without offload */
 };
 
 struct loop_arg {
     struct loops *l;
     const struct loop_def *def;
 };
-static struct loop_arg g_loop_args[3];
+static struct loop_arg g_loop_args[4];
 
 static void *loop_main(void *arg)
 {
@@ -321,7 +351,7 @@ static int loops_start(struct loops *l, struct mc_master *m)
     pthread_cond_init(&l->cv, &ca);
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&l->mu, NULL);
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         g_loop_args[i].l = l;
         g_loop_args[i].def = &g_loops[i];
         int err = pthread_create(&l->th[i], NULL, loop_main, &g_loop_args[i]);
@@ -382,7 +412,6 @@ int main(int argc, char **argv)
     mc_flags_apply_log_level("log_level", F.log_level);
     if (argc > 1)
         mc_flags_die("unexpected argument '%s'", argv[1]);
-    refuse_unimplemented();
     struct mc_master_config mcfg;
     uint32_t max_frame = 0;
     config_from_flags(&mcfg, &max_frame);
@@ -504,10 +533,12 @@ out:
     if (loops_running)
         loops_stop(&loops);
     mc_http_server_free(http);
-    mc_rpc_server_free(srv);
-    mc_master_service_free(svc);
+    /* The master before the server: freeing it answers the holders' parked heartbeats, which
+     * must find the (stopped) server still there (their completion is then only a free). */
     if (m)
         mc_master_free(m);
+    mc_rpc_server_free(srv);
+    mc_master_service_free(svc);
     if (sfd >= 0)
         close(sfd);
     if (status == 0)

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/master_internal.h"
+#include "master/offload.h"
 #include "mooncake/errors.h"
 
 #define MC_SOFT_PIN_SWEEP_MS 30000u
@@ -47,6 +48,16 @@ void mc_master_config_init(struct mc_master_config *c)
     c->eviction_reserve_min = 1024;
     c->eviction_frontier_min = 65536;
     c->eviction_threads = 0;
+    c->promotion_on_hit = false;
+    c->promotion_admission_threshold = 2;
+    c->promotion_queue_limit = 50000;
+    c->promotion_max_per_heartbeat = 32;
+    c->promotion_task_timeout_ms = 30000;
+    c->enable_offload = false;
+    c->offload_on_evict = false;
+    c->offload_force_evict = false;
+    c->offload_cap_ratio = 0.5;
+    c->offloading_queue_limit = 50000;
 }
 
 static int check_config(const struct mc_master_config *c)
@@ -59,6 +70,10 @@ static int check_config(const struct mc_master_config *c)
     if (c->put_start_release_timeout_ms <= c->put_start_discard_timeout_ms)
         return MC_ERR_INVALID_PARAMS;
     if (c->max_key_len == 0 || c->max_key_len > 65535)
+        return MC_ERR_INVALID_PARAMS;
+    if (c->offload_on_evict && !c->enable_offload)
+        return MC_ERR_INVALID_PARAMS;
+    if (!(c->offload_cap_ratio >= 0.0 && c->offload_cap_ratio <= 1.0))
         return MC_ERR_INVALID_PARAMS;
     if (c->allocation_strategy != MC_ALLOC_RANDOM &&
         c->allocation_strategy != MC_ALLOC_FREE_RATIO_FIRST)
@@ -118,8 +133,8 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     m->segs = mc_segments_new(c->allocation_strategy);
     m->metrics = mc_metrics_new();
     if (!m->segs || !m->metrics || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 ||
-        mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
-        (mc_eviction_init && mc_eviction_init(m) != 0)) {
+        mc_clients_init(m) != 0 || register_metrics(m) != 0 || mc_offload_init(m) != 0 ||
+        (mc_eviction_init && mc_eviction_init(m) != 0) || mc_promotion_init(m) != 0) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -136,6 +151,10 @@ void mc_master_free(struct mc_master *m)
         return;
     if (mc_eviction_destroy)
         mc_eviction_destroy(m);
+    /* promotion before offload, whose mailbox table it uses; then erasing the objects below
+     * queues nothing */
+    mc_promotion_destroy(m);
+    mc_offload_destroy(m);
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     if (m->shards) {
@@ -265,6 +284,8 @@ int mc_master_tick_reaper(struct mc_master *m)
     atomic_fetch_add_explicit(&m->c.put_start_release_cnt, (uint64_t)(puts + stale),
                               memory_order_relaxed);
     n += stale;
+    n += mc_offload_reap(m);
+    n += mc_promotion_reap(m);
     if (now >= m->next_soft_pin_sweep_ms) {
         m->next_soft_pin_sweep_ms = now + MC_SOFT_PIN_SWEEP_MS;
         if (atomic_load_explicit(&m->c.soft_pin_key_count, memory_order_relaxed) > 0)

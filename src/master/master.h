@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "common/id.h"
+#include "master/mailbox.h"
 #include "master/master_types.h"
 
 #ifdef __cplusplus
@@ -72,6 +73,33 @@ struct mc_master_config {
     uint32_t eviction_reserve_min;  /* 1024 */
     uint32_t eviction_frontier_min; /* 65536 */
     uint32_t eviction_threads;      /* 0 = implementation default */
+
+    /* LOCAL_DISK tier (src/master/offload.c, DESIGN.md §7 "Offload modes"). Without
+     * enable_offload, MountLocalDiskSegment answers UNABLE_OFFLOAD and nothing is offloaded.
+     *   enable_offload alone            mode A: an offload task is queued at PutEnd;
+     *   + offload_on_evict              mode B: queued when eviction picks the object (one
+     *                                   MEMORY replica pinned until the disk copy exists; the
+     *                                   object stays in DRAM when no mailbox takes the task);
+     *   + offload_force_evict           mode C: once offloading_queue_limit x offload_cap_ratio
+     *                                   tasks were queued in one eviction cycle (or a push is
+     *                                   refused) objects are evicted without offload.
+     * offload_on_evict without enable_offload is INVALID_PARAMS; offload_force_evict without
+     * offload_on_evict is ignored (a warning; mode A). Offload tasks expire after
+     * put_start_release_timeout (the pin is released). */
+    bool enable_offload;
+    bool offload_on_evict;
+    bool offload_force_evict;
+    double offload_cap_ratio;        /* 0.5; in [0,1] */
+    uint32_t offloading_queue_limit; /* 50000 offload tasks per holder (queued + in flight) */
+
+    /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
+     * offload is on (a LOCAL_DISK replica only exists then). */
+    bool promotion_on_hit;                  /* false */
+    uint32_t promotion_admission_threshold; /* sketch count that admits (2; clamped to 1..255) */
+    uint64_t promotion_queue_limit;         /* tasks in flight, all shards together (50000) */
+    uint32_t promotion_max_per_heartbeat;   /* tasks one heartbeat hands out (32; 0 = 1) */
+    uint64_t promotion_task_timeout_ms;     /* reaped this long after admission or AllocStart
+                                               (30 s; 0 = 30 s) */
 };
 
 /* Fills c with the defaults above (upstream's flag defaults). */
@@ -277,6 +305,7 @@ struct mc_key_info {
     uint64_t soft_pin_remaining_ms; /* 0 = not soft pinned */
     bool hard_pinned;
     char group_id[MC_GROUP_ID_MAX]; /* "" = none */
+    bool offload_pending;           /* an offload task exists (one MEMORY replica pinned) */
     uint32_t nreplicas; /* every replica whose storage is still there (segment mounted, holder
                          * alive), any status */
     struct mc_replica_desc replicas[MC_MAX_REPLICAS];
@@ -323,6 +352,131 @@ void mc_master_get_stats(struct mc_master *m, struct mc_master_stats *out);
  * Rendered by the daemon's /metrics endpoint. */
 struct mc_metrics *mc_master_metrics(struct mc_master *m);
 
+/* ---- LOCAL_DISK tier and offload (offload.c; DESIGN.md §7, §11) -------------------------- */
+
+/* Every call here answers UNABLE_OFFLOAD when the master runs without cfg.enable_offload.
+ *
+ * A *holder* is a client that mounted a LOCAL_DISK segment: its SSD keeps copies of objects as
+ * LOCAL_DISK replicas {holder id, holder endpoint, size}, listed by Get/BatchGet/QueryKey
+ * (disk-only objects stay readable) and never counted as evictable DRAM. Each holder has one
+ * mailbox (mailbox.h) for its tasks: MC_TASK_OFFLOAD (copy key, at this version, from the
+ * holder's own DRAM segment to its SSD; one MEMORY replica of the object stays pinned until the
+ * holder reports, the task expires after put_start_release_timeout or is cancelled) and
+ * MC_TASK_DELETE (drop the disk record of key, any version <= version: the object was removed).
+ *
+ * Versions (never serve stale bytes): a LOCAL_DISK replica is attached only to the object
+ * version it holds. An offload report or a re-registered disk record of another version is
+ * refused (a non-zero per-item status: the holder deletes that record); an absent object is
+ * recreated from a re-registered record only if the record's version is at or below
+ * mc_master_version_base (written before this master incarnation started). */
+
+/* Registers client as a holder reachable at endpoint ("host:port" of its peer server,
+ * < MC_ENDPOINT_MAX bytes), opens its mailbox and refreshes its liveness (an unknown client
+ * is registered as by Ping). capacity_bytes: its SSD budget (0 = unknown).
+ * enable_offloading false: a holder that serves reads but takes no offload task. Idempotent;
+ * a repeat with another endpoint moves the holder's replicas to the new endpoint (a restarted
+ * holder). Errors: UNABLE_OFFLOAD, INVALID_PARAMS. */
+int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const char *endpoint,
+                               uint64_t capacity_bytes, bool enable_offloading);
+/* Deregisters the holder: its mailbox is closed (tasks cancelled, pins released) and its
+ * LOCAL_DISK replicas stop being readable at once (dropped by the next monitor tick; objects
+ * left with none are erased). Idempotent (OK for an unknown client). UNABLE_OFFLOAD,
+ * INVALID_PARAMS. Holder expiry (the monitor) does the same. */
+int mc_master_unmount_local_disk(struct mc_master *m, struct mc_id client);
+
+/* Tasks handed out per heartbeat at most (also when max_items is 0 or above it). */
+#define MC_OFFLOAD_MAX_PER_HEARTBEAT 1024u
+
+/* OffloadObjectHeartbeat, a long-poll: reply(arg, tasks) is called exactly once, with no master
+ * lock held, with at most max_items tasks (0 = MC_OFFLOAD_MAX_PER_HEARTBEAT) of kinds
+ * MC_TASK_DELETE (queued deletes first) and MC_TASK_OFFLOAD, oldest first; the callee owns the
+ * list (mc_task_list_free). Answered at once (returns 1) when tasks are queued or wait_ms is 0;
+ * otherwise parked (returns 0) until an offload task arrives (answered by the thread that queued
+ * it, once that thread dropped its locks) or wait_ms passes (answered empty by
+ * mc_master_tick_offload). Deletes queued while a poll is parked go out with the next answer.
+ * Offload tasks handed out stay in flight until mc_master_notify_offload, expiry or
+ * cancellation. enable_offloading false: the holder's queued offload tasks are cancelled (pins
+ * released), it is given no new ones until a heartbeat says true again, and only deletes are
+ * returned (at once). Errors (reply not called): UNABLE_OFFLOAD, INVALID_PARAMS,
+ * SEGMENT_NOT_FOUND (client is not a holder). */
+int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool enable_offloading,
+                                uint32_t max_items, uint32_t wait_ms, mc_mailbox_reply_fn reply,
+                                void *arg);
+
+/* One item of NotifyOffloadSuccess: the report of one offload task, or (reregister) one disk
+ * record found by the holder's start-up scan (task_id 0). */
+struct mc_offload_result {
+    uint64_t task_id;
+    const char *key;
+    size_t key_len;
+    int32_t status; /* 0 = stored; non-zero = NACK (task dropped, pin released) */
+    uint64_t size;
+    uint64_t version;
+    uint32_t crc32c;
+    bool crc_valid;
+};
+
+/* NotifyOffloadSuccess. Per item, rcs[i]:
+ *   task form (reregister false): the in-flight task task_id of this holder is finished and its
+ *   pin released whatever the outcome. NACK: MC_OK. Stored: MC_OK and a COMPLETE LOCAL_DISK
+ *   replica attached when key, version (task's = report's = object's current), size and CRC
+ *   (when both sides know one) match; otherwise the record must be deleted by the holder:
+ *   TASK_NOT_FOUND (expired, cancelled or unknown task), INVALID_VERSION (the object was
+ *   removed or re-Put since), INVALID_PARAMS (key or size differ), CHECKSUM_MISMATCH.
+ *   re-registration (reregister true; status must be 0): MC_OK when the record's version is the
+ *   object's current one (replica attached, or already there), or when the object is absent and
+ *   the version is at or below mc_master_version_base (the object is recreated, disk-only, with
+ *   that version, size and CRC, no lease); else INVALID_VERSION (another version exists),
+ *   OBJECT_NOT_FOUND (absent, and written by this incarnation: it was removed),
+ *   CHECKSUM_MISMATCH, INVALID_PARAMS / INVALID_KEY (bad item) — delete the record.
+ * An object that has MC_MAX_REPLICAS already gets INVALID_REPLICA. Returns MC_OK for a
+ * well-formed call; UNABLE_OFFLOAD, INVALID_PARAMS, SEGMENT_NOT_FOUND (not a holder now: its
+ * mounted registration is gone) for the whole call. */
+int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
+                             const struct mc_offload_result *items, size_t n, bool reregister,
+                             int *rcs);
+
+/* EvictDiskReplica: the holder is about to delete its disk record of key (version 0 = whatever
+ * version the object has): its LOCAL_DISK replica of key is dropped (the object is erased when
+ * no replica is left). Errors: UNABLE_OFFLOAD, INVALID_PARAMS, INVALID_KEY, OBJECT_NOT_FOUND,
+ * INVALID_VERSION (the object has another version: nothing changed), REPLICA_NOT_FOUND (no
+ * replica of this holder). Batch form: one code per key in rcs; versions may be NULL. */
+int mc_master_evict_disk_replica(struct mc_master *m, struct mc_id client, const char *key,
+                                 size_t key_len, uint64_t version);
+int mc_master_batch_evict_disk_replica(struct mc_master *m, struct mc_id client,
+                                       const struct mc_key_ref *keys, const uint64_t *versions,
+                                       size_t n, int *rcs);
+
+/* A holder as ListSegments shows it. */
+struct mc_local_disk_info {
+    struct mc_id client;
+    char endpoint[MC_ENDPOINT_MAX];
+    uint64_t capacity_bytes;
+    uint64_t used_bytes;    /* object bytes of its LOCAL_DISK replicas */
+    uint64_t replica_count; /* its LOCAL_DISK replicas */
+    bool enable_offloading;
+};
+/* Every holder. *out is malloc'ed (free()), NULL when n is 0 (also without enable_offload). */
+int mc_master_list_local_disks(struct mc_master *m, struct mc_local_disk_info **out, size_t *n);
+
+struct mc_offload_stats {
+    uint64_t queued, completed, nacked, expired, cancelled; /* offload tasks */
+    uint64_t refused;          /* pushes no mailbox took (no holder, queue limit, disabled) */
+    uint64_t forced_evictions; /* mode C: objects evicted without offload */
+    uint64_t in_flight;        /* offload tasks queued or handed out now (= pins) */
+    uint64_t reregistered;     /* disk records attached or recreated by re-registration */
+    uint64_t reregister_refused;
+    uint64_t stale_refused;  /* task reports refused (version, CRC, key, size, unknown task) */
+    uint64_t deletes_queued; /* delete tasks pushed (Remove, RemoveAll, drops) */
+    uint64_t holders;
+    uint64_t file_capacity_bytes;  /* master_total_file_capacity_bytes */
+    uint64_t file_allocated_bytes; /* master_allocated_file_size_bytes */
+    uint64_t disk_replicas;
+    uint64_t disk_only_keys; /* objects whose only readable replicas are LOCAL_DISK (a scan) */
+};
+/* Zeroes without enable_offload. */
+void mc_master_offload_stats(struct mc_master *m, struct mc_offload_stats *out);
+
 /* ---- background work (one call = one loop iteration) ------------------------------------- */
 
 /* Client monitor (every 1 s): expires clients whose TTL passed — unmounts their segments,
@@ -333,9 +487,13 @@ int mc_master_tick_monitor(struct mc_master *m);
 
 /* Reaper: frees buffers of Puts unfinished put_start_release_timeout after their start, of
  * taken-over Puts whose release time came and of objects force-removed under a read lease whose
- * lease ended, clears expired soft pins (and, in later issues,
- * offload/promotion tasks past their timeout). Returns the number of items reaped. */
+ * lease ended, clears expired soft pins and expires offload tasks past put_start_release_timeout
+ * (their pins released). Returns the number of items reaped. */
 int mc_master_tick_reaper(struct mc_master *m);
+
+/* Offload long-polls (every few tens of ms; 20 in the daemon): answers parked heartbeats whose
+ * wait passed and any a quiet push woke. Task expiry is the reaper's. Returns 0. */
+int mc_master_tick_offload(struct mc_master *m);
 
 /* Eviction (every 10 ms): when used > high watermark or a PutStart failed for space, one
  * BatchEvict cycle (src/master/eviction.c). Returns the number of objects evicted. */

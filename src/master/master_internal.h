@@ -61,6 +61,9 @@ struct mc_holder {
     _Atomic bool dead;
     struct mc_id id;
     char endpoint[MC_ENDPOINT_MAX];
+    /* LOCAL_DISK replicas referring to this holder and their bytes (offload.c adds, releasing a
+     * replica through a freelist subtracts). */
+    _Atomic int64_t nreplicas, bytes;
 };
 
 struct mc_replica { /* 24 bytes */
@@ -94,6 +97,9 @@ enum {
     MC_OBJ_PROCESSING = 1u << 4, /* a Put is in flight: its record is in the shard's pend */
     MC_OBJ_UNLINKING = 1u << 5,  /* erased, awaiting mc_shard_unlink_many (eviction round) */
     MC_OBJ_HEAP = 1u << 6,       /* the record is a malloc (too long for a slab class) */
+    MC_OBJ_OFFLOADING = 1u << 7, /* an offload task exists: one MEMORY replica is pinned for it
+                                  * (offload.c; the only pins MEMORY replicas get) */
+    MC_OBJ_PROMOTING = 1u << 8,  /* has a task in its shard's promotion table (promotion.c) */
 };
 #define MC_OBJECT_SIZE_BITS 40
 #define MC_OBJECT_SIZE_MAX ((1ull << MC_OBJECT_SIZE_BITS) - 1)
@@ -292,6 +298,9 @@ struct mc_discarded {
 
 struct mc_route_stripe;
 struct mc_evictor;
+struct mc_offload;
+struct mc_promoter;
+struct mc_mailboxes;
 
 /* Optional callbacks of later modules (offload/promotion): NULL when unused. */
 struct mc_master_hooks {
@@ -316,6 +325,9 @@ struct mc_master {
     struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */
     struct mc_histogram *value_size; /* master_value_size_bytes, observed at PutEnd */
     struct mc_evictor *evictor;      /* eviction.c's state (NULL when eviction.c is absent) */
+    struct mc_offload *offload;      /* offload.c's state (NULL unless cfg.enable_offload) */
+    struct mc_promoter *promoter;    /* promotion.c's state */
+    struct mc_mailboxes *mailboxes;  /* offload's mailbox table (NULL without it) */
 
     /* client registry */
     pthread_mutex_t clients_lock;
@@ -473,6 +485,15 @@ uint64_t mc_master_sweep_invalid(struct mc_master *m);
 void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
                           struct mc_replica_desc *d);
 void mc_holder_unref(struct mc_holder *h);
+/* Eviction of o's MEMORY replicas only, whatever the offload mode (mc_master_evict_object's
+ * rules without the offload step). */
+uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub);
+/* Moves o's record to one with room for one more replica (write lock): the new replica
+ * rep[nrep - 1] is zeroed for the caller to fill; every reference the shard keeps (entry, group,
+ * pending Put) is moved, o's record is released. NULL when o has MC_MAX_REPLICAS already or
+ * memory ran out (o unchanged). Nobody may keep o's old address across the call. */
+struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o);
 /* Removes replica i from o without releasing it (write lock; caller moved it to a freelist). */
 void mc_obj_drop_replica(struct mc_object *o, uint8_t i);
 /* Read lease of default_kv_lease_ttl on o and its group (any shard lock). */
@@ -498,5 +519,41 @@ int mc_master_check_key(const struct mc_master *m, const char *key, size_t len);
  * first (weak references: skipped when eviction.c is not linked). */
 int mc_eviction_init(struct mc_master *m) __attribute__((weak));
 void mc_eviction_destroy(struct mc_master *m) __attribute__((weak));
+
+/* ---- promotion.c (promotion.h): the core's calls into it ------------------------------------ */
+
+int mc_promotion_init(struct mc_master *m);
+void mc_promotion_destroy(struct mc_master *m);
+/* A Get may trigger a promotion of o (any shard lock held): no MEMORY replica of any status and
+ * a readable LOCAL_DISK one. */
+static inline bool mc_promotion_candidate(const struct mc_object *o)
+{
+    bool disk = false;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        if (o->rep[i].type == MC_REPLICA_TYPE_MEMORY)
+            return false;
+        disk |= o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK && mc_replica_readable(&o->rep[i]);
+    }
+    return disk;
+}
+/* After a Get answered a candidate (no lock held): the gates, maybe an admission. */
+void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash);
+/* o (MC_OBJ_PROMOTING) is being erased (write lock): its task is cancelled; its replicas go with
+ * the object. */
+void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* Remove of o (MC_OBJ_PROMOTING, write lock; lease and Put checks passed): OK when the object
+ * could be removed but for its promotion, which is then cancelled (staged replica to fl); else
+ * the refusal, nothing changed. */
+int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                               bool force, struct mc_freelist *fl);
+/* Cancels o's task if its source or staged replica lost its storage (write lock; sweep). */
+void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                               struct mc_freelist *fl);
+/* Cancels o's task, if any (write lock): staged replica to fl, source unpinned. For callers about
+ * to drop the source replica (disk eviction). Returns true when a task was cancelled. */
+bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl);
+/* Reaper: tasks past promotion_task_timeout. Returns how many. */
+int mc_promotion_reap(struct mc_master *m);
 
 #endif

@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/master_internal.h"
+#include "master/offload.h"
 #include "mooncake/errors.h"
 
 #define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
@@ -40,8 +41,11 @@ static void release_replica(const struct mc_replica *r, uint64_t size)
 {
     if (r->type == MC_REPLICA_TYPE_MEMORY)
         mc_segment_release(r->u.seg, r->handle, size);
-    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK)
+    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK) {
+        atomic_fetch_sub_explicit(&r->u.holder->nreplicas, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&r->u.holder->bytes, (int64_t)size, memory_order_relaxed);
         mc_holder_unref(r->u.holder);
+    }
 }
 
 void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size)
@@ -181,6 +185,8 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
 /* Takes o out of s and out of the counters; the caller decides what happens to the block. */
 static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_object_erased(m, s, o);
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -245,6 +251,8 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
         ub->objs = no;
         ub->cap = ncap;
     }
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_object_erased(m, s, o);
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -259,6 +267,14 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
 }
 
 uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub)
+{
+    if (m->cfg.offload_on_evict) /* modes B and C (offload.c) */
+        return mc_offload_evict_object(m, s, o, fl, ub);
+    return mc_master_evict_memory(m, s, o, fl, ub);
+}
+
+uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
     uint64_t freed = 0;
@@ -635,8 +651,12 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
     atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     mc_shard_refresh_bits(s, o);
     mc_histogram_observe(m->value_size, (double)o->size); /* lock-free */
+    if (m->offload && !m->cfg.offload_on_evict)
+        mc_offload_put_end_locked(m, s, o); /* mode A: queue the offload task now */
 unlock:
     mc_shard_unlock(s);
+    if (m->offload)
+        mc_offload_wake(m); /* answer a holder's poll the task was pushed for, lock-free */
 out:
     if (rc != MC_OK)
         CNT_INC(m, put_end_failures);
@@ -732,13 +752,17 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
     }
     out->nreplicas = 0;
     struct mc_shard *s;
-    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    uint64_t h = mc_hash_key(key, key_len);
+    struct mc_object *o = lock_find(m, h, key, key_len, false, &s);
     if (!o) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
         goto out;
     }
     rc = mc_master_get_locked(m, s, o, mc_master_now_ms(m), out);
+    bool promote = m->cfg.promotion_on_hit && rc == MC_OK && mc_promotion_candidate(o);
     mc_shard_unlock(s);
+    if (promote) /* after the answer is built and the read lock dropped */
+        mc_promotion_on_get(m, key, key_len, h);
 out:
     if (rc != MC_OK)
         CNT_INC(m, get_replica_list_failures);
@@ -787,10 +811,17 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
         return MC_ERR_OBJECT_HAS_LEASE;
     if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
+    if (o->flags & MC_OBJ_PROMOTING) { /* a promotion does not block Remove: it is cancelled */
+        int rc = mc_promotion_before_remove(m, s, o, force, fl);
+        if (rc != MC_OK)
+            return rc;
+    }
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
-        if (!force && o->rep[i].refcnt)
+        /* an offload source does not block a Remove: the task is cancelled with the object */
+        if (!force && o->rep[i].refcnt &&
+            !(o->rep[i].type == MC_REPLICA_TYPE_MEMORY && (o->flags & MC_OBJ_OFFLOADING)))
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
     if (now < lease) {

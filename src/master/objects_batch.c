@@ -150,11 +150,14 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
     }
     qsort(it, k, sizeof(*it), cmp_bitem);
     uint64_t now = mc_master_now_ms(m);
+    const bool promo = op == BOP_GET && m->cfg.promotion_on_hit;
+    uint32_t cand[WINDOW]; /* keys of the window a Get may promote (after the unlock) */
     for (size_t a = 0; a < k;) {
         /* A window of up to WINDOW keys: its shards read-locked together in ascending order (the
          * lock order), the lookups' cache misses overlapped stage by stage, then each key's
          * lookup and reply as usual. */
         size_t e = a + WINDOW < k ? a + WINDOW : k;
+        uint32_t ncand = 0;
         for (size_t j = a; j < e; j++)
             __builtin_prefetch(&m->shards[it[j].shard]);
         for (size_t j = a; j < e; j++)
@@ -174,14 +177,21 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
                              : MC_ERR_OBJECT_NOT_FOUND;
                 continue;
             }
-            if (op == BOP_GET)
+            if (op == BOP_GET) {
                 rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
-            else
+                if (promo && rcs[i] == MC_OK && mc_promotion_candidate(o))
+                    cand[ncand++] = (uint32_t)j;
+            } else {
                 eout[i] = mc_master_exist_locked(m, s, o, now);
+            }
         }
         for (size_t j = a; j < e; j++)
             if (j == a || it[j].shard != it[j - 1].shard)
                 mc_shard_unlock(&m->shards[it[j].shard]);
+        for (uint32_t c = 0; c < ncand; c++) {
+            const struct bitem *b = &it[cand[c]];
+            mc_promotion_on_get(m, keys[b->idx].data, keys[b->idx].len, b->h);
+        }
         a = e;
     }
     for (size_t j = 0; j < k; j++) {
@@ -194,11 +204,16 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             rcs[i] = MC_ERR_OBJECT_NOT_FOUND;
             continue;
         }
-        if (op == BOP_GET)
+        bool promote = false;
+        if (op == BOP_GET) {
             rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
-        else
+            promote = promo && rcs[i] == MC_OK && mc_promotion_candidate(o);
+        } else {
             eout[i] = mc_master_exist_locked(m, s, o, now);
+        }
         mc_shard_unlock(s);
+        if (promote)
+            mc_promotion_on_get(m, keys[i].data, keys[i].len, it[j].h);
     }
     if (op == BOP_EXIST) /* a missing key is not an error for Exist */
         for (size_t i = 0; i < n; i++)
@@ -333,6 +348,7 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
     out->lease_remaining_ms = lease > now ? lease - now : 0;
     out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
     out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
+    out->offload_pending = (o->flags & MC_OBJ_OFFLOADING) != 0;
     if (o->group) {
         memcpy(out->group_id, o->group->id, o->group->id_len);
         out->group_id[o->group->id_len] = 0;
@@ -355,6 +371,8 @@ uint64_t mc_master_sweep_invalid(struct mc_master *m)
         for (uint32_t i = s->n; i-- > 0;) {
             struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
             bool changed = false;
+            if (o->flags & MC_OBJ_PROMOTING) /* a lost source or staged replica ends the task */
+                mc_promotion_check_locked(m, s, o, &fl);
             for (uint8_t r = 0; r < o->nrep;) {
                 if (mc_replica_valid(&o->rep[r])) {
                     r++;

@@ -19,6 +19,7 @@
  * reading or writing bytes a later mount gave to another object.
  */
 #include "master/service.h"
+#include "master/service_internal.h"
 #include "master/service_wire.h"
 
 #include <stddef.h>
@@ -30,15 +31,11 @@
 #include "common/rpc_server.h"
 #include "common/wire.h"
 #include "master/master.h"
+#include "master/promotion.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 
 #define COMP "service"
-
-struct mc_master_service {
-    struct mc_master *m;
-    uint64_t start_ms;
-};
 
 /* What a connection is bound to (rpc_server per-connection context). */
 struct conn_bind {
@@ -47,7 +44,7 @@ struct conn_bind {
 
 /* ---- conversions --------------------------------------------------------------------------- */
 
-static struct mc_id id_from_pb(const Mc__Uuid *u)
+struct mc_id mc_svc_id_from_pb(const Mc__Uuid *u)
 {
     struct mc_id id = {0, 0};
     if (u) {
@@ -57,7 +54,7 @@ static struct mc_id id_from_pb(const Mc__Uuid *u)
     return id;
 }
 
-static void id_to_pb(struct mc_id id, Mc__Uuid *u)
+void mc_svc_id_to_pb(struct mc_id id, Mc__Uuid *u)
 {
     mc__uuid__init(u);
     u->hi = id.hi;
@@ -80,7 +77,7 @@ static int segment_from_pb(const Mc__Segment *s, struct mc_segment_desc *d)
     memset(d, 0, sizeof(*d));
     if (!s)
         return MC_ERR_INVALID_PARAMS;
-    d->id = id_from_pb(s->id);
+    d->id = mc_svc_id_from_pb(s->id);
     d->base = s->base_addr;
     d->size = s->size;
     if (copy_str(d->name, sizeof(d->name), s->name) ||
@@ -146,7 +143,7 @@ static void replica_to_pb(const struct mc_replica_desc *r, struct pb_replica *p)
     if (r->type == MC_REPLICA_TYPE_LOCAL_DISK) {
         p->d.type = MC__REPLICA_TYPE__RT_LOCAL_DISK;
         mc__local_disk_location__init(&p->disk);
-        id_to_pb(r->u.disk.holder, &p->uuid);
+        mc_svc_id_to_pb(r->u.disk.holder, &p->uuid);
         p->disk.holder = &p->uuid;
         p->disk.endpoint = (char *)r->u.disk.endpoint;
         p->disk.size = r->size;
@@ -154,7 +151,7 @@ static void replica_to_pb(const struct mc_replica_desc *r, struct pb_replica *p)
     } else {
         p->d.type = MC__REPLICA_TYPE__RT_MEMORY;
         mc__memory_location__init(&p->mem);
-        id_to_pb(r->u.mem.segment_id, &p->uuid);
+        mc_svc_id_to_pb(r->u.mem.segment_id, &p->uuid);
         p->mem.segment_id = &p->uuid;
         p->mem.segment_name = (char *)r->u.mem.segment_name;
         p->mem.offset = r->u.mem.offset;
@@ -214,26 +211,24 @@ static void mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, 
 }
 
 /* Number of a request's field, from its descriptor (0, matching nothing, if absent). */
-static uint32_t field_num(const ProtobufCMessageDescriptor *d, const char *name)
+uint32_t mc_svc_field_num(const ProtobufCMessageDescriptor *d, const char *name)
 {
     const ProtobufCFieldDescriptor *f = protobuf_c_message_descriptor_get_field_by_name(d, name);
     return f ? f->id : 0;
 }
-#define KEY(lower) field_num(&mc__##lower##__descriptor, "key")
-#define KEYS(lower) field_num(&mc__##lower##__descriptor, "keys")
 
 /* INVALID_PARAMS when the request's ReplicateConfig (field "config" of desc) has a group id
  * holding a NUL: cut at it, the key would join another group (or none). */
 static int check_group_id(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *desc)
 {
     struct mc_key_ref k = {.data = "", .len = 1};
-    mark_nul_keys(call, field_num(desc, "config"),
-                  field_num(&mc__replicate_config__descriptor, "group_id"), true, &k, 1);
+    mark_nul_keys(call, mc_svc_field_num(desc, "config"),
+                  mc_svc_field_num(&mc__replicate_config__descriptor, "group_id"), true, &k, 1);
     return k.len == 0 ? MC_ERR_INVALID_PARAMS : 0;
 }
 
 /* The key of a single-key request (field num): len 0 when it holds a NUL. */
-static struct mc_key_ref key_from_pb(struct mc_rpc_call *call, uint32_t num, const char *key)
+struct mc_key_ref mc_svc_key_from_pb(struct mc_rpc_call *call, uint32_t num, const char *key)
 {
     struct mc_key_ref k = {.data = key ? key : "", .len = key ? strlen(key) : 0};
     mark_nul_keys(call, num, 0, true, &k, 1);
@@ -242,7 +237,7 @@ static struct mc_key_ref key_from_pb(struct mc_rpc_call *call, uint32_t num, con
 
 /* Builds the key list of a batch request (field num); INVALID_PARAMS above
  * MC_SERVICE_MAX_BATCH. */
-static int keys_from_pb(struct mc_rpc_call *call, uint32_t num, char **keys, size_t n,
+int mc_svc_keys_from_pb(struct mc_rpc_call *call, uint32_t num, char **keys, size_t n,
                         struct mc_key_ref **out)
 {
     *out = NULL;
@@ -283,7 +278,7 @@ static void bind_client(struct mc_rpc_call *call, struct mc_id id)
  * A connection is bound by the first request that names a client id, whatever the method: one
  * that has not pinged or mounted yet cannot act for one client and then another. (Only
  * authentication stops a fresh connection from claiming an id in the first place.) */
-static int check_client(struct mc_rpc_call *call, struct mc_id id)
+int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id)
 {
     struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
     if (!b) {
@@ -308,13 +303,6 @@ void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx)
     free(conn_ctx);
 }
 
-#define UNPACK(type, lower, var)                                                                   \
-    Mc__##type *var = (Mc__##type *)mc_rpc_call_unpack(call, &mc__##lower##__descriptor);          \
-    if (!var)                                                                                      \
-        return;
-
-#define FREE_REQ(var) protobuf_c_message_free_unpacked(&(var)->base, NULL)
-
 /* ---- handshake, liveness, segments ------------------------------------------------------------
  */
 
@@ -331,10 +319,10 @@ static void h_ping(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(PingRequest, ping_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     FREE_REQ(req);
     struct mc_ping_result pr;
-    int rc = check_client(call, client);
+    int rc = mc_svc_check_client(call, client);
     if (rc == 0)
         rc = mc_master_ping(svc->m, client, &pr);
     if (rc != 0) {
@@ -353,12 +341,12 @@ static void h_mount_segment(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(MountSegmentRequest, mount_segment_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_segment_desc d;
     int rc = segment_from_pb(req->segment, &d);
     FREE_REQ(req);
     if (rc == 0)
-        rc = check_client(call, client);
+        rc = mc_svc_check_client(call, client);
     uint64_t epoch = 0;
     if (rc == 0)
         rc = mc_master_mount_segment(svc->m, client, &d, &epoch);
@@ -373,7 +361,7 @@ static void h_remount_segment(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(ReMountSegmentRequest, re_mount_segment_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_segment_desc *d = NULL;
     uint64_t *epochs = NULL;
     size_t n = req->n_segments;
@@ -385,7 +373,7 @@ static void h_remount_segment(void *arg, struct mc_rpc_call *call)
         rc = segment_from_pb(req->segments[i], &d[i]);
     FREE_REQ(req);
     if (rc == 0)
-        rc = check_client(call, client);
+        rc = mc_svc_check_client(call, client);
     if (rc == 0)
         rc = mc_master_remount_segments(svc->m, client, d, n, epochs);
     if (rc == 0)
@@ -404,10 +392,10 @@ static void h_unmount_segment(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(UnmountSegmentRequest, unmount_segment_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
-    struct mc_id seg = id_from_pb(req->segment_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_id seg = mc_svc_id_from_pb(req->segment_id);
     FREE_REQ(req);
-    int rc = check_client(call, client);
+    int rc = mc_svc_check_client(call, client);
     if (rc == 0)
         rc = mc_master_unmount_segment(svc->m, client, seg);
     Mc__UnmountSegmentResponse r = MC__UNMOUNT_SEGMENT_RESPONSE__INIT;
@@ -445,15 +433,15 @@ static void h_put_start(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(PutStartRequest, put_start_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_master_replicate_config cfg;
     struct mc_put_start_result ps;
     int rc = config_from_pb(req->config, &cfg);
     if (rc == 0 && req->config)
         rc = check_group_id(call, &mc__put_start_request__descriptor);
     if (rc == 0)
-        rc = check_client(call, client);
-    struct mc_key_ref key = key_from_pb(call, KEY(put_start_request), req->key);
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_start_request), req->key);
     if (rc == 0) /* cfg points into req: call before freeing it */
         rc = mc_master_put_start(svc->m, client, key.data, key.len, req->value_length, &cfg, &ps);
     FREE_REQ(req);
@@ -472,11 +460,11 @@ static void h_put_end(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(PutEndRequest, put_end_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
-        rc = check_client(call, client);
-    struct mc_key_ref key = key_from_pb(call, KEY(put_end_request), req->key);
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_end_request), req->key);
     if (rc == 0)
         rc = mc_master_put_end(svc->m, client, key.data, key.len, req->version, req->crc32c,
                                req->crc_valid);
@@ -489,11 +477,11 @@ static void h_put_revoke(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(PutRevokeRequest, put_revoke_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
-        rc = check_client(call, client);
-    struct mc_key_ref key = key_from_pb(call, KEY(put_revoke_request), req->key);
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_revoke_request), req->key);
     if (rc == 0)
         rc = mc_master_put_revoke(svc->m, client, key.data, key.len, req->version);
     FREE_REQ(req);
@@ -505,7 +493,7 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(BatchPutStartRequest, batch_put_start_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     size_t n = req->n_keys;
     struct mc_key_ref *keys = NULL;
     struct mc_put_start_result *ps = NULL;
@@ -513,9 +501,9 @@ static void h_batch_put_start(void *arg, struct mc_rpc_call *call)
     Mc__PutStartResult *items = NULL, **item_ptrs = NULL;
     struct pb_put_start *views = NULL;
     struct mc_master_replicate_config cfg;
-    int rc = keys_from_pb(call, KEYS(batch_put_start_request), req->keys, n, &keys);
+    int rc = mc_svc_keys_from_pb(call, KEYS(batch_put_start_request), req->keys, n, &keys);
     if (rc == 0)
-        rc = check_client(call, client);
+        rc = mc_svc_check_client(call, client);
     if (rc != 0)
         goto fail;
     if (n > 0) {
@@ -561,7 +549,7 @@ out:
 }
 
 /* Replies a batch of per-item statuses with one of the statuses-only response types. */
-static void reply_statuses(struct mc_rpc_call *call, ProtobufCMessage *msg, size_t *n_field,
+void mc_svc_reply_statuses(struct mc_rpc_call *call, ProtobufCMessage *msg, size_t *n_field,
                            int32_t **field, int *rcs, size_t n)
 {
     *n_field = n;
@@ -573,13 +561,13 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(BatchPutEndRequest, batch_put_end_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     size_t n = req->n_items;
     struct mc_key_ref *keys = NULL;
     uint32_t *crcs = NULL;
     uint64_t *vers = NULL;
     int *rcs = NULL;
-    int rc = n > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS : check_client(call, client);
+    int rc = n > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS : mc_svc_check_client(call, client);
     if (rc == 0 && n > 0 &&
         (!(keys = malloc(n * sizeof(*keys))) || !(crcs = malloc(n * sizeof(*crcs))) ||
          !(vers = malloc(n * sizeof(*vers))) || !(rcs = malloc(n * sizeof(*rcs)))))
@@ -597,8 +585,8 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
         vers[i] = it->version;
         ncrc += it->crc_valid ? 1 : 0;
     }
-    mark_nul_keys(call, field_num(&mc__batch_put_end_request__descriptor, "items"),
-                  field_num(&mc__put_end_item__descriptor, "key"), false, keys, n);
+    mark_nul_keys(call, mc_svc_field_num(&mc__batch_put_end_request__descriptor, "items"),
+                  mc_svc_field_num(&mc__put_end_item__descriptor, "key"), false, keys, n);
     int trc = check_replica_type(req->replica_type);
     if (trc != 0) {
         for (size_t i = 0; i < n; i++)
@@ -615,7 +603,7 @@ static void h_batch_put_end(void *arg, struct mc_rpc_call *call)
         goto out;
     }
     Mc__BatchPutEndResponse r = MC__BATCH_PUT_END_RESPONSE__INIT;
-    reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
+    mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
 out:
     FREE_REQ(req);
     free(keys);
@@ -628,13 +616,13 @@ static void h_batch_put_revoke(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(BatchPutRevokeRequest, batch_put_revoke_request, req);
-    struct mc_id client = id_from_pb(req->client_id);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
     size_t n = req->n_keys;
     struct mc_key_ref *keys = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(call, KEYS(batch_put_revoke_request), req->keys, n, &keys);
+    int rc = mc_svc_keys_from_pb(call, KEYS(batch_put_revoke_request), req->keys, n, &keys);
     if (rc == 0)
-        rc = check_client(call, client);
+        rc = mc_svc_check_client(call, client);
     if (rc == 0 && n > 0 && !(rcs = malloc(n * sizeof(*rcs))))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0) {
@@ -653,7 +641,7 @@ static void h_batch_put_revoke(void *arg, struct mc_rpc_call *call)
         mc_rpc_reply_status(call, rc);
     } else {
         Mc__BatchPutRevokeResponse r = MC__BATCH_PUT_REVOKE_RESPONSE__INIT;
-        reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
+        mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
     }
     FREE_REQ(req);
     free(keys);
@@ -668,8 +656,8 @@ static void h_get_replica_list(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(GetReplicaListRequest, get_replica_list_request, req);
     struct mc_get_result g;
-    struct mc_key_ref key = key_from_pb(call, KEY(get_replica_list_request), req->key);
-    int rc = check_client(call, id_from_pb(req->client_id));
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(get_replica_list_request), req->key);
+    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
         rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
     FREE_REQ(req);
@@ -785,9 +773,9 @@ static void h_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
     struct bget b = {0};
     /* ~1 replica of ~200 bytes of descriptors per key; later chunks are BGET_CHUNK */
     b.first_cap = n * 256 < BGET_CHUNK ? n * 256 : BGET_CHUNK;
-    int rc = keys_from_pb(call, KEYS(batch_get_replica_list_request), req->keys, n, &keys);
+    int rc = mc_svc_keys_from_pb(call, KEYS(batch_get_replica_list_request), req->keys, n, &keys);
     if (rc == 0)
-        rc = check_client(call, id_from_pb(req->client_id));
+        rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && n > 0 &&
         (!(g = malloc(w * sizeof(*g))) || !(rcs = malloc(w * sizeof(*rcs))) ||
          !(b.items = malloc(n * sizeof(*b.items))) || !(b.ptrs = malloc(n * sizeof(*b.ptrs)))))
@@ -821,7 +809,7 @@ static void h_exist_key(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(ExistKeyRequest, exist_key_request, req);
     bool exists = false;
-    struct mc_key_ref key = key_from_pb(call, KEY(exist_key_request), req->key);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(exist_key_request), req->key);
     int rc = mc_master_exist_key(svc->m, key.data, key.len, &exists);
     FREE_REQ(req);
     Mc__ExistKeyResponse r = MC__EXIST_KEY_RESPONSE__INIT;
@@ -838,7 +826,7 @@ static void h_batch_exist_key(void *arg, struct mc_rpc_call *call)
     bool *ex = NULL;
     protobuf_c_boolean *pex = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(call, KEYS(batch_exist_key_request), req->keys, n, &keys);
+    int rc = mc_svc_keys_from_pb(call, KEYS(batch_exist_key_request), req->keys, n, &keys);
     if (rc == 0 && n > 0 &&
         (!(ex = malloc(n * sizeof(*ex))) || !(pex = malloc(n * sizeof(*pex))) ||
          !(rcs = malloc(n * sizeof(*rcs)))))
@@ -854,7 +842,7 @@ static void h_batch_exist_key(void *arg, struct mc_rpc_call *call)
     Mc__BatchExistKeyResponse r = MC__BATCH_EXIST_KEY_RESPONSE__INIT;
     r.n_exists = n;
     r.exists = pex;
-    reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
+    mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
 out:
     FREE_REQ(req);
     free(keys);
@@ -870,8 +858,8 @@ static void h_remove(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(RemoveRequest, remove_request, req);
-    struct mc_key_ref key = key_from_pb(call, KEY(remove_request), req->key);
-    int rc = check_client(call, id_from_pb(req->client_id));
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(remove_request), req->key);
+    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
         rc = mc_master_remove(svc->m, key.data, key.len, req->force);
     FREE_REQ(req);
@@ -886,9 +874,9 @@ static void h_batch_remove(void *arg, struct mc_rpc_call *call)
     size_t n = req->n_keys;
     struct mc_key_ref *keys = NULL;
     int *rcs = NULL;
-    int rc = keys_from_pb(call, KEYS(batch_remove_request), req->keys, n, &keys);
+    int rc = mc_svc_keys_from_pb(call, KEYS(batch_remove_request), req->keys, n, &keys);
     if (rc == 0)
-        rc = check_client(call, id_from_pb(req->client_id));
+        rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && n > 0 && !(rcs = malloc(n * sizeof(*rcs))))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0 && n > 0)
@@ -897,7 +885,7 @@ static void h_batch_remove(void *arg, struct mc_rpc_call *call)
         mc_rpc_reply_status(call, rc);
     } else {
         Mc__BatchRemoveResponse r = MC__BATCH_REMOVE_RESPONSE__INIT;
-        reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
+        mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
     }
     FREE_REQ(req);
     free(keys);
@@ -909,7 +897,7 @@ static void h_remove_all(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(RemoveAllRequest, remove_all_request, req);
     uint64_t removed = 0;
-    int rc = check_client(call, id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
         rc = mc_master_remove_all(svc->m, req->force, &removed);
     FREE_REQ(req);
@@ -918,13 +906,111 @@ static void h_remove_all(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
-/* ---- not served yet: LOCAL_DISK tier, offload, promotion --------------------------------------
- */
+/* ---- promotion (holder side; promotion.h) -------------------------------------------------- */
 
-static void h_not_supported(void *arg, struct mc_rpc_call *call)
+#define PROMO_MAX_WAIT_MS 60000u /* a heartbeat parks at most this long */
+
+/* Answers a PromotionObjectHeartbeat with its tasks (mailbox reply: no master lock held). */
+static void promo_hb_reply(void *arg, struct mc_task_list *tasks)
 {
-    (void)arg;
-    mc_rpc_reply_status(call, MC_ERR_NOT_SUPPORTED);
+    struct mc_rpc_call *call = arg;
+    size_t n = tasks->n;
+    Mc__PromotionTaskItem *items = NULL, **ptrs = NULL;
+    if (n && (!(items = malloc(n * sizeof(*items))) || !(ptrs = malloc(n * sizeof(*ptrs))))) {
+        /* the tasks stay in flight in the mailbox; the reaper ends them */
+        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR);
+        goto out;
+    }
+    size_t i = 0;
+    for (struct mc_task *t = tasks->head; t && i < n; t = t->next, i++) {
+        mc__promotion_task_item__init(&items[i]);
+        items[i].task_id = t->task_id;
+        items[i].key = t->key;
+        items[i].size = t->size;
+        items[i].version = t->version;
+        items[i].crc32c = t->crc32c;
+        items[i].crc_valid = t->crc_valid;
+        ptrs[i] = &items[i];
+    }
+    Mc__PromotionObjectHeartbeatResponse r = MC__PROMOTION_OBJECT_HEARTBEAT_RESPONSE__INIT;
+    r.n_items = i;
+    r.items = ptrs;
+    mc_rpc_reply_msg(call, 0, &r.base);
+out:
+    free(items);
+    free(ptrs);
+    mc_task_list_free(tasks);
+}
+
+static void h_promotion_heartbeat(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionObjectHeartbeatRequest, promotion_object_heartbeat_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    uint32_t wait = req->wait_ms < PROMO_MAX_WAIT_MS ? req->wait_ms : PROMO_MAX_WAIT_MS;
+    uint32_t max = req->max_items;
+    FREE_REQ(req);
+    int rc = mc_svc_check_client(call, client);
+    if (rc == 0) /* answered now (1), parked (0), or refused (< 0: not answered) */
+        rc = mc_master_promotion_heartbeat(svc->m, client, max, wait, promo_hb_reply, call);
+    if (rc < 0)
+        mc_rpc_reply_status(call, rc);
+}
+
+static void h_promotion_alloc_start(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionAllocStartRequest, promotion_alloc_start_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_replica_desc d;
+    int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                                              : mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(promotion_alloc_start_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_alloc_start(
+            svc->m, client, req->task_id, key.data, key.len, req->size,
+            (const char *const *)req->preferred_segments, req->n_preferred_segments, &d);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    struct pb_replica p;
+    replica_to_pb(&d, &p);
+    Mc__PromotionAllocStartResponse r = MC__PROMOTION_ALLOC_START_RESPONSE__INIT;
+    r.replica = &p.d;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+static void h_notify_promotion_success(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionSuccessRequest, notify_promotion_success_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key =
+        mc_svc_key_from_pb(call, KEY(notify_promotion_success_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_success(svc->m, client, req->task_id, key.data, key.len);
+    FREE_REQ(req);
+    Mc__NotifyPromotionSuccessResponse r = MC__NOTIFY_PROMOTION_SUCCESS_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+static void h_notify_promotion_failure(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionFailureRequest, notify_promotion_failure_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key =
+        mc_svc_key_from_pb(call, KEY(notify_promotion_failure_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_failure(svc->m, client, req->task_id, key.data, key.len,
+                                         req->reason);
+    FREE_REQ(req);
+    Mc__NotifyPromotionFailureResponse r = MC__NOTIFY_PROMOTION_FAILURE_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
 }
 
 /* ---- admin ------------------------------------------------------------------------------------
@@ -940,7 +1026,7 @@ static void h_query_key(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(QueryKeyRequest, query_key_request, req);
     struct mc_key_info ki;
-    struct mc_key_ref key = key_from_pb(call, KEY(query_key_request), req->key);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(query_key_request), req->key);
     int rc = mc_master_query_key(svc->m, key.data, key.len, &ki);
     if (rc != 0) {
         FREE_REQ(req);
@@ -970,6 +1056,7 @@ static void h_query_key(void *arg, struct mc_rpc_call *call)
     r.hard_pinned = ki.hard_pinned;
     r.put_in_progress = !ki.complete;
     r.group_id = ki.group_id;
+    r.offload_pending = ki.offload_pending;
     r.n_replicas = n;
     r.replicas = ptrs;
     mc_rpc_reply_msg(call, 0, &r.base);
@@ -980,13 +1067,21 @@ static void h_list_segments(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     struct mc_segment_info *segs = NULL;
-    size_t n = 0;
+    struct mc_local_disk_info *disks = NULL;
+    size_t n = 0, nd = 0;
     Mc__SegmentInfo *items = NULL, **ptrs = NULL;
+    Mc__LocalDiskInfo *ditems = NULL, **dptrs = NULL;
     Mc__Uuid *uuids = NULL;
     int rc = mc_master_list_segments(svc->m, &segs, &n);
+    if (rc == 0)
+        rc = mc_master_list_local_disks(svc->m, &disks, &nd);
     if (rc == 0 && n > 0 &&
-        (!(items = malloc(n * sizeof(*items))) || !(ptrs = malloc(n * sizeof(*ptrs))) ||
-         !(uuids = malloc(2 * n * sizeof(*uuids)))))
+        (!(items = malloc(n * sizeof(*items))) || !(ptrs = malloc(n * sizeof(*ptrs)))))
+        rc = MC_ERR_INTERNAL_ERROR;
+    if (rc == 0 && nd > 0 &&
+        (!(ditems = malloc(nd * sizeof(*ditems))) || !(dptrs = malloc(nd * sizeof(*dptrs)))))
+        rc = MC_ERR_INTERNAL_ERROR;
+    if (rc == 0 && n + nd > 0 && !(uuids = malloc((2 * n + nd) * sizeof(*uuids))))
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
@@ -996,8 +1091,8 @@ static void h_list_segments(void *arg, struct mc_rpc_call *call)
         const struct mc_segment_info *s = &segs[i];
         Mc__SegmentInfo *it = &items[i];
         mc__segment_info__init(it);
-        id_to_pb(s->desc.id, &uuids[2 * i]);
-        id_to_pb(s->owner, &uuids[2 * i + 1]);
+        mc_svc_id_to_pb(s->desc.id, &uuids[2 * i]);
+        mc_svc_id_to_pb(s->owner, &uuids[2 * i + 1]);
         it->id = &uuids[2 * i];
         it->owner = &uuids[2 * i + 1];
         it->name = (char *)s->desc.name;
@@ -1009,14 +1104,32 @@ static void h_list_segments(void *arg, struct mc_rpc_call *call)
         it->replica_count = s->nallocs;
         ptrs[i] = it;
     }
+    for (size_t i = 0; i < nd; i++) {
+        const struct mc_local_disk_info *ld = &disks[i];
+        Mc__LocalDiskInfo *it = &ditems[i];
+        mc__local_disk_info__init(it);
+        mc_svc_id_to_pb(ld->client, &uuids[2 * n + i]);
+        it->client_id = &uuids[2 * n + i];
+        it->endpoint = (char *)ld->endpoint;
+        it->capacity_bytes = ld->capacity_bytes;
+        it->replica_count = ld->replica_count;
+        it->used_bytes = ld->used_bytes;
+        it->enable_offloading = ld->enable_offloading;
+        dptrs[i] = it;
+    }
     Mc__ListSegmentsResponse r = MC__LIST_SEGMENTS_RESPONSE__INIT;
     r.n_segments = n;
     r.segments = ptrs;
+    r.n_local_disks = nd;
+    r.local_disks = dptrs;
     mc_rpc_reply_msg(call, 0, &r.base);
 out:
     free(segs);
+    free(disks);
     free(items);
     free(ptrs);
+    free(ditems);
+    free(dptrs);
     free(uuids);
 }
 
@@ -1033,6 +1146,10 @@ static void h_get_stats(void *arg, struct mc_rpc_call *call)
     r.capacity_bytes = st.total_capacity_bytes;
     r.segment_count = st.segment_count;
     r.client_count = st.active_clients;
+    struct mc_offload_stats os;
+    mc_master_offload_stats(svc->m, &os);
+    r.local_disk_replica_count = os.disk_replicas;
+    r.offload_in_flight = os.in_flight;
     /* Everything else by its upstream metric name. */
     const struct {
         const char *name;
@@ -1070,17 +1187,40 @@ static void h_get_stats(void *arg, struct mc_rpc_call *call)
         {"master_evicted_size_bytes", (double)st.evicted_size_bytes},
         {"master_successful_evictions_total", (double)st.successful_evictions},
         {"master_attempted_evictions_total", (double)st.attempted_evictions},
+        {"master_offload_queued_total", (double)os.queued},
+        {"master_offload_completed_total", (double)os.completed},
+        {"master_offload_nacked_total", (double)os.nacked},
+        {"master_offload_expired_total", (double)os.expired},
+        {"master_offload_cancelled_total", (double)os.cancelled},
+        {"master_offload_refused_total", (double)os.refused},
+        {"master_allocated_file_size_bytes", (double)os.file_allocated_bytes},
+        {"master_total_file_capacity_bytes", (double)os.file_capacity_bytes},
+        {"master_disk_only_key_count", (double)os.disk_only_keys},
+        {"master_local_disk_count", (double)os.holders},
     };
     enum { NEXTRA = sizeof(extra) / sizeof(extra[0]) };
-    Mc__NamedValue nv[NEXTRA];
-    Mc__NamedValue *nvp[NEXTRA];
-    for (size_t i = 0; i < NEXTRA; i++) {
+    /* the promotion funnel, one snapshot, by its metric names */
+    struct mc_promotion_stats ps;
+    mc_master_promotion_stats(svc->m, &ps);
+    const struct {
+        const char *name;
+        double v;
+    } promo[] = {
+#define PROMO_EXTRA(f, h) {"master_promotion_" #f "_total", (double)ps.f},
+        MC_PROMOTION_COUNTERS(PROMO_EXTRA)
+#undef PROMO_EXTRA
+            {"master_promotion_in_flight", (double)ps.in_flight},
+    };
+    enum { NPROMO = sizeof(promo) / sizeof(promo[0]) };
+    Mc__NamedValue nv[NEXTRA + NPROMO];
+    Mc__NamedValue *nvp[NEXTRA + NPROMO];
+    for (size_t i = 0; i < NEXTRA + NPROMO; i++) {
         mc__named_value__init(&nv[i]);
-        nv[i].name = (char *)extra[i].name;
-        nv[i].value = extra[i].v;
+        nv[i].name = (char *)(i < NEXTRA ? extra[i].name : promo[i - NEXTRA].name);
+        nv[i].value = i < NEXTRA ? extra[i].v : promo[i - NEXTRA].v;
         nvp[i] = &nv[i];
     }
-    r.n_extra = NEXTRA;
+    r.n_extra = NEXTRA + NPROMO;
     r.extra = nvp;
     mc_rpc_reply_msg(call, 0, &r.base);
 }
@@ -1110,16 +1250,16 @@ static const struct {
     {MC_METHOD_REMOVE, h_remove},
     {MC_METHOD_BATCH_REMOVE, h_batch_remove},
     {MC_METHOD_REMOVE_ALL, h_remove_all},
-    {MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, h_not_supported},
-    {MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT, h_not_supported},
-    {MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, h_not_supported},
-    {MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, h_not_supported},
-    {MC_METHOD_EVICT_DISK_REPLICA, h_not_supported},
-    {MC_METHOD_BATCH_EVICT_DISK_REPLICA, h_not_supported},
-    {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, h_not_supported},
-    {MC_METHOD_PROMOTION_ALLOC_START, h_not_supported},
-    {MC_METHOD_NOTIFY_PROMOTION_SUCCESS, h_not_supported},
-    {MC_METHOD_NOTIFY_PROMOTION_FAILURE, h_not_supported},
+    {MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, mc_svc_mount_local_disk},
+    {MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT, mc_svc_unmount_local_disk},
+    {MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, mc_svc_offload_heartbeat},
+    {MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, mc_svc_notify_offload_success},
+    {MC_METHOD_EVICT_DISK_REPLICA, mc_svc_evict_disk_replica},
+    {MC_METHOD_BATCH_EVICT_DISK_REPLICA, mc_svc_batch_evict_disk_replica},
+    {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, h_promotion_heartbeat},
+    {MC_METHOD_PROMOTION_ALLOC_START, h_promotion_alloc_start},
+    {MC_METHOD_NOTIFY_PROMOTION_SUCCESS, h_notify_promotion_success},
+    {MC_METHOD_NOTIFY_PROMOTION_FAILURE, h_notify_promotion_failure},
     {MC_METHOD_QUERY_KEY, h_query_key},
     {MC_METHOD_LIST_SEGMENTS, h_list_segments},
     {MC_METHOD_GET_STATS, h_get_stats},

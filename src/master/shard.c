@@ -306,6 +306,35 @@ struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t
     return o->version == version ? o : NULL;
 }
 
+struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o)
+{
+    if (o->nrep >= MC_MAX_REPLICAS || o->ent == MC_NO_INDEX)
+        return NULL;
+    size_t head = sizeof(*o) + (size_t)o->nrep * sizeof(o->rep[0]);
+    struct mc_object *n = mc_obj_alloc(s, head + sizeof(o->rep[0]) + o->key_len);
+    if (!n)
+        return NULL;
+    unsigned heap = n->flags & MC_OBJ_HEAP;
+    memcpy(n, o, head);
+    n->flags = (o->flags & ~(unsigned)MC_OBJ_HEAP) | heap;
+    memset(&n->rep[o->nrep], 0, sizeof(n->rep[0]));
+    n->nrep = o->nrep + 1;
+    memcpy(mc_obj_key(n), mc_obj_key(o), o->key_len);
+    struct mc_obj_ent *e = mc_shard_ent(s, o->ent);
+    e->obj_bits = (uintptr_t)n | (e->obj_bits & MC_ENT_BITS);
+    if (o->group) {
+        struct mc_group *g = o->group;
+        for (uint32_t i = 0; i < g->n; i++)
+            if (g->members[i] == o)
+                g->members[i] = n;
+    }
+    for (uint32_t i = 0; i < s->npend; i++)
+        if (s->pend[i].obj == o)
+            s->pend[i].obj = n;
+    mc_obj_free_locked(s, o);
+    return n;
+}
+
 /* ---- pending puts -------------------------------------------------------------------------- */
 
 int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owner,

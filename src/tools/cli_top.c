@@ -8,7 +8,7 @@
  *   keys 1234 (+12/s)   DRAM 1.2GiB / 4GiB used (30.0%)   segments 2   clients 3
  *   ops/s  put 12.0  get 40.0  exist 0.0  remove 0.0
  *   evicted  keys 10 (+0/s)  bytes 1.2MiB  cycles 3 of 5 attempted
- *   offload  queued n/a  done n/a        promotion  admitted n/a  in flight n/a  done n/a
+ *   offload  queued n/a  done n/a        promotion  admitted 0  in flight 0  done 0
  *
  *   SEGMENT              ENDPOINT          USED       SIZE      USE%  STATUS  KEYS
  *   127.0.0.1:41234      127.0.0.1:41234   120MiB     1GiB      11.7  ok      345  [##.......]
@@ -158,11 +158,11 @@ static void draw(FILE *out, const struct mc_cli_opts *o, const Mc__GetStatsRespo
             cur->evicted, a, b, extra_or0(st, "master_successful_evictions_total"),
             extra_or0(st, "master_attempted_evictions_total"));
     fprintf(out, "offload  queued %s  done %s", counter(st, "master_offload_queued_total", a, 32),
-            counter(st, "master_offload_success_total", b, 32));
+            counter(st, "master_offload_completed_total", b, 32));
     fprintf(out, "    promotion  admitted %s  in flight %s  done %s\n",
             counter(st, "master_promotion_admitted_total", c, 32),
             counter(st, "master_promotion_in_flight", d, 32),
-            counter(st, "master_promotion_success_total", e, 32));
+            counter(st, "master_promotion_completed_total", e, 32));
     used_rows = 6;
     if (err)
         fprintf(out, "segments: %s\n", err);

@@ -1,0 +1,942 @@
+/*
+ * offload.c - the master half of the LOCAL_DISK tier: holders, their mailboxes, offload tasks
+ * in the three modes, completions and re-registration checked by version, disk evictions.
+ *
+ * State. A holder table (id -> struct mc_holder, capacity, whether it takes offload tasks) under
+ * one mutex that is a leaf of the lock order, and the mailbox table (mailbox.h), which keeps
+ * every task. An object with a task has MC_OBJ_OFFLOADING and exactly one pinned MEMORY
+ * replica (refcnt + 1); nothing else pins MEMORY replicas, so the pin is found again by
+ * looking for it. A task names the key and version it was made for; every path that ends a
+ * task (report, NACK, expiry, cancel by heartbeat, holder gone) looks the object up by key and
+ * releases the pin only if the object still has that version and the flag. Erasing an object
+ * (Remove, RemoveAll, eviction in mode C, sweeps) cancels its task in the hook, under the
+ * shard lock, so no mailbox keeps a task for an object that is gone.
+ *
+ * Versions (DESIGN.md §11): a LOCAL_DISK replica is attached only to the version it holds; a
+ * re-registered record of an absent object recreates it only if its version predates this
+ * incarnation (<= version_base).
+ *
+ * Pushes made under a shard lock are quiet (mailbox.h); whoever made them calls
+ * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
+ * wakes any that were missed.
+ */
+#include "master/offload.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "master/mailbox.h"
+#include "master/master_internal.h"
+#include "mooncake/errors.h"
+
+#define COMP "offload"
+#define OFF_KIND MC_TASK_KIND_BIT(MC_TASK_OFFLOAD)
+
+struct holder_rec {
+    struct mc_holder *h; /* the table's reference */
+    uint64_t capacity;
+    bool offloading;
+};
+
+/* Funnel counters, one X-macro table: field, metric name, help. */
+#define MC_OFFLOAD_COUNTERS(X)                                                                     \
+    X(queued, "master_offload_queued_total", "offload tasks queued")                               \
+    X(completed, "master_offload_completed_total", "offload tasks that attached a disk copy")      \
+    X(nacked, "master_offload_nacked_total", "offload tasks the holder reported failed")           \
+    X(expired, "master_offload_expired_total", "offload tasks expired by the reaper")              \
+    X(cancelled, "master_offload_cancelled_total",                                                 \
+      "offload tasks cancelled (object gone, holder gone, offloading disabled)")                   \
+    X(refused, "master_offload_refused_total", "offload pushes no mailbox took")                   \
+    X(forced, "master_offload_forced_evictions_total", "objects evicted without offload (force)")  \
+    X(stale, "master_offload_stale_refused_total", "offload reports refused (stale or mismatch)")  \
+    X(rereg_ok, "master_offload_reregistered_total", "disk records re-registered")                 \
+    X(rereg_refused, "master_offload_reregister_refused_total", "disk records refused")            \
+    X(deletes, "master_offload_deletes_queued_total", "disk record deletes queued")
+
+struct mc_offload {
+    struct mc_mailboxes *mb;
+    pthread_mutex_t lock; /* the holder table: a leaf */
+    struct holder_rec *v;
+    size_t n, cap;
+    uint64_t cycle_cap;            /* mode C: offloads per eviction cycle */
+    _Atomic uint64_t cycle_queued; /* offloads queued in the current cycle */
+    _Atomic int64_t in_flight;     /* offload tasks existing = pins held */
+#define X(f, n, h) _Atomic uint64_t f;
+    MC_OFFLOAD_COUNTERS(X)
+#undef X
+};
+
+#define INC(off, f) atomic_fetch_add_explicit(&(off)->f, 1, memory_order_relaxed)
+
+static void table_lock(struct mc_offload *off)
+{
+    mc_lo_acquire(MC_LO_LEAF, 0);
+    pthread_mutex_lock(&off->lock);
+}
+static void table_unlock(struct mc_offload *off)
+{
+    pthread_mutex_unlock(&off->lock);
+    mc_lo_release(MC_LO_LEAF, 0);
+}
+
+static ssize_t rec_find(struct mc_offload *off, struct mc_id id)
+{
+    for (size_t i = 0; i < off->n; i++)
+        if (mc_id_eq(off->v[i].h->id, id))
+            return (ssize_t)i;
+    return -1;
+}
+
+/* The holder of id with a reference (mc_holder_unref), NULL when not mounted. */
+static struct mc_holder *holder_get(struct mc_offload *off, struct mc_id id)
+{
+    struct mc_holder *h = NULL;
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    if (i >= 0) {
+        h = off->v[i].h;
+        atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    }
+    table_unlock(off);
+    return h;
+}
+
+static bool holder_takes_offload(struct mc_offload *off, struct mc_id id)
+{
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    bool ok = i >= 0 && off->v[i].offloading;
+    table_unlock(off);
+    return ok;
+}
+
+static struct mc_holder *holder_new(struct mc_id id, const char *endpoint)
+{
+    struct mc_holder *h = calloc(1, sizeof(*h));
+    if (!h)
+        return NULL;
+    atomic_init(&h->refs, 1);
+    atomic_init(&h->dead, false);
+    h->id = id;
+    snprintf(h->endpoint, sizeof(h->endpoint), "%s", endpoint);
+    return h;
+}
+
+/* ---- pins ---------------------------------------------------------------------------------- */
+
+/* Releases o's offload pin (write lock). */
+static void pin_release(struct mc_offload *off, struct mc_shard *s, struct mc_object *o)
+{
+    if (!(o->flags & MC_OBJ_OFFLOADING))
+        return;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_MEMORY && r->refcnt > 0) {
+            r->refcnt--;
+            break;
+        }
+    }
+    o->flags &= ~(unsigned)MC_OBJ_OFFLOADING;
+    atomic_fetch_sub_explicit(&off->in_flight, 1, memory_order_relaxed);
+    if (o->ent != MC_NO_INDEX)
+        mc_shard_refresh_bits(s, o);
+}
+
+/* Ends a task the mailbox handed back (expired, cancelled): releases the pin of its object if
+ * the object still has the task's version. No lock held. */
+static void task_unpin(struct mc_master *m, const struct mc_task *t)
+{
+    struct mc_shard *s;
+    struct mc_object *o =
+        mc_master_lock_find(m, mc_hash_key(t->key, t->key_len), t->key, t->key_len, true, &s);
+    if (!o)
+        return;
+    if (o->version == t->version)
+        pin_release(m->offload, s, o);
+    mc_shard_unlock(s);
+}
+
+/* Unpins every offload task of l (counted in *counter) and frees l. */
+static size_t tasks_end(struct mc_master *m, struct mc_task_list *l, _Atomic uint64_t *counter)
+{
+    size_t n = 0;
+    for (struct mc_task *t = l->head; t; t = t->next) {
+        if (t->kind != MC_TASK_OFFLOAD)
+            continue;
+        task_unpin(m, t);
+        atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+        n++;
+    }
+    mc_task_list_free(l);
+    return n;
+}
+
+/* ---- queueing ------------------------------------------------------------------------------ */
+
+static bool has_disk_copy(const struct mc_object *o)
+{
+    for (uint8_t i = 0; i < o->nrep; i++)
+        if (o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK && mc_replica_readable(&o->rep[i]))
+            return true;
+    return false;
+}
+
+/* Queues o's offload task to the owner of one of its COMPLETE MEMORY replicas (refcnt 0 when
+ * evictable_only) that is a holder taking tasks, and pins that replica (write lock). */
+static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                      bool evictable_only)
+{
+    struct mc_offload *off = m->offload;
+    int rc = MC_ERR_UNABLE_OFFLOADING;
+    uint64_t deadline = mc_master_now_ms(m) + m->cfg.put_start_release_timeout_ms;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type != MC_REPLICA_TYPE_MEMORY || r->status != MC_REPLICA_STATUS_COMPLETE ||
+            !mc_segment_alive(r->u.seg) || r->refcnt >= MC_REPLICA_REFCNT_MAX ||
+            (evictable_only && r->refcnt))
+            continue;
+        struct mc_id owner = r->u.seg->owner;
+        if (!holder_takes_offload(off, owner))
+            continue;
+        rc = mc_mailbox_push_quiet(off->mb, owner, MC_TASK_OFFLOAD, mc_obj_key(o), o->key_len,
+                                   o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
+                                   deadline, NULL);
+        if (rc == MC_OK) {
+            r->refcnt++;
+            o->flags |= MC_OBJ_OFFLOADING;
+            atomic_fetch_add_explicit(&off->in_flight, 1, memory_order_relaxed);
+            INC(off, queued);
+            mc_shard_refresh_bits(s, o);
+            return MC_OK;
+        }
+    }
+    INC(off, refused);
+    return rc;
+}
+
+void mc_offload_put_end_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    if (!(o->flags & MC_OBJ_OFFLOADING) && !has_disk_copy(o))
+        (void)queue_task(m, s, o, false);
+}
+
+void mc_offload_wake(struct mc_master *m)
+{
+    if (m->offload)
+        mc_mailboxes_wake(m->offload->mb);
+}
+
+uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                 struct mc_freelist *fl, struct mc_unlink_batch *ub)
+{
+    struct mc_offload *off = m->offload;
+    /* A disk copy of this version, or a task already queued: the DRAM copies that are not
+     * pinned go now, with no new offload. */
+    if (!off || (o->flags & MC_OBJ_OFFLOADING) || has_disk_copy(o))
+        return mc_master_evict_memory(m, s, o, fl, ub);
+    bool force = m->cfg.offload_force_evict;
+    if (force && atomic_load_explicit(&off->cycle_queued, memory_order_relaxed) >= off->cycle_cap) {
+        INC(off, forced);
+        return mc_master_evict_memory(m, s, o, fl, ub);
+    }
+    if (queue_task(m, s, o, true) == MC_OK) {
+        atomic_fetch_add_explicit(&off->cycle_queued, 1, memory_order_relaxed);
+        return mc_master_evict_memory(m, s, o, fl, ub); /* the redundant copies, if any */
+    }
+    if (!force)
+        return 0; /* nobody can take a copy: the object stays (no data is dropped) */
+    INC(off, forced);
+    return mc_master_evict_memory(m, s, o, fl, ub);
+}
+
+void mc_offload_cycle_begin(struct mc_master *m)
+{
+    if (m->offload)
+        atomic_store_explicit(&m->offload->cycle_queued, 0, memory_order_relaxed);
+}
+
+void mc_offload_cycle_end(struct mc_master *m)
+{
+    mc_offload_wake(m);
+}
+
+/* ---- erase hook, holders going away, reaper ------------------------------------------------ */
+
+void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return;
+    if (o->flags & MC_OBJ_OFFLOADING) {
+        struct mc_task_list l = {0};
+        size_t n = mc_mailboxes_cancel_key_kinds(off->mb, OFF_KIND, mc_obj_key(o), o->key_len, &l);
+        mc_task_list_free(&l);
+        atomic_fetch_add_explicit(&off->cancelled, n, memory_order_relaxed);
+        pin_release(off, s, o);
+    }
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK || !mc_replica_valid(r))
+            continue;
+        /* Nobody parks on deletes (the heartbeat hands them out first): a quiet push. */
+        if (mc_mailbox_push_quiet(off->mb, r->u.holder->id, MC_TASK_DELETE, mc_obj_key(o),
+                                  o->key_len, o->version, o->size, o->crc,
+                                  (o->flags & MC_OBJ_HAS_CRC) != 0, 0, NULL) == MC_OK)
+            INC(off, deletes);
+    }
+}
+
+/* Removes the holder of id: table, mailbox (tasks cancelled, pins released), replicas dead. */
+static bool holder_drop(struct mc_master *m, struct mc_id id)
+{
+    struct mc_offload *off = m->offload;
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    struct mc_holder *h = NULL;
+    if (i >= 0) {
+        h = off->v[i].h;
+        off->v[i] = off->v[--off->n];
+    }
+    table_unlock(off);
+    struct mc_task_list l = {0};
+    bool had_box = mc_mailbox_close(off->mb, id, &l) == MC_OK;
+    tasks_end(m, &l, &off->cancelled);
+    if (!h)
+        return had_box;
+    atomic_store_explicit(&h->dead, true, memory_order_release);
+    if (atomic_load_explicit(&h->nreplicas, memory_order_relaxed) > 0)
+        atomic_store_explicit(&m->sweep_pending, true, memory_order_release);
+    char buf[MC_ID_STRLEN];
+    mc_info(COMP, "holder deregistered", "client=%s replicas=%lld", mc_id_format(id, buf),
+            (long long)atomic_load(&h->nreplicas));
+    mc_holder_unref(h);
+    return true;
+}
+
+void mc_offload_client_expired(struct mc_master *m, struct mc_id client)
+{
+    if (m->offload)
+        (void)holder_drop(m, client);
+}
+
+int mc_offload_reap(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    if (!off || atomic_load_explicit(&off->in_flight, memory_order_relaxed) <= 0)
+        return 0;
+    struct mc_task_list l = {0};
+    mc_mailboxes_tick_kinds(off->mb, OFF_KIND, &l);
+    size_t n = tasks_end(m, &l, &off->expired);
+    if (n)
+        mc_info(COMP, "offload tasks expired", "count=%zu", n);
+    return (int)n;
+}
+
+int mc_master_tick_offload(struct mc_master *m)
+{
+    if (!m->offload)
+        return 0;
+    mc_mailboxes_tick_polls(m->offload->mb);
+    mc_mailboxes_wake(m->offload->mb);
+    return 0;
+}
+
+/* ---- mount / unmount ----------------------------------------------------------------------- */
+
+int mc_clients_touch(struct mc_master *m, struct mc_id id);
+
+/* Moves every LOCAL_DISK replica of old to nh (a re-mounted holder's new endpoint). */
+static void holder_rebind(struct mc_master *m, struct mc_holder *old, struct mc_holder *nh)
+{
+    int64_t moved = 0, bytes = 0;
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        for (uint32_t i = 0; i < s->n; i++) {
+            struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
+            for (uint8_t r = 0; r < o->nrep; r++) {
+                if (o->rep[r].type != MC_REPLICA_TYPE_LOCAL_DISK || o->rep[r].u.holder != old)
+                    continue;
+                atomic_fetch_add_explicit(&nh->refs, 1, memory_order_relaxed);
+                o->rep[r].u.holder = nh;
+                atomic_fetch_sub_explicit(&old->refs, 1, memory_order_relaxed); /* old >= 2 */
+                moved++;
+                bytes += (int64_t)o->size;
+            }
+        }
+        mc_shard_unlock(s);
+    }
+    atomic_fetch_add(&nh->nreplicas, moved);
+    atomic_fetch_add(&nh->bytes, bytes);
+    atomic_fetch_sub(&old->nreplicas, moved);
+    atomic_fetch_sub(&old->bytes, bytes);
+}
+
+int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const char *endpoint,
+                               uint64_t capacity_bytes, bool enable_offloading)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client) || !endpoint || strlen(endpoint) >= MC_ENDPOINT_MAX)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc_clients_touch(m, client) != MC_OK || mc_mailbox_open(off->mb, client) != MC_OK)
+        return MC_ERR_INTERNAL_ERROR;
+    struct mc_holder *nh = holder_new(client, endpoint);
+    if (!nh)
+        return MC_ERR_INTERNAL_ERROR;
+    struct mc_holder *old = NULL;
+    int rc = MC_OK;
+    table_lock(off);
+    ssize_t i = rec_find(off, client);
+    if (i >= 0) {
+        off->v[i].capacity = capacity_bytes;
+        off->v[i].offloading = enable_offloading;
+        if (strcmp(off->v[i].h->endpoint, endpoint) != 0) {
+            old = off->v[i].h; /* the table's reference moves to the caller */
+            off->v[i].h = nh;
+            atomic_fetch_add_explicit(&nh->refs, 1, memory_order_relaxed); /* for the rebind */
+        }
+    } else {
+        if (off->n == off->cap) {
+            size_t cap = off->cap ? off->cap * 2 : 8;
+            struct holder_rec *nv = realloc(off->v, cap * sizeof(*nv));
+            if (!nv) {
+                rc = MC_ERR_INTERNAL_ERROR;
+                goto unlock;
+            }
+            off->v = nv;
+            off->cap = cap;
+        }
+        off->v[off->n++] = (struct holder_rec){
+            .h = nh, .capacity = capacity_bytes, .offloading = enable_offloading};
+        nh = NULL; /* the table owns it */
+        char buf[MC_ID_STRLEN];
+        mc_info(COMP, "holder registered", "client=%s endpoint=%s capacity=%llu offloading=%d",
+                mc_id_format(client, buf), endpoint, (unsigned long long)capacity_bytes,
+                (int)enable_offloading);
+    }
+unlock:
+    table_unlock(off);
+    if (old) {
+        holder_rebind(m, old, nh);
+        mc_holder_unref(nh); /* the rebind's reference; the table keeps its own */
+        nh = NULL;
+        atomic_store_explicit(&old->dead, true, memory_order_release);
+        mc_holder_unref(old);
+    }
+    if (nh)
+        mc_holder_unref(nh); /* same endpoint (not needed), or out of memory */
+    return rc;
+}
+
+int mc_master_unmount_local_disk(struct mc_master *m, struct mc_id client)
+{
+    if (!m->offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client))
+        return MC_ERR_INVALID_PARAMS;
+    (void)holder_drop(m, client);
+    return MC_OK;
+}
+
+/* ---- heartbeat ----------------------------------------------------------------------------- */
+
+int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool enable_offloading,
+                                uint32_t max_items, uint32_t wait_ms, mc_mailbox_reply_fn reply,
+                                void *arg)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client) || !reply)
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t max = max_items == 0 || max_items > MC_OFFLOAD_MAX_PER_HEARTBEAT
+                       ? MC_OFFLOAD_MAX_PER_HEARTBEAT
+                       : max_items;
+    table_lock(off);
+    ssize_t i = rec_find(off, client);
+    if (i >= 0)
+        off->v[i].offloading = enable_offloading;
+    table_unlock(off);
+    if (i < 0)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    struct mc_task_list got = {0};
+    if (!enable_offloading) {
+        /* cancel what is queued (handed-out tasks end with their report or expiry) */
+        struct mc_task_list q = {0};
+        if (mc_mailbox_pull(off->mb, client, OFF_KIND, 0, &q) != MC_OK)
+            return MC_ERR_SEGMENT_NOT_FOUND;
+        for (struct mc_task *t = q.head; t; t = t->next)
+            free(mc_mailbox_complete(off->mb, client, t->task_id, true));
+        tasks_end(m, &q, &off->cancelled);
+        mc_mailbox_pull(off->mb, client, MC_TASK_KIND_BIT(MC_TASK_DELETE), max, &got);
+        reply(arg, &got);
+        return 1;
+    }
+    if (mc_mailbox_pull(off->mb, client, MC_TASK_KIND_BIT(MC_TASK_DELETE), max, &got) != MC_OK)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    if (got.n > 0) {
+        if (got.n < max)
+            mc_mailbox_pull(off->mb, client, OFF_KIND, max - (uint32_t)got.n, &got);
+        reply(arg, &got);
+        return 1;
+    }
+    int rc = mc_mailbox_park(off->mb, client, MC_TASK_OFFLOAD, max, wait_ms, reply, arg);
+    return rc == MC_ERR_CLIENT_NOT_FOUND ? MC_ERR_SEGMENT_NOT_FOUND : rc;
+}
+
+/* ---- completions and re-registration ------------------------------------------------------- */
+
+/* Attaches a COMPLETE LOCAL_DISK replica of h to *op (write lock); *op may move. */
+static int attach_disk(struct mc_master *m, struct mc_shard *s, struct mc_object **op,
+                       struct mc_holder *h)
+{
+    struct mc_object *o = *op;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && r->u.holder == h)
+            return MC_OK; /* already there (a repeated report or re-registration) */
+    }
+    struct mc_object *n = mc_shard_obj_grow(s, o);
+    if (!n)
+        return o->nrep >= MC_MAX_REPLICAS ? MC_ERR_INVALID_REPLICA : MC_ERR_INTERNAL_ERROR;
+    struct mc_replica *r = &n->rep[n->nrep - 1];
+    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
+    r->status = MC_REPLICA_STATUS_COMPLETE;
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    r->u.holder = h;
+    atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->bytes, (int64_t)n->size, memory_order_relaxed);
+    mc_shard_refresh_bits(s, n);
+    *op = n;
+    return MC_OK;
+}
+
+static bool same_bytes(const struct mc_object *o, const struct mc_offload_result *it)
+{
+    return !(it->crc_valid && (o->flags & MC_OBJ_HAS_CRC) && it->crc32c != o->crc);
+}
+
+static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc_offload_result *it)
+{
+    struct mc_offload *off = m->offload;
+    struct mc_task *t = mc_mailbox_complete(off->mb, h->id, it->task_id, it->status != 0);
+    if (!t)
+        return MC_ERR_TASK_NOT_FOUND;
+    int rc = MC_OK;
+    if (t->kind != MC_TASK_OFFLOAD) {
+        free(t);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    if (it->key_len != t->key_len || memcmp(it->key, t->key, t->key_len) != 0)
+        rc = MC_ERR_INVALID_PARAMS;
+    struct mc_shard *s;
+    struct mc_object *o =
+        mc_master_lock_find(m, mc_hash_key(t->key, t->key_len), t->key, t->key_len, true, &s);
+    if (o && o->version == t->version)
+        pin_release(off, s, o);
+    if (it->status != 0) {
+        INC(off, nacked);
+        rc = MC_OK;
+    } else if (rc != MC_OK) {
+    } else if (!o || o->version != t->version || it->version != t->version) {
+        rc = MC_ERR_INVALID_VERSION;
+    } else if (it->size != o->size) {
+        rc = MC_ERR_INVALID_PARAMS;
+    } else if (!same_bytes(o, it)) {
+        rc = MC_ERR_CHECKSUM_MISMATCH;
+    } else {
+        rc = attach_disk(m, s, &o, h);
+        if (rc == MC_OK)
+            INC(off, completed);
+    }
+    if (o)
+        mc_shard_unlock(s);
+    if (rc != MC_OK && it->status == 0)
+        INC(off, stale);
+    free(t);
+    return rc;
+}
+
+/* Recreates an absent object from a disk record of an earlier incarnation (no lock held). */
+static int recreate(struct mc_master *m, struct mc_holder *h, uint64_t hk,
+                    const struct mc_offload_result *it)
+{
+    struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];
+    mc_shard_wrlock(s);
+    struct mc_object *o = mc_shard_find(s, hk, it->key, it->key_len);
+    int rc = MC_OK;
+    if (o) { /* someone created it meanwhile: the normal rules */
+        if (!(o->flags & MC_OBJ_COMPLETE) || o->version != it->version || it->size != o->size)
+            rc = MC_ERR_INVALID_VERSION;
+        else if (!same_bytes(o, it))
+            rc = MC_ERR_CHECKSUM_MISMATCH;
+        else
+            rc = attach_disk(m, s, &o, h);
+        goto out;
+    }
+    o = mc_obj_alloc(s, sizeof(*o) + sizeof(o->rep[0]) + it->key_len);
+    if (!o) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    o->size = it->size;
+    o->version = it->version;
+    o->ent = MC_NO_INDEX;
+    o->key_len = (uint16_t)it->key_len;
+    o->nrep = 1;
+    o->flags |= MC_OBJ_COMPLETE | (it->crc_valid ? MC_OBJ_HAS_CRC : 0);
+    o->crc = it->crc_valid ? it->crc32c : 0;
+    struct mc_replica *r = &o->rep[0];
+    memset(r, 0, sizeof(*r));
+    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
+    r->status = MC_REPLICA_STATUS_COMPLETE;
+    r->u.holder = h;
+    memcpy(mc_obj_key(o), it->key, it->key_len);
+    if (mc_shard_insert(s, hk, o) != 0) {
+        mc_obj_free_locked(s, o);
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->bytes, (int64_t)o->size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);
+out:
+    mc_shard_unlock(s);
+    return rc;
+}
+
+static int reregister(struct mc_master *m, struct mc_holder *h, const struct mc_offload_result *it)
+{
+    if (it->status != 0 || it->size == 0 || it->size > MC_OBJECT_SIZE_MAX || it->version == 0)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t hk = mc_hash_key(it->key, it->key_len);
+    struct mc_shard *s;
+    struct mc_object *o = mc_master_lock_find(m, hk, it->key, it->key_len, true, &s);
+    if (!o) {
+        if (it->version > m->version_base)
+            return MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
+        return recreate(m, h, hk, it);
+    }
+    int rc;
+    if (!(o->flags & MC_OBJ_COMPLETE) || o->version != it->version)
+        rc = MC_ERR_INVALID_VERSION;
+    else if (it->size != o->size)
+        rc = MC_ERR_INVALID_PARAMS;
+    else if (!same_bytes(o, it))
+        rc = MC_ERR_CHECKSUM_MISMATCH;
+    else
+        rc = attach_disk(m, s, &o, h);
+    mc_shard_unlock(s);
+    return rc;
+}
+
+int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
+                             const struct mc_offload_result *items, size_t n, bool reregister_,
+                             int *rcs)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client) || (n && (!items || !rcs)))
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_holder *h = holder_get(off, client);
+    if (!h)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_offload_result *it = &items[i];
+        int rc = mc_master_check_key(m, it->key, it->key_len);
+        if (rc != MC_OK) {
+            /* a task report with a bad key still ends its task */
+            if (!reregister_) {
+                struct mc_task *t = mc_mailbox_complete(off->mb, client, it->task_id, true);
+                if (t) {
+                    task_unpin(m, t);
+                    free(t);
+                }
+            }
+        } else if (reregister_) {
+            rc = reregister(m, h, it);
+            INC(off, rereg_ok);
+            if (rc != MC_OK) {
+                atomic_fetch_sub_explicit(&off->rereg_ok, 1, memory_order_relaxed);
+                INC(off, rereg_refused);
+            }
+        } else {
+            rc = notify_task(m, h, it);
+        }
+        rcs[i] = rc;
+    }
+    mc_holder_unref(h);
+    return MC_OK;
+}
+
+/* ---- disk evictions ------------------------------------------------------------------------ */
+
+int mc_master_evict_disk_replica(struct mc_master *m, struct mc_id client, const char *key,
+                                 size_t key_len, uint64_t version)
+{
+    if (!m->offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client))
+        return MC_ERR_INVALID_PARAMS;
+    int rc = mc_master_check_key(m, key, key_len);
+    if (rc != MC_OK)
+        return rc;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    struct mc_shard *s;
+    struct mc_object *o = mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    rc = MC_ERR_REPLICA_NOT_FOUND;
+    if (version && o->version != version) {
+        rc = MC_ERR_INVALID_VERSION;
+        goto unlock;
+    }
+    for (uint8_t i = 0; i < o->nrep && (o->flags & MC_OBJ_PROMOTING); i++)
+        if (o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK &&
+            mc_id_eq(o->rep[i].u.holder->id, client))
+            mc_promotion_cancel_locked(m, s, o, &fl); /* the pinned source goes: cancel first */
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK || !mc_id_eq(r->u.holder->id, client))
+            continue;
+        mc_freelist_add_replica(&fl, r, o->size);
+        mc_obj_drop_replica(o, i);
+        rc = MC_OK;
+        break;
+    }
+    if (rc != MC_OK)
+        goto unlock;
+    bool valid = false;
+    for (uint8_t i = 0; i < o->nrep && !valid; i++)
+        valid = mc_replica_valid(&o->rep[i]);
+    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
+        mc_master_erase_object(m, s, o, &fl);
+    else
+        mc_shard_refresh_bits(s, o);
+unlock:
+    mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
+    return rc;
+}
+
+int mc_master_batch_evict_disk_replica(struct mc_master *m, struct mc_id client,
+                                       const struct mc_key_ref *keys, const uint64_t *versions,
+                                       size_t n, int *rcs)
+{
+    if (!m->offload)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client) || (n && (!keys || !rcs)))
+        return MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = mc_master_evict_disk_replica(m, client, keys[i].data, keys[i].len,
+                                              versions ? versions[i] : 0);
+    return MC_OK;
+}
+
+/* ---- admin and stats ----------------------------------------------------------------------- */
+
+int mc_master_list_local_disks(struct mc_master *m, struct mc_local_disk_info **out, size_t *n)
+{
+    if (!out || !n)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    *n = 0;
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_OK;
+    table_lock(off);
+    int rc = MC_OK;
+    if (off->n) {
+        struct mc_local_disk_info *v = calloc(off->n, sizeof(*v));
+        if (!v) {
+            rc = MC_ERR_INTERNAL_ERROR;
+        } else {
+            for (size_t i = 0; i < off->n; i++) {
+                const struct holder_rec *rec = &off->v[i];
+                v[i].client = rec->h->id;
+                memcpy(v[i].endpoint, rec->h->endpoint, sizeof(v[i].endpoint));
+                v[i].capacity_bytes = rec->capacity;
+                int64_t b = atomic_load(&rec->h->bytes), c = atomic_load(&rec->h->nreplicas);
+                v[i].used_bytes = b > 0 ? (uint64_t)b : 0;
+                v[i].replica_count = c > 0 ? (uint64_t)c : 0;
+                v[i].enable_offloading = rec->offloading;
+            }
+            *out = v;
+            *n = off->n;
+        }
+    }
+    table_unlock(off);
+    return rc;
+}
+
+/* Objects whose readable replicas are all LOCAL_DISK (a scan under read locks). */
+static uint64_t count_disk_only(struct mc_master *m)
+{
+    uint64_t n = 0;
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_rdlock(s);
+        for (uint32_t i = 0; i < s->n; i++) {
+            const struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
+            bool disk = false, mem = false;
+            for (uint8_t r = 0; r < o->nrep; r++) {
+                if (!mc_replica_readable(&o->rep[r]))
+                    continue;
+                if (o->rep[r].type == MC_REPLICA_TYPE_LOCAL_DISK)
+                    disk = true;
+                else
+                    mem = true;
+            }
+            n += disk && !mem;
+        }
+        mc_shard_unlock(s);
+    }
+    return n;
+}
+
+static void holder_totals(struct mc_offload *off, struct mc_offload_stats *st)
+{
+    table_lock(off);
+    st->holders = off->n;
+    for (size_t i = 0; i < off->n; i++) {
+        int64_t b = atomic_load(&off->v[i].h->bytes), c = atomic_load(&off->v[i].h->nreplicas);
+        st->file_capacity_bytes += off->v[i].capacity;
+        st->file_allocated_bytes += b > 0 ? (uint64_t)b : 0;
+        st->disk_replicas += c > 0 ? (uint64_t)c : 0;
+    }
+    table_unlock(off);
+}
+
+static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool scan)
+{
+    memset(st, 0, sizeof(*st));
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return;
+    st->queued = atomic_load(&off->queued);
+    st->completed = atomic_load(&off->completed);
+    st->nacked = atomic_load(&off->nacked);
+    st->expired = atomic_load(&off->expired);
+    st->cancelled = atomic_load(&off->cancelled);
+    st->refused = atomic_load(&off->refused);
+    st->forced_evictions = atomic_load(&off->forced);
+    st->reregistered = atomic_load(&off->rereg_ok);
+    st->reregister_refused = atomic_load(&off->rereg_refused);
+    st->stale_refused = atomic_load(&off->stale);
+    st->deletes_queued = atomic_load(&off->deletes);
+    int64_t f = atomic_load(&off->in_flight);
+    st->in_flight = f > 0 ? (uint64_t)f : 0;
+    holder_totals(off, st);
+    if (scan && st->disk_replicas)
+        st->disk_only_keys = count_disk_only(m);
+}
+
+void mc_master_offload_stats(struct mc_master *m, struct mc_offload_stats *out)
+{
+    stats_fill(m, out, true);
+}
+
+static double rd_file_bytes(void *arg)
+{
+    struct mc_offload_stats st;
+    stats_fill(arg, &st, false);
+    return (double)st.file_allocated_bytes;
+}
+static double rd_file_capacity(void *arg)
+{
+    struct mc_offload_stats st;
+    stats_fill(arg, &st, false);
+    return (double)st.file_capacity_bytes;
+}
+static double rd_disk_only(void *arg)
+{
+    struct mc_offload_stats st;
+    stats_fill(arg, &st, true);
+    return (double)st.disk_only_keys;
+}
+static double rd_in_flight(void *arg)
+{
+    int64_t v = atomic_load(&((struct mc_offload *)arg)->in_flight);
+    return v > 0 ? (double)v : 0.0;
+}
+static double rd_u64(void *arg)
+{
+    return (double)atomic_load_explicit((_Atomic uint64_t *)arg, memory_order_relaxed);
+}
+
+static int register_metrics(struct mc_master *m, struct mc_offload *off)
+{
+    struct mc_metrics *reg = m->metrics;
+    int rc = 0;
+#define X(f, n, h) rc |= mc_metrics_counter_fn(reg, n, h, NULL, rd_u64, &off->f);
+    MC_OFFLOAD_COUNTERS(X)
+#undef X
+    rc |= mc_metrics_gauge_fn(reg, "master_offload_in_flight", "offload tasks queued or handed out",
+                              NULL, rd_in_flight, off);
+    rc |= mc_metrics_gauge_fn(reg, "master_allocated_file_size_bytes",
+                              "object bytes held as LOCAL_DISK replicas", NULL, rd_file_bytes, m);
+    rc |= mc_metrics_gauge_fn(reg, "master_total_file_capacity_bytes",
+                              "SSD capacity the holders reported", NULL, rd_file_capacity, m);
+    rc |= mc_metrics_gauge_fn(reg, "master_disk_only_key_count",
+                              "objects readable only from LOCAL_DISK", NULL, rd_disk_only, m);
+    return rc ? -1 : 0;
+}
+
+int mc_offload_init(struct mc_master *m)
+{
+    if (!m->cfg.enable_offload)
+        return 0;
+    if (m->cfg.offload_force_evict && !m->cfg.offload_on_evict) {
+        mc_warn(COMP, "offload_force_evict without offload_on_evict is ignored",
+                "mode=offload_at_put_end");
+        m->cfg.offload_force_evict = false;
+    }
+    struct mc_offload *off = calloc(1, sizeof(*off));
+    if (!off)
+        return -1;
+    pthread_mutex_init(&off->lock, NULL);
+    off->mb = mc_mailboxes_new(m->clock, m->cfg.offloading_queue_limit);
+    off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
+    m->offload = off;
+    if (!off->mb || register_metrics(m, off) != 0)
+        return -1;
+    m->hooks.object_erased = mc_offload_object_erased;
+    mc_info(COMP, "offload enabled", "mode=%s queue_limit=%u cycle_cap=%llu",
+            !m->cfg.offload_on_evict     ? "put_end"
+            : m->cfg.offload_force_evict ? "on_evict_force"
+                                         : "on_evict",
+            m->cfg.offloading_queue_limit, (unsigned long long)off->cycle_cap);
+    return 0;
+}
+
+struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m)
+{
+    return m->offload ? m->offload->mb : NULL;
+}
+
+void mc_offload_destroy(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return;
+    m->hooks.object_erased = NULL;
+    mc_mailboxes_free(off->mb); /* answers parked polls */
+    for (size_t i = 0; i < off->n; i++) {
+        atomic_store(&off->v[i].h->dead, true);
+        mc_holder_unref(off->v[i].h);
+    }
+    free(off->v);
+    pthread_mutex_destroy(&off->lock);
+    free(off);
+    m->offload = NULL;
+}

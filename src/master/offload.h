@@ -1,0 +1,59 @@
+/*
+ * offload.h - the LOCAL_DISK tier's private entry points inside the master core (offload.c).
+ *
+ * The public calls (MountLocalDiskSegment ... BatchEvictDiskReplica) are in master.h; these are
+ * the hooks other core modules call. Every one is a no-op, or is not called at all, when
+ * m->offload is NULL (enable_offload off), so a master without the tier pays one branch.
+ *
+ * Locking: the *_locked calls run with the object's shard write-locked; they take the holder
+ * table (a leaf) and the mailbox table/mailbox (after shards in the lock order) and push quietly
+ * (mc_mailbox_push_quiet): the caller answers the woken long-polls with mc_offload_wake once it
+ * dropped its locks, so a reply is never encoded under a master lock.
+ */
+#ifndef MC_MASTER_OFFLOAD_H
+#define MC_MASTER_OFFLOAD_H
+
+#include <stdint.h>
+
+#include "common/id.h"
+
+struct mc_master;
+struct mc_shard;
+struct mc_object;
+struct mc_freelist;
+struct mc_unlink_batch;
+
+/* Creates m->offload when m->cfg.enable_offload (else leaves it NULL), installs the
+ * object_erased hook and registers the metrics. 0 or -1 (out of memory). */
+int mc_offload_init(struct mc_master *m);
+/* The holders' mailbox table (promotion.c queues its tasks there too); NULL without the tier. */
+struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m);
+/* Frees the tier's state: every parked poll is answered empty, every task freed. */
+void mc_offload_destroy(struct mc_master *m);
+
+/* Mode A: o was just completed by PutEnd; queues its offload task. */
+void mc_offload_put_end_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* Answers the holders' polls that quiet pushes gave work (no lock held). */
+void mc_offload_wake(struct mc_master *m);
+
+/* Modes B and C: eviction picked o (write lock). Returns the DRAM bytes freed, as
+ * mc_master_evict_object. */
+uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                 struct mc_freelist *fl, struct mc_unlink_batch *ub);
+/* Around one BatchEvict cycle: resets the per-cycle count (mode C), then wakes the polls. */
+void mc_offload_cycle_begin(struct mc_master *m);
+void mc_offload_cycle_end(struct mc_master *m);
+
+/* The object_erased hook (write lock): cancels o's offload task and queues a delete of every
+ * disk record of o at its holder. Exported so a later module's hook can chain to it. */
+void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+
+/* The client expired (monitor, no lock held): its LOCAL_DISK registration goes as by
+ * UnmountLocalDiskSegment (tasks cancelled, pins released, replicas dropped by the next sweep). */
+void mc_offload_client_expired(struct mc_master *m, struct mc_id client);
+
+/* Reaper: offload tasks past their deadline are expired and their pins released. Returns how
+ * many. */
+int mc_offload_reap(struct mc_master *m);
+
+#endif

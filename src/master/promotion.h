@@ -1,0 +1,155 @@
+/*
+ * promotion.h - promotion on hit (DESIGN.md §1.1, §7): hot LOCAL_DISK-only objects copied back
+ * into DRAM by the client that holds the disk copy.
+ *
+ * Trigger. GetReplicaList and BatchGetReplicaList (never ExistKey, never QueryKey), after the
+ * Get's own answer is built and its shard lock dropped, when the object had no MEMORY replica of
+ * any status and a readable LOCAL_DISK one. Every such Get counts one attempt, then the gates run
+ * in order, each with its rejection counter:
+ *   1. frequency: the CountMinSketch (sketch.h) count of the key, this Get included, must reach
+ *      promotion_admission_threshold;
+ *   2. watermark: DRAM used ratio below eviction_high_watermark_ratio;
+ *   3. under the shard's write lock, re-checked: the object is there, not being Put, has no
+ *      promotion task, still no MEMORY replica, a readable LOCAL_DISK source whose holder has a
+ *      mailbox (not counted as a rejection: the object is simply not eligible any more);
+ *   4. cap: tasks in flight (all shards) below promotion_queue_limit.
+ * Then the source replica is pinned (refcnt + 1), the task {task id, source replica, size,
+ * version, holder, start time} is recorded in the shard's promotion table, and, once the shard
+ * lock is dropped, pushed to the holder's mailbox (MC_TASK_PROMOTION, mailbox.h).
+ *
+ * Holder side (the client that holds the source; any other client gets INVALID_PARAMS):
+ *   heartbeat   long-poll for tasks: at most min(max_items, promotion_max_per_heartbeat) per
+ *               answer (max_items 0 = the latter), leftovers stay queued;
+ *   alloc_start one MEMORY replica of the task's size, preferring the caller's preferred
+ *               segments, then the holder's own segments, then any segment; status PROCESSING:
+ *               no Get lists it, PutEnd never completes it, eviction never takes it. The task's
+ *               reaper window restarts;
+ *   success     the staged replica becomes COMPLETE, the source is unpinned, the task erased,
+ *               and the object's lease set to now (PutEnd's zero-length lease: the most recent
+ *               LRU position, so the promoted object is not the next victim, while eviction and
+ *               Remove are not blocked by a full lease);
+ *   failure     the staged replica (if any) is freed, the source unpinned, the task erased.
+ * A stale task id (reaped, cancelled, or of an object that was removed and Put again) changes
+ * nothing: success answers REPLICA_IS_NOT_READY, failure answers OK (idempotent), alloc_start
+ * REPLICA_IS_NOT_READY; each also drops the task from the holder's mailbox if it is still there.
+ *
+ * Cleanup. Tasks older than promotion_task_timeout (from admission, or from AllocStart) are
+ * reaped by mc_master_tick_reaper. Remove / BatchRemove / RemoveAll do not let a promotion block
+ * them: the task is cancelled (staged replica freed, source unpinned) and the object removed as
+ * usual. An object erased for any reason (eviction, sweep) cancels its task; so does the loss of
+ * its source or of its staged replica (holder expiry, segment unmount: the monitor's sweep), and
+ * the disk eviction of the source (mc_promotion_cancel_locked).
+ *
+ * Retry candidates. A key rejected only for a transient reason (watermark, cap) is remembered
+ * (at most MC_PROMO_CANDIDATES_MAX keys, for MC_PROMO_CANDIDATE_TTL_MS, at most
+ * MC_PROMO_CANDIDATE_RETRIES retries, backoff 10 ms doubling to 1 s) and retried by the eviction
+ * tick, without counting the sketch again (it passed that gate already). A candidate that is
+ * admitted (by a retry or a later Get) counts candidate_admitted; one dropped (TTL, retries, the
+ * key gone or no longer eligible, the table full) candidate_dropped.
+ *
+ * Hot beats cold. A watermark rejection also asks the eviction loop for one cycle (the flag a
+ * failed PutStart raises), at most once per back-off period (10 ms, doubled up to 1 s while the
+ * requested cycles free nothing). Every object such a cycle can evict has an expired lease, so
+ * its last access is older than the candidate's, which was read just now: the cycle frees colder
+ * objects, and the candidate is retried on the next tick.
+ *
+ * Funnel. All counters change together under one mutex, and a metrics scrape reads one
+ * snapshot, so admitted = completed + failed + expired + cancelled + in_flight holds in every
+ * scrape and in mc_master_promotion_stats.
+ *
+ * Lock order: shard (write) → mailbox table → one mailbox; the funnel and candidate mutexes are
+ * leaves. Parked heartbeats are answered outside every master lock (mailbox.h).
+ */
+#ifndef MC_MASTER_PROMOTION_H
+#define MC_MASTER_PROMOTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/id.h"
+#include "master/mailbox.h"
+#include "master/master.h"
+
+#define MC_PROMO_CANDIDATES_MAX 50000u
+#define MC_PROMO_CANDIDATE_TTL_MS 60000u
+#define MC_PROMO_CANDIDATE_RETRIES 8u
+#define MC_PROMO_BACKOFF_MIN_MS 10u
+#define MC_PROMO_BACKOFF_MAX_MS 1000u
+#define MC_PROMO_RETRY_BATCH 128u /* candidates retried per eviction tick at most */
+
+/* The funnel counters: field, metric name suffix (master_promotion_<name>_total), help. */
+#define MC_PROMOTION_COUNTERS(X)                                                                   \
+    X(attempts, "Gets that found an object with a LOCAL_DISK replica and no MEMORY one")           \
+    X(admitted, "promotion tasks admitted")                                                        \
+    X(completed, "promotion tasks committed (NotifyPromotionSuccess)")                             \
+    X(completed_bytes, "value bytes of the committed promotions")                                  \
+    X(failed, "promotion tasks failed by their holder (NotifyPromotionFailure)")                   \
+    X(expired, "promotion tasks reaped after promotion_task_timeout")                              \
+    X(cancelled, "promotion tasks cancelled (object removed, evicted or its source lost)")         \
+    X(rejected_frequency, "promotions refused: sketch count below the admission threshold")        \
+    X(rejected_watermark, "promotions refused: DRAM at or above the high watermark")               \
+    X(rejected_cap, "promotions refused: promotion_queue_limit tasks in flight")                   \
+    X(candidate_recorded, "keys recorded as retry candidates")                                     \
+    X(candidate_admitted, "retry candidates admitted")                                             \
+    X(candidate_dropped, "retry candidates dropped (TTL, retries, gone, not eligible, full)")
+
+struct mc_promotion_stats {
+#define MC_PROMO_FIELD(f, h) uint64_t f;
+    MC_PROMOTION_COUNTERS(MC_PROMO_FIELD)
+#undef MC_PROMO_FIELD
+    uint64_t in_flight;  /* tasks admitted and not ended */
+    uint64_t candidates; /* retry candidates remembered now */
+};
+
+/* One consistent snapshot of the funnel (taken under its mutex). */
+void mc_master_promotion_stats(struct mc_master *m, struct mc_promotion_stats *out);
+
+/* Real state, for tests (walks every shard; slow): what the funnel's in_flight must equal. */
+struct mc_promotion_debug {
+    uint64_t in_flight;     /* the funnel's gauge */
+    uint64_t tasks;         /* task records in the shards' promotion tables */
+    uint64_t pins;          /* refcnt summed over every LOCAL_DISK replica */
+    uint64_t staged;        /* PROCESSING MEMORY replicas of complete objects */
+    uint64_t mailbox_tasks; /* MC_TASK_PROMOTION tasks queued or in flight in the mailboxes */
+    uint64_t candidates;
+};
+void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_debug *out);
+
+/* PromotionObjectHeartbeat: answers at once (returns 1: reply already called) when tasks are
+ * queued or wait_ms is 0, else parks reply until a task arrives or wait_ms passes (returns 0;
+ * the eviction tick answers expired polls). reply gets the tasks (mailbox.h: task_id, key,
+ * size, version, crc), is called exactly once and never under a master lock. Errors (reply not
+ * called): INVALID_PARAMS (zero id, no reply), SEGMENT_NOT_FOUND (the client has no LOCAL_DISK
+ * registration, i.e. no mailbox: it must mount its LOCAL_DISK segment again). */
+int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint32_t max_items,
+                                  uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
+
+/* PromotionAllocStart: stages one MEMORY replica for task_id (status PROCESSING) and fills *out
+ * with its descriptor (the holder writes the value there). preferred may be NULL. Errors:
+ * INVALID_KEY; OBJECT_NOT_FOUND (key absent); REPLICA_IS_NOT_READY (no such task: reaped,
+ * cancelled or stale; or already staged); INVALID_PARAMS (caller is not the task's holder, size
+ * or version differ from the task's); NO_AVAILABLE_HANDLE (no DRAM: the task stays, the holder
+ * should report failure). */
+int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, uint64_t task_id,
+                                    const char *key, size_t key_len, uint64_t size,
+                                    const char *const *preferred, size_t npreferred,
+                                    struct mc_replica_desc *out);
+
+/* NotifyPromotionSuccess: commits the staged replica. Errors: INVALID_KEY; REPLICA_IS_NOT_READY
+ * (no such task or object: stale; not staged yet — the task stays; the staged replica's segment
+ * is gone — the task is cancelled); INVALID_PARAMS (not the holder). */
+int mc_master_promotion_success(struct mc_master *m, struct mc_id holder, uint64_t task_id,
+                                const char *key, size_t key_len);
+
+/* NotifyPromotionFailure: ends the task at once (staged replica freed, source unpinned). OK for
+ * an unknown task (idempotent). Errors: INVALID_KEY; INVALID_PARAMS (not the holder). reason is
+ * logged. */
+int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64_t task_id,
+                                const char *key, size_t key_len, int reason);
+
+/* Retry candidates and expired heartbeats; called by mc_master_tick_eviction after its cycle.
+ * Returns the candidates admitted. */
+int mc_master_promotion_tick(struct mc_master *m);
+
+#endif
