@@ -37,7 +37,7 @@ if(TARGET mc_client_shared AND TARGET mooncake_master)
     endif()
   endforeach()
 endif()
-# mooncake_client refuses --disk_path until the LOCAL_DISK tier is wired into the client.
+# mooncake_client --disk_path: usage checks and the client id kept in the directory.
 if(TARGET mc_client_daemon)
   add_test(NAME test_client_disk_path COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_client_disk_path.sh
            ${CMAKE_BINARY_DIR}/bin)

@@ -14,3 +14,8 @@ if(TARGET mc_client_static)
   mc_add_test(test_disk_recovery SOURCES test_disk_recovery.c LIBS mc_client_static
               Threads::Threads TIMEOUT 120)
 endif()
+# LOCAL_DISK reads through the holder (disk_tier.c + transport_tcp_disk.c), no master needed.
+if(TARGET mc_client_static)
+  mc_add_test(test_disk_read SOURCES test_disk_read.c LIBS mc_client_static Threads::Threads
+              TIMEOUT 60)
+endif()

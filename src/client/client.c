@@ -3,10 +3,16 @@
  * query, registered buffers). Put and Get live in client_put.c and client_get.c.
  *
  * mc_client_open order: peer server up first (its port is the segment's endpoint and name),
- * then the master link (ServiceReady), then the segment (mmap, served by the peer server, then
- * MountSegment), then the ping thread. mc_client_close undoes it in reverse: UnmountSegment
+ * then the master link (ServiceReady); with disk_path, the segments a previous incarnation of
+ * this client id still has mounted are unmounted (its MEMORY replicas died with it: they must
+ * not stay listed as readable); then the segment (mmap, served by the peer server, then
+ * MountSegment); with disk_path, the LOCAL_DISK tier (store recovered, MountLocalDiskSegment,
+ * records re-registered: disk_tier.h) and the offload worker (worker.h); then the ping thread.
+ * Only then does open return, so a daemon prints READY after the re-registration.
+ * mc_client_close undoes it in reverse: worker, UnmountLocalDiskSegment and UnmountSegment
  * (best effort: a master that is gone will expire us), ping thread, peer server (its I/O
- * threads joined, so no reply still points into the segment), then munmap.
+ * threads joined, so no reply still points into the segment), the tier's serve threads and
+ * store, then munmap.
  *
  * The library never installs signal handlers, calls exit, writes to stdout or registers flags;
  * every send uses MSG_NOSIGNAL (rpc_client.c, transport_tcp.c).
@@ -21,6 +27,7 @@
 #include "client/client_internal.h"
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/rpc_server.h"
 #include "common/wire.h"
 #include "mooncake/client.h"
 
@@ -160,11 +167,66 @@ struct mc_id mc_client_segment_id(const struct mc_client *c)
     return c->seg_id;
 }
 
+struct mc_transport *mc_client_tcp_transport(struct mc_client *c)
+{
+    return c->tcp;
+}
+
 /* The ping thread's housekeeping: idle peer connections are closed even when no transfer runs. */
 static void on_tick(void *arg)
 {
     struct mc_client *c = arg;
     mc_transport_tcp_prune(c->tcp);
+}
+
+/* master_conn's callback: the master lost track of this client and its segments are mounted
+ * again; the LOCAL_DISK tier and its records must be registered again too (by the worker). */
+static void on_remounted(void *arg)
+{
+    struct mc_client *c = arg;
+    struct mc_disk_tier *t = atomic_load(&c->disk);
+    if (t)
+        mc_disk_tier_want_register(t);
+}
+
+/* The peer server's PeerDiskRead handler: the tier's, once it exists. */
+static void on_disk_read(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_client *c = arg;
+    struct mc_disk_tier *t = atomic_load(&c->disk);
+    if (t)
+        mc_disk_tier_on_peer_read(t, call);
+    else
+        mc_rpc_reply_status(call, MC_ERR_NOT_SUPPORTED);
+}
+
+/* A restart of a client with a persisted id (disk_path) within the master's client_ttl finds
+ * its previous incarnation's DRAM segments still mounted, and their MEMORY replicas listed as
+ * readable although those bytes died with the old process: unmount every segment the master
+ * lists with this client as owner before mounting the new one. */
+static int unmount_previous_segments(struct mc_client *c)
+{
+    Mc__ListSegmentsRequest req = MC__LIST_SEGMENTS_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(c->mc, MC_METHOD_LIST_SEGMENTS, &req.base,
+                                 &mc__list_segments_response__descriptor, &m);
+    if (rc)
+        return rc;
+    const Mc__ListSegmentsResponse *r = (const Mc__ListSegmentsResponse *)m;
+    for (size_t i = 0; rc == 0 && i < r->n_segments; i++) {
+        const Mc__SegmentInfo *s = r->segments[i];
+        if (!s || !s->owner || !s->id || s->owner->hi != c->id.hi || s->owner->lo != c->id.lo)
+            continue;
+        struct mc_id sid = {s->id->hi, s->id->lo};
+        char idbuf[MC_ID_STRLEN];
+        rc = mc_master_conn_unmount(c->mc, sid);
+        if (rc == MC_ERR_SEGMENT_NOT_FOUND)
+            rc = 0;
+        mc_info("client", "previous incarnation's segment unmounted", "segment=%s name=%s rc=%s",
+                mc_id_format(sid, idbuf), s->name ? s->name : "", mc_strerror(rc));
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
 }
 
 /* master_conn's callback: a (Re)MountSegment answer named the mount epoch of one of our
@@ -337,9 +399,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc = mc_client_id_load_or_create(c->disk_path, &c->id, &created);
         if (rc)
             goto fail;
-        mc_info("client",
-                "LOCAL_DISK tier not wired into this client yet; client id kept in disk_path",
-                "path=%s new_id=%d", c->disk_path, created ? 1 : 0);
+        mc_info("client", "client id kept in disk_path", "path=%s new_id=%d", c->disk_path,
+                created ? 1 : 0);
     } else {
         c->id = mc_id_random();
     }
@@ -381,7 +442,9 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
                                        .port = c->cfg.data_port,
                                        .auth = &c->auth,
-                                       .protected_mode_off = !c->cfg.protected_mode};
+                                       .protected_mode_off = !c->cfg.protected_mode,
+                                       .on_disk_read = on_disk_read,
+                                       .disk_arg = c};
     rc = mc_peer_server_new(&pc, &c->ps);
     if (!rc)
         rc = mc_peer_server_start(c->ps);
@@ -420,11 +483,20 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         .auth = &c->auth,
         .on_mount_epoch = on_mount_epoch,
         .on_tick = on_tick,
+        .on_remounted = on_remounted,
         .cb_arg = c,
     };
     rc = mc_master_conn_open(&mcc, &c->mc);
     if (rc)
         goto fail;
+    if (c->cfg.disk_path) {
+        rc = unmount_previous_segments(c);
+        if (rc) {
+            mc_error("client", "cannot unmount the previous incarnation's segments",
+                     "master=%s rc=%s", c->master_address, mc_strerror(rc));
+            goto fail;
+        }
+    }
 
     if (c->cfg.segment_size) {
         rc = mc_segment_mem_init(&c->seg, c->cfg.segment_size, c->cfg.huge_pages);
@@ -456,6 +528,42 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         }
         c->mounted = true;
     }
+    if (c->cfg.disk_path) {
+        if (!c->cfg.disk_capacity) {
+            mc_error("client", "disk_capacity must be > 0 with disk_path", "path=%s", c->disk_path);
+            rc = MC_ERR_INVALID_PARAMS;
+            goto fail;
+        }
+        struct mc_disk_tier_config dc = {.path = c->disk_path,
+                                         .capacity = c->cfg.disk_capacity,
+                                         .mc = c->mc,
+                                         .client_id = c->id,
+                                         .endpoint = c->endpoint,
+                                         .max_payload = mc_peer_server_max_payload(c->ps),
+                                         .enable_offloading = true};
+        struct mc_disk_tier *t = NULL;
+        rc = mc_disk_tier_open(&dc, &t);
+        if (rc)
+            goto fail;
+        atomic_store(&c->disk, t);
+        rc = mc_disk_tier_register(t);
+        if (mc_disk_tier_master_lacks_tier(rc)) {
+            /* the master runs without the tier (no --enable_offload): keep the records on
+             * disk, untouched, and serve DRAM only; the worker registers once it can */
+            mc_warn("client",
+                    "the master has no LOCAL_DISK tier (start it with --enable_offload): "
+                    "running without offload; the records in disk_path are kept",
+                    "path=%s rc=%s", c->disk_path, mc_strerror(rc));
+            mc_disk_tier_want_register(t);
+            rc = 0;
+        }
+        if (rc)
+            goto fail;
+        struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
+        rc = mc_worker_start(&wc, &c->worker);
+        if (rc)
+            goto fail;
+    }
     rc = mc_master_conn_start(c->mc);
     if (rc)
         goto fail;
@@ -477,6 +585,11 @@ void mc_client_close(struct mc_client *c)
     if (!c)
         return;
     const struct mc_logger *prev = mc_log_set_current(&c->logger);
+    mc_worker_stop(c->worker);
+    c->worker = NULL;
+    struct mc_disk_tier *disk = atomic_load(&c->disk);
+    if (disk && c->mc)
+        mc_disk_tier_unmount(disk);
     if (c->mounted) {
         int rc = mc_master_conn_unmount(c->mc, c->seg_id);
         if (rc)
@@ -489,6 +602,8 @@ void mc_client_close(struct mc_client *c)
         mc_peer_server_remove_segment(c->ps, c->seg_id);
         mc_peer_server_stop(c->ps);
     }
+    atomic_store(&c->disk, NULL);
+    mc_disk_tier_close(disk);   /* after the peer server stopped: no new disk read arrives */
     mc_transport_free(c->rdma); /* deregisters the segment before it is unmapped */
     mc_transport_free(c->tcp);
     mc_transport_free(c->local);

@@ -7,17 +7,20 @@
  * (memcpy), then remote MEMORY replicas in the master's order (tcp); a replica whose read fails
  * is skipped for the next one (REPLICA_IS_GONE included: the holder re-mounted its segment since
  * the master issued the descriptor, so its bytes may belong to another object now; nothing was
- * read). When no replica could be read the Get fails with TRANSFER_FAIL. LOCAL_DISK replicas are
- * not read yet (their read path arrives with the disk issue): an object with only those answers
- * NOT_SUPPORTED.
+ * read). Then LOCAL_DISK replicas (client_disk.c): the holder's store directly when that is
+ * this process, else one PeerDiskRead to the holder, naming the object's version (a record of
+ * another version is REPLICA_NOT_FOUND, never served). When no replica could be read the Get
+ * fails with TRANSFER_FAIL (or the disk read's REPLICA_NOT_FOUND / CHECKSUM_MISMATCH).
  *
  * After the bytes moved: with checksums on, the CRC32C of the bytes must equal the object's
  * (CHECKSUM_MISMATCH otherwise); then, if the lease ran out during the read, the bytes may
  * already belong to another object (the master was free to evict and reuse the space), so the
  * call fails with LEASE_EXPIRED. BatchGet is one BatchGetReplicaList and one lease clock for
  * every key; keys with a replica in this process's segment are copied, the others are read as
- * one transport batch (one PeerBatchRead per endpoint), and a key whose batch read failed is
- * read again the single way (every replica in turn).
+ * one transport batch (one PeerBatchRead per endpoint), keys with only a LOCAL_DISK replica as
+ * one disk batch (one PeerDiskRead per holder), and a key whose MEMORY batch read failed is
+ * read again the single way (every replica in turn). mc_batch_get_tiers reports the kind of
+ * replica that served each key.
  *
  * GetSize is not a read: it asks the master's lease-free admin query (QueryKey), so it takes
  * no lease and counts no access; mc_get_ex reports the size on BUFFER_OVERFLOW, so a reader
@@ -34,16 +37,29 @@
 #include "common/log.h"
 #include "common/wire.h"
 
-static int read_some_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
-                             size_t size)
+/* One LOCAL_DISK replica d of the object r describes into buf (size bytes), under r's version;
+ * the holder's stored CRC must be the object's. */
+static int read_disk_replica(struct mc_client *c, const char *key,
+                             const Mc__GetReplicaListResponse *r, const Mc__ReplicaDescriptor *d,
+                             void *buf, size_t size)
+{
+    struct mc_disk_read_item it = {.key = key, .size = size, .version = r->version, .buf = buf};
+    const Mc__LocalDiskLocation *h = d->local_disk;
+    mc_client_disk_read(c, &h, &it, 1);
+    if (it.status == 0 && r->crc_valid && it.crc_valid && it.crc != r->crc32c)
+        return MC_ERR_CHECKSUM_MISMATCH;
+    return it.status;
+}
+
+/* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
+ * then LOCAL_DISK; *tier says which kind served it. */
+static int read_some_replica(struct mc_client *c, const char *key,
+                             const Mc__GetReplicaListResponse *r, void *buf, size_t size, int *tier)
 {
     int rc = MC_ERR_OBJECT_NOT_FOUND;
-    bool disk = false;
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < r->n_replicas; i++) {
             const Mc__ReplicaDescriptor *d = r->replicas[i];
-            if (d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK)
-                disk = true;
             if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id)
                 continue;
             struct mc_id sid = {d->memory->segment_id->hi, d->memory->segment_id->lo};
@@ -51,15 +67,30 @@ static int read_some_replica(struct mc_client *c, const Mc__GetReplicaListRespon
             if (local != (pass == 0))
                 continue;
             int x = mc_client_replica_io(c, d, false, buf, size);
-            if (x == 0)
+            if (x == 0) {
+                *tier = MC_REPLICA_MEMORY;
                 return 0;
+            }
             mc_warn("client", "replica read failed, trying the next one", "replica=%llu rc=%s",
                     (unsigned long long)d->id, mc_strerror(x));
             rc = MC_ERR_TRANSFER_FAIL;
         }
     }
-    if (rc == MC_ERR_OBJECT_NOT_FOUND && disk)
-        rc = MC_ERR_NOT_SUPPORTED; /* LOCAL_DISK only: read path not wired yet */
+    for (size_t i = 0; i < r->n_replicas; i++) {
+        const Mc__ReplicaDescriptor *d = r->replicas[i];
+        if (d->type != MC__REPLICA_TYPE__RT_LOCAL_DISK || !d->local_disk)
+            continue;
+        int x = read_disk_replica(c, key, r, d, buf, size);
+        if (x == 0) {
+            *tier = MC_REPLICA_LOCAL_DISK;
+            return 0;
+        }
+        mc_warn("client", "LOCAL_DISK replica read failed", "replica=%llu endpoint=%s rc=%s",
+                (unsigned long long)d->id, d->local_disk->endpoint ? d->local_disk->endpoint : "",
+                mc_strerror(x));
+        rc = x == MC_ERR_REPLICA_NOT_FOUND || x == MC_ERR_CHECKSUM_MISMATCH ? x
+                                                                            : MC_ERR_TRANSFER_FAIL;
+    }
     return rc;
 }
 
@@ -108,14 +139,15 @@ static int64_t get_finish(struct mc_client *c, const Mc__GetReplicaListResponse 
     return (int64_t)size;
 }
 
-/* Reads the object r describes into buf; t0_ms is when the lease started. */
-static int64_t get_with(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
-                        size_t cap, uint64_t t0_ms)
+/* Reads the object r describes into buf; t0_ms is when the lease started; *tier says which
+ * kind of replica served it. */
+static int64_t get_with(struct mc_client *c, const char *key, const Mc__GetReplicaListResponse *r,
+                        void *buf, size_t cap, uint64_t t0_ms, int *tier)
 {
     int64_t size = get_size_check(r, buf, cap);
     if (size < 0)
         return size;
-    int rc = read_some_replica(c, r, buf, (size_t)size);
+    int rc = read_some_replica(c, key, r, buf, (size_t)size, tier);
     if (rc)
         return rc;
     return get_finish(c, r, buf, (size_t)size, t0_ms);
@@ -158,7 +190,8 @@ int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, s
     int rc = replica_list(c, key, &r);
     if (rc)
         return rc;
-    int64_t n = get_with(c, r, buf, cap, t0);
+    int tier = -1;
+    int64_t n = get_with(c, key, r, buf, cap, t0, &tier);
     if (needed && (n >= 0 || n == MC_ERR_BUFFER_OVERFLOW)) {
         uint64_t size = answer_size(r);
         *needed = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
@@ -235,26 +268,41 @@ static int pick_replica(struct mc_client *c, const Mc__GetReplicaListResponse *r
     return remote;
 }
 
+/* The first COMPLETE LOCAL_DISK replica of r, or NULL. */
+static const Mc__ReplicaDescriptor *disk_replica(const Mc__GetReplicaListResponse *r)
+{
+    for (size_t i = 0; i < r->n_replicas; i++)
+        if (r->replicas[i]->type == MC__REPLICA_TYPE__RT_LOCAL_DISK && r->replicas[i]->local_disk)
+            return r->replicas[i];
+    return NULL;
+}
+
 /* The reads of a batch: every key's local replica with memcpy, its rdma replica (protocol rdma)
- * with one-sided reads, the other remote ones as one transport batch (one peer round trip per
- * endpoint); a key whose chosen replica fails is read
- * again the single way, trying each of its replicas. */
-static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size_t n,
-                      void *const *bufs, const size_t *caps, int64_t *results, uint64_t t0)
+ * with one-sided reads, the other remote MEMORY ones as one transport batch (one peer round
+ * trip per endpoint), and the keys with only a LOCAL_DISK replica as one disk batch (this
+ * process's store directly, else one PeerDiskRead per holder). A key whose chosen replica fails
+ * is read again the single way, trying each of its replicas. tiers[i] gets the kind that served
+ * key i. */
+static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetReplicaListResponse **rs,
+                      size_t n, void *const *bufs, const size_t *caps, int64_t *results, int *tiers,
+                      uint64_t t0)
 {
     struct mc_xfer_item *items = calloc(n, sizeof(*items));
     size_t *owner = calloc(n, sizeof(*owner));
     int64_t *sizes = calloc(n, sizeof(*sizes));
-    if (!items || !owner || !sizes) {
-        free(items);
-        free(owner);
-        free(sizes);
-        return MC_ERR_INTERNAL_ERROR;
+    struct mc_disk_read_item *ditems = calloc(n, sizeof(*ditems));
+    const Mc__LocalDiskLocation **dloc = calloc(n, sizeof(*dloc));
+    size_t *downer = calloc(n, sizeof(*downer));
+    int rc = 0;
+    if (!items || !owner || !sizes || !ditems || !dloc || !downer) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
     }
-    size_t ni = 0;
+    size_t ni = 0, nd = 0;
     for (size_t i = 0; i < n; i++) {
         const Mc__GetReplicaListResponse *ri = rs[i];
         results[i] = PENDING;
+        tiers[i] = -1;
         if (ri->status) {
             results[i] = ri->status;
             continue;
@@ -267,7 +315,8 @@ static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size
         struct mc_xfer_loc loc;
         bool local = false;
         int k = pick_replica(c, ri, (size_t)sizes[i], &loc, &local);
-        int x = k < 0   ? -1
+        const Mc__ReplicaDescriptor *dd = k < 0 ? disk_replica(ri) : NULL;
+        int x = k < 0   ? (dd ? 2 : -1)
                 : local ? mc_transport_read(c->local, &loc, bufs[i], (size_t)sizes[i])
                 : mc_client_replica_is_rdma(c, ri->replicas[k])
                     ? mc_transport_read(c->rdma, &loc, bufs[i], (size_t)sizes[i])
@@ -275,27 +324,62 @@ static int batch_read(struct mc_client *c, Mc__GetReplicaListResponse **rs, size
         if (x == 1) { /* remote over tcp: into the batch */
             items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
             owner[ni++] = i;
+        } else if (x == 2) { /* LOCAL_DISK only: into the disk batch */
+            ditems[nd] = (struct mc_disk_read_item){
+                .key = keys[i], .size = (uint64_t)sizes[i], .version = ri->version, .buf = bufs[i]};
+            dloc[nd] = dd->local_disk;
+            downer[nd++] = i;
         } else if (x == 0) {
             results[i] = get_finish(c, ri, bufs[i], (size_t)sizes[i], t0);
+            tiers[i] = MC_REPLICA_MEMORY;
         }
         /* else: no usable replica, or the local one failed: the single path below */
     }
-    int rc = ni ? mc_transport_batch(c->tcp, false, items, ni) : 0;
+    int brc = ni ? mc_transport_batch(c->tcp, false, items, ni) : 0;
     for (size_t j = 0; j < ni; j++) {
         size_t i = owner[j];
-        if (rc == 0 && items[j].status == 0)
+        if (brc == 0 && items[j].status == 0) {
             results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
-        else if (rc == 0)
+            tiers[i] = MC_REPLICA_MEMORY;
+        } else if (brc == 0) {
             mc_warn("client", "batch replica read failed, trying each replica", "rc=%s",
                     mc_strerror(items[j].status));
+        }
+    }
+    if (nd)
+        mc_client_disk_read(c, dloc, ditems, nd);
+    for (size_t j = 0; j < nd; j++) {
+        size_t i = downer[j];
+        const struct mc_disk_read_item *d = &ditems[j];
+        int st = d->status;
+        if (st == 0 && rs[i]->crc_valid && d->crc_valid && d->crc != rs[i]->crc32c)
+            st = MC_ERR_CHECKSUM_MISMATCH;
+        if (st == 0) {
+            results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
+            tiers[i] = MC_REPLICA_LOCAL_DISK;
+        } else {
+            /* the key's only readable copy: no other replica to try */
+            mc_warn("client", "batch LOCAL_DISK read failed", "key=%s rc=%s", keys[i],
+                    mc_strerror(st));
+            results[i] = st == MC_ERR_REPLICA_NOT_FOUND || st == MC_ERR_CHECKSUM_MISMATCH
+                             ? st
+                             : MC_ERR_TRANSFER_FAIL;
+        }
     }
     for (size_t i = 0; i < n; i++)
         if (results[i] == PENDING)
-            results[i] = get_with(c, rs[i], bufs[i], caps[i], t0);
+            results[i] = get_with(c, keys[i], rs[i], bufs[i], caps[i], t0, &tiers[i]);
+    for (size_t i = 0; i < n; i++)
+        if (results[i] < 0)
+            tiers[i] = -1;
+out:
     free(items);
     free(owner);
     free(sizes);
-    return 0;
+    free(ditems);
+    free(dloc);
+    free(downer);
+    return rc;
 }
 
 int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
@@ -311,6 +395,9 @@ int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, v
     for (size_t i = 0; i < n; i++)
         if (mc_client_check_key(keys[i]))
             return MC_ERR_INVALID_KEY;
+    int *tv = calloc(n, sizeof(*tv));
+    if (!tv)
+        return MC_ERR_INTERNAL_ERROR;
     uint64_t t0 = mc_now_ms();
     Mc__Uuid u;
     Mc__BatchGetReplicaListRequest req = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
@@ -320,19 +407,20 @@ int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, v
     ProtobufCMessage *m = NULL;
     int rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_GET_REPLICA_LIST, &req.base,
                                  &mc__batch_get_replica_list_response__descriptor, &m);
-    if (rc)
+    if (rc) {
+        free(tv);
         return rc;
+    }
     Mc__BatchGetReplicaListResponse *r = (Mc__BatchGetReplicaListResponse *)m;
     if (r->n_results != n) {
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
-    rc = batch_read(c, r->results, n, bufs, caps, results, t0);
-    /* Only MEMORY replicas are read today (pick_replica and get_with skip LOCAL_DISK ones). */
+    rc = batch_read(c, keys, r->results, n, bufs, caps, results, tv, t0);
     for (size_t i = 0; tiers && rc == 0 && i < n; i++)
-        if (results[i] >= 0)
-            tiers[i] = MC_REPLICA_MEMORY;
+        tiers[i] = tv[i];
 out:
+    free(tv);
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;
 }

@@ -2,7 +2,8 @@
  * client_internal.h - struct mc_client and what the client's source files share.
  *
  * The client is split by job: client.c (open/close, config, exist/remove/query, registered
- * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize). Helpers
+ * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize),
+ * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload). Helpers
  * declared here are internal to the library; the test hooks (MC_TEST_HOOKS builds) are for the
  * test suite only.
  */
@@ -13,10 +14,12 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "client/disk_tier.h"
 #include "client/master_conn.h"
 #include "client/peer_server.h"
 #include "client/segment.h"
 #include "client/transport.h"
+#include "client/worker.h"
 #include "common/auth.h"
 #include "common/id.h"
 #include "common/log.h"
@@ -51,6 +54,10 @@ struct mc_client {
     struct mc_transport *local, *tcp;
     struct mc_transport *rdma; /* protocol rdma only */
     struct mc_master_conn *mc;
+    /* LOCAL_DISK tier (disk_path set): set once before its mount, read by the peer server's
+     * PeerDiskRead handler */
+    struct mc_disk_tier *_Atomic disk;
+    struct mc_worker *worker; /* offload loop (with the disk tier) */
 
     pthread_mutex_t buf_lock;
     struct mc_reg_buffer *bufs;
@@ -83,6 +90,12 @@ int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bo
 int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, size_t len,
                           struct mc_xfer_loc *loc, bool *local);
 
+/* LOCAL_DISK reads (client_disk.c): every item read from the holder its endpoint / holder id
+ * names: this process's store directly, others by one PeerDiskRead per holder. holders[i] is
+ * item i's LocalDiskLocation. Statuses in the items. */
+void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const *holders,
+                         struct mc_disk_read_item *items, size_t n);
+
 /* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
  * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
 int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
@@ -93,6 +106,7 @@ int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc 
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);
 struct mc_peer_server *mc_client_peer_server(struct mc_client *c);
 struct mc_id mc_client_segment_id(const struct mc_client *c);
+struct mc_transport *mc_client_tcp_transport(struct mc_client *c);
 
 #ifdef MC_TEST_HOOKS
 /* Every Get sleeps this long after moving the bytes and before its lease check. */

@@ -1,7 +1,10 @@
 /*
  * daemon_main.c - mooncake_client: a standalone client process that contributes DRAM to the
- * store and serves peers (DESIGN.md §2). --disk_path (a LOCAL_DISK tier) is refused until the
- * client wires its disk store in.
+ * store and serves peers (DESIGN.md §2). With --disk_path it is also a LOCAL_DISK holder: its
+ * disk store (--disk_capacity bytes of the directory) is recovered and its records
+ * re-registered with the master before READY, and its offload worker copies objects the master
+ * asks for from its DRAM segment to the disk (src/client/disk_tier.h, worker.h). The client id
+ * is kept in the directory, so a restart within the master's --client_ttl is the same holder.
  *
  * It is libmooncake_client and nothing else: flags (gflags, through common/flags.h) are copied
  * into a struct mc_client_config, mc_client_open() connects to the master, mounts the segment
@@ -72,7 +75,9 @@ static const struct mc_flag g_flags[] = {
                    &F.segment_size),
     MC_BOOL_FLAG("huge_pages", "false", "back the segment with huge pages when available",
                  &F.huge_pages),
-    MC_STRING_FLAG("disk_path", "", "LOCAL_DISK directory (not supported yet: a value is refused)",
+    MC_STRING_FLAG("disk_path", "",
+                   "LOCAL_DISK directory (created if missing; keeps the client id and the "
+                   "offloaded objects; empty = no disk tier)",
                    &F.disk_path),
     MC_STRING_FLAG("disk_capacity", "16GiB", "bytes of --disk_path the store may use",
                    &F.disk_capacity),
@@ -226,10 +231,6 @@ int main(int argc, char **argv)
         mc_flags_die("flag --protocol must be tcp or rdma (got '%s')", F.protocol);
     if (!F.master[0] || !F.host[0])
         mc_flags_die("flags --master and --host must not be empty");
-    /* Not wired yet: refuse rather than run without the tier the caller asked for. */
-    if (F.disk_path[0])
-        mc_flags_die("flag --disk_path is not supported yet: the LOCAL_DISK tier is not wired "
-                     "into the client (run without --disk_path)");
     if (F.disk_path[0] && disk_cap == 0)
         mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
     uint64_t master_wait_ms = mc_flags_duration_ms("master_wait", F.master_wait, MC_UNIT_S);

@@ -60,13 +60,21 @@ static void set_down(struct mc_master_conn *mc, const char *why, int rc)
 int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
                         const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
 {
+    return mc_master_conn_call_wait(mc, method, req, resp_desc, 0, resp);
+}
+
+int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
+                             const ProtobufCMessage *req,
+                             const ProtobufCMessageDescriptor *resp_desc, uint32_t wait_ms,
+                             ProtobufCMessage **resp)
+{
     if (resp)
         *resp = NULL;
     if (!atomic_load(&mc->up)) {
         atomic_fetch_add(&mc->fast_failures, 1);
         return MC_ERR_RPC_FAIL;
     }
-    int rc = mc_rpc_client_call_msg(mc->rpc, method, req, resp_desc, 0, resp);
+    int rc = mc_rpc_client_call_msg(mc->rpc, method, req, resp_desc, wait_ms, resp);
     if (transport_error(rc))
         set_down(mc, mc_method_name(method) ? mc_method_name(method) : "call", rc);
     return rc;
@@ -211,6 +219,8 @@ static int remount(struct mc_master_conn *mc)
         mc->remounts++;
         pthread_mutex_unlock(&mc->lock);
         mc_info("client", "segments re-mounted", "master=%s segments=%d", mc->address, n);
+        if (mc->cfg.on_remounted)
+            mc->cfg.on_remounted(mc->cfg.cb_arg);
     } else {
         mc_warn("client", "re-mount failed, retrying at the next ping", "master=%s rc=%s",
                 mc->address, mc_strerror(rc));

@@ -53,6 +53,10 @@ struct mc_master_conn_config {
     /* Called (may be NULL) on the ping thread once per ping period, for the client's periodic
      * housekeeping (the tcp transport's pool prune). */
     void (*on_tick)(void *arg);
+    /* Called (may be NULL) on the ping thread after a successful ReMountSegment: the master
+     * restarted or expired this client, so registrations beyond the DRAM segments (the
+     * LOCAL_DISK tier and its records) must be made again. */
+    void (*on_remounted)(void *arg);
     void *cb_arg;
 };
 
@@ -79,6 +83,13 @@ void mc_master_conn_close(struct mc_master_conn *mc);
  * known to be down. */
 int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
                         const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp);
+
+/* mc_master_conn_call for a call the master may park (a long-poll with wait_ms): the call
+ * timeout is wait_ms plus the normal one. */
+int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
+                             const ProtobufCMessage *req,
+                             const ProtobufCMessageDescriptor *resp_desc, uint32_t wait_ms,
+                             ProtobufCMessage **resp);
 
 /* MountSegment, remembering the segment for re-mounts. */
 int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *seg);

@@ -476,6 +476,8 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_READ, on_read, ps);
     mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_BATCH_WRITE, on_batch_write, ps);
     mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_BATCH_READ, on_batch_read, ps);
+    if (cfg->on_disk_read)
+        mc_rpc_server_register(ps->rpc, MC_METHOD_PEER_DISK_READ, cfg->on_disk_read, cfg->disk_arg);
     *out = ps;
     return 0;
 }
@@ -483,6 +485,11 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
 int mc_peer_server_start(struct mc_peer_server *ps)
 {
     return mc_rpc_server_start(ps->rpc);
+}
+
+uint64_t mc_peer_server_max_payload(const struct mc_peer_server *ps)
+{
+    return ps->max_frame_bytes - REPLY_OVERHEAD;
 }
 
 uint16_t mc_peer_server_port(const struct mc_peer_server *ps)

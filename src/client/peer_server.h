@@ -31,7 +31,8 @@
  *   - a read (or a batch read's successful slices) must fit one frame, else INVALID_PARAMS.
  * Batch calls answer one status per slice. A peer that breaks the framing (bad magic, a frame
  * above max_frame_bytes, a connection dropped mid-frame) is disconnected by the RPC layer;
- * other peers never notice. PeerDiskRead is not served yet (NOT_SUPPORTED).
+ * other peers never notice. PeerDiskRead (LOCAL_DISK reads) is handed to the owner's
+ * on_disk_read handler (the client's disk tier, disk_tier.h); without one it is NOT_SUPPORTED.
  *
  * Segment bytes and threads. Bytes of an object are only written by its Put (before PutEnd
  * makes it readable) and only read under a read lease, and the master never reuses the space of
@@ -57,6 +58,7 @@
 
 struct mc_peer_server;
 struct mc_auth_key;
+struct mc_rpc_call;
 
 struct mc_peer_server_config {
     const char *bind_addr;    /* NULL/"" = 0.0.0.0 */
@@ -70,6 +72,10 @@ struct mc_peer_server_config {
     uint32_t idle_timeout_ms;    /* close a peer connection idle this long; 0 = 5 min (the
                                   * transports' pools drop theirs after 30 s anyway) */
     uint32_t max_conns_per_addr; /* per non-loopback peer address; 0 = 1024 */
+    /* PeerDiskRead handler (may be NULL: NOT_SUPPORTED); it owns the call, as an rpc_server
+     * handler does, and runs on the I/O thread (it should hand the disk I/O to another). */
+    void (*on_disk_read)(void *arg, struct mc_rpc_call *call);
+    void *disk_arg;
 };
 
 struct mc_peer_server_stats {
@@ -110,6 +116,8 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
  * Every copy touching a served segment goes through these. */
 void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n);
 void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n);
+/* The largest reply payload one frame of this server carries. */
+uint64_t mc_peer_server_max_payload(const struct mc_peer_server *ps);
 /* Whether id is one of this server's segments (whatever its epoch). */
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 

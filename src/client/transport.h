@@ -61,7 +61,7 @@ struct mc_xfer_item {
     struct mc_xfer_loc loc;
     void *buf; /* source of a write, destination of a read */
     size_t len;
-    int status; /* out: 0 or this item's error (codes as for a single transfer) */
+    int status;    /* out: 0 or this item's error (codes as for a single transfer) */
     uint32_t *crc; /* write, optional: set to the CRC32C of the item's bytes (over tcp computed
                     * while they are on the wire, as mc_transport_tcp_write_crc does) */
 };
@@ -151,6 +151,26 @@ void mc_transport_tcp_get_stats(struct mc_transport *t, struct mc_tcp_transport_
  * unused for the idle time. Transfers do this on their own (at most once a second); a caller
  * with a periodic thread calls it so an unused transport lets go of its connections too. */
 void mc_transport_tcp_prune(struct mc_transport *t);
+
+/* One LOCAL_DISK value of a PeerDiskRead (proto/peer.proto): the reader names the key, the
+ * object's size and version (what the master's descriptor says) and a buffer of size bytes;
+ * the holder reads its SSD and streams the value back. */
+struct mc_disk_read_item {
+    const char *key;
+    uint64_t size;
+    uint64_t version; /* 0 = any */
+    void *buf;
+    int status;     /* out: 0, the holder's per-item code (REPLICA_NOT_FOUND for another
+                     * version or no record, CHECKSUM_MISMATCH, ...) or TRANSFER_FAIL */
+    uint32_t crc;   /* out: the holder's stored CRC32C of the value (when crc_valid) */
+    bool crc_valid; /* out */
+};
+/* t must be a tcp transport. Reads every item from the holder at endpoint: one PeerDiskRead
+ * request per MC_PEER_MAX_BATCH items or one frame's worth of bytes (a batch that fits a
+ * frame is one round trip), on a pooled connection. Returns 0 (look at the statuses) or
+ * INVALID_PARAMS / INTERNAL_ERROR for the whole call (transport_tcp_disk.c). */
+int mc_transport_tcp_disk_read(struct mc_transport *t, const char *endpoint,
+                               struct mc_disk_read_item *items, size_t n);
 
 /* ---- rdma (RDMA builds only: MC_WITH_RDMA) ---------------------------------------------- */
 

@@ -12,6 +12,17 @@
  *
  * JSON per size: bench=disk, case=randread_<size>, ms (median run), p50_ms/p99_ms (per batch),
  * ops_per_s and bytes_per_s (median run), and with --ref <bytes/s> the reference and ratio.
+ * --seconds S makes every run time-based (S seconds of reads) instead of --data bytes.
+ *
+ * --remote: after the local figure, a child process becomes the records' holder (a disk tier
+ * and a peer server on loopback, no master) and the bench reads the same random keys through
+ * it, one PeerDiskRead per batch (src/client/transport_tcp_disk.c), checking each value's CRC
+ * as a Get does: case remote_randread_<size>, reader=remote_holder, ref = the local store's
+ * bytes/s and ratio = remote / local.
+ *
+ * --write: batched appends of fresh keys (the offload worker's path: one append call per
+ * batch, up to 64 MiB) into a store of --data bytes that evicts its oldest extents when full:
+ * case write_<size>, to be compared with fio's sequential O_DIRECT write of the same block.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -24,7 +35,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+
 #include "client/disk_store.h"
+#include "client/disk_tier.h"
+#include "client/peer_server.h"
+#include "client/transport.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "common/parse.h"
@@ -61,11 +79,17 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mooncake_bench disk [--dir DIR] [--data 1GiB] [--sizes 64KiB,1MiB]\n"
                "       [--runs 3] [--qd 32] [--batch 256] [--seed N] [--ref BYTES_PER_S]\n"
-               "       [--keep]\n"
+               "       [--keep] [--seconds S] [--remote | --write]\n"
                "  --dir   directory on the disk under test (default: a new one under $TMPDIR\n"
                "          or /tmp, removed afterwards unless --keep)\n"
                "  --data  bytes of values per size, and bytes read per run\n"
-               "  --ref   a reference throughput (e.g. fio's) to report a ratio against\n");
+               "  --ref   a reference throughput (e.g. fio's) to report a ratio against\n"
+               "  --seconds S  each run lasts S seconds (time-based) instead of --data bytes\n"
+               "  --remote     also read the same records from another process through a\n"
+               "               holder (PeerDiskRead over loopback tcp); its line carries the\n"
+               "               local store figure as ref and remote/local as ratio\n"
+               "  --write      measure batched appends (the offload path) instead of reads,\n"
+               "               into a store of --data bytes that evicts its oldest extents\n");
 }
 
 static int populate(struct mc_disk_store *s, uint64_t nvals, uint64_t vsize, uint64_t seed)
@@ -112,12 +136,220 @@ static int populate(struct mc_disk_store *s, uint64_t nvals, uint64_t vsize, uin
     return 0;
 }
 
-static int bench_size(const char *root, uint64_t data, uint64_t vsize, int runs, unsigned qd,
-                      unsigned batch, uint64_t seed, double ref)
+struct disk_opts {
+    uint64_t data;
+    int runs;
+    unsigned qd, batch;
+    uint64_t seed;
+    double ref;
+    double seconds; /* > 0: each run lasts this long (time-based) instead of reading data bytes */
+    int remote;     /* also read through a holder process (PeerDiskRead over loopback tcp) */
+    int write;      /* measure appends (the offload path) instead of reads */
+};
+
+static void case_name(char *out, size_t cap, const char *prefix, uint64_t vsize)
+{
+    if (vsize % (1u << 20) == 0)
+        snprintf(out, cap, "%s_%" PRIu64 "MiB", prefix, vsize >> 20);
+    else if (vsize % 1024 == 0)
+        snprintf(out, cap, "%s_%" PRIu64 "KiB", prefix, vsize >> 10);
+    else
+        snprintf(out, cap, "%s_%" PRIu64 "B", prefix, vsize);
+}
+
+/* ---- the holder process of --remote ------------------------------------------------------ */
+
+/* Child: serves dir's records through a disk tier and a peer server on loopback; writes its port
+ * to wfd and runs until rfd reaches EOF (the bench closed its end or died). */
+static void holder_main(const char *dir, uint64_t capacity, int wfd, int rfd)
+{
+    struct mc_disk_tier_config dc = {
+        .path = dir, .capacity = capacity, .endpoint = "127.0.0.1:0", .max_payload = 60u << 20};
+    struct mc_disk_tier *t = NULL;
+    struct mc_peer_server *ps = NULL;
+    uint16_t port = 0;
+    if (mc_disk_tier_open(&dc, &t) == 0) {
+        struct mc_peer_server_config pc = {
+            .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = t};
+        if (mc_peer_server_new(&pc, &ps) == 0 && mc_peer_server_start(ps) == 0)
+            port = mc_peer_server_port(ps);
+    }
+    if (write(wfd, &port, sizeof(port)) != (ssize_t)sizeof(port))
+        port = 0;
+    char c;
+    while (port && read(rfd, &c, 1) > 0)
+        ;
+    if (ps)
+        mc_peer_server_stop(ps);
+    mc_disk_tier_close(t);
+    mc_peer_server_free(ps);
+    _exit(0);
+}
+
+struct holder_proc {
+    pid_t pid;
+    int to_child; /* closing it ends the child */
+    char ep[64];
+};
+
+static int holder_start(struct holder_proc *h, const char *dir, uint64_t capacity)
+{
+    int up[2], down[2];
+    if (pipe(up) != 0)
+        return -1;
+    if (pipe(down) != 0) {
+        close(up[0]);
+        close(up[1]);
+        return -1;
+    }
+    pid_t parent = getpid();
+    h->pid = fork();
+    if (h->pid < 0)
+        return -1;
+    if (h->pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(125);
+        close(up[0]);
+        close(down[1]);
+        holder_main(dir, capacity, up[1], down[0]);
+    }
+    close(up[1]);
+    close(down[0]);
+    h->to_child = down[1];
+    uint16_t port = 0;
+    ssize_t n = read(up[0], &port, sizeof(port));
+    close(up[0]);
+    if (n != (ssize_t)sizeof(port) || port == 0)
+        return -1;
+    snprintf(h->ep, sizeof(h->ep), "127.0.0.1:%u", port);
+    return 0;
+}
+
+static void holder_stop(struct holder_proc *h)
+{
+    if (h->pid <= 0)
+        return;
+    close(h->to_child);
+    int st;
+    waitpid(h->pid, &st, 0);
+    h->pid = 0;
+}
+
+/* ---- reads --------------------------------------------------------------------------------- */
+
+/* Random batched reads of dir's nvals values of vsize bytes: from the store s (local), or
+ * through the holder at ep with tcp (remote). One JSON line; *bps gets the median bytes/s. */
+static int read_runs(const struct disk_opts *o, struct mc_disk_store *s, struct mc_transport *tcp,
+                     const char *ep, uint64_t nvals, uint64_t vsize, const char *cname, double ref,
+                     double *bps)
+{
+    int ret = 1, rc = 0;
+    unsigned nb = o->batch;
+    if ((uint64_t)nb * vsize > BATCH_BYTES_MAX)
+        nb = (unsigned)(BATCH_BYTES_MAX / vsize);
+    if (nb == 0)
+        nb = 1;
+    uint64_t reads = nvals; /* per run when not time-based */
+    size_t maxlat = o->seconds > 0 ? 1u << 20 : (size_t)((reads + nb - 1) / nb) * (size_t)o->runs;
+    char *bufs = NULL;
+    struct mc_disk_get *g = calloc(nb, sizeof(*g));
+    struct mc_disk_read_item *it = calloc(nb, sizeof(*it));
+    char(*keys)[32] = calloc(nb, 32);
+    double *run_bps = calloc((size_t)o->runs, sizeof(double));
+    double *run_ms = calloc((size_t)o->runs, sizeof(double));
+    double *lat = calloc(maxlat, sizeof(double));
+    size_t nlat = 0;
+    uint64_t total_reads = 0;
+    if (posix_memalign((void **)&bufs, 4096, (size_t)nb * vsize) != 0)
+        bufs = NULL;
+    if (!g || !it || !keys || !run_bps || !run_ms || !lat || !bufs)
+        goto out;
+    uint64_t rng = o->seed * 2654435761u + 7;
+    for (int r = 0; r < o->runs; r++) {
+        double t0 = now_ms(), el = 0;
+        uint64_t done = 0;
+        for (;;) {
+            if (o->seconds > 0 ? el >= o->seconds * 1e3 : done >= reads)
+                break;
+            unsigned n = o->seconds > 0 || reads - done >= nb ? nb : (unsigned)(reads - done);
+            for (unsigned i = 0; i < n; i++) {
+                snprintf(keys[i], 32, "v%" PRIu64, mc_bench_rand(&rng) % nvals);
+                g[i] = (struct mc_disk_get){.key = keys[i],
+                                            .key_len = (uint32_t)strlen(keys[i]),
+                                            .buf = bufs + (size_t)i * vsize,
+                                            .cap = vsize};
+                it[i] = (struct mc_disk_read_item){
+                    .key = keys[i], .size = vsize, .version = 1, .buf = bufs + (size_t)i * vsize};
+            }
+            double b0 = now_ms();
+            if (s) {
+                rc = mc_disk_store_read(s, g, n);
+            } else {
+                rc = mc_transport_tcp_disk_read(tcp, ep, it, n);
+                for (unsigned i = 0; rc == 0 && i < n; i++) {
+                    rc = it[i].status;
+                    /* the reader checks what it got, as a Get does */
+                    if (rc == 0 && (!it[i].crc_valid || mc_crc32c(it[i].buf, vsize) != it[i].crc))
+                        rc = MC_ERR_CHECKSUM_MISMATCH;
+                }
+            }
+            double b1 = now_ms();
+            if (nlat < maxlat)
+                lat[nlat++] = b1 - b0;
+            if (rc != 0) {
+                fprintf(stderr, "bench disk: read failed: %s\n", mc_strerror(rc));
+                goto out;
+            }
+            done += n;
+            el = b1 - t0;
+        }
+        run_ms[r] = now_ms() - t0;
+        run_bps[r] = (double)done * vsize / (run_ms[r] / 1e3);
+        total_reads += done;
+    }
+    struct mc_bench_result res;
+    mc_bench_result_init(&res, "disk", cname);
+    res.runs = o->runs;
+    res.ms = mc_bench_median(run_ms, (size_t)o->runs);
+    res.p50_ms = mc_bench_percentile(lat, nlat, 50);
+    res.p99_ms = mc_bench_percentile(lat, nlat, 99);
+    res.bytes_per_s = mc_bench_median(run_bps, (size_t)o->runs);
+    res.ops_per_s = res.bytes_per_s / (double)vsize;
+    *bps = res.bytes_per_s;
+    if (ref > 0)
+        mc_bench_set_ref(&res, ref, res.bytes_per_s / ref);
+    mc_bench_add_str(&res, "reader", s ? "local_store" : "remote_holder");
+    mc_bench_add_num(&res, "value_bytes", (double)vsize);
+    mc_bench_add_num(&res, "queue_depth", o->qd);
+    mc_bench_add_num(&res, "batch", nb);
+    mc_bench_add_num(&res, "data_bytes", (double)nvals * vsize);
+    mc_bench_add_num(&res, "reads", (double)total_reads);
+    if (o->seconds > 0)
+        mc_bench_add_num(&res, "seconds_per_run", o->seconds);
+    if (s) {
+        struct mc_disk_usage u;
+        mc_disk_store_usage(s, &u);
+        mc_bench_add_num(&res, "registered_buffers", u.registered_buffers);
+        mc_bench_add_num(&res, "registered_files", u.registered_files);
+    }
+    mc_bench_emit(&res);
+    ret = 0;
+out:
+    free(bufs);
+    free(g);
+    free(it);
+    free(keys);
+    free(run_bps);
+    free(run_ms);
+    free(lat);
+    return ret;
+}
+
+static int bench_size(const char *root, const struct disk_opts *o, uint64_t vsize)
 {
     char dir[4160];
     snprintf(dir, sizeof(dir), "%s/v%" PRIu64, root, vsize);
-    uint64_t nvals = data / vsize;
+    uint64_t nvals = o->data / vsize;
     if (nvals == 0)
         nvals = 1;
     struct mc_disk_store_config cfg = {
@@ -125,7 +357,7 @@ static int bench_size(const char *root, uint64_t data, uint64_t vsize, int runs,
         .capacity = nvals * (vsize + 8192) + (512ull << 20),
         .high_watermark = 1.0,
         .extent_size = 256ull << 20,
-        .queue_depth = qd,
+        .queue_depth = o->qd,
     };
     struct mc_disk_store *s = NULL;
     char err[512] = "";
@@ -134,80 +366,129 @@ static int bench_size(const char *root, uint64_t data, uint64_t vsize, int runs,
         fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
         return 1;
     }
-    int ret = 1;
-    unsigned nb = batch;
+    char cname[64];
+    double local = 0, remote = 0;
+    case_name(cname, sizeof(cname), "randread", vsize);
+    int ret = populate(s, nvals, vsize, o->seed) != 0 ||
+              read_runs(o, s, NULL, NULL, nvals, vsize, cname, o->ref, &local) != 0;
+    mc_disk_store_close(s);
+    if (ret || !o->remote)
+        return ret;
+    /* the same records read by another process through their holder: PeerDiskRead */
+    struct holder_proc h = {0};
+    struct mc_transport *tcp = NULL;
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    if (holder_start(&h, dir, cfg.capacity) != 0 || mc_transport_tcp_new(&tc, &tcp) != 0) {
+        fprintf(stderr, "bench disk: cannot start the holder process\n");
+        ret = 1;
+    } else {
+        case_name(cname, sizeof(cname), "remote_randread", vsize);
+        ret = read_runs(o, NULL, tcp, h.ep, nvals, vsize, cname, local, &remote);
+    }
+    mc_transport_free(tcp);
+    holder_stop(&h);
+    return ret;
+}
+
+/* ---- writes (the offload path) -------------------------------------------------------------- */
+
+/* Appends values of vsize bytes in batches (as the offload worker does: one append call per
+ * batch, CRC-checked by the store) into a store of o->data bytes, which evicts its oldest
+ * extents once full. */
+static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsize)
+{
+    char dir[4160];
+    snprintf(dir, sizeof(dir), "%s/w%" PRIu64, root, vsize);
+    rm_rf(dir);
+    uint64_t cap = o->data < (256ull << 20) ? 256ull << 20 : o->data;
+    struct mc_disk_store_config cfg = {
+        .path = dir, .capacity = cap, .extent_size = 64ull << 20, .queue_depth = o->qd};
+    struct mc_disk_store *s = NULL;
+    char err[512] = "";
+    int rc = mc_disk_store_open(&cfg, &s, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+        return 1;
+    }
+    unsigned nb = o->batch;
     if ((uint64_t)nb * vsize > BATCH_BYTES_MAX)
         nb = (unsigned)(BATCH_BYTES_MAX / vsize);
     if (nb == 0)
         nb = 1;
-    uint64_t reads = nvals; /* data bytes per run */
-    size_t nbatches = (size_t)((reads + nb - 1) / nb);
-    char *bufs = NULL;
-    struct mc_disk_get *g = calloc(nb, sizeof(*g));
+    int ret = 1;
+    char *vals = malloc((size_t)nb * vsize);
+    struct mc_disk_put *p = calloc(nb, sizeof(*p));
     char(*keys)[32] = calloc(nb, 32);
-    double *run_ms = calloc((size_t)runs, sizeof(double));
-    double *lat = calloc(nbatches * (size_t)runs, sizeof(double));
+    uint32_t *crcs = calloc(nb, sizeof(*crcs));
+    double *run_bps = calloc((size_t)o->runs, sizeof(double));
+    double *run_ms = calloc((size_t)o->runs, sizeof(double));
+    double *lat = calloc(1u << 20, sizeof(double));
     size_t nlat = 0;
-    if (posix_memalign((void **)&bufs, 4096, (size_t)nb * vsize) != 0)
-        bufs = NULL;
-    if (!g || !keys || !run_ms || !lat || !bufs || populate(s, nvals, vsize, seed) != 0)
+    if (!vals || !p || !keys || !crcs || !run_bps || !run_ms || !lat)
         goto out;
-
-    uint64_t rng = seed * 2654435761u + 7;
-    for (int r = 0; r < runs; r++) {
-        double t0 = now_ms();
-        for (uint64_t done = 0; done < reads;) {
-            unsigned n = reads - done < nb ? (unsigned)(reads - done) : nb;
-            for (unsigned i = 0; i < n; i++) {
-                snprintf(keys[i], 32, "v%" PRIu64, mc_bench_rand(&rng) % nvals);
-                g[i] = (struct mc_disk_get){.key = keys[i],
-                                            .key_len = (uint32_t)strlen(keys[i]),
-                                            .buf = bufs + (size_t)i * vsize,
-                                            .cap = vsize};
+    uint64_t x = o->seed | 1;
+    for (uint64_t i = 0; i < (uint64_t)nb * vsize / 8; i++)
+        ((uint64_t *)vals)[i] = mc_bench_rand(&x);
+    for (unsigned i = 0; i < nb; i++)
+        crcs[i] = mc_crc32c(vals + (size_t)i * vsize, vsize);
+    uint64_t seq = 0, total = 0;
+    for (int r = 0; r < o->runs; r++) {
+        double t0 = now_ms(), el = 0;
+        uint64_t bytes = 0;
+        while (o->seconds > 0 ? el < o->seconds * 1e3 : bytes < o->data) {
+            for (unsigned i = 0; i < nb; i++) {
+                snprintf(keys[i], 32, "w%" PRIu64, seq++);
+                p[i] = (struct mc_disk_put){keys[i], (uint32_t)strlen(keys[i]), 1,
+                                            crcs[i], vals + (size_t)i * vsize,  vsize};
             }
             double b0 = now_ms();
-            rc = mc_disk_store_read(s, g, n);
-            lat[nlat++] = now_ms() - b0;
+            rc = mc_disk_store_append(s, p, nb, NULL);
+            double b1 = now_ms();
+            if (nlat < (1u << 20))
+                lat[nlat++] = b1 - b0;
             if (rc != 0) {
-                fprintf(stderr, "bench disk: read failed: %s\n", mc_strerror(rc));
+                fprintf(stderr, "bench disk: append failed: %s\n", mc_strerror(rc));
                 goto out;
             }
-            done += n;
+            bytes += (uint64_t)nb * vsize;
+            el = b1 - t0;
         }
         run_ms[r] = now_ms() - t0;
+        run_bps[r] = (double)bytes / (run_ms[r] / 1e3);
+        total += bytes;
     }
     struct mc_bench_result res;
     char cname[64];
-    if (vsize % (1u << 20) == 0)
-        snprintf(cname, sizeof(cname), "randread_%" PRIu64 "MiB", vsize >> 20);
-    else if (vsize % 1024 == 0)
-        snprintf(cname, sizeof(cname), "randread_%" PRIu64 "KiB", vsize >> 10);
-    else
-        snprintf(cname, sizeof(cname), "randread_%" PRIu64 "B", vsize);
+    case_name(cname, sizeof(cname), "write", vsize);
     mc_bench_result_init(&res, "disk", cname);
-    res.runs = runs;
-    res.ms = mc_bench_median(run_ms, (size_t)runs);
+    res.runs = o->runs;
+    res.ms = mc_bench_median(run_ms, (size_t)o->runs);
     res.p50_ms = mc_bench_percentile(lat, nlat, 50);
     res.p99_ms = mc_bench_percentile(lat, nlat, 99);
-    res.ops_per_s = (double)reads / (res.ms / 1e3);
-    res.bytes_per_s = (double)reads * vsize / (res.ms / 1e3);
-    if (ref > 0)
-        mc_bench_set_ref(&res, ref, res.bytes_per_s / ref);
+    res.bytes_per_s = mc_bench_median(run_bps, (size_t)o->runs);
+    res.ops_per_s = res.bytes_per_s / (double)vsize;
+    if (o->ref > 0)
+        mc_bench_set_ref(&res, o->ref, res.bytes_per_s / o->ref);
     mc_bench_add_num(&res, "value_bytes", (double)vsize);
-    mc_bench_add_num(&res, "queue_depth", qd);
+    mc_bench_add_num(&res, "queue_depth", o->qd);
     mc_bench_add_num(&res, "batch", nb);
-    mc_bench_add_num(&res, "data_bytes", (double)nvals * vsize);
+    mc_bench_add_num(&res, "bytes_written", (double)total);
+    if (o->seconds > 0)
+        mc_bench_add_num(&res, "seconds_per_run", o->seconds);
     struct mc_disk_usage u;
     mc_disk_store_usage(s, &u);
-    mc_bench_add_num(&res, "registered_buffers", u.registered_buffers);
-    mc_bench_add_num(&res, "registered_files", u.registered_files);
+    mc_bench_add_num(&res, "evicted_extents", (double)u.evicted_extents);
     mc_bench_emit(&res);
     ret = 0;
 out:
     mc_disk_store_close(s);
-    free(bufs);
-    free(g);
+    rm_rf(dir);
+    free(vals);
+    free(p);
     free(keys);
+    free(crcs);
+    free(run_bps);
     free(run_ms);
     free(lat);
     return ret;
@@ -217,22 +498,19 @@ int mc_bench_disk(int argc, char **argv)
 {
     const char *dir = NULL;
     uint64_t data = 1ull << 30, sizes[8] = {64 << 10, 1 << 20};
-    int nsizes = 2, runs = 3, keep = 0;
+    int nsizes = 2, runs = 3, keep = 0, remote = 0, wr = 0;
     unsigned qd = 32, batch = 256;
     uint64_t seed = 1;
-    double ref = 0;
+    double ref = 0, seconds = 0;
     char err[128];
-    static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
-                                         {"data", required_argument, 0, 'D'},
-                                         {"sizes", required_argument, 0, 's'},
-                                         {"runs", required_argument, 0, 'r'},
-                                         {"qd", required_argument, 0, 'q'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"seed", required_argument, 0, 'S'},
-                                         {"ref", required_argument, 0, 'R'},
-                                         {"keep", no_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"dir", required_argument, 0, 'd'},   {"data", required_argument, 0, 'D'},
+        {"sizes", required_argument, 0, 's'}, {"runs", required_argument, 0, 'r'},
+        {"qd", required_argument, 0, 'q'},    {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 'S'},  {"ref", required_argument, 0, 'R'},
+        {"keep", no_argument, 0, 'k'},        {"seconds", required_argument, 0, 'T'},
+        {"remote", no_argument, 0, 'm'},      {"write", no_argument, 0, 'w'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -271,6 +549,15 @@ int mc_bench_disk(int argc, char **argv)
         case 'k':
             keep = 1;
             break;
+        case 'T':
+            seconds = atof(optarg);
+            break;
+        case 'm':
+            remote = 1;
+            break;
+        case 'w':
+            wr = 1;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -279,7 +566,7 @@ int mc_bench_disk(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || qd < 1 || batch < 1) {
+    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || (remote && wr)) {
         usage(stderr);
         return 2;
     }
@@ -306,8 +593,9 @@ int mc_bench_disk(int argc, char **argv)
         return 1;
     }
     int rc = 0;
+    struct disk_opts o = {data, runs, qd, batch, seed, ref, seconds, remote, wr};
     for (int i = 0; i < nsizes && rc == 0; i++)
-        rc = bench_size(dir, data, sizes[i], runs, qd, batch, seed, ref);
+        rc = wr ? bench_write(dir, &o, sizes[i]) : bench_size(dir, &o, sizes[i]);
     if (!keep) {
         char sub[4160];
         for (int i = 0; i < nsizes; i++) {

@@ -1,0 +1,423 @@
+/*
+ * worker.c - see worker.h for the design.
+ *
+ * The loops: a table of {name, step}; each runs on its own thread, calling step until stop.
+ * A step long-polls once (bounded by wait_ms) and runs what came back, so stop is seen within
+ * wait_ms plus one batch.
+ */
+#include "client/worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client/disk_store.h"
+#include "client/disk_tier.h"
+#include "client/master_conn.h"
+#include "client/peer_server.h"
+#include "common/crc32c.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+
+#define RETRY_MS 200u
+
+struct mc_worker;
+typedef void (*step_fn)(struct mc_worker *w);
+
+static void offload_step(struct mc_worker *w);
+
+/* Every loop of the worker, each on its own thread (promotion joins here). */
+static const struct {
+    const char *name;
+    step_fn step;
+} g_loops[] = {
+    {"offload", offload_step},
+};
+#define NLOOPS (sizeof(g_loops) / sizeof(g_loops[0]))
+
+struct mc_worker {
+    struct mc_worker_config cfg;
+    pthread_t threads[NLOOPS];
+    bool started[NLOOPS];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    _Atomic bool stop;
+    const struct mc_logger *logger;
+    struct mc_worker_stats st;
+};
+
+struct loop_arg {
+    struct mc_worker *w;
+    size_t i;
+};
+
+static Mc__Uuid *uuid(struct mc_id id, Mc__Uuid *u)
+{
+    mc__uuid__init(u);
+    u->hi = id.hi;
+    u->lo = id.lo;
+    return u;
+}
+
+/* Sleeps ms, or less when the worker stops. */
+static void pause_ms(struct mc_worker *w, uint32_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    while (!atomic_load(&w->stop))
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
+            break;
+    pthread_mutex_unlock(&w->mu);
+}
+
+static void count(struct mc_worker *w, uint64_t *field, uint64_t n)
+{
+    pthread_mutex_lock(&w->mu);
+    *field += n;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* ---- offload ------------------------------------------------------------------------------- */
+
+/* A task's outcome on its way to NotifyOffloadSuccess. */
+struct job {
+    const Mc__OffloadTaskItem *task;
+    void *data; /* the value copied out of the segment */
+    uint32_t crc;
+    int status; /* 0 = to store / stored */
+};
+
+/* Whether a heartbeat item asks for a delete rather than an offload. */
+static bool is_delete(const Mc__OffloadTaskItem *it)
+{
+    (void)it;
+    return false;
+}
+
+/* Copies task's value out of this client's own segment into j->data. */
+static int fetch(struct mc_worker *w, struct job *j)
+{
+    const Mc__OffloadTaskItem *t = j->task;
+    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
+    req.key = t->key;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_QUERY_KEY, &req.base,
+                                 &mc__query_key_response__descriptor, &m);
+    if (rc)
+        return rc;
+    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
+    rc = MC_ERR_REPLICA_NOT_FOUND;
+    if (q->version != t->version || q->size != t->size) {
+        rc = MC_ERR_INVALID_VERSION; /* the object changed since the task was queued */
+        goto out;
+    }
+    for (size_t i = 0; i < q->n_replicas; i++) {
+        const Mc__ReplicaDescriptor *d = q->replicas[i] ? q->replicas[i]->replica : NULL;
+        if (!d || d->type != MC__REPLICA_TYPE__RT_MEMORY ||
+            d->status != MC__REPLICA_STATUS__RS_COMPLETE || !d->memory || !d->memory->segment_id)
+            continue;
+        struct mc_id sid = {d->memory->segment_id->hi, d->memory->segment_id->lo};
+        uint8_t *src = NULL;
+        if (mc_peer_server_resolve(w->cfg.ps, sid, d->memory->mount_epoch, d->memory->offset,
+                                   t->size, &src) != 0)
+            continue; /* not in this process's segment, or of an earlier mount */
+        j->data = malloc(t->size ? (size_t)t->size : 1);
+        if (!j->data) {
+            rc = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        mc_peer_server_copy_out(w->cfg.ps, j->data, src, (size_t)t->size);
+        j->crc = mc_crc32c(j->data, (size_t)t->size);
+        rc = t->crc_valid && j->crc != t->crc32c ? MC_ERR_CHECKSUM_MISMATCH : 0;
+        break;
+    }
+out:
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+/* NotifyOffloadSuccess for jobs[0..n); stored records the master refuses are deleted. */
+static void notify(struct mc_worker *w, struct job *jobs, size_t n)
+{
+    Mc__OffloadResult *res = calloc(n, sizeof(*res));
+    Mc__OffloadResult **resp = calloc(n, sizeof(*resp));
+    ProtobufCMessage *m = NULL;
+    if (!res || !resp) {
+        count(w, &w->st.errors, 1);
+        goto out;
+    }
+    uint64_t stored = 0, nacked = 0, refused = 0;
+    for (size_t i = 0; i < n; i++) {
+        const Mc__OffloadTaskItem *t = jobs[i].task;
+        mc__offload_result__init(&res[i]);
+        res[i].task_id = t->task_id;
+        res[i].key = t->key;
+        res[i].status = jobs[i].status;
+        res[i].size = t->size;
+        res[i].version = t->version;
+        res[i].crc32c = jobs[i].crc;
+        res[i].crc_valid = jobs[i].status == 0;
+        resp[i] = &res[i];
+        if (jobs[i].status)
+            nacked++;
+    }
+    Mc__Uuid u;
+    Mc__NotifyOffloadSuccessRequest req = MC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
+    req.client_id = uuid(w->cfg.client_id, &u);
+    req.n_items = n;
+    req.items = resp;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &req.base,
+                                 &mc__notify_offload_success_response__descriptor, &m);
+    const Mc__NotifyOffloadSuccessResponse *r = (const Mc__NotifyOffloadSuccessResponse *)m;
+    if (rc || r->n_statuses != n) {
+        /* the master does not know these records: they must not stay (nothing would ever
+         * delete them); their tasks expire there and release the pins */
+        mc_warn("worker", "offload report failed: the stored records are deleted",
+                "tasks=%zu rc=%s", n, mc_strerror(rc ? rc : MC_ERR_RPC_FAIL));
+        count(w, &w->st.errors, 1);
+        for (size_t i = 0; i < n; i++)
+            if (jobs[i].status == 0)
+                mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].status)
+            continue;
+        if (r->statuses[i] == 0) {
+            stored++;
+            continue;
+        }
+        refused++;
+        mc_debug("worker", "offloaded record refused by the master, deleted",
+                 "key=%s version=%llx rc=%s", jobs[i].task->key,
+                 (unsigned long long)jobs[i].task->version, mc_strerror(r->statuses[i]));
+        mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
+    }
+    pthread_mutex_lock(&w->mu);
+    w->st.offloaded += stored;
+    w->st.nacked += nacked;
+    w->st.refused += refused;
+    pthread_mutex_unlock(&w->mu);
+out:
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    free(res);
+    free(resp);
+}
+
+/* Offloads tasks[0..n): fetch, one append, one report. */
+static void offload_batch(struct mc_worker *w, Mc__OffloadTaskItem **tasks, size_t n)
+{
+    struct job *jobs = calloc(n, sizeof(*jobs));
+    struct mc_disk_put *puts = calloc(n, sizeof(*puts));
+    size_t *pj = calloc(n, sizeof(*pj));
+    int *pres = calloc(n, sizeof(*pres));
+    if (!jobs || !puts || !pj || !pres) {
+        count(w, &w->st.errors, 1);
+        goto out; /* the tasks expire at the master */
+    }
+    size_t np = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].task = tasks[i];
+        jobs[i].status = fetch(w, &jobs[i]);
+        if (jobs[i].status) {
+            mc_debug("worker", "offload task not served", "key=%s rc=%s", tasks[i]->key,
+                     mc_strerror(jobs[i].status));
+            continue;
+        }
+        puts[np] = (struct mc_disk_put){.key = tasks[i]->key,
+                                        .key_len = (uint32_t)strlen(tasks[i]->key),
+                                        .version = tasks[i]->version,
+                                        .crc = jobs[i].crc,
+                                        .data = jobs[i].data,
+                                        .len = tasks[i]->size};
+        pj[np++] = i;
+        bytes += tasks[i]->size;
+    }
+    if (np) {
+        int rc = mc_disk_store_append(mc_disk_tier_store(w->cfg.tier), puts, np, pres);
+        if (rc)
+            mc_warn("worker", "disk append failed for part of an offload batch",
+                    "records=%zu rc=%s", np, mc_strerror(rc));
+        for (size_t k = 0; k < np; k++) {
+            jobs[pj[k]].status = pres[k];
+            if (pres[k])
+                bytes -= puts[k].len;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        free(jobs[i].data);
+        jobs[i].data = NULL;
+    }
+    count(w, &w->st.bytes, bytes);
+    notify(w, jobs, n);
+out:
+    free(jobs);
+    free(puts);
+    free(pj);
+    free(pres);
+}
+
+static void offload_step(struct mc_worker *w)
+{
+    struct mc_disk_tier *tier = w->cfg.tier;
+    if (mc_disk_tier_take_register(tier)) {
+        int rc = mc_disk_tier_register(tier);
+        if (rc) {
+            mc_disk_tier_want_register(tier);
+            pause_ms(w, mc_disk_tier_master_lacks_tier(rc) ? w->cfg.wait_ms : RETRY_MS);
+            return;
+        }
+    }
+    Mc__Uuid u;
+    Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
+    req.client_id = uuid(w->cfg.client_id, &u);
+    req.enable_offloading = true;
+    req.wait_ms = w->cfg.wait_ms;
+    req.max_items = w->cfg.max_items;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call_wait(w->cfg.mc, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &req.base,
+                                      &mc__offload_object_heartbeat_response__descriptor,
+                                      w->cfg.wait_ms, &m);
+    if (mc_disk_tier_master_lacks_tier(rc)) {
+        /* a master without the tier: ask again (and register) at the long-poll pace */
+        mc_disk_tier_want_register(tier);
+        count(w, &w->st.errors, 1);
+        pause_ms(w, w->cfg.wait_ms);
+        return;
+    }
+    if (rc) {
+        if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT) {
+            /* the master does not know this holder (restart, expiry): register again */
+            mc_info("worker", "offload heartbeat refused; registering the disk tier again", "rc=%s",
+                    mc_strerror(rc));
+            mc_disk_tier_want_register(tier);
+        }
+        count(w, &w->st.errors, 1);
+        pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : RETRY_MS);
+        return;
+    }
+    const Mc__OffloadObjectHeartbeatResponse *r = (const Mc__OffloadObjectHeartbeatResponse *)m;
+    pthread_mutex_lock(&w->mu);
+    w->st.heartbeats++;
+    pthread_mutex_unlock(&w->mu);
+    Mc__OffloadTaskItem **batch = calloc(r->n_items ? r->n_items : 1, sizeof(*batch));
+    size_t nb = 0, ntasks = 0, deleted = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; batch && i < r->n_items; i++) {
+        Mc__OffloadTaskItem *it = r->items[i];
+        if (!it || !it->key || !*it->key)
+            continue;
+        if (is_delete(it)) {
+            if (mc_disk_tier_delete(tier, it->key, it->version) == 0)
+                deleted++;
+            continue;
+        }
+        ntasks++;
+        if (nb && bytes + it->size > w->cfg.batch_bytes) {
+            offload_batch(w, batch, nb);
+            nb = 0;
+            bytes = 0;
+        }
+        batch[nb++] = it;
+        bytes += it->size;
+    }
+    if (nb)
+        offload_batch(w, batch, nb);
+    free(batch);
+    pthread_mutex_lock(&w->mu);
+    w->st.tasks += ntasks;
+    w->st.deleted += deleted;
+    pthread_mutex_unlock(&w->mu);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* ---- loops ---------------------------------------------------------------------------------- */
+
+static void *loop_main(void *arg)
+{
+    struct loop_arg *la = arg;
+    struct mc_worker *w = la->w;
+    size_t i = la->i;
+    free(la);
+    mc_log_set_current(w->logger);
+    while (!atomic_load(&w->stop))
+        g_loops[i].step(w);
+    return NULL;
+}
+
+int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out)
+{
+    *out = NULL;
+    if (!cfg->mc || !cfg->tier || !cfg->ps)
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_worker *w = calloc(1, sizeof(*w));
+    if (!w)
+        return MC_ERR_INTERNAL_ERROR;
+    w->cfg = *cfg;
+    if (!w->cfg.wait_ms)
+        w->cfg.wait_ms = 1000;
+    if (!w->cfg.max_items)
+        w->cfg.max_items = 256;
+    if (!w->cfg.batch_bytes)
+        w->cfg.batch_bytes = 64u << 20;
+    w->logger = mc_log_current();
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    for (size_t i = 0; i < NLOOPS; i++) {
+        struct loop_arg *la = malloc(sizeof(*la));
+        if (la) {
+            la->w = w;
+            la->i = i;
+        }
+        if (!la || pthread_create(&w->threads[i], NULL, loop_main, la) != 0) {
+            free(la);
+            mc_worker_stop(w);
+            return MC_ERR_INTERNAL_ERROR;
+        }
+        w->started[i] = true;
+    }
+    *out = w;
+    return 0;
+}
+
+void mc_worker_stop(struct mc_worker *w)
+{
+    if (!w)
+        return;
+    pthread_mutex_lock(&w->mu);
+    atomic_store(&w->stop, true);
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    for (size_t i = 0; i < NLOOPS; i++)
+        if (w->started[i])
+            pthread_join(w->threads[i], NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    free(w);
+}
+
+void mc_worker_get_stats(struct mc_worker *w, struct mc_worker_stats *st)
+{
+    pthread_mutex_lock(&w->mu);
+    *st = w->st;
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,64 @@
+/*
+ * worker.h - the client's background work for the master (DESIGN.md §8 "Worker"): today the
+ * offload loop of the LOCAL_DISK tier.
+ *
+ * Each kind of work is a loop on its own thread (a table in worker.c): offload now, promotion
+ * later beside it, so a slow disk batch of one never delays the other's long-poll. A loop
+ * long-polls the master: the heartbeat RPC carries wait_ms and the master parks it until work
+ * arrives or wait_ms passes, so work starts as soon as it is queued (no busy polling, no
+ * multi-second heartbeat period) and an idle client sends one heartbeat per wait_ms per loop
+ * (1 s by default: at most 1 control RPC a second besides Ping).
+ *
+ * Offload (OffloadObjectHeartbeat -> NotifyOffloadSuccess): for each task the worker finds the
+ * object's MEMORY replica in this client's own segment (QueryKey: no lease, no access counted),
+ * copies the bytes out of the segment under the descriptor's mount epoch, checks them against
+ * the task's CRC, and appends the batch to the disk store in one call (io_uring, O_DIRECT).
+ * Then one NotifyOffloadSuccess reports every task: stored, with version and CRC, or a NACK
+ * with the reason (no replica here, another version, a CRC mismatch, a full disk), which
+ * releases the master's pin. A stored record the master refuses (its object changed meanwhile)
+ * is deleted from the disk at once. Delete requests from the master (removed or dropped keys)
+ * delete the named record when its version matches.
+ *
+ * Faults: the master unreachable (calls fail fast) -> the loop waits 200 ms between tries; a
+ * heartbeat refused because the master does not know this holder (it restarted or expired the
+ * client) -> the LOCAL_DISK tier is registered again (disk_tier.h) before the next poll.
+ */
+#ifndef MC_CLIENT_WORKER_H
+#define MC_CLIENT_WORKER_H
+
+#include <stdint.h>
+
+#include "common/id.h"
+
+struct mc_worker;
+struct mc_master_conn;
+struct mc_disk_tier;
+struct mc_peer_server;
+
+struct mc_worker_config {
+    struct mc_master_conn *mc;
+    struct mc_id client_id;
+    struct mc_disk_tier *tier;
+    struct mc_peer_server *ps; /* this client's segments (the offload source) */
+    uint32_t wait_ms;          /* long-poll wait; 0 = 1000 */
+    uint32_t max_items;        /* tasks per heartbeat; 0 = 256 */
+    uint64_t batch_bytes;      /* bytes per disk append; 0 = 64 MiB */
+};
+
+int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out);
+/* Stops every loop (a parked heartbeat ends within wait_ms) and frees. NULL is a no-op. */
+void mc_worker_stop(struct mc_worker *w);
+
+struct mc_worker_stats {
+    uint64_t heartbeats; /* offload heartbeats answered */
+    uint64_t tasks;      /* offload tasks received */
+    uint64_t offloaded;  /* records stored and accepted */
+    uint64_t nacked;     /* tasks reported as not stored */
+    uint64_t refused;    /* stored records the master refused (deleted) */
+    uint64_t deleted;    /* records deleted on the master's request */
+    uint64_t bytes;      /* bytes appended to the disk */
+    uint64_t errors;     /* heartbeats or notifications that failed */
+};
+void mc_worker_get_stats(struct mc_worker *w, struct mc_worker_stats *st);
+
+#endif

@@ -1,0 +1,451 @@
+/*
+ * test_disk_tier.c - the LOCAL_DISK tier end to end, as separate processes on loopback.
+ *
+ * One cluster for the group: mooncake_master with --enable_offload --offload_on_evict, a short
+ * --client_ttl and read lease; one holder daemon H (mooncake_client, a 64 MiB DRAM segment and
+ * a --disk_path); an in-test libmooncake_client with no DRAM and no disk, so every byte it
+ * reads crosses to H's peer server. The tests run in order and build on each other:
+ *
+ *   offload_readable     200 MiB of 1 MiB objects into the 64 MiB segment: eviction offloads
+ *                        them and every key stays readable, byte-equal, from DRAM or disk
+ *                        (mc_get and mc_batch_get_tiers, tiers reported); a batch of disk-only
+ *                        keys is one PeerDiskRead to the holder
+ *   restart_within_ttl   kill -9 H and restart it on the same directory at once: its disk
+ *                        objects come back (bytes equal), and no MEMORY replica of the dead
+ *                        process's segment is listed any more
+ *   remove_reput         a disk-only key removed and put again with new bytes, then H killed
+ *                        and restarted: the old bytes are never served
+ *   master_restart       the master killed and restarted on its port: H re-mounts and
+ *                        re-registers, its disk objects are readable again, bytes equal
+ *   restart_after_ttl    H killed, the TTL passes (its objects are dropped), H restarted: the
+ *                        dropped objects stay gone (never resurrected)
+ *
+ * Everything is polled with deadlines; every process dies with the test (PR_SET_PDEATHSIG) and
+ * is stopped in teardown; the temporary directory is removed.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/client_internal.h"
+#include "client/transport.h"
+#include "cluster_util.h"
+#include "mooncake/client.h"
+
+#define NKEYS 200
+#define VLEN (1u << 20)
+#define START_MS 20000
+#define WAIT_MS 20000
+
+static struct {
+    char dir[64];
+    char master_bin[600], daemon_bin[600];
+    char disk[128];
+    struct cu_proc master, h;
+    char rpc[64];
+    char ep[256];
+    struct mc_client *client;
+    int gen[NKEYS];       /* generation of each key's bytes; -1 = not stored */
+    int disk_keys[NKEYS]; /* keys read from LOCAL_DISK in offload_readable */
+    int ndisk;
+    uint8_t *buf, *want;
+} g;
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static void key_of(int i, char *key, size_t cap)
+{
+    snprintf(key, cap, "dt-%03d", i);
+}
+
+/* The bytes of key i at generation gen: deterministic, distinct per key and generation. */
+static void value_of(int i, int gen, uint8_t *buf)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) + 0xabcdefull * (uint64_t)(gen + 1);
+    for (size_t k = 0; k < VLEN; k += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(buf + k, &x, 8);
+    }
+}
+
+static void loopback_addr(const char *in, char *out, size_t cap)
+{
+    const char *colon = strrchr(in, ':');
+    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
+}
+
+static int start_master(int rpc_port)
+{
+    char port[32], log[128], line[256], tmp[64];
+    const char *argv[] = {g.master_bin,
+                          port,
+                          "--rpc_address=127.0.0.1",
+                          "--metrics_port=0",
+                          "--metrics_host=127.0.0.1",
+                          "--client_ttl=2",
+                          "--default_kv_lease_ttl=100",
+                          "--enable_offload",
+                          "--offload_on_evict",
+                          "--log_level=warn",
+                          NULL};
+    snprintf(port, sizeof(port), "--rpc_port=%d", rpc_port);
+    snprintf(log, sizeof(log), "%s/master.log", g.dir);
+    if (cu_spawn(&g.master, argv, log) != 0)
+        return -1;
+    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY ", 6) != 0) {
+        cu_dump_log(&g.master, "master");
+        cu_stop(&g.master, SIGKILL, 1000);
+        return -1;
+    }
+    const char *r = strstr(line, "rpc=");
+    if (!r)
+        return -1;
+    sscanf(r + 4, "%63s", tmp);
+    loopback_addr(tmp, g.rpc, sizeof(g.rpc));
+    return 0;
+}
+
+static int start_holder(void)
+{
+    char master[128], log[128], line[256], disk[160];
+    const char *argv[] = {
+        g.daemon_bin,           master, "--host=127.0.0.1",     "--data_port=0",
+        "--segment_size=64MiB", disk,   "--disk_capacity=1GiB", "--log_level=info",
+        "--master_wait=20s",    NULL};
+    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
+    snprintf(log, sizeof(log), "%s/holder.log", g.dir);
+    if (cu_spawn(&g.h, argv, log) != 0)
+        return -1;
+    if (cu_read_line(&g.h, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        cu_dump_log(&g.h, "holder");
+        cu_stop(&g.h, SIGKILL, 1000);
+        return -1;
+    }
+    snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
+    return 0;
+}
+
+/* Put with retries while the segment is full (eviction and offload make room). */
+static int put_retry(const char *key, const void *buf, size_t len)
+{
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    int rc;
+    while ((rc = mc_put(g.client, key, buf, len, NULL)) != 0 && cu_now_ms() < deadline)
+        cu_sleep_ms(20);
+    return rc;
+}
+
+/* Which tiers key i lists (bit 0 MEMORY, bit 1 LOCAL_DISK), from the admin query. */
+static int tiers_of(int i)
+{
+    char key[32];
+    struct mc_object_info info;
+    int t = 0;
+    key_of(i, key, sizeof(key));
+    if (mc_query(g.client, key, &info) != 0)
+        return 0;
+    for (size_t k = 0; k < info.replica_count; k++)
+        if (info.replicas[k].status == MC_REPLICA_COMPLETE)
+            t |= info.replicas[k].type == MC_REPLICA_LOCAL_DISK ? 2 : 1;
+    mc_object_info_free(&info);
+    return t;
+}
+
+/* mc_get of key i: its bytes at g.gen[i], or (allow_gone) OBJECT_NOT_FOUND; never other bytes. */
+static void check_key(int i, bool allow_gone)
+{
+    char key[32];
+    key_of(i, key, sizeof(key));
+    memset(g.buf, 0, VLEN);
+    int64_t n = mc_get(g.client, key, g.buf, VLEN);
+    if (allow_gone && n < 0) {
+        assert_int_equal(n, MC_ERR_OBJECT_NOT_FOUND);
+        return;
+    }
+    if (n != (int64_t)VLEN)
+        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)n, mc_strerror((int)n));
+    assert_int_equal(n, VLEN);
+    value_of(i, g.gen[i], g.want);
+    assert_memory_equal(g.buf, g.want, VLEN);
+}
+
+/* Waits until key i lists a LOCAL_DISK replica (the restarted holder re-registered). */
+static bool wait_disk(int i)
+{
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    while (cu_now_ms() < deadline) {
+        if (tiers_of(i) & 2)
+            return true;
+        cu_sleep_ms(50);
+    }
+    return false;
+}
+
+/* ---- setup / teardown -------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    const char *bin = getenv("MC_BIN_DIR");
+    struct mc_client_config cfg;
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    g.master.out_fd = g.h.out_fd = -1;
+    if (!bin) {
+        fprintf(stderr, "MC_BIN_DIR is not set\n");
+        return -1;
+    }
+    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
+    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
+    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_disk_tier.XXXXXX");
+    if (!mkdtemp(g.dir))
+        return -1;
+    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
+    g.buf = malloc(VLEN);
+    g.want = malloc(VLEN);
+    if (!g.buf || !g.want || start_master(0) != 0 || start_holder() != 0)
+        return -1;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 0;
+    cfg.put_retry_window_ms = 3000;
+    if (mc_client_open(&cfg, &g.client) != 0)
+        return -1;
+    for (int i = 0; i < NKEYS; i++)
+        g.gen[i] = -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    mc_client_close(g.client);
+    g.client = NULL;
+    cu_stop(&g.h, SIGTERM, 10000);
+    cu_stop(&g.master, SIGTERM, 10000);
+    if (g.dir[0])
+        cu_rm_rf(g.dir);
+    free(g.buf);
+    free(g.want);
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_offload_readable(void **state)
+{
+    (void)state;
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        key_of(i, key, sizeof(key));
+        value_of(i, 0, g.want);
+        int rc = put_retry(key, g.want, VLEN);
+        if (rc) {
+            fprintf(stderr, "put %s: %s\n", key, mc_strerror(rc));
+            cu_dump_log(&g.h, "holder");
+            cu_dump_log(&g.master, "master");
+        }
+        assert_int_equal(rc, 0);
+        g.gen[i] = 0;
+    }
+    /* every key readable, one at a time */
+    for (int i = 0; i < NKEYS; i++)
+        check_key(i, false);
+
+    /* and in batches, with the tier that served each */
+    enum { B = 16 };
+    char keys[B][32];
+    const char *kp[B];
+    void *bufs[B];
+    size_t caps[B];
+    int64_t res[B];
+    int tiers[B];
+    int mem = 0, disk = 0;
+    for (int k = 0; k < B; k++) {
+        bufs[k] = malloc(VLEN);
+        assert_non_null(bufs[k]);
+        caps[k] = VLEN;
+        kp[k] = keys[k];
+    }
+    for (int i0 = 0; i0 < NKEYS; i0 += B) {
+        int nb = NKEYS - i0 < B ? NKEYS - i0 : B;
+        for (int k = 0; k < nb; k++)
+            key_of(i0 + k, keys[k], sizeof(keys[k]));
+        assert_int_equal(mc_batch_get_tiers(g.client, (size_t)nb, kp, bufs, caps, res, tiers), 0);
+        for (int k = 0; k < nb; k++) {
+            assert_int_equal(res[k], VLEN);
+            value_of(i0 + k, 0, g.want);
+            assert_memory_equal(bufs[k], g.want, VLEN);
+            if (tiers[k] == MC_REPLICA_LOCAL_DISK) {
+                disk++;
+                g.disk_keys[g.ndisk++] = i0 + k;
+            } else {
+                assert_int_equal(tiers[k], MC_REPLICA_MEMORY);
+                mem++;
+            }
+        }
+    }
+    fprintf(stderr, "offload_readable: %d keys from DRAM, %d from LOCAL_DISK\n", mem, disk);
+    /* 200 MiB never fit the 64 MiB segment: most keys were read from the disk */
+    assert_true(disk >= NKEYS - 64);
+
+    /* a batch of disk-only keys costs one PeerDiskRead round trip to the holder */
+    int picked = 0;
+    for (int j = 0; j < g.ndisk && picked < B; j++)
+        if (tiers_of(g.disk_keys[j]) == 2)
+            key_of(g.disk_keys[j], keys[picked++], 32);
+    assert_true(picked >= 4);
+    struct mc_tcp_transport_stats s0, s1;
+    mc_transport_tcp_get_stats(mc_client_tcp_transport(g.client), &s0);
+    assert_int_equal(mc_batch_get_tiers(g.client, (size_t)picked, kp, bufs, caps, res, tiers), 0);
+    mc_transport_tcp_get_stats(mc_client_tcp_transport(g.client), &s1);
+    for (int k = 0; k < picked; k++) {
+        assert_int_equal(res[k], VLEN);
+        assert_int_equal(tiers[k], MC_REPLICA_LOCAL_DISK);
+        value_of(atoi(keys[k] + 3), 0, g.want);
+        assert_memory_equal(bufs[k], g.want, VLEN);
+    }
+    assert_int_equal(s1.slices - s0.slices, 1);
+    for (int k = 0; k < B; k++)
+        free(bufs[k]);
+}
+
+/* The first key of offload_readable that lists only a LOCAL_DISK replica now. */
+static int disk_only_key(int skip)
+{
+    for (int j = 0; j < g.ndisk; j++) {
+        int i = g.disk_keys[j];
+        if (i != skip && g.gen[i] >= 0 && tiers_of(i) == 2)
+            return i;
+    }
+    return -1;
+}
+
+static void test_restart_within_ttl(void **state)
+{
+    (void)state;
+    /* which keys list which tiers before the crash */
+    int before[NKEYS];
+    for (int i = 0; i < NKEYS; i++)
+        before[i] = tiers_of(i);
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(start_holder(), 0); /* READY after re-registration */
+    int back = 0;
+    for (int i = 0; i < NKEYS; i++) {
+        int t = tiers_of(i);
+        /* the dead process's DRAM is not listed any more */
+        assert_int_equal(t & 1, 0);
+        if (before[i] & 2) {
+            assert_int_equal(t, 2);
+            check_key(i, false);
+            back++;
+        } else {
+            check_key(i, true);
+            g.gen[i] = -1; /* its only copy died with the process */
+        }
+    }
+    fprintf(stderr, "restart_within_ttl: %d disk objects back\n", back);
+    assert_true(back >= NKEYS - 64);
+}
+
+static void test_remove_reput(void **state)
+{
+    (void)state;
+    char key[32];
+    int i = disk_only_key(-1);
+    assert_true(i >= 0);
+    key_of(i, key, sizeof(key));
+    assert_int_equal(mc_remove(g.client, key, false), 0);
+    value_of(i, 1, g.want);
+    assert_int_equal(put_retry(key, g.want, VLEN), 0);
+    g.gen[i] = 1;
+    check_key(i, false);
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(start_holder(), 0);
+    /* generation 1 lived in the dead DRAM: the key is gone or (if it was offloaded in time)
+     * has generation 1's bytes; generation 0's bytes are never served */
+    check_key(i, true);
+    g.gen[i] = -1;
+    /* and the other disk objects are back */
+    int j = disk_only_key(i);
+    assert_true(j >= 0);
+    check_key(j, false);
+}
+
+static void test_master_restart(void **state)
+{
+    (void)state;
+    const char *colon = strrchr(g.rpc, ':');
+    int port = colon ? atoi(colon + 1) : 0;
+    assert_true(port > 0);
+    int i = disk_only_key(-1);
+    assert_true(i >= 0);
+    assert_int_equal(cu_stop(&g.master, SIGKILL, 5000), 128 + SIGKILL);
+    uint64_t deadline = cu_now_ms() + START_MS;
+    while (start_master(port) != 0) {
+        assert_true(cu_now_ms() < deadline);
+        cu_sleep_ms(200);
+    }
+    /* H re-mounts on its own and re-registers its records; the in-test client reconnects */
+    if (!wait_disk(i)) {
+        cu_dump_log(&g.h, "holder");
+        fail_msg("key %d not re-registered after the master restart", i);
+    }
+    int back = 0;
+    for (int k = 0; k < NKEYS; k++) {
+        if (g.gen[k] < 0)
+            continue;
+        check_key(k, true);
+        if (tiers_of(k) == 2)
+            back++;
+    }
+    fprintf(stderr, "master_restart: %d disk objects re-registered\n", back);
+    assert_true(back >= NKEYS - 80);
+}
+
+static void test_restart_after_ttl(void **state)
+{
+    (void)state;
+    int i = disk_only_key(-1);
+    assert_true(i >= 0);
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    /* the master expires H (2 s TTL) and drops its LOCAL_DISK replicas */
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    char key[32];
+    key_of(i, key, sizeof(key));
+    while (cu_now_ms() < deadline && mc_get(g.client, key, g.buf, VLEN) != MC_ERR_OBJECT_NOT_FOUND)
+        cu_sleep_ms(100);
+    assert_int_equal(mc_get(g.client, key, g.buf, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(start_holder(), 0);
+    /* re-registered records of dropped objects are refused: nothing comes back */
+    for (int k = 0; k < NKEYS; k++) {
+        key_of(k, key, sizeof(key));
+        assert_int_equal(mc_get(g.client, key, g.buf, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+    }
+    /* not later either (a second restart finds the refused records deleted) */
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(start_holder(), 0);
+    key_of(i, key, sizeof(key));
+    assert_int_equal(mc_get(g.client, key, g.buf, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_offload_readable),  cmocka_unit_test(test_restart_within_ttl),
+        cmocka_unit_test(test_remove_reput),      cmocka_unit_test(test_master_restart),
+        cmocka_unit_test(test_restart_after_ttl),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
