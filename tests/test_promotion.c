@@ -1200,6 +1200,66 @@ static void test_candidate_dropped_after_retries(void **state)
     fx_free(f);
 }
 
+/* DRAM full of leased objects (no eviction can make room) and one candidate. */
+static struct fx *fx_blocked_candidate(void)
+{
+    struct fx *f = fx_full(100, 0.9, 1);
+    disk_only(f, "cand", OBJ);
+    for (int i = 0; i < 95; i++)
+        put_n(f, key("fill", i), OBJ, 1);
+    for (int i = 0; i < 95; i++) {
+        struct mc_shard *s;
+        const char *k = key("fill", i);
+        struct mc_object *o =
+            mc_master_lock_find(f->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &s);
+        o->flags |= MC_OBJ_HARD_PIN;
+        mc_shard_refresh_bits(s, o);
+        mc_shard_unlock(s);
+    }
+    get_n(f, "cand", 1);
+    assert_int_equal(stats(f).candidates, 1);
+    return f;
+}
+
+/* Retries back off 10 ms, 20 ms, 40 ms ...; a candidate older than its TTL is dropped unretried. */
+static void test_candidate_backoff_and_ttl(void **state)
+{
+    (void)state;
+    struct fx *f = fx_blocked_candidate();
+    uint64_t wm = stats(f).rejected_watermark; /* 1: the Get */
+    advance(f, 9);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm); /* not due yet */
+    advance(f, 1);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm + 1); /* retry 1 at +10 ms */
+    advance(f, 19);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm + 1); /* backoff 20 ms */
+    advance(f, 1);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm + 2); /* retry 2 */
+    advance(f, 39);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm + 2);
+    advance(f, 1);
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(stats(f).rejected_watermark, wm + 3); /* retry 3 after 40 ms */
+    check_funnel(f);
+    fx_free(f);
+
+    f = fx_blocked_candidate();
+    wm = stats(f).rejected_watermark;
+    advance(f, MC_PROMO_CANDIDATE_TTL_MS);
+    mc_master_tick_eviction(f->m);
+    struct mc_promotion_stats st = stats(f);
+    assert_int_equal(st.candidates, 0);
+    assert_int_equal(st.candidate_dropped, 1);
+    assert_int_equal(st.rejected_watermark, wm); /* dropped, not retried */
+    check_funnel(f);
+    fx_free(f);
+}
+
 static void test_candidate_dropped_when_removed(void **state)
 {
     (void)state;
@@ -1437,6 +1497,7 @@ int main(void)
         cmocka_unit_test(test_candidate_admitted_when_room),
         cmocka_unit_test(test_candidate_dropped_after_retries),
         cmocka_unit_test(test_candidate_dropped_when_removed),
+        cmocka_unit_test(test_candidate_backoff_and_ttl),
         cmocka_unit_test(test_hot_beats_cold),
         cmocka_unit_test(test_hot_beats_cold_offload_on_evict),
         cmocka_unit_test(test_commit_grants_lease),

@@ -849,7 +849,7 @@ int mc_master_promotion_tick(struct mc_master *m)
             struct cand *c = *pp;
             if (rc == ADMIT_TRANSIENT && c->retries + 1 < MC_PROMO_CANDIDATE_RETRIES) {
                 c->retries++;
-                uint64_t bo = (uint64_t)MC_PROMO_BACKOFF_MIN_MS << (c->retries - 1);
+                uint64_t bo = (uint64_t)MC_PROMO_BACKOFF_MIN_MS << c->retries; /* 20, 40 .. ms */
                 c->retry_after_ms =
                     now + (bo > MC_PROMO_BACKOFF_MAX_MS ? MC_PROMO_BACKOFF_MAX_MS : bo);
             } else { /* admitted, gone, not eligible, or out of retries */
