@@ -229,7 +229,9 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
         if (rc != t->last_mount_rc)
             mc_error("disk", "MountLocalDiskSegment failed", "endpoint=%s rc=%s%s", t->endpoint,
                      mc_strerror(rc),
-                     rc == MC_ERR_NOT_SUPPORTED ? " hint=the master has no LOCAL_DISK tier" : "");
+                     mc_disk_tier_master_lacks_tier(rc)
+                         ? " hint=start the master with --enable_offload"
+                         : "");
         t->last_mount_rc = rc;
         return rc;
     }

@@ -68,8 +68,8 @@ int mc_disk_tier_register(struct mc_disk_tier *t);
 /* Whether a registration or heartbeat error says the master runs without the tier. */
 static inline bool mc_disk_tier_master_lacks_tier(int rc)
 {
-    return rc == MC_ERR_NOT_SUPPORTED || rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS ||
-           rc == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
+    return rc == MC_ERR_UNABLE_OFFLOAD || rc == MC_ERR_NOT_SUPPORTED ||
+           rc == MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS || rc == MC_ERR_UNAVAILABLE_IN_CURRENT_MODE;
 }
 /* Asks for a registration the next time the worker looks (mc_disk_tier_take_register). */
 void mc_disk_tier_want_register(struct mc_disk_tier *t);

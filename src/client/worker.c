@@ -100,11 +100,11 @@ struct job {
     int status; /* 0 = to store / stored */
 };
 
-/* Whether a heartbeat item asks for a delete rather than an offload. */
+/* Whether a heartbeat item asks for a delete (the key was removed or its record dropped: any
+ * record of version <= it->version goes) rather than an offload. */
 static bool is_delete(const Mc__OffloadTaskItem *it)
 {
-    (void)it;
-    return false;
+    return it->drop;
 }
 
 /* Copies task's value out of this client's own segment into j->data. */
