@@ -381,10 +381,66 @@ static void test_threads_push_while_polling(void **state)
     assert_int_equal(st.parked, 0);
 }
 
+/* A quiet push (made under a master lock) queues at once but answers the parked poll only at
+ * mc_mailboxes_wake; polls are answered at their deadline by mc_mailboxes_tick_polls, which
+ * expires no task; kind-limited completion, cancel and expiry leave other kinds alone. */
+static void test_quiet_push_wake_and_kinds(void **state)
+{
+    struct fx *f = *state;
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &r), 0);
+    assert_int_equal(mc_mailbox_push_quiet(f->t, f->a, MC_TASK_OFFLOAD, "q", 1, 7, 100, 0, false,
+                                           now_ms(f) + 1000, NULL),
+                     MC_OK);
+    assert_int_equal(r.calls, 0);
+    mc_mailboxes_wake(f->t);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.n, 1);
+    assert_string_equal(r.keys[0], "q");
+    mc_mailboxes_wake(f->t); /* nothing due: a no-op */
+    assert_int_equal(r.calls, 1);
+    /* deadlines: tick_polls answers the poll and leaves the task (expired at 1000) alone */
+    struct poll_rec r2 = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 2000, on_reply, &r2), 0);
+    mc_fake_clock_advance_ms(&f->clk, 2000);
+    mc_mailboxes_tick_polls(f->t);
+    assert_int_equal(r2.calls, 1);
+    assert_int_equal(r2.n, 0);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.in_mailboxes, 1);
+    /* a promotion task is not completed, cancelled or expired by offload-only calls */
+    uint64_t pid = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, "p", now_ms(f) + 1, &pid), MC_OK);
+    struct mc_task_list got = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_PROMOTION), 0, &got),
+                     MC_OK);
+    assert_int_equal(got.n, 1);
+    mc_task_list_free(&got);
+    assert_null(
+        mc_mailbox_complete_kind(f->t, f->a, pid, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), false));
+    struct mc_task_list l = {0};
+    assert_int_equal(
+        mc_mailboxes_cancel_key_kinds(f->t, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), "p", 1, &l), 0);
+    mc_fake_clock_advance_ms(&f->clk, 10);
+    assert_int_equal(mc_mailboxes_tick_kinds(f->t, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), &l), 1);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.head->key, "q"); /* the offload task expired, the promotion one stays */
+    mc_task_list_free(&l);
+    struct mc_task *t =
+        mc_mailbox_complete_kind(f->t, f->a, pid, MC_TASK_KIND_BIT(MC_TASK_PROMOTION), false);
+    assert_non_null(t);
+    assert_string_equal(t->key, "p");
+    free(t);
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.in_mailboxes, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_longpoll_answered_on_arrival, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_quiet_push_wake_and_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_longpoll_answered_at_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_answer_bounded_by_max_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_limit_counts_in_flight, setup_limit3, teardown),

@@ -11,7 +11,10 @@
  * task expiry, cancellation by Remove/BatchRemove/RemoveAll and holder expiry (nothing left in
  * any mailbox), deletes pushed to holders, disk-only objects readable and never evictable DRAM.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -746,6 +749,121 @@ static void test_disk_copy_leaves_dram_without_new_offload(void **state)
     fx_free(f);
 }
 
+/* Puts far beyond DRAM with eviction running after each, and a holder that keeps up (stores
+ * every task it is given after each Put): in the modes that offload (enable_offload,
+ * offload_on_evict) every key stays readable, from DRAM or from disk; with offload_force_evict
+ * every Put still succeeds (no deadlock), and keys evicted past the cap are the only ones lost. */
+static void eviction_keeps_keys(int mode)
+{
+    struct fx *f = fx_new_cfg(mode, 1 * MIB, true, 64);
+    const int n = 1000; /* 4 MiB of 4 KiB objects into 1 MiB */
+    char k[32];
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "w%d", i);
+        int tries = 0;
+        for (;;) {
+            const char *pref[] = {"seg-1"};
+            struct mc_master_replicate_config cfg;
+            mc_master_replicate_config_init(&cfg);
+            cfg.preferred_segments = pref;
+            cfg.n_preferred = 1;
+            struct mc_put_start_result r;
+            int rc = mc_master_put_start(f->m, f->a, k, strlen(k), 4096, &cfg, &r);
+            if (rc == MC_OK) {
+                assert_int_equal(
+                    mc_master_put_end(f->m, f->a, k, strlen(k), r.version, 4096 ^ 0x5a, true),
+                    MC_OK);
+                break;
+            }
+            assert_int_equal(rc, MC_ERR_NO_AVAILABLE_HANDLE);
+            assert_true(++tries < 50);
+            struct hb h = pull(f, 0);
+            complete_all(f, &h);
+            mc_fake_clock_advance_ms(&f->fc, 1);
+            mc_master_tick_eviction(f->m);
+        }
+        struct hb h = pull(f, 0); /* a holder that keeps up */
+        complete_all(f, &h);
+        mc_fake_clock_advance_ms(&f->fc, 1);
+        mc_master_tick_eviction(f->m);
+    }
+    struct hb h = pull(f, 0);
+    complete_all(f, &h);
+    int readable = 0, on_disk = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf(k, sizeof(k), "w%d", i);
+        struct mc_get_result g;
+        if (mc_master_get_replica_list(f->m, k, strlen(k), &g) != MC_OK)
+            continue;
+        readable++;
+        for (uint32_t r = 0; r < g.nreplicas; r++)
+            on_disk += g.replicas[r].type == MC_REPLICA_TYPE_LOCAL_DISK;
+    }
+    struct mc_master_stats ms;
+    mc_master_get_stats(f->m, &ms);
+    assert_true(ms.evicted_key_count > 0);
+    if (mode == MODE_FORCE) {
+        assert_true(ostats(f).forced_evictions > 0);
+        assert_true(readable < n);
+    } else {
+        assert_int_equal(readable, n);
+        assert_true(on_disk >= n - (int)(MIB / 4096));
+    }
+    fx_free(f);
+}
+
+static void test_eviction_with_enable_offload_keeps_keys(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_PUT_END);
+}
+
+static void test_eviction_with_offload_on_evict_keeps_keys(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_ON_EVICT);
+}
+
+static void test_eviction_with_offload_force_evict_never_stalls(void **state)
+{
+    (void)state;
+    eviction_keeps_keys(MODE_FORCE);
+}
+
+/* Attaching a disk replica moves the object's record: a grouped object keeps its group (a Get of
+ * one member leases the other, Remove leaves the group cleanly). */
+static void test_grouped_object_gets_disk_copy(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(MODE_PUT_END);
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
+    cfg.group_id = "grp";
+    cfg.group_id_len = 3;
+    const char *keys[2] = {"g0", "g1"};
+    for (int i = 0; i < 2; i++) {
+        struct mc_put_start_result r;
+        assert_int_equal(mc_master_put_start(f->m, f->a, keys[i], 2, 100, &cfg, &r), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 2, r.version, 1, true), MC_OK);
+    }
+    struct hb h = pull(f, 0);
+    assert_int_equal(h.n, 2);
+    for (size_t i = 0; i < h.n; i++)
+        assert_int_equal(report(f, f->a, h.it[i].task_id, h.it[i].key, 0, 100, h.it[i].version, 1),
+                         MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "g0", 2, &g), MC_OK);
+    assert_int_equal(g.nreplicas, 2);
+    struct mc_key_info ki = query(f, "g1", MC_OK);
+    assert_string_equal(ki.group_id, "grp");
+    assert_true(ki.lease_remaining_ms > 0); /* leased through g0's Get */
+    assert_int_equal(count_type(&ki, MC_REPLICA_TYPE_LOCAL_DISK), 1);
+    assert_int_equal(mc_master_remove(f->m, "g0", 2, true), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "g1", 2, true), MC_OK);
+    query(f, "g1", MC_ERR_OBJECT_NOT_FOUND);
+    fx_free(f);
+}
+
 /* ---- re-registration --------------------------------------------------------------------------
  */
 
@@ -1005,6 +1123,112 @@ static void test_metrics_rendered(void **state)
     fx_free(f);
 }
 
+/* ---- threads (TSan) ----------------------------------------------------------------------------
+ */
+
+/* A holder thread long-polls and reports every task while the main thread Puts and Removes and a
+ * third runs the eviction, reaper and offload ticks. At the end every task ended one way or
+ * another and no pin is left: queued = completed + nacked + expired + cancelled + in flight. */
+struct mt {
+    struct fx *f;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool answered;
+    struct hb h;
+    _Atomic bool stop, done;
+    _Atomic uint64_t reports;
+};
+
+static void mt_reply(void *arg, struct mc_task_list *tasks)
+{
+    struct mt *t = arg;
+    pthread_mutex_lock(&t->mu);
+    on_hb(&t->h, tasks);
+    t->answered = true;
+    pthread_cond_signal(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
+static void *mt_holder(void *arg)
+{
+    struct mt *t = arg;
+    for (;;) {
+        pthread_mutex_lock(&t->mu);
+        t->answered = false;
+        memset(&t->h, 0, sizeof(t->h));
+        pthread_mutex_unlock(&t->mu);
+        int rc = mc_master_offload_heartbeat(t->f->m, t->f->a, true, 16, 10000, mt_reply, t);
+        assert_true(rc == 0 || rc == 1);
+        pthread_mutex_lock(&t->mu);
+        while (!t->answered)
+            pthread_cond_wait(&t->cv, &t->mu);
+        struct hb h = t->h;
+        pthread_mutex_unlock(&t->mu);
+        for (size_t i = 0; i < h.n; i++) {
+            if (h.it[i].drop)
+                continue;
+            report(t->f, t->f->a, h.it[i].task_id, h.it[i].key, (i % 5 == 4) ? -1 : 0, h.it[i].size,
+                   h.it[i].version, h.it[i].crc);
+            atomic_fetch_add(&t->reports, 1);
+        }
+        if (h.n == 0 && atomic_load(&t->stop)) {
+            atomic_store(&t->done, true);
+            return NULL;
+        }
+    }
+}
+
+static void *mt_ticker(void *arg)
+{
+    struct mt *t = arg;
+    while (!atomic_load(&t->stop)) {
+        mc_master_tick_offload(t->f->m);
+        mc_master_tick_reaper(t->f->m);
+        mc_master_batch_evict(t->f->m, 0.01, 0.01, NULL);
+    }
+    return NULL;
+}
+
+static void test_threads_holder_puts_removes_ticks(void **state)
+{
+    (void)state;
+    struct mt t = {.f = fx_new(MODE_PUT_END)};
+    pthread_mutex_init(&t.mu, NULL);
+    pthread_cond_init(&t.cv, NULL);
+    pthread_t holder, ticker;
+    assert_int_equal(pthread_create(&holder, NULL, mt_holder, &t), 0);
+    assert_int_equal(pthread_create(&ticker, NULL, mt_ticker, &t), 0);
+    char k[32];
+    for (int i = 0; i < 400; i++) {
+        snprintf(k, sizeof(k), "t%d", i);
+        put(t.f, k, 512);
+        if (i % 3 == 0) {
+            snprintf(k, sizeof(k), "t%d", i / 2);
+            mc_master_remove(t.f->m, k, strlen(k), true);
+        }
+    }
+    atomic_store(&t.stop, true);
+    pthread_join(ticker, NULL);
+    /* answer the holder's polls (empty, at their deadline) until it saw stop and left */
+    uint64_t deadline = mc_now_ms() + 20000;
+    while (!atomic_load(&t.done)) {
+        assert_true(mc_now_ms() < deadline);
+        mc_fake_clock_advance_ms(&t.f->fc, 20000);
+        mc_master_tick_offload(t.f->m);
+        sched_yield();
+    }
+    pthread_join(holder, NULL);
+    mc_master_tick_reaper(t.f->m); /* tasks left (any) expire now: the clock moved far */
+    struct mc_offload_stats st = ostats(t.f);
+    assert_true(atomic_load(&t.reports) > 0);
+    assert_int_equal(st.queued, st.completed + st.nacked + st.expired + st.cancelled +
+                                    st.stale_refused + st.in_flight);
+    assert_int_equal(st.in_flight, 0);
+    pthread_cond_destroy(&t.cv);
+    pthread_mutex_destroy(&t.mu);
+    fx_free(t.f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1027,12 +1251,17 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict_no_local_disk_nothing_offloaded),
         cmocka_unit_test(test_offload_force_evict_cap),
         cmocka_unit_test(test_disk_copy_leaves_dram_without_new_offload),
+        cmocka_unit_test(test_grouped_object_gets_disk_copy),
+        cmocka_unit_test(test_eviction_with_enable_offload_keeps_keys),
+        cmocka_unit_test(test_eviction_with_offload_on_evict_keeps_keys),
+        cmocka_unit_test(test_eviction_with_offload_force_evict_never_stalls),
         cmocka_unit_test(test_reregister_after_restart_recreates_same_epoch_does_not),
         cmocka_unit_test(test_holder_expiry_drops_replicas_and_tasks),
         cmocka_unit_test(test_unmount_local_disk),
         cmocka_unit_test(test_remount_moves_endpoint),
         cmocka_unit_test(test_evict_disk_replica),
         cmocka_unit_test(test_metrics_rendered),
+        cmocka_unit_test(test_threads_holder_puts_removes_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,8 @@
 # a fresh master (one RPC thread, on CPU 0) is prefilled with N keys, then every op runs for S
 # seconds from the bench on CPU 1 (50 connections; batch_get in calls of 16 keys). The table
 # gives the median objects/s (keys/s for batch_get) per build and the ratio B / A.
+# MC_AB_FLAGS_A / MC_AB_FLAGS_B: extra mooncake_master flags for that side (e.g. the same build
+# with --enable_offload --promotion_on_hit on one side).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 A="" B="" KEYS=200000 SECS=3 ROUNDS=3 OPS=get,exist,batch_get,put
@@ -43,13 +45,14 @@ json() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[2]).readlin
 RES=$TMP/results.txt
 : > "$RES"
 one_build() { # label dir
-  local label=$1 dir=$2 line rpc op extra
+  local label=$1 dir=$2 line rpc op extra flags
+  if [ "$label" = A ]; then flags=${MC_AB_FLAGS_A:-}; else flags=${MC_AB_FLAGS_B:-}; fi
   rm -f "$TMP/ready"
   mkfifo "$TMP/ready"
   exec 3<>"$TMP/ready"
   mc_start taskset -c $SRV_CPU "$dir/mooncake_master" --rpc_port=0 --metrics_port=0 \
     --rpc_address=127.0.0.1 --metrics_host=127.0.0.1 --rpc_thread_num=1 --client_ttl=1h \
-    --log_level=warn >"$TMP/ready" 2>>"$LOG"
+    --log_level=warn $flags >"$TMP/ready" 2>>"$LOG"
   local mpid=$MC_PID
   read -r -t 20 line <&3 || { echo "$label: mooncake_master did not start" >&2; exit 1; }
   exec 3<&-

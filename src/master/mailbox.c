@@ -4,8 +4,10 @@
  * The table is a small array of mailboxes (one per LOCAL_DISK holder: tens, not thousands)
  * under a mutex; each mailbox has its own mutex, taken while the table's is held and kept after
  * the table's is dropped (a close takes the table lock, unlinks the mailbox, then waits for its
- * lock, so nobody can find a mailbox that is being freed). Queued tasks are a FIFO, in-flight
- * ones a doubly linked list; both are intrusive, one malloc per task.
+ * lock, so nobody can find a mailbox that is being freed). Queued tasks are a FIFO and in-flight
+ * ones a list, both doubly linked and intrusive (one malloc per task), and each mailbox indexes
+ * its tasks by id (an open-addressing table), so a report, a cancel or a removal by id costs
+ * O(1) however many tasks wait (a promotion cancel per Remove must not walk 50000 of them).
  */
 #include "master/mailbox.h"
 
@@ -28,8 +30,11 @@ struct mc_waiter {
 struct mc_mbox {
     struct mc_id id;
     pthread_mutex_t lock;
-    struct mc_task *qhead, *qtail; /* queued, oldest first */
-    struct mc_task *fhead;         /* in flight */
+    struct mc_task *qhead, *qtail; /* queued, oldest first (doubly linked) */
+    struct mc_task *fhead;         /* in flight (doubly linked) */
+    /* every task of the mailbox by id: open addressing, linear probing, tombstones (IX_TOMB) */
+    struct mc_task **ix;
+    uint32_t ix_cap, ix_live, ix_used; /* slots (a power of two), tasks, tasks + tombstones */
     uint32_t nqueued[MC_TASK_NKINDS];
     uint32_t nflight[MC_TASK_NKINDS];
     struct mc_waiter w[MC_TASK_NKINDS];
@@ -100,6 +105,93 @@ static struct mc_task *task_copy(const struct mc_task *src)
     memcpy(t, src, sizeof(*t) + src->key_len + 1u);
     t->next = t->prev = NULL;
     return t;
+}
+
+/* ---- the per-mailbox index of tasks by id (mailbox lock held) ---------------------------------
+ */
+
+#define IX_TOMB ((struct mc_task *)(uintptr_t)1)
+
+static inline uint32_t ix_home(uint64_t id, uint32_t cap)
+{
+    return (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+}
+
+/* Room for one more task: rebuilt (tombstones purged, doubled when half full). -1: no memory. */
+static int ix_reserve(struct mc_mbox *b)
+{
+    if ((uint64_t)(b->ix_used + 1) * 4 <= (uint64_t)b->ix_cap * 3)
+        return 0;
+    uint32_t cap = b->ix_cap ? b->ix_cap : 16;
+    while ((uint64_t)(b->ix_live + 1) * 2 > cap)
+        cap *= 2;
+    struct mc_task **nv = calloc(cap, sizeof(*nv));
+    if (!nv)
+        return -1;
+    for (uint32_t i = 0; i < b->ix_cap; i++) {
+        struct mc_task *x = b->ix[i];
+        if (!x || x == IX_TOMB)
+            continue;
+        uint32_t j = ix_home(x->task_id, cap);
+        while (nv[j])
+            j = (j + 1) & (cap - 1);
+        nv[j] = x;
+    }
+    free(b->ix);
+    b->ix = nv;
+    b->ix_cap = cap;
+    b->ix_used = b->ix_live;
+    return 0;
+}
+
+static void ix_add(struct mc_mbox *b, struct mc_task *x) /* after ix_reserve */
+{
+    uint32_t j = ix_home(x->task_id, b->ix_cap);
+    while (b->ix[j] && b->ix[j] != IX_TOMB)
+        j = (j + 1) & (b->ix_cap - 1);
+    if (!b->ix[j])
+        b->ix_used++;
+    b->ix[j] = x;
+    b->ix_live++;
+}
+
+static struct mc_task *ix_find(const struct mc_mbox *b, uint64_t id)
+{
+    if (!b->ix_cap)
+        return NULL;
+    for (uint32_t j = ix_home(id, b->ix_cap);; j = (j + 1) & (b->ix_cap - 1)) {
+        struct mc_task *x = b->ix[j];
+        if (!x)
+            return NULL;
+        if (x != IX_TOMB && x->task_id == id)
+            return x;
+    }
+}
+
+static void ix_del(struct mc_mbox *b, const struct mc_task *x)
+{
+    for (uint32_t j = ix_home(x->task_id, b->ix_cap);; j = (j + 1) & (b->ix_cap - 1)) {
+        if (b->ix[j] == x) {
+            b->ix[j] = IX_TOMB;
+            b->ix_live--;
+            return;
+        }
+    }
+}
+
+/* Unlinks a queued task (its prev/next are the queue's). */
+static void queue_unlink(struct mc_mbox *b, struct mc_task *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        b->qhead = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    else
+        b->qtail = x->prev;
+    x->next = x->prev = NULL;
+    b->nqueued[x->kind]--;
 }
 
 static void answers_init(struct answers *a)
@@ -173,6 +265,9 @@ static void mbox_drain(struct mc_mailboxes *t, struct mc_mbox *b, struct mc_task
         }
     }
     b->qhead = b->qtail = b->fhead = NULL;
+    free(b->ix);
+    b->ix = NULL;
+    b->ix_cap = b->ix_live = b->ix_used = 0;
     memset(b->nqueued, 0, sizeof(b->nqueued));
     memset(b->nflight, 0, sizeof(b->nflight));
     for (int k = 0; k < MC_TASK_NKINDS; k++) {
@@ -304,11 +399,10 @@ int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task
 static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds, uint32_t max,
                       struct mc_task_list *out)
 {
-    struct mc_task *x = b->qhead, *prevq = NULL;
+    struct mc_task *x = b->qhead;
     while (x && (max == 0 || out->n < max)) {
         struct mc_task *nx = x->next;
         if (!(kinds & MC_TASK_KIND_BIT(x->kind))) {
-            prevq = x;
             x = nx;
             continue;
         }
@@ -318,15 +412,9 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
             if (!give)
                 break; /* stays queued; the next pull retries */
         }
-        /* unlink from the queue (singly linked through next; prevq tracks the predecessor) */
-        if (prevq)
-            prevq->next = nx;
-        else
-            b->qhead = nx;
-        if (b->qtail == x)
-            b->qtail = prevq;
-        b->nqueued[x->kind]--;
+        queue_unlink(b, x);
         if (x->kind == MC_TASK_DELETE) {
+            ix_del(b, x);
             atomic_fetch_sub(&t->present, 1);
         } else {
             x->prev = NULL;
@@ -334,6 +422,7 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
             if (b->fhead)
                 b->fhead->prev = x;
             b->fhead = x;
+            x->in_flight = 1;
             b->nflight[x->kind]++;
         }
         atomic_fetch_add(&t->pulled, 1);
@@ -393,15 +482,23 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         atomic_fetch_add(&t->refused, 1);
         return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     }
+    if (ix_reserve(b) != 0) {
+        mbox_unlock(b);
+        free(x);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     x->task_id = id ? id : atomic_fetch_add(&t->next_id, 1);
     if (task_id)
         *task_id = x->task_id;
+    x->prev = b->qtail;
+    x->next = NULL;
     if (b->qtail)
         b->qtail->next = x;
     else
         b->qhead = x;
     b->qtail = x;
     b->nqueued[kind]++;
+    ix_add(b, x);
     atomic_fetch_add(&t->present, 1);
     atomic_fetch_add(&t->queued, 1);
     if (b->w[kind].fn && quiet) {
@@ -485,19 +582,27 @@ static void flight_unlink(struct mc_mbox *b, struct mc_task *x)
     if (x->next)
         x->next->prev = x->prev;
     x->next = x->prev = NULL;
+    x->in_flight = 0;
     b->nflight[x->kind]--;
 }
 
 struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
                                     bool nack)
 {
+    return mc_mailbox_complete_kind(t, holder, task_id, (1u << MC_TASK_NKINDS) - 1u, nack);
+}
+
+struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id holder,
+                                         uint64_t task_id, uint32_t kinds, bool nack)
+{
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
-    struct mc_task *x = b->fhead;
-    while (x && x->task_id != task_id)
-        x = x->next;
+    struct mc_task *x = ix_find(b, task_id);
+    if (x && (!x->in_flight || !(kinds & MC_TASK_KIND_BIT(x->kind))))
+        x = NULL; /* queued (never pulled), or another module's task: left alone */
     if (x) {
+        ix_del(b, x);
         flight_unlink(b, x);
         atomic_fetch_sub(&t->present, 1);
         atomic_fetch_add(nack ? &t->nacked : &t->completed, 1);
@@ -512,24 +617,17 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t
                              struct mc_task_list *out)
 {
     size_t n = 0;
-    struct mc_task *x = b->qhead, *prevq = NULL;
+    struct mc_task *x = b->qhead;
     while (x) {
         struct mc_task *nx = x->next;
         bool hit = x->kind != MC_TASK_DELETE && (kinds & MC_TASK_KIND_BIT(x->kind)) &&
                    (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
                         : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
-            if (prevq)
-                prevq->next = nx;
-            else
-                b->qhead = nx;
-            if (b->qtail == x)
-                b->qtail = prevq;
-            b->nqueued[x->kind]--;
+            ix_del(b, x);
+            queue_unlink(b, x);
             list_push(out, x);
             n++;
-        } else {
-            prevq = x;
         }
         x = nx;
     }
@@ -540,6 +638,7 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t
                    (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
                         : (x->deadline_ms && x->deadline_ms <= now_ms));
         if (hit) {
+            ix_del(b, x);
             flight_unlink(b, x);
             list_push(out, x);
             n++;
@@ -693,27 +792,15 @@ struct mc_task *mc_mailbox_remove(struct mc_mailboxes *t, struct mc_id holder, u
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
-    struct mc_task *x = b->qhead, *prevq = NULL;
-    while (x && !task_is(x, task_id, key, key_len)) {
-        prevq = x;
-        x = x->next;
-    }
+    struct mc_task *x = ix_find(b, task_id);
+    if (x && !task_is(x, task_id, key, key_len))
+        x = NULL;
     if (x) {
-        if (prevq)
-            prevq->next = x->next;
-        else
-            b->qhead = x->next;
-        if (b->qtail == x)
-            b->qtail = prevq;
-        b->nqueued[x->kind]--;
-        x->next = x->prev = NULL;
-    } else {
-        for (x = b->fhead; x && !task_is(x, task_id, key, key_len); x = x->next)
-            ;
-        if (x)
+        ix_del(b, x);
+        if (x->in_flight)
             flight_unlink(b, x);
-    }
-    if (x) {
+        else
+            queue_unlink(b, x);
         atomic_fetch_sub(&t->present, 1);
         atomic_fetch_add(&t->cancelled, 1);
     }

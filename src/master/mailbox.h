@@ -47,7 +47,8 @@ struct mc_task {
     uint64_t deadline_ms; /* expiry (0: never); ignored for delete tasks */
     uint32_t crc32c;
     bool crc_valid;
-    uint8_t kind; /* enum mc_task_kind */
+    uint8_t kind;      /* enum mc_task_kind */
+    uint8_t in_flight; /* mailbox.c: pulled, awaiting its report */
     uint16_t key_len;
     char key[]; /* key_len bytes, then a NUL */
 };
@@ -127,6 +128,9 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
  * or another holder's). nack selects which counter the report goes to. */
 struct mc_task *mc_mailbox_complete(struct mc_mailboxes *t, struct mc_id holder, uint64_t task_id,
                                     bool nack);
+/* The same, for a task whose kind bit is in kinds only (NULL for another kind, left in flight). */
+struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id holder,
+                                         uint64_t task_id, uint32_t kinds, bool nack);
 
 /* Removes every offload/promotion task of key (queued or in flight, any mailbox) into
  * *cancelled. Returns how many. Cheap when no task exists. */

@@ -187,6 +187,8 @@ static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_obj
 {
     if (o->flags & MC_OBJ_PROMOTING)
         mc_promotion_object_erased(m, s, o);
+    if (m->offload)
+        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
@@ -253,6 +255,8 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
     }
     if (o->flags & MC_OBJ_PROMOTING)
         mc_promotion_object_erased(m, s, o);
+    if (m->offload)
+        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
     if (m->hooks.object_erased)
         m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)

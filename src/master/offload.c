@@ -471,7 +471,7 @@ int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool e
         if (mc_mailbox_pull(off->mb, client, OFF_KIND, 0, &q) != MC_OK)
             return MC_ERR_SEGMENT_NOT_FOUND;
         for (struct mc_task *t = q.head; t; t = t->next)
-            free(mc_mailbox_complete(off->mb, client, t->task_id, true));
+            free(mc_mailbox_complete_kind(off->mb, client, t->task_id, OFF_KIND, true));
         tasks_end(m, &q, &off->cancelled);
         mc_mailbox_pull(off->mb, client, MC_TASK_KIND_BIT(MC_TASK_DELETE), max, &got);
         reply(arg, &got);
@@ -525,14 +525,11 @@ static bool same_bytes(const struct mc_object *o, const struct mc_offload_result
 static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc_offload_result *it)
 {
     struct mc_offload *off = m->offload;
-    struct mc_task *t = mc_mailbox_complete(off->mb, h->id, it->task_id, it->status != 0);
+    struct mc_task *t =
+        mc_mailbox_complete_kind(off->mb, h->id, it->task_id, OFF_KIND, it->status != 0);
     if (!t)
         return MC_ERR_TASK_NOT_FOUND;
     int rc = MC_OK;
-    if (t->kind != MC_TASK_OFFLOAD) {
-        free(t);
-        return MC_ERR_INVALID_PARAMS;
-    }
     if (it->key_len != t->key_len || memcmp(it->key, t->key, t->key_len) != 0)
         rc = MC_ERR_INVALID_PARAMS;
     struct mc_shard *s;
@@ -656,7 +653,8 @@ int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
         if (rc != MC_OK) {
             /* a task report with a bad key still ends its task */
             if (!reregister_) {
-                struct mc_task *t = mc_mailbox_complete(off->mb, client, it->task_id, true);
+                struct mc_task *t =
+                    mc_mailbox_complete_kind(off->mb, client, it->task_id, OFF_KIND, true);
                 if (t) {
                     task_unpin(m, t);
                     free(t);
@@ -910,7 +908,6 @@ int mc_offload_init(struct mc_master *m)
     m->offload = off;
     if (!off->mb || register_metrics(m, off) != 0)
         return -1;
-    m->hooks.object_erased = mc_offload_object_erased;
     mc_info(COMP, "offload enabled", "mode=%s queue_limit=%u cycle_cap=%llu",
             !m->cfg.offload_on_evict     ? "put_end"
             : m->cfg.offload_force_evict ? "on_evict_force"
@@ -929,7 +926,6 @@ void mc_offload_destroy(struct mc_master *m)
     struct mc_offload *off = m->offload;
     if (!off)
         return;
-    m->hooks.object_erased = NULL;
     mc_mailboxes_free(off->mb); /* answers parked polls */
     for (size_t i = 0; i < off->n; i++) {
         atomic_store(&off->v[i].h->dead, true);

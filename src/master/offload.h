@@ -23,8 +23,8 @@ struct mc_object;
 struct mc_freelist;
 struct mc_unlink_batch;
 
-/* Creates m->offload when m->cfg.enable_offload (else leaves it NULL), installs the
- * object_erased hook and registers the metrics. 0 or -1 (out of memory). */
+/* Creates m->offload when m->cfg.enable_offload (else leaves it NULL) and registers the
+ * metrics. 0 or -1 (out of memory). */
 int mc_offload_init(struct mc_master *m);
 /* The holders' mailbox table (promotion.c queues its tasks there too); NULL without the tier. */
 struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m);
@@ -44,8 +44,9 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 void mc_offload_cycle_begin(struct mc_master *m);
 void mc_offload_cycle_end(struct mc_master *m);
 
-/* The object_erased hook (write lock): cancels o's offload task and queues a delete of every
- * disk record of o at its holder. Exported so a later module's hook can chain to it. */
+/* o is being erased (write lock; objects.c calls it before hooks.object_erased, which stays free
+ * for other modules): cancels o's offload task and queues a delete of every disk record of o at
+ * its holder. */
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
 
 /* The client expired (monitor, no lock held): its LOCAL_DISK registration goes as by

@@ -36,7 +36,7 @@
 #include "mooncake/errors.h"
 
 #define COMP "promotion"
-#define CAND_BUCKETS 4096u
+#define CAND_BUCKETS 16384u /* ~3 candidates a chain at the 50000 limit */
 
 struct promo_task {
     uint64_t task_id;
@@ -371,6 +371,13 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
     if (mc_segments_used_ratio(m->segs) >= m->cfg.eviction_high_watermark_ratio) {
         FUNNEL_INC(p, rejected_watermark);
         *watermark = true;
+        return ADMIT_TRANSIENT;
+    }
+    /* At the cap, refuse before taking the shard's write lock: hot disk-only reads while the
+     * cap is full must not write-lock their shards (and stall its readers) for nothing. The
+     * exact check is made again under the lock. */
+    if (atomic_load_explicit(&p->in_flight, memory_order_relaxed) >= p->limit) {
+        FUNNEL_INC(p, rejected_cap);
         return ADMIT_TRANSIENT;
     }
     struct mc_shard *s;

@@ -12,7 +12,9 @@
  *   3. under the shard's write lock, re-checked: the object is there, not being Put, has no
  *      promotion task, still no MEMORY replica, a readable LOCAL_DISK source whose holder has a
  *      mailbox (not counted as a rejection: the object is simply not eligible any more);
- *   4. cap: tasks in flight (all shards) below promotion_queue_limit.
+ *   4. cap: tasks in flight (all shards) below promotion_queue_limit (exact, under the funnel
+ *      mutex; a lock-free look at it before gate 3 refuses at once while the cap is full, so
+ *      hot disk-only reads then never write-lock their shard).
  * Then the source replica is pinned (refcnt + 1), the task {task id, source replica, size,
  * version, holder, start time} is recorded in the shard's promotion table, and, once the shard
  * lock is dropped, pushed to the holder's mailbox (MC_TASK_PROMOTION, mailbox.h).

@@ -10,6 +10,13 @@
  * record, the shard index and entry array, malloc overhead and the segment allocator's node.
  * No reference runs beside it (redis-benchmark is measured against the daemon by
  * `mooncake_bench master`).
+ *
+ * --promotion=off|on|disk_only (default off) prices the promotion gate on the Get path: `on`
+ * enables offload and promotion with every object in DRAM (each Get pays the candidate check
+ * only); `disk_only` also gives every object a disk copy (re-registration by a holder that is
+ * the Put's client) and evicts its DRAM copy, so every Get runs the sketch and the funnel, and
+ * keys read twice are admitted up to the in-flight cap (write lock, mailbox push), the rest
+ * rejected by the cap and remembered as retry candidates. Each line then carries "promotion".
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -17,6 +24,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "master/eviction.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
 #include "tools/bench_util.h"
@@ -29,6 +37,10 @@ static void make_key(char *buf, size_t key_len, uint64_t i)
     if ((size_t)n <= key_len)
         memcpy(buf + key_len - (size_t)n, tmp, (size_t)n);
 }
+
+enum promo_mode { PROMO_OFF, PROMO_ON, PROMO_DISK_ONLY };
+static const char *const g_promo_names[] = {"off", "on", "disk_only"};
+static enum promo_mode g_promo = PROMO_OFF;
 
 static void emit(const char *op, uint64_t n, double secs, double bytes_per_obj)
 {
@@ -43,6 +55,8 @@ static void emit(const char *op, uint64_t n, double secs, double bytes_per_obj)
     r.ops_per_s = secs > 0 ? (double)n / secs : 0;
     mc_bench_add_str(&r, "op", op);
     mc_bench_add_num(&r, "objects", (double)n);
+    if (g_promo != PROMO_OFF)
+        mc_bench_add_str(&r, "promotion", g_promo_names[g_promo]);
     if (bytes_per_obj >= 0)
         mc_bench_add_num(&r, "bytes_per_object", bytes_per_obj);
     mc_bench_emit(&r);
@@ -54,6 +68,7 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     mc_master_config_init(&c);
     c.manual_ticks = true;
     c.default_kv_lease_ttl_ms = 0; /* Gets must not block the Remove phase */
+    c.enable_offload = c.promotion_on_hit = g_promo != PROMO_OFF;
     struct mc_master *m = NULL;
     if (mc_master_new(&c, &m) != MC_OK)
         return 1;
@@ -67,7 +82,9 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     d.size = unit * n + (64ull << 20);
     snprintf(d.endpoint, sizeof(d.endpoint), "127.0.0.1:1");
     snprintf(d.protocol, sizeof(d.protocol), "tcp");
-    if (mc_master_mount_segment(m, client, &d, NULL) != MC_OK) {
+    if (mc_master_mount_segment(m, client, &d, NULL) != MC_OK ||
+        (g_promo == PROMO_DISK_ONLY &&
+         mc_master_mount_local_disk(m, client, "127.0.0.1:2", 0, false) != MC_OK)) {
         mc_master_free(m);
         return 1;
     }
@@ -90,6 +107,25 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     uint64_t rss1 = mc_bench_rss_bytes();
     double per_obj = (double)(rss1 - rss0) / (double)n - (double)key_len;
     emit("put", n, (double)(t1 - t0) / 1e9, per_obj);
+    if (g_promo == PROMO_DISK_ONLY) { /* a disk copy of every object, then DRAM evicted */
+        for (uint64_t i = 0; i < n && rc == 0; i++) {
+            make_key(key, key_len, i);
+            struct mc_key_info ki;
+            int irc = -1;
+            struct mc_offload_result it = {.key = key, .key_len = key_len, .size = value};
+            if (mc_master_query_key(m, key, key_len, &ki) != MC_OK)
+                rc = 1;
+            it.version = ki.version;
+            if (rc == 0 &&
+                (mc_master_notify_offload(m, client, &it, 1, true, &irc) != MC_OK || irc != MC_OK))
+                rc = 1;
+        }
+        if (rc != 0 || mc_master_batch_evict(m, 1.0, 1.0, NULL) != MC_OK) {
+            fprintf(stderr, "objects: disk-only set-up failed\n");
+            rc = 1;
+            goto out;
+        }
+    }
 
     uint64_t rng = seed;
     t0 = mc_now_ns();
@@ -169,7 +205,8 @@ out:
 static void usage(void)
 {
     fprintf(stderr, "usage: mooncake_bench objects [--objects 1000000,10000000] [--key-len 40]\n"
-                    "                              [--value 64] [--seed S]\n");
+                    "                              [--value 64] [--seed S]\n"
+                    "                              [--promotion off|on|disk_only]\n");
 }
 
 int mc_bench_objects(int argc, char **argv)
@@ -179,13 +216,10 @@ int mc_bench_objects(int argc, char **argv)
     size_t key_len = 40;
     uint64_t value = 64, seed = 0x2545f4914f6cdd1dull;
     static const struct option opts[] = {
-        {"objects", required_argument, 0, 'n'},
-        {"key-len", required_argument, 0, 'k'},
-        {"value", required_argument, 0, 'v'},
-        {"seed", required_argument, 0, 's'},
-        {"runs", required_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},
-        {0, 0, 0, 0},
+        {"objects", required_argument, 0, 'n'}, {"key-len", required_argument, 0, 'k'},
+        {"value", required_argument, 0, 'v'},   {"seed", required_argument, 0, 's'},
+        {"runs", required_argument, 0, 'r'},    {"promotion", required_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     optind = 1;
     int ch;
@@ -205,6 +239,16 @@ int mc_bench_objects(int argc, char **argv)
             break;
         case 'r':
             break; /* one run per count: the memory figure needs a fresh process state */
+        case 'p':
+            g_promo = !strcmp(optarg, "on")          ? PROMO_ON
+                      : !strcmp(optarg, "disk_only") ? PROMO_DISK_ONLY
+                      : !strcmp(optarg, "off")       ? PROMO_OFF
+                                                     : (enum promo_mode) - 1;
+            if ((int)g_promo < 0) {
+                usage();
+                return 2;
+            }
+            break;
         case 'h':
             usage();
             return 0;
