@@ -159,6 +159,27 @@ static void test_restart_recovery(void **state)
     assert_int_equal(get_check(e->s, "r39", 1000 + 39 * 777, 39, 0), MC_OK);
 }
 
+/* The end of an extent's written part: extents are preallocated (their unwritten tail reads as
+ * zeros), so the last byte written ends the last 4 KiB block that is not all zeros. */
+static off_t written_end(const char *path)
+{
+    int fd = open(path, O_RDONLY);
+    assert_true(fd >= 0);
+    char blk[4096];
+    off_t end = 0, at = 0;
+    ssize_t n;
+    while ((n = pread(fd, blk, sizeof(blk), at)) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            if (blk[i]) {
+                end = at + n;
+                break;
+            }
+        at += n;
+    }
+    close(fd);
+    return end;
+}
+
 static void test_torn_tail_truncated(void **state)
 {
     struct env *e = *state;
@@ -170,9 +191,9 @@ static void test_torn_tail_truncated(void **state)
     e->s = NULL;
     char path[512];
     nth_extent(e->dir, 1, path, sizeof(path));
-    struct stat st;
-    assert_int_equal(stat(path, &st), 0);
-    assert_int_equal(truncate(path, st.st_size - 6000), 0); /* mid-value of t3 */
+    off_t end = written_end(path);
+    assert_true(end > 6000);
+    assert_int_equal(truncate(path, end - 6000), 0); /* mid-value of t3 */
     e->s = open_store(e->dir, 64 * MIB, 8 * MIB, NULL, NULL);
     assert_int_equal(get_check(e->s, "t1", 10000, 1, 0), MC_OK);
     assert_int_equal(get_check(e->s, "t2", 20000, 2, 0), MC_OK);

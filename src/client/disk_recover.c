@@ -194,7 +194,7 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
 {
     struct mc_disk_store *s = sc->s;
     uint64_t off = MC_DISK_BLOCK, good_end = MC_DISK_BLOCK, bad_start = 0;
-    int in_bad = 0, torn = 0;
+    int in_bad = 0, torn = 0, bad_zero = 0; /* bad_zero: the bad run is all zero blocks */
     char *key = malloc(MC_DISK_MAX_KEY_LEN);
     if (!key)
         return -1;
@@ -231,9 +231,12 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
             torn = 1;
             break;
         }
+        if (in_bad && !zero)
+            bad_zero = 0;
         if (!in_bad) {
             in_bad = 1;
             bad_start = off;
+            bad_zero = zero;
             if (!zero) {
                 s->dropped_records++;
                 mc_warn(DISK_COMP, "recovery skipped damaged record",
@@ -242,7 +245,9 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
         }
         off += MC_DISK_BLOCK;
     }
-    if (in_bad)
+    /* zeros up to the end are the preallocated, never written part of the extent (see
+     * extent_create_locked): not a loss */
+    if (in_bad && !bad_zero)
         s->dropped_bytes += off - bad_start;
     if (off < sc->fsz) {
         /* A torn record, or a fragment of one shorter than a block. */

@@ -45,6 +45,10 @@
  * appends are refused without I/O until the filesystem reports room again (fstatvfs), when
  * the next append that gets through clears it; nothing is evicted because of it.
  *
+ * Space. A new extent file gets its whole extent_size allocated at once (fallocate, best
+ * effort), so appends write inside the file instead of extending it; the unwritten part reads
+ * as zeros, which the start-up scan cuts off without counting it as dropped.
+ *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
  * the next header that verifies at that very offset); garbage after the last good record (a
