@@ -8,7 +8,7 @@
 #   MC_SKIP_DEPS=1   skip install-deps.sh
 #   MC_SKIP_ASAN=1 / MC_SKIP_TSAN=1 / MC_SKIP_NOHOOKS=1 / MC_SKIP_FUZZ=1 / MC_SKIP_SOAK=1
 #                    skip a pass (quick local runs only)
-#   MC_FUZZ_SECONDS  per fuzz target in the fuzz pass (default 40; three targets)
+#   MC_FUZZ_SECONDS  per fuzz target in the fuzz pass (default 60; three targets)
 #   MC_SKIP_SOAK=1 / MC_SOAK_SECONDS   skip the soak pass / its length (default 120)
 #   (the soak and fuzz passes are skipped by default when MC_SKIP_ASAN=1: quick runs stay quick)
 set -euo pipefail
@@ -52,7 +52,7 @@ if [ "${MC_SKIP_NOHOOKS:-0}" != 1 ]; then
   echo "== nohooks: build (build-nohooks, the default configuration: compile only)"
   BUILD_DIR=build-nohooks "$root/scripts/build.sh" -DMC_TEST_HOOKS=OFF
   # No hook may exist in a default build, least of all in the shared library.
-  if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store)_test_'; then
+  if nm build-nohooks/lib/libmooncake_client.so | grep -E 'mc_(client|disk_store|rpc|rpc_server)_test_'; then
     echo "== nohooks: test hooks compiled into a default build" >&2
     exit 1
   fi
@@ -82,9 +82,9 @@ if [ "${MC_SKIP_TSAN:-0}" != 1 ]; then
 fi
 if [ "${MC_SKIP_FUZZ:-$skip_long}" != 1 ]; then
   # libFuzzer (clang, ASan+UBSan) over the master and peer connection parsers and the disk
-  # scan, bounded; the whole pass (build included) stays within about 4 minutes.
+  # scan, bounded; the whole pass (build included) stays within about 5 minutes.
   # scripts/fuzz.sh runs longer.
-  echo "== fuzz: build (build-fuzz) and run each target ${MC_FUZZ_SECONDS:-40}s"
-  "$root/scripts/fuzz.sh" "${MC_FUZZ_SECONDS:-40}"
+  echo "== fuzz: build (build-fuzz) and run each target ${MC_FUZZ_SECONDS:-60}s"
+  "$root/scripts/fuzz.sh" "${MC_FUZZ_SECONDS:-60}"
 fi
 echo "== all suites passed in $(( $(date +%s) - start ))s"

@@ -4,6 +4,13 @@ if(MC_WITH_RDMA AND TARGET mc_client_static)
   mc_add_test(test_rdma SOURCES test_rdma.c rdma_fake.c LIBS mc_client_static Threads::Threads
               LABELS tsan TIMEOUT 60)
 endif()
+# The client library with protocol rdma over the test provider (mc_client_test_set_rdma_ops):
+# descriptors with rkeys, Put/Get by one-sided verbs, TCP readers of the same bytes, teardown.
+if(MC_WITH_RDMA AND TARGET mc_client_static AND TARGET mooncake_master)
+  mc_add_test(test_rdma_client SOURCES test_rdma_client.c rdma_fake.c test_client_util.c
+              LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
+  add_dependencies(test_rdma_client mooncake_master)
+endif()
 # protocol rdma without a device: library error and daemon exit status/message (skipped on a host
 # that has a device).
 if(TARGET mc_client_static AND TARGET mc_client_daemon)

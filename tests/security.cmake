@@ -13,3 +13,5 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
   set_tests_properties(test_protected_mode PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_protected_mode mooncake_master mc_client_daemon mooncake_cli)
 endif()
+# The client side of the token handshake checks the server's proof (no processes needed).
+mc_add_test(test_auth SOURCES test_auth.c LIBS Threads::Threads LABELS tsan TIMEOUT 60)

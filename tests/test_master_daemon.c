@@ -1383,6 +1383,93 @@ static void test_flags(void **state)
     assert_int_equal(strlen(r.out), 0);
 }
 
+/* A segment mounted with protocol RDMA: every MEMORY descriptor the master hands out for it
+ * (PutStart, GetReplicaList) carries protocol RDMA, the segment's rkey and remote_addr = the
+ * segment's base + the replica's offset, which is all a peer needs for one-sided verbs; a TCP
+ * segment's descriptors carry no key. */
+static void test_rdma_segment_descriptors(void **state)
+{
+    struct daemon *d = *state;
+    daemon_start(d, NULL);
+    d->c = connect_client(d);
+    Mc__Uuid a = uuid(1, 2), seg_id = uuid(7, 8), tcp_id = uuid(9, 10);
+    Mc__RdmaInfo ri = MC__RDMA_INFO__INIT;
+    ri.rkey = 0x5eed1234u;
+    ri.addr = SEG_BASE;
+    ri.device = "mlx5_7";
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    seg.id = &seg_id;
+    seg.name = "rdma0";
+    seg.base_addr = SEG_BASE;
+    seg.size = SEG_SIZE;
+    seg.endpoint = "127.0.0.1:2";
+    seg.protocol = MC__PROTOCOL__PROTOCOL_RDMA;
+    seg.rdma = &ri;
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_MOUNT_SEGMENT, &req, &mc__mount_segment_response__descriptor, NULL),
+        0);
+
+    const uint64_t sizes[] = {4096, 100000, 1u << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "rk%zu", i);
+        Mc__PutStartResponse *ps = NULL;
+        assert_int_equal(put_start(d->c, &a, key, sizes[i], &ps), 0);
+        assert_int_equal(ps->n_replicas, 1);
+        const Mc__MemoryLocation *m = ps->replicas[0]->memory;
+        assert_non_null(m);
+        assert_int_equal(m->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+        assert_int_equal(m->rkey, 0x5eed1234u);
+        assert_int_equal(m->remote_addr, SEG_BASE + m->offset);
+        assert_true(m->offset + sizes[i] <= SEG_SIZE);
+        uint64_t off = m->offset;
+        FREE_MSG(ps);
+        assert_int_equal(put_end(d->c, &a, key, 0x1234u), 0);
+        Mc__GetReplicaListResponse *g = NULL;
+        assert_int_equal(get(d->c, key, &g), 0);
+        assert_int_equal(g->n_replicas, 1);
+        m = g->replicas[0]->memory;
+        assert_non_null(m);
+        assert_int_equal(m->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+        assert_int_equal(m->rkey, 0x5eed1234u);
+        assert_int_equal(m->offset, off);
+        assert_int_equal(m->remote_addr, SEG_BASE + off);
+        assert_string_equal(m->endpoint, "127.0.0.1:2");
+        FREE_MSG(g);
+    }
+    /* the segment list says how to reach it */
+    Mc__ListSegmentsResponse *ls = NULL;
+    assert_int_equal(
+        call(d->c, MC_METHOD_LIST_SEGMENTS, NULL, &mc__list_segments_response__descriptor, &ls), 0);
+    assert_int_equal(ls->n_segments, 1);
+    assert_int_equal(ls->segments[0]->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+    FREE_MSG(ls);
+
+    /* once the RDMA segment is gone, a TCP segment's replicas carry no key */
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.client_id = &a;
+    ra.force = 1;
+    assert_int_equal(
+        call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, NULL), 0);
+    Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
+    um.segment_id = &seg_id;
+    um.client_id = &a;
+    assert_int_equal(
+        call(d->c, MC_METHOD_UNMOUNT_SEGMENT, &um, &mc__unmount_segment_response__descriptor, NULL),
+        0);
+    assert_int_equal(mount(d->c, &a, &tcp_id, "tcp0"), 0);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(put_start(d->c, &a, "tk", 4096, &ps), 0);
+    assert_int_equal(ps->n_replicas, 1);
+    assert_int_equal(ps->replicas[0]->memory->protocol, MC__PROTOCOL__PROTOCOL_TCP);
+    assert_int_equal(ps->replicas[0]->memory->rkey, 0);
+    FREE_MSG(ps);
+    daemon_stop_ok(d);
+}
+
 /* ---- the LOCAL_DISK tier through the daemon ----------------------------------------------------
  */
 
@@ -1580,6 +1667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_promotion_rpcs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_input, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_expiry, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rdma_segment_descriptors, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

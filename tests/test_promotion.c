@@ -101,8 +101,8 @@ static void advance(struct fx *f, uint64_t ms)
 
 static const char *key(const char *p, int i)
 {
-    static char buf[8][64];
-    static int slot;
+    static _Thread_local char buf[8][64]; /* per thread: the churn test's threads use it */
+    static _Thread_local int slot;
     char *b = buf[slot++ & 7];
     snprintf(b, 64, "%s-%04d", p, i);
     return b;
@@ -1116,6 +1116,91 @@ static void test_racing_readers_one_task(void **state)
     fx_free(f);
 }
 
+/* Readers, the holder's worker and a remover at once (TSan): every task ends exactly once and
+ * the funnel matches the state afterwards. */
+struct churn {
+    struct fx *f;
+    _Atomic bool stop;
+    _Atomic int done;
+};
+
+static void *churn_reader(void *arg)
+{
+    struct churn *c = arg;
+    struct mc_get_result g;
+    for (int r = 0; r < 300; r++)
+        for (int i = 0; i < 40; i++) {
+            const char *k = key("c", i);
+            (void)mc_master_get_replica_list(c->f->m, k, strlen(k), &g);
+        }
+    atomic_fetch_add(&c->done, 1);
+    return NULL;
+}
+
+static void *churn_holder(void *arg)
+{
+    struct churn *c = arg;
+    struct fx *f = c->f;
+    struct hb h;
+    while (!atomic_load(&c->stop)) {
+        memset(&h, 0, sizeof(h));
+        if (mc_master_promotion_heartbeat(f->m, f->holder, 8, 0, on_hb, &h) != 1)
+            abort();
+        for (size_t i = 0; i < h.n; i++) {
+            struct mc_replica_desc d;
+            int rc = mc_master_promotion_alloc_start(f->m, f->holder, h.ids[i], h.keys[i],
+                                                     strlen(h.keys[i]), h.sizes[i], NULL, 0, &d);
+            if (rc == MC_OK && (h.ids[i] & 1))
+                rc = mc_master_promotion_success(f->m, f->holder, h.ids[i], h.keys[i],
+                                                 strlen(h.keys[i]));
+            else
+                rc = mc_master_promotion_failure(f->m, f->holder, h.ids[i], h.keys[i],
+                                                 strlen(h.keys[i]), rc);
+            (void)rc;
+        }
+    }
+    return NULL;
+}
+
+static void *churn_remover(void *arg)
+{
+    struct churn *c = arg;
+    for (int i = 0; i < 40; i += 3) {
+        const char *k = key("c", i);
+        (void)mc_master_remove(c->f->m, k, strlen(k), true);
+    }
+    return NULL;
+}
+
+static void test_concurrent_churn(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new();
+    for (int i = 0; i < 40; i++)
+        disk_only(f, key("c", i), OBJ);
+    struct churn c = {.f = f};
+    pthread_t rd[3], ho, rm;
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(pthread_create(&rd[i], NULL, churn_reader, &c), 0);
+    assert_int_equal(pthread_create(&ho, NULL, churn_holder, &c), 0);
+    assert_int_equal(pthread_create(&rm, NULL, churn_remover, &c), 0);
+    for (int i = 0; i < 3; i++)
+        pthread_join(rd[i], NULL);
+    pthread_join(rm, NULL);
+    atomic_store(&c.stop, true);
+    pthread_join(ho, NULL);
+    /* what is left: failed by the holder */
+    struct hb h;
+    while (pull(f, 0, &h) > 0)
+        for (size_t i = 0; i < h.n; i++)
+            assert_int_equal(failure(f, f->holder, h.ids[i], h.keys[i]), MC_OK);
+    struct mc_promotion_stats st = stats(f);
+    assert_true(st.admitted > 0);
+    assert_int_equal(st.in_flight, 0);
+    check_funnel(f);
+    fx_free(f);
+}
+
 /* ---- retry candidates and hot beats cold --------------------------------------------------- */
 
 /* DRAM of n objects of OBJ bytes (one segment of the other client), filled with n Puts. */
@@ -1494,6 +1579,7 @@ int main(void)
         cmocka_unit_test(test_evict_disk_replica_rpc_cancels),
         cmocka_unit_test(test_staged_segment_lost),
         cmocka_unit_test(test_racing_readers_one_task),
+        cmocka_unit_test(test_concurrent_churn),
         cmocka_unit_test(test_candidate_admitted_when_room),
         cmocka_unit_test(test_candidate_dropped_after_retries),
         cmocka_unit_test(test_candidate_dropped_when_removed),

@@ -18,6 +18,9 @@
  *                    says so in a warning
  *   conns_per_addr   --max_conns_per_addr=2: a third connection from 10.254.254.1 is closed,
  *                    loopback is exempt, a closed connection gives its slot back
+ *   loopback_host_remote_master_warns
+ *                    mooncake_client with a loopback --host (the default) and a master at
+ *                    10.254.254.1 warns that remote peers cannot reach it; not otherwise
  */
 #include <sched.h>
 #include <setjmp.h>
@@ -285,6 +288,41 @@ static void test_conns_per_addr(void **state)
     assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
 }
 
+/* mooncake_client with its default --host (127.0.0.1) and a master on another host warns that
+ * peers elsewhere cannot reach its segment; with a loopback master, or a --host that is not
+ * loopback, it does not. (The master is not there: --master_wait ends each run quickly.) */
+static void test_loopback_host_remote_master_warns(void **state)
+{
+    (void)state;
+    const char *warning = "--host is a loopback address but the master is remote";
+    struct {
+        const char *master, *host;
+        bool warns;
+    } cases[] = {
+        {"--master=" REMOTE ":1", NULL, true},
+        {"--master=127.0.0.1:1", NULL, false},
+        {"--master=" REMOTE ":1", "--host=" REMOTE, false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        const char *argv[] = {g.daemon_bin,
+                              cases[i].master,
+                              "--master_wait=200ms",
+                              "--segment_size=1MiB",
+                              "--log_level=warn",
+                              cases[i].host,
+                              NULL};
+        struct cu_run r;
+        cu_run(&r, g.dir, argv, NULL, CLI_MS);
+        assert_int_equal(r.status, 1); /* no master within --master_wait */
+        if (cases[i].warns) {
+            assert_non_null(strstr(r.err, warning));
+        } else {
+            assert_null(strstr(r.err, warning));
+        }
+        cu_run_free(&r);
+    }
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -323,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_peer_refuses),
         cmocka_unit_test(test_opt_out),
         cmocka_unit_test(test_conns_per_addr),
+        cmocka_unit_test(test_loopback_host_remote_master_warns),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -249,6 +249,13 @@ void mc_client_test_corrupt_reads(struct mc_client *c, int n)
 {
     atomic_store(&c->test_corrupt_reads, n);
 }
+
+static const struct mc_rdma_ops *_Atomic test_rdma_ops;
+
+void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops)
+{
+    atomic_store(&test_rdma_ops, ops);
+}
 #endif
 
 bool mc_client_replica_is_rdma(const struct mc_client *c, const Mc__ReplicaDescriptor *r)
@@ -430,7 +437,11 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
         rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
         rc_cfg.client_id = c->id;
-        rc = mc_transport_rdma_new(&rc_cfg, NULL, &c->rdma);
+        const struct mc_rdma_ops *ops = NULL; /* the real libraries */
+#ifdef MC_TEST_HOOKS
+        ops = atomic_load(&test_rdma_ops);
+#endif
+        rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
         if (rc) {
             mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
                      "rc=%s hint=--protocol=tcp", mc_strerror(rc));

@@ -113,6 +113,10 @@ struct mc_transport *mc_client_tcp_transport(struct mc_client *c);
 void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms);
 /* The next n reads flip one byte of the value after the transfer (as a bad wire would). */
 void mc_client_test_corrupt_reads(struct mc_client *c, int n);
+/* The RDMA ops table the next mc_client_open calls use with protocol rdma (NULL = the real
+ * libraries): the tests pass their loopback test provider (tests/rdma_fake.h). */
+struct mc_rdma_ops;
+void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops);
 #endif
 
 #endif

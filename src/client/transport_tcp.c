@@ -365,7 +365,7 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
     struct iovec iov[2] = {{hdr, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen},
                            {x->buf + off, l}};
     atomic_fetch_add_explicit(&t->slices, 1, memory_order_relaxed);
-    return mc_net_send_iov(c->fd, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
+    return SEND_IOV(c->fd, h.method, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
 }
 
 /* Reads one reply (it must answer a request sent and not yet answered); marks its slice done.

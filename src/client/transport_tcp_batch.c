@@ -123,7 +123,7 @@ static int send_chunk(struct mc_transport *t, struct group *g, struct mc_xfer_it
     mc_wire_put_u32(head + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
     iov[0] = (struct iovec){head, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen};
     mc_tcp_count_request(t);
-    rc = mc_net_send_iov(mc_tcp_conn_fd(g->conn), iov, niov) ? MC_ERR_TRANSFER_FAIL : 0;
+    rc = SEND_IOV(mc_tcp_conn_fd(g->conn), h.method, iov, niov) ? MC_ERR_TRANSFER_FAIL : 0;
     /* the peer copies what it received while the checksums are computed here */
     for (size_t j = 0; rc == 0 && is_write && j < ch->count; j++) {
         const struct mc_xfer_item *it = &items[g->idx[ch->first + j]];

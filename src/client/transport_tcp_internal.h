@@ -10,6 +10,10 @@
 #include <stdint.h>
 
 #include "client/transport.h"
+#include "common/net.h"
+#ifdef MC_TEST_HOOKS
+#include "common/rpc_client.h"
+#endif
 
 struct mc_tcp_conn; /* one connection to a peer, owned by one transfer at a time */
 
@@ -30,6 +34,14 @@ uint64_t mc_tcp_conn_ids(struct mc_tcp_conn *c, uint64_t n);
 void mc_tcp_count_request(struct mc_transport *t);
 void mc_tcp_count_retry(struct mc_transport *t);
 const struct mc_tcp_transport_config *mc_tcp_config(const struct mc_transport *t);
+
+/* Sends a request frame (common/net.h mc_net_send_iov); test builds let the rpc client's drop
+ * hook (common/rpc_client.h) break the connection at that point. */
+#ifdef MC_TEST_HOOKS
+#define SEND_IOV(fd, method, iov, n) mc_rpc_test_send_iov((fd), (method), (iov), (n))
+#else
+#define SEND_IOV(fd, method, iov, n) mc_net_send_iov((fd), (iov), (n))
+#endif
 
 /* 0, or -1 on EOF / error / timeout. */
 int mc_tcp_recv_all(int fd, void *buf, size_t len);

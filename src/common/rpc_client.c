@@ -387,6 +387,110 @@ broken:
     pthread_mutex_unlock(&c->lock);
 }
 
+/* ---- fault injection (test builds) ------------------------------------------------------- */
+
+#ifdef MC_TEST_HOOKS
+#define TEST_DROP_SLOTS 8
+static pthread_mutex_t test_drop_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    uint16_t method;
+    int when; /* 0 = free */
+} test_drop[TEST_DROP_SLOTS];
+static uint64_t test_drops_fired;
+
+void mc_rpc_test_drop_next(uint16_t method, enum mc_rpc_test_drop when)
+{
+    pthread_mutex_lock(&test_drop_lock);
+    for (int i = 0; i < TEST_DROP_SLOTS; i++)
+        if (!test_drop[i].when) {
+            test_drop[i].method = method;
+            test_drop[i].when = (int)when;
+            break;
+        }
+    pthread_mutex_unlock(&test_drop_lock);
+}
+
+void mc_rpc_test_drop_reset(void)
+{
+    pthread_mutex_lock(&test_drop_lock);
+    memset(test_drop, 0, sizeof(test_drop));
+    pthread_mutex_unlock(&test_drop_lock);
+}
+
+uint64_t mc_rpc_test_drops_fired(void)
+{
+    pthread_mutex_lock(&test_drop_lock);
+    uint64_t n = test_drops_fired;
+    pthread_mutex_unlock(&test_drop_lock);
+    return n;
+}
+
+int mc_rpc_test_drops_armed(uint16_t method)
+{
+    int n = 0;
+    pthread_mutex_lock(&test_drop_lock);
+    for (int i = 0; i < TEST_DROP_SLOTS; i++)
+        n += test_drop[i].when && test_drop[i].method == method;
+    pthread_mutex_unlock(&test_drop_lock);
+    return n;
+}
+
+/* The drop armed for method (taking it), or 0. */
+static int test_drop_take(uint16_t method)
+{
+    int when = 0;
+    pthread_mutex_lock(&test_drop_lock);
+    for (int i = 0; i < TEST_DROP_SLOTS && !when; i++)
+        if (test_drop[i].when && test_drop[i].method == method) {
+            when = test_drop[i].when;
+            test_drop[i].when = 0;
+            test_drops_fired++;
+        }
+    pthread_mutex_unlock(&test_drop_lock);
+    return when;
+}
+
+int mc_rpc_test_send_iov(int fd, uint16_t method, struct iovec *iov, int n)
+{
+    int when = test_drop_take(method);
+    if (when == MC_RPC_TEST_DROP_BEFORE_SEND) {
+        mc_warn("rpc", "test hook: dropping the connection", "method=%s when=before_send",
+                mc_method_name(method) ? mc_method_name(method) : "?");
+        shutdown(fd, SHUT_RDWR);
+        return -1;
+    }
+    int rc = mc_net_send_iov(fd, iov, n);
+    if (rc || when != MC_RPC_TEST_DROP_AFTER_REPLY)
+        return rc;
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    (void)poll(&pfd, 1, 2000);
+    mc_warn("rpc", "test hook: dropping the connection", "method=%s when=after_reply",
+            mc_method_name(method) ? mc_method_name(method) : "?");
+    shutdown(fd, SHUT_RDWR);
+    return -1;
+}
+
+/* Breaks connection gen (fd) as a drop would: after the reply is there, for AFTER_REPLY. */
+static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int when,
+                            uint16_t method)
+{
+    if (when == MC_RPC_TEST_DROP_AFTER_REPLY) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        (void)poll(&pfd, 1, 2000);
+    }
+    mc_warn(c->name, "test hook: dropping the connection", "method=%s when=%s",
+            mc_method_name(method) ? mc_method_name(method) : "?",
+            when == MC_RPC_TEST_DROP_AFTER_REPLY ? "after_reply" : "before_send");
+    pthread_mutex_lock(&c->lock);
+    if (c->gen == gen && c->up) {
+        shutdown(fd, SHUT_RDWR);
+        if (!c->reading)
+            mc_rpcc_conn_broken_locked(c, gen, "test hook: connection dropped");
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+#endif
+
 /* ---- calls ------------------------------------------------------------------------------- */
 
 /*
@@ -438,16 +542,24 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     mc_wire_encode_header(&h, hb);
     iov[0].iov_base = hb;
     iov[0].iov_len = sizeof(hb);
+    int drop = 0;
+#ifdef MC_TEST_HOOKS
+    drop = test_drop_take(method);
+#endif
     pthread_mutex_lock(&c->send_lock);
     pthread_mutex_lock(&c->lock);
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
     pthread_mutex_unlock(&c->lock);
-    int sr = same ? mc_net_send_iov(fd, iov, niov) : -1;
+    int sr = !same ? -1 : drop == 1 /* before send */ ? 0 : mc_net_send_iov(fd, iov, niov);
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);
         shutdown(fd, SHUT_RDWR); /* a partial frame poisons the stream */
     }
+#ifdef MC_TEST_HOOKS
+    if (drop && same)
+        test_drop_apply(c, fd, gen, drop, method);
+#endif
     pthread_mutex_unlock(&c->send_lock);
 
     /* wait: lead (read the socket ourselves) whenever nobody else does, else follow */

@@ -117,4 +117,31 @@ int mc_rpc_client_call_peer(struct mc_rpc_client *c, struct mc_rpc_peer_call *pc
  * from MC_PROTO_VERSION. If version/len are given, copies the server's version string. */
 int mc_rpc_check_version(struct mc_rpc_client *c, char *version, size_t len);
 
+#ifdef MC_TEST_HOOKS
+/*
+ * Fault injection (test builds only). Arms a one-shot connection drop for the next call of
+ * `method` made by any rpc client of this process (master and peer connections alike):
+ *   MC_RPC_TEST_DROP_BEFORE_SEND  the connection breaks before the request is written: the
+ *                                 server never sees it;
+ *   MC_RPC_TEST_DROP_AFTER_REPLY  the request is sent and the connection breaks once the reply
+ *                                 has arrived (or 2 s passed), before it is read: the server
+ *                                 executed the call, the caller never learns its result.
+ * Either way that call, and every other call outstanding on the connection, fails with
+ * MC_ERR_RPC_FAIL, as on a real drop; the next call reconnects. Up to 8 drops may be armed at
+ * once (a further one is ignored); mc_rpc_test_drop_reset() disarms all.
+ */
+enum mc_rpc_test_drop { MC_RPC_TEST_DROP_BEFORE_SEND = 1, MC_RPC_TEST_DROP_AFTER_REPLY = 2 };
+void mc_rpc_test_drop_next(uint16_t method, enum mc_rpc_test_drop when);
+void mc_rpc_test_drop_reset(void);
+/* Armed drops that have fired since the process started. */
+uint64_t mc_rpc_test_drops_fired(void);
+/* Drops armed for method that have not fired yet. */
+int mc_rpc_test_drops_armed(uint16_t method);
+/* For code that writes request frames on its own sockets (the tcp peer transport): sends
+ * iov[0..n) on fd as mc_net_send_iov does, unless a drop is armed for method: then returns -1
+ * without sending (BEFORE_SEND), or sends, waits until the reply is there (2 s at most), shuts
+ * the socket down and returns -1 (AFTER_REPLY). The caller treats -1 as a broken connection. */
+int mc_rpc_test_send_iov(int fd, uint16_t method, struct iovec *iov, int n);
+#endif
+
 #endif

@@ -1,0 +1,13 @@
+# Fault injection (README "Reliability"): connection drops at every step of Put and Get through
+# the rpc client's test hook, against a real mooncake_master and mooncake_client daemon.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults SOURCES test_faults.c test_client_util.c cluster_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 120)
+  add_dependencies(test_faults mooncake_master mc_client_daemon)
+endif()
+# Processes killed under load: a daemon (kill -9) and the master (kill -9, restart on its port).
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_load SOURCES test_faults_load.c test_client_util.c cluster_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 120)
+  add_dependencies(test_faults_load mooncake_master mc_client_daemon)
+endif()

@@ -1,0 +1,217 @@
+/*
+ * test_rdma_client.c - the client library with protocol rdma, end to end except for the
+ * device: a real mooncake_master, and in this process a holder client B (a DRAM segment), a
+ * reader/writer client A with no DRAM, both protocol rdma over the loopback test provider
+ * (tests/rdma_fake.h, which executes one-sided READ/WRITE on the memory it knows by rkey), and
+ * a client T with protocol tcp.
+ *
+ *   descriptors   B's segment is mounted with its rkey: the replica descriptor of a Put is
+ *                 protocol RDMA with B's rkey and remote_addr = B's segment base + offset
+ *   round_trip    A's Puts and Gets of 1 B .. 1 MiB+ move with RDMA work requests (counted by
+ *                 the provider), the bytes are equal, and T reads the same bytes from B over
+ *                 TCP (the two data planes agree); a buffer A registers with
+ *                 mc_register_buffer becomes a memory region (and stops being one when
+ *                 unregistered) and a Get into it works
+ *   failure       work requests that fail (on the pooled queue pair and on the one retry)
+ *                 make A's Get fail with TRANSFER_FAIL; the next Get rebuilds the queue pair
+ *                 and succeeds
+ *   teardown      once every client is closed, every verbs object the provider handed out
+ *                 (protection domains, memory regions, queue pairs, CQs, channels) is gone
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "client/client_internal.h"
+#include "client/master_conn.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "mooncake/client.h"
+#include "proto/master.pb-c.h"
+#include "rdma_fake.h"
+#include "test_client_util.h"
+
+#define BIG ((1u << 20) + 123)
+
+static struct {
+    struct fake f;
+    struct test_master m;
+    struct mc_client *a, *b, *t;
+    uint8_t *val, *buf;
+} g;
+
+static struct mc_client *open_client(const char *protocol, uint64_t seg)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.m.addr;
+    cfg.protocol = protocol;
+    cfg.segment_size = seg;
+    cfg.rpc_timeout_ms = 3000;
+    cfg.log_level = MC_CLIENT_LOG_OFF;
+    struct mc_client *c = NULL;
+    int rc = mc_client_open(&cfg, &c);
+    if (rc)
+        fail_msg("mc_client_open(%s): %s", protocol, mc_strerror(rc));
+    return c;
+}
+
+/* Put by A into B's segment (the only DRAM). */
+static int put_a(const char *key, const void *v, size_t n)
+{
+    return mc_put(g.a, key, v, n, NULL);
+}
+
+static void test_descriptors(void **state)
+{
+    (void)state;
+    tm_fill(g.val, 4096, 1);
+    assert_int_equal(put_a("desc", g.val, 4096), 0);
+    Mc__Uuid u;
+    Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+    req.key = "desc";
+    req.client_id = mc_client_uuid(g.a, &u);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(mc_master_conn_call(mc_client_master_conn(g.a), MC_METHOD_GET_REPLICA_LIST,
+                                         &req.base, &mc__get_replica_list_response__descriptor, &m),
+                     0);
+    Mc__GetReplicaListResponse *r = (Mc__GetReplicaListResponse *)m;
+    assert_int_equal(r->n_replicas, 1);
+    const Mc__MemoryLocation *loc = r->replicas[0]->memory;
+    assert_non_null(loc);
+    assert_string_equal(loc->endpoint, mc_client_endpoint(g.b));
+    assert_int_equal(loc->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+    assert_true(loc->rkey != 0);
+    /* the provider knows B's segment by that rkey, at that address */
+    bool found = false;
+    for (int i = 0; i < g.f.nmrs; i++)
+        if (g.f.mrs[i].key == loc->rkey && g.f.mrs[i].mr &&
+            (uint64_t)(uintptr_t)g.f.mrs[i].addr + loc->offset == loc->remote_addr &&
+            loc->offset + 4096 <= g.f.mrs[i].len)
+            found = true;
+    assert_true(found);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    const size_t sizes[] = {1, 4095, 65536, 300000, BIG};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        char key[32];
+        size_t n = sizes[i];
+        snprintf(key, sizeof(key), "rt-%zu", n);
+        tm_fill(g.val, n, (uint32_t)(10 + i));
+        uint64_t wrs = g.f.wrs;
+        assert_int_equal(put_a(key, g.val, n), 0);
+        assert_true(g.f.wrs > wrs); /* the bytes went as RDMA WRITEs */
+        wrs = g.f.wrs;
+        memset(g.buf, 0, n);
+        assert_int_equal(mc_get(g.a, key, g.buf, BIG), (int64_t)n);
+        assert_memory_equal(g.buf, g.val, n);
+        assert_true(g.f.wrs > wrs); /* and came back as RDMA READs */
+        wrs = g.f.wrs;
+        memset(g.buf, 0, n);
+        assert_int_equal(mc_get(g.t, key, g.buf, BIG), (int64_t)n);
+        assert_memory_equal(g.buf, g.val, n);
+        assert_int_equal(g.f.wrs, wrs); /* T read over TCP */
+    }
+    /* a registered buffer is a memory region while registered */
+    uint8_t *reg = malloc(BIG);
+    assert_non_null(reg);
+    int mrs = g.f.mrs_live;
+    assert_int_equal(mc_register_buffer(g.a, reg, BIG), 0);
+    assert_int_equal(g.f.mrs_live, mrs + 1);
+    assert_int_equal(mc_get(g.a, "rt-300000", reg, BIG), 300000);
+    tm_fill(g.val, 300000, 13);
+    assert_memory_equal(reg, g.val, 300000);
+    assert_int_equal(mc_unregister_buffer(g.a, reg), 0);
+    assert_int_equal(g.f.mrs_live, mrs);
+    free(reg);
+}
+
+static void test_failure(void **state)
+{
+    (void)state;
+    tm_fill(g.val, 65536, 77);
+    assert_int_equal(put_a("fail", g.val, 65536), 0);
+    /* one slice per attempt: the pooled queue pair's request fails, and so does the request
+     * of the one retry on a fresh queue pair */
+    g.f.fail_at_wr = g.f.wrs + 1;
+    g.f.fail_at_wr2 = g.f.wrs + 2;
+    g.f.fail_status = IBV_WC_REM_ACCESS_ERR;
+    memset(g.buf, 0, 65536);
+    uint64_t wrs = g.f.wrs;
+    int64_t n = mc_get(g.a, "fail", g.buf, BIG);
+    g.f.fail_at_wr = g.f.fail_at_wr2 = 0;
+    assert_int_equal(g.f.wrs, wrs + 2);
+    assert_int_equal(n, MC_ERR_TRANSFER_FAIL);
+    n = mc_get(g.a, "fail", g.buf, BIG);
+    assert_int_equal(n, 65536);
+    assert_memory_equal(g.buf, g.val, 65536);
+}
+
+static void test_teardown(void **state)
+{
+    (void)state;
+    mc_client_close(g.a);
+    mc_client_close(g.b);
+    g.a = g.b = NULL;
+    assert_int_equal(g.f.pds, 0);
+    assert_int_equal(g.f.mrs_live, 0);
+    assert_int_equal(g.f.cqs, 0);
+    assert_int_equal(g.f.chans, 0);
+    assert_int_equal(g.f.echs, 0);
+    assert_int_equal(g.f.qps_created, g.f.qps_destroyed);
+    assert_int_equal(g.f.ids_created, g.f.ids_destroyed);
+    assert_int_equal(g.f.outstanding, 0);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    fake_init(&g.f);
+    mc_client_test_set_rdma_ops(&fake_ops);
+    g.val = malloc(BIG);
+    g.buf = malloc(BIG);
+    if (!g.val || !g.buf || tm_start(&g.m, 0, NULL) != 0)
+        return -1;
+    g.b = open_client("rdma", 16u << 20);
+    g.a = open_client("rdma", 0);
+    g.t = open_client("tcp", 0);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    mc_client_close(g.t);
+    mc_client_close(g.a);
+    mc_client_close(g.b);
+    mc_client_test_set_rdma_ops(NULL);
+    tm_stop(&g.m);
+    free(g.val);
+    free(g.buf);
+    return 0;
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    mc_log_set_level(MC_LOG_OFF);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_descriptors),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_failure),
+        cmocka_unit_test(test_teardown),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
