@@ -28,6 +28,9 @@
  *                          promoted by the new incarnation afterwards
  *   idle_quiet             an idle holder: H's CPU over 3 s under 1%, and an in-test holder's
  *                          worker sends at most 2 heartbeats a second (no busy polling)
+ *   in_process_holder      H stopped, a holder in the test's process: a key on its disk promoted
+ * with a memcpy into its own segment (worker stats), another whose record is removed from its store
+ * failed at once as a bad source, not retried
  *
  * Everything is polled with deadlines; every process dies with the test (PR_SET_PDEATHSIG) and
  * is stopped in teardown; the temporary directory is removed.
@@ -47,6 +50,7 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "client/disk_store.h"
 #include "client/worker.h"
 #include "cluster_util.h"
 #include "mooncake/client.h"
@@ -667,6 +671,132 @@ static void test_holder_killed(void **state)
     check_funnel();
 }
 
+/* Key "ip-<i>" of the in-process holder's test. */
+static void ip_key(int i, char *key, size_t cap)
+{
+    snprintf(key, cap, "ip-%03d", i);
+}
+
+/* Whether key lists only a LOCAL_DISK replica, held by the client whose id is holder. */
+static bool disk_only_on(const char *key, const char *holder)
+{
+    struct mc_object_info info;
+    bool yes = true;
+    if (mc_query(g.client, key, &info) != 0)
+        return false;
+    for (size_t k = 0; k < info.replica_count; k++)
+        if (info.replicas[k].status == MC_REPLICA_COMPLETE &&
+            (info.replicas[k].type != MC_REPLICA_LOCAL_DISK ||
+             strcmp(info.replicas[k].holder, holder) != 0))
+            yes = false;
+    yes = yes && info.replica_count > 0;
+    mc_object_info_free(&info);
+    return yes;
+}
+
+static void test_in_process_holder(void **state)
+{
+    (void)state;
+    /* a holder in this process (an 8 MiB segment and a disk): its worker's stats can be read and
+     * its store touched. H leaves (SIGTERM unmounts it at once), so P's segment is the only one
+     * and its disk gets the records of its Puts */
+    assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
+    char disk[160], key[32], idhex[MC_ID_STRLEN];
+    snprintf(disk, sizeof(disk), "%s/ip_disk", g.dir);
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 8u << 20;
+    cfg.disk_path = disk;
+    cfg.disk_capacity = 256u << 20;
+    cfg.put_retry_window_ms = 3000;
+    struct mc_client *p = NULL;
+    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    mc_id_format(p->id, idhex);
+    enum { NIP = 24 };
+    for (int i = 0; i < NIP; i++) {
+        ip_key(i, key, sizeof(key));
+        value_of(1000 + i, g.want);
+        uint64_t deadline = cu_now_ms() + WAIT_MS;
+        int rc;
+        while ((rc = mc_put(p, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
+            cu_sleep_ms(20);
+        assert_int_equal(rc, 0);
+    }
+    /* two keys that only P's disk holds */
+    int mine[2], nm = 0;
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    while (nm < 2 && cu_now_ms() < deadline) {
+        nm = 0;
+        for (int i = 0; i < NIP && nm < 2; i++) {
+            ip_key(i, key, sizeof(key));
+            if (disk_only_on(key, idhex))
+                mine[nm++] = i;
+        }
+        if (nm < 2)
+            cu_sleep_ms(100);
+    }
+    if (nm < 2)
+        mc_client_close(p);
+    assert_int_equal(nm, 2);
+    struct mc_worker_stats s0, s1;
+    mc_worker_get_stats(p->worker, &s0);
+    double failed0 = metric("master_promotion_failed_total");
+
+    /* the first is promoted by P's worker: a memcpy into P's own segment, read back from DRAM */
+    ip_key(mine[0], key, sizeof(key));
+    value_of(1000 + mine[0], g.want);
+    for (int r = 0; r < THRESHOLD + 1; r++) {
+        memset(g.buf, 0, VLEN);
+        int64_t n = mc_get(g.client, key, g.buf, VLEN);
+        assert_int_equal(n, VLEN);
+        assert_memory_equal(g.buf, g.want, VLEN);
+    }
+    bool promoted = false;
+    deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    while (!promoted && cu_now_ms() < deadline) {
+        mc_worker_get_stats(p->worker, &s1);
+        promoted = s1.promoted > s0.promoted;
+        if (!promoted)
+            cu_sleep_ms(20);
+    }
+    assert_true(promoted);
+    assert_true(s1.promo_local > s0.promo_local);
+    memset(g.buf, 0, VLEN);
+    assert_int_equal(mc_get(p, key, g.buf, VLEN), VLEN);
+    assert_memory_equal(g.buf, g.want, VLEN);
+
+    /* the second's record is gone from P's store (the master still lists it): its promotion is
+     * failed by the worker at once, and not retried */
+    ip_key(mine[1], key, sizeof(key));
+    const char *kp = key;
+    uint32_t kl = (uint32_t)strlen(key);
+    assert_int_equal(
+        mc_disk_store_remove(mc_disk_tier_store(atomic_load(&p->disk)), &kp, &kl, 1, NULL), 0);
+    double admitted0 = metric("master_promotion_admitted_total");
+    for (int r = 0; r < THRESHOLD + 1; r++)
+        assert_true(mc_get(g.client, key, g.buf, VLEN) < 0); /* nothing to read */
+    bool done = wait_metric("master_promotion_in_flight", 0, WAIT_MS);
+    mc_worker_get_stats(p->worker, &s1);
+    double admitted = metric("master_promotion_admitted_total") - admitted0;
+    double failed = metric("master_promotion_failed_total") - failed0;
+    fprintf(stderr,
+            "in_process_holder: promoted %llu (memcpy %llu); gone source: admitted %.0f, "
+            "failed %.0f, bad sources %llu\n",
+            (unsigned long long)(s1.promoted - s0.promoted),
+            (unsigned long long)(s1.promo_local - s0.promo_local), admitted, failed,
+            (unsigned long long)(s1.promo_bad_source - s0.promo_bad_source));
+    cu_sleep_ms(1200);
+    double admitted_later = metric("master_promotion_admitted_total") - admitted0;
+    mc_client_close(p);
+    assert_true(done);
+    assert_true(admitted >= 1);
+    assert_true(failed == admitted);
+    assert_true(s1.promo_bad_source - s0.promo_bad_source == (uint64_t)admitted);
+    assert_true(admitted_later == admitted);
+    check_funnel();
+}
+
 /* utime + stime of a process, in clock ticks. */
 static long long cpu_ticks(pid_t pid)
 {
@@ -729,7 +859,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hot_keys_promoted), cmocka_unit_test(test_offload_and_promotion),
         cmocka_unit_test(test_bad_source_fails),  cmocka_unit_test(test_holder_killed),
-        cmocka_unit_test(test_idle_quiet),
+        cmocka_unit_test(test_idle_quiet),        cmocka_unit_test(test_in_process_holder),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
