@@ -37,6 +37,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <cmocka.h>
 
 #include "client/client_internal.h"
@@ -51,7 +55,8 @@
 
 static struct {
     char dir[64];
-    char master_bin[600], daemon_bin[600];
+    char master_bin[600], daemon_bin[600], cli_bin[600];
+    int metrics_port; /* the holder's /metrics */
     char disk[128];
     struct cu_proc master, h;
     char rpc[64];
@@ -122,11 +127,19 @@ static int start_master(int rpc_port)
 
 static int start_holder(void)
 {
-    char master[128], log[128], line[256], disk[160];
-    const char *argv[] = {
-        g.daemon_bin,           master, "--host=127.0.0.1",     "--data_port=0",
-        "--segment_size=64MiB", disk,   "--disk_capacity=1GiB", "--log_level=info",
-        "--master_wait=20s",    NULL};
+    char master[128], log[128], line[256], disk[160], mport[48];
+    const char *argv[] = {g.daemon_bin,
+                          master,
+                          "--host=127.0.0.1",
+                          "--data_port=0",
+                          "--segment_size=64MiB",
+                          disk,
+                          "--disk_capacity=1GiB",
+                          "--log_level=info",
+                          "--master_wait=20s",
+                          mport,
+                          NULL};
+    snprintf(mport, sizeof(mport), "--metrics_port=%d", g.metrics_port);
     snprintf(master, sizeof(master), "--master=%s", g.rpc);
     snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
     snprintf(log, sizeof(log), "%s/holder.log", g.dir);
@@ -140,6 +153,42 @@ static int start_holder(void)
     }
     snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
     return 0;
+}
+
+/* A port that was free a moment ago (--metrics_port=0 means "off"). */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* One series of the holder's /metrics (through mooncake_cli metrics). */
+static double holder_metric(const char *name)
+{
+    char opt[64], want[160], master[128];
+    struct cu_run r;
+    double v = -1;
+    snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.metrics_port);
+    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(want, sizeof(want), "%s ", name);
+    const char *argv[] = {g.cli_bin, master, "metrics", opt, NULL};
+    cu_run(&r, g.dir, argv, NULL, 20000);
+    if (r.status != 0)
+        fprintf(stderr, "mooncake_cli metrics: %s\n", r.err);
+    assert_int_equal(r.status, 0);
+    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"))
+        if (!strncmp(line, want, strlen(want)))
+            v = strtod(line + strlen(want), NULL);
+    cu_run_free(&r);
+    assert_true(v >= 0);
+    return v;
 }
 
 /* Put with retries while the segment is full (eviction and offload make room). */
@@ -215,6 +264,8 @@ static int group_setup(void **state)
     }
     snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
     snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
+    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
+    g.metrics_port = free_port();
     snprintf(g.dir, sizeof(g.dir), "/tmp/mc_disk_tier.XXXXXX");
     if (!mkdtemp(g.dir))
         return -1;
@@ -326,6 +377,14 @@ static void test_offload_readable(void **state)
     assert_int_equal(s1.slices - s0.slices, 1);
     for (int k = 0; k < B; k++)
         free(bufs[k]);
+    /* the holder's /metrics counts what it did */
+    double off = holder_metric("mooncake_client_offloaded_total");
+    double served = holder_metric("mooncake_client_disk_peer_reads_total");
+    fprintf(stderr, "offload_readable: holder offloaded %.0f, served %.0f disk reads\n", off,
+            served);
+    assert_true(off >= disk);
+    assert_true(served >= disk + picked);
+    assert_true(holder_metric("mooncake_client_disk_records") >= disk);
 }
 
 /* The first key of offload_readable that lists only a LOCAL_DISK replica now. */

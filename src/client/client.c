@@ -7,7 +7,8 @@
  * this client id still has mounted are unmounted (its MEMORY replicas died with it: they must
  * not stay listed as readable); then the segment (mmap, served by the peer server, then
  * MountSegment); with disk_path, the LOCAL_DISK tier (store recovered, MountLocalDiskSegment,
- * records re-registered: disk_tier.h) and the offload worker (worker.h); then the ping thread.
+ * records re-registered: disk_tier.h) and the offload worker (worker.h); then the ping thread
+ * (with disk_path it starts before the store's recovery scan, which may outlast client_ttl).
  * Only then does open return, so a daemon prints READY after the re-registration.
  * mc_client_close undoes it in reverse: worker, UnmountLocalDiskSegment and UnmountSegment
  * (best effort: a master that is gone will expire us), ping thread, peer server (its I/O
@@ -514,6 +515,11 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
                      "master=%s rc=%s", c->master_address, mc_strerror(rc));
             goto fail;
         }
+        /* Ping from now on: the recovery scan of a large disk_path can outlast the master's
+         * client_ttl, and a restart within the TTL must not expire while it runs. */
+        rc = mc_master_conn_start(c->mc);
+        if (rc)
+            goto fail;
     }
 
     if (c->cfg.segment_size) {

@@ -36,6 +36,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "client/disk_store.h"
 #include "client/peer_server.h"
 #include "common/clock.h"
 #include "common/flags.h"
@@ -129,6 +130,50 @@ static double protected_refusals(void *arg)
     return peer_stat(arg, false);
 }
 
+/* The LOCAL_DISK tier's figures (0 without --disk_path). */
+enum tier_stat { TS_RECORDS, TS_BYTES_USED, TS_OFFLOADED, TS_NACKED, TS_PEER_READS, TS_EVICTED };
+
+static double tier_stat(struct mc_client *c, enum tier_stat which)
+{
+    struct mc_disk_tier *t = atomic_load(&c->disk);
+    if (!t)
+        return 0;
+    struct mc_disk_usage u;
+    struct mc_disk_tier_stats ts;
+    struct mc_worker_stats ws = {0};
+    mc_disk_store_usage(mc_disk_tier_store(t), &u);
+    mc_disk_tier_get_stats(t, &ts);
+    if (c->worker)
+        mc_worker_get_stats(c->worker, &ws);
+    switch (which) {
+    case TS_RECORDS:
+        return (double)u.records;
+    case TS_BYTES_USED:
+        return (double)u.bytes_used;
+    case TS_OFFLOADED:
+        return (double)ws.offloaded;
+    case TS_NACKED:
+        return (double)ws.nacked;
+    case TS_PEER_READS:
+        return (double)ts.peer_reads;
+    case TS_EVICTED:
+        return (double)u.evicted_records;
+    }
+    return 0;
+}
+
+#define TIER_FN(name, which)                                                                       \
+    static double name(void *arg)                                                                  \
+    {                                                                                              \
+        return tier_stat(arg, which);                                                              \
+    }
+TIER_FN(disk_records, TS_RECORDS)
+TIER_FN(disk_bytes_used, TS_BYTES_USED)
+TIER_FN(offloaded, TS_OFFLOADED)
+TIER_FN(offload_nacked, TS_NACKED)
+TIER_FN(disk_peer_reads, TS_PEER_READS)
+TIER_FN(disk_evicted, TS_EVICTED)
+
 static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
                          struct mc_client *client, struct mc_http_server **out)
 {
@@ -154,6 +199,21 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
     mc_metrics_counter_fn(st->m, "mooncake_client_peer_protected_mode_refusals_total",
                           "non-loopback peers refused in protected mode", NULL, protected_refusals,
                           client);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_disk_records", "records in the LOCAL_DISK store",
+                        NULL, disk_records, client);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_disk_used_bytes",
+                        "bytes of the LOCAL_DISK store's extents", NULL, disk_bytes_used, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_offloaded_total",
+                          "objects copied to the disk and accepted by the master", NULL, offloaded,
+                          client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_offload_nacked_total",
+                          "offload tasks reported as not stored", NULL, offload_nacked, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_peer_reads_total",
+                          "LOCAL_DISK values served to peers (PeerDiskRead items)", NULL,
+                          disk_peer_reads, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_evicted_records_total",
+                          "records dropped by disk capacity eviction (the master told first)", NULL,
+                          disk_evicted, client);
     hc.addr = addr;
     hc.port = (uint16_t)F.metrics_port;
     hc.metrics = st->m;

@@ -9,9 +9,10 @@
  * that answer. A value larger than the staging buffer is refused with INVALID_PARAMS (as
  * upstream refuses one larger than its staging allocator).
  *
- * Status: the client does not serve or issue PeerDiskRead yet (the LOCAL_DISK tier is not wired
- * into it), so these are the two ends of that path, tested against the loopback test provider
- * and a real disk store, ready for the peer server handler and the client's Get to call.
+ * Status: the client serves and issues the streaming (tcp) form of PeerDiskRead
+ * (disk_tier.c, transport_tcp_disk.c); a request naming an rdma_endpoint is refused there with
+ * NOT_SUPPORTED. These are the two ends of the RDMA form, tested against the loopback test
+ * provider and a real disk store, not yet called by the peer server handler or the Get path.
  */
 #ifndef MC_CLIENT_RDMA_DISK_H
 #define MC_CLIENT_RDMA_DISK_H

@@ -164,7 +164,10 @@ static void case_name(char *out, size_t cap, const char *prefix, uint64_t vsize)
 static void holder_main(const char *dir, uint64_t capacity, int wfd, int rfd)
 {
     struct mc_disk_tier_config dc = {
-        .path = dir, .capacity = capacity, .endpoint = "127.0.0.1:0", .max_payload = 60u << 20};
+        .path = dir,
+        .capacity = capacity,
+        .endpoint = "127.0.0.1:0",
+        .max_payload = (64u << 20) - (64u << 10)}; /* the peer server's default frame */
     struct mc_disk_tier *t = NULL;
     struct mc_peer_server *ps = NULL;
     uint16_t port = 0;
