@@ -437,6 +437,8 @@ static void test_json(void **state)
         assert_string_equal(s, g.ep_a);
         assert_true(cu_json_str(rep, "holder", &s));
         assert_string_equal(s, "");
+        assert_true(cu_json_u64(rep, "refcnt", &u));
+        assert_int_equal(u, 0);    /* nothing pins it */
         assert_int_equal(j->n, 5); /* exactly the documented members */
         cu_json_free(j);
         cu_run_free(&r);

@@ -3,7 +3,7 @@
  *
  * The client is split by job: client.c (open/close, config, exist/remove/query, registered
  * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize),
- * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload). Helpers
+ * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload), worker_promote.c (promotion). Helpers
  * declared here are internal to the library; the test hooks (MC_TEST_HOOKS builds) are for the
  * test suite only.
  */
@@ -57,7 +57,7 @@ struct mc_client {
     /* LOCAL_DISK tier (disk_path set): set once before its mount, read by the peer server's
      * PeerDiskRead handler */
     struct mc_disk_tier *_Atomic disk;
-    struct mc_worker *worker; /* offload loop (with the disk tier) */
+    struct mc_worker *worker; /* offload and promotion loops (with the disk tier) */
 
     pthread_mutex_t buf_lock;
     struct mc_reg_buffer *bufs;

@@ -3,9 +3,11 @@
  *
  * The loops: a table of {name, step}; each runs on its own thread, calling step until stop.
  * A step long-polls once (bounded by wait_ms) and runs what came back, so stop is seen within
- * wait_ms plus one batch.
+ * wait_ms plus one batch. This file holds the table, the offload step and the lifecycle; the
+ * promotion step is worker_promote.c.
  */
 #include "client/worker.h"
+#include "client/worker_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -25,31 +27,16 @@
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 
-#define RETRY_MS 200u
-
-struct mc_worker;
-typedef void (*step_fn)(struct mc_worker *w);
-
 static void offload_step(struct mc_worker *w);
 
-/* Every loop of the worker, each on its own thread (promotion joins here). */
+/* Every loop of the worker, each on its own thread: a slow disk batch of one never delays the
+ * other's long-poll, so offload and promotion both make progress when both are pending. */
 static const struct {
     const char *name;
-    step_fn step;
-} g_loops[] = {
+    void (*step)(struct mc_worker *w);
+} g_loops[MC_WORKER_LOOPS] = {
     {"offload", offload_step},
-};
-#define NLOOPS (sizeof(g_loops) / sizeof(g_loops[0]))
-
-struct mc_worker {
-    struct mc_worker_config cfg;
-    pthread_t threads[NLOOPS];
-    bool started[NLOOPS];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    _Atomic bool stop;
-    const struct mc_logger *logger;
-    struct mc_worker_stats st;
+    {"promotion", mc_worker_promote_step},
 };
 
 struct loop_arg {
@@ -57,7 +44,7 @@ struct loop_arg {
     size_t i;
 };
 
-static Mc__Uuid *uuid(struct mc_id id, Mc__Uuid *u)
+Mc__Uuid *mc_worker_uuid(struct mc_id id, Mc__Uuid *u)
 {
     mc__uuid__init(u);
     u->hi = id.hi;
@@ -65,8 +52,7 @@ static Mc__Uuid *uuid(struct mc_id id, Mc__Uuid *u)
     return u;
 }
 
-/* Sleeps ms, or less when the worker stops. */
-static void pause_ms(struct mc_worker *w, uint32_t ms)
+void mc_worker_pause_ms(struct mc_worker *w, uint32_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -83,7 +69,7 @@ static void pause_ms(struct mc_worker *w, uint32_t ms)
     pthread_mutex_unlock(&w->mu);
 }
 
-static void count(struct mc_worker *w, uint64_t *field, uint64_t n)
+void mc_worker_count(struct mc_worker *w, uint64_t *field, uint64_t n)
 {
     pthread_mutex_lock(&w->mu);
     *field += n;
@@ -156,7 +142,7 @@ static void notify(struct mc_worker *w, struct job *jobs, size_t n)
     Mc__OffloadResult **resp = calloc(n, sizeof(*resp));
     ProtobufCMessage *m = NULL;
     if (!res || !resp) {
-        count(w, &w->st.errors, 1);
+        mc_worker_count(w, &w->st.errors, 1);
         goto out;
     }
     uint64_t stored = 0, nacked = 0, refused = 0;
@@ -176,7 +162,7 @@ static void notify(struct mc_worker *w, struct job *jobs, size_t n)
     }
     Mc__Uuid u;
     Mc__NotifyOffloadSuccessRequest req = MC__NOTIFY_OFFLOAD_SUCCESS_REQUEST__INIT;
-    req.client_id = uuid(w->cfg.client_id, &u);
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
     req.n_items = n;
     req.items = resp;
     int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &req.base,
@@ -187,7 +173,7 @@ static void notify(struct mc_worker *w, struct job *jobs, size_t n)
          * delete them); their tasks expire there and release the pins */
         mc_warn("worker", "offload report failed: the stored records are deleted",
                 "tasks=%zu rc=%s", n, mc_strerror(rc ? rc : MC_ERR_RPC_FAIL));
-        count(w, &w->st.errors, 1);
+        mc_worker_count(w, &w->st.errors, 1);
         for (size_t i = 0; i < n; i++)
             if (jobs[i].status == 0)
                 mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
@@ -226,7 +212,7 @@ static void offload_batch(struct mc_worker *w, Mc__OffloadTaskItem **tasks, size
     size_t *pj = calloc(n, sizeof(*pj));
     int *pres = calloc(n, sizeof(*pres));
     if (!jobs || !puts || !pj || !pres) {
-        count(w, &w->st.errors, 1);
+        mc_worker_count(w, &w->st.errors, 1);
         goto out; /* the tasks expire at the master */
     }
     size_t np = 0;
@@ -263,7 +249,7 @@ static void offload_batch(struct mc_worker *w, Mc__OffloadTaskItem **tasks, size
         free(jobs[i].data);
         jobs[i].data = NULL;
     }
-    count(w, &w->st.bytes, bytes);
+    mc_worker_count(w, &w->st.bytes, bytes);
     notify(w, jobs, n);
 out:
     free(jobs);
@@ -279,13 +265,14 @@ static void offload_step(struct mc_worker *w)
         int rc = mc_disk_tier_register(tier);
         if (rc) {
             mc_disk_tier_want_register(tier);
-            pause_ms(w, mc_disk_tier_master_lacks_tier(rc) ? w->cfg.wait_ms : RETRY_MS);
+            mc_worker_pause_ms(w, mc_disk_tier_master_lacks_tier(rc) ? w->cfg.wait_ms
+                                                                     : MC_WORKER_RETRY_MS);
             return;
         }
     }
     Mc__Uuid u;
     Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
-    req.client_id = uuid(w->cfg.client_id, &u);
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
     req.enable_offloading = true;
     req.wait_ms = w->cfg.wait_ms;
     req.max_items = w->cfg.max_items;
@@ -296,8 +283,8 @@ static void offload_step(struct mc_worker *w)
     if (mc_disk_tier_master_lacks_tier(rc)) {
         /* a master without the tier: ask again (and register) at the long-poll pace */
         mc_disk_tier_want_register(tier);
-        count(w, &w->st.errors, 1);
-        pause_ms(w, w->cfg.wait_ms);
+        mc_worker_count(w, &w->st.errors, 1);
+        mc_worker_pause_ms(w, w->cfg.wait_ms);
         return;
     }
     if (rc) {
@@ -307,8 +294,8 @@ static void offload_step(struct mc_worker *w)
                     mc_strerror(rc));
             mc_disk_tier_want_register(tier);
         }
-        count(w, &w->st.errors, 1);
-        pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : RETRY_MS);
+        mc_worker_count(w, &w->st.errors, 1);
+        mc_worker_pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : MC_WORKER_RETRY_MS);
         return;
     }
     const Mc__OffloadObjectHeartbeatResponse *r = (const Mc__OffloadObjectHeartbeatResponse *)m;
@@ -382,7 +369,14 @@ int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&w->cv, &ca);
     pthread_condattr_destroy(&ca);
-    for (size_t i = 0; i < NLOOPS; i++) {
+    if (mc_worker_promote_init(w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        free(w);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    w->promote_ready = true;
+    for (size_t i = 0; i < MC_WORKER_LOOPS; i++) {
         struct loop_arg *la = malloc(sizeof(*la));
         if (la) {
             la->w = w;
@@ -407,9 +401,11 @@ void mc_worker_stop(struct mc_worker *w)
     atomic_store(&w->stop, true);
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
-    for (size_t i = 0; i < NLOOPS; i++)
+    for (size_t i = 0; i < MC_WORKER_LOOPS; i++)
         if (w->started[i])
             pthread_join(w->threads[i], NULL);
+    if (w->promote_ready)
+        mc_worker_promote_destroy(w); /* after the loops: no batch is running */
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     free(w);

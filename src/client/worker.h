@@ -1,13 +1,14 @@
 /*
- * worker.h - the client's background work for the master (DESIGN.md §8 "Worker"): today the
- * offload loop of the LOCAL_DISK tier.
+ * worker.h - the client's background work for the master (DESIGN.md §8 "Worker"): the offload
+ * and promotion loops of the LOCAL_DISK tier.
  *
- * Each kind of work is a loop on its own thread (a table in worker.c): offload now, promotion
- * later beside it, so a slow disk batch of one never delays the other's long-poll. A loop
+ * Each kind of work is a loop on its own thread (a table in worker.c): offload and promotion
+ * side by side, so a slow disk batch of one never delays the other's long-poll and neither
+ * starves the other when both have work queued. A loop
  * long-polls the master: the heartbeat RPC carries wait_ms and the master parks it until work
  * arrives or wait_ms passes, so work starts as soon as it is queued (no busy polling, no
  * multi-second heartbeat period) and an idle client sends one heartbeat per wait_ms per loop
- * (1 s by default: at most 1 control RPC a second besides Ping).
+ * (1 s by default: two loops, at most 2 control RPCs a second besides Ping).
  *
  * Offload (OffloadObjectHeartbeat -> NotifyOffloadSuccess): for each task the worker finds the
  * object's MEMORY replica in this client's own segment (QueryKey: no lease, no access counted),
@@ -19,6 +20,18 @@
  * is deleted from the disk at once. Delete requests from the master (removed or dropped keys)
  * delete the named record when its version matches.
  *
+ * Promotion (PromotionObjectHeartbeat -> PromotionAllocStart -> NotifyPromotionSuccess, DESIGN.md
+ * §1.1; worker_promote.c): the tasks of one heartbeat are read from the disk store in batches
+ * (one io_uring batch of up to batch_bytes, straight into 4 KiB-aligned buffers, the records
+ * pinned in the store meanwhile) and checked: a record that is gone, of another version or
+ * size, or whose bytes fail the task's CRC ends its task with NotifyPromotionFailure at once
+ * (never retried: the master drops the task and its pin). The tasks whose bytes are good run
+ * on promote_threads task threads at once: PromotionAllocStart stages a PROCESSING replica
+ * (the master prefers this client's own segment), the bytes are written into it (memcpy when
+ * the segment is this process's, write_replica otherwise), then NotifyPromotionSuccess; any
+ * error after AllocStart is NotifyPromotionFailure, so the staged DRAM and the pin are
+ * released at once rather than by the master's reaper.
+ *
  * Faults: the master unreachable (calls fail fast) -> the loop waits 200 ms between tries; a
  * heartbeat refused because the master does not know this holder (it restarted or expired the
  * client) -> the LOCAL_DISK tier is registered again (disk_tier.h) before the next poll.
@@ -26,9 +39,11 @@
 #ifndef MC_CLIENT_WORKER_H
 #define MC_CLIENT_WORKER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/id.h"
+#include "proto/master.pb-c.h"
 
 struct mc_worker;
 struct mc_master_conn;
@@ -42,7 +57,15 @@ struct mc_worker_config {
     struct mc_peer_server *ps; /* this client's segments (the offload source) */
     uint32_t wait_ms;          /* long-poll wait; 0 = 1000 */
     uint32_t max_items;        /* tasks per heartbeat; 0 = 256 */
-    uint64_t batch_bytes;      /* bytes per disk append; 0 = 64 MiB */
+    uint64_t batch_bytes;      /* bytes per disk append / promotion read batch; 0 = 64 MiB */
+    /* promotion: tasks asked per heartbeat (0 = the master's --promotion_max_per_heartbeat),
+     * tasks run at once (0 = 4) */
+    uint32_t promote_max_items;
+    uint32_t promote_threads;
+    /* Writes len bytes into a MEMORY replica that is not in this process's segments (the
+     * client's transport); NULL = such a staged replica fails its task. */
+    int (*write_replica)(void *arg, const Mc__ReplicaDescriptor *r, const void *buf, size_t len);
+    void *write_arg;
 };
 
 int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out);
@@ -58,6 +81,16 @@ struct mc_worker_stats {
     uint64_t deleted;    /* records deleted on the master's request */
     uint64_t bytes;      /* bytes appended to the disk */
     uint64_t errors;     /* heartbeats or notifications that failed */
+    /* promotion */
+    uint64_t promo_heartbeats; /* promotion heartbeats answered */
+    uint64_t promo_tasks;      /* promotion tasks received */
+    uint64_t promoted;         /* committed (NotifyPromotionSuccess answered OK) */
+    uint64_t promo_failed;     /* ended with NotifyPromotionFailure */
+    uint64_t promo_bad_source; /* of those: record gone, other version/size, CRC failure */
+    uint64_t promo_local;      /* staged replicas written with memcpy (this process) */
+    uint64_t promo_remote;     /* staged replicas written through write_replica */
+    uint64_t promo_bytes;      /* bytes of the committed promotions */
+    uint64_t promo_errors;     /* promotion heartbeats or notifications that failed */
 };
 void mc_worker_get_stats(struct mc_worker *w, struct mc_worker_stats *st);
 

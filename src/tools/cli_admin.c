@@ -8,7 +8,8 @@
  *
  * JSON shapes (one line on stdout):
  *   stat:     {"key","size","version","lease_ms_left","replicas":[{"id","type","status",
- *              "segment","offset","endpoint","holder"}]}  (COMPLETE replicas only, unless --all)
+ *              "segment","offset","endpoint","holder","refcnt"}]}  (COMPLETE replicas only, unless
+ *              --all; refcnt = pins: an offload or promotion source)
  *   segments: [{"id","name","endpoint","size","used","status","owner"}]
  * Without --json the same facts are printed as aligned tables.
  */
@@ -171,7 +172,7 @@ static void stat_json(const Mc__QueryKeyResponse *q, const char *key, bool all)
         mc_cli_json_str(stdout, v.endpoint);
         fputs(",\"holder\":", stdout);
         mc_cli_json_str(stdout, v.holder);
-        fputc('}', stdout);
+        printf(",\"refcnt\":%" PRIu32 "}", q->replicas[i]->refcnt);
         first = false;
     }
     fputs("]}\n", stdout);

@@ -1,0 +1,417 @@
+/*
+ * worker_promote.c - the worker's promotion loop (design in worker.h, DESIGN.md §1.1, §8).
+ *
+ * One step: PromotionObjectHeartbeat (long-poll, wait_ms), then the tasks it returned in
+ * chunks of at most batch_bytes of values. Per chunk:
+ *   1. read: every task's record is pinned in the disk store (so the store's own capacity
+ *      eviction prefers other extents while it is copied) and the chunk is read with one
+ *      mc_disk_store_read call (one io_uring batch) straight into 4 KiB-aligned buffers; the
+ *      store checks each value against its stored CRC, and the task's version, size and CRC
+ *      are checked here. A task whose source fails any check is a bad source;
+ *   2. run: the chunk's tasks are handed to the task pool (promote_threads threads plus the
+ *      loop's own), each doing, for a good source, PromotionAllocStart -> write the bytes into
+ *      the staged replica -> NotifyPromotionSuccess, and NotifyPromotionFailure for a bad
+ *      source or on any error after AllocStart (so nothing waits for the master's reaper);
+ *   3. the records are unpinned and the buffers freed.
+ * The loop thread waits for the chunk's last task before the next chunk (bounded memory:
+ * batch_bytes of buffers at a time).
+ *
+ * Heartbeat errors: SEGMENT_NOT_FOUND (the master has no LOCAL_DISK registration of this
+ * client: it restarted or expired it) asks for a registration (the offload loop makes it) and
+ * waits wait_ms; a master without the tier or promotion: wait wait_ms; unreachable: wait
+ * MC_WORKER_RETRY_MS.
+ *
+ * Test hook (MC_TEST_HOOKS builds only): MC_TEST_PROMOTION_STALL_MS in the environment makes
+ * every task stall that long between its AllocStart and its write, so a process test can kill
+ * the holder while a staged replica exists.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/disk_store.h"
+#include "client/disk_tier.h"
+#include "client/master_conn.h"
+#include "client/peer_server.h"
+#include "client/worker_internal.h"
+#include "common/log.h"
+#include "common/wire.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+
+#define DEFAULT_THREADS 4u
+#define MAX_THREADS 64u
+
+struct promo_job {
+    const Mc__PromotionTaskItem *task;
+    void *buf;   /* the value, 4 KiB-aligned, read from the disk store */
+    int source;  /* 0 = the bytes are good; else why the source is unusable */
+    bool pinned; /* the record is pinned in the store */
+};
+
+struct mc_promote_pool {
+    struct mc_worker *w;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    pthread_t th[MAX_THREADS];
+    unsigned nth;
+    bool stop;
+    struct promo_job *jobs; /* the chunk being run; NULL between chunks */
+    size_t njobs, next, done;
+};
+
+static size_t round_block(uint64_t n)
+{
+    uint64_t r = (n + MC_DISK_BLOCK - 1) / MC_DISK_BLOCK * MC_DISK_BLOCK;
+    return r ? (size_t)r : MC_DISK_BLOCK;
+}
+
+/* ---- the RPCs ------------------------------------------------------------------------------ */
+
+static void notify_failure(struct mc_worker *w, const Mc__PromotionTaskItem *t, int reason)
+{
+    Mc__Uuid u;
+    Mc__NotifyPromotionFailureRequest req = MC__NOTIFY_PROMOTION_FAILURE_REQUEST__INIT;
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
+    req.task_id = t->task_id;
+    req.key = t->key;
+    req.reason = reason;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &req.base,
+                                 &mc__notify_promotion_failure_response__descriptor, &m);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    if (rc) {
+        /* the master's reaper ends the task after promotion_task_timeout */
+        mc_warn("worker", "NotifyPromotionFailure failed", "key=%s task=%llu rc=%s", t->key,
+                (unsigned long long)t->task_id, mc_strerror(rc));
+        mc_worker_count(w, &w->st.promo_errors, 1);
+    }
+    mc_worker_count(w, &w->st.promo_failed, 1);
+}
+
+/* PromotionAllocStart: *out gets the answer (its replica is the staged descriptor). */
+static int alloc_start(struct mc_worker *w, const Mc__PromotionTaskItem *t, ProtobufCMessage **out)
+{
+    Mc__Uuid u;
+    Mc__PromotionAllocStartRequest req = MC__PROMOTION_ALLOC_START_REQUEST__INIT;
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
+    req.task_id = t->task_id;
+    req.key = t->key;
+    req.size = t->size;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_PROMOTION_ALLOC_START, &req.base,
+                                 &mc__promotion_alloc_start_response__descriptor, out);
+    if (rc == 0) {
+        const Mc__ReplicaDescriptor *d = ((const Mc__PromotionAllocStartResponse *)*out)->replica;
+        if (!d || d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
+            (d->memory->size && d->memory->size < t->size))
+            rc = MC_ERR_INVALID_REPLICA;
+    }
+    return rc;
+}
+
+/* The bytes into the staged replica d: memcpy into this process's segment, else the client's
+ * transport. */
+static int write_staged(struct mc_worker *w, const Mc__ReplicaDescriptor *d, const void *buf,
+                        size_t len)
+{
+    const Mc__MemoryLocation *m = d->memory;
+    struct mc_id sid = {m->segment_id->hi, m->segment_id->lo};
+    uint8_t *dst = NULL;
+    int rc = mc_peer_server_resolve(w->cfg.ps, sid, m->mount_epoch, m->offset, len, &dst);
+    if (rc == 0) {
+        mc_peer_server_copy_in(w->cfg.ps, dst, buf, len);
+        mc_worker_count(w, &w->st.promo_local, 1);
+        return 0;
+    }
+    if (mc_peer_server_has_segment(w->cfg.ps, sid))
+        return rc; /* ours, but of another mount: the descriptor is stale */
+    if (!w->cfg.write_replica)
+        return MC_ERR_NOT_SUPPORTED;
+    rc = w->cfg.write_replica(w->cfg.write_arg, d, buf, len);
+    if (rc == 0)
+        mc_worker_count(w, &w->st.promo_remote, 1);
+    return rc;
+}
+
+static int notify_success(struct mc_worker *w, const Mc__PromotionTaskItem *t)
+{
+    Mc__Uuid u;
+    Mc__NotifyPromotionSuccessRequest req = MC__NOTIFY_PROMOTION_SUCCESS_REQUEST__INIT;
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
+    req.task_id = t->task_id;
+    req.key = t->key;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &req.base,
+                                 &mc__notify_promotion_success_response__descriptor, &m);
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+/* One task, start to end (any thread of the pool). */
+static void run_job(struct mc_worker *w, struct promo_job *j)
+{
+    const Mc__PromotionTaskItem *t = j->task;
+    if (j->source) {
+        mc_debug("worker", "promotion source unusable: task failed", "key=%s task=%llu rc=%s",
+                 t->key, (unsigned long long)t->task_id, mc_strerror(j->source));
+        mc_worker_count(w, &w->st.promo_bad_source, 1);
+        notify_failure(w, t, j->source);
+        return;
+    }
+    ProtobufCMessage *m = NULL;
+    int rc = alloc_start(w, t, &m);
+    if (rc == 0) {
+#ifdef MC_TEST_HOOKS
+        if (w->test_promote_stall_ms)
+            mc_worker_pause_ms(w, w->test_promote_stall_ms);
+#endif
+        rc = write_staged(w, ((const Mc__PromotionAllocStartResponse *)m)->replica, j->buf,
+                          (size_t)t->size);
+    }
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    if (rc == 0)
+        rc = notify_success(w, t);
+    if (rc == 0) {
+        pthread_mutex_lock(&w->mu);
+        w->st.promoted++;
+        w->st.promo_bytes += t->size;
+        pthread_mutex_unlock(&w->mu);
+        return;
+    }
+    /* REPLICA_IS_NOT_READY from AllocStart or Success: the task is stale (reaped, cancelled);
+     * the failure report is then a no-op at the master, and harmless */
+    mc_debug("worker", "promotion failed", "key=%s task=%llu rc=%s", t->key,
+             (unsigned long long)t->task_id, mc_strerror(rc));
+    notify_failure(w, t, rc);
+}
+
+/* ---- the task pool ------------------------------------------------------------------------- */
+
+/* Takes the next job of the current chunk (pool->mu held), or NULL. */
+static struct promo_job *take_job(struct mc_promote_pool *p)
+{
+    return p->jobs && p->next < p->njobs ? &p->jobs[p->next++] : NULL;
+}
+
+static void job_done(struct mc_promote_pool *p)
+{
+    if (++p->done == p->njobs)
+        pthread_cond_broadcast(&p->done_cv);
+}
+
+static void *pool_main(void *arg)
+{
+    struct mc_promote_pool *p = arg;
+    mc_log_set_current(p->w->logger);
+    pthread_mutex_lock(&p->mu);
+    for (;;) {
+        struct promo_job *j = NULL;
+        while (!p->stop && !(j = take_job(p)))
+            pthread_cond_wait(&p->work_cv, &p->mu);
+        if (p->stop)
+            break;
+        pthread_mutex_unlock(&p->mu);
+        run_job(p->w, j);
+        pthread_mutex_lock(&p->mu);
+        job_done(p);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+/* Runs jobs[0..n) on the pool and this thread; returns when all are done. */
+static void run_chunk(struct mc_worker *w, struct promo_job *jobs, size_t n)
+{
+    struct mc_promote_pool *p = w->pool;
+    pthread_mutex_lock(&p->mu);
+    p->jobs = jobs;
+    p->njobs = n;
+    p->next = p->done = 0;
+    pthread_cond_broadcast(&p->work_cv);
+    struct promo_job *j;
+    while ((j = take_job(p))) {
+        pthread_mutex_unlock(&p->mu);
+        run_job(w, j);
+        pthread_mutex_lock(&p->mu);
+        job_done(p);
+    }
+    while (p->done < p->njobs)
+        pthread_cond_wait(&p->done_cv, &p->mu);
+    p->jobs = NULL;
+    p->njobs = p->next = p->done = 0;
+    pthread_mutex_unlock(&p->mu);
+}
+
+int mc_worker_promote_init(struct mc_worker *w)
+{
+    struct mc_promote_pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return -1;
+    p->w = w;
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->work_cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
+    w->pool = p;
+    unsigned n = w->cfg.promote_threads ? w->cfg.promote_threads : DEFAULT_THREADS;
+    if (n > MAX_THREADS)
+        n = MAX_THREADS;
+    /* the loop thread runs tasks too: n - 1 more threads make n at once */
+    for (unsigned i = 0; i + 1 < n; i++) {
+        if (pthread_create(&p->th[i], NULL, pool_main, p) != 0) {
+            mc_worker_promote_destroy(w);
+            return -1;
+        }
+        p->nth++;
+    }
+#ifdef MC_TEST_HOOKS
+    const char *stall = getenv("MC_TEST_PROMOTION_STALL_MS");
+    w->test_promote_stall_ms = stall ? (uint32_t)strtoul(stall, NULL, 10) : 0;
+#endif
+    return 0;
+}
+
+void mc_worker_promote_destroy(struct mc_worker *w)
+{
+    struct mc_promote_pool *p = w->pool;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->mu);
+    p->stop = true;
+    pthread_cond_broadcast(&p->work_cv);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < p->nth; i++)
+        pthread_join(p->th[i], NULL);
+    pthread_cond_destroy(&p->work_cv);
+    pthread_cond_destroy(&p->done_cv);
+    pthread_mutex_destroy(&p->mu);
+    free(p);
+    w->pool = NULL;
+}
+
+/* ---- one chunk ----------------------------------------------------------------------------- */
+
+/* Pins and reads every job's record in one store call, and checks what came back. */
+static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
+{
+    struct mc_disk_store *s = mc_disk_tier_store(w->cfg.tier);
+    struct mc_disk_get *g = calloc(n, sizeof(*g));
+    size_t *gi = calloc(n, sizeof(*gi));
+    size_t m = 0;
+    if (!g || !gi) {
+        for (size_t i = 0; i < n; i++)
+            jobs[i].source = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct promo_job *j = &jobs[i];
+        const Mc__PromotionTaskItem *t = j->task;
+        size_t cap = round_block(t->size);
+        uint32_t klen = (uint32_t)strlen(t->key);
+        if (t->size > SIZE_MAX / 2 || posix_memalign(&j->buf, MC_DISK_BLOCK, cap) != 0) {
+            j->buf = NULL;
+            j->source = MC_ERR_INTERNAL_ERROR;
+            continue;
+        }
+        j->pinned = mc_disk_store_pin(s, t->key, klen, NULL) == 0;
+        g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .buf = j->buf, .cap = cap};
+        gi[m++] = i;
+    }
+    if (m)
+        mc_disk_store_read(s, g, m);
+    for (size_t k = 0; k < m; k++) {
+        struct promo_job *j = &jobs[gi[k]];
+        const Mc__PromotionTaskItem *t = j->task;
+        int st = g[k].result;
+        if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_BUFFER_OVERFLOW)
+            st = MC_ERR_REPLICA_NOT_FOUND; /* the record is gone */
+        else if (st == 0 && t->version && g[k].version != t->version)
+            st = MC_ERR_INVALID_VERSION; /* another version: never promoted */
+        else if (st == 0 && g[k].len != t->size)
+            st = MC_ERR_REPLICA_NOT_FOUND;
+        else if (st == 0 && t->crc_valid && g[k].crc != t->crc32c)
+            st = MC_ERR_CHECKSUM_MISMATCH; /* not the bytes the master knows */
+        j->source = st;
+    }
+out:
+    free(g);
+    free(gi);
+}
+
+static void promote_chunk(struct mc_worker *w, Mc__PromotionTaskItem **tasks, size_t n)
+{
+    struct promo_job *jobs = calloc(n, sizeof(*jobs));
+    if (!jobs) {
+        for (size_t i = 0; i < n; i++)
+            notify_failure(w, tasks[i], MC_ERR_INTERNAL_ERROR);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        jobs[i].task = tasks[i];
+    read_sources(w, jobs, n);
+    run_chunk(w, jobs, n);
+    struct mc_disk_store *s = mc_disk_tier_store(w->cfg.tier);
+    for (size_t i = 0; i < n; i++) {
+        if (jobs[i].pinned)
+            mc_disk_store_unpin(s, tasks[i]->key, (uint32_t)strlen(tasks[i]->key));
+        free(jobs[i].buf);
+    }
+    free(jobs);
+}
+
+void mc_worker_promote_step(struct mc_worker *w)
+{
+    Mc__Uuid u;
+    Mc__PromotionObjectHeartbeatRequest req = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
+    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
+    req.wait_ms = w->cfg.wait_ms;
+    req.max_items = w->cfg.promote_max_items;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call_wait(w->cfg.mc, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &req.base,
+                                      &mc__promotion_object_heartbeat_response__descriptor,
+                                      w->cfg.wait_ms, &m);
+    if (rc) {
+        mc_worker_count(w, &w->st.promo_errors, 1);
+        if (rc == MC_ERR_SEGMENT_NOT_FOUND) {
+            /* no LOCAL_DISK registration here: the offload loop registers the tier again */
+            mc_disk_tier_want_register(w->cfg.tier);
+            mc_worker_pause_ms(w, w->cfg.wait_ms);
+        } else if (rc == MC_ERR_RPC_TIMEOUT) {
+            mc_worker_pause_ms(w, 0);
+        } else if (rc == MC_ERR_RPC_FAIL) {
+            mc_worker_pause_ms(w, MC_WORKER_RETRY_MS);
+        } else {
+            /* a master without the tier or promotion, or another refusal: the poll pace */
+            mc_worker_pause_ms(w, w->cfg.wait_ms);
+        }
+        return;
+    }
+    const Mc__PromotionObjectHeartbeatResponse *r = (const Mc__PromotionObjectHeartbeatResponse *)m;
+    Mc__PromotionTaskItem **chunk = calloc(r->n_items ? r->n_items : 1, sizeof(*chunk));
+    size_t nc = 0, ntasks = 0;
+    uint64_t bytes = 0;
+    for (size_t i = 0; chunk && i < r->n_items; i++) {
+        Mc__PromotionTaskItem *it = r->items[i];
+        if (!it || !it->key || !*it->key)
+            continue;
+        ntasks++;
+        if (nc && bytes + it->size > w->cfg.batch_bytes) {
+            promote_chunk(w, chunk, nc);
+            nc = 0;
+            bytes = 0;
+        }
+        chunk[nc++] = it;
+        bytes += it->size;
+    }
+    if (nc)
+        promote_chunk(w, chunk, nc);
+    free(chunk);
+    pthread_mutex_lock(&w->mu);
+    w->st.promo_heartbeats++;
+    w->st.promo_tasks += ntasks;
+    pthread_mutex_unlock(&w->mu);
+    protobuf_c_message_free_unpacked(m, NULL);
+}

@@ -1,0 +1,16 @@
+# Promotion on hit end to end (test_promotion_cluster.c): mooncake_master with offload and
+# promotion on, a mooncake_client holder with --disk_path, mooncake_cli for stat and metrics.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon
+   AND TARGET mooncake_cli)
+  mc_add_test(test_promotion_cluster SOURCES test_promotion_cluster.c cluster_util.c
+              LIBS mc_client_static TIMEOUT 180)
+  add_dependencies(test_promotion_cluster mooncake_master mc_client_daemon mooncake_cli)
+endif()
+# The two disk-cluster tests (this one and test_disk_tier) each write 100-200 MiB with O_DIRECT
+# and restart daemons within a short client TTL: never run them at the same time (ctest -j).
+if(TEST test_promotion_cluster)
+  set_tests_properties(test_promotion_cluster PROPERTIES RESOURCE_LOCK mc_disk_cluster)
+endif()
+if(TEST test_disk_tier)
+  set_tests_properties(test_disk_tier PROPERTIES RESOURCE_LOCK mc_disk_cluster)
+endif()

@@ -1,0 +1,865 @@
+/*
+ * test_promotion_cluster.c - promotion on hit end to end, as separate processes on loopback.
+ *
+ * One cluster for the group: mooncake_master with --enable_offload --offload_on_evict
+ * --promotion_on_hit (threshold 2, a 2 s task timeout, a 10 s client TTL (a restart on a loaded
+ * machine stays within it), a 500 ms read lease); one holder daemon H (mooncake_client, a 32 MiB
+ * DRAM segment and a --disk_path); an in-test libmooncake_client with no DRAM and no disk, so every
+ * Get it makes crosses to H. Facts about replicas come from `mooncake_cli stat --json [--all]`,
+ * counters from `mooncake_cli metrics` (the master's /metrics). The tests run in order and build on
+ * each other:
+ *
+ *   hot_keys_promoted      100 × 1 MiB Put into the 32 MiB segment: eviction offloads, and
+ *                          LOCAL_DISK-only keys appear; 10 of them read threshold + 1 times
+ *                          list a MEMORY replica within a bounded wait and are then read from
+ *                          DRAM; the disk-only keys nobody read list none; bytes equal at
+ *                          every read
+ *   offload_and_promotion  new hot keys read while cold Puts push others out of DRAM: both
+ *                          kinds of task are queued in the same window and both complete
+ *   bad_source_fails       a disk-only key whose record's bytes are corrupted on H's disk: its
+ *                          Gets fail (never wrong bytes), its promotion ends in
+ *                          NotifyPromotionFailure (failed_total), nothing stays in flight, and
+ *                          nothing retries it without new Gets
+ *   holder_killed          H restarted with a stall between AllocStart and the write
+ *                          (MC_TEST_PROMOTION_STALL_MS, test builds), a key admitted and
+ *                          staged, H killed with SIGKILL and restarted: the master ends the
+ *                          task (reaper / cancellation), in_flight returns to 0, no PROCESSING
+ *                          replica and no pin stays, the funnel adds up, and the key is
+ *                          promoted by the new incarnation afterwards
+ *   idle_quiet             an idle holder: H's CPU over 3 s under 1%, and an in-test holder's
+ *                          worker sends at most 2 heartbeats a second (no busy polling)
+ *   in_process_holder      H stopped, a holder in the test's process: a key on its disk promoted
+ * with a memcpy into its own segment (worker stats), another whose record is removed from its store
+ * failed at once as a bad source, not retried
+ *
+ * Everything is polled with deadlines; every process dies with the test (PR_SET_PDEATHSIG) and
+ * is stopped in teardown; the temporary directory is removed.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/client_internal.h"
+#include "client/disk_store.h"
+#include "client/worker.h"
+#include "cluster_util.h"
+#include "mooncake/client.h"
+
+#define NKEYS 100
+#define NHOT 10
+#define THRESHOLD 2
+#define VLEN (1u << 20)
+#define START_MS 20000
+#define WAIT_MS 20000
+#define PROMOTE_WAIT_MS 10000
+#define CLI_MS 10000
+#define MAXKEYS 200
+
+static struct {
+    char dir[64];
+    char master_bin[600], daemon_bin[600], cli_bin[600];
+    char disk[128];
+    struct cu_proc master, h;
+    char rpc[64], metrics[64];
+    char ep[256];
+    struct mc_client *client;
+    int nkeys; /* keys put so far: pc-000 .. */
+    int disk_only[MAXKEYS], ndisk_only;
+    uint8_t *buf, *want;
+} g;
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+static void key_of(int i, char *key, size_t cap)
+{
+    snprintf(key, cap, "pc-%03d", i);
+}
+
+static void value_of(int i, uint8_t *buf)
+{
+    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 7);
+    for (size_t k = 0; k < VLEN; k += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(buf + k, &x, 8);
+    }
+}
+
+static void after_colon(const char *line, const char *tag, char *out, size_t cap)
+{
+    const char *r = strstr(line, tag);
+    char tmp[64] = "";
+    if (r)
+        sscanf(r + strlen(tag), "%63s", tmp);
+    const char *colon = strrchr(tmp, ':');
+    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
+}
+
+static int start_master(void)
+{
+    char log[128], line[256];
+    const char *argv[] = {g.master_bin,
+                          "--rpc_port=0",
+                          "--rpc_address=127.0.0.1",
+                          "--metrics_port=0",
+                          "--metrics_host=127.0.0.1",
+                          "--client_ttl=10",
+                          "--default_kv_lease_ttl=500",
+                          "--enable_offload",
+                          "--offload_on_evict",
+                          "--promotion_on_hit",
+                          "--promotion_admission_threshold=2",
+                          "--promotion_task_timeout_sec=2",
+                          "--log_level=warn",
+                          NULL};
+    snprintf(log, sizeof(log), "%s/master.log", g.dir);
+    if (cu_spawn(&g.master, argv, log) != 0)
+        return -1;
+    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY ", 6) != 0) {
+        cu_dump_log(&g.master, "master");
+        cu_stop(&g.master, SIGKILL, 1000);
+        return -1;
+    }
+    after_colon(line, "rpc=", g.rpc, sizeof(g.rpc));
+    after_colon(line, "metrics=", g.metrics, sizeof(g.metrics));
+    return 0;
+}
+
+/* Starts H on g.disk; stall_ms > 0 sets MC_TEST_PROMOTION_STALL_MS for it. */
+static int start_holder(int stall_ms)
+{
+    char master[128], log[128], line[256], disk[160], stall[32];
+    const char *argv[] = {
+        g.daemon_bin,           master, "--host=127.0.0.1",     "--data_port=0",
+        "--segment_size=32MiB", disk,   "--disk_capacity=1GiB", "--log_level=info",
+        "--master_wait=20s",    NULL};
+    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
+    snprintf(log, sizeof(log), "%s/holder.log", g.dir);
+    snprintf(stall, sizeof(stall), "%d", stall_ms);
+    if (stall_ms > 0)
+        setenv("MC_TEST_PROMOTION_STALL_MS", stall, 1);
+    int rc = cu_spawn(&g.h, argv, log);
+    unsetenv("MC_TEST_PROMOTION_STALL_MS");
+    if (rc != 0)
+        return -1;
+    if (cu_read_line(&g.h, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        cu_dump_log(&g.h, "holder");
+        cu_stop(&g.h, SIGKILL, 1000);
+        return -1;
+    }
+    snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
+    return 0;
+}
+
+static void cli(struct cu_run *r, ...)
+{
+    const char *argv[32];
+    char master[128], metrics[128];
+    va_list ap;
+    int n = 0;
+    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(metrics, sizeof(metrics), "--metrics=%s", g.metrics);
+    argv[n++] = g.cli_bin;
+    argv[n++] = master;
+    va_start(ap, r);
+    for (const char *a = va_arg(ap, const char *); a && n < 30; a = va_arg(ap, const char *))
+        argv[n++] = a;
+    va_end(ap);
+    if (!strcmp(argv[2], "metrics"))
+        argv[n++] = metrics; /* the master's HTTP address: an option of `metrics` only */
+    argv[n] = NULL;
+    cu_run(r, g.dir, argv, NULL, CLI_MS);
+}
+
+/* A counter or gauge of the master's /metrics (no labels); -1 when absent. */
+static double metric(const char *name)
+{
+    struct cu_run r;
+    double v = -1;
+    size_t nl = strlen(name);
+    cli(&r, "metrics", NULL);
+    for (const char *p = r.status == 0 ? r.out : ""; p && *p; p = strchr(p, '\n')) {
+        if (*p == '\n')
+            p++;
+        if (strncmp(p, name, nl) == 0 && p[nl] == ' ') {
+            v = strtod(p + nl + 1, NULL);
+            break;
+        }
+    }
+    cu_run_free(&r);
+    return v;
+}
+
+/* What `mooncake_cli stat KEY --json --all` lists for key i. */
+struct view {
+    int mem;        /* COMPLETE MEMORY replicas */
+    int disk;       /* COMPLETE LOCAL_DISK replicas */
+    int processing; /* PROCESSING replicas (a staged promotion) */
+    uint64_t pins;  /* refcnt summed over the replicas */
+};
+
+static int stat_key(int i, struct view *v)
+{
+    char key[32];
+    struct cu_run r;
+    memset(v, 0, sizeof(*v));
+    key_of(i, key, sizeof(key));
+    cli(&r, "stat", key, "--json", "--all", NULL);
+    int rc = -1;
+    struct cu_json *j = r.status == 0 ? cu_json_parse(r.out) : NULL;
+    const struct cu_json *reps = j ? cu_json_get(j, "replicas") : NULL;
+    if (reps && reps->type == CU_JARR) {
+        rc = 0;
+        for (size_t k = 0; k < reps->n; k++) {
+            const char *type = "", *status = "";
+            uint64_t refcnt = 0;
+            if (!cu_json_str(&reps->items[k], "type", &type) ||
+                !cu_json_str(&reps->items[k], "status", &status) ||
+                !cu_json_u64(&reps->items[k], "refcnt", &refcnt)) {
+                rc = -1;
+                break;
+            }
+            v->pins += refcnt;
+            if (!strcmp(status, "PROCESSING"))
+                v->processing++;
+            else if (!strcmp(status, "COMPLETE"))
+                *(!strcmp(type, "MEMORY") ? &v->mem : &v->disk) += 1;
+        }
+    }
+    if (rc)
+        fprintf(stderr, "stat %s: status %d out=%s err=%s\n", key, r.status, r.out ? r.out : "",
+                r.err ? r.err : "");
+    cu_json_free(j);
+    cu_run_free(&r);
+    return rc;
+}
+
+/* Which tiers key i lists (bit 0 MEMORY, bit 1 LOCAL_DISK), from the admin query (fast). */
+static int tiers_of(int i)
+{
+    char key[32];
+    struct mc_object_info info;
+    int t = 0;
+    key_of(i, key, sizeof(key));
+    if (mc_query(g.client, key, &info) != 0)
+        return 0;
+    for (size_t k = 0; k < info.replica_count; k++)
+        if (info.replicas[k].status == MC_REPLICA_COMPLETE)
+            t |= info.replicas[k].type == MC_REPLICA_LOCAL_DISK ? 2 : 1;
+    mc_object_info_free(&info);
+    return t;
+}
+
+static int put_key(int i)
+{
+    char key[32];
+    key_of(i, key, sizeof(key));
+    value_of(i, g.want);
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    int rc;
+    while ((rc = mc_put(g.client, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
+        cu_sleep_ms(20);
+    return rc;
+}
+
+/* mc_get of key i: its bytes, compared in full; the tier that served it into *tier. Returns
+ * the number of Gets it took (more than one after LEASE_EXPIRED answers). */
+static int check_key(int i, int *tier)
+{
+    char key[32];
+    const char *kp = key;
+    void *bp = g.buf;
+    size_t cap = VLEN;
+    int64_t res = 0;
+    int t = -1;
+    key_of(i, key, sizeof(key));
+    /* LEASE_EXPIRED: the read outlasted its lease on a busy machine (the bytes were not
+     * trusted); read again */
+    int tries = 0;
+    for (; tries < 5 && (tries == 0 || res == MC_ERR_LEASE_EXPIRED); tries++) {
+        memset(g.buf, 0, VLEN);
+        assert_int_equal(mc_batch_get_tiers(g.client, 1, &kp, &bp, &cap, &res, &t), 0);
+    }
+    if (res != (int64_t)VLEN)
+        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)res, mc_strerror((int)res));
+    assert_int_equal(res, VLEN);
+    value_of(i, g.want);
+    assert_memory_equal(g.buf, g.want, VLEN);
+    if (tier)
+        *tier = t;
+    return tries;
+}
+
+/* Keys 0..g.nkeys that list only a LOCAL_DISK replica now, into g.disk_only. */
+static void collect_disk_only(void)
+{
+    g.ndisk_only = 0;
+    for (int i = 0; i < g.nkeys; i++)
+        if (tiers_of(i) == 2)
+            g.disk_only[g.ndisk_only++] = i;
+}
+
+/* Waits until every key of ks[0..n) lists a COMPLETE MEMORY replica; true when they do. */
+static bool wait_memory(const int *ks, int n, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        int ok = 0;
+        for (int k = 0; k < n; k++)
+            if (tiers_of(ks[k]) & 1)
+                ok++;
+        if (ok == n)
+            return true;
+        if (cu_now_ms() >= deadline)
+            return false;
+        cu_sleep_ms(20);
+    }
+}
+
+static bool wait_metric(const char *name, double want, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    while (metric(name) != want) {
+        if (cu_now_ms() >= deadline)
+            return false;
+        cu_sleep_ms(100);
+    }
+    return true;
+}
+
+/* admitted = completed + failed + expired + cancelled + in_flight, from one scrape. */
+static void check_funnel(void)
+{
+    struct cu_run r;
+    const char *names[] = {"master_promotion_admitted_total",  "master_promotion_completed_total",
+                           "master_promotion_failed_total",    "master_promotion_expired_total",
+                           "master_promotion_cancelled_total", "master_promotion_in_flight"};
+    double v[6] = {-1, -1, -1, -1, -1, -1};
+    cli(&r, "metrics", NULL);
+    assert_int_equal(r.status, 0);
+    for (int k = 0; k < 6; k++) {
+        size_t nl = strlen(names[k]);
+        for (const char *p = r.out; p && *p; p = strchr(p, '\n')) {
+            if (*p == '\n')
+                p++;
+            if (strncmp(p, names[k], nl) == 0 && p[nl] == ' ')
+                v[k] = strtod(p + nl + 1, NULL);
+        }
+        assert_true(v[k] >= 0);
+    }
+    cu_run_free(&r);
+    assert_true(v[0] == v[1] + v[2] + v[3] + v[4] + v[5]);
+}
+
+/* Reads key i n times, every read byte-checked. */
+static void read_n(int i, int n)
+{
+    for (int r = 0; r < n; r++)
+        check_key(i, NULL);
+}
+
+/* ---- setup / teardown -------------------------------------------------------------------- */
+
+static int group_setup(void **state)
+{
+    const char *bin = getenv("MC_BIN_DIR");
+    struct mc_client_config cfg;
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    g.master.out_fd = g.h.out_fd = -1;
+    if (!bin) {
+        fprintf(stderr, "MC_BIN_DIR is not set\n");
+        return -1;
+    }
+    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
+    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
+    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
+    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_promo_cluster.XXXXXX");
+    if (!mkdtemp(g.dir))
+        return -1;
+    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
+    g.buf = malloc(VLEN);
+    g.want = malloc(VLEN);
+    if (!g.buf || !g.want || start_master() != 0 || start_holder(0) != 0)
+        return -1;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 0;
+    cfg.put_retry_window_ms = 3000;
+    if (mc_client_open(&cfg, &g.client) != 0)
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    mc_client_close(g.client);
+    g.client = NULL;
+    cu_stop(&g.h, SIGKILL, 10000);
+    cu_stop(&g.master, SIGTERM, 10000);
+    if (g.dir[0])
+        cu_rm_rf(g.dir);
+    free(g.buf);
+    free(g.want);
+    return 0;
+}
+
+/* ---- tests ------------------------------------------------------------------------------- */
+
+static void test_hot_keys_promoted(void **state)
+{
+    (void)state;
+    for (int i = 0; i < NKEYS; i++) {
+        int rc = put_key(i);
+        if (rc) {
+            fprintf(stderr, "put %d: %s\n", i, mc_strerror(rc));
+            cu_dump_log(&g.h, "holder");
+        }
+        assert_int_equal(rc, 0);
+        g.nkeys = i + 1;
+    }
+    /* LOCAL_DISK-only keys appear as eviction offloads (32 MiB of DRAM, 100 MiB of data) */
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    do {
+        collect_disk_only();
+        if (g.ndisk_only >= NKEYS / 2)
+            break;
+        cu_sleep_ms(100);
+    } while (cu_now_ms() < deadline);
+    fprintf(stderr, "hot_keys_promoted: %d disk-only keys of %d\n", g.ndisk_only, NKEYS);
+    assert_true(g.ndisk_only >= NKEYS / 2);
+
+    const int *hot = g.disk_only;
+    double completed0 = metric("master_promotion_completed_total");
+    uint64_t t0 = cu_now_ms();
+    for (int k = 0; k < NHOT; k++) {
+        int tier = -1;
+        for (int r = 0; r < THRESHOLD + 1; r++) {
+            int gets = check_key(hot[k], &tier);
+            /* the admitting reads are served by the disk (unless a read had to be repeated:
+             * a repeat is one more read, which may find the key promoted already) */
+            if (r < THRESHOLD && gets == 1)
+                assert_int_equal(tier, MC_REPLICA_LOCAL_DISK);
+        }
+    }
+    bool all = wait_memory(hot, NHOT, PROMOTE_WAIT_MS);
+    fprintf(stderr, "hot_keys_promoted: %d hot keys list MEMORY after %llu ms\n", NHOT,
+            (unsigned long long)(cu_now_ms() - t0));
+    if (!all) {
+        cu_dump_log(&g.h, "holder");
+        cu_dump_log(&g.master, "master");
+    }
+    assert_true(all);
+    /* the CLI's view agrees: a COMPLETE MEMORY replica beside the LOCAL_DISK one, no pin */
+    struct view v;
+    for (int k = 0; k < NHOT; k++) {
+        assert_int_equal(stat_key(hot[k], &v), 0);
+        assert_true(v.mem >= 1);
+        assert_int_equal(v.disk, 1);
+    }
+    /* the disk-only keys nobody read were not promoted */
+    for (int k = NHOT; k < g.ndisk_only; k++) {
+        assert_int_equal(stat_key(g.disk_only[k], &v), 0);
+        assert_int_equal(v.mem, 0);
+        assert_int_equal(v.processing, 0);
+        assert_int_equal(v.disk, 1);
+    }
+    /* the promoted keys are now read from DRAM, bytes equal */
+    for (int k = 0; k < NHOT; k++) {
+        int tier = -1;
+        check_key(hot[k], &tier);
+        assert_int_equal(tier, MC_REPLICA_MEMORY);
+    }
+    assert_true(metric("master_promotion_completed_total") >= completed0 + NHOT);
+    assert_true(wait_metric("master_promotion_in_flight", 0, WAIT_MS));
+    check_funnel();
+}
+
+static void test_offload_and_promotion(void **state)
+{
+    (void)state;
+    collect_disk_only();
+    /* hot keys: disk-only keys not read before (hot_keys_promoted read the first NHOT) */
+    int hot[8], nh = 0;
+    for (int k = 0; k < g.ndisk_only && nh < 8; k++)
+        hot[nh++] = g.disk_only[k];
+    assert_int_equal(nh, 8);
+    double off0 = metric("master_offload_completed_total");
+    double pro0 = metric("master_promotion_completed_total");
+    assert_true(off0 >= 0 && pro0 >= 0);
+    /* each hot key made hot, then two cold Puts that push older objects to the disk: the
+     * master queues promotion and offload tasks for H in the same window */
+    int first_new = g.nkeys;
+    for (int k = 0; k < nh; k++) {
+        read_n(hot[k], THRESHOLD);
+        for (int c = 0; c < 2; c++) {
+            assert_int_equal(put_key(g.nkeys), 0);
+            g.nkeys++;
+        }
+    }
+    uint64_t deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    double off = 0, pro = 0;
+    while (cu_now_ms() < deadline) {
+        off = metric("master_offload_completed_total") - off0;
+        pro = metric("master_promotion_completed_total") - pro0;
+        if (pro >= nh && off >= 1)
+            break;
+        cu_sleep_ms(50);
+    }
+    fprintf(stderr, "offload_and_promotion: %.0f offloads and %.0f promotions completed\n", off,
+            pro);
+    assert_true(pro >= nh);
+    assert_true(off >= 1);
+    for (int k = 0; k < nh; k++)
+        check_key(hot[k], NULL);
+    for (int i = first_new; i < g.nkeys; i++)
+        check_key(i, NULL);
+    assert_true(wait_metric("master_promotion_in_flight", 0, WAIT_MS));
+    check_funnel();
+}
+
+/* Flips one byte of key i's value in H's extent files (found by its first 64 bytes). */
+static bool corrupt_on_disk(int i)
+{
+    value_of(i, g.want);
+    DIR *d = opendir(g.disk);
+    struct dirent *de;
+    bool done = false;
+    char path[512];
+    uint8_t *file = NULL;
+    while (d && !done && (de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (n < 4 || strcmp(de->d_name + n - 4, ".ext") != 0)
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", g.disk, de->d_name);
+        size_t len = 0;
+        file = (uint8_t *)cu_slurp(path, &len);
+        for (size_t off = 0; file && off + VLEN <= len; off += 4096) {
+            if (memcmp(file + off, g.want, 64) != 0)
+                continue;
+            int fd = open(path, O_WRONLY);
+            uint8_t b = (uint8_t)(file[off + 100] ^ 0x5a);
+            done = fd >= 0 && pwrite(fd, &b, 1, (off_t)(off + 100)) == 1;
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        free(file);
+    }
+    if (d)
+        closedir(d);
+    return done;
+}
+
+static void test_bad_source_fails(void **state)
+{
+    (void)state;
+    collect_disk_only();
+    assert_true(g.ndisk_only >= 1);
+    int i = g.disk_only[g.ndisk_only - 1];
+    assert_true(corrupt_on_disk(i));
+    double failed0 = metric("master_promotion_failed_total");
+    double admitted0 = metric("master_promotion_admitted_total");
+    char key[32];
+    key_of(i, key, sizeof(key));
+    for (int r = 0; r < THRESHOLD + 1; r++) {
+        int64_t n = mc_get(g.client, key, g.buf, VLEN);
+        assert_true(n < 0); /* never the corrupted bytes */
+    }
+    assert_true(wait_metric("master_promotion_in_flight", 0, WAIT_MS));
+    double failed = metric("master_promotion_failed_total") - failed0;
+    double admitted = metric("master_promotion_admitted_total") - admitted0;
+    fprintf(stderr, "bad_source_fails: admitted %.0f, failed %.0f\n", admitted, failed);
+    assert_true(admitted >= 1);
+    assert_true(failed == admitted); /* each admission ended by the holder's failure report */
+    /* and nobody retries it on their own */
+    cu_sleep_ms(1500);
+    assert_true(metric("master_promotion_admitted_total") - admitted0 == admitted);
+    struct view v;
+    assert_int_equal(stat_key(i, &v), 0);
+    assert_int_equal(v.mem, 0);
+    assert_int_equal(v.processing, 0);
+    assert_int_equal(v.pins, 0);
+    check_funnel();
+}
+
+static void test_holder_killed(void **state)
+{
+    (void)state;
+    /* H again, now stalling every promotion between AllocStart and the write */
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(start_holder(60000), 0);
+    /* a long-poll the dead process left parked at the master (up to its 1 s wait) would take
+     * the next task and lose it until the reaper: let those polls end first */
+    cu_sleep_ms(1500);
+    /* the dead process's DRAM is gone: pick a disk-only key (re-registered before READY) */
+    collect_disk_only();
+    int i = -1;
+    for (int k = 0; k < g.ndisk_only && i < 0; k++) {
+        char key[32];
+        key_of(g.disk_only[k], key, sizeof(key));
+        int64_t n = mc_get(g.client, key, g.buf, VLEN);
+        if (n == (int64_t)VLEN)
+            i = g.disk_only[k];
+        else
+            fprintf(stderr, "holder_killed: get %s: %s\n", key, mc_strerror((int)n));
+    }
+    fprintf(stderr, "holder_killed: %d disk-only keys after the restart, picked %d\n", g.ndisk_only,
+            i);
+    assert_true(i >= 0);
+    double expired0 = metric("master_promotion_expired_total");
+    double cancelled0 = metric("master_promotion_cancelled_total");
+    read_n(i, THRESHOLD);
+    /* staged: a PROCESSING MEMORY replica, the source pinned, one task in flight */
+    struct view v = {0};
+    uint64_t deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    while (cu_now_ms() < deadline && (stat_key(i, &v) != 0 || v.processing == 0))
+        cu_sleep_ms(20);
+    if (v.processing != 1) {
+        fprintf(stderr,
+                "holder_killed: mem %d disk %d processing %d pins %llu; in_flight %.0f "
+                "admitted %.0f failed %.0f rejected_watermark %.0f\n",
+                v.mem, v.disk, v.processing, (unsigned long long)v.pins,
+                metric("master_promotion_in_flight"), metric("master_promotion_admitted_total"),
+                metric("master_promotion_failed_total"),
+                metric("master_promotion_rejected_watermark_total"));
+        cu_dump_log(&g.h, "holder");
+    }
+    assert_int_equal(v.processing, 1);
+    assert_true(v.pins >= 1);
+    assert_true(metric("master_promotion_in_flight") >= 1);
+
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(start_holder(0), 0);
+    cu_sleep_ms(1500); /* as above */
+    /* the master ends the task (its staged replica's segment is gone with the process, or the
+     * 2 s reaper): nothing stays in flight, staged or pinned */
+    bool ended = wait_metric("master_promotion_in_flight", 0, WAIT_MS);
+    if (!ended)
+        cu_dump_log(&g.master, "master");
+    assert_true(ended);
+    double ended_n = metric("master_promotion_expired_total") - expired0 +
+                     metric("master_promotion_cancelled_total") - cancelled0;
+    fprintf(stderr, "holder_killed: task ended by the master (expired+cancelled %.0f)\n", ended_n);
+    assert_true(ended_n >= 1);
+    assert_int_equal(stat_key(i, &v), 0);
+    assert_int_equal(v.processing, 0);
+    assert_int_equal(v.pins, 0);
+    assert_int_equal(v.mem, 0);
+    assert_int_equal(v.disk, 1);
+    check_funnel();
+    /* the new incarnation promotes it */
+    read_n(i, THRESHOLD + 1);
+    assert_true(wait_memory(&i, 1, PROMOTE_WAIT_MS));
+    check_key(i, NULL);
+    assert_true(wait_metric("master_promotion_in_flight", 0, WAIT_MS));
+    check_funnel();
+}
+
+/* Key "ip-<i>" of the in-process holder's test. */
+static void ip_key(int i, char *key, size_t cap)
+{
+    snprintf(key, cap, "ip-%03d", i);
+}
+
+/* Whether key lists only a LOCAL_DISK replica, held by the client whose id is holder. */
+static bool disk_only_on(const char *key, const char *holder)
+{
+    struct mc_object_info info;
+    bool yes = true;
+    if (mc_query(g.client, key, &info) != 0)
+        return false;
+    for (size_t k = 0; k < info.replica_count; k++)
+        if (info.replicas[k].status == MC_REPLICA_COMPLETE &&
+            (info.replicas[k].type != MC_REPLICA_LOCAL_DISK ||
+             strcmp(info.replicas[k].holder, holder) != 0))
+            yes = false;
+    yes = yes && info.replica_count > 0;
+    mc_object_info_free(&info);
+    return yes;
+}
+
+static void test_in_process_holder(void **state)
+{
+    (void)state;
+    /* a holder in this process (an 8 MiB segment and a disk): its worker's stats can be read and
+     * its store touched. H leaves (SIGTERM unmounts it at once), so P's segment is the only one
+     * and its disk gets the records of its Puts */
+    assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
+    char disk[160], key[32], idhex[MC_ID_STRLEN];
+    snprintf(disk, sizeof(disk), "%s/ip_disk", g.dir);
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 8u << 20;
+    cfg.disk_path = disk;
+    cfg.disk_capacity = 256u << 20;
+    cfg.put_retry_window_ms = 3000;
+    struct mc_client *p = NULL;
+    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    mc_id_format(p->id, idhex);
+    enum { NIP = 24 };
+    for (int i = 0; i < NIP; i++) {
+        ip_key(i, key, sizeof(key));
+        value_of(1000 + i, g.want);
+        uint64_t deadline = cu_now_ms() + WAIT_MS;
+        int rc;
+        while ((rc = mc_put(p, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
+            cu_sleep_ms(20);
+        assert_int_equal(rc, 0);
+    }
+    /* two keys that only P's disk holds */
+    int mine[2], nm = 0;
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    while (nm < 2 && cu_now_ms() < deadline) {
+        nm = 0;
+        for (int i = 0; i < NIP && nm < 2; i++) {
+            ip_key(i, key, sizeof(key));
+            if (disk_only_on(key, idhex))
+                mine[nm++] = i;
+        }
+        if (nm < 2)
+            cu_sleep_ms(100);
+    }
+    if (nm < 2)
+        mc_client_close(p);
+    assert_int_equal(nm, 2);
+    struct mc_worker_stats s0, s1;
+    mc_worker_get_stats(p->worker, &s0);
+    double failed0 = metric("master_promotion_failed_total");
+
+    /* the first is promoted by P's worker: a memcpy into P's own segment, read back from DRAM */
+    ip_key(mine[0], key, sizeof(key));
+    value_of(1000 + mine[0], g.want);
+    for (int r = 0; r < THRESHOLD + 1; r++) {
+        memset(g.buf, 0, VLEN);
+        int64_t n = mc_get(g.client, key, g.buf, VLEN);
+        assert_int_equal(n, VLEN);
+        assert_memory_equal(g.buf, g.want, VLEN);
+    }
+    bool promoted = false;
+    deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    while (!promoted && cu_now_ms() < deadline) {
+        mc_worker_get_stats(p->worker, &s1);
+        promoted = s1.promoted > s0.promoted;
+        if (!promoted)
+            cu_sleep_ms(20);
+    }
+    assert_true(promoted);
+    assert_true(s1.promo_local > s0.promo_local);
+    memset(g.buf, 0, VLEN);
+    assert_int_equal(mc_get(p, key, g.buf, VLEN), VLEN);
+    assert_memory_equal(g.buf, g.want, VLEN);
+
+    /* the second's record is gone from P's store (the master still lists it): its promotion is
+     * failed by the worker at once, and not retried */
+    ip_key(mine[1], key, sizeof(key));
+    const char *kp = key;
+    uint32_t kl = (uint32_t)strlen(key);
+    assert_int_equal(
+        mc_disk_store_remove(mc_disk_tier_store(atomic_load(&p->disk)), &kp, &kl, 1, NULL), 0);
+    double admitted0 = metric("master_promotion_admitted_total");
+    for (int r = 0; r < THRESHOLD + 1; r++)
+        assert_true(mc_get(g.client, key, g.buf, VLEN) < 0); /* nothing to read */
+    bool done = wait_metric("master_promotion_in_flight", 0, WAIT_MS);
+    mc_worker_get_stats(p->worker, &s1);
+    double admitted = metric("master_promotion_admitted_total") - admitted0;
+    double failed = metric("master_promotion_failed_total") - failed0;
+    fprintf(stderr,
+            "in_process_holder: promoted %llu (memcpy %llu); gone source: admitted %.0f, "
+            "failed %.0f, bad sources %llu\n",
+            (unsigned long long)(s1.promoted - s0.promoted),
+            (unsigned long long)(s1.promo_local - s0.promo_local), admitted, failed,
+            (unsigned long long)(s1.promo_bad_source - s0.promo_bad_source));
+    cu_sleep_ms(1200);
+    double admitted_later = metric("master_promotion_admitted_total") - admitted0;
+    mc_client_close(p);
+    assert_true(done);
+    assert_true(admitted >= 1);
+    assert_true(failed == admitted);
+    assert_true(s1.promo_bad_source - s0.promo_bad_source == (uint64_t)admitted);
+    assert_true(admitted_later == admitted);
+    check_funnel();
+}
+
+/* utime + stime of a process, in clock ticks. */
+static long long cpu_ticks(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    char s[1024] = "";
+    FILE *f = fopen(path, "r");
+    if (f) {
+        size_t n = fread(s, 1, sizeof(s) - 1, f);
+        s[n] = '\0';
+        fclose(f);
+    }
+    long long ut = -1, st = -1;
+    const char *p = strrchr(s, ')');
+    /* after "pid (comm)": state ppid pgrp session tty tpgid flags minflt cminflt majflt
+     * cmajflt utime stime */
+    if (p)
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lld %lld", &ut, &st);
+    return ut < 0 || st < 0 ? -1 : ut + st;
+}
+
+static void test_idle_quiet(void **state)
+{
+    (void)state;
+    /* an in-test holder whose worker stats can be read: heartbeats of both loops */
+    char disk[160];
+    snprintf(disk, sizeof(disk), "%s/idle_disk", g.dir);
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 8u << 20;
+    cfg.disk_path = disk;
+    cfg.disk_capacity = 64u << 20;
+    struct mc_client *p = NULL;
+    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    cu_sleep_ms(1200); /* the first polls went out */
+    struct mc_worker_stats s0, s1;
+    mc_worker_get_stats(p->worker, &s0);
+    long long c0 = cpu_ticks(g.h.pid);
+    uint64_t t0 = cu_now_ms();
+    cu_sleep_ms(3000);
+    long long c1 = cpu_ticks(g.h.pid);
+    uint64_t ms = cu_now_ms() - t0;
+    mc_worker_get_stats(p->worker, &s1);
+    uint64_t polls = (s1.heartbeats - s0.heartbeats) + (s1.promo_heartbeats - s0.promo_heartbeats) +
+                     (s1.errors - s0.errors) + (s1.promo_errors - s0.promo_errors);
+    long hz = sysconf(_SC_CLK_TCK);
+    double cpu_pct = c0 >= 0 && c1 >= 0 ? 100.0 * (double)(c1 - c0) / (double)hz / (ms / 1e3) : -1;
+    fprintf(stderr, "idle_quiet: %llu worker polls in %llu ms; holder CPU %.2f%%\n",
+            (unsigned long long)polls, (unsigned long long)ms, cpu_pct);
+    mc_client_close(p);
+    /* two loops, one long-poll each per second (the second's answer may land in the window) */
+    assert_true(polls <= 2 * (ms / 1000 + 1));
+    assert_true(polls >= 2); /* and they do poll */
+    assert_true(cpu_pct >= 0 && cpu_pct < 1.0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hot_keys_promoted), cmocka_unit_test(test_offload_and_promotion),
+        cmocka_unit_test(test_bad_source_fails),  cmocka_unit_test(test_holder_killed),
+        cmocka_unit_test(test_idle_quiet),        cmocka_unit_test(test_in_process_holder),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
