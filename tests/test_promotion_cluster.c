@@ -31,6 +31,12 @@
  *   in_process_holder      H stopped, a holder in the test's process: a key on its disk promoted
  * with a memcpy into its own segment (worker stats), another whose record is removed from its store
  * failed at once as a bad source, not retried
+ *   remote_staged          the in-process holder's segment filled with hard-pinned objects,
+ *                          then a DRAM-only daemon D started: a key on the holder's disk read
+ *                          threshold + 1 times is staged on D's segment and written by the
+ *                          holder's worker over TCP (worker stats); it lists a MEMORY replica
+ *                          on D, Gets return its bytes from DRAM, the task completed with
+ *                          nothing in flight and no pin left
  *
  * Everything is polled with deadlines; every process dies with the test (PR_SET_PDEATHSIG) and
  * is stopped in teardown; the temporary directory is removed.
@@ -69,11 +75,12 @@ static struct {
     char dir[64];
     char master_bin[600], daemon_bin[600], cli_bin[600];
     char disk[128];
-    struct cu_proc master, h;
+    struct cu_proc master, h, d; /* d: remote_staged's DRAM-only daemon */
     char rpc[64], metrics[64];
-    char ep[256];
+    char ep[256], d_ep[256];
     struct mc_client *client;
-    int nkeys; /* keys put so far: pc-000 .. */
+    struct mc_client *p; /* remote_staged's in-test holder (closed in teardown after a failure) */
+    int nkeys;           /* keys put so far: pc-000 .. */
     int disk_only[MAXKEYS], ndisk_only;
     uint8_t *buf, *want;
 } g;
@@ -165,6 +172,28 @@ static int start_holder(int stall_ms)
     return 0;
 }
 
+/* Starts D: a daemon with a 64 MiB DRAM segment and no disk; its endpoint into g.d_ep. */
+static int start_dram_daemon(void)
+{
+    char master[128], log[128], line[256];
+    const char *argv[] = {g.daemon_bin,           master,
+                          "--host=127.0.0.1",     "--data_port=0",
+                          "--log_level=info",     "--master_wait=20s",
+                          "--segment_size=64MiB", NULL};
+    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(log, sizeof(log), "%s/dram.log", g.dir);
+    if (cu_spawn(&g.d, argv, log) != 0)
+        return -1;
+    if (cu_read_line(&g.d, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        cu_dump_log(&g.d, "dram daemon");
+        cu_stop(&g.d, SIGKILL, 1000);
+        return -1;
+    }
+    snprintf(g.d_ep, sizeof(g.d_ep), "%s", line + 15);
+    return 0;
+}
+
 static void cli(struct cu_run *r, ...)
 {
     const char *argv[32];
@@ -212,12 +241,10 @@ struct view {
     uint64_t pins;  /* refcnt summed over the replicas */
 };
 
-static int stat_key(int i, struct view *v)
+static int stat_name(const char *key, struct view *v)
 {
-    char key[32];
     struct cu_run r;
     memset(v, 0, sizeof(*v));
-    key_of(i, key, sizeof(key));
     cli(&r, "stat", key, "--json", "--all", NULL);
     int rc = -1;
     struct cu_json *j = r.status == 0 ? cu_json_parse(r.out) : NULL;
@@ -246,6 +273,13 @@ static int stat_key(int i, struct view *v)
     cu_json_free(j);
     cu_run_free(&r);
     return rc;
+}
+
+static int stat_key(int i, struct view *v)
+{
+    char key[32];
+    key_of(i, key, sizeof(key));
+    return stat_name(key, v);
 }
 
 /* Which tiers key i lists (bit 0 MEMORY, bit 1 LOCAL_DISK), from the admin query (fast). */
@@ -380,7 +414,7 @@ static int group_setup(void **state)
     struct mc_client_config cfg;
     (void)state;
     memset(&g, 0, sizeof(g));
-    g.master.out_fd = g.h.out_fd = -1;
+    g.master.out_fd = g.h.out_fd = g.d.out_fd = -1;
     if (!bin) {
         fprintf(stderr, "MC_BIN_DIR is not set\n");
         return -1;
@@ -408,9 +442,12 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    mc_client_close(g.p);
+    g.p = NULL;
     mc_client_close(g.client);
     g.client = NULL;
     cu_stop(&g.h, SIGKILL, 10000);
+    cu_stop(&g.d, SIGKILL, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
     if (g.dir[0])
         cu_rm_rf(g.dir);
@@ -797,6 +834,164 @@ static void test_in_process_holder(void **state)
     check_funnel();
 }
 
+/* mc_batch_get_tiers of key through c, all its bytes compared with value_of(seed); returns the
+ * tier that served it. */
+static int get_checked(struct mc_client *c, const char *key, int seed)
+{
+    const char *kp = key;
+    void *bp = g.buf;
+    size_t cap = VLEN;
+    int64_t res = 0;
+    int t = -1;
+    /* LEASE_EXPIRED: the read outlasted its lease on a busy machine; read again */
+    for (int tries = 0; tries < 5 && (tries == 0 || res == MC_ERR_LEASE_EXPIRED); tries++) {
+        memset(g.buf, 0, VLEN);
+        assert_int_equal(mc_batch_get_tiers(c, 1, &kp, &bp, &cap, &res, &t), 0);
+    }
+    if (res != (int64_t)VLEN)
+        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)res, mc_strerror((int)res));
+    assert_int_equal(res, VLEN);
+    value_of(seed, g.want);
+    assert_memory_equal(g.buf, g.want, VLEN);
+    return t;
+}
+
+/* The segment of key's COMPLETE MEMORY replica into seg; false when it lists none. */
+static bool memory_segment(const char *key, char *seg, size_t cap)
+{
+    struct mc_object_info info;
+    bool found = false;
+    if (mc_query(g.client, key, &info) != 0)
+        return false;
+    for (size_t k = 0; k < info.replica_count && !found; k++)
+        if (info.replicas[k].status == MC_REPLICA_COMPLETE &&
+            info.replicas[k].type == MC_REPLICA_MEMORY) {
+            snprintf(seg, cap, "%s", info.replicas[k].segment);
+            found = true;
+        }
+    mc_object_info_free(&info);
+    return found;
+}
+
+/* Puts key (value_of(seed)) through c, retried while the master makes room. */
+static int put_seeded(struct mc_client *c, const char *key, int seed,
+                      const struct mc_replicate_config *rc)
+{
+    value_of(seed, g.want);
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    int r;
+    while ((r = mc_put(c, key, g.want, VLEN, rc)) != 0 && cu_now_ms() < deadline)
+        cu_sleep_ms(20);
+    return r;
+}
+
+static void test_remote_staged(void **state)
+{
+    (void)state;
+    /* P: an in-test holder with an 8 MiB segment and a disk (its worker's stats tell a memcpy
+     * from a transport write). H is stopped (in_process_holder), so P's segment is the only
+     * one and its Puts land there */
+    assert_int_equal(g.h.pid, 0);
+    char disk[160], key[32], idhex[MC_ID_STRLEN], seg[128];
+    snprintf(disk, sizeof(disk), "%s/rs_disk", g.dir);
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 8u << 20;
+    cfg.disk_path = disk;
+    cfg.disk_capacity = 256u << 20;
+    cfg.put_retry_window_ms = 3000;
+    assert_int_equal(mc_client_open(&cfg, &g.p), 0);
+    mc_id_format(g.p->id, idhex);
+    enum { NCOLD = 3, NFILL = 8, SEED = 3000 };
+    for (int i = 0; i < NCOLD; i++) {
+        snprintf(key, sizeof(key), "rs-%03d", i);
+        assert_int_equal(put_seeded(g.p, key, SEED + i, NULL), 0);
+    }
+    /* hard-pinned objects (never evicted) fill P's segment: eviction offloads the cold keys
+     * to P's disk to make room for them */
+    struct mc_replicate_config pin;
+    mc_replicate_config_init(&pin);
+    pin.with_hard_pin = true;
+    for (int i = 0; i < NFILL; i++) {
+        snprintf(key, sizeof(key), "rs-fill-%d", i);
+        int rc = put_seeded(g.p, key, SEED + 100 + i, &pin);
+        if (rc)
+            fprintf(stderr, "remote_staged: pinned put %d: %s\n", i, mc_strerror(rc));
+        assert_int_equal(rc, 0);
+    }
+    /* a cold key that only P's disk holds */
+    int cold = -1;
+    uint64_t deadline = cu_now_ms() + WAIT_MS;
+    while (cold < 0 && cu_now_ms() < deadline) {
+        for (int i = 0; i < NCOLD && cold < 0; i++) {
+            snprintf(key, sizeof(key), "rs-%03d", i);
+            if (disk_only_on(key, idhex))
+                cold = i;
+        }
+        if (cold < 0)
+            cu_sleep_ms(50);
+    }
+    assert_true(cold >= 0);
+    snprintf(key, sizeof(key), "rs-%03d", cold);
+    /* P's segment, the only one, has no room left */
+    double cap = metric("master_total_capacity_bytes");
+    fprintf(stderr, "remote_staged: allocated %.0f of %.0f bytes before D\n",
+            metric("master_allocated_bytes"), cap);
+    assert_true(cap == (double)(8u << 20));
+    assert_true(wait_metric("master_allocated_bytes", cap, WAIT_MS));
+
+    /* D: a daemon with DRAM only, where the master must stage the promotion */
+    assert_int_equal(start_dram_daemon(), 0);
+    assert_true(strcmp(g.d_ep, mc_client_endpoint(g.p)) != 0);
+    struct mc_worker_stats s0, s1;
+    mc_worker_get_stats(g.p->worker, &s0);
+    double completed0 = metric("master_promotion_completed_total");
+    assert_true(completed0 >= 0);
+    for (int r = 0; r < THRESHOLD + 1; r++)
+        get_checked(g.client, key, SEED + cold);
+    /* the key lists a MEMORY replica, on D's segment */
+    bool listed = false;
+    deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    while (!(listed = memory_segment(key, seg, sizeof(seg))) && cu_now_ms() < deadline)
+        cu_sleep_ms(20);
+    mc_worker_get_stats(g.p->worker, &s1);
+    fprintf(stderr,
+            "remote_staged: %s listed MEMORY %d on %s (D %s, P %s); worker: promoted %llu, "
+            "transport %llu, memcpy %llu, failed %llu\n",
+            key, listed, listed ? seg : "-", g.d_ep, mc_client_endpoint(g.p),
+            (unsigned long long)(s1.promoted - s0.promoted),
+            (unsigned long long)(s1.promo_remote - s0.promo_remote),
+            (unsigned long long)(s1.promo_local - s0.promo_local),
+            (unsigned long long)(s1.promo_failed - s0.promo_failed));
+    if (!listed) {
+        cu_dump_log(&g.d, "dram daemon");
+        cu_dump_log(&g.master, "master");
+    }
+    assert_true(listed);
+    assert_string_equal(seg, g.d_ep);
+    /* written by P's worker through the transport, not a memcpy */
+    assert_true(s1.promoted - s0.promoted >= 1);
+    assert_true(s1.promo_remote - s0.promo_remote >= 1);
+    assert_true(s1.promo_local == s0.promo_local);
+    /* served from DRAM (D's), every byte the original, to a reader outside and to P */
+    assert_int_equal(get_checked(g.client, key, SEED + cold), MC_REPLICA_MEMORY);
+    assert_int_equal(get_checked(g.p, key, SEED + cold), MC_REPLICA_MEMORY);
+    /* the master's view: the task completed, nothing in flight, nothing staged or pinned */
+    assert_true(wait_metric("master_promotion_in_flight", 0, WAIT_MS));
+    assert_true(metric("master_promotion_completed_total") - completed0 >= 1);
+    struct view v;
+    assert_int_equal(stat_name(key, &v), 0);
+    assert_int_equal(v.mem, 1);
+    assert_int_equal(v.disk, 1);
+    assert_int_equal(v.processing, 0);
+    assert_int_equal(v.pins, 0);
+    check_funnel();
+    mc_client_close(g.p);
+    g.p = NULL;
+    assert_int_equal(cu_stop(&g.d, SIGTERM, 10000), 0);
+}
+
 /* utime + stime of a process, in clock ticks. */
 static long long cpu_ticks(pid_t pid)
 {
@@ -860,6 +1055,7 @@ int main(void)
         cmocka_unit_test(test_hot_keys_promoted), cmocka_unit_test(test_offload_and_promotion),
         cmocka_unit_test(test_bad_source_fails),  cmocka_unit_test(test_holder_killed),
         cmocka_unit_test(test_idle_quiet),        cmocka_unit_test(test_in_process_holder),
+        cmocka_unit_test(test_remote_staged),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
