@@ -3,6 +3,9 @@
 if(TARGET mc_client_static)
   mc_add_test(test_disk_store SOURCES test_disk_store.c LIBS mc_client_static Threads::Threads
               LABELS tsan TIMEOUT 120)
+  # Second chance at eviction: read records moved, bounded, crash image between move and delete.
+  mc_add_test(test_disk_reinsert SOURCES test_disk_reinsert.c LIBS mc_client_static
+              Threads::Threads TIMEOUT 60)
   # Persistent write faults, a real full filesystem (loop-mounted ext4; skipped unless root),
   # io_uring short / EAGAIN / submit errors.
   mc_add_test(test_disk_faults SOURCES test_disk_faults.c LIBS mc_client_static Threads::Threads

@@ -131,7 +131,15 @@ static double protected_refusals(void *arg)
 }
 
 /* The LOCAL_DISK tier's figures (0 without --disk_path). */
-enum tier_stat { TS_RECORDS, TS_BYTES_USED, TS_OFFLOADED, TS_NACKED, TS_PEER_READS, TS_EVICTED };
+enum tier_stat {
+    TS_RECORDS,
+    TS_BYTES_USED,
+    TS_OFFLOADED,
+    TS_NACKED,
+    TS_PEER_READS,
+    TS_EVICTED,
+    TS_REINSERTED
+};
 
 static double tier_stat(struct mc_client *c, enum tier_stat which)
 {
@@ -158,6 +166,8 @@ static double tier_stat(struct mc_client *c, enum tier_stat which)
         return (double)ts.peer_reads;
     case TS_EVICTED:
         return (double)u.evicted_records;
+    case TS_REINSERTED:
+        return (double)u.reinserted_records;
     }
     return 0;
 }
@@ -173,6 +183,7 @@ TIER_FN(offloaded, TS_OFFLOADED)
 TIER_FN(offload_nacked, TS_NACKED)
 TIER_FN(disk_peer_reads, TS_PEER_READS)
 TIER_FN(disk_evicted, TS_EVICTED)
+TIER_FN(disk_reinserted, TS_REINSERTED)
 
 static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
                          struct mc_client *client, struct mc_http_server **out)
@@ -214,6 +225,10 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
     mc_metrics_counter_fn(st->m, "mooncake_client_disk_evicted_records_total",
                           "records dropped by disk capacity eviction (the master told first)", NULL,
                           disk_evicted, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_reinserted_records_total",
+                          "read records that disk eviction moved to the newest extent instead of "
+                          "dropping (second chance)",
+                          NULL, disk_reinserted, client);
     hc.addr = addr;
     hc.port = (uint16_t)F.metrics_port;
     hc.metrics = st->m;

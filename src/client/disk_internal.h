@@ -98,6 +98,7 @@ struct disk_entry {
     uint32_t crc;
     uint32_t key_len;
     uint32_t pins;
+    uint32_t accessed; /* read since it was written or last moved (second chance at eviction) */
     char key[];
 };
 
@@ -180,6 +181,8 @@ struct mc_disk_store {
     uint64_t next_extent_id;
     uint64_t bytes_used, live_bytes, nextents;
     uint64_t dropped_records, dropped_bytes, evicted_extents, evicted_records;
+    /* read records an eviction moved to the newest extent (second chance) */
+    uint64_t reinserted_records;
     int evicting;             /* one eviction at a time */
     int no_space;             /* the filesystem said ENOSPC: appends refused until it has room */
     uint64_t no_space_events; /* times the store went full */
@@ -219,6 +222,11 @@ void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e); /* d
 int disk_make_room_locked(struct mc_disk_store *s, uint64_t need);
 void disk_watermark_evict_locked(struct mc_disk_store *s);
 int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create);
+/* Reserves rec bytes at the end of the active extent (a new extent when it is sealed or full)
+ * for a record the store moves itself, and counts a writer on it. Capacity is the caller's
+ * business. s->mu held. 0, or an error code (UNABLE_OFFLOAD while the filesystem is full). */
+int disk_reserve_locked(struct mc_disk_store *s, uint64_t rec, struct disk_extent **x,
+                        uint64_t *off);
 
 /* A record to mark dead in place (its header rewritten with DISK_FLAG_DEAD). */
 struct disk_kill {

@@ -172,8 +172,202 @@ static struct disk_extent *pick_victim_locked(struct mc_disk_store *s, int hard)
     return hard ? pinned : NULL;
 }
 
-/* Tells the callback which live keys x holds, then (on success) drops them and deletes x once
- * its readers are done. Releases s->mu around the callback. Returns 0 or an error code. */
+/* ---------------------------------------------------------------- second chance */
+
+/* One record an eviction moves: where it was (in the extent being dropped) and where it goes. */
+struct reins {
+    const char *key; /* a copy (the entry may go while the lock is released) */
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    uint64_t value_len;
+    uint64_t old_off;
+    struct disk_extent *y; /* the new copy's extent (a writer is counted on it) */
+    uint64_t off;
+    int res;   /* 0: the new copy is written; else -errno or -EBADMSG (CRC) */
+    int moved; /* the index points at the new copy */
+};
+
+/* Marks a record dead with s->mu released (the caller holds a writer or the eviction on x);
+ * counts a failure as the write path does. s->mu held on entry and exit. */
+static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
+                              const struct reins *j)
+{
+    struct disk_kill k = {.x = x,
+                          .off = off,
+                          .key = j->key,
+                          .key_len = j->key_len,
+                          .version = j->version,
+                          .crc = j->crc,
+                          .value_len = j->value_len};
+    pthread_mutex_unlock(&s->mu);
+    int rc = disk_kill_sync(&k);
+    pthread_mutex_lock(&s->mu);
+    if (rc != 0) {
+        x->unkilled++;
+        s->kill_failures++;
+        mc_error(DISK_COMP, "cannot mark a moved record's other copy dead",
+                 "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, x->id, off, -rc);
+    }
+}
+
+/* Copies one record from x to its reserved place: read, check the value CRC, re-encode the
+ * header for the new place (a header verifies only where it lies), write. No lock held. */
+static int reins_copy(struct disk_extent *x, struct reins *j, char *buf)
+{
+    uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->value_len);
+    ssize_t n;
+    do {
+        n = pread(x->fd, buf, rec, (off_t)j->old_off);
+    } while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)rec)
+        return n < 0 ? -errno : -EIO;
+    if (mc_crc32c(buf + hb, j->value_len) != j->crc) {
+        mc_error(DISK_COMP, "value checksum mismatch, record not moved",
+                 "extent=%" PRIu64 " off=%" PRIu64 " len=%" PRIu64, x->id, j->old_off,
+                 j->value_len);
+        return -EBADMSG;
+    }
+    struct disk_hdr h = {.key_len = j->key_len,
+                         .value_len = j->value_len,
+                         .version = j->version,
+                         .value_crc = j->crc,
+                         .ext_id = j->y->id,
+                         .off = j->off,
+                         .nonce = j->y->nonce};
+    disk_hdr_encode(buf, &h, j->key);
+    do {
+        n = pwrite(j->y->fd, buf, rec, (off_t)j->off);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)rec)
+        return 0;
+    int e = n < 0 ? errno : EIO;
+    memset(buf, 0, MC_DISK_BLOCK); /* best effort: no half record that could look like one */
+    if (pwrite(j->y->fd, buf, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
+        mc_warn(DISK_COMP, "cannot zero failed move", "extent=%" PRIu64 " off=%" PRIu64, j->y->id,
+                j->off);
+    return -e;
+}
+
+/* Moves x's accessed (and pinned) live records to the newest extent before x is dropped, up to
+ * half of x's size and the room left under the capacity. Releases s->mu for the I/O; x is the
+ * eviction's (dropping, sealed). On return the moved records are indexed at their new place
+ * and *out holds every attempted move (the caller kills the old copies if x stays). */
+static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, struct reins **out,
+                            size_t *nout, char **keys_out)
+{
+    *out = NULL;
+    *nout = 0;
+    *keys_out = NULL;
+    if (s->cfg.no_reinsert || s->no_space)
+        return;
+    uint64_t room = s->cfg.capacity > s->bytes_used ? s->cfg.capacity - s->bytes_used : 0;
+    uint64_t budget = x->size / 2;
+    if (budget > room)
+        budget = room;
+    size_t n = 0, keybytes = 0;
+    for (struct disk_entry *e = x->entries; e; e = e->enext) {
+        if (e->accessed || e->pins) {
+            n++;
+            keybytes += e->key_len;
+        }
+    }
+    if (n == 0)
+        return;
+    struct reins *jobs = calloc(n, sizeof(*jobs));
+    char *keys = malloc(keybytes);
+    char *buf = NULL;
+    size_t maxrec = 0, nj = 0, kp = 0;
+    if (!jobs || !keys)
+        goto fail;
+    uint64_t bytes = 0;
+    for (struct disk_entry *e = x->entries; e && nj < n; e = e->enext) {
+        uint64_t rec = disk_record_size(e->key_len, e->value_len);
+        if ((!e->accessed && !e->pins) || bytes + rec > budget)
+            continue;
+        if (s->bytes_used + rec + MC_DISK_BLOCK > s->cfg.capacity) /* + a new superblock */
+            break;
+        struct reins *j = &jobs[nj];
+        if (disk_reserve_locked(s, rec, &j->y, &j->off) != 0)
+            break;
+        memcpy(keys + kp, e->key, e->key_len);
+        *j = (struct reins){.key = keys + kp,
+                            .key_len = e->key_len,
+                            .version = e->version,
+                            .crc = e->crc,
+                            .value_len = e->value_len,
+                            .old_off = e->off,
+                            .y = j->y,
+                            .off = j->off};
+        kp += e->key_len;
+        e->accessed = 0; /* a read from now on sets it again for the new copy */
+        bytes += rec;
+        if (rec > maxrec)
+            maxrec = rec;
+        nj++;
+    }
+    if (nj == 0)
+        goto fail;
+    pthread_mutex_unlock(&s->mu);
+    if (posix_memalign((void **)&buf, MC_DISK_BLOCK, maxrec) != 0)
+        buf = NULL;
+    for (size_t i = 0; i < nj; i++)
+        jobs[i].res = buf ? reins_copy(x, &jobs[i], buf) : -ENOMEM;
+    free(buf);
+    pthread_mutex_lock(&s->mu);
+
+    size_t moved = 0;
+    for (size_t i = 0; i < nj; i++) {
+        struct reins *j = &jobs[i];
+        uint64_t rec = disk_record_size(j->key_len, j->value_len);
+        if (j->res != 0) {
+            if (j->res != -EBADMSG)
+                s->write_errors++;
+            if (j->off + rec == j->y->size) { /* nothing after it: give the space back */
+                j->y->size = j->off;
+                s->bytes_used -= rec;
+            }
+            continue;
+        }
+        struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+        struct disk_entry *ne = NULL;
+        if (e && e->ext == x && e->off == j->old_off && (ne = disk_entry_new(j->key, j->key_len))) {
+            ne->off = j->off;
+            ne->value_len = j->value_len;
+            ne->version = j->version;
+            ne->crc = j->crc;
+            ne->pins = e->pins;
+            ne->accessed = e->accessed; /* read while it was being moved */
+            disk_entry_drop_locked(s, e);
+            disk_entry_attach_locked(s, ne, j->y);
+            disk_index_insert(&s->idx, ne);
+            j->moved = 1;
+            moved++;
+            s->reinserted_records++;
+        } else {
+            /* replaced or removed meanwhile (or out of memory): the new copy must not come
+             * back at a restart */
+            reins_kill_locked(s, j->y, j->off, j);
+        }
+    }
+    for (size_t i = 0; i < nj; i++)
+        jobs[i].y->writers--;
+    pthread_cond_broadcast(&s->cv);
+    if (moved)
+        mc_debug(DISK_COMP, "records moved before eviction",
+                 "path=%s extent=%" PRIu64 " moved=%zu of=%zu", s->path, x->id, moved, nj);
+    *out = jobs;
+    *nout = nj;
+    *keys_out = keys;
+    return;
+fail:
+    free(jobs);
+    free(keys);
+}
+
+/* Gives x's read records a second chance (reinsert_locked), tells the callback which live keys
+ * x still holds, then (on success) drops them and deletes x once its readers are done. Releases
+ * s->mu around the moves and the callback. Returns 0 or an error code. */
 static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
 {
     x->dropping = 1;
@@ -181,6 +375,11 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
     if (s->active == x)
         s->active = NULL;
     s->evicting = 1;
+
+    struct reins *moves = NULL;
+    size_t nmoves = 0;
+    char *move_keys = NULL;
+    reinsert_locked(s, x, &moves, &nmoves, &move_keys);
 
     size_t n = x->nlive, keybytes = 0;
     for (struct disk_entry *e = x->entries; e; e = e->enext)
@@ -225,12 +424,19 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
     s->evicted_extents++;
     x = NULL;
 out:
-    if (x && rc != 0)
+    if (x && rc != 0) {
+        /* x stays: the old copies of moved records must not come back at a restart */
+        for (size_t m = 0; m < nmoves; m++)
+            if (moves[m].moved)
+                reins_kill_locked(s, x, moves[m].old_off, &moves[m]);
         x->dropping = 0;
+    }
     s->evicting = 0;
     pthread_cond_broadcast(&s->cv);
     free(items);
     free(keys);
+    free(moves);
+    free(move_keys);
     return rc;
 }
 
@@ -348,6 +554,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
             g->result = MC_ERR_BUFFER_OVERFLOW;
             continue;
         }
+        e->accessed = 1;
         jobs[i].x = e->ext;
         jobs[i].voff = e->off + disk_hdr_block(e->key_len);
         jobs[i].padded = disk_round_up(e->value_len);
@@ -508,6 +715,7 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->dropped_bytes_at_recovery = s->dropped_bytes;
     u->evicted_extents = s->evicted_extents;
     u->evicted_records = s->evicted_records;
+    u->reinserted_records = s->reinserted_records;
     u->no_space = s->no_space;
     u->no_space_events = s->no_space_events;
     u->write_errors = s->write_errors;

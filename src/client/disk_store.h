@@ -37,6 +37,20 @@
  * way (a callback failure there is logged; the append already succeeded). A dropped extent's
  * file is closed and unlinked only after its last reader (and writer) is done.
  *
+ * Second chance (FIFO with reinsertion, an approximate LRU over extents). A read sets its
+ * record's accessed bit. Before an extent is dropped, its live records with the bit set (and
+ * pinned ones) are read back, checked against their CRC and appended again to the newest extent
+ * with the same key, version and CRC, bit cleared; only the rest are reported to the callback
+ * and go. The moved bytes are bounded by half the dropped extent's size and by the room left
+ * under the capacity (so an eviction always frees space and usage never passes the capacity),
+ * and a record is never moved into the extent being dropped. The old extent is deleted only
+ * after the new copies are written (a crash in between leaves two copies of one key and
+ * version: the start-up scan keeps the later one and marks the other dead). A record replaced
+ * or removed while it was being moved keeps its new state: the moved copy is marked dead. If
+ * the callback refuses, the moved records stay moved and their old copies are marked dead.
+ * A failed move (I/O error, ENOSPC, bad CRC) only means that record goes. cfg.no_reinsert
+ * turns this off.
+ *
  * Write failures. A record whose write fails is never indexed; its reservation is given back
  * (the extent is cut back and reused) unless a later record was reserved after it, in which
  * case it stays a zeroed hole. No failure seals an extent or opens a new one, so a fault that
@@ -97,6 +111,8 @@ struct mc_disk_store_config {
     size_t staging_bytes;      /* aligned staging buffer per ring; 0 -> 4 MiB */
     mc_disk_evict_fn evict_cb; /* NULL: evictions tell no one */
     void *evict_ctx;
+    int no_reinsert;         /* 1: eviction drops whole extents plainly (FIFO); default 0:
+                                read records get a second chance (see Capacity above) */
     int test_refuse_odirect; /* test builds only: the O_DIRECT probe fails with EINVAL */
 };
 
@@ -142,6 +158,8 @@ struct mc_disk_usage {
     uint64_t dropped_bytes_at_recovery;
     uint64_t evicted_extents;
     uint64_t evicted_records;
+    /* read records that an eviction moved (second chance) instead of dropping */
+    uint64_t reinserted_records;
     int no_space;             /* 1 while the filesystem is full (ENOSPC): appends are refused
                                  with UNABLE_OFFLOAD without touching the disk until it has room */
     uint64_t no_space_events; /* times the store went full */

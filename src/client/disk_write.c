@@ -679,3 +679,34 @@ out:
     free(res);
     return rc;
 }
+
+/* ---------------------------------------------------------------- moves (eviction) */
+
+int disk_reserve_locked(struct mc_disk_store *s, uint64_t rec, struct disk_extent **xo,
+                        uint64_t *off)
+{
+    if (s->no_space)
+        return MC_ERR_UNABLE_OFFLOAD;
+    struct disk_extent *x = s->active;
+    if (!x || x->sealed || (x->size > MC_DISK_BLOCK && x->size + rec > s->cfg.extent_size)) {
+        if (x)
+            x->sealed = 1;
+        s->active = NULL;
+        int e = -extent_create_locked(s, &x);
+        if (e) {
+            mc_error(DISK_COMP, "cannot create extent", "path=%s err=%d", s->path, e);
+            if (e == ENOSPC || e == EDQUOT) {
+                set_no_space_locked(s, 1);
+                return MC_ERR_UNABLE_OFFLOAD;
+            }
+            return e == ENOMEM ? MC_ERR_INTERNAL_ERROR : MC_ERR_FILE_OPEN_FAIL;
+        }
+        s->active = x;
+    }
+    *xo = x;
+    *off = x->size;
+    x->size += rec;
+    s->bytes_used += rec;
+    x->writers++;
+    return 0;
+}

@@ -1,0 +1,306 @@
+/*
+ * test_disk_reinsert.c - second chance in the LOCAL_DISK store's eviction (disk_store.h,
+ * "Second chance"): a record read since it was written is moved to the newest extent instead of
+ * going with its extent; the moves are bounded (an eviction always frees space); the callback
+ * hears only of the records that really go; a crash between the moves and the deletion (the
+ * directory copied inside the callback) recovers one copy; a refused eviction leaves no old copy
+ * that a restart could bring back; no_reinsert is plain FIFO. Real files in mkdtemp directories.
+ *
+ * Geometry: 68 KiB extents (a 4 KiB superblock + four 16 KiB records: 4 KiB header + 12 KiB
+ * value), capacity 8 extents, high watermark 0.5 (4 extents): the 17th record opens a fifth
+ * extent and the watermark drops the oldest one, with room left to move records.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "client/disk_store.h"
+#include "common/crc32c.h"
+#include "mooncake/errors.h"
+
+#include "disk_test_util.h"
+
+#define VAL (12 * KIB)
+
+struct told {
+    int calls;
+    int fail;
+    char keys[64][8]; /* every key the callback was told about */
+    int n;
+    const char *dir; /* copy the directory here inside the callback (a crash image) */
+    const char *snap;
+};
+
+static void copy_dir(const char *from, const char *to)
+{
+    assert_int_equal(mkdir(to, 0755), 0);
+    DIR *d = opendir(from);
+    assert_non_null(d);
+    struct dirent *de;
+    char a[512], b[512];
+    static char buf[64 * 1024];
+    while ((de = readdir(d))) {
+        size_t n = strlen(de->d_name);
+        if (n != 20 || strcmp(de->d_name + 16, ".ext"))
+            continue;
+        snprintf(a, sizeof(a), "%s/%s", from, de->d_name);
+        snprintf(b, sizeof(b), "%s/%s", to, de->d_name);
+        int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        assert_true(in >= 0 && out >= 0);
+        ssize_t r;
+        while ((r = read(in, buf, sizeof(buf))) > 0)
+            assert_int_equal(write(out, buf, (size_t)r), r);
+        close(in);
+        close(out);
+    }
+    closedir(d);
+}
+
+static int told_cb(void *ctx, const struct mc_disk_evict_item *items, size_t n)
+{
+    struct told *t = ctx;
+    t->calls++;
+    if (t->snap && t->calls == 1)
+        copy_dir(t->dir, t->snap);
+    if (t->fail)
+        return MC_ERR_RPC_FAIL;
+    for (size_t i = 0; i < n && t->n < 64; i++)
+        snprintf(t->keys[t->n++], sizeof(t->keys[0]), "%.*s", (int)items[i].key_len, items[i].key);
+    return 0;
+}
+
+static int was_told(const struct told *t, const char *key)
+{
+    for (int i = 0; i < t->n; i++)
+        if (!strcmp(t->keys[i], key))
+            return 1;
+    return 0;
+}
+
+static struct mc_disk_store *open_cfg(const char *dir, struct told *t, int no_reinsert)
+{
+    struct mc_disk_store_config c = {.path = dir,
+                                     .capacity = 8 * 68 * KIB,
+                                     .high_watermark = 0.5,
+                                     .extent_size = 68 * KIB,
+                                     .queue_depth = 4,
+                                     .evict_cb = t ? told_cb : NULL,
+                                     .evict_ctx = t,
+                                     .no_reinsert = no_reinsert};
+    struct mc_disk_store *s = NULL;
+    assert_int_equal(mc_disk_store_open(&c, &s, NULL, 0), MC_OK);
+    return s;
+}
+
+static void put_n(struct mc_disk_store *s, int from, int count)
+{
+    char key[16];
+    for (int i = from; i < from + count; i++) {
+        snprintf(key, sizeof(key), "e%03d", i);
+        assert_int_equal(put_gen(s, key, 1, VAL, (uint64_t)i), MC_OK);
+    }
+}
+
+static int read_key(struct mc_disk_store *s, int i)
+{
+    char key[16];
+    snprintf(key, sizeof(key), "e%03d", i);
+    return get_check(s, key, VAL, (uint64_t)i, 0);
+}
+
+/* A record read between fills survives the eviction of its extent; its unread neighbours of
+ * the same age go, and only they are reported. */
+static void test_read_record_survives(void **state)
+{
+    struct env *e = *state;
+    struct told t = {0};
+    e->s = open_cfg(e->dir, &t, 0);
+    put_n(e->s, 0, 4); /* extent 1: e000..e003 */
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    put_n(e->s, 4, 12); /* extents 2..4: exactly at the watermark, nothing evicted yet */
+    assert_int_equal(t.calls, 0);
+    put_n(e->s, 16, 1); /* opens extent 5: the watermark drops extent 1 */
+    assert_int_equal(t.calls, 1);
+    assert_int_equal(t.n, 3);
+    assert_true(was_told(&t, "e000") && was_told(&t, "e002") && was_told(&t, "e003"));
+    assert_false(was_told(&t, "e001"));
+    assert_int_equal(read_key(e->s, 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(read_key(e->s, 2), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(read_key(e->s, 1), MC_OK); /* the same bytes, version and CRC */
+    struct mc_disk_record_info info;
+    assert_int_equal(mc_disk_store_lookup(e->s, "e001", 4, &info), MC_OK);
+    assert_int_equal(info.version, 1);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.reinserted_records, 1);
+    assert_int_equal(u.evicted_records, 3);
+    assert_int_equal(u.evicted_extents, 1);
+    assert_int_equal(u.records, 14);
+    assert_true(u.bytes_used <= 4 * 68 * KIB);
+
+    /* The moved copy survives a restart; the read bit was cleared by the move, so unless it is
+     * read again it goes with its new extent like any other record. */
+    mc_disk_store_close(e->s);
+    e->s = open_cfg(e->dir, &t, 0);
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 14);
+    assert_int_equal(u.dropped_records_at_recovery, 0);
+}
+
+/* An extent full of read records: at most half its bytes move, so the eviction frees space, the
+ * records that do not fit go and are reported. */
+static void test_bound_frees_space(void **state)
+{
+    struct env *e = *state;
+    struct told t = {0};
+    e->s = open_cfg(e->dir, &t, 0);
+    put_n(e->s, 0, 16);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(read_key(e->s, i), MC_OK);
+    struct mc_disk_usage before, u;
+    mc_disk_store_usage(e->s, &before);
+    put_n(e->s, 16, 1);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(t.calls, 1);
+    assert_int_equal(u.evicted_extents, 1);
+    assert_int_equal(u.reinserted_records, 2); /* 2 x 16 KiB <= 68 KiB / 2 */
+    assert_int_equal(u.evicted_records, 2);
+    assert_int_equal(t.n, 2);
+    int alive = 0;
+    for (int i = 0; i < 4; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "e%03d", i);
+        int rc = read_key(e->s, i);
+        assert_true(rc == MC_OK || rc == MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(rc == MC_OK, !was_told(&t, key)); /* told exactly about those gone */
+        alive += rc == MC_OK;
+    }
+    assert_int_equal(alive, 2);
+    /* 17 records' worth was appended, one extent of 68 KiB freed, 32 KiB moved */
+    assert_int_equal(u.bytes_used, before.bytes_used + 4 * KIB + 16 * KIB - 68 * KIB + 32 * KIB);
+    assert_true(u.bytes_used < before.bytes_used);
+
+    /* Everything read all the time: the store still keeps to its watermark. */
+    for (int round = 0; round < 6; round++) {
+        for (int i = 0; i < 17 + 4 * round; i++) {
+            char key[16];
+            snprintf(key, sizeof(key), "e%03d", i);
+            struct mc_disk_record_info info;
+            if (mc_disk_store_lookup(e->s, key, 4, &info) == MC_OK)
+                assert_int_equal(read_key(e->s, i), MC_OK);
+        }
+        put_n(e->s, 17 + 4 * round, 4);
+        mc_disk_store_usage(e->s, &u);
+        assert_true(u.bytes_used <= 4 * 68 * KIB + 68 * KIB);
+        assert_true(u.bytes_used <= u.capacity);
+    }
+    assert_true(u.evicted_extents >= 5);
+}
+
+/* The directory as it is inside the callback, after the moves and before the deletion, is a
+ * crash image: recovering it keeps one copy of the moved key, and marks the other dead (a later
+ * removal then sticks across another restart). */
+static void test_crash_between_move_and_delete(void **state)
+{
+    struct env *e = *state;
+    char snap[96];
+    snprintf(snap, sizeof(snap), "%s.snap", e->dir);
+    struct told t = {.dir = e->dir, .snap = snap};
+    e->s = open_cfg(e->dir, &t, 0);
+    put_n(e->s, 0, 16);
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    put_n(e->s, 16, 1);
+    assert_int_equal(t.calls, 1);
+    mc_disk_store_close(e->s);
+    e->s = NULL;
+
+    /* the image holds extents 1..5, e001 in extent 1 and again in extent 5 */
+    assert_int_equal(count_extents(snap), 5);
+    struct mc_disk_store *r = open_cfg(snap, NULL, 0);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(r, &u);
+    assert_int_equal(u.records, 17); /* e000..e016 once each */
+    assert_int_equal(u.dropped_records_at_recovery, 0);
+    assert_int_equal(read_key(r, 1), MC_OK);
+    const char *k = "e001";
+    uint32_t kl = 4;
+    int res = 0;
+    assert_int_equal(mc_disk_store_remove(r, &k, &kl, 1, &res), MC_OK);
+    mc_disk_store_close(r);
+    r = open_cfg(snap, NULL, 0);
+    assert_int_equal(read_key(r, 1), MC_ERR_OBJECT_NOT_FOUND); /* no old copy came back */
+    mc_disk_store_usage(r, &u);
+    assert_int_equal(u.records, 16);
+    mc_disk_store_close(r);
+    rm_rf(snap);
+}
+
+/* A refused eviction keeps its extent, and the moved record's old copy there is marked dead: a
+ * removal of the key sticks across a restart. */
+static void test_refused_eviction_leaves_no_old_copy(void **state)
+{
+    struct env *e = *state;
+    struct told t = {.fail = 1};
+    e->s = open_cfg(e->dir, &t, 0);
+    put_n(e->s, 0, 16);
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    put_n(e->s, 16, 1); /* the append succeeds; the watermark eviction is refused */
+    assert_int_equal(t.calls, 1);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.evicted_extents, 0);
+    assert_int_equal(u.reinserted_records, 1);
+    assert_int_equal(u.records, 17);
+    for (int i = 0; i < 17; i++)
+        assert_int_equal(read_key(e->s, i), MC_OK);
+    const char *k = "e001";
+    uint32_t kl = 4;
+    int res = 0;
+    assert_int_equal(mc_disk_store_remove(e->s, &k, &kl, 1, &res), MC_OK);
+    mc_disk_store_close(e->s);
+    e->s = open_cfg(e->dir, NULL, 0);
+    assert_int_equal(read_key(e->s, 1), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(read_key(e->s, 0), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 16);
+}
+
+/* no_reinsert: a read record goes with its extent (plain FIFO). */
+static void test_no_reinsert_is_fifo(void **state)
+{
+    struct env *e = *state;
+    struct told t = {0};
+    e->s = open_cfg(e->dir, &t, 1);
+    put_n(e->s, 0, 16);
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    put_n(e->s, 16, 1);
+    assert_int_equal(t.n, 4);
+    assert_true(was_told(&t, "e001"));
+    assert_int_equal(read_key(e->s, 1), MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.reinserted_records, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_read_record_survives, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bound_frees_space, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_crash_between_move_and_delete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_eviction_leaves_no_old_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_reinsert_is_fifo, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
