@@ -161,6 +161,12 @@ typedef void (*disk_done_fn)(void *ctx, size_t i);
  * Fault injection (test builds) applies when faults is non-NULL. */
 void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct disk_faults *faults,
                    disk_done_fn done, void *ctx);
+/* Called once per operation just before its first transfer is queued (fills its buffer), so
+ * the work of filling later operations overlaps the I/O of earlier ones. */
+typedef void (*disk_fill_fn)(void *ctx, size_t i);
+/* disk_ring_run, with fill(ctx, i) run before operation i first goes out (fill may be NULL). */
+void disk_ring_run_fed(struct disk_ring *r, struct disk_io *ios, size_t n,
+                       struct disk_faults *faults, disk_fill_fn fill, disk_done_fn done, void *ctx);
 /* Aligned scratch: from the ring's staging when it fits (registered), else posix_memalign
  * (*heap = 1: the caller frees it). NULL on allocation failure. */
 void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap);

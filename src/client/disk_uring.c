@@ -7,7 +7,8 @@
  * thread exists per request. disk_ring_run() keeps up to `depth` operations in flight: it tops
  * the submission queue up, submits (waiting for one completion only when nothing else is ready),
  * then runs the completion callbacks of what it reaped last time, so CRC checks overlap the I/O
- * already queued.
+ * already queued. disk_ring_run_fed also fills each operation's buffer just before it is queued
+ * (the write path encodes its records there), so that work overlaps the I/O in flight too.
  *
  * Each ring tries to register its aligned staging buffer (pinned memory: RLIMIT_MEMLOCK) and a
  * sparse table of DISK_MAX_SLOTS files. The store bumps files_gen whenever an extent file is
@@ -259,8 +260,8 @@ static int io_account(struct disk_io *io, int res)
     return 0;
 }
 
-static void run_sync(struct disk_io *ios, size_t n, struct disk_faults *faults, disk_done_fn done,
-                     void *ctx)
+static void run_sync(struct disk_io *ios, size_t n, struct disk_faults *faults, disk_fill_fn fill,
+                     disk_done_fn done, void *ctx)
 {
     int hard = 0;
     if (n > 0 && fault_take(faults, ios[0].write, 1) == MC_DISK_FAULT_SUBMIT)
@@ -272,6 +273,8 @@ static void run_sync(struct disk_io *ios, size_t n, struct disk_faults *faults, 
             done(ctx, i);
             continue;
         }
+        if (fill)
+            fill(ctx, i);
         for (;;) {
             uint32_t len = io->len - io->xfer;
             int res;
@@ -352,6 +355,12 @@ static int prep(struct disk_ring *r, struct disk_io *io, size_t i, uint32_t len)
 void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct disk_faults *faults,
                    disk_done_fn done, void *ctx)
 {
+    disk_ring_run_fed(r, ios, n, faults, NULL, done, ctx);
+}
+
+void disk_ring_run_fed(struct disk_ring *r, struct disk_io *ios, size_t n,
+                       struct disk_faults *faults, disk_fill_fn fill, disk_done_fn done, void *ctx)
+{
     for (size_t i = 0; i < n; i++) {
         ios[i].xfer = 0;
         ios[i].tries = 0;
@@ -359,7 +368,7 @@ void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct di
     }
     before_io(faults, ios, n);
     if (!r->uring || r->broken) {
-        run_sync(ios, n, faults, done, ctx);
+        run_sync(ios, n, faults, fill, done, ctx);
         return;
     }
     size_t next = 0, inflight = 0, nreaped = 0, nretry = 0;
@@ -368,8 +377,11 @@ void disk_ring_run(struct disk_ring *r, struct disk_io *ios, size_t n, struct di
     size_t hard_failed = 0;
     while (next < n || npend > 0 || inflight > 0 || nreaped > 0 || nretry > 0) {
         while (!hard && inflight + npend < r->depth && (nretry > 0 || next < n)) {
-            size_t i = nretry > 0 ? r->retry[--nretry] : next++;
+            int fresh = nretry == 0;
+            size_t i = fresh ? next++ : r->retry[--nretry];
             struct disk_io *io = &ios[i];
+            if (fresh && fill)
+                fill(ctx, i);
             uint32_t len;
             int res, finished = 0;
             for (;;) {

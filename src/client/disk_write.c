@@ -5,7 +5,9 @@
  * Append (write_jobs): under the store lock, refuse stale versions, make room (evicting whole
  * extents through the callback), then reserve each record's place in the active extent (a new
  * extent file, with its superblock, when it is full) and count a writer on the extent. Without
- * the lock, encode each record into an aligned buffer and write the batch through a ring. Under
+ * the lock, encode the records back to back into an aligned buffer and write the batch through a
+ * ring, records adjacent on disk merged into writes of up to MERGE_BYTES (a failed merged write
+ * is retried record by record, so a fault costs only the records it really hits). Under
  * the lock again, commit the records that were written in full to the index (newest version
  * wins). A failed record is never indexed: its reservation is rolled back (the extent shrinks
  * back and is reused) when nothing was reserved after it, else its header block is zeroed (best
@@ -52,29 +54,9 @@ struct wjob {
     int rolled_back;
     struct disk_extent *x;
     uint64_t off;
+    uint64_t at; /* where its record is encoded in the window buffer */
+    int tried;   /* its record went out in a write */
 };
-
-struct wctx {
-    struct wjob **jobs; /* per io */
-    struct disk_io *ios;
-    size_t failed; /* one log line per window names the first failure and the count */
-};
-
-static void write_done(void *ctx, size_t i)
-{
-    struct wctx *c = ctx;
-    struct disk_io *io = &c->ios[i];
-    struct wjob *j = c->jobs[i];
-    if (io->res == (int)io->len)
-        return;
-    j->err = io->res < 0 ? -io->res : EIO;
-    j->result =
-        j->err == ENOSPC || j->err == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
-    if (c->failed++ == 0)
-        mc_warn(DISK_COMP, "record write failed",
-                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
-                io->res);
-}
 
 /* Whether the filesystem under the store has room for need more bytes (and some headroom). */
 static int fs_has_room(struct mc_disk_store *s, uint64_t need)
@@ -363,55 +345,152 @@ static void zero_header(struct disk_ring *r, struct wjob *j)
         free(z);
 }
 
-/* Writes one window of placed jobs [from, to). */
-static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
-                         size_t from, size_t to, struct disk_io *ios, struct wjob **iojobs,
-                         int *heap)
+/* Records placed back to back in one extent go out as one write of up to MERGE_BYTES (a record
+ * larger than that goes alone). On ext4 an O_DIRECT write into preallocated (unwritten) blocks
+ * converts them to written when it completes, a journaled metadata update per write: one write
+ * per 64 KiB record spends most of the device's time on those, one per few MiB does not. */
+#define MERGE_BYTES (4u << 20)
+
+/* Encodes job j's record into buf (disk_record_size bytes). */
+static void record_encode(char *buf, const struct wjob *j)
 {
-    size_t nio = 0;
+    uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
+    struct disk_hdr h = {.key_len = j->key_len,
+                         .value_len = j->len,
+                         .version = j->version,
+                         .value_crc = j->crc,
+                         .ext_id = j->x->id,
+                         .off = j->off,
+                         .nonce = j->x->nonce};
+    disk_hdr_encode(buf, &h, j->key);
+    if (j->len) {
+        memcpy(buf + hb, j->data, j->len);
+        memset(buf + hb + j->len, 0, rec - hb - j->len);
+    }
+}
+
+/* The ios of a window: io k covers members[first[k] .. first[k] + count[k]). */
+struct wrun {
+    struct disk_io *ios;
+    struct wjob **members;
+    size_t *first, *count;
+    size_t failed;
+    char *buf; /* the window's records, back to back (at wjob.at) */
+};
+
+/* Encodes io k's records just before it goes out (disk_ring_run_fed), so copying the values
+ * overlaps the writes already in flight. */
+static void run_fill(void *ctx, size_t k)
+{
+    struct wrun *c = ctx;
+    for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
+        record_encode(c->buf + c->members[m]->at, c->members[m]);
+}
+
+static void run_fail(struct wjob *j, const struct disk_io *io, size_t *failed)
+{
+    j->err = io->res < 0 ? -io->res : EIO;
+    j->result =
+        j->err == ENOSPC || j->err == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
+    if ((*failed)++ == 0)
+        mc_warn(DISK_COMP, "record write failed",
+                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
+                io->res);
+}
+
+/* A merged write that fails is retried record by record (write_window), so only a record that
+ * fails on its own is lost; here a failed single-record write fails its record. */
+static void run_done(void *ctx, size_t k)
+{
+    struct wrun *c = ctx;
+    struct disk_io *io = &c->ios[k];
+    if (io->res == (int)io->len || c->count[k] != 1)
+        return;
+    run_fail(c->members[c->first[k]], io, &c->failed);
+}
+
+/* Writes one window of placed jobs [from, to): runs of records adjacent on disk become single
+ * writes from one buffer (bytes long) where each record is encoded as its write goes out. ios,
+ * members, first and count hold to - from entries. */
+static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
+                         size_t from, size_t to, uint64_t bytes, struct wrun *c)
+{
     r->staging_used = 0;
+    int heap = 0;
+    char *buf = bytes ? disk_ring_scratch(r, bytes, &heap) : NULL;
+    size_t nio = 0, nm = 0;
+    uint64_t at = 0;
+    c->failed = 0;
     for (size_t i = from; i < to; i++) {
         struct wjob *j = &jobs[i];
         if (j->result != MC_OK)
             continue;
-        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
-        char *buf = disk_ring_scratch(r, rec, &heap[nio]);
         if (!buf) {
             j->result = MC_ERR_INTERNAL_ERROR;
             j->err = ENOMEM; /* never written: its space goes back */
             continue;
         }
-        struct disk_hdr h = {.key_len = j->key_len,
-                             .value_len = j->len,
-                             .version = j->version,
-                             .value_crc = j->crc,
-                             .ext_id = j->x->id,
-                             .off = j->off,
-                             .nonce = j->x->nonce};
-        disk_hdr_encode(buf, &h, j->key);
-        if (j->len) {
-            memcpy(buf + hb, j->data, j->len);
-            memset(buf + hb + j->len, 0, rec - hb - j->len);
+        uint64_t rec = disk_record_size(j->key_len, j->len);
+        j->at = at;
+        j->tried = 1;
+        struct disk_io *prev = nio ? &c->ios[nio - 1] : NULL;
+        if (prev && prev->fd == j->x->fd && prev->off + prev->len == j->off &&
+            (char *)prev->buf + prev->len == buf + at && prev->len + rec <= MERGE_BYTES) {
+            prev->len += (uint32_t)rec;
+            c->count[nio - 1]++;
+        } else {
+            c->ios[nio] = (struct disk_io){.fd = j->x->fd,
+                                           .slot = j->x->slot,
+                                           .buf = buf + at,
+                                           .len = (uint32_t)rec,
+                                           .off = j->off,
+                                           .write = 1};
+            c->first[nio] = nm;
+            c->count[nio++] = 1;
         }
-        ios[nio] = (struct disk_io){.fd = j->x->fd,
-                                    .slot = j->x->slot,
-                                    .buf = buf,
-                                    .len = (uint32_t)rec,
-                                    .off = j->off,
-                                    .write = 1};
-        iojobs[nio++] = j;
+        c->members[nm++] = j;
+        at += rec;
     }
-    struct wctx c = {iojobs, ios, 0};
-    disk_ring_run(r, ios, nio, &s->faults, write_done, &c);
-    if (c.failed > 1)
-        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu of=%zu", s->path, c.failed,
-                nio);
+    c->buf = buf;
+    disk_ring_run_fed(r, c->ios, nio, &s->faults, run_fill, run_done, c);
+    /* Failed merged writes: again one write per record (not when the ring itself failed: the
+     * batch fails then, as a single write would). */
+    size_t nsplit = 0;
     for (size_t k = 0; k < nio; k++) {
-        if (iojobs[k]->result != MC_OK)
-            zero_header(r, iojobs[k]);
-        if (heap[k])
-            free(ios[k].buf);
+        if (c->ios[k].res == (int)c->ios[k].len || c->count[k] == 1)
+            continue;
+        if (r->broken) {
+            for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
+                run_fail(c->members[m], &c->ios[k], &c->failed);
+            continue;
+        }
+        for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
+            c->members[nsplit++] = c->members[m]; /* nsplit <= m: in place */
     }
+    if (nsplit > 0) {
+        mc_info(DISK_COMP, "merged record write failed, retrying record by record",
+                "path=%s records=%zu", s->path, nsplit);
+        for (size_t k = 0; k < nsplit; k++) {
+            struct wjob *j = c->members[k];
+            uint64_t rec = disk_record_size(j->key_len, j->len);
+            c->ios[k] = (struct disk_io){.fd = j->x->fd,
+                                         .slot = j->x->slot,
+                                         .buf = buf + j->at,
+                                         .len = (uint32_t)rec,
+                                         .off = j->off,
+                                         .write = 1};
+            c->first[k] = k;
+            c->count[k] = 1;
+        }
+        disk_ring_run(r, c->ios, nsplit, &s->faults, run_done, c);
+    }
+    if (c->failed > 1)
+        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu", s->path, c->failed);
+    for (size_t i = from; i < to; i++)
+        if (jobs[i].tried && jobs[i].result != MC_OK)
+            zero_header(r, &jobs[i]);
+    if (heap)
+        free(buf);
 }
 
 /* Gives back the space of failed records that nothing was reserved after (newest first, so a
@@ -448,10 +527,11 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     struct disk_ring *r = disk_ring_get(s);
     struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
     struct wjob **iojobs = calloc(n ? n : 1, sizeof(*iojobs));
-    int *heap = calloc(n ? n : 1, sizeof(*heap));
+    size_t *first = calloc(n ? n : 1, sizeof(*first));
+    size_t *count = calloc(n ? n : 1, sizeof(*count));
     struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
     size_t nk = 0;
-    if (!r || !ios || !iojobs || !heap || !kills) {
+    if (!r || !ios || !iojobs || !first || !count || !kills) {
         for (size_t i = 0; i < n; i++)
             if (jobs[i].result == MC_OK)
                 jobs[i].result = MC_ERR_INTERNAL_ERROR;
@@ -495,7 +575,8 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
                 bytes += disk_record_size(jobs[to].key_len, jobs[to].len);
             to++;
         }
-        write_window(s, r, jobs, from, to, ios, iojobs, heap);
+        struct wrun c = {ios, iojobs, first, count, 0, NULL};
+        write_window(s, r, jobs, from, to, bytes, &c);
         from = to;
     }
 
@@ -543,7 +624,8 @@ out:
     }
     free(ios);
     free(iojobs);
-    free(heap);
+    free(first);
+    free(count);
     free(kills);
     rc = MC_OK;
     for (size_t i = 0; i < n; i++)
