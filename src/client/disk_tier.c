@@ -169,6 +169,7 @@ static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, 
 {
     Mc__OffloadResult *it = calloc(n, sizeof(*it));
     Mc__OffloadResult **itp = calloc(n, sizeof(*itp));
+    ProtobufCMessage *m = NULL;
     int rc = MC_ERR_INTERNAL_ERROR;
     if (!it || !itp)
         goto out;
@@ -187,7 +188,6 @@ static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, 
     req.n_items = n;
     req.items = itp;
     req.reregister = true;
-    ProtobufCMessage *m = NULL;
     rc = mc_master_conn_call(t->cfg.mc, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &req.base,
                              &mc__notify_offload_success_response__descriptor, &m);
     if (rc)

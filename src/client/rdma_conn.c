@@ -544,7 +544,7 @@ int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, str
     l->running = true;
     mc_info("rdma", "listening", "addr=%s", ep);
     return 0;
-fail:
+fail:;
     struct rdma_listener *dead = x->listener;
     x->listener = NULL;
     if (dead->id)
