@@ -7,11 +7,11 @@
  * remove with and without force (lease), remove_all, batch put/get/exist with per-key results,
  * replica_num and preferred segments (checked with mc_query), surviving the loss of one replica,
  * hard and soft pins, the NO_AVAILABLE_HANDLE retry window, checksum mismatch (test hook),
- * size queries without a lease, mc_get_ex's size on BUFFER_OVERFLOW, batches as one peer round
- * trip per endpoint and one retry window per batch,
- * lease expiry mid-read (short TTL + read delay hook), master killed (fast RPC_FAIL) and
- * restarted on the same port (re-mount, then puts and gets work again), bad input. A true
- * multi-process case re-executes this binary as a child that opens its own client.
+ * size queries without a lease, mc_get_ex's size on BUFFER_OVERFLOW, mc_get_alloc's one call,
+ * batches as one peer round trip per endpoint and one retry window per batch, lease expiry mid-read
+ * (short TTL + read delay hook), master killed (fast RPC_FAIL) and restarted on the same port
+ * (re-mount, then puts and gets work again), bad input. A true multi-process case re-executes this
+ * binary as a child that opens its own client.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -34,6 +34,8 @@
 
 #include "client/client_internal.h"
 #include "common/clock.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
 #include "mooncake/client.h"
 #include "test_client_util.h"
 
@@ -253,6 +255,68 @@ static void test_get_ex_reports_needed(void **state)
                      MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(needed, 0);
     assert_int_equal(mc_remove(f->c1, "getex/k", true), 0);
+}
+
+/* mc_get_alloc sizes its own buffer from the one GetReplicaList: no size query (an armed drop
+ * of QueryKey never fires), the bytes equal, a lease taken (it is the read), max_size honoured
+ * with nothing allocated, errors leave *out NULL. */
+static void test_get_alloc_one_call(void **state)
+{
+    struct fx *f = *state;
+    static const size_t len = 3u << 20; /* bigger than any buffer a caller would guess */
+    uint8_t *v = malloc(len);
+    void *out = (void *)1;
+    assert_non_null(v);
+    tm_fill(v, len, 23);
+    put_pref(f->c1, "getalloc/k", v, len, mc_client_endpoint(f->c2), 1);
+
+    mc_rpc_test_drop_next(MC_METHOD_QUERY_KEY, MC_RPC_TEST_DROP_BEFORE_SEND);
+    uint64_t fired = mc_rpc_test_drops_fired();
+    assert_int_equal(mc_get_alloc(f->c1, "getalloc/k", 0, &out), (int64_t)len);
+    assert_int_equal(mc_rpc_test_drops_armed(MC_METHOD_QUERY_KEY), 1); /* no QueryKey made */
+    assert_int_equal(mc_rpc_test_drops_fired(), fired);
+    mc_rpc_test_drop_reset();
+    assert_non_null(out);
+    assert_memory_equal(out, v, len);
+    mc_value_free(out);
+
+    /* it was a read: the key now holds a lease, so a plain remove is refused */
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c1, "getalloc/k", &info), 0);
+    assert_true(info.lease_ms_left > 0);
+    mc_object_info_free(&info);
+
+    out = (void *)1;
+    assert_int_equal(mc_get_alloc(f->c1, "getalloc/k", len - 1, &out), MC_ERR_BUFFER_OVERFLOW);
+    assert_null(out);
+    assert_int_equal(mc_get_alloc(f->c1, "getalloc/k", len, &out), (int64_t)len);
+    assert_memory_equal(out, v, len);
+    mc_value_free(out);
+
+    out = (void *)1;
+    assert_int_equal(mc_get_alloc(f->c1, "getalloc/none", 0, &out), MC_ERR_OBJECT_NOT_FOUND);
+    assert_null(out);
+    assert_int_equal(mc_get_alloc(f->c1, "", 0, &out), MC_ERR_INVALID_KEY);
+    assert_int_equal(mc_get_alloc(NULL, "x", 0, &out), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_get_alloc(f->c1, "x", 0, NULL), MC_ERR_INVALID_PARAMS);
+
+    mc_value_free(NULL);
+    assert_int_equal(mc_remove(f->c1, "getalloc/k", true), 0);
+    /* the GetReplicaList it depends on fails: an error, nothing allocated */
+    out = (void *)1;
+    mc_rpc_test_drop_next(MC_METHOD_GET_REPLICA_LIST, MC_RPC_TEST_DROP_BEFORE_SEND);
+    assert_true(mc_get_alloc(f->c1, "getalloc/k", 0, &out) < 0);
+    assert_null(out);
+    mc_rpc_test_drop_reset();
+    /* the client fails calls fast until its ping thread has the master back: wait for that */
+    uint64_t deadline = mc_now_ms() + 10000;
+    while (mc_exist(f->c1, "getalloc/k") == MC_ERR_RPC_FAIL && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_not_equal(mc_exist(f->c1, "getalloc/k"), MC_ERR_RPC_FAIL);
+
+    free(v);
 }
 
 static void test_batch(void **state)
@@ -1020,6 +1084,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_get_size_takes_no_lease),
         cmocka_unit_test(test_put_report_existing),
         cmocka_unit_test(test_get_ex_reports_needed),
+        cmocka_unit_test(test_get_alloc_one_call),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_batch_one_round_trip_per_endpoint),
         cmocka_unit_test(test_batch_put_no_space_one_window),

@@ -143,6 +143,16 @@ int64_t mc_get(struct mc_client *client, const char *key, void *buf, size_t cap)
  * success and on BUFFER_OVERFLOW (cap too small: call again with a buffer of *needed bytes),
  * and to 0 on any other error. */
 int64_t mc_get_ex(struct mc_client *client, const char *key, void *buf, size_t cap, size_t *needed);
+/* Reads the value of key into a buffer this call allocates, of exactly the value's size: one
+ * master round trip and one access (lease, eviction order, promotion count) however large the
+ * value, for a reader that does not know the size beforehand. On success returns the size and
+ * sets *out to the buffer (NULL for an empty value), which the caller releases with
+ * mc_value_free; on error returns as mc_get does and sets *out to NULL. A value larger than
+ * max_size (0 = no limit) is BUFFER_OVERFLOW, with nothing allocated; an allocation that fails
+ * is INTERNAL_ERROR. */
+int64_t mc_get_alloc(struct mc_client *client, const char *key, size_t max_size, void **out);
+/* Releases a buffer from mc_get_alloc (NULL is a no-op). */
+void mc_value_free(void *value);
 /* Size of key's value, or a negative error (OBJECT_NOT_FOUND; REPLICA_IS_NOT_READY while its
  * Put is in flight). A size query is not a read: it takes no read lease and does not count as
  * an access (no effect on eviction order or promotion). */

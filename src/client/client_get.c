@@ -24,7 +24,9 @@
  *
  * GetSize is not a read: it asks the master's lease-free admin query (QueryKey), so it takes
  * no lease and counts no access; mc_get_ex reports the size on BUFFER_OVERFLOW, so a reader
- * that guessed a buffer too small learns the size from the one Get.
+ * that guessed a buffer too small learns the size from the one Get; mc_get_alloc sizes its own
+ * buffer from the GetReplicaList answer, so a reader that knows nothing of the size makes one
+ * call (mooncake_cli get does).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -203,6 +205,55 @@ int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, s
 int64_t mc_get(struct mc_client *c, const char *key, void *buf, size_t cap)
 {
     return mc_get_ex(c, key, buf, cap, NULL);
+}
+
+int64_t mc_get_alloc(struct mc_client *c, const char *key, size_t max_size, void **out)
+{
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    *out = NULL;
+    if (!c)
+        return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
+    uint64_t t0 = mc_now_ms();
+    Mc__GetReplicaListResponse *r = NULL;
+    void *buf = NULL;
+    int tier = -1;
+    int64_t n = replica_list(c, key, &r);
+    if (n)
+        goto out;
+    uint64_t size = answer_size(r);
+    if (size > INT64_MAX || size > SIZE_MAX) {
+        n = MC_ERR_INVALID_REPLICA;
+        goto out;
+    }
+    if (max_size && size > max_size) {
+        n = MC_ERR_BUFFER_OVERFLOW;
+        goto out;
+    }
+    if (size) {
+        buf = malloc((size_t)size);
+        if (!buf) {
+            mc_warn("client", "cannot allocate a buffer for the value", "size=%llu",
+                    (unsigned long long)size);
+            n = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+    }
+    n = get_with(c, key, r, buf, (size_t)size, t0, &tier);
+out:
+    if (r)
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    if (n < 0)
+        free(buf);
+    else
+        *out = buf;
+    return n;
+}
+
+void mc_value_free(void *value)
+{
+    free(value);
 }
 
 /* A size query is the master's admin query (QueryKey): no lease, no access counted, no

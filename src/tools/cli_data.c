@@ -148,32 +148,15 @@ int mc_cli_get(const struct mc_cli_opts *o)
     struct mc_client *c = NULL;
     void *buf = NULL;
     int64_t n = 0;
-    size_t want = 0;
     FILE *f = NULL;
     int rc;
 
+    /* one GetReplicaList: the one read (one access for eviction order and promotion), sized by
+     * the master's own answer */
     rc = open_client(o, &c);
     if (!rc) {
-        /* the size query takes no lease and is no access: the get below is the one read */
-        int64_t size = mc_get_size(c, key);
-        if (size < 0)
-            rc = (int)size;
-        else
-            want = (size_t)size;
-    }
-    for (int attempt = 0; !rc && attempt < 4; attempt++) {
-        free(buf);
-        buf = malloc(want ? want : 1);
-        if (!buf) {
-            rc = MC_ERR_INTERNAL_ERROR;
-            break;
-        }
-        n = mc_get_ex(c, key, buf, want, &want);
-        if (n != MC_ERR_BUFFER_OVERFLOW) { /* else: replaced by a larger value; try its size */
-            rc = n < 0 ? (int)n : 0;
-            break;
-        }
-        rc = attempt == 3 ? MC_ERR_BUFFER_OVERFLOW : 0;
+        n = mc_get_alloc(c, key, 0, &buf);
+        rc = n < 0 ? (int)n : 0;
     }
     mc_client_close(c);
     if (rc)
@@ -185,7 +168,7 @@ int mc_cli_get(const struct mc_cli_opts *o)
         rc = MC_ERR_FILE_OPEN_FAIL;
         goto out;
     }
-    if (fwrite(buf, 1, (size_t)n, f) != (size_t)n)
+    if (n > 0 && fwrite(buf, 1, (size_t)n, f) != (size_t)n)
         rc = MC_ERR_FILE_WRITE_FAIL;
     if (f != stdout) {
         if (fclose(f) != 0)
@@ -194,7 +177,7 @@ int mc_cli_get(const struct mc_cli_opts *o)
         rc = MC_ERR_FILE_WRITE_FAIL;
     }
 out:
-    free(buf);
+    mc_value_free(buf);
     return rc ? mc_cli_fail("get", rc) : MC_CLI_EXIT_OK;
 }
 
