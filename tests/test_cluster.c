@@ -532,7 +532,7 @@ static double master_metric(const char *name)
 }
 
 /* `mooncake_cli get` is one read: one GetReplicaList (one access for eviction order and the
- * promotion count), its size query is the lease-free admin query. */
+ * promotion count), its buffer sized from that answer (mc_get_alloc), no size query first. */
 static void test_cli_get_one_access(void **state)
 {
     static const size_t len = 300000;
