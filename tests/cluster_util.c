@@ -1,216 +1,57 @@
 /*
- * cluster_util.c - child processes and a strict JSON reader for the multi-process tests.
- * See cluster_util.h.
+ * cluster_util.c - child processes (on the shared harness, tools/proc_harness.h) and a strict
+ * JSON reader for the multi-process tests. See cluster_util.h.
  */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "cluster_util.h"
-#include "test_spawn.h"
 
 uint64_t cu_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mc_proc_now_ms();
 }
 
 void cu_sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* In the child: die with the parent; stdio as given. Never returns. */
-static void child_exec(pid_t parent, const char *const *argv, int in_fd, int out_fd, int err_fd)
-{
-    sigset_t none;
-
-    tu_die_with_parent(parent);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
-        _exit(126);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+    mc_proc_sleep_ms(ms);
 }
 
 int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path)
 {
-    int pfd[2], err_fd, null_fd;
-    pid_t pid;
-
-    p->pid = 0;
-    p->out_fd = -1;
-    snprintf(p->log, sizeof(p->log), "%s", log_path);
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return -1;
-    err_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (err_fd < 0 || null_fd < 0)
-        goto fail;
-    pid_t parent = getpid();
-    pid = fork();
-    if (pid < 0)
-        goto fail;
-    if (pid == 0)
-        child_exec(parent, argv, null_fd, pfd[1], err_fd);
-    close(pfd[1]);
-    close(err_fd);
-    close(null_fd);
-    p->pid = pid;
-    p->out_fd = pfd[0];
-    return 0;
-fail:
-    close(pfd[0]);
-    close(pfd[1]);
-    if (err_fd >= 0)
-        close(err_fd);
-    if (null_fd >= 0)
-        close(null_fd);
-    return -1;
+    const struct mc_proc_io io = {.err_path = log_path, .err_append = true};
+    return mc_proc_spawn(p, argv, &io);
 }
 
 int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms)
 {
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    size_t n = 0;
-
-    if (p->out_fd < 0 || cap == 0)
-        return -1;
-    for (;;) {
-        struct pollfd pf = {.fd = p->out_fd, .events = POLLIN};
-        uint64_t now = cu_now_ms();
-        char c;
-        ssize_t r;
-        if (now >= deadline)
-            return -1;
-        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
-            continue;
-        r = read(p->out_fd, &c, 1); /* byte by byte: never read past the line */
-        if (r == 0)
-            return -1;
-        if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            return -1;
-        }
-        if (c == '\n') {
-            line[n] = '\0';
-            return 0;
-        }
-        if (n + 1 < cap)
-            line[n++] = c;
-    }
-}
-
-static int decode_status(int st)
-{
-    if (WIFEXITED(st))
-        return WEXITSTATUS(st);
-    if (WIFSIGNALED(st))
-        return 128 + WTERMSIG(st);
-    return -1;
-}
-
-/* Waits for pid up to timeout_ms. Returns the decoded status, or -2 on timeout. */
-static int wait_deadline(pid_t pid, int timeout_ms)
-{
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    int st = 0;
-
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            return decode_status(st);
-        if (w < 0 && errno != EINTR)
-            return -1;
-        if (cu_now_ms() >= deadline)
-            return -2;
-        cu_sleep_ms(5);
-    }
+    return mc_proc_read_line(p, line, cap, timeout_ms);
 }
 
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms)
 {
-    int rc;
-
-    if (p->pid <= 0)
-        return -1;
-    kill(p->pid, sig);
-    rc = wait_deadline(p->pid, timeout_ms);
-    if (rc == -2) {
-        kill(p->pid, SIGKILL);
-        rc = wait_deadline(p->pid, 10000);
-        if (rc >= 0 && sig != SIGKILL)
-            rc = -3; /* had to be killed: never a clean exit */
-    }
-    p->pid = 0;
-    if (p->out_fd >= 0)
-        close(p->out_fd);
-    p->out_fd = -1;
-    return rc;
+    return mc_proc_stop(p, sig, timeout_ms);
 }
 
 void cu_dump_log(const struct cu_proc *p, const char *what)
 {
-    size_t len = 0;
-    char *s = cu_slurp(p->log, &len);
-
-    if (!s)
-        return;
-    fprintf(stderr, "---- %s log (%s), last bytes ----\n%s\n----\n", what, p->log,
-            len > 4000 ? s + len - 4000 : s);
-    free(s);
+    mc_proc_dump_log(p, what, 4000);
 }
 
 void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
             int timeout_ms)
 {
     char out_path[512], err_path[512];
-    int out_fd, err_fd, in_fd;
-    pid_t pid;
+    struct mc_proc_io io = {.in_path = in_path, .out_path = out_path, .err_path = err_path};
 
     memset(r, 0, sizeof(*r));
-    r->status = -1;
     snprintf(out_path, sizeof(out_path), "%s/run.out", dir);
     snprintf(err_path, sizeof(err_path), "%s/run.err", dir);
-    out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    in_fd = open(in_path ? in_path : "/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out_fd >= 0 && err_fd >= 0 && in_fd >= 0) {
-        pid_t parent = getpid();
-        pid = fork();
-        if (pid == 0)
-            child_exec(parent, argv, in_fd, out_fd, err_fd);
-        if (pid > 0) {
-            r->status = wait_deadline(pid, timeout_ms);
-            if (r->status == -2) {
-                kill(pid, SIGKILL);
-                wait_deadline(pid, 10000);
-                r->status = -1;
-            }
-        }
-    }
-    if (out_fd >= 0)
-        close(out_fd);
-    if (err_fd >= 0)
-        close(err_fd);
-    if (in_fd >= 0)
-        close(in_fd);
+    r->status = mc_proc_run(argv, &io, timeout_ms);
+    if (r->status < 0)
+        r->status = -1; /* overran the deadline (killed), or could not start */
     r->out = cu_slurp(out_path, NULL);
     r->err = cu_slurp(err_path, NULL);
     if (!r->out)
@@ -265,24 +106,7 @@ int cu_write_file(const char *path, const void *buf, size_t len)
 
 void cu_rm_rf(const char *path)
 {
-    DIR *d = opendir(path);
-    struct dirent *e;
-
-    if (d) {
-        while ((e = readdir(d)) != NULL) {
-            char sub[1024];
-            struct stat st;
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-                cu_rm_rf(sub);
-            else
-                unlink(sub);
-        }
-        closedir(d);
-    }
-    rmdir(path);
+    mc_proc_rm_rf(path);
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */

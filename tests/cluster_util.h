@@ -2,11 +2,13 @@
  * cluster_util.h - helpers of the multi-process tests (test_cluster.c): child processes on
  * loopback and a small strict JSON reader.
  *
- * Processes. Every child runs with PR_SET_PDEATHSIG = SIGKILL, so nothing outlives a crashed or
- * killed test; daemons are stopped explicitly in teardown. A daemon's stdout is a pipe the test
- * reads its READY line from (with a deadline); its stderr goes to a log file that is printed
- * when something goes wrong. A command (mooncake_cli) runs with stdout and stderr captured to
- * files and is waited for with a deadline (killed when it overruns).
+ * Processes. A thin layer over the harness every test and bench tool shares
+ * (src/tools/proc_harness.h): every child runs with PR_SET_PDEATHSIG = SIGKILL, so nothing
+ * outlives a crashed or killed test; daemons are stopped explicitly in teardown. A daemon's
+ * stdout is a pipe the test reads its READY line from (with a deadline); its stderr is appended
+ * to a log file that is printed when something goes wrong. A command (mooncake_cli) runs with
+ * stdout and stderr captured to files and is waited for with a deadline (killed when it
+ * overruns).
  *
  * JSON. mooncake_cli's --json output is parsed with a strict recursive-descent reader (RFC 8259
  * grammar, whole input consumed) into a small tree, so a malformed document fails the test
@@ -20,13 +22,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tools/proc_harness.h"
+
 /* ---- processes ------------------------------------------------------------------------- */
 
-struct cu_proc {
-    pid_t pid;     /* 0 when not running */
-    int out_fd;    /* read end of its stdout pipe (-1 when none) */
-    char log[256]; /* its stderr */
-};
+/* A child is the harness's handle: pid (0 when not running), out_fd (read end of its stdout
+ * pipe, -1 when none) and log (its stderr file). The tests' name for it stays. */
+#define cu_proc mc_proc
 
 /* Starts argv[0] (a path) with stdout on a pipe and stderr appended to log_path. */
 int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path);
