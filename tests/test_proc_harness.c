@@ -217,6 +217,34 @@ static void test_ready_failures(void **state)
     assert_int_equal(p.pid, 0);
 }
 
+/* spawn + READY of an expected kind in one call; on any failure the child is gone */
+static void test_start(void **state)
+{
+    char log[300];
+    struct mc_proc p;
+    struct mc_proc_ready r;
+    (void)state;
+    path_in(log, sizeof(log), "start.log");
+    struct mc_proc_io io = {.err_path = log};
+    const char *master[] = {"/bin/sh", "-c",
+                            "echo READY rpc=127.0.0.1:7001 metrics=127.0.0.1:7002; exec sleep 30",
+                            NULL};
+    assert_int_equal(mc_proc_start(&p, master, &io, MC_PROC_READY_MASTER, &r, 10000), 0);
+    assert_int_equal(r.rpc_port, 7001);
+    assert_int_equal(r.metrics_port, 7002);
+    assert_int_equal(mc_proc_stop(&p, SIGTERM, 10000), 128 + SIGTERM);
+    /* the other kind: refused, child killed and reaped */
+    assert_int_equal(mc_proc_start(&p, master, &io, MC_PROC_READY_DAEMON, &r, 10000), -1);
+    assert_int_equal(p.pid, 0);
+    assert_int_equal(p.out_fd, -1);
+    assert_string_equal(r.line, "READY rpc=127.0.0.1:7001 metrics=127.0.0.1:7002");
+    /* no READY in time */
+    const char *silent[] = {"/bin/sh", "-c", "echo why >&2; exec sleep 30", NULL};
+    assert_int_equal(mc_proc_start(&p, silent, &io, MC_PROC_READY_DAEMON, &r, 200), -1);
+    assert_int_equal(p.pid, 0);
+    assert_string_equal(r.line, "");
+}
+
 static void test_run(void **state)
 {
     char in[300], out[300], err[300];
@@ -338,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_ready_and_sigterm),
         cmocka_unit_test(test_stop_escalates),
         cmocka_unit_test(test_ready_failures),
+        cmocka_unit_test(test_start),
         cmocka_unit_test(test_run),
         cmocka_unit_test(test_dies_with_parent),
         cmocka_unit_test(test_tmpdir_rm_rf),

@@ -327,6 +327,19 @@ int mc_proc_await_ready(struct mc_proc *p, struct mc_proc_ready *r, int timeout_
     return mc_proc_parse_ready(line, r) == 0 ? 0 : -2;
 }
 
+int mc_proc_start(struct mc_proc *p, const char *const *argv, const struct mc_proc_io *io,
+                  enum mc_proc_ready_kind kind, struct mc_proc_ready *r, int timeout_ms)
+{
+    memset(r, 0, sizeof(*r));
+    if (mc_proc_spawn(p, argv, io) != 0)
+        return -1;
+    if (mc_proc_await_ready(p, r, timeout_ms) == 0 && r->kind == kind)
+        return 0;
+    mc_proc_dump_log(p, argv[0], 4000);
+    mc_proc_stop(p, SIGKILL, KILL_WAIT_MS);
+    return -1;
+}
+
 /* ---- temporary directories ----------------------------------------------------------------- */
 
 int mc_proc_mkdtemp(char *out, size_t cap, const char *parent, const char *prefix)

@@ -92,6 +92,12 @@ int mc_proc_parse_ready(const char *line, struct mc_proc_ready *r);
  * line came (timeout, EOF), or -2 when it is not a READY line (r->line holds it). */
 int mc_proc_await_ready(struct mc_proc *p, struct mc_proc_ready *r, int timeout_ms);
 
+/* Spawns argv (mc_proc_spawn) and waits up to timeout_ms for a READY line of the given kind
+ * (into r). Returns 0; or -1 with the child's log dumped on stderr (when it has one) and the
+ * child killed and reaped, r->line holding what it printed instead, if anything. */
+int mc_proc_start(struct mc_proc *p, const char *const *argv, const struct mc_proc_io *io,
+                  enum mc_proc_ready_kind kind, struct mc_proc_ready *r, int timeout_ms);
+
 /* ---- time and temporary directories ------------------------------------------------------ */
 
 uint64_t mc_proc_now_ms(void); /* CLOCK_MONOTONIC */
