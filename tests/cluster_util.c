@@ -2,10 +2,14 @@
  * cluster_util.c - child processes (on the shared harness, tools/proc_harness.h) and a strict
  * JSON reader for the multi-process tests. See cluster_util.h.
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "cluster_util.h"
 
@@ -107,6 +111,129 @@ int cu_write_file(const char *path, const void *buf, size_t len)
 void cu_rm_rf(const char *path)
 {
     mc_proc_rm_rf(path);
+}
+
+/* ---- a cluster on loopback ------------------------------------------------------------------ */
+
+int cu_cluster_init(struct cu_cluster *c, const char *prefix)
+{
+    const char *bin = getenv("MC_BIN_DIR");
+
+    memset(c, 0, sizeof(*c));
+    if (!bin) {
+        fprintf(stderr, "MC_BIN_DIR is not set\n");
+        return -1;
+    }
+    snprintf(c->master_bin, sizeof(c->master_bin), "%s/mooncake_master", bin);
+    snprintf(c->daemon_bin, sizeof(c->daemon_bin), "%s/mooncake_client", bin);
+    snprintf(c->cli_bin, sizeof(c->cli_bin), "%s/mooncake_cli", bin);
+    if (mc_proc_mkdtemp(c->dir, sizeof(c->dir), NULL, prefix) != 0 &&
+        mc_proc_mkdtemp(c->dir, sizeof(c->dir), "/tmp", prefix) != 0) {
+        fprintf(stderr, "cannot make a temporary directory %s: %s\n", prefix, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void cu_cluster_destroy(struct cu_cluster *c)
+{
+    if (c->dir[0])
+        mc_proc_rm_rf(c->dir);
+    c->dir[0] = '\0';
+}
+
+/* base[0..nbase) then flags, NULL-terminated, into argv[cap]. */
+static void join_argv(const char **argv, size_t cap, const char *const *base, size_t nbase,
+                      const char *const *flags)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nbase && n + 1 < cap; i++)
+        argv[n++] = base[i];
+    for (size_t i = 0; flags && flags[i] && n + 1 < cap; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+}
+
+static int start_ready(struct cu_proc *p, const char *const *argv, const char *log,
+                       enum mc_proc_ready_kind kind, struct mc_proc_ready *r, int timeout_ms)
+{
+    const struct mc_proc_io io = {.err_path = log, .err_append = true};
+    return mc_proc_start(p, argv, &io, kind, r, timeout_ms);
+}
+
+int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const char *const *flags,
+                    int timeout_ms)
+{
+    char port[32], log[320];
+    const char *base[] = {c->master_bin, port, "--rpc_address=127.0.0.1", "--metrics_port=0",
+                          "--metrics_host=127.0.0.1"};
+    const char *argv[64];
+    struct mc_proc_ready r;
+
+    snprintf(port, sizeof(port), "--rpc_port=%d", rpc_port);
+    snprintf(log, sizeof(log), "%s/master.log", c->dir);
+    join_argv(argv, 64, base, sizeof(base) / sizeof(base[0]), flags);
+    if (start_ready(p, argv, log, MC_PROC_READY_MASTER, &r, timeout_ms) != 0)
+        return -1;
+    snprintf(c->rpc, sizeof(c->rpc), "127.0.0.1:%u", r.rpc_port);
+    snprintf(c->metrics, sizeof(c->metrics), "127.0.0.1:%u", r.metrics_port);
+    return 0;
+}
+
+int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
+                    const char *const *flags, char *ep, size_t cap, int timeout_ms)
+{
+    char master[128], log[320];
+    const char *base[] = {c->daemon_bin, master, "--host=127.0.0.1", "--data_port=0"};
+    const char *argv[64];
+    struct mc_proc_ready r;
+
+    snprintf(master, sizeof(master), "--master=%s", c->rpc);
+    snprintf(log, sizeof(log), "%s/%s.log", c->dir, name);
+    join_argv(argv, 64, base, sizeof(base) / sizeof(base[0]), flags);
+    if (start_ready(p, argv, log, MC_PROC_READY_DAEMON, &r, timeout_ms) != 0)
+        return -1;
+    snprintf(ep, cap, "%s", r.endpoint);
+    return 0;
+}
+
+int cu_free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+double cu_metric(const char *text, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n')) {
+        if (*p == '\n')
+            p++;
+        if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
+            return strtod(p + nl + 1, NULL);
+    }
+    return -1;
+}
+
+void cu_fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed;
+
+    for (size_t k = 0; k < len; k += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(buf + k, &x, len - k < 8 ? len - k : 8);
+    }
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */

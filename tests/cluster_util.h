@@ -10,6 +10,11 @@
  * stdout and stderr captured to files and is waited for with a deadline (killed when it
  * overruns).
  *
+ * Clusters. struct cu_cluster is the fixture the cluster tests share: the binaries from
+ * $MC_BIN_DIR, a private temporary directory for logs and stores, and the master's addresses
+ * as its READY line gave them. cu_start_master / cu_start_daemon start the two daemons on
+ * loopback with the flags every test passes plus the test's own, and wait for READY.
+ *
  * JSON. mooncake_cli's --json output is parsed with a strict recursive-descent reader (RFC 8259
  * grammar, whole input consumed) into a small tree, so a malformed document fails the test
  * instead of passing a substring check. Numbers keep their text: versions are 64-bit.
@@ -58,6 +63,40 @@ int cu_write_file(const char *path, const void *buf, size_t len);
 void cu_rm_rf(const char *path);
 uint64_t cu_now_ms(void);
 void cu_sleep_ms(int ms);
+
+/* ---- a cluster on loopback ------------------------------------------------------------- */
+
+struct cu_cluster {
+    char dir[64]; /* private temporary directory: logs, inputs, disk stores (short: tests
+                   * build paths in it into small buffers) */
+    char master_bin[600], daemon_bin[600], cli_bin[600]; /* in $MC_BIN_DIR */
+    char rpc[64];     /* the master's RPC address "127.0.0.1:PORT" (cu_start_master) */
+    char metrics[64]; /* the master's /metrics address "127.0.0.1:PORT" */
+};
+
+/* Finds the binaries in $MC_BIN_DIR and makes $TMPDIR/PREFIX.XXXXXX (/tmp when $TMPDIR is
+ * unset or too long for dir). Returns 0, or -1 (said on stderr). */
+int cu_cluster_init(struct cu_cluster *c, const char *prefix);
+/* Removes the directory (stop the processes first). */
+void cu_cluster_destroy(struct cu_cluster *c);
+/* Starts mooncake_master on 127.0.0.1 with --rpc_port=rpc_port (0: a free one),
+ * --metrics_port=0, then flags (NULL-terminated, may be NULL); stderr appended to
+ * DIR/master.log. Waits up to timeout_ms for READY and sets c->rpc and c->metrics. Returns 0,
+ * or -1 with the log dumped and the child killed. */
+int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const char *const *flags,
+                    int timeout_ms);
+/* Starts mooncake_client --master=c->rpc --host=127.0.0.1 --data_port=0, then flags; stderr
+ * appended to DIR/NAME.log. Waits up to timeout_ms for READY; its endpoint into ep. Returns 0,
+ * or -1 with the log dumped and the child killed. */
+int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
+                    const char *const *flags, char *ep, size_t cap, int timeout_ms);
+/* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
+ * so a test picks one); -1 on error. */
+int cu_free_port(void);
+/* The value of the first "NAME VALUE" sample (no labels) of Prometheus text; -1 when absent. */
+double cu_metric(const char *text, const char *name);
+/* A deterministic byte pattern of seed (xorshift64, 8 bytes a step). */
+void cu_fill(uint8_t *buf, size_t len, uint64_t seed);
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 
