@@ -15,6 +15,23 @@
 
 #define READS 5 /* reads of one value while it answers LEASE_EXPIRED */
 
+int cu_open_client(const struct cu_cluster *cl, uint64_t segment_size, const char *disk_path,
+                   uint64_t disk_capacity, uint32_t put_retry_window_ms, struct mc_client **out)
+{
+    struct mc_client_config cfg;
+
+    mc_client_config_init(&cfg);
+    cfg.master_address = cl->rpc;
+    cfg.segment_size = segment_size;
+    if (disk_path) {
+        cfg.disk_path = disk_path;
+        cfg.disk_capacity = disk_capacity;
+    }
+    if (put_retry_window_ms)
+        cfg.put_retry_window_ms = put_retry_window_ms;
+    return mc_client_open(&cfg, out);
+}
+
 int cu_put_retry(struct mc_client *c, const char *key, const void *buf, size_t len,
                  const struct mc_replicate_config *rc, int timeout_ms)
 {

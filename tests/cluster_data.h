@@ -14,11 +14,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cluster_util.h"
 #include "mooncake/client.h"
 
 #define CU_TIER_MEMORY 1 /* a COMPLETE MEMORY replica */
 #define CU_TIER_DISK 2   /* a COMPLETE LOCAL_DISK replica */
 
+/* Opens an in-test client of cl's master: segment_size bytes of DRAM (0: none, so every byte
+ * it moves crosses to a daemon), a LOCAL_DISK store at disk_path of disk_capacity bytes (NULL:
+ * none), put_retry_window_ms (0: the library's default). Returns mc_client_open's result. */
+int cu_open_client(const struct cu_cluster *cl, uint64_t segment_size, const char *disk_path,
+                   uint64_t disk_capacity, uint32_t put_retry_window_ms, struct mc_client **out);
 /* mc_put, again every 20 ms while it fails (eviction and offload make room) within
  * timeout_ms. Returns the last result. */
 int cu_put_retry(struct mc_client *c, const char *key, const void *buf, size_t len,

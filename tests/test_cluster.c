@@ -32,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "cluster_data.h"
 #include "cluster_util.h"
 #include "common/log.h"
 #include "mooncake/client.h"
@@ -163,7 +164,6 @@ static bool segments_has(const struct cu_json *segs, const char *ep)
 static int group_setup(void **state)
 {
     const char *bin = getenv("MC_BIN_DIR");
-    struct mc_client_config cfg;
 
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.a.out_fd = g.b.out_fd = -1;
@@ -179,10 +179,7 @@ static int group_setup(void **state)
         start_daemon(&g.a, "A", g.metrics_a, g.ep_a, sizeof(g.ep_a)) != 0 ||
         start_daemon(&g.b, "B", 0, g.ep_b, sizeof(g.ep_b)) != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 0;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 0, &g.client) != 0)
         return -1;
     (void)state;
     return 0;

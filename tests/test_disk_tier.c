@@ -162,7 +162,6 @@ static bool wait_disk(int i)
 
 static int group_setup(void **state)
 {
-    struct mc_client_config cfg;
     (void)state;
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.h.out_fd = -1;
@@ -174,11 +173,7 @@ static int group_setup(void **state)
     g.want = malloc(VLEN);
     if (!g.buf || !g.want || start_master(0) != 0 || start_holder() != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 0;
-    cfg.put_retry_window_ms = 3000;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 3000, &g.client) != 0)
         return -1;
     for (int i = 0; i < NKEYS; i++)
         g.gen[i] = -1;
@@ -432,15 +427,8 @@ static void test_in_process_holder(void **state)
     /* H leaves (SIGTERM unmounts it at once): the in-process holder's segment is the only one */
     assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
     snprintf(disk2, sizeof(disk2), "%s/disk2", g.cl.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 16u << 20;
-    cfg.disk_path = disk2;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 16u << 20, disk2, 256u << 20, 3000, &p), 0);
     for (int i = 0; i < N; i++) {
         key_of(1000 + i, key, sizeof(key));
         value_of(1000 + i, 0, g.want);

@@ -307,7 +307,6 @@ static void read_n(int i, int n)
 
 static int group_setup(void **state)
 {
-    struct mc_client_config cfg;
     (void)state;
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.h.out_fd = g.d.out_fd = -1;
@@ -318,11 +317,7 @@ static int group_setup(void **state)
     g.want = malloc(VLEN);
     if (!g.buf || !g.want || start_master() != 0 || start_holder(0) != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 0;
-    cfg.put_retry_window_ms = 3000;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 3000, &g.client) != 0)
         return -1;
     return 0;
 }
@@ -627,15 +622,8 @@ static void test_in_process_holder(void **state)
     assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
     char disk[160], key[32], idhex[MC_ID_STRLEN];
     snprintf(disk, sizeof(disk), "%s/ip_disk", g.cl.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 256u << 20, 3000, &p), 0);
     mc_id_format(p->id, idhex);
     enum { NIP = 24 };
     for (int i = 0; i < NIP; i++) {
@@ -762,14 +750,7 @@ static void test_remote_staged(void **state)
     assert_int_equal(g.h.pid, 0);
     char disk[160], key[32], idhex[MC_ID_STRLEN], seg[128];
     snprintf(disk, sizeof(disk), "%s/rs_disk", g.cl.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
-    assert_int_equal(mc_client_open(&cfg, &g.p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 256u << 20, 3000, &g.p), 0);
     mc_id_format(g.p->id, idhex);
     enum { NCOLD = 3, NFILL = 8, SEED = 3000 };
     for (int i = 0; i < NCOLD; i++) {
@@ -887,14 +868,8 @@ static void test_idle_quiet(void **state)
     /* an in-test holder whose worker stats can be read: heartbeats of both loops */
     char disk[160];
     snprintf(disk, sizeof(disk), "%s/idle_disk", g.cl.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.cl.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 64u << 20;
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 64u << 20, 0, &p), 0);
     cu_sleep_ms(1200); /* the first polls went out */
     struct mc_worker_stats s0, s1;
     mc_worker_get_stats(p->worker, &s0);
