@@ -1,216 +1,61 @@
 /*
- * cluster_util.c - child processes and a strict JSON reader for the multi-process tests.
- * See cluster_util.h.
+ * cluster_util.c - child processes (on the shared harness, tools/proc_harness.h) and a strict
+ * JSON reader for the multi-process tests. See cluster_util.h.
  */
-#include <dirent.h>
+#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
-#include "test_spawn.h"
 
 uint64_t cu_now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    return mc_proc_now_ms();
 }
 
 void cu_sleep_ms(int ms)
 {
-    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
-
-/* In the child: die with the parent; stdio as given. Never returns. */
-static void child_exec(pid_t parent, const char *const *argv, int in_fd, int out_fd, int err_fd)
-{
-    sigset_t none;
-
-    tu_die_with_parent(parent);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    if ((in_fd >= 0 && dup2(in_fd, 0) < 0) || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
-        _exit(126);
-    execv(argv[0], (char *const *)argv);
-    _exit(127);
+    mc_proc_sleep_ms(ms);
 }
 
 int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path)
 {
-    int pfd[2], err_fd, null_fd;
-    pid_t pid;
-
-    p->pid = 0;
-    p->out_fd = -1;
-    snprintf(p->log, sizeof(p->log), "%s", log_path);
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return -1;
-    err_fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (err_fd < 0 || null_fd < 0)
-        goto fail;
-    pid_t parent = getpid();
-    pid = fork();
-    if (pid < 0)
-        goto fail;
-    if (pid == 0)
-        child_exec(parent, argv, null_fd, pfd[1], err_fd);
-    close(pfd[1]);
-    close(err_fd);
-    close(null_fd);
-    p->pid = pid;
-    p->out_fd = pfd[0];
-    return 0;
-fail:
-    close(pfd[0]);
-    close(pfd[1]);
-    if (err_fd >= 0)
-        close(err_fd);
-    if (null_fd >= 0)
-        close(null_fd);
-    return -1;
+    const struct mc_proc_io io = {.err_path = log_path, .err_append = true};
+    return mc_proc_spawn(p, argv, &io);
 }
 
 int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms)
 {
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    size_t n = 0;
-
-    if (p->out_fd < 0 || cap == 0)
-        return -1;
-    for (;;) {
-        struct pollfd pf = {.fd = p->out_fd, .events = POLLIN};
-        uint64_t now = cu_now_ms();
-        char c;
-        ssize_t r;
-        if (now >= deadline)
-            return -1;
-        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
-            continue;
-        r = read(p->out_fd, &c, 1); /* byte by byte: never read past the line */
-        if (r == 0)
-            return -1;
-        if (r < 0) {
-            if (errno == EINTR || errno == EAGAIN)
-                continue;
-            return -1;
-        }
-        if (c == '\n') {
-            line[n] = '\0';
-            return 0;
-        }
-        if (n + 1 < cap)
-            line[n++] = c;
-    }
-}
-
-static int decode_status(int st)
-{
-    if (WIFEXITED(st))
-        return WEXITSTATUS(st);
-    if (WIFSIGNALED(st))
-        return 128 + WTERMSIG(st);
-    return -1;
-}
-
-/* Waits for pid up to timeout_ms. Returns the decoded status, or -2 on timeout. */
-static int wait_deadline(pid_t pid, int timeout_ms)
-{
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    int st = 0;
-
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            return decode_status(st);
-        if (w < 0 && errno != EINTR)
-            return -1;
-        if (cu_now_ms() >= deadline)
-            return -2;
-        cu_sleep_ms(5);
-    }
+    return mc_proc_read_line(p, line, cap, timeout_ms);
 }
 
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms)
 {
-    int rc;
-
-    if (p->pid <= 0)
-        return -1;
-    kill(p->pid, sig);
-    rc = wait_deadline(p->pid, timeout_ms);
-    if (rc == -2) {
-        kill(p->pid, SIGKILL);
-        rc = wait_deadline(p->pid, 10000);
-        if (rc >= 0 && sig != SIGKILL)
-            rc = -3; /* had to be killed: never a clean exit */
-    }
-    p->pid = 0;
-    if (p->out_fd >= 0)
-        close(p->out_fd);
-    p->out_fd = -1;
-    return rc;
+    return mc_proc_stop(p, sig, timeout_ms);
 }
 
 void cu_dump_log(const struct cu_proc *p, const char *what)
 {
-    size_t len = 0;
-    char *s = cu_slurp(p->log, &len);
-
-    if (!s)
-        return;
-    fprintf(stderr, "---- %s log (%s), last bytes ----\n%s\n----\n", what, p->log,
-            len > 4000 ? s + len - 4000 : s);
-    free(s);
+    mc_proc_dump_log(p, what, 4000);
 }
 
 void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
             int timeout_ms)
 {
     char out_path[512], err_path[512];
-    int out_fd, err_fd, in_fd;
-    pid_t pid;
+    struct mc_proc_io io = {.in_path = in_path, .out_path = out_path, .err_path = err_path};
 
     memset(r, 0, sizeof(*r));
-    r->status = -1;
     snprintf(out_path, sizeof(out_path), "%s/run.out", dir);
     snprintf(err_path, sizeof(err_path), "%s/run.err", dir);
-    out_fd = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    err_fd = open(err_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    in_fd = open(in_path ? in_path : "/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out_fd >= 0 && err_fd >= 0 && in_fd >= 0) {
-        pid_t parent = getpid();
-        pid = fork();
-        if (pid == 0)
-            child_exec(parent, argv, in_fd, out_fd, err_fd);
-        if (pid > 0) {
-            r->status = wait_deadline(pid, timeout_ms);
-            if (r->status == -2) {
-                kill(pid, SIGKILL);
-                wait_deadline(pid, 10000);
-                r->status = -1;
-            }
-        }
-    }
-    if (out_fd >= 0)
-        close(out_fd);
-    if (err_fd >= 0)
-        close(err_fd);
-    if (in_fd >= 0)
-        close(in_fd);
+    r->status = mc_proc_run(argv, &io, timeout_ms);
+    if (r->status < 0)
+        r->status = -1; /* overran the deadline (killed), or could not start */
     r->out = cu_slurp(out_path, NULL);
     r->err = cu_slurp(err_path, NULL);
     if (!r->out)
@@ -265,24 +110,130 @@ int cu_write_file(const char *path, const void *buf, size_t len)
 
 void cu_rm_rf(const char *path)
 {
-    DIR *d = opendir(path);
-    struct dirent *e;
+    mc_proc_rm_rf(path);
+}
 
-    if (d) {
-        while ((e = readdir(d)) != NULL) {
-            char sub[1024];
-            struct stat st;
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
-            if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode))
-                cu_rm_rf(sub);
-            else
-                unlink(sub);
-        }
-        closedir(d);
+/* ---- a cluster on loopback ------------------------------------------------------------------ */
+
+int cu_cluster_init(struct cu_cluster *c, const char *prefix)
+{
+    const char *bin = getenv("MC_BIN_DIR");
+
+    memset(c, 0, sizeof(*c));
+    if (!bin) {
+        fprintf(stderr, "MC_BIN_DIR is not set\n");
+        return -1;
     }
-    rmdir(path);
+    snprintf(c->master_bin, sizeof(c->master_bin), "%s/mooncake_master", bin);
+    snprintf(c->daemon_bin, sizeof(c->daemon_bin), "%s/mooncake_client", bin);
+    snprintf(c->cli_bin, sizeof(c->cli_bin), "%s/mooncake_cli", bin);
+    if (mc_proc_mkdtemp(c->dir, sizeof(c->dir), NULL, prefix) != 0 &&
+        mc_proc_mkdtemp(c->dir, sizeof(c->dir), "/tmp", prefix) != 0) {
+        fprintf(stderr, "cannot make a temporary directory %s: %s\n", prefix, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+void cu_cluster_destroy(struct cu_cluster *c)
+{
+    if (c->dir[0])
+        mc_proc_rm_rf(c->dir);
+    c->dir[0] = '\0';
+}
+
+/* base[0..nbase) then flags, NULL-terminated, into argv[cap]. */
+static void join_argv(const char **argv, size_t cap, const char *const *base, size_t nbase,
+                      const char *const *flags)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nbase && n + 1 < cap; i++)
+        argv[n++] = base[i];
+    for (size_t i = 0; flags && flags[i] && n + 1 < cap; i++)
+        argv[n++] = flags[i];
+    argv[n] = NULL;
+}
+
+static int start_ready(struct cu_proc *p, const char *const *argv, const char *log,
+                       enum mc_proc_ready_kind kind, struct mc_proc_ready *r, int timeout_ms)
+{
+    const struct mc_proc_io io = {.err_path = log, .err_append = true};
+    return mc_proc_start(p, argv, &io, kind, r, timeout_ms);
+}
+
+int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const char *const *flags,
+                    int timeout_ms)
+{
+    char port[32], log[320];
+    const char *base[] = {c->master_bin, port, "--rpc_address=127.0.0.1", "--metrics_port=0",
+                          "--metrics_host=127.0.0.1"};
+    const char *argv[64];
+    struct mc_proc_ready r;
+
+    snprintf(port, sizeof(port), "--rpc_port=%d", rpc_port);
+    snprintf(log, sizeof(log), "%s/master.log", c->dir);
+    join_argv(argv, 64, base, sizeof(base) / sizeof(base[0]), flags);
+    if (start_ready(p, argv, log, MC_PROC_READY_MASTER, &r, timeout_ms) != 0)
+        return -1;
+    snprintf(c->rpc, sizeof(c->rpc), "127.0.0.1:%u", r.rpc_port);
+    snprintf(c->metrics, sizeof(c->metrics), "127.0.0.1:%u", r.metrics_port);
+    return 0;
+}
+
+int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
+                    const char *const *flags, char *ep, size_t cap, int timeout_ms)
+{
+    char master[128], log[320];
+    const char *base[] = {c->daemon_bin, master, "--host=127.0.0.1", "--data_port=0"};
+    const char *argv[64];
+    struct mc_proc_ready r;
+
+    snprintf(master, sizeof(master), "--master=%s", c->rpc);
+    snprintf(log, sizeof(log), "%s/%s.log", c->dir, name);
+    join_argv(argv, 64, base, sizeof(base) / sizeof(base[0]), flags);
+    if (start_ready(p, argv, log, MC_PROC_READY_DAEMON, &r, timeout_ms) != 0)
+        return -1;
+    snprintf(ep, cap, "%s", r.endpoint);
+    return 0;
+}
+
+int cu_free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(sa);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+double cu_metric(const char *text, const char *name)
+{
+    size_t nl = strlen(name);
+
+    for (const char *p = text; p && *p; p = strchr(p, '\n')) {
+        if (*p == '\n')
+            p++;
+        if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
+            return strtod(p + nl + 1, NULL);
+    }
+    return -1;
+}
+
+void cu_fill(uint8_t *buf, size_t len, uint64_t seed)
+{
+    uint64_t x = seed;
+
+    for (size_t k = 0; k < len; k += 8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        memcpy(buf + k, &x, len - k < 8 ? len - k : 8);
+    }
 }
 
 /* ---- JSON ---------------------------------------------------------------------------------- */

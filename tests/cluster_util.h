@@ -2,11 +2,18 @@
  * cluster_util.h - helpers of the multi-process tests (test_cluster.c): child processes on
  * loopback and a small strict JSON reader.
  *
- * Processes. Every child runs with PR_SET_PDEATHSIG = SIGKILL, so nothing outlives a crashed or
- * killed test; daemons are stopped explicitly in teardown. A daemon's stdout is a pipe the test
- * reads its READY line from (with a deadline); its stderr goes to a log file that is printed
- * when something goes wrong. A command (mooncake_cli) runs with stdout and stderr captured to
- * files and is waited for with a deadline (killed when it overruns).
+ * Processes. A thin layer over the harness every test and bench tool shares
+ * (src/tools/proc_harness.h): every child runs with PR_SET_PDEATHSIG = SIGKILL, so nothing
+ * outlives a crashed or killed test; daemons are stopped explicitly in teardown. A daemon's
+ * stdout is a pipe the test reads its READY line from (with a deadline); its stderr is appended
+ * to a log file that is printed when something goes wrong. A command (mooncake_cli) runs with
+ * stdout and stderr captured to files and is waited for with a deadline (killed when it
+ * overruns).
+ *
+ * Clusters. struct cu_cluster is the fixture the cluster tests share: the binaries from
+ * $MC_BIN_DIR, a private temporary directory for logs and stores, and the master's addresses
+ * as its READY line gave them. cu_start_master / cu_start_daemon start the two daemons on
+ * loopback with the flags every test passes plus the test's own, and wait for READY.
  *
  * JSON. mooncake_cli's --json output is parsed with a strict recursive-descent reader (RFC 8259
  * grammar, whole input consumed) into a small tree, so a malformed document fails the test
@@ -20,13 +27,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tools/proc_harness.h"
+
 /* ---- processes ------------------------------------------------------------------------- */
 
-struct cu_proc {
-    pid_t pid;     /* 0 when not running */
-    int out_fd;    /* read end of its stdout pipe (-1 when none) */
-    char log[256]; /* its stderr */
-};
+/* A child is the harness's handle: pid (0 when not running), out_fd (read end of its stdout
+ * pipe, -1 when none) and log (its stderr file). The tests' name for it stays. */
+#define cu_proc mc_proc
 
 /* Starts argv[0] (a path) with stdout on a pipe and stderr appended to log_path. */
 int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path);
@@ -56,6 +63,40 @@ int cu_write_file(const char *path, const void *buf, size_t len);
 void cu_rm_rf(const char *path);
 uint64_t cu_now_ms(void);
 void cu_sleep_ms(int ms);
+
+/* ---- a cluster on loopback ------------------------------------------------------------- */
+
+struct cu_cluster {
+    char dir[64]; /* private temporary directory: logs, inputs, disk stores (short: tests
+                   * build paths in it into small buffers) */
+    char master_bin[600], daemon_bin[600], cli_bin[600]; /* in $MC_BIN_DIR */
+    char rpc[64];     /* the master's RPC address "127.0.0.1:PORT" (cu_start_master) */
+    char metrics[64]; /* the master's /metrics address "127.0.0.1:PORT" */
+};
+
+/* Finds the binaries in $MC_BIN_DIR and makes $TMPDIR/PREFIX.XXXXXX (/tmp when $TMPDIR is
+ * unset or too long for dir). Returns 0, or -1 (said on stderr). */
+int cu_cluster_init(struct cu_cluster *c, const char *prefix);
+/* Removes the directory (stop the processes first). */
+void cu_cluster_destroy(struct cu_cluster *c);
+/* Starts mooncake_master on 127.0.0.1 with --rpc_port=rpc_port (0: a free one),
+ * --metrics_port=0, then flags (NULL-terminated, may be NULL); stderr appended to
+ * DIR/master.log. Waits up to timeout_ms for READY and sets c->rpc and c->metrics. Returns 0,
+ * or -1 with the log dumped and the child killed. */
+int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const char *const *flags,
+                    int timeout_ms);
+/* Starts mooncake_client --master=c->rpc --host=127.0.0.1 --data_port=0, then flags; stderr
+ * appended to DIR/NAME.log. Waits up to timeout_ms for READY; its endpoint into ep. Returns 0,
+ * or -1 with the log dumped and the child killed. */
+int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
+                    const char *const *flags, char *ep, size_t cap, int timeout_ms);
+/* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
+ * so a test picks one); -1 on error. */
+int cu_free_port(void);
+/* The value of the first "NAME VALUE" sample (no labels) of Prometheus text; -1 when absent. */
+double cu_metric(const char *text, const char *name);
+/* A deterministic byte pattern of seed (xorshift64, 8 bytes a step). */
+void cu_fill(uint8_t *buf, size_t len, uint64_t seed);
 
 /* ---- JSON -------------------------------------------------------------------------------- */
 

@@ -30,12 +30,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cmocka.h>
 
+#include "cluster_data.h"
 #include "cluster_util.h"
 #include "common/log.h"
 #include "mooncake/client.h"
@@ -47,11 +44,9 @@
 #define TTL_WAIT_MS 20000
 
 static struct {
-    char dir[64];
+    struct cu_cluster cl; /* binaries, directory, the master's addresses */
     char bin[512];
-    char master_bin[600], daemon_bin[600], cli_bin[600];
     struct cu_proc master, a, b;
-    char rpc[64], metrics[64]; /* master "127.0.0.1:PORT" */
     char ep_a[256], ep_b[256];
     int metrics_a; /* daemon A's /metrics port */
     struct mc_client *client;
@@ -60,84 +55,21 @@ static struct {
 
 /* ---- helpers ----------------------------------------------------------------------------- */
 
-/* "0.0.0.0:123" -> "127.0.0.1:123" (the test talks over loopback). */
-static void loopback_addr(const char *in, char *out, size_t cap)
-{
-    const char *colon = strrchr(in, ':');
-    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
-}
-
 static int start_master(int rpc_port)
 {
-    char port[32], log[128], line[256];
-    const char *argv[] = {g.master_bin,
-                          port,
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--client_ttl=3",
-                          "--log_level=warn",
-                          NULL};
-    const char *r, *m;
-    char tmp[64];
-
-    snprintf(port, sizeof(port), "--rpc_port=%d", rpc_port);
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, argv, log) != 0)
-        return -1;
-    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY ", 6) != 0) {
-        cu_dump_log(&g.master, "master");
-        cu_stop(&g.master, SIGKILL, 1000);
-        return -1;
-    }
-    r = strstr(line, "rpc=");
-    m = strstr(line, "metrics=");
-    if (!r || !m)
-        return -1;
-    sscanf(r + 4, "%63s", tmp);
-    loopback_addr(tmp, g.rpc, sizeof(g.rpc));
-    sscanf(m + 8, "%63s", tmp);
-    loopback_addr(tmp, g.metrics, sizeof(g.metrics));
-    return 0;
-}
-
-/* A port that was free a moment ago (--metrics_port=0 means "off", so the daemon needs one). */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+    static const char *const flags[] = {"--client_ttl=3", "--log_level=warn", NULL};
+    return cu_start_master(&g.cl, &g.master, rpc_port, flags, START_MS);
 }
 
 /* Starts a daemon; metrics_port > 0 also serves /metrics there. */
 static int start_daemon(struct cu_proc *p, const char *name, int metrics_port, char *ep, size_t cap)
 {
-    char master[128], log[128], line[256], mport[64];
-    const char *argv[] = {g.daemon_bin,    master,        "--host=127.0.0.1",
-                          "--data_port=0", SEG_SIZE_FLAG, "--log_level=warn",
-                          mport,           NULL};
+    char log[64], mport[64];
+    const char *flags[] = {SEG_SIZE_FLAG, "--log_level=warn", mport, NULL};
 
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
     snprintf(mport, sizeof(mport), "--metrics_port=%d", metrics_port > 0 ? metrics_port : 0);
-    snprintf(log, sizeof(log), "%s/daemon_%s.log", g.dir, name);
-    if (cu_spawn(p, argv, log) != 0)
-        return -1;
-    if (cu_read_line(p, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(p, name);
-        cu_stop(p, SIGKILL, 1000);
-        return -1;
-    }
-    snprintf(ep, cap, "%s", line + 15);
-    return 0;
+    snprintf(log, sizeof(log), "daemon_%s", name);
+    return cu_start_daemon(&g.cl, p, log, flags, ep, cap, START_MS);
 }
 
 /* Runs mooncake_cli --master=<rpc> ARGS... (NULL-terminated). */
@@ -148,29 +80,21 @@ static void cli(struct cu_run *r, const char *in_path, ...)
     va_list ap;
     int n = 0;
 
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    argv[n++] = g.cli_bin;
+    snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
+    argv[n++] = g.cl.cli_bin;
     argv[n++] = master;
     va_start(ap, in_path);
     for (const char *a = va_arg(ap, const char *); a && n < 31; a = va_arg(ap, const char *))
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    cu_run(r, g.dir, argv, in_path, CLI_MS);
+    cu_run(r, g.cl.dir, argv, in_path, CLI_MS);
 }
 
 static void fill_random(uint8_t *buf, size_t len)
 {
-    uint64_t x = g.seed;
-    for (size_t i = 0; i < len; i++) {
-        if ((i & 7) == 0) {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-        }
-        buf[i] = (uint8_t)(x >> ((i & 7) * 8));
-    }
-    g.seed = x + 0x9e3779b97f4a7c15ull;
+    cu_fill(buf, len, g.seed);
+    g.seed += 0x9e3779b97f4a7c15ull; /* the next value's bytes differ */
 }
 
 static int put_on(const char *key, const void *buf, size_t len, const char *segment)
@@ -240,7 +164,6 @@ static bool segments_has(const struct cu_json *segs, const char *ep)
 static int group_setup(void **state)
 {
     const char *bin = getenv("MC_BIN_DIR");
-    struct mc_client_config cfg;
 
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.a.out_fd = g.b.out_fd = -1;
@@ -250,20 +173,13 @@ static int group_setup(void **state)
         return -1;
     }
     snprintf(g.bin, sizeof(g.bin), "%s", bin);
-    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", g.bin);
-    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", g.bin);
-    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", g.bin);
-    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_cluster.XXXXXX");
-    if (!mkdtemp(g.dir))
+    if (cu_cluster_init(&g.cl, "mc_cluster") != 0)
         return -1;
-    if (start_master(0) != 0 || (g.metrics_a = free_port()) <= 0 ||
+    if (start_master(0) != 0 || (g.metrics_a = cu_free_port()) <= 0 ||
         start_daemon(&g.a, "A", g.metrics_a, g.ep_a, sizeof(g.ep_a)) != 0 ||
         start_daemon(&g.b, "B", 0, g.ep_b, sizeof(g.ep_b)) != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 0;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 0, &g.client) != 0)
         return -1;
     (void)state;
     return 0;
@@ -276,8 +192,7 @@ static int group_teardown(void **state)
     cu_stop(&g.a, SIGTERM, 10000);
     cu_stop(&g.b, SIGTERM, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
-    if (g.dir[0])
-        cu_rm_rf(g.dir);
+    cu_cluster_destroy(&g.cl);
     (void)state;
     return 0;
 }
@@ -291,8 +206,8 @@ static void test_roundtrip(void **state)
     struct cu_run r;
 
     (void)state;
-    snprintf(in_path, sizeof(in_path), "%s/value.in", g.dir);
-    snprintf(out_path, sizeof(out_path), "%s/value.out", g.dir);
+    snprintf(in_path, sizeof(in_path), "%s/value.in", g.cl.dir);
+    snprintf(out_path, sizeof(out_path), "%s/value.out", g.cl.dir);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         size_t len = sizes[i], got_len = 0;
         const char *seg = (i & 1) ? g.ep_b : g.ep_a;
@@ -493,7 +408,7 @@ static void test_json(void **state)
      * daemon A's, whose values the test knows. */
     {
         char opt[128], *line;
-        snprintf(opt, sizeof(opt), "--metrics=%s", g.metrics);
+        snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
         cli(&r, NULL, "metrics", opt, NULL);
         assert_int_equal(r.status, 0);
         for (line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n")) {
@@ -515,17 +430,14 @@ static void test_json(void **state)
 /* A counter of the master's /metrics (read through `mooncake_cli metrics`). */
 static double master_metric(const char *name)
 {
-    char opt[128], want[160];
+    char opt[128];
     struct cu_run r;
-    double v = -1;
+    double v;
 
-    snprintf(opt, sizeof(opt), "--metrics=%s", g.metrics);
-    snprintf(want, sizeof(want), "%s ", name);
+    snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
     cli(&r, NULL, "metrics", opt, NULL);
     assert_int_equal(r.status, 0);
-    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"))
-        if (!strncmp(line, want, strlen(want)))
-            v = strtod(line + strlen(want), NULL);
+    v = cu_metric(r.out, name);
     cu_run_free(&r);
     assert_true(v >= 0);
     return v;
@@ -546,7 +458,7 @@ static void test_cli_get_one_access(void **state)
     assert_non_null(src);
     fill_random(src, len);
     assert_int_equal(put_on("one-access", src, len, g.ep_a), 0);
-    snprintf(out_path, sizeof(out_path), "%s/one-access.out", g.dir);
+    snprintf(out_path, sizeof(out_path), "%s/one-access.out", g.cl.dir);
     double before = master_metric("master_get_replica_list_requests_total");
     cli(&r, NULL, "get", "one-access", "-o", out_path, NULL);
     assert_int_equal(r.status, 0);
@@ -571,13 +483,13 @@ static void expect_exit(int status, const char *err_substr, ...)
     va_list ap;
     int n = 0;
 
-    argv[n++] = g.cli_bin;
+    argv[n++] = g.cl.cli_bin;
     va_start(ap, err_substr);
     for (const char *a = va_arg(ap, const char *); a && n < 15; a = va_arg(ap, const char *))
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    cu_run(&r, g.dir, argv, NULL, CLI_MS);
+    cu_run(&r, g.cl.dir, argv, NULL, CLI_MS);
     if (r.status != status || (err_substr && !strstr(r.err, err_substr)))
         fprintf(stderr, "%s %s: status %d, stderr: %s\n", argv[1], n > 2 ? argv[2] : "", r.status,
                 r.err);
@@ -593,8 +505,8 @@ static void test_exit_codes(void **state)
     uint8_t v[100] = {1, 2, 3};
 
     (void)state;
-    snprintf(m, sizeof(m), "--master=%s", g.rpc);
-    snprintf(bad_file, sizeof(bad_file), "%s/no/such/file", g.dir);
+    snprintf(m, sizeof(m), "--master=%s", g.cl.rpc);
+    snprintf(bad_file, sizeof(bad_file), "%s/no/such/file", g.cl.dir);
     snprintf(dead_metrics, sizeof(dead_metrics), "--metrics=%s", "127.0.0.1:1");
 
     /* 0 */
@@ -645,7 +557,7 @@ static void test_cli_value_version_existing(void **state)
     cu_run_free(&r);
     snprintf(bench, sizeof(bench), "%s/mooncake_bench", g.bin);
     const char *bargv[] = {bench, "--version", NULL};
-    cu_run(&r, g.dir, bargv, NULL, CLI_MS);
+    cu_run(&r, g.cl.dir, bargv, NULL, CLI_MS);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "mooncake_bench version "));
     cu_run_free(&r);
@@ -688,9 +600,13 @@ static bool log_has(const char *path, const char *needle, int deadline_ms)
 static int spawn_waiting_daemon(struct cu_proc *p, int port, const char *wait, const char *log)
 {
     char master[64], w[64];
-    const char *argv[] = {
-        g.daemon_bin, master, "--host=127.0.0.1", "--segment_size=16MiB", "--log_level=warn", w,
-        NULL};
+    const char *argv[] = {g.cl.daemon_bin,
+                          master,
+                          "--host=127.0.0.1",
+                          "--segment_size=16MiB",
+                          "--log_level=warn",
+                          w,
+                          NULL};
     snprintf(master, sizeof(master), "--master=127.0.0.1:%d", port);
     snprintf(w, sizeof(w), "--master_wait=%s", wait);
     return cu_spawn(p, argv, log);
@@ -702,17 +618,17 @@ static void test_daemon_waits_for_master(void **state)
 {
     struct cu_proc d = {0}, m = {0};
     char log[128], mlog[128], line[256], port_flag[32];
-    int port = free_port();
+    int port = cu_free_port();
     (void)state;
     assert_true(port > 0);
-    snprintf(log, sizeof(log), "%s/daemon_wait.log", g.dir);
-    snprintf(mlog, sizeof(mlog), "%s/master_wait.log", g.dir);
+    snprintf(log, sizeof(log), "%s/daemon_wait.log", g.cl.dir);
+    snprintf(mlog, sizeof(mlog), "%s/master_wait.log", g.cl.dir);
 
     /* 1. the master comes later: READY after it */
     assert_int_equal(spawn_waiting_daemon(&d, port, "60s", log), 0);
     assert_true(log_has(log, "master unreachable; retrying", START_MS));
     snprintf(port_flag, sizeof(port_flag), "--rpc_port=%d", port);
-    const char *margv[] = {g.master_bin,
+    const char *margv[] = {g.cl.master_bin,
                            port_flag,
                            "--rpc_address=127.0.0.1",
                            "--metrics_port=0",
@@ -815,7 +731,7 @@ static void test_master_restart(void **state)
 {
     static const char val[] = "value written after the master restarted";
     char port_s[16], key[32], ep[128], in_path[128];
-    const char *colon = strrchr(g.rpc, ':');
+    const char *colon = strrchr(g.cl.rpc, ':');
     int port = colon ? atoi(colon + 1) : 0;
     uint64_t deadline;
     bool back = false;
@@ -861,7 +777,7 @@ static void test_master_restart(void **state)
     assert_memory_equal(r.out, val, sizeof(val));
     cu_run_free(&r);
 
-    snprintf(in_path, sizeof(in_path), "%s/restart.in", g.dir);
+    snprintf(in_path, sizeof(in_path), "%s/restart.in", g.cl.dir);
     assert_int_equal(cu_write_file(in_path, val, sizeof(val)), 0);
     snprintf(key, sizeof(key), "restart-cli");
     cli(&r, NULL, "put", key, in_path, NULL);

@@ -37,14 +37,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cmocka.h>
 
 #include "client/client_internal.h"
 #include "client/transport.h"
+#include "cluster_data.h"
 #include "cluster_util.h"
 #include "mooncake/client.h"
 
@@ -54,12 +51,10 @@
 #define WAIT_MS 20000
 
 static struct {
-    char dir[64];
-    char master_bin[600], daemon_bin[600], cli_bin[600];
-    int metrics_port; /* the holder's /metrics */
+    struct cu_cluster cl; /* binaries, directory, the master's addresses */
+    int metrics_port;     /* the holder's /metrics */
     char disk[128];
     struct cu_proc master, h;
-    char rpc[64];
     char ep[256];
     struct mc_client *client;
     int gen[NKEYS];       /* generation of each key's bytes; -1 = not stored */
@@ -78,114 +73,46 @@ static void key_of(int i, char *key, size_t cap)
 /* The bytes of key i at generation gen: deterministic, distinct per key and generation. */
 static void value_of(int i, int gen, uint8_t *buf)
 {
-    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) + 0xabcdefull * (uint64_t)(gen + 1);
-    for (size_t k = 0; k < VLEN; k += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(buf + k, &x, 8);
-    }
-}
-
-static void loopback_addr(const char *in, char *out, size_t cap)
-{
-    const char *colon = strrchr(in, ':');
-    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
+    cu_fill(buf, VLEN,
+            0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) + 0xabcdefull * (uint64_t)(gen + 1));
 }
 
 static int start_master(int rpc_port)
 {
-    char port[32], log[128], line[256], tmp[64];
-    const char *argv[] = {g.master_bin,
-                          port,
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--client_ttl=2",
-                          "--default_kv_lease_ttl=1000",
-                          "--enable_offload",
-                          "--offload_on_evict",
-                          "--log_level=warn",
-                          NULL};
-    snprintf(port, sizeof(port), "--rpc_port=%d", rpc_port);
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, argv, log) != 0)
-        return -1;
-    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY ", 6) != 0) {
-        cu_dump_log(&g.master, "master");
-        cu_stop(&g.master, SIGKILL, 1000);
-        return -1;
-    }
-    const char *r = strstr(line, "rpc=");
-    if (!r)
-        return -1;
-    sscanf(r + 4, "%63s", tmp);
-    loopback_addr(tmp, g.rpc, sizeof(g.rpc));
-    return 0;
+    static const char *const flags[] = {"--client_ttl=2",   "--default_kv_lease_ttl=1000",
+                                        "--enable_offload", "--offload_on_evict",
+                                        "--log_level=warn", NULL};
+    return cu_start_master(&g.cl, &g.master, rpc_port, flags, START_MS);
 }
 
 static int start_holder(void)
 {
-    char master[128], log[128], line[256], disk[160], mport[48];
-    const char *argv[] = {g.daemon_bin,
-                          master,
-                          "--host=127.0.0.1",
-                          "--data_port=0",
-                          "--segment_size=64MiB",
-                          disk,
-                          "--disk_capacity=1GiB",
-                          "--log_level=info",
-                          "--master_wait=20s",
-                          mport,
-                          NULL};
+    char disk[160], mport[48];
+    const char *flags[] = {"--segment_size=64MiB",
+                           disk,
+                           "--disk_capacity=1GiB",
+                           "--log_level=info",
+                           "--master_wait=20s",
+                           mport,
+                           NULL};
     snprintf(mport, sizeof(mport), "--metrics_port=%d", g.metrics_port);
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
     snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    snprintf(log, sizeof(log), "%s/holder.log", g.dir);
-    if (cu_spawn(&g.h, argv, log) != 0)
-        return -1;
-    if (cu_read_line(&g.h, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.h, "holder");
-        cu_stop(&g.h, SIGKILL, 1000);
-        return -1;
-    }
-    snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
-    return 0;
-}
-
-/* A port that was free a moment ago (--metrics_port=0 means "off"). */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+    return cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
 }
 
 /* One series of the holder's /metrics (through mooncake_cli metrics). */
 static double holder_metric(const char *name)
 {
-    char opt[64], want[160], master[128];
+    char opt[64], master[128];
     struct cu_run r;
-    double v = -1;
     snprintf(opt, sizeof(opt), "--metrics=127.0.0.1:%d", g.metrics_port);
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    snprintf(want, sizeof(want), "%s ", name);
-    const char *argv[] = {g.cli_bin, master, "metrics", opt, NULL};
-    cu_run(&r, g.dir, argv, NULL, 20000);
+    snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
+    const char *argv[] = {g.cl.cli_bin, master, "metrics", opt, NULL};
+    cu_run(&r, g.cl.dir, argv, NULL, 20000);
     if (r.status != 0)
         fprintf(stderr, "mooncake_cli metrics: %s\n", r.err);
     assert_int_equal(r.status, 0);
-    for (char *line = strtok(r.out, "\n"); line; line = strtok(NULL, "\n"))
-        if (!strncmp(line, want, strlen(want)))
-            v = strtod(line + strlen(want), NULL);
+    double v = cu_metric(r.out, name);
     cu_run_free(&r);
     assert_true(v >= 0);
     return v;
@@ -194,27 +121,15 @@ static double holder_metric(const char *name)
 /* Put with retries while the segment is full (eviction and offload make room). */
 static int put_retry(const char *key, const void *buf, size_t len)
 {
-    uint64_t deadline = cu_now_ms() + WAIT_MS;
-    int rc;
-    while ((rc = mc_put(g.client, key, buf, len, NULL)) != 0 && cu_now_ms() < deadline)
-        cu_sleep_ms(20);
-    return rc;
+    return cu_put_retry(g.client, key, buf, len, NULL, WAIT_MS);
 }
 
-/* Which tiers key i lists (bit 0 MEMORY, bit 1 LOCAL_DISK), from the admin query. */
+/* Which tiers key i lists (CU_TIER_* bits), from the admin query. */
 static int tiers_of(int i)
 {
     char key[32];
-    struct mc_object_info info;
-    int t = 0;
     key_of(i, key, sizeof(key));
-    if (mc_query(g.client, key, &info) != 0)
-        return 0;
-    for (size_t k = 0; k < info.replica_count; k++)
-        if (info.replicas[k].status == MC_REPLICA_COMPLETE)
-            t |= info.replicas[k].type == MC_REPLICA_LOCAL_DISK ? 2 : 1;
-    mc_object_info_free(&info);
-    return t;
+    return cu_tiers(g.client, key);
 }
 
 /* mc_get of key i: its bytes at g.gen[i], or (allow_gone) OBJECT_NOT_FOUND; never other bytes. */
@@ -222,19 +137,13 @@ static void check_key(int i, bool allow_gone)
 {
     char key[32];
     key_of(i, key, sizeof(key));
-    memset(g.buf, 0, VLEN);
-    int64_t n = mc_get(g.client, key, g.buf, VLEN);
-    for (int t = 0; t < 5 && n == MC_ERR_LEASE_EXPIRED; t++) /* a slow read on a loaded host */
-        n = mc_get(g.client, key, g.buf, VLEN);
+    int64_t n = cu_read(g.client, key, g.buf, VLEN);
     if (allow_gone && n < 0) {
         assert_int_equal(n, MC_ERR_OBJECT_NOT_FOUND);
         return;
     }
-    if (n != (int64_t)VLEN)
-        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)n, mc_strerror((int)n));
-    assert_int_equal(n, VLEN);
     value_of(i, g.gen[i], g.want);
-    assert_memory_equal(g.buf, g.want, VLEN);
+    cu_assert_value(key, n, g.buf, g.want, VLEN);
 }
 
 /* Waits until key i lists a LOCAL_DISK replica (the restarted holder re-registered). */
@@ -242,7 +151,7 @@ static bool wait_disk(int i)
 {
     uint64_t deadline = cu_now_ms() + WAIT_MS;
     while (cu_now_ms() < deadline) {
-        if (tiers_of(i) & 2)
+        if (tiers_of(i) & CU_TIER_DISK)
             return true;
         cu_sleep_ms(50);
     }
@@ -253,32 +162,18 @@ static bool wait_disk(int i)
 
 static int group_setup(void **state)
 {
-    const char *bin = getenv("MC_BIN_DIR");
-    struct mc_client_config cfg;
     (void)state;
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.h.out_fd = -1;
-    if (!bin) {
-        fprintf(stderr, "MC_BIN_DIR is not set\n");
+    if (cu_cluster_init(&g.cl, "mc_disk_tier") != 0)
         return -1;
-    }
-    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
-    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
-    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
-    g.metrics_port = free_port();
-    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_disk_tier.XXXXXX");
-    if (!mkdtemp(g.dir))
-        return -1;
-    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
+    g.metrics_port = cu_free_port();
+    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.cl.dir);
     g.buf = malloc(VLEN);
     g.want = malloc(VLEN);
     if (!g.buf || !g.want || start_master(0) != 0 || start_holder() != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 0;
-    cfg.put_retry_window_ms = 3000;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 3000, &g.client) != 0)
         return -1;
     for (int i = 0; i < NKEYS; i++)
         g.gen[i] = -1;
@@ -292,8 +187,7 @@ static int group_teardown(void **state)
     g.client = NULL;
     cu_stop(&g.h, SIGTERM, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
-    if (g.dir[0])
-        cu_rm_rf(g.dir);
+    cu_cluster_destroy(&g.cl);
     free(g.buf);
     free(g.want);
     return 0;
@@ -361,7 +255,7 @@ static void test_offload_readable(void **state)
     /* a batch of disk-only keys costs one PeerDiskRead round trip to the holder */
     int picked = 0;
     for (int j = 0; j < g.ndisk && picked < B; j++)
-        if (tiers_of(g.disk_keys[j]) == 2)
+        if (tiers_of(g.disk_keys[j]) == CU_TIER_DISK)
             key_of(g.disk_keys[j], keys[picked++], 32);
     assert_true(picked >= 4);
     struct mc_tcp_transport_stats s0, s1;
@@ -392,7 +286,7 @@ static int disk_only_key(int skip)
 {
     for (int j = 0; j < g.ndisk; j++) {
         int i = g.disk_keys[j];
-        if (i != skip && g.gen[i] >= 0 && tiers_of(i) == 2)
+        if (i != skip && g.gen[i] >= 0 && tiers_of(i) == CU_TIER_DISK)
             return i;
     }
     return -1;
@@ -411,9 +305,9 @@ static void test_restart_within_ttl(void **state)
     for (int i = 0; i < NKEYS; i++) {
         int t = tiers_of(i);
         /* the dead process's DRAM is not listed any more */
-        assert_int_equal(t & 1, 0);
-        if (before[i] & 2) {
-            assert_int_equal(t, 2);
+        assert_int_equal(t & CU_TIER_MEMORY, 0);
+        if (before[i] & CU_TIER_DISK) {
+            assert_int_equal(t, CU_TIER_DISK);
             check_key(i, false);
             back++;
         } else {
@@ -452,7 +346,7 @@ static void test_remove_reput(void **state)
 static void test_master_restart(void **state)
 {
     (void)state;
-    const char *colon = strrchr(g.rpc, ':');
+    const char *colon = strrchr(g.cl.rpc, ':');
     int port = colon ? atoi(colon + 1) : 0;
     assert_true(port > 0);
     /* restart_after_ttl dropped everything (a Put of an existing key would keep its value):
@@ -473,7 +367,7 @@ static void test_master_restart(void **state)
     assert_true(i >= 0);
     int ondisk = 0;
     for (int k = 0; k < NKEYS / 2; k++)
-        ondisk += (tiers_of(k) & 2) != 0;
+        ondisk += (tiers_of(k) & CU_TIER_DISK) != 0;
     assert_int_equal(cu_stop(&g.master, SIGKILL, 5000), 128 + SIGKILL);
     uint64_t deadline = cu_now_ms() + START_MS;
     while (start_master(port) != 0) {
@@ -490,7 +384,7 @@ static void test_master_restart(void **state)
         if (g.gen[k] < 0)
             continue;
         check_key(k, true);
-        if (tiers_of(k) == 2)
+        if (tiers_of(k) == CU_TIER_DISK)
             back++;
     }
     fprintf(stderr, "master_restart: %d of %d disk objects re-registered\n", back, ondisk);
@@ -532,24 +426,13 @@ static void test_in_process_holder(void **state)
     char key[32], disk2[160];
     /* H leaves (SIGTERM unmounts it at once): the in-process holder's segment is the only one */
     assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
-    snprintf(disk2, sizeof(disk2), "%s/disk2", g.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 16u << 20;
-    cfg.disk_path = disk2;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
+    snprintf(disk2, sizeof(disk2), "%s/disk2", g.cl.dir);
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 16u << 20, disk2, 256u << 20, 3000, &p), 0);
     for (int i = 0; i < N; i++) {
         key_of(1000 + i, key, sizeof(key));
         value_of(1000 + i, 0, g.want);
-        uint64_t deadline = cu_now_ms() + WAIT_MS;
-        int rc;
-        while ((rc = mc_put(p, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
-            cu_sleep_ms(20);
-        assert_int_equal(rc, 0);
+        assert_int_equal(cu_put_retry(p, key, g.want, VLEN, NULL, WAIT_MS), 0);
     }
     int disk = 0;
     struct mc_tcp_transport_stats s0, s1;

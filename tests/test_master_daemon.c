@@ -2,11 +2,12 @@
  * test_master_daemon.c - the real mooncake_master process, driven over its real ports.
  *
  * Each scenario starts $MC_BIN_DIR/mooncake_master on loopback with --rpc_port=0
- * --metrics_port=0 (stderr to a file in a private mkdtemp directory), reads its READY line with
- * a deadline, talks to it with rpc_client + protobuf (and raw sockets / HTTP for the bad-input
- * and /metrics cases), and ends by stopping it with SIGTERM and checking exit status 0. The
- * teardown SIGKILLs a child still running (a failed assertion), so nothing outlives the test.
- * Flag handling (--help, unknown flag, not-implemented flags) runs short-lived children.
+ * --metrics_port=0 (stderr to a file in a private mkdtemp directory) through the shared process
+ * harness (tools/proc_harness.h), reads its READY line with a deadline, talks to it with rpc_client
+ * + protobuf (and raw sockets / HTTP for the bad-input and /metrics cases), and ends by stopping it
+ * with SIGTERM and checking exit status 0. The teardown SIGKILLs a child still running (a failed
+ * assertion), so nothing outlives the test. Flag handling (--help, unknown flag, not-implemented
+ * flags) runs short-lived children.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,17 +36,16 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
-#include "test_spawn.h"
+#include "tools/proc_harness.h"
 
 #define SEG_BASE 0x7f0000000000ull
 #define SEG_SIZE (64ull << 20)
 
 struct daemon {
-    pid_t pid;
-    int out_fd;
+    struct mc_proc p; /* the master (tools/proc_harness.h) */
     uint16_t rpc_port, metrics_port;
-    char dir[64];
-    char err_path[96];
+    char dir[256];
+    char err_path[300];
     struct mc_rpc_client *c; /* first connection */
     char *body;              /* last HTTP body (freed by teardown on a failed assertion) */
 };
@@ -56,58 +56,7 @@ static char g_bin[4096];
 
 static void print_log(const struct daemon *d)
 {
-    FILE *f = fopen(d->err_path, "r");
-    char line[512];
-    if (!f)
-        return;
-    fprintf(stderr, "---- master stderr ----\n");
-    while (fgets(line, sizeof(line), f))
-        fputs(line, stderr);
-    fclose(f);
-}
-
-/* Reads one line from fd within deadline_ms; returns its length or -1. */
-static int read_line(int fd, char *buf, size_t cap, uint64_t deadline_ms)
-{
-    size_t n = 0;
-    while (n + 1 < cap) {
-        int64_t left = (int64_t)(deadline_ms - mc_now_ms());
-        if ((int64_t)deadline_ms - (int64_t)mc_now_ms() <= 0 || left <= 0)
-            return -1;
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, (int)left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        ssize_t k = read(fd, buf + n, 1);
-        if (k <= 0)
-            return -1;
-        if (buf[n] == '\n') {
-            buf[n] = '\0';
-            return (int)n;
-        }
-        n++;
-    }
-    return -1;
-}
-
-/* Waits for pid to exit within deadline_ms; returns the wait status or -1 on timeout. */
-static int wait_exit(pid_t pid, uint64_t timeout_ms)
-{
-    uint64_t deadline = mc_now_ms() + timeout_ms;
-    for (;;) {
-        int st;
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid)
-            return st;
-        if (w < 0 && errno != EINTR)
-            return -1;
-        if (mc_now_ms() > deadline)
-            return -1;
-        struct timespec ts = {0, 5 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
+    mc_proc_dump_log(&d->p, "master stderr", 1u << 20);
 }
 
 static void daemon_start(struct daemon *d, const char *extra, ...)
@@ -127,37 +76,22 @@ static void daemon_start(struct daemon *d, const char *extra, ...)
     va_end(ap);
     argv[n] = NULL;
 
-    int pfd[2];
-    assert_int_equal(pipe2(pfd, O_CLOEXEC), 0);
-    pid_t parent = getpid();
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        tu_die_with_parent(parent);
-        int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (e < 0 || dup2(pfd[1], 1) < 0 || dup2(e, 2) < 0)
-            _exit(99);
-        execv(g_bin, (char *const *)argv);
-        _exit(98);
-    }
-    close(pfd[1]);
-    d->out_fd = pfd[0];
-    char line[256];
-    if (read_line(d->out_fd, line, sizeof(line), mc_now_ms() + 20000) < 0) {
+    const struct mc_proc_io io = {.err_path = d->err_path};
+    assert_int_equal(mc_proc_spawn(&d->p, argv, &io), 0);
+    struct mc_proc_ready r;
+    int rc = mc_proc_await_ready(&d->p, &r, 20000);
+    if (rc == -1) {
         print_log(d);
         fail_msg("the master did not print READY within 20 s");
     }
-    unsigned rp = 0, mp = 0;
-    char ra[64], ma[64];
-    if (sscanf(line, "READY rpc=%63[^:]:%u metrics=%63[^:]:%u", ra, &rp, ma, &mp) != 4)
-        fail_msg("unexpected first line: '%s'", line);
-    assert_string_equal(ra, "127.0.0.1");
-    assert_string_equal(ma, "127.0.0.1");
-    assert_true(rp > 0 && rp < 65536 && mp > 0 && mp < 65536);
-    d->rpc_port = (uint16_t)rp;
-    d->metrics_port = (uint16_t)mp;
+    if (rc != 0 || r.kind != MC_PROC_READY_MASTER)
+        fail_msg("unexpected first line: '%s'", r.line);
+    assert_string_equal(r.rpc_host, "127.0.0.1");
+    assert_string_equal(r.metrics_host, "127.0.0.1");
+    d->rpc_port = r.rpc_port;
+    d->metrics_port = r.metrics_port;
     /* exactly one line: nothing else may follow on stdout */
-    struct pollfd p = {.fd = d->out_fd, .events = POLLIN};
+    struct pollfd p = {.fd = d->p.out_fd, .events = POLLIN};
     assert_int_equal(poll(&p, 1, 0), 0);
 }
 
@@ -179,29 +113,26 @@ static void daemon_stop_ok(struct daemon *d)
 {
     mc_rpc_client_free(d->c);
     d->c = NULL;
-    assert_int_equal(kill(d->pid, SIGTERM), 0);
-    int st = wait_exit(d->pid, 10000);
-    if (st == -1)
+    assert_int_equal(kill(d->p.pid, SIGTERM), 0);
+    int st = mc_proc_wait(&d->p, 10000);
+    if (st != 0)
         print_log(d);
-    assert_int_not_equal(st, -1);
-    d->pid = 0;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        print_log(d);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(st, 0);
     /* stdout carried nothing after READY */
     char buf[64];
-    assert_int_equal(read(d->out_fd, buf, sizeof(buf)), 0);
+    assert_int_equal(read(d->p.out_fd, buf, sizeof(buf)), 0);
+    mc_proc_stop(&d->p, SIGKILL, 0); /* closes the pipe */
 }
 
 static int setup(void **state)
 {
     struct daemon *d = calloc(1, sizeof(*d));
-    strcpy(d->dir, "/tmp/mc_master_daemon.XXXXXX");
-    if (!mkdtemp(d->dir))
+    if (!d || mc_proc_mkdtemp(d->dir, sizeof(d->dir), NULL, "mc_master_daemon") != 0) {
+        free(d);
         return -1;
+    }
     snprintf(d->err_path, sizeof(d->err_path), "%s/stderr", d->dir);
-    d->out_fd = -1;
+    d->p.out_fd = -1;
     *state = d;
     return 0;
 }
@@ -211,14 +142,8 @@ static int teardown(void **state)
     struct daemon *d = *state;
     mc_rpc_client_free(d->c);
     free(d->body);
-    if (d->pid > 0) {
-        kill(d->pid, SIGKILL);
-        waitpid(d->pid, NULL, 0);
-    }
-    if (d->out_fd >= 0)
-        close(d->out_fd);
-    unlink(d->err_path);
-    rmdir(d->dir);
+    mc_proc_stop(&d->p, SIGKILL, 10000);
+    mc_proc_rm_rf(d->dir);
     free(d);
     return 0;
 }
@@ -1280,24 +1205,11 @@ static void run_master(struct daemon *d, struct run *r, const char *first, ...)
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    char out_path[128];
+    char out_path[320];
     snprintf(out_path, sizeof(out_path), "%s/stdout", d->dir);
-    pid_t parent = getpid();
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        tu_die_with_parent(parent);
-        int o = open(out_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        int e = open(d->err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (o < 0 || e < 0 || dup2(o, 1) < 0 || dup2(e, 2) < 0)
-            _exit(99);
-        execv(g_bin, (char *const *)argv);
-        _exit(98);
-    }
-    int st = wait_exit(d->pid, 10000);
-    assert_int_not_equal(st, -1);
-    d->pid = 0;
-    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const struct mc_proc_io io = {.out_path = out_path, .err_path = d->err_path};
+    r->status = mc_proc_run(argv, &io, 10000);
+    assert_true(r->status >= 0); /* neither overran nor failed to start */
     memset(r->out, 0, sizeof(r->out));
     memset(r->err, 0, sizeof(r->err));
     int fd = open(out_path, O_RDONLY);

@@ -95,6 +95,20 @@ static void fx_free(struct fx *f)
 }
 
 /* PutStart + PutEnd by a, on a's segment seg-1 (crc = size ^ 0x5a). */
+/* Per-test fixture (cmocka): the enable_offload master most scenarios start from, freed by the
+ * teardown even when the test fails. */
+static int fx_setup(void **state)
+{
+    *state = fx_new(MODE_PUT_END);
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    fx_free(*state);
+    return 0;
+}
+
 static uint64_t put(struct fx *f, const char *key, uint64_t size)
 {
     const char *pref[] = {"seg-1"};
@@ -222,8 +236,7 @@ static void ping(struct fx *f, struct mc_id who)
 
 static void test_enable_offload_queues_at_put_end(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v[3];
     v[0] = put(f, "k0", 1000);
     v[1] = put(f, "k1", 2000);
@@ -268,15 +281,13 @@ static void test_enable_offload_queues_at_put_end(void **state)
     /* a repeated report of a finished task finds nothing */
     assert_int_equal(report(f, f->a, h.it[0].task_id, "k0", 0, 1000, v[0], 1000 ^ 0x5a),
                      MC_ERR_TASK_NOT_FOUND);
-    fx_free(f);
 }
 
 /* Disk-only objects are readable (the LOCAL_DISK replica with its holder's endpoint) and never
  * counted as evictable DRAM. */
 static void test_disk_only_readable_never_evictable(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "d", 4096);
     struct hb h = pull(f, 0);
     complete_all(f, &h);
@@ -300,7 +311,6 @@ static void test_disk_only_readable_never_evictable(void **state)
     assert_int_equal(es.evictable, 0);
     assert_int_equal(es.evicted, 0);
     assert_int_equal(query(f, "d", MC_OK).nreplicas, 1);
-    fx_free(f);
 }
 
 static void test_long_poll_answered_on_arrival_and_at_deadline(void **state)
@@ -370,8 +380,7 @@ static void test_heartbeat_errors(void **state)
 
 static void test_heartbeat_disable_offloading_cancels_queued(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "q1", 10);
     put(f, "q2", 10);
     struct hb h;
@@ -385,13 +394,11 @@ static void test_heartbeat_disable_offloading_cancels_queued(void **state)
     assert_int_equal(st.in_flight, 0);
     put(f, "q3", 10); /* offloading off: nothing queued */
     assert_false(query(f, "q3", MC_OK).offload_pending);
-    fx_free(f);
 }
 
 static void test_nack_releases_pin(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v = put(f, "n", 100);
     struct hb h = pull(f, 0);
     assert_int_equal(h.n, 1);
@@ -403,13 +410,11 @@ static void test_nack_releases_pin(void **state)
     struct mc_offload_stats st = ostats(f);
     assert_int_equal(st.nacked, 1);
     assert_int_equal(st.in_flight, 0);
-    fx_free(f);
 }
 
 static void test_stale_version_completion_refused(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v = put(f, "s", 100);
     struct hb h = pull(f, 0);
     /* a report claiming another version: refused, nothing attached, the pin released */
@@ -439,13 +444,11 @@ static void test_stale_version_completion_refused(void **state)
     assert_int_equal(st.stale_refused, 4);
     assert_int_equal(st.in_flight, 0);
     assert_int_equal(st.disk_replicas, 0);
-    fx_free(f);
 }
 
 static void test_remove_reput_late_completion_never_attaches(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v1 = put(f, "r", 100);
     struct hb old = pull(f, 0); /* the holder is copying v1 ... */
     assert_int_equal(old.n, 1);
@@ -479,13 +482,11 @@ static void test_remove_reput_late_completion_never_attaches(void **state)
     assert_int_equal(h.it[0].version, v2);
     assert_int_equal(ostats(f).deletes_queued, 1);
     assert_int_equal(ostats(f).disk_replicas, 0);
-    fx_free(f);
 }
 
 static void test_batch_remove_before_pull_leaves_no_orphan(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "b0", 10);
     put(f, "b1", 10);
     put(f, "b2", 10);
@@ -500,13 +501,11 @@ static void test_batch_remove_before_pull_leaves_no_orphan(void **state)
     struct mc_offload_stats st = ostats(f);
     assert_int_equal(st.in_flight, 0);
     assert_int_equal(st.cancelled, 3);
-    fx_free(f);
 }
 
 static void test_remove_all_cancels_and_deletes(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "x0", 10);
     struct hb h = pull(f, 0);
     complete_all(f, &h); /* x0 has a disk copy */
@@ -528,13 +527,11 @@ static void test_remove_all_cancels_and_deletes(void **state)
     assert_int_equal(st.in_flight, 0);
     assert_int_equal(st.cancelled, 2);
     assert_int_equal(st.disk_replicas, 0);
-    fx_free(f);
 }
 
 static void test_task_expiry_releases_pin(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v = put(f, "e", 10);
     struct hb h = pull(f, 0);
     mc_fake_clock_advance_ms(&f->fc, RELEASE_MS - 1);
@@ -552,7 +549,6 @@ static void test_task_expiry_releases_pin(void **state)
     assert_int_equal(st.in_flight, 0);
     assert_int_equal(report(f, f->a, h.it[0].task_id, "e", 0, 10, v, 10 ^ 0x5a),
                      MC_ERR_TASK_NOT_FOUND);
-    fx_free(f);
 }
 
 static void test_queue_limit(void **state)
@@ -834,8 +830,7 @@ static void test_eviction_with_offload_force_evict_never_stalls(void **state)
  * one member leases the other, Remove leaves the group cleanly). */
 static void test_grouped_object_gets_disk_copy(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     struct mc_master_replicate_config cfg;
     mc_master_replicate_config_init(&cfg);
     cfg.group_id = "grp";
@@ -861,7 +856,6 @@ static void test_grouped_object_gets_disk_copy(void **state)
     assert_int_equal(mc_master_remove(f->m, "g0", 2, true), MC_OK);
     assert_int_equal(mc_master_remove(f->m, "g1", 2, true), MC_OK);
     query(f, "g1", MC_ERR_OBJECT_NOT_FOUND);
-    fx_free(f);
 }
 
 /* ---- re-registration --------------------------------------------------------------------------
@@ -1008,8 +1002,7 @@ static void test_reregister_never_resurrects_what_this_incarnation_dropped(void 
 
 static void test_holder_expiry_drops_replicas_and_tasks(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     /* b keeps a DRAM segment and pings; a holds disk copies and a task */
     struct mc_segment_desc s2 = tm_seg(2, 64 * MIB);
     assert_int_equal(mc_master_mount_segment(f->m, f->b, &s2, NULL), MC_OK);
@@ -1049,13 +1042,11 @@ static void test_holder_expiry_drops_replicas_and_tasks(void **state)
     memset(&hh, 0, sizeof(hh));
     assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, on_hb, &hh),
                      MC_ERR_SEGMENT_NOT_FOUND);
-    fx_free(f);
 }
 
 static void test_unmount_local_disk(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "m0", 100);
     struct hb h = pull(f, 0);
     complete_all(f, &h);
@@ -1089,15 +1080,13 @@ static void test_unmount_local_disk(void **state)
     assert_int_equal(reregister(f->m, f->a, "m0", 100, h.it[0].version, 100 ^ 0x5a), MC_OK);
     ki = query(f, "m0", MC_OK);
     assert_int_equal(count_type(&ki, MC_REPLICA_TYPE_LOCAL_DISK), 1);
-    fx_free(f);
 }
 
 /* A holder that mounts again with a new endpoint (a restarted daemon) keeps its replicas, which
  * now name the new endpoint. */
 static void test_remount_moves_endpoint(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "ep", 100);
     struct hb h = pull(f, 0);
     complete_all(f, &h);
@@ -1108,13 +1097,11 @@ static void test_remount_moves_endpoint(void **state)
     assert_string_equal(ki.replicas[1].u.disk.endpoint, "10.0.0.1:19999");
     assert_int_equal(ostats(f).disk_replicas, 1);
     assert_int_equal(ostats(f).file_allocated_bytes, 100);
-    fx_free(f);
 }
 
 static void test_evict_disk_replica(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     uint64_t v0 = put(f, "e0", 100);
     put(f, "e1", 100);
     put(f, "e2", 100);
@@ -1151,13 +1138,11 @@ static void test_evict_disk_replica(void **state)
     assert_int_equal(st.disk_replicas, 0);
     assert_int_equal(st.deletes_queued, 0);
     assert_int_equal(pull(f, 0).n, 0);
-    fx_free(f);
 }
 
 static void test_metrics_rendered(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new(MODE_PUT_END);
+    struct fx *f = *state;
     put(f, "mm", 100);
     struct hb h = pull(f, 0);
     complete_all(f, &h);
@@ -1177,7 +1162,6 @@ static void test_metrics_rendered(void **state)
     assert_non_null(strstr(txt, "master_disk_only_key_count 0"));
     free(txt);
     mc_textbuf_destroy(&tb);
-    fx_free(f);
 }
 
 /* ---- threads (TSan) ----------------------------------------------------------------------------
@@ -1289,17 +1273,23 @@ static void test_threads_holder_puts_removes_ticks(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_enable_offload_queues_at_put_end),
-        cmocka_unit_test(test_disk_only_readable_never_evictable),
+        cmocka_unit_test_setup_teardown(test_enable_offload_queues_at_put_end, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_disk_only_readable_never_evictable, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test(test_long_poll_answered_on_arrival_and_at_deadline),
         cmocka_unit_test(test_heartbeat_errors),
-        cmocka_unit_test(test_heartbeat_disable_offloading_cancels_queued),
-        cmocka_unit_test(test_nack_releases_pin),
-        cmocka_unit_test(test_stale_version_completion_refused),
-        cmocka_unit_test(test_remove_reput_late_completion_never_attaches),
-        cmocka_unit_test(test_batch_remove_before_pull_leaves_no_orphan),
-        cmocka_unit_test(test_remove_all_cancels_and_deletes),
-        cmocka_unit_test(test_task_expiry_releases_pin),
+        cmocka_unit_test_setup_teardown(test_heartbeat_disable_offloading_cancels_queued, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_nack_releases_pin, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_version_completion_refused, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_remove_reput_late_completion_never_attaches, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_remove_before_pull_leaves_no_orphan, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_remove_all_cancels_and_deletes, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_task_expiry_releases_pin, fx_setup, fx_teardown),
         cmocka_unit_test(test_queue_limit),
         cmocka_unit_test(test_force_evict_alone_behaves_like_put_end_queueing),
         cmocka_unit_test(test_offload_on_evict_without_enable_offload_refused),
@@ -1308,17 +1298,18 @@ int main(void)
         cmocka_unit_test(test_offload_on_evict_no_local_disk_nothing_offloaded),
         cmocka_unit_test(test_offload_force_evict_cap),
         cmocka_unit_test(test_disk_copy_leaves_dram_without_new_offload),
-        cmocka_unit_test(test_grouped_object_gets_disk_copy),
+        cmocka_unit_test_setup_teardown(test_grouped_object_gets_disk_copy, fx_setup, fx_teardown),
         cmocka_unit_test(test_eviction_with_enable_offload_keeps_keys),
         cmocka_unit_test(test_eviction_with_offload_on_evict_keeps_keys),
         cmocka_unit_test(test_eviction_with_offload_force_evict_never_stalls),
         cmocka_unit_test(test_reregister_after_restart_recreates_same_epoch_does_not),
         cmocka_unit_test(test_reregister_never_resurrects_what_this_incarnation_dropped),
-        cmocka_unit_test(test_holder_expiry_drops_replicas_and_tasks),
-        cmocka_unit_test(test_unmount_local_disk),
-        cmocka_unit_test(test_remount_moves_endpoint),
-        cmocka_unit_test(test_evict_disk_replica),
-        cmocka_unit_test(test_metrics_rendered),
+        cmocka_unit_test_setup_teardown(test_holder_expiry_drops_replicas_and_tasks, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_unmount_local_disk, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_remount_moves_endpoint, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_evict_disk_replica, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_rendered, fx_setup, fx_teardown),
         cmocka_unit_test(test_threads_holder_puts_removes_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

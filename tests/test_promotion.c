@@ -94,6 +94,29 @@ static void fx_free(struct fx *f)
     free(f);
 }
 
+/* Per-test fixtures (cmocka): the default master, or one that admits at the first Get with
+ * only the holder's 16 MiB segment; freed by the teardown even when the test fails. */
+static int fx_setup(void **state)
+{
+    *state = fx_new();
+    return 0;
+}
+
+static int fx_setup_threshold1(void **state)
+{
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    c.promotion_admission_threshold = 1;
+    *state = fx_new_cfg(&c, 16 * MIB, 0);
+    return 0;
+}
+
+static int fx_teardown(void **state)
+{
+    fx_free(*state);
+    return 0;
+}
+
 static void advance(struct fx *f, uint64_t ms)
 {
     mc_fake_clock_advance_ms(&f->fc, ms);
@@ -309,8 +332,7 @@ static void test_flag_off(void **state)
 
 static void test_memory_keys_never_promote(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     put_n(f, "mem", OBJ, 1);
     put_n(f, "both", OBJ, 1);
     add_disk_copy(f, "both");
@@ -320,13 +342,11 @@ static void test_memory_keys_never_promote(void **state)
     assert_int_equal(st.attempts, 0);
     assert_int_equal(st.admitted, 0);
     check_funnel(f);
-    fx_free(f);
 }
 
 static void test_threshold_and_commit(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     disk_only(f, "k", OBJ);
     uint64_t alloc0 = mc_segments_allocated(f->m->segs);
     get_n(f, "k", 1); /* below the threshold (2) */
@@ -381,7 +401,6 @@ static void test_threshold_and_commit(void **state)
     free(txt);
     mc_textbuf_destroy(&tb);
     check_funnel(f);
-    fx_free(f);
 }
 
 static void test_batch_get_promotes(void **state)
@@ -433,11 +452,7 @@ static int emit_nop(void *arg, size_t first, size_t cnt, const struct mc_get_res
 
 static void test_windowed_batch_and_admin_never(void **state)
 {
-    (void)state;
-    struct mc_master_config c;
-    cfg_defaults(&c);
-    c.promotion_admission_threshold = 1;
-    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    struct fx *f = *state;
     disk_only(f, "a", OBJ);
     disk_only(f, "b", OBJ);
     /* admin query, Exist and BatchExist never count or promote */
@@ -462,7 +477,6 @@ static void test_windowed_batch_and_admin_never(void **state)
     assert_int_equal(seen, 2);
     assert_int_equal(stats(f).admitted, 2);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* ---- gates --------------------------------------------------------------------------------- */
@@ -585,18 +599,13 @@ static void test_threshold_clamped(void **state)
 /* A Put in flight of the key blocks admission (re-checked under the write lock). */
 static void test_put_in_flight_blocks(void **state)
 {
-    (void)state;
-    struct mc_master_config c;
-    cfg_defaults(&c);
-    c.promotion_admission_threshold = 1;
-    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    struct fx *f = *state;
     struct mc_put_start_result r;
     assert_int_equal(mc_master_put_start(f->m, f->owner, "p", 1, OBJ, NULL, &r), MC_OK);
     struct mc_get_result g;
     assert_int_equal(get(f, "p", &g), MC_ERR_REPLICA_IS_NOT_READY);
     assert_int_equal(stats(f).attempts, 0);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* ---- holder side --------------------------------------------------------------------------- */
@@ -613,8 +622,7 @@ static uint64_t admit_one(struct fx *f, const char *k)
 
 static void test_non_holder_size_and_stale_refused(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
     uint64_t alloc0 = mc_segments_allocated(f->m->segs);
@@ -647,13 +655,11 @@ static void test_non_holder_size_and_stale_refused(void **state)
     assert_memory_equal(&st, &st2, sizeof(st));
     assert_false(lists_memory(f, "k"));
     check_funnel(f);
-    fx_free(f);
 }
 
 static void test_put_end_cannot_complete_staged(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
@@ -677,7 +683,6 @@ static void test_put_end_cannot_complete_staged(void **state)
     assert_int_equal(mem_replicas(f, "k", &proc), 1);
     assert_int_equal(proc, 0);
     check_funnel(f);
-    fx_free(f);
 }
 
 static void test_staged_placement(void **state)
@@ -770,11 +775,7 @@ static void test_max_per_heartbeat_leftovers(void **state)
 
 static void test_heartbeat_long_poll(void **state)
 {
-    (void)state;
-    struct mc_master_config c;
-    cfg_defaults(&c);
-    c.promotion_admission_threshold = 1;
-    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    struct fx *f = *state;
     struct hb h;
     memset(&h, 0, sizeof(h));
     /* parked: answered as soon as a task arrives */
@@ -796,7 +797,6 @@ static void test_heartbeat_long_poll(void **state)
     assert_int_equal(h.calls, 1);
     assert_int_equal(h.n, 0);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* ---- cleanup ------------------------------------------------------------------------------- */
@@ -901,8 +901,7 @@ static void test_remove_all_mid_promotion(void **state)
 /* The read lease still blocks a non-forced Remove, and the task then stays. */
 static void test_remove_refused_keeps_task(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k");
     assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_ERR_OBJECT_HAS_LEASE);
     assert_int_equal(stats(f).in_flight, 1);
@@ -910,13 +909,11 @@ static void test_remove_refused_keeps_task(void **state)
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
     assert_int_equal(success(f, f->holder, id, "k"), MC_OK);
     check_funnel(f);
-    fx_free(f);
 }
 
 static void test_pinned_source_not_evicted(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
@@ -941,14 +938,12 @@ static void test_pinned_source_not_evicted(void **state)
     assert_int_equal(stats(f).in_flight, 1);
     assert_int_equal(success(f, f->holder, id, "k"), MC_OK);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* Disk eviction of the source (what EvictDiskReplica does before dropping it). */
 static void test_disk_eviction_of_source_cancels(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t alloc0 = mc_segments_allocated(f->m->segs);
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
@@ -968,7 +963,6 @@ static void test_disk_eviction_of_source_cancels(void **state)
     assert_int_equal(stats(f).cancelled, 1);
     assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
     check_funnel(f);
-    fx_free(f);
 }
 
 static void holder_gone_case(bool expiry)
@@ -1019,8 +1013,7 @@ static void test_holder_unmount_cancels(void **state)
 /* EvictDiskReplica of the pinned source (the holder's disk store evicts it) cancels first. */
 static void test_evict_disk_replica_rpc_cancels(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t alloc0 = mc_segments_allocated(f->m->segs);
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
@@ -1040,15 +1033,13 @@ static void test_evict_disk_replica_rpc_cancels(void **state)
     assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
     assert_int_equal(failure(f, f->holder, id2, "k2"), MC_OK);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* The staged replica's segment is unmounted mid-promotion: the commit is refused and the task
  * cancelled; the object keeps its disk copy. */
 static void test_staged_segment_lost(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k");
     struct mc_replica_desc d;
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
@@ -1060,7 +1051,6 @@ static void test_staged_segment_lost(void **state)
     assert_int_equal(get(f, "k", &g), MC_OK);
     assert_int_equal(g.replicas[0].type, MC_REPLICA_TYPE_LOCAL_DISK);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* ---- racing readers ------------------------------------------------------------------------ */
@@ -1090,8 +1080,7 @@ static void *race_main(void *arg)
 
 static void test_racing_readers_one_task(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     disk_only(f, "hot", OBJ);
     enum { NT = 4 };
     pthread_t th[NT];
@@ -1113,7 +1102,6 @@ static void test_racing_readers_one_task(void **state)
     check_funnel(f);
     assert_int_equal(promote_all(f), 1);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* Readers, the holder's worker and a remover at once (TSan): every task ends exactly once and
@@ -1174,8 +1162,7 @@ static void *churn_remover(void *arg)
 
 static void test_concurrent_churn(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     for (int i = 0; i < 40; i++)
         disk_only(f, key("c", i), OBJ);
     struct churn c = {.f = f};
@@ -1198,7 +1185,6 @@ static void test_concurrent_churn(void **state)
     assert_true(st.admitted > 0);
     assert_int_equal(st.in_flight, 0);
     check_funnel(f);
-    fx_free(f);
 }
 
 /* ---- retry candidates and hot beats cold --------------------------------------------------- */
@@ -1526,8 +1512,7 @@ static void test_hot_beats_cold_offload_on_evict(void **state)
  * next victim. */
 static void test_commit_grants_lease(void **state)
 {
-    (void)state;
-    struct fx *f = fx_new();
+    struct fx *f = *state;
     uint64_t id = admit_one(f, "k"); /* read at T0: lease T0 + TTL */
     struct mc_replica_desc d;
     assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
@@ -1546,47 +1531,50 @@ static void test_commit_grants_lease(void **state)
     /* and the lease does not block eviction or Remove: it is zero-length */
     assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_OK);
     check_funnel(f);
-    fx_free(f);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flag_off),
-        cmocka_unit_test(test_memory_keys_never_promote),
-        cmocka_unit_test(test_threshold_and_commit),
+        cmocka_unit_test_setup_teardown(test_memory_keys_never_promote, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_threshold_and_commit, fx_setup, fx_teardown),
         cmocka_unit_test(test_batch_get_promotes),
-        cmocka_unit_test(test_windowed_batch_and_admin_never),
+        cmocka_unit_test_setup_teardown(test_windowed_batch_and_admin_never, fx_setup_threshold1,
+                                        fx_teardown),
         cmocka_unit_test(test_watermark_gate_records_candidate),
         cmocka_unit_test(test_cap_same_shard_success),
         cmocka_unit_test(test_cap_cross_shard_failure),
         cmocka_unit_test(test_threshold_clamped),
-        cmocka_unit_test(test_put_in_flight_blocks),
-        cmocka_unit_test(test_non_holder_size_and_stale_refused),
-        cmocka_unit_test(test_put_end_cannot_complete_staged),
+        cmocka_unit_test_setup_teardown(test_put_in_flight_blocks, fx_setup_threshold1,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_non_holder_size_and_stale_refused, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_put_end_cannot_complete_staged, fx_setup, fx_teardown),
         cmocka_unit_test(test_staged_placement),
         cmocka_unit_test(test_max_per_heartbeat_leftovers),
-        cmocka_unit_test(test_heartbeat_long_poll),
+        cmocka_unit_test_setup_teardown(test_heartbeat_long_poll, fx_setup_threshold1, fx_teardown),
         cmocka_unit_test(test_reaper_and_alloc_start_restart),
         cmocka_unit_test(test_remove_mid_promotion),
         cmocka_unit_test(test_batch_remove_mid_promotion),
         cmocka_unit_test(test_remove_all_mid_promotion),
-        cmocka_unit_test(test_remove_refused_keeps_task),
-        cmocka_unit_test(test_pinned_source_not_evicted),
-        cmocka_unit_test(test_disk_eviction_of_source_cancels),
+        cmocka_unit_test_setup_teardown(test_remove_refused_keeps_task, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_source_not_evicted, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_disk_eviction_of_source_cancels, fx_setup,
+                                        fx_teardown),
         cmocka_unit_test(test_holder_expiry_cancels),
         cmocka_unit_test(test_holder_unmount_cancels),
-        cmocka_unit_test(test_evict_disk_replica_rpc_cancels),
-        cmocka_unit_test(test_staged_segment_lost),
-        cmocka_unit_test(test_racing_readers_one_task),
-        cmocka_unit_test(test_concurrent_churn),
+        cmocka_unit_test_setup_teardown(test_evict_disk_replica_rpc_cancels, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_staged_segment_lost, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_racing_readers_one_task, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_concurrent_churn, fx_setup, fx_teardown),
         cmocka_unit_test(test_candidate_admitted_when_room),
         cmocka_unit_test(test_candidate_dropped_after_retries),
         cmocka_unit_test(test_candidate_dropped_when_removed),
         cmocka_unit_test(test_candidate_backoff_and_ttl),
         cmocka_unit_test(test_hot_beats_cold),
         cmocka_unit_test(test_hot_beats_cold_offload_on_evict),
-        cmocka_unit_test(test_commit_grants_lease),
+        cmocka_unit_test_setup_teardown(test_commit_grants_lease, fx_setup, fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -58,6 +58,7 @@
 #include "client/client_internal.h"
 #include "client/disk_store.h"
 #include "client/worker.h"
+#include "cluster_data.h"
 #include "cluster_util.h"
 #include "mooncake/client.h"
 
@@ -72,11 +73,9 @@
 #define MAXKEYS 200
 
 static struct {
-    char dir[64];
-    char master_bin[600], daemon_bin[600], cli_bin[600];
+    struct cu_cluster cl; /* binaries, directory, the master's addresses */
     char disk[128];
     struct cu_proc master, h, d; /* d: remote_staged's DRAM-only daemon */
-    char rpc[64], metrics[64];
     char ep[256], d_ep[256];
     struct mc_client *client;
     struct mc_client *p; /* remote_staged's in-test holder (closed in teardown after a failure) */
@@ -94,104 +93,44 @@ static void key_of(int i, char *key, size_t cap)
 
 static void value_of(int i, uint8_t *buf)
 {
-    uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 7);
-    for (size_t k = 0; k < VLEN; k += 8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        memcpy(buf + k, &x, 8);
-    }
-}
-
-static void after_colon(const char *line, const char *tag, char *out, size_t cap)
-{
-    const char *r = strstr(line, tag);
-    char tmp[64] = "";
-    if (r)
-        sscanf(r + strlen(tag), "%63s", tmp);
-    const char *colon = strrchr(tmp, ':');
-    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
+    cu_fill(buf, VLEN, 0x9e3779b97f4a7c15ull * (uint64_t)(i + 7));
 }
 
 static int start_master(void)
 {
-    char log[128], line[256];
-    const char *argv[] = {g.master_bin,
-                          "--rpc_port=0",
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--client_ttl=10",
-                          "--default_kv_lease_ttl=500",
-                          "--enable_offload",
-                          "--offload_on_evict",
-                          "--promotion_on_hit",
-                          "--promotion_admission_threshold=2",
-                          "--promotion_task_timeout_sec=2",
-                          "--log_level=warn",
-                          NULL};
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, argv, log) != 0)
-        return -1;
-    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY ", 6) != 0) {
-        cu_dump_log(&g.master, "master");
-        cu_stop(&g.master, SIGKILL, 1000);
-        return -1;
-    }
-    after_colon(line, "rpc=", g.rpc, sizeof(g.rpc));
-    after_colon(line, "metrics=", g.metrics, sizeof(g.metrics));
-    return 0;
+    static const char *const flags[] = {"--client_ttl=10",
+                                        "--default_kv_lease_ttl=500",
+                                        "--enable_offload",
+                                        "--offload_on_evict",
+                                        "--promotion_on_hit",
+                                        "--promotion_admission_threshold=2",
+                                        "--promotion_task_timeout_sec=2",
+                                        "--log_level=warn",
+                                        NULL};
+    return cu_start_master(&g.cl, &g.master, 0, flags, START_MS);
 }
 
 /* Starts H on g.disk; stall_ms > 0 sets MC_TEST_PROMOTION_STALL_MS for it. */
 static int start_holder(int stall_ms)
 {
-    char master[128], log[128], line[256], disk[160], stall[32];
-    const char *argv[] = {
-        g.daemon_bin,           master, "--host=127.0.0.1",     "--data_port=0",
-        "--segment_size=32MiB", disk,   "--disk_capacity=1GiB", "--log_level=info",
-        "--master_wait=20s",    NULL};
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    char disk[160], stall[32];
+    const char *flags[] = {"--segment_size=32MiB", disk, "--disk_capacity=1GiB", "--log_level=info",
+                           "--master_wait=20s",    NULL};
     snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    snprintf(log, sizeof(log), "%s/holder.log", g.dir);
     snprintf(stall, sizeof(stall), "%d", stall_ms);
     if (stall_ms > 0)
         setenv("MC_TEST_PROMOTION_STALL_MS", stall, 1);
-    int rc = cu_spawn(&g.h, argv, log);
+    int rc = cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
     unsetenv("MC_TEST_PROMOTION_STALL_MS");
-    if (rc != 0)
-        return -1;
-    if (cu_read_line(&g.h, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.h, "holder");
-        cu_stop(&g.h, SIGKILL, 1000);
-        return -1;
-    }
-    snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
-    return 0;
+    return rc;
 }
 
 /* Starts D: a daemon with a 64 MiB DRAM segment and no disk; its endpoint into g.d_ep. */
 static int start_dram_daemon(void)
 {
-    char master[128], log[128], line[256];
-    const char *argv[] = {g.daemon_bin,           master,
-                          "--host=127.0.0.1",     "--data_port=0",
-                          "--log_level=info",     "--master_wait=20s",
-                          "--segment_size=64MiB", NULL};
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    snprintf(log, sizeof(log), "%s/dram.log", g.dir);
-    if (cu_spawn(&g.d, argv, log) != 0)
-        return -1;
-    if (cu_read_line(&g.d, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.d, "dram daemon");
-        cu_stop(&g.d, SIGKILL, 1000);
-        return -1;
-    }
-    snprintf(g.d_ep, sizeof(g.d_ep), "%s", line + 15);
-    return 0;
+    static const char *const flags[] = {"--log_level=info", "--master_wait=20s",
+                                        "--segment_size=64MiB", NULL};
+    return cu_start_daemon(&g.cl, &g.d, "dram", flags, g.d_ep, sizeof(g.d_ep), START_MS);
 }
 
 static void cli(struct cu_run *r, ...)
@@ -200,9 +139,9 @@ static void cli(struct cu_run *r, ...)
     char master[128], metrics[128];
     va_list ap;
     int n = 0;
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    snprintf(metrics, sizeof(metrics), "--metrics=%s", g.metrics);
-    argv[n++] = g.cli_bin;
+    snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
+    snprintf(metrics, sizeof(metrics), "--metrics=%s", g.cl.metrics);
+    argv[n++] = g.cl.cli_bin;
     argv[n++] = master;
     va_start(ap, r);
     for (const char *a = va_arg(ap, const char *); a && n < 30; a = va_arg(ap, const char *))
@@ -211,24 +150,15 @@ static void cli(struct cu_run *r, ...)
     if (!strcmp(argv[2], "metrics"))
         argv[n++] = metrics; /* the master's HTTP address: an option of `metrics` only */
     argv[n] = NULL;
-    cu_run(r, g.dir, argv, NULL, CLI_MS);
+    cu_run(r, g.cl.dir, argv, NULL, CLI_MS);
 }
 
 /* A counter or gauge of the master's /metrics (no labels); -1 when absent. */
 static double metric(const char *name)
 {
     struct cu_run r;
-    double v = -1;
-    size_t nl = strlen(name);
     cli(&r, "metrics", NULL);
-    for (const char *p = r.status == 0 ? r.out : ""; p && *p; p = strchr(p, '\n')) {
-        if (*p == '\n')
-            p++;
-        if (strncmp(p, name, nl) == 0 && p[nl] == ' ') {
-            v = strtod(p + nl + 1, NULL);
-            break;
-        }
-    }
+    double v = r.status == 0 ? cu_metric(r.out, name) : -1;
     cu_run_free(&r);
     return v;
 }
@@ -282,20 +212,12 @@ static int stat_key(int i, struct view *v)
     return stat_name(key, v);
 }
 
-/* Which tiers key i lists (bit 0 MEMORY, bit 1 LOCAL_DISK), from the admin query (fast). */
+/* Which tiers key i lists (CU_TIER_* bits), from the admin query (fast). */
 static int tiers_of(int i)
 {
     char key[32];
-    struct mc_object_info info;
-    int t = 0;
     key_of(i, key, sizeof(key));
-    if (mc_query(g.client, key, &info) != 0)
-        return 0;
-    for (size_t k = 0; k < info.replica_count; k++)
-        if (info.replicas[k].status == MC_REPLICA_COMPLETE)
-            t |= info.replicas[k].type == MC_REPLICA_LOCAL_DISK ? 2 : 1;
-    mc_object_info_free(&info);
-    return t;
+    return cu_tiers(g.client, key);
 }
 
 static int put_key(int i)
@@ -303,39 +225,20 @@ static int put_key(int i)
     char key[32];
     key_of(i, key, sizeof(key));
     value_of(i, g.want);
-    uint64_t deadline = cu_now_ms() + WAIT_MS;
-    int rc;
-    while ((rc = mc_put(g.client, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
-        cu_sleep_ms(20);
-    return rc;
+    return cu_put_retry(g.client, key, g.want, VLEN, NULL, WAIT_MS);
 }
 
-/* mc_get of key i: its bytes, compared in full; the tier that served it into *tier. Returns
- * the number of Gets it took (more than one after LEASE_EXPIRED answers). */
+/* A Get of key i (mc_batch_get_tiers): its bytes, compared in full; the tier that served it
+ * into *tier. Returns the number of Gets it took (more than one after LEASE_EXPIRED answers). */
 static int check_key(int i, int *tier)
 {
     char key[32];
-    const char *kp = key;
-    void *bp = g.buf;
-    size_t cap = VLEN;
-    int64_t res = 0;
-    int t = -1;
+    int reads = 0;
     key_of(i, key, sizeof(key));
-    /* LEASE_EXPIRED: the read outlasted its lease on a busy machine (the bytes were not
-     * trusted); read again */
-    int tries = 0;
-    for (; tries < 5 && (tries == 0 || res == MC_ERR_LEASE_EXPIRED); tries++) {
-        memset(g.buf, 0, VLEN);
-        assert_int_equal(mc_batch_get_tiers(g.client, 1, &kp, &bp, &cap, &res, &t), 0);
-    }
-    if (res != (int64_t)VLEN)
-        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)res, mc_strerror((int)res));
-    assert_int_equal(res, VLEN);
+    int64_t n = cu_read_tier(g.client, key, g.buf, VLEN, tier, &reads);
     value_of(i, g.want);
-    assert_memory_equal(g.buf, g.want, VLEN);
-    if (tier)
-        *tier = t;
-    return tries;
+    cu_assert_value(key, n, g.buf, g.want, VLEN);
+    return reads;
 }
 
 /* Keys 0..g.nkeys that list only a LOCAL_DISK replica now, into g.disk_only. */
@@ -343,7 +246,7 @@ static void collect_disk_only(void)
 {
     g.ndisk_only = 0;
     for (int i = 0; i < g.nkeys; i++)
-        if (tiers_of(i) == 2)
+        if (tiers_of(i) == CU_TIER_DISK)
             g.disk_only[g.ndisk_only++] = i;
 }
 
@@ -354,7 +257,7 @@ static bool wait_memory(const int *ks, int n, int timeout_ms)
     for (;;) {
         int ok = 0;
         for (int k = 0; k < n; k++)
-            if (tiers_of(ks[k]) & 1)
+            if (tiers_of(ks[k]) & CU_TIER_MEMORY)
                 ok++;
         if (ok == n)
             return true;
@@ -386,13 +289,7 @@ static void check_funnel(void)
     cli(&r, "metrics", NULL);
     assert_int_equal(r.status, 0);
     for (int k = 0; k < 6; k++) {
-        size_t nl = strlen(names[k]);
-        for (const char *p = r.out; p && *p; p = strchr(p, '\n')) {
-            if (*p == '\n')
-                p++;
-            if (strncmp(p, names[k], nl) == 0 && p[nl] == ' ')
-                v[k] = strtod(p + nl + 1, NULL);
-        }
+        v[k] = cu_metric(r.out, names[k]);
         assert_true(v[k] >= 0);
     }
     cu_run_free(&r);
@@ -410,31 +307,17 @@ static void read_n(int i, int n)
 
 static int group_setup(void **state)
 {
-    const char *bin = getenv("MC_BIN_DIR");
-    struct mc_client_config cfg;
     (void)state;
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.h.out_fd = g.d.out_fd = -1;
-    if (!bin) {
-        fprintf(stderr, "MC_BIN_DIR is not set\n");
+    if (cu_cluster_init(&g.cl, "mc_promo_cluster") != 0)
         return -1;
-    }
-    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
-    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
-    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
-    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_promo_cluster.XXXXXX");
-    if (!mkdtemp(g.dir))
-        return -1;
-    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
+    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.cl.dir);
     g.buf = malloc(VLEN);
     g.want = malloc(VLEN);
     if (!g.buf || !g.want || start_master() != 0 || start_holder(0) != 0)
         return -1;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 0;
-    cfg.put_retry_window_ms = 3000;
-    if (mc_client_open(&cfg, &g.client) != 0)
+    if (cu_open_client(&g.cl, 0, NULL, 0, 3000, &g.client) != 0)
         return -1;
     return 0;
 }
@@ -449,8 +332,7 @@ static int group_teardown(void **state)
     cu_stop(&g.h, SIGKILL, 10000);
     cu_stop(&g.d, SIGKILL, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
-    if (g.dir[0])
-        cu_rm_rf(g.dir);
+    cu_cluster_destroy(&g.cl);
     free(g.buf);
     free(g.want);
     return 0;
@@ -739,26 +621,15 @@ static void test_in_process_holder(void **state)
      * and its disk gets the records of its Puts */
     assert_int_equal(cu_stop(&g.h, SIGTERM, 10000), 0);
     char disk[160], key[32], idhex[MC_ID_STRLEN];
-    snprintf(disk, sizeof(disk), "%s/ip_disk", g.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
+    snprintf(disk, sizeof(disk), "%s/ip_disk", g.cl.dir);
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 256u << 20, 3000, &p), 0);
     mc_id_format(p->id, idhex);
     enum { NIP = 24 };
     for (int i = 0; i < NIP; i++) {
         ip_key(i, key, sizeof(key));
         value_of(1000 + i, g.want);
-        uint64_t deadline = cu_now_ms() + WAIT_MS;
-        int rc;
-        while ((rc = mc_put(p, key, g.want, VLEN, NULL)) != 0 && cu_now_ms() < deadline)
-            cu_sleep_ms(20);
-        assert_int_equal(rc, 0);
+        assert_int_equal(cu_put_retry(p, key, g.want, VLEN, NULL, WAIT_MS), 0);
     }
     /* two keys that only P's disk holds */
     int mine[2], nm = 0;
@@ -838,21 +709,10 @@ static void test_in_process_holder(void **state)
  * tier that served it. */
 static int get_checked(struct mc_client *c, const char *key, int seed)
 {
-    const char *kp = key;
-    void *bp = g.buf;
-    size_t cap = VLEN;
-    int64_t res = 0;
     int t = -1;
-    /* LEASE_EXPIRED: the read outlasted its lease on a busy machine; read again */
-    for (int tries = 0; tries < 5 && (tries == 0 || res == MC_ERR_LEASE_EXPIRED); tries++) {
-        memset(g.buf, 0, VLEN);
-        assert_int_equal(mc_batch_get_tiers(c, 1, &kp, &bp, &cap, &res, &t), 0);
-    }
-    if (res != (int64_t)VLEN)
-        fprintf(stderr, "get %s: %lld (%s)\n", key, (long long)res, mc_strerror((int)res));
-    assert_int_equal(res, VLEN);
+    int64_t n = cu_read_tier(c, key, g.buf, VLEN, &t, NULL);
     value_of(seed, g.want);
-    assert_memory_equal(g.buf, g.want, VLEN);
+    cu_assert_value(key, n, g.buf, g.want, VLEN);
     return t;
 }
 
@@ -878,11 +738,7 @@ static int put_seeded(struct mc_client *c, const char *key, int seed,
                       const struct mc_replicate_config *rc)
 {
     value_of(seed, g.want);
-    uint64_t deadline = cu_now_ms() + WAIT_MS;
-    int r;
-    while ((r = mc_put(c, key, g.want, VLEN, rc)) != 0 && cu_now_ms() < deadline)
-        cu_sleep_ms(20);
-    return r;
+    return cu_put_retry(c, key, g.want, VLEN, rc, WAIT_MS);
 }
 
 static void test_remote_staged(void **state)
@@ -893,15 +749,8 @@ static void test_remote_staged(void **state)
      * one and its Puts land there */
     assert_int_equal(g.h.pid, 0);
     char disk[160], key[32], idhex[MC_ID_STRLEN], seg[128];
-    snprintf(disk, sizeof(disk), "%s/rs_disk", g.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 256u << 20;
-    cfg.put_retry_window_ms = 3000;
-    assert_int_equal(mc_client_open(&cfg, &g.p), 0);
+    snprintf(disk, sizeof(disk), "%s/rs_disk", g.cl.dir);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 256u << 20, 3000, &g.p), 0);
     mc_id_format(g.p->id, idhex);
     enum { NCOLD = 3, NFILL = 8, SEED = 3000 };
     for (int i = 0; i < NCOLD; i++) {
@@ -1018,15 +867,9 @@ static void test_idle_quiet(void **state)
     (void)state;
     /* an in-test holder whose worker stats can be read: heartbeats of both loops */
     char disk[160];
-    snprintf(disk, sizeof(disk), "%s/idle_disk", g.dir);
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 8u << 20;
-    cfg.disk_path = disk;
-    cfg.disk_capacity = 64u << 20;
+    snprintf(disk, sizeof(disk), "%s/idle_disk", g.cl.dir);
     struct mc_client *p = NULL;
-    assert_int_equal(mc_client_open(&cfg, &p), 0);
+    assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 64u << 20, 0, &p), 0);
     cu_sleep_ms(1200); /* the first polls went out */
     struct mc_worker_stats s0, s1;
     mc_worker_get_stats(p->worker, &s0);

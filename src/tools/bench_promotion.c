@@ -40,12 +40,10 @@
  *   transitions of one key seen by the poller), hot_keys, cold_puts, seconds.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
-#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -53,10 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +60,7 @@
 #include "common/parse.h"
 #include "mooncake/client.h"
 #include "tools/bench_util.h"
+#include "tools/proc_harness.h"
 
 #define MAX_SIZES 8
 #define NBUCKETS 64
@@ -84,11 +81,6 @@ struct opts {
     char dir[PATH_MAX];
 };
 
-struct child {
-    pid_t pid;
-    int out_fd;
-};
-
 static uint64_t g_seed = 0x5eed;
 
 static uint64_t now_us(void)
@@ -98,87 +90,23 @@ static uint64_t now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* ---- processes (the transfer bench's pattern) ---------------------------------------------- */
-
-static int spawn(struct child *c, const char *const *argv)
-{
-    int pfd[2];
-    c->pid = 0;
-    c->out_fd = -1;
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return -1;
-    c->pid = fork();
-    if (c->pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return -1;
-    }
-    if (c->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (dup2(pfd[1], 1) < 0)
-            _exit(126);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    c->out_fd = pfd[0];
-    return 0;
-}
-
-static int read_line(struct child *c, char *line, size_t cap, int timeout_ms)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
-    size_t n = 0;
-    for (;;) {
-        struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
-        uint64_t now = mc_now_ms();
-        char ch;
-        if (now >= deadline)
-            return -1;
-        if (poll(&p, 1, (int)(deadline - now)) <= 0)
-            continue;
-        ssize_t r = read(c->out_fd, &ch, 1);
-        if (r == 0 || (r < 0 && errno != EINTR))
-            return -1;
-        if (r < 0)
-            continue;
-        if (ch == '\n') {
-            line[n] = '\0';
-            return 0;
-        }
-        if (n + 1 < cap)
-            line[n++] = ch;
-    }
-}
-
-static void stop(struct child *c)
-{
-    if (c->pid > 0) {
-        int st;
-        kill(c->pid, SIGTERM);
-        for (int i = 0; i < 1000 && waitpid(c->pid, &st, WNOHANG) == 0; i++)
-            usleep(10000);
-        if (kill(c->pid, 0) == 0) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &st, 0);
-        }
-    }
-    if (c->out_fd >= 0)
-        close(c->out_fd);
-    c->pid = 0;
-    c->out_fd = -1;
-}
+/* ---- processes (tools/proc_harness.h) ------------------------------------------------------- */
 
 struct cluster {
-    struct child master, daemon;
+    struct mc_proc master, daemon;
     char rpc[64], metrics_host[64];
     int metrics_port;
     char ep[256];
 };
 
+static void stop(struct mc_proc *c)
+{
+    mc_proc_stop(c, SIGTERM, 10000);
+}
+
 static int start_master(const struct opts *o, struct cluster *cl, bool promotion)
 {
-    char path[PATH_MAX + 32], line[256], lease[64];
+    char path[PATH_MAX + 32], lease[64];
     const char *argv[] = {path,
                           "--rpc_port=0",
                           "--rpc_address=127.0.0.1",
@@ -191,52 +119,43 @@ static int start_master(const struct opts *o, struct cluster *cl, bool promotion
                           lease,
                           promotion ? "--promotion_on_hit" : NULL,
                           NULL};
+    struct mc_proc_ready r;
     snprintf(path, sizeof(path), "%s/mooncake_master", o->bin);
     snprintf(lease, sizeof(lease), "--default_kv_lease_ttl=%d", o->lease_ms);
-    const char *r, *m;
-    if (spawn(&cl->master, argv) != 0 || read_line(&cl->master, line, sizeof(line), 20000) != 0 ||
-        !(r = strstr(line, "rpc=")) || !(m = strstr(line, "metrics="))) {
+    if (mc_proc_start(&cl->master, argv, NULL, MC_PROC_READY_MASTER, &r, 20000) != 0) {
         fprintf(stderr, "promotion: could not start %s\n", path);
         return -1;
     }
-    const char *rc = strchr(r, ':'), *mc = strrchr(m, ':');
-    snprintf(cl->rpc, sizeof(cl->rpc), "127.0.0.1:%d", rc ? atoi(rc + 1) : 0);
+    snprintf(cl->rpc, sizeof(cl->rpc), "127.0.0.1:%u", r.rpc_port);
     snprintf(cl->metrics_host, sizeof(cl->metrics_host), "127.0.0.1");
-    cl->metrics_port = mc ? atoi(mc + 1) : 0;
+    cl->metrics_port = r.metrics_port;
     return 0;
 }
 
 static int start_daemon(const struct opts *o, struct cluster *cl, const char *disk)
 {
-    char path[PATH_MAX + 32], line[256], m[128], seg[64], dp[PATH_MAX + 64], cap[64];
+    char path[PATH_MAX + 32], m[128], seg[64], dp[PATH_MAX + 64], cap[64];
     const char *argv[] = {
         path, m, "--host=127.0.0.1", "--data_port=0", seg, dp, cap, "--log_level=error", NULL};
+    struct mc_proc_ready r;
     snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
     snprintf(m, sizeof(m), "--master=%s", cl->rpc);
     snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)o->segment_size);
     snprintf(dp, sizeof(dp), "--disk_path=%s", disk);
     snprintf(cap, sizeof(cap), "--disk_capacity=%llu", (unsigned long long)(64ull << 30));
-    if (spawn(&cl->daemon, argv) != 0 || read_line(&cl->daemon, line, sizeof(line), 30000) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
+    if (mc_proc_start(&cl->daemon, argv, NULL, MC_PROC_READY_DAEMON, &r, 30000) != 0) {
         fprintf(stderr, "promotion: could not start %s\n", path);
         return -1;
     }
-    snprintf(cl->ep, sizeof(cl->ep), "%s", line + 15);
+    snprintf(cl->ep, sizeof(cl->ep), "%s", r.endpoint);
     return 0;
 }
 
 /* Removes a store directory the bench made (only those: the name carries the bench's prefix). */
 static void rm_store(const char *dir)
 {
-    if (!strstr(dir, "/mc_bench_promo."))
-        return;
-    pid_t pid = fork();
-    if (pid == 0) {
-        execlp("rm", "rm", "-rf", "--", dir, (char *)NULL);
-        _exit(127);
-    }
-    if (pid > 0)
-        waitpid(pid, NULL, 0);
+    if (strstr(dir, "/mc_bench_promo."))
+        mc_proc_rm_rf(dir);
 }
 
 /* ---- the lag histogram from /metrics ------------------------------------------------------- */
@@ -480,7 +399,7 @@ static void emit_lat(const char *phase, const char *reader, uint64_t size, doubl
 static int latency_case(const struct opts *o, uint64_t size, bool remote)
 {
     const char *reader = remote ? "remote" : "holder";
-    struct cluster cl = {{0, -1}, {0, -1}, "", "", 0, ""};
+    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
     struct mc_client *c = NULL;
     char disk[PATH_MAX + 16], key[64];
     int rc = -1, nkeys = (int)(2 * o->segment_size / size) + o->keys;
@@ -646,7 +565,7 @@ static void *zipf_reader(void *arg)
 
 static int zipf_case(const struct opts *o, bool promotion, double *ops_out, double ref_ops)
 {
-    struct cluster cl = {{0, -1}, {0, -1}, "", "", 0, ""};
+    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
     struct mc_client *c = NULL;
     char disk[PATH_MAX + 16];
     int rc = -1, n = o->zipf_objects;
@@ -790,7 +709,7 @@ static void *osc_putter(void *arg)
 
 static int osc_case(const struct opts *o)
 {
-    struct cluster cl = {{0, -1}, {0, -1}, "", "", 0, ""};
+    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
     struct mc_client *c = NULL;
     char disk[PATH_MAX + 16], key[64];
     int rc = -1, nkeys = (int)(2 * o->segment_size / (1u << 20)) + o->osc_hot;
@@ -912,7 +831,6 @@ static int parse(int argc, char **argv, struct opts *o)
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int c;
-    const char *tmp = getenv("TMPDIR");
     char *dir = NULL;
     o->sizes[0] = 4u << 20;
     o->nsizes = 1;
@@ -1018,7 +936,8 @@ static int parse(int argc, char **argv, struct opts *o)
         (o->zipf_objects > 0 && o->zipf_objects < 10) || o->dram_ratio <= 0 || o->dram_ratio >= 1 ||
         o->warmup < 0 || o->seconds < 1 || o->osc_seconds < 0 || o->osc_hot < 1 || o->lease_ms < 1)
         return -1;
-    snprintf(o->dir, sizeof(o->dir), "%s/mc_bench_promo.XXXXXX", dir ? dir : tmp ? tmp : "/tmp");
+    /* the parent of the store directory (NULL: $TMPDIR or /tmp), made in mc_bench_promotion */
+    snprintf(o->dir, sizeof(o->dir), "%s", dir ? dir : "");
     return 0;
 }
 
@@ -1030,8 +949,11 @@ int mc_bench_promotion(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (!mkdtemp(o.dir)) {
-        fprintf(stderr, "promotion: cannot create %s: %s\n", o.dir, strerror(errno));
+    char parent[PATH_MAX];
+    snprintf(parent, sizeof(parent), "%s", o.dir);
+    if (mc_proc_mkdtemp(o.dir, sizeof(o.dir), parent[0] ? parent : NULL, "mc_bench_promo") != 0) {
+        fprintf(stderr, "promotion: cannot create a directory in %s: %s\n",
+                parent[0] ? parent : "$TMPDIR", strerror(errno));
         return 1;
     }
     int rc = 0;

@@ -13,7 +13,6 @@
  * bytes_per_s (echo bytes both ways) conns threads io_threads size [ref ratio].
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -23,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -32,6 +30,7 @@
 #include "common/rpc_server.h"
 #include "mooncake/errors.h"
 #include "tools/bench_util.h"
+#include "tools/proc_harness.h"
 
 #define MAX_SAMPLES_PER_THREAD 200000
 
@@ -187,19 +186,12 @@ static double run_ref(const struct opts *o, long calls)
         return -1;
     char ports[8];
     snprintf(ports, sizeof(ports), "%u", port);
-    pid_t pid = fork();
-    if (pid < 0)
+    const char *argv[] = {"redis-server", "--port", ports,          "--bind", "127.0.0.1",
+                          "--save",       "",       "--appendonly", "no",     NULL};
+    const struct mc_proc_io io = {.out_path = "/dev/null", .err_path = "/dev/null"};
+    struct mc_proc server;
+    if (mc_proc_spawn(&server, argv, &io) != 0)
         return -1;
-    if (pid == 0) {
-        int devnull = open("/dev/null", 1);
-        if (devnull >= 0) {
-            dup2(devnull, 1);
-            dup2(devnull, 2);
-        }
-        execlp("redis-server", "redis-server", "--port", ports, "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "no", (char *)NULL);
-        _exit(127);
-    }
     double rps = -1;
     uint64_t deadline = mc_now_ms() + 5000;
     while (!port_open(port) && mc_now_ms() < deadline) {
@@ -220,8 +212,7 @@ static double run_ref(const struct opts *o, long calls)
         if (p)
             pclose(p);
     }
-    kill(pid, SIGTERM);
-    waitpid(pid, NULL, 0);
+    mc_proc_stop(&server, SIGTERM, 10000);
     return rps;
 }
 

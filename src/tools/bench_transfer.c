@@ -34,18 +34,13 @@
  * JSON: bench=transfer case=<op>/<mode>/<size>[/bN][/crc_off|/crc_on] runs ms p50_ms p99_ms
  * ops_per_s bytes_per_s op mode size batch checksums [ref ratio].
  */
-#include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -53,6 +48,7 @@
 #include "common/parse.h"
 #include "mooncake/client.h"
 #include "tools/bench_util.h"
+#include "tools/proc_harness.h"
 
 #define MAX_SIZES 16
 #define REF_SIZE (4u << 20)
@@ -69,90 +65,12 @@ struct opts {
     uint64_t segment_size;
 };
 
-struct child {
-    pid_t pid;
-    int out_fd;
-};
-
-/* ---- child processes ----------------------------------------------------------------------- */
-
-static int spawn(struct child *c, const char *const *argv)
-{
-    int pfd[2];
-
-    c->pid = 0;
-    c->out_fd = -1;
-    if (pipe2(pfd, O_CLOEXEC) != 0)
-        return -1;
-    c->pid = fork();
-    if (c->pid < 0) {
-        close(pfd[0]);
-        close(pfd[1]);
-        return -1;
-    }
-    if (c->pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (dup2(pfd[1], 1) < 0)
-            _exit(126);
-        execv(argv[0], (char *const *)argv);
-        _exit(127);
-    }
-    close(pfd[1]);
-    c->out_fd = pfd[0];
-    return 0;
-}
-
-/* First stdout line of the child, within timeout_ms. */
-static int read_line(struct child *c, char *line, size_t cap, int timeout_ms)
-{
-    uint64_t deadline = mc_now_ms() + (uint64_t)timeout_ms;
-    size_t n = 0;
-
-    for (;;) {
-        struct pollfd p = {.fd = c->out_fd, .events = POLLIN};
-        uint64_t now = mc_now_ms();
-        char ch;
-        ssize_t r;
-        if (now >= deadline)
-            return -1;
-        if (poll(&p, 1, (int)(deadline - now)) <= 0)
-            continue;
-        r = read(c->out_fd, &ch, 1);
-        if (r == 0 || (r < 0 && errno != EINTR))
-            return -1;
-        if (r < 0)
-            continue;
-        if (ch == '\n') {
-            line[n] = '\0';
-            return 0;
-        }
-        if (n + 1 < cap)
-            line[n++] = ch;
-    }
-}
-
-static void stop(struct child *c)
-{
-    if (c->pid > 0) {
-        int st;
-        kill(c->pid, SIGTERM);
-        for (int i = 0; i < 1000 && waitpid(c->pid, &st, WNOHANG) == 0; i++)
-            usleep(10000);
-        if (kill(c->pid, 0) == 0) {
-            kill(c->pid, SIGKILL);
-            waitpid(c->pid, &st, 0);
-        }
-    }
-    if (c->out_fd >= 0)
-        close(c->out_fd);
-    c->pid = 0;
-    c->out_fd = -1;
-}
+/* ---- child processes (tools/proc_harness.h) ------------------------------------------------ */
 
 /* Starts mooncake_master on free loopback ports; fills addr with its RPC "127.0.0.1:PORT". */
-static int start_master(const struct opts *o, struct child *c, char *addr, size_t cap)
+static int start_master(const struct opts *o, struct mc_proc *c, char *addr, size_t cap)
 {
-    char path[PATH_MAX + 32], line[256], port[16];
+    char path[PATH_MAX + 32];
     const char *argv[] = {path,
                           "--rpc_port=0",
                           "--rpc_address=127.0.0.1",
@@ -160,35 +78,33 @@ static int start_master(const struct opts *o, struct child *c, char *addr, size_
                           "--metrics_host=127.0.0.1",
                           "--log_level=warn",
                           NULL};
-    const char *r;
+    struct mc_proc_ready r;
 
     snprintf(path, sizeof(path), "%s/mooncake_master", o->bin);
-    if (spawn(c, argv) != 0 || read_line(c, line, sizeof(line), 20000) != 0 ||
-        !(r = strstr(line, "rpc=")) || !strchr(r, ':')) {
+    if (mc_proc_start(c, argv, NULL, MC_PROC_READY_MASTER, &r, 20000) != 0) {
         fprintf(stderr, "transfer: could not start %s\n", path);
         return -1;
     }
-    sscanf(strchr(r, ':') + 1, "%15[0-9]", port);
-    snprintf(addr, cap, "127.0.0.1:%s", port);
+    snprintf(addr, cap, "127.0.0.1:%u", r.rpc_port);
     return 0;
 }
 
-static int start_daemon(const struct opts *o, const char *master, struct child *c, char *ep,
+static int start_daemon(const struct opts *o, const char *master, struct mc_proc *c, char *ep,
                         size_t cap)
 {
-    char path[PATH_MAX + 32], line[256], m[128], seg[64];
+    char path[PATH_MAX + 32], m[128], seg[64];
     const char *argv[] = {path, m, "--host=127.0.0.1", "--data_port=0", seg, "--log_level=warn",
                           NULL};
+    struct mc_proc_ready r;
 
     snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
     snprintf(m, sizeof(m), "--master=%s", master);
     snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)o->segment_size);
-    if (spawn(c, argv) != 0 || read_line(c, line, sizeof(line), 20000) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
+    if (mc_proc_start(c, argv, NULL, MC_PROC_READY_DAEMON, &r, 20000) != 0) {
         fprintf(stderr, "transfer: could not start %s\n", path);
         return -1;
     }
-    snprintf(ep, cap, "%s", line + 15);
+    snprintf(ep, cap, "%s", r.endpoint);
     return 0;
 }
 
@@ -611,7 +527,7 @@ static void check_placement(struct mc_client *c, const char *want_ep, const char
 int mc_bench_transfer(int argc, char **argv)
 {
     struct opts o;
-    struct child master = {0, -1}, daemon = {0, -1};
+    struct mc_proc master = {.out_fd = -1}, daemon = {.out_fd = -1};
     struct mc_client *c = NULL;
     char addr[64], ep[256];
     int rc = 0;
@@ -678,7 +594,7 @@ int mc_bench_transfer(int argc, char **argv)
     }
 out:
     mc_client_close(c);
-    stop(&daemon);
-    stop(&master);
+    mc_proc_stop(&daemon, SIGTERM, 10000);
+    mc_proc_stop(&master, SIGTERM, 10000);
     return rc;
 }

@@ -1,0 +1,386 @@
+/*
+ * proc_harness.c - child processes for the tests and the bench tools. See proc_harness.h.
+ */
+#include "tools/proc_harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define KILL_WAIT_MS 10000 /* after SIGKILL: the kernel tears it down; only a hung box waits */
+
+uint64_t mc_proc_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void mc_proc_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* ---- spawning ------------------------------------------------------------------------------ */
+
+/* In the child, between fork and exec: async-signal-safe calls only. Never returns. */
+static void child_exec(pid_t parent, const char *const *argv, int in_fd, int out_fd, int err_fd)
+{
+    sigset_t none;
+
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+        _exit(125);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || (err_fd >= 0 && dup2(err_fd, 2) < 0))
+        _exit(126);
+    execvp(argv[0], (char *const *)argv);
+    _exit(127);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+int mc_proc_spawn(struct mc_proc *p, const char *const *argv, const struct mc_proc_io *io)
+{
+    static const struct mc_proc_io defaults = {0};
+    int pfd[2] = {-1, -1}, in_fd = -1, out_fd = -1, err_fd = -1, rc = -1;
+    pid_t parent = getpid(), pid;
+
+    if (!io)
+        io = &defaults;
+    p->pid = 0;
+    p->out_fd = -1;
+    p->log[0] = '\0';
+    if (!argv || !argv[0])
+        goto out;
+    if (io->err_path)
+        snprintf(p->log, sizeof(p->log), "%s", io->err_path);
+    in_fd = open(io->in_path ? io->in_path : "/dev/null", O_RDONLY | O_CLOEXEC);
+    if (in_fd < 0)
+        goto out;
+    if (io->out_path) {
+        out_fd = open(io->out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    } else if (pipe2(pfd, O_CLOEXEC) == 0) {
+        out_fd = pfd[1];
+        pfd[1] = -1;
+    }
+    if (out_fd < 0)
+        goto out;
+    if (io->err_path) {
+        int mode = io->err_append ? O_APPEND : O_TRUNC;
+        err_fd = open(io->err_path, O_WRONLY | O_CREAT | mode | O_CLOEXEC, 0600);
+        if (err_fd < 0)
+            goto out;
+    }
+    pid = fork();
+    if (pid < 0)
+        goto out;
+    if (pid == 0)
+        child_exec(parent, argv, in_fd, out_fd, err_fd);
+    p->pid = pid;
+    p->out_fd = pfd[0];
+    pfd[0] = -1;
+    rc = 0;
+out:
+    close_fd(&pfd[0]);
+    close_fd(&pfd[1]);
+    close_fd(&in_fd);
+    close_fd(&out_fd);
+    close_fd(&err_fd);
+    return rc;
+}
+
+int mc_proc_read_line(struct mc_proc *p, char *line, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = mc_proc_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    size_t n = 0;
+
+    if (p->out_fd < 0 || cap == 0)
+        return -1;
+    for (;;) {
+        struct pollfd pf = {.fd = p->out_fd, .events = POLLIN};
+        uint64_t now = mc_proc_now_ms();
+        char c;
+        ssize_t r;
+        if (now >= deadline)
+            return -1;
+        if (poll(&pf, 1, (int)(deadline - now)) <= 0)
+            continue;               /* EINTR or the deadline: checked above */
+        r = read(p->out_fd, &c, 1); /* byte by byte: never read past the line */
+        if (r == 0)
+            return -1;
+        if (r < 0) {
+            if (errno == EINTR || errno == EAGAIN)
+                continue;
+            return -1;
+        }
+        if (c == '\n') {
+            line[n] = '\0';
+            return 0;
+        }
+        if (n + 1 < cap)
+            line[n++] = c;
+    }
+}
+
+static int decode_status(int st)
+{
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    if (WIFSIGNALED(st))
+        return 128 + WTERMSIG(st);
+    return MC_PROC_NOT_RUNNING;
+}
+
+/* Waits for pid up to timeout_ms: its decoded status, MC_PROC_TIMEOUT or MC_PROC_NOT_RUNNING. */
+static int wait_pid(pid_t pid, int timeout_ms)
+{
+    uint64_t deadline = mc_proc_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+    int st = 0;
+
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return decode_status(st);
+        if (w < 0 && errno != EINTR)
+            return MC_PROC_NOT_RUNNING;
+        if (mc_proc_now_ms() >= deadline)
+            return MC_PROC_TIMEOUT;
+        mc_proc_sleep_ms(5);
+    }
+}
+
+int mc_proc_wait(struct mc_proc *p, int timeout_ms)
+{
+    int rc;
+
+    if (p->pid <= 0)
+        return MC_PROC_NOT_RUNNING;
+    rc = wait_pid(p->pid, timeout_ms);
+    if (rc != MC_PROC_TIMEOUT)
+        p->pid = 0;
+    return rc;
+}
+
+int mc_proc_stop(struct mc_proc *p, int sig, int timeout_ms)
+{
+    int rc = MC_PROC_NOT_RUNNING;
+
+    if (p->pid > 0) {
+        kill(p->pid, sig);
+        rc = wait_pid(p->pid, timeout_ms);
+        if (rc == MC_PROC_TIMEOUT) {
+            kill(p->pid, SIGKILL);
+            rc = wait_pid(p->pid, KILL_WAIT_MS);
+            if (rc >= 0 && sig != SIGKILL)
+                rc = MC_PROC_KILLED; /* never a clean exit */
+        }
+        p->pid = 0;
+    }
+    close_fd(&p->out_fd);
+    return rc;
+}
+
+int mc_proc_run(const char *const *argv, const struct mc_proc_io *io, int timeout_ms)
+{
+    struct mc_proc p;
+    struct mc_proc_io o = io ? *io : (struct mc_proc_io){0};
+    int rc;
+
+    if (!o.out_path)
+        o.out_path = "/dev/null"; /* no pipe: nobody would drain it */
+    if (mc_proc_spawn(&p, argv, &o) != 0)
+        return MC_PROC_NOT_RUNNING;
+    rc = mc_proc_wait(&p, timeout_ms);
+    if (rc == MC_PROC_TIMEOUT) {
+        mc_proc_stop(&p, SIGKILL, KILL_WAIT_MS);
+        return MC_PROC_TIMEOUT;
+    }
+    return rc;
+}
+
+void mc_proc_dump_log(const struct mc_proc *p, const char *what, size_t max_bytes)
+{
+    FILE *f = p->log[0] ? fopen(p->log, "rb") : NULL;
+    char buf[4096];
+    long size;
+    size_t n;
+
+    if (!f)
+        return;
+    if (fseek(f, 0, SEEK_END) == 0 && (size = ftell(f)) > 0) {
+        long from = (size_t)size > max_bytes ? size - (long)max_bytes : 0;
+        fprintf(stderr, "---- %s log (%s), last bytes ----\n", what, p->log);
+        fseek(f, from, SEEK_SET);
+        while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+            fwrite(buf, 1, n, stderr);
+        fprintf(stderr, "\n----\n");
+    }
+    fclose(f);
+}
+
+/* ---- READY lines --------------------------------------------------------------------------- */
+
+/* "HOST:PORT" of s[0..len): host into host (not empty, fits), port 1..65535 in decimal. */
+static int split_addr(const char *s, size_t len, char *host, size_t hcap, uint16_t *port)
+{
+    const char *colon = NULL;
+    unsigned long v = 0;
+
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    if (!colon || colon == s || (size_t)(colon - s) >= hcap)
+        return -1;
+    const char *d = colon + 1, *end = s + len;
+    if (d == end || end - d > 5)
+        return -1;
+    for (; d < end; d++) {
+        if (*d < '0' || *d > '9')
+            return -1;
+        v = v * 10 + (unsigned long)(*d - '0');
+    }
+    if (v == 0 || v > 65535)
+        return -1;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    *port = (uint16_t)v;
+    return 0;
+}
+
+/* A token: the bytes up to the next space or the end. */
+static size_t token_len(const char *s)
+{
+    size_t n = 0;
+    while (s[n] && s[n] != ' ')
+        n++;
+    return n;
+}
+
+int mc_proc_parse_ready(const char *line, struct mc_proc_ready *r)
+{
+    const char *s;
+    size_t n;
+
+    memset(r, 0, sizeof(*r));
+    if (!line)
+        return -1;
+    snprintf(r->line, sizeof(r->line), "%s", line);
+    if (strncmp(line, "READY ", 6) != 0)
+        return -1;
+    s = line + 6;
+    if (strncmp(s, "endpoint=", 9) == 0) {
+        char host[sizeof(r->endpoint)];
+        s += 9;
+        n = token_len(s);
+        if (s[n] != '\0' || n >= sizeof(r->endpoint) ||
+            split_addr(s, n, host, sizeof(host), &r->endpoint_port) != 0)
+            return -1;
+        memcpy(r->endpoint, s, n + 1);
+        r->kind = MC_PROC_READY_DAEMON;
+        return 0;
+    }
+    if (strncmp(s, "rpc=", 4) != 0)
+        return -1;
+    s += 4;
+    n = token_len(s);
+    if (s[n] != ' ' || split_addr(s, n, r->rpc_host, sizeof(r->rpc_host), &r->rpc_port) != 0)
+        return -1;
+    s += n + 1;
+    if (strncmp(s, "metrics=", 8) != 0)
+        return -1;
+    s += 8;
+    n = token_len(s);
+    if (s[n] != '\0' ||
+        split_addr(s, n, r->metrics_host, sizeof(r->metrics_host), &r->metrics_port) != 0)
+        return -1;
+    r->kind = MC_PROC_READY_MASTER;
+    return 0;
+}
+
+int mc_proc_await_ready(struct mc_proc *p, struct mc_proc_ready *r, int timeout_ms)
+{
+    char line[sizeof(r->line)];
+
+    memset(r, 0, sizeof(*r));
+    if (mc_proc_read_line(p, line, sizeof(line), timeout_ms) != 0)
+        return -1;
+    return mc_proc_parse_ready(line, r) == 0 ? 0 : -2;
+}
+
+int mc_proc_start(struct mc_proc *p, const char *const *argv, const struct mc_proc_io *io,
+                  enum mc_proc_ready_kind kind, struct mc_proc_ready *r, int timeout_ms)
+{
+    memset(r, 0, sizeof(*r));
+    if (mc_proc_spawn(p, argv, io) != 0)
+        return -1;
+    if (mc_proc_await_ready(p, r, timeout_ms) == 0 && r->kind == kind)
+        return 0;
+    mc_proc_dump_log(p, argv[0], 4000);
+    mc_proc_stop(p, SIGKILL, KILL_WAIT_MS);
+    return -1;
+}
+
+/* ---- temporary directories ----------------------------------------------------------------- */
+
+int mc_proc_mkdtemp(char *out, size_t cap, const char *parent, const char *prefix)
+{
+    const char *tmp = getenv("TMPDIR");
+    int n;
+
+    if (!parent)
+        parent = tmp && tmp[0] ? tmp : "/tmp";
+    n = snprintf(out, cap, "%s/%s.XXXXXX", parent, prefix);
+    if (n < 0 || (size_t)n >= cap || !mkdtemp(out)) {
+        if (cap)
+            out[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+void mc_proc_rm_rf(const char *path)
+{
+    struct stat st;
+    struct dirent *e;
+    DIR *d;
+
+    if (!path || lstat(path, &st) != 0)
+        return;
+    if (!S_ISDIR(st.st_mode)) { /* a file or a link: the link itself goes */
+        unlink(path);
+        return;
+    }
+    d = opendir(path);
+    if (d) {
+        while ((e = readdir(d)) != NULL) {
+            char sub[PATH_MAX];
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+                continue;
+            if (snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name) >= (int)sizeof(sub))
+                continue;
+            mc_proc_rm_rf(sub);
+        }
+        closedir(d);
+    }
+    rmdir(path);
+}
