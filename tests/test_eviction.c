@@ -23,6 +23,9 @@
 #include "common/metrics.h"
 #include "master/eviction.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/segments.h"
+#include "master/shard.h"
 #include "test_master_util.h"
 
 #define T0_MS 1000000ull

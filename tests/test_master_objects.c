@@ -19,6 +19,9 @@
 #include "common/metrics.h"
 #include "master/eviction.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/objslab.h"
+#include "master/shard.h"
 #include "test_master_util.h"
 
 struct fx {

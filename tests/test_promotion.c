@@ -28,8 +28,12 @@
 #include "master/eviction.h"
 #include "master/lock_order.h"
 #include "master/mailbox.h"
+#include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
 #include "master/promotion.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "test_master_util.h"
 
 #define T0_MS 1000000ull

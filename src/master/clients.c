@@ -12,18 +12,41 @@
  * their segments unmounted (registry → segment table is in lock order, and holding the registry
  * keeps a concurrent Mount of the same client from slipping in between); then, with no lock
  * held, the shards are swept: replicas on dead segments are dropped and objects left with none
- * erased. Pins held for a client (offload/promotion tasks) are released by those modules' hooks
- * when their objects are erased.
+ * erased. Pins held for a client's offload and promotion tasks are released when their objects
+ * are erased (objects.c calls into offload.c and promotion.c for every erasure) or when the
+ * tasks are cancelled (mc_offload_client_expired, the sweep's mc_promotion_check_locked).
+ *
+ * The sweep (after an expiry or an UnmountSegment) visits every shard under its write lock, one
+ * at a time: replicas whose storage is gone (dead segment, dead holder) are dropped, objects left
+ * with none are erased, and the buffers go back after each shard's lock is dropped.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
+#include "master/clients.h"
+#include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
 #include "master/offload.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
+
+/* The registry is the first lock of the lock order. */
+static void registry_lock(struct mc_master *m)
+{
+    mc_lo_acquire(MC_LO_REGISTRY, 0);
+    pthread_mutex_lock(&m->clients.lock);
+}
+
+static void registry_unlock(struct mc_master *m)
+{
+    pthread_mutex_unlock(&m->clients.lock);
+    mc_lo_release(MC_LO_REGISTRY, 0);
+}
 
 static uint32_t id_bucket(struct mc_id id, uint32_t mask)
 {
@@ -34,32 +57,33 @@ static uint32_t id_bucket(struct mc_id id, uint32_t mask)
 
 int mc_clients_init(struct mc_master *m)
 {
-    pthread_mutex_init(&m->clients_lock, NULL);
-    m->cmask = 63;
-    m->cbuckets = calloc(m->cmask + 1, sizeof(*m->cbuckets));
-    return m->cbuckets ? 0 : -1;
+    pthread_mutex_init(&m->clients.lock, NULL);
+    m->clients.mask = 63;
+    m->clients.buckets = calloc(m->clients.mask + 1, sizeof(*m->clients.buckets));
+    return m->clients.buckets ? 0 : -1;
 }
 
 void mc_clients_destroy(struct mc_master *m)
 {
-    if (!m->cbuckets)
+    if (!m->clients.buckets)
         return;
-    for (uint32_t b = 0; b <= m->cmask; b++) {
-        struct mc_client_rec *c = m->cbuckets[b];
+    for (uint32_t b = 0; b <= m->clients.mask; b++) {
+        struct mc_client_rec *c = m->clients.buckets[b];
         while (c) {
             struct mc_client_rec *nx = c->next;
             free(c);
             c = nx;
         }
     }
-    free(m->cbuckets);
-    m->cbuckets = NULL;
-    pthread_mutex_destroy(&m->clients_lock);
+    free(m->clients.buckets);
+    m->clients.buckets = NULL;
+    pthread_mutex_destroy(&m->clients.lock);
 }
 
 static struct mc_client_rec *client_find(struct mc_master *m, struct mc_id id)
 {
-    for (struct mc_client_rec *c = m->cbuckets[id_bucket(id, m->cmask)]; c; c = c->next)
+    for (struct mc_client_rec *c = m->clients.buckets[id_bucket(id, m->clients.mask)]; c;
+         c = c->next)
         if (mc_id_eq(c->id, id))
             return c;
     return NULL;
@@ -67,12 +91,12 @@ static struct mc_client_rec *client_find(struct mc_master *m, struct mc_id id)
 
 static void clients_grow(struct mc_master *m)
 {
-    uint32_t nb = (m->cmask + 1) * 2;
+    uint32_t nb = (m->clients.mask + 1) * 2;
     struct mc_client_rec **nbk = calloc(nb, sizeof(*nbk));
     if (!nbk)
         return; /* keep the longer chains */
-    for (uint32_t b = 0; b <= m->cmask; b++) {
-        struct mc_client_rec *c = m->cbuckets[b];
+    for (uint32_t b = 0; b <= m->clients.mask; b++) {
+        struct mc_client_rec *c = m->clients.buckets[b];
         while (c) {
             struct mc_client_rec *nx = c->next;
             uint32_t h = id_bucket(c->id, nb - 1);
@@ -81,9 +105,9 @@ static void clients_grow(struct mc_master *m)
             c = nx;
         }
     }
-    free(m->cbuckets);
-    m->cbuckets = nbk;
-    m->cmask = nb - 1;
+    free(m->clients.buckets);
+    m->clients.buckets = nbk;
+    m->clients.mask = nb - 1;
 }
 
 /* Finds or registers a client (registry lock held). NULL when out of memory. */
@@ -97,10 +121,10 @@ static struct mc_client_rec *client_touch(struct mc_master *m, struct mc_id id,
             return NULL;
         c->id = id;
         c->status = new_status;
-        uint32_t b = id_bucket(id, m->cmask);
-        c->next = m->cbuckets[b];
-        m->cbuckets[b] = c;
-        if (++m->nclients > (m->cmask + 1) * 2)
+        uint32_t b = id_bucket(id, m->clients.mask);
+        c->next = m->clients.buckets[b];
+        m->clients.buckets[b] = c;
+        if (++m->clients.n > (m->clients.mask + 1) * 2)
             clients_grow(m);
         char buf[MC_ID_STRLEN];
         mc_info("master", "client registered", "client=%s status=%s", mc_id_format(id, buf),
@@ -116,7 +140,7 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
     if (mc_id_is_zero(client) || !out)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_OK;
-    mc_registry_lock(m);
+    registry_lock(m);
     struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
     if (c) {
         out->status = c->status;
@@ -124,17 +148,15 @@ int mc_master_ping(struct mc_master *m, struct mc_id client, struct mc_ping_resu
     } else {
         rc = MC_ERR_INTERNAL_ERROR;
     }
-    mc_registry_unlock(m);
+    registry_unlock(m);
     return rc;
 }
 
-/* Registers client if unknown (NEED_REMOUNT, as a Ping does) and refreshes its liveness: for
- * MountLocalDiskSegment (offload.c). */
 int mc_clients_touch(struct mc_master *m, struct mc_id id)
 {
-    mc_registry_lock(m);
+    registry_lock(m);
     struct mc_client_rec *c = client_touch(m, id, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
-    mc_registry_unlock(m);
+    registry_unlock(m);
     return c ? MC_OK : MC_ERR_INTERNAL_ERROR;
 }
 
@@ -147,11 +169,11 @@ int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    mc_registry_lock(m);
+    registry_lock(m);
     rc = mc_segments_mount(m->segs, seg, client, mount_epoch);
     if (rc == MC_OK && !client_touch(m, client, MC_CLIENT_OK, mc_master_now_ms(m)))
         rc = MC_ERR_INTERNAL_ERROR; /* the segment stays; the next Ping/Mount registers */
-    mc_registry_unlock(m);
+    registry_unlock(m);
 out:
     if (rc != MC_OK)
         CNT_INC(m, mount_segment_failures);
@@ -167,7 +189,7 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    mc_registry_lock(m);
+    registry_lock(m);
     for (size_t i = 0; i < n && rc == MC_OK; i++)
         rc = mc_segments_mount(m->segs, &segs[i], client, mount_epochs ? &mount_epochs[i] : NULL);
     struct mc_client_rec *c = client_touch(m, client, MC_CLIENT_NEED_REMOUNT, mc_master_now_ms(m));
@@ -175,7 +197,7 @@ int mc_master_remount_segments(struct mc_master *m, struct mc_id client,
         rc = rc != MC_OK ? rc : MC_ERR_INTERNAL_ERROR;
     else if (rc == MC_OK)
         c->status = MC_CLIENT_OK;
-    mc_registry_unlock(m);
+    registry_unlock(m);
 out:
     if (rc != MC_OK)
         CNT_INC(m, remount_segment_failures);
@@ -210,6 +232,36 @@ int mc_master_list_segments(struct mc_master *m, struct mc_segment_info **out, s
     return mc_segments_list(m->segs, out, n);
 }
 
+/* ---- sweep --------------------------------------------------------------------------------- */
+
+/* Drops o's replicas whose storage is gone (dead segment / dead holder); erases o when none is
+ * left (counted). */
+static bool sweep_visit(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                        struct mc_freelist *fl, void *arg)
+{
+    (void)arg;
+    bool changed = false;
+    if (o->flags & MC_OBJ_PROMOTING) /* a lost source or staged replica ends the task */
+        mc_promotion_check_locked(m, s, o, fl);
+    for (uint8_t r = 0; r < o->nrep;) {
+        if (mc_replica_valid(&o->rep[r])) {
+            r++;
+            continue;
+        }
+        mc_freelist_add_replica(fl, &o->rep[r], o->size);
+        mc_obj_drop_replica(o, r);
+        changed = true;
+    }
+    if (!changed)
+        return false;
+    if (o->nrep == 0) {
+        mc_master_erase_object(m, s, o, fl);
+        return true;
+    }
+    mc_shard_refresh_bits(s, o);
+    return false;
+}
+
 int mc_master_tick_monitor(struct mc_master *m)
 {
     uint64_t now = mc_master_now_ms(m);
@@ -218,9 +270,9 @@ int mc_master_tick_monitor(struct mc_master *m)
     /* expired ids, for the LOCAL_DISK tier once the registry is unlocked */
     struct mc_id stackv[16], *gone = stackv;
     size_t ngone = 0, gone_cap = 16;
-    mc_registry_lock(m);
-    for (uint32_t b = 0; b <= m->cmask; b++) {
-        struct mc_client_rec **pp = &m->cbuckets[b];
+    registry_lock(m);
+    for (uint32_t b = 0; b <= m->clients.mask; b++) {
+        struct mc_client_rec **pp = &m->clients.buckets[b];
         while (*pp) {
             struct mc_client_rec *c = *pp;
             if (c->deadline_ms > now) {
@@ -228,7 +280,7 @@ int mc_master_tick_monitor(struct mc_master *m)
                 continue;
             }
             *pp = c->next;
-            m->nclients--;
+            m->clients.n--;
             unmounted += mc_segments_unmount_owner(m->segs, c->id);
             char buf[MC_ID_STRLEN];
             mc_warn("master", "client expired", "client=%s", mc_id_format(c->id, buf));
@@ -252,7 +304,7 @@ int mc_master_tick_monitor(struct mc_master *m)
             expired++;
         }
     }
-    mc_registry_unlock(m);
+    registry_unlock(m);
     for (size_t i = 0; i < ngone; i++)
         mc_offload_client_expired(m, gone[i]); /* tasks cancelled, its disk replicas dead */
     if (gone != stackv)
@@ -261,14 +313,14 @@ int mc_master_tick_monitor(struct mc_master *m)
         atomic_fetch_add_explicit(&m->c.expired_clients, (uint64_t)expired, memory_order_relaxed);
     bool pending = atomic_exchange_explicit(&m->sweep_pending, false, memory_order_acq_rel);
     if (unmounted || pending)
-        mc_master_sweep_invalid(m);
+        mc_master_each_object(m, sweep_visit, NULL);
     return expired;
 }
 
 uint64_t mc_master_active_clients(struct mc_master *m)
 {
-    mc_registry_lock(m);
-    uint64_t n = m->nclients;
-    mc_registry_unlock(m);
+    registry_lock(m);
+    uint64_t n = m->clients.n;
+    registry_unlock(m);
     return n;
 }

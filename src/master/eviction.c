@@ -7,8 +7,9 @@
  * `want - got` oldest remaining candidates are moved to the front of what is left (radix select
  * on their deadlines plus one partition pass, never a full sort), counting-sorted by shard, and
  * each shard holding some of them is write-locked once. Under that lock every candidate is
- * found again ({ent, version}, or {key hash, version} when its entry moved) and revalidated
- * with ev_classify() on bits recomputed from the object; a grouped one takes its group along or
+ * found again (at its entry if that still holds its version; else, when a Remove or an earlier
+ * round moved entries, by version in one walk over the shard's entries) and revalidated with
+ * ev_classify() on bits recomputed from the object; a grouped one takes its group along or
  * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
  * many next-oldest ones (the reserve). On the selective path an exhausted frontier is refilled
  * once with every eligible object past the cutoff that was not materialized yet. Large rounds
@@ -28,6 +29,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/freelist.h"
 #include "master/offload.h"
 #include "master/promotion.h"
 #include "mooncake/errors.h"
@@ -213,7 +215,7 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
                             struct mc_object *o, struct ev_worker *w, struct mc_freelist *fl)
 {
     const uint64_t now = cy->now;
-    enum ev_class cls = ev_classify(ev_obj_bits(o), lease_of(s, o), now, o);
+    enum ev_class cls = ev_classify(mc_obj_ent_bits(o), lease_of(s, o), now, o);
     if (!(cls == EV_PLAIN || (cls == EV_SOFT && soft_phase)))
         return;
     struct mc_group *g = o->group;
@@ -225,7 +227,7 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
      * member waits, whole, for the soft-pinned phase. */
     for (uint32_t i = 0; i < g->n; i++) {
         struct mc_object *mo = g->members[i];
-        enum ev_class mc = ev_classify(ev_obj_bits(mo), lease_of(s, mo), now, mo);
+        enum ev_class mc = ev_classify(mc_obj_ent_bits(mo), lease_of(s, mo), now, mo);
         if (mc == EV_HELD || (mc == EV_SOFT && !soft_phase))
             return;
     }
@@ -238,7 +240,7 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
     memcpy(w->members, g->members, n * sizeof(*w->members)); /* g changes as members go */
     for (uint32_t i = 0; i < n; i++) {
         struct mc_object *mo = w->members[i];
-        cls = ev_classify(ev_obj_bits(mo), lease_of(s, mo), now, mo);
+        cls = ev_classify(mc_obj_ent_bits(mo), lease_of(s, mo), now, mo);
         if (cls == EV_PLAIN || (cls == EV_SOFT && soft_phase))
             evict_now(cy, s, mo, w, fl);
     }

@@ -16,8 +16,8 @@
  *      lower count = ceil(base * lower - 1e-9);
  *   3. selective materialization: k = primary + max(reserve_min, ceil(primary / 10)) and the
  *      k-th oldest plain deadline as a cutoff; a second scan builds candidate identities
- *      {shard, ent, key hash, version, lease} only at or below it (ties at the cutoff are taken
- *      up to k in all). The full path (every eligible object materialized, in the census itself)
+ *      {shard, ent, version, lease} only at or below it (ties at the cutoff are taken up to k
+ *      in all). The full path (every eligible object materialized, in the census itself)
  *      is taken when target >= 10/44 or k > max(frontier_min, ceil(plain / 4)): with a reserve
  *      of primary / 10 and a frontier of N / 4 the two limits meet at 1.1 * t = 1 / 4, so the
  *      bypass ratio follows from them instead of being tuned. A frontier holding fewer than

@@ -6,7 +6,8 @@
  * lease and (only for soft-pinned entries) the object, and it is what the census, every
  * materialization scan and the revalidation under the write lock call. The census feeds it the
  * entry's cached MC_ENT_* bits; revalidation feeds it bits recomputed from the object
- * (ev_obj_bits), so a segment that died since the bits were cached is seen there.
+ * (mc_obj_ent_bits, shard.h: the same function that fills the cache), so a segment that died
+ * since the bits were cached is seen there.
  */
 #ifndef MC_MASTER_EVICTION_INTERNAL_H
 #define MC_MASTER_EVICTION_INTERNAL_H
@@ -19,6 +20,8 @@
 
 #include "master/eviction.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/shard.h"
 
 #define EV_MAX_THREADS 64u
 #define EV_HIST_BITS 16
@@ -33,7 +36,7 @@ enum ev_class {
     EV_SOFT = 3,  /* eligible, soft-pinned (a last-resort victim) */
 };
 
-/* bits: MC_ENT_* (cached or from ev_obj_bits); o is read only when MC_ENT_SOFT_PIN is set. */
+/* bits: MC_ENT_* (cached or from mc_obj_ent_bits); o is read only when MC_ENT_SOFT_PIN is set. */
 static inline enum ev_class ev_classify(unsigned bits, uint64_t lease_ms, uint64_t now_ms,
                                         const struct mc_object *o)
 {
@@ -44,25 +47,6 @@ static inline enum ev_class ev_classify(unsigned bits, uint64_t lease_ms, uint64
     if ((bits & MC_ENT_SOFT_PIN) && mc_obj_soft_pinned(o, now_ms))
         return EV_SOFT;
     return EV_PLAIN;
-}
-
-/* The MC_ENT_* bits of o recomputed from the object itself (shard lock held). */
-static inline unsigned ev_obj_bits(const struct mc_object *o)
-{
-    unsigned bits = 0;
-    if (o->flags & MC_OBJ_COMPLETE) {
-        for (unsigned i = 0; i < o->nrep; i++) {
-            if (mc_replica_evictable(&o->rep[i])) {
-                bits |= MC_ENT_EVICTABLE;
-                break;
-            }
-        }
-    }
-    if (o->flags & MC_OBJ_HARD_PIN)
-        bits |= MC_ENT_HARD_PIN;
-    if (o->flags & MC_OBJ_SOFT_PIN)
-        bits |= MC_ENT_SOFT_PIN;
-    return bits;
 }
 
 /* ---- candidates and vectors ----------------------------------------------------------------- */

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 enum mc_lo_level {
-    MC_LO_REGISTRY = 1, /* struct mc_master.clients_lock */
+    MC_LO_REGISTRY = 1, /* struct mc_clients.lock (clients.h) */
     MC_LO_SHARD = 2,    /* struct mc_shard.lock; idx = shard index */
     MC_LO_SEGTABLE = 3, /* struct mc_segments.lock */
     MC_LO_SEGMENT = 4,  /* struct mc_segment.lock (its allocator) */

@@ -179,18 +179,24 @@ static void ix_del(struct mc_mbox *b, const struct mc_task *x)
     }
 }
 
-/* Unlinks a queued task (its prev/next are the queue's). */
-static void queue_unlink(struct mc_mbox *b, struct mc_task *x)
+/* Unlinks x from a doubly-linked list given by its head and, when it keeps one, its tail. */
+static void dlist_unlink(struct mc_task **head, struct mc_task **tail, struct mc_task *x)
 {
     if (x->prev)
         x->prev->next = x->next;
     else
-        b->qhead = x->next;
+        *head = x->next;
     if (x->next)
         x->next->prev = x->prev;
-    else
-        b->qtail = x->prev;
+    else if (tail)
+        *tail = x->prev;
     x->next = x->prev = NULL;
+}
+
+/* Unlinks a queued task (its prev/next are the queue's). */
+static void queue_unlink(struct mc_mbox *b, struct mc_task *x)
+{
+    dlist_unlink(&b->qhead, &b->qtail, x);
     b->nqueued[x->kind]--;
 }
 
@@ -573,15 +579,10 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     return answered;
 }
 
+/* Unlinks an in-flight task (the flight list keeps no tail). */
 static void flight_unlink(struct mc_mbox *b, struct mc_task *x)
 {
-    if (x->prev)
-        x->prev->next = x->next;
-    else
-        b->fhead = x->next;
-    if (x->next)
-        x->next->prev = x->prev;
-    x->next = x->prev = NULL;
+    dlist_unlink(&b->fhead, NULL, x);
     x->in_flight = 0;
     b->nflight[x->kind]--;
 }
@@ -611,39 +612,41 @@ struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id ho
     return x;
 }
 
-/* Removes from b's queue and flight list every task matching (key or deadline), into *out. */
+/* Whether x is of one of kinds and matches key (or, without one, has a deadline due by now). */
+static bool task_match(const struct mc_task *x, uint32_t kinds, const char *key, size_t key_len,
+                       uint64_t now_ms)
+{
+    if (!(kinds & MC_TASK_KIND_BIT(x->kind)))
+        return false;
+    if (key)
+        return x->key_len == key_len && memcmp(x->key, key, key_len) == 0;
+    return x->deadline_ms && x->deadline_ms <= now_ms;
+}
+
+/* Removes from b's queue (deletes excepted) and flight list every task matching (key or
+ * deadline), into *out. */
 static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
                              const char *key, size_t key_len, uint64_t now_ms,
                              struct mc_task_list *out)
 {
     size_t n = 0;
-    struct mc_task *x = b->qhead;
-    while (x) {
-        struct mc_task *nx = x->next;
-        bool hit = x->kind != MC_TASK_DELETE && (kinds & MC_TASK_KIND_BIT(x->kind)) &&
-                   (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
-                        : (x->deadline_ms && x->deadline_ms <= now_ms));
-        if (hit) {
-            ix_del(b, x);
-            queue_unlink(b, x);
-            list_push(out, x);
-            n++;
-        }
-        x = nx;
+    for (struct mc_task *x = b->qhead, *nx; x; x = nx) {
+        nx = x->next;
+        if (x->kind == MC_TASK_DELETE || !task_match(x, kinds, key, key_len, now_ms))
+            continue;
+        ix_del(b, x);
+        queue_unlink(b, x);
+        list_push(out, x);
+        n++;
     }
-    x = b->fhead;
-    while (x) {
-        struct mc_task *nx = x->next;
-        bool hit = (kinds & MC_TASK_KIND_BIT(x->kind)) &&
-                   (key ? (x->key_len == key_len && memcmp(x->key, key, key_len) == 0)
-                        : (x->deadline_ms && x->deadline_ms <= now_ms));
-        if (hit) {
-            ix_del(b, x);
-            flight_unlink(b, x);
-            list_push(out, x);
-            n++;
-        }
-        x = nx;
+    for (struct mc_task *x = b->fhead, *nx; x; x = nx) {
+        nx = x->next;
+        if (!task_match(x, kinds, key, key_len, now_ms))
+            continue;
+        ix_del(b, x);
+        flight_unlink(b, x);
+        list_push(out, x);
+        n++;
     }
     atomic_fetch_sub(&t->present, n);
     return n;
@@ -705,10 +708,9 @@ static void mbox_answer_polls(struct mc_mailboxes *t, struct mc_mbox *b, uint64_
     }
 }
 
-void mc_mailboxes_wake(struct mc_mailboxes *t)
+/* mbox_answer_polls(now, wake) on every mailbox; the answers are sent once no lock is held. */
+static void answer_all_polls(struct mc_mailboxes *t, uint64_t now, bool wake)
 {
-    if (!atomic_exchange(&t->wake_due, false))
-        return;
     struct answers ans;
     answers_init(&ans);
     table_lock(t);
@@ -716,28 +718,23 @@ void mc_mailboxes_wake(struct mc_mailboxes *t)
         struct mc_mbox *b = t->v[i];
         mc_lo_acquire(MC_LO_MAILBOX, 0);
         pthread_mutex_lock(&b->lock);
-        mbox_answer_polls(t, b, 0, true, &ans);
+        mbox_answer_polls(t, b, now, wake, &ans);
         mbox_unlock(b);
     }
     table_unlock(t);
     answers_run(&ans);
 }
 
+void mc_mailboxes_wake(struct mc_mailboxes *t)
+{
+    if (!atomic_exchange(&t->wake_due, false))
+        return;
+    answer_all_polls(t, 0, true);
+}
+
 void mc_mailboxes_tick_polls(struct mc_mailboxes *t)
 {
-    uint64_t now = mc_clock_now_ms(t->clock);
-    struct answers ans;
-    answers_init(&ans);
-    table_lock(t);
-    for (size_t i = 0; i < t->n; i++) {
-        struct mc_mbox *b = t->v[i];
-        mc_lo_acquire(MC_LO_MAILBOX, 0);
-        pthread_mutex_lock(&b->lock);
-        mbox_answer_polls(t, b, now, false, &ans);
-        mbox_unlock(b);
-    }
-    table_unlock(t);
-    answers_run(&ans);
+    answer_all_polls(t, mc_clock_now_ms(t->clock), false);
 }
 
 size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds, struct mc_task_list *expired)

@@ -17,16 +17,27 @@
 
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/clients.h"
+#include "master/discard.h"
+#include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
 #include "master/offload.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define MC_SOFT_PIN_SWEEP_MS 30000u
 
 static int register_metrics(struct mc_master *m);
-int mc_clients_init(struct mc_master *m);
-void mc_clients_destroy(struct mc_master *m);
-uint64_t mc_master_active_clients(struct mc_master *m);
+
+/* mc_master_tick_eviction (master.h) and these are eviction.c's. mc_master_new calls
+ * mc_eviction_init after the metrics registry exists and mc_master_free calls
+ * mc_eviction_destroy first, through weak references: a program that links the core library
+ * without calling into eviction (no tick, no BatchEvict) does not pull eviction.c in, and runs
+ * with m->evictor NULL. */
+int mc_eviction_init(struct mc_master *m) __attribute__((weak));
+void mc_eviction_destroy(struct mc_master *m) __attribute__((weak));
 
 void mc_master_config_init(struct mc_master_config *c)
 {
@@ -129,7 +140,7 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     m->cfg.wall_clock = NULL; /* read once */
     atomic_init(&m->next_version, 1);
     atomic_init(&m->next_replica_id, 1);
-    pthread_mutex_init(&m->discard_lock, NULL);
+    mc_discard_init(&m->discard);
     m->segs = mc_segments_new(c->allocation_strategy);
     m->metrics = mc_metrics_new();
     if (!m->segs || !m->metrics || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 ||
@@ -165,16 +176,13 @@ void mc_master_free(struct mc_master *m)
             mc_freelist_flush(&fl);
         }
     }
-    for (size_t i = 0; i < m->ndiscard; i++)
-        mc_freelist_add_object(&fl, m->discard[i].obj);
+    mc_discard_destroy(&m->discard, &fl);
     mc_freelist_flush(&fl);
-    free(m->discard);
     mc_clients_destroy(m);
     mc_routes_destroy(m);
     mc_shards_destroy(m);
     mc_segments_free(m->segs);
     mc_metrics_free(m->metrics);
-    pthread_mutex_destroy(&m->discard_lock);
     free(m);
 }
 
@@ -198,20 +206,9 @@ const struct mc_master_config *mc_master_config_get(const struct mc_master *m)
 /* Releases the deferred-free entries whose time came; *puts = how many were taken-over Puts. */
 static int reap_discarded(struct mc_master *m, uint64_t now, int *puts)
 {
-    int n = 0;
-    *puts = 0;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
-    mc_discard_lock(m);
-    for (size_t i = m->ndiscard; i-- > 0;) {
-        if (m->discard[i].release_ms > now)
-            continue;
-        mc_freelist_add_object(&fl, m->discard[i].obj);
-        *puts += m->discard[i].put;
-        m->discard[i] = m->discard[--m->ndiscard];
-        n++;
-    }
-    mc_discard_unlock(m);
+    int n = mc_discard_reap(&m->discard, now, &fl, puts);
     mc_freelist_flush(&fl);
     return n;
 }

@@ -20,7 +20,7 @@
 #define MC_GROUP_ID_MAX 256       /* group id bytes including NUL */
 #define MC_MAX_REPLICAS 8         /* replicas per object (all types together) */
 #define MC_SEGMENT_MIN_SIZE 4096u
-/* Limits of what the master's records can represent (master_internal.h ties its bitfield widths
+/* Limits of what the master's records can represent (objects.h ties its bitfield widths
  * to these with static asserts); a mount beyond them is refused with INVALID_PARAMS.
  *   - a replica's offset inside its segment is a 48-bit field: a segment is at most 2^48 bytes
  *     (256 TiB), so every offset in it fits;

@@ -1,12 +1,15 @@
 /*
  * objects.c - the object operations of the master core: PutStart / PutEnd / PutRevoke,
- * GetReplicaList, ExistKey, Remove (single-key forms), plus the shared helpers every module uses
- * to release buffers outside shard locks (struct mc_freelist) and to erase objects.
+ * GetReplicaList, ExistKey, QueryKey, Remove and RemoveAll (single-key forms; the batch forms
+ * are in objects_batch.c), and what other modules build on (objects.h): the single-key bodies
+ * under a held shard lock, the erasure of an object and the eviction of one object.
  *
  * Each call hashes the key once (xxh3), finds its shard (the group route map is consulted only
- * when grouped keys exist), takes the shard lock shared (Get/Exist) or exclusive (the rest),
- * and releases any freed buffers after unlocking. See master.h for the contract of each call
- * and master_internal.h for the table layout.
+ * when grouped keys exist), takes the shard lock shared (Get/Exist/QueryKey) or exclusive (the
+ * rest), and releases any freed buffers after unlocking (freelist.h). An object whose buffers
+ * may still be in use when it goes (a stale Put taken over, a forced Remove under a read lease)
+ * is parked on the deferred-free list (discard.h). See master.h for the contract of each call,
+ * objects.h for the record and shard.h for the table layout.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,118 +17,16 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/discard.h"
+#include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
 #include "master/offload.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
-#define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
-
-/* ---- free lists ---------------------------------------------------------------------------- */
-
-void mc_freelist_init(struct mc_freelist *fl)
-{
-    fl->ents = fl->inline_ents;
-    fl->n = 0;
-    fl->cap = MC_MAX_REPLICAS;
-    fl->objs = NULL;
-}
-
-void mc_holder_unref(struct mc_holder *h)
-{
-    if (h && atomic_fetch_sub_explicit(&h->refs, 1, memory_order_acq_rel) == 1)
-        free(h);
-}
-
-static void release_replica(const struct mc_replica *r, uint64_t size)
-{
-    if (r->type == MC_REPLICA_TYPE_MEMORY)
-        mc_segment_release(r->u.seg, r->handle, size);
-    else if (r->type == MC_REPLICA_TYPE_LOCAL_DISK) {
-        atomic_fetch_sub_explicit(&r->u.holder->nreplicas, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&r->u.holder->bytes, (int64_t)size, memory_order_relaxed);
-        mc_holder_unref(r->u.holder);
-    }
-}
-
-void mc_freelist_add_replica(struct mc_freelist *fl, const struct mc_replica *r, uint64_t size)
-{
-    if (fl->n == fl->cap) {
-        size_t ncap = fl->cap * 4;
-        struct mc_fl_ent *ne = malloc(ncap * sizeof(*ne));
-        if (!ne) {
-            /* Out of memory: release now (allowed by the lock order, just slower). */
-            release_replica(r, size);
-            return;
-        }
-        memcpy(ne, fl->ents, fl->n * sizeof(*ne));
-        if (fl->ents != fl->inline_ents)
-            free(fl->ents);
-        fl->ents = ne;
-        fl->cap = ncap;
-    }
-    fl->ents[fl->n].r = *r;
-    fl->ents[fl->n].size = size;
-    fl->n++;
-}
-
-static void move_replicas(struct mc_freelist *fl, struct mc_object *o)
-{
-    for (uint8_t i = 0; i < o->nrep; i++)
-        mc_freelist_add_replica(fl, &o->rep[i], o->size);
-    o->nrep = 0;
-}
-
-void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
-{
-    move_replicas(fl, o);
-    o->group = (struct mc_group *)(void *)fl->objs; /* the group link is dead: reuse it */
-    fl->objs = o;
-}
-
-void mc_freelist_add_object_locked(struct mc_freelist *fl, struct mc_shard *s, struct mc_object *o)
-{
-    move_replicas(fl, o);
-    mc_obj_free_locked(s, o);
-}
-
-/* Releases fl's MEMORY buffers in runs of one segment (one lock per run of up to RUN). */
-static void flush_replicas(struct mc_freelist *fl)
-{
-    enum { RUN = 256 };
-    uint32_t handles[RUN];
-    uint64_t sizes[RUN];
-    for (size_t i = 0; i < fl->n;) {
-        const struct mc_replica *r = &fl->ents[i].r;
-        if (r->type != MC_REPLICA_TYPE_MEMORY) {
-            release_replica(r, fl->ents[i].size);
-            i++;
-            continue;
-        }
-        struct mc_segment *seg = r->u.seg;
-        size_t k = 0;
-        for (; i < fl->n && k < RUN; i++, k++) {
-            const struct mc_fl_ent *e = &fl->ents[i];
-            if (e->r.type != MC_REPLICA_TYPE_MEMORY || e->r.u.seg != seg)
-                break;
-            handles[k] = e->r.handle;
-            sizes[k] = e->size;
-        }
-        mc_segment_release_many(seg, handles, sizes, k);
-    }
-}
-
-void mc_freelist_flush(struct mc_freelist *fl)
-{
-    flush_replicas(fl);
-    for (struct mc_object *o = fl->objs, *nx; o; o = nx) {
-        nx = (struct mc_object *)(void *)o->group;
-        mc_obj_free(o);
-    }
-    if (fl->ents != fl->inline_ents)
-        free(fl->ents);
-    mc_freelist_init(fl);
-}
 
 /* ---- predicates and descriptors ------------------------------------------------------------ */
 
@@ -180,22 +81,27 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
     }
 }
 
-/* ---- erase / discard ----------------------------------------------------------------------- */
+/* ---- erase and evict ----------------------------------------------------------------------- */
 
-/* Takes o out of s and out of the counters; the caller decides what happens to the block. */
-static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+/* What every erasure does before o leaves its shard (write lock): cancels o's promotion and
+ * offload tasks and takes it out of the counters. */
+static void erase_bookkeeping(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
     if (o->flags & MC_OBJ_PROMOTING)
         mc_promotion_object_erased(m, s, o);
     if (m->offload)
         mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
-    if (m->hooks.object_erased)
-        m->hooks.object_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
         atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
     if (o->flags & MC_OBJ_PROCESSING)
         atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     atomic_fetch_sub_explicit(&m->c.key_count, 1, memory_order_relaxed);
+}
+
+/* Takes o out of s and out of the counters; the caller decides what happens to the block. */
+static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    erase_bookkeeping(m, s, o);
     mc_shard_unlink(m, s, o);
 }
 
@@ -204,30 +110,6 @@ void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_o
 {
     detach_object(m, s, o);
     mc_freelist_add_object_locked(fl, s, o);
-}
-
-/* Parks a detached object's buffers on the deferred-free list until release_ms (leaf lock):
- * put = a taken-over Put, else a forced removal under a read lease. */
-static void discard_push(struct mc_master *m, struct mc_object *o, uint64_t release_ms, bool put,
-                         struct mc_freelist *fl)
-{
-    mc_discard_lock(m);
-    if (m->ndiscard == m->discard_cap) {
-        size_t ncap = m->discard_cap ? m->discard_cap * 2 : 16;
-        struct mc_discarded *nd = realloc(m->discard, ncap * sizeof(*nd));
-        if (!nd) {
-            mc_discard_unlock(m);
-            mc_warn("master", "discard list full, freeing at once", "size=%llu",
-                    (unsigned long long)o->size);
-            mc_freelist_add_object(fl, o);
-            return;
-        }
-        m->discard = nd;
-        m->discard_cap = ncap;
-    }
-    m->discard[m->ndiscard++] =
-        (struct mc_discarded){.obj = o, .release_ms = release_ms, .put = put};
-    mc_discard_unlock(m);
 }
 
 /* Removes one replica (index i) from o, keeping the key bytes after the replica array. */
@@ -253,17 +135,7 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
         ub->objs = no;
         ub->cap = ncap;
     }
-    if (o->flags & MC_OBJ_PROMOTING)
-        mc_promotion_object_erased(m, s, o);
-    if (m->offload)
-        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
-    if (m->hooks.object_erased)
-        m->hooks.object_erased(m, s, o);
-    if (o->flags & MC_OBJ_SOFT_PIN)
-        atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
-    if (o->flags & MC_OBJ_PROCESSING)
-        atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
-    atomic_fetch_sub_explicit(&m->c.key_count, 1, memory_order_relaxed);
+    erase_bookkeeping(m, s, o);
     mc_shard_detach(m, s, o);
     o->flags |= MC_OBJ_UNLINKING;
     ub->objs[ub->n++] = o;
@@ -351,6 +223,16 @@ static struct mc_object *lock_find(struct mc_master *m, uint64_t h, const char *
     return NULL;
 }
 
+/* lock_find of a valid key for a write: NULL with *rc = OBJECT_NOT_FOUND when absent. */
+static struct mc_object *lock_key_write(struct mc_master *m, const char *key, size_t len,
+                                        struct mc_shard **out, int *rc)
+{
+    struct mc_object *o = lock_find(m, mc_hash_key(key, len), key, len, true, out);
+    if (!o)
+        *rc = MC_ERR_OBJECT_NOT_FOUND;
+    return o;
+}
+
 static inline void lease_raise(_Atomic uint64_t *a, uint64_t v)
 {
     uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
@@ -404,7 +286,7 @@ static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, c
         CNT_INC(m, put_start_release_cnt);
         mc_freelist_add_object_locked(fl, s, o);
     } else {
-        discard_push(m, o, release_ms, true, fl);
+        mc_discard_push(&m->discard, o, release_ms, true, fl);
     }
     return MC_OK;
 }
@@ -609,11 +491,9 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
         goto out;
     }
     struct mc_shard *s;
-    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
-    if (!o) {
-        rc = MC_ERR_OBJECT_NOT_FOUND;
+    struct mc_object *o = lock_key_write(m, key, key_len, &s, &rc);
+    if (!o)
         goto out;
-    }
     if (version && o->version != version) {
         rc = MC_ERR_INVALID_VERSION; /* a late PutEnd of a Put that was taken over */
         goto unlock;
@@ -681,11 +561,9 @@ int mc_master_put_revoke(struct mc_master *m, struct mc_id client, const char *k
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     struct mc_shard *s;
-    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
-    if (!o) {
-        rc = MC_ERR_OBJECT_NOT_FOUND;
+    struct mc_object *o = lock_key_write(m, key, key_len, &s, &rc);
+    if (!o)
         goto out;
-    }
     struct mc_pending *p = mc_obj_pending(s, o);
     if (version && o->version != version)
         rc = MC_ERR_INVALID_VERSION; /* a stale revoke must not kill the Put that took over */
@@ -703,7 +581,7 @@ out:
     return rc;
 }
 
-/* ---- GetReplicaList / ExistKey ------------------------------------------------------------- */
+/* ---- GetReplicaList / ExistKey / QueryKey -------------------------------------------------- */
 
 /* Fills out from o (shard lock held, any mode) and grants the lease when readable. */
 int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, uint64_t now,
@@ -804,7 +682,52 @@ int mc_master_exist_key(struct mc_master *m, const char *key, size_t key_len, bo
     return MC_OK;
 }
 
-/* ---- Remove -------------------------------------------------------------------------------- */
+/* QueryKey: an admin view of one key (no lease, no promotion, no Get counters). */
+int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
+                        struct mc_key_info *out)
+{
+    int rc = check_key(m, key, key_len);
+    if (rc != MC_OK)
+        return rc;
+    if (!out)
+        return MC_ERR_INVALID_PARAMS;
+    memset(out, 0, sizeof(*out));
+    struct mc_shard *s;
+    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    uint32_t n = 0;
+    for (uint8_t i = 0; o && i < o->nrep; i++) /* replicas whose storage is still there */
+        if (mc_replica_valid(&o->rep[i]))
+            mc_replica_fill_desc(o, &o->rep[i], &out->replicas[n++]);
+    if (o && n == 0) { /* every segment it was on is unmounted; the next sweep erases it */
+        mc_shard_unlock(s);
+        o = NULL;
+    }
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    uint64_t now = mc_master_now_ms(m);
+    out->version = o->version;
+    out->size = o->size;
+    out->crc32c = o->crc;
+    out->has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
+    out->complete = (o->flags & MC_OBJ_COMPLETE) != 0;
+    struct mc_pending *p = mc_obj_pending(s, o);
+    if (p)
+        out->put_owner = p->owner;
+    uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
+    out->lease_remaining_ms = lease > now ? lease - now : 0;
+    out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
+    out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
+    out->offload_pending = (o->flags & MC_OBJ_OFFLOADING) != 0;
+    if (o->group) {
+        memcpy(out->group_id, o->group->id, o->group->id_len);
+        out->group_id[o->group->id_len] = 0;
+    }
+    out->nreplicas = n;
+    mc_shard_unlock(s);
+    return MC_OK;
+}
+
+/* ---- Remove / RemoveAll ---------------------------------------------------------------------- */
 
 /* Remove rules for o (write lock): erases it to fl or returns the refusal. */
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
@@ -832,7 +755,7 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
         /* Forced under a lease: a reader may be reading the buffers, which must not be reused
          * (and rewritten) before the lease ends. The key goes now, the space then. */
         detach_object(m, s, o);
-        discard_push(m, o, lease, false, fl);
+        mc_discard_push(&m->discard, o, lease, false, fl);
         return MC_OK;
     }
     mc_master_erase_object(m, s, o, fl);
@@ -848,11 +771,9 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool 
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     struct mc_shard *s;
-    struct mc_object *o = lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
-    if (!o) {
-        rc = MC_ERR_OBJECT_NOT_FOUND;
+    struct mc_object *o = lock_key_write(m, key, key_len, &s, &rc);
+    if (!o)
         goto out;
-    }
     rc = mc_master_remove_locked(m, s, o, force, mc_master_now_ms(m), &fl);
     mc_shard_unlock(s);
     mc_freelist_flush(&fl);
@@ -862,7 +783,46 @@ out:
     return rc;
 }
 
-/* Exposed for objects_batch.c. */
+uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void *arg)
+{
+    uint64_t hits = 0;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        /* Downwards: an erase moves the last entry (already visited) into the hole. */
+        for (uint32_t i = s->n; i-- > 0;)
+            hits += fn(m, s, mc_ent_obj(mc_shard_ent(s, i)), &fl, arg);
+        mc_shard_unlock(s);
+        mc_freelist_flush(&fl);
+    }
+    return hits;
+}
+
+struct remove_all_arg {
+    bool force;
+    uint64_t now;
+};
+
+static bool remove_all_visit(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                             struct mc_freelist *fl, void *arg)
+{
+    const struct remove_all_arg *ra = arg;
+    return mc_master_remove_locked(m, s, o, ra->force, ra->now, fl) == MC_OK;
+}
+
+int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
+{
+    CNT_INC(m, remove_all_requests);
+    struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m)};
+    uint64_t count = mc_master_each_object(m, remove_all_visit, &ra);
+    if (removed)
+        *removed = count;
+    return MC_OK;
+}
+
+/* Exposed for the batches, offload and promotion (objects.h). */
 struct mc_object *mc_master_lock_find(struct mc_master *m, uint64_t h, const char *key, size_t len,
                                       bool write, struct mc_shard **out)
 {

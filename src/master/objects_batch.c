@@ -1,6 +1,7 @@
 /*
- * objects_batch.c - batch forms of the object operations, RemoveAll, QueryKey and the sweep of
- * replicas whose storage is gone.
+ * objects_batch.c - the batch forms of the object operations: BatchPutStart / PutEnd /
+ * PutRevoke, BatchRemove, BatchGetReplicaList (whole and windowed) and BatchExistKey, with
+ * upstream's master_batch_<op>_* counters. The single-key forms are in objects.c.
  *
  * BatchGetReplicaList / BatchExistKey sort the keys by shard and work in windows of 16 keys: the
  * window's shards are read-locked together in ascending order (DESIGN.md §7 lock order), the
@@ -15,6 +16,9 @@
 
 #include "common/hash.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
@@ -283,116 +287,4 @@ int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys
     CNT_ADD(m, exist_key_requests, n);
     CNT_ADD(m, exist_key_failures, fails);
     return MC_OK;
-}
-
-/* ---- RemoveAll ----------------------------------------------------------------------------- */
-
-int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
-{
-    CNT_ADD(m, remove_all_requests, 1);
-    uint64_t count = 0;
-    uint64_t now = mc_master_now_ms(m);
-    struct mc_freelist fl;
-    mc_freelist_init(&fl);
-    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
-        struct mc_shard *s = &m->shards[si];
-        mc_shard_wrlock(s);
-        /* Downwards: an erase moves the last entry (already visited) into the hole. */
-        for (uint32_t i = s->n; i-- > 0;) {
-            struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
-            if (mc_master_remove_locked(m, s, o, force, now, &fl) == MC_OK)
-                count++;
-        }
-        mc_shard_unlock(s);
-        mc_freelist_flush(&fl);
-    }
-    if (removed)
-        *removed = count;
-    return MC_OK;
-}
-
-/* ---- QueryKey ------------------------------------------------------------------------------ */
-
-int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
-                        struct mc_key_info *out)
-{
-    int rc = mc_master_check_key(m, key, key_len);
-    if (rc != MC_OK)
-        return rc;
-    if (!out)
-        return MC_ERR_INVALID_PARAMS;
-    memset(out, 0, sizeof(*out));
-    struct mc_shard *s;
-    struct mc_object *o =
-        mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
-    uint32_t n = 0;
-    for (uint8_t i = 0; o && i < o->nrep; i++) /* replicas whose storage is still there */
-        if (mc_replica_valid(&o->rep[i]))
-            mc_replica_fill_desc(o, &o->rep[i], &out->replicas[n++]);
-    if (o && n == 0) { /* every segment it was on is unmounted; the next sweep erases it */
-        mc_shard_unlock(s);
-        o = NULL;
-    }
-    if (!o)
-        return MC_ERR_OBJECT_NOT_FOUND;
-    uint64_t now = mc_master_now_ms(m);
-    out->version = o->version;
-    out->size = o->size;
-    out->crc32c = o->crc;
-    out->has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
-    out->complete = (o->flags & MC_OBJ_COMPLETE) != 0;
-    struct mc_pending *p = mc_obj_pending(s, o);
-    if (p)
-        out->put_owner = p->owner;
-    uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
-    out->lease_remaining_ms = lease > now ? lease - now : 0;
-    out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
-    out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
-    out->offload_pending = (o->flags & MC_OBJ_OFFLOADING) != 0;
-    if (o->group) {
-        memcpy(out->group_id, o->group->id, o->group->id_len);
-        out->group_id[o->group->id_len] = 0;
-    }
-    out->nreplicas = n;
-    mc_shard_unlock(s);
-    return MC_OK;
-}
-
-/* ---- sweep --------------------------------------------------------------------------------- */
-
-uint64_t mc_master_sweep_invalid(struct mc_master *m)
-{
-    uint64_t erased = 0;
-    struct mc_freelist fl;
-    mc_freelist_init(&fl);
-    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
-        struct mc_shard *s = &m->shards[si];
-        mc_shard_wrlock(s);
-        for (uint32_t i = s->n; i-- > 0;) {
-            struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
-            bool changed = false;
-            if (o->flags & MC_OBJ_PROMOTING) /* a lost source or staged replica ends the task */
-                mc_promotion_check_locked(m, s, o, &fl);
-            for (uint8_t r = 0; r < o->nrep;) {
-                if (mc_replica_valid(&o->rep[r])) {
-                    r++;
-                    continue;
-                }
-                mc_freelist_add_replica(&fl, &o->rep[r], o->size);
-                mc_obj_drop_replica(o, r);
-                changed = true;
-            }
-            if (!changed)
-                continue;
-            if (o->nrep == 0) {
-                mc_master_erase_object(m, s, o, &fl);
-                erased++;
-            } else {
-                mc_shard_refresh_bits(s, o);
-            }
-        }
-        mc_shard_unlock(s);
-        mc_freelist_flush(&fl);
-    }
-    return erased;
 }

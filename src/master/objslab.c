@@ -27,7 +27,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/objslab.h"
+#include "master/shard.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MC_SLAB_ASAN 1

@@ -33,8 +33,13 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/clients.h"
+#include "master/freelist.h"
 #include "master/mailbox.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define COMP "offload"
@@ -98,7 +103,6 @@ static ssize_t rec_find(struct mc_offload *off, struct mc_id id)
     return -1;
 }
 
-/* The holder of id with a reference (mc_holder_unref), NULL when not mounted. */
 /* Records id as seen (table lock held); true when it was not seen before. An allocation failure
  * counts as seen: the safe answer (no recreation). */
 static bool seen_first(struct mc_offload *off, struct mc_id id)
@@ -118,16 +122,20 @@ static bool seen_first(struct mc_offload *off, struct mc_id id)
     return true;
 }
 
-/* Whether a record of holder id may recreate an absent object now (see the header). */
-static bool holder_may_recreate(struct mc_offload *off, struct mc_id id)
+enum holder_flag { HF_MAY_RECREATE, HF_OFFLOADING };
+
+/* A flag of holder id's record (false when not mounted): whether a record of it may recreate an
+ * absent object now (see the header), or whether it takes offload tasks. */
+static bool holder_flag(struct mc_offload *off, struct mc_id id, enum holder_flag f)
 {
     table_lock(off);
     ssize_t i = rec_find(off, id);
-    bool ok = i >= 0 && off->v[i].may_recreate;
+    bool ok = i >= 0 && (f == HF_OFFLOADING ? off->v[i].offloading : off->v[i].may_recreate);
     table_unlock(off);
     return ok;
 }
 
+/* The holder of id with a reference (mc_holder_unref), NULL when not mounted. */
 static struct mc_holder *holder_get(struct mc_offload *off, struct mc_id id)
 {
     struct mc_holder *h = NULL;
@@ -139,15 +147,6 @@ static struct mc_holder *holder_get(struct mc_offload *off, struct mc_id id)
     }
     table_unlock(off);
     return h;
-}
-
-static bool holder_takes_offload(struct mc_offload *off, struct mc_id id)
-{
-    table_lock(off);
-    ssize_t i = rec_find(off, id);
-    bool ok = i >= 0 && off->v[i].offloading;
-    table_unlock(off);
-    return ok;
 }
 
 static struct mc_holder *holder_new(struct mc_id id, const char *endpoint)
@@ -236,7 +235,7 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
             (evictable_only && r->refcnt))
             continue;
         struct mc_id owner = r->u.seg->owner;
-        if (!holder_takes_offload(off, owner))
+        if (!holder_flag(off, owner, HF_OFFLOADING))
             continue;
         rc = mc_mailbox_push_quiet(off->mb, owner, MC_TASK_OFFLOAD, mc_obj_key(o), o->key_len,
                                    o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
@@ -382,8 +381,6 @@ int mc_master_tick_offload(struct mc_master *m)
 }
 
 /* ---- mount / unmount ----------------------------------------------------------------------- */
-
-int mc_clients_touch(struct mc_master *m, struct mc_id id);
 
 /* Moves every LOCAL_DISK replica of old to nh (a re-mounted holder's new endpoint). */
 static void holder_rebind(struct mc_master *m, struct mc_holder *old, struct mc_holder *nh)
@@ -663,7 +660,7 @@ static int reregister(struct mc_master *m, struct mc_holder *h, const struct mc_
     if (!o) {
         if (it->version > m->version_base)
             return MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
-        if (!holder_may_recreate(m->offload, h->id))
+        if (!holder_flag(m->offload, h->id, HF_MAY_RECREATE))
             return MC_ERR_OBJECT_NOT_FOUND; /* erased by this incarnation since it was seen */
         return recreate(m, h, hk, it);
     }

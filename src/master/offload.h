@@ -44,9 +44,9 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 void mc_offload_cycle_begin(struct mc_master *m);
 void mc_offload_cycle_end(struct mc_master *m);
 
-/* o is being erased (write lock; objects.c calls it before hooks.object_erased, which stays free
- * for other modules): cancels o's offload task and queues a delete of every disk record of o at
- * its holder. */
+/* o is being erased (write lock; objects.c calls it for every erasure, after promotion's own
+ * call): cancels o's offload task and queues a delete of every disk record of o at its
+ * holder. */
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
 
 /* The client expired (monitor, no lock held): its LOCAL_DISK registration goes as by

@@ -30,8 +30,12 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/objects.h"
 #include "master/offload.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
 #include "master/sketch.h"
 #include "mooncake/errors.h"
 

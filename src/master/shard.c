@@ -1,6 +1,5 @@
 /*
- * shard.c - mechanics of one object-table shard (layout in master_internal.h) and the group
- * route map.
+ * shard.c - mechanics of one object-table shard (layout in shard.h) and the group route map.
  *
  * htab slots are 32-bit: the top 8 bits of the key hash (a tag that skips most key compares)
  * and a 24-bit ent index (so at most 16M - 3 objects per shard); UINT32_MAX is empty and
@@ -28,6 +27,7 @@
 #include <string.h>
 
 #include "master/master_internal.h"
+#include "master/shard.h"
 
 #define SLOT_EMPTY UINT32_MAX
 #define SLOT_TOMB (UINT32_MAX - 1)
@@ -35,9 +35,14 @@
 #define SLOT_ENT_MASK ((1u << SLOT_ENT_BITS) - 1)
 #define HTAB_MIN 64u
 
+static inline uint32_t slot_tag(uint64_t key_hash)
+{
+    return (uint32_t)(key_hash >> 56);
+}
+
 static inline uint32_t slot_make(uint64_t key_hash, uint32_t ent)
 {
-    return ((uint32_t)(key_hash >> 56) << SLOT_ENT_BITS) | ent;
+    return (slot_tag(key_hash) << SLOT_ENT_BITS) | ent;
 }
 
 static inline uint32_t slot_home(uint64_t key_hash, uint32_t mask)
@@ -105,22 +110,45 @@ void mc_shards_destroy(struct mc_master *m)
 
 /* ---- htab ---------------------------------------------------------------------------------- */
 
-struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const char *key,
-                                size_t key_len)
+/* The next entry on a probe path whose slot has this tag, from slot *pos on (*pos then points
+ * past it); NULL where the path ends (an empty slot). Either lock held. */
+static inline const struct mc_obj_ent *probe_next(const struct mc_shard *s, uint32_t tag,
+                                                  uint32_t *pos)
 {
-    if (!s->slots)
-        return NULL;
-    uint32_t tag = (uint32_t)(key_hash >> 56);
-    for (uint32_t i = slot_home(key_hash, s->mask);; i = (i + 1) & s->mask) {
+    for (uint32_t i = *pos;; i = (i + 1) & s->mask) {
         uint32_t v = s->slots[i];
         if (v == SLOT_EMPTY)
             return NULL;
         if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
             continue;
-        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
+        *pos = (i + 1) & s->mask;
+        return mc_shard_ent(s, v & SLOT_ENT_MASK);
+    }
+}
+
+struct mc_object *mc_shard_find(struct mc_shard *s, uint64_t key_hash, const char *key,
+                                size_t key_len)
+{
+    if (!s->slots)
+        return NULL;
+    uint32_t i = slot_home(key_hash, s->mask);
+    for (const struct mc_obj_ent *e; (e = probe_next(s, slot_tag(key_hash), &i));) {
+        struct mc_object *o = mc_ent_obj(e);
         if (o->key_len == key_len && memcmp(mc_obj_key(o), key, key_len) == 0)
             return o;
     }
+    return NULL;
+}
+
+struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version)
+{
+    if (!s->slots)
+        return NULL;
+    uint32_t i = slot_home(key_hash, s->mask);
+    for (const struct mc_obj_ent *e; (e = probe_next(s, slot_tag(key_hash), &i));)
+        if (mc_ent_obj(e)->version == version)
+            return mc_ent_obj(e);
+    return NULL;
 }
 
 void mc_shard_prefetch(const struct mc_shard *s, uint64_t key_hash, int stage)
@@ -132,39 +160,15 @@ void mc_shard_prefetch(const struct mc_shard *s, uint64_t key_hash, int stage)
         __builtin_prefetch(&s->slots[i]);
         return;
     }
-    uint32_t tag = (uint32_t)(key_hash >> 56);
-    for (;; i = (i + 1) & s->mask) {
-        uint32_t v = s->slots[i];
-        if (v == SLOT_EMPTY)
-            return;
-        if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
-            continue;
-        const struct mc_obj_ent *e = mc_shard_ent(s, v & SLOT_ENT_MASK);
-        if (stage == 1) {
-            __builtin_prefetch(e);
-        } else {
-            const char *o = (const char *)mc_ent_obj(e);
-            __builtin_prefetch(o);
-            __builtin_prefetch(o + 64); /* replicas and key bytes */
-        }
+    const struct mc_obj_ent *e = probe_next(s, slot_tag(key_hash), &i);
+    if (!e)
         return;
-    }
-}
-
-struct mc_object *mc_shard_find_version(struct mc_shard *s, uint64_t key_hash, uint64_t version)
-{
-    if (!s->slots)
-        return NULL;
-    uint32_t tag = (uint32_t)(key_hash >> 56);
-    for (uint32_t i = slot_home(key_hash, s->mask);; i = (i + 1) & s->mask) {
-        uint32_t v = s->slots[i];
-        if (v == SLOT_EMPTY)
-            return NULL;
-        if ((v >> SLOT_ENT_BITS) != tag || v == SLOT_TOMB)
-            continue;
-        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, v & SLOT_ENT_MASK));
-        if (o->version == version)
-            return o;
+    if (stage == 1) {
+        __builtin_prefetch(e);
+    } else {
+        const char *o = (const char *)mc_ent_obj(e);
+        __builtin_prefetch(o);
+        __builtin_prefetch(o + 64); /* replicas and key bytes */
     }
 }
 
@@ -280,22 +284,7 @@ int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
 
 void mc_shard_refresh_bits(struct mc_shard *s, struct mc_object *o)
 {
-    unsigned bits = 0;
-    if (o->flags & MC_OBJ_COMPLETE) {
-        for (uint8_t i = 0; i < o->nrep; i++) {
-            if (mc_replica_evictable(&o->rep[i])) {
-                bits |= MC_ENT_EVICTABLE;
-                break;
-            }
-        }
-    }
-    if (o->flags & MC_OBJ_HARD_PIN)
-        bits |= MC_ENT_HARD_PIN;
-    if (o->flags & MC_OBJ_SOFT_PIN)
-        bits |= MC_ENT_SOFT_PIN;
-    if (o->group)
-        bits |= MC_ENT_GROUPED;
-    mc_shard_ent(s, o->ent)->obj_bits = (uintptr_t)o | bits;
+    mc_shard_ent(s, o->ent)->obj_bits = (uintptr_t)o | mc_obj_ent_bits(o);
 }
 
 struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t version)

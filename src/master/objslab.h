@@ -1,0 +1,32 @@
+/*
+ * objslab.h - the allocator of object records (objslab.c; private to the master core).
+ *
+ * Records come from slabs owned by one shard each and are allocated and released under that
+ * shard's write lock; a record too long for the largest size class is a malloc marked
+ * MC_OBJ_HEAP. The slab pool behind the slabs is a leaf of the lock order. The design is in
+ * objslab.c's header comment.
+ */
+#ifndef MC_MASTER_OBJSLAB_H
+#define MC_MASTER_OBJSLAB_H
+
+#include <stddef.h>
+
+#define MC_SLAB_SIZE 8192u /* one slab, aligned to its size */
+#define MC_SLAB_GRAIN 16u  /* size-class step (records stay 16-byte aligned) */
+#define MC_SLAB_NCLASS 32u /* classes up to 512-byte records; longer ones are mallocs */
+
+struct mc_shard;
+struct mc_object;
+struct mc_slab;
+
+/* A record of bytes (>= sizeof(struct mc_object)) for shard s (write lock): the header zeroed
+ * except MC_OBJ_HEAP in flags (keep it). NULL when out of memory. */
+struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes);
+/* Releases o's record; s (o's shard, the one that allocated it) is write-locked. */
+void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o);
+/* Releases o's record with no shard lock held (takes the owning shard's lock). */
+void mc_obj_free(struct mc_object *o);
+/* Frees s's slabs (the shard is being destroyed; its records are released already). */
+void mc_objslab_destroy(struct mc_shard *s);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * promotion_core.h - promotion.c's private entry points inside the master core: the calls the
+ * object operations, the client sweep and the reaper make into it. The public calls and the
+ * design are in promotion.h.
+ */
+#ifndef MC_MASTER_PROMOTION_CORE_H
+#define MC_MASTER_PROMOTION_CORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "master/objects.h"
+
+struct mc_master;
+struct mc_shard;
+struct mc_freelist;
+
+int mc_promotion_init(struct mc_master *m);
+void mc_promotion_destroy(struct mc_master *m);
+/* A Get may trigger a promotion of o (any shard lock held): no MEMORY replica of any status and
+ * a readable LOCAL_DISK one. */
+static inline bool mc_promotion_candidate(const struct mc_object *o)
+{
+    bool disk = false;
+    for (uint8_t i = 0; i < o->nrep; i++) {
+        if (o->rep[i].type == MC_REPLICA_TYPE_MEMORY)
+            return false;
+        disk |= o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK && mc_replica_readable(&o->rep[i]);
+    }
+    return disk;
+}
+/* After a Get answered a candidate (no lock held): the gates, maybe an admission. */
+void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash);
+/* o (MC_OBJ_PROMOTING) is being erased (write lock): its task is cancelled; its replicas go with
+ * the object. */
+void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* Remove of o (MC_OBJ_PROMOTING, write lock; lease and Put checks passed): OK when the object
+ * could be removed but for its promotion, which is then cancelled (staged replica to fl); else
+ * the refusal, nothing changed. */
+int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                               bool force, struct mc_freelist *fl);
+/* Cancels o's task if its source or staged replica lost its storage (write lock; sweep). */
+void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                               struct mc_freelist *fl);
+/* Cancels o's task, if any (write lock): staged replica to fl, source unpinned. For callers about
+ * to drop the source replica (disk eviction). Returns true when a task was cancelled. */
+bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                struct mc_freelist *fl);
+/* Reaper: tasks past promotion_task_timeout. Returns how many. */
+int mc_promotion_reap(struct mc_master *m);
+
+#endif
