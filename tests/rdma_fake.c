@@ -53,7 +53,7 @@ struct fcq {
 
 struct fev {
     struct rdma_cm_event ev;
-    uint8_t data[64];
+    uint8_t data[256]; /* holds any uint8_t length */
 };
 
 struct fech {
@@ -80,12 +80,14 @@ static void queue_event(struct rdma_event_channel *ch, struct rdma_cm_id *id,
                         enum rdma_cm_event_type type, int status, const void *data, uint8_t len)
 {
     struct fech *e = (struct fech *)ch;
+    if (e->n >= 64)
+        abort(); /* nobody reads this channel */
     struct fev *v = calloc(1, sizeof(*v));
     v->ev.id = id;
     v->ev.event = type;
     v->ev.status = status;
     if (data && len) {
-        memcpy(v->data, data, len < sizeof(v->data) ? len : sizeof(v->data));
+        memcpy(v->data, data, len);
         v->ev.param.conn.private_data = v->data;
         v->ev.param.conn.private_data_len = len;
     }
@@ -95,6 +97,38 @@ static void queue_event(struct rdma_event_channel *ch, struct rdma_cm_id *id,
     char b = 1;
     if (write(e->pipe[1], &b, 1) != 1)
         abort();
+}
+
+static void wire_log(const void *data, size_t len)
+{
+    if (!data || g_fake->wire_len + len > sizeof(g_fake->wire))
+        return;
+    memcpy(g_fake->wire + g_fake->wire_len, data, len);
+    g_fake->wire_len += len;
+}
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    if (sa->sa_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    return 0;
+}
+
+static void sa_copy(struct sockaddr *dst, const struct sockaddr *src)
+{
+    size_t n =
+        src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    memcpy(dst, src, n);
+}
+
+static int pair_find(struct rdma_cm_id *child)
+{
+    for (int i = 0; i < 64; i++)
+        if (g_fake->pairs[i].child == child && child)
+            return i;
+    return -1;
 }
 
 static void cq_push(struct fcq *cq, const struct ibv_wc *wc)
@@ -418,6 +452,9 @@ static void f_destroy_event_channel(struct rdma_event_channel *ch)
         free(e->q[i]);
     if (g_fake->listen_ch == ch)
         g_fake->listen_ch = NULL;
+    for (int i = 0; i < g_fake->nlst; i++)
+        if (g_fake->lst[i].ch == ch)
+            g_fake->lst[i--] = g_fake->lst[--g_fake->nlst];
     g_fake->echs--;
     pthread_mutex_unlock(&g_fake->lock);
     close(e->pipe[0]);
@@ -442,6 +479,9 @@ static int f_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id, vo
 static int f_destroy_id(struct rdma_cm_id *id)
 {
     pthread_mutex_lock(&g_fake->lock);
+    for (int i = 0; i < 64; i++)
+        if (g_fake->pairs[i].child == id || g_fake->pairs[i].active == id)
+            g_fake->pairs[i].child = g_fake->pairs[i].active = NULL;
     g_fake->ids_destroyed++;
     pthread_cond_broadcast(&g_fake->cond);
     pthread_mutex_unlock(&g_fake->lock);
@@ -451,6 +491,7 @@ static int f_destroy_id(struct rdma_cm_id *id)
 
 static int f_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
+    sa_copy(&id->route.addr.src_addr, addr);
     return 0;
 }
 
@@ -458,6 +499,10 @@ static int f_listen(struct rdma_cm_id *id, int backlog)
 {
     pthread_mutex_lock(&g_fake->lock);
     g_fake->listen_ch = id->channel;
+    if (g_fake->nlst < 8) {
+        g_fake->lst[g_fake->nlst].port = sa_port(&id->route.addr.src_addr);
+        g_fake->lst[g_fake->nlst++].ch = id->channel;
+    }
     pthread_mutex_unlock(&g_fake->lock);
     return 0;
 }
@@ -467,6 +512,7 @@ static int f_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct so
 {
     pthread_mutex_lock(&g_fake->lock);
     id->verbs = &g_fake->ctx;
+    sa_copy(&id->route.addr.dst_addr, dst);
     queue_event(id->channel, id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);
     return 0;
@@ -521,10 +567,39 @@ static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
     pthread_mutex_lock(&g_fake->lock);
     g_fake->connects++;
     last_connected = id;
+    wire_log(p->private_data, p->private_data_len);
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
-        m.kind != MC_RDMA_CONN_REQUEST)
+        (m.kind != MC_RDMA_CONN_REQUEST && m.kind != MC_RDMA_CONN_HELLO &&
+         m.kind != MC_RDMA_CONN_PROVE))
         g_fake->bad_connect_msgs++;
-    if (g_fake->reject_connect)
+    if (g_fake->loopback) {
+        struct rdma_event_channel *lch = NULL;
+        uint16_t port = sa_port(&id->route.addr.dst_addr);
+        for (int i = 0; i < g_fake->nlst; i++)
+            if (g_fake->lst[i].port == port)
+                lch = g_fake->lst[i].ch;
+        int slot = -1;
+        for (int i = 0; i < 64 && slot < 0; i++)
+            if (!g_fake->pairs[i].child)
+                slot = i;
+        if (!lch || slot < 0) {
+            queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 8, NULL, 0);
+        } else {
+            struct rdma_cm_id *child = calloc(1, sizeof(*child));
+            child->route.addr.dst_sin.sin_family = AF_INET;
+            if (inet_pton(AF_INET, g_fake->loop_from[0] ? g_fake->loop_from : "127.0.0.1",
+                          &child->route.addr.dst_sin.sin_addr) != 1)
+                abort();
+            child->verbs = id->verbs;
+            child->channel = lch;
+            child->ps = RDMA_PS_TCP;
+            g_fake->ids_created++;
+            g_fake->pairs[slot].child = child;
+            g_fake->pairs[slot].active = id;
+            queue_event(lch, child, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p->private_data,
+                        p->private_data_len);
+        }
+    } else if (g_fake->reject_connect)
         queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 28, NULL, 0);
     else
         queue_event(id->channel, id, RDMA_CM_EVENT_ESTABLISHED, 0, g_fake->accept_msg,
@@ -539,9 +614,14 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
     struct mc_rdma_conn_msg m;
     pthread_mutex_lock(&g_fake->lock);
+    wire_log(p->private_data, p->private_data_len);
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
         m.kind != MC_RDMA_CONN_ACCEPT)
         g_fake->bad_connect_msgs++;
+    int k = pair_find(id);
+    if (k >= 0)
+        queue_event(g_fake->pairs[k].active->channel, g_fake->pairs[k].active,
+                    RDMA_CM_EVENT_ESTABLISHED, 0, p->private_data, p->private_data_len);
     g_fake->accepted++;
     last_accepted = id;
     pthread_cond_broadcast(&g_fake->cond);
@@ -552,6 +632,13 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 static int f_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
 {
     pthread_mutex_lock(&g_fake->lock);
+    wire_log(data, len);
+    int k = pair_find(id);
+    if (k >= 0) {
+        queue_event(g_fake->pairs[k].active->channel, g_fake->pairs[k].active,
+                    RDMA_CM_EVENT_REJECTED, 28, data, len);
+        g_fake->pairs[k].child = g_fake->pairs[k].active = NULL;
+    }
     g_fake->rejected++;
     pthread_cond_broadcast(&g_fake->cond);
     pthread_mutex_unlock(&g_fake->lock);

@@ -21,6 +21,7 @@
 #include "client/rdma_internal.h"
 #include "client/rdma_plan.h"
 #include "client/transport.h"
+#include "common/auth.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
@@ -116,16 +117,49 @@ static void test_conn_msg_malformed(void **state)
                      MC_ERR_INVALID_PARAMS); /* short */
     assert_int_equal(mc_rdma_conn_msg_decode(good, 0, &d), MC_ERR_INVALID_PARAMS);
     const size_t at[] = {0, 3, 4, 5, 5, 6, 7};
-    const uint8_t val[] = {0x00, 0x00, 2, 0, 3, 1, 0x80};
+    const uint8_t val[] = {0x00, 0x00, 2, 0, 6, 1, 0x80};
     for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
         memcpy(b, good, sizeof(b));
-        b[at[i]] = val[i]; /* magic, version, kind 0 / 3, reserved bits */
+        b[at[i]] = val[i]; /* magic, version, kind 0 / 6, reserved bits */
         assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
         assert_int_equal(d.kind, 0);
     }
     memcpy(b, good, sizeof(b));
     memset(b + 8, 0, 16); /* zero client id */
     assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
+    /* the handshake kinds need their tails: a header alone is short */
+    for (uint8_t k = MC_RDMA_CONN_HELLO; k <= MC_RDMA_CONN_PROVE; k++) {
+        memcpy(b, good, sizeof(b));
+        b[5] = k;
+        assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
+    }
+}
+
+/* The handshake messages round-trip with their nonces and proofs, each within rdma_cm's private
+ * data limit for where it travels (connect 56, reject 148). */
+static void test_conn_msg_handshake_kinds(void **state)
+{
+    uint8_t buf[MC_RDMA_CONN_MSG_MAX];
+    struct mc_rdma_conn_msg m = {.client_id = {3, 4}}, d;
+    for (size_t i = 0; i < sizeof(m.nonce); i++) {
+        m.nonce[i] = (uint8_t)i;
+        m.mac[i] = (uint8_t)(200 - i);
+    }
+    const uint8_t kinds[] = {MC_RDMA_CONN_HELLO, MC_RDMA_CONN_CHALLENGE, MC_RDMA_CONN_PROVE};
+    const size_t lens[] = {56, 88, 56};
+    for (size_t i = 0; i < 3; i++) {
+        m.kind = kinds[i];
+        size_t n = mc_rdma_conn_msg_encode(&m, buf);
+        assert_int_equal(n, lens[i]);
+        assert_int_equal(mc_rdma_conn_msg_decode(buf, n, &d), 0);
+        assert_int_equal(d.kind, kinds[i]);
+        assert_true(mc_id_eq(d.client_id, m.client_id));
+        if (kinds[i] != MC_RDMA_CONN_PROVE)
+            assert_memory_equal(d.nonce, m.nonce, sizeof(m.nonce));
+        if (kinds[i] != MC_RDMA_CONN_HELLO)
+            assert_memory_equal(d.mac, m.mac, sizeof(m.mac));
+        assert_int_equal(mc_rdma_conn_msg_decode(buf, n - 1, &d), MC_ERR_INVALID_PARAMS);
+    }
 }
 
 /* ---- the transport over the fake device --------------------------------------------------- */
@@ -549,6 +583,192 @@ static void test_listener_protected_mode(void **state)
     assert_int_equal(x->f.rejected, 1);
 }
 
+/* ---- the token handshake over rdma_cm private data (loopback fake: two transports) -------- */
+
+#define TOKEN_A "rdma-shared-secret-0123456789abcdef"
+#define TOKEN_B "another-secret-that-is-not-the-same!"
+
+static struct mc_transport *make_auth_transport(const char *token, struct mc_id id,
+                                                struct mc_auth_key *key)
+{
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.io_timeout_ms = 1000;
+    cfg.connect_timeout_ms = 1000;
+    cfg.staging_bytes = 8192;
+    cfg.client_id = id;
+    memset(key, 0, sizeof(*key));
+    if (token) {
+        assert_int_equal(mc_auth_key_from_token(token, strlen(token), key), 0);
+        cfg.auth = key;
+    }
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_rdma_new(&cfg, &fake_ops, &t), 0);
+    return t;
+}
+
+static bool wire_has(const struct fake *f, const void *needle, size_t n)
+{
+    return memmem(f->wire, f->wire_len, needle, n) != NULL;
+}
+
+/* The kinds of the messages on the wire, in order (one letter each: R A H C P). */
+static void wire_kinds(const struct fake *f, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t off = 0; off + MC_RDMA_CONN_MSG_LEN <= f->wire_len && k + 1 < cap;) {
+        struct mc_rdma_conn_msg m;
+        assert_int_equal(mc_rdma_conn_msg_decode(f->wire + off, f->wire_len - off, &m), 0);
+        out[k++] = "?RAHCP"[m.kind];
+        off += mc_rdma_conn_msg_len(m.kind);
+    }
+    out[k] = 0;
+}
+
+static void auth_check_clean(struct fake *f)
+{
+    assert_int_equal(f->pds, 0);
+    assert_int_equal(f->mrs_live, 0);
+    assert_int_equal(f->cqs, 0);
+    assert_int_equal(f->chans, 0);
+    assert_int_equal(f->echs, 0);
+    assert_int_equal(f->qps_created, f->qps_destroyed);
+    assert_int_equal(f->ids_created, f->ids_destroyed);
+}
+
+/* Same token on both sides: hello, challenge (in the reject), prove, accept; the transfer moves
+ * the bytes; neither the token nor the key derived from it ever crosses the wire. */
+static void test_auth_right_token_connects(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    struct mc_auth_key ka, kb;
+    struct mc_transport *a = make_auth_transport(TOKEN_A, (struct mc_id){1, 1}, &ka);
+    struct mc_transport *b = make_auth_transport(TOKEN_A, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(mc_transport_rdma_listen(b, "127.0.0.1", 7000, true), 0);
+    uint8_t *seg = calloc(1, 65536);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "127.0.0.1:7000",
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 100),
+                            .rkey = rkey};
+    uint8_t src[10000], dst[10000];
+    fill(src, sizeof(src), 5);
+    assert_int_equal(mc_transport_write(a, &l, src, sizeof(src)), 0);
+    assert_memory_equal(seg + 100, src, sizeof(src));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    struct mc_rdma_transport_stats sa, sb;
+    mc_transport_rdma_get_stats(a, &sa);
+    mc_transport_rdma_get_stats(b, &sb);
+    assert_int_equal(sa.connects, 1);
+    assert_int_equal(sa.auth_failed, 0);
+    assert_int_equal(sb.auth_refused, 0);
+    assert_int_equal(f.accepted, 1);
+    assert_int_equal(f.rejected, 1); /* the hello, answered with the challenge */
+    char kinds[16];
+    wire_kinds(&f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "HCPA");
+    /* the secret never crosses: not the token, not the key, not a token-sized piece of it */
+    assert_false(wire_has(&f, TOKEN_A, strlen(TOKEN_A)));
+    assert_false(wire_has(&f, TOKEN_A, 8));
+    assert_false(wire_has(&f, ka.k, sizeof(ka.k)));
+    assert_false(wire_has(&f, ka.k, 8));
+
+    /* a recorded prove replayed (the challenge it answered is used up) gets no queue pair */
+    uint8_t prove[MC_RDMA_CONN_MSG_MAX];
+    size_t off = 56 + 88; /* hello, challenge */
+    memcpy(prove, f.wire + off, 56);
+    int acc = f.accepted;
+    fake_inject_connect_from("127.0.0.1", prove, 56);
+    assert_true(fake_wait_for(&f.rejected, 2));
+    mc_transport_rdma_get_stats(b, &sb);
+    assert_int_equal(sb.auth_refused, 1);
+    assert_int_equal(f.accepted, acc);
+
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    auth_check_clean(&f);
+}
+
+/* A wrong token, no token, or a listener without one: no queue pair, each refusal counted on
+ * the side that saw it, nothing transferred. */
+static void test_auth_wrong_or_missing_token_refused(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    struct mc_auth_key kb, kw, kn, kt;
+    struct mc_transport *b = make_auth_transport(TOKEN_A, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(mc_transport_rdma_listen(b, NULL, 7000, false), 0);
+    uint8_t *seg = calloc(1, 8192);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 8192, &rkey), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "127.0.0.1:7000",
+                            .remote_addr = (uint64_t)(uintptr_t)seg,
+                            .rkey = rkey};
+    uint8_t buf[4096];
+    fill(buf, sizeof(buf), 1);
+
+    /* wrong token: the dialler finds the listener's proof wrong and never sends its own */
+    struct mc_transport *w = make_auth_transport(TOKEN_B, (struct mc_id){3, 3}, &kw);
+    assert_int_equal(mc_transport_write(w, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(w, &st);
+    assert_int_equal(st.auth_failed, 1);
+    assert_int_equal(st.connects, 0);
+
+    /* no token: a plain request is refused by the listener and counted there */
+    struct mc_transport *n = make_auth_transport(NULL, (struct mc_id){4, 4}, &kn);
+    assert_int_equal(mc_transport_write(n, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 1);
+
+    /* a peer that ignores the listener's proof and guesses its own: refused, counted */
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_HELLO, .client_id = {9, 9}};
+    memset(m.nonce, 0x42, sizeof(m.nonce));
+    uint8_t msg[MC_RDMA_CONN_MSG_MAX];
+    int rej = f.rejected;
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 1)); /* the challenge */
+    m.kind = MC_RDMA_CONN_PROVE;
+    memset(m.mac, 0x17, sizeof(m.mac));
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 2));
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 2);
+    /* a prove with no challenge behind it (another client id) likewise */
+    m.client_id = (struct mc_id){10, 10};
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 3));
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 3);
+
+    assert_int_equal(f.accepted, 0); /* the listener made no queue pair for any of them */
+    for (size_t i = 0; i < sizeof(buf); i++)
+        assert_int_equal(seg[i], 0);
+    mc_transport_free(w);
+    mc_transport_free(n);
+    mc_transport_free(b);
+
+    /* a dialler with a token and a listener without one: the hello is rejected bare */
+    struct mc_transport *t = make_auth_transport(TOKEN_A, (struct mc_id){5, 5}, &kt);
+    struct mc_transport *open = make_auth_transport(NULL, (struct mc_id){6, 6}, &kn);
+    assert_int_equal(mc_transport_rdma_listen(open, NULL, 7000, false), 0);
+    assert_int_equal(mc_transport_write(t, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    mc_transport_rdma_get_stats(t, &st);
+    assert_int_equal(st.auth_failed, 1);
+    assert_int_equal(f.accepted, 0);
+    mc_transport_free(t);
+    mc_transport_free(open);
+    free(seg);
+    auth_check_clean(&f);
+}
+
 /* ---- LOCAL_DISK over RDMA: the holder pushes through its staging buffer ------------------- */
 
 struct disk {
@@ -827,6 +1047,7 @@ int main(void)
         cmocka_unit_test(test_slices_cover_exactly),
         cmocka_unit_test(test_conn_msg_roundtrip),
         cmocka_unit_test(test_conn_msg_malformed),
+        cmocka_unit_test(test_conn_msg_handshake_kinds),
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registered_buffer_used, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_midway_flush_then_rebuild, setup, teardown),
@@ -841,6 +1062,8 @@ int main(void)
         cmocka_unit_test(test_no_device),
         cmocka_unit_test_setup_teardown(test_listener_accepts_and_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listener_protected_mode, setup, teardown),
+        cmocka_unit_test(test_auth_right_token_connects),
+        cmocka_unit_test(test_auth_wrong_or_missing_token_refused),
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_read_request_served_over_rdma, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_store_served_over_rdma, setup, teardown),

@@ -17,6 +17,11 @@
  *                 and succeeds
  *   teardown      once every client is closed, every verbs object the provider handed out
  *                 (protection domains, memory regions, queue pairs, CQs, channels) is gone
+ *
+ * The group runs twice: without a token (the provider answers connects itself), and with one
+ * auth token shared by the master and every client, the provider routing each connect to the
+ * peer's listener (loopback): A's queue pairs to B then exist only after the token handshake,
+ * and the token never shows on the wire.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -26,11 +31,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "client/client_internal.h"
 #include "client/master_conn.h"
+#include "client/rdma_plan.h"
+#include "client/transport.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "mooncake/client.h"
@@ -40,7 +48,11 @@
 
 #define BIG ((1u << 20) + 123)
 
+#define TOKEN "rdma-client-test-token-0123456789"
+
 static struct {
+    bool token;   /* this run shares an auth token */
+    char tok[64]; /* its file */
     struct fake f;
     struct test_master m;
     struct mc_client *a, *b, *t;
@@ -56,6 +68,8 @@ static struct mc_client *open_client(const char *protocol, uint64_t seg)
     cfg.segment_size = seg;
     cfg.rpc_timeout_ms = 3000;
     cfg.log_level = MC_CLIENT_LOG_OFF;
+    if (g.token)
+        cfg.auth_token_file = g.tok;
     struct mc_client *c = NULL;
     int rc = mc_client_open(&cfg, &c);
     if (rc)
@@ -158,6 +172,41 @@ static void test_failure(void **state)
     assert_memory_equal(g.buf, g.val, 65536);
 }
 
+/* With a token: every queue pair A has to B came from the hello / challenge / prove exchange,
+ * nothing was refused, and the token is not on the wire. Without one: plain requests. */
+static void test_handshake_on_the_wire(void **state)
+{
+    (void)state;
+    pthread_mutex_lock(&g.f.lock);
+    int hello = 0, prove = 0, request = 0;
+    for (size_t off = 0; off + MC_RDMA_CONN_MSG_LEN <= g.f.wire_len;) {
+        struct mc_rdma_conn_msg m;
+        assert_int_equal(mc_rdma_conn_msg_decode(g.f.wire + off, g.f.wire_len - off, &m), 0);
+        hello += m.kind == MC_RDMA_CONN_HELLO;
+        prove += m.kind == MC_RDMA_CONN_PROVE;
+        request += m.kind == MC_RDMA_CONN_REQUEST;
+        off += mc_rdma_conn_msg_len(m.kind);
+    }
+    bool leaked = memmem(g.f.wire, g.f.wire_len, TOKEN, 8) != NULL;
+    pthread_mutex_unlock(&g.f.lock);
+    assert_false(leaked);
+    struct mc_rdma_transport_stats sa, sb;
+    mc_transport_rdma_get_stats(g.a->rdma, &sa);
+    mc_transport_rdma_get_stats(g.b->rdma, &sb);
+    assert_true(sa.connects >= 1);
+    if (g.token) {
+        assert_int_equal(request, 0);
+        assert_int_equal(hello, (int)sa.connects);
+        assert_int_equal(prove, (int)sa.connects);
+        assert_int_equal(g.f.accepted, (int)sa.connects); /* B's listener made each queue pair */
+    } else {
+        assert_int_equal(hello + prove, 0);
+        assert_int_equal(request, (int)sa.connects);
+    }
+    assert_int_equal(sa.auth_failed, 0);
+    assert_int_equal(sb.auth_refused, 0);
+}
+
 static void test_teardown(void **state)
 {
     (void)state;
@@ -174,20 +223,43 @@ static void test_teardown(void **state)
     assert_int_equal(g.f.outstanding, 0);
 }
 
-static int group_setup(void **state)
+static int group_setup_common(bool token)
 {
-    (void)state;
     memset(&g, 0, sizeof(g));
     fake_init(&g.f);
+    g.token = token;
+    g.f.loopback = token;
     mc_client_test_set_rdma_ops(&fake_ops);
     g.val = malloc(BIG);
     g.buf = malloc(BIG);
-    if (!g.val || !g.buf || tm_start(&g.m, 0, NULL) != 0)
+    char flag[128];
+    const char *extra[] = {flag, NULL};
+    if (token) {
+        snprintf(g.tok, sizeof(g.tok), "/tmp/mc_rdma_client_tok_XXXXXX");
+        int fd = mkstemp(g.tok);
+        if (fd < 0 || write(fd, TOKEN "\n", strlen(TOKEN) + 1) != (ssize_t)strlen(TOKEN) + 1)
+            return -1;
+        close(fd);
+        snprintf(flag, sizeof(flag), "--auth_token_file=%s", g.tok);
+    }
+    if (!g.val || !g.buf || tm_start(&g.m, 0, token ? extra : NULL) != 0)
         return -1;
     g.b = open_client("rdma", 16u << 20);
     g.a = open_client("rdma", 0);
     g.t = open_client("tcp", 0);
     return 0;
+}
+
+static int group_setup_plain(void **state)
+{
+    (void)state;
+    return group_setup_common(false);
+}
+
+static int group_setup_token(void **state)
+{
+    (void)state;
+    return group_setup_common(true);
 }
 
 static int group_teardown(void **state)
@@ -200,6 +272,8 @@ static int group_teardown(void **state)
     tm_stop(&g.m);
     free(g.val);
     free(g.buf);
+    if (g.token)
+        unlink(g.tok);
     return 0;
 }
 
@@ -208,10 +282,11 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_OFF);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_descriptors),
-        cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_failure),
+        cmocka_unit_test(test_descriptors), cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_failure),     cmocka_unit_test(test_handshake_on_the_wire),
         cmocka_unit_test(test_teardown),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int fails = cmocka_run_group_tests_name("plain", tests, group_setup_plain, group_teardown);
+    fails += cmocka_run_group_tests_name("token", tests, group_setup_token, group_teardown);
+    return fails;
 }

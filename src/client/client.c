@@ -419,17 +419,6 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     } else {
         c->id = mc_id_random();
     }
-    if (rdma && c->auth.set) {
-        /* rdma_cm connections carry no proof of the token yet: refuse rather than serve the
-         * segment to unauthenticated queue pairs */
-        mc_error("client",
-                 "protocol rdma does not authenticate its connections yet: it cannot run with "
-                 "an auth token; use --protocol=tcp, or protocol rdma without a token on a "
-                 "trusted network (protected_mode=false)",
-                 "protocol=%s", c->protocol);
-        rc = MC_ERR_NOT_SUPPORTED;
-        goto fail;
-    }
     if (rdma) {
         /* before anything else: a host without a device fails here, never falls back to tcp */
 #ifdef MC_WITH_RDMA
@@ -438,6 +427,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
         rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
         rc_cfg.client_id = c->id;
+        rc_cfg.auth = &c->auth;               /* every rdma_cm connection proves the token too */
         const struct mc_rdma_ops *ops = NULL; /* the real libraries */
 #ifdef MC_TEST_HOOKS
         ops = atomic_load(&test_rdma_ops);

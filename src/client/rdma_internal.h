@@ -17,11 +17,13 @@
 #define MC_CLIENT_RDMA_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "client/rdma_ops.h"
 #include "client/rdma_plan.h"
+#include "common/auth.h"
 #include "common/id.h"
 
 #define MC_RDMA_MAX_DEVS 8
@@ -47,6 +49,9 @@ struct rdma_ctx {
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
+    struct mc_auth_key auth;       /* set: every connection proves the token (rdma_plan.h) */
+    _Atomic uint64_t auth_refused; /* peers the listener refused: no proof or a wrong one */
+    _Atomic uint64_t auth_failed;  /* peers we dialled that refused us or failed to prove */
 };
 
 struct rdma_conn {
@@ -89,7 +94,9 @@ int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, 
                      uint32_t *rkey);
 
 /* Dials endpoint "host:port" (rdma_cm: address, route, QP, connect with the connection
- * message). 0 or TRANSFER_FAIL (logged). */
+ * message). With a token (x->auth set) it is two connects: a hello that the peer rejects with
+ * its challenge and proof, then, once that proof checks out, a prove on a fresh cm id that the
+ * peer accepts. 0 or TRANSFER_FAIL (logged; a failed handshake counts in auth_failed). */
 int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id client_id,
                          int timeout_ms, struct rdma_conn **out);
 /* Disconnects and frees every verbs object of c. NULL is a no-op. */
@@ -97,7 +104,10 @@ void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c);
 
 /* Accepts connections on bind_addr:port (the rdma_cm port space is not TCP's, so this is the
  * peer server's own port number). A connect request whose message does not decode is rejected,
- * and with loopback_only (protected mode) one from another host. 0 or TRANSFER_FAIL. */
+ * and with loopback_only (protected mode, ignored with a token) one from another host. With a
+ * token, a peer gets a queue pair only with a prove that answers a challenge this listener
+ * issued (single use, expires); anything else is rejected before any verbs object is made,
+ * logged with the peer address and counted in auth_refused. 0 or TRANSFER_FAIL. */
 int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id,
                    bool loopback_only);
 /* Connections the listener holds now. */

@@ -183,6 +183,9 @@ struct mc_rdma_transport_config {
     uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = 4 */
     uint32_t staging_bytes;      /* disk staging buffer (mc_transport_rdma_push); 0 = 4 MiB */
     struct mc_id client_id;      /* sent in the connection message */
+    /* The shared secret (copied), or NULL: with one, every connection this transport dials or
+     * accepts proves it first (rdma_plan.h: hello, challenge, prove over rdma_cm private data). */
+    const struct mc_auth_key *auth;
 };
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
 /* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the
@@ -190,9 +193,9 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
  * protocol tcp, when the host has no usable device; INVALID_PARAMS for a bad config. */
 int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const struct mc_rdma_ops *ops,
                           struct mc_transport **out);
-/* Accepts peers' queue pairs on bind_addr:port (NULL = any address); with loopback_only
- * (protected mode) a peer on another host is rejected. The connection message carries no auth
- * token: the client refuses protocol rdma together with one (client.c). */
+/* Accepts peers' queue pairs on bind_addr:port (NULL = any address). With an auth token a peer
+ * gets a queue pair only after proving it (refusals counted in auth_refused); without one,
+ * loopback_only (protected mode) rejects a peer on another host. */
 int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port,
                              bool loopback_only);
 /* Registers [addr, addr+len) for remote access (and as a local source/target); *rkey (may be
@@ -228,6 +231,8 @@ struct mc_rdma_transport_stats {
     uint64_t temp_regs;    /* transfers whose local buffer was registered for the call */
     uint64_t stale;        /* pooled queue pairs found disconnected and replaced before use */
     uint64_t retries;      /* transfers retried once on a fresh queue pair */
+    uint64_t auth_refused; /* connections our listener refused: no proof of the token, or wrong */
+    uint64_t auth_failed;  /* connections we dialled whose token handshake failed */
 };
 /* t must be an rdma transport. */
 void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);

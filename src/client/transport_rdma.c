@@ -333,6 +333,8 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->flushed = t->xs.flushed;
     st->stray = t->xs.stray;
     st->empty_events = t->xs.empty_events;
+    st->auth_refused = atomic_load(&t->x.auth_refused);
+    st->auth_failed = atomic_load(&t->x.auth_failed);
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
     pthread_mutex_unlock(&t->lock);
@@ -387,6 +389,10 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
             t->cfg.staging_bytes = cfg->staging_bytes;
         t->cfg.client_id = cfg->client_id;
     }
+    struct mc_auth_key auth = {0};
+    if (cfg && cfg->auth && cfg->auth->set)
+        auth = *cfg->auth;
+    t->cfg.auth = NULL; /* the key lives in the context, copied below */
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
     t->base.ops = &rdma_vtable;
@@ -395,6 +401,7 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
         t->cfg.window > MC_RDMA_MAX_WR || mc_id_is_zero(t->cfg.client_id))
         goto fail;
     rc = mc_rdma_ctx_open(&t->x, ops ? ops : mc_rdma_ops_verbs());
+    t->x.auth = auth;
     if (rc)
         goto fail;
     rc = MC_ERR_INTERNAL_ERROR;
