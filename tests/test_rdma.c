@@ -223,6 +223,7 @@ static struct mc_xfer_loc at(struct fx *x, uint64_t off)
     struct mc_xfer_loc l = {.segment_id = {1, 1},
                             .offset = off,
                             .endpoint = PEER,
+                            .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)(x->remote + off),
                             .rkey = x->rkey};
     return l;
@@ -318,7 +319,8 @@ static void test_error_midway_flush_then_rebuild(void **state)
     x->f.fail_status = IBV_WC_REM_ACCESS_ERR;
     x->f.per_wait = 1; /* completions trickle in: the flushed one comes after the error */
     struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_TRANSFER_FAIL);
+    /* a remote access error is the peer refusing the key: the replica is gone */
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_REPLICA_IS_GONE);
     mc_log_set_current(prev);
     /* the verbs status is in the log */
     assert_non_null(strstr(cap.text, "msg=\"work request failed\""));
@@ -490,13 +492,65 @@ static void test_bad_rkey_fails(void **state)
     struct fx *x = *state;
     uint8_t buf[4096] = {0};
     struct mc_xfer_loc l = at(x, 0);
-    l.rkey = x->rkey + 1000; /* no such region on the peer */
+    l.rkey = x->rkey + 1000; /* no such region on the peer: its device refuses the key */
+    assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_REPLICA_IS_GONE);
+    l = at(x, 0);
+    l.mount_epoch = 0; /* no mount has epoch 0: refused before anything is posted */
+    uint64_t wrs = x->f.wrs;
+    assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(x->f.wrs, wrs);
+    /* any other error completion is a failed transfer */
+    l = at(x, 0);
+    x->f.fail_at_wr = x->f.wrs + 1;
+    x->f.fail_status = IBV_WC_RETRY_EXC_ERR;
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    x->f.fail_at_wr = 0;
+    l = at(x, 0);
     l.rkey = 0; /* a descriptor without RDMA keys is not ours to move */
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_INVALID_REPLICA);
     l = at(x, 0);
     l.endpoint = NULL;
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_INVALID_PARAMS);
+}
+
+/* A re-mount registers the segment afresh: a descriptor with the old rkey never returns bytes
+ * (REPLICA_IS_GONE), the new rkey reads the same memory. */
+static void test_reregister_kills_old_rkey(void **state)
+{
+    struct fx *x = *state;
+    uint8_t *seg = malloc(65536);
+    fill(seg, 65536, 21);
+    uint32_t k1 = 0, k2 = 0;
+    int live = x->f.mrs_live;
+    assert_int_equal(mc_transport_rdma_register(x->t, seg, 65536, &k1), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = PEER,
+                            .mount_epoch = 5,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 4096),
+                            .rkey = k1};
+    uint8_t out[8192];
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), 0);
+    assert_memory_equal(out, seg + 4096, sizeof(out));
+    assert_int_equal(mc_transport_rdma_reregister(x->t, seg, &k2), 0);
+    assert_true(k2 != 0 && k2 != k1);
+    assert_int_equal(x->f.mrs_live, live + 1); /* replaced, not added */
+    memset(out, 0x5a, sizeof(out));
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), MC_ERR_REPLICA_IS_GONE);
+    for (size_t i = 0; i < sizeof(out); i++)
+        assert_int_equal(out[i], 0x5a);
+    assert_int_equal(mc_transport_write(x->t, &l, out, sizeof(out)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_not_equal(seg[4096], 0x5a); /* nor did a write land */
+    l.rkey = k2;
+    l.mount_epoch = 6;
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), 0);
+    assert_memory_equal(out, seg + 4096, sizeof(out));
+    uint32_t k = 0;
+    assert_int_equal(mc_transport_rdma_rkey(x->t, seg + 10, 100, &k), 0);
+    assert_int_equal(k, k2);
+    assert_int_equal(mc_transport_rdma_reregister(x->t, seg + 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_rdma_unregister(x->t, seg), 0);
+    assert_int_equal(x->f.mrs_live, live);
+    free(seg);
 }
 
 static void test_connect_rejected_or_malformed_accept(void **state)
@@ -652,6 +706,7 @@ static void test_auth_right_token_connects(void **state)
     assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
     struct mc_xfer_loc l = {.segment_id = {1, 1},
                             .endpoint = "127.0.0.1:7000",
+                            .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)(seg + 100),
                             .rkey = rkey};
     uint8_t src[10000], dst[10000];
@@ -709,6 +764,7 @@ static void test_auth_wrong_or_missing_token_refused(void **state)
     assert_int_equal(mc_transport_rdma_register(b, seg, 8192, &rkey), 0);
     struct mc_xfer_loc l = {.segment_id = {1, 1},
                             .endpoint = "127.0.0.1:7000",
+                            .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)seg,
                             .rkey = rkey};
     uint8_t buf[4096];
@@ -1058,6 +1114,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stray_completion_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_device_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_rkey_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reregister_kills_old_rkey, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_rejected_or_malformed_accept, setup, teardown),
         cmocka_unit_test(test_no_device),
         cmocka_unit_test_setup_teardown(test_listener_accepts_and_rejects, setup, teardown),

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -39,6 +40,7 @@
 #include "client/master_conn.h"
 #include "client/rdma_plan.h"
 #include "client/transport.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "mooncake/client.h"
@@ -51,8 +53,10 @@
 #define TOKEN "rdma-client-test-token-0123456789"
 
 static struct {
-    bool token;   /* this run shares an auth token */
-    char tok[64]; /* its file */
+    bool token;     /* this run shares an auth token */
+    char tok[64];   /* its file */
+    char flag[128]; /* --auth_token_file=tok */
+    const char *extra[2];
     struct fake f;
     struct test_master m;
     struct mc_client *a, *b, *t;
@@ -160,7 +164,7 @@ static void test_failure(void **state)
      * of the one retry on a fresh queue pair */
     g.f.fail_at_wr = g.f.wrs + 1;
     g.f.fail_at_wr2 = g.f.wrs + 2;
-    g.f.fail_status = IBV_WC_REM_ACCESS_ERR;
+    g.f.fail_status = IBV_WC_RETRY_EXC_ERR;
     memset(g.buf, 0, 65536);
     uint64_t wrs = g.f.wrs;
     int64_t n = mc_get(g.a, "fail", g.buf, BIG);
@@ -170,6 +174,83 @@ static void test_failure(void **state)
     n = mc_get(g.a, "fail", g.buf, BIG);
     assert_int_equal(n, 65536);
     assert_memory_equal(g.buf, g.val, 65536);
+}
+
+/* A raw GetReplicaList by A: the descriptors exactly as the master sent them. */
+static Mc__GetReplicaListResponse *replica_list(const char *key)
+{
+    Mc__Uuid u;
+    Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+    req.key = (char *)key;
+    req.client_id = mc_client_uuid(g.a, &u);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(mc_master_conn_call(mc_client_master_conn(g.a), MC_METHOD_GET_REPLICA_LIST,
+                                         &req.base, &mc__get_replica_list_response__descriptor, &m),
+                     0);
+    Mc__GetReplicaListResponse *r = (Mc__GetReplicaListResponse *)m;
+    assert_int_equal(r->status, 0);
+    assert_int_equal(r->n_replicas, 1);
+    assert_non_null(r->replicas[0]->memory);
+    return r;
+}
+
+/* The master restarts with no state; B re-mounts its segment (new epoch, and over rdma a new
+ * registration: a new rkey). A descriptor from before never returns bytes over RDMA. */
+static void test_stale_descriptor_after_remount(void **state)
+{
+    (void)state;
+    const size_t n = 65536;
+    tm_fill(g.val, n, 91);
+    assert_int_equal(put_a("epoch/a", g.val, n), 0);
+    Mc__GetReplicaListResponse *old = replica_list("epoch/a");
+    const Mc__ReplicaDescriptor *od = old->replicas[0];
+    memset(g.buf, 0, n);
+    assert_int_equal(mc_client_replica_io(g.a, od, false, g.buf, n), 0);
+    assert_memory_equal(g.buf, g.val, n);
+
+    uint16_t port = g.m.port;
+    tm_kill(&g.m);
+    assert_int_equal(tm_start(&g.m, port, g.token ? g.extra : NULL), 0);
+    uint64_t deadline = mc_now_ms() + 10000;
+    struct mc_master_conn_stats ms;
+    do {
+        mc_master_conn_get_stats(mc_client_master_conn(g.b), &ms);
+        if (ms.up && ms.remounts >= 1)
+            break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    assert_true(ms.remounts >= 1);
+    int rc;
+    tm_fill(g.val, n, 92);
+    while ((rc = put_a("epoch/b", g.val, n)) != 0 && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(rc, 0);
+    Mc__GetReplicaListResponse *cur = replica_list("epoch/b");
+    const Mc__ReplicaDescriptor *cd = cur->replicas[0];
+    assert_true(cd->memory->mount_epoch != od->memory->mount_epoch);
+    assert_true(cd->memory->rkey != 0);
+    assert_true(cd->memory->rkey != od->memory->rkey); /* registered afresh */
+    assert_int_equal(cd->memory->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+
+    /* the stale descriptor: refused for reads (no byte lands) and writes (nothing changes) */
+    memset(g.buf, 0x5a, n);
+    assert_int_equal(mc_client_replica_io(g.a, od, false, g.buf, n), MC_ERR_REPLICA_IS_GONE);
+    for (size_t i = 0; i < n; i++)
+        if (g.buf[i] != 0x5a)
+            fail_msg("a refused stale read delivered byte %zu", i);
+    assert_int_equal(mc_client_replica_io(g.a, od, true, g.buf, n), MC_ERR_REPLICA_IS_GONE);
+    /* the current one works and epoch/b's bytes are intact */
+    memset(g.buf, 0, n);
+    assert_int_equal(mc_client_replica_io(g.a, cd, false, g.buf, n), 0);
+    assert_memory_equal(g.buf, g.val, n);
+    memset(g.buf, 0, n);
+    assert_int_equal(mc_get(g.a, "epoch/b", g.buf, BIG), (int64_t)n);
+    assert_memory_equal(g.buf, g.val, n);
+    protobuf_c_message_free_unpacked(&old->base, NULL);
+    protobuf_c_message_free_unpacked(&cur->base, NULL);
 }
 
 /* With a token: every queue pair A has to B came from the hello / challenge / prove exchange,
@@ -232,17 +313,16 @@ static int group_setup_common(bool token)
     mc_client_test_set_rdma_ops(&fake_ops);
     g.val = malloc(BIG);
     g.buf = malloc(BIG);
-    char flag[128];
-    const char *extra[] = {flag, NULL};
+    g.extra[0] = g.flag;
     if (token) {
         snprintf(g.tok, sizeof(g.tok), "/tmp/mc_rdma_client_tok_XXXXXX");
         int fd = mkstemp(g.tok);
         if (fd < 0 || write(fd, TOKEN "\n", strlen(TOKEN) + 1) != (ssize_t)strlen(TOKEN) + 1)
             return -1;
         close(fd);
-        snprintf(flag, sizeof(flag), "--auth_token_file=%s", g.tok);
+        snprintf(g.flag, sizeof(g.flag), "--auth_token_file=%s", g.tok);
     }
-    if (!g.val || !g.buf || tm_start(&g.m, 0, token ? extra : NULL) != 0)
+    if (!g.val || !g.buf || tm_start(&g.m, 0, token ? g.extra : NULL) != 0)
         return -1;
     g.b = open_client("rdma", 16u << 20);
     g.a = open_client("rdma", 0);
@@ -282,8 +362,11 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     mc_log_set_level(MC_LOG_OFF);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_descriptors), cmocka_unit_test(test_round_trip),
-        cmocka_unit_test(test_failure),     cmocka_unit_test(test_handshake_on_the_wire),
+        cmocka_unit_test(test_descriptors),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_failure),
+        cmocka_unit_test(test_stale_descriptor_after_remount),
+        cmocka_unit_test(test_handshake_on_the_wire),
         cmocka_unit_test(test_teardown),
     };
     int fails = cmocka_run_group_tests_name("plain", tests, group_setup_plain, group_teardown);

@@ -232,12 +232,27 @@ static int unmount_previous_segments(struct mc_client *c)
 
 /* master_conn's callback: a (Re)MountSegment answer named the mount epoch of one of our
  * segments (or 0: a Ping asked for a re-mount, the old mount is gone); the peer server serves
- * only descriptors of that epoch (none for 0). */
+ * only descriptors of that epoch (none for 0). One-sided RDMA never asks the peer server, so
+ * with protocol rdma the fence also registers the segment afresh: the old rkey dies now, and
+ * the ReMountSegment that follows announces the new one (transport_rdma.c). */
 static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
 {
     struct mc_client *c = arg;
-    if (!mc_id_is_zero(segment_id))
-        mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
+    if (mc_id_is_zero(segment_id))
+        return;
+    mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
+#ifdef MC_WITH_RDMA
+    if (epoch == 0 && c->rdma && mc_id_eq(segment_id, c->seg_id)) {
+        uint32_t rkey = 0;
+        int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
+        if (rc) {
+            mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
+                     "rc=%s", mc_strerror(rc));
+            rkey = 0;
+        }
+        mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
+    }
+#endif
 }
 
 #ifdef MC_TEST_HOOKS

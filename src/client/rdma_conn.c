@@ -139,6 +139,35 @@ out:
     return rc;
 }
 
+int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
+{
+    int rc = MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&x->mr_lock);
+    for (size_t i = 0; i < x->nmrs; i++) {
+        struct rdma_mr *m = &x->mrs[i];
+        if (m->addr != addr)
+            continue;
+        mr_release(x, m);
+        memset(m->mr, 0, sizeof(m->mr));
+        rc = 0;
+        for (int d = 0; d < x->ndev && rc == 0; d++) {
+            m->mr[d] = x->ops->reg_mr(x->pd[d], m->addr, m->len, ACCESS);
+            if (!m->mr[d]) {
+                mc_error("rdma", "cannot register memory again", "device=%s len=%zu errno=%d(%s)",
+                         x->ops->device_name(x->devlist[d]), m->len, errno, strerror(errno));
+                rc = MC_ERR_TRANSFER_FAIL;
+            }
+        }
+        if (rc) {
+            mr_release(x, m);
+            x->mrs[i] = x->mrs[--x->nmrs];
+        }
+        break;
+    }
+    pthread_mutex_unlock(&x->mr_lock);
+    return rc;
+}
+
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
 {
     int rc = MC_ERR_INVALID_PARAMS;

@@ -86,6 +86,11 @@ void mc_rdma_ctx_close(struct rdma_ctx *x);
 /* Registers [addr, addr+len) on every device. INVALID_PARAMS (overlaps a registered range),
  * TRANSFER_FAIL (reg_mr failed: logged with errno). */
 int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len);
+/* Registers the range that starts at addr afresh: its memory regions are deregistered first
+ * (their rkeys stop working at once) and new ones made (new rkeys). 0, INVALID_PARAMS (addr
+ * does not start a registered range), TRANSFER_FAIL (reg_mr failed: the range is then not
+ * registered at all). */
+int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr);
 /* 0 or INVALID_PARAMS (addr does not start a registered range). */
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
 /* The keys of the registered range holding [addr, addr+len) on device dev: 0 or
@@ -129,7 +134,9 @@ struct rdma_op {
  * most timeout_ms of silence. Completions are matched to slices by work request id, in any
  * order. On the first error completion (its verbs status logged) nothing more is posted and the
  * call waits until every posted request has completed (the rest arrive flushed), so no request
- * still points into the caller's buffer when it returns. 0 or TRANSFER_FAIL; on failure c is
+ * still points into the caller's buffer when it returns. 0, REPLICA_IS_GONE (the first error
+ * was IBV_WC_REM_ACCESS_ERR: the remote key or range is not registered there) or
+ * TRANSFER_FAIL; on failure c is
  * marked broken (the caller destroys it: destroying the QP also ends any request a dead device
  * never completed). */
 int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,

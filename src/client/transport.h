@@ -202,6 +202,11 @@ int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint
  * NULL) is the key peers use (the first device's). INVALID_PARAMS for an overlap. */
 int mc_transport_rdma_register(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey);
 int mc_transport_rdma_unregister(struct mc_transport *t, void *addr);
+/* A re-mount of the segment registered at addr: its memory regions are made afresh, so every
+ * rkey handed out before stops working (a reader holding an old descriptor gets
+ * REPLICA_IS_GONE, never bytes); *rkey (may be NULL) is the new one. 0, INVALID_PARAMS (addr
+ * does not start a registered range), TRANSFER_FAIL (no longer registered at all). */
+int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *rkey);
 /* The rkey peers use for [addr, addr+len), which must lie in one registered range: 0 or
  * SEGMENT_NOT_FOUND. */
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);

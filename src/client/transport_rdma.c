@@ -11,6 +11,14 @@
  * a word) is retried once on a fresh queue pair, as the tcp transport does with a stale pooled
  * connection. Any other failure is the caller's to handle (a Get tries the next replica, a Put
  * revokes).
+ *
+ * Mount epochs (DESIGN.md §6). One-sided verbs never reach the holder's peer server, so the
+ * epoch check there cannot apply; the rkey stands in for it. The holder registers its segment
+ * afresh when the master fences it for a re-mount (mc_transport_rdma_reregister, from the
+ * client's epoch callback), before the ReMountSegment that announces the new rkey, so every
+ * descriptor of an earlier mount names a key the device no longer honours: the transfer fails
+ * with a remote access error, reported as REPLICA_IS_GONE, and no byte moves. A descriptor
+ * with epoch 0 (which no mount has) is refused before anything is posted.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -207,6 +215,8 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         return 0;
     if (!loc->rkey || !loc->remote_addr)
         return MC_ERR_INVALID_REPLICA; /* the descriptor carries no RDMA keys */
+    if (!loc->mount_epoch)
+        return MC_ERR_REPLICA_IS_GONE; /* no mount names epoch 0 (DESIGN.md §6) */
     for (int attempt = 0;; attempt++) {
         struct rdma_conn *c = NULL;
         bool reused = false;
@@ -227,7 +237,14 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
             pthread_mutex_unlock(&t->lock);
             continue;
         }
-        if (rc)
+        if (rc == MC_ERR_REPLICA_IS_GONE)
+            mc_warn("rdma",
+                    "replica gone: the holder's device refused the descriptor's key (its segment "
+                    "was re-mounted since the descriptor was issued)",
+                    "endpoint=%s op=%s len=%zu rkey=%u mount_epoch=%llx", loc->endpoint,
+                    is_write ? "write" : "read", len, loc->rkey,
+                    (unsigned long long)loc->mount_epoch);
+        else if (rc)
             mc_warn("rdma", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
                     is_write ? "write" : "read", len);
         return rc;
@@ -290,6 +307,15 @@ int mc_transport_rdma_unregister(struct mc_transport *tp, void *addr)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
     return mc_rdma_ctx_unregister(&t->x, addr);
+}
+
+int mc_transport_rdma_reregister(struct mc_transport *tp, void *addr, uint32_t *rkey)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int rc = mc_rdma_ctx_reregister(&t->x, addr);
+    if (rc == 0 && rkey)
+        rc = mc_rdma_ctx_keys(&t->x, addr, 1, 0, NULL, rkey);
+    return rc;
 }
 
 int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len, uint32_t *rkey)
