@@ -17,6 +17,8 @@
 #include <cmocka.h>
 
 #include "client/disk_store.h"
+#include "client/disk_tier.h"
+#include "client/peer_server.h"
 #include "client/rdma_disk.h"
 #include "client/rdma_internal.h"
 #include "client/rdma_plan.h"
@@ -1050,6 +1052,166 @@ static void test_disk_store_served_over_rdma(void **state)
     rm_rf(dir);
 }
 
+/* A LOCAL_DISK read in RDMA mode end to end, short of the client: the reader (tcp transport and
+ * rdma transport R, listening at RDR) sends PeerDiskRead to the holder's peer server; the
+ * holder's disk tier reads its store into its rdma transport's staging buffer and RDMA-writes
+ * each value into the reader's registered buffer, then answers statuses, lengths and CRCs. */
+#define RDR "127.0.0.1:7100"
+
+static void test_disk_read_rdma_mode(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    char dir[] = "/tmp/mc_rdma_tier_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct mc_auth_key kh, kr;
+    struct mc_transport *hr = make_auth_transport(NULL, (struct mc_id){7, 1}, &kh);
+    struct mc_transport *rr = make_auth_transport(NULL, (struct mc_id){7, 2}, &kr);
+    assert_int_equal(mc_transport_rdma_listen(rr, "127.0.0.1", 7100, true), 0);
+    struct mc_disk_tier_config dc = {.path = dir,
+                                     .capacity = 64ull << 20,
+                                     .endpoint = "127.0.0.1:0",
+                                     .max_payload = 8u << 20,
+                                     .rdma = hr};
+    struct mc_disk_tier *tier = NULL;
+    if (mc_disk_tier_open(&dc, &tier) != 0) {
+        mc_transport_free(hr);
+        mc_transport_free(rr);
+        rm_rf(dir);
+        print_message("disk store unavailable here: skipped\n");
+        skip();
+    }
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    char hep[64];
+    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    struct mc_transport *tcp = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+
+    enum { N = 4 };
+    const size_t sizes[N] = {1, 5000, 8192, 3000};
+    uint8_t *want[N];
+    uint8_t *rbuf = calloc(1, 65536);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(rr, rbuf, 65536, &rkey), 0);
+    struct mc_disk_read_item it[N];
+    uint32_t rkeys[N];
+    char keys[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "d%d", i);
+        want[i] = malloc(sizes[i]);
+        fill(want[i], sizes[i], 40 + (unsigned)i);
+        struct mc_disk_put p = {.key = keys[i],
+                                .key_len = (uint32_t)strlen(keys[i]),
+                                .version = 3,
+                                .crc = mc_crc32c(want[i], sizes[i]),
+                                .data = want[i],
+                                .len = sizes[i]};
+        assert_int_equal(mc_disk_store_append(mc_disk_tier_store(tier), &p, 1, NULL), 0);
+        it[i] = (struct mc_disk_read_item){
+            .key = keys[i], .size = sizes[i], .version = 3, .buf = rbuf + 16384 * (size_t)i};
+        rkeys[i] = rkey;
+    }
+    memset(rbuf, 0x5a, 65536);
+    it[3].version = 4; /* another version than stored: never served */
+    uint64_t wrs = f.wrs;
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, rkeys, it, N), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(it[i].status, 0);
+        assert_true(it[i].crc_valid);
+        assert_int_equal(it[i].crc, mc_crc32c(want[i], sizes[i]));
+        assert_memory_equal(rbuf + 16384 * (size_t)i, want[i], sizes[i]);
+    }
+    assert_int_equal(it[3].status, MC_ERR_REPLICA_NOT_FOUND);
+    assert_int_equal(rbuf[16384 * 3], 0x5a); /* nothing landed for it */
+    assert_true(f.wrs >= wrs + 3);           /* the values moved as RDMA WRITEs */
+    struct mc_rdma_transport_stats hs;
+    mc_transport_rdma_get_stats(hr, &hs);
+    assert_int_equal(hs.connects, 1); /* the holder dialled the reader */
+    struct mc_disk_tier_stats ts;
+    mc_disk_tier_get_stats(tier, &ts);
+    assert_int_equal(ts.peer_reads, 3);
+
+    /* a value larger than the holder's staging buffer (8 KiB here) is refused for rdma */
+    uint8_t *big = malloc(20000);
+    fill(big, 20000, 9);
+    struct mc_disk_put p = {.key = "big",
+                            .key_len = 3,
+                            .version = 1,
+                            .crc = mc_crc32c(big, 20000),
+                            .data = big,
+                            .len = 20000};
+    assert_int_equal(mc_disk_store_append(mc_disk_tier_store(tier), &p, 1, NULL), 0);
+    struct mc_disk_read_item b = {.key = "big", .size = 20000, .version = 1, .buf = rbuf};
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &b, 1), 0);
+    assert_int_equal(b.status, MC_ERR_INVALID_PARAMS);
+    /* the same reader over plain tcp gets it */
+    b.status = 0;
+    assert_int_equal(mc_transport_tcp_disk_read(tcp, hep, &b, 1), 0);
+    assert_int_equal(b.status, 0);
+    assert_memory_equal(rbuf, big, 20000);
+
+    mc_transport_free(tcp);
+    mc_peer_server_stop(ps);
+    mc_disk_tier_close(tier);
+    mc_peer_server_free(ps);
+    assert_int_equal(mc_transport_rdma_unregister(rr, rbuf), 0);
+    mc_transport_free(hr);
+    mc_transport_free(rr);
+    for (int i = 0; i < N; i++)
+        free(want[i]);
+    free(big);
+    free(rbuf);
+    rm_rf(dir);
+    auth_check_clean(&f);
+}
+
+/* A holder without an rdma transport refuses the RDMA mode as a whole (NOT_SUPPORTED). */
+static void test_disk_read_rdma_mode_unsupported(void **state)
+{
+    char dir[] = "/tmp/mc_rdma_tier_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct mc_disk_tier_config dc = {
+        .path = dir, .capacity = 64ull << 20, .endpoint = "127.0.0.1:0", .max_payload = 8u << 20};
+    struct mc_disk_tier *tier = NULL;
+    if (mc_disk_tier_open(&dc, &tier) != 0) {
+        rm_rf(dir);
+        skip();
+    }
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    char hep[64];
+    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    struct mc_transport *tcp = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    uint8_t buf[100];
+    uint32_t rkey = 77;
+    struct mc_disk_read_item it = {.key = "k", .size = 100, .version = 1, .buf = buf};
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &it, 1), 0);
+    assert_int_equal(it.status, MC_ERR_NOT_SUPPORTED);
+    rkey = 0; /* an item without a key is refused before anything is sent */
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &it, 1), 0);
+    assert_int_equal(it.status, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, NULL, &rkey, &it, 1),
+                     MC_ERR_INVALID_PARAMS);
+    mc_transport_free(tcp);
+    mc_peer_server_stop(ps);
+    mc_disk_tier_close(tier);
+    mc_peer_server_free(ps);
+    rm_rf(dir);
+}
+
 /* ---- the production table ----------------------------------------------------------------- */
 
 static void test_production_table_is_the_libraries(void **state)
@@ -1124,6 +1286,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_read_request_served_over_rdma, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_store_served_over_rdma, setup, teardown),
+        cmocka_unit_test(test_disk_read_rdma_mode),
+        cmocka_unit_test(test_disk_read_rdma_mode_unsupported),
         cmocka_unit_test(test_production_table_is_the_libraries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -569,7 +569,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
                                          .client_id = c->id,
                                          .endpoint = c->endpoint,
                                          .max_payload = mc_peer_server_max_payload(c->ps),
-                                         .enable_offloading = true};
+                                         .enable_offloading = true,
+                                         .rdma = c->rdma};
         struct mc_disk_tier *t = NULL;
         rc = mc_disk_tier_open(&dc, &t);
         if (rc)

@@ -171,6 +171,14 @@ struct mc_disk_read_item {
  * INVALID_PARAMS / INTERNAL_ERROR for the whole call (transport_tcp_disk.c). */
 int mc_transport_tcp_disk_read(struct mc_transport *t, const char *endpoint,
                                struct mc_disk_read_item *items, size_t n);
+/* The same request in RDMA mode (rdma_disk.h): each item's buf lies in memory registered with
+ * the reader's rdma transport under rkeys[i]; the holder RDMA-writes the values to the reader
+ * at rdma_endpoint (its rdma listener) and answers statuses, lengths and CRCs only. A holder
+ * that cannot (no rdma transport, a value larger than its staging buffer) answers
+ * NOT_SUPPORTED for the request or INVALID_PARAMS for the item. */
+int mc_transport_tcp_disk_read_rdma(struct mc_transport *t, const char *endpoint,
+                                    const char *rdma_endpoint, const uint32_t *rkeys,
+                                    struct mc_disk_read_item *items, size_t n);
 
 /* ---- rdma (RDMA builds only: MC_WITH_RDMA) ---------------------------------------------- */
 
