@@ -30,6 +30,7 @@ struct fwr {
 struct fcq;
 struct fqp {
     struct ibv_qp base;
+    struct ibv_context *remote_ctx; /* the device of the side that accepted (loopback) */
     struct fcq *cq;
     bool error;
     uint32_t max_send_wr;
@@ -157,6 +158,10 @@ static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
     }
     struct fake_mr *l = mr_find(w->lkey, (uint64_t)(uintptr_t)w->local, w->len);
     struct fake_mr *r = mr_find(w->rkey, w->remote, w->len);
+    if (l && l->mr && l->mr->context != qp->base.context)
+        l = NULL; /* a key of another device's protection domain */
+    if (r && r->mr && qp->remote_ctx && r->mr->context != qp->remote_ctx)
+        r = NULL;
     if (!l) {
         wc->status = IBV_WC_LOC_PROT_ERR;
         qp->error = true;
@@ -185,7 +190,8 @@ static struct ibv_context **f_get_devices(int *n)
         errno = ENODEV;
         return NULL;
     }
-    *n = 1;
+    *n = g_fake->ndev > 1 ? 2 : 1;
+    g_fake->list[1] = g_fake->ndev > 1 ? &g_fake->ctx2 : NULL;
     return g_fake->list;
 }
 
@@ -196,7 +202,7 @@ static void f_free_devices(struct ibv_context **list)
 
 static const char *f_device_name(struct ibv_context *ctx)
 {
-    return ctx == &g_fake->ctx ? "fake0" : "?";
+    return ctx == &g_fake->ctx ? "fake0" : ctx == &g_fake->ctx2 ? "fake1" : "?";
 }
 
 static int f_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
@@ -489,9 +495,25 @@ static int f_destroy_id(struct rdma_cm_id *id)
     return 0;
 }
 
+/* The device an IPv4 address belongs to (dev_addr), or NULL. */
+static struct ibv_context *dev_of(const struct sockaddr *sa)
+{
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (sa->sa_family != AF_INET ||
+        !inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip)))
+        return NULL;
+    for (int d = 0; d < 2 && d < (g_fake->ndev > 1 ? 2 : 1); d++)
+        if (g_fake->dev_addr[d][0] && strcmp(g_fake->dev_addr[d], ip) == 0)
+            return d ? &g_fake->ctx2 : &g_fake->ctx;
+    return NULL;
+}
+
 static int f_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
     sa_copy(&id->route.addr.src_addr, addr);
+    pthread_mutex_lock(&g_fake->lock);
+    id->verbs = dev_of(addr);
+    pthread_mutex_unlock(&g_fake->lock);
     return 0;
 }
 
@@ -590,7 +612,8 @@ static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
             if (inet_pton(AF_INET, g_fake->loop_from[0] ? g_fake->loop_from : "127.0.0.1",
                           &child->route.addr.dst_sin.sin_addr) != 1)
                 abort();
-            child->verbs = id->verbs;
+            struct ibv_context *dv = dev_of(&id->route.addr.dst_addr);
+            child->verbs = dv ? dv : &g_fake->ctx;
             child->channel = lch;
             child->ps = RDMA_PS_TCP;
             g_fake->ids_created++;
@@ -619,6 +642,8 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
         m.kind != MC_RDMA_CONN_ACCEPT)
         g_fake->bad_connect_msgs++;
     int k = pair_find(id);
+    if (k >= 0 && g_fake->pairs[k].active->qp)
+        ((struct fqp *)g_fake->pairs[k].active->qp)->remote_ctx = id->verbs;
     if (k >= 0)
         queue_event(g_fake->pairs[k].active->channel, g_fake->pairs[k].active,
                     RDMA_CM_EVENT_ESTABLISHED, 0, p->private_data, p->private_data_len);
@@ -742,6 +767,8 @@ void fake_init(struct fake *f)
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     f->ctx.device = &f->dev;
+    f->ctx2.device = &f->dev2;
+    f->ndev = 1;
     f->list[0] = &f->ctx;
     f->fail_status = IBV_WC_REM_ACCESS_ERR;
     struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = {7, 7}};

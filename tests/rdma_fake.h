@@ -50,7 +50,16 @@ struct fake_mr {
 struct fake {
     struct ibv_context ctx;
     struct ibv_device dev;
-    struct ibv_context *list[2];
+    struct ibv_context *list[3];
+    /* a second device (ndev = 2): its own contexts, protection domains and memory regions. An
+     * address in dev_addr[d] belongs to device d: binding to it gives the id that device, and
+     * a routed connect to it lands on that device's side. A work request then needs an lkey of
+     * its own QP's device and an rkey of the device the peer's side landed on, as hardware does
+     * (memory regions are per protection domain, so per device). */
+    struct ibv_context ctx2;
+    struct ibv_device dev2;
+    int ndev;
+    char dev_addr[2][16];
     pthread_mutex_t lock;
     pthread_cond_t cond;
 

@@ -827,6 +827,68 @@ static void test_auth_wrong_or_missing_token_refused(void **state)
     auth_check_clean(&f);
 }
 
+/* ---- several devices ---------------------------------------------------------------------- */
+
+/* Two devices, the holder's advertised address on the second: a peer's connection lands there,
+ * so the rkey in the holder's descriptors must be the second device's (memory regions are per
+ * protection domain). The first device's key for the same memory is refused. */
+static void test_two_devices_rkey_of_serving_device(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    f.ndev = 2;
+    snprintf(f.dev_addr[0], sizeof(f.dev_addr[0]), "10.0.0.1");
+    snprintf(f.dev_addr[1], sizeof(f.dev_addr[1]), "10.0.0.2");
+    struct mc_auth_key ka, kb;
+    struct mc_transport *a = make_auth_transport(NULL, (struct mc_id){1, 1}, &ka);
+    struct mc_transport *b = make_auth_transport(NULL, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(f.pds, 4); /* one protection domain per device per transport */
+    assert_int_equal(mc_transport_rdma_serve_on(b, "10.0.0.2"), 1);
+    assert_string_equal(mc_transport_rdma_device(b), "fake1");
+    assert_int_equal(mc_transport_rdma_listen(b, NULL, 7000, false), 0);
+    uint8_t *seg = calloc(1, 65536);
+    uint32_t rkey = 0, k0 = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
+    assert_int_equal(mc_transport_rdma_rkey(b, seg, 100, &k0), 0);
+    assert_int_equal(k0, rkey);
+    uint8_t src[6000], dst[6000];
+    fill(src, sizeof(src), 8);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "10.0.0.2:7000",
+                            .mount_epoch = 1,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 512),
+                            .rkey = rkey};
+    assert_int_equal(mc_transport_write(a, &l, src, sizeof(src)), 0);
+    assert_memory_equal(seg + 512, src, sizeof(src));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    /* the other device's key for the same memory: the serving device refuses it */
+    uint32_t other = 0;
+    for (int i = 0; i < f.nmrs; i++)
+        if (f.mrs[i].mr && f.mrs[i].addr == seg && f.mrs[i].key != rkey)
+            other = f.mrs[i].key;
+    assert_true(other != 0);
+    l.rkey = other;
+    memset(dst, 0x5a, sizeof(dst));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(dst[0], 0x5a);
+    /* an address no device owns keeps the first device, and a re-registration keeps serving
+     * the chosen device's key */
+    assert_int_equal(mc_transport_rdma_serve_on(a, "192.168.9.9"), 0);
+    assert_string_equal(mc_transport_rdma_device(a), "fake0");
+    uint32_t k2 = 0;
+    assert_int_equal(mc_transport_rdma_reregister(b, seg, &k2), 0);
+    l.rkey = k2;
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    assert_int_equal(mc_transport_rdma_unregister(b, seg), 0);
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    auth_check_clean(&f);
+}
+
 /* ---- LOCAL_DISK over RDMA: the holder pushes through its staging buffer ------------------- */
 
 struct disk {
@@ -1283,6 +1345,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listener_protected_mode, setup, teardown),
         cmocka_unit_test(test_auth_right_token_connects),
         cmocka_unit_test(test_auth_wrong_or_missing_token_refused),
+        cmocka_unit_test(test_two_devices_rkey_of_serving_device),
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_read_request_served_over_rdma, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_store_served_over_rdma, setup, teardown),

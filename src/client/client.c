@@ -481,6 +481,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     }
 #ifdef MC_WITH_RDMA
     if (c->rdma) {
+        mc_transport_rdma_serve_on(c->rdma, c->host); /* the device peers reach us on */
         rc = mc_transport_rdma_listen(c->rdma, c->bind_address, mc_peer_server_port(c->ps),
                                       c->cfg.protected_mode);
         if (rc)

@@ -241,6 +241,30 @@ static int parse_endpoint(const char *ep, struct sockaddr_storage *ss)
     return 0;
 }
 
+int mc_rdma_ctx_device_of(struct rdma_ctx *x, const char *host)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    char ep[160];
+    struct sockaddr_storage ss;
+    if (!host || !*host)
+        return -1;
+    snprintf(ep, sizeof(ep), strchr(host, ':') ? "[%s]:0" : "%s:0", host);
+    if (parse_endpoint(ep, &ss))
+        return -1;
+    struct rdma_event_channel *ch = ops->create_event_channel();
+    struct rdma_cm_id *id = NULL;
+    int dev = -1;
+    if (!ch)
+        return -1;
+    if (ops->create_id(ch, &id, NULL, RDMA_PS_TCP) == 0) {
+        if (ops->bind_addr(id, (struct sockaddr *)&ss) == 0 && id->verbs)
+            dev = dev_index(x, id->verbs);
+        ops->destroy_id(id);
+    }
+    ops->destroy_event_channel(ch);
+    return dev;
+}
+
 /* The QP and CQ of a connection whose id has its device (id->verbs) set. */
 static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_channel)
 {

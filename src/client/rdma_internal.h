@@ -49,6 +49,7 @@ struct rdma_ctx {
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
+    int serve_dev; /* the device that owns the advertised address: its rkeys go to peers */
     struct mc_auth_key auth;       /* set: every connection proves the token (rdma_plan.h) */
     _Atomic uint64_t auth_refused; /* peers the listener refused: no proof or a wrong one */
     _Atomic uint64_t auth_failed;  /* peers we dialled that refused us or failed to prove */
@@ -97,6 +98,11 @@ int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
  * SEGMENT_NOT_FOUND (not inside one range). */
 int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
                      uint32_t *rkey);
+
+/* The index of the device that owns host's address (rdma_bind_addr on a scratch cm id: a peer
+ * that dials host lands on that device, so an rkey it uses must come from that device's memory
+ * region), or -1 when no device owns it (a wildcard, an unknown or non-local address). */
+int mc_rdma_ctx_device_of(struct rdma_ctx *x, const char *host);
 
 /* Dials endpoint "host:port" (rdma_cm: address, route, QP, connect with the connection
  * message). With a token (x->auth set) it is two connects: a hello that the peer rejects with

@@ -206,8 +206,15 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
  * loopback_only (protected mode) rejects a peer on another host. */
 int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port,
                              bool loopback_only);
-/* Registers [addr, addr+len) for remote access (and as a local source/target); *rkey (may be
- * NULL) is the key peers use (the first device's). INVALID_PARAMS for an overlap. */
+/* Peers reach this process at host (the address its endpoint advertises): the keys handed to
+ * peers (mc_transport_rdma_register, _rkey, _reregister) and the device name become those of
+ * the device that owns that address, the one a peer's connection lands on. With several devices
+ * and an address none owns (a wildcard, a name that does not resolve to a local address) the
+ * first device stays, with a warning. Returns the device index chosen. */
+int mc_transport_rdma_serve_on(struct mc_transport *t, const char *host);
+/* Registers [addr, addr+len) for remote access (and as a local source/target), on every device;
+ * *rkey (may be NULL) is the key peers use (the serving device's, see above). INVALID_PARAMS for
+ * an overlap. */
 int mc_transport_rdma_register(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey);
 int mc_transport_rdma_unregister(struct mc_transport *t, void *addr);
 /* A re-mount of the segment registered at addr: its memory regions are made afresh, so every
@@ -220,7 +227,7 @@ int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *r
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);
 /* Bytes of the staging buffer (the largest value one push moves in one piece). */
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *t);
-/* The name of the device whose rkey mc_transport_rdma_register returns. */
+/* The name of the device whose rkey mc_transport_rdma_register returns (the serving one). */
 const char *mc_transport_rdma_device(struct mc_transport *t);
 /* The holder's side of a LOCAL_DISK read over RDMA: fill(arg, offset, buf, n) produces the next
  * n bytes of the value into the registered staging buffer (a disk read), which is then

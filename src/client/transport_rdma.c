@@ -299,7 +299,7 @@ int mc_transport_rdma_register(struct mc_transport *tp, void *addr, size_t len, 
     struct rdma_transport *t = (struct rdma_transport *)tp;
     int rc = mc_rdma_ctx_register(&t->x, addr, len);
     if (rc == 0 && rkey)
-        rc = mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+        rc = mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
     return rc;
 }
 
@@ -314,14 +314,14 @@ int mc_transport_rdma_reregister(struct mc_transport *tp, void *addr, uint32_t *
     struct rdma_transport *t = (struct rdma_transport *)tp;
     int rc = mc_rdma_ctx_reregister(&t->x, addr);
     if (rc == 0 && rkey)
-        rc = mc_rdma_ctx_keys(&t->x, addr, 1, 0, NULL, rkey);
+        rc = mc_rdma_ctx_keys(&t->x, addr, 1, t->x.serve_dev, NULL, rkey);
     return rc;
 }
 
 int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    return mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+    return mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
 }
 
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
@@ -332,7 +332,25 @@ uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
 const char *mc_transport_rdma_device(struct mc_transport *tp)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    return t->x.ndev ? t->x.ops->device_name(t->x.devlist[0]) : "";
+    return t->x.ndev ? t->x.ops->device_name(t->x.devlist[t->x.serve_dev]) : "";
+}
+
+int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int d = mc_rdma_ctx_device_of(&t->x, host);
+    if (d < 0) {
+        if (t->x.ndev > 1)
+            mc_warn("rdma",
+                    "no RDMA device owns the advertised address: peers get the first device's "
+                    "keys, which only work if their connections land there",
+                    "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[0]));
+        d = 0;
+    }
+    t->x.serve_dev = d;
+    mc_info("rdma", "serving on device", "host=%s device=%s", host ? host : "",
+            t->x.ops->device_name(t->x.devlist[d]));
+    return d;
 }
 
 int mc_transport_rdma_listen(struct mc_transport *tp, const char *bind_addr, uint16_t port,
