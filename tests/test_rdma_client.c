@@ -22,6 +22,11 @@
  * auth token shared by the master and every client, the provider routing each connect to the
  * peer's listener (loopback): A's queue pairs to B then exist only after the token handshake,
  * and the token never shows on the wire.
+ *
+ * A third group, disk: the master offloads on eviction, B has a small segment and a disk_path,
+ * A puts more than fits; the keys B evicted to its disk are then read by A's Get with the
+ * holder RDMA-writing them from its staging buffer into A's buffer (PeerDiskRead in RDMA mode),
+ * bytes and tiers checked.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -63,10 +68,17 @@ static struct {
     uint8_t *val, *buf;
 } g;
 
+static char g_disk[64]; /* the disk group's B disk_path ("" otherwise) */
+
 static struct mc_client *open_client(const char *protocol, uint64_t seg)
 {
     struct mc_client_config cfg;
     mc_client_config_init(&cfg);
+    if (g_disk[0] && seg) {
+        cfg.disk_path = g_disk;
+        cfg.disk_capacity = 256u << 20;
+        cfg.put_retry_window_ms = 3000;
+    }
     cfg.master_address = g.m.addr;
     cfg.protocol = protocol;
     cfg.segment_size = seg;
@@ -357,6 +369,93 @@ static int group_teardown(void **state)
     return 0;
 }
 
+/* ---- disk group ------------------------------------------------------------------------- */
+
+#define DKEYS 48
+#define DLEN (256u << 10)
+
+static void test_disk_replicas_over_rdma(void **state)
+{
+    (void)state;
+    char key[32];
+    for (int i = 0; i < DKEYS; i++) {
+        snprintf(key, sizeof(key), "dk/%d", i);
+        tm_fill(g.val, DLEN, 500 + (uint32_t)i);
+        uint64_t deadline = mc_now_ms() + 20000;
+        int rc;
+        while ((rc = put_a(key, g.val, DLEN)) != 0 && mc_now_ms() < deadline) {
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        assert_int_equal(rc, 0);
+    }
+    int disk = 0;
+    struct mc_rdma_transport_stats b0, b1;
+    for (int i = 0; i < DKEYS; i++) {
+        snprintf(key, sizeof(key), "dk/%d", i);
+        const char *kp[1] = {key};
+        void *bufs[1] = {g.buf};
+        size_t caps[1] = {DLEN};
+        int64_t res[1];
+        int tiers[1];
+        memset(g.buf, 0, DLEN);
+        mc_transport_rdma_get_stats(g.b->rdma, &b0);
+        assert_int_equal(mc_batch_get_tiers(g.a, 1, kp, bufs, caps, res, tiers), 0);
+        mc_transport_rdma_get_stats(g.b->rdma, &b1);
+        assert_int_equal(res[0], (int64_t)DLEN);
+        tm_fill(g.val, DLEN, 500 + (uint32_t)i);
+        assert_memory_equal(g.buf, g.val, DLEN);
+        if (tiers[0] == MC_REPLICA_LOCAL_DISK) {
+            disk++;
+            /* the holder pushed the value with RDMA WRITEs (nothing else makes B post) */
+            assert_true(b1.completed - b0.completed >= DLEN / (64u << 10));
+        } else {
+            assert_int_equal(b1.posted, b0.posted);
+        }
+        /* the single-key Get path too */
+        memset(g.buf, 0, DLEN);
+        assert_int_equal(mc_get(g.a, key, g.buf, DLEN), (int64_t)DLEN);
+        assert_memory_equal(g.buf, g.val, DLEN);
+    }
+    print_message("disk group: %d of %d keys read from B's disk over rdma\n", disk, DKEYS);
+    assert_true(disk >= DKEYS / 2); /* 12 MiB never fit B's 4 MiB segment */
+    mc_transport_rdma_get_stats(g.b->rdma, &b1);
+    assert_true(b1.connects >= 1); /* B dialled A's listener to write */
+    assert_int_equal(b1.errors, 0);
+}
+
+static int group_setup_disk(void **state)
+{
+    (void)state;
+    memset(&g, 0, sizeof(g));
+    fake_init(&g.f);
+    mc_client_test_set_rdma_ops(&fake_ops);
+    g.val = malloc(BIG);
+    g.buf = malloc(BIG);
+    snprintf(g_disk, sizeof(g_disk), "/tmp/mc_rdma_disk_XXXXXX");
+    if (!g.val || !g.buf || !mkdtemp(g_disk))
+        return -1;
+    const char *extra[] = {"--enable_offload", "--offload_on_evict", "--default_kv_lease_ttl=100",
+                           NULL};
+    if (tm_start(&g.m, 0, extra) != 0)
+        return -1;
+    g.b = open_client("rdma", 4u << 20);
+    g.a = open_client("rdma", 0);
+    g.t = open_client("tcp", 0);
+    return 0;
+}
+
+static int group_teardown_disk(void **state)
+{
+    group_teardown(state);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_disk);
+    if (system(cmd) != 0)
+        return -1;
+    g_disk[0] = 0;
+    return 0;
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -371,5 +470,10 @@ int main(void)
     };
     int fails = cmocka_run_group_tests_name("plain", tests, group_setup_plain, group_teardown);
     fails += cmocka_run_group_tests_name("token", tests, group_setup_token, group_teardown);
+    const struct CMUnitTest disk_tests[] = {
+        cmocka_unit_test(test_disk_replicas_over_rdma),
+        cmocka_unit_test(test_teardown),
+    };
+    fails += cmocka_run_group_tests_name("disk", disk_tests, group_setup_disk, group_teardown_disk);
     return fails;
 }
