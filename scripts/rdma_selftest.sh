@@ -4,7 +4,9 @@
 # (one-sided RDMA WRITE into a daemon's segment) and `get` (RDMA READ), comparing the bytes with
 # cmp, and a tcp `get` of the same key (the two data planes must agree). The cli's debug log must
 # show an RDMA connection, so a silent fall-back to tcp cannot pass. Stops everything with
-# SIGTERM and checks every exit status.
+# SIGTERM and checks every exit status. Then the same cluster again with one --auth_token_file
+# for everyone (every RDMA connection proves the token at set-up): an rdma put and get must
+# work, and a cli with another token must get nothing.
 #
 # Needs a host with an RDMA device (InfiniBand, RoCE, or soft-RoCE: `rdma link add rxe0 type rxe
 # netdev eth0`). Without one it prints "skipped: no RDMA device" and exits 77 (the conventional
@@ -137,5 +139,32 @@ for s in "${sizes[@]}"; do
   echo "== $s bytes: rdma put, rdma get and tcp get agree"
 done
 
+stop_all
+
+# ---- with an auth token: the rdma_cm set-up proves it (hello, challenge, prove) ----
+printf '%s\n' "rdma-selftest-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$tmp/token"
+printf '%s\n' "another-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$tmp/wrong"
+chmod 600 "$tmp/token" "$tmp/wrong"
+tok=(--auth_token_file="$tmp/token")
+start master "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
+  --metrics_host=127.0.0.1 --log_level=warn "${tok[@]}"
+rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
+for n in 1 2; do
+  start "tclient$n" "$bin/mooncake_client" --master="$rpc" --host="$host" --data_port=0 \
+    --segment_size=64MiB --protocol=rdma "${tok[@]}" --log_level=info
+done
+key=rdma/selftest/token
+head -c 1048583 /dev/urandom >"$tmp/in.bin"
+cli --protocol=rdma "${tok[@]}" --log_level=debug put "$key" "$tmp/in.bin" 2>"$tmp/put.log" ||
+  fail "rdma put with a token failed" "$tmp/put.log"
+grep -q 'comp=rdma msg="connected".*auth=1' "$tmp/put.log" ||
+  fail "the put with a token did not use an authenticated RDMA connection" "$tmp/put.log"
+cli --protocol=rdma "${tok[@]}" get "$key" -o "$tmp/out.bin" 2>"$tmp/get.log" ||
+  fail "rdma get with a token failed" "$tmp/get.log"
+cmp "$tmp/in.bin" "$tmp/out.bin" || fail "rdma with a token: the bytes read back differ"
+if cli --protocol=rdma --auth_token_file="$tmp/wrong" get "$key" -o "$tmp/out2.bin" 2>/dev/null; then
+  fail "a cli with the wrong token read the value"
+fi
+echo "== with a token: rdma put and get agree, a wrong token is refused"
 stop_all
 echo "== rdma selftest passed"

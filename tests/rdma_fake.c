@@ -30,6 +30,7 @@ struct fwr {
 struct fcq;
 struct fqp {
     struct ibv_qp base;
+    struct ibv_context *remote_ctx; /* the device of the side that accepted (loopback) */
     struct fcq *cq;
     bool error;
     uint32_t max_send_wr;
@@ -53,7 +54,7 @@ struct fcq {
 
 struct fev {
     struct rdma_cm_event ev;
-    uint8_t data[64];
+    uint8_t data[256]; /* holds any uint8_t length */
 };
 
 struct fech {
@@ -80,12 +81,14 @@ static void queue_event(struct rdma_event_channel *ch, struct rdma_cm_id *id,
                         enum rdma_cm_event_type type, int status, const void *data, uint8_t len)
 {
     struct fech *e = (struct fech *)ch;
+    if (e->n >= 64)
+        abort(); /* nobody reads this channel */
     struct fev *v = calloc(1, sizeof(*v));
     v->ev.id = id;
     v->ev.event = type;
     v->ev.status = status;
     if (data && len) {
-        memcpy(v->data, data, len < sizeof(v->data) ? len : sizeof(v->data));
+        memcpy(v->data, data, len);
         v->ev.param.conn.private_data = v->data;
         v->ev.param.conn.private_data_len = len;
     }
@@ -95,6 +98,38 @@ static void queue_event(struct rdma_event_channel *ch, struct rdma_cm_id *id,
     char b = 1;
     if (write(e->pipe[1], &b, 1) != 1)
         abort();
+}
+
+static void wire_log(const void *data, size_t len)
+{
+    if (!data || g_fake->wire_len + len > sizeof(g_fake->wire))
+        return;
+    memcpy(g_fake->wire + g_fake->wire_len, data, len);
+    g_fake->wire_len += len;
+}
+
+static uint16_t sa_port(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return ntohs(((const struct sockaddr_in *)sa)->sin_port);
+    if (sa->sa_family == AF_INET6)
+        return ntohs(((const struct sockaddr_in6 *)sa)->sin6_port);
+    return 0;
+}
+
+static void sa_copy(struct sockaddr *dst, const struct sockaddr *src)
+{
+    size_t n =
+        src->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    memcpy(dst, src, n);
+}
+
+static int pair_find(struct rdma_cm_id *child)
+{
+    for (int i = 0; i < 64; i++)
+        if (g_fake->pairs[i].child == child && child)
+            return i;
+    return -1;
 }
 
 static void cq_push(struct fcq *cq, const struct ibv_wc *wc)
@@ -123,6 +158,10 @@ static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
     }
     struct fake_mr *l = mr_find(w->lkey, (uint64_t)(uintptr_t)w->local, w->len);
     struct fake_mr *r = mr_find(w->rkey, w->remote, w->len);
+    if (l && l->mr && l->mr->context != qp->base.context)
+        l = NULL; /* a key of another device's protection domain */
+    if (r && r->mr && qp->remote_ctx && r->mr->context != qp->remote_ctx)
+        r = NULL;
     if (!l) {
         wc->status = IBV_WC_LOC_PROT_ERR;
         qp->error = true;
@@ -151,7 +190,8 @@ static struct ibv_context **f_get_devices(int *n)
         errno = ENODEV;
         return NULL;
     }
-    *n = 1;
+    *n = g_fake->ndev > 1 ? 2 : 1;
+    g_fake->list[1] = g_fake->ndev > 1 ? &g_fake->ctx2 : NULL;
     return g_fake->list;
 }
 
@@ -162,7 +202,7 @@ static void f_free_devices(struct ibv_context **list)
 
 static const char *f_device_name(struct ibv_context *ctx)
 {
-    return ctx == &g_fake->ctx ? "fake0" : "?";
+    return ctx == &g_fake->ctx ? "fake0" : ctx == &g_fake->ctx2 ? "fake1" : "?";
 }
 
 static int f_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
@@ -418,6 +458,9 @@ static void f_destroy_event_channel(struct rdma_event_channel *ch)
         free(e->q[i]);
     if (g_fake->listen_ch == ch)
         g_fake->listen_ch = NULL;
+    for (int i = 0; i < g_fake->nlst; i++)
+        if (g_fake->lst[i].ch == ch)
+            g_fake->lst[i--] = g_fake->lst[--g_fake->nlst];
     g_fake->echs--;
     pthread_mutex_unlock(&g_fake->lock);
     close(e->pipe[0]);
@@ -442,6 +485,9 @@ static int f_create_id(struct rdma_event_channel *ch, struct rdma_cm_id **id, vo
 static int f_destroy_id(struct rdma_cm_id *id)
 {
     pthread_mutex_lock(&g_fake->lock);
+    for (int i = 0; i < 64; i++)
+        if (g_fake->pairs[i].child == id || g_fake->pairs[i].active == id)
+            g_fake->pairs[i].child = g_fake->pairs[i].active = NULL;
     g_fake->ids_destroyed++;
     pthread_cond_broadcast(&g_fake->cond);
     pthread_mutex_unlock(&g_fake->lock);
@@ -449,8 +495,25 @@ static int f_destroy_id(struct rdma_cm_id *id)
     return 0;
 }
 
+/* The device an IPv4 address belongs to (dev_addr), or NULL. */
+static struct ibv_context *dev_of(const struct sockaddr *sa)
+{
+    char ip[INET6_ADDRSTRLEN] = "";
+    if (sa->sa_family != AF_INET ||
+        !inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip)))
+        return NULL;
+    for (int d = 0; d < 2 && d < (g_fake->ndev > 1 ? 2 : 1); d++)
+        if (g_fake->dev_addr[d][0] && strcmp(g_fake->dev_addr[d], ip) == 0)
+            return d ? &g_fake->ctx2 : &g_fake->ctx;
+    return NULL;
+}
+
 static int f_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
+    sa_copy(&id->route.addr.src_addr, addr);
+    pthread_mutex_lock(&g_fake->lock);
+    id->verbs = dev_of(addr);
+    pthread_mutex_unlock(&g_fake->lock);
     return 0;
 }
 
@@ -458,6 +521,10 @@ static int f_listen(struct rdma_cm_id *id, int backlog)
 {
     pthread_mutex_lock(&g_fake->lock);
     g_fake->listen_ch = id->channel;
+    if (g_fake->nlst < 8) {
+        g_fake->lst[g_fake->nlst].port = sa_port(&id->route.addr.src_addr);
+        g_fake->lst[g_fake->nlst++].ch = id->channel;
+    }
     pthread_mutex_unlock(&g_fake->lock);
     return 0;
 }
@@ -467,6 +534,7 @@ static int f_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct so
 {
     pthread_mutex_lock(&g_fake->lock);
     id->verbs = &g_fake->ctx;
+    sa_copy(&id->route.addr.dst_addr, dst);
     queue_event(id->channel, id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);
     return 0;
@@ -521,10 +589,40 @@ static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
     pthread_mutex_lock(&g_fake->lock);
     g_fake->connects++;
     last_connected = id;
+    wire_log(p->private_data, p->private_data_len);
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
-        m.kind != MC_RDMA_CONN_REQUEST)
+        (m.kind != MC_RDMA_CONN_REQUEST && m.kind != MC_RDMA_CONN_HELLO &&
+         m.kind != MC_RDMA_CONN_PROVE))
         g_fake->bad_connect_msgs++;
-    if (g_fake->reject_connect)
+    if (g_fake->loopback) {
+        struct rdma_event_channel *lch = NULL;
+        uint16_t port = sa_port(&id->route.addr.dst_addr);
+        for (int i = 0; i < g_fake->nlst; i++)
+            if (g_fake->lst[i].port == port)
+                lch = g_fake->lst[i].ch;
+        int slot = -1;
+        for (int i = 0; i < 64 && slot < 0; i++)
+            if (!g_fake->pairs[i].child)
+                slot = i;
+        if (!lch || slot < 0) {
+            queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 8, NULL, 0);
+        } else {
+            struct rdma_cm_id *child = calloc(1, sizeof(*child));
+            child->route.addr.dst_sin.sin_family = AF_INET;
+            if (inet_pton(AF_INET, g_fake->loop_from[0] ? g_fake->loop_from : "127.0.0.1",
+                          &child->route.addr.dst_sin.sin_addr) != 1)
+                abort();
+            struct ibv_context *dv = dev_of(&id->route.addr.dst_addr);
+            child->verbs = dv ? dv : &g_fake->ctx;
+            child->channel = lch;
+            child->ps = RDMA_PS_TCP;
+            g_fake->ids_created++;
+            g_fake->pairs[slot].child = child;
+            g_fake->pairs[slot].active = id;
+            queue_event(lch, child, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p->private_data,
+                        p->private_data_len);
+        }
+    } else if (g_fake->reject_connect)
         queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 28, NULL, 0);
     else
         queue_event(id->channel, id, RDMA_CM_EVENT_ESTABLISHED, 0, g_fake->accept_msg,
@@ -539,9 +637,16 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
     struct mc_rdma_conn_msg m;
     pthread_mutex_lock(&g_fake->lock);
+    wire_log(p->private_data, p->private_data_len);
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
         m.kind != MC_RDMA_CONN_ACCEPT)
         g_fake->bad_connect_msgs++;
+    int k = pair_find(id);
+    if (k >= 0 && g_fake->pairs[k].active->qp)
+        ((struct fqp *)g_fake->pairs[k].active->qp)->remote_ctx = id->verbs;
+    if (k >= 0)
+        queue_event(g_fake->pairs[k].active->channel, g_fake->pairs[k].active,
+                    RDMA_CM_EVENT_ESTABLISHED, 0, p->private_data, p->private_data_len);
     g_fake->accepted++;
     last_accepted = id;
     pthread_cond_broadcast(&g_fake->cond);
@@ -552,6 +657,13 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 static int f_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
 {
     pthread_mutex_lock(&g_fake->lock);
+    wire_log(data, len);
+    int k = pair_find(id);
+    if (k >= 0) {
+        queue_event(g_fake->pairs[k].active->channel, g_fake->pairs[k].active,
+                    RDMA_CM_EVENT_REJECTED, 28, data, len);
+        g_fake->pairs[k].child = g_fake->pairs[k].active = NULL;
+    }
     g_fake->rejected++;
     pthread_cond_broadcast(&g_fake->cond);
     pthread_mutex_unlock(&g_fake->lock);
@@ -655,6 +767,8 @@ void fake_init(struct fake *f)
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
     f->ctx.device = &f->dev;
+    f->ctx2.device = &f->dev2;
+    f->ndev = 1;
     f->list[0] = &f->ctx;
     f->fail_status = IBV_WC_REM_ACCESS_ERR;
     struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = {7, 7}};

@@ -23,6 +23,13 @@
  *   no_device     get_devices finds none.
  * Counters record what the transport did. The listener side: fake_inject_connect queues a
  * connect request on the listening channel (its thread blocks on a pipe, not in a loop).
+ *
+ * Loopback (loopback = true): rdma_connect is not answered by the script but routed to the
+ * listener bound to the destination's port (from loop_from, default 127.0.0.1); that
+ * listener's accept or reject, with its private data, is what the dialling side sees (no
+ * listener on the port: REJECTED). So two transports in one process run the whole connection
+ * set-up against each other. Every byte of private data that crosses (connect, accept,
+ * reject) is appended to wire[], the test's view of what a sniffer on the fabric would see.
  */
 #ifndef MC_TEST_RDMA_FAKE_H
 #define MC_TEST_RDMA_FAKE_H
@@ -43,7 +50,16 @@ struct fake_mr {
 struct fake {
     struct ibv_context ctx;
     struct ibv_device dev;
-    struct ibv_context *list[2];
+    struct ibv_context *list[3];
+    /* a second device (ndev = 2): its own contexts, protection domains and memory regions. An
+     * address in dev_addr[d] belongs to device d: binding to it gives the id that device, and
+     * a routed connect to it lands on that device's side. A work request then needs an lkey of
+     * its own QP's device and an rkey of the device the peer's side landed on, as hardware does
+     * (memory regions are per protection domain, so per device). */
+    struct ibv_context ctx2;
+    struct ibv_device dev2;
+    int ndev;
+    char dev_addr[2][16];
     pthread_mutex_t lock;
     pthread_cond_t cond;
 
@@ -59,6 +75,8 @@ struct fake {
     uint8_t accept_msg[64];
     uint8_t accept_len;
     bool no_device;
+    bool loopback;
+    char loop_from[16];
 
     /* memory */
     struct fake_mr mrs[64];
@@ -78,6 +96,16 @@ struct fake {
     int pds, mrs_live, cqs, chans, echs;
 
     struct rdma_event_channel *listen_ch;
+    struct {
+        uint16_t port;
+        struct rdma_event_channel *ch;
+    } lst[8]; /* listeners by port (loopback routing) */
+    int nlst;
+    struct {
+        struct rdma_cm_id *child, *active;
+    } pairs[64]; /* a routed connect request's id -> the dialling id */
+    uint8_t wire[65536];
+    size_t wire_len;
 };
 
 extern struct fake *g_fake;

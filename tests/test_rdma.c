@@ -17,10 +17,13 @@
 #include <cmocka.h>
 
 #include "client/disk_store.h"
+#include "client/disk_tier.h"
+#include "client/peer_server.h"
 #include "client/rdma_disk.h"
 #include "client/rdma_internal.h"
 #include "client/rdma_plan.h"
 #include "client/transport.h"
+#include "common/auth.h"
 #include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
@@ -116,16 +119,49 @@ static void test_conn_msg_malformed(void **state)
                      MC_ERR_INVALID_PARAMS); /* short */
     assert_int_equal(mc_rdma_conn_msg_decode(good, 0, &d), MC_ERR_INVALID_PARAMS);
     const size_t at[] = {0, 3, 4, 5, 5, 6, 7};
-    const uint8_t val[] = {0x00, 0x00, 2, 0, 3, 1, 0x80};
+    const uint8_t val[] = {0x00, 0x00, 2, 0, 6, 1, 0x80};
     for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
         memcpy(b, good, sizeof(b));
-        b[at[i]] = val[i]; /* magic, version, kind 0 / 3, reserved bits */
+        b[at[i]] = val[i]; /* magic, version, kind 0 / 6, reserved bits */
         assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
         assert_int_equal(d.kind, 0);
     }
     memcpy(b, good, sizeof(b));
     memset(b + 8, 0, 16); /* zero client id */
     assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
+    /* the handshake kinds need their tails: a header alone is short */
+    for (uint8_t k = MC_RDMA_CONN_HELLO; k <= MC_RDMA_CONN_PROVE; k++) {
+        memcpy(b, good, sizeof(b));
+        b[5] = k;
+        assert_int_equal(mc_rdma_conn_msg_decode(b, sizeof(b), &d), MC_ERR_INVALID_PARAMS);
+    }
+}
+
+/* The handshake messages round-trip with their nonces and proofs, each within rdma_cm's private
+ * data limit for where it travels (connect 56, reject 148). */
+static void test_conn_msg_handshake_kinds(void **state)
+{
+    uint8_t buf[MC_RDMA_CONN_MSG_MAX];
+    struct mc_rdma_conn_msg m = {.client_id = {3, 4}}, d;
+    for (size_t i = 0; i < sizeof(m.nonce); i++) {
+        m.nonce[i] = (uint8_t)i;
+        m.mac[i] = (uint8_t)(200 - i);
+    }
+    const uint8_t kinds[] = {MC_RDMA_CONN_HELLO, MC_RDMA_CONN_CHALLENGE, MC_RDMA_CONN_PROVE};
+    const size_t lens[] = {56, 88, 56};
+    for (size_t i = 0; i < 3; i++) {
+        m.kind = kinds[i];
+        size_t n = mc_rdma_conn_msg_encode(&m, buf);
+        assert_int_equal(n, lens[i]);
+        assert_int_equal(mc_rdma_conn_msg_decode(buf, n, &d), 0);
+        assert_int_equal(d.kind, kinds[i]);
+        assert_true(mc_id_eq(d.client_id, m.client_id));
+        if (kinds[i] != MC_RDMA_CONN_PROVE)
+            assert_memory_equal(d.nonce, m.nonce, sizeof(m.nonce));
+        if (kinds[i] != MC_RDMA_CONN_HELLO)
+            assert_memory_equal(d.mac, m.mac, sizeof(m.mac));
+        assert_int_equal(mc_rdma_conn_msg_decode(buf, n - 1, &d), MC_ERR_INVALID_PARAMS);
+    }
 }
 
 /* ---- the transport over the fake device --------------------------------------------------- */
@@ -189,6 +225,7 @@ static struct mc_xfer_loc at(struct fx *x, uint64_t off)
     struct mc_xfer_loc l = {.segment_id = {1, 1},
                             .offset = off,
                             .endpoint = PEER,
+                            .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)(x->remote + off),
                             .rkey = x->rkey};
     return l;
@@ -284,7 +321,8 @@ static void test_error_midway_flush_then_rebuild(void **state)
     x->f.fail_status = IBV_WC_REM_ACCESS_ERR;
     x->f.per_wait = 1; /* completions trickle in: the flushed one comes after the error */
     struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_TRANSFER_FAIL);
+    /* a remote access error is the peer refusing the key: the replica is gone */
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), MC_ERR_REPLICA_IS_GONE);
     mc_log_set_current(prev);
     /* the verbs status is in the log */
     assert_non_null(strstr(cap.text, "msg=\"work request failed\""));
@@ -456,13 +494,65 @@ static void test_bad_rkey_fails(void **state)
     struct fx *x = *state;
     uint8_t buf[4096] = {0};
     struct mc_xfer_loc l = at(x, 0);
-    l.rkey = x->rkey + 1000; /* no such region on the peer */
+    l.rkey = x->rkey + 1000; /* no such region on the peer: its device refuses the key */
+    assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_REPLICA_IS_GONE);
+    l = at(x, 0);
+    l.mount_epoch = 0; /* no mount has epoch 0: refused before anything is posted */
+    uint64_t wrs = x->f.wrs;
+    assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(x->f.wrs, wrs);
+    /* any other error completion is a failed transfer */
+    l = at(x, 0);
+    x->f.fail_at_wr = x->f.wrs + 1;
+    x->f.fail_status = IBV_WC_RETRY_EXC_ERR;
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    x->f.fail_at_wr = 0;
+    l = at(x, 0);
     l.rkey = 0; /* a descriptor without RDMA keys is not ours to move */
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_INVALID_REPLICA);
     l = at(x, 0);
     l.endpoint = NULL;
     assert_int_equal(mc_transport_read(x->t, &l, buf, sizeof(buf)), MC_ERR_INVALID_PARAMS);
+}
+
+/* A re-mount registers the segment afresh: a descriptor with the old rkey never returns bytes
+ * (REPLICA_IS_GONE), the new rkey reads the same memory. */
+static void test_reregister_kills_old_rkey(void **state)
+{
+    struct fx *x = *state;
+    uint8_t *seg = malloc(65536);
+    fill(seg, 65536, 21);
+    uint32_t k1 = 0, k2 = 0;
+    int live = x->f.mrs_live;
+    assert_int_equal(mc_transport_rdma_register(x->t, seg, 65536, &k1), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = PEER,
+                            .mount_epoch = 5,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 4096),
+                            .rkey = k1};
+    uint8_t out[8192];
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), 0);
+    assert_memory_equal(out, seg + 4096, sizeof(out));
+    assert_int_equal(mc_transport_rdma_reregister(x->t, seg, &k2), 0);
+    assert_true(k2 != 0 && k2 != k1);
+    assert_int_equal(x->f.mrs_live, live + 1); /* replaced, not added */
+    memset(out, 0x5a, sizeof(out));
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), MC_ERR_REPLICA_IS_GONE);
+    for (size_t i = 0; i < sizeof(out); i++)
+        assert_int_equal(out[i], 0x5a);
+    assert_int_equal(mc_transport_write(x->t, &l, out, sizeof(out)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_not_equal(seg[4096], 0x5a); /* nor did a write land */
+    l.rkey = k2;
+    l.mount_epoch = 6;
+    assert_int_equal(mc_transport_read(x->t, &l, out, sizeof(out)), 0);
+    assert_memory_equal(out, seg + 4096, sizeof(out));
+    uint32_t k = 0;
+    assert_int_equal(mc_transport_rdma_rkey(x->t, seg + 10, 100, &k), 0);
+    assert_int_equal(k, k2);
+    assert_int_equal(mc_transport_rdma_reregister(x->t, seg + 1, NULL), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_rdma_unregister(x->t, seg), 0);
+    assert_int_equal(x->f.mrs_live, live);
+    free(seg);
 }
 
 static void test_connect_rejected_or_malformed_accept(void **state)
@@ -547,6 +637,256 @@ static void test_listener_protected_mode(void **state)
     fake_inject_connect_from("127.0.0.1", msg, sizeof(msg));
     assert_true(fake_wait_for(&x->f.accepted, 1));
     assert_int_equal(x->f.rejected, 1);
+}
+
+/* ---- the token handshake over rdma_cm private data (loopback fake: two transports) -------- */
+
+#define TOKEN_A "rdma-shared-secret-0123456789abcdef"
+#define TOKEN_B "another-secret-that-is-not-the-same!"
+
+static struct mc_transport *make_auth_transport(const char *token, struct mc_id id,
+                                                struct mc_auth_key *key)
+{
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.io_timeout_ms = 1000;
+    cfg.connect_timeout_ms = 1000;
+    cfg.staging_bytes = 8192;
+    cfg.client_id = id;
+    memset(key, 0, sizeof(*key));
+    if (token) {
+        assert_int_equal(mc_auth_key_from_token(token, strlen(token), key), 0);
+        cfg.auth = key;
+    }
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_rdma_new(&cfg, &fake_ops, &t), 0);
+    return t;
+}
+
+static bool wire_has(const struct fake *f, const void *needle, size_t n)
+{
+    return memmem(f->wire, f->wire_len, needle, n) != NULL;
+}
+
+/* The kinds of the messages on the wire, in order (one letter each: R A H C P). */
+static void wire_kinds(const struct fake *f, char *out, size_t cap)
+{
+    size_t k = 0;
+    for (size_t off = 0; off + MC_RDMA_CONN_MSG_LEN <= f->wire_len && k + 1 < cap;) {
+        struct mc_rdma_conn_msg m;
+        assert_int_equal(mc_rdma_conn_msg_decode(f->wire + off, f->wire_len - off, &m), 0);
+        out[k++] = "?RAHCP"[m.kind];
+        off += mc_rdma_conn_msg_len(m.kind);
+    }
+    out[k] = 0;
+}
+
+static void auth_check_clean(struct fake *f)
+{
+    assert_int_equal(f->pds, 0);
+    assert_int_equal(f->mrs_live, 0);
+    assert_int_equal(f->cqs, 0);
+    assert_int_equal(f->chans, 0);
+    assert_int_equal(f->echs, 0);
+    assert_int_equal(f->qps_created, f->qps_destroyed);
+    assert_int_equal(f->ids_created, f->ids_destroyed);
+}
+
+/* Same token on both sides: hello, challenge (in the reject), prove, accept; the transfer moves
+ * the bytes; neither the token nor the key derived from it ever crosses the wire. */
+static void test_auth_right_token_connects(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    struct mc_auth_key ka, kb;
+    struct mc_transport *a = make_auth_transport(TOKEN_A, (struct mc_id){1, 1}, &ka);
+    struct mc_transport *b = make_auth_transport(TOKEN_A, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(mc_transport_rdma_listen(b, "127.0.0.1", 7000, true), 0);
+    uint8_t *seg = calloc(1, 65536);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "127.0.0.1:7000",
+                            .mount_epoch = 1,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 100),
+                            .rkey = rkey};
+    uint8_t src[10000], dst[10000];
+    fill(src, sizeof(src), 5);
+    assert_int_equal(mc_transport_write(a, &l, src, sizeof(src)), 0);
+    assert_memory_equal(seg + 100, src, sizeof(src));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    struct mc_rdma_transport_stats sa, sb;
+    mc_transport_rdma_get_stats(a, &sa);
+    mc_transport_rdma_get_stats(b, &sb);
+    assert_int_equal(sa.connects, 1);
+    assert_int_equal(sa.auth_failed, 0);
+    assert_int_equal(sb.auth_refused, 0);
+    assert_int_equal(f.accepted, 1);
+    assert_int_equal(f.rejected, 1); /* the hello, answered with the challenge */
+    char kinds[16];
+    wire_kinds(&f, kinds, sizeof(kinds));
+    assert_string_equal(kinds, "HCPA");
+    /* the secret never crosses: not the token, not the key, not a token-sized piece of it */
+    assert_false(wire_has(&f, TOKEN_A, strlen(TOKEN_A)));
+    assert_false(wire_has(&f, TOKEN_A, 8));
+    assert_false(wire_has(&f, ka.k, sizeof(ka.k)));
+    assert_false(wire_has(&f, ka.k, 8));
+
+    /* a recorded prove replayed (the challenge it answered is used up) gets no queue pair */
+    uint8_t prove[MC_RDMA_CONN_MSG_MAX];
+    size_t off = 56 + 88; /* hello, challenge */
+    memcpy(prove, f.wire + off, 56);
+    int acc = f.accepted;
+    fake_inject_connect_from("127.0.0.1", prove, 56);
+    assert_true(fake_wait_for(&f.rejected, 2));
+    mc_transport_rdma_get_stats(b, &sb);
+    assert_int_equal(sb.auth_refused, 1);
+    assert_int_equal(f.accepted, acc);
+
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    auth_check_clean(&f);
+}
+
+/* A wrong token, no token, or a listener without one: no queue pair, each refusal counted on
+ * the side that saw it, nothing transferred. */
+static void test_auth_wrong_or_missing_token_refused(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    struct mc_auth_key kb, kw, kn, kt;
+    struct mc_transport *b = make_auth_transport(TOKEN_A, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(mc_transport_rdma_listen(b, NULL, 7000, false), 0);
+    uint8_t *seg = calloc(1, 8192);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 8192, &rkey), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "127.0.0.1:7000",
+                            .mount_epoch = 1,
+                            .remote_addr = (uint64_t)(uintptr_t)seg,
+                            .rkey = rkey};
+    uint8_t buf[4096];
+    fill(buf, sizeof(buf), 1);
+
+    /* wrong token: the dialler finds the listener's proof wrong and never sends its own */
+    struct mc_transport *w = make_auth_transport(TOKEN_B, (struct mc_id){3, 3}, &kw);
+    assert_int_equal(mc_transport_write(w, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(w, &st);
+    assert_int_equal(st.auth_failed, 1);
+    assert_int_equal(st.connects, 0);
+
+    /* no token: a plain request is refused by the listener and counted there */
+    struct mc_transport *n = make_auth_transport(NULL, (struct mc_id){4, 4}, &kn);
+    assert_int_equal(mc_transport_write(n, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 1);
+
+    /* a peer that ignores the listener's proof and guesses its own: refused, counted */
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_HELLO, .client_id = {9, 9}};
+    memset(m.nonce, 0x42, sizeof(m.nonce));
+    uint8_t msg[MC_RDMA_CONN_MSG_MAX];
+    int rej = f.rejected;
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 1)); /* the challenge */
+    m.kind = MC_RDMA_CONN_PROVE;
+    memset(m.mac, 0x17, sizeof(m.mac));
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 2));
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 2);
+    /* a prove with no challenge behind it (another client id) likewise */
+    m.client_id = (struct mc_id){10, 10};
+    fake_inject_connect_from("127.0.0.1", msg, (uint8_t)mc_rdma_conn_msg_encode(&m, msg));
+    assert_true(fake_wait_for(&f.rejected, rej + 3));
+    mc_transport_rdma_get_stats(b, &st);
+    assert_int_equal(st.auth_refused, 3);
+
+    assert_int_equal(f.accepted, 0); /* the listener made no queue pair for any of them */
+    for (size_t i = 0; i < sizeof(buf); i++)
+        assert_int_equal(seg[i], 0);
+    mc_transport_free(w);
+    mc_transport_free(n);
+    mc_transport_free(b);
+
+    /* a dialler with a token and a listener without one: the hello is rejected bare */
+    struct mc_transport *t = make_auth_transport(TOKEN_A, (struct mc_id){5, 5}, &kt);
+    struct mc_transport *open = make_auth_transport(NULL, (struct mc_id){6, 6}, &kn);
+    assert_int_equal(mc_transport_rdma_listen(open, NULL, 7000, false), 0);
+    assert_int_equal(mc_transport_write(t, &l, buf, sizeof(buf)), MC_ERR_TRANSFER_FAIL);
+    mc_transport_rdma_get_stats(t, &st);
+    assert_int_equal(st.auth_failed, 1);
+    assert_int_equal(f.accepted, 0);
+    mc_transport_free(t);
+    mc_transport_free(open);
+    free(seg);
+    auth_check_clean(&f);
+}
+
+/* ---- several devices ---------------------------------------------------------------------- */
+
+/* Two devices, the holder's advertised address on the second: a peer's connection lands there,
+ * so the rkey in the holder's descriptors must be the second device's (memory regions are per
+ * protection domain). The first device's key for the same memory is refused. */
+static void test_two_devices_rkey_of_serving_device(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    f.ndev = 2;
+    snprintf(f.dev_addr[0], sizeof(f.dev_addr[0]), "10.0.0.1");
+    snprintf(f.dev_addr[1], sizeof(f.dev_addr[1]), "10.0.0.2");
+    struct mc_auth_key ka, kb;
+    struct mc_transport *a = make_auth_transport(NULL, (struct mc_id){1, 1}, &ka);
+    struct mc_transport *b = make_auth_transport(NULL, (struct mc_id){2, 2}, &kb);
+    assert_int_equal(f.pds, 4); /* one protection domain per device per transport */
+    assert_int_equal(mc_transport_rdma_serve_on(b, "10.0.0.2"), 1);
+    assert_string_equal(mc_transport_rdma_device(b), "fake1");
+    assert_int_equal(mc_transport_rdma_listen(b, NULL, 7000, false), 0);
+    uint8_t *seg = calloc(1, 65536);
+    uint32_t rkey = 0, k0 = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
+    assert_int_equal(mc_transport_rdma_rkey(b, seg, 100, &k0), 0);
+    assert_int_equal(k0, rkey);
+    uint8_t src[6000], dst[6000];
+    fill(src, sizeof(src), 8);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "10.0.0.2:7000",
+                            .mount_epoch = 1,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 512),
+                            .rkey = rkey};
+    assert_int_equal(mc_transport_write(a, &l, src, sizeof(src)), 0);
+    assert_memory_equal(seg + 512, src, sizeof(src));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    /* the other device's key for the same memory: the serving device refuses it */
+    uint32_t other = 0;
+    for (int i = 0; i < f.nmrs; i++)
+        if (f.mrs[i].mr && f.mrs[i].addr == seg && f.mrs[i].key != rkey)
+            other = f.mrs[i].key;
+    assert_true(other != 0);
+    l.rkey = other;
+    memset(dst, 0x5a, sizeof(dst));
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(dst[0], 0x5a);
+    /* an address no device owns keeps the first device, and a re-registration keeps serving
+     * the chosen device's key */
+    assert_int_equal(mc_transport_rdma_serve_on(a, "192.168.9.9"), 0);
+    assert_string_equal(mc_transport_rdma_device(a), "fake0");
+    uint32_t k2 = 0;
+    assert_int_equal(mc_transport_rdma_reregister(b, seg, &k2), 0);
+    l.rkey = k2;
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    assert_int_equal(mc_transport_rdma_unregister(b, seg), 0);
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    auth_check_clean(&f);
 }
 
 /* ---- LOCAL_DISK over RDMA: the holder pushes through its staging buffer ------------------- */
@@ -774,6 +1114,166 @@ static void test_disk_store_served_over_rdma(void **state)
     rm_rf(dir);
 }
 
+/* A LOCAL_DISK read in RDMA mode end to end, short of the client: the reader (tcp transport and
+ * rdma transport R, listening at RDR) sends PeerDiskRead to the holder's peer server; the
+ * holder's disk tier reads its store into its rdma transport's staging buffer and RDMA-writes
+ * each value into the reader's registered buffer, then answers statuses, lengths and CRCs. */
+#define RDR "127.0.0.1:7100"
+
+static void test_disk_read_rdma_mode(void **state)
+{
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    char dir[] = "/tmp/mc_rdma_tier_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct mc_auth_key kh, kr;
+    struct mc_transport *hr = make_auth_transport(NULL, (struct mc_id){7, 1}, &kh);
+    struct mc_transport *rr = make_auth_transport(NULL, (struct mc_id){7, 2}, &kr);
+    assert_int_equal(mc_transport_rdma_listen(rr, "127.0.0.1", 7100, true), 0);
+    struct mc_disk_tier_config dc = {.path = dir,
+                                     .capacity = 64ull << 20,
+                                     .endpoint = "127.0.0.1:0",
+                                     .max_payload = 8u << 20,
+                                     .rdma = hr};
+    struct mc_disk_tier *tier = NULL;
+    if (mc_disk_tier_open(&dc, &tier) != 0) {
+        mc_transport_free(hr);
+        mc_transport_free(rr);
+        rm_rf(dir);
+        print_message("disk store unavailable here: skipped\n");
+        skip();
+    }
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    char hep[64];
+    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    struct mc_transport *tcp = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+
+    enum { N = 4 };
+    const size_t sizes[N] = {1, 5000, 8192, 3000};
+    uint8_t *want[N];
+    uint8_t *rbuf = calloc(1, 65536);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(rr, rbuf, 65536, &rkey), 0);
+    struct mc_disk_read_item it[N];
+    uint32_t rkeys[N];
+    char keys[N][8];
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "d%d", i);
+        want[i] = malloc(sizes[i]);
+        fill(want[i], sizes[i], 40 + (unsigned)i);
+        struct mc_disk_put p = {.key = keys[i],
+                                .key_len = (uint32_t)strlen(keys[i]),
+                                .version = 3,
+                                .crc = mc_crc32c(want[i], sizes[i]),
+                                .data = want[i],
+                                .len = sizes[i]};
+        assert_int_equal(mc_disk_store_append(mc_disk_tier_store(tier), &p, 1, NULL), 0);
+        it[i] = (struct mc_disk_read_item){
+            .key = keys[i], .size = sizes[i], .version = 3, .buf = rbuf + 16384 * (size_t)i};
+        rkeys[i] = rkey;
+    }
+    memset(rbuf, 0x5a, 65536);
+    it[3].version = 4; /* another version than stored: never served */
+    uint64_t wrs = f.wrs;
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, rkeys, it, N), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(it[i].status, 0);
+        assert_true(it[i].crc_valid);
+        assert_int_equal(it[i].crc, mc_crc32c(want[i], sizes[i]));
+        assert_memory_equal(rbuf + 16384 * (size_t)i, want[i], sizes[i]);
+    }
+    assert_int_equal(it[3].status, MC_ERR_REPLICA_NOT_FOUND);
+    assert_int_equal(rbuf[16384 * 3], 0x5a); /* nothing landed for it */
+    assert_true(f.wrs >= wrs + 3);           /* the values moved as RDMA WRITEs */
+    struct mc_rdma_transport_stats hs;
+    mc_transport_rdma_get_stats(hr, &hs);
+    assert_int_equal(hs.connects, 1); /* the holder dialled the reader */
+    struct mc_disk_tier_stats ts;
+    mc_disk_tier_get_stats(tier, &ts);
+    assert_int_equal(ts.peer_reads, 3);
+
+    /* a value larger than the holder's staging buffer (8 KiB here) is refused for rdma */
+    uint8_t *big = malloc(20000);
+    fill(big, 20000, 9);
+    struct mc_disk_put p = {.key = "big",
+                            .key_len = 3,
+                            .version = 1,
+                            .crc = mc_crc32c(big, 20000),
+                            .data = big,
+                            .len = 20000};
+    assert_int_equal(mc_disk_store_append(mc_disk_tier_store(tier), &p, 1, NULL), 0);
+    struct mc_disk_read_item b = {.key = "big", .size = 20000, .version = 1, .buf = rbuf};
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &b, 1), 0);
+    assert_int_equal(b.status, MC_ERR_INVALID_PARAMS);
+    /* the same reader over plain tcp gets it */
+    b.status = 0;
+    assert_int_equal(mc_transport_tcp_disk_read(tcp, hep, &b, 1), 0);
+    assert_int_equal(b.status, 0);
+    assert_memory_equal(rbuf, big, 20000);
+
+    mc_transport_free(tcp);
+    mc_peer_server_stop(ps);
+    mc_disk_tier_close(tier);
+    mc_peer_server_free(ps);
+    assert_int_equal(mc_transport_rdma_unregister(rr, rbuf), 0);
+    mc_transport_free(hr);
+    mc_transport_free(rr);
+    for (int i = 0; i < N; i++)
+        free(want[i]);
+    free(big);
+    free(rbuf);
+    rm_rf(dir);
+    auth_check_clean(&f);
+}
+
+/* A holder without an rdma transport refuses the RDMA mode as a whole (NOT_SUPPORTED). */
+static void test_disk_read_rdma_mode_unsupported(void **state)
+{
+    char dir[] = "/tmp/mc_rdma_tier_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    struct mc_disk_tier_config dc = {
+        .path = dir, .capacity = 64ull << 20, .endpoint = "127.0.0.1:0", .max_payload = 8u << 20};
+    struct mc_disk_tier *tier = NULL;
+    if (mc_disk_tier_open(&dc, &tier) != 0) {
+        rm_rf(dir);
+        skip();
+    }
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    char hep[64];
+    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    struct mc_transport *tcp = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    uint8_t buf[100];
+    uint32_t rkey = 77;
+    struct mc_disk_read_item it = {.key = "k", .size = 100, .version = 1, .buf = buf};
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &it, 1), 0);
+    assert_int_equal(it.status, MC_ERR_NOT_SUPPORTED);
+    rkey = 0; /* an item without a key is refused before anything is sent */
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, RDR, &rkey, &it, 1), 0);
+    assert_int_equal(it.status, MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_transport_tcp_disk_read_rdma(tcp, hep, NULL, &rkey, &it, 1),
+                     MC_ERR_INVALID_PARAMS);
+    mc_transport_free(tcp);
+    mc_peer_server_stop(ps);
+    mc_disk_tier_close(tier);
+    mc_peer_server_free(ps);
+    rm_rf(dir);
+}
+
 /* ---- the production table ----------------------------------------------------------------- */
 
 static void test_production_table_is_the_libraries(void **state)
@@ -827,6 +1327,7 @@ int main(void)
         cmocka_unit_test(test_slices_cover_exactly),
         cmocka_unit_test(test_conn_msg_roundtrip),
         cmocka_unit_test(test_conn_msg_malformed),
+        cmocka_unit_test(test_conn_msg_handshake_kinds),
         cmocka_unit_test_setup_teardown(test_roundtrip_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_registered_buffer_used, setup, teardown),
         cmocka_unit_test_setup_teardown(test_error_midway_flush_then_rebuild, setup, teardown),
@@ -837,13 +1338,19 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stray_completion_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_dead_device_times_out, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_rkey_fails, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reregister_kills_old_rkey, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connect_rejected_or_malformed_accept, setup, teardown),
         cmocka_unit_test(test_no_device),
         cmocka_unit_test_setup_teardown(test_listener_accepts_and_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listener_protected_mode, setup, teardown),
+        cmocka_unit_test(test_auth_right_token_connects),
+        cmocka_unit_test(test_auth_wrong_or_missing_token_refused),
+        cmocka_unit_test(test_two_devices_rkey_of_serving_device),
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_read_request_served_over_rdma, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disk_store_served_over_rdma, setup, teardown),
+        cmocka_unit_test(test_disk_read_rdma_mode),
+        cmocka_unit_test(test_disk_read_rdma_mode_unsupported),
         cmocka_unit_test(test_production_table_is_the_libraries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -232,12 +232,27 @@ static int unmount_previous_segments(struct mc_client *c)
 
 /* master_conn's callback: a (Re)MountSegment answer named the mount epoch of one of our
  * segments (or 0: a Ping asked for a re-mount, the old mount is gone); the peer server serves
- * only descriptors of that epoch (none for 0). */
+ * only descriptors of that epoch (none for 0). One-sided RDMA never asks the peer server, so
+ * with protocol rdma the fence also registers the segment afresh: the old rkey dies now, and
+ * the ReMountSegment that follows announces the new one (transport_rdma.c). */
 static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
 {
     struct mc_client *c = arg;
-    if (!mc_id_is_zero(segment_id))
-        mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
+    if (mc_id_is_zero(segment_id))
+        return;
+    mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
+#ifdef MC_WITH_RDMA
+    if (epoch == 0 && c->rdma && mc_id_eq(segment_id, c->seg_id)) {
+        uint32_t rkey = 0;
+        int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
+        if (rc) {
+            mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
+                     "rc=%s", mc_strerror(rc));
+            rkey = 0;
+        }
+        mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
+    }
+#endif
 }
 
 #ifdef MC_TEST_HOOKS
@@ -419,17 +434,6 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     } else {
         c->id = mc_id_random();
     }
-    if (rdma && c->auth.set) {
-        /* rdma_cm connections carry no proof of the token yet: refuse rather than serve the
-         * segment to unauthenticated queue pairs */
-        mc_error("client",
-                 "protocol rdma does not authenticate its connections yet: it cannot run with "
-                 "an auth token; use --protocol=tcp, or protocol rdma without a token on a "
-                 "trusted network (protected_mode=false)",
-                 "protocol=%s", c->protocol);
-        rc = MC_ERR_NOT_SUPPORTED;
-        goto fail;
-    }
     if (rdma) {
         /* before anything else: a host without a device fails here, never falls back to tcp */
 #ifdef MC_WITH_RDMA
@@ -438,6 +442,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
         rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
         rc_cfg.client_id = c->id;
+        rc_cfg.auth = &c->auth;               /* every rdma_cm connection proves the token too */
         const struct mc_rdma_ops *ops = NULL; /* the real libraries */
 #ifdef MC_TEST_HOOKS
         ops = atomic_load(&test_rdma_ops);
@@ -476,6 +481,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     }
 #ifdef MC_WITH_RDMA
     if (c->rdma) {
+        mc_transport_rdma_serve_on(c->rdma, c->host); /* the device peers reach us on */
         rc = mc_transport_rdma_listen(c->rdma, c->bind_address, mc_peer_server_port(c->ps),
                                       c->cfg.protected_mode);
         if (rc)
@@ -564,7 +570,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
                                          .client_id = c->id,
                                          .endpoint = c->endpoint,
                                          .max_payload = mc_peer_server_max_payload(c->ps),
-                                         .enable_offloading = true};
+                                         .enable_offloading = true,
+                                         .rdma = c->rdma};
         struct mc_disk_tier *t = NULL;
         rc = mc_disk_tier_open(&dc, &t);
         if (rc)

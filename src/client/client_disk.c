@@ -7,17 +7,73 @@
  * (transport_tcp_disk.c), which reads its SSD and streams the values back. The holder refuses a
  * record of another version than the reader names (REPLICA_NOT_FOUND); the caller checks the
  * value CRC against the master's (client_get.c).
+ *
+ * With protocol rdma the PeerDiskRead goes in RDMA mode (rdma_disk.h): each item names its
+ * buffer's address and rkey (a buffer outside every registered range is registered for the
+ * call and deregistered after the answer), and the holder RDMA-writes the values there before
+ * it answers with statuses, lengths and CRCs; the version and CRC checks are the same. Items
+ * the holder cannot serve that way (NOT_SUPPORTED: no rdma there; INVALID_PARAMS: larger than
+ * its staging buffer) and items whose buffer cannot be registered go over tcp as before.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "client/client_internal.h"
 #include "common/log.h"
+#include "mooncake/errors.h"
 
 static bool is_self(const struct mc_client *c, const Mc__LocalDiskLocation *h)
 {
     return h && h->holder && h->holder->hi == c->id.hi && h->holder->lo == c->id.lo;
 }
+
+#ifdef MC_WITH_RDMA
+/* One holder's items in RDMA mode; those it cannot take that way stay status 1 for tcp. */
+static void rdma_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                       size_t m)
+{
+    for (size_t i = 0; i < m; i++)
+        items[i].status = 1; /* not taken: tcp */
+    uint32_t *rkeys = calloc(m, sizeof(*rkeys));
+    bool *temp = calloc(m, sizeof(*temp));
+    struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
+    size_t *at = calloc(m, sizeof(*at));
+    if (!rkeys || !temp || !sub || !at)
+        goto out;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!items[i].size || !items[i].buf)
+            continue;
+        uint32_t rk = 0;
+        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
+            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
+                continue; /* overlaps a registered range without lying inside it */
+            temp[i] = true;
+        }
+        rkeys[k] = rk;
+        at[k] = i;
+        sub[k++] = items[i];
+    }
+    if (k) {
+        int rc = mc_transport_tcp_disk_read_rdma(c->tcp, ep, c->endpoint, rkeys, sub, k);
+        for (size_t j = 0; j < k; j++) {
+            int st = rc ? rc : sub[j].status;
+            if (st == MC_ERR_NOT_SUPPORTED || st == MC_ERR_INVALID_PARAMS)
+                continue; /* the holder cannot push it: tcp */
+            items[at[j]] = sub[j];
+            items[at[j]].status = st;
+        }
+    }
+    for (size_t i = 0; i < m; i++)
+        if (temp[i])
+            mc_transport_rdma_unregister(c->rdma, items[i].buf);
+out:
+    free(rkeys);
+    free(temp);
+    free(sub);
+    free(at);
+}
+#endif
 
 void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const *holders,
                          struct mc_disk_read_item *items, size_t n)
@@ -62,6 +118,21 @@ void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const
                 tmp[m++] = items[j];
                 done[j] = true;
             }
+#ifdef MC_WITH_RDMA
+        if (c->rdma) {
+            rdma_group(c, ep, tmp, m);
+            size_t left = 0; /* what RDMA did not take, packed for one tcp request */
+            for (size_t k = 0; k < m; k++) {
+                if (tmp[k].status != 1) {
+                    items[idx[k]] = tmp[k];
+                    continue;
+                }
+                idx[left] = idx[k];
+                tmp[left++] = tmp[k];
+            }
+            m = left;
+        }
+#endif
         int rc = mc_transport_tcp_disk_read(c->tcp, ep, tmp, m);
         for (size_t k = 0; k < m; k++) {
             if (rc)

@@ -14,6 +14,9 @@
 
 #include "client/disk_store.h"
 #include "client/master_conn.h"
+#ifdef MC_WITH_RDMA
+#include "client/rdma_disk.h"
+#endif
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -358,6 +361,54 @@ static void free_reply(void *p)
     free(rb);
 }
 
+#ifdef MC_WITH_RDMA
+/* The RDMA push's read of one value into the staging buffer, with the tier's rules: no record
+ * or one of another version or size is REPLICA_NOT_FOUND (stale bytes are never served). */
+static int rdma_read_value(void *arg, const char *key, uint64_t version, void *buf, uint64_t cap,
+                           uint64_t *len, uint32_t *crc)
+{
+    struct mc_disk_tier *t = arg;
+    int rc = mc_rdma_disk_store_read(t->store, key, version, buf, cap, len, crc);
+    return rc == MC_ERR_OBJECT_NOT_FOUND ? MC_ERR_REPLICA_NOT_FOUND : rc;
+}
+
+/* A PeerDiskRead in RDMA mode: every value is RDMA-written into the reader's buffer before the
+ * answer, which then carries statuses, lengths and CRCs only. */
+static void serve_rdma(struct mc_disk_tier *t, struct mc_rpc_call *call,
+                       const Mc__PeerDiskReadRequest *req)
+{
+    size_t n = req->n_items;
+    int32_t *st = calloc(n ? n : 1, sizeof(*st));
+    uint64_t *lens = calloc(n ? n : 1, sizeof(*lens));
+    uint32_t *crcs = calloc(n ? n : 1, sizeof(*crcs));
+    protobuf_c_boolean *valid = calloc(n ? n : 1, sizeof(*valid));
+    if (!st || !lens || !crcs || !valid) {
+        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR);
+        goto out;
+    }
+    size_t served = mc_rdma_disk_serve(t->cfg.rdma, req, rdma_read_value, t, st, lens, crcs, valid);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < n; i++)
+        bytes += st[i] == 0 ? lens[i] : 0;
+    pthread_mutex_lock(&t->mu);
+    t->st.peer_reads += served;
+    t->st.peer_bytes += bytes;
+    pthread_mutex_unlock(&t->mu);
+    Mc__PeerDiskReadResponse resp = MC__PEER_DISK_READ_RESPONSE__INIT;
+    resp.n_statuses = resp.n_lengths = resp.n_crc32c = resp.n_crc_valid = n;
+    resp.statuses = st;
+    resp.lengths = lens;
+    resp.crc32c = crcs;
+    resp.crc_valid = valid;
+    mc_rpc_reply_peer(call, 0, &resp.base, NULL, 0, NULL, NULL);
+out:
+    free(st);
+    free(lens);
+    free(crcs);
+    free(valid);
+}
+#endif
+
 static void serve(struct mc_disk_tier *t, struct mc_rpc_call *call)
 {
     const uint8_t *payload;
@@ -374,10 +425,17 @@ static void serve(struct mc_disk_tier *t, struct mc_rpc_call *call)
     uint32_t *crcs = NULL;
     protobuf_c_boolean *valid = NULL;
     struct reply_buf *rb = NULL;
-    if (n > SERVE_MAX_ITEMS || (req->rdma_endpoint && *req->rdma_endpoint)) {
+    bool rdma = req->rdma_endpoint && *req->rdma_endpoint;
+    if (n > SERVE_MAX_ITEMS || (rdma && !t->cfg.rdma)) {
         rc = n > SERVE_MAX_ITEMS ? MC_ERR_INVALID_PARAMS : MC_ERR_NOT_SUPPORTED;
         goto out;
     }
+#ifdef MC_WITH_RDMA
+    if (rdma) {
+        serve_rdma(t, call, req);
+        goto out;
+    }
+#endif
     items = calloc(n ? n : 1, sizeof(*items));
     st = calloc(n ? n : 1, sizeof(*st));
     lens = calloc(n ? n : 1, sizeof(*lens));

@@ -57,6 +57,10 @@ struct mc_disk_tier_config {
     uint64_t max_payload; /* the largest reply payload of one peer frame */
     int serve_threads;    /* 0 = 2 */
     bool enable_offloading;
+    /* The client's rdma transport (protocol rdma), or NULL: with one, a PeerDiskRead in RDMA
+     * mode (rdma_disk.h) is served by RDMA-writing each value into the reader's buffer through
+     * the transport's staging buffer; without one it is refused with NOT_SUPPORTED. */
+    struct mc_transport *rdma;
 };
 
 /* Opens and recovers the store and starts the serve threads; registers nothing yet. Errors

@@ -147,6 +147,21 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     return rc;
 }
 
+int mc_master_conn_set_segment_rkey(struct mc_master_conn *mc, struct mc_id segment_id,
+                                    uint32_t rkey)
+{
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    pthread_mutex_lock(&mc->lock);
+    for (int i = 0; i < mc->nsegs; i++)
+        if (mc_id_eq(mc->segs[i].id, segment_id)) {
+            mc->segs[i].rkey = rkey;
+            mc->segs[i].rdma = rkey != 0;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&mc->lock);
+    return rc;
+}
+
 int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id)
 {
     pthread_mutex_lock(&mc->lock);

@@ -93,6 +93,10 @@ int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
 
 /* MountSegment, remembering the segment for re-mounts. */
 int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *seg);
+/* The rkey the next ReMountSegment announces for a remembered segment (its memory region was
+ * registered afresh). 0 or SEGMENT_NOT_FOUND. */
+int mc_master_conn_set_segment_rkey(struct mc_master_conn *mc, struct mc_id segment_id,
+                                    uint32_t rkey);
 /* UnmountSegment, forgetting the segment. */
 int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id);
 

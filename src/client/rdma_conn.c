@@ -9,6 +9,15 @@
  * INIT, RTR and RTS on both sides. The listener (a thread sleeping on its event channel) checks
  * the message, creates a queue pair for the peer and accepts with its own message, or rejects.
  * RDMA READ depth is the smaller of 16 and what the device supports.
+ *
+ * With an auth token the set-up proves it both ways before any queue pair exists on the
+ * listener's side (rdma_plan.h has the messages): the dialler's first connect carries a hello
+ * (its nonce); the listener rejects it with a challenge (its nonce and its proof) and keeps the
+ * pair of nonces as a pending challenge; the dialler checks that proof and connects again, on a
+ * fresh cm id, with its own proof; the listener accepts only a proof that matches a pending
+ * challenge of that client id, which is then used up (a replay or a second guess finds none).
+ * Anything else is rejected, logged with the peer address and counted. The rkeys a peer needs
+ * come in replica descriptors from the master, whose connections prove the token too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +29,7 @@
 #include <unistd.h>
 
 #include "client/rdma_internal.h"
+#include "common/clock.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
@@ -129,6 +139,35 @@ out:
     return rc;
 }
 
+int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
+{
+    int rc = MC_ERR_INVALID_PARAMS;
+    pthread_mutex_lock(&x->mr_lock);
+    for (size_t i = 0; i < x->nmrs; i++) {
+        struct rdma_mr *m = &x->mrs[i];
+        if (m->addr != addr)
+            continue;
+        mr_release(x, m);
+        memset(m->mr, 0, sizeof(m->mr));
+        rc = 0;
+        for (int d = 0; d < x->ndev && rc == 0; d++) {
+            m->mr[d] = x->ops->reg_mr(x->pd[d], m->addr, m->len, ACCESS);
+            if (!m->mr[d]) {
+                mc_error("rdma", "cannot register memory again", "device=%s len=%zu errno=%d(%s)",
+                         x->ops->device_name(x->devlist[d]), m->len, errno, strerror(errno));
+                rc = MC_ERR_TRANSFER_FAIL;
+            }
+        }
+        if (rc) {
+            mr_release(x, m);
+            x->mrs[i] = x->mrs[--x->nmrs];
+        }
+        break;
+    }
+    pthread_mutex_unlock(&x->mr_lock);
+    return rc;
+}
+
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
 {
     int rc = MC_ERR_INVALID_PARAMS;
@@ -202,6 +241,30 @@ static int parse_endpoint(const char *ep, struct sockaddr_storage *ss)
     return 0;
 }
 
+int mc_rdma_ctx_device_of(struct rdma_ctx *x, const char *host)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    char ep[160];
+    struct sockaddr_storage ss;
+    if (!host || !*host)
+        return -1;
+    snprintf(ep, sizeof(ep), strchr(host, ':') ? "[%s]:0" : "%s:0", host);
+    if (parse_endpoint(ep, &ss))
+        return -1;
+    struct rdma_event_channel *ch = ops->create_event_channel();
+    struct rdma_cm_id *id = NULL;
+    int dev = -1;
+    if (!ch)
+        return -1;
+    if (ops->create_id(ch, &id, NULL, RDMA_PS_TCP) == 0) {
+        if (ops->bind_addr(id, (struct sockaddr *)&ss) == 0 && id->verbs)
+            dev = dev_index(x, id->verbs);
+        ops->destroy_id(id);
+    }
+    ops->destroy_event_channel(ch);
+    return dev;
+}
+
 /* The QP and CQ of a connection whose id has its device (id->verbs) set. */
 static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_channel)
 {
@@ -260,11 +323,9 @@ void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c)
     free(c);
 }
 
-/* Waits for the next event on ech; it must be `want`. On ESTABLISHED the peer's message is
- * decoded into *msg (when msg is set). 0 or -1 (logged). */
+/* Waits for the next event on ech; it must be `want`. 0 or -1 (logged). */
 static int await(const struct mc_rdma_ops *ops, struct rdma_event_channel *ech,
-                 enum rdma_cm_event_type want, int timeout_ms, const char *endpoint,
-                 struct mc_rdma_conn_msg *msg)
+                 enum rdma_cm_event_type want, int timeout_ms, const char *endpoint)
 {
     struct rdma_cm_event *ev = NULL;
     int r = ops->get_cm_event(ech, -1, timeout_ms, &ev);
@@ -278,15 +339,152 @@ static int await(const struct mc_rdma_ops *ops, struct rdma_event_channel *ech,
         mc_warn("rdma", "connection failed", "endpoint=%s event=%s status=%d waiting_for=%s",
                 endpoint, rdma_event_str(ev->event), ev->status, rdma_event_str(want));
         rc = -1;
-    } else if (msg && (mc_rdma_conn_msg_decode(ev->param.conn.private_data,
-                                               ev->param.conn.private_data_len, msg) ||
-                       msg->kind != MC_RDMA_CONN_ACCEPT)) {
-        mc_warn("rdma", "peer accepted with a malformed connection message", "endpoint=%s len=%u",
-                endpoint, ev->param.conn.private_data_len);
-        rc = -1;
     }
     ops->ack_cm_event(ev);
     return rc;
+}
+
+/* The peer's answer to one connect: the event (ESTABLISHED or REJECTED) and its message. */
+struct answer {
+    enum rdma_cm_event_type event;
+    int status;
+    bool msg_ok; /* msg decoded */
+    struct mc_rdma_conn_msg msg;
+};
+
+/* One rdma_cm connect to dst carrying send: address, route, queue pair, connect, answer. 0 with
+ * *a filled (an established connection in *out, else *out NULL), or -1 (logged) when no answer
+ * came. */
+static int dial(struct rdma_ctx *x, const char *endpoint, const struct sockaddr_storage *dst,
+                const struct mc_rdma_conn_msg *send, int timeout_ms, struct rdma_conn **out,
+                struct answer *a)
+{
+    const struct mc_rdma_ops *ops = x->ops;
+    *out = NULL;
+    memset(a, 0, sizeof(*a));
+    struct rdma_conn *c = calloc(1, sizeof(*c));
+    if (!c)
+        return -1;
+    c->next_wr = 1;
+    c->ech = ops->create_event_channel();
+    if (!c->ech) {
+        mc_warn("rdma", "cannot create a cm event channel", "errno=%d(%s)", errno, strerror(errno));
+        goto fail;
+    }
+    if (ops->create_id(c->ech, &c->id, c, RDMA_PS_TCP)) {
+        mc_warn("rdma", "cannot create a cm id", "errno=%d", errno);
+        c->id = NULL;
+        goto fail;
+    }
+    if (ops->resolve_addr(c->id, NULL, (struct sockaddr *)dst, timeout_ms) ||
+        await(ops, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms, endpoint))
+        goto fail;
+    if (ops->resolve_route(c->id, timeout_ms) ||
+        await(ops, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms, endpoint))
+        goto fail;
+    if (conn_make_qp(x, c, true))
+        goto fail;
+    uint8_t pd[MC_RDMA_CONN_MSG_MAX];
+    struct rdma_conn_param cp;
+    memset(&cp, 0, sizeof(cp));
+    cp.private_data = pd;
+    cp.private_data_len = (uint8_t)mc_rdma_conn_msg_encode(send, pd);
+    cp.responder_resources = x->rd_atom[c->dev];
+    cp.initiator_depth = x->init_rd_atom[c->dev];
+    cp.retry_count = 7;
+    cp.rnr_retry_count = 7;
+    if (ops->connect(c->id, &cp)) {
+        mc_warn("rdma", "rdma_connect failed", "endpoint=%s errno=%d", endpoint, errno);
+        goto fail;
+    }
+    struct rdma_cm_event *ev = NULL;
+    int r = ops->get_cm_event(c->ech, -1, timeout_ms, &ev);
+    if (r != 0) {
+        mc_warn("rdma", r > 0 ? "connection step timed out" : "reading a cm event failed",
+                "endpoint=%s waiting_for=%s", endpoint, rdma_event_str(RDMA_CM_EVENT_ESTABLISHED));
+        goto fail;
+    }
+    a->event = ev->event;
+    a->status = ev->status;
+    a->msg_ok = mc_rdma_conn_msg_decode(ev->param.conn.private_data,
+                                        ev->param.conn.private_data_len, &a->msg) == 0;
+    ops->ack_cm_event(ev);
+    if (a->event == RDMA_CM_EVENT_ESTABLISHED)
+        *out = c;
+    else
+        mc_rdma_conn_destroy(x, c);
+    return 0;
+fail:
+    mc_rdma_conn_destroy(x, c);
+    return -1;
+}
+
+/* The last connect's answer must be an accept; anything else is logged and *c destroyed. */
+static int want_accept(struct rdma_ctx *x, const char *endpoint, const struct answer *a,
+                       struct rdma_conn **c)
+{
+    if (a->event != RDMA_CM_EVENT_ESTABLISHED) {
+        mc_warn("rdma", "connection failed", "endpoint=%s event=%s status=%d waiting_for=%s",
+                endpoint, rdma_event_str(a->event), a->status,
+                rdma_event_str(RDMA_CM_EVENT_ESTABLISHED));
+        return -1;
+    }
+    if (!a->msg_ok || a->msg.kind != MC_RDMA_CONN_ACCEPT) {
+        mc_warn("rdma", "peer accepted with a malformed connection message", "endpoint=%s",
+                endpoint);
+        mc_rdma_conn_destroy(x, *c);
+        *c = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The token handshake (rdma_plan.h): hello, the peer's challenge in its reject, our proof. */
+static int dial_authenticated(struct rdma_ctx *x, const char *endpoint,
+                              const struct sockaddr_storage *dst, struct mc_id client_id,
+                              int timeout_ms, struct rdma_conn **out)
+{
+    struct mc_rdma_conn_msg hello = {.kind = MC_RDMA_CONN_HELLO, .client_id = client_id};
+    if (mc_auth_random(hello.nonce, sizeof(hello.nonce)))
+        return -1;
+    struct answer a;
+    struct rdma_conn *c = NULL;
+    if (dial(x, endpoint, dst, &hello, timeout_ms, &c, &a))
+        return -1;
+    if (c || a.event != RDMA_CM_EVENT_REJECTED || !a.msg_ok ||
+        a.msg.kind != MC_RDMA_CONN_CHALLENGE) {
+        /* a peer without the token (or in protected mode) rejects a hello without a challenge;
+         * one that accepts it never saw a token either */
+        mc_rdma_conn_destroy(x, c);
+        atomic_fetch_add(&x->auth_failed, 1);
+        mc_warn("rdma",
+                "peer did not answer the token handshake: it has no auth token, or refuses this "
+                "host",
+                "endpoint=%s event=%s status=%d", endpoint, rdma_event_str(a.event), a.status);
+        return -1;
+    }
+    uint8_t want[MC_AUTH_MAC_BYTES];
+    mc_auth_server_proof(&x->auth, hello.nonce, a.msg.nonce, want);
+    if (!mc_auth_mac_equal(want, a.msg.mac)) {
+        atomic_fetch_add(&x->auth_failed, 1);
+        mc_warn("rdma", "peer failed to prove the auth token: not connecting to it", "endpoint=%s",
+                endpoint);
+        return -1;
+    }
+    struct mc_rdma_conn_msg prove = {.kind = MC_RDMA_CONN_PROVE, .client_id = client_id};
+    mc_auth_client_proof(&x->auth, hello.nonce, a.msg.nonce, prove.mac);
+    if (dial(x, endpoint, dst, &prove, timeout_ms, &c, &a))
+        return -1;
+    if (a.event == RDMA_CM_EVENT_REJECTED) {
+        atomic_fetch_add(&x->auth_failed, 1);
+        mc_warn("rdma", "peer refused our proof of the auth token", "endpoint=%s status=%d",
+                endpoint, a.status);
+        return -1;
+    }
+    if (want_accept(x, endpoint, &a, &c))
+        return -1;
+    *out = c;
+    return 0;
 }
 
 int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id client_id,
@@ -299,56 +497,35 @@ int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id 
         mc_warn("rdma", "cannot resolve peer", "endpoint=%s", endpoint);
         return MC_ERR_TRANSFER_FAIL;
     }
-    struct rdma_conn *c = calloc(1, sizeof(*c));
-    if (!c)
-        return MC_ERR_INTERNAL_ERROR;
-    c->next_wr = 1;
-    c->ech = ops->create_event_channel();
-    if (!c->ech) {
-        mc_warn("rdma", "cannot create a cm event channel", "errno=%d(%s)", errno, strerror(errno));
-        goto fail;
+    struct rdma_conn *c = NULL;
+    if (x->auth.set) {
+        if (dial_authenticated(x, endpoint, &dst, client_id, timeout_ms, &c))
+            return MC_ERR_TRANSFER_FAIL;
+    } else {
+        struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_REQUEST, .client_id = client_id};
+        struct answer a;
+        if (dial(x, endpoint, &dst, &m, timeout_ms, &c, &a) || want_accept(x, endpoint, &a, &c))
+            return MC_ERR_TRANSFER_FAIL;
     }
-    if (ops->create_id(c->ech, &c->id, c, RDMA_PS_TCP)) {
-        mc_warn("rdma", "cannot create a cm id", "errno=%d", errno);
-        c->id = NULL;
-        goto fail;
-    }
-    if (ops->resolve_addr(c->id, NULL, (struct sockaddr *)&dst, timeout_ms) ||
-        await(ops, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms, endpoint, NULL))
-        goto fail;
-    if (ops->resolve_route(c->id, timeout_ms) ||
-        await(ops, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms, endpoint, NULL))
-        goto fail;
-    if (conn_make_qp(x, c, true))
-        goto fail;
-    uint8_t pd[MC_RDMA_CONN_MSG_LEN];
-    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_REQUEST, .client_id = client_id};
-    mc_rdma_conn_msg_encode(&m, pd);
-    struct rdma_conn_param cp;
-    memset(&cp, 0, sizeof(cp));
-    cp.private_data = pd;
-    cp.private_data_len = sizeof(pd);
-    cp.responder_resources = x->rd_atom[c->dev];
-    cp.initiator_depth = x->init_rd_atom[c->dev];
-    cp.retry_count = 7;
-    cp.rnr_retry_count = 7;
-    struct mc_rdma_conn_msg peer;
-    if (ops->connect(c->id, &cp)) {
-        mc_warn("rdma", "rdma_connect failed", "endpoint=%s errno=%d", endpoint, errno);
-        goto fail;
-    }
-    if (await(ops, c->ech, RDMA_CM_EVENT_ESTABLISHED, timeout_ms, endpoint, &peer))
-        goto fail;
-    mc_debug("rdma", "connected", "endpoint=%s device=%s", endpoint,
-             ops->device_name(c->id->verbs));
+    mc_debug("rdma", "connected", "endpoint=%s device=%s auth=%d", endpoint,
+             ops->device_name(c->id->verbs), x->auth.set ? 1 : 0);
     *out = c;
     return 0;
-fail:
-    mc_rdma_conn_destroy(x, c);
-    return MC_ERR_TRANSFER_FAIL;
 }
 
 /* ---- listener ----------------------------------------------------------------------------- */
+
+#define PENDING_MAX 64          /* challenges awaiting their prove */
+#define PENDING_TTL_MS 30000ull /* a challenge unanswered this long is void */
+
+/* A challenge this listener issued: single use, answered by a prove from the same client id. */
+struct pending {
+    bool live;
+    struct mc_id client_id;
+    uint64_t issued_ms;
+    uint8_t cnonce[MC_RDMA_CONN_NONCE];
+    uint8_t snonce[MC_RDMA_CONN_NONCE];
+};
 
 struct rdma_listener {
     struct rdma_event_channel *ech;
@@ -360,7 +537,8 @@ struct rdma_listener {
     bool loopback_only; /* protected mode: peers from other hosts are rejected */
     struct mc_id client_id;
     pthread_mutex_t lock;
-    struct rdma_conn *conns; /* accepted */
+    struct rdma_conn *conns;          /* accepted */
+    struct pending pend[PENDING_MAX]; /* only the listener thread touches these */
 };
 
 static bool is_loopback(const struct sockaddr *sa)
@@ -376,11 +554,90 @@ static bool is_loopback(const struct sockaddr *sa)
     return false;
 }
 
+static void peer_addr(const struct rdma_cm_event *ev, char *out, size_t cap)
+{
+    const struct sockaddr *sa = &ev->id->route.addr.dst_addr;
+    socklen_t len =
+        sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    mc_auth_format_addr(sa, len, out, cap);
+}
+
+static void refuse(struct rdma_ctx *x, const struct rdma_cm_event *ev, const char *why)
+{
+    char peer[80];
+    peer_addr(ev, peer, sizeof(peer));
+    atomic_fetch_add(&x->auth_refused, 1);
+    mc_warn("rdma", "rejected a connection: the peer did not prove the auth token",
+            "peer=%s why=%s", peer, why);
+    x->ops->reject(ev->id, NULL, 0);
+    x->ops->destroy_id(ev->id);
+}
+
+/* Answers a hello with a challenge (in the reject: no queue pair yet). The oldest pending
+ * challenge gives way when the table is full. */
+static void challenge(struct rdma_ctx *x, struct rdma_listener *l, const struct rdma_cm_event *ev,
+                      const struct mc_rdma_conn_msg *hello)
+{
+    uint64_t now = mc_now_ms();
+    struct pending *p = &l->pend[0];
+    for (int i = 0; i < PENDING_MAX; i++) {
+        struct pending *q = &l->pend[i];
+        if (!q->live || now - q->issued_ms > PENDING_TTL_MS) {
+            p = q;
+            break;
+        }
+        if (q->issued_ms < p->issued_ms)
+            p = q;
+    }
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_CHALLENGE, .client_id = l->client_id};
+    if (mc_auth_random(m.nonce, sizeof(m.nonce))) {
+        x->ops->reject(ev->id, NULL, 0);
+        x->ops->destroy_id(ev->id);
+        return;
+    }
+    *p = (struct pending){.live = true, .client_id = hello->client_id, .issued_ms = now};
+    memcpy(p->cnonce, hello->nonce, sizeof(p->cnonce));
+    memcpy(p->snonce, m.nonce, sizeof(p->snonce));
+    mc_auth_server_proof(&x->auth, p->cnonce, p->snonce, m.mac);
+    uint8_t pd[MC_RDMA_CONN_MSG_MAX];
+    uint8_t len = (uint8_t)mc_rdma_conn_msg_encode(&m, pd);
+    x->ops->reject(ev->id, pd, len);
+    x->ops->destroy_id(ev->id);
+}
+
+/* Whether a prove answers a live challenge issued to its client id; that challenge is used up
+ * either way. */
+static bool proof_ok(struct rdma_ctx *x, struct rdma_listener *l, const struct mc_rdma_conn_msg *m)
+{
+    uint64_t now = mc_now_ms();
+    bool ok = false;
+    for (int i = 0; i < PENDING_MAX && !ok; i++) {
+        struct pending *p = &l->pend[i];
+        if (!p->live || !mc_id_eq(p->client_id, m->client_id))
+            continue;
+        if (now - p->issued_ms > PENDING_TTL_MS) {
+            p->live = false;
+            continue;
+        }
+        uint8_t want[MC_AUTH_MAC_BYTES];
+        mc_auth_client_proof(&x->auth, p->cnonce, p->snonce, want);
+        if (mc_auth_mac_equal(want, m->mac)) {
+            ok = true;
+            p->live = false;
+        }
+    }
+    if (!ok) /* a wrong proof voids every challenge of that client id: no second guess */
+        for (int i = 0; i < PENDING_MAX; i++)
+            if (l->pend[i].live && mc_id_eq(l->pend[i].client_id, m->client_id))
+                l->pend[i].live = false;
+    return ok;
+}
+
 static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
                            const struct rdma_cm_event *ev)
 {
     const struct mc_rdma_ops *ops = x->ops;
-    if (l->loopback_only && !is_loopback(&ev->id->route.addr.dst_addr)) {
+    if (!x->auth.set && l->loopback_only && !is_loopback(&ev->id->route.addr.dst_addr)) {
         mc_warn("rdma",
                 "rejected a connection from another host: protected mode serves loopback "
                 "peers only (see protected_mode)",
@@ -391,9 +648,32 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
     }
     struct mc_rdma_conn_msg m;
     if (mc_rdma_conn_msg_decode(ev->param.conn.private_data, ev->param.conn.private_data_len, &m) ||
-        m.kind != MC_RDMA_CONN_REQUEST) {
+        (m.kind != MC_RDMA_CONN_REQUEST && m.kind != MC_RDMA_CONN_HELLO &&
+         m.kind != MC_RDMA_CONN_PROVE)) {
+        if (x->auth.set) {
+            refuse(x, ev, "malformed connection message");
+            return;
+        }
         mc_warn("rdma", "rejected a connection: malformed connection message", "len=%u",
                 ev->param.conn.private_data_len);
+        ops->reject(ev->id, NULL, 0);
+        ops->destroy_id(ev->id);
+        return;
+    }
+    if (x->auth.set) {
+        if (m.kind == MC_RDMA_CONN_HELLO) {
+            challenge(x, l, ev, &m);
+            return;
+        }
+        if (m.kind != MC_RDMA_CONN_PROVE || !proof_ok(x, l, &m)) {
+            refuse(x, ev, m.kind == MC_RDMA_CONN_PROVE ? "wrong proof" : "no proof");
+            return;
+        }
+    } else if (m.kind != MC_RDMA_CONN_REQUEST) {
+        mc_warn("rdma",
+                "rejected a connection that offers the auth token handshake: this process has no "
+                "auth token (give both sides the same --auth_token_file)",
+                "kind=%u", m.kind);
         ops->reject(ev->id, NULL, 0);
         ops->destroy_id(ev->id);
         return;
@@ -411,13 +691,12 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
         mc_rdma_conn_destroy(x, c);
         return;
     }
-    uint8_t pd[MC_RDMA_CONN_MSG_LEN];
+    uint8_t pd[MC_RDMA_CONN_MSG_MAX];
     struct mc_rdma_conn_msg me = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = l->client_id};
-    mc_rdma_conn_msg_encode(&me, pd);
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof(cp));
     cp.private_data = pd;
-    cp.private_data_len = sizeof(pd);
+    cp.private_data_len = (uint8_t)mc_rdma_conn_msg_encode(&me, pd);
     cp.responder_resources = ev->param.conn.initiator_depth < x->rd_atom[c->dev]
                                  ? ev->param.conn.initiator_depth
                                  : x->rd_atom[c->dev];

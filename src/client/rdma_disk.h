@@ -9,10 +9,11 @@
  * that answer. A value larger than the staging buffer is refused with INVALID_PARAMS (as
  * upstream refuses one larger than its staging allocator).
  *
- * Status: the client serves and issues the streaming (tcp) form of PeerDiskRead
- * (disk_tier.c, transport_tcp_disk.c); a request naming an rdma_endpoint is refused there with
- * NOT_SUPPORTED. These are the two ends of the RDMA form, tested against the loopback test
- * provider and a real disk store, not yet called by the peer server handler or the Get path.
+ * Wiring: the holder's disk tier serves a PeerDiskRead that names an rdma_endpoint with
+ * mc_rdma_disk_serve when the client runs protocol rdma (disk_tier.c; NOT_SUPPORTED without
+ * an rdma transport); the reader's Get sends one (mc_transport_tcp_disk_read_rdma, from
+ * client_disk.c) with its buffers' rkeys, and falls back to the streaming form for items the
+ * holder cannot push. Tested through the loopback test provider only, never on a device.
  */
 #ifndef MC_CLIENT_RDMA_DISK_H
 #define MC_CLIENT_RDMA_DISK_H

@@ -17,11 +17,13 @@
 #define MC_CLIENT_RDMA_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "client/rdma_ops.h"
 #include "client/rdma_plan.h"
+#include "common/auth.h"
 #include "common/id.h"
 
 #define MC_RDMA_MAX_DEVS 8
@@ -47,6 +49,10 @@ struct rdma_ctx {
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
+    int serve_dev; /* the device that owns the advertised address: its rkeys go to peers */
+    struct mc_auth_key auth;       /* set: every connection proves the token (rdma_plan.h) */
+    _Atomic uint64_t auth_refused; /* peers the listener refused: no proof or a wrong one */
+    _Atomic uint64_t auth_failed;  /* peers we dialled that refused us or failed to prove */
 };
 
 struct rdma_conn {
@@ -81,6 +87,11 @@ void mc_rdma_ctx_close(struct rdma_ctx *x);
 /* Registers [addr, addr+len) on every device. INVALID_PARAMS (overlaps a registered range),
  * TRANSFER_FAIL (reg_mr failed: logged with errno). */
 int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len);
+/* Registers the range that starts at addr afresh: its memory regions are deregistered first
+ * (their rkeys stop working at once) and new ones made (new rkeys). 0, INVALID_PARAMS (addr
+ * does not start a registered range), TRANSFER_FAIL (reg_mr failed: the range is then not
+ * registered at all). */
+int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr);
 /* 0 or INVALID_PARAMS (addr does not start a registered range). */
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
 /* The keys of the registered range holding [addr, addr+len) on device dev: 0 or
@@ -88,8 +99,15 @@ int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
 int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
                      uint32_t *rkey);
 
+/* The index of the device that owns host's address (rdma_bind_addr on a scratch cm id: a peer
+ * that dials host lands on that device, so an rkey it uses must come from that device's memory
+ * region), or -1 when no device owns it (a wildcard, an unknown or non-local address). */
+int mc_rdma_ctx_device_of(struct rdma_ctx *x, const char *host);
+
 /* Dials endpoint "host:port" (rdma_cm: address, route, QP, connect with the connection
- * message). 0 or TRANSFER_FAIL (logged). */
+ * message). With a token (x->auth set) it is two connects: a hello that the peer rejects with
+ * its challenge and proof, then, once that proof checks out, a prove on a fresh cm id that the
+ * peer accepts. 0 or TRANSFER_FAIL (logged; a failed handshake counts in auth_failed). */
 int mc_rdma_conn_connect(struct rdma_ctx *x, const char *endpoint, struct mc_id client_id,
                          int timeout_ms, struct rdma_conn **out);
 /* Disconnects and frees every verbs object of c. NULL is a no-op. */
@@ -97,7 +115,10 @@ void mc_rdma_conn_destroy(struct rdma_ctx *x, struct rdma_conn *c);
 
 /* Accepts connections on bind_addr:port (the rdma_cm port space is not TCP's, so this is the
  * peer server's own port number). A connect request whose message does not decode is rejected,
- * and with loopback_only (protected mode) one from another host. 0 or TRANSFER_FAIL. */
+ * and with loopback_only (protected mode, ignored with a token) one from another host. With a
+ * token, a peer gets a queue pair only with a prove that answers a challenge this listener
+ * issued (single use, expires); anything else is rejected before any verbs object is made,
+ * logged with the peer address and counted in auth_refused. 0 or TRANSFER_FAIL. */
 int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, struct mc_id client_id,
                    bool loopback_only);
 /* Connections the listener holds now. */
@@ -119,7 +140,9 @@ struct rdma_op {
  * most timeout_ms of silence. Completions are matched to slices by work request id, in any
  * order. On the first error completion (its verbs status logged) nothing more is posted and the
  * call waits until every posted request has completed (the rest arrive flushed), so no request
- * still points into the caller's buffer when it returns. 0 or TRANSFER_FAIL; on failure c is
+ * still points into the caller's buffer when it returns. 0, REPLICA_IS_GONE (the first error
+ * was IBV_WC_REM_ACCESS_ERR: the remote key or range is not registered there) or
+ * TRANSFER_FAIL; on failure c is
  * marked broken (the caller destroys it: destroying the QP also ends any request a dead device
  * never completed). */
 int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,

@@ -7,6 +7,9 @@
  * logged). Waiting follows the verbs pattern: poll until empty; arm the CQ (req_notify_cq) and
  * poll once more (a completion that arrived before the arm raises no event); then sleep on the
  * completion channel. An event after which the CQ is empty is harmless (counted, re-armed).
+ * A remote access error as the first error is REPLICA_IS_GONE: the peer's device refused the
+ * rkey or the range, which for a descriptor the master issued means the holder registered its
+ * segment afresh (a re-mount) since; every other error is TRANSFER_FAIL.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@ struct run {
     uint64_t base;   /* wr_id of slice 0 */
     uint8_t *done;
     bool failed;
+    bool refused; /* the first error was the remote refusing the key or the range */
     struct rdma_xfer_stats *st;
 };
 
@@ -98,6 +102,7 @@ static void complete(struct run *r, const struct ibv_wc *wc)
     }
     r->failed = true;
     r->c->broken = true;
+    r->refused = wc->status == IBV_WC_REM_ACCESS_ERR;
     r->st->errors++;
     char q[64];
     mc_warn("rdma", "work request failed",
@@ -183,7 +188,7 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
         c->armed = false; /* an event consumes the arm */
         event_seen = true;
     }
-    rc = r.failed ? MC_ERR_TRANSFER_FAIL : 0;
+    rc = !r.failed ? 0 : r.refused ? MC_ERR_REPLICA_IS_GONE : MC_ERR_TRANSFER_FAIL;
 out:
     if (r.done != small)
         free(r.done);

@@ -171,6 +171,14 @@ struct mc_disk_read_item {
  * INVALID_PARAMS / INTERNAL_ERROR for the whole call (transport_tcp_disk.c). */
 int mc_transport_tcp_disk_read(struct mc_transport *t, const char *endpoint,
                                struct mc_disk_read_item *items, size_t n);
+/* The same request in RDMA mode (rdma_disk.h): each item's buf lies in memory registered with
+ * the reader's rdma transport under rkeys[i]; the holder RDMA-writes the values to the reader
+ * at rdma_endpoint (its rdma listener) and answers statuses, lengths and CRCs only. A holder
+ * that cannot (no rdma transport, a value larger than its staging buffer) answers
+ * NOT_SUPPORTED for the request or INVALID_PARAMS for the item. */
+int mc_transport_tcp_disk_read_rdma(struct mc_transport *t, const char *endpoint,
+                                    const char *rdma_endpoint, const uint32_t *rkeys,
+                                    struct mc_disk_read_item *items, size_t n);
 
 /* ---- rdma (RDMA builds only: MC_WITH_RDMA) ---------------------------------------------- */
 
@@ -183,6 +191,9 @@ struct mc_rdma_transport_config {
     uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = 4 */
     uint32_t staging_bytes;      /* disk staging buffer (mc_transport_rdma_push); 0 = 4 MiB */
     struct mc_id client_id;      /* sent in the connection message */
+    /* The shared secret (copied), or NULL: with one, every connection this transport dials or
+     * accepts proves it first (rdma_plan.h: hello, challenge, prove over rdma_cm private data). */
+    const struct mc_auth_key *auth;
 };
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
 /* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the
@@ -190,21 +201,33 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
  * protocol tcp, when the host has no usable device; INVALID_PARAMS for a bad config. */
 int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const struct mc_rdma_ops *ops,
                           struct mc_transport **out);
-/* Accepts peers' queue pairs on bind_addr:port (NULL = any address); with loopback_only
- * (protected mode) a peer on another host is rejected. The connection message carries no auth
- * token: the client refuses protocol rdma together with one (client.c). */
+/* Accepts peers' queue pairs on bind_addr:port (NULL = any address). With an auth token a peer
+ * gets a queue pair only after proving it (refusals counted in auth_refused); without one,
+ * loopback_only (protected mode) rejects a peer on another host. */
 int mc_transport_rdma_listen(struct mc_transport *t, const char *bind_addr, uint16_t port,
                              bool loopback_only);
-/* Registers [addr, addr+len) for remote access (and as a local source/target); *rkey (may be
- * NULL) is the key peers use (the first device's). INVALID_PARAMS for an overlap. */
+/* Peers reach this process at host (the address its endpoint advertises): the keys handed to
+ * peers (mc_transport_rdma_register, _rkey, _reregister) and the device name become those of
+ * the device that owns that address, the one a peer's connection lands on. With several devices
+ * and an address none owns (a wildcard, a name that does not resolve to a local address) the
+ * first device stays, with a warning. Returns the device index chosen. */
+int mc_transport_rdma_serve_on(struct mc_transport *t, const char *host);
+/* Registers [addr, addr+len) for remote access (and as a local source/target), on every device;
+ * *rkey (may be NULL) is the key peers use (the serving device's, see above). INVALID_PARAMS for
+ * an overlap. */
 int mc_transport_rdma_register(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey);
 int mc_transport_rdma_unregister(struct mc_transport *t, void *addr);
+/* A re-mount of the segment registered at addr: its memory regions are made afresh, so every
+ * rkey handed out before stops working (a reader holding an old descriptor gets
+ * REPLICA_IS_GONE, never bytes); *rkey (may be NULL) is the new one. 0, INVALID_PARAMS (addr
+ * does not start a registered range), TRANSFER_FAIL (no longer registered at all). */
+int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *rkey);
 /* The rkey peers use for [addr, addr+len), which must lie in one registered range: 0 or
  * SEGMENT_NOT_FOUND. */
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);
 /* Bytes of the staging buffer (the largest value one push moves in one piece). */
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *t);
-/* The name of the device whose rkey mc_transport_rdma_register returns. */
+/* The name of the device whose rkey mc_transport_rdma_register returns (the serving one). */
 const char *mc_transport_rdma_device(struct mc_transport *t);
 /* The holder's side of a LOCAL_DISK read over RDMA: fill(arg, offset, buf, n) produces the next
  * n bytes of the value into the registered staging buffer (a disk read), which is then
@@ -228,6 +251,8 @@ struct mc_rdma_transport_stats {
     uint64_t temp_regs;    /* transfers whose local buffer was registered for the call */
     uint64_t stale;        /* pooled queue pairs found disconnected and replaced before use */
     uint64_t retries;      /* transfers retried once on a fresh queue pair */
+    uint64_t auth_refused; /* connections our listener refused: no proof of the token, or wrong */
+    uint64_t auth_failed;  /* connections we dialled whose token handshake failed */
 };
 /* t must be an rdma transport. */
 void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);

@@ -11,6 +11,14 @@
  * a word) is retried once on a fresh queue pair, as the tcp transport does with a stale pooled
  * connection. Any other failure is the caller's to handle (a Get tries the next replica, a Put
  * revokes).
+ *
+ * Mount epochs (DESIGN.md §6). One-sided verbs never reach the holder's peer server, so the
+ * epoch check there cannot apply; the rkey stands in for it. The holder registers its segment
+ * afresh when the master fences it for a re-mount (mc_transport_rdma_reregister, from the
+ * client's epoch callback), before the ReMountSegment that announces the new rkey, so every
+ * descriptor of an earlier mount names a key the device no longer honours: the transfer fails
+ * with a remote access error, reported as REPLICA_IS_GONE, and no byte moves. A descriptor
+ * with epoch 0 (which no mount has) is refused before anything is posted.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -207,6 +215,8 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         return 0;
     if (!loc->rkey || !loc->remote_addr)
         return MC_ERR_INVALID_REPLICA; /* the descriptor carries no RDMA keys */
+    if (!loc->mount_epoch)
+        return MC_ERR_REPLICA_IS_GONE; /* no mount names epoch 0 (DESIGN.md §6) */
     for (int attempt = 0;; attempt++) {
         struct rdma_conn *c = NULL;
         bool reused = false;
@@ -227,7 +237,14 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
             pthread_mutex_unlock(&t->lock);
             continue;
         }
-        if (rc)
+        if (rc == MC_ERR_REPLICA_IS_GONE)
+            mc_warn("rdma",
+                    "replica gone: the holder's device refused the descriptor's key (its segment "
+                    "was re-mounted since the descriptor was issued)",
+                    "endpoint=%s op=%s len=%zu rkey=%u mount_epoch=%llx", loc->endpoint,
+                    is_write ? "write" : "read", len, loc->rkey,
+                    (unsigned long long)loc->mount_epoch);
+        else if (rc)
             mc_warn("rdma", "transfer failed", "endpoint=%s op=%s len=%zu", loc->endpoint,
                     is_write ? "write" : "read", len);
         return rc;
@@ -282,7 +299,7 @@ int mc_transport_rdma_register(struct mc_transport *tp, void *addr, size_t len, 
     struct rdma_transport *t = (struct rdma_transport *)tp;
     int rc = mc_rdma_ctx_register(&t->x, addr, len);
     if (rc == 0 && rkey)
-        rc = mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+        rc = mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
     return rc;
 }
 
@@ -292,10 +309,19 @@ int mc_transport_rdma_unregister(struct mc_transport *tp, void *addr)
     return mc_rdma_ctx_unregister(&t->x, addr);
 }
 
+int mc_transport_rdma_reregister(struct mc_transport *tp, void *addr, uint32_t *rkey)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int rc = mc_rdma_ctx_reregister(&t->x, addr);
+    if (rc == 0 && rkey)
+        rc = mc_rdma_ctx_keys(&t->x, addr, 1, t->x.serve_dev, NULL, rkey);
+    return rc;
+}
+
 int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    return mc_rdma_ctx_keys(&t->x, addr, len, 0, NULL, rkey);
+    return mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
 }
 
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
@@ -306,7 +332,25 @@ uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
 const char *mc_transport_rdma_device(struct mc_transport *tp)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    return t->x.ndev ? t->x.ops->device_name(t->x.devlist[0]) : "";
+    return t->x.ndev ? t->x.ops->device_name(t->x.devlist[t->x.serve_dev]) : "";
+}
+
+int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int d = mc_rdma_ctx_device_of(&t->x, host);
+    if (d < 0) {
+        if (t->x.ndev > 1)
+            mc_warn("rdma",
+                    "no RDMA device owns the advertised address: peers get the first device's "
+                    "keys, which only work if their connections land there",
+                    "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[0]));
+        d = 0;
+    }
+    t->x.serve_dev = d;
+    mc_info("rdma", "serving on device", "host=%s device=%s", host ? host : "",
+            t->x.ops->device_name(t->x.devlist[d]));
+    return d;
 }
 
 int mc_transport_rdma_listen(struct mc_transport *tp, const char *bind_addr, uint16_t port,
@@ -333,6 +377,8 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->flushed = t->xs.flushed;
     st->stray = t->xs.stray;
     st->empty_events = t->xs.empty_events;
+    st->auth_refused = atomic_load(&t->x.auth_refused);
+    st->auth_failed = atomic_load(&t->x.auth_failed);
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
     pthread_mutex_unlock(&t->lock);
@@ -387,6 +433,10 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
             t->cfg.staging_bytes = cfg->staging_bytes;
         t->cfg.client_id = cfg->client_id;
     }
+    struct mc_auth_key auth = {0};
+    if (cfg && cfg->auth && cfg->auth->set)
+        auth = *cfg->auth;
+    t->cfg.auth = NULL; /* the key lives in the context, copied below */
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
     t->base.ops = &rdma_vtable;
@@ -395,6 +445,7 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
         t->cfg.window > MC_RDMA_MAX_WR || mc_id_is_zero(t->cfg.client_id))
         goto fail;
     rc = mc_rdma_ctx_open(&t->x, ops ? ops : mc_rdma_ops_verbs());
+    t->x.auth = auth;
     if (rc)
         goto fail;
     rc = MC_ERR_INTERNAL_ERROR;

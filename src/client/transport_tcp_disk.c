@@ -12,6 +12,10 @@
  * the size asked for, payload bytes that do not add up) fails the request's items with
  * TRANSFER_FAIL and closes the connection. A pooled connection found dead before any reply
  * byte (the holder closed it while idle) is replaced once; reads are idempotent.
+ *
+ * RDMA mode (mc_transport_tcp_disk_read_rdma): the request also names the reader's rdma
+ * endpoint and, per item, the address and rkey of its buffer; the holder RDMA-writes each value
+ * there before it answers, so the reply carries statuses, lengths and CRCs but no payload.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +38,14 @@ static void fail_items(struct mc_disk_read_item *items, size_t n, int rc)
         items[i].status = rc;
 }
 
+/* RDMA mode of one call: the reader's endpoint and one rkey per item (NULL: streaming). */
+struct rdma_mode {
+    const char *endpoint;
+    const uint32_t *rkeys;
+};
+
 static int send_request(struct mc_transport *t, struct mc_tcp_conn *conn, uint64_t id,
-                        const struct mc_disk_read_item *items, size_t n)
+                        const struct mc_disk_read_item *items, size_t n, const struct rdma_mode *rm)
 {
     int rc = MC_ERR_INTERNAL_ERROR;
     Mc__DiskReadItem *it = calloc(n, sizeof(*it));
@@ -48,11 +58,17 @@ static int send_request(struct mc_transport *t, struct mc_tcp_conn *conn, uint64
         it[i].key = (char *)items[i].key;
         it[i].size = items[i].size;
         it[i].version = items[i].version;
+        if (rm) {
+            it[i].rdma_addr = (uint64_t)(uintptr_t)items[i].buf;
+            it[i].rdma_rkey = rm->rkeys[i];
+        }
         itp[i] = &it[i];
     }
     Mc__PeerDiskReadRequest r = MC__PEER_DISK_READ_REQUEST__INIT;
     r.n_items = n;
     r.items = itp;
+    if (rm)
+        r.rdma_endpoint = (char *)rm->endpoint;
     size_t clen = mc__peer_disk_read_request__get_packed_size(&r);
     head = malloc(MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen);
     if (!head)
@@ -77,7 +93,7 @@ out:
  * the stream still in sync: *clean stays true), or TRANSFER_FAIL; *any says a reply byte
  * arrived. */
 static int recv_reply(struct mc_transport *t, struct mc_tcp_conn *conn, const char *endpoint,
-                      uint64_t id, struct mc_disk_read_item *items, size_t n, bool *any,
+                      uint64_t id, struct mc_disk_read_item *items, size_t n, bool rdma, bool *any,
                       bool *clean)
 {
     int fd = mc_tcp_conn_fd(conn);
@@ -122,15 +138,15 @@ static int recv_reply(struct mc_transport *t, struct mc_tcp_conn *conn, const ch
     for (size_t i = 0; i < n; i++) {
         if (r->statuses[i] == 0 && r->lengths[i] != items[i].size)
             goto out; /* the bytes could not be placed */
-        if (r->statuses[i] == 0)
-            total += items[i].size;
+        if (r->statuses[i] == 0 && !rdma)
+            total += items[i].size; /* in rdma mode the bytes already landed */
     }
     if (total != rest)
         goto out;
     for (size_t i = 0; i < n; i++) {
         struct mc_disk_read_item *it = &items[i];
         int st = r->statuses[i];
-        if (st == 0 && it->size && mc_tcp_recv_all(fd, it->buf, it->size))
+        if (st == 0 && !rdma && it->size && mc_tcp_recv_all(fd, it->buf, it->size))
             goto out;
         it->status = st <= 0 ? st : MC_ERR_TRANSFER_FAIL;
         it->crc = r->n_crc32c ? r->crc32c[i] : 0;
@@ -149,7 +165,7 @@ out:
 /* One request (items[0..n)) and its reply, retried once on a fresh connection when a pooled
  * one turns out dead before answering. */
 static void one_request(struct mc_transport *t, const char *endpoint,
-                        struct mc_disk_read_item *items, size_t n)
+                        struct mc_disk_read_item *items, size_t n, const struct rdma_mode *rm)
 {
     for (int attempt = 0; attempt < 2; attempt++) {
         struct mc_tcp_conn *conn = NULL;
@@ -160,9 +176,9 @@ static void one_request(struct mc_transport *t, const char *endpoint,
             return;
         }
         uint64_t id = mc_tcp_conn_ids(conn, 1);
-        rc = send_request(t, conn, id, items, n);
+        rc = send_request(t, conn, id, items, n, rm);
         if (rc == 0)
-            rc = recv_reply(t, conn, endpoint, id, items, n, &any, &clean);
+            rc = recv_reply(t, conn, endpoint, id, items, n, rm != NULL, &any, &clean);
         mc_tcp_conn_put(t, endpoint, conn, rc == 0 && clean);
         if (rc == 0)
             return;
@@ -181,51 +197,76 @@ static void one_request(struct mc_transport *t, const char *endpoint,
     }
 }
 
-int mc_transport_tcp_disk_read(struct mc_transport *t, const char *endpoint,
-                               struct mc_disk_read_item *items, size_t n)
+static int disk_read(struct mc_transport *t, const char *endpoint, struct mc_disk_read_item *items,
+                     size_t n, const char *rdma_endpoint, const uint32_t *rkeys)
 {
     if (n == 0)
         return 0;
     if (!items || !endpoint || !*endpoint)
         return MC_ERR_INVALID_PARAMS;
+    bool rdma = rdma_endpoint != NULL;
     uint64_t cap = mc_tcp_config(t)->max_frame_bytes;
     cap = cap > FRAME_SLACK * 2 ? cap - FRAME_SLACK : cap / 2;
     for (size_t i = 0; i < n; i++) {
         items[i].status = 1;
         items[i].crc_valid = false;
-        if (!items[i].key || !*items[i].key || (items[i].size && !items[i].buf))
+        if (!items[i].key || !*items[i].key || (items[i].size && !items[i].buf) ||
+            (rdma && (!rkeys[i] || !items[i].size)))
             items[i].status = MC_ERR_INVALID_PARAMS;
-        else if (items[i].size > cap)
+        else if (!rdma && items[i].size > cap)
             items[i].status = MC_ERR_BUFFER_OVERFLOW; /* one frame carries one value at most */
     }
     /* the pending items side by side, so the ones refused above do not split a request */
     struct mc_disk_read_item *tmp = malloc(n * sizeof(*tmp));
     size_t *idx = malloc(n * sizeof(*idx));
-    if (!tmp || !idx) {
+    uint32_t *tkeys = rdma ? malloc(n * sizeof(*tkeys)) : NULL;
+    if (!tmp || !idx || (rdma && !tkeys)) {
         free(tmp);
         free(idx);
+        free(tkeys);
         return MC_ERR_INTERNAL_ERROR;
     }
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
         if (items[i].status == 1) {
             idx[m] = i;
+            if (rdma)
+                tkeys[m] = rkeys[i];
             tmp[m++] = items[i];
         }
     size_t i = 0;
     while (i < m) {
         size_t j = i;
         uint64_t bytes = 0;
-        while (j < m && j - i < MC_PEER_MAX_BATCH && (j == i || bytes + tmp[j].size <= cap)) {
+        /* in rdma mode the values never enter the frame: only the item count bounds it */
+        while (j < m && j - i < MC_PEER_MAX_BATCH &&
+               (j == i || rdma || bytes + tmp[j].size <= cap)) {
             bytes += tmp[j].size;
             j++;
         }
-        one_request(t, endpoint, tmp + i, j - i);
+        struct rdma_mode rm = {.endpoint = rdma_endpoint, .rkeys = rdma ? tkeys + i : NULL};
+        one_request(t, endpoint, tmp + i, j - i, rdma ? &rm : NULL);
         i = j;
     }
     for (size_t k = 0; k < m; k++)
         items[idx[k]] = tmp[k];
     free(tmp);
     free(idx);
+    free(tkeys);
     return 0;
+}
+
+int mc_transport_tcp_disk_read(struct mc_transport *t, const char *endpoint,
+                               struct mc_disk_read_item *items, size_t n)
+{
+    return disk_read(t, endpoint, items, n, NULL, NULL);
+}
+
+int mc_transport_tcp_disk_read_rdma(struct mc_transport *t, const char *endpoint,
+                                    const char *rdma_endpoint, const uint32_t *rkeys,
+                                    struct mc_disk_read_item *items, size_t n)
+{
+    if (!rdma_endpoint || !*rdma_endpoint || (n && !rkeys))
+        return MC_ERR_INVALID_PARAMS;
+    return disk_read(t, endpoint, items, n, rdma_endpoint, rkeys);
 }
