@@ -8,9 +8,7 @@
  * the submission queue up, submits (waiting for one completion only when nothing else is ready),
  * then runs the completion callbacks of what it reaped last time, so CRC checks overlap the I/O
  * already queued. disk_ring_run_fed also fills each operation's buffer just before it is queued
- * (the write path encodes its records there) and submits each filled operation at once, without
- * waiting, before it fills the next, so the kernel writes one while the next is encoded (filling
- * all of a batch that fits the queue depth before the first submit left the disk idle meanwhile).
+ * (the write path encodes its records there), so that work overlaps the I/O in flight too.
  *
  * Each ring tries to register its aligned staging buffer (pinned memory: RLIMIT_MEMLOCK) and a
  * sparse table of DISK_MAX_SLOTS files. A ring that writes batches larger than its staging
@@ -481,17 +479,13 @@ void disk_ring_run_fed(struct disk_ring *r, struct disk_io *ios, size_t n,
                 break;
             }
             r->pend[(phead + npend++) % r->depth] = i;
-            if (fresh && fill)
-                break; /* out it goes before the next one is filled */
         }
         if (!hard && (npend > 0 || inflight > 0)) {
             int rc;
-            /* more to fill and room for it: submit without waiting, then fill the next */
-            int eager = fill && next < n && inflight + npend < r->depth;
             if (npend > 0 && fault_take(faults, ios[0].write, 1) == MC_DISK_FAULT_SUBMIT)
                 rc = -ENXIO;
             else
-                rc = io_uring_submit_and_wait(&r->ring, nreaped == 0 && !eager ? 1 : 0);
+                rc = io_uring_submit_and_wait(&r->ring, nreaped == 0 ? 1 : 0);
             if (rc >= 0) {
                 size_t took = (size_t)rc < npend ? (size_t)rc : npend;
                 phead = (phead + took) % r->depth;
