@@ -22,3 +22,9 @@ if(TARGET mc_client_static)
   mc_add_test(test_disk_read SOURCES test_disk_read.c LIBS mc_client_static Threads::Threads
               TIMEOUT 60)
 endif()
+# What the write path reuses: the ring's kept window buffer, evicted extent files as spares
+# (steady state, a killed writer over a reused file, no_recycle).
+if(TARGET mc_client_static)
+  mc_add_test(test_disk_reuse SOURCES test_disk_reuse.c LIBS mc_client_static Threads::Threads
+              TIMEOUT 60)
+endif()

@@ -4,19 +4,25 @@
 # the same directory), and writes: the store's batched appends (the offload worker's path) vs
 # fio's sequential O_DIRECT write of the same block size. Every measurement runs --seconds (at
 # least 5) and each round runs fio then the store, alternating, so drift of a shared machine
-# hits both; the tables show each round's figures and ratio, then the medians.
+# hits both; the tables show each round's figures and ratio, then the medians. Writes: fio's
+# file stays from round to round (fio writes over it), and so does the store's directory
+# (mooncake_bench disk --write --keep: a full store appending over its evicted extents), so
+# round 1 starts empty on both sides and the later rounds are steady state on both.
 #
 # usage: scripts/bench/disk_vs_fio.sh [--data 1GiB] [--rounds 3] [--seconds 5] [--dir DIR]
-#                                      [--bin PATH] [--timeout 900] [--no-write]
+#                                      [--bin PATH] [--ab PATH] [--timeout 900] [--no-write]
+#                                      [--no-read] [--sizes "65536 1048576"]
 #   --dir      where the files go (default $TMPDIR or /tmp): put it on the SSD under test
 #   --bin      mooncake_bench (default $BUILD_DIR/bin/mooncake_bench, BUILD_DIR=build)
+#   --ab       a second mooncake_bench (another build, e.g. the main branch's) run in every
+#              round too, in alternating order with --bin, each against the same fio figure
 #   --timeout  seconds one fio or bench run may take before it is killed (the run then fails)
 # Prints the tables on stdout; the JSON lines of both tools are kept in the log it names. Every
 # run is bounded by timeout(1); any exit stops what still runs (scripts/bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=1GiB ROUNDS=3 SECS=5 DIR=${TMPDIR:-/tmp} BIN=${BUILD_DIR:-build}/bin/mooncake_bench TMO=900
-WRITE=1
+WRITE=1 READ=1 AB="" SIZES="65536 1048576"
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
@@ -26,7 +32,10 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --timeout) TMO=$2; shift 2 ;;
     --no-write) WRITE=0; shift ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    --no-read) READ=0; shift ;;
+    --ab) AB=$2; shift 2 ;;
+    --sizes) SIZES=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -34,6 +43,7 @@ for t in fio timeout python3; do
   command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
 done
 [ -x "$BIN" ] || { echo "mooncake_bench not found at $BIN (build first or pass --bin)" >&2; exit 1; }
+[ -z "$AB" ] || [ -x "$AB" ] || { echo "--ab: mooncake_bench not found at $AB" >&2; exit 1; }
 [ "$SECS" -ge 5 ] 2>/dev/null || { echo "--seconds must be an integer >= 5" >&2; exit 2; }
 
 to_bytes() { # 1GiB, 512MiB, 64KiB, 1G, 123
@@ -66,58 +76,96 @@ fio_bw() { # read|write
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["jobs"][0][sys.argv[2]]["bw_bytes"])' \
     "$ROOT/out.json" "$1"
 }
-mc_bw() {
-  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["bytes_per_s"])' \
-    "$ROOT/out.json"
+mc_bw() { # [field]: value bytes/s by default
+  python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline()).get(sys.argv[2], 0))' \
+    "$ROOT/out.json" "${1:-bytes_per_s}"
 }
 size_name() { awk -v bs="$1" 'BEGIN { printf "%s", (bs >= 1048576 ? bs/1048576 " MiB" : bs/1024 " KiB") }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
+med() { printf '%s\n' "$@" | mc_median; }
+
+# One store run: its value bytes/s into MC_OUT (and record bytes/s into MC_DISK for writes).
+store_run() { # bin what bs dir
+  local bin=$1 what=$2 bs=$3 dir=$4
+  if [ "$what" = randread ]; then
+    run_json "$bin" disk --dir "$dir" --keep --data "$BYTES" --sizes "$bs" --runs 1 \
+      --qd 32 --seconds "$SECS"
+    MC_DISK=0
+  else
+    run_json "$bin" disk --dir "$dir" --write --keep --data "$BYTES" --sizes "$bs" --runs 1 \
+      --qd 32 --seconds "$SECS"
+    MC_DISK=$(mc_bw disk_bytes_per_s)
+  fi
+  MC_OUT=$(mc_bw)
+}
 
 SUMMARY=()
-# One comparison: ROUNDS rounds of fio then the store; a row per round, then the medians.
+# One comparison: ROUNDS rounds of fio then the store (then the --ab store, the two in turn
+# first); a row per round, then the medians.
 compare() { # what bs
-  local what=$1 bs=$2 r f m FIO=() MC=() RATIOS=()
+  local what=$1 bs=$2 r f m a d FIO=() MC=() AR=() RATIOS=() ABR=() DR=()
   for ((r = 1; r <= ROUNDS; r++)); do
     if [ "$what" = randread ]; then
       run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
         --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
         --time_based --runtime="$SECS" --output-format=json
       f=$(fio_bw read)
-      run_json "$BIN" disk --dir "$ROOT/mc" --keep --data "$BYTES" --sizes "$bs" --runs 1 \
-        --qd 32 --seconds "$SECS"
     else
       run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
         --direct=1 --rw=write --bs="$bs" --iodepth=32 --numjobs=1 \
         --time_based --runtime="$SECS" --output-format=json
       f=$(fio_bw write)
-      run_json "$BIN" disk --dir "$ROOT/mc" --write --data "$BYTES" --sizes "$bs" --runs 1 \
-        --qd 32 --seconds "$SECS"
     fi
-    m=$(mc_bw)
-    FIO+=("$f") MC+=("$m")
-    RATIOS+=("$(awk -v f="$f" -v m="$m" 'BEGIN { printf "%.3f", m/f }')")
-    awk -v w="$what" -v s="$(size_name "$bs")" -v r="$r" -v f="$f" -v m="$m" 'BEGIN {
-      printf "| %s | %s | %d | %.0f | %.0f | %.2f |\n", w, s, r, f/1e6, m/1e6, m/f }'
-    echo "round $r $what bs=$bs fio=$f store=$m" >> "$LOG"
+    if [ -n "$AB" ] && [ $((r % 2)) = 0 ]; then
+      store_run "$AB" "$what" "$bs" "$ROOT/ab"; a=$MC_OUT
+      store_run "$BIN" "$what" "$bs" "$ROOT/mc"; m=$MC_OUT d=$MC_DISK
+    else
+      store_run "$BIN" "$what" "$bs" "$ROOT/mc"; m=$MC_OUT d=$MC_DISK
+      if [ -n "$AB" ]; then store_run "$AB" "$what" "$bs" "$ROOT/ab"; a=$MC_OUT; fi
+    fi
+    FIO+=("$f") MC+=("$m") RATIOS+=("$(ratio "$m" "$f")")
+    [ "$what" = randread ] || DR+=("$(ratio "$d" "$f")")
+    local row
+    row=$(awk -v w="$what" -v s="$(size_name "$bs")" -v r="$r" -v f="$f" -v m="$m" 'BEGIN {
+      printf "| %s | %s | %d | %.0f | %.0f | %.2f |", w, s, r, f/1e6, m/1e6, m/f }')
+    if [ -n "$AB" ]; then
+      AR+=("$a") ABR+=("$(ratio "$a" "$f")")
+      row+=$(awk -v f="$f" -v a="$a" -v m="$m" 'BEGIN { printf " %.0f | %.2f | %.2f |", a/1e6, a/f, m/a }')
+    fi
+    echo "$row"
+    echo "round $r $what bs=$bs fio=$f store=$m record_bytes=$d ab=${a:-}" >> "$LOG"
   done
-  local fm mm rm
-  fm=$(printf '%s\n' "${FIO[@]}" | mc_median)
-  mm=$(printf '%s\n' "${MC[@]}" | mc_median)
-  rm=$(printf '%s\n' "${RATIOS[@]}" | mc_median)
-  SUMMARY+=("$(awk -v w="$what" -v s="$(size_name "$bs")" -v f="$fm" -v m="$mm" -v r="$rm" \
-    -v all="${RATIOS[*]}" 'BEGIN {
-      printf "| %s | %s | %.0f | %.0f | %.2f | %s |", w, s, f/1e6, m/1e6, r, all }')")
+  local line
+  line=$(awk -v w="$what" -v s="$(size_name "$bs")" -v f="$(med "${FIO[@]}")" \
+    -v m="$(med "${MC[@]}")" -v r="$(med "${RATIOS[@]}")" -v all="${RATIOS[*]}" 'BEGIN {
+      printf "| %s | %s | %.0f | %.0f | %.2f | %s |", w, s, f/1e6, m/1e6, r, all }')
+  if [ "$what" = randread ]; then line+=" - |"; else line+=" $(med "${DR[@]}") (${DR[*]}) |"; fi
+  if [ -n "$AB" ]; then
+    line+=$(awk -v a="$(med "${AR[@]}")" -v r="$(med "${ABR[@]}")" -v all="${ABR[*]}" 'BEGIN {
+      printf " %.0f | %.2f | %s |", a/1e6, r, all }')
+  fi
+  SUMMARY+=("$line")
   rm -f "$ROOT/fio.dat"
+  rm -rf "$ROOT/mc/w$bs" "$ROOT/ab/w$bs" "$ROOT/mc/v$bs" "$ROOT/ab/v$bs"
 }
 
-printf '| case | size | round | fio MB/s | store MB/s | store / fio |\n|---|---|---|---|---|---|\n'
-for BS in 65536 1048576; do
-  compare randread "$BS"
-  rm -rf "$ROOT/mc/v$BS"
-done
-if [ "$WRITE" = 1 ]; then
-  for BS in 65536 1048576; do compare write "$BS"; done
+if [ -n "$AB" ]; then
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio | --ab MB/s | --ab / fio | store / --ab |\n'
+  printf '|---|---|---|---|---|---|---|---|---|\n'
+else
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio |\n|---|---|---|---|---|---|\n'
 fi
-printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios |\n'
-printf '|---|---|---|---|---|---|\n'
+if [ "$READ" = 1 ]; then
+  for BS in $SIZES; do compare randread "$BS"; done
+fi
+if [ "$WRITE" = 1 ]; then
+  for BS in $SIZES; do compare write "$BS"; done
+fi
+printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios | record bytes / fio (writes) |'
+if [ -n "$AB" ]; then
+  printf ' --ab MB/s (median) | --ab: median of round ratios | --ab round ratios |\n|---|---|---|---|---|---|---|---|---|---|\n'
+else
+  printf '\n|---|---|---|---|---|---|---|\n'
+fi
 printf '%s\n' "${SUMMARY[@]}"
 echo "data set ${DATA} per size, ${ROUNDS} rounds of ${SECS} s per side, iodepth 32, 1 job; log: $LOG" >&2

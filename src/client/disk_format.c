@@ -3,7 +3,9 @@
  *
  * Extent superblock, block 0 of every extent file (format 2):
  *   0 magic "MCDX" u32 | 4 format u16 | 6 zero u16 | 8 extent id u64 | 16 nonce u64 |
- *   24 zero (36 bytes) | 60 crc u32 (CRC32C of bytes 0..59); the rest of the block is zero.
+ *   24 flags u32 | 28 zero (32 bytes) | 60 crc u32 (CRC32C of bytes 0..59); the rest of the
+ *   block is zero. Flags: DISK_SB_RECYCLED (1): the file held an older extent, whose stale bytes
+ *   follow the records (a scan does not count them as damage when they run to the end).
  * Record header (format 2), at a 4 KiB boundary after the superblock:
  *   0 magic "MCDR" u32 | 4 format u16 | 6 flags u16 | 8 key_len u32 | 12 value_crc u32 |
  *   16 value_len u64 | 24 version u64 | 32 extent id u64 | 40 offset u64 | 48 nonce u64 |
@@ -54,7 +56,7 @@ static uint64_t get64(const unsigned char *p)
     return le64toh(v);
 }
 
-void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce)
+void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce, uint32_t flags)
 {
     unsigned char *p = blk;
     memset(p, 0, MC_DISK_BLOCK);
@@ -62,10 +64,11 @@ void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce)
     put16(p + 4, DISK_FORMAT);
     put64(p + 8, id);
     put64(p + 16, nonce);
+    put32(p + 24, flags);
     put32(p + 60, mc_crc32c(p, 60));
 }
 
-int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce)
+int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce, uint32_t *flags)
 {
     const unsigned char *p = blk;
     if (get32(p) == DISK_MAGIC)
@@ -75,7 +78,8 @@ int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce)
         return -1;
     *id = get64(p + 8);
     *nonce = get64(p + 16);
-    return 0;
+    *flags = get32(p + 24);
+    return *flags & ~DISK_SB_RECYCLED ? -1 : 0; /* a flag this version does not know */
 }
 
 void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key)

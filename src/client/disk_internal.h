@@ -29,6 +29,8 @@
 #define DISK_FLAG_DEAD 2u /* superseded or removed: skipped by length at recovery */
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
+#define DISK_SB_RECYCLED 1u /* superblock flag: the file held an older extent before */
+#define DISK_MAX_SPARES 2u  /* evicted extent files kept for reuse (disk_store.c) */
 
 static inline uint64_t disk_round_up(uint64_t v)
 {
@@ -54,11 +56,11 @@ struct disk_hdr {
     uint64_t off;
     uint64_t nonce; /* the extent's */
 };
-/* Writes an extent's superblock into blk (MC_DISK_BLOCK bytes). */
-void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce);
-/* 0 and fills id/nonce when blk holds a valid superblock; -2 when it starts with a record
+/* Writes an extent's superblock into blk (MC_DISK_BLOCK bytes); flags: DISK_SB_*. */
+void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce, uint32_t flags);
+/* 0 and fills id/nonce/flags when blk holds a valid superblock; -2 when it starts with a record
  * header of another format (an extent written by an older version); -1 otherwise. */
-int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce);
+int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce, uint32_t *flags);
 /* Writes the header + key into blk (zero-filled up to the header block size). */
 void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key);
 /* Checks magic, format, header CRC (over header and key; the key must be within avail bytes of
@@ -80,6 +82,8 @@ struct disk_extent {
     uint32_t readers;           /* reads in flight */
     uint32_t writers;           /* appends in flight */
     int sealed;                 /* takes no more appends */
+    int recycled;               /* the file held an evicted extent before: past the records lie
+                                 * its stale bytes (never verifiable here: other id, nonce) */
     int dropping;               /* chosen for eviction */
     uint32_t unkilled;          /* superseded records here that could not be marked dead: no newer
                                  * extent may be evicted before this one (the key would come back) */
@@ -140,7 +144,13 @@ struct disk_ring {
     char *staging;
     size_t staging_len;
     size_t staging_used; /* bump allocator, reset per batch */
-    int buf_registered;
+    int buf_registered;  /* staging is registered buffer 0 */
+    /* The write path's window buffer (disk_ring_window): mapped on first use and kept, so a
+     * large append does not map, fault in and zero fresh memory every time. Registered as
+     * buffer 1 when RLIMIT_MEMLOCK allows (window_registered). */
+    char *window;
+    size_t window_len;
+    int window_registered;
     int files_registered;
     uint64_t files_gen;
     size_t *reaped; /* depth completions waiting for their callback */
@@ -170,6 +180,14 @@ void disk_ring_run_fed(struct disk_ring *r, struct disk_io *ios, size_t n,
 /* Aligned scratch: from the ring's staging when it fits (registered), else posix_memalign
  * (*heap = 1: the caller frees it). NULL on allocation failure. */
 void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap);
+/* Largest window buffer a ring keeps between calls; a larger request gets memory of its own. */
+#define DISK_WINDOW_KEEP (128u << 20)
+/* An aligned buffer of len bytes for one write window: the ring's staging when it fits, else
+ * its kept window buffer (grown when too small, up to DISK_WINDOW_KEEP), else a one-off
+ * mapping (*own = 1: give it back with disk_ring_window_release). Contents are undefined:
+ * the caller writes every byte it sends. NULL when out of memory. */
+void *disk_ring_window(struct mc_disk_store *s, struct disk_ring *r, size_t len, int *own);
+void disk_ring_window_release(void *buf, size_t len, int own);
 
 /* ---- the store ---- */
 struct mc_disk_store {
@@ -203,8 +221,19 @@ struct mc_disk_store {
     struct disk_ring *pool;
     int logged_plain_bufs, logged_plain_files, logged_no_uring;
     int last_buf_registered, last_files_registered;
+    uint64_t window_maps; /* window buffers mapped (kept ones and one-off ones), pool_mu */
 
     struct disk_faults faults;
+
+    /* Evicted extent files kept for reuse as new extents, renamed "<old id>.spr" (s->mu):
+     * writing over blocks the filesystem already holds costs neither the unwritten-extent
+     * conversions of fresh preallocated blocks nor the discards of a delete. */
+    struct {
+        uint64_t id;
+        int fd;
+    } spares[DISK_MAX_SPARES];
+    unsigned nspares;
+    uint64_t recycled_extents; /* extents created from a spare */
 };
 
 /* Ring pool (disk_uring.c). disk_ring_get falls back to synchronous I/O when io_uring is not
@@ -228,6 +257,8 @@ void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e); /* d
 int disk_make_room_locked(struct mc_disk_store *s, uint64_t need);
 void disk_watermark_evict_locked(struct mc_disk_store *s);
 int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create);
+/* "<16 hex digits>.ext" / ".spr" (a spare: deleted at open and close). */
+void disk_extent_name(uint64_t id, int spare, char *name, size_t len);
 /* Reserves rec bytes at the end of the active extent (a new extent when it is sealed or full)
  * for a record the store moves itself, and counts a writer on it. Capacity is the caller's
  * business. s->mu held. 0, or an error code (UNABLE_OFFLOAD while the filesystem is full). */

@@ -18,6 +18,11 @@
  * append). Whatever follows the last good record (a torn append) is counted and cut off with
  * ftruncate. An extent with no live record is deleted.
  *
+ * A reused extent (superblock flag RECYCLED, see disk_store.h "Space") holds the stale bytes of
+ * the file's older extent past its records: a bad run that reaches the end there is not counted
+ * as dropped (it cannot verify: other extent id and nonce); one followed by a good record is.
+ * Spare files ("<id>.spr") left by a crash are deleted.
+ *
  * An extent whose block 0 is not a superblock of this format is never read: one of an older
  * format (its block 0 is an old record header) or with a damaged superblock is logged and left
  * on disk untouched (not adopted, not deleted); one whose block 0 is all zero or missing (a
@@ -176,9 +181,11 @@ static int read_superblock(struct scan *sc)
     if (read_full(sc->x->fd, sc->buf, MC_DISK_BLOCK, 0) != 0)
         return -1;
     uint64_t id = 0, nonce = 0;
-    int rc = disk_sb_decode(sc->buf, &id, &nonce);
+    uint32_t flags = 0;
+    int rc = disk_sb_decode(sc->buf, &id, &nonce, &flags);
     if (rc == 0 && id == sc->x->id) {
         sc->x->nonce = nonce;
+        sc->x->recycled = (flags & DISK_SB_RECYCLED) != 0;
         return 0;
     }
     if (rc == -2)
@@ -195,6 +202,9 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
     struct mc_disk_store *s = sc->s;
     uint64_t off = MC_DISK_BLOCK, good_end = MC_DISK_BLOCK, bad_start = 0;
     int in_bad = 0, torn = 0, bad_zero = 0; /* bad_zero: the bad run is all zero blocks */
+    /* In a reused file, a bad run is damage only when a good record follows it: one that runs
+     * to the end is the older extent's stale bytes, so its count waits for its end. */
+    int recycled = sc->x->recycled, bad_pending = 0;
     char *key = malloc(MC_DISK_MAX_KEY_LEN);
     if (!key)
         return -1;
@@ -208,6 +218,12 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
             if (in_bad) {
                 s->dropped_bytes += off - bad_start;
                 in_bad = 0;
+                if (bad_pending) {
+                    s->dropped_records++;
+                    mc_warn(DISK_COMP, "recovery skipped damaged record",
+                            "extent=%" PRIu64 " off=%" PRIu64, sc->x->id, bad_start);
+                }
+                bad_pending = 0;
             }
             if (h.flags & DISK_FLAG_DEAD) {
                 good_end = off + rec; /* superseded or removed: nothing to verify */
@@ -237,7 +253,9 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
             in_bad = 1;
             bad_start = off;
             bad_zero = zero;
-            if (!zero) {
+            if (!zero && recycled) {
+                bad_pending = 1;
+            } else if (!zero) {
                 s->dropped_records++;
                 mc_warn(DISK_COMP, "recovery skipped damaged record",
                         "extent=%" PRIu64 " off=%" PRIu64, sc->x->id, off);
@@ -247,7 +265,7 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
     }
     /* zeros up to the end are the preallocated, never written part of the extent (see
      * extent_create_locked): not a loss */
-    if (in_bad && !bad_zero)
+    if (in_bad && !bad_zero && !recycled)
         s->dropped_bytes += off - bad_start;
     if (off < sc->fsz) {
         /* A torn record, or a fragment of one shorter than a block. */
@@ -282,6 +300,10 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *n = de->d_name;
+        if (strlen(n) == 20 && strcmp(n + 16, ".spr") == 0 && strspn(n, "0123456789abcdef") == 16) {
+            unlinkat(s->dir_fd, n, 0); /* a spare left by a crash: holds nothing */
+            continue;
+        }
         if (strlen(n) != 20 || strcmp(n + 16, ".ext") != 0)
             continue;
         char *end;

@@ -76,9 +76,29 @@ struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id,
     return x;
 }
 
-static void extent_name(uint64_t id, char *name, size_t len)
+void disk_extent_name(uint64_t id, int spare, char *name, size_t len)
 {
-    snprintf(name, len, "%016" PRIx64 ".ext", id);
+    snprintf(name, len, "%016" PRIx64 ".%s", id, spare ? "spr" : "ext");
+}
+
+/* Keeps a dropped extent's file (open, renamed to a spare) for disk_write.c's extent_create to
+ * write over. 1 when kept; 0 when the caller deletes it (no room among the spares, or the
+ * rename failed). The rename comes first, so no restart can ever adopt the file's records. */
+static int spare_keep_locked(struct mc_disk_store *s, struct disk_extent *x, const char *name)
+{
+    if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES)
+        return 0;
+    char spare[32];
+    disk_extent_name(x->id, 1, spare, sizeof(spare));
+    if (renameat(s->dir_fd, name, s->dir_fd, spare) != 0) {
+        mc_warn(DISK_COMP, "cannot keep evicted extent as a spare, deleting it",
+                "path=%s extent=%s err=%d", s->path, name, errno);
+        return 0;
+    }
+    s->spares[s->nspares].id = x->id;
+    s->spares[s->nspares].fd = x->fd;
+    s->nspares++;
+    return 1;
 }
 
 /* Closes and deletes an extent with no live entries, readers or writers. */
@@ -99,12 +119,14 @@ static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
         s->files_gen++;
         disk_pool_sync_files_locked(s); /* idle rings let go of the file */
     }
-    close(x->fd);
     char name[32];
-    extent_name(x->id, name, sizeof(name));
-    if (unlinkat(s->dir_fd, name, 0) != 0)
-        mc_warn(DISK_COMP, "cannot delete extent", "path=%s extent=%s err=%d", s->path, name,
-                errno);
+    disk_extent_name(x->id, 0, name, sizeof(name));
+    if (!spare_keep_locked(s, x, name)) {
+        close(x->fd);
+        if (unlinkat(s->dir_fd, name, 0) != 0)
+            mc_warn(DISK_COMP, "cannot delete extent", "path=%s extent=%s err=%d", s->path, name,
+                    errno);
+    }
     s->bytes_used -= x->size;
     s->nextents--;
     free(x);
@@ -721,9 +743,11 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->write_errors = s->write_errors;
     u->kill_failures = s->kill_failures;
     u->skipped_extents = s->skipped_extents;
+    u->recycled_extents = s->recycled_extents;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;
+    u->window_maps = s->window_maps;
     u->registered_files = s->last_files_registered;
     pthread_mutex_unlock(&s->pool_mu);
 }
@@ -872,9 +896,23 @@ void mc_disk_store_close(struct mc_disk_store *s)
     while (s->oldest) {
         struct disk_extent *x = s->oldest;
         s->oldest = x->next;
+        /* A reused file's stale bytes past its records would cost the next start-up's scan a
+         * block-by-block walk: cut them off (best effort; the scan copes either way). */
+        if (x->recycled && x->size >= MC_DISK_BLOCK && ftruncate(x->fd, (off_t)x->size) != 0)
+            mc_debug(DISK_COMP, "cannot cut a reused extent's tail", "path=%s errno=%d", s->path,
+                     errno);
         close(x->fd);
         free(x);
     }
+    /* Spares hold nothing: give their space back. */
+    for (unsigned i = 0; i < s->nspares; i++) {
+        char spare[32];
+        disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
+        close(s->spares[i].fd);
+        if (s->dir_fd >= 0)
+            unlinkat(s->dir_fd, spare, 0);
+    }
+    s->nspares = 0;
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     if (s->dir_fd >= 0)

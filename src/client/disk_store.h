@@ -61,7 +61,18 @@
  *
  * Space. A new extent file gets its whole extent_size allocated at once (fallocate, best
  * effort), so appends write inside the file instead of extending it; the unwritten part reads
- * as zeros, which the start-up scan cuts off without counting it as dropped.
+ * as zeros, which the start-up scan cuts off without counting it as dropped. An evicted extent's
+ * file is not deleted but renamed "<id>.spr" (at most two such spares; the rename comes after
+ * the callback and after its last reader, exactly where the delete was) and the next new
+ * extent is written over it: a new superblock (new id, new nonce, flag RECYCLED) first, then
+ * the rename to its new name. Writing over blocks the filesystem holds already skips the
+ * unwritten-to-written conversion of fresh preallocated blocks (a journaled update per write)
+ * and the discard that deleting a file sends on a filesystem mounted with `discard`: in steady
+ * state (a full store evicting as it appends) the store writes as fio does over a laid-out
+ * file. The old records never verify in their new place (other extent id, other nonce); the
+ * start-up scan does not count stale bytes that run to the end of a RECYCLED extent as damage,
+ * and a clean close cuts them off. Spares are not counted in bytes_used (the filesystem holds
+ * up to two extents more than the capacity) and are deleted at open and close.
  *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
@@ -113,6 +124,8 @@ struct mc_disk_store_config {
     void *evict_ctx;
     int no_reinsert;         /* 1: eviction drops whole extents plainly (FIFO); default 0:
                                 read records get a second chance (see Capacity above) */
+    int no_recycle;          /* 1: an evicted extent's file is deleted; default 0: up to two
+                                are kept as spares and written over (see Space above) */
     int test_refuse_odirect; /* test builds only: the O_DIRECT probe fails with EINVAL */
 };
 
@@ -160,15 +173,18 @@ struct mc_disk_usage {
     uint64_t evicted_records;
     /* read records that an eviction moved (second chance) instead of dropping */
     uint64_t reinserted_records;
-    int no_space;             /* 1 while the filesystem is full (ENOSPC): appends are refused
-                                 with UNABLE_OFFLOAD without touching the disk until it has room */
-    uint64_t no_space_events; /* times the store went full */
-    uint64_t write_errors;    /* records whose write failed (space given back when possible) */
-    uint64_t kill_failures;   /* superseded records whose dead mark could not be written */
-    uint64_t skipped_extents; /* extent files not adopted at open (older format, damaged
-                                 superblock): logged and left on disk */
-    int registered_buffers;   /* 1 when the last ring created has a registered staging buffer */
-    int registered_files;     /* 1 when the last ring created has a registered file table */
+    int no_space;              /* 1 while the filesystem is full (ENOSPC): appends are refused
+                                  with UNABLE_OFFLOAD without touching the disk until it has room */
+    uint64_t no_space_events;  /* times the store went full */
+    uint64_t write_errors;     /* records whose write failed (space given back when possible) */
+    uint64_t kill_failures;    /* superseded records whose dead mark could not be written */
+    uint64_t skipped_extents;  /* extent files not adopted at open (older format, damaged
+                                  superblock): logged and left on disk */
+    int registered_buffers;    /* 1 when the last ring created has a registered staging buffer */
+    int registered_files;      /* 1 when the last ring created has a registered file table */
+    uint64_t recycled_extents; /* extents written over an evicted extent's file (a spare) */
+    uint64_t window_maps;      /* write window buffers mapped: rings keep theirs between appends,
+                                  so this grows with rings (and batch sizes), not with appends */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if

@@ -11,7 +11,11 @@
  * (the write path encodes its records there), so that work overlaps the I/O in flight too.
  *
  * Each ring tries to register its aligned staging buffer (pinned memory: RLIMIT_MEMLOCK) and a
- * sparse table of DISK_MAX_SLOTS files. The store bumps files_gen whenever an extent file is
+ * sparse table of DISK_MAX_SLOTS files. A ring that writes batches larger than its staging
+ * also keeps a window buffer (disk_ring_window: an anonymous mapping, grown in 8 MiB steps up
+ * to DISK_WINDOW_KEEP, freed with the ring) instead of mapping, faulting in and zeroing fresh
+ * memory for every batch; it is registered as buffer 1 beside staging when the memlock limit
+ * allows, else written from as a plain buffer. The store bumps files_gen whenever an extent file is
  * opened or closed; a ring brings its table up to date under the store lock before it is used
  * and before it goes back to the pool, and idle rings are synced when an extent is dropped, so
  * no ring keeps a deleted file alive. When registration is refused, the ring uses plain buffers
@@ -29,6 +33,7 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -97,6 +102,8 @@ static void ring_free(struct disk_ring *r)
 {
     if (r->uring)
         io_uring_queue_exit(&r->ring);
+    if (r->window)
+        munmap(r->window, r->window_len);
     free(r->staging);
     free(r->reaped);
     free(r->retry);
@@ -180,6 +187,72 @@ void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap)
         return NULL;
     *heap = 1;
     return p;
+}
+
+/* Registers the ring's buffers again: staging as buffer 0 (when it was registered) and the
+ * window as buffer 1. When the kernel refuses the pair (RLIMIT_MEMLOCK), staging alone is
+ * registered again as before and the window stays a plain buffer. */
+static void window_register(struct disk_ring *r)
+{
+    if (!r->uring || !r->buf_registered)
+        return; /* no staging registration to keep index 0 for: plain buffers */
+    io_uring_unregister_buffers(&r->ring);
+    r->window_registered = 0;
+    struct iovec iov[2] = {{r->staging, r->staging_len}, {r->window, r->window_len}};
+    if (r->window && io_uring_register_buffers(&r->ring, iov, 2) == 0) {
+        r->window_registered = 1;
+        return;
+    }
+    if (io_uring_register_buffers(&r->ring, iov, 1) != 0)
+        r->buf_registered = 0;
+}
+
+static void *map_window(size_t len)
+{
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+void *disk_ring_window(struct mc_disk_store *s, struct disk_ring *r, size_t len, int *own)
+{
+    *own = 0;
+    len = disk_round_up(len ? len : 1);
+    if (r->staging && len <= r->staging_len) {
+        r->staging_used = len;
+        return r->staging;
+    }
+    if (r->window && len <= r->window_len)
+        return r->window;
+    void *p;
+    if (len > DISK_WINDOW_KEEP) {
+        p = map_window(len);
+        *own = p != NULL;
+    } else {
+        /* Grow in 8 MiB steps so a batch a little larger than the last one does not map again. */
+        size_t want = (len + (8u << 20) - 1) & ~(size_t)((8u << 20) - 1);
+        if (want > DISK_WINDOW_KEEP)
+            want = DISK_WINDOW_KEEP;
+        p = map_window(want);
+        if (p) {
+            if (r->window)
+                munmap(r->window, r->window_len);
+            r->window = p;
+            r->window_len = want;
+            window_register(r);
+        }
+    }
+    if (p) {
+        pthread_mutex_lock(&s->pool_mu);
+        s->window_maps++;
+        pthread_mutex_unlock(&s->pool_mu);
+    }
+    return p;
+}
+
+void disk_ring_window_release(void *buf, size_t len, int own)
+{
+    if (own && buf)
+        munmap(buf, disk_round_up(len ? len : 1));
 }
 
 /* Returns the fault to apply (MC_DISK_FAULT_NONE normally). submit: 1 takes only a SUBMIT
@@ -323,15 +396,19 @@ static int prep(struct disk_ring *r, struct disk_io *io, size_t i, uint32_t len)
         fd = io->slot;
     char *b = (char *)io->buf + io->xfer;
     uint64_t off = io->off + io->xfer;
-    int fixed_buf = r->buf_registered && b >= r->staging && b + len <= r->staging + r->staging_len;
+    int fixed_buf = -1; /* registered buffer index */
+    if (r->buf_registered && b >= r->staging && b + len <= r->staging + r->staging_len)
+        fixed_buf = 0;
+    else if (r->window_registered && b >= r->window && b + len <= r->window + r->window_len)
+        fixed_buf = 1;
     if (io->write) {
-        if (fixed_buf)
-            io_uring_prep_write_fixed(sqe, fd, b, len, off, 0);
+        if (fixed_buf >= 0)
+            io_uring_prep_write_fixed(sqe, fd, b, len, off, fixed_buf);
         else
             io_uring_prep_write(sqe, fd, b, len, off);
     } else {
-        if (fixed_buf)
-            io_uring_prep_read_fixed(sqe, fd, b, len, off, 0);
+        if (fixed_buf >= 0)
+            io_uring_prep_read_fixed(sqe, fd, b, len, off, fixed_buf);
         else
             io_uring_prep_read(sqe, fd, b, len, off);
     }

@@ -5,7 +5,8 @@
  * Append (write_jobs): under the store lock, refuse stale versions, make room (evicting whole
  * extents through the callback), then reserve each record's place in the active extent (a new
  * extent file, with its superblock, when it is full) and count a writer on the extent. Without
- * the lock, encode the records back to back into an aligned buffer and write the batch through a
+ * the lock, encode the records back to back into an aligned buffer (the ring's staging, or the
+ * window buffer the ring keeps between calls: disk_ring_window) and write the batch through a
  * ring, records adjacent on disk merged into writes of up to MERGE_BYTES (a failed merged write
  * is retried record by record, so a fault costs only the records it really hits). Under
  * the lock again, commit the records that were written in full to the index (newest version
@@ -94,15 +95,24 @@ static uint64_t new_nonce(void)
 }
 
 /* Creates a new extent file and writes its superblock. 0, or -errno. s->mu held (one 4 KiB
- * synchronous write per extent). */
+ * synchronous write per extent). The file is a spare (an evicted extent's, disk_store.c) when
+ * one is kept: its new superblock goes out first, then it takes its new name. */
 static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **out)
 {
     uint64_t id = s->next_extent_id++;
-    char name[32];
-    snprintf(name, sizeof(name), "%016" PRIx64 ".ext", id);
-    int fd = disk_open_extent_fd(s, id, 1);
-    if (fd < 0)
-        return -errno;
+    char name[32], cur[32]; /* cur: the file's name now (the spare's, until renamed) */
+    disk_extent_name(id, 0, name, sizeof(name));
+    int recycled = s->nspares > 0, fd;
+    if (recycled) {
+        s->nspares--;
+        fd = s->spares[s->nspares].fd;
+        disk_extent_name(s->spares[s->nspares].id, 1, cur, sizeof(cur));
+    } else {
+        fd = disk_open_extent_fd(s, id, 1);
+        if (fd < 0)
+            return -errno;
+        memcpy(cur, name, sizeof(name));
+    }
     int rc = 0;
     void *blk = NULL;
     uint64_t nonce = new_nonce();
@@ -110,11 +120,18 @@ static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **ou
         rc = -ENOMEM;
         goto fail;
     }
-    disk_sb_encode(blk, id, nonce);
+    disk_sb_encode(blk, id, nonce, recycled ? DISK_SB_RECYCLED : 0);
     ssize_t w = pwrite(fd, blk, MC_DISK_BLOCK, 0);
     if (w != MC_DISK_BLOCK) {
         rc = w < 0 ? -errno : -ENOSPC;
         goto fail;
+    }
+    if (recycled) {
+        if (renameat(s->dir_fd, cur, s->dir_fd, name) != 0) {
+            rc = -errno;
+            goto fail;
+        }
+        memcpy(cur, name, sizeof(name));
     }
     /* Blocks for the whole extent up front: O_DIRECT appends then land inside the file instead
      * of extending it (an extending write allocates blocks and updates the size in the journal,
@@ -130,13 +147,15 @@ static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **ou
         goto fail;
     }
     x->nonce = nonce;
+    x->recycled = recycled;
+    s->recycled_extents += (uint64_t)recycled;
     free(blk);
     *out = x;
     return 0;
 fail:
     free(blk);
     close(fd);
-    unlinkat(s->dir_fd, name, 0);
+    unlinkat(s->dir_fd, cur, 0);
     return rc;
 }
 
@@ -416,8 +435,8 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
                          size_t from, size_t to, uint64_t bytes, struct wrun *c)
 {
     r->staging_used = 0;
-    int heap = 0;
-    char *buf = bytes ? disk_ring_scratch(r, bytes, &heap) : NULL;
+    int own = 0;
+    char *buf = bytes ? disk_ring_window(s, r, bytes, &own) : NULL;
     size_t nio = 0, nm = 0;
     uint64_t at = 0;
     c->failed = 0;
@@ -489,8 +508,7 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
     for (size_t i = from; i < to; i++)
         if (jobs[i].tried && jobs[i].result != MC_OK)
             zero_header(r, &jobs[i]);
-    if (heap)
-        free(buf);
+    disk_ring_window_release(buf, bytes, own);
 }
 
 /* Gives back the space of failed records that nothing was reserved after (newest first, so a

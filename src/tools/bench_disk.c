@@ -23,6 +23,11 @@
  * --write: batched appends of fresh keys (the offload worker's path: one append call per
  * batch, up to 64 MiB) into a store of --data bytes that evicts its oldest extents when full:
  * case write_<size>, to be compared with fio's sequential O_DIRECT write of the same block.
+ * bytes_per_s counts value bytes (what the offload moves); disk_bytes_per_s counts the record
+ * bytes written (values plus the 4 KiB header block each, and padding), the figure fio's
+ * write bandwidth corresponds to. With --keep the store directory stays between invocations
+ * (as fio's file does between its rounds): a later run reopens the full store and appends
+ * over it, the steady state of a disk tier that evicts as it offloads.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,7 +94,8 @@ static void usage(FILE *f)
                "               holder (PeerDiskRead over loopback tcp); its line carries the\n"
                "               local store figure as ref and remote/local as ratio\n"
                "  --write      measure batched appends (the offload path) instead of reads,\n"
-               "               into a store of --data bytes that evicts its oldest extents\n");
+               "               into a store of --data bytes that evicts its oldest extents\n"
+               "               (with --keep the store stays and a later run appends over it)\n");
 }
 
 static int populate(struct mc_disk_store *s, uint64_t nvals, uint64_t vsize, uint64_t seed)
@@ -145,6 +151,7 @@ struct disk_opts {
     double seconds; /* > 0: each run lasts this long (time-based) instead of reading data bytes */
     int remote;     /* also read through a holder process (PeerDiskRead over loopback tcp) */
     int write;      /* measure appends (the offload path) instead of reads */
+    int keep;       /* --write: keep the store directory (a later run appends over it) */
 };
 
 static void case_name(char *out, size_t cap, const char *prefix, uint64_t vsize)
@@ -403,7 +410,8 @@ static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsi
 {
     char dir[4160];
     snprintf(dir, sizeof(dir), "%s/w%" PRIu64, root, vsize);
-    rm_rf(dir);
+    if (!o->keep)
+        rm_rf(dir);
     uint64_t cap = o->data < (256ull << 20) ? 256ull << 20 : o->data;
     struct mc_disk_store_config cfg = {
         .path = dir, .capacity = cap, .extent_size = 64ull << 20, .queue_depth = o->qd};
@@ -435,15 +443,20 @@ static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsi
         ((uint64_t *)vals)[i] = mc_bench_rand(&x);
     for (unsigned i = 0; i < nb; i++)
         crcs[i] = mc_crc32c(vals + (size_t)i * vsize, vsize);
-    uint64_t seq = 0, total = 0;
+    uint64_t seq = 0, total = 0, disk_total = 0;
+    unsigned tag = (unsigned)getpid(); /* fresh keys even over a kept store */
     for (int r = 0; r < o->runs; r++) {
         double t0 = now_ms(), el = 0;
         uint64_t bytes = 0;
         while (o->seconds > 0 ? el < o->seconds * 1e3 : bytes < o->data) {
             for (unsigned i = 0; i < nb; i++) {
-                snprintf(keys[i], 32, "w%" PRIu64, seq++);
+                snprintf(keys[i], 32, "w%x_%" PRIu64, tag, seq++);
                 p[i] = (struct mc_disk_put){keys[i], (uint32_t)strlen(keys[i]), 1,
                                             crcs[i], vals + (size_t)i * vsize,  vsize};
+                /* the record on disk: header block (64 B + key) and value, each padded */
+                disk_total +=
+                    (64 + p[i].key_len + MC_DISK_BLOCK - 1) / MC_DISK_BLOCK * MC_DISK_BLOCK +
+                    (vsize + MC_DISK_BLOCK - 1) / MC_DISK_BLOCK * MC_DISK_BLOCK;
             }
             double b0 = now_ms();
             rc = mc_disk_store_append(s, p, nb, NULL);
@@ -477,16 +490,22 @@ static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsi
     mc_bench_add_num(&res, "queue_depth", o->qd);
     mc_bench_add_num(&res, "batch", nb);
     mc_bench_add_num(&res, "bytes_written", (double)total);
+    mc_bench_add_num(&res, "disk_bytes_written", (double)disk_total);
+    mc_bench_add_num(&res, "disk_bytes_per_s",
+                     total ? res.bytes_per_s * (double)disk_total / (double)total : 0);
     if (o->seconds > 0)
         mc_bench_add_num(&res, "seconds_per_run", o->seconds);
     struct mc_disk_usage u;
     mc_disk_store_usage(s, &u);
     mc_bench_add_num(&res, "evicted_extents", (double)u.evicted_extents);
+    mc_bench_add_num(&res, "recycled_extents", (double)u.recycled_extents);
+    mc_bench_add_num(&res, "window_maps", (double)u.window_maps);
     mc_bench_emit(&res);
     ret = 0;
 out:
     mc_disk_store_close(s);
-    rm_rf(dir);
+    if (!o->keep)
+        rm_rf(dir);
     free(vals);
     free(p);
     free(keys);
@@ -596,7 +615,7 @@ int mc_bench_disk(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    struct disk_opts o = {data, runs, qd, batch, seed, ref, seconds, remote, wr};
+    struct disk_opts o = {data, runs, qd, batch, seed, ref, seconds, remote, wr, keep};
     for (int i = 0; i < nsizes && rc == 0; i++)
         rc = wr ? bench_write(dir, &o, sizes[i]) : bench_size(dir, &o, sizes[i]);
     if (!keep) {
