@@ -105,7 +105,8 @@ struct mc_master_config {
                                                      (30 s; 0 = 30 s) */
 };
 
-/* Fills c with the defaults above (upstream's flag defaults). */
+/* Fills c with the defaults above (upstream's flag defaults; upstream has no batch promotion
+ * threshold, its BatchGet uses promotion_admission_threshold). */
 void mc_master_config_init(struct mc_master_config *c);
 
 /* Creates a master. INVALID_PARAMS for an inconsistent config (ratios outside [0,1],
