@@ -111,6 +111,7 @@ static int fx_setup_threshold1(void **state)
     struct mc_master_config c;
     cfg_defaults(&c);
     c.promotion_admission_threshold = 1;
+    c.promotion_batch_admission_threshold = 1; /* BatchGets of several keys too */
     *state = fx_new_cfg(&c, 16 * MIB, 0);
     return 0;
 }
@@ -413,6 +414,7 @@ static void test_batch_get_promotes(void **state)
     struct mc_master_config c;
     cfg_defaults(&c);
     c.promotion_admission_threshold = 1;
+    c.promotion_batch_admission_threshold = 0; /* = the one above */
     struct fx *f = fx_new_cfg(&c, 16 * MIB, 16 * MIB);
     for (int i = 0; i < 40; i++)
         disk_only(f, key("b", i), OBJ);
@@ -481,6 +483,113 @@ static void test_windowed_batch_and_admin_never(void **state)
     assert_int_equal(seen, 2);
     assert_int_equal(stats(f).admitted, 2);
     check_funnel(f);
+}
+
+/* BatchGets of n keys over keys[], rounds times; every key must answer OK. */
+static void batch_get_n(struct fx *f, const struct mc_key_ref *keys, size_t n, int rounds)
+{
+    struct mc_get_result out[4];
+    int rcs[4];
+    assert_true(n <= 4);
+    for (int r = 0; r < rounds; r++) {
+        assert_int_equal(mc_master_batch_get_replica_list(f->m, keys, n, out, rcs), MC_OK);
+        for (size_t i = 0; i < n; i++)
+            assert_int_equal(rcs[i], MC_OK);
+    }
+}
+
+/* A key read by a BatchGet of several keys needs promotion_batch_admission_threshold reads; a
+ * single Get, and a BatchGet of one key, need promotion_admission_threshold. */
+static void test_batch_threshold(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(); /* the defaults: 2 for a Get, 8 for a BatchGet of several keys */
+    assert_int_equal(mc_master_config_get(f->m)->promotion_admission_threshold, 2);
+    assert_int_equal(mc_master_config_get(f->m)->promotion_batch_admission_threshold, 8);
+    disk_only(f, "p0", OBJ);
+    disk_only(f, "p1", OBJ);
+    disk_only(f, "single", OBJ);
+    disk_only(f, "one", OBJ);
+    struct mc_key_ref prefix[2] = {{"p0", 2}, {"p1", 2}};
+    batch_get_n(f, prefix, 2, 7);
+    struct mc_promotion_stats st = stats(f);
+    assert_int_equal(st.attempts, 14);
+    assert_int_equal(st.rejected_frequency, 14); /* 7 reads each: below 8 */
+    assert_int_equal(st.admitted, 0);
+    get_n(f, "single", 2); /* a Get at 2 admits */
+    assert_int_equal(stats(f).admitted, 1);
+    struct mc_key_ref one = {"one", 3}; /* a BatchGet of one key is a Get */
+    batch_get_n(f, &one, 1, 2);
+    assert_int_equal(stats(f).admitted, 2);
+    batch_get_n(f, prefix, 2, 1); /* the eighth read of the prefix admits both */
+    st = stats(f);
+    assert_int_equal(st.admitted, 4);
+    assert_int_equal(st.rejected_frequency, 14 + 1 + 1);
+    assert_int_equal(st.in_flight, 4);
+    check_funnel(f);
+    assert_int_equal(promote_all(f), 4);
+    assert_true(lists_memory(f, "p0"));
+    assert_true(lists_memory(f, "p1"));
+    check_funnel(f);
+    fx_free(f);
+}
+
+/* The windowed BatchGet (the RPC adapter's path, one window at a time) judges by the whole
+ * request's key count, not by the window's: windows of one key still use the batch threshold. */
+static void test_batch_threshold_windowed(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    c.promotion_batch_admission_threshold = 3;
+    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    disk_only(f, "a", OBJ);
+    disk_only(f, "b", OBJ);
+    struct mc_key_ref keys[2] = {{"a", 1}, {"b", 1}};
+    struct mc_get_result out[1];
+    int rcs[2];
+    for (int r = 1; r <= 3; r++) {
+        size_t seen = 0;
+        assert_int_equal(
+            mc_master_batch_get_replica_list_windowed(f->m, keys, 2, 1, out, rcs, emit_nop, &seen),
+            MC_OK);
+        assert_int_equal(seen, 2);
+        assert_int_equal(stats(f).admitted, r < 3 ? 0 : 2);
+    }
+    check_funnel(f);
+    fx_free(f);
+}
+
+/* 0 = the single-Get threshold; above 255 clamped. */
+static void test_batch_threshold_zero_and_clamp(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    c.promotion_batch_admission_threshold = 0;
+    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    assert_int_equal(mc_master_config_get(f->m)->promotion_batch_admission_threshold, 2);
+    disk_only(f, "a", OBJ);
+    disk_only(f, "b", OBJ);
+    struct mc_key_ref keys[2] = {{"a", 1}, {"b", 1}};
+    batch_get_n(f, keys, 2, 1);
+    assert_int_equal(stats(f).admitted, 0);
+    batch_get_n(f, keys, 2, 1);
+    assert_int_equal(stats(f).admitted, 2);
+    check_funnel(f);
+    fx_free(f);
+    cfg_defaults(&c);
+    c.promotion_batch_admission_threshold = 1000;
+    f = fx_new_cfg(&c, 16 * MIB, 0);
+    assert_int_equal(mc_master_config_get(f->m)->promotion_batch_admission_threshold, 255);
+    disk_only(f, "a", OBJ);
+    disk_only(f, "b", OBJ);
+    batch_get_n(f, keys, 2, 254);
+    assert_int_equal(stats(f).admitted, 0);
+    batch_get_n(f, keys, 2, 1);
+    assert_int_equal(stats(f).admitted, 2);
+    check_funnel(f);
+    fx_free(f);
 }
 
 /* ---- gates --------------------------------------------------------------------------------- */

@@ -275,6 +275,17 @@ static void test_short_replay(void **state)
     assert_int_equal(u, 0);
     assert_int_equal(mem, hits);
     assert_true(hits > 0);
+    /* DRAM only: every Get with a hit is an all-MEMORY one, and their blocks hold the hits */
+    assert_true(cu_json_u64(j, "get_mem_n", &u));
+    assert_true(u > 0 && u <= NREQ);
+    assert_true(cu_json_u64(j, "get_mem_blocks", &u));
+    assert_true(u >= hits);
+    assert_true(num(j, "get_mem_p50_ms") > 0);
+    assert_true(num(j, "get_mem_p99_ms") >= num(j, "get_mem_p50_ms"));
+    assert_true(cu_json_u64(j, "get_disk_n", &u));
+    assert_int_equal(u, 0);
+    assert_true(cu_json_u64(j, "get_mixed_n", &u));
+    assert_int_equal(u, 0);
     assert_true(cu_json_u64(j, "blocks", &blocks));
     assert_true(blocks > hits);
     assert_true(num(j, "hit_ratio") > 0 && num(j, "hit_ratio") <= 1);
@@ -361,6 +372,18 @@ static void test_disk_replay(void **state)
     assert_true(cu_json_u64(j, "disk_hits", &disk));
     assert_int_equal(mem + disk, hits);
     assert_true(disk > 0); /* blocks evicted from the 8 MiB of DRAM were read from the disk */
+    /* Gets by the tiers of their hits: some read disk blocks, and the blocks they asked for
+     * hold every hit of the tiers they were classed by */
+    uint64_t nd = 0, nx = 0, bm = 0, bd = 0, bx = 0;
+    assert_true(cu_json_u64(j, "get_disk_n", &nd));
+    assert_true(cu_json_u64(j, "get_mixed_n", &nx));
+    assert_true(nd + nx > 0);
+    assert_true(cu_json_u64(j, "get_mem_blocks", &bm));
+    assert_true(cu_json_u64(j, "get_disk_blocks", &bd));
+    assert_true(cu_json_u64(j, "get_mixed_blocks", &bx));
+    assert_true(bd + bx >= disk);
+    assert_true(bm + bd + bx >= hits);
+    assert_true(num(j, "get_disk_p50_ms") > 0 || num(j, "get_mixed_p50_ms") > 0);
     /* 115 DRAM blocks + floor(256 MiB x 0.90 / 68 KiB) = 115 + 3469 */
     assert_true(cu_json_u64(j, "lru_total_blocks", &u));
     assert_int_equal(u, 115 + 3469);

@@ -14,6 +14,7 @@
 # usage: scripts/bench/replay.sh [--trace FILE] [--modes dram,disk,promotion] [--limit N]
 #                                [--workers N] [--time_scale X] [--lease_ttl MS] [--dram SIZE] [--disk SIZE]
 #                                [--block_size SIZE] [--bin DIR] [--timeout S] [--json FILE]
+#                                [--promotion_flags 'FLAGS'] [--rounds N]
 #   --trace      default: MC_TRACE, else shared/traces/synthetic_trace.jsonl next to the checkout
 #   --modes      which modes, in order (default dram,disk,promotion)
 #   --limit      replay only the first N requests (default all)
@@ -27,13 +28,20 @@
 #   --bin        where the programs are (default $BUILD_DIR/bin, BUILD_DIR=build)
 #   --timeout    seconds one replay may take before it is killed (default 1800)
 #   --json       also append every JSON line to FILE
+#   --promotion_flags  more mooncake_master flags for the promotion mode (e.g.
+#                '--promotion_admission_threshold=4'); a mode named promotion:NAME uses the
+#                flags of --promotion_flags_NAME instead (several promotion variants in one run)
+#   --rounds     run the whole --modes list N times, alternating (default 1)
+# After each promotion mode the master's promotion funnel (master_promotion_*_total) is printed
+# on stderr and added to the mode's JSON line as "funnel".
 # Prints the table on stdout (the log of the programs is kept, and named, when a replay fails).
 # Exit status: 0 every mode ran with 0 wrong bytes; 1 a replay
 # failed (wrong bytes, a crash, a time-out); 3 a mode could not run on this build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL= SCALE=0 DRAM=64MiB DISK=512MiB
-BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT=""
+BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT="" PFLAGS="" ROUNDS=1
+declare -A PVARIANT=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --trace) TRACE=$2; shift 2 ;;
@@ -48,7 +56,11 @@ while [ $# -gt 0 ]; do
     --bin) BIN=$2; shift 2 ;;
     --timeout) TMO=$2; shift 2 ;;
     --json) JSON_OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
+    --promotion_flags) PFLAGS=$2; shift 2 ;;
+    --promotion_flags_*=*) v=${1#--promotion_flags_}; PVARIANT[${v%%=*}]=${v#*=}; shift ;;
+    --promotion_flags_*) PVARIANT[${1#--promotion_flags_}]=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -109,15 +121,23 @@ not_run() { # mode reason
 }
 
 FAILED=0 MISSING=0
-IFS=, read -r -a MODE_LIST <<<"$MODES"
+IFS=, read -r -a ONE_ROUND <<<"$MODES"
+MODE_LIST=()
+for _ in $(seq "$ROUNDS"); do MODE_LIST+=("${ONE_ROUND[@]}"); done
 for mode in "${MODE_LIST[@]}"; do
-  mflags=() dflags=() rflags=()
+  mflags=() dflags=() rflags=() extra=()
   case "$mode" in
     dram) ;;
     disk) mflags=(--enable_offload --offload_on_evict) ;;
-    promotion) mflags=(--enable_offload --offload_on_evict --promotion_on_hit) ;;
-    *) echo "unknown mode '$mode' (dram, disk, promotion)" >&2; exit 2 ;;
+    promotion) mflags=(--enable_offload --offload_on_evict --promotion_on_hit)
+      read -r -a extra <<<"$PFLAGS" ;;
+    promotion:*) mflags=(--enable_offload --offload_on_evict --promotion_on_hit)
+      [ -n "${PVARIANT[${mode#promotion:}]+x}" ] ||
+        { echo "mode $mode: no --promotion_flags_${mode#promotion:}" >&2; exit 2; }
+      read -r -a extra <<<"${PVARIANT[${mode#promotion:}]}" ;;
+    *) echo "unknown mode '$mode' (dram, disk, promotion, promotion:NAME)" >&2; exit 2 ;;
   esac
+  mflags+=("${extra[@]}")
   ttl=${TTL:-$([ "$mode" = dram ] && echo 500 || echo 2000)}
   echo "== mode $mode: starting mooncake_master ${mflags[*]} --default_kv_lease_ttl=$ttl" >&2
   if ! start_ready master "$BIN/mooncake_master" --rpc_port=0 --metrics_port=0 \
@@ -149,8 +169,26 @@ for mode in "${MODE_LIST[@]}"; do
       --master="$rpc" --block_size="$BS" --workers="$WORKERS" --time_scale="$SCALE" --label="$mode" \
       --progress=off "${rflags[@]}" || rc=$?
     if [ -s "$ROOT/out.json" ]; then
-      tail -n 1 "$ROOT/out.json" >>"$RESULTS"
-      [ -z "$JSON_OUT" ] || tail -n 1 "$ROOT/out.json" >>"$JSON_OUT"
+      line=$(tail -n 1 "$ROOT/out.json")
+      if [ "$mode" != dram ] && [ "$mode" != disk ]; then
+        # the master's promotion funnel, scraped once the replay is done
+        murl=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' "$ROOT/master.out" | head -n 1)
+        funnel=$(python3 - "$murl" <<'PY' || echo '{}'
+import json, sys, urllib.request
+text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=10).read().decode()
+out = {}
+for l in text.splitlines():
+    if l.startswith("master_promotion_") and "_total" in l and not l.startswith("#"):
+        name, val = l.rsplit(" ", 1)
+        out[name[len("master_promotion_"):].replace("_total", "")] = float(val)
+print(json.dumps(out))
+PY
+)
+        echo "mode $mode: promotion funnel $funnel" >&2
+        line=$(python3 -c 'import json,sys; r=json.loads(sys.argv[1]); r["funnel"]=json.loads(sys.argv[2]); print(json.dumps(r))' "$line" "$funnel")
+      fi
+      echo "$line" >>"$RESULTS"
+      [ -z "$JSON_OUT" ] || echo "$line" >>"$JSON_OUT"
     fi
     if [ "$rc" != 0 ]; then
       echo "mode $mode: the replay FAILED (exit $rc); see the log below" >&2
@@ -167,19 +205,21 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 print(f"replay of {sys.argv[2]}")
 print("| mode | requests | hit ratio | LRU DRAM | LRU DRAM+disk | unbounded | store / LRU | "
-      "MEMORY hits | LOCAL_DISK hits | Get p50 / p99 ms | Put p50 / p99 ms | refused Puts | "
-      "errors | wrong bytes |")
-print("|" + "---|" * 14)
+      "MEMORY hits | LOCAL_DISK hits | Get p50 / p99 ms | Get p50 ms (batches): all MEMORY / "
+      "all LOCAL_DISK / mixed | Put p50 / p99 ms | refused Puts | errors | wrong bytes |")
+print("|" + "---|" * 15)
 for r in rows:
     mode = r.get("mode") or r["case"].rsplit("/", 1)[-1]
     if "not_run" in r:
-        print(f"| {mode} | not run: {r['not_run']} |" + " |" * 12)
+        print(f"| {mode} | not run: {r['not_run']} |" + " |" * 13)
         continue
     tot = f"{r['lru_total_ratio']:.4f}" if r["lru_total_blocks"] != r["lru_dram_blocks"] else "-"
     errs = str(r["errors"]) + (f" ({r['error_names']})" if r["error_names"] else "")
     print(f"| {mode} | {r['requests']} | {r['hit_ratio']:.4f} | {r['lru_dram_ratio']:.4f} | {tot} | "
           f"{r['unbounded_ratio']:.4f} | {r['ratio']:.3f} | {r['mem_hits']} | {r['disk_hits']} | "
-          f"{r['get_p50_ms']:.3f} / {r['get_p99_ms']:.3f} | {r['put_p50_ms']:.3f} / "
+          f"{r['get_p50_ms']:.3f} / {r['get_p99_ms']:.3f} | "
+          + " / ".join(f"{r.get('get_' + t + '_p50_ms', 0):.3f} ({r.get('get_' + t + '_n', 0):.0f})"
+                       for t in ("mem", "disk", "mixed")) + f" | {r['put_p50_ms']:.3f} / "
           f"{r['put_p99_ms']:.3f} | {r['refused_puts']} | {errs} | {r['wrong_bytes']} |")
 EOF
 if [ "$FAILED" = 1 ]; then KEEP_LOG=1; exit 1; fi

@@ -83,6 +83,7 @@ static struct {
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
+    int32_t promotion_batch_admission_threshold;
     uint64_t promotion_queue_limit;
     uint32_t promotion_max_per_heartbeat;
     const char *promotion_task_timeout_sec;
@@ -173,6 +174,11 @@ static const struct mc_flag g_flags[] = {
                   "reads (sketch count) of a disk-only key that admit its promotion, 1..255 "
                   "(values outside are clamped, with a warning)",
                   &F.promotion_admission_threshold),
+    MC_INT32_FLAG("promotion_batch_admission_threshold", "8",
+                  "the same for a key read by a BatchGet of more than one key (a prefix read, "
+                  "which waits for its slowest block), 0..255; 0 = "
+                  "--promotion_admission_threshold",
+                  &F.promotion_batch_admission_threshold),
     MC_UINT64_FLAG("promotion_queue_limit", "50000",
                    "promotion tasks in flight at once, all shards together (at least 1)",
                    &F.promotion_queue_limit),
@@ -211,6 +217,14 @@ static void promotion_from_flags(struct mc_master_config *c)
         th = to;
     }
     c->promotion_admission_threshold = (uint32_t)th;
+    th = F.promotion_batch_admission_threshold;
+    if (th < 0 || th > 255) {
+        int32_t to = th < 0 ? 0 : 255;
+        mc_warn(COMP, "--promotion_batch_admission_threshold outside 0..255: clamped",
+                "given=%d used=%d", th, to);
+        th = to;
+    }
+    c->promotion_batch_admission_threshold = (uint32_t)th;
     if (F.promotion_queue_limit == 0)
         mc_flags_die("flag --promotion_queue_limit must be at least 1");
     c->promotion_queue_limit = F.promotion_queue_limit;

@@ -96,13 +96,17 @@ struct mc_master_config {
      * offload is on (a LOCAL_DISK replica only exists then). */
     bool promotion_on_hit;                  /* false */
     uint32_t promotion_admission_threshold; /* sketch count that admits (2; clamped to 1..255) */
-    uint64_t promotion_queue_limit;         /* tasks in flight, all shards together (50000) */
-    uint32_t promotion_max_per_heartbeat;   /* tasks one heartbeat hands out (32; 0 = 1) */
-    uint64_t promotion_task_timeout_ms;     /* reaped this long after admission or AllocStart
-                                               (30 s; 0 = 30 s) */
+    uint32_t promotion_batch_admission_threshold; /* the same for the keys of a BatchGet of
+                                                     more than one key (8; 0 = the one above;
+                                                     clamped to 1..255; promotion.h) */
+    uint64_t promotion_queue_limit;               /* tasks in flight, all shards together (50000) */
+    uint32_t promotion_max_per_heartbeat;         /* tasks one heartbeat hands out (32; 0 = 1) */
+    uint64_t promotion_task_timeout_ms;           /* reaped this long after admission or AllocStart
+                                                     (30 s; 0 = 30 s) */
 };
 
-/* Fills c with the defaults above (upstream's flag defaults). */
+/* Fills c with the defaults above (upstream's flag defaults; upstream has no batch promotion
+ * threshold, its BatchGet uses promotion_admission_threshold). */
 void mc_master_config_init(struct mc_master_config *c);
 
 /* Creates a master. INVALID_PARAMS for an inconsistent config (ratios outside [0,1],

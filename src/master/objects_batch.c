@@ -132,9 +132,10 @@ enum bop { BOP_GET, BOP_EXIST };
 #define WINDOW 16 /* keys whose lookups overlap (their shards locked together) */
 
 /* Runs op for every valid key, windows of keys under shared locks. Keys not found in a routed
- * (group) shard are retried with a full lookup. */
+ * (group) shard are retried with a full lookup. batch_keys: the keys of the whole request (a
+ * windowed Get calls this once per window), for the promotion trigger. */
 static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t n, enum bop op,
-                      struct mc_get_result *gout, bool *eout, int *rcs)
+                      size_t batch_keys, struct mc_get_result *gout, bool *eout, int *rcs)
 {
     struct bitem stackv[64];
     struct bitem *it = n <= 64 ? stackv : malloc(n * sizeof(*it));
@@ -194,7 +195,7 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
                 mc_shard_unlock(&m->shards[it[j].shard]);
         for (uint32_t c = 0; c < ncand; c++) {
             const struct bitem *b = &it[cand[c]];
-            mc_promotion_on_get(m, keys[b->idx].data, keys[b->idx].len, b->h);
+            mc_promotion_on_batch_get(m, keys[b->idx].data, keys[b->idx].len, b->h, batch_keys);
         }
         a = e;
     }
@@ -217,7 +218,7 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
         }
         mc_shard_unlock(s);
         if (promote)
-            mc_promotion_on_get(m, keys[i].data, keys[i].len, it[j].h);
+            mc_promotion_on_batch_get(m, keys[i].data, keys[i].len, it[j].h, batch_keys);
     }
     if (op == BOP_EXIST) /* a missing key is not an error for Exist */
         for (size_t i = 0; i < n; i++)
@@ -236,7 +237,7 @@ int mc_master_batch_get_replica_list(struct mc_master *m, const struct mc_key_re
         return MC_ERR_INVALID_PARAMS;
     }
     CNT_ADD(m, total_get_nums, n);
-    int rc = batch_read(m, keys, n, BOP_GET, out, NULL, rcs);
+    int rc = batch_read(m, keys, n, BOP_GET, n, out, NULL, rcs);
     size_t fails = batch_account(m, MC_BATCH_GET_REPLICA_LIST, n, rcs, rc);
     if (rc != MC_OK)
         return rc;
@@ -258,7 +259,7 @@ int mc_master_batch_get_replica_list_windowed(struct mc_master *m, const struct 
     int rc = MC_OK;
     for (size_t a = 0; a < n && rc == MC_OK; a += window) {
         size_t cnt = n - a < window ? n - a : window;
-        rc = batch_read(m, keys + a, cnt, BOP_GET, out, NULL, rcs);
+        rc = batch_read(m, keys + a, cnt, BOP_GET, n, out, NULL, rcs);
         if (rc != MC_OK)
             break;
         for (size_t i = 0; i < cnt; i++)
@@ -280,7 +281,7 @@ int mc_master_batch_exist_key(struct mc_master *m, const struct mc_key_ref *keys
         batch_account(m, MC_BATCH_EXIST_KEY, n, NULL, MC_ERR_INVALID_PARAMS);
         return MC_ERR_INVALID_PARAMS;
     }
-    int rc = batch_read(m, keys, n, BOP_EXIST, NULL, exists, rcs);
+    int rc = batch_read(m, keys, n, BOP_EXIST, n, NULL, exists, rcs);
     size_t fails = batch_account(m, MC_BATCH_EXIST_KEY, n, rcs, rc);
     if (rc != MC_OK)
         return rc;

@@ -79,7 +79,7 @@ struct cand {
 
 struct mc_promoter {
     struct mc_sketch sketch;
-    uint32_t threshold, max_per_hb;
+    uint32_t threshold, batch_threshold, max_per_hb;
     uint64_t limit, timeout_ms;
     struct promo_shard tab[MC_NSHARDS];
     _Atomic uint64_t in_flight; /* mirror of f.in_flight for lock-free skips */
@@ -459,15 +459,15 @@ unlock:
     return rc;
 }
 
-void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash)
+/* Gate 1 against threshold, then the rest. */
+static void on_read(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash,
+                    uint32_t threshold)
 {
     struct mc_promoter *p = m->promoter;
-    if (!p)
-        return;
     uint32_t freq = mc_sketch_increment(&p->sketch, key, key_len);
     funnel_lock(p);
     p->f.attempts++;
-    bool low = freq < p->threshold;
+    bool low = freq < threshold;
     if (low)
         p->f.rejected_frequency++;
     funnel_unlock(p);
@@ -483,6 +483,20 @@ void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, u
         if (wm)
             request_room(m, p, now);
     }
+}
+
+void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash)
+{
+    if (m->promoter)
+        on_read(m, key, key_len, key_hash, m->promoter->threshold);
+}
+
+void mc_promotion_on_batch_get(struct mc_master *m, const char *key, size_t key_len,
+                               uint64_t key_hash, size_t batch_keys)
+{
+    struct mc_promoter *p = m->promoter;
+    if (p)
+        on_read(m, key, key_len, key_hash, batch_keys > 1 ? p->batch_threshold : p->threshold);
 }
 
 /* ---- the core's hooks ---------------------------------------------------------------------- */
@@ -950,6 +964,16 @@ int mc_promotion_init(struct mc_master *m)
         m->cfg.promotion_admission_threshold = th;
     }
     p->threshold = th;
+    th = m->cfg.promotion_batch_admission_threshold;
+    if (th == 0) {
+        th = p->threshold;
+    } else if (th > MC_SKETCH_MAX) {
+        mc_warn(COMP, "promotion_batch_admission_threshold out of range: clamped",
+                "given=%u used=%u", th, MC_SKETCH_MAX);
+        th = MC_SKETCH_MAX;
+    }
+    m->cfg.promotion_batch_admission_threshold = th;
+    p->batch_threshold = th;
     if (m->cfg.promotion_max_per_heartbeat == 0)
         m->cfg.promotion_max_per_heartbeat = 1;
     p->max_per_hb = m->cfg.promotion_max_per_heartbeat;

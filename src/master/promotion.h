@@ -7,7 +7,8 @@
  * any status and a readable LOCAL_DISK one. Every such Get counts one attempt, then the gates run
  * in order, each with its rejection counter:
  *   1. frequency: the CountMinSketch (sketch.h) count of the key, this Get included, must reach
- *      promotion_admission_threshold;
+ *      promotion_admission_threshold, or promotion_batch_admission_threshold for a key read by a
+ *      BatchGet of more than one key (see "Batch reads" below);
  *   2. watermark: DRAM used ratio below eviction_high_watermark_ratio;
  *   3. under the shard's write lock, re-checked: the object is there, not being Put, has no
  *      promotion task, still no MEMORY replica, a readable LOCAL_DISK source whose holder has a
@@ -54,6 +55,18 @@
  * requested cycles free nothing). Every object such a cycle can evict has an expired lease, so
  * its last access is older than the candidate's, which was read just now: the cycle frees colder
  * objects, and the candidate is retried on the next tick.
+ *
+ * Batch reads. A BatchGet of several keys is a prefix read (the workload replay: a prefill node
+ * reads the longest present prefix of a request's blocks, DESIGN.md §12), and it waits for its
+ * slowest block: promoting some disk-only blocks of a prefix does not make that read faster while
+ * others still come from the SSD, and every promotion costs the holder an SSD read and DRAM room
+ * (another block then goes to disk). Blocks of prefixes read only a few times are mostly evicted
+ * from DRAM again before their next read, so at the single-Get threshold (2) most batch
+ * promotions bought nothing while their SSD reads slowed the holder's Gets (docs/performance.md,
+ * "Promotion off vs on"). Keys read by a BatchGet of more than one key therefore need the higher
+ * promotion_batch_admission_threshold (default 8): only prefixes read again and again (shared
+ * system prompts, long conversations) come back to DRAM. A single-key BatchGet counts as a Get.
+ * Both thresholds count the same sketch, so a key read by both kinds of Get adds up.
  *
  * Funnel. All counters change together under one mutex, and a metrics scrape reads one
  * snapshot, so admitted = completed + failed + expired + cancelled + in_flight holds in every
@@ -149,6 +162,12 @@ int mc_master_promotion_success(struct mc_master *m, struct mc_id holder, uint64
  * logged. */
 int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                 const char *key, size_t key_len, int reason);
+
+/* The trigger of a BatchGet of batch_keys keys for one of them (GetReplicaList's is the core's
+ * mc_promotion_on_get): gate 1 with the batch threshold when batch_keys > 1, then as above.
+ * Called after the key's shard lock is dropped; a no-op when promotion is off. */
+void mc_promotion_on_batch_get(struct mc_master *m, const char *key, size_t key_len,
+                               uint64_t key_hash, size_t batch_keys);
 
 /* Retry candidates and expired heartbeats; called by mc_master_tick_eviction after its cycle.
  * Returns the candidates admitted. */

@@ -52,6 +52,10 @@
 #define MAX_ERR_KINDS 32
 #define KEY_CAP 128
 
+/* A Get batch by the tiers its hits came from (report: Get p50 by tier). */
+enum get_tier { TIER_MEM, TIER_DISK, TIER_MIXED, TIER_NONE, NTIER };
+static const char *const tier_name[NTIER] = {"mem", "disk", "mixed", "none"};
+
 struct opts {
     const char *trace, *master, *label, *key_prefix;
     uint64_t block_size, seed;
@@ -74,6 +78,9 @@ struct wstats {
     uint64_t bytes_read, bytes_written;
     double *get_ms, *put_ms, *req_ms;
     size_t nget, nput, nreq;
+    double *tier_ms[NTIER]; /* Get latency by the tiers that served the batch's hits */
+    size_t ntier[NTIER];
+    uint64_t tier_blocks[NTIER]; /* blocks those Gets asked for */
     struct err_kind errs[MAX_ERR_KINDS];
     int nerrs;
     uint64_t other_errs; /* kinds past MAX_ERR_KINDS */
@@ -227,7 +234,9 @@ static void run_request(struct replay *r, struct wstats *st, struct bufs *b,
     if (present > 0) {
         t = mc_now_ns();
         ret = mc_batch_get_tiers(r->client, present, b->kp, b->bp, b->lens, b->gres, b->tiers);
-        st->get_ms[st->nget++] = elapsed_ms(t);
+        double get_ms = elapsed_ms(t);
+        st->get_ms[st->nget++] = get_ms;
+        size_t nmem = 0, ndisk = 0;
         if (ret != 0) {
             count_err(r, st, "get", ret);
             for (size_t k = 0; k < present; k++)
@@ -259,11 +268,19 @@ static void run_request(struct replay *r, struct wstats *st, struct bufs *b,
             if (ok && prefix_ok) {
                 hits++;
                 if (b->tiers[k] == MC_REPLICA_LOCAL_DISK)
-                    st->disk_hits++;
+                    ndisk++;
                 else if (b->tiers[k] == MC_REPLICA_MEMORY)
-                    st->mem_hits++;
+                    nmem++;
             }
         }
+        st->disk_hits += ndisk;
+        st->mem_hits += nmem;
+        enum get_tier gt = ndisk && nmem ? TIER_MIXED
+                           : ndisk       ? TIER_DISK
+                           : nmem        ? TIER_MEM
+                                         : TIER_NONE;
+        st->tier_ms[gt][st->ntier[gt]++] = get_ms;
+        st->tier_blocks[gt] += present;
     }
 
     /* 3. write the rest */
@@ -614,6 +631,17 @@ static void report(const struct opts *o, const struct refs *ref, struct wstats *
     mc_bench_add_num(&res, "get_p99_ms", get_p99);
     mc_bench_add_num(&res, "put_p50_ms", put_p50);
     mc_bench_add_num(&res, "put_p99_ms", put_p99);
+    for (int g = 0; g < NTIER; g++) {
+        char f[40];
+        snprintf(f, sizeof(f), "get_%s_n", tier_name[g]);
+        mc_bench_add_num(&res, f, (double)st->ntier[g]);
+        snprintf(f, sizeof(f), "get_%s_blocks", tier_name[g]);
+        mc_bench_add_num(&res, f, (double)st->tier_blocks[g]);
+        snprintf(f, sizeof(f), "get_%s_p50_ms", tier_name[g]);
+        mc_bench_add_num(&res, f, mc_bench_percentile(st->tier_ms[g], st->ntier[g], 50));
+        snprintf(f, sizeof(f), "get_%s_p99_ms", tier_name[g]);
+        mc_bench_add_num(&res, f, mc_bench_percentile(st->tier_ms[g], st->ntier[g], 99));
+    }
     mc_bench_add_num(&res, "block_size", (double)o->block_size);
     mc_bench_add_num(&res, "lru_dram_blocks", (double)ref->dram_blocks);
     mc_bench_add_num(&res, "lru_total_blocks", (double)ref->total_blocks);
@@ -647,6 +675,12 @@ static void report(const struct opts *o, const struct refs *ref, struct wstats *
             (unsigned long long)st->mem_hits, (unsigned long long)st->disk_hits, get_p50, get_p99,
             put_p50, put_p99, (unsigned long long)st->wrong_bytes,
             (unsigned long long)st->refused_puts, (unsigned long long)nerr, nerr ? ": " : "", errs);
+    fprintf(stderr, "  Get by the tiers of its hits (batches, blocks asked, p50/p99 ms):\n");
+    for (int g = 0; g < NTIER; g++)
+        fprintf(stderr, "    %-6s %6zu %8llu %9.3f / %.3f\n", tier_name[g], st->ntier[g],
+                (unsigned long long)st->tier_blocks[g],
+                mc_bench_percentile(st->tier_ms[g], st->ntier[g], 50),
+                mc_bench_percentile(st->tier_ms[g], st->ntier[g], 99));
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -721,7 +755,10 @@ int mc_bench_replay(int argc, char **argv)
         st->get_ms = calloc(t.nreq, sizeof(double));
         st->put_ms = calloc(t.nreq, sizeof(double));
         st->req_ms = calloc(t.nreq, sizeof(double));
-        if (!st->get_ms || !st->put_ms || !st->req_ms) {
+        bool tier_ok = true;
+        for (int g = 0; g < NTIER; g++)
+            tier_ok &= (st->tier_ms[g] = calloc(t.nreq, sizeof(double))) != NULL;
+        if (!st->get_ms || !st->put_ms || !st->req_ms || !tier_ok) {
             fprintf(stderr, "replay: out of memory\n");
             goto out;
         }
@@ -776,6 +813,13 @@ int mc_bench_replay(int argc, char **argv)
     all.put_ms = calloc(nput + 1, sizeof(double));
     if (!all.req_ms || !all.get_ms || !all.put_ms)
         goto out;
+    for (int g = 0; g < NTIER; g++) {
+        size_t ng = 0;
+        for (int i = 0; i < o.workers; i++)
+            ng += ws[i].st.ntier[g];
+        if (!(all.tier_ms[g] = calloc(ng + 1, sizeof(double))))
+            goto out;
+    }
     for (int i = 0; i < o.workers; i++) {
         struct wstats *s = &ws[i].st;
         all.requests += s->requests;
@@ -794,6 +838,11 @@ int mc_bench_replay(int argc, char **argv)
         all.nget += s->nget;
         memcpy(all.put_ms + all.nput, s->put_ms, s->nput * sizeof(double));
         all.nput += s->nput;
+        for (int g = 0; g < NTIER; g++) {
+            memcpy(all.tier_ms[g] + all.ntier[g], s->tier_ms[g], s->ntier[g] * sizeof(double));
+            all.ntier[g] += s->ntier[g];
+            all.tier_blocks[g] += s->tier_blocks[g];
+        }
         for (int e = 0; e < s->nerrs; e++)
             merge_err(&all, &s->errs[e]);
     }
@@ -811,12 +860,16 @@ out:
             free(ws[i].st.get_ms);
             free(ws[i].st.put_ms);
             free(ws[i].st.req_ms);
+            for (int g = 0; g < NTIER; g++)
+                free(ws[i].st.tier_ms[g]);
         }
         free(ws);
     }
     free(all.req_ms);
     free(all.get_ms);
     free(all.put_ms);
+    for (int g = 0; g < NTIER; g++)
+        free(all.tier_ms[g]);
     mc_client_close(r.client);
     mc_trace_destroy(&t);
     return rc;

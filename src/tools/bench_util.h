@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MC_BENCH_EXTRA_MAX 40
+#define MC_BENCH_EXTRA_MAX 64
 
 struct mc_bench_extra {
     char key[32];
