@@ -163,12 +163,6 @@ int mc_master_promotion_success(struct mc_master *m, struct mc_id holder, uint64
 int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                 const char *key, size_t key_len, int reason);
 
-/* The trigger of a BatchGet of batch_keys keys for one of them (GetReplicaList's is the core's
- * mc_promotion_on_get): gate 1 with the batch threshold when batch_keys > 1, then as above.
- * Called after the key's shard lock is dropped; a no-op when promotion is off. */
-void mc_promotion_on_batch_get(struct mc_master *m, const char *key, size_t key_len,
-                               uint64_t key_hash, size_t batch_keys);
-
 /* Retry candidates and expired heartbeats; called by mc_master_tick_eviction after its cycle.
  * Returns the candidates admitted. */
 int mc_master_promotion_tick(struct mc_master *m);

@@ -32,6 +32,11 @@ static inline bool mc_promotion_candidate(const struct mc_object *o)
 }
 /* After a Get answered a candidate (no lock held): the gates, maybe an admission. */
 void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash);
+/* The trigger of a BatchGet of batch_keys keys for one of them: gate 1 with the batch threshold
+ * when batch_keys > 1, then as mc_promotion_on_get. Called after the key's shard lock is
+ * dropped; a no-op when promotion is off. */
+void mc_promotion_on_batch_get(struct mc_master *m, const char *key, size_t key_len,
+                               uint64_t key_hash, size_t batch_keys);
 /* o (MC_OBJ_PROMOTING) is being erased (write lock): its task is cancelled; its replicas go with
  * the object. */
 void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
