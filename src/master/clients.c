@@ -23,8 +23,6 @@
 #include "master/offload.h"
 #include "mooncake/errors.h"
 
-#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
-
 static uint32_t id_bucket(struct mc_id id, uint32_t mask)
 {
     uint64_t x = id.hi * 0x9e3779b97f4a7c15ull ^ id.lo;

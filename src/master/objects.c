@@ -18,7 +18,6 @@
 #include "master/offload.h"
 #include "mooncake/errors.h"
 
-#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
 #define CNT_ADD(m, field, v) atomic_fetch_add_explicit(&(m)->c.field, (v), memory_order_relaxed)
 
 /* ---- free lists ---------------------------------------------------------------------------- */
