@@ -2,7 +2,7 @@
  * master.h - the master core as a library: struct mc_master and the mc_master_* operations.
  *
  * The daemon (main.c) copies its flags into a struct mc_master_config, creates one mc_master,
- * and the RPC adapters (service.c) decode a request, call one function here, and encode the
+ * and the RPC adapters (service_*.c) decode a request, call one function here, and encode the
  * result. Tests drive the same functions directly with a fake clock (config.clock) and call the
  * mc_master_tick_* entry points themselves; the library never starts a thread.
  *
