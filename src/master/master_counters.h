@@ -16,7 +16,9 @@
  *                                   eviction.c registers their metrics (with its help texts).
  *   MC_MASTER_GET_COUNTERS(X)       X(field, metric name, help): upstream's Get cache-hit
  *                                   family (names as upstream spells them, trailing underscores
- *                                   too); metrics only.
+ *                                   too): every Get key, the ones answered, and those by the
+ *                                   type of the first replica returned (MEMORY: mem,
+ *                                   LOCAL_DISK: file); metrics only.
  *
  * The per-batch-op counters (struct mc_master_counters' batch array) are a matrix of generated
  * names, kept as master.c's g_batch_ops x g_batch_fields.
