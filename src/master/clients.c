@@ -33,8 +33,6 @@
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
-#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
-
 /* The registry is the first lock of the lock order. */
 static void registry_lock(struct mc_master *m)
 {

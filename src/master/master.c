@@ -302,43 +302,18 @@ void mc_master_get_stats(struct mc_master *m, struct mc_master_stats *o)
 {
     memset(o, 0, sizeof(*o));
     int64_t v;
-    o->key_count = (v = LD(key_count)) > 0 ? (uint64_t)v : 0;
-    o->soft_pin_key_count = (v = LD(soft_pin_key_count)) > 0 ? (uint64_t)v : 0;
-    o->processing_count = (v = LD(processing_count)) > 0 ? (uint64_t)v : 0;
+#define GAUGE(f, ...) o->f = (v = LD(f)) > 0 ? (uint64_t)v : 0;
+#define COUNTER(f, ...) o->f = LD(f);
+    MC_MASTER_GAUGES(GAUGE)
+    MC_MASTER_CALL_COUNTERS(COUNTER)
+    MC_MASTER_EVICTION_COUNTERS(COUNTER)
+#undef GAUGE
+#undef COUNTER
     o->total_capacity_bytes = mc_segments_capacity(m->segs);
     o->allocated_bytes = mc_segments_allocated(m->segs);
     o->used_ratio = mc_segments_used_ratio(m->segs);
     o->segment_count = mc_segments_count(m->segs);
     o->active_clients = mc_master_active_clients(m);
-    o->put_start_requests = LD(put_start_requests);
-    o->put_start_failures = LD(put_start_failures);
-    o->put_end_requests = LD(put_end_requests);
-    o->put_end_failures = LD(put_end_failures);
-    o->put_revoke_requests = LD(put_revoke_requests);
-    o->put_revoke_failures = LD(put_revoke_failures);
-    o->get_replica_list_requests = LD(get_replica_list_requests);
-    o->get_replica_list_failures = LD(get_replica_list_failures);
-    o->exist_key_requests = LD(exist_key_requests);
-    o->exist_key_failures = LD(exist_key_failures);
-    o->remove_requests = LD(remove_requests);
-    o->remove_failures = LD(remove_failures);
-    o->remove_all_requests = LD(remove_all_requests);
-    o->mount_segment_requests = LD(mount_segment_requests);
-    o->mount_segment_failures = LD(mount_segment_failures);
-    o->unmount_segment_requests = LD(unmount_segment_requests);
-    o->unmount_segment_failures = LD(unmount_segment_failures);
-    o->remount_segment_requests = LD(remount_segment_requests);
-    o->remount_segment_failures = LD(remount_segment_failures);
-    o->ping_requests = LD(ping_requests);
-    o->put_start_alloc_failures = LD(put_start_alloc_failures);
-    o->put_start_partial_allocations = LD(put_start_partial_allocations);
-    o->put_start_discard_cnt = LD(put_start_discard_cnt);
-    o->put_start_release_cnt = LD(put_start_release_cnt);
-    o->expired_clients = LD(expired_clients);
-    o->evicted_key_count = LD(evicted_key_count);
-    o->evicted_size_bytes = LD(evicted_size_bytes);
-    o->successful_evictions = LD(successful_evictions);
-    o->attempted_evictions = LD(attempted_evictions);
 }
 
 struct mc_metrics *mc_master_metrics(struct mc_master *m)
@@ -384,57 +359,11 @@ struct counter_def {
     size_t off; /* offset of an _Atomic uint64_t in struct mc_master_counters */
 };
 
-#define CDEF(n, h, f)                                                                              \
-    {                                                                                              \
-        n, h, offsetof(struct mc_master_counters, f)                                               \
-    }
-static const struct counter_def g_counters[] = {
-    CDEF("master_put_start_requests_total", "PutStart calls", put_start_requests),
-    CDEF("master_put_start_failures_total", "failed PutStart calls", put_start_failures),
-    CDEF("master_put_end_requests_total", "PutEnd calls", put_end_requests),
-    CDEF("master_put_end_failures_total", "failed PutEnd calls", put_end_failures),
-    CDEF("master_put_revoke_requests_total", "PutRevoke calls", put_revoke_requests),
-    CDEF("master_put_revoke_failures_total", "failed PutRevoke calls", put_revoke_failures),
-    CDEF("master_get_replica_list_requests_total", "GetReplicaList keys",
-         get_replica_list_requests),
-    CDEF("master_get_replica_list_failures_total", "failed GetReplicaList keys",
-         get_replica_list_failures),
-    CDEF("master_exist_key_requests_total", "ExistKey keys", exist_key_requests),
-    CDEF("master_exist_key_failures_total", "failed ExistKey keys", exist_key_failures),
-    CDEF("master_remove_requests_total", "Remove calls", remove_requests),
-    CDEF("master_remove_failures_total", "failed Remove calls", remove_failures),
-    CDEF("master_remove_all_requests_total", "RemoveAll calls", remove_all_requests),
-    CDEF("master_mount_segment_requests_total", "MountSegment calls", mount_segment_requests),
-    CDEF("master_mount_segment_failures_total", "failed MountSegment calls",
-         mount_segment_failures),
-    CDEF("master_unmount_segment_requests_total", "UnmountSegment calls", unmount_segment_requests),
-    CDEF("master_unmount_segment_failures_total", "failed UnmountSegment calls",
-         unmount_segment_failures),
-    CDEF("master_remount_segment_requests_total", "ReMountSegment calls", remount_segment_requests),
-    CDEF("master_remount_segment_failures_total", "failed ReMountSegment calls",
-         remount_segment_failures),
-    CDEF("master_ping_requests_total", "Ping calls", ping_requests),
-    CDEF("master_put_start_alloc_failures_total", "PutStart calls that found no space",
-         put_start_alloc_failures),
-    CDEF("master_put_start_partial_allocations_total",
-         "PutStart calls that placed fewer replicas than asked", put_start_partial_allocations),
-    CDEF("master_put_start_discard_cnt", "stale Puts taken over by a new PutStart",
-         put_start_discard_cnt),
-    CDEF("master_put_start_release_cnt", "buffers of stale or taken-over Puts released",
-         put_start_release_cnt),
-    CDEF("master_expired_clients_total", "clients expired by the monitor", expired_clients),
-};
-
-/* Upstream's Get cache-hit family (names as upstream spells them, trailing underscores too). */
-static const struct counter_def g_get_counters[] = {
-    CDEF("total_get_nums_", "GetReplicaList keys", total_get_nums),
-    CDEF("valid_get_nums_", "GetReplicaList keys answered with a replica", valid_get_nums),
-    CDEF("mem_cache_hit_nums_", "Gets answered with a MEMORY replica first", mem_cache_hit_nums),
-    CDEF("file_cache_hit_nums_", "Gets answered with a LOCAL_DISK replica first",
-         file_cache_hit_nums),
-    CDEF("mem_cache_hit_bytes_total", "value bytes of the MEMORY hits", mem_cache_hit_bytes),
-    CDEF("file_cache_hit_bytes_total", "value bytes of the LOCAL_DISK hits", file_cache_hit_bytes),
-};
+#define CDEF(f, n, h) {n, h, offsetof(struct mc_master_counters, f)},
+static const struct counter_def g_counters[] = {MC_MASTER_CALL_COUNTERS(CDEF)};
+/* Upstream's Get cache-hit family. */
+static const struct counter_def g_get_counters[] = {MC_MASTER_GET_COUNTERS(CDEF)};
+#undef CDEF
 
 static const char *const g_batch_ops[MC_BATCH_NOPS] = {
     [MC_BATCH_EXIST_KEY] = "exist_key",   [MC_BATCH_GET_REPLICA_LIST] = "get_replica_list",
@@ -502,13 +431,12 @@ static int register_metrics(struct mc_master *m)
         if (mc_metrics_counter_fn(r, g_counters[i].name, g_counters[i].help, NULL, rd_u64,
                                   (char *)&m->c + g_counters[i].off) != 0)
             return -1;
-    if (mc_metrics_gauge_fn(r, "master_key_count", "objects in the table", NULL, rd_i64,
-                            (void *)&m->c.key_count) != 0 ||
-        mc_metrics_gauge_fn(r, "master_soft_pin_key_count", "soft-pinned objects", NULL, rd_i64,
-                            (void *)&m->c.soft_pin_key_count) != 0 ||
-        mc_metrics_gauge_fn(r, "master_processing_key_count", "Puts in flight", NULL, rd_i64,
-                            (void *)&m->c.processing_count) != 0 ||
-        mc_metrics_gauge_fn(r, "master_allocated_bytes", "DRAM bytes allocated to replicas", NULL,
+#define GAUGE(f, n, h, extra)                                                                      \
+    if (mc_metrics_gauge_fn(r, n, h, NULL, rd_i64, (void *)&m->c.f) != 0)                          \
+        return -1;
+    MC_MASTER_GAUGES(GAUGE)
+#undef GAUGE
+    if (mc_metrics_gauge_fn(r, "master_allocated_bytes", "DRAM bytes allocated to replicas", NULL,
                             rd_allocated, m) != 0 ||
         mc_metrics_gauge_fn(r, "master_total_capacity_bytes", "DRAM bytes of mounted segments",
                             NULL, rd_capacity, m) != 0 ||

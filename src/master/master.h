@@ -2,7 +2,7 @@
  * master.h - the master core as a library: struct mc_master and the mc_master_* operations.
  *
  * The daemon (main.c) copies its flags into a struct mc_master_config, creates one mc_master,
- * and the RPC adapters (service.c) decode a request, call one function here, and encode the
+ * and the RPC adapters (service_*.c) decode a request, call one function here, and encode the
  * result. Tests drive the same functions directly with a fake clock (config.clock) and call the
  * mc_master_tick_* entry points themselves; the library never starts a thread.
  *
@@ -30,6 +30,7 @@
 #include "common/clock.h"
 #include "common/id.h"
 #include "master/mailbox.h"
+#include "master/master_counters.h"
 #include "master/master_types.h"
 
 #ifdef __cplusplus
@@ -321,32 +322,17 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
                         struct mc_key_info *out);
 
 struct mc_master_stats {
-    uint64_t key_count;
-    uint64_t soft_pin_key_count;
-    uint64_t processing_count; /* Puts in flight */
+    /* gauges first (clamped at 0), then the counters (master_counters.h) */
+#define MC_STAT_U64(f, ...) uint64_t f;
+    MC_MASTER_GAUGES(MC_STAT_U64)
     uint64_t total_capacity_bytes;
     uint64_t allocated_bytes;
     double used_ratio;
     uint64_t segment_count;
     uint64_t active_clients;
-    uint64_t put_start_requests, put_start_failures;
-    uint64_t put_end_requests, put_end_failures;
-    uint64_t put_revoke_requests, put_revoke_failures;
-    uint64_t get_replica_list_requests, get_replica_list_failures;
-    uint64_t exist_key_requests, exist_key_failures;
-    uint64_t remove_requests, remove_failures;
-    uint64_t remove_all_requests;
-    uint64_t mount_segment_requests, mount_segment_failures;
-    uint64_t unmount_segment_requests, unmount_segment_failures;
-    uint64_t remount_segment_requests, remount_segment_failures;
-    uint64_t ping_requests;
-    uint64_t put_start_alloc_failures;
-    uint64_t put_start_partial_allocations;
-    uint64_t put_start_discard_cnt; /* stale Puts taken over */
-    uint64_t put_start_release_cnt; /* discarded/stale buffers freed by the reaper */
-    uint64_t expired_clients;
-    uint64_t evicted_key_count, evicted_size_bytes;
-    uint64_t successful_evictions, attempted_evictions;
+    MC_MASTER_CALL_COUNTERS(MC_STAT_U64)
+    MC_MASTER_EVICTION_COUNTERS(MC_STAT_U64)
+#undef MC_STAT_U64
 };
 
 /* GetStats: a snapshot of the counters and gauges above. */

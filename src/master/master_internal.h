@@ -42,28 +42,15 @@ enum { MC_BF_REQUESTS, MC_BF_FAILURES, MC_BF_PARTIAL, MC_BF_ITEMS, MC_BF_FAILED_
 /* Statistics kept as plain atomics (exported by GetStats and the metrics registry). */
 struct mc_master_counters {
     _Atomic uint64_t batch[MC_BATCH_NOPS][MC_BF_N];
-    /* Get classification (upstream's cache-hit family): every Get key, the ones answered, and
-     * those by the type of the first replica returned (MEMORY: mem, LOCAL_DISK: file). */
-    _Atomic uint64_t total_get_nums, valid_get_nums;
-    _Atomic uint64_t mem_cache_hit_nums, file_cache_hit_nums;
-    _Atomic uint64_t mem_cache_hit_bytes, file_cache_hit_bytes;
-    _Atomic uint64_t put_start_requests, put_start_failures;
-    _Atomic uint64_t put_end_requests, put_end_failures;
-    _Atomic uint64_t put_revoke_requests, put_revoke_failures;
-    _Atomic uint64_t get_replica_list_requests, get_replica_list_failures;
-    _Atomic uint64_t exist_key_requests, exist_key_failures;
-    _Atomic uint64_t remove_requests, remove_failures;
-    _Atomic uint64_t remove_all_requests;
-    _Atomic uint64_t mount_segment_requests, mount_segment_failures;
-    _Atomic uint64_t unmount_segment_requests, unmount_segment_failures;
-    _Atomic uint64_t remount_segment_requests, remount_segment_failures;
-    _Atomic uint64_t ping_requests;
-    _Atomic uint64_t put_start_alloc_failures, put_start_partial_allocations;
-    _Atomic uint64_t put_start_discard_cnt, put_start_release_cnt;
-    _Atomic uint64_t expired_clients;
-    _Atomic uint64_t evicted_key_count, evicted_size_bytes;
-    _Atomic uint64_t successful_evictions, attempted_evictions;
-    _Atomic int64_t key_count, soft_pin_key_count, processing_count;
+    /* the tables of master_counters.h */
+#define MC_CNT_U64(f, ...) _Atomic uint64_t f;
+#define MC_CNT_I64(f, ...) _Atomic int64_t f;
+    MC_MASTER_GET_COUNTERS(MC_CNT_U64)
+    MC_MASTER_CALL_COUNTERS(MC_CNT_U64)
+    MC_MASTER_EVICTION_COUNTERS(MC_CNT_U64)
+    MC_MASTER_GAUGES(MC_CNT_I64)
+#undef MC_CNT_U64
+#undef MC_CNT_I64
 };
 
 struct mc_route_stripe;

@@ -26,8 +26,6 @@
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
-#define CNT_INC(m, field) atomic_fetch_add_explicit(&(m)->c.field, 1, memory_order_relaxed)
-
 /* ---- predicates and descriptors ------------------------------------------------------------ */
 
 bool mc_replica_valid(const struct mc_replica *r)

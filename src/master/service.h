@@ -15,9 +15,11 @@
  *
  * Bounds on untrusted input that are not the core's business: a batch of more than
  * MC_SERVICE_MAX_BATCH items, strings longer than the fixed fields of master_types.h, or a
- * missing required sub-message give INVALID_PARAMS. Methods whose core is not written yet
- * (promotion) answer NOT_SUPPORTED; the LOCAL_DISK tier's adapters are in service_disk.c, and
- * OffloadObjectHeartbeat is answered later (a long-poll, see there).
+ * missing required sub-message give INVALID_PARAMS. The two heartbeats (OffloadObjectHeartbeat,
+ * PromotionObjectHeartbeat) are long-polls the core may answer later (service_disk.c).
+ *
+ * Files: service.c holds the method table; the adapters live by concern in service_*.c, with
+ * what they share in service_internal.h (which lists them).
  *
  * The service owns no thread and installs no signal handler; it is part of mc_master_core so
  * tests can serve a master in-process.

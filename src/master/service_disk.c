@@ -1,6 +1,6 @@
 /*
  * service_disk.c - RPC adapters of the LOCAL_DISK tier (MountLocalDiskSegment ...
- * BatchEvictDiskReplica): decode -> mc_master_* (offload.c) -> encode, as service.c.
+ * BatchEvictDiskReplica): decode -> mc_master_* (offload.c) -> encode.
  *
  * OffloadObjectHeartbeat is a long-poll: the core keeps the reply callback (with the call as its
  * argument) until a task arrives or the wait passes and calls it with no master lock held; the
@@ -9,17 +9,8 @@
  * makes the completion a no-op; at shutdown the server answers parked calls itself and the
  * core's later answer only frees them.
  */
-#include <stdlib.h>
-#include <string.h>
-
-#include "common/log.h"
-#include "common/rpc_server.h"
-#include "master/master.h"
-#include "master/service.h"
 #include "master/service_internal.h"
-#include "master/service_wire.h"
 #include "mooncake/errors.h"
-#include "proto/master.pb-c.h"
 
 void mc_svc_mount_local_disk(void *arg, struct mc_rpc_call *call)
 {
@@ -48,42 +39,25 @@ void mc_svc_unmount_local_disk(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
-/* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. No master lock is held. */
+static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
+{
+    Mc__OffloadTaskItem *it = (Mc__OffloadTaskItem *)msg;
+    it->task_id = t->kind == MC_TASK_DELETE ? 0 : t->task_id;
+    it->key = (char *)t->key;
+    it->size = t->size;
+    it->version = t->version;
+    it->crc32c = t->crc32c;
+    it->crc_valid = t->crc_valid;
+    it->drop = t->kind == MC_TASK_DELETE;
+}
+
+/* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. Out of memory, the offload
+ * tasks stay in flight and expire; deletes are lost (the holder's scan re-registers the record
+ * later and is told to delete it then). */
 static void heartbeat_reply(void *arg, struct mc_task_list *tasks)
 {
-    struct mc_rpc_call *call = arg;
-    size_t n = tasks->n;
-    Mc__OffloadTaskItem *items = n ? malloc(n * sizeof(*items)) : NULL;
-    Mc__OffloadTaskItem **ptrs = n ? malloc(n * sizeof(*ptrs)) : NULL;
-    if (n && (!items || !ptrs)) {
-        /* the offload tasks stay in flight and expire; deletes are lost (the holder's scan
-         * re-registers the record later and is told to delete it then) */
-        mc_warn("service", "heartbeat reply dropped (out of memory)", "tasks=%zu", n);
-        free(items);
-        free(ptrs);
-        mc_task_list_free(tasks);
-        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR);
-        return;
-    }
-    size_t i = 0;
-    for (struct mc_task *t = tasks->head; t && i < n; t = t->next, i++) {
-        mc__offload_task_item__init(&items[i]);
-        items[i].task_id = t->kind == MC_TASK_DELETE ? 0 : t->task_id;
-        items[i].key = t->key;
-        items[i].size = t->size;
-        items[i].version = t->version;
-        items[i].crc32c = t->crc32c;
-        items[i].crc_valid = t->crc_valid;
-        items[i].drop = t->kind == MC_TASK_DELETE;
-        ptrs[i] = &items[i];
-    }
-    Mc__OffloadObjectHeartbeatResponse r = MC__OFFLOAD_OBJECT_HEARTBEAT_RESPONSE__INIT;
-    r.n_items = i;
-    r.items = ptrs;
-    mc_rpc_reply_msg(call, 0, &r.base);
-    free(items);
-    free(ptrs);
-    mc_task_list_free(tasks);
+    mc_svc_reply_tasks(arg, &mc__offload_object_heartbeat_response__descriptor,
+                       &mc__offload_task_item__descriptor, offload_task_to_pb, tasks);
 }
 
 void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)
@@ -102,57 +76,38 @@ void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)
         mc_rpc_reply_status(call, rc);
 }
 
+/* NotifyOffloadSuccess: res = the core's view of each reported item. */
+static int notify_offload_core(struct mc_svc_batch *b)
+{
+    const Mc__NotifyOffloadSuccessRequest *req = (const void *)b->req;
+    struct mc_offload_result *items = b->res;
+    for (size_t i = 0; i < b->n; i++) {
+        const Mc__OffloadResult *it = req->items[i];
+        items[i] = (struct mc_offload_result){
+            .task_id = it->task_id,
+            .key = b->keys[i].data,
+            .key_len = b->keys[i].len, /* 0 (INVALID_KEY) when it held a NUL */
+            .status = it->status,
+            .size = it->size,
+            .version = it->version,
+            .crc32c = it->crc32c,
+            .crc_valid = it->crc_valid,
+        };
+    }
+    return mc_master_notify_offload(b->m, b->client, items, b->n, req->reregister, b->rcs);
+}
+
 void mc_svc_notify_offload_success(void *arg, struct mc_rpc_call *call)
 {
-    struct mc_master_service *svc = arg;
-    UNPACK(NotifyOffloadSuccessRequest, notify_offload_success_request, req);
-    struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    size_t n = req->n_items;
-    struct mc_offload_result *items = NULL;
-    struct mc_key_ref *keys = NULL;
-    int *rcs = NULL;
-    int rc = n > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS : mc_svc_check_client(call, client);
-    if (rc == 0 && n > 0 &&
-        (!(items = calloc(n, sizeof(*items))) || !(keys = malloc(n * sizeof(*keys))) ||
-         !(rcs = malloc(n * sizeof(*rcs)))))
-        rc = MC_ERR_INTERNAL_ERROR;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        const Mc__OffloadResult *it = req->items[i];
-        keys[i].data = it->key ? it->key : "";
-        keys[i].len = strlen(keys[i].data);
-    }
-    if (rc == 0 && n > 0) {
-        size_t len = 0;
-        const uint8_t *body = mc_rpc_call_body(call, &len);
-        mc_svc_mark_nul_strings(
-            body, len, mc_svc_field_num(&mc__notify_offload_success_request__descriptor, "items"),
-            mc_svc_field_num(&mc__offload_result__descriptor, "key"), false, keys, n);
-        for (size_t i = 0; i < n; i++) {
-            const Mc__OffloadResult *it = req->items[i];
-            items[i] = (struct mc_offload_result){
-                .task_id = it->task_id,
-                .key = keys[i].data,
-                .key_len = keys[i].len, /* 0 (INVALID_KEY) when it held a NUL */
-                .status = it->status,
-                .size = it->size,
-                .version = it->version,
-                .crc32c = it->crc32c,
-                .crc_valid = it->crc_valid,
-            };
-        }
-    }
-    if (rc == 0)
-        rc = mc_master_notify_offload(svc->m, client, items, n, req->reregister, rcs);
-    if (rc != 0) {
-        mc_rpc_reply_status(call, rc);
-    } else {
-        Mc__NotifyOffloadSuccessResponse r = MC__NOTIFY_OFFLOAD_SUCCESS_RESPONSE__INIT;
-        mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
-    }
-    FREE_REQ(req);
-    free(items);
-    free(keys);
-    free(rcs);
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__notify_offload_success_request__descriptor,
+        .resp = &mc__notify_offload_success_response__descriptor,
+        .items = "items",
+        .item_key = "key",
+        .res_size = sizeof(struct mc_offload_result),
+        .core = notify_offload_core,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
 }
 
 void mc_svc_evict_disk_replica(void *arg, struct mc_rpc_call *call)
@@ -169,31 +124,29 @@ void mc_svc_evict_disk_replica(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
+/* BatchEvictDiskReplica: versions, when given, must pair with the keys (a whole-call error,
+ * before the client check). */
+static int batch_evict_check(struct mc_svc_batch *b)
+{
+    const Mc__BatchEvictDiskReplicaRequest *req = (const void *)b->req;
+    return req->n_versions != 0 && req->n_versions != b->n ? MC_ERR_INVALID_PARAMS : 0;
+}
+
+static int batch_evict_core(struct mc_svc_batch *b)
+{
+    const Mc__BatchEvictDiskReplicaRequest *req = (const void *)b->req;
+    return mc_master_batch_evict_disk_replica(b->m, b->client, b->keys,
+                                              req->n_versions ? req->versions : NULL, b->n, b->rcs);
+}
+
 void mc_svc_batch_evict_disk_replica(void *arg, struct mc_rpc_call *call)
 {
-    struct mc_master_service *svc = arg;
-    UNPACK(BatchEvictDiskReplicaRequest, batch_evict_disk_replica_request, req);
-    struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    size_t n = req->n_keys;
-    struct mc_key_ref *keys = NULL;
-    int *rcs = NULL;
-    int rc = mc_svc_keys_from_pb(call, KEYS(batch_evict_disk_replica_request), req->keys, n, &keys);
-    if (rc == 0 && req->n_versions != 0 && req->n_versions != n)
-        rc = MC_ERR_INVALID_PARAMS;
-    if (rc == 0)
-        rc = mc_svc_check_client(call, client);
-    if (rc == 0 && n > 0 && !(rcs = malloc(n * sizeof(*rcs))))
-        rc = MC_ERR_INTERNAL_ERROR;
-    if (rc == 0)
-        rc = mc_master_batch_evict_disk_replica(svc->m, client, keys,
-                                                req->n_versions ? req->versions : NULL, n, rcs);
-    if (rc != 0) {
-        mc_rpc_reply_status(call, rc);
-    } else {
-        Mc__BatchEvictDiskReplicaResponse r = MC__BATCH_EVICT_DISK_REPLICA_RESPONSE__INIT;
-        mc_svc_reply_statuses(call, &r.base, &r.n_statuses, &r.statuses, rcs, n);
-    }
-    FREE_REQ(req);
-    free(keys);
-    free(rcs);
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_evict_disk_replica_request__descriptor,
+        .resp = &mc__batch_evict_disk_replica_response__descriptor,
+        .items = "keys",
+        .check = batch_evict_check,
+        .core = batch_evict_core,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
 }

@@ -1,17 +1,37 @@
 /*
- * service_internal.h - what the master's RPC adapter files share (service.c: the DRAM tier and
- * admin methods; service_disk.c: the LOCAL_DISK tier): the service struct, request helpers and
- * the per-connection client check. Private to those files.
+ * service_internal.h - what the master's RPC adapter files share. Private to them.
+ *
+ * The adapters are split by concern, one file per family of methods; a new RPC goes where its
+ * family is and gets one line in service.c's table:
+ *   service.c           the method table, the service's lifetime
+ *   service_segments.c  ServiceReady, Ping, Mount/ReMount/UnmountSegment, the connection's
+ *                       client binding
+ *   service_objects.c   Put*, Get*, Exist*, Remove and their batches
+ *   service_admin.c     QueryKey, ListSegments, GetStats, RemoveAll
+ *   service_disk.c      the LOCAL_DISK tier and offload
+ *   service_promotion.c promotion (holder side)
+ * and the helpers they share:
+ *   service_convert.c   ids, replica descriptors and keys between protobuf and the core
+ *   service_batch.c     the generic batch adapter and the heartbeats' task-list reply
+ *   service_wire.c      NUL-holding strings in a raw request body
+ *
+ * A batch adapter is a spec (struct mc_svc_batch_spec) and one or two callbacks: mc_svc_batch
+ * decodes the request, bounds the batch, gathers the keys, checks the client, allocates the
+ * per-item arrays (one block), runs the spec's core call, encodes the per-item statuses (and
+ * whatever the spec's encode adds) and frees it all. No policy lives in the callbacks either:
+ * they only map fields to the core's arguments.
  */
 #ifndef MC_MASTER_SERVICE_INTERNAL_H
 #define MC_MASTER_SERVICE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/id.h"
 #include "common/rpc_server.h"
 #include "master/master.h"
+#include "master/service.h"
 #include "proto/master.pb-c.h"
 
 struct mc_master_service {
@@ -26,30 +46,129 @@ struct mc_master_service {
 
 #define FREE_REQ(var) protobuf_c_message_free_unpacked(&(var)->base, NULL)
 
+/* ---- service_convert.c: protobuf <-> core ------------------------------------------------- */
+
 struct mc_id mc_svc_id_from_pb(const Mc__Uuid *u);
 void mc_svc_id_to_pb(struct mc_id id, Mc__Uuid *u);
-/* Number of a request's field, from its descriptor (0, matching nothing, if absent). */
+Mc__Protocol mc_svc_protocol_to_pb(const char *protocol);
+
+/* Protobuf view of one replica descriptor; strings point into the source descriptor. */
+struct mc_svc_pb_replica {
+    Mc__ReplicaDescriptor d;
+    Mc__MemoryLocation mem;
+    Mc__LocalDiskLocation disk;
+    Mc__Uuid uuid;
+};
+void mc_svc_replica_to_pb(const struct mc_replica_desc *r, struct mc_svc_pb_replica *p);
+/* Views of the first min(n, MC_MAX_REPLICAS) replicas of src in reps, pointed to by ptrs;
+ * returns how many. */
+uint32_t mc_svc_replicas_to_pb(const struct mc_replica_desc *src, uint32_t n,
+                               struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs);
+
+/* Number of a message's field, from its descriptor (0, matching nothing, if absent). */
 uint32_t mc_svc_field_num(const ProtobufCMessageDescriptor *d, const char *name);
 #define KEY(lower) mc_svc_field_num(&mc__##lower##__descriptor, "key")
-#define KEYS(lower) mc_svc_field_num(&mc__##lower##__descriptor, "keys")
 /* The key of a single-key request (field num): len 0 when it holds a NUL. */
 struct mc_key_ref mc_svc_key_from_pb(struct mc_rpc_call *call, uint32_t num, const char *key);
-/* The key list of a batch request (field num; malloc'ed, NULL for n 0); INVALID_PARAMS above
- * MC_SERVICE_MAX_BATCH. */
-int mc_svc_keys_from_pb(struct mc_rpc_call *call, uint32_t num, char **keys, size_t n,
-                        struct mc_key_ref **out);
-/* ILLEGAL_CLIENT when the connection is bound to another client (service.h); binds it else. */
-int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id);
-/* Answers msg with its repeated sint32 statuses field set to rcs[0..n). */
-void mc_svc_reply_statuses(struct mc_rpc_call *call, ProtobufCMessage *msg, size_t *n_field,
-                           int32_t **field, int *rcs, size_t n);
+/* Gives len 0 to keys[i] when the i-th occurrence of the request's field num (a string, or
+ * with sub != 0 a message whose string field sub is the key) holds a NUL (service_wire.h). */
+void mc_svc_mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, bool single,
+                          struct mc_key_ref *keys, size_t n);
 
-/* service_disk.c: the LOCAL_DISK tier's handlers. */
-void mc_svc_mount_local_disk(void *arg, struct mc_rpc_call *call);
-void mc_svc_unmount_local_disk(void *arg, struct mc_rpc_call *call);
-void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call);
-void mc_svc_notify_offload_success(void *arg, struct mc_rpc_call *call);
-void mc_svc_evict_disk_replica(void *arg, struct mc_rpc_call *call);
-void mc_svc_batch_evict_disk_replica(void *arg, struct mc_rpc_call *call);
+/* ---- service_segments.c: the connection's client binding (service.h) ---------------------- */
+
+/* ILLEGAL_CLIENT when the connection is bound to another client; binds it else. */
+int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id);
+
+/* ---- service_batch.c: the generic batch adapter ------------------------------------------- */
+
+/* One batch call in flight; what the spec's callbacks read and fill. Every array has n items
+ * (NULL for n 0) and lives until the reply is encoded. */
+struct mc_svc_batch {
+    struct mc_master *m;
+    struct mc_rpc_call *call;
+    const ProtobufCMessage *req; /* the decoded request (cast to its Mc__*Request type) */
+    struct mc_id client;         /* its client_id (zero without one) */
+    size_t n;                    /* items in the spec's items field */
+    struct mc_key_ref *keys;     /* their keys; len 0 where one held a NUL (INVALID_KEY) */
+    int *rcs;                    /* per-item statuses, for core to fill */
+    void *res;                   /* n * spec->res_size bytes: the core's per-item results */
+    void *views;                 /* n * spec->view_size bytes: per-item reply messages ... */
+    void **ptrs;                 /* ... and n pointers for the reply's repeated field */
+    void *ctx;                   /* the handler's own state (mc_svc_batch's argument) */
+};
+
+struct mc_svc_batch_spec {
+    const ProtobufCMessageDescriptor *req, *resp;
+    /* The request's repeated field holding the items: the keys themselves (strings), or
+     * messages whose string field item_key is the key (NULL: items without a key). */
+    const char *items, *item_key;
+    bool no_client; /* the method names no client: no client check (nor binding) */
+    size_t res_size, view_size;
+    /* Optional, before the client check: a non-zero status fails the whole call. */
+    int (*check)(struct mc_svc_batch *b);
+    /* The core call: fills rcs (and res); a non-zero status fails the whole call. */
+    int (*core)(struct mc_svc_batch *b);
+    /* Optional: sets what the reply carries besides its "statuses" field (set to rcs when
+     * resp has one). */
+    void (*encode)(struct mc_svc_batch *b, ProtobufCMessage *resp);
+};
+
+/* Runs one batch call per spec (decode -> core -> encode -> free) and answers it. Whole-call
+ * errors: INVALID_PARAMS above MC_SERVICE_MAX_BATCH items, INTERNAL_ERROR out of memory,
+ * ILLEGAL_CLIENT, or what check or core returned. ctx: b->ctx. */
+void mc_svc_batch(struct mc_master_service *svc, struct mc_rpc_call *call,
+                  const struct mc_svc_batch_spec *spec, void *ctx);
+
+/* Points msg's repeated field name at arr[0..n). */
+void mc_svc_set_repeated(ProtobufCMessage *msg, const char *name, size_t n, void *arr);
+
+/* Answers a heartbeat with its tasks (a mailbox reply: no master lock held): resp's repeated
+ * "items" field gets one item message per task, filled by fill. Frees tasks. Out of memory:
+ * INTERNAL_ERROR (the tasks stay in flight in the mailbox and expire there). */
+typedef void (*mc_svc_task_fill_fn)(ProtobufCMessage *item, const struct mc_task *t);
+void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *resp,
+                        const ProtobufCMessageDescriptor *item, mc_svc_task_fill_fn fill,
+                        struct mc_task_list *tasks);
+
+/* ---- the handlers (mc_rpc_handler_fn; arg = the service), by file ------------------------- */
+
+#define MC_SVC_HANDLER(name) void name(void *arg, struct mc_rpc_call *call)
+
+MC_SVC_HANDLER(mc_svc_service_ready);
+MC_SVC_HANDLER(mc_svc_ping);
+MC_SVC_HANDLER(mc_svc_mount_segment);
+MC_SVC_HANDLER(mc_svc_remount_segment);
+MC_SVC_HANDLER(mc_svc_unmount_segment);
+
+MC_SVC_HANDLER(mc_svc_put_start);
+MC_SVC_HANDLER(mc_svc_put_end);
+MC_SVC_HANDLER(mc_svc_put_revoke);
+MC_SVC_HANDLER(mc_svc_batch_put_start);
+MC_SVC_HANDLER(mc_svc_batch_put_end);
+MC_SVC_HANDLER(mc_svc_batch_put_revoke);
+MC_SVC_HANDLER(mc_svc_get_replica_list);
+MC_SVC_HANDLER(mc_svc_batch_get_replica_list);
+MC_SVC_HANDLER(mc_svc_exist_key);
+MC_SVC_HANDLER(mc_svc_batch_exist_key);
+MC_SVC_HANDLER(mc_svc_remove);
+MC_SVC_HANDLER(mc_svc_batch_remove);
+
+MC_SVC_HANDLER(mc_svc_remove_all);
+MC_SVC_HANDLER(mc_svc_query_key);
+MC_SVC_HANDLER(mc_svc_list_segments);
+MC_SVC_HANDLER(mc_svc_get_stats);
+
+MC_SVC_HANDLER(mc_svc_mount_local_disk);
+MC_SVC_HANDLER(mc_svc_unmount_local_disk);
+MC_SVC_HANDLER(mc_svc_offload_heartbeat);
+MC_SVC_HANDLER(mc_svc_notify_offload_success);
+MC_SVC_HANDLER(mc_svc_evict_disk_replica);
+MC_SVC_HANDLER(mc_svc_batch_evict_disk_replica);
+
+MC_SVC_HANDLER(mc_svc_promotion_heartbeat);
+MC_SVC_HANDLER(mc_svc_promotion_alloc_start);
+MC_SVC_HANDLER(mc_svc_notify_promotion_success);
+MC_SVC_HANDLER(mc_svc_notify_promotion_failure);
 
 #endif

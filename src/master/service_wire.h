@@ -2,8 +2,8 @@
  * service_wire.h - a scan of a raw protobuf request body for strings holding a NUL.
  *
  * protobuf-c ends a decoded string at its first NUL, so a key "a\0b" on the wire would be
- * decoded as "a". Keys and group ids never hold a NUL; the RPC adapters (service.c) use this to
- * find the ones that do in the body they have just decoded, and refuse them.
+ * decoded as "a". Keys and group ids never hold a NUL; the RPC adapters (service_convert.c) use
+ * this to find the ones that do in the body they have just decoded, and refuse them.
  */
 #ifndef MC_MASTER_SERVICE_WIRE_H
 #define MC_MASTER_SERVICE_WIRE_H

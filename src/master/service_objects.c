@@ -1,0 +1,509 @@
+/*
+ * service_objects.c - RPC adapters of the object methods: PutStart/PutEnd/PutRevoke,
+ * GetReplicaList, ExistKey, Remove, and their batches (decode -> mc_master_* -> encode).
+ *
+ * Single-key replies are built on the stack (descriptors point into the core's result struct,
+ * which owns the strings). Batches go through mc_svc_batch (service_batch.c): each one here is
+ * a spec plus the core call and, where the reply carries more than statuses, its encoding.
+ *
+ * BatchGetReplicaList replies are sized by what is there: the core answers windows of
+ * BGET_WINDOW keys into one fixed scratch, and each key's reply takes one response struct plus,
+ * from an arena, one descriptor per replica it actually has; the segment names and endpoints the
+ * descriptors point to are copied once per distinct string (a few segments serve most keys).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "master/service_internal.h"
+#include "mooncake/errors.h"
+
+/* ---- conversions --------------------------------------------------------------------------- */
+
+static int config_from_pb(const Mc__ReplicateConfig *p, struct mc_master_replicate_config *c)
+{
+    mc_master_replicate_config_init(c);
+    if (!p)
+        return 0;
+    if (p->replica_num > 0)
+        c->replica_num = p->replica_num;
+    c->with_soft_pin = p->with_soft_pin;
+    c->soft_pin_ttl_ms = p->soft_pin_ttl_ms;
+    c->with_hard_pin = p->with_hard_pin;
+    if (p->n_preferred_segments > MC_SERVICE_MAX_BATCH)
+        return MC_ERR_INVALID_PARAMS;
+    c->preferred_segments = (const char *const *)p->preferred_segments;
+    c->n_preferred = p->n_preferred_segments;
+    if (p->group_id && p->group_id[0]) {
+        c->group_id = p->group_id;
+        c->group_id_len = strlen(p->group_id);
+    }
+    return 0;
+}
+
+/* INVALID_PARAMS when the request's ReplicateConfig (field "config" of desc) has a group id
+ * holding a NUL: cut at it, the key would join another group (or none). */
+static int check_group_id(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *desc)
+{
+    struct mc_key_ref k = {.data = "", .len = 1};
+    mc_svc_mark_nul_keys(call, mc_svc_field_num(desc, "config"),
+                         mc_svc_field_num(&mc__replicate_config__descriptor, "group_id"), true, &k,
+                         1);
+    return k.len == 0 ? MC_ERR_INVALID_PARAMS : 0;
+}
+
+/* Puts only create MEMORY replicas, so ALL and MEMORY select the same ones. */
+static int check_replica_type(Mc__ReplicaType t)
+{
+    if (t == MC__REPLICA_TYPE__RT_ALL || t == MC__REPLICA_TYPE__RT_MEMORY)
+        return 0;
+    return t == MC__REPLICA_TYPE__RT_LOCAL_DISK ? MC_ERR_NOT_SUPPORTED : MC_ERR_INVALID_PARAMS;
+}
+
+/* Protobuf view of one get result (GetReplicaListResponse), replicas in reps/ptrs (room for
+ * MC_MAX_REPLICAS, or for g->nreplicas when fewer). */
+static void get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,
+                     struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs)
+{
+    mc__get_replica_list_response__init(r);
+    r->status = status;
+    if (status != 0)
+        return;
+    r->n_replicas = mc_svc_replicas_to_pb(g->replicas, g->nreplicas, reps, ptrs);
+    r->replicas = ptrs;
+    r->lease_ttl_ms = g->lease_ttl_ms;
+    r->size = g->size;
+    r->version = g->version;
+    r->crc32c = g->crc32c;
+    r->crc_valid = g->has_crc;
+}
+
+/* The replicas of a PutStart answer. */
+struct pb_put_start {
+    struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
+    Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
+};
+
+static void put_start_to_pb(const struct mc_put_start_result *ps, struct pb_put_start *p,
+                            size_t *n_out, Mc__ReplicaDescriptor ***out)
+{
+    *n_out = mc_svc_replicas_to_pb(ps->replicas, ps->nreplicas, p->reps, p->ptrs);
+    *out = p->ptrs;
+}
+
+/* ---- Put ----------------------------------------------------------------------------------- */
+
+void mc_svc_put_start(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PutStartRequest, put_start_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_master_replicate_config cfg;
+    struct mc_put_start_result ps;
+    int rc = config_from_pb(req->config, &cfg);
+    if (rc == 0 && req->config)
+        rc = check_group_id(call, &mc__put_start_request__descriptor);
+    if (rc == 0)
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_start_request), req->key);
+    if (rc == 0) /* cfg points into req: call before freeing it */
+        rc = mc_master_put_start(svc->m, client, key.data, key.len, req->value_length, &cfg, &ps);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    Mc__PutStartResponse r = MC__PUT_START_RESPONSE__INIT;
+    struct pb_put_start p;
+    put_start_to_pb(&ps, &p, &r.n_replicas, &r.replicas);
+    r.version = ps.version;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+void mc_svc_put_end(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PutEndRequest, put_end_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = check_replica_type(req->replica_type);
+    if (rc == 0)
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_end_request), req->key);
+    if (rc == 0)
+        rc = mc_master_put_end(svc->m, client, key.data, key.len, req->version, req->crc32c,
+                               req->crc_valid);
+    FREE_REQ(req);
+    Mc__PutEndResponse r = MC__PUT_END_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+void mc_svc_put_revoke(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PutRevokeRequest, put_revoke_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = check_replica_type(req->replica_type);
+    if (rc == 0)
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_revoke_request), req->key);
+    if (rc == 0)
+        rc = mc_master_put_revoke(svc->m, client, key.data, key.len, req->version);
+    FREE_REQ(req);
+    Mc__PutRevokeResponse r = MC__PUT_REVOKE_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+/* BatchPutStart: res = the core's results, views = one PutStartResult (and its replicas) per
+ * key. A request-wide problem (value lengths, config) is every item's status. */
+struct put_start_view {
+    Mc__PutStartResult r;
+    struct pb_put_start p;
+};
+
+static int batch_put_start_core(struct mc_svc_batch *b)
+{
+    const Mc__BatchPutStartRequest *req = (const void *)b->req;
+    struct mc_master_replicate_config cfg;
+    int brc =
+        req->n_value_lengths != b->n ? MC_ERR_INVALID_PARAMS : config_from_pb(req->config, &cfg);
+    if (brc == 0 && req->config)
+        brc = check_group_id(b->call, &mc__batch_put_start_request__descriptor);
+    if (brc == 0 && b->n > 0)
+        brc = mc_master_batch_put_start(b->m, b->client, b->keys, req->value_lengths, b->n, &cfg,
+                                        b->res, b->rcs);
+    for (size_t i = 0; brc != 0 && i < b->n; i++)
+        b->rcs[i] = brc;
+    return 0;
+}
+
+static void batch_put_start_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
+{
+    const struct mc_put_start_result *ps = b->res;
+    struct put_start_view *v = b->views;
+    for (size_t i = 0; i < b->n; i++) {
+        mc__put_start_result__init(&v[i].r);
+        v[i].r.status = b->rcs[i];
+        if (b->rcs[i] == 0) {
+            put_start_to_pb(&ps[i], &v[i].p, &v[i].r.n_replicas, &v[i].r.replicas);
+            v[i].r.version = ps[i].version;
+        }
+        b->ptrs[i] = &v[i].r;
+    }
+    mc_svc_set_repeated(resp, "results", b->n, b->ptrs);
+}
+
+void mc_svc_batch_put_start(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_put_start_request__descriptor,
+        .resp = &mc__batch_put_start_response__descriptor,
+        .items = "keys",
+        .res_size = sizeof(struct mc_put_start_result),
+        .view_size = sizeof(struct put_start_view),
+        .core = batch_put_start_core,
+        .encode = batch_put_start_encode,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}
+
+/* BatchPutEnd: the batch call takes all CRCs or none; a mixed batch goes item by item. */
+static int batch_put_end_core(struct mc_svc_batch *b)
+{
+    const Mc__BatchPutEndRequest *req = (const void *)b->req;
+    int rc = check_replica_type(req->replica_type);
+    if (rc != 0) {
+        for (size_t i = 0; i < b->n; i++)
+            b->rcs[i] = rc;
+        return 0;
+    }
+    uint64_t *vers = NULL;
+    uint32_t *crcs = NULL;
+    if (b->n > 0 && !(vers = malloc(b->n * (sizeof(*vers) + sizeof(*crcs)))))
+        return MC_ERR_INTERNAL_ERROR;
+    if (vers)
+        crcs = (uint32_t *)(vers + b->n);
+    size_t ncrc = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        vers[i] = req->items[i]->version;
+        crcs[i] = req->items[i]->crc32c;
+        ncrc += req->items[i]->crc_valid ? 1 : 0;
+    }
+    if (ncrc == 0 || ncrc == b->n)
+        rc = mc_master_batch_put_end(b->m, b->client, b->keys, vers, ncrc ? crcs : NULL, b->n,
+                                     b->rcs);
+    else
+        for (size_t i = 0; i < b->n; i++)
+            b->rcs[i] = mc_master_put_end(b->m, b->client, b->keys[i].data, b->keys[i].len, vers[i],
+                                          crcs[i], req->items[i]->crc_valid);
+    free(vers);
+    return rc;
+}
+
+void mc_svc_batch_put_end(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_put_end_request__descriptor,
+        .resp = &mc__batch_put_end_response__descriptor,
+        .items = "items",
+        .item_key = "key",
+        .core = batch_put_end_core,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}
+
+static int batch_put_revoke_core(struct mc_svc_batch *b)
+{
+    const Mc__BatchPutRevokeRequest *req = (const void *)b->req;
+    int rc = check_replica_type(req->replica_type);
+    if (rc == 0 && req->n_versions != 0 && req->n_versions != b->n)
+        rc = MC_ERR_INVALID_PARAMS;
+    if (rc != 0) {
+        for (size_t i = 0; i < b->n; i++)
+            b->rcs[i] = rc;
+        return 0;
+    }
+    if (b->n == 0)
+        return 0;
+    return mc_master_batch_put_revoke(b->m, b->client, b->keys,
+                                      req->n_versions ? req->versions : NULL, b->n, b->rcs);
+}
+
+void mc_svc_batch_put_revoke(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_put_revoke_request__descriptor,
+        .resp = &mc__batch_put_revoke_response__descriptor,
+        .items = "keys",
+        .core = batch_put_revoke_core,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}
+
+/* ---- Get ----------------------------------------------------------------------------------- */
+
+void mc_svc_get_replica_list(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(GetReplicaListRequest, get_replica_list_request, req);
+    struct mc_get_result g;
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(get_replica_list_request), req->key);
+    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    if (rc == 0)
+        rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    Mc__GetReplicaListResponse r;
+    struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
+    Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
+    get_fill(0, &g, &r, reps, ptrs);
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+#define BGET_WINDOW 64
+#define BGET_CHUNK 65536
+#define BGET_STRS 16
+
+struct bget_chunk {
+    struct bget_chunk *next;
+    size_t used, cap;
+    max_align_t data[];
+};
+
+/* The arena of one BatchGetReplicaList reply (the batch's ctx); views = one response per key. */
+struct bget {
+    struct mc_svc_batch *b;
+    struct bget_chunk *chunks;
+    size_t first_cap; /* the first chunk's size: a guess from the key count */
+    const char *strs[BGET_STRS];
+    unsigned nstrs, next_str;
+};
+
+static void *bget_alloc(struct bget *g, size_t n)
+{
+    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
+    struct bget_chunk *c = g->chunks;
+    if (!c || c->cap - c->used < n) {
+        size_t cap = c ? BGET_CHUNK : g->first_cap;
+        if (cap < n)
+            cap = n;
+        if (!(c = malloc(sizeof(*c) + cap)))
+            return NULL;
+        c->next = g->chunks;
+        c->used = 0;
+        c->cap = cap;
+        g->chunks = c;
+    }
+    void *p = (char *)c->data + c->used;
+    c->used += n;
+    return p;
+}
+
+/* A copy of s that lives as long as the reply, shared with the keys that had the same string. */
+static char *bget_str(struct bget *g, const char *s)
+{
+    for (unsigned i = 0; i < g->nstrs; i++)
+        if (!strcmp(g->strs[i], s))
+            return (char *)g->strs[i];
+    size_t len = strlen(s) + 1;
+    char *d = bget_alloc(g, len);
+    if (!d)
+        return NULL;
+    memcpy(d, s, len);
+    g->strs[g->next_str] = d;
+    g->next_str = (g->next_str + 1) % BGET_STRS;
+    if (g->nstrs < BGET_STRS)
+        g->nstrs++;
+    return d;
+}
+
+static int bget_emit(void *arg, size_t first, size_t cnt, const struct mc_get_result *out,
+                     const int *rcs)
+{
+    struct bget *g = arg;
+    Mc__GetReplicaListResponse *items = g->b->views;
+    for (size_t j = 0; j < cnt; j++) {
+        Mc__GetReplicaListResponse *r = &items[first + j];
+        g->b->ptrs[first + j] = r;
+        uint32_t n = rcs[j] != 0                          ? 0
+                     : out[j].nreplicas < MC_MAX_REPLICAS ? out[j].nreplicas
+                                                          : MC_MAX_REPLICAS;
+        struct mc_svc_pb_replica *reps = NULL;
+        Mc__ReplicaDescriptor **ptrs = NULL;
+        if (n && (!(reps = bget_alloc(g, n * sizeof(*reps))) ||
+                  !(ptrs = bget_alloc(g, n * sizeof(*ptrs)))))
+            return MC_ERR_INTERNAL_ERROR;
+        get_fill(rcs[j], &out[j], r, reps, ptrs);
+        for (uint32_t k = 0; k < n; k++) { /* the strings out[] holds are reused next window */
+            if (reps[k].d.memory) {
+                reps[k].mem.segment_name = bget_str(g, reps[k].mem.segment_name);
+                reps[k].mem.endpoint = bget_str(g, reps[k].mem.endpoint);
+                if (!reps[k].mem.segment_name || !reps[k].mem.endpoint)
+                    return MC_ERR_INTERNAL_ERROR;
+            } else if (reps[k].d.local_disk) {
+                if (!(reps[k].disk.endpoint = bget_str(g, reps[k].disk.endpoint)))
+                    return MC_ERR_INTERNAL_ERROR;
+            }
+        }
+    }
+    return 0;
+}
+
+static int batch_get_core(struct mc_svc_batch *b)
+{
+    if (b->n == 0)
+        return 0;
+    struct bget *g = b->ctx;
+    size_t w = b->n < BGET_WINDOW ? b->n : BGET_WINDOW;
+    struct mc_get_result *out = malloc(w * sizeof(*out));
+    if (!out)
+        return MC_ERR_INTERNAL_ERROR;
+    g->b = b;
+    /* ~1 replica of ~200 bytes of descriptors per key; later chunks are BGET_CHUNK */
+    g->first_cap = b->n * 256 < BGET_CHUNK ? b->n * 256 : BGET_CHUNK;
+    int rc = mc_master_batch_get_replica_list_windowed(b->m, b->keys, b->n, w, out, b->rcs,
+                                                       bget_emit, g);
+    free(out); /* before encoding: the reply holds no pointer into it */
+    return rc;
+}
+
+static void batch_get_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
+{
+    mc_svc_set_repeated(resp, "results", b->n, b->ptrs);
+}
+
+void mc_svc_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_get_replica_list_request__descriptor,
+        .resp = &mc__batch_get_replica_list_response__descriptor,
+        .items = "keys",
+        .view_size = sizeof(Mc__GetReplicaListResponse),
+        .core = batch_get_core,
+        .encode = batch_get_encode,
+    };
+    struct bget g = {0};
+    mc_svc_batch(arg, call, &spec, &g);
+    for (struct bget_chunk *c = g.chunks, *nx; c; c = nx) {
+        nx = c->next;
+        free(c);
+    }
+}
+
+/* ---- Exist --------------------------------------------------------------------------------- */
+
+void mc_svc_exist_key(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(ExistKeyRequest, exist_key_request, req);
+    bool exists = false;
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(exist_key_request), req->key);
+    int rc = mc_master_exist_key(svc->m, key.data, key.len, &exists);
+    FREE_REQ(req);
+    Mc__ExistKeyResponse r = MC__EXIST_KEY_RESPONSE__INIT;
+    r.exists = exists;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+/* BatchExistKey: res = the core's answers, views = their protobuf booleans. */
+static int batch_exist_core(struct mc_svc_batch *b)
+{
+    return b->n > 0 ? mc_master_batch_exist_key(b->m, b->keys, b->n, b->res, b->rcs) : 0;
+}
+
+static void batch_exist_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
+{
+    const bool *ex = b->res;
+    protobuf_c_boolean *pex = b->views;
+    for (size_t i = 0; i < b->n; i++)
+        pex[i] = b->rcs[i] == 0 && ex[i];
+    mc_svc_set_repeated(resp, "exists", b->n, pex);
+}
+
+void mc_svc_batch_exist_key(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_exist_key_request__descriptor,
+        .resp = &mc__batch_exist_key_response__descriptor,
+        .items = "keys",
+        .no_client = true,
+        .res_size = sizeof(bool),
+        .view_size = sizeof(protobuf_c_boolean),
+        .core = batch_exist_core,
+        .encode = batch_exist_encode,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}
+
+/* ---- Remove -------------------------------------------------------------------------------- */
+
+void mc_svc_remove(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(RemoveRequest, remove_request, req);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(remove_request), req->key);
+    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    if (rc == 0)
+        rc = mc_master_remove(svc->m, key.data, key.len, req->force);
+    FREE_REQ(req);
+    Mc__RemoveResponse r = MC__REMOVE_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+static int batch_remove_core(struct mc_svc_batch *b)
+{
+    const Mc__BatchRemoveRequest *req = (const void *)b->req;
+    return b->n > 0 ? mc_master_batch_remove(b->m, b->keys, b->n, req->force, b->rcs) : 0;
+}
+
+void mc_svc_batch_remove(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__batch_remove_request__descriptor,
+        .resp = &mc__batch_remove_response__descriptor,
+        .items = "keys",
+        .core = batch_remove_core,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}

@@ -1,0 +1,102 @@
+/*
+ * service_promotion.c - RPC adapters of promotion, the holder side (promotion.h):
+ * PromotionObjectHeartbeat, PromotionAllocStart, NotifyPromotionSuccess/Failure.
+ *
+ * PromotionObjectHeartbeat is a long-poll like OffloadObjectHeartbeat (service_disk.c): the
+ * core keeps the reply callback (the call is its argument) until a task arrives or the wait
+ * passes, and calls it with no master lock held; mc_svc_reply_tasks encodes the answer.
+ */
+#include "master/promotion.h"
+#include "master/service_internal.h"
+#include "mooncake/errors.h"
+
+#define PROMO_MAX_WAIT_MS 60000u /* a heartbeat parks at most this long */
+
+static void promo_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
+{
+    Mc__PromotionTaskItem *it = (Mc__PromotionTaskItem *)msg;
+    it->task_id = t->task_id;
+    it->key = (char *)t->key;
+    it->size = t->size;
+    it->version = t->version;
+    it->crc32c = t->crc32c;
+    it->crc_valid = t->crc_valid;
+}
+
+/* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. */
+static void promo_hb_reply(void *arg, struct mc_task_list *tasks)
+{
+    mc_svc_reply_tasks(arg, &mc__promotion_object_heartbeat_response__descriptor,
+                       &mc__promotion_task_item__descriptor, promo_task_to_pb, tasks);
+}
+
+void mc_svc_promotion_heartbeat(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionObjectHeartbeatRequest, promotion_object_heartbeat_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    uint32_t wait = req->wait_ms < PROMO_MAX_WAIT_MS ? req->wait_ms : PROMO_MAX_WAIT_MS;
+    uint32_t max = req->max_items;
+    FREE_REQ(req);
+    int rc = mc_svc_check_client(call, client);
+    if (rc == 0) /* answered now (1), parked (0), or refused (< 0: not answered) */
+        rc = mc_master_promotion_heartbeat(svc->m, client, max, wait, promo_hb_reply, call);
+    if (rc < 0)
+        mc_rpc_reply_status(call, rc);
+}
+
+void mc_svc_promotion_alloc_start(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PromotionAllocStartRequest, promotion_alloc_start_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_replica_desc d;
+    int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS
+                                                              : mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(promotion_alloc_start_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_alloc_start(
+            svc->m, client, req->task_id, key.data, key.len, req->size,
+            (const char *const *)req->preferred_segments, req->n_preferred_segments, &d);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    struct mc_svc_pb_replica p;
+    mc_svc_replica_to_pb(&d, &p);
+    Mc__PromotionAllocStartResponse r = MC__PROMOTION_ALLOC_START_RESPONSE__INIT;
+    r.replica = &p.d;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+void mc_svc_notify_promotion_success(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionSuccessRequest, notify_promotion_success_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key =
+        mc_svc_key_from_pb(call, KEY(notify_promotion_success_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_success(svc->m, client, req->task_id, key.data, key.len);
+    FREE_REQ(req);
+    Mc__NotifyPromotionSuccessResponse r = MC__NOTIFY_PROMOTION_SUCCESS_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+void mc_svc_notify_promotion_failure(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(NotifyPromotionFailureRequest, notify_promotion_failure_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    int rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key =
+        mc_svc_key_from_pb(call, KEY(notify_promotion_failure_request), req->key);
+    if (rc == 0)
+        rc = mc_master_promotion_failure(svc->m, client, req->task_id, key.data, key.len,
+                                         req->reason);
+    FREE_REQ(req);
+    Mc__NotifyPromotionFailureResponse r = MC__NOTIFY_PROMOTION_FAILURE_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}

@@ -1,0 +1,220 @@
+/*
+ * service_segments.c - RPC adapters of the handshake, liveness and DRAM segments
+ * (ServiceReady, Ping, MountSegment, ReMountSegment, UnmountSegment), and the connection's
+ * client binding (service.h) that every adapter checks.
+ *
+ * Mount epochs (DESIGN.md §6) belong to the core: every mount that creates a segment gets a
+ * fresh one (segments.h). A MountSegment answer carries its segment's epoch, a ReMountSegment
+ * answer one per segment, in request order.
+ *
+ * The binding is the rpc_server's per-connection context: the first non-zero client id a
+ * request names binds the connection, whatever the method, and mc_master_service_on_close
+ * frees it.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/wire.h"
+#include "master/service_internal.h"
+#include "mooncake/errors.h"
+
+#define COMP "service"
+
+/* ---- client binding ------------------------------------------------------------------------ */
+
+/* What a connection is bound to (rpc_server per-connection context). */
+struct conn_bind {
+    struct mc_id client;
+};
+
+static void bind_client(struct mc_rpc_call *call, struct mc_id id)
+{
+    void **ctx = mc_rpc_call_conn_ctx(call);
+    if (*ctx || mc_id_is_zero(id))
+        return;
+    struct conn_bind *b = malloc(sizeof(*b));
+    if (!b) {
+        mc_warn(COMP, "cannot bind client to connection (out of memory)", "conn=%llu",
+                (unsigned long long)mc_rpc_call_conn_id(call));
+        return;
+    }
+    b->client = id;
+    *ctx = b;
+}
+
+/* A connection is bound by the first request that names a client id, whatever the method: one
+ * that has not pinged or mounted yet cannot act for one client and then another. (Only
+ * authentication stops a fresh connection from claiming an id in the first place.) */
+int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id)
+{
+    struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
+    if (!b) {
+        bind_client(call, id);
+        return 0;
+    }
+    if (mc_id_is_zero(id) || mc_id_eq(b->client, id))
+        return 0;
+    char want[MC_ID_STRLEN], got[MC_ID_STRLEN];
+    mc_warn(COMP, "request names another client than the connection's",
+            "method=%s conn=%llu "
+            "bound=%s named=%s",
+            mc_method_name(mc_rpc_call_method(call)), (unsigned long long)mc_rpc_call_conn_id(call),
+            mc_id_format(b->client, want), mc_id_format(id, got));
+    return MC_ERR_ILLEGAL_CLIENT;
+}
+
+void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx)
+{
+    (void)arg;
+    (void)conn_id;
+    free(conn_ctx);
+}
+
+/* ---- segment descriptors ------------------------------------------------------------------- */
+
+/* Copies a protobuf string into a fixed field; -1 if it does not fit. */
+static int copy_str(char *dst, size_t cap, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= cap)
+        return -1;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+    return 0;
+}
+
+static int segment_from_pb(const Mc__Segment *s, struct mc_segment_desc *d)
+{
+    memset(d, 0, sizeof(*d));
+    if (!s)
+        return MC_ERR_INVALID_PARAMS;
+    d->id = mc_svc_id_from_pb(s->id);
+    d->base = s->base_addr;
+    d->size = s->size;
+    if (copy_str(d->name, sizeof(d->name), s->name) ||
+        copy_str(d->endpoint, sizeof(d->endpoint), s->endpoint))
+        return MC_ERR_INVALID_PARAMS;
+    switch (s->protocol) {
+    case MC__PROTOCOL__PROTOCOL_TCP:
+        strcpy(d->protocol, "tcp");
+        break;
+    case MC__PROTOCOL__PROTOCOL_RDMA:
+        strcpy(d->protocol, "rdma");
+        if (s->rdma) {
+            d->rkey = s->rdma->rkey;
+            if (copy_str(d->transport_meta, sizeof(d->transport_meta), s->rdma->device))
+                return MC_ERR_INVALID_PARAMS;
+        }
+        break;
+    default:
+        return MC_ERR_INVALID_PARAMS;
+    }
+    return 0;
+}
+
+/* ---- handlers ------------------------------------------------------------------------------ */
+
+void mc_svc_service_ready(void *arg, struct mc_rpc_call *call)
+{
+    (void)arg;
+    Mc__ServiceReadyResponse r = MC__SERVICE_READY_RESPONSE__INIT;
+    r.version = (char *)MC_SERVICE_VERSION;
+    r.proto_version = MC_PROTO_VERSION;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+void mc_svc_ping(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(PingRequest, ping_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    FREE_REQ(req);
+    struct mc_ping_result pr;
+    int rc = mc_svc_check_client(call, client);
+    if (rc == 0)
+        rc = mc_master_ping(svc->m, client, &pr);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    bind_client(call, client);
+    Mc__PingResponse r = MC__PING_RESPONSE__INIT;
+    r.view_version = pr.view_version;
+    r.client_status = (Mc__ClientStatus)pr.status;
+    r.client_ttl_ms = mc_master_config_get(svc->m)->client_ttl_ms;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(MountSegmentRequest, mount_segment_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_segment_desc d;
+    int rc = segment_from_pb(req->segment, &d);
+    FREE_REQ(req);
+    if (rc == 0)
+        rc = mc_svc_check_client(call, client);
+    uint64_t epoch = 0;
+    if (rc == 0)
+        rc = mc_master_mount_segment(svc->m, client, &d, &epoch);
+    if (rc == 0)
+        bind_client(call, client);
+    Mc__MountSegmentResponse r = MC__MOUNT_SEGMENT_RESPONSE__INIT;
+    r.mount_epoch = epoch;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}
+
+/* ReMountSegment as a batch of segments: res = their descriptors, views = their epochs. */
+static int remount_check(struct mc_svc_batch *b)
+{
+    const Mc__ReMountSegmentRequest *req = (const void *)b->req;
+    struct mc_segment_desc *d = b->res;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < b->n; i++)
+        rc = segment_from_pb(req->segments[i], &d[i]);
+    return rc;
+}
+
+static int remount_core(struct mc_svc_batch *b)
+{
+    int rc = mc_master_remount_segments(b->m, b->client, b->res, b->n, b->views);
+    if (rc == 0)
+        bind_client(b->call, b->client);
+    return rc;
+}
+
+static void remount_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
+{
+    mc_svc_set_repeated(resp, "mount_epochs", b->n, b->views);
+}
+
+void mc_svc_remount_segment(void *arg, struct mc_rpc_call *call)
+{
+    static const struct mc_svc_batch_spec spec = {
+        .req = &mc__re_mount_segment_request__descriptor,
+        .resp = &mc__re_mount_segment_response__descriptor,
+        .items = "segments",
+        .res_size = sizeof(struct mc_segment_desc),
+        .view_size = sizeof(uint64_t),
+        .check = remount_check,
+        .core = remount_core,
+        .encode = remount_encode,
+    };
+    mc_svc_batch(arg, call, &spec, NULL);
+}
+
+void mc_svc_unmount_segment(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(UnmountSegmentRequest, unmount_segment_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_id seg = mc_svc_id_from_pb(req->segment_id);
+    FREE_REQ(req);
+    int rc = mc_svc_check_client(call, client);
+    if (rc == 0)
+        rc = mc_master_unmount_segment(svc->m, client, seg);
+    Mc__UnmountSegmentResponse r = MC__UNMOUNT_SEGMENT_RESPONSE__INIT;
+    mc_rpc_reply_msg(call, rc, &r.base);
+}

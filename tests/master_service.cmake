@@ -1,0 +1,4 @@
+# The master's batch RPC adapters in-process (one generic adapter, service_batch.c): the batch
+# bound, per-item answers, request-wide errors and their order against the client binding.
+mc_add_test(test_master_service_batch SOURCES test_master_service_batch.c LIBS mc_master_core
+            Threads::Threads TIMEOUT 60)
