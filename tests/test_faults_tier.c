@@ -16,9 +16,7 @@
  *   promotion  PromotionObjectHeartbeat, PromotionAllocStart, NotifyPromotionSuccess, and
  *              NotifyPromotionFailure (of a task whose record was removed from P's store)
  *   remote     the PeerWrite of the staged bytes when the staged replica is on another client
- *              (P's segment full of hard-pinned objects, a second in-test client D with DRAM)
- *   capacity   BatchEvictDiskReplica of P's disk capacity eviction (a second holder with a
- *              small disk)
+ *              (P's segment full of hard-pinned objects, a DRAM-only mooncake_client daemon D)
  * After each fault:
  *   - the hook fired (the step really ran);
  *   - every object ever put reads back with its bytes, or is cleanly gone (OBJECT_NOT_FOUND:
@@ -68,6 +66,7 @@ static struct {
     struct mc_client *p; /* the holder */
     struct mc_client *r; /* the reader / writer: no DRAM, no disk */
     struct mc_rpc_client *adm;
+    struct cu_proc d; /* remote_staged_write's DRAM-only daemon */
     char keys[MAX_KEYS][32];
     uint32_t seeds[MAX_KEYS];
     bool gone[MAX_KEYS]; /* its record was removed on purpose: not checked */
@@ -568,6 +567,78 @@ static void test_promotion_failure_report(void **state)
     }
 }
 
+/* ---- a promotion staged on another client ------------------------------------------------- */
+
+/* Starts D, a mooncake_client daemon with DRAM only: the master stages promotions there once
+ * P's segment is full of hard-pinned objects. */
+static void start_dram_daemon(void)
+{
+    char bin[600], master[96], log[128], line[256];
+    snprintf(bin, sizeof(bin), "%s/mooncake_client", getenv("MC_BIN_DIR"));
+    snprintf(master, sizeof(master), "--master=%s", g.m.addr);
+    snprintf(log, sizeof(log), "%s/d.log", g.dir);
+    const char *argv[] = {
+        bin, master, "--host=127.0.0.1", "--segment_size=64MiB", "--log_level=warn", NULL};
+    g.d.out_fd = -1;
+    assert_int_equal(cu_spawn(&g.d, argv, log), 0);
+    if (cu_read_line(&g.d, line, sizeof(line), 20000) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        cu_dump_log(&g.d, "daemon D");
+        fail_msg("daemon D did not start");
+    }
+}
+
+/* The PeerWrite of the staged bytes (P's worker writes them to D over TCP) is dropped: the
+ * promotion fails, its staged replica and pin are released, and a later one completes on D. */
+static void test_remote_staged_write(void **state)
+{
+    (void)state;
+    /* hard-pinned objects fill P's segment (eviction offloads the rest to P's disk) */
+    struct mc_replicate_config pin;
+    mc_replicate_config_init(&pin);
+    pin.with_hard_pin = true;
+    for (int i = 0; i < (int)(SEG / VLEN) + 8; i++) {
+        assert_true(g.nkeys < MAX_KEYS);
+        int k = g.nkeys;
+        snprintf(g.keys[k], sizeof(g.keys[0]), "pin-%d", k);
+        g.seeds[k] = (uint32_t)(++g.next_seed * 7919u);
+        value_of(g.seeds[k]);
+        if (mc_put(g.r, g.keys[k], g.want, VLEN, &pin) != 0)
+            break; /* full of pinned objects */
+        g.nkeys++;
+    }
+    settle("pinned fill");
+    int k = need_disk_only_key();
+    start_dram_daemon();
+    for (int when = MC_RPC_TEST_DROP_BEFORE_SEND; when <= MC_RPC_TEST_DROP_AFTER_REPLY; when++) {
+        char what[96];
+        snprintf(what, sizeof(what), "remote promotion, drop PeerWrite %s", when_name(when));
+        struct mc_worker_stats w0, w;
+        mc_worker_get_stats(g.p->worker, &w0);
+        uint64_t fired = mc_rpc_test_drops_fired();
+        mc_rpc_test_drop_next(MC_METHOD_PEER_WRITE, (enum mc_rpc_test_drop)when);
+        uint64_t deadline = mc_now_ms() + WAIT_MS;
+        while (mc_rpc_test_drops_fired() == fired && mc_now_ms() < deadline) {
+            k = disk_only_key();
+            if (k < 0)
+                break;
+            hot_reads(k, false, what);
+            uint64_t t = mc_now_ms() + 2000;
+            while (mc_rpc_test_drops_fired() == fired && mc_now_ms() < t)
+                cu_sleep_ms(20);
+        }
+        wait_fired(fired, what);
+        settle(what);
+        check_all(what);
+        /* the same work: a promotion written to D over the transport completes */
+        promotion_works(what);
+        mc_worker_get_stats(g.p->worker, &w);
+        assert_true(w.promo_remote > w0.promo_remote);
+        check_all(what);
+    }
+    assert_int_equal(cu_stop(&g.d, SIGTERM, 10000), 0);
+}
+
 /* ---- setup / teardown ---------------------------------------------------------------------- */
 
 static int open_client(uint64_t seg, const char *disk, uint64_t disk_cap, struct mc_client **out)
@@ -590,6 +661,7 @@ static int group_setup(void **state)
     (void)state;
     memset(&g, 0, sizeof(g));
     g.m.out_fd = -1;
+    g.d.out_fd = -1;
     snprintf(g.dir, sizeof(g.dir), "/tmp/mc_faults_tier.XXXXXX");
     if (!mkdtemp(g.dir))
         return -1;
@@ -629,6 +701,8 @@ static int group_teardown(void **state)
     (void)state;
     mc_rpc_test_drop_reset();
     mc_rpc_client_free(g.adm);
+    if (g.d.pid > 0)
+        cu_stop(&g.d, SIGTERM, 10000);
     mc_client_close(g.r);
     mc_client_close(g.p);
     tm_stop(&g.m);
@@ -649,6 +723,7 @@ int main(void)
         cmocka_unit_test(test_disk_read_steps),
         cmocka_unit_test(test_promotion_steps),
         cmocka_unit_test(test_promotion_failure_report),
+        cmocka_unit_test(test_remote_staged_write),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
