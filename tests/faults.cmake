@@ -15,6 +15,6 @@ endif()
 # with the holder's worker in the test's process, against a real mooncake_master.
 if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
   mc_add_test(test_faults_tier SOURCES test_faults_tier.c test_client_util.c cluster_util.c
-              LIBS mc_client_static Threads::Threads TIMEOUT 300)
+              LIBS mc_client_static Threads::Threads TIMEOUT 600)
   add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
 endif()
