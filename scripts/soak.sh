@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Soak: a small cluster under mixed load for DURATION, checking that nothing leaks or lies.
 #   scripts/soak.sh [DURATION_S]        (default 120)
-# Starts mooncake_master and 3 mooncake_client daemons (64 MiB of DRAM each) on loopback, then
+# Starts mooncake_master and 3 mooncake_client daemons (64 MiB of DRAM each, and a LOCAL_DISK
+# tier of 256 MiB each under $OUT) on loopback; the master offloads on eviction and promotes
+# disk-only objects that are read again (--enable_offload --offload_on_evict --promotion_on_hit),
+# so the disk tier runs throughout. Then
 # soak_load (tests/soak_load.c): 4 threads of Get 50% / Put 35% / Remove 15% over 4096 keys of
 # 32..128 KiB, Zipf 0.9 -- about 320 MiB of values for 192 MiB of DRAM, so eviction runs all
 # the time. Every Get is verified against the value's own header and content hash.
@@ -11,7 +14,9 @@
 #   - a process's RSS still grows in the last third of the run: its peak there exceeds its peak
 #     in the middle third by more than 10% + 16 MiB (warm-up is the first third);
 #   - a process's open descriptors at the end exceed those after warm-up by more than 8;
-#   - a process died.
+#   - a process died;
+#   - no offload or no promotion completed (the master's metrics at the end): the tier never
+#     ran.
 # Uses $BUILD_DIR (default build, built with -DMC_TEST_HOOKS=ON as scripts/test.sh does);
 # results go to $OUT (default $BUILD_DIR/soak). Only loopback is used.
 set -euo pipefail
@@ -34,18 +39,22 @@ trap cleanup EXIT
 
 # master: ephemeral ports, READY line on stdout
 "$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port=0 --metrics_host=127.0.0.1 \
-  --metrics_port=0 --log_level=warn >"$out/master.out" 2>"$out/master.log" &
+  --metrics_port=0 --log_level=warn --enable_offload --offload_on_evict --promotion_on_hit \
+  >"$out/master.out" 2>"$out/master.log" &
 pids+=($!)
 master_pid=$!
 for _ in $(seq 100); do grep -q READY "$out/master.out" && break; sleep 0.1; done
 rpc=$(sed -n 's/^READY rpc=\([^ ]*\).*/\1/p' "$out/master.out")
 [ -n "$rpc" ] || { echo "soak: master did not start" >&2; cat "$out/master.log" >&2; exit 1; }
 rpc=127.0.0.1:${rpc##*:}
+metrics=$(sed -n 's/^READY .*metrics=\([^ ]*\).*/\1/p' "$out/master.out")
+[ -n "$metrics" ] || { echo "soak: master has no metrics address" >&2; exit 1; }
 
 names=(master)
 procs=("$master_pid")
 for i in 1 2 3; do
   "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --segment_size=64MiB \
+    --disk_path="$out/disk$i" --disk_capacity=256MiB \
     --log_level=warn >"$out/daemon$i.out" 2>"$out/daemon$i.log" &
   pids+=($!)
   procs+=($!)
@@ -72,7 +81,7 @@ header=t_s
 for n in "${names[@]}"; do header="$header,${n}_rss_kb,${n}_fds"; done
 echo "$header" >"$out/samples.csv"
 
-echo "== soak: ${dur}s, master $rpc, 3 daemons x 64 MiB, results in $out"
+echo "== soak: ${dur}s, master $rpc, 3 daemons x 64 MiB DRAM + 256 MiB disk, results in $out"
 "$bin/soak_load" --master="$rpc" --seconds="$dur" --threads=4 --keys=4096 --value_kb=128 \
   --zipf=0.9 --report_s=10 >"$out/load.jsonl" 2>"$out/load.log" &
 load_pid=$!
@@ -93,6 +102,20 @@ status=0
 if [ "$load_rc" -ne 0 ] || [ -z "$final" ]; then
   echo "soak: FAILED: the load reported errors or wrong bytes (rc=$load_rc)" >&2
   head -20 "$out/load.log" >&2
+  status=1
+fi
+# The disk tier ran: offloads and promotions completed (the master's /metrics at the end).
+curl -sf "http://$metrics/metrics" >"$out/master_metrics.txt" || {
+  echo "soak: cannot read the master's metrics at $metrics" >&2
+  status=1
+}
+tier() { awk -v n="$1" '$1 == n {printf "%d", $2}' "$out/master_metrics.txt" 2>/dev/null; }
+offloaded=$(tier master_offload_completed_total)
+promoted=$(tier master_promotion_completed_total)
+echo "   tier: offloads completed=${offloaded:-0} promotions completed=${promoted:-0}" \
+  "disk-only keys=$(tier master_disk_only_key_count)"
+if [ "${offloaded:-0}" -eq 0 ] || [ "${promoted:-0}" -eq 0 ]; then
+  echo "soak: FAILED: the disk tier did not run (offloads ${offloaded:-0}, promotions ${promoted:-0})" >&2
   status=1
 fi
 # RSS plateau and flat descriptors, per process (python3 is in install-deps).

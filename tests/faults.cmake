@@ -11,3 +11,10 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
               LIBS mc_client_static Threads::Threads TIMEOUT 120)
   add_dependencies(test_faults_load mooncake_master mc_client_daemon)
 endif()
+# Connection drops at every step of the LOCAL_DISK tier (offload, disk-only Get, promotion)
+# with the holder's worker in the test's process, against a real mooncake_master.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_tier SOURCES test_faults_tier.c test_client_util.c cluster_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 600)
+  add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
+endif()

@@ -18,6 +18,9 @@
  *                    says so in a warning
  *   conns_per_addr   --max_conns_per_addr=2: a third connection from 10.254.254.1 is closed,
  *                    loopback is exempt, a closed connection gives its slot back
+ *   peer_conn_limits mooncake_client --max_conns_per_addr=1: a second peer connection from
+ *                    10.254.254.1 is closed, loopback is exempt; --idle_timeout=300ms closes
+ *                    an idle peer connection, while --idle_timeout=0 keeps it
  *   loopback_host_remote_master_warns
  *                    mooncake_client with a loopback --host (the default) and a master at
  *                    10.254.254.1 warns that remote peers cannot reach it; not otherwise
@@ -288,6 +291,108 @@ static void test_conns_per_addr(void **state)
     assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
 }
 
+/* Starts mooncake_client (peer port on 0.0.0.0, protected mode off so 10.254.254.1 is served)
+ * with two extra flags; returns its peer port or -1. */
+static int start_daemon(struct cu_proc *d, int master_port, const char *name, const char *extra,
+                        const char *extra2)
+{
+    char master[64], log[128], line[256];
+    snprintf(master, sizeof(master), "--master=127.0.0.1:%d", master_port);
+    snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
+    const char *argv[] = {g.daemon_bin,
+                          master,
+                          "--host=127.0.0.1",
+                          "--bind_address=0.0.0.0",
+                          "--segment_size=16MiB",
+                          "--protected_mode=false",
+                          "--log_level=info",
+                          extra,
+                          extra2,
+                          NULL};
+    memset(d, 0, sizeof(*d));
+    d->out_fd = -1;
+    if (cu_spawn(d, argv, log) != 0)
+        return -1;
+    if (cu_read_line(d, line, sizeof(line), START_MS) != 0 ||
+        strncmp(line, "READY endpoint=", 15) != 0) {
+        cu_dump_log(d, name);
+        return -1;
+    }
+    const char *colon = strrchr(line, ':');
+    return colon ? atoi(colon + 1) : -1;
+}
+
+/* true when the server closed fd (EOF or reset) within ms */
+static bool closed_within(int fd, uint64_t ms)
+{
+    uint64_t deadline = cu_now_ms() + ms;
+    while (cu_now_ms() < deadline) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) <= 0)
+            continue;
+        uint8_t b;
+        if (recv(fd, &b, 1, 0) <= 0)
+            return true;
+    }
+    return false;
+}
+
+/* mooncake_client's --max_conns_per_addr and --idle_timeout reach its peer server: over a cap
+ * of 1 the second connection from 10.254.254.1 is closed at once (loopback exempt); an idle
+ * peer connection is closed after --idle_timeout, and never with --idle_timeout=0. */
+static void test_peer_conn_limits(void **state)
+{
+    (void)state;
+    struct master m;
+    struct cu_proc d, d0;
+    assert_int_equal(start_master(&m, "master5", "--protected_mode=true"), 0);
+    int port =
+        start_daemon(&d, m.rpc_port, "daemon5", "--max_conns_per_addr=1", "--idle_timeout=300ms");
+    assert_true(port > 0);
+    int a = dial(REMOTE, port);
+    assert_true(echo_ok(a));
+    int b = dial(REMOTE, port);
+    assert_false(echo_ok(b));
+    close(b);
+    int lo1 = dial("127.0.0.1", port), lo2 = dial("127.0.0.1", port);
+    assert_true(echo_ok(lo1));
+    assert_true(echo_ok(lo2));
+    /* idle: every one of them is closed by the daemon well within a few seconds */
+    assert_true(closed_within(a, 5000));
+    assert_true(closed_within(lo1, 5000));
+    assert_true(closed_within(lo2, 5000));
+    close(a);
+    close(lo1);
+    close(lo2);
+    char *dl = cu_slurp(d.log, NULL);
+    assert_non_null(dl);
+    assert_non_null(strstr(dl, "too many connections from one address"));
+    free(dl);
+    assert_int_equal(cu_stop(&d, SIGTERM, 10000), 0);
+
+    /* --idle_timeout=0: never closed for idleness; no cap with --max_conns_per_addr=0 */
+    port = start_daemon(&d0, m.rpc_port, "daemon6", "--idle_timeout=0", "--max_conns_per_addr=0");
+    assert_true(port > 0);
+    int r[3];
+    for (int i = 0; i < 3; i++) {
+        r[i] = dial(REMOTE, port);
+        assert_true(echo_ok(r[i]));
+    }
+    assert_false(closed_within(r[0], 1500));
+    assert_true(echo_ok(r[0]));
+    for (int i = 0; i < 3; i++)
+        close(r[i]);
+    assert_int_equal(cu_stop(&d0, SIGTERM, 10000), 0);
+    assert_int_equal(cu_stop(&m.p, SIGTERM, 10000), 0);
+
+    /* bad values are refused like the master's: usage error, exit 2 */
+    const char *bad[] = {g.daemon_bin, "--idle_timeout=-1", NULL};
+    struct cu_run br;
+    cu_run(&br, g.dir, bad, NULL, CLI_MS);
+    assert_int_equal(br.status, 2);
+    cu_run_free(&br);
+}
+
 /* mooncake_client with its default --host (127.0.0.1) and a master on another host warns that
  * peers elsewhere cannot reach its segment; with a loopback master, or a --host that is not
  * loopback, it does not. (The master is not there: --master_wait ends each run quickly.) */
@@ -361,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_peer_refuses),
         cmocka_unit_test(test_opt_out),
         cmocka_unit_test(test_conns_per_addr),
+        cmocka_unit_test(test_peer_conn_limits),
         cmocka_unit_test(test_loopback_host_remote_master_warns),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -86,6 +86,12 @@ struct mc_client_config {
     /* Without a token the peer server serves loopback peers only (protected mode). false opts
      * out (a trusted network; logged as a warning). Default true. Ignored with a token. */
     bool protected_mode;
+    /* Limits of the peer server, as mooncake_master's --idle_timeout and --max_conns_per_addr:
+     * a peer connection with no call in flight and no byte moved for peer_idle_timeout_ms is
+     * closed (default 300000; 0 = never), and at most peer_max_conns_per_addr connections are
+     * served from one non-loopback address (default 1024; 0 = no limit; loopback is exempt). */
+    uint32_t peer_idle_timeout_ms;
+    uint32_t peer_max_conns_per_addr;
 };
 
 /* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults

@@ -52,6 +52,8 @@ static void client_config_defaults(struct mc_client_config *cfg)
     cfg->log_level = MC_CLIENT_LOG_WARN;
     cfg->protected_mode = true;
     cfg->checksums = true;
+    cfg->peer_idle_timeout_ms = 300000;
+    cfg->peer_max_conns_per_addr = 1024;
 }
 
 static void replicate_config_defaults(struct mc_replicate_config *rc)
@@ -467,6 +469,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
                                        .port = c->cfg.data_port,
                                        .auth = &c->auth,
                                        .protected_mode_off = !c->cfg.protected_mode,
+                                       .idle_timeout_ms = c->cfg.peer_idle_timeout_ms,
+                                       .max_conns_per_addr = c->cfg.peer_max_conns_per_addr,
                                        .on_disk_read = on_disk_read,
                                        .disk_arg = c};
     rc = mc_peer_server_new(&pc, &c->ps);

@@ -21,6 +21,11 @@
  * signal context. On either, the daemon calls mc_client_close() (unmount, join every thread)
  * and exits 0. SIGPIPE is ignored (the library sends with MSG_NOSIGNAL; this covers stdout).
  *
+ * Peer connection limits, with the meaning, defaults and parsing of mooncake_master's:
+ * --idle_timeout (close a peer connection idle this long; 0 = never) and --max_conns_per_addr
+ * (per non-loopback address; 0 = no limit), handed to the peer server through the client
+ * config.
+ *
  * Optional --metrics_port serves /metrics and /health (common/http.h) with a small registry of
  * the daemon's own: configured sizes and uptime.
  *
@@ -63,6 +68,8 @@ static struct {
     const char *auth_token_file;
     bool protected_mode;
     const char *master_wait;
+    const char *idle_timeout;
+    uint32_t max_conns_per_addr;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -99,6 +106,13 @@ static const struct mc_flag g_flags[] = {
                    "at start-up, keep retrying an unreachable master this long, with backoff "
                    "(0 = give up at once; bare number = seconds)",
                    &F.master_wait),
+    MC_STRING_FLAG("idle_timeout", "300",
+                   "close a peer connection idle this long (no call in flight; bare number = s; "
+                   "0 = never)",
+                   &F.idle_timeout),
+    MC_UINT32_FLAG("max_conns_per_addr", "1024",
+                   "most peer connections from one non-loopback address (0 = no limit)",
+                   &F.max_conns_per_addr),
     MC_FLAGS_END,
 };
 
@@ -309,6 +323,9 @@ int main(int argc, char **argv)
     if (F.disk_path[0] && disk_cap == 0)
         mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
     uint64_t master_wait_ms = mc_flags_duration_ms("master_wait", F.master_wait, MC_UNIT_S);
+    uint64_t idle_ms = mc_flags_duration_ms("idle_timeout", F.idle_timeout, MC_UNIT_S);
+    if (idle_ms > UINT32_MAX)
+        mc_flags_die("flag --idle_timeout must be below 49 days");
     warn_loopback_host();
 
     /* Before any thread exists: every thread inherits the blocked mask, and only sigwait below
@@ -333,6 +350,8 @@ int main(int argc, char **argv)
     cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
     cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
     cfg.protected_mode = F.protected_mode;
+    cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;
+    cfg.peer_max_conns_per_addr = F.max_conns_per_addr;
 
     rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
     if (sig) {

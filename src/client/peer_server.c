@@ -460,8 +460,8 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     rc.name = "peer";
     rc.auth = cfg->auth;
     rc.protected_mode = !cfg->protected_mode_off;
-    rc.idle_timeout_ms = cfg->idle_timeout_ms ? cfg->idle_timeout_ms : 300000;
-    rc.max_conns_per_addr = cfg->max_conns_per_addr ? cfg->max_conns_per_addr : 1024;
+    rc.idle_timeout_ms = cfg->idle_timeout_ms;
+    rc.max_conns_per_addr = cfg->max_conns_per_addr;
     ps->max_frame_bytes = rc.max_frame_bytes;
     if (ps->max_frame_bytes <= 2 * REPLY_OVERHEAD) {
         mc_peer_server_free(ps);

@@ -69,9 +69,10 @@ struct mc_peer_server_config {
      * loopback peers are served unless protected_mode_off */
     const struct mc_auth_key *auth;
     bool protected_mode_off;
-    uint32_t idle_timeout_ms;    /* close a peer connection idle this long; 0 = 5 min (the
-                                  * transports' pools drop theirs after 30 s anyway) */
-    uint32_t max_conns_per_addr; /* per non-loopback peer address; 0 = 1024 */
+    /* close a peer connection idle this long; 0 = never (the client passes its config's
+     * peer_idle_timeout_ms, 5 min by default; the transports' pools drop theirs after 30 s) */
+    uint32_t idle_timeout_ms;
+    uint32_t max_conns_per_addr; /* per non-loopback peer address; 0 = no limit */
     /* PeerDiskRead handler (may be NULL: NOT_SUPPORTED); it owns the call, as an rpc_server
      * handler does, and runs on the I/O thread (it should hand the disk I/O to another). */
     void (*on_disk_read)(void *arg, struct mc_rpc_call *call);

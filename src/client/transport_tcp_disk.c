@@ -81,7 +81,8 @@ static int send_request(struct mc_transport *t, struct mc_tcp_conn *conn, uint64
     mc_wire_put_u32(head + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
     struct iovec iov = {head, MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + clen};
     mc_tcp_count_request(t);
-    rc = mc_net_send_iov(mc_tcp_conn_fd(conn), &iov, 1) ? MC_ERR_TRANSFER_FAIL : 0;
+    rc = SEND_IOV(mc_tcp_conn_fd(conn), MC_METHOD_PEER_DISK_READ, &iov, 1) ? MC_ERR_TRANSFER_FAIL
+                                                                           : 0;
 out:
     free(it);
     free(itp);

@@ -135,6 +135,36 @@ out:
     return rc;
 }
 
+/* After a NotifyOffloadSuccess whose answer was lost: whether the master took the record of
+ * key at version from this holder anyway (the report may have reached it before the connection
+ * broke). 1: it lists that replica, keep the record; 0: it does not, delete it; -1: the master
+ * cannot be asked now, keep it (a record the master does not know only costs space until
+ * capacity eviction or a re-registration settles it; deleting one it does know would lose the
+ * object once its DRAM copy goes). */
+static int master_took(struct mc_worker *w, const char *key, uint64_t version)
+{
+    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
+    req.key = (char *)key;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(w->cfg.mc, MC_METHOD_QUERY_KEY, &req.base,
+                                 &mc__query_key_response__descriptor, &m);
+    if (rc == MC_ERR_OBJECT_NOT_FOUND)
+        return 0;
+    if (rc)
+        return -1;
+    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
+    int took = 0;
+    for (size_t i = 0; q->version == version && i < q->n_replicas; i++) {
+        const Mc__ReplicaDescriptor *d = q->replicas[i] ? q->replicas[i]->replica : NULL;
+        if (d && d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK && d->local_disk &&
+            d->local_disk->holder && d->local_disk->holder->hi == w->cfg.client_id.hi &&
+            d->local_disk->holder->lo == w->cfg.client_id.lo)
+            took = 1;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return took;
+}
+
 /* NotifyOffloadSuccess for jobs[0..n); stored records the master refuses are deleted. */
 static void notify(struct mc_worker *w, struct job *jobs, size_t n)
 {
@@ -169,14 +199,25 @@ static void notify(struct mc_worker *w, struct job *jobs, size_t n)
                                  &mc__notify_offload_success_response__descriptor, &m);
     const Mc__NotifyOffloadSuccessResponse *r = (const Mc__NotifyOffloadSuccessResponse *)m;
     if (rc || r->n_statuses != n) {
-        /* the master does not know these records: they must not stay (nothing would ever
-         * delete them); their tasks expire there and release the pins */
-        mc_warn("worker", "offload report failed: the stored records are deleted",
-                "tasks=%zu rc=%s", n, mc_strerror(rc ? rc : MC_ERR_RPC_FAIL));
+        /* The answer is lost, not necessarily the report: a connection that broke after the
+         * master executed it leaves records it now lists as LOCAL_DISK replicas. Those stay;
+         * the others must not (nothing would ever delete them): their tasks expire there and
+         * release the pins. */
+        uint64_t kept = 0, deleted = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (jobs[i].status)
+                continue;
+            if (master_took(w, jobs[i].task->key, jobs[i].task->version) != 0) {
+                kept++;
+                continue;
+            }
+            deleted++;
+            mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
+        }
+        mc_warn("worker", "offload report failed: records the master did not take are deleted",
+                "tasks=%zu kept=%llu deleted=%llu rc=%s", n, (unsigned long long)kept,
+                (unsigned long long)deleted, mc_strerror(rc ? rc : MC_ERR_RPC_FAIL));
         mc_worker_count(w, &w->st.errors, 1);
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].status == 0)
-                mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {

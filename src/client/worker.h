@@ -17,7 +17,10 @@
  * Then one NotifyOffloadSuccess reports every task: stored, with version and CRC, or a NACK
  * with the reason (no replica here, another version, a CRC mismatch, a full disk), which
  * releases the master's pin. A stored record the master refuses (its object changed meanwhile)
- * is deleted from the disk at once. Delete requests from the master (removed or dropped keys)
+ * is deleted from the disk at once. When the report's answer is lost (a broken connection), the
+ * master may have taken it anyway: each stored record is checked with QueryKey and kept when
+ * the master lists it as this holder's LOCAL_DISK replica (or cannot be asked), deleted
+ * otherwise. Delete requests from the master (removed or dropped keys)
  * delete the named record when its version matches.
  *
  * Promotion (PromotionObjectHeartbeat -> PromotionAllocStart -> NotifyPromotionSuccess, DESIGN.md
