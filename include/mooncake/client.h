@@ -65,7 +65,7 @@ struct mc_client_config {
     uint64_t segment_size;        /* DRAM contributed, bytes; 0 = contribute none */
     bool huge_pages;              /* back the segment with huge pages (MAP_HUGETLB) */
     const char *disk_path;        /* LOCAL_DISK directory; NULL = no disk tier */
-    uint64_t disk_capacity;       /* bytes of disk_path the store may use */
+    uint64_t disk_capacity;       /* record bytes in disk_path (+ up to 2 spare extents) */
     bool checksums;               /* verify value CRC32C on every get (default true) */
     uint32_t connect_timeout_ms;  /* master and peer connect timeout (default 3000) */
     uint32_t rpc_timeout_ms;      /* per-call timeout (default 5000) */

@@ -87,7 +87,9 @@ static const struct mc_flag g_flags[] = {
                    "LOCAL_DISK directory (created if missing; keeps the client id and the "
                    "offloaded objects; empty = no disk tier)",
                    &F.disk_path),
-    MC_STRING_FLAG("disk_capacity", "16GiB", "bytes of --disk_path the store may use",
+    MC_STRING_FLAG("disk_capacity", "16GiB",
+                   "bytes of records the store keeps in --disk_path; the directory may also hold "
+                   "up to two evicted 64 MiB extent files kept for reuse as spares",
                    &F.disk_capacity),
     MC_STRING_FLAG("protocol", "tcp", "data-plane transport: tcp or rdma", &F.protocol),
     MC_BOOL_FLAG("checksums", "true",
