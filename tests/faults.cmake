@@ -18,3 +18,10 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
               LIBS mc_client_static Threads::Threads TIMEOUT 600)
   add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
 endif()
+# Connection drops of the LOCAL_DISK tier's capacity-eviction report (small extents, a small
+# disk) with the holder's tier in the test's process, against a real mooncake_master.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_tier_evict SOURCES test_faults_tier_evict.c test_client_util.c
+              cluster_util.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
+  add_dependencies(test_faults_tier_evict mooncake_master mc_client_daemon)
+endif()
