@@ -21,6 +21,7 @@
  *   - the master's offload tasks in flight (its pins) and Puts in flight return to 0;
  *   - later capacity evictions are reported and delete extents again.
  *
+ * FT_DEBUG=1 in the environment logs the holder at info (its evictions and their reports).
  * Every process dies with the test; the temporary directory is removed.
  */
 #include <setjmp.h>
