@@ -18,3 +18,17 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
               LIBS mc_client_static Threads::Threads TIMEOUT 600)
   add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
 endif()
+# Connection drops of the LOCAL_DISK tier's capacity-eviction report (small extents, a small
+# disk) with the holder's tier in the test's process, against a real mooncake_master.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_tier_evict SOURCES test_faults_tier_evict.c test_client_util.c
+              cluster_util.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
+  add_dependencies(test_faults_tier_evict mooncake_master mc_client_daemon)
+endif()
+# Processes of the LOCAL_DISK tier killed while offloads run: the holder daemon (kill -9,
+# restart on its --disk_path) and the master (kill -9, restart on its port).
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_faults_tier_kill SOURCES test_faults_tier_kill.c cluster_util.c cluster_data.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 400)
+  add_dependencies(test_faults_tier_kill mooncake_master mc_client_daemon)
+endif()

@@ -531,6 +531,51 @@ static void test_watermark_eviction(void **state)
     assert_int_equal(get_check(e->s, "e000", 12 * KIB, 0, 0), MC_ERR_OBJECT_NOT_FOUND);
 }
 
+/* One batch larger than the high watermark: the pass after the append evicts extents written by
+ * this very batch. Those records were never reported stored to anyone (the tier tells the master
+ * after the append), so each must come back failed, never MC_OK: every MC_OK item is readable. */
+static void test_watermark_evicts_own_batch(void **state)
+{
+    struct env *e = *state;
+    struct evict_log l = {.s = &e->s, .dir = e->dir};
+    struct mc_disk_store_config c = {.path = e->dir,
+                                     .capacity = 272 * KIB,
+                                     .high_watermark = 0.5,
+                                     .extent_size = 68 * KIB,
+                                     .evict_cb = evict_cb,
+                                     .evict_ctx = &l};
+    assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
+    enum { N = 14 }; /* 14 records of 16 KiB: 224 KiB, past 136 KiB */
+    static char keys[N][16];
+    struct mc_disk_put p[N];
+    char *vals[N];
+    int res[N];
+    for (int i = 0; i < N; i++) {
+        vals[i] = malloc(12 * KIB);
+        fill(vals[i], 12 * KIB, (uint64_t)i);
+        snprintf(keys[i], sizeof(keys[i]), "w%03d", i);
+        p[i] = (struct mc_disk_put){
+            keys[i], (uint32_t)strlen(keys[i]), 1, mc_crc32c(vals[i], 12 * KIB), vals[i], 12 * KIB};
+    }
+    int rc = mc_disk_store_append(e->s, p, N, res);
+    assert_true(l.calls >= 1); /* the watermark pass ran over this batch's own extents */
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        if (res[i] == MC_OK) {
+            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, (uint64_t)i, 0), MC_OK);
+            ok++;
+        } else {
+            assert_int_equal(res[i], MC_ERR_UNABLE_OFFLOAD);
+            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, (uint64_t)i, 0),
+                             MC_ERR_OBJECT_NOT_FOUND);
+        }
+    }
+    assert_true(ok > 0 && ok < N);
+    assert_int_equal(rc, MC_ERR_UNABLE_OFFLOAD);
+    for (int i = 0; i < N; i++)
+        free(vals[i]);
+}
+
 /* A reader parked inside its I/O holds its extent: eviction removes the keys but waits to delete
  * the file until the read finished. */
 struct park {
@@ -767,6 +812,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_read_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watermark_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_watermark_evicts_own_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_waits_for_reader, setup, teardown),
         cmocka_unit_test_setup_teardown(test_duplicate_keys, setup, teardown),
         cmocka_unit_test_setup_teardown(test_open_errors, setup, teardown),

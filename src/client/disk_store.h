@@ -34,7 +34,9 @@
  * candidate exists) and the eviction callback is told which live keys go away BEFORE any file
  * is deleted; if the callback fails, nothing is deleted and the append fails (no silent loss).
  * After an append, usage above the high watermark drops further unpinned sealed extents the same
- * way (a callback failure there is logged; the append already succeeded). A dropped extent's
+ * way (a callback failure there is logged; the append already succeeded); a record of the
+ * append itself that this pass evicted (a batch past the watermark) fails with UNABLE_OFFLOAD,
+ * since its caller has not told anyone it is stored. A dropped extent's
  * file is closed and unlinked only after its last reader (and writer) is done.
  *
  * Second chance (FIFO with reinsertion, an approximate LRU over extents). A read sets its

@@ -63,6 +63,23 @@ static uint64_t round_up(uint64_t n)
     return (n + MC_DISK_BLOCK - 1) & ~(uint64_t)(MC_DISK_BLOCK - 1);
 }
 
+#ifdef MC_TEST_HOOKS
+/* MC_TEST_DISK_EXTENT_SIZE (bytes, a multiple of 4 KiB) in the environment: the store's extent
+ * size, so a test fills a small disk_capacity (and evicts) after a few offloads. 0 (the
+ * store's default) when unset or not a positive multiple of 4 KiB. */
+static uint64_t test_extent_size(void)
+{
+    const char *v = getenv("MC_TEST_DISK_EXTENT_SIZE");
+    if (!v || !*v)
+        return 0;
+    char *end = NULL;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (*end || n == 0 || n % MC_DISK_BLOCK)
+        return 0;
+    return (uint64_t)n;
+}
+#endif
+
 /* ---- eviction: tell the master first -------------------------------------------------------- */
 
 static int on_evict(void *ctx, const struct mc_disk_evict_item *items, size_t n)
@@ -614,6 +631,9 @@ int mc_disk_tier_open(const struct mc_disk_tier_config *cfg, struct mc_disk_tier
     t->logger = mc_log_current();
     struct mc_disk_store_config sc = {
         .path = t->path, .capacity = cfg->capacity, .evict_cb = on_evict, .evict_ctx = t};
+#ifdef MC_TEST_HOOKS
+    sc.extent_size = test_extent_size();
+#endif
     char err[256] = "";
     int rc = mc_disk_store_open(&sc, &t->store, err, sizeof(err));
     if (rc) {

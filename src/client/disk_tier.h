@@ -30,6 +30,10 @@
  * check. A request whose values would not fit one reply frame gets INVALID_PARAMS for the items
  * past the limit. A reader in this process reads the store directly (mc_disk_tier_read).
  *
+ * Test hook (MC_TEST_HOOKS builds only): MC_TEST_DISK_EXTENT_SIZE in the environment (bytes, a
+ * multiple of 4 KiB) sets the store's extent size at open, so a fault test fills a small
+ * disk_capacity and runs capacity eviction after a few offloads.
+ *
  * Thread safety: every call may come from any thread; register and the worker's appends are
  * called from one thread at a time (the worker's).
  */

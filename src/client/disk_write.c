@@ -631,6 +631,18 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
             jobs[i].x->writers--;
     pthread_cond_broadcast(&s->cv);
     disk_watermark_evict_locked(s);
+    /* A record of this batch that the watermark pass just evicted (a batch past the high
+     * watermark) is gone: its caller has not told the master about it yet, so the eviction's
+     * report found nothing to drop, and reporting it stored now would list a replica without
+     * bytes. It fails instead. */
+    for (size_t i = 0; i < n; i++) {
+        struct wjob *j = &jobs[i];
+        if (j->result != MC_OK)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
+        if (!e || e->version != j->version)
+            j->result = MC_ERR_UNABLE_OFFLOAD;
+    }
     disk_ring_put_locked(s, r);
     r = NULL;
     pthread_mutex_unlock(&s->mu);
