@@ -15,6 +15,7 @@ endif()
 # with the holder's worker in the test's process, against a real mooncake_master.
 if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
   mc_add_test(test_faults_tier SOURCES test_faults_tier.c test_client_util.c cluster_util.c
+              tier_query.c
               LIBS mc_client_static Threads::Threads TIMEOUT 600)
   add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
 endif()
@@ -22,13 +23,14 @@ endif()
 # disk) with the holder's tier in the test's process, against a real mooncake_master.
 if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
   mc_add_test(test_faults_tier_evict SOURCES test_faults_tier_evict.c test_client_util.c
-              cluster_util.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
+              cluster_util.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
   add_dependencies(test_faults_tier_evict mooncake_master mc_client_daemon)
 endif()
 # Processes of the LOCAL_DISK tier killed while offloads run: the holder daemon (kill -9,
 # restart on its --disk_path) and the master (kill -9, restart on its port).
 if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
   mc_add_test(test_faults_tier_kill SOURCES test_faults_tier_kill.c cluster_util.c cluster_data.c
+              tier_query.c
               LIBS mc_client_static Threads::Threads TIMEOUT 400)
   add_dependencies(test_faults_tier_kill mooncake_master mc_client_daemon)
 endif()

@@ -51,6 +51,7 @@
 #include "mooncake/client.h"
 #include "proto/master.pb-c.h"
 #include "test_client_util.h"
+#include "tier_query.h"
 
 #define VLEN (256u * 1024u)
 #define SEG (16u << 20) /* P's DRAM: 64 values */
@@ -87,15 +88,6 @@ struct mstats {
     double offload_completed, promo_completed, promo_failed, promo_admitted, used_ratio;
 };
 
-static double extra(const Mc__GetStatsResponse *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_extra; i++)
-        if (strcmp(r->extra[i]->name, name) == 0)
-            return r->extra[i]->value;
-    fail_msg("GetStats has no %s", name);
-    return 0;
-}
-
 static void master_stats(struct mstats *s)
 {
     ProtobufCMessage *m = NULL;
@@ -104,13 +96,13 @@ static void master_stats(struct mstats *s)
                      0);
     Mc__GetStatsResponse *r = (Mc__GetStatsResponse *)m;
     s->offload_in_flight = r->offload_in_flight;
-    s->promo_in_flight = (uint64_t)extra(r, "master_promotion_in_flight");
-    s->processing = (uint64_t)extra(r, "master_processing_key_count");
-    s->offload_completed = extra(r, "master_offload_completed_total");
-    s->promo_completed = extra(r, "master_promotion_completed_total");
-    s->promo_failed = extra(r, "master_promotion_failed_total");
-    s->promo_admitted = extra(r, "master_promotion_admitted_total");
-    s->used_ratio = extra(r, "master_used_ratio");
+    s->promo_in_flight = (uint64_t)tq_stats_extra(r, "master_promotion_in_flight");
+    s->processing = (uint64_t)tq_stats_extra(r, "master_processing_key_count");
+    s->offload_completed = tq_stats_extra(r, "master_offload_completed_total");
+    s->promo_completed = tq_stats_extra(r, "master_promotion_completed_total");
+    s->promo_failed = tq_stats_extra(r, "master_promotion_failed_total");
+    s->promo_admitted = tq_stats_extra(r, "master_promotion_admitted_total");
+    s->used_ratio = tq_stats_extra(r, "master_used_ratio");
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
@@ -141,25 +133,7 @@ static void settle(const char *what)
  * false when the key is not there. */
 static bool replicas(const char *key, int *mem, int *disk)
 {
-    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
-    req.key = (char *)key;
-    ProtobufCMessage *m = NULL;
-    *mem = *disk = 0;
-    if (mc_rpc_client_call_msg(g.adm, MC_METHOD_QUERY_KEY, &req.base,
-                               &mc__query_key_response__descriptor, 0, &m) != 0)
-        return false;
-    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
-    for (size_t i = 0; i < q->n_replicas; i++) {
-        const Mc__ReplicaDescriptor *d = q->replicas[i] ? q->replicas[i]->replica : NULL;
-        if (!d || d->status != MC__REPLICA_STATUS__RS_COMPLETE)
-            continue;
-        if (d->type == MC__REPLICA_TYPE__RT_MEMORY)
-            (*mem)++;
-        else if (d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK)
-            (*disk)++;
-    }
-    protobuf_c_message_free_unpacked(m, NULL);
-    return true;
+    return tq_replicas(g.adm, key, mem, disk, NULL);
 }
 
 /* ---- objects ------------------------------------------------------------------------------- */

@@ -46,6 +46,7 @@
 #include "mooncake/client.h"
 #include "proto/master.pb-c.h"
 #include "test_client_util.h"
+#include "tier_query.h"
 
 #define VLEN (256u * 1024u)
 #define SEG (16u << 20)       /* P's DRAM: 64 values */
@@ -76,15 +77,6 @@ static struct mc_disk_store *store(void)
 
 /* ---- the master's figures ------------------------------------------------------------------ */
 
-static double extra(const Mc__GetStatsResponse *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_extra; i++)
-        if (strcmp(r->extra[i]->name, name) == 0)
-            return r->extra[i]->value;
-    fail_msg("GetStats has no %s", name);
-    return 0;
-}
-
 /* Offload tasks in flight and Puts in flight at the master. */
 static void master_in_flight(uint64_t *offload, uint64_t *processing)
 {
@@ -94,7 +86,7 @@ static void master_in_flight(uint64_t *offload, uint64_t *processing)
                      0);
     Mc__GetStatsResponse *r = (Mc__GetStatsResponse *)m;
     *offload = r->offload_in_flight;
-    *processing = (uint64_t)extra(r, "master_processing_key_count");
+    *processing = (uint64_t)tq_stats_extra(r, "master_processing_key_count");
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
@@ -121,25 +113,7 @@ static void settle(const char *what)
 /* The COMPLETE MEMORY / LOCAL_DISK replicas the master lists for key; false when it has none. */
 static bool replicas(const char *key, int *mem, int *disk)
 {
-    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
-    req.key = (char *)key;
-    ProtobufCMessage *m = NULL;
-    *mem = *disk = 0;
-    if (mc_rpc_client_call_msg(g.adm, MC_METHOD_QUERY_KEY, &req.base,
-                               &mc__query_key_response__descriptor, 0, &m) != 0)
-        return false;
-    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
-    for (size_t i = 0; i < q->n_replicas; i++) {
-        const Mc__ReplicaDescriptor *d = q->replicas[i] ? q->replicas[i]->replica : NULL;
-        if (!d || d->status != MC__REPLICA_STATUS__RS_COMPLETE)
-            continue;
-        if (d->type == MC__REPLICA_TYPE__RT_MEMORY)
-            (*mem)++;
-        else if (d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK)
-            (*disk)++;
-    }
-    protobuf_c_message_free_unpacked(m, NULL);
-    return *mem + *disk > 0;
+    return tq_replicas(g.adm, key, mem, disk, NULL) && *mem + *disk > 0;
 }
 
 /* ---- objects ------------------------------------------------------------------------------- */

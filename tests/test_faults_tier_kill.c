@@ -44,6 +44,7 @@
 #include "common/wire.h"
 #include "mooncake/client.h"
 #include "proto/master.pb-c.h"
+#include "tier_query.h"
 
 #define VLEN (256u * 1024u)
 #define MAX_KEYS 4096
@@ -127,15 +128,6 @@ struct mstats {
     double offload_completed;
 };
 
-static double extra(const Mc__GetStatsResponse *r, const char *name)
-{
-    for (size_t i = 0; i < r->n_extra; i++)
-        if (strcmp(r->extra[i]->name, name) == 0)
-            return r->extra[i]->value;
-    fail_msg("GetStats has no %s", name);
-    return 0;
-}
-
 static void master_stats(struct mstats *s)
 {
     ProtobufCMessage *m = NULL;
@@ -149,30 +141,17 @@ static void master_stats(struct mstats *s)
     assert_int_equal(rc, 0);
     Mc__GetStatsResponse *r = (Mc__GetStatsResponse *)m;
     s->offload_in_flight = r->offload_in_flight;
-    s->processing = (uint64_t)extra(r, "master_processing_key_count");
-    s->offload_completed = extra(r, "master_offload_completed_total");
+    s->processing = (uint64_t)tq_stats_extra(r, "master_processing_key_count");
+    s->offload_completed = tq_stats_extra(r, "master_offload_completed_total");
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
 /* The version of key k when the master lists a COMPLETE LOCAL_DISK replica of it, else 0. */
 static uint64_t disk_version(int k)
 {
-    Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
-    req.key = g.keys[k];
-    ProtobufCMessage *m = NULL;
-    if (mc_rpc_client_call_msg(g.adm, MC_METHOD_QUERY_KEY, &req.base,
-                               &mc__query_key_response__descriptor, 0, &m) != 0)
-        return 0;
-    const Mc__QueryKeyResponse *q = (const Mc__QueryKeyResponse *)m;
-    uint64_t v = 0;
-    for (size_t i = 0; i < q->n_replicas; i++) {
-        const Mc__ReplicaDescriptor *d = q->replicas[i] ? q->replicas[i]->replica : NULL;
-        if (d && d->status == MC__REPLICA_STATUS__RS_COMPLETE &&
-            d->type == MC__REPLICA_TYPE__RT_LOCAL_DISK)
-            v = q->version;
-    }
-    protobuf_c_message_free_unpacked(m, NULL);
-    return v;
+    int mem, disk;
+    uint64_t v;
+    return tq_replicas(g.adm, g.keys[k], &mem, &disk, &v) && disk > 0 ? v : 0;
 }
 
 /* Until the master has no offload task and no Put in flight. */
