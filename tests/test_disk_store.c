@@ -511,6 +511,54 @@ static void test_capacity_eviction(void **state)
     assert_int_equal(put_gen(e->s, "huge", 1, 300 * KIB, 1), MC_ERR_INVALID_PARAMS);
 }
 
+/* One batch larger than the whole store: the part that fits is written and readable, the rest
+ * refused, never the whole store evicted for a batch that then fails entirely. */
+static void test_batch_larger_than_store(void **state)
+{
+    struct env *e = *state;
+    struct evict_log l = {.s = &e->s, .dir = e->dir};
+    struct mc_disk_store_config c = {.path = e->dir,
+                                     .capacity = 272 * KIB,
+                                     .high_watermark = 1.0,
+                                     .extent_size = 68 * KIB,
+                                     .queue_depth = 4,
+                                     .evict_cb = evict_cb,
+                                     .evict_ctx = &l};
+    assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
+    fill_extents(e, 0, 16);
+    enum { N = 20 }; /* 20 records of 16 KiB: 320 KiB, past the 272 KiB capacity */
+    static char keys[N][16];
+    struct mc_disk_put p[N];
+    char *vals[N];
+    int res[N];
+    for (int i = 0; i < N; i++) {
+        vals[i] = malloc(12 * KIB);
+        fill(vals[i], 12 * KIB, 100 + (uint64_t)i);
+        snprintf(keys[i], sizeof(keys[i]), "b%03d", i);
+        p[i] = (struct mc_disk_put){
+            keys[i], (uint32_t)strlen(keys[i]), 1, mc_crc32c(vals[i], 12 * KIB), vals[i], 12 * KIB};
+    }
+    assert_int_equal(mc_disk_store_append(e->s, p, N, res), MC_ERR_UNABLE_OFFLOAD);
+    int ok = 0;
+    for (int i = 0; i < N; i++) {
+        if (res[i] == MC_OK) {
+            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, 100 + (uint64_t)i, 0), MC_OK);
+            ok++;
+        } else {
+            assert_int_equal(res[i], MC_ERR_UNABLE_OFFLOAD);
+            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, 100 + (uint64_t)i, 0),
+                             MC_ERR_OBJECT_NOT_FOUND);
+        }
+    }
+    assert_true(ok >= 8 && ok < N);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, (uint64_t)ok);
+    assert_true(u.bytes_used <= u.capacity);
+    for (int i = 0; i < N; i++)
+        free(vals[i]);
+}
+
 static void test_watermark_eviction(void **state)
 {
     struct env *e = *state;
@@ -811,6 +859,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_eviction, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_larger_than_store, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watermark_eviction, setup, teardown),
         cmocka_unit_test_setup_teardown(test_watermark_evicts_own_batch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_eviction_waits_for_reader, setup, teardown),

@@ -539,6 +539,20 @@ static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n
     }
 }
 
+/* The most record bytes a batch can have once every extent that eviction may take has gone:
+ * the capacity less the extents it must leave (being dropped, or being written by another
+ * batch), less a superblock for every extent the batch would open. s->mu held. */
+static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
+{
+    uint64_t stuck = 0;
+    for (const struct disk_extent *x = s->oldest; x; x = x->next)
+        if (x->dropping || x->writers > 0)
+            stuck += x->size;
+    uint64_t room = s->cfg.capacity > stuck ? s->cfg.capacity - stuck : 0;
+    uint64_t sbs = (room / s->cfg.extent_size + 1) * MC_DISK_BLOCK;
+    return room > sbs ? room - sbs : 0;
+}
+
 static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 {
     int rc = MC_OK;
@@ -557,17 +571,29 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     }
 
     pthread_mutex_lock(&s->mu);
-    uint64_t need = 0;
+    uint64_t need = 0, room = room_after_eviction_locked(s);
+    size_t cut = 0;
     for (size_t i = 0; i < n; i++) {
         struct wjob *j = &jobs[i];
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
-        if (e && e->version > j->version)
+        uint64_t rec = disk_record_size(j->key_len, j->len);
+        if (e && e->version > j->version) {
             j->result = MC_ERR_INVALID_VERSION;
-        else
-            need += disk_record_size(j->key_len, j->len);
+        } else if (need + rec > room) {
+            /* Evicting the whole store and then refusing the batch would lose data for
+             * nothing: the part that fits is written, the rest refused. */
+            j->result = MC_ERR_UNABLE_OFFLOAD;
+            cut++;
+        } else {
+            need += rec;
+        }
     }
+    if (cut > 0)
+        mc_warn(DISK_COMP, "batch larger than the store can hold, the rest refused",
+                "path=%s refused=%zu of=%zu accepted_bytes=%" PRIu64 " capacity=%" PRIu64, s->path,
+                cut, n, need, s->cfg.capacity);
     if (need > 0 && s->no_space && !fs_has_room(s, need))
         rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
     else if (need > 0)
