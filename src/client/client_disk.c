@@ -4,9 +4,10 @@
  * A LOCAL_DISK descriptor names the holder (client id) and its peer endpoint. Items whose
  * holder is this client are read from this process's own disk store (no RPC); the others are
  * grouped by endpoint and each group is one PeerDiskRead round trip to its holder
- * (transport_tcp_disk.c), which reads its SSD and streams the values back. The holder refuses a
- * record of another version than the reader names (REPLICA_NOT_FOUND); the caller checks the
- * value CRC against the master's (client_get.c).
+ * (transport_tcp_disk.c), which reads its SSD and streams the values back. The groups run side
+ * by side (common/fanout.h), so a batch spread over several holders waits for the slowest. The
+ * holder refuses a record of another version than the reader names (REPLICA_NOT_FOUND); the caller
+ * checks the value CRC against the master's (client_get.c).
  *
  * With protocol rdma the PeerDiskRead goes in RDMA mode (rdma_disk.h): each item names its
  * buffer's address and rkey (a buffer outside every registered range is registered for the
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "common/fanout.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
@@ -75,6 +77,65 @@ out:
 }
 #endif
 
+/* The items of one holder: this process's own store (ep NULL) or one peer endpoint. */
+struct dgroup {
+    const char *ep;
+    size_t off, m; /* its items: tmp[off .. off + m) */
+};
+
+struct dread {
+    struct mc_client *c;
+    struct mc_disk_tier *self;
+    struct mc_disk_read_item *tmp;
+    const struct dgroup *groups;
+};
+
+/* One holder's items: a store read, or one PeerDiskRead (RDMA mode first when it is on). */
+static void read_group(void *arg, size_t gi)
+{
+    const struct dread *d = arg;
+    const struct dgroup *g = &d->groups[gi];
+    struct mc_disk_read_item *it = d->tmp + g->off;
+    if (!g->ep) {
+        mc_disk_tier_read(d->self, it, g->m);
+        return;
+    }
+    struct mc_disk_read_item *tcp = it, *left = NULL;
+    size_t m = g->m, *at = NULL;
+#ifdef MC_WITH_RDMA
+    if (d->c->rdma) {
+        rdma_group(d->c, g->ep, it, m);
+        left = malloc(m * sizeof(*left)); /* what RDMA did not take, packed for one tcp request */
+        at = malloc(m * sizeof(*at));
+        if (!left || !at) {
+            for (size_t k = 0; k < m; k++)
+                if (it[k].status == 1)
+                    it[k].status = MC_ERR_INTERNAL_ERROR;
+            goto out;
+        }
+        size_t nl = 0;
+        for (size_t k = 0; k < m; k++)
+            if (it[k].status == 1) {
+                at[nl] = k;
+                left[nl++] = it[k];
+            }
+        tcp = left;
+        m = nl;
+    }
+#endif
+    int rc = mc_transport_tcp_disk_read(d->c->tcp, g->ep, tcp, m);
+    for (size_t k = 0; k < m; k++) {
+        if (rc)
+            tcp[k].status = rc;
+        if (tcp != it)
+            it[at[k]] = tcp[k];
+    }
+    goto out; /* keeps the label used when RDMA is compiled out */
+out:
+    free(left);
+    free(at);
+}
+
 void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const *holders,
                          struct mc_disk_read_item *items, size_t n)
 {
@@ -82,24 +143,22 @@ void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const
     struct mc_disk_read_item *tmp = calloc(n ? n : 1, sizeof(*tmp));
     size_t *idx = calloc(n ? n : 1, sizeof(*idx));
     bool *done = calloc(n ? n : 1, sizeof(*done));
-    if (!tmp || !idx || !done) {
+    struct dgroup *groups = calloc(n + 1, sizeof(*groups));
+    size_t ng = 0, m = 0;
+    if (!tmp || !idx || !done || !groups) {
         for (size_t i = 0; i < n; i++)
             items[i].status = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    /* this process's own records first, in one store read */
-    size_t m = 0;
+    /* this process's own records: one store read */
     for (size_t i = 0; self && i < n; i++)
         if (is_self(c, holders[i])) {
             idx[m] = i;
             tmp[m++] = items[i];
             done[i] = true;
         }
-    if (m) {
-        mc_disk_tier_read(self, tmp, m);
-        for (size_t k = 0; k < m; k++)
-            items[idx[k]] = tmp[k];
-    }
+    if (m)
+        groups[ng++] = (struct dgroup){.ep = NULL, .off = 0, .m = m};
     /* then one PeerDiskRead batch per holder endpoint */
     for (size_t i = 0; i < n; i++) {
         if (done[i])
@@ -110,7 +169,7 @@ void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const
             done[i] = true;
             continue;
         }
-        m = 0;
+        size_t off = m;
         for (size_t j = i; j < n; j++)
             if (!done[j] && holders[j] && holders[j]->endpoint &&
                 strcmp(holders[j]->endpoint, ep) == 0) {
@@ -118,30 +177,16 @@ void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const
                 tmp[m++] = items[j];
                 done[j] = true;
             }
-#ifdef MC_WITH_RDMA
-        if (c->rdma) {
-            rdma_group(c, ep, tmp, m);
-            size_t left = 0; /* what RDMA did not take, packed for one tcp request */
-            for (size_t k = 0; k < m; k++) {
-                if (tmp[k].status != 1) {
-                    items[idx[k]] = tmp[k];
-                    continue;
-                }
-                idx[left] = idx[k];
-                tmp[left++] = tmp[k];
-            }
-            m = left;
-        }
-#endif
-        int rc = mc_transport_tcp_disk_read(c->tcp, ep, tmp, m);
-        for (size_t k = 0; k < m; k++) {
-            if (rc)
-                tmp[k].status = rc;
-            items[idx[k]] = tmp[k];
-        }
+        groups[ng++] = (struct dgroup){.ep = ep, .off = off, .m = m - off};
     }
+    /* the holders side by side: the batch waits for the slowest one, not for their sum */
+    struct dread d = {c, self, tmp, groups};
+    mc_fanout(ng, read_group, &d);
+    for (size_t k = 0; k < m; k++)
+        items[idx[k]] = tmp[k];
 out:
     free(tmp);
     free(idx);
     free(done);
+    free(groups);
 }

@@ -36,6 +36,7 @@
 #include "client/client_internal.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/fanout.h"
 #include "common/log.h"
 #include "common/wire.h"
 
@@ -328,12 +329,33 @@ static const Mc__ReplicaDescriptor *disk_replica(const Mc__GetReplicaListRespons
     return NULL;
 }
 
+/* The two remote halves of a batch read, run side by side: the MEMORY replicas as one
+ * transport batch (task 0) and the LOCAL_DISK-only keys as one disk batch (task 1). */
+struct remote_reads {
+    struct mc_client *c;
+    struct mc_xfer_item *items;
+    size_t ni;
+    int brc;
+    const Mc__LocalDiskLocation **dloc;
+    struct mc_disk_read_item *ditems;
+    size_t nd;
+};
+
+static void remote_read(void *arg, size_t task)
+{
+    struct remote_reads *r = arg;
+    if (task == 0)
+        r->brc = r->ni ? mc_transport_batch(r->c->tcp, false, r->items, r->ni) : 0;
+    else if (r->nd)
+        mc_client_disk_read(r->c, r->dloc, r->ditems, r->nd);
+}
+
 /* The reads of a batch: every key's local replica with memcpy, its rdma replica (protocol rdma)
  * with one-sided reads, the other remote MEMORY ones as one transport batch (one peer round
  * trip per endpoint), and the keys with only a LOCAL_DISK replica as one disk batch (this
- * process's store directly, else one PeerDiskRead per holder). A key whose chosen replica fails
- * is read again the single way, trying each of its replicas. tiers[i] gets the kind that served
- * key i. */
+ * process's store directly, else one PeerDiskRead per holder), the two side by side. A key whose
+ * chosen replica fails is read again the single way, trying each of its replicas. tiers[i] gets the
+ * kind that served key i. */
 static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetReplicaListResponse **rs,
                       size_t n, void *const *bufs, const size_t *caps, int64_t *results, int *tiers,
                       uint64_t t0)
@@ -386,7 +408,12 @@ static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetRepli
         }
         /* else: no usable replica, or the local one failed: the single path below */
     }
-    int brc = ni ? mc_transport_batch(c->tcp, false, items, ni) : 0;
+    struct remote_reads rr = {c, items, ni, 0, dloc, ditems, nd};
+    if (ni && nd)
+        mc_fanout(2, remote_read, &rr);
+    else
+        remote_read(&rr, ni ? 0 : 1); /* one half only: on this thread */
+    int brc = rr.brc;
     for (size_t j = 0; j < ni; j++) {
         size_t i = owner[j];
         if (brc == 0 && items[j].status == 0) {
@@ -397,8 +424,6 @@ static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetRepli
                     mc_strerror(items[j].status));
         }
     }
-    if (nd)
-        mc_client_disk_read(c, dloc, ditems, nd);
     for (size_t j = 0; j < nd; j++) {
         size_t i = downer[j];
         const struct mc_disk_read_item *d = &ditems[j];

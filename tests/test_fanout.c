@@ -1,0 +1,137 @@
+/* test_fanout.c - mc_fanout (src/common/fanout.h): every task runs exactly once, the tasks run
+ * side by side (a task waits for all the others to have started: run one after the other, they
+ * would time out), more tasks than threads, and no task at all. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/fanout.h"
+
+struct rendezvous {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t arrived, expect;
+    int runs[64];
+    int timed_out;
+    pthread_t who[64];
+};
+
+static void count_task(void *arg, size_t i)
+{
+    struct rendezvous *r = arg;
+    pthread_mutex_lock(&r->mu);
+    r->runs[i]++;
+    r->who[i] = pthread_self();
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Waits (at most 10 s) until every task has arrived. */
+static void meet_task(void *arg, size_t i)
+{
+    struct rendezvous *r = arg;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 10;
+    pthread_mutex_lock(&r->mu);
+    r->runs[i]++;
+    r->arrived++;
+    pthread_cond_broadcast(&r->cv);
+    while (r->arrived < r->expect) {
+        if (pthread_cond_timedwait(&r->cv, &r->mu, &until) == ETIMEDOUT) {
+            r->timed_out = 1;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+static void init(struct rendezvous *r, size_t expect)
+{
+    memset(r, 0, sizeof(*r));
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->expect = expect;
+}
+
+static void fini(struct rendezvous *r)
+{
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+}
+
+static void test_side_by_side(void **state)
+{
+    (void)state;
+    struct rendezvous r;
+    init(&r, 4);
+    mc_fanout(4, meet_task, &r);
+    assert_int_equal(r.timed_out, 0);
+    assert_int_equal(r.arrived, 4);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r.runs[i], 1);
+    fini(&r);
+}
+
+static void test_task0_on_caller(void **state)
+{
+    (void)state;
+    struct rendezvous r;
+    init(&r, 0);
+    mc_fanout(3, count_task, &r);
+    assert_true(pthread_equal(r.who[0], pthread_self()));
+    assert_false(pthread_equal(r.who[1], pthread_self()));
+    assert_false(pthread_equal(r.who[2], pthread_self()));
+    fini(&r);
+}
+
+static void test_more_tasks_than_threads(void **state)
+{
+    (void)state;
+    struct rendezvous r;
+    size_t n = 2 * MC_FANOUT_MAX_THREADS + 3;
+    assert_true(n <= 64);
+    init(&r, 0);
+    mc_fanout(n, count_task, &r);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(r.runs[i], 1);
+    assert_int_equal(r.runs[n], 0);
+    /* a whole slot's worth of tasks meeting: they must all run at once too */
+    fini(&r);
+    init(&r, MC_FANOUT_MAX_THREADS);
+    mc_fanout(MC_FANOUT_MAX_THREADS, meet_task, &r);
+    assert_int_equal(r.timed_out, 0);
+    fini(&r);
+}
+
+static void test_none(void **state)
+{
+    (void)state;
+    struct rendezvous r;
+    init(&r, 0);
+    mc_fanout(0, count_task, &r);
+    mc_fanout(3, NULL, &r);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(r.runs[i], 0);
+    mc_fanout(1, count_task, &r);
+    assert_int_equal(r.runs[0], 1);
+    assert_true(pthread_equal(r.who[0], pthread_self()));
+    fini(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_side_by_side),
+        cmocka_unit_test(test_task0_on_caller),
+        cmocka_unit_test(test_more_tasks_than_threads),
+        cmocka_unit_test(test_none),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
