@@ -8,3 +8,16 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
   # The test execs these; make sure `ctest` after a partial build does not run stale ones.
   add_dependencies(test_replay mooncake_master mc_client_daemon mooncake_bench)
 endif()
+# mooncake_bench disk end to end on a small data set: populate, then random reads from two
+# reader threads (each read CRC-checked by the store; a failed read fails the run), the JSON line
+# naming both readers; then the same records read by one reader.
+if(TARGET mooncake_bench)
+  add_test(NAME test_bench_disk_readers
+           COMMAND mooncake_bench disk --data 8MiB --sizes 64KiB --runs 1 --qd 8 --readers 2)
+  set_tests_properties(test_bench_disk_readers PROPERTIES TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"readers\":2,\"batch\":256,\"data_bytes\":8388608,\"reads\":128")
+  add_test(NAME test_bench_disk_refuses_readers_beyond_qd
+           COMMAND mooncake_bench disk --data 8MiB --sizes 64KiB --qd 2 --readers 4)
+  set_tests_properties(test_bench_disk_refuses_readers_beyond_qd PROPERTIES TIMEOUT 30
+    WILL_FAIL TRUE)
+endif()

@@ -8,7 +8,11 @@
  * records after the store's own recovery scan), then, --runs times, reads --data bytes' worth of
  * uniformly random keys in batches of --batch keys (one mc_disk_store_read call each, the ring
  * keeping --qd reads in flight) into 4 KiB-aligned buffers: the path the promotion worker uses.
- * Every read is CRC-checked by the store, as in production.
+ * Every read is CRC-checked by the store, as in production. A synchronous batch ends by
+ * draining its ring (the last reads wait for the slowest), which a stream like fio's never does;
+ * --readers N runs N such readers at once, each with a ring of --qd / N, so at most --qd reads
+ * are in flight as with fio's one job, and the queue stays nearly full while one batch drains
+ * (as on a holder serving several Gets at once).
  *
  * JSON per size: bench=disk, case=randread_<size>, ms (median run), p50_ms/p99_ms (per batch),
  * ops_per_s and bytes_per_s (median run), and with --ref <bytes/s> the reference and ratio.
@@ -40,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -84,12 +89,15 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mooncake_bench disk [--dir DIR] [--data 1GiB] [--sizes 64KiB,1MiB]\n"
                "       [--runs 3] [--qd 32] [--batch 256] [--seed N] [--ref BYTES_PER_S]\n"
-               "       [--keep] [--seconds S] [--remote | --write]\n"
+               "       [--keep] [--seconds S] [--readers N] [--remote | --write]\n"
                "  --dir   directory on the disk under test (default: a new one under $TMPDIR\n"
                "          or /tmp, removed afterwards unless --keep)\n"
                "  --data  bytes of values per size, and bytes read per run\n"
                "  --ref   a reference throughput (e.g. fio's) to report a ratio against\n"
                "  --seconds S  each run lasts S seconds (time-based) instead of --data bytes\n"
+               "  --readers N  local reads from N threads at once, each with its own ring of\n"
+               "               qd/N: at most --qd reads in flight in all, and one reader's\n"
+               "               batch draining does not empty the queue (default 1)\n"
                "  --remote     also read the same records from another process through a\n"
                "               holder (PeerDiskRead over loopback tcp); its line carries the\n"
                "               local store figure as ref and remote/local as ratio\n"
@@ -146,6 +154,7 @@ struct disk_opts {
     uint64_t data;
     int runs;
     unsigned qd, batch;
+    unsigned readers; /* local reads: threads, each with a ring of qd / readers */
     uint64_t seed;
     double ref;
     double seconds; /* > 0: each run lasts this long (time-based) instead of reading data bytes */
@@ -247,76 +256,178 @@ static void holder_stop(struct holder_proc *h)
 
 /* ---- reads --------------------------------------------------------------------------------- */
 
-/* Random batched reads of dir's nvals values of vsize bytes: from the store s (local), or
- * through the holder at ep with tcp (remote). One JSON line; *bps gets the median bytes/s. */
+/* One reader: its own buffers, keys and random sequence, batches of nb keys until its share of
+ * the reads is done or the run's time is up. */
+struct reader {
+    const struct disk_opts *o;
+    struct mc_disk_store *s;
+    struct mc_transport *tcp;
+    const char *ep;
+    uint64_t nvals, vsize, rng;
+    unsigned nb;
+    char *bufs;
+    struct mc_disk_get *g;
+    struct mc_disk_read_item *it;
+    char (*keys)[32];
+    double *lat;
+    size_t nlat, maxlat;
+    uint64_t reads; /* this run's share (count-based runs) */
+    double t0;      /* this run's start, shared by all readers */
+    uint64_t done;  /* this run's reads */
+    int rc;
+};
+
+static int reader_init(struct reader *rd, uint64_t runs_reads)
+{
+    rd->maxlat =
+        rd->o->seconds > 0 ? 1u << 20 : (size_t)((runs_reads + rd->nb - 1) / rd->nb) * rd->o->runs;
+    rd->g = calloc(rd->nb, sizeof(*rd->g));
+    rd->it = calloc(rd->nb, sizeof(*rd->it));
+    rd->keys = calloc(rd->nb, 32);
+    rd->lat = calloc(rd->maxlat ? rd->maxlat : 1, sizeof(double));
+    if (posix_memalign((void **)&rd->bufs, 4096, (size_t)rd->nb * rd->vsize) != 0)
+        rd->bufs = NULL;
+    return rd->g && rd->it && rd->keys && rd->lat && rd->bufs ? 0 : -1;
+}
+
+static void reader_free(struct reader *rd)
+{
+    free(rd->bufs);
+    free(rd->g);
+    free(rd->it);
+    free(rd->keys);
+    free(rd->lat);
+}
+
+static void *reader_run(void *arg)
+{
+    struct reader *rd = arg;
+    const struct disk_opts *o = rd->o;
+    double el = 0;
+    rd->done = 0;
+    rd->rc = 0;
+    for (;;) {
+        if (o->seconds > 0 ? el >= o->seconds * 1e3 : rd->done >= rd->reads)
+            break;
+        unsigned n = o->seconds > 0 || rd->reads - rd->done >= rd->nb
+                         ? rd->nb
+                         : (unsigned)(rd->reads - rd->done);
+        for (unsigned i = 0; i < n; i++) {
+            snprintf(rd->keys[i], 32, "v%" PRIu64, mc_bench_rand(&rd->rng) % rd->nvals);
+            char *buf = rd->bufs + (size_t)i * rd->vsize;
+            rd->g[i] = (struct mc_disk_get){.key = rd->keys[i],
+                                            .key_len = (uint32_t)strlen(rd->keys[i]),
+                                            .buf = buf,
+                                            .cap = rd->vsize};
+            rd->it[i] = (struct mc_disk_read_item){
+                .key = rd->keys[i], .size = rd->vsize, .version = 1, .buf = buf};
+        }
+        double b0 = now_ms();
+        int rc;
+        if (rd->s) {
+            rc = mc_disk_store_read(rd->s, rd->g, n);
+            for (unsigned i = 0; rc == 0 && i < n; i++)
+                rc = rd->g[i].result;
+        } else {
+            rc = mc_transport_tcp_disk_read(rd->tcp, rd->ep, rd->it, n);
+            for (unsigned i = 0; rc == 0 && i < n; i++) {
+                rc = rd->it[i].status;
+                /* the reader checks what it got, as a Get does */
+                if (rc == 0 &&
+                    (!rd->it[i].crc_valid || mc_crc32c(rd->it[i].buf, rd->vsize) != rd->it[i].crc))
+                    rc = MC_ERR_CHECKSUM_MISMATCH;
+            }
+        }
+        double b1 = now_ms();
+        if (rd->nlat < rd->maxlat)
+            rd->lat[rd->nlat++] = b1 - b0;
+        if (rc != 0) {
+            rd->rc = rc;
+            break;
+        }
+        rd->done += n;
+        el = b1 - rd->t0;
+    }
+    return NULL;
+}
+
+/* Random batched reads of dir's nvals values of vsize bytes: from the store s (local: --readers
+ * threads, each with its own ring of qd / readers), or through the holder at ep with tcp
+ * (remote, one reader). One JSON line; *bps gets the median bytes/s. */
 static int read_runs(const struct disk_opts *o, struct mc_disk_store *s, struct mc_transport *tcp,
                      const char *ep, uint64_t nvals, uint64_t vsize, const char *cname, double ref,
                      double *bps)
 {
-    int ret = 1, rc = 0;
+    int ret = 1;
     unsigned nb = o->batch;
     if ((uint64_t)nb * vsize > BATCH_BYTES_MAX)
         nb = (unsigned)(BATCH_BYTES_MAX / vsize);
     if (nb == 0)
         nb = 1;
-    uint64_t reads = nvals; /* per run when not time-based */
-    size_t maxlat = o->seconds > 0 ? 1u << 20 : (size_t)((reads + nb - 1) / nb) * (size_t)o->runs;
-    char *bufs = NULL;
-    struct mc_disk_get *g = calloc(nb, sizeof(*g));
-    struct mc_disk_read_item *it = calloc(nb, sizeof(*it));
-    char(*keys)[32] = calloc(nb, 32);
+    unsigned nr = s ? o->readers : 1;
+    uint64_t reads = nvals; /* per run when not time-based, split among the readers */
+    struct reader *rds = calloc(nr, sizeof(*rds));
+    pthread_t *th = calloc(nr, sizeof(*th));
     double *run_bps = calloc((size_t)o->runs, sizeof(double));
     double *run_ms = calloc((size_t)o->runs, sizeof(double));
-    double *lat = calloc(maxlat, sizeof(double));
+    double *lat = NULL;
     size_t nlat = 0;
     uint64_t total_reads = 0;
-    if (posix_memalign((void **)&bufs, 4096, (size_t)nb * vsize) != 0)
-        bufs = NULL;
-    if (!g || !it || !keys || !run_bps || !run_ms || !lat || !bufs)
+    if (!rds || !th || !run_bps || !run_ms)
         goto out;
-    uint64_t rng = o->seed * 2654435761u + 7;
+    for (unsigned k = 0; k < nr; k++) {
+        rds[k] = (struct reader){.o = o,
+                                 .s = s,
+                                 .tcp = tcp,
+                                 .ep = ep,
+                                 .nvals = nvals,
+                                 .vsize = vsize,
+                                 .nb = nb,
+                                 .rng = (o->seed + k) * 2654435761u + 7};
+        if (reader_init(&rds[k], reads / nr + 1) != 0)
+            goto out;
+    }
     for (int r = 0; r < o->runs; r++) {
-        double t0 = now_ms(), el = 0;
-        uint64_t done = 0;
-        for (;;) {
-            if (o->seconds > 0 ? el >= o->seconds * 1e3 : done >= reads)
+        double t0 = now_ms();
+        unsigned started = 0;
+        int failed = 0;
+        for (unsigned k = 0; k < nr; k++) {
+            rds[k].t0 = t0;
+            rds[k].reads = reads / nr + (k < reads % nr);
+        }
+        for (; started < nr - 1; started++)
+            if (pthread_create(&th[started], NULL, reader_run, &rds[started]) != 0) {
+                fprintf(stderr, "bench disk: cannot start a reader thread\n");
+                failed = 1;
                 break;
-            unsigned n = o->seconds > 0 || reads - done >= nb ? nb : (unsigned)(reads - done);
-            for (unsigned i = 0; i < n; i++) {
-                snprintf(keys[i], 32, "v%" PRIu64, mc_bench_rand(&rng) % nvals);
-                g[i] = (struct mc_disk_get){.key = keys[i],
-                                            .key_len = (uint32_t)strlen(keys[i]),
-                                            .buf = bufs + (size_t)i * vsize,
-                                            .cap = vsize};
-                it[i] = (struct mc_disk_read_item){
-                    .key = keys[i], .size = vsize, .version = 1, .buf = bufs + (size_t)i * vsize};
             }
-            double b0 = now_ms();
-            if (s) {
-                rc = mc_disk_store_read(s, g, n);
-            } else {
-                rc = mc_transport_tcp_disk_read(tcp, ep, it, n);
-                for (unsigned i = 0; rc == 0 && i < n; i++) {
-                    rc = it[i].status;
-                    /* the reader checks what it got, as a Get does */
-                    if (rc == 0 && (!it[i].crc_valid || mc_crc32c(it[i].buf, vsize) != it[i].crc))
-                        rc = MC_ERR_CHECKSUM_MISMATCH;
-                }
-            }
-            double b1 = now_ms();
-            if (nlat < maxlat)
-                lat[nlat++] = b1 - b0;
-            if (rc != 0) {
-                fprintf(stderr, "bench disk: read failed: %s\n", mc_strerror(rc));
+        if (!failed)
+            reader_run(&rds[nr - 1]);
+        for (unsigned k = 0; k < started; k++)
+            pthread_join(th[k], NULL);
+        if (failed)
+            goto out;
+        run_ms[r] = now_ms() - t0;
+        uint64_t done = 0;
+        for (unsigned k = 0; k < nr; k++) {
+            if (rds[k].rc != 0) {
+                fprintf(stderr, "bench disk: read failed: %s\n", mc_strerror(rds[k].rc));
                 goto out;
             }
-            done += n;
-            el = b1 - t0;
+            done += rds[k].done;
         }
-        run_ms[r] = now_ms() - t0;
         run_bps[r] = (double)done * vsize / (run_ms[r] / 1e3);
         total_reads += done;
     }
+    size_t cap = 0;
+    for (unsigned k = 0; k < nr; k++)
+        cap += rds[k].nlat;
+    lat = calloc(cap ? cap : 1, sizeof(double));
+    if (!lat)
+        goto out;
+    for (unsigned k = 0; k < nr; k++)
+        for (size_t i = 0; i < rds[k].nlat; i++)
+            lat[nlat++] = rds[k].lat[i];
     struct mc_bench_result res;
     mc_bench_result_init(&res, "disk", cname);
     res.runs = o->runs;
@@ -330,7 +441,8 @@ static int read_runs(const struct disk_opts *o, struct mc_disk_store *s, struct 
         mc_bench_set_ref(&res, ref, res.bytes_per_s / ref);
     mc_bench_add_str(&res, "reader", s ? "local_store" : "remote_holder");
     mc_bench_add_num(&res, "value_bytes", (double)vsize);
-    mc_bench_add_num(&res, "queue_depth", o->qd);
+    mc_bench_add_num(&res, "queue_depth", s ? (o->qd / nr) * nr : o->qd);
+    mc_bench_add_num(&res, "readers", nr);
     mc_bench_add_num(&res, "batch", nb);
     mc_bench_add_num(&res, "data_bytes", (double)nvals * vsize);
     mc_bench_add_num(&res, "reads", (double)total_reads);
@@ -345,10 +457,10 @@ static int read_runs(const struct disk_opts *o, struct mc_disk_store *s, struct 
     mc_bench_emit(&res);
     ret = 0;
 out:
-    free(bufs);
-    free(g);
-    free(it);
-    free(keys);
+    for (unsigned k = 0; rds && k < nr; k++)
+        reader_free(&rds[k]);
+    free(rds);
+    free(th);
     free(run_bps);
     free(run_ms);
     free(lat);
@@ -367,7 +479,7 @@ static int bench_size(const char *root, const struct disk_opts *o, uint64_t vsiz
         .capacity = nvals * (vsize + 8192) + (512ull << 20),
         .high_watermark = 1.0,
         .extent_size = 256ull << 20,
-        .queue_depth = o->qd,
+        .queue_depth = o->qd / o->readers, /* each reader's ring */
     };
     struct mc_disk_store *s = NULL;
     char err[512] = "";
@@ -521,18 +633,25 @@ int mc_bench_disk(int argc, char **argv)
     const char *dir = NULL;
     uint64_t data = 1ull << 30, sizes[8] = {64 << 10, 1 << 20};
     int nsizes = 2, runs = 3, keep = 0, remote = 0, wr = 0;
-    unsigned qd = 32, batch = 256;
+    unsigned qd = 32, batch = 256, readers = 1;
     uint64_t seed = 1;
     double ref = 0, seconds = 0;
     char err[128];
-    static const struct option opts[] = {
-        {"dir", required_argument, 0, 'd'},   {"data", required_argument, 0, 'D'},
-        {"sizes", required_argument, 0, 's'}, {"runs", required_argument, 0, 'r'},
-        {"qd", required_argument, 0, 'q'},    {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 'S'},  {"ref", required_argument, 0, 'R'},
-        {"keep", no_argument, 0, 'k'},        {"seconds", required_argument, 0, 'T'},
-        {"remote", no_argument, 0, 'm'},      {"write", no_argument, 0, 'w'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
+                                         {"data", required_argument, 0, 'D'},
+                                         {"sizes", required_argument, 0, 's'},
+                                         {"runs", required_argument, 0, 'r'},
+                                         {"qd", required_argument, 0, 'q'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"seed", required_argument, 0, 'S'},
+                                         {"ref", required_argument, 0, 'R'},
+                                         {"keep", no_argument, 0, 'k'},
+                                         {"seconds", required_argument, 0, 'T'},
+                                         {"remote", no_argument, 0, 'm'},
+                                         {"write", no_argument, 0, 'w'},
+                                         {"readers", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -580,6 +699,9 @@ int mc_bench_disk(int argc, char **argv)
         case 'w':
             wr = 1;
             break;
+        case 'n':
+            readers = (unsigned)atoi(optarg);
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -588,7 +710,8 @@ int mc_bench_disk(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || (remote && wr)) {
+    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || (remote && wr) || readers < 1 ||
+        readers > 64 || qd < readers) {
         usage(stderr);
         return 2;
     }
@@ -615,7 +738,7 @@ int mc_bench_disk(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    struct disk_opts o = {data, runs, qd, batch, seed, ref, seconds, remote, wr, keep};
+    struct disk_opts o = {data, runs, qd, batch, readers, seed, ref, seconds, remote, wr, keep};
     for (int i = 0; i < nsizes && rc == 0; i++)
         rc = wr ? bench_write(dir, &o, sizes[i]) : bench_size(dir, &o, sizes[i]);
     if (!keep) {
