@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
 # LOCAL_DISK store vs fio (DESIGN.md §12), time-based: random reads of exactly 64 KiB and 1 MiB
-# (queue depth 32, one job, O_DIRECT + io_uring on both sides, on data sets of the same size in
-# the same directory), and writes: the store's batched appends (the offload worker's path) vs
+# (queue depth 32, one job, O_DIRECT + io_uring on both sides, on the same data set), and writes: the store's batched appends (the offload worker's path) vs
 # fio's sequential O_DIRECT write of the same block size. Every measurement runs --seconds (at
 # least 5) and each round runs fio then the store, alternating, so drift of a shared machine
 # hits both; the tables show each round's figures and ratio, then the medians. Writes: fio's
 # file stays from round to round (fio writes over it), and so does the store's directory
 # (mooncake_bench disk --write --keep: a full store appending over its evicted extents), so
 # round 1 starts empty on both sides and the later rounds are steady state on both.
+# Reads: the store is read by --readers threads (default 2), each with a ring of 32 / readers, so
+# at most 32 reads are in flight, as with fio's one job at iodepth 32; a single synchronous
+# batch reader drains its ring at the end of every batch, which fio's stream never does, so its
+# figure is measured in the same round too and shown beside (the "1 reader" columns). fio reads
+# the store's own extent files (its runs come after the store's in each round, the first of
+# which writes them), so both sides read the same blocks: on a virtual disk the host's cache
+# otherwise serves a file fio has just laid out at several times the device's speed, some
+# rounds and not others (seen here: 1.8 to 5.1 GB/s for fio's own file within one run).
 #
 # usage: scripts/bench/disk_vs_fio.sh [--data 1GiB] [--rounds 3] [--seconds 5] [--dir DIR]
 #                                      [--bin PATH] [--ab PATH] [--timeout 900] [--no-write]
-#                                      [--no-read] [--sizes "65536 1048576"]
+#                                      [--no-read] [--sizes "65536 1048576"] [--readers 2]
+#                                      [--fio_own_file]
 #   --dir      where the files go (default $TMPDIR or /tmp): put it on the SSD under test
 #   --bin      mooncake_bench (default $BUILD_DIR/bin/mooncake_bench, BUILD_DIR=build)
 #   --ab       a second mooncake_bench (another build, e.g. the main branch's) run in every
 #              round too, in alternating order with --bin, each against the same fio figure
+#   --fio_own_file  random reads: fio reads a file of its own (laid out by fio, before the store
+#              runs) instead of the store's extent files (the default: each round runs the store
+#              first, then fio over the files it wrote, so both read the same blocks)
+#   --readers  store reader threads for the random reads (1, 2, 4, ... 32; default 2), each
+#              with a ring of 32 / readers; with more than 1, a 1-reader run is measured too
 #   --timeout  seconds one fio or bench run may take before it is killed (the run then fails)
 # Prints the tables on stdout; the JSON lines of both tools are kept in the log it names. Every
 # run is bounded by timeout(1); any exit stops what still runs (scripts/bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 DATA=1GiB ROUNDS=3 SECS=5 DIR=${TMPDIR:-/tmp} BIN=${BUILD_DIR:-build}/bin/mooncake_bench TMO=900
-WRITE=1 READ=1 AB="" SIZES="65536 1048576"
+WRITE=1 READ=1 AB="" SIZES="65536 1048576" READERS=2 FIO_ON=store
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA=$2; shift 2 ;;
@@ -35,7 +48,9 @@ while [ $# -gt 0 ]; do
     --no-read) READ=0; shift ;;
     --ab) AB=$2; shift 2 ;;
     --sizes) SIZES=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    --readers) READERS=$2; shift 2 ;;
+    --fio_own_file) FIO_ON=own; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -45,6 +60,7 @@ done
 [ -x "$BIN" ] || { echo "mooncake_bench not found at $BIN (build first or pass --bin)" >&2; exit 1; }
 [ -z "$AB" ] || [ -x "$AB" ] || { echo "--ab: mooncake_bench not found at $AB" >&2; exit 1; }
 [ "$SECS" -ge 5 ] 2>/dev/null || { echo "--seconds must be an integer >= 5" >&2; exit 2; }
+case "$READERS" in 1|2|4|8|16|32) ;; *) echo "--readers must divide 32 (1, 2, 4, 8, 16, 32)" >&2; exit 2 ;; esac
 
 to_bytes() { # 1GiB, 512MiB, 64KiB, 1G, 123
   local v=${1%iB}; v=${v%B}
@@ -85,11 +101,12 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a/b }'; }
 med() { printf '%s\n' "$@" | mc_median; }
 
 # One store run: its value bytes/s into MC_OUT (and record bytes/s into MC_DISK for writes).
-store_run() { # bin what bs dir
-  local bin=$1 what=$2 bs=$3 dir=$4
+store_run() { # bin what bs dir [readers]
+  local bin=$1 what=$2 bs=$3 dir=$4 readers=${5:-$READERS} rd=()
+  [ "$readers" = 1 ] || rd=(--readers "$readers") # a build from before --readers reads as 1
   if [ "$what" = randread ]; then
     run_json "$bin" disk --dir "$dir" --keep --data "$BYTES" --sizes "$bs" --runs 1 \
-      --qd 32 --seconds "$SECS"
+      --qd 32 "${rd[@]}" --seconds "$SECS"
     MC_DISK=0
   else
     run_json "$bin" disk --dir "$dir" --write --keep --data "$BYTES" --sizes "$bs" --runs 1 \
@@ -103,13 +120,15 @@ SUMMARY=()
 # One comparison: ROUNDS rounds of fio then the store (then the --ab store, the two in turn
 # first); a row per round, then the medians.
 compare() { # what bs
-  local what=$1 bs=$2 r f m a d FIO=() MC=() AR=() RATIOS=() ABR=() DR=()
+  local what=$1 bs=$2 r f g m a d o=0 FIO=() MC=() AR=() RATIOS=() ABR=() DR=() ONE=() F4=()
   for ((r = 1; r <= ROUNDS; r++)); do
-    if [ "$what" = randread ]; then
+    if [ "$what" = randread ] && [ "$FIO_ON" = own ]; then
       run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
         --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
         --time_based --runtime="$SECS" --output-format=json
       f=$(fio_bw read)
+    elif [ "$what" = randread ]; then
+      f= # after the store's run below: fio reads the files it wrote
     else
       run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
         --direct=1 --rw=write --bs="$bs" --iodepth=32 --numjobs=1 \
@@ -123,22 +142,59 @@ compare() { # what bs
       store_run "$BIN" "$what" "$bs" "$ROOT/mc"; m=$MC_OUT d=$MC_DISK
       if [ -n "$AB" ]; then store_run "$AB" "$what" "$bs" "$ROOT/ab"; a=$MC_OUT; fi
     fi
+    if [ "$what" = randread ] && [ "$READERS" != 1 ]; then
+      store_run "$BIN" "$what" "$bs" "$ROOT/mc" 1; o=$MC_OUT
+    fi
+    if [ -z "$f" ]; then
+      # the store's own extent files, read by fio: the same blocks of the same device, so
+      # whatever caches or places blocks below the guest treats both sides alike
+      local files
+      # (all but the newest: it is the one the last records went to, mostly never written,
+      # and unwritten preallocated blocks read back as zeros without touching the device)
+      files=$(find "$ROOT/mc/v$bs" -maxdepth 1 -name '*.ext' | sort | head -n -1 | paste -sd: -)
+      [ -n "$files" ] || { echo "no store extent files under $ROOT/mc/v$bs" >&2; exit 1; }
+      run_json fio --name=ref --filename="$files" --readonly --ioengine=io_uring \
+        --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
+        --file_service_type=random --time_based --runtime="$SECS" --output-format=json
+      f=$(fio_bw read)
+      # and at offsets 4 KiB-aligned only, as the store's values lie (each after its 4 KiB
+      # header block): what the device gives reads placed as the store's are
+      run_json fio --name=ref4k --filename="$files" --readonly --ioengine=io_uring \
+        --direct=1 --rw=randread --bs="$bs" --blockalign=4k --iodepth=32 --numjobs=1 \
+        --randrepeat=0 --file_service_type=random --time_based --runtime="$SECS" \
+        --output-format=json
+      g=$(fio_bw read)
+      F4+=("$(ratio "$m" "$g")")
+    fi
+    [ "$what" != randread ] || [ "$READERS" = 1 ] || ONE+=("$(ratio "$o" "$f")")
     FIO+=("$f") MC+=("$m") RATIOS+=("$(ratio "$m" "$f")")
     [ "$what" = randread ] || DR+=("$(ratio "$d" "$f")")
     local row
     row=$(awk -v w="$what" -v s="$(size_name "$bs")" -v r="$r" -v f="$f" -v m="$m" 'BEGIN {
       printf "| %s | %s | %d | %.0f | %.0f | %.2f |", w, s, r, f/1e6, m/1e6, m/f }')
+    if [ ${#ONE[@]} -gt 0 ]; then
+      row+=$(awk -v f="$f" -v o="$o" 'BEGIN { printf " %.0f | %.2f |", o/1e6, o/f }')
+    else
+      row+=" - | - |"
+    fi
+    if [ ${#F4[@]} -gt 0 ]; then
+      row+=$(awk -v g="$g" -v m="$m" 'BEGIN { printf " %.0f | %.2f |", g/1e6, m/g }')
+    else
+      row+=" - | - |"
+    fi
     if [ -n "$AB" ]; then
       AR+=("$a") ABR+=("$(ratio "$a" "$f")")
       row+=$(awk -v f="$f" -v a="$a" -v m="$m" 'BEGIN { printf " %.0f | %.2f | %.2f |", a/1e6, a/f, m/a }')
     fi
     echo "$row"
-    echo "round $r $what bs=$bs fio=$f store=$m record_bytes=$d ab=${a:-}" >> "$LOG"
+    echo "round $r $what bs=$bs fio=$f fio_4k_aligned=${g:-} store=$m readers=$READERS one_reader=$o record_bytes=$d ab=${a:-}" >> "$LOG"
   done
   local line
   line=$(awk -v w="$what" -v s="$(size_name "$bs")" -v f="$(med "${FIO[@]}")" \
     -v m="$(med "${MC[@]}")" -v r="$(med "${RATIOS[@]}")" -v all="${RATIOS[*]}" 'BEGIN {
       printf "| %s | %s | %.0f | %.0f | %.2f | %s |", w, s, f/1e6, m/1e6, r, all }')
+  if [ ${#ONE[@]} -gt 0 ]; then line+=" $(med "${ONE[@]}") (${ONE[*]}) |"; else line+=" - |"; fi
+  if [ ${#F4[@]} -gt 0 ]; then line+=" $(med "${F4[@]}") (${F4[*]}) |"; else line+=" - |"; fi
   if [ "$what" = randread ]; then line+=" - |"; else line+=" $(med "${DR[@]}") (${DR[*]}) |"; fi
   if [ -n "$AB" ]; then
     line+=$(awk -v a="$(med "${AR[@]}")" -v r="$(med "${ABR[@]}")" -v all="${ABR[*]}" 'BEGIN {
@@ -150,10 +206,10 @@ compare() { # what bs
 }
 
 if [ -n "$AB" ]; then
-  printf '| case | size | round | fio MB/s | store MB/s | store / fio | --ab MB/s | --ab / fio | store / --ab |\n'
-  printf '|---|---|---|---|---|---|---|---|---|\n'
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 4 KiB-aligned MB/s | store / fio 4 KiB-aligned | --ab MB/s | --ab / fio | store / --ab |\n'
+  printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 else
-  printf '| case | size | round | fio MB/s | store MB/s | store / fio |\n|---|---|---|---|---|---|\n'
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 4 KiB-aligned MB/s | store / fio 4 KiB-aligned |\n|---|---|---|---|---|---|---|---|---|---|\n'
 fi
 if [ "$READ" = 1 ]; then
   for BS in $SIZES; do compare randread "$BS"; done
@@ -161,11 +217,11 @@ fi
 if [ "$WRITE" = 1 ]; then
   for BS in $SIZES; do compare write "$BS"; done
 fi
-printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios | record bytes / fio (writes) |'
+printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios | 1 reader / fio: median (rounds) | store / fio 4 KiB-aligned: median (rounds) | record bytes / fio (writes) |'
 if [ -n "$AB" ]; then
-  printf ' --ab MB/s (median) | --ab: median of round ratios | --ab round ratios |\n|---|---|---|---|---|---|---|---|---|---|\n'
+  printf ' --ab MB/s (median) | --ab: median of round ratios | --ab round ratios |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 else
-  printf '\n|---|---|---|---|---|---|---|\n'
+  printf '\n|---|---|---|---|---|---|---|---|---|\n'
 fi
 printf '%s\n' "${SUMMARY[@]}"
-echo "data set ${DATA} per size, ${ROUNDS} rounds of ${SECS} s per side, iodepth 32, 1 job; log: $LOG" >&2
+echo "data set ${DATA} per size, ${ROUNDS} rounds of ${SECS} s per side, iodepth 32 (fio: 1 job; store reads: ${READERS} readers x qd $((32 / READERS))); log: $LOG" >&2
