@@ -42,6 +42,7 @@
 #include "client/client_internal.h"
 #include "client/transport.h"
 #include "cluster_data.h"
+#include "common/rpc_client.h"
 #include "cluster_util.h"
 #include "mooncake/client.h"
 
@@ -429,7 +430,9 @@ static void test_restart_after_ttl(void **state)
 }
 
 /* A holder in this process (mc_client with disk_path): its own disk objects are read from its
- * store directly, with no peer request; idle, its worker sends at most 2 heartbeats a second. */
+ * store directly, with no peer request; its worker offloads them from the source each task names,
+ * without a QueryKey (an armed QueryKey drop never fires); idle, it sends at most 2 heartbeats a
+ * second. */
 static void test_in_process_holder(void **state)
 {
     (void)state;
@@ -440,6 +443,9 @@ static void test_in_process_holder(void **state)
     snprintf(disk2, sizeof(disk2), "%s/disk2", g.cl.dir);
     struct mc_client *p = NULL;
     assert_int_equal(cu_open_client(&g.cl, 16u << 20, disk2, 256u << 20, 3000, &p), 0);
+    mc_rpc_test_drop_reset();
+    mc_rpc_test_drop_next(MC_METHOD_QUERY_KEY, MC_RPC_TEST_DROP_BEFORE_SEND);
+    uint64_t fired = mc_rpc_test_drops_fired();
     for (int i = 0; i < N; i++) {
         key_of(1000 + i, key, sizeof(key));
         value_of(1000 + i, 0, g.want);
@@ -465,6 +471,9 @@ static void test_in_process_holder(void **state)
     fprintf(stderr, "in_process_holder: %d of %d keys read from its own disk\n", disk, N);
     assert_true(disk >= N - 16);
     assert_int_equal(s1.slices, s0.slices); /* no peer request: its own store */
+    assert_int_equal(mc_rpc_test_drops_armed(MC_METHOD_QUERY_KEY), 1); /* no QueryKey made */
+    assert_int_equal(mc_rpc_test_drops_fired(), fired);
+    mc_rpc_test_drop_reset();
 
     /* idle: the long-poll keeps the worker at <= 2 control RPCs a second besides Ping */
     struct mc_worker_stats w0, w1;

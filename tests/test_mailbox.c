@@ -381,6 +381,33 @@ static void test_threads_push_while_polling(void **state)
     assert_int_equal(st.parked, 0);
 }
 
+/* A source replica named at a quiet push (offload tasks) travels with the task to the puller;
+ * a task pushed without one has none. */
+static void test_task_source_travels(void **state)
+{
+    struct fx *f = *state;
+    struct mc_task_src src = {.segment = {.hi = 5, .lo = 6}, .mount_epoch = 9, .offset = 4096};
+    assert_int_equal(mc_mailbox_push_quiet(f->t, f->b, MC_TASK_OFFLOAD, "s", 1, 7, 100, 0, false,
+                                           now_ms(f) + 1000, &src, NULL),
+                     MC_OK);
+    assert_int_equal(push(f, f->b, MC_TASK_OFFLOAD, "n", now_ms(f) + 1000, NULL), MC_OK);
+    struct mc_task_list sl = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->b, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &sl), MC_OK);
+    assert_int_equal(sl.n, 2);
+    for (struct mc_task *x = sl.head; x; x = x->next) {
+        if (x->key[0] == 'n') {
+            assert_false(x->has_src);
+            continue;
+        }
+        assert_true(x->has_src);
+        assert_int_equal(x->src.segment.hi, 5);
+        assert_int_equal(x->src.segment.lo, 6);
+        assert_int_equal(x->src.mount_epoch, 9);
+        assert_int_equal(x->src.offset, 4096);
+    }
+    mc_task_list_free(&sl);
+}
+
 /* A quiet push (made under a master lock) queues at once but answers the parked poll only at
  * mc_mailboxes_wake; polls are answered at their deadline by mc_mailboxes_tick_polls, which
  * expires no task; kind-limited completion, cancel and expiry leave other kinds alone. */
@@ -390,7 +417,7 @@ static void test_quiet_push_wake_and_kinds(void **state)
     struct poll_rec r = {0};
     assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &r), 0);
     assert_int_equal(mc_mailbox_push_quiet(f->t, f->a, MC_TASK_OFFLOAD, "q", 1, 7, 100, 0, false,
-                                           now_ms(f) + 1000, NULL),
+                                           now_ms(f) + 1000, NULL, NULL),
                      MC_OK);
     assert_int_equal(r.calls, 0);
     mc_mailboxes_wake(f->t);
@@ -440,6 +467,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_longpoll_answered_on_arrival, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_task_source_travels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quiet_push_wake_and_kinds, setup, teardown),
         cmocka_unit_test_setup_teardown(test_longpoll_answered_at_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_answer_bounded_by_max_items, setup, teardown),

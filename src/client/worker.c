@@ -93,10 +93,34 @@ static bool is_delete(const Mc__OffloadTaskItem *it)
     return it->drop;
 }
 
-/* Copies task's value out of this client's own segment into j->data. */
+/* Copies the task's value out of this process's segment sid (mount epoch, offset) into j->data
+ * and checks it against the task's CRC. 1 when no such mount here (not copied). */
+static int copy_out(struct mc_worker *w, struct job *j, struct mc_id sid, uint64_t epoch,
+                    uint64_t offset)
+{
+    const Mc__OffloadTaskItem *t = j->task;
+    uint8_t *src = NULL;
+    if (mc_peer_server_resolve(w->cfg.ps, sid, epoch, offset, t->size, &src) != 0)
+        return 1; /* not in this process's segment, or of an earlier mount */
+    j->data = malloc(t->size ? (size_t)t->size : 1);
+    if (!j->data)
+        return MC_ERR_INTERNAL_ERROR;
+    mc_peer_server_copy_out(w->cfg.ps, j->data, src, (size_t)t->size);
+    j->crc = mc_crc32c(j->data, (size_t)t->size);
+    return t->crc_valid && j->crc != t->crc32c ? MC_ERR_CHECKSUM_MISMATCH : 0;
+}
+
+/* Copies task's value out of this client's own segment into j->data: from the source the task
+ * names (the replica the master pinned for it), or, from a master that names none, from the
+ * replica QueryKey lists. */
 static int fetch(struct mc_worker *w, struct job *j)
 {
     const Mc__OffloadTaskItem *t = j->task;
+    if (t->source && t->source->segment_id) {
+        struct mc_id sid = {t->source->segment_id->hi, t->source->segment_id->lo};
+        int rc = copy_out(w, j, sid, t->source->mount_epoch, t->source->offset);
+        return rc == 1 ? MC_ERR_REPLICA_NOT_FOUND : rc;
+    }
     Mc__QueryKeyRequest req = MC__QUERY_KEY_REQUEST__INIT;
     req.key = t->key;
     ProtobufCMessage *m = NULL;
@@ -116,18 +140,10 @@ static int fetch(struct mc_worker *w, struct job *j)
             d->status != MC__REPLICA_STATUS__RS_COMPLETE || !d->memory || !d->memory->segment_id)
             continue;
         struct mc_id sid = {d->memory->segment_id->hi, d->memory->segment_id->lo};
-        uint8_t *src = NULL;
-        if (mc_peer_server_resolve(w->cfg.ps, sid, d->memory->mount_epoch, d->memory->offset,
-                                   t->size, &src) != 0)
-            continue; /* not in this process's segment, or of an earlier mount */
-        j->data = malloc(t->size ? (size_t)t->size : 1);
-        if (!j->data) {
-            rc = MC_ERR_INTERNAL_ERROR;
-            goto out;
-        }
-        mc_peer_server_copy_out(w->cfg.ps, j->data, src, (size_t)t->size);
-        j->crc = mc_crc32c(j->data, (size_t)t->size);
-        rc = t->crc_valid && j->crc != t->crc32c ? MC_ERR_CHECKSUM_MISMATCH : 0;
+        int x = copy_out(w, j, sid, d->memory->mount_epoch, d->memory->offset);
+        if (x == 1)
+            continue;
+        rc = x;
         break;
     }
 out:

@@ -10,9 +10,11 @@
  * multi-second heartbeat period) and an idle client sends one heartbeat per wait_ms per loop
  * (1 s by default: two loops, at most 2 control RPCs a second besides Ping).
  *
- * Offload (OffloadObjectHeartbeat -> NotifyOffloadSuccess): for each task the worker finds the
- * object's MEMORY replica in this client's own segment (QueryKey: no lease, no access counted),
- * copies the bytes out of the segment under the descriptor's mount epoch, checks them against
+ * Offload (OffloadObjectHeartbeat -> NotifyOffloadSuccess): each task names its source, the
+ * MEMORY replica in this client's own segment that the master pinned for it (segment, offset,
+ * mount epoch; from a master that names none the worker asks QueryKey: no lease, no access
+ * counted); the worker copies the bytes out of the segment under that mount epoch (another
+ * mount here: a NACK), checks them against
  * the task's CRC, and appends the batch to the disk store in one call (io_uring, O_DIRECT).
  * Then one NotifyOffloadSuccess reports every task: stored, with version and CRC, or a NACK
  * with the reason (no replica here, another version, a CRC mismatch, a full disk), which

@@ -67,8 +67,8 @@ struct answers {
 
 static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                      const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id,
-                     bool quiet);
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id,
+                     const struct mc_task_src *src, uint64_t *task_id, bool quiet);
 
 void mc_task_list_free(struct mc_task_list *l)
 {
@@ -449,15 +449,15 @@ int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task
     if (task_id == 0)
         return MC_ERR_INVALID_PARAMS;
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
-                     task_id, NULL, false);
+                     task_id, NULL, NULL, false);
 }
 
 /* Queues a task with id (0: draw one); quiet: a parked poll is only marked for
  * mc_mailboxes_wake, not answered here. */
 static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                      const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                     bool crc_valid, uint64_t deadline_ms, uint64_t id, uint64_t *task_id,
-                     bool quiet)
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id,
+                     const struct mc_task_src *src, uint64_t *task_id, bool quiet)
 {
     if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
         return MC_ERR_INVALID_PARAMS;
@@ -476,6 +476,10 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
     x->crc32c = crc;
     x->crc_valid = crc_valid;
     x->deadline_ms = kind == MC_TASK_DELETE ? 0 : deadline_ms;
+    if (src) {
+        x->has_src = true;
+        x->src = *src;
+    }
 
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b) {
@@ -526,15 +530,16 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
                     bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
 {
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
-                     task_id, false);
+                     NULL, task_id, false);
 }
 
 int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                           const char *key, size_t key_len, uint64_t version, uint64_t size,
-                          uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
+                          uint32_t crc, bool crc_valid, uint64_t deadline_ms,
+                          const struct mc_task_src *src, uint64_t *task_id)
 {
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
-                     task_id, true);
+                     src, task_id, true);
 }
 
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,

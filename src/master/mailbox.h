@@ -39,6 +39,14 @@ enum mc_task_kind {
 };
 #define MC_TASK_KIND_BIT(k) (1u << (k))
 
+/* Where an offload task's source bytes are: one MEMORY replica of the holder's own segment
+ * (the task pins it). The holder copies them out with no lookup of its own. */
+struct mc_task_src {
+    struct mc_id segment;
+    uint64_t mount_epoch; /* the segment's mount the replica was allocated under */
+    uint64_t offset;      /* inside the segment */
+};
+
 struct mc_task {
     struct mc_task *next, *prev; /* owned by the mailbox while queued / in flight */
     uint64_t task_id;            /* unique per table, never 0 */
@@ -49,6 +57,8 @@ struct mc_task {
     bool crc_valid;
     uint8_t kind;      /* enum mc_task_kind */
     uint8_t in_flight; /* mailbox.c: pulled, awaiting its report */
+    bool has_src;      /* src is set (offload tasks) */
+    struct mc_task_src src;
     uint16_t key_len;
     char key[]; /* key_len bytes, then a NUL */
 };
@@ -97,10 +107,11 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
 /* The same, for callers that hold master locks (a shard's): the task is queued at once (the
  * result says whether it was accepted) but a poll parked for this kind is not answered here —
  * mc_mailboxes_wake, called once the caller dropped its locks, answers it (so a reply is never
- * encoded under a master lock). */
+ * encoded under a master lock). src (NULL: none) names the task's source replica. */
 int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                           const char *key, size_t key_len, uint64_t version, uint64_t size,
-                          uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t *task_id);
+                          uint32_t crc, bool crc_valid, uint64_t deadline_ms,
+                          const struct mc_task_src *src, uint64_t *task_id);
 /* Answers the parked polls that quiet pushes gave work since the last call (one atomic load
  * when there were none). Call with no master lock held. */
 void mc_mailboxes_wake(struct mc_mailboxes *t);

@@ -237,9 +237,13 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
         struct mc_id owner = r->u.seg->owner;
         if (!holder_flag(off, owner, HF_OFFLOADING))
             continue;
+        /* the source named in the task: the holder copies it out without asking (QueryKey) */
+        struct mc_task_src src = {.segment = r->u.seg->desc.id,
+                                  .mount_epoch = r->u.seg->mount_epoch,
+                                  .offset = r->offset};
         rc = mc_mailbox_push_quiet(off->mb, owner, MC_TASK_OFFLOAD, mc_obj_key(o), o->key_len,
                                    o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
-                                   deadline, NULL);
+                                   deadline, &src, NULL);
         if (rc == MC_OK) {
             r->refcnt++;
             o->flags |= MC_OBJ_OFFLOADING;
@@ -320,7 +324,7 @@ void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc
         /* Nobody parks on deletes (the heartbeat hands them out first): a quiet push. */
         if (mc_mailbox_push_quiet(off->mb, r->u.holder->id, MC_TASK_DELETE, mc_obj_key(o),
                                   o->key_len, o->version, o->size, o->crc,
-                                  (o->flags & MC_OBJ_HAS_CRC) != 0, 0, NULL) == MC_OK)
+                                  (o->flags & MC_OBJ_HAS_CRC) != 0, 0, NULL, NULL) == MC_OK)
             INC(off, deletes);
     }
 }

@@ -148,10 +148,11 @@ out:
 
 void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *resp,
                         const ProtobufCMessageDescriptor *item, mc_svc_task_fill_fn fill,
-                        struct mc_task_list *tasks)
+                        size_t scratch_bytes, struct mc_task_list *tasks)
 {
-    size_t n = tasks->n, isz = round_up(item->sizeof_message);
-    char *items = n ? malloc(n * (isz + sizeof(void *))) : NULL;
+    size_t n = tasks->n, msz = round_up(item->sizeof_message);
+    size_t isz = msz + round_up(scratch_bytes);
+    char *items = n ? calloc(n, isz + sizeof(void *)) : NULL;
     union reply_buf r;
     if ((n && !items) || resp->sizeof_message > sizeof(r)) {
         mc_warn(COMP, "heartbeat reply dropped (out of memory)", "method=%s tasks=%zu",
@@ -164,7 +165,7 @@ void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescript
     for (struct mc_task *t = tasks->head; t && i < n; t = t->next, i++) {
         ProtobufCMessage *it = (ProtobufCMessage *)(items + i * isz);
         protobuf_c_message_init(item, it);
-        fill(it, t);
+        fill(it, t, scratch_bytes ? items + i * isz + msz : NULL);
         ptrs[i] = it;
     }
     protobuf_c_message_init(resp, &r);

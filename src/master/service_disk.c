@@ -39,7 +39,24 @@ void mc_svc_unmount_local_disk(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
-static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
+/* An offload task's source location, in the item's scratch (freed with the reply). */
+struct src_pb {
+    Mc__MemoryLocation loc;
+    Mc__Uuid uuid;
+};
+
+static void source_to_pb(Mc__OffloadTaskItem *it, const struct mc_task *t, struct src_pb *p)
+{
+    mc__memory_location__init(&p->loc);
+    mc_svc_id_to_pb(t->src.segment, &p->uuid);
+    p->loc.segment_id = &p->uuid;
+    p->loc.offset = t->src.offset;
+    p->loc.size = t->size;
+    p->loc.mount_epoch = t->src.mount_epoch;
+    it->source = &p->loc;
+}
+
+static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t, void *scratch)
 {
     Mc__OffloadTaskItem *it = (Mc__OffloadTaskItem *)msg;
     it->task_id = t->kind == MC_TASK_DELETE ? 0 : t->task_id;
@@ -49,6 +66,8 @@ static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
     it->crc32c = t->crc32c;
     it->crc_valid = t->crc_valid;
     it->drop = t->kind == MC_TASK_DELETE;
+    if (t->kind == MC_TASK_OFFLOAD && t->has_src)
+        source_to_pb(it, t, scratch);
 }
 
 /* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. Out of memory, the offload
@@ -57,7 +76,8 @@ static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
 static void heartbeat_reply(void *arg, struct mc_task_list *tasks)
 {
     mc_svc_reply_tasks(arg, &mc__offload_object_heartbeat_response__descriptor,
-                       &mc__offload_task_item__descriptor, offload_task_to_pb, tasks);
+                       &mc__offload_task_item__descriptor, offload_task_to_pb,
+                       sizeof(struct src_pb), tasks);
 }
 
 void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)

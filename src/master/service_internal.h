@@ -124,12 +124,14 @@ void mc_svc_batch(struct mc_master_service *svc, struct mc_rpc_call *call,
 void mc_svc_set_repeated(ProtobufCMessage *msg, const char *name, size_t n, void *arr);
 
 /* Answers a heartbeat with its tasks (a mailbox reply: no master lock held): resp's repeated
- * "items" field gets one item message per task, filled by fill. Frees tasks. Out of memory:
- * INTERNAL_ERROR (the tasks stay in flight in the mailbox and expire there). */
-typedef void (*mc_svc_task_fill_fn)(ProtobufCMessage *item, const struct mc_task *t);
+ * "items" field gets one item message per task, filled by fill, which may use scratch_bytes of
+ * zeroed, aligned memory of the item's own (for sub-messages; freed with the reply). Frees
+ * tasks. Out of memory: INTERNAL_ERROR (the tasks stay in flight in the mailbox and expire
+ * there). */
+typedef void (*mc_svc_task_fill_fn)(ProtobufCMessage *item, const struct mc_task *t, void *scratch);
 void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescriptor *resp,
                         const ProtobufCMessageDescriptor *item, mc_svc_task_fill_fn fill,
-                        struct mc_task_list *tasks);
+                        size_t scratch_bytes, struct mc_task_list *tasks);
 
 /* ---- the handlers (mc_rpc_handler_fn; arg = the service), by file ------------------------- */
 

@@ -12,8 +12,9 @@
 
 #define PROMO_MAX_WAIT_MS 60000u /* a heartbeat parks at most this long */
 
-static void promo_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
+static void promo_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t, void *scratch)
 {
+    (void)scratch;
     Mc__PromotionTaskItem *it = (Mc__PromotionTaskItem *)msg;
     it->task_id = t->task_id;
     it->key = (char *)t->key;
@@ -27,7 +28,7 @@ static void promo_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t)
 static void promo_hb_reply(void *arg, struct mc_task_list *tasks)
 {
     mc_svc_reply_tasks(arg, &mc__promotion_object_heartbeat_response__descriptor,
-                       &mc__promotion_task_item__descriptor, promo_task_to_pb, tasks);
+                       &mc__promotion_task_item__descriptor, promo_task_to_pb, 0, tasks);
 }
 
 void mc_svc_promotion_heartbeat(void *arg, struct mc_rpc_call *call)
