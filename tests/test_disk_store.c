@@ -451,19 +451,72 @@ static void fill_extents(struct env *e, int from, int count)
     }
 }
 
-static void test_capacity_eviction(void **state)
+/* A batch of n fresh 12 KiB values (16 KiB records) keyed PREFIX000.., value i seeded seed + i. */
+#define BATCH_MAX 32
+struct batch {
+    size_t n;
+    uint64_t seed;
+    char keys[BATCH_MAX][16];
+    struct mc_disk_put p[BATCH_MAX];
+    char *vals[BATCH_MAX];
+    int res[BATCH_MAX];
+};
+
+static void batch_make(struct batch *b, size_t n, char prefix, uint64_t seed)
 {
-    struct env *e = *state;
-    struct evict_log l = {.s = &e->s, .dir = e->dir};
+    assert_true(n <= BATCH_MAX);
+    b->n = n;
+    b->seed = seed;
+    for (size_t i = 0; i < n; i++) {
+        b->vals[i] = malloc(12 * KIB);
+        assert_non_null(b->vals[i]);
+        fill(b->vals[i], 12 * KIB, seed + i);
+        snprintf(b->keys[i], sizeof(b->keys[i]), "%c%03zu", prefix, i);
+        b->p[i] = (struct mc_disk_put){b->keys[i], (uint32_t)strlen(b->keys[i]),
+                                       1,          mc_crc32c(b->vals[i], 12 * KIB),
+                                       b->vals[i], 12 * KIB};
+    }
+}
+
+/* After an append of b: every MC_OK item reads back its bytes, every other one was refused for
+ * space and is absent. Returns how many were stored; frees the values. */
+static int batch_check_free(struct env *e, struct batch *b)
+{
+    int ok = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        if (b->res[i] == MC_OK) {
+            assert_int_equal(get_check(e->s, b->keys[i], 12 * KIB, b->seed + i, 0), MC_OK);
+            ok++;
+        } else {
+            assert_int_equal(b->res[i], MC_ERR_UNABLE_OFFLOAD);
+            assert_int_equal(get_check(e->s, b->keys[i], 12 * KIB, b->seed + i, 0),
+                             MC_ERR_OBJECT_NOT_FOUND);
+        }
+        free(b->vals[i]);
+    }
+    return ok;
+}
+
+/* A store of four 68 KiB extents (272 KiB, high watermark 1.0) whose evictions l logs, filled
+ * exactly full: 16 records e000..e015, four per extent after its 4 KiB superblock. */
+static void open_full_store(struct env *e, struct evict_log *l)
+{
     struct mc_disk_store_config c = {.path = e->dir,
                                      .capacity = 272 * KIB,
                                      .high_watermark = 1.0,
                                      .extent_size = 68 * KIB,
                                      .queue_depth = 4,
                                      .evict_cb = evict_cb,
-                                     .evict_ctx = &l};
+                                     .evict_ctx = l};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
-    fill_extents(e, 0, 16); /* exactly full: 4 extents (a 4 KiB superblock + 4 records) */
+    fill_extents(e, 0, 16);
+}
+
+static void test_capacity_eviction(void **state)
+{
+    struct env *e = *state;
+    struct evict_log l = {.s = &e->s, .dir = e->dir};
+    open_full_store(e, &l);
     assert_int_equal(l.calls, 0);
     assert_int_equal(count_extents(e->dir), 4);
 
@@ -517,46 +570,16 @@ static void test_batch_larger_than_store(void **state)
 {
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
-    struct mc_disk_store_config c = {.path = e->dir,
-                                     .capacity = 272 * KIB,
-                                     .high_watermark = 1.0,
-                                     .extent_size = 68 * KIB,
-                                     .queue_depth = 4,
-                                     .evict_cb = evict_cb,
-                                     .evict_ctx = &l};
-    assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
-    fill_extents(e, 0, 16);
-    enum { N = 20 }; /* 20 records of 16 KiB: 320 KiB, past the 272 KiB capacity */
-    static char keys[N][16];
-    struct mc_disk_put p[N];
-    char *vals[N];
-    int res[N];
-    for (int i = 0; i < N; i++) {
-        vals[i] = malloc(12 * KIB);
-        fill(vals[i], 12 * KIB, 100 + (uint64_t)i);
-        snprintf(keys[i], sizeof(keys[i]), "b%03d", i);
-        p[i] = (struct mc_disk_put){
-            keys[i], (uint32_t)strlen(keys[i]), 1, mc_crc32c(vals[i], 12 * KIB), vals[i], 12 * KIB};
-    }
-    assert_int_equal(mc_disk_store_append(e->s, p, N, res), MC_ERR_UNABLE_OFFLOAD);
-    int ok = 0;
-    for (int i = 0; i < N; i++) {
-        if (res[i] == MC_OK) {
-            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, 100 + (uint64_t)i, 0), MC_OK);
-            ok++;
-        } else {
-            assert_int_equal(res[i], MC_ERR_UNABLE_OFFLOAD);
-            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, 100 + (uint64_t)i, 0),
-                             MC_ERR_OBJECT_NOT_FOUND);
-        }
-    }
-    assert_true(ok >= 8 && ok < N);
+    open_full_store(e, &l);
+    static struct batch b; /* 20 records of 16 KiB: 320 KiB, past the 272 KiB capacity */
+    batch_make(&b, 20, 'b', 100);
+    assert_int_equal(mc_disk_store_append(e->s, b.p, b.n, b.res), MC_ERR_UNABLE_OFFLOAD);
+    int ok = batch_check_free(e, &b);
+    assert_true(ok >= 8 && ok < 20);
     struct mc_disk_usage u;
     mc_disk_store_usage(e->s, &u);
     assert_int_equal(u.records, (uint64_t)ok);
     assert_true(u.bytes_used <= u.capacity);
-    for (int i = 0; i < N; i++)
-        free(vals[i]);
 }
 
 static void test_watermark_eviction(void **state)
@@ -593,35 +616,13 @@ static void test_watermark_evicts_own_batch(void **state)
                                      .evict_cb = evict_cb,
                                      .evict_ctx = &l};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
-    enum { N = 14 }; /* 14 records of 16 KiB: 224 KiB, past 136 KiB */
-    static char keys[N][16];
-    struct mc_disk_put p[N];
-    char *vals[N];
-    int res[N];
-    for (int i = 0; i < N; i++) {
-        vals[i] = malloc(12 * KIB);
-        fill(vals[i], 12 * KIB, (uint64_t)i);
-        snprintf(keys[i], sizeof(keys[i]), "w%03d", i);
-        p[i] = (struct mc_disk_put){
-            keys[i], (uint32_t)strlen(keys[i]), 1, mc_crc32c(vals[i], 12 * KIB), vals[i], 12 * KIB};
-    }
-    int rc = mc_disk_store_append(e->s, p, N, res);
+    static struct batch b; /* 14 records of 16 KiB: 224 KiB, past 136 KiB */
+    batch_make(&b, 14, 'w', 0);
+    int rc = mc_disk_store_append(e->s, b.p, b.n, b.res);
     assert_true(l.calls >= 1); /* the watermark pass ran over this batch's own extents */
-    int ok = 0;
-    for (int i = 0; i < N; i++) {
-        if (res[i] == MC_OK) {
-            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, (uint64_t)i, 0), MC_OK);
-            ok++;
-        } else {
-            assert_int_equal(res[i], MC_ERR_UNABLE_OFFLOAD);
-            assert_int_equal(get_check(e->s, keys[i], 12 * KIB, (uint64_t)i, 0),
-                             MC_ERR_OBJECT_NOT_FOUND);
-        }
-    }
-    assert_true(ok > 0 && ok < N);
+    int ok = batch_check_free(e, &b);
+    assert_true(ok > 0 && ok < 14);
     assert_int_equal(rc, MC_ERR_UNABLE_OFFLOAD);
-    for (int i = 0; i < N; i++)
-        free(vals[i]);
 }
 
 /* A reader parked inside its I/O holds its extent: eviction removes the keys but waits to delete
