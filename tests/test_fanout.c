@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "common/fanout.h"
+#include "common/log.h"
 
 struct rendezvous {
     pthread_mutex_t mu;
@@ -110,6 +111,41 @@ static void test_more_tasks_than_threads(void **state)
     fini(&r);
 }
 
+/* The tasks log through the caller's logger, on their threads too. */
+static int g_lines;
+static pthread_mutex_t g_lines_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void count_line(void *arg, enum mc_log_level level, const char *line, size_t len)
+{
+    (void)arg;
+    (void)level;
+    (void)len;
+    if (!strstr(line, "fanout task"))
+        return;
+    pthread_mutex_lock(&g_lines_mu);
+    g_lines++;
+    pthread_mutex_unlock(&g_lines_mu);
+}
+
+static void log_task(void *arg, size_t i)
+{
+    (void)arg;
+    mc_warn("test", "fanout task", "i=%zu", i);
+}
+
+static void test_caller_logger(void **state)
+{
+    (void)state;
+    static const struct mc_logger lg = {.level = MC_LOG_INFO, .sink = count_line};
+    const struct mc_logger *lp = &lg;
+    g_lines = 0;
+    {
+        mc_log_scope(lp);
+        mc_fanout(5, log_task, NULL);
+    }
+    assert_int_equal(g_lines, 5);
+}
+
 static void test_none(void **state)
 {
     (void)state;
@@ -131,6 +167,7 @@ int main(void)
         cmocka_unit_test(test_side_by_side),
         cmocka_unit_test(test_task0_on_caller),
         cmocka_unit_test(test_more_tasks_than_threads),
+        cmocka_unit_test(test_caller_logger),
         cmocka_unit_test(test_none),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

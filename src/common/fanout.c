@@ -4,12 +4,15 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "common/log.h"
+
 struct slot {
     pthread_t th;
     bool started;
     size_t first, step, n;
     mc_fanout_fn fn;
     void *arg;
+    const struct mc_logger *logger; /* the caller's: a client's lines go to its own logger */
 };
 
 static void run_slot(const struct slot *s)
@@ -20,7 +23,9 @@ static void run_slot(const struct slot *s)
 
 static void *slot_main(void *p)
 {
-    run_slot(p);
+    const struct slot *s = p;
+    mc_log_set_current(s->logger);
+    run_slot(s);
     return NULL;
 }
 
@@ -30,8 +35,9 @@ void mc_fanout(size_t n, mc_fanout_fn fn, void *arg)
         return;
     size_t t = n < MC_FANOUT_MAX_THREADS ? n : MC_FANOUT_MAX_THREADS;
     struct slot slots[MC_FANOUT_MAX_THREADS];
+    const struct mc_logger *lg = mc_log_current();
     for (size_t k = 0; k < t; k++)
-        slots[k] = (struct slot){.first = k, .step = t, .n = n, .fn = fn, .arg = arg};
+        slots[k] = (struct slot){.first = k, .step = t, .n = n, .fn = fn, .arg = arg, .logger = lg};
     for (size_t k = 1; k < t; k++)
         slots[k].started = pthread_create(&slots[k].th, NULL, slot_main, &slots[k]) == 0;
     run_slot(&slots[0]);

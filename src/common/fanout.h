@@ -17,7 +17,8 @@ typedef void (*mc_fanout_fn)(void *arg, size_t i);
 /* Runs fn(arg, i) for every i in [0, n) and returns when all have returned. Task 0 (and those
  * sharing its slot) runs on the calling thread, the others each on a short-lived thread of their
  * own; a thread that cannot be started leaves its tasks to the caller, so every task always
- * runs exactly once. The tasks must not depend on each other. */
+ * runs exactly once. The tasks must not depend on each other. Each thread logs through the
+ * caller's current logger (log.h), as the caller would. */
 void mc_fanout(size_t n, mc_fanout_fn fn, void *arg);
 
 #endif
