@@ -107,20 +107,19 @@ static void read_group(void *arg, size_t gi)
         rdma_group(d->c, g->ep, it, m);
         left = malloc(m * sizeof(*left)); /* what RDMA did not take, packed for one tcp request */
         at = malloc(m * sizeof(*at));
-        if (!left || !at) {
-            for (size_t k = 0; k < m; k++)
-                if (it[k].status == 1)
-                    it[k].status = MC_ERR_INTERNAL_ERROR;
-            goto out;
-        }
         size_t nl = 0;
-        for (size_t k = 0; k < m; k++)
-            if (it[k].status == 1) {
+        for (size_t k = 0; k < m; k++) {
+            if (it[k].status != 1)
+                continue;
+            if (!left || !at)
+                it[k].status = MC_ERR_INTERNAL_ERROR;
+            else {
                 at[nl] = k;
                 left[nl++] = it[k];
             }
+        }
         tcp = left;
-        m = nl;
+        m = nl; /* 0 when out of memory: no request */
     }
 #endif
     int rc = mc_transport_tcp_disk_read(d->c->tcp, g->ep, tcp, m);
@@ -130,8 +129,6 @@ static void read_group(void *arg, size_t gi)
         if (tcp != it)
             it[at[k]] = tcp[k];
     }
-    goto out; /* keeps the label used when RDMA is compiled out */
-out:
     free(left);
     free(at);
 }
