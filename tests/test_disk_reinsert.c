@@ -276,6 +276,61 @@ static void test_refused_eviction_leaves_no_old_copy(void **state)
     assert_int_equal(u.records, 16);
 }
 
+/* Many moves at once (more than the ring's depth): they are read in one batch and written in
+ * runs; a record whose value no longer matches its CRC is not moved and breaks its run, the
+ * records on both sides of it still move, and all of them come back after a restart.
+ * Geometry: 260 KiB extents of sixteen 16 KiB records, so half an extent moves 8 records. */
+static struct mc_disk_store *open_wide(const char *dir, struct told *t)
+{
+    struct mc_disk_store_config c = {.path = dir,
+                                     .capacity = 8 * 260 * KIB,
+                                     .high_watermark = 0.5,
+                                     .extent_size = 260 * KIB,
+                                     .queue_depth = 4,
+                                     .evict_cb = t ? told_cb : NULL,
+                                     .evict_ctx = t};
+    struct mc_disk_store *s = NULL;
+    assert_int_equal(mc_disk_store_open(&c, &s, NULL, 0), MC_OK);
+    return s;
+}
+
+static void test_batched_moves_skip_bad_record(void **state)
+{
+    struct env *e = *state;
+    struct told t = {0};
+    e->s = open_wide(e->dir, &t);
+    put_n(e->s, 0, 64); /* extents 1..4, at the watermark */
+    for (int i = 2; i < 10; i++)
+        assert_int_equal(read_key(e->s, i), MC_OK);
+    char path[512];
+    nth_extent(e->dir, 0, path, sizeof(path));
+    flip_bit(path, 4 * KIB + 5 * 16 * KIB + 4 * KIB + 100); /* e005's value */
+    assert_int_equal(t.calls, 0);
+    put_n(e->s, 64, 1); /* opens extent 5: extent 1 goes */
+    assert_int_equal(t.calls, 1);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.reinserted_records, 7);
+    assert_int_equal(u.evicted_records, 9);
+    assert_int_equal(t.n, 9);
+    for (int i = 0; i < 16; i++) {
+        char key[16];
+        snprintf(key, sizeof(key), "e%03d", i);
+        int moved = i >= 2 && i < 10 && i != 5;
+        assert_int_equal(was_told(&t, key), !moved);
+        assert_int_equal(read_key(e->s, i), moved ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
+    }
+    mc_disk_store_close(e->s);
+    e->s = open_wide(e->dir, NULL);
+    for (int i = 2; i < 10; i++)
+        assert_int_equal(read_key(e->s, i), i == 5 ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
+    for (int i = 16; i < 65; i++)
+        assert_int_equal(read_key(e->s, i), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 48 + 1 + 7);
+    assert_int_equal(u.dropped_records_at_recovery, 0);
+}
+
 /* no_reinsert: a read record goes with its extent (plain FIFO). */
 static void test_no_reinsert_is_fifo(void **state)
 {
@@ -300,6 +355,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_bound_frees_space, setup, teardown),
         cmocka_unit_test_setup_teardown(test_crash_between_move_and_delete, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_eviction_leaves_no_old_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batched_moves_skip_bad_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_reinsert_is_fifo, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -233,42 +233,153 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
     }
 }
 
-/* Copies one record from x to its reserved place: read, check the value CRC, re-encode the
- * header for the new place (a header verifies only where it lies), write. No lock held. */
-static int reins_copy(struct disk_extent *x, struct reins *j, char *buf)
+/* Moves go through a ring in windows of at most this many bytes of records (one larger
+ * record is a window of its own). */
+#define MOVE_WINDOW (8u << 20)
+
+struct move_ctx {
+    struct reins *jobs;
+    struct disk_io *ios;
+    size_t *first, *count; /* per operation: its first job and how many (a write run) */
+    char **at;             /* per job: its record's bytes in the window */
+};
+
+static void move_read_done(void *ctx, size_t k)
 {
-    uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->value_len);
-    ssize_t n;
-    do {
-        n = pread(x->fd, buf, rec, (off_t)j->old_off);
-    } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)rec)
-        return n < 0 ? -errno : -EIO;
-    if (mc_crc32c(buf + hb, j->value_len) != j->crc) {
-        mc_error(DISK_COMP, "value checksum mismatch, record not moved",
-                 "extent=%" PRIu64 " off=%" PRIu64 " len=%" PRIu64, x->id, j->old_off,
-                 j->value_len);
-        return -EBADMSG;
+    struct move_ctx *c = ctx;
+    struct reins *j = &c->jobs[c->first[k]];
+    if (c->ios[k].res != (int)c->ios[k].len)
+        j->res = c->ios[k].res < 0 ? c->ios[k].res : -EIO;
+}
+
+static void move_write_done(void *ctx, size_t k)
+{
+    struct move_ctx *c = ctx;
+    if (c->ios[k].res == (int)c->ios[k].len)
+        return;
+    int e = c->ios[k].res < 0 ? c->ios[k].res : -EIO;
+    for (size_t i = 0; i < c->count[k]; i++)
+        c->jobs[c->first[k] + i].res = e;
+}
+
+/* Copies jobs [0, n) (one window, all in buf) from x to their reserved places: every record is
+ * read in one ring batch, its value CRC checked and its header re-encoded for the new place
+ * (a header verifies only where it lies), then the new copies are written, each run of places
+ * adjacent in one extent as one write. Sets each job's res. No lock held. */
+static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins *jobs, size_t n,
+                        char *buf, struct move_ctx *c)
+{
+    size_t pos = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct reins *j = &jobs[i];
+        uint64_t rec = disk_record_size(j->key_len, j->value_len);
+        j->res = 0;
+        c->at[i] = buf + pos;
+        c->ios[i] = (struct disk_io){
+            .fd = x->fd, .slot = x->slot, .buf = c->at[i], .len = (uint32_t)rec, .off = j->old_off};
+        c->first[i] = i;
+        c->count[i] = 1;
+        pos += rec;
     }
-    struct disk_hdr h = {.key_len = j->key_len,
-                         .value_len = j->value_len,
-                         .version = j->version,
-                         .value_crc = j->crc,
-                         .ext_id = j->y->id,
-                         .off = j->off,
-                         .nonce = j->y->nonce};
-    disk_hdr_encode(buf, &h, j->key);
-    do {
-        n = pwrite(j->y->fd, buf, rec, (off_t)j->off);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)rec)
-        return 0;
-    int e = n < 0 ? errno : EIO;
-    memset(buf, 0, MC_DISK_BLOCK); /* best effort: no half record that could look like one */
-    if (pwrite(j->y->fd, buf, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
-        mc_warn(DISK_COMP, "cannot zero failed move", "extent=%" PRIu64 " off=%" PRIu64, j->y->id,
-                j->off);
-    return -e;
+    c->jobs = jobs;
+    disk_ring_run(r, c->ios, n, NULL, move_read_done, c);
+
+    size_t nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct reins *j = &jobs[i];
+        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->value_len);
+        if (j->res != 0)
+            continue;
+        if (mc_crc32c(c->at[i] + hb, j->value_len) != j->crc) {
+            mc_error(DISK_COMP, "value checksum mismatch, record not moved",
+                     "extent=%" PRIu64 " off=%" PRIu64 " len=%" PRIu64, x->id, j->old_off,
+                     j->value_len);
+            j->res = -EBADMSG;
+            continue;
+        }
+        struct disk_hdr h = {.key_len = j->key_len,
+                             .value_len = j->value_len,
+                             .version = j->version,
+                             .value_crc = j->crc,
+                             .ext_id = j->y->id,
+                             .off = j->off,
+                             .nonce = j->y->nonce};
+        disk_hdr_encode(c->at[i], &h, j->key);
+        struct disk_io *w = nw ? &c->ios[nw - 1] : NULL;
+        size_t prev = w ? c->first[nw - 1] + c->count[nw - 1] - 1 : 0;
+        if (w && prev == i - 1 && jobs[prev].y == j->y && w->off + w->len == j->off &&
+            (char *)w->buf + w->len == c->at[i] && (uint64_t)w->len + rec <= UINT32_MAX) {
+            w->len += (uint32_t)rec; /* the next place and the next bytes: one write */
+            c->count[nw - 1]++;
+            continue;
+        }
+        c->ios[nw] = (struct disk_io){.fd = j->y->fd,
+                                      .slot = j->y->slot,
+                                      .buf = c->at[i],
+                                      .len = (uint32_t)rec,
+                                      .off = j->off,
+                                      .write = 1};
+        c->first[nw] = i;
+        c->count[nw++] = 1;
+    }
+    disk_ring_run(r, c->ios, nw, NULL, move_write_done, c);
+    for (size_t k = 0; k < nw; k++) {
+        if (c->ios[k].res == (int)c->ios[k].len)
+            continue;
+        /* best effort: no half record that could look like one at any place of the run */
+        for (size_t i = c->first[k]; i < c->first[k] + c->count[k]; i++) {
+            memset(c->at[i], 0, MC_DISK_BLOCK);
+            if (pwrite(jobs[i].y->fd, c->at[i], MC_DISK_BLOCK, (off_t)jobs[i].off) != MC_DISK_BLOCK)
+                mc_warn(DISK_COMP, "cannot zero failed move", "extent=%" PRIu64 " off=%" PRIu64,
+                        jobs[i].y->id, jobs[i].off);
+        }
+    }
+}
+
+/* Copies every job's record (see move_window), window by window. No lock held. */
+static void move_records(struct disk_ring *r, struct disk_extent *x, struct reins *jobs, size_t n)
+{
+    struct move_ctx c = {0};
+    char *buf = NULL;
+    uint64_t maxwin = 0;
+    for (size_t from = 0, to; from < n; from = to) {
+        uint64_t bytes = 0;
+        for (to = from; to < n; to++) {
+            uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
+            if (to > from && bytes + rec > MOVE_WINDOW)
+                break;
+            bytes += rec;
+        }
+        if (bytes > maxwin)
+            maxwin = bytes;
+    }
+    c.ios = calloc(n, sizeof(*c.ios));
+    c.first = calloc(n, sizeof(*c.first));
+    c.count = calloc(n, sizeof(*c.count));
+    c.at = calloc(n, sizeof(*c.at));
+    if (!r || !c.ios || !c.first || !c.count || !c.at ||
+        posix_memalign((void **)&buf, MC_DISK_BLOCK, (size_t)maxwin) != 0) {
+        buf = NULL;
+        for (size_t i = 0; i < n; i++)
+            jobs[i].res = -ENOMEM;
+        goto out;
+    }
+    for (size_t from = 0, to; from < n; from = to) {
+        uint64_t bytes = 0;
+        for (to = from; to < n; to++) {
+            uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
+            if (to > from && bytes + rec > MOVE_WINDOW)
+                break;
+            bytes += rec;
+        }
+        move_window(r, x, jobs + from, to - from, buf, &c);
+    }
+out:
+    free(buf);
+    free(c.ios);
+    free(c.first);
+    free(c.count);
+    free(c.at);
 }
 
 /* Moves x's accessed (and pinned) live records to the newest extent before x is dropped, up to
@@ -298,8 +409,8 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
         return;
     struct reins *jobs = calloc(n, sizeof(*jobs));
     char *keys = malloc(keybytes);
-    char *buf = NULL;
-    size_t maxrec = 0, nj = 0, kp = 0;
+    struct disk_ring *r = NULL;
+    size_t nj = 0, kp = 0;
     if (!jobs || !keys)
         goto fail;
     uint64_t bytes = 0;
@@ -324,19 +435,18 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
         kp += e->key_len;
         e->accessed = 0; /* a read from now on sets it again for the new copy */
         bytes += rec;
-        if (rec > maxrec)
-            maxrec = rec;
         nj++;
     }
     if (nj == 0)
         goto fail;
+    r = disk_ring_get(s);
+    if (r)
+        disk_ring_sync_files_locked(s, r); /* the new extent's slot, if one was just made */
     pthread_mutex_unlock(&s->mu);
-    if (posix_memalign((void **)&buf, MC_DISK_BLOCK, maxrec) != 0)
-        buf = NULL;
-    for (size_t i = 0; i < nj; i++)
-        jobs[i].res = buf ? reins_copy(x, &jobs[i], buf) : -ENOMEM;
-    free(buf);
+    move_records(r, x, jobs, nj);
     pthread_mutex_lock(&s->mu);
+    if (r)
+        disk_ring_put_locked(s, r);
 
     size_t moved = 0;
     for (size_t i = 0; i < nj; i++) {

@@ -50,8 +50,11 @@
  * version: the start-up scan keeps the later one and marks the other dead). A record replaced
  * or removed while it was being moved keeps its new state: the moved copy is marked dead. If
  * the callback refuses, the moved records stay moved and their old copies are marked dead.
- * A failed move (I/O error, ENOSPC, bad CRC) only means that record goes. cfg.no_reinsert
- * turns this off.
+ * A failed move (I/O error, ENOSPC, bad CRC) only means that record goes. The moves go
+ * through an io_uring ring in windows of 8 MiB: a window's records are read in one batch, then
+ * written, each run of adjacent new places as one write (an eviction holds up the appends that
+ * wait for room, so it should not take one synchronous read and write per record).
+ * cfg.no_reinsert turns this off.
  *
  * Write failures. A record whose write fails is never indexed; its reservation is given back
  * (the extent is cut back and reused) unless a later record was reserved after it, in which
