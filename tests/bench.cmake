@@ -20,4 +20,9 @@ if(TARGET mooncake_bench)
            COMMAND mooncake_bench disk --data 8MiB --sizes 64KiB --qd 2 --readers 4)
   set_tests_properties(test_bench_disk_refuses_readers_beyond_qd PROPERTIES TIMEOUT 30
     WILL_FAIL TRUE)
+  # --evict: each timed eviction moved half an extent of 1 MiB records (31 of 62 fit in 64 MiB)
+  add_test(NAME test_bench_disk_evict
+           COMMAND mooncake_bench disk --evict --sizes 1MiB --runs 2 --qd 8)
+  set_tests_properties(test_bench_disk_evict PROPERTIES TIMEOUT 120
+    PASS_REGULAR_EXPRESSION "\"case\":\"evict_1MiB\",\"runs\":2,.*\"moved_records\":31,")
 endif()

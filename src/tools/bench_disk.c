@@ -32,6 +32,13 @@
  * write bandwidth corresponds to. With --keep the store directory stays between invocations
  * (as fio's file does between its rounds): a later run reopens the full store and appends
  * over it, the steady state of a disk tier that evicts as it offloads.
+ *
+ * --evict: the cost of an eviction with second chance. A store of 8 extents of 64 MiB (high
+ * watermark 0.5) is appended to in batches of 16 values; after each extent's worth, every live
+ * record is read once, so every record of the extent an eviction drops was read and half of
+ * that extent moves (the bound). Each append call that evicted an extent is timed, --runs
+ * evictions after the store first fills: case evict_<size>, ms and p50_ms = the median append
+ * that evicted, p99_ms, moved_records and moved_bytes per eviction, moved_bytes_per_s.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -89,7 +96,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: mooncake_bench disk [--dir DIR] [--data 1GiB] [--sizes 64KiB,1MiB]\n"
                "       [--runs 3] [--qd 32] [--batch 256] [--seed N] [--ref BYTES_PER_S]\n"
-               "       [--keep] [--seconds S] [--readers N] [--remote | --write]\n"
+               "       [--keep] [--seconds S] [--readers N] [--remote | --write | --evict]\n"
                "  --dir   directory on the disk under test (default: a new one under $TMPDIR\n"
                "          or /tmp, removed afterwards unless --keep)\n"
                "  --data  bytes of values per size, and bytes read per run\n"
@@ -103,7 +110,9 @@ static void usage(FILE *f)
                "               local store figure as ref and remote/local as ratio\n"
                "  --write      measure batched appends (the offload path) instead of reads,\n"
                "               into a store of --data bytes that evicts its oldest extents\n"
-               "               (with --keep the store stays and a later run appends over it)\n");
+               "               (with --keep the store stays and a later run appends over it)\n"
+               "  --evict      time --runs evictions of a 64 MiB extent whose records were all\n"
+               "               read, so half of it moves to the newest extent (second chance)\n");
 }
 
 static int populate(struct mc_disk_store *s, uint64_t nvals, uint64_t vsize, uint64_t seed)
@@ -161,6 +170,7 @@ struct disk_opts {
     int remote;     /* also read through a holder process (PeerDiskRead over loopback tcp) */
     int write;      /* measure appends (the offload path) instead of reads */
     int keep;       /* --write: keep the store directory (a later run appends over it) */
+    int evict;      /* time evictions that move read records (second chance) */
 };
 
 static void case_name(char *out, size_t cap, const char *prefix, uint64_t vsize)
@@ -628,30 +638,135 @@ out:
     return ret;
 }
 
+/* --evict: see the header. */
+static int bench_evict(const char *root, const struct disk_opts *o, uint64_t vsize)
+{
+    char dir[4160];
+    snprintf(dir, sizeof(dir), "%s/e%" PRIu64, root, vsize);
+    rm_rf(dir);
+    const uint64_t ext = 64ull << 20;
+    struct mc_disk_store_config cfg = {.path = dir,
+                                       .capacity = 8 * ext,
+                                       .high_watermark = 0.5,
+                                       .extent_size = ext,
+                                       .queue_depth = o->qd};
+    struct mc_disk_store *s = NULL;
+    char err[512] = "";
+    int rc = mc_disk_store_open(&cfg, &s, err, sizeof(err));
+    if (rc != 0) {
+        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+        return 1;
+    }
+    enum { B = 16 };
+    uint64_t per_ext = ext / (vsize + 2 * MC_DISK_BLOCK) + 1; /* an extent's worth, about */
+    int ret = 1, n = 0;
+    char *vals = NULL;
+    struct mc_disk_put p[B];
+    char keys[B][32], key[32];
+    double *ms = calloc((size_t)o->runs, sizeof(double));
+    uint64_t *moved = calloc((size_t)o->runs, sizeof(uint64_t)), seq = 0;
+    if (!ms || !moved || posix_memalign((void **)&vals, MC_DISK_BLOCK, B * vsize) != 0) {
+        vals = NULL;
+        goto out;
+    }
+    uint64_t x = o->seed | 1;
+    for (uint64_t i = 0; i < B * vsize / 8; i++)
+        ((uint64_t *)vals)[i] = mc_bench_rand(&x);
+    uint32_t crc[B];
+    for (int i = 0; i < B; i++)
+        crc[i] = mc_crc32c(vals + (size_t)i * vsize, vsize);
+    char *rbuf = vals; /* reads land over the first value: only the store's CRC check matters */
+    while (n < o->runs) {
+        for (uint64_t k = 0; k < per_ext && n < o->runs; k += B) {
+            for (int i = 0; i < B; i++) {
+                snprintf(keys[i], sizeof(keys[i]), "e%" PRIu64, seq++);
+                p[i] = (struct mc_disk_put){keys[i], (uint32_t)strlen(keys[i]), 1,
+                                            crc[i],  vals + (size_t)i * vsize,  vsize};
+            }
+            struct mc_disk_usage u0, u1;
+            mc_disk_store_usage(s, &u0);
+            double t0 = now_ms();
+            rc = mc_disk_store_append(s, p, B, NULL);
+            double t1 = now_ms();
+            if (rc != 0) {
+                fprintf(stderr, "bench disk: append failed: %s\n", mc_strerror(rc));
+                goto out;
+            }
+            mc_disk_store_usage(s, &u1);
+            if (u1.evicted_extents > u0.evicted_extents) {
+                ms[n] = t1 - t0;
+                moved[n++] = u1.reinserted_records - u0.reinserted_records;
+            }
+        }
+        /* every live record read once: all of them are "accessed" */
+        char *save = malloc(vsize);
+        if (!save)
+            goto out;
+        memcpy(save, rbuf, vsize);
+        for (uint64_t i = 0; i < seq; i++) {
+            snprintf(key, sizeof(key), "e%" PRIu64, i);
+            struct mc_disk_get g = {
+                .key = key, .key_len = (uint32_t)strlen(key), .buf = rbuf, .cap = vsize};
+            mc_disk_store_read(s, &g, 1);
+            if (g.result != 0 && g.result != MC_ERR_OBJECT_NOT_FOUND) {
+                fprintf(stderr, "bench disk: read failed: %s\n", mc_strerror(g.result));
+                free(save);
+                goto out;
+            }
+        }
+        memcpy(rbuf, save, vsize);
+        free(save);
+    }
+    double tot_ms = 0, mv = 0;
+    for (int i = 0; i < n; i++) {
+        tot_ms += ms[i];
+        mv += (double)moved[i];
+    }
+    struct mc_bench_result res;
+    char cname[64];
+    case_name(cname, sizeof(cname), "evict", vsize);
+    mc_bench_result_init(&res, "disk", cname);
+    res.runs = n;
+    res.ms = res.p50_ms = mc_bench_percentile(ms, (size_t)n, 50);
+    res.p99_ms = mc_bench_percentile(ms, (size_t)n, 99);
+    res.ops_per_s = tot_ms > 0 ? n / (tot_ms / 1e3) : 0;
+    double rec = (double)((vsize + 2 * MC_DISK_BLOCK - 1) / MC_DISK_BLOCK * MC_DISK_BLOCK);
+    res.bytes_per_s = tot_ms > 0 ? mv * rec / (tot_ms / 1e3) : 0;
+    mc_bench_add_num(&res, "value_bytes", (double)vsize);
+    mc_bench_add_num(&res, "queue_depth", o->qd);
+    mc_bench_add_num(&res, "extent_bytes", (double)ext);
+    mc_bench_add_num(&res, "moved_records", n ? mv / n : 0);
+    mc_bench_add_num(&res, "moved_bytes", n ? mv / n * rec : 0);
+    mc_bench_add_num(&res, "moved_bytes_per_s", res.bytes_per_s);
+    mc_bench_emit(&res);
+    ret = 0;
+out:
+    mc_disk_store_close(s);
+    rm_rf(dir);
+    free(vals);
+    free(ms);
+    free(moved);
+    return ret;
+}
+
 int mc_bench_disk(int argc, char **argv)
 {
     const char *dir = NULL;
     uint64_t data = 1ull << 30, sizes[8] = {64 << 10, 1 << 20};
-    int nsizes = 2, runs = 3, keep = 0, remote = 0, wr = 0;
+    int nsizes = 2, runs = 3, keep = 0, remote = 0, wr = 0, ev = 0;
     unsigned qd = 32, batch = 256, readers = 1;
     uint64_t seed = 1;
     double ref = 0, seconds = 0;
     char err[128];
-    static const struct option opts[] = {{"dir", required_argument, 0, 'd'},
-                                         {"data", required_argument, 0, 'D'},
-                                         {"sizes", required_argument, 0, 's'},
-                                         {"runs", required_argument, 0, 'r'},
-                                         {"qd", required_argument, 0, 'q'},
-                                         {"batch", required_argument, 0, 'b'},
-                                         {"seed", required_argument, 0, 'S'},
-                                         {"ref", required_argument, 0, 'R'},
-                                         {"keep", no_argument, 0, 'k'},
-                                         {"seconds", required_argument, 0, 'T'},
-                                         {"remote", no_argument, 0, 'm'},
-                                         {"write", no_argument, 0, 'w'},
-                                         {"readers", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"dir", required_argument, 0, 'd'},   {"data", required_argument, 0, 'D'},
+        {"sizes", required_argument, 0, 's'}, {"runs", required_argument, 0, 'r'},
+        {"qd", required_argument, 0, 'q'},    {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 'S'},  {"ref", required_argument, 0, 'R'},
+        {"keep", no_argument, 0, 'k'},        {"seconds", required_argument, 0, 'T'},
+        {"remote", no_argument, 0, 'm'},      {"write", no_argument, 0, 'w'},
+        {"evict", no_argument, 0, 'e'},       {"readers", required_argument, 0, 'n'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -699,6 +814,9 @@ int mc_bench_disk(int argc, char **argv)
         case 'w':
             wr = 1;
             break;
+        case 'e':
+            ev = 1;
+            break;
         case 'n':
             readers = (unsigned)atoi(optarg);
             break;
@@ -710,7 +828,7 @@ int mc_bench_disk(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || (remote && wr) || readers < 1 ||
+    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || remote + wr + ev > 1 || readers < 1 ||
         readers > 64 || qd < readers) {
         usage(stderr);
         return 2;
@@ -738,9 +856,11 @@ int mc_bench_disk(int argc, char **argv)
         return 1;
     }
     int rc = 0;
-    struct disk_opts o = {data, runs, qd, batch, readers, seed, ref, seconds, remote, wr, keep};
+    struct disk_opts o = {data, runs, qd, batch, readers, seed, ref, seconds, remote, wr, keep, ev};
     for (int i = 0; i < nsizes && rc == 0; i++)
-        rc = wr ? bench_write(dir, &o, sizes[i]) : bench_size(dir, &o, sizes[i]);
+        rc = ev   ? bench_evict(dir, &o, sizes[i])
+             : wr ? bench_write(dir, &o, sizes[i])
+                  : bench_size(dir, &o, sizes[i]);
     if (!keep) {
         char sub[4160];
         for (int i = 0; i < nsizes; i++) {
