@@ -87,12 +87,14 @@ static int was_told(const struct told *t, const char *key)
     return 0;
 }
 
-static struct mc_disk_store *open_cfg(const char *dir, struct told *t, int no_reinsert)
+/* Capacity 8 extents of ext bytes, high watermark 0.5, queue depth 4. */
+static struct mc_disk_store *open_geom(const char *dir, struct told *t, int no_reinsert,
+                                       uint64_t ext)
 {
     struct mc_disk_store_config c = {.path = dir,
-                                     .capacity = 8 * 68 * KIB,
+                                     .capacity = 8 * ext,
                                      .high_watermark = 0.5,
-                                     .extent_size = 68 * KIB,
+                                     .extent_size = ext,
                                      .queue_depth = 4,
                                      .evict_cb = t ? told_cb : NULL,
                                      .evict_ctx = t,
@@ -100,6 +102,11 @@ static struct mc_disk_store *open_cfg(const char *dir, struct told *t, int no_re
     struct mc_disk_store *s = NULL;
     assert_int_equal(mc_disk_store_open(&c, &s, NULL, 0), MC_OK);
     return s;
+}
+
+static struct mc_disk_store *open_cfg(const char *dir, struct told *t, int no_reinsert)
+{
+    return open_geom(dir, t, no_reinsert, 68 * KIB);
 }
 
 static void put_n(struct mc_disk_store *s, int from, int count)
@@ -280,25 +287,11 @@ static void test_refused_eviction_leaves_no_old_copy(void **state)
  * runs; a record whose value no longer matches its CRC is not moved and breaks its run, the
  * records on both sides of it still move, and all of them come back after a restart.
  * Geometry: 260 KiB extents of sixteen 16 KiB records, so half an extent moves 8 records. */
-static struct mc_disk_store *open_wide(const char *dir, struct told *t)
-{
-    struct mc_disk_store_config c = {.path = dir,
-                                     .capacity = 8 * 260 * KIB,
-                                     .high_watermark = 0.5,
-                                     .extent_size = 260 * KIB,
-                                     .queue_depth = 4,
-                                     .evict_cb = t ? told_cb : NULL,
-                                     .evict_ctx = t};
-    struct mc_disk_store *s = NULL;
-    assert_int_equal(mc_disk_store_open(&c, &s, NULL, 0), MC_OK);
-    return s;
-}
-
 static void test_batched_moves_skip_bad_record(void **state)
 {
     struct env *e = *state;
     struct told t = {0};
-    e->s = open_wide(e->dir, &t);
+    e->s = open_geom(e->dir, &t, 0, 260 * KIB);
     put_n(e->s, 0, 64); /* extents 1..4, at the watermark */
     for (int i = 2; i < 10; i++)
         assert_int_equal(read_key(e->s, i), MC_OK);
@@ -321,7 +314,7 @@ static void test_batched_moves_skip_bad_record(void **state)
         assert_int_equal(read_key(e->s, i), moved ? MC_OK : MC_ERR_OBJECT_NOT_FOUND);
     }
     mc_disk_store_close(e->s);
-    e->s = open_wide(e->dir, NULL);
+    e->s = open_geom(e->dir, NULL, 0, 260 * KIB);
     for (int i = 2; i < 10; i++)
         assert_int_equal(read_key(e->s, i), i == 5 ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
     for (int i = 16; i < 65; i++)

@@ -336,20 +336,28 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
     }
 }
 
+/* The end of the window of jobs that starts at from (at least one job); its bytes in *bytes. */
+static size_t move_window_end(const struct reins *jobs, size_t from, size_t n, uint64_t *bytes)
+{
+    size_t to = from;
+    *bytes = 0;
+    for (; to < n; to++) {
+        uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
+        if (to > from && *bytes + rec > MOVE_WINDOW)
+            break;
+        *bytes += rec;
+    }
+    return to;
+}
+
 /* Copies every job's record (see move_window), window by window. No lock held. */
 static void move_records(struct disk_ring *r, struct disk_extent *x, struct reins *jobs, size_t n)
 {
     struct move_ctx c = {0};
     char *buf = NULL;
-    uint64_t maxwin = 0;
+    uint64_t maxwin = 0, bytes;
     for (size_t from = 0, to; from < n; from = to) {
-        uint64_t bytes = 0;
-        for (to = from; to < n; to++) {
-            uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
-            if (to > from && bytes + rec > MOVE_WINDOW)
-                break;
-            bytes += rec;
-        }
+        to = move_window_end(jobs, from, n, &bytes);
         if (bytes > maxwin)
             maxwin = bytes;
     }
@@ -365,13 +373,7 @@ static void move_records(struct disk_ring *r, struct disk_extent *x, struct rein
         goto out;
     }
     for (size_t from = 0, to; from < n; from = to) {
-        uint64_t bytes = 0;
-        for (to = from; to < n; to++) {
-            uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
-            if (to > from && bytes + rec > MOVE_WINDOW)
-                break;
-            bytes += rec;
-        }
+        to = move_window_end(jobs, from, n, &bytes);
         move_window(r, x, jobs + from, to - from, buf, &c);
     }
 out:

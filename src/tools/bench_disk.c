@@ -115,6 +115,17 @@ static void usage(FILE *f)
                "               read, so half of it moves to the newest extent (second chance)\n");
 }
 
+/* Opens the store of cfg, or says why not and returns NULL. */
+static struct mc_disk_store *open_store(const struct mc_disk_store_config *cfg)
+{
+    struct mc_disk_store *s = NULL;
+    char err[512] = "";
+    int rc = mc_disk_store_open(cfg, &s, err, sizeof(err));
+    if (rc != 0)
+        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+    return rc == 0 ? s : NULL;
+}
+
 static int populate(struct mc_disk_store *s, uint64_t nvals, uint64_t vsize, uint64_t seed)
 {
     /* Skip when a previous run left the same set behind. */
@@ -491,13 +502,9 @@ static int bench_size(const char *root, const struct disk_opts *o, uint64_t vsiz
         .extent_size = 256ull << 20,
         .queue_depth = o->qd / o->readers, /* each reader's ring */
     };
-    struct mc_disk_store *s = NULL;
-    char err[512] = "";
-    int rc = mc_disk_store_open(&cfg, &s, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+    struct mc_disk_store *s = open_store(&cfg);
+    if (!s)
         return 1;
-    }
     char cname[64];
     double local = 0, remote = 0;
     case_name(cname, sizeof(cname), "randread", vsize);
@@ -537,13 +544,9 @@ static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsi
     uint64_t cap = o->data < (256ull << 20) ? 256ull << 20 : o->data;
     struct mc_disk_store_config cfg = {
         .path = dir, .capacity = cap, .extent_size = 64ull << 20, .queue_depth = o->qd};
-    struct mc_disk_store *s = NULL;
-    char err[512] = "";
-    int rc = mc_disk_store_open(&cfg, &s, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+    struct mc_disk_store *s = open_store(&cfg);
+    if (!s)
         return 1;
-    }
     unsigned nb = o->batch;
     if ((uint64_t)nb * vsize > BATCH_BYTES_MAX)
         nb = (unsigned)(BATCH_BYTES_MAX / vsize);
@@ -581,7 +584,7 @@ static int bench_write(const char *root, const struct disk_opts *o, uint64_t vsi
                     (vsize + MC_DISK_BLOCK - 1) / MC_DISK_BLOCK * MC_DISK_BLOCK;
             }
             double b0 = now_ms();
-            rc = mc_disk_store_append(s, p, nb, NULL);
+            int rc = mc_disk_store_append(s, p, nb, NULL);
             double b1 = now_ms();
             if (nlat < (1u << 20))
                 lat[nlat++] = b1 - b0;
@@ -650,13 +653,9 @@ static int bench_evict(const char *root, const struct disk_opts *o, uint64_t vsi
                                        .high_watermark = 0.5,
                                        .extent_size = ext,
                                        .queue_depth = o->qd};
-    struct mc_disk_store *s = NULL;
-    char err[512] = "";
-    int rc = mc_disk_store_open(&cfg, &s, err, sizeof(err));
-    if (rc != 0) {
-        fprintf(stderr, "bench disk: %s\n", err[0] ? err : mc_strerror(rc));
+    struct mc_disk_store *s = open_store(&cfg);
+    if (!s)
         return 1;
-    }
     enum { B = 16 };
     uint64_t per_ext = ext / (vsize + 2 * MC_DISK_BLOCK) + 1; /* an extent's worth, about */
     int ret = 1, n = 0;
@@ -686,7 +685,7 @@ static int bench_evict(const char *root, const struct disk_opts *o, uint64_t vsi
             struct mc_disk_usage u0, u1;
             mc_disk_store_usage(s, &u0);
             double t0 = now_ms();
-            rc = mc_disk_store_append(s, p, B, NULL);
+            int rc = mc_disk_store_append(s, p, B, NULL);
             double t1 = now_ms();
             if (rc != 0) {
                 fprintf(stderr, "bench disk: append failed: %s\n", mc_strerror(rc));
