@@ -1,6 +1,7 @@
 /* test_fanout.c - mc_fanout (src/common/fanout.h): every task runs exactly once, the tasks run
  * side by side (a task waits for all the others to have started: run one after the other, they
- * would time out), more tasks than threads, and no task at all. */
+ * would time out), more tasks than threads, no task at all, helper threads reused from call to
+ * call, and a forked child that gets helpers of its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +11,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/fanout.h"
 #include "common/log.h"
@@ -42,6 +45,7 @@ static void meet_task(void *arg, size_t i)
     until.tv_sec += 10;
     pthread_mutex_lock(&r->mu);
     r->runs[i]++;
+    r->who[i] = pthread_self();
     r->arrived++;
     pthread_cond_broadcast(&r->cv);
     while (r->arrived < r->expect) {
@@ -80,16 +84,65 @@ static void test_side_by_side(void **state)
     fini(&r);
 }
 
+/* Task 0 runs on the caller; tasks that meet it run on helpers, each on its own. */
 static void test_task0_on_caller(void **state)
 {
     (void)state;
     struct rendezvous r;
-    init(&r, 0);
-    mc_fanout(3, count_task, &r);
+    init(&r, 3);
+    mc_fanout(3, meet_task, &r);
+    assert_int_equal(r.timed_out, 0);
     assert_true(pthread_equal(r.who[0], pthread_self()));
     assert_false(pthread_equal(r.who[1], pthread_self()));
     assert_false(pthread_equal(r.who[2], pthread_self()));
+    assert_false(pthread_equal(r.who[1], r.who[2]));
+    /* tasks that do not wait run wherever there is a thread: all of them once */
     fini(&r);
+    init(&r, 0);
+    mc_fanout(3, count_task, &r);
+    assert_true(pthread_equal(r.who[0], pthread_self()));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(r.runs[i], 1);
+    fini(&r);
+}
+
+/* Helpers are kept: many calls in a row do not pile up threads. */
+static void test_helpers_reused(void **state)
+{
+    (void)state;
+    for (int k = 0; k < 200; k++) {
+        struct rendezvous r;
+        init(&r, 4);
+        mc_fanout(4, meet_task, &r);
+        assert_int_equal(r.timed_out, 0);
+        fini(&r);
+    }
+    assert_true(mc_fanout_threads() >= 3);
+    assert_true(mc_fanout_threads() <= MC_FANOUT_MAX_THREADS);
+}
+
+/* A forked child has none of its parent's helpers: it starts its own (a rendezvous would time
+ * out if it counted on the parent's idle ones). */
+static void test_fork_child_gets_helpers(void **state)
+{
+    (void)state;
+    struct rendezvous r;
+    init(&r, 4);
+    mc_fanout(4, meet_task, &r); /* the parent has idle helpers now */
+    fini(&r);
+    assert_true(mc_fanout_threads() >= 3);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rendezvous c;
+        init(&c, 4);
+        mc_fanout(4, meet_task, &c);
+        _exit(c.timed_out || c.arrived != 4 || mc_fanout_threads() < 3 ? 1 : 0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 static void test_more_tasks_than_threads(void **state)
@@ -169,6 +222,8 @@ int main(void)
         cmocka_unit_test(test_more_tasks_than_threads),
         cmocka_unit_test(test_caller_logger),
         cmocka_unit_test(test_none),
+        cmocka_unit_test(test_helpers_reused),
+        cmocka_unit_test(test_fork_child_gets_helpers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,16 +9,22 @@
 
 #include <stddef.h>
 
-/* At most this many threads per call; more tasks share them (task i runs on thread i mod it). */
+/* At most this many threads per call (the caller and its helpers); more tasks share them. */
 #define MC_FANOUT_MAX_THREADS 16
 
 typedef void (*mc_fanout_fn)(void *arg, size_t i);
 
-/* Runs fn(arg, i) for every i in [0, n) and returns when all have returned. Task 0 (and those
- * sharing its slot) runs on the calling thread, the others each on a short-lived thread of their
- * own; a thread that cannot be started leaves its tasks to the caller, so every task always
- * runs exactly once. The tasks must not depend on each other. Each thread logs through the
- * caller's current logger (log.h), as the caller would. */
+/* Runs fn(arg, i) for every i in [0, n) and returns when all have returned. The tasks are split
+ * into slots (slot k: tasks k, k + MC_FANOUT_MAX_THREADS, ...); slot 0 runs on the calling
+ * thread, the others on helper threads of a process-wide pool (started on demand, kept while
+ * used, gone after 30 s idle), side by side when helpers are free. A slot no helper has taken by
+ * the time slot 0 is done runs on the calling thread, so every task runs exactly once and a full
+ * pool or a failed thread start costs time, never progress. The tasks must not depend on each
+ * other. Each helper logs through the caller's current logger (log.h), as the caller would.
+ * Safe across fork(): the child starts with an empty pool. */
 void mc_fanout(size_t n, mc_fanout_fn fn, void *arg);
+
+/* Helper threads alive in the pool (for tests and metrics). */
+size_t mc_fanout_threads(void);
 
 #endif
