@@ -126,6 +126,9 @@ static void test_helpers_reused(void **state)
 static void test_fork_child_gets_helpers(void **state)
 {
     (void)state;
+#if defined(__SANITIZE_THREAD__)
+    skip(); /* TSan refuses to start threads in the child of a multi-threaded fork */
+#endif
     struct rendezvous r;
     init(&r, 4);
     mc_fanout(4, meet_task, &r); /* the parent has idle helpers now */
