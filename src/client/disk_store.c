@@ -240,16 +240,16 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
 struct move_ctx {
     struct reins *jobs;
     struct disk_io *ios;
-    size_t *first, *count; /* per operation: its first job and how many (a write run) */
+    size_t *first, *count; /* per write: its first job and how many (a run) */
     char **at;             /* per job: its record's bytes in the window */
 };
 
+/* Read k is job k's. */
 static void move_read_done(void *ctx, size_t k)
 {
     struct move_ctx *c = ctx;
-    struct reins *j = &c->jobs[c->first[k]];
     if (c->ios[k].res != (int)c->ios[k].len)
-        j->res = c->ios[k].res < 0 ? c->ios[k].res : -EIO;
+        c->jobs[k].res = c->ios[k].res < 0 ? c->ios[k].res : -EIO;
 }
 
 static void move_write_done(void *ctx, size_t k)
@@ -277,8 +277,6 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
         c->at[i] = buf + pos;
         c->ios[i] = (struct disk_io){
             .fd = x->fd, .slot = x->slot, .buf = c->at[i], .len = (uint32_t)rec, .off = j->old_off};
-        c->first[i] = i;
-        c->count[i] = 1;
         pos += rec;
     }
     c->jobs = jobs;
@@ -307,9 +305,11 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
         disk_hdr_encode(c->at[i], &h, j->key);
         struct disk_io *w = nw ? &c->ios[nw - 1] : NULL;
         size_t prev = w ? c->first[nw - 1] + c->count[nw - 1] - 1 : 0;
+        /* the previous job's bytes end where this one's start (the window is in job order), so
+         * when its new place ends where this one's starts too, one write takes both */
         if (w && prev == i - 1 && jobs[prev].y == j->y && w->off + w->len == j->off &&
-            (char *)w->buf + w->len == c->at[i] && (uint64_t)w->len + rec <= UINT32_MAX) {
-            w->len += (uint32_t)rec; /* the next place and the next bytes: one write */
+            (uint64_t)w->len + rec <= UINT32_MAX) {
+            w->len += (uint32_t)rec;
             c->count[nw - 1]++;
             continue;
         }
