@@ -16,10 +16,12 @@ if(TARGET mooncake_bench)
            COMMAND mooncake_bench disk --data 8MiB --sizes 64KiB --runs 1 --qd 8 --readers 2)
   set_tests_properties(test_bench_disk_readers PROPERTIES TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"readers\":2,\"batch\":256,\"data_bytes\":8388608,\"reads\":128")
+  # refused with its reason and exit status 2 (usage), before any store is made
   add_test(NAME test_bench_disk_refuses_readers_beyond_qd
-           COMMAND mooncake_bench disk --data 8MiB --sizes 64KiB --qd 2 --readers 4)
+           COMMAND sh -c "\"$0\" disk --data 8MiB --sizes 64KiB --qd 2 --readers 4; echo exit=$?"
+                   $<TARGET_FILE:mooncake_bench>)
   set_tests_properties(test_bench_disk_refuses_readers_beyond_qd PROPERTIES TIMEOUT 30
-    WILL_FAIL TRUE)
+    PASS_REGULAR_EXPRESSION "--readers must not exceed --qd .*readers=4\\).*usage: .*exit=2")
   # --evict: each timed eviction moved half an extent of 1 MiB records (31 of 62 fit in 64 MiB)
   add_test(NAME test_bench_disk_evict
            COMMAND mooncake_bench disk --evict --sizes 1MiB --runs 2 --qd 8)

@@ -828,8 +828,19 @@ int mc_bench_disk(int argc, char **argv)
             return 2;
         }
     }
-    if (runs < 1 || qd < 1 || batch < 1 || seconds < 0 || remote + wr + ev > 1 || readers < 1 ||
-        readers > 64 || qd < readers) {
+    const char *bad = runs < 1               ? "--runs must be at least 1"
+                      : qd < 1 || qd > 4096  ? "--qd must be 1..4096"
+                      : batch < 1            ? "--batch must be at least 1"
+                      : seconds < 0          ? "--seconds must not be negative"
+                      : remote + wr + ev > 1 ? "--remote, --write and --evict exclude each other"
+                      : readers < 1 || readers > 64 ? "--readers must be 1..64"
+                      : qd < readers
+                          ? "--readers must not exceed --qd (each reader needs a ring of "
+                            "at least one read)"
+                          : NULL;
+    if (bad) {
+        fprintf(stderr, "bench disk: %s (runs=%d qd=%u batch=%u readers=%u)\n", bad, runs, qd,
+                batch, readers);
         usage(stderr);
         return 2;
     }
