@@ -503,28 +503,28 @@ static void batch_get_n(struct fx *f, const struct mc_key_ref *keys, size_t n, i
 static void test_batch_threshold(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(); /* the defaults: 2 for a Get, 8 for a BatchGet of several keys */
+    struct fx *f = fx_new(); /* the defaults: 2 for a Get, 12 for a BatchGet of several keys */
     assert_int_equal(mc_master_config_get(f->m)->promotion_admission_threshold, 2);
-    assert_int_equal(mc_master_config_get(f->m)->promotion_batch_admission_threshold, 8);
+    assert_int_equal(mc_master_config_get(f->m)->promotion_batch_admission_threshold, 12);
     disk_only(f, "p0", OBJ);
     disk_only(f, "p1", OBJ);
     disk_only(f, "single", OBJ);
     disk_only(f, "one", OBJ);
     struct mc_key_ref prefix[2] = {{"p0", 2}, {"p1", 2}};
-    batch_get_n(f, prefix, 2, 7);
+    batch_get_n(f, prefix, 2, 11);
     struct mc_promotion_stats st = stats(f);
-    assert_int_equal(st.attempts, 14);
-    assert_int_equal(st.rejected_frequency, 14); /* 7 reads each: below 8 */
+    assert_int_equal(st.attempts, 22);
+    assert_int_equal(st.rejected_frequency, 22); /* 11 reads each: below 12 */
     assert_int_equal(st.admitted, 0);
     get_n(f, "single", 2); /* a Get at 2 admits */
     assert_int_equal(stats(f).admitted, 1);
     struct mc_key_ref one = {"one", 3}; /* a BatchGet of one key is a Get */
     batch_get_n(f, &one, 1, 2);
     assert_int_equal(stats(f).admitted, 2);
-    batch_get_n(f, prefix, 2, 1); /* the eighth read of the prefix admits both */
+    batch_get_n(f, prefix, 2, 1); /* the twelfth read of the prefix admits both */
     st = stats(f);
     assert_int_equal(st.admitted, 4);
-    assert_int_equal(st.rejected_frequency, 14 + 1 + 1);
+    assert_int_equal(st.rejected_frequency, 22 + 1 + 1);
     assert_int_equal(st.in_flight, 4);
     check_funnel(f);
     assert_int_equal(promote_all(f), 4);

@@ -174,7 +174,7 @@ static const struct mc_flag g_flags[] = {
                   "reads (sketch count) of a disk-only key that admit its promotion, 1..255 "
                   "(values outside are clamped, with a warning)",
                   &F.promotion_admission_threshold),
-    MC_INT32_FLAG("promotion_batch_admission_threshold", "8",
+    MC_INT32_FLAG("promotion_batch_admission_threshold", "12",
                   "the same for a key read by a BatchGet of more than one key (a prefix read, "
                   "which waits for its slowest block), 0..255; 0 = "
                   "--promotion_admission_threshold",

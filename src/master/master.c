@@ -61,7 +61,7 @@ void mc_master_config_init(struct mc_master_config *c)
     c->eviction_threads = 0;
     c->promotion_on_hit = false;
     c->promotion_admission_threshold = 2;
-    c->promotion_batch_admission_threshold = 8;
+    c->promotion_batch_admission_threshold = 12;
     c->promotion_queue_limit = 50000;
     c->promotion_max_per_heartbeat = 32;
     c->promotion_task_timeout_ms = 30000;

@@ -98,7 +98,7 @@ struct mc_master_config {
     bool promotion_on_hit;                  /* false */
     uint32_t promotion_admission_threshold; /* sketch count that admits (2; clamped to 1..255) */
     uint32_t promotion_batch_admission_threshold; /* the same for the keys of a BatchGet of
-                                                     more than one key (8; 0 = the one above;
+                                                     more than one key (12; 0 = the one above;
                                                      clamped to 1..255; promotion.h) */
     uint64_t promotion_queue_limit;               /* tasks in flight, all shards together (50000) */
     uint32_t promotion_max_per_heartbeat;         /* tasks one heartbeat hands out (32; 0 = 1) */
