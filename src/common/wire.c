@@ -101,90 +101,19 @@ const char *mc_wire_check_name(enum mc_wire_check c)
 
 const char *mc_method_name(uint16_t method)
 {
+#define NAME_MASTER(id, num, name, handler)                                                        \
+    case num:                                                                                      \
+        return name;
+#define NAME_OTHER(id, num, name)                                                                  \
+    case num:                                                                                      \
+        return name;
     switch (method) {
-    case MC_METHOD_SERVICE_READY:
-        return "ServiceReady";
-    case MC_METHOD_PING:
-        return "Ping";
-    case MC_METHOD_MOUNT_SEGMENT:
-        return "MountSegment";
-    case MC_METHOD_REMOUNT_SEGMENT:
-        return "ReMountSegment";
-    case MC_METHOD_UNMOUNT_SEGMENT:
-        return "UnmountSegment";
-    case MC_METHOD_AUTH_CHALLENGE:
-        return "AuthChallenge";
-    case MC_METHOD_AUTH_PROVE:
-        return "AuthProve";
-    case MC_METHOD_PUT_START:
-        return "PutStart";
-    case MC_METHOD_PUT_END:
-        return "PutEnd";
-    case MC_METHOD_PUT_REVOKE:
-        return "PutRevoke";
-    case MC_METHOD_BATCH_PUT_START:
-        return "BatchPutStart";
-    case MC_METHOD_BATCH_PUT_END:
-        return "BatchPutEnd";
-    case MC_METHOD_BATCH_PUT_REVOKE:
-        return "BatchPutRevoke";
-    case MC_METHOD_GET_REPLICA_LIST:
-        return "GetReplicaList";
-    case MC_METHOD_BATCH_GET_REPLICA_LIST:
-        return "BatchGetReplicaList";
-    case MC_METHOD_EXIST_KEY:
-        return "ExistKey";
-    case MC_METHOD_BATCH_EXIST_KEY:
-        return "BatchExistKey";
-    case MC_METHOD_REMOVE:
-        return "Remove";
-    case MC_METHOD_BATCH_REMOVE:
-        return "BatchRemove";
-    case MC_METHOD_REMOVE_ALL:
-        return "RemoveAll";
-    case MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT:
-        return "MountLocalDiskSegment";
-    case MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT:
-        return "UnmountLocalDiskSegment";
-    case MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT:
-        return "OffloadObjectHeartbeat";
-    case MC_METHOD_NOTIFY_OFFLOAD_SUCCESS:
-        return "NotifyOffloadSuccess";
-    case MC_METHOD_EVICT_DISK_REPLICA:
-        return "EvictDiskReplica";
-    case MC_METHOD_BATCH_EVICT_DISK_REPLICA:
-        return "BatchEvictDiskReplica";
-    case MC_METHOD_PROMOTION_OBJECT_HEARTBEAT:
-        return "PromotionObjectHeartbeat";
-    case MC_METHOD_PROMOTION_ALLOC_START:
-        return "PromotionAllocStart";
-    case MC_METHOD_NOTIFY_PROMOTION_SUCCESS:
-        return "NotifyPromotionSuccess";
-    case MC_METHOD_NOTIFY_PROMOTION_FAILURE:
-        return "NotifyPromotionFailure";
-    case MC_METHOD_QUERY_KEY:
-        return "QueryKey";
-    case MC_METHOD_LIST_SEGMENTS:
-        return "ListSegments";
-    case MC_METHOD_GET_STATS:
-        return "GetStats";
-    case MC_METHOD_ECHO:
-        return "Echo";
-    case MC_METHOD_PEER_WRITE:
-        return "PeerWrite";
-    case MC_METHOD_PEER_READ:
-        return "PeerRead";
-    case MC_METHOD_PEER_BATCH_WRITE:
-        return "PeerBatchWrite";
-    case MC_METHOD_PEER_BATCH_READ:
-        return "PeerBatchRead";
-    case MC_METHOD_PEER_DISK_READ:
-        return "PeerDiskRead";
-    case MC_METHOD_PEER_RDMA_CONNECT:
-        return "PeerRdmaConnect";
+        MC_METHODS(NAME_MASTER, NAME_OTHER)
     default:
         break;
     }
+#undef NAME_MASTER
+#undef NAME_OTHER
     if (method >= MC_METHOD_TEST_FIRST && method <= MC_METHOD_TEST_LAST)
         return "Test";
     return NULL;

@@ -78,64 +78,64 @@ enum mc_wire_kind {
 };
 
 /*
- * Every method, numbered once and forever. Master methods are grouped by area in 1..0xFF, peer
- * (client <-> client data plane) methods in 0x100..0x1FF, test-only methods in 0x300..0x3FF.
- * Never renumber; append.
+ * Every method, numbered once and forever, in one table: MC_METHODS(MASTER, OTHER) calls
+ * MASTER(ID, number, "Name", handler) for each method of the master's service (handler: the
+ * adapter mc_svc_<handler> in src/master/service_*.c) and OTHER(ID, number, "Name") for the
+ * methods every server or the peer data plane serves. The enum, mc_method_name() and the
+ * master's dispatch table are all made from it. Master methods are grouped by area in 1..0xFF,
+ * peer (client <-> client data plane) methods in 0x100..0x1FF, test-only methods in
+ * 0x300..0x3FF. Never renumber; append.
  */
+#define MC_METHODS(MASTER, OTHER)                                                                  \
+    MASTER(SERVICE_READY, 1, "ServiceReady", service_ready)                                        \
+    MASTER(PING, 2, "Ping", ping)                                                                  \
+    MASTER(MOUNT_SEGMENT, 3, "MountSegment", mount_segment)                                        \
+    MASTER(REMOUNT_SEGMENT, 4, "ReMountSegment", remount_segment)                                  \
+    MASTER(UNMOUNT_SEGMENT, 5, "UnmountSegment", unmount_segment)                                  \
+    OTHER(AUTH_CHALLENGE, 6, "AuthChallenge")                                                      \
+    OTHER(AUTH_PROVE, 7, "AuthProve")                                                              \
+    MASTER(PUT_START, 16, "PutStart", put_start)                                                   \
+    MASTER(PUT_END, 17, "PutEnd", put_end)                                                         \
+    MASTER(PUT_REVOKE, 18, "PutRevoke", put_revoke)                                                \
+    MASTER(BATCH_PUT_START, 19, "BatchPutStart", batch_put_start)                                  \
+    MASTER(BATCH_PUT_END, 20, "BatchPutEnd", batch_put_end)                                        \
+    MASTER(BATCH_PUT_REVOKE, 21, "BatchPutRevoke", batch_put_revoke)                               \
+    MASTER(GET_REPLICA_LIST, 32, "GetReplicaList", get_replica_list)                               \
+    MASTER(BATCH_GET_REPLICA_LIST, 33, "BatchGetReplicaList", batch_get_replica_list)              \
+    MASTER(EXIST_KEY, 34, "ExistKey", exist_key)                                                   \
+    MASTER(BATCH_EXIST_KEY, 35, "BatchExistKey", batch_exist_key)                                  \
+    MASTER(REMOVE, 48, "Remove", remove)                                                           \
+    MASTER(BATCH_REMOVE, 49, "BatchRemove", batch_remove)                                          \
+    MASTER(REMOVE_ALL, 50, "RemoveAll", remove_all)                                                \
+    MASTER(MOUNT_LOCAL_DISK_SEGMENT, 64, "MountLocalDiskSegment", mount_local_disk)                \
+    MASTER(UNMOUNT_LOCAL_DISK_SEGMENT, 65, "UnmountLocalDiskSegment", unmount_local_disk)          \
+    MASTER(OFFLOAD_OBJECT_HEARTBEAT, 66, "OffloadObjectHeartbeat", offload_heartbeat)              \
+    MASTER(NOTIFY_OFFLOAD_SUCCESS, 67, "NotifyOffloadSuccess", notify_offload_success)             \
+    MASTER(EVICT_DISK_REPLICA, 68, "EvictDiskReplica", evict_disk_replica)                         \
+    MASTER(BATCH_EVICT_DISK_REPLICA, 69, "BatchEvictDiskReplica", batch_evict_disk_replica)        \
+    MASTER(PROMOTION_OBJECT_HEARTBEAT, 80, "PromotionObjectHeartbeat", promotion_heartbeat)        \
+    MASTER(PROMOTION_ALLOC_START, 81, "PromotionAllocStart", promotion_alloc_start)                \
+    MASTER(NOTIFY_PROMOTION_SUCCESS, 82, "NotifyPromotionSuccess", notify_promotion_success)       \
+    MASTER(NOTIFY_PROMOTION_FAILURE, 83, "NotifyPromotionFailure", notify_promotion_failure)       \
+    MASTER(QUERY_KEY, 96, "QueryKey", query_key)                                                   \
+    MASTER(LIST_SEGMENTS, 97, "ListSegments", list_segments)                                       \
+    MASTER(GET_STATS, 98, "GetStats", get_stats)                                                   \
+    OTHER(ECHO, 0xF0, "Echo")                                                                      \
+    OTHER(PEER_WRITE, 0x100, "PeerWrite")                                                          \
+    OTHER(PEER_READ, 0x101, "PeerRead")                                                            \
+    OTHER(PEER_BATCH_WRITE, 0x102, "PeerBatchWrite")                                               \
+    OTHER(PEER_BATCH_READ, 0x103, "PeerBatchRead")                                                 \
+    OTHER(PEER_DISK_READ, 0x104, "PeerDiskRead")                                                   \
+    OTHER(PEER_RDMA_CONNECT, 0x105, "PeerRdmaConnect")
+
+#define MC_METHOD_ENUM_MASTER_(id, num, name, handler) MC_METHOD_##id = num,
+#define MC_METHOD_ENUM_OTHER_(id, num, name) MC_METHOD_##id = num,
 enum mc_method {
     MC_METHOD_INVALID = 0,
-    /* handshake, liveness, DRAM segments */
-    MC_METHOD_SERVICE_READY = 1,
-    MC_METHOD_PING = 2,
-    MC_METHOD_MOUNT_SEGMENT = 3,
-    MC_METHOD_REMOUNT_SEGMENT = 4,
-    MC_METHOD_UNMOUNT_SEGMENT = 5,
-    /* connection set-up: the shared-secret handshake (common/auth.h), served by every server */
-    MC_METHOD_AUTH_CHALLENGE = 6,
-    MC_METHOD_AUTH_PROVE = 7,
-    /* Put */
-    MC_METHOD_PUT_START = 16,
-    MC_METHOD_PUT_END = 17,
-    MC_METHOD_PUT_REVOKE = 18,
-    MC_METHOD_BATCH_PUT_START = 19,
-    MC_METHOD_BATCH_PUT_END = 20,
-    MC_METHOD_BATCH_PUT_REVOKE = 21,
-    /* Get / Exist */
-    MC_METHOD_GET_REPLICA_LIST = 32,
-    MC_METHOD_BATCH_GET_REPLICA_LIST = 33,
-    MC_METHOD_EXIST_KEY = 34,
-    MC_METHOD_BATCH_EXIST_KEY = 35,
-    /* Remove */
-    MC_METHOD_REMOVE = 48,
-    MC_METHOD_BATCH_REMOVE = 49,
-    MC_METHOD_REMOVE_ALL = 50,
-    /* LOCAL_DISK tier, offload */
-    MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT = 64,
-    MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT = 65,
-    MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT = 66,
-    MC_METHOD_NOTIFY_OFFLOAD_SUCCESS = 67,
-    MC_METHOD_EVICT_DISK_REPLICA = 68,
-    MC_METHOD_BATCH_EVICT_DISK_REPLICA = 69,
-    /* promotion on hit */
-    MC_METHOD_PROMOTION_OBJECT_HEARTBEAT = 80,
-    MC_METHOD_PROMOTION_ALLOC_START = 81,
-    MC_METHOD_NOTIFY_PROMOTION_SUCCESS = 82,
-    MC_METHOD_NOTIFY_PROMOTION_FAILURE = 83,
-    /* admin queries (mooncake_cli) */
-    MC_METHOD_QUERY_KEY = 96,
-    MC_METHOD_LIST_SEGMENTS = 97,
-    MC_METHOD_GET_STATS = 98,
-    /* opaque echo, served by every server (tests, mooncake_bench rpc) */
-    MC_METHOD_ECHO = 0xF0,
+    MC_METHODS(MC_METHOD_ENUM_MASTER_, MC_METHOD_ENUM_OTHER_)
 
-    /* peer data plane: bodies use the peer layout (see above) */
+    /* the peer data plane's range: bodies use the peer layout (see above) */
     MC_METHOD_PEER_FIRST = 0x100,
-    MC_METHOD_PEER_WRITE = 0x100,
-    MC_METHOD_PEER_READ = 0x101,
-    MC_METHOD_PEER_BATCH_WRITE = 0x102,
-    MC_METHOD_PEER_BATCH_READ = 0x103,
-    MC_METHOD_PEER_DISK_READ = 0x104,
-    MC_METHOD_PEER_RDMA_CONNECT = 0x105,
     MC_METHOD_PEER_LAST = 0x1FF,
 
     /* test-only range */
@@ -145,6 +145,8 @@ enum mc_method {
     /* dispatch tables are indexed by method; anything at or above this is unknown */
     MC_METHOD_TABLE_SIZE = 0x400,
 };
+#undef MC_METHOD_ENUM_MASTER_
+#undef MC_METHOD_ENUM_OTHER_
 
 /* "PutStart", "PeerRead", ...; "Test" for the test range; NULL for an unassigned number. */
 const char *mc_method_name(uint16_t method);

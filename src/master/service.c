@@ -1,7 +1,7 @@
 /*
  * service.c - the master's RPC method table and the service's lifetime (see service.h).
  *
- * Every method of proto/master.proto is one line below, in proto order, naming its adapter;
+ * The dispatch table is made from MC_METHODS (common/wire.h), which names each method's adapter;
  * the adapters live by concern in the service_*.c files (service_internal.h lists them). A
  * handler runs on the connection's I/O thread and answers at once, except the two heartbeats,
  * which the core may park (service_disk.c, service_promotion.c).
@@ -16,42 +16,14 @@
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
+#define HANDLER_MASTER(id, num, name, handler) {MC_METHOD_##id, mc_svc_##handler},
+#define HANDLER_OTHER(id, num, name)
 static const struct {
     uint16_t method;
     mc_rpc_handler_fn fn;
-} g_handlers[] = {
-    {MC_METHOD_SERVICE_READY, mc_svc_service_ready},
-    {MC_METHOD_PING, mc_svc_ping},
-    {MC_METHOD_MOUNT_SEGMENT, mc_svc_mount_segment},
-    {MC_METHOD_REMOUNT_SEGMENT, mc_svc_remount_segment},
-    {MC_METHOD_UNMOUNT_SEGMENT, mc_svc_unmount_segment},
-    {MC_METHOD_PUT_START, mc_svc_put_start},
-    {MC_METHOD_PUT_END, mc_svc_put_end},
-    {MC_METHOD_PUT_REVOKE, mc_svc_put_revoke},
-    {MC_METHOD_BATCH_PUT_START, mc_svc_batch_put_start},
-    {MC_METHOD_BATCH_PUT_END, mc_svc_batch_put_end},
-    {MC_METHOD_BATCH_PUT_REVOKE, mc_svc_batch_put_revoke},
-    {MC_METHOD_GET_REPLICA_LIST, mc_svc_get_replica_list},
-    {MC_METHOD_BATCH_GET_REPLICA_LIST, mc_svc_batch_get_replica_list},
-    {MC_METHOD_EXIST_KEY, mc_svc_exist_key},
-    {MC_METHOD_BATCH_EXIST_KEY, mc_svc_batch_exist_key},
-    {MC_METHOD_REMOVE, mc_svc_remove},
-    {MC_METHOD_BATCH_REMOVE, mc_svc_batch_remove},
-    {MC_METHOD_REMOVE_ALL, mc_svc_remove_all},
-    {MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, mc_svc_mount_local_disk},
-    {MC_METHOD_UNMOUNT_LOCAL_DISK_SEGMENT, mc_svc_unmount_local_disk},
-    {MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, mc_svc_offload_heartbeat},
-    {MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, mc_svc_notify_offload_success},
-    {MC_METHOD_EVICT_DISK_REPLICA, mc_svc_evict_disk_replica},
-    {MC_METHOD_BATCH_EVICT_DISK_REPLICA, mc_svc_batch_evict_disk_replica},
-    {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, mc_svc_promotion_heartbeat},
-    {MC_METHOD_PROMOTION_ALLOC_START, mc_svc_promotion_alloc_start},
-    {MC_METHOD_NOTIFY_PROMOTION_SUCCESS, mc_svc_notify_promotion_success},
-    {MC_METHOD_NOTIFY_PROMOTION_FAILURE, mc_svc_notify_promotion_failure},
-    {MC_METHOD_QUERY_KEY, mc_svc_query_key},
-    {MC_METHOD_LIST_SEGMENTS, mc_svc_list_segments},
-    {MC_METHOD_GET_STATS, mc_svc_get_stats},
-};
+} g_handlers[] = {MC_METHODS(HANDLER_MASTER, HANDLER_OTHER)};
+#undef HANDLER_MASTER
+#undef HANDLER_OTHER
 
 int mc_master_service_new(struct mc_master *m, struct mc_master_service **out)
 {

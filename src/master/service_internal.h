@@ -133,44 +133,15 @@ void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescript
                         const ProtobufCMessageDescriptor *item, mc_svc_task_fill_fn fill,
                         size_t scratch_bytes, struct mc_task_list *tasks);
 
-/* ---- the handlers (mc_rpc_handler_fn; arg = the service), by file ------------------------- */
+/* ---- the handlers (mc_rpc_handler_fn; arg = the service) ----------------------------------- */
 
 #define MC_SVC_HANDLER(name) void name(void *arg, struct mc_rpc_call *call)
 
-MC_SVC_HANDLER(mc_svc_service_ready);
-MC_SVC_HANDLER(mc_svc_ping);
-MC_SVC_HANDLER(mc_svc_mount_segment);
-MC_SVC_HANDLER(mc_svc_remount_segment);
-MC_SVC_HANDLER(mc_svc_unmount_segment);
-
-MC_SVC_HANDLER(mc_svc_put_start);
-MC_SVC_HANDLER(mc_svc_put_end);
-MC_SVC_HANDLER(mc_svc_put_revoke);
-MC_SVC_HANDLER(mc_svc_batch_put_start);
-MC_SVC_HANDLER(mc_svc_batch_put_end);
-MC_SVC_HANDLER(mc_svc_batch_put_revoke);
-MC_SVC_HANDLER(mc_svc_get_replica_list);
-MC_SVC_HANDLER(mc_svc_batch_get_replica_list);
-MC_SVC_HANDLER(mc_svc_exist_key);
-MC_SVC_HANDLER(mc_svc_batch_exist_key);
-MC_SVC_HANDLER(mc_svc_remove);
-MC_SVC_HANDLER(mc_svc_batch_remove);
-
-MC_SVC_HANDLER(mc_svc_remove_all);
-MC_SVC_HANDLER(mc_svc_query_key);
-MC_SVC_HANDLER(mc_svc_list_segments);
-MC_SVC_HANDLER(mc_svc_get_stats);
-
-MC_SVC_HANDLER(mc_svc_mount_local_disk);
-MC_SVC_HANDLER(mc_svc_unmount_local_disk);
-MC_SVC_HANDLER(mc_svc_offload_heartbeat);
-MC_SVC_HANDLER(mc_svc_notify_offload_success);
-MC_SVC_HANDLER(mc_svc_evict_disk_replica);
-MC_SVC_HANDLER(mc_svc_batch_evict_disk_replica);
-
-MC_SVC_HANDLER(mc_svc_promotion_heartbeat);
-MC_SVC_HANDLER(mc_svc_promotion_alloc_start);
-MC_SVC_HANDLER(mc_svc_notify_promotion_success);
-MC_SVC_HANDLER(mc_svc_notify_promotion_failure);
+/* one per master method of MC_METHODS (common/wire.h): mc_svc_<handler> */
+#define MC_SVC_DECL_MASTER_(id, num, name, handler) MC_SVC_HANDLER(mc_svc_##handler);
+#define MC_SVC_DECL_OTHER_(id, num, name)
+MC_METHODS(MC_SVC_DECL_MASTER_, MC_SVC_DECL_OTHER_)
+#undef MC_SVC_DECL_MASTER_
+#undef MC_SVC_DECL_OTHER_
 
 #endif

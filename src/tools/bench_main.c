@@ -1,64 +1,38 @@
 /*
  * bench_main.c - mooncake_bench: one subcommand per capability (DESIGN.md §12).
  *
- * Subcommands are weak references: a capability whose bench_<name>.c is not built yet reports
- * "not implemented" instead of failing the link, so modules land independently.
+ * MC_BENCHES is the one list of subcommands: each names its entry point mc_bench_<name>
+ * (bench_<name>.c) and its one-line help. A listed bench whose file is missing is a link error.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "tools/bench_util.h"
 
-typedef int (*mc_bench_fn)(int argc, char **argv);
+#define MC_BENCHES(X)                                                                              \
+    X(rpc, "echo calls per second over N connections")                                             \
+    X(alloc, "offset allocator: allocations per second and utilisation")                           \
+    X(objects, "in-process object table ops/s and bytes per object")                               \
+    X(master, "metadata ops against a running mooncake_master")                                    \
+    X(evict, "BatchEvict: selective vs full path, latency probe")                                  \
+    X(transfer, "Put/Get throughput and latency, same-process and between processes")              \
+    X(disk, "LOCAL_DISK store batched reads (compare with fio)")                                   \
+    X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
+    X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")
 
-#define MC_BENCH_DECL(name) int mc_bench_##name(int argc, char **argv) __attribute__((weak));
-MC_BENCH_DECL(rpc)
-MC_BENCH_DECL(alloc)
-MC_BENCH_DECL(objects)
-MC_BENCH_DECL(master)
-MC_BENCH_DECL(evict)
-MC_BENCH_DECL(transfer)
-MC_BENCH_DECL(disk)
-MC_BENCH_DECL(promotion)
-MC_BENCH_DECL(replay)
+#define BENCH_DECL(name, help) int mc_bench_##name(int argc, char **argv);
+MC_BENCHES(BENCH_DECL)
+#undef BENCH_DECL
 
 static const struct {
     const char *name;
     const char *help;
+    int (*fn)(int argc, char **argv);
 } g_benches[] = {
-    {"rpc", "echo calls per second over N connections"},
-    {"alloc", "offset allocator: allocations per second and utilisation"},
-    {"objects", "in-process object table ops/s and bytes per object"},
-    {"master", "metadata ops against a running mooncake_master"},
-    {"evict", "BatchEvict: selective vs full path, latency probe"},
-    {"transfer", "Put/Get throughput and latency, same-process and between processes"},
-    {"disk", "LOCAL_DISK store batched reads (compare with fio)"},
-    {"promotion", "promotion on hit: disk-only vs promoted read latency"},
-    {"replay", "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded"},
+#define BENCH_ROW(name, help) {#name, help, mc_bench_##name},
+    MC_BENCHES(BENCH_ROW)
+#undef BENCH_ROW
 };
-
-static mc_bench_fn lookup(const char *name)
-{
-    if (!strcmp(name, "rpc"))
-        return mc_bench_rpc;
-    if (!strcmp(name, "alloc"))
-        return mc_bench_alloc;
-    if (!strcmp(name, "objects"))
-        return mc_bench_objects;
-    if (!strcmp(name, "master"))
-        return mc_bench_master;
-    if (!strcmp(name, "evict"))
-        return mc_bench_evict;
-    if (!strcmp(name, "transfer"))
-        return mc_bench_transfer;
-    if (!strcmp(name, "disk"))
-        return mc_bench_disk;
-    if (!strcmp(name, "promotion"))
-        return mc_bench_promotion;
-    if (!strcmp(name, "replay"))
-        return mc_bench_replay;
-    return NULL;
-}
 
 static void usage(FILE *f)
 {
@@ -68,8 +42,7 @@ static void usage(FILE *f)
                "--conns --op --batch --keys. Run 'mooncake_bench <subcommand> --help'.\n\n"
                "subcommands:\n");
     for (size_t i = 0; i < sizeof(g_benches) / sizeof(g_benches[0]); i++)
-        fprintf(f, "  %-10s %s%s\n", g_benches[i].name, g_benches[i].help,
-                lookup(g_benches[i].name) ? "" : " (not implemented yet)");
+        fprintf(f, "  %-10s %s\n", g_benches[i].name, g_benches[i].help);
 }
 
 int main(int argc, char **argv)
@@ -86,16 +59,9 @@ int main(int argc, char **argv)
         printf("mooncake_bench version %s (proto %d)\n", MC_VERSION_STRING, MC_PROTO_VERSION);
         return 0;
     }
-    for (size_t i = 0; i < sizeof(g_benches) / sizeof(g_benches[0]); i++) {
-        if (strcmp(argv[1], g_benches[i].name) != 0)
-            continue;
-        mc_bench_fn fn = lookup(argv[1]);
-        if (!fn) {
-            fprintf(stderr, "mooncake_bench: '%s' is not implemented yet\n", argv[1]);
-            return 3;
-        }
-        return fn(argc - 1, argv + 1);
-    }
+    for (size_t i = 0; i < sizeof(g_benches) / sizeof(g_benches[0]); i++)
+        if (!strcmp(argv[1], g_benches[i].name))
+            return g_benches[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "mooncake_bench: unknown subcommand '%s'\n", argv[1]);
     usage(stderr);
     return 2;
