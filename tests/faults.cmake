@@ -1,4 +1,4 @@
-# Fault injection (README "Reliability"): connection drops at every step of Put and Get through
+# Fault injection (docs/testing.md): connection drops at every step of Put and Get through
 # the rpc client's test hook, against a real mooncake_master and mooncake_client daemon.
 if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
   mc_add_test(test_faults SOURCES test_faults.c test_client_util.c cluster_util.c

@@ -1,4 +1,4 @@
-# The load generator of scripts/soak.sh (README "Reliability"): Put/Get/Remove over a Zipf key
+# The load generator of scripts/soak.sh (docs/testing.md): Put/Get/Remove over a Zipf key
 # set, every value self-verifying. Not a CTest test: the soak runs as its own CI pass.
 if(TARGET mc_client_static)
   add_executable(soak_load soak_load.c)

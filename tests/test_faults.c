@@ -1,5 +1,5 @@
 /*
- * test_faults.c - connection drops at every step of Put and Get (README "Reliability"), with
+ * test_faults.c - connection drops at every step of Put and Get (docs/testing.md), with
  * real processes: a mooncake_master and a mooncake_client daemon (the only DRAM), and an
  * in-test client library with no DRAM of its own, so every Put and Get crosses the network.
  *

@@ -1,5 +1,5 @@
 /*
- * test_faults_load.c - processes killed under load (README "Reliability"): a mooncake_master,
+ * test_faults_load.c - processes killed under load (docs/testing.md): a mooncake_master,
  * two mooncake_client daemons A and B (the only DRAM), and an in-test client with no DRAM of
  * its own whose threads Put, Get and Remove self-describing values all the time (each value
  * names its key and generation and is regenerated on every Get, so a wrong byte cannot pass).

@@ -1,6 +1,6 @@
 /*
- * test_faults_tier.c - connection drops at every step of the LOCAL_DISK tier's work (README
- * "Reliability"): offload, the disk-only read and promotion, with a real mooncake_master.
+ * test_faults_tier.c - connection drops at every step of the LOCAL_DISK tier's work (see
+ * docs/testing.md): offload, the disk-only read and promotion, with a real mooncake_master.
  *
  * The tier's worker runs inside the client library, so the holder is a client in this test's
  * process (P: a small DRAM segment and a disk_path); the rpc client's drop hook

@@ -1,6 +1,6 @@
 /*
  * test_faults_tier_evict.c - connection drops of the LOCAL_DISK tier's capacity-eviction report
- * (README "Reliability"), with a real mooncake_master.
+ * (docs/testing.md), with a real mooncake_master.
  *
  * Before the holder's disk store deletes an extent it tells the master which live records go,
  * BatchEvictDiskReplica (disk_tier.h; the client never sends the single-key EvictDiskReplica);

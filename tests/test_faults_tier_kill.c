@@ -1,6 +1,6 @@
 /*
- * test_faults_tier_kill.c - processes of the LOCAL_DISK tier killed while offloads run (README
- * "Reliability"): a real mooncake_master with offload on eviction and a real mooncake_client
+ * test_faults_tier_kill.c - processes of the LOCAL_DISK tier killed while offloads run (see
+ * docs/testing.md): a real mooncake_master with offload on eviction and a real mooncake_client
  * holder H with a --disk_path.
  *
  * Load: a writer thread puts new 256 KiB objects through an in-test client W with no DRAM and
