@@ -2,7 +2,3 @@
 # long-polls, version-checked completions and re-registration, cancellation and expiry.
 mc_add_test(test_offload SOURCES test_offload.c LIBS mc_master_core Threads::Threads LABELS tsan
             TIMEOUT 60)
-# Re-registration (the higher version wins, complete listings are authoritative) and the
-# back-off of offloads to a holder whose disk is full.
-mc_add_test(test_offload_rereg SOURCES test_offload_rereg.c LIBS mc_master_core Threads::Threads
-            LABELS tsan TIMEOUT 60)
