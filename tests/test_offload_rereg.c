@@ -499,6 +499,64 @@ static void test_full_disk_backs_off(void **state)
     fx_free(f);
 }
 
+/* Puts one more object of h1 and pulls: want_tasks tasks (0 or 1); the task is answered with
+ * status (0: stored). */
+static void put_answer(struct fx *f, int *seq, int status, size_t want_tasks)
+{
+    char k[16];
+    snprintf(k, sizeof(k), "b%d", (*seq)++);
+    assert_int_equal(tm_put(f->m, f->h1, k, 4096), MC_OK);
+    struct hb h = pull(f, f->h1);
+    assert_int_equal(h.n, want_tasks);
+    if (!h.n)
+        return;
+    struct mc_offload_result it = {.task_id = h.it[0].task_id,
+                                   .key = h.it[0].key,
+                                   .key_len = strlen(h.it[0].key),
+                                   .status = status,
+                                   .size = h.it[0].size,
+                                   .version = h.it[0].version,
+                                   .crc32c = h.it[0].crc,
+                                   .crc_valid = status == 0};
+    int rc;
+    assert_int_equal(mc_master_notify_offload(f->m, f->h1, &it, 1, false, &rc), MC_OK);
+    assert_int_equal(rc, MC_OK);
+}
+
+/* Offload at PutEnd: a holder that NACKs with UNABLE_OFFLOAD gets no task for 500 ms, then 1 s
+ * after the next NACK; a stored offload ends the back-off (the next NACK pauses 500 ms again).
+ * Other NACKs do not back off. */
+static void test_backoff_doubles_and_ends_on_success(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(false);
+    struct mc_segment_desc sd = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(f->m, f->h1, &sd, NULL), MC_OK);
+    mount_disk(f, f->h1, "10.0.0.1:18001");
+    int seq = 0;
+    put_answer(f, &seq, MC_ERR_INTERNAL_ERROR, 1); /* another failure: no back-off */
+    put_answer(f, &seq, MC_ERR_UNABLE_OFFLOAD, 1);
+    assert_int_equal(ostats(f).holder_backoffs, 1);
+    put_answer(f, &seq, 0, 0); /* paused */
+    mc_fake_clock_advance_ms(&f->fc, 499);
+    put_answer(f, &seq, 0, 0);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    put_answer(f, &seq, MC_ERR_UNABLE_OFFLOAD, 1); /* the pause is over; this NACK doubles it */
+    assert_int_equal(ostats(f).holder_backoffs, 2);
+    mc_fake_clock_advance_ms(&f->fc, 999);
+    put_answer(f, &seq, 0, 0);
+    mc_fake_clock_advance_ms(&f->fc, 1);
+    put_answer(f, &seq, 0, 1); /* stored: the back-off ends */
+    put_answer(f, &seq, MC_ERR_UNABLE_OFFLOAD, 1);
+    mc_fake_clock_advance_ms(&f->fc, 500); /* 500 ms again, not 2 s */
+    put_answer(f, &seq, 0, 1);
+    struct mc_offload_stats st = ostats(f);
+    assert_int_equal(st.holder_backoffs, 3);
+    assert_int_equal(st.completed, 2);
+    assert_int_equal(st.nacked, 4);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -509,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_listing_drops_unlisted_holder_restart),
         cmocka_unit_test(test_listing_after_restart_per_holder),
         cmocka_unit_test(test_full_disk_backs_off),
+        cmocka_unit_test(test_backoff_doubles_and_ends_on_success),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

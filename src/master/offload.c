@@ -19,7 +19,30 @@
  * re-registers before it polls). After that, an absent object was erased by this incarnation
  * (Remove, the holder's expiry, eviction), so a record of it is stale however old it is: a holder
  * that restarts, or comes back after its expiry, never resurrects what this master dropped. The
- * holders seen are remembered for the incarnation's life (one id per distinct holder).
+ * holders seen are remembered for the incarnation's life (one id per distinct holder). Where a
+ * re-registered record and the object differ in version, the higher one wins, never the first
+ * registrant's: a record newer than an object that is itself a copy from before this incarnation
+ * (version <= version_base: recreated from another holder's older record) replaces it in the
+ * holder's first registration (the object is erased, so its holders get deletes, and recreated
+ * from the record); an older record is refused. Every re-registration answer carries the
+ * master's version of the key (0: none), and a holder deletes a refused record only when that
+ * version is 0 or not below the record's.
+ *
+ * Listings (DESIGN §7 "Holder index"). A holder's re-registration is authoritative for that
+ * holder. Every LOCAL_DISK mount starts a new listing generation (holder_rec.list_gen, distinct
+ * across the incarnation); every replica the holder's re-registration confirms or attaches, and
+ * every replica a completed offload attaches, carries it (struct mc_replica.handle, unused by
+ * LOCAL_DISK otherwise). A re-registration request marked complete ends the listing: the
+ * holder's replicas carrying another generation — records it no longer has, e.g. dropped by its
+ * recovery — are dropped, and objects left with none erased. A listing cut by another mount
+ * drops nothing.
+ *
+ * A full disk. A holder that NACKs an offload with UNABLE_OFFLOAD gets no offload task for
+ * BACKOFF_FIRST_MS, doubling with every NACK after a pause ended up to BACKOFF_MAX_MS, until it
+ * stores one (or mounts again). Each object counts its full-disk NACKs (2 bits of its flags);
+ * after OBJ_MAX_FULL_NACKS it is no longer offered for offload and eviction drops its DRAM copies
+ * as without the tier. One log line per holder per BACKOFF_LOG_MS at most; the decisions are
+ * counted (master_offload_holder_backoffs_total, master_offload_given_up_total).
  *
  * Pushes made under a shard lock are quiet (mailbox.h); whoever made them calls
  * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
