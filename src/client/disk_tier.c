@@ -197,7 +197,7 @@ static bool refused_record_goes(int rc, bool have_theirs, uint64_t theirs, uint6
 /* One NotifyOffloadSuccess(reregister) for recs[0..n); refused records are deleted unless newer
  * than the master's copy. complete: the last chunk of the listing (n may be 0). */
 static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, bool complete,
-                            uint64_t *ok, uint64_t *refused)
+                            uint64_t *ok, uint64_t *refused, uint64_t *kept)
 {
     Mc__OffloadResult *it = calloc(n ? n : 1, sizeof(*it));
     Mc__OffloadResult **itp = calloc(n ? n : 1, sizeof(*itp));
@@ -238,15 +238,16 @@ static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, 
             (*ok)++;
             continue;
         }
-        (*refused)++;
         uint64_t theirs = have_versions ? r->versions[i] : 0;
         if (!refused_record_goes(r->statuses[i], have_versions, theirs, recs[i].version)) {
+            (*kept)++;
             mc_warn("disk", "record refused by the master kept: newer than the master's copy",
                     "key=%s version=%llx master_version=%llx rc=%s", recs[i].key,
                     (unsigned long long)recs[i].version, (unsigned long long)theirs,
                     mc_strerror(r->statuses[i]));
             continue;
         }
+        (*refused)++;
         mc_debug("disk", "record refused by the master, deleted", "key=%s version=%llx rc=%s",
                  recs[i].key, (unsigned long long)recs[i].version, mc_strerror(r->statuses[i]));
         int x = mc_disk_tier_delete(t, recs[i].key, recs[i].version);
@@ -282,12 +283,12 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
     rc = mc_disk_store_foreach(t->store, collect, &r);
     if (r.oom)
         rc = MC_ERR_INTERNAL_ERROR;
-    uint64_t ok = 0, refused = 0;
+    uint64_t ok = 0, refused = 0, kept = 0;
     /* the last chunk (an empty one when there are no records) says the listing is complete:
      * the master then drops this holder's copies it did not name (records lost on disk) */
     for (size_t i = 0; rc == 0 && (i < r.n || i == 0); i += REREGISTER_CHUNK) {
         size_t k = r.n - i < REREGISTER_CHUNK ? r.n - i : REREGISTER_CHUNK;
-        rc = reregister_chunk(t, r.v + i, k, i + k >= r.n, &ok, &refused);
+        rc = reregister_chunk(t, r.v + i, k, i + k >= r.n, &ok, &refused, &kept);
     }
     for (size_t i = 0; i < r.n; i++)
         free(r.v[i].key);
@@ -302,8 +303,9 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
     else
         mc_info("disk", "LOCAL_DISK tier registered",
                 "endpoint=%s records=%zu accepted=%llu "
-                "refused_and_deleted=%llu",
-                t->endpoint, r.n, (unsigned long long)ok, (unsigned long long)refused);
+                "refused_and_deleted=%llu refused_newer_kept=%llu",
+                t->endpoint, r.n, (unsigned long long)ok, (unsigned long long)refused,
+                (unsigned long long)kept);
     return rc;
 }
 
