@@ -38,7 +38,9 @@ struct fx {
     struct mc_id h1, h2; /* two holders */
 };
 
-static struct mc_master *master_new(struct fx *f, uint16_t epoch, bool on_evict)
+enum mode { PUT_END, ON_EVICT, FORCE }; /* named by their flags in the tests */
+
+static struct mc_master *master_new(struct fx *f, uint16_t epoch, enum mode mode)
 {
     struct mc_master_config c;
     mc_master_config_init(&c);
@@ -50,13 +52,14 @@ static struct mc_master *master_new(struct fx *f, uint16_t epoch, bool on_evict)
     c.client_ttl_ms = TTL_MS;
     c.put_start_release_timeout_ms = 600000;
     c.enable_offload = true;
-    c.offload_on_evict = on_evict;
+    c.offload_on_evict = mode != PUT_END;
+    c.offload_force_evict = mode == FORCE;
     struct mc_master *m = NULL;
     assert_int_equal(mc_master_new(&c, &m), MC_OK);
     return m;
 }
 
-static struct fx *fx_new(bool on_evict)
+static struct fx *fx_new(enum mode mode)
 {
     struct fx *f = calloc(1, sizeof(*f));
     assert_non_null(f);
@@ -64,7 +67,7 @@ static struct fx *fx_new(bool on_evict)
     mc_fake_clock_init(&f->wall, WALL0_NS);
     f->h1 = tm_id(1);
     f->h2 = tm_id(2);
-    f->m = master_new(f, 1, on_evict);
+    f->m = master_new(f, 1, mode);
     return f;
 }
 
@@ -73,7 +76,7 @@ static void restart(struct fx *f)
 {
     mc_master_free(f->m);
     mc_fake_clock_advance_ms(&f->wall, 5000);
-    f->m = master_new(f, 2, false);
+    f->m = master_new(f, 2, PUT_END);
 }
 
 static void fx_free(struct fx *f)
@@ -181,7 +184,7 @@ static bool has_disk_of(const struct mc_key_info *ki, struct mc_id who)
 static void test_rereg_lower_first_higher_replaces(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     restart(f);
     uint64_t base = mc_master_version_base(f->m);
     uint64_t v1 = base - 20, v2 = base - 10, mv = 0;
@@ -224,7 +227,7 @@ static void test_rereg_lower_first_higher_replaces(void **state)
 static void test_rereg_higher_first_lower_refused(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     restart(f);
     uint64_t base = mc_master_version_base(f->m);
     uint64_t v1 = base - 20, v2 = base - 10, mv = 0;
@@ -248,7 +251,7 @@ static void test_rereg_higher_first_lower_refused(void **state)
 static void test_rereg_equal_versions_both_attach(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     restart(f);
     uint64_t v = mc_master_version_base(f->m) - 5, mv = 0;
     struct mc_id h3 = tm_id(3);
@@ -275,7 +278,7 @@ static void test_rereg_equal_versions_both_attach(void **state)
 static void test_rereg_higher_after_first_registration_refused_with_version(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     restart(f);
     uint64_t base = mc_master_version_base(f->m);
     uint64_t v1 = base - 20, v2 = base - 10, mv = 0;
@@ -311,7 +314,7 @@ static void test_rereg_higher_after_first_registration_refused_with_version(void
 static void test_listing_drops_unlisted_holder_restart(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     struct mc_segment_desc sd = tm_seg(1, 64 * MIB);
     assert_int_equal(mc_master_mount_segment(f->m, f->h1, &sd, NULL), MC_OK);
     mount_disk(f, f->h1, "10.0.0.1:18001");
@@ -375,7 +378,7 @@ static void test_listing_drops_unlisted_holder_restart(void **state)
 static void test_listing_after_restart_per_holder(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     restart(f);
     uint64_t base = mc_master_version_base(f->m), mv;
     mount_disk(f, f->h1, "10.0.0.1:18001");
@@ -429,18 +432,20 @@ static void count_sink(void *arg, enum mc_log_level level, const char *line, siz
         c->backoff_lines++;
 }
 
-/* offload_on_evict, DRAM over its watermark, the only holder NACKs every offload with
- * UNABLE_OFFLOAD. Over 10 simulated minutes of 10 ms eviction cycles (60,000), the holder gets
- * a bounded number of tasks (each object at most 3 times), not one per object per cycle; the
- * objects given up are then evicted as without the tier; log lines stay few; the back-off
- * decisions are counted. */
-static void test_full_disk_backs_off(void **state)
+/* offload_on_evict (and with offload_force_evict), DRAM over its watermark, the only holder
+ * NACKs every offload with UNABLE_OFFLOAD. Over 10 simulated minutes of 10 ms eviction cycles
+ * (60,000), the holder gets a bounded number of tasks (each object at most 3 times), not one per
+ * object per cycle; objects given up stay in DRAM (offload_on_evict: nothing dropped without a
+ * disk copy) or are evicted without offload (offload_force_evict); log lines stay few; the
+ * back-off decisions are counted. */
+static void full_disk_backs_off(enum mode mode)
 {
-    (void)state;
-    struct log_count lc = {.lg = {.level = MC_LOG_DEBUG, .sink = count_sink}};
+    /* static: a failed assertion leaves the scope by longjmp, the thread keeps pointing here */
+    static struct log_count lc;
+    lc = (struct log_count){.lg = {.level = MC_LOG_DEBUG, .sink = count_sink}};
     lc.lg.arg = &lc;
     mc_log_scope(&lc.lg);
-    struct fx *f = fx_new(true);
+    struct fx *f = fx_new(mode);
     struct mc_segment_desc sd = tm_seg(1, 1 * MIB);
     assert_int_equal(mc_master_mount_segment(f->m, f->h1, &sd, NULL), MC_OK);
     mount_disk(f, f->h1, "10.0.0.1:18001");
@@ -479,24 +484,42 @@ static void test_full_disk_backs_off(void **state)
     assert_true(tasks > 0);
     assert_true(tasks <= 3 * N); /* each object offered 3 times at most */
     assert_int_equal(st.nacked, tasks);
-    assert_true(st.given_up >= 1);
+    /* offload_on_evict: the objects are offered until given up; with offload_force_evict they
+     * are evicted without offload while the holder backs off */
+    assert_true(mode == FORCE || st.given_up >= 1);
     assert_true(st.holder_backoffs >= 1);
     assert_true(st.holder_backoffs <= 3 * N);
     assert_int_equal(st.in_flight, 0);
-    /* given up objects left DRAM as without the tier: the watermark holds again */
     struct mc_master_stats ms;
     mc_master_get_stats(f->m, &ms);
-    assert_true(ms.evicted_key_count >= 1);
-    assert_true(ms.evicted_key_count <= st.given_up);
-    assert_int_equal(ms.key_count, N - ms.evicted_key_count);
+    if (mode == ON_EVICT) { /* nothing without a disk copy is dropped */
+        assert_int_equal(ms.evicted_key_count, 0);
+        assert_int_equal(ms.key_count, N);
+    } else { /* given up objects were evicted without offload: the watermark holds again */
+        assert_true(ms.evicted_key_count >= 1);
+        assert_int_equal(st.forced_evictions, ms.evicted_key_count);
+        assert_int_equal(ms.key_count, N - ms.evicted_key_count);
+    }
     /* log lines: a handful, not one per cycle or per task */
     assert_true(lc.backoff_lines >= 1);
     assert_true(lc.backoff_lines <= 10);
     assert_true(lc.lines < 200);
-    print_message("tasks=%llu backoffs=%llu given_up=%llu log_lines=%d\n",
+    print_message("mode=%d tasks=%llu backoffs=%llu given_up=%llu log_lines=%d\n", (int)mode,
                   (unsigned long long)tasks, (unsigned long long)st.holder_backoffs,
                   (unsigned long long)st.given_up, lc.backoff_lines);
     fx_free(f);
+}
+
+static void test_full_disk_backs_off_on_evict(void **state)
+{
+    (void)state;
+    full_disk_backs_off(ON_EVICT);
+}
+
+static void test_full_disk_backs_off_force_evict(void **state)
+{
+    (void)state;
+    full_disk_backs_off(FORCE);
 }
 
 /* Puts one more object of h1 and pulls: want_tasks tasks (0 or 1); the task is answered with
@@ -529,7 +552,7 @@ static void put_answer(struct fx *f, int *seq, int status, size_t want_tasks)
 static void test_backoff_doubles_and_ends_on_success(void **state)
 {
     (void)state;
-    struct fx *f = fx_new(false);
+    struct fx *f = fx_new(PUT_END);
     struct mc_segment_desc sd = tm_seg(1, 64 * MIB);
     assert_int_equal(mc_master_mount_segment(f->m, f->h1, &sd, NULL), MC_OK);
     mount_disk(f, f->h1, "10.0.0.1:18001");
@@ -566,7 +589,8 @@ int main(void)
         cmocka_unit_test(test_rereg_higher_after_first_registration_refused_with_version),
         cmocka_unit_test(test_listing_drops_unlisted_holder_restart),
         cmocka_unit_test(test_listing_after_restart_per_holder),
-        cmocka_unit_test(test_full_disk_backs_off),
+        cmocka_unit_test(test_full_disk_backs_off_on_evict),
+        cmocka_unit_test(test_full_disk_backs_off_force_evict),
         cmocka_unit_test(test_backoff_doubles_and_ends_on_success),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

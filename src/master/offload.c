@@ -40,8 +40,10 @@
  * A full disk. A holder that NACKs an offload with UNABLE_OFFLOAD gets no offload task for
  * BACKOFF_FIRST_MS, doubling with every NACK after a pause ended up to BACKOFF_MAX_MS, until it
  * stores one (or mounts again). Each object counts its full-disk NACKs (2 bits of its flags);
- * after OBJ_MAX_FULL_NACKS it is no longer offered for offload and eviction drops its DRAM copies
- * as without the tier. One log line per holder per BACKOFF_LOG_MS at most; the decisions are
+ * after OBJ_MAX_FULL_NACKS it is no longer offered for offload, and eviction treats it as an
+ * object no holder can take: it stays in DRAM (offload_on_evict: nothing is dropped without a
+ * disk copy) or is evicted without offload (offload_force_evict; offload at PutEnd evicts as
+ * ever). One log line per holder per BACKOFF_LOG_MS at most; the decisions are
  * counted (master_offload_holder_backoffs_total, master_offload_given_up_total).
  *
  * Pushes made under a shard lock are quiet (mailbox.h); whoever made them calls
@@ -405,11 +407,9 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 {
     struct mc_offload *off = m->offload;
     /* A disk copy of this version, or a task already queued: the DRAM copies that are not
-     * pinned go now, with no new offload. An object no holder had room for after
-     * OBJ_MAX_FULL_NACKS tries is evicted as without the tier (DRAM is not held hostage by a
-     * full disk). */
-    if (!off || (o->flags & MC_OBJ_OFFLOADING) || has_disk_copy(o) ||
-        full_nacks(o) >= OBJ_MAX_FULL_NACKS)
+     * pinned go now, with no new offload. (An object given up after OBJ_MAX_FULL_NACKS gets no
+     * task below: it stays, or is evicted without offload with offload_force_evict.) */
+    if (!off || (o->flags & MC_OBJ_OFFLOADING) || has_disk_copy(o))
         return mc_master_evict_memory(m, s, o, fl, ub);
     bool force = m->cfg.offload_force_evict;
     if (force && atomic_load_explicit(&off->cycle_queued, memory_order_relaxed) >= off->cycle_cap) {
