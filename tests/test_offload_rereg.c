@@ -433,9 +433,9 @@ static void count_sink(void *arg, enum mc_log_level level, const char *line, siz
 }
 
 /* offload_on_evict (and with offload_force_evict), DRAM over its watermark, the only holder
- * NACKs every offload with UNABLE_OFFLOAD. Over 10 simulated minutes of 10 ms eviction cycles
- * (60,000), the holder gets a bounded number of tasks (each object at most 3 times), not one per
- * object per cycle; objects given up stay in DRAM (offload_on_evict: nothing dropped without a
+ * NACKs every offload with UNABLE_OFFLOAD. Over 10 simulated minutes of eviction cycles (6,000
+ * of 100 ms), the holder gets a bounded number of tasks (each object at most 3 times), not one
+ * per object per cycle; objects given up stay in DRAM (offload_on_evict: nothing dropped without a
  * disk copy) or are evicted without offload (offload_force_evict); log lines stay few; the
  * back-off decisions are counted. */
 static void full_disk_backs_off(enum mode mode)
@@ -457,10 +457,10 @@ static void full_disk_backs_off(enum mode mode)
     }
     lc.lines = 0;
     uint64_t tasks = 0;
-    for (int cycle = 0; cycle < 60000; cycle++) {
-        mc_fake_clock_advance_ms(&f->fc, 10);
+    for (int cycle = 0; cycle < 6000; cycle++) {
+        mc_fake_clock_advance_ms(&f->fc, 100);
         mc_master_tick_eviction(f->m);
-        if (cycle % 100 == 0) { /* keep the holder alive */
+        if (cycle % 10 == 0) { /* keep the holder alive */
             struct mc_ping_result pr;
             assert_int_equal(mc_master_ping(f->m, f->h1, &pr), MC_OK);
         }
