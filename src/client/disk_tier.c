@@ -183,12 +183,24 @@ static int mount_tier(struct mc_disk_tier *t)
     return rc;
 }
 
-/* One NotifyOffloadSuccess(reregister) for recs[0..n); refused records are deleted. */
-static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, uint64_t *ok,
-                            uint64_t *refused)
+/* Whether a record of version mine that the master refused with status rc goes, the master's
+ * version of its key being theirs (0: none) and known when have_theirs: never a record newer
+ * than the master's copy (it may be the one to keep), nor on a failure that decided nothing. An
+ * older master sends no versions: its refusal decides. */
+static bool refused_record_goes(int rc, bool have_theirs, uint64_t theirs, uint64_t mine)
 {
-    Mc__OffloadResult *it = calloc(n, sizeof(*it));
-    Mc__OffloadResult **itp = calloc(n, sizeof(*itp));
+    if (rc == MC_ERR_INTERNAL_ERROR)
+        return false;
+    return !have_theirs || theirs == 0 || theirs >= mine;
+}
+
+/* One NotifyOffloadSuccess(reregister) for recs[0..n); refused records are deleted unless newer
+ * than the master's copy. complete: the last chunk of the listing (n may be 0). */
+static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, bool complete,
+                            uint64_t *ok, uint64_t *refused, uint64_t *kept)
+{
+    Mc__OffloadResult *it = calloc(n ? n : 1, sizeof(*it));
+    Mc__OffloadResult **itp = calloc(n ? n : 1, sizeof(*itp));
     ProtobufCMessage *m = NULL;
     int rc = MC_ERR_INTERNAL_ERROR;
     if (!it || !itp)
@@ -208,6 +220,7 @@ static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, 
     req.n_items = n;
     req.items = itp;
     req.reregister = true;
+    req.reregister_complete = complete;
     rc = mc_master_conn_call(t->cfg.mc, MC_METHOD_NOTIFY_OFFLOAD_SUCCESS, &req.base,
                              &mc__notify_offload_success_response__descriptor, &m);
     if (rc)
@@ -219,9 +232,19 @@ static int reregister_chunk(struct mc_disk_tier *t, struct rec *recs, size_t n, 
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
+    bool have_versions = r->n_versions == n;
     for (size_t i = 0; i < n; i++) {
         if (r->statuses[i] == 0) {
             (*ok)++;
+            continue;
+        }
+        uint64_t theirs = have_versions ? r->versions[i] : 0;
+        if (!refused_record_goes(r->statuses[i], have_versions, theirs, recs[i].version)) {
+            (*kept)++;
+            mc_warn("disk", "record refused by the master kept: newer than the master's copy",
+                    "key=%s version=%llx master_version=%llx rc=%s", recs[i].key,
+                    (unsigned long long)recs[i].version, (unsigned long long)theirs,
+                    mc_strerror(r->statuses[i]));
             continue;
         }
         (*refused)++;
@@ -260,10 +283,12 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
     rc = mc_disk_store_foreach(t->store, collect, &r);
     if (r.oom)
         rc = MC_ERR_INTERNAL_ERROR;
-    uint64_t ok = 0, refused = 0;
-    for (size_t i = 0; rc == 0 && i < r.n; i += REREGISTER_CHUNK) {
+    uint64_t ok = 0, refused = 0, kept = 0;
+    /* the last chunk (an empty one when there are no records) says the listing is complete:
+     * the master then drops this holder's copies it did not name (records lost on disk) */
+    for (size_t i = 0; rc == 0 && (i < r.n || i == 0); i += REREGISTER_CHUNK) {
         size_t k = r.n - i < REREGISTER_CHUNK ? r.n - i : REREGISTER_CHUNK;
-        rc = reregister_chunk(t, r.v + i, k, &ok, &refused);
+        rc = reregister_chunk(t, r.v + i, k, i + k >= r.n, &ok, &refused, &kept);
     }
     for (size_t i = 0; i < r.n; i++)
         free(r.v[i].key);
@@ -278,8 +303,9 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
     else
         mc_info("disk", "LOCAL_DISK tier registered",
                 "endpoint=%s records=%zu accepted=%llu "
-                "refused_and_deleted=%llu",
-                t->endpoint, r.n, (unsigned long long)ok, (unsigned long long)refused);
+                "refused_and_deleted=%llu refused_newer_kept=%llu",
+                t->endpoint, r.n, (unsigned long long)ok, (unsigned long long)refused,
+                (unsigned long long)kept);
     return rc;
 }
 

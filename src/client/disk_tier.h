@@ -9,10 +9,15 @@
  *     the one persisted in disk_path (client_id.h), so a restart within the master's client_ttl
  *     is the same holder to the master;
  *   - every recovered record is re-registered, NotifyOffloadSuccess(reregister = true) with its
- *     key, size, version and CRC, in chunks; the master attaches a LOCAL_DISK replica only to
- *     the same version of a present object (or recreates an absent one after its own restart,
- *     DESIGN.md §11), and a record it refuses (non-zero per-item status) is deleted here, so
- *     a removed or re-put key never comes back with old bytes.
+ *     key, size, version and CRC, in chunks, the last one (empty when there is no record)
+ *     marked reregister_complete: the listing is authoritative, and the master drops this
+ *     holder's copies it did not name (a record lost at recovery is no phantom replica). The
+ *     master attaches a LOCAL_DISK replica only to the same version of a present object (or
+ *     recreates an absent one after its own restart; the higher version wins where two
+ *     holders' records meet), and a record it refuses (non-zero per-item status) is deleted
+ *     here, so a removed or re-put key never comes back with old bytes — unless the master's
+ *     version it sends back is below the record's (never delete a copy newer than the
+ *     master's) or the refusal was INTERNAL_ERROR (nothing decided).
  * The same registration runs again when the master lost track of this client (a master restart:
  * master_conn's on_remounted, or an offload heartbeat refused for an unknown holder).
  *

@@ -426,6 +426,21 @@ int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
                              const struct mc_offload_result *items, size_t n, bool reregister,
                              int *rcs);
 
+/* Re-registration of holder client's disk records (NotifyOffloadSuccess with reregister; the
+ * reregister form of mc_master_notify_offload is this call with complete false and no versions).
+ * Per item as above, except that where the record and the object differ in version the higher
+ * one wins: a record newer than an object recreated from an older record of another holder
+ * (both from before this incarnation, in the holder's first registration) replaces it — the
+ * older copy is dropped and its holder gets a delete. versions (may be NULL): per item, the
+ * key's version at the master after the call, 0 when it has none; a holder deletes a refused
+ * record only when that is 0 or not below the record's version. complete: this call ends a
+ * complete listing of the holder's records (every call since its last
+ * mc_master_mount_local_disk): its LOCAL_DISK replicas that no call of the listing confirmed
+ * are dropped (objects left with no replica are erased). */
+int mc_master_reregister_disk(struct mc_master *m, struct mc_id client,
+                              const struct mc_offload_result *items, size_t n, bool complete,
+                              int *rcs, uint64_t *versions);
+
 /* EvictDiskReplica: the holder is about to delete its disk record of key (version 0 = whatever
  * version the object has): its LOCAL_DISK replica of key is dropped (the object is erased when
  * no replica is left). Errors: UNABLE_OFFLOAD, INVALID_PARAMS, INVALID_KEY, OBJECT_NOT_FOUND,
@@ -463,6 +478,11 @@ struct mc_offload_stats {
     uint64_t file_allocated_bytes; /* master_allocated_file_size_bytes */
     uint64_t disk_replicas;
     uint64_t disk_only_keys; /* objects whose only readable replicas are LOCAL_DISK (a scan) */
+    uint64_t
+        reregister_replaced;   /* objects replaced by a re-registered record of a higher version */
+    uint64_t unlisted_dropped; /* LOCAL_DISK replicas a holder's complete listing left out */
+    uint64_t holder_backoffs;  /* back-off decisions after UNABLE_OFFLOAD (disk full) */
+    uint64_t given_up;         /* objects no longer offered for offload (disk full) */
 };
 /* Zeroes without enable_offload. */
 void mc_master_offload_stats(struct mc_master *m, struct mc_offload_stats *out);

@@ -61,7 +61,8 @@ struct mc_replica { /* 24 bytes */
     uint64_t status : 3;                      /* enum mc_master_replica_status */
     uint64_t refcnt : 11; /* pins (offload source, promotion source); > 0: never evicted */
     uint32_t id;          /* unique among the object's replicas (a wrapping global counter) */
-    uint32_t handle;      /* MEMORY: allocator handle */
+    uint32_t handle;      /* MEMORY: allocator handle; LOCAL_DISK: the holder listing that last
+                           * confirmed it (offload.c) */
 };
 #define MC_REPLICA_REFCNT_MAX 2047u
 /* Every offset of the largest segment a mount accepts fits the offset field (segments.c refuses
@@ -85,6 +86,9 @@ enum {
     MC_OBJ_OFFLOADING = 1u << 7, /* an offload task exists: one MEMORY replica is pinned for it
                                   * (offload.c; the only pins MEMORY replicas get) */
     MC_OBJ_PROMOTING = 1u << 8,  /* has a task in its shard's promotion table (promotion.c) */
+    /* bits 14-15: offload NACKs for a full disk so far (offload.c; a 2-bit count) */
+    MC_OBJ_OFFLOAD_NACKS_SHIFT = 14,
+    MC_OBJ_OFFLOAD_NACKS_MASK = 3u << 14,
 };
 #define MC_OBJECT_SIZE_BITS 40
 #define MC_OBJECT_SIZE_MAX ((1ull << MC_OBJECT_SIZE_BITS) - 1)

@@ -19,7 +19,32 @@
  * re-registers before it polls). After that, an absent object was erased by this incarnation
  * (Remove, the holder's expiry, eviction), so a record of it is stale however old it is: a holder
  * that restarts, or comes back after its expiry, never resurrects what this master dropped. The
- * holders seen are remembered for the incarnation's life (one id per distinct holder).
+ * holders seen are remembered for the incarnation's life (one id per distinct holder). Where a
+ * re-registered record and the object differ in version, the higher one wins, never the first
+ * registrant's: a record newer than an object that is itself a copy from before this incarnation
+ * (version <= version_base: recreated from another holder's older record) replaces it in the
+ * holder's first registration (the object is erased, so its holders get deletes, and recreated
+ * from the record); an older record is refused. Every re-registration answer carries the
+ * master's version of the key (0: none), and a holder deletes a refused record only when that
+ * version is 0 or not below the record's.
+ *
+ * Listings (DESIGN §7 "Holder index"). A holder's re-registration is authoritative for that
+ * holder. Every LOCAL_DISK mount starts a new listing generation (holder_rec.list_gen, distinct
+ * across the incarnation); every replica the holder's re-registration confirms or attaches, and
+ * every replica a completed offload attaches, carries it (struct mc_replica.handle, unused by
+ * LOCAL_DISK otherwise). A re-registration request marked complete ends the listing: the
+ * holder's replicas carrying another generation — records it no longer has, e.g. dropped by its
+ * recovery — are dropped, and objects left with none erased. A listing cut by another mount
+ * drops nothing.
+ *
+ * A full disk. A holder that NACKs an offload with UNABLE_OFFLOAD gets no offload task for
+ * BACKOFF_FIRST_MS, doubling with every NACK after a pause ended up to BACKOFF_MAX_MS, until it
+ * stores one (or mounts again). Each object counts its full-disk NACKs (2 bits of its flags);
+ * after OBJ_MAX_FULL_NACKS it is no longer offered for offload, and eviction treats it as an
+ * object no holder can take: it stays in DRAM (offload_on_evict: nothing is dropped without a
+ * disk copy) or is evicted without offload (offload_force_evict; offload at PutEnd evicts as
+ * ever). One log line per holder per BACKOFF_LOG_MS at most; the decisions are
+ * counted (master_offload_holder_backoffs_total, master_offload_given_up_total).
  *
  * Pushes made under a shard lock are quiet (mailbox.h); whoever made them calls
  * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
@@ -50,7 +75,21 @@ struct holder_rec {
     uint64_t capacity;
     bool offloading;
     bool may_recreate; /* first registration with this incarnation, no heartbeat yet */
+    uint32_t list_gen; /* its listing since its last mount: replicas it confirmed carry it */
+    /* disk-full back-off: no offload task before backoff_until_ms */
+    uint32_t backoff_ms;
+    uint64_t backoff_until_ms;
+    uint64_t backoff_log_ms;   /* when the last back-off line was logged */
+    uint32_t backoff_unlogged; /* back-off decisions since then, not logged */
 };
+
+/* Disk-full back-off (a holder NACKed an offload with UNABLE_OFFLOAD): the first pause, the
+ * longest, at most one log line per holder per BACKOFF_LOG_MS, and the NACKs one object may
+ * collect before it is no longer offered for offload (then evicted as without the tier). */
+#define BACKOFF_FIRST_MS 500u
+#define BACKOFF_MAX_MS 60000u
+#define BACKOFF_LOG_MS 10000u
+#define OBJ_MAX_FULL_NACKS 3u
 
 /* Funnel counters, one X-macro table: field, metric name, help. */
 #define MC_OFFLOAD_COUNTERS(X)                                                                     \
@@ -65,6 +104,14 @@ struct holder_rec {
     X(stale, "master_offload_stale_refused_total", "offload reports refused (stale or mismatch)")  \
     X(rereg_ok, "master_offload_reregistered_total", "disk records re-registered")                 \
     X(rereg_refused, "master_offload_reregister_refused_total", "disk records refused")            \
+    X(rereg_replaced, "master_offload_reregister_replaced_total",                                  \
+      "objects replaced by a re-registered disk record of a higher version")                       \
+    X(unlisted, "master_offload_unlisted_dropped_total",                                           \
+      "LOCAL_DISK copies dropped because their holder's complete listing left them out")           \
+    X(backoffs, "master_offload_holder_backoffs_total",                                            \
+      "back-off decisions: a holder answered UNABLE_OFFLOAD and gets no offload task for a while") \
+    X(given_up, "master_offload_given_up_total",                                                   \
+      "objects no longer offered for offload after repeated UNABLE_OFFLOAD answers")               \
     X(deletes, "master_offload_deletes_queued_total", "disk record deletes queued")
 
 struct mc_offload {
@@ -74,6 +121,7 @@ struct mc_offload {
     size_t n, cap;
     struct mc_id *seen; /* every holder that mounted in this incarnation (under lock) */
     size_t nseen, seen_cap;
+    uint32_t last_gen;             /* the last listing generation handed out (under lock) */
     uint64_t cycle_cap;            /* mode C: offloads per eviction cycle */
     _Atomic uint64_t cycle_queued; /* offloads queued in the current cycle */
     _Atomic int64_t in_flight;     /* offload tasks existing = pins held */
@@ -125,14 +173,96 @@ static bool seen_first(struct mc_offload *off, struct mc_id id)
 enum holder_flag { HF_MAY_RECREATE, HF_OFFLOADING };
 
 /* A flag of holder id's record (false when not mounted): whether a record of it may recreate an
- * absent object now (see the header), or whether it takes offload tasks. */
-static bool holder_flag(struct mc_offload *off, struct mc_id id, enum holder_flag f)
+ * absent object now (see the header), or whether it takes offload tasks at now_ms (it asked for
+ * them and is not backing off after a full disk). */
+static bool holder_flag(struct mc_offload *off, struct mc_id id, enum holder_flag f,
+                        uint64_t now_ms)
 {
     table_lock(off);
     ssize_t i = rec_find(off, id);
-    bool ok = i >= 0 && (f == HF_OFFLOADING ? off->v[i].offloading : off->v[i].may_recreate);
+    bool ok =
+        i >= 0 && (f == HF_OFFLOADING ? off->v[i].offloading && now_ms >= off->v[i].backoff_until_ms
+                                      : off->v[i].may_recreate);
     table_unlock(off);
     return ok;
+}
+
+/* The listing generation of holder id (0 when not mounted). */
+static uint32_t holder_gen(struct mc_offload *off, struct mc_id id)
+{
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    uint32_t g = i >= 0 ? off->v[i].list_gen : 0;
+    table_unlock(off);
+    return g;
+}
+
+/* ---- disk-full back-off -------------------------------------------------------------------- */
+
+/* Holder id answered an offload with UNABLE_OFFLOAD at now_ms (no lock held). A NACK that
+ * arrives while the holder already backs off (tasks handed out before the pause) changes
+ * nothing; the first one after a pause doubles it (BACKOFF_FIRST_MS .. BACKOFF_MAX_MS). One log
+ * line per holder per BACKOFF_LOG_MS at most, counting the decisions it stood for. */
+static void holder_backoff(struct mc_offload *off, struct mc_id id, uint64_t now_ms)
+{
+    uint32_t pause = 0, unlogged = 0;
+    bool log = false;
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    if (i >= 0 && now_ms >= off->v[i].backoff_until_ms) {
+        struct holder_rec *r = &off->v[i];
+        r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_FIRST_MS;
+        if (r->backoff_ms > BACKOFF_MAX_MS)
+            r->backoff_ms = BACKOFF_MAX_MS;
+        r->backoff_until_ms = now_ms + r->backoff_ms;
+        pause = r->backoff_ms;
+        INC(off, backoffs);
+        r->backoff_unlogged++;
+        if (r->backoff_log_ms == 0 || now_ms >= r->backoff_log_ms + BACKOFF_LOG_MS) {
+            log = true;
+            unlogged = r->backoff_unlogged;
+            r->backoff_unlogged = 0;
+            r->backoff_log_ms = now_ms;
+        }
+    }
+    table_unlock(off);
+    if (log) {
+        char buf[MC_ID_STRLEN];
+        mc_warn(COMP, "holder cannot take offloads (disk full): no offload task to it for a while",
+                "client=%s pause_ms=%u decisions=%u", mc_id_format(id, buf), pause, unlogged);
+    }
+}
+
+/* Holder id stored an offload: its back-off ends. */
+static void holder_backoff_end(struct mc_offload *off, struct mc_id id)
+{
+    table_lock(off);
+    ssize_t i = rec_find(off, id);
+    if (i >= 0) {
+        off->v[i].backoff_ms = 0;
+        off->v[i].backoff_until_ms = 0;
+    }
+    table_unlock(off);
+}
+
+static unsigned full_nacks(const struct mc_object *o)
+{
+    return (o->flags & MC_OBJ_OFFLOAD_NACKS_MASK) >> MC_OBJ_OFFLOAD_NACKS_SHIFT;
+}
+
+/* o's offload was refused for a full disk once more (write lock); true when o is given up now. */
+static bool count_full_nack(struct mc_offload *off, struct mc_object *o)
+{
+    unsigned n = full_nacks(o);
+    if (n >= OBJ_MAX_FULL_NACKS)
+        return false;
+    n++;
+    o->flags =
+        (o->flags & ~(unsigned)MC_OBJ_OFFLOAD_NACKS_MASK) | (n << MC_OBJ_OFFLOAD_NACKS_SHIFT);
+    if (n < OBJ_MAX_FULL_NACKS)
+        return false;
+    INC(off, given_up);
+    return true;
 }
 
 /* The holder of id with a reference (mc_holder_unref), NULL when not mounted. */
@@ -227,7 +357,10 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
 {
     struct mc_offload *off = m->offload;
     int rc = MC_ERR_UNABLE_OFFLOADING;
-    uint64_t deadline = mc_master_now_ms(m) + m->cfg.put_start_release_timeout_ms;
+    if (full_nacks(o) >= OBJ_MAX_FULL_NACKS)
+        return rc; /* given up: no holder had room for it */
+    uint64_t now = mc_master_now_ms(m);
+    uint64_t deadline = now + m->cfg.put_start_release_timeout_ms;
     for (uint8_t i = 0; i < o->nrep; i++) {
         struct mc_replica *r = &o->rep[i];
         if (r->type != MC_REPLICA_TYPE_MEMORY || r->status != MC_REPLICA_STATUS_COMPLETE ||
@@ -235,7 +368,7 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
             (evictable_only && r->refcnt))
             continue;
         struct mc_id owner = r->u.seg->owner;
-        if (!holder_flag(off, owner, HF_OFFLOADING))
+        if (!holder_flag(off, owner, HF_OFFLOADING, now))
             continue;
         /* the source named in the task: the holder copies it out without asking (QueryKey) */
         struct mc_task_src src = {.segment = r->u.seg->desc.id,
@@ -274,7 +407,8 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 {
     struct mc_offload *off = m->offload;
     /* A disk copy of this version, or a task already queued: the DRAM copies that are not
-     * pinned go now, with no new offload. */
+     * pinned go now, with no new offload. (An object given up after OBJ_MAX_FULL_NACKS gets no
+     * task below: it stays, or is evicted without offload with offload_force_evict.) */
     if (!off || (o->flags & MC_OBJ_OFFLOADING) || has_disk_copy(o))
         return mc_master_evict_memory(m, s, o, fl, ub);
     bool force = m->cfg.offload_force_evict;
@@ -431,10 +565,15 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
     table_lock(off);
     ssize_t i = rec_find(off, client);
     bool first = seen_first(off, client);
+    /* every mount starts a new listing of its records (a restarted holder's, or its first) */
+    uint32_t gen = ++off->last_gen ? off->last_gen : ++off->last_gen;
     if (i >= 0) {
         off->v[i].capacity = capacity_bytes;
         off->v[i].offloading = enable_offloading;
         off->v[i].may_recreate = off->v[i].may_recreate && first; /* a repeat: first is false */
+        off->v[i].list_gen = gen;
+        off->v[i].backoff_ms = 0; /* a new start may have room again */
+        off->v[i].backoff_until_ms = 0;
         if (strcmp(off->v[i].h->endpoint, endpoint) != 0) {
             old = off->v[i].h; /* the table's reference moves to the caller */
             off->v[i].h = nh;
@@ -454,7 +593,8 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
         off->v[off->n++] = (struct holder_rec){.h = nh,
                                                .capacity = capacity_bytes,
                                                .offloading = enable_offloading,
-                                               .may_recreate = first};
+                                               .may_recreate = first,
+                                               .list_gen = gen};
         nh = NULL; /* the table owns it */
         char buf[MC_ID_STRLEN];
         mc_info(COMP, "holder registered", "client=%s endpoint=%s capacity=%llu offloading=%d",
@@ -535,15 +675,18 @@ int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool e
 
 /* ---- completions and re-registration ------------------------------------------------------- */
 
-/* Attaches a COMPLETE LOCAL_DISK replica of h to *op (write lock); *op may move. */
+/* Attaches a COMPLETE LOCAL_DISK replica of h to *op, or finds it there (write lock); either way
+ * it carries listing generation gen (confirmed by the holder's current listing). *op may move. */
 static int attach_disk(struct mc_master *m, struct mc_shard *s, struct mc_object **op,
-                       struct mc_holder *h)
+                       struct mc_holder *h, uint32_t gen)
 {
     struct mc_object *o = *op;
     for (uint8_t i = 0; i < o->nrep; i++) {
         struct mc_replica *r = &o->rep[i];
-        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && r->u.holder == h)
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && r->u.holder == h) {
+            r->handle = gen;
             return MC_OK; /* already there (a repeated report or re-registration) */
+        }
     }
     struct mc_object *n = mc_shard_obj_grow(s, o);
     if (!n)
@@ -552,6 +695,7 @@ static int attach_disk(struct mc_master *m, struct mc_shard *s, struct mc_object
     r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
     r->type = MC_REPLICA_TYPE_LOCAL_DISK;
     r->status = MC_REPLICA_STATUS_COMPLETE;
+    r->handle = gen;
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     r->u.holder = h;
     atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
@@ -566,7 +710,8 @@ static bool same_bytes(const struct mc_object *o, const struct mc_offload_result
     return !(it->crc_valid && (o->flags & MC_OBJ_HAS_CRC) && it->crc32c != o->crc);
 }
 
-static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc_offload_result *it)
+static int notify_task(struct mc_master *m, struct mc_holder *h, uint32_t gen,
+                       const struct mc_offload_result *it)
 {
     struct mc_offload *off = m->offload;
     struct mc_task *t =
@@ -574,13 +719,17 @@ static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc
     if (!t)
         return MC_ERR_TASK_NOT_FOUND;
     int rc = MC_OK;
+    bool full = it->status == MC_ERR_UNABLE_OFFLOAD; /* the holder's disk has no room */
     if (it->key_len != t->key_len || memcmp(it->key, t->key, t->key_len) != 0)
         rc = MC_ERR_INVALID_PARAMS;
     struct mc_shard *s;
     struct mc_object *o =
         mc_master_lock_find(m, mc_hash_key(t->key, t->key_len), t->key, t->key_len, true, &s);
-    if (o && o->version == t->version)
+    if (o && o->version == t->version) {
         pin_release(off, s, o);
+        if (full)
+            (void)count_full_nack(off, o);
+    }
     if (it->status != 0) {
         INC(off, nacked);
         rc = MC_OK;
@@ -592,7 +741,7 @@ static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc
     } else if (!same_bytes(o, it)) {
         rc = MC_ERR_CHECKSUM_MISMATCH;
     } else {
-        rc = attach_disk(m, s, &o, h);
+        rc = attach_disk(m, s, &o, h, gen);
         if (rc == MC_OK)
             INC(off, completed);
     }
@@ -600,32 +749,22 @@ static int notify_task(struct mc_master *m, struct mc_holder *h, const struct mc
         mc_shard_unlock(s);
     if (rc != MC_OK && it->status == 0)
         INC(off, stale);
+    if (full)
+        holder_backoff(off, h->id, mc_master_now_ms(m));
+    else if (it->status == 0 && rc == MC_OK)
+        holder_backoff_end(off, h->id);
     free(t);
     return rc;
 }
 
-/* Recreates an absent object from a disk record of an earlier incarnation (no lock held). */
-static int recreate(struct mc_master *m, struct mc_holder *h, uint64_t hk,
-                    const struct mc_offload_result *it)
+/* Creates the absent object of a disk record, disk-only, with the record's version, size and
+ * CRC and no lease (s write-locked, hk = the key's hash). */
+static int create_from_record(struct mc_master *m, struct mc_shard *s, uint64_t hk,
+                              struct mc_holder *h, uint32_t gen, const struct mc_offload_result *it)
 {
-    struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];
-    mc_shard_wrlock(s);
-    struct mc_object *o = mc_shard_find(s, hk, it->key, it->key_len);
-    int rc = MC_OK;
-    if (o) { /* someone created it meanwhile: the normal rules */
-        if (!(o->flags & MC_OBJ_COMPLETE) || o->version != it->version || it->size != o->size)
-            rc = MC_ERR_INVALID_VERSION;
-        else if (!same_bytes(o, it))
-            rc = MC_ERR_CHECKSUM_MISMATCH;
-        else
-            rc = attach_disk(m, s, &o, h);
-        goto out;
-    }
-    o = mc_obj_alloc(s, sizeof(*o) + sizeof(o->rep[0]) + it->key_len);
-    if (!o) {
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto out;
-    }
+    struct mc_object *o = mc_obj_alloc(s, sizeof(*o) + sizeof(o->rep[0]) + it->key_len);
+    if (!o)
+        return MC_ERR_INTERNAL_ERROR;
     o->size = it->size;
     o->version = it->version;
     o->ent = MC_NO_INDEX;
@@ -638,52 +777,155 @@ static int recreate(struct mc_master *m, struct mc_holder *h, uint64_t hk,
     r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
     r->type = MC_REPLICA_TYPE_LOCAL_DISK;
     r->status = MC_REPLICA_STATUS_COMPLETE;
+    r->handle = gen;
     r->u.holder = h;
     memcpy(mc_obj_key(o), it->key, it->key_len);
     if (mc_shard_insert(s, hk, o) != 0) {
         mc_obj_free_locked(s, o);
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto out;
+        return MC_ERR_INTERNAL_ERROR;
     }
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->bytes, (int64_t)o->size, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);
-out:
-    mc_shard_unlock(s);
-    return rc;
+    return MC_OK;
 }
 
-static int reregister(struct mc_master *m, struct mc_holder *h, const struct mc_offload_result *it)
+/* Whether a re-registered record of a higher version may take o's place (write lock): o is
+ * itself a copy from before this incarnation (recreated from a record, never written here) and
+ * no Put of it is in flight. */
+static bool replaceable(const struct mc_master *m, const struct mc_object *o)
 {
+    return o->version <= m->version_base && (o->flags & MC_OBJ_COMPLETE) &&
+           !(o->flags & MC_OBJ_PROCESSING);
+}
+
+/* The checks of one re-registered record that need no object: MC_OK, or the refusal. Every
+ * per-record rule that refuses a record of this holder by what it is (its version, say) goes
+ * here. */
+static int record_admissible(struct mc_master *m, struct mc_holder *h,
+                             const struct mc_offload_result *it)
+{
+    (void)m;
+    (void)h;
     if (it->status != 0 || it->size == 0 || it->size > MC_OBJECT_SIZE_MAX || it->version == 0)
         return MC_ERR_INVALID_PARAMS;
+    return MC_OK;
+}
+
+/* One re-registered record of holder h, listing gen (no lock held). Where the record and the
+ * master's object differ in version, the higher version wins (DESIGN §4): a record newer than a
+ * copy from before this incarnation replaces it (its holders are told to delete theirs by the
+ * erase hook); an older one is refused. *master_version: the key's version at the master
+ * afterwards (0: none), which the holder compares with its record before deleting it. */
+static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bool may_recreate,
+                      const struct mc_offload_result *it, uint64_t *master_version)
+{
+    struct mc_offload *off = m->offload;
     uint64_t hk = mc_hash_key(it->key, it->key_len);
-    struct mc_shard *s;
-    struct mc_object *o = mc_master_lock_find(m, hk, it->key, it->key_len, true, &s);
-    if (!o) {
-        if (it->version > m->version_base)
-            return MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
-        if (!holder_flag(m->offload, h->id, HF_MAY_RECREATE))
-            return MC_ERR_OBJECT_NOT_FOUND; /* erased by this incarnation since it was seen */
-        return recreate(m, h, hk, it);
+    struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    mc_shard_wrlock(s);
+    struct mc_object *o = mc_shard_find(s, hk, it->key, it->key_len);
+    int rc = record_admissible(m, h, it);
+    if (rc != MC_OK) {
+    } else if (o && o->version == it->version) {
+        if (!(o->flags & MC_OBJ_COMPLETE))
+            rc = MC_ERR_INVALID_VERSION;
+        else if (it->size != o->size)
+            rc = MC_ERR_INVALID_PARAMS;
+        else if (!same_bytes(o, it))
+            rc = MC_ERR_CHECKSUM_MISMATCH;
+        else
+            rc = attach_disk(m, s, &o, h, gen);
+    } else if (o && (it->version < o->version || !replaceable(m, o))) {
+        rc = MC_ERR_INVALID_VERSION; /* the master's is newer, or written by this incarnation */
+    } else if (it->version > m->version_base) {
+        rc = MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
+    } else if (!may_recreate) {
+        /* this incarnation dropped it since it saw the holder: never resurrected */
+        rc = o ? MC_ERR_INVALID_VERSION : MC_ERR_OBJECT_NOT_FOUND;
+    } else {
+        if (o) {
+            /* a newer copy than the one recreated first: that one goes, its holders are told
+             * to delete it (the erase hook), and the newer one takes the key */
+            mc_master_erase_object(m, s, o, &fl);
+            INC(off, rereg_replaced);
+        }
+        rc = create_from_record(m, s, hk, h, gen, it);
     }
-    int rc;
-    if (!(o->flags & MC_OBJ_COMPLETE) || o->version != it->version)
-        rc = MC_ERR_INVALID_VERSION;
-    else if (it->size != o->size)
-        rc = MC_ERR_INVALID_PARAMS;
-    else if (!same_bytes(o, it))
-        rc = MC_ERR_CHECKSUM_MISMATCH;
-    else
-        rc = attach_disk(m, s, &o, h);
+    o = mc_shard_find(s, hk, it->key, it->key_len);
+    *master_version = o ? o->version : 0;
     mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
     return rc;
 }
 
-int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
-                             const struct mc_offload_result *items, size_t n, bool reregister_,
-                             int *rcs)
+/* ---- a holder's complete listing ----------------------------------------------------------- */
+
+struct unlisted {
+    struct mc_id holder;
+    uint32_t gen; /* its listing: replicas carrying another generation were left out */
+};
+
+/* Drops o's LOCAL_DISK replica of a->holder that its listing left out (write lock): a promotion
+ * reading it is cancelled first, and o is erased when no valid replica is left and no Put is in
+ * flight. True when one was dropped. */
+static bool drop_unlisted(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                          struct mc_freelist *fl, void *arg)
+{
+    const struct unlisted *a = arg;
+    uint8_t i;
+    for (i = 0; i < o->nrep; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
+            r->handle != a->gen)
+            break;
+    }
+    if (i == o->nrep)
+        return false;
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_cancel_locked(m, s, o, fl); /* the source may be the copy that goes */
+    for (i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
+            r->handle != a->gen) {
+            mc_freelist_add_replica(fl, r, o->size);
+            mc_obj_drop_replica(o, i);
+            break;
+        }
+    }
+    bool valid = false;
+    for (i = 0; i < o->nrep && !valid; i++)
+        valid = mc_replica_valid(&o->rep[i]);
+    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
+        mc_master_erase_object(m, s, o, fl);
+    else
+        mc_shard_refresh_bits(s, o);
+    return true;
+}
+
+/* The holder's listing gen is complete: its copies the listing did not confirm are dropped (a
+ * record lost on its disk is no longer listed as a readable replica). */
+static void listing_complete(struct mc_master *m, struct mc_id client, uint32_t gen)
+{
+    struct mc_offload *off = m->offload;
+    if (gen == 0 || holder_gen(off, client) != gen)
+        return; /* not mounted, or mounted again since: a new listing runs */
+    struct unlisted a = {.holder = client, .gen = gen};
+    uint64_t n = mc_master_each_object(m, drop_unlisted, &a);
+    if (n == 0)
+        return;
+    atomic_fetch_add_explicit(&off->unlisted, n, memory_order_relaxed);
+    char buf[MC_ID_STRLEN];
+    mc_warn(COMP, "holder's listing left out copies the master had: dropped",
+            "client=%s copies=%llu", mc_id_format(client, buf), (unsigned long long)n);
+}
+
+int mc_master_reregister_disk(struct mc_master *m, struct mc_id client,
+                              const struct mc_offload_result *items, size_t n, bool complete,
+                              int *rcs, uint64_t *versions)
 {
     struct mc_offload *off = m->offload;
     if (!off)
@@ -693,28 +935,57 @@ int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
     struct mc_holder *h = holder_get(off, client);
     if (!h)
         return MC_ERR_SEGMENT_NOT_FOUND;
+    uint32_t gen = holder_gen(off, client);
+    bool may_recreate = holder_flag(off, client, HF_MAY_RECREATE, 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_offload_result *it = &items[i];
+        uint64_t mv = 0;
+        int rc = mc_master_check_key(m, it->key, it->key_len);
+        if (rc == MC_OK)
+            rc = reregister(m, h, gen, may_recreate, it, &mv);
+        INC(off, rereg_ok);
+        if (rc != MC_OK) {
+            atomic_fetch_sub_explicit(&off->rereg_ok, 1, memory_order_relaxed);
+            INC(off, rereg_refused);
+        }
+        rcs[i] = rc;
+        if (versions)
+            versions[i] = mv;
+    }
+    if (complete)
+        listing_complete(m, client, gen);
+    mc_holder_unref(h);
+    return MC_OK;
+}
+
+int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
+                             const struct mc_offload_result *items, size_t n, bool reregister_,
+                             int *rcs)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (reregister_)
+        return mc_master_reregister_disk(m, client, items, n, false, rcs, NULL);
+    if (mc_id_is_zero(client) || (n && (!items || !rcs)))
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_holder *h = holder_get(off, client);
+    if (!h)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    uint32_t gen = holder_gen(off, client);
     for (size_t i = 0; i < n; i++) {
         const struct mc_offload_result *it = &items[i];
         int rc = mc_master_check_key(m, it->key, it->key_len);
         if (rc != MC_OK) {
             /* a task report with a bad key still ends its task */
-            if (!reregister_) {
-                struct mc_task *t =
-                    mc_mailbox_complete_kind(off->mb, client, it->task_id, OFF_KIND, true);
-                if (t) {
-                    task_unpin(m, t);
-                    free(t);
-                }
-            }
-        } else if (reregister_) {
-            rc = reregister(m, h, it);
-            INC(off, rereg_ok);
-            if (rc != MC_OK) {
-                atomic_fetch_sub_explicit(&off->rereg_ok, 1, memory_order_relaxed);
-                INC(off, rereg_refused);
+            struct mc_task *t =
+                mc_mailbox_complete_kind(off->mb, client, it->task_id, OFF_KIND, true);
+            if (t) {
+                task_unpin(m, t);
+                free(t);
             }
         } else {
-            rc = notify_task(m, h, it);
+            rc = notify_task(m, h, gen, it);
         }
         rcs[i] = rc;
     }
@@ -878,6 +1149,10 @@ static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool sc
     st->reregister_refused = atomic_load(&off->rereg_refused);
     st->stale_refused = atomic_load(&off->stale);
     st->deletes_queued = atomic_load(&off->deletes);
+    st->reregister_replaced = atomic_load(&off->rereg_replaced);
+    st->unlisted_dropped = atomic_load(&off->unlisted);
+    st->holder_backoffs = atomic_load(&off->backoffs);
+    st->given_up = atomic_load(&off->given_up);
     int64_t f = atomic_load(&off->in_flight);
     st->in_flight = f > 0 ? (uint64_t)f : 0;
     holder_totals(off, st);

@@ -96,7 +96,13 @@ void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)
         mc_rpc_reply_status(call, rc);
 }
 
-/* NotifyOffloadSuccess: res = the core's view of each reported item. */
+/* NotifyOffloadSuccess: res = the core's view of each reported item, then (re-registration)
+ * one master version per item. */
+static uint64_t *notify_versions(struct mc_svc_batch *b)
+{
+    return (uint64_t *)((struct mc_offload_result *)b->res + b->n);
+}
+
 static int notify_offload_core(struct mc_svc_batch *b)
 {
     const Mc__NotifyOffloadSuccessRequest *req = (const void *)b->req;
@@ -114,7 +120,20 @@ static int notify_offload_core(struct mc_svc_batch *b)
             .crc_valid = it->crc_valid,
         };
     }
-    return mc_master_notify_offload(b->m, b->client, items, b->n, req->reregister, b->rcs);
+    if (req->reregister)
+        return mc_master_reregister_disk(b->m, b->client, items, b->n, req->reregister_complete,
+                                         b->rcs, notify_versions(b));
+    return mc_master_notify_offload(b->m, b->client, items, b->n, false, b->rcs);
+}
+
+static void notify_offload_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
+{
+    const Mc__NotifyOffloadSuccessRequest *req = (const void *)b->req;
+    if (!req->reregister)
+        return;
+    Mc__NotifyOffloadSuccessResponse *r = (Mc__NotifyOffloadSuccessResponse *)resp;
+    r->n_versions = b->n;
+    r->versions = notify_versions(b);
 }
 
 void mc_svc_notify_offload_success(void *arg, struct mc_rpc_call *call)
@@ -124,8 +143,9 @@ void mc_svc_notify_offload_success(void *arg, struct mc_rpc_call *call)
         .resp = &mc__notify_offload_success_response__descriptor,
         .items = "items",
         .item_key = "key",
-        .res_size = sizeof(struct mc_offload_result),
+        .res_size = sizeof(struct mc_offload_result) + sizeof(uint64_t),
         .core = notify_offload_core,
+        .encode = notify_offload_encode,
     };
     mc_svc_batch(arg, call, &spec, NULL);
 }
