@@ -106,11 +106,20 @@
     X(failed, "promotion tasks failed by their holder (NotifyPromotionFailure)")                   \
     X(expired, "promotion tasks reaped after promotion_task_timeout")                              \
     X(cancelled, "promotion tasks cancelled (object removed, evicted or its source lost)")         \
-    X(rejected_frequency, "promotions refused: sketch count below the admission threshold")        \
-    X(rejected_watermark, "promotions refused: DRAM at or above the high watermark")               \
-    X(rejected_cap, "promotions refused: promotion_queue_limit tasks in flight")                   \
+    X(rejected_frequency,                                                                          \
+      "Gets whose key's estimated frequency was below the admission threshold (one per Get)")      \
+    X(rejected_watermark, "Gets refused because DRAM was at or above the high watermark (one per " \
+                          "Get; retries of a recorded candidate are not counted)")                 \
+    X(rejected_cap, "Gets refused because promotion_queue_limit tasks were in flight (one per "    \
+                    "Get; retries of a recorded candidate are not counted)")                       \
+    X(room_asked, "watermark refusals whose key's estimated frequency exceeded the last "          \
+                  "eviction victims' mean: eviction asked for room (hot beats cold; one per Get)") \
+    X(room_declined, "watermark refusals whose key was no hotter than the last eviction "          \
+                     "victims: no eviction asked (one per Get)")                                   \
     X(candidate_recorded, "keys recorded as retry candidates")                                     \
     X(candidate_admitted, "retry candidates admitted")                                             \
+    X(candidate_retried, "admission retries of recorded candidates by the eviction tick (each "    \
+                         "retry once; its refusals are not counted as rejections)")                \
     X(candidate_dropped, "retry candidates dropped (TTL, retries, gone, not eligible, full)")
 
 struct mc_promotion_stats {
