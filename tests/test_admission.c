@@ -24,6 +24,7 @@
 #include "master/lock_order.h"
 #include "master/master_internal.h"
 #include "master/objects.h"
+#include "master/offload.h"
 #include "master/promotion.h"
 #include "master/promotion_core.h"
 #include "master/shard.h"
@@ -101,8 +102,8 @@ struct fx {
     struct mc_id owner, holder, other;
 };
 
-/* A master whose DRAM is one segment of dram_objs objects of OBJ bytes (the other client's);
- * the holder has a LOCAL_DISK segment only. */
+/* A master whose DRAM is one segment of dram_objs objects of OBJ bytes, the disk holder's own
+ * (staged promotion copies go to the holder's own DRAM), and the holder's LOCAL_DISK segment. */
 static struct fx *fx_new(uint32_t dram_objs, uint32_t threshold)
 {
     struct fx *f = calloc(1, sizeof(*f));
@@ -124,7 +125,7 @@ static struct fx *fx_new(uint32_t dram_objs, uint32_t threshold)
     f->holder = tm_id(2);
     f->other = tm_id(3);
     struct mc_segment_desc sd = tm_seg(2, (uint64_t)dram_objs * OBJ);
-    assert_int_equal(mc_master_mount_segment(f->m, f->other, &sd, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(f->m, f->holder, &sd, NULL), MC_OK);
     assert_int_equal(
         mc_master_mount_local_disk(f->m, f->holder, "10.0.0.2:17002", 1ull << 30, false), MC_OK);
     return f;
@@ -415,6 +416,70 @@ static void test_hot_beats_cold_both_ways(void **state)
     fx_free(f);
 }
 
+/* ---- queue bounds: each task kind its own --------------------------------------------------- */
+
+/* --offloading_queue_limit bounds offload tasks only: with it at 2, five promotions of one
+ * holder are all queued (promotion_queue_limit bounds them), and deletes have their own
+ * --delete_queue_limit. */
+static void test_queue_bounds_per_kind(void **state)
+{
+    (void)state;
+    struct fx *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    assert_int_equal(c.delete_queue_limit, 1000000); /* the default: generous */
+    c.manual_ticks = true;
+    c.epoch = 5;
+    c.default_kv_lease_ttl_ms = TTL_MS;
+    c.eviction_threads = 1;
+    c.enable_offload = true;
+    c.promotion_on_hit = true;
+    c.promotion_admission_threshold = 1;
+    c.offloading_queue_limit = 2;
+    c.delete_queue_limit = 3;
+    c.clock = &f->fc.clock;
+    assert_int_equal(mc_master_new(&c, &f->m), MC_OK);
+    f->owner = tm_id(1);
+    f->holder = tm_id(2);
+    struct mc_segment_desc sd = tm_seg(1, 100 * OBJ); /* the holder's own DRAM */
+    assert_int_equal(mc_master_mount_segment(f->m, f->holder, &sd, NULL), MC_OK);
+    assert_int_equal(
+        mc_master_mount_local_disk(f->m, f->holder, "10.0.0.2:17002", 1ull << 30, false), MC_OK);
+    for (int i = 0; i < 5; i++)
+        disk_only(f, key("p", i));
+    for (int i = 0; i < 5; i++)
+        get(f, key("p", i));
+    struct mc_promotion_stats st = stats(f);
+    assert_int_equal(st.admitted, 5);
+    assert_int_equal(st.cancelled, 0);
+    assert_int_equal(st.in_flight, 5);
+    assert_int_equal(promote_all(f), 5);
+    struct mc_mailboxes *mb = mc_offload_mailboxes(f->m);
+    assert_non_null(mb);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(
+            mc_mailbox_push(mb, f->holder, MC_TASK_DELETE, key("d", i), 7, 1, 0, 0, false, 0, NULL),
+            MC_OK);
+    assert_int_equal(
+        mc_mailbox_push(mb, f->holder, MC_TASK_DELETE, "d-00003", 7, 1, 0, 0, false, 0, NULL),
+        MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(mc_mailbox_push(mb, f->holder, MC_TASK_OFFLOAD, key("o", i), 7, 1, 0, 0,
+                                         false, 0, NULL),
+                         MC_OK);
+    assert_int_equal(
+        mc_mailbox_push(mb, f->holder, MC_TASK_OFFLOAD, "o-00002", 7, 1, 0, 0, false, 0, NULL),
+        MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    struct mc_mailbox_stats ms;
+    mc_mailboxes_stats(mb, &ms);
+    assert_int_equal(ms.refused_kind[MC_TASK_DELETE], 1);
+    assert_int_equal(ms.refused_kind[MC_TASK_OFFLOAD], 1);
+    assert_int_equal(ms.refused_kind[MC_TASK_PROMOTION], 0);
+    fx_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -422,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_dram_reads_counted),
         cmocka_unit_test(test_hot_beats_cold_both_ways),
         cmocka_unit_test(test_one_shot_reads_not_admitted),
+        cmocka_unit_test(test_queue_bounds_per_kind),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
