@@ -5,19 +5,11 @@
 
 #include <stdbool.h>
 
-/* Per-row and per-doorkeeper-bit constants: arbitrary odd numbers, none of them a shard's. */
-static const uint64_t g_row_seed[MC_SKETCH_DEPTH] = {
-    0x9e3779b97f4a7c15ull,
-    0xc2b2ae3d27d4eb4full,
-    0x165667b19e3779f9ull,
-    0xd6e8feb86659fd93ull,
-};
-static const uint64_t g_door_seed[MC_SKETCH_DOOR_HASHES] = {
-    0xa0761d6478bd642full,
-    0xe7037ed1a0b428dbull,
-    0x8ebc6af09c88c6e3ull,
-    0x589965cc75374cc3ull,
-};
+/* Mixing constants: arbitrary odd numbers, none of them a shard's. */
+#define SEED_BLOCK 0x9e3779b97f4a7c15ull
+#define SEED_SLOT 0xc2b2ae3d27d4eb4full
+#define SEED_WORD 0xa0761d6478bd642full
+#define SEED_BIT 0xe7037ed1a0b428dbull
 
 /* A 64-bit finalizer (every input bit moves every output bit). */
 static inline uint64_t mix(uint64_t x)
@@ -30,21 +22,34 @@ static inline uint64_t mix(uint64_t x)
     return x;
 }
 
-static inline uint32_t row_index(uint32_t r, uint64_t h)
+/* The key's counters: one per row, all in one cache-line block (one miss, not four): row r's
+ * counter is one of the block's 16 counters of that row, chosen by 4 bits of a second mix. */
+static inline _Atomic uint8_t *counters(const struct mc_sketch *s, uint64_t h,
+                                        _Atomic uint8_t *out[MC_SKETCH_DEPTH])
 {
-    return (uint32_t)(mix(h ^ g_row_seed[r]) & (MC_SKETCH_WIDTH - 1));
+    _Atomic uint8_t *b = ((struct mc_sketch *)s)->c[mix(h ^ SEED_BLOCK) & (MC_SKETCH_BLOCKS - 1)];
+    uint64_t slots = mix(h ^ SEED_SLOT);
+    for (uint32_t r = 0; r < MC_SKETCH_DEPTH; r++)
+        out[r] = &b[r * MC_SKETCH_ROW_SLOTS + ((slots >> (8 * r)) & (MC_SKETCH_ROW_SLOTS - 1))];
+    return b;
 }
 
-static inline uint64_t door_bit(uint32_t i, uint64_t h)
+/* The key's doorkeeper bits, all in one 64-bit word (a blocked bloom filter): the word and the
+ * mask of its bits. */
+static inline _Atomic uint64_t *door_word(const struct mc_sketch *s, uint64_t h, uint64_t *mask)
 {
-    return mix(h ^ g_door_seed[i]) & (MC_SKETCH_DOOR_BITS - 1);
+    uint64_t bits = mix(h ^ SEED_BIT);
+    *mask = 0;
+    for (uint32_t i = 0; i < MC_SKETCH_DOOR_HASHES; i++)
+        *mask |= 1ull << ((bits >> (8 * i)) & 63);
+    return &((struct mc_sketch *)s)->door[mix(h ^ SEED_WORD) & (MC_SKETCH_DOOR_BITS / 64 - 1)];
 }
 
 void mc_sketch_init(struct mc_sketch *s)
 {
-    for (uint32_t r = 0; r < MC_SKETCH_DEPTH; r++)
-        for (uint32_t i = 0; i < MC_SKETCH_WIDTH; i++)
-            atomic_init(&s->c[r][i], 0);
+    for (uint32_t b = 0; b < MC_SKETCH_BLOCKS; b++)
+        for (uint32_t i = 0; i < MC_SKETCH_BLOCK; i++)
+            atomic_init(&s->c[b][i], 0);
     for (uint64_t i = 0; i < MC_SKETCH_DOOR_BITS / 64; i++)
         atomic_init(&s->door[i], 0);
     atomic_init(&s->increments, 0);
@@ -55,9 +60,9 @@ void mc_sketch_age(struct mc_sketch *s)
 {
     for (uint64_t i = 0; i < MC_SKETCH_DOOR_BITS / 64; i++)
         atomic_store_explicit(&s->door[i], 0, memory_order_relaxed);
-    for (uint32_t r = 0; r < MC_SKETCH_DEPTH; r++) {
-        for (uint32_t i = 0; i < MC_SKETCH_WIDTH; i++) {
-            _Atomic uint8_t *c = &s->c[r][i];
+    for (uint32_t b = 0; b < MC_SKETCH_BLOCKS; b++) {
+        for (uint32_t i = 0; i < MC_SKETCH_BLOCK; i++) {
+            _Atomic uint8_t *c = &s->c[b][i];
             uint8_t v = atomic_load_explicit(c, memory_order_relaxed);
             while (v && !atomic_compare_exchange_weak_explicit(
                             c, &v, (uint8_t)(v >> 1), memory_order_relaxed, memory_order_relaxed))
@@ -70,35 +75,28 @@ void mc_sketch_age(struct mc_sketch *s)
 /* Sets the key's doorkeeper bits; true when all of them were set already. */
 static bool door_admit(struct mc_sketch *s, uint64_t h)
 {
-    bool seen = true;
-    for (uint32_t i = 0; i < MC_SKETCH_DOOR_HASHES; i++) {
-        uint64_t b = door_bit(i, h), bit = 1ull << (b & 63);
-        _Atomic uint64_t *w = &s->door[b >> 6];
-        if (atomic_load_explicit(w, memory_order_relaxed) & bit)
-            continue; /* a plain load first: set bits (the common case later on) cost no write */
-        if (!(atomic_fetch_or_explicit(w, bit, memory_order_relaxed) & bit))
-            seen = false;
-    }
-    return seen;
+    uint64_t mask;
+    _Atomic uint64_t *w = door_word(s, h, &mask);
+    /* a plain load first: a key seen already (the common case for hot keys) costs no write */
+    if ((atomic_load_explicit(w, memory_order_relaxed) & mask) == mask)
+        return true;
+    return (atomic_fetch_or_explicit(w, mask, memory_order_relaxed) & mask) == mask;
 }
 
 static bool door_has(const struct mc_sketch *s, uint64_t h)
 {
-    for (uint32_t i = 0; i < MC_SKETCH_DOOR_HASHES; i++) {
-        uint64_t b = door_bit(i, h);
-        if (!(atomic_load_explicit(&((struct mc_sketch *)s)->door[b >> 6], memory_order_relaxed) &
-              (1ull << (b & 63))))
-            return false;
-    }
-    return true;
+    uint64_t mask;
+    _Atomic uint64_t *w = door_word(s, h, &mask);
+    return (atomic_load_explicit(w, memory_order_relaxed) & mask) == mask;
 }
 
 static uint32_t sketch_min(const struct mc_sketch *s, uint64_t h)
 {
+    _Atomic uint8_t *c[MC_SKETCH_DEPTH];
+    counters(s, h, c);
     uint32_t min = MC_SKETCH_MAX;
     for (uint32_t r = 0; r < MC_SKETCH_DEPTH; r++) {
-        uint8_t v = atomic_load_explicit(&((struct mc_sketch *)s)->c[r][row_index(r, h)],
-                                         memory_order_relaxed);
+        uint8_t v = atomic_load_explicit(c[r], memory_order_relaxed);
         if (v < min)
             min = v;
     }
@@ -112,8 +110,8 @@ static uint32_t sketch_add(struct mc_sketch *s, uint64_t h)
     _Atomic uint8_t *c[MC_SKETCH_DEPTH];
     uint8_t v[MC_SKETCH_DEPTH];
     uint8_t min = MC_SKETCH_MAX;
+    counters(s, h, c);
     for (uint32_t r = 0; r < MC_SKETCH_DEPTH; r++) {
-        c[r] = &s->c[r][row_index(r, h)];
         v[r] = atomic_load_explicit(c[r], memory_order_relaxed);
         if (v[r] < min)
             min = v[r];
