@@ -205,6 +205,60 @@ static void test_queue_limit_counts_in_flight(void **state)
     assert_int_equal(st.completed, 1);
 }
 
+/* Each kind has its own bound: the offload limit (3 here) refuses offloads only; delete and
+ * promotion pushes are bounded by their own limits (none by default, then as set), and each
+ * refusal is counted once, under its kind. */
+static void test_queue_limit_per_kind(void **state)
+{
+    struct fx *f = *state;
+    char k[16];
+    for (int i = 0; i < 3; i++) {
+        snprintf(k, sizeof(k), "o%d", i);
+        assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, k, 0, NULL), MC_OK);
+    }
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o3", 0, NULL),
+                     MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    /* the offload limit is full: deletes and promotions still go in, past 3 */
+    for (int i = 0; i < 10; i++) {
+        snprintf(k, sizeof(k), "d%d", i);
+        assert_int_equal(push(f, f->a, MC_TASK_DELETE, k, 0, NULL), MC_OK);
+        snprintf(k, sizeof(k), "p%d", i);
+        assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, k, 0, NULL), MC_OK);
+    }
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.refused, 1);
+    assert_int_equal(st.refused_kind[MC_TASK_OFFLOAD], 1);
+    assert_int_equal(st.refused_kind[MC_TASK_DELETE], 0);
+    assert_int_equal(st.refused_kind[MC_TASK_PROMOTION], 0);
+    /* their own limits: deletes at 12 (10 queued), promotions at 10 (full) */
+    mc_mailboxes_set_limit(f->t, MC_TASK_DELETE, 12);
+    mc_mailboxes_set_limit(f->t, MC_TASK_PROMOTION, 10);
+    assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, "p10", 0, NULL),
+                     MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d10", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d11", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d12", 0, NULL),
+                     MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    /* per holder: b takes all of them */
+    assert_int_equal(push(f, f->b, MC_TASK_DELETE, "d12", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->b, MC_TASK_PROMOTION, "p10", 0, NULL), MC_OK);
+    /* a pulled delete is forgotten: room for one more */
+    struct mc_task_list l = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_DELETE), 1, &l), MC_OK);
+    assert_int_equal(l.n, 1);
+    mc_task_list_free(&l);
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d12", 0, NULL), MC_OK);
+    /* the offload limit did not move */
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o3", 0, NULL),
+                     MC_ERR_TASK_PENDING_LIMIT_EXCEEDED);
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.refused, 4);
+    assert_int_equal(st.refused_kind[MC_TASK_OFFLOAD], 2);
+    assert_int_equal(st.refused_kind[MC_TASK_DELETE], 1);
+    assert_int_equal(st.refused_kind[MC_TASK_PROMOTION], 1);
+}
+
 /* BatchRemove before the holder pulls: the task is cancelled, the poll then gets nothing, and
  * nothing stays in any mailbox. After a pull, a cancel makes the late report find nothing. */
 static void test_cancel_key_before_pull_leaves_no_orphan(void **state)
@@ -472,6 +526,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_longpoll_answered_at_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_answer_bounded_by_max_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_limit_counts_in_flight, setup_limit3, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_limit_per_kind, setup_limit3, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_key_before_pull_leaves_no_orphan, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_offload_task_expires_at_deadline, setup, teardown),

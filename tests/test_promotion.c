@@ -1331,7 +1331,8 @@ static void test_candidate_admitted_when_room(void **state)
     mc_master_tick_eviction(f->m);
     st = stats(f);
     assert_int_equal(st.admitted, 0);
-    assert_int_equal(st.rejected_watermark, 2);
+    assert_int_equal(st.rejected_watermark, 1); /* one decision: a retry is not one */
+    assert_int_equal(st.candidate_retried, 1);
     assert_int_equal(st.candidates, 1);
     /* room appears (some objects removed) */
     advance(f, TTL_MS);
@@ -1378,7 +1379,8 @@ static void test_candidate_dropped_after_retries(void **state)
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.candidates, 0);
     assert_int_equal(st.candidate_dropped, 1);
-    assert_int_equal(st.rejected_watermark, 1 + 8); /* the Get, then eight retries */
+    assert_int_equal(st.rejected_watermark, 1); /* the Get's decision ... */
+    assert_int_equal(st.candidate_retried, 8);  /* ... then eight retries, not counted in it */
     assert_int_equal(st.admitted, 0);
     check_funnel(f);
     fx_free(f);
@@ -1410,36 +1412,38 @@ static void test_candidate_backoff_and_ttl(void **state)
 {
     (void)state;
     struct fx *f = fx_blocked_candidate();
-    uint64_t wm = stats(f).rejected_watermark; /* 1: the Get */
+    uint64_t wm = stats(f).candidate_retried; /* 0: the Get's decision only */
+    assert_int_equal(wm, 0);
     advance(f, 9);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm); /* not due yet */
+    assert_int_equal(stats(f).candidate_retried, wm); /* not due yet */
     advance(f, 1);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm + 1); /* retry 1 at +10 ms */
+    assert_int_equal(stats(f).candidate_retried, wm + 1); /* retry 1 at +10 ms */
     advance(f, 19);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm + 1); /* backoff 20 ms */
+    assert_int_equal(stats(f).candidate_retried, wm + 1); /* backoff 20 ms */
     advance(f, 1);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm + 2); /* retry 2 */
+    assert_int_equal(stats(f).candidate_retried, wm + 2); /* retry 2 */
     advance(f, 39);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm + 2);
+    assert_int_equal(stats(f).candidate_retried, wm + 2);
     advance(f, 1);
     mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).rejected_watermark, wm + 3); /* retry 3 after 40 ms */
+    assert_int_equal(stats(f).candidate_retried, wm + 3); /* retry 3 after 40 ms */
     check_funnel(f);
     fx_free(f);
 
     f = fx_blocked_candidate();
-    wm = stats(f).rejected_watermark;
+    wm = stats(f).candidate_retried;
     advance(f, MC_PROMO_CANDIDATE_TTL_MS);
     mc_master_tick_eviction(f->m);
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.candidates, 0);
     assert_int_equal(st.candidate_dropped, 1);
-    assert_int_equal(st.rejected_watermark, wm); /* dropped, not retried */
+    assert_int_equal(st.candidate_retried, wm); /* dropped, not retried */
+    assert_int_equal(st.rejected_watermark, 1);
     check_funnel(f);
     fx_free(f);
 }

@@ -32,6 +32,7 @@
 #include "master/freelist.h"
 #include "master/offload.h"
 #include "master/promotion.h"
+#include "master/promotion_core.h"
 #include "mooncake/errors.h"
 
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
@@ -61,6 +62,7 @@ struct ev_worker {
     struct ev_moved *moved; /* find_moved scratch */
     size_t moved_cap;
     uint64_t evicted, bytes;
+    uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
 };
 
 struct mc_evictor {
@@ -90,6 +92,7 @@ struct ev_cycle {
     bool refilled;
     _Atomic bool oom; /* set by any worker: the cycle stops early */
     uint64_t cutoff;
+    uint64_t victim_freq; /* the workers' victim_freq, summed */
 };
 
 const char *mc_evict_path_name(enum mc_evict_path p)
@@ -203,10 +206,12 @@ static inline uint64_t lease_of(struct mc_shard *s, const struct mc_object *o)
 static void evict_now(struct ev_cycle *cy, struct mc_shard *s, struct mc_object *o,
                       struct ev_worker *w, struct mc_freelist *fl)
 {
+    uint32_t freq = mc_promotion_victim_estimate(cy->m, o); /* before o may be erased */
     uint64_t freed = mc_master_evict_object(cy->m, s, o, fl, &w->ub);
     if (freed) {
         w->evicted++;
         w->bytes += freed;
+        w->victim_freq += freq;
     }
 }
 
@@ -392,7 +397,7 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
     unsigned nw =
         d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
     for (unsigned i = 0; i < nw; i++)
-        ev->workers[i].evicted = ev->workers[i].bytes = 0;
+        ev->workers[i].evicted = ev->workers[i].bytes = ev->workers[i].victim_freq = 0;
     if (nw <= 1)
         round_worker(&r, 0);
     else
@@ -401,6 +406,7 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
     for (unsigned i = 0; i < nw; i++) {
         got += ev->workers[i].evicted;
         cy->st->evicted_bytes += ev->workers[i].bytes;
+        cy->victim_freq += ev->workers[i].victim_freq;
     }
     cy->st->evicted += got;
     return got;
@@ -649,6 +655,7 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
         mc_warn("eviction", "cycle cut short: out of memory", "evicted=%llu",
                 (unsigned long long)st.evicted);
     account(m, ev, &st);
+    mc_promotion_note_victims(m, cy.victim_freq, st.evicted);
     if (st.duration_ns > 100ull * 1000 * 1000)
         mc_info("eviction", "slow cycle", "path=%s census=%llu evicted=%llu ms=%.1f",
                 mc_evict_path_name(st.path), (unsigned long long)st.census,

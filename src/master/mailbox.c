@@ -42,13 +42,14 @@ struct mc_mbox {
 
 struct mc_mailboxes {
     const struct mc_clock *clock;
-    uint32_t queue_limit;
+    _Atomic uint32_t limit[MC_TASK_NKINDS]; /* per mailbox, queued + in flight (0: none) */
     pthread_mutex_t lock;
     struct mc_mbox **v;
     size_t n, cap;
     _Atomic uint64_t next_id;
     _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
+    _Atomic uint64_t refused_kind[MC_TASK_NKINDS];
     _Atomic bool wake_due; /* a quiet push queued work a parked poll may be waiting for */
 };
 
@@ -244,7 +245,8 @@ struct mc_mailboxes *mc_mailboxes_new(const struct mc_clock *clock, uint32_t que
     if (!t)
         return NULL;
     t->clock = clock;
-    t->queue_limit = queue_limit;
+    for (int k = 0; k < MC_TASK_NKINDS; k++)
+        atomic_init(&t->limit[k], k == MC_TASK_OFFLOAD ? queue_limit : 0);
     pthread_mutex_init(&t->lock, NULL);
     atomic_init(&t->next_id, 1);
     return t;
@@ -437,6 +439,12 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
     }
 }
 
+void mc_mailboxes_set_limit(struct mc_mailboxes *t, enum mc_task_kind kind, uint32_t limit)
+{
+    if ((unsigned)kind < MC_TASK_NKINDS)
+        atomic_store(&t->limit[kind], limit);
+}
+
 uint64_t mc_mailboxes_reserve_id(struct mc_mailboxes *t)
 {
     return atomic_fetch_add(&t->next_id, 1);
@@ -486,10 +494,12 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         free(x);
         return MC_ERR_CLIENT_NOT_FOUND;
     }
-    if (t->queue_limit && b->nqueued[kind] + b->nflight[kind] >= t->queue_limit) {
+    uint32_t limit = atomic_load_explicit(&t->limit[kind], memory_order_relaxed);
+    if (limit && b->nqueued[kind] + b->nflight[kind] >= limit) {
         mbox_unlock(b);
         free(x);
         atomic_fetch_add(&t->refused, 1);
+        atomic_fetch_add(&t->refused_kind[kind], 1);
         return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     }
     if (ix_reserve(b) != 0) {
@@ -778,6 +788,8 @@ void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st)
     st->expired = atomic_load(&t->expired);
     st->cancelled = atomic_load(&t->cancelled);
     st->refused = atomic_load(&t->refused);
+    for (int k = 0; k < MC_TASK_NKINDS; k++)
+        st->refused_kind[k] = atomic_load(&t->refused_kind[k]);
     st->in_mailboxes = atomic_load(&t->present);
     st->parked = atomic_load(&t->parked);
 }

@@ -32,7 +32,7 @@
 #include "common/id.h"
 
 enum mc_task_kind {
-    MC_TASK_OFFLOAD = 0,   /* copy key from DRAM to the holder's disk; counts to the limit */
+    MC_TASK_OFFLOAD = 0,   /* copy key from DRAM to the holder's disk */
     MC_TASK_DELETE = 1,    /* drop the holder's disk record of key (any version <= version) */
     MC_TASK_PROMOTION = 2, /* copy key from the holder's disk into DRAM (promotion.c) */
     MC_TASK_NKINDS = 3,
@@ -76,15 +76,22 @@ void mc_task_list_free(struct mc_task_list *l);
 typedef void (*mc_mailbox_reply_fn)(void *arg, struct mc_task_list *tasks);
 
 struct mc_mailbox_stats {
-    uint64_t queued, pulled, completed, nacked, expired, cancelled, refused;
-    uint64_t in_mailboxes; /* queued + in flight, every kind, every mailbox */
-    uint64_t parked;       /* polls waiting now */
+    uint64_t queued, pulled, completed, nacked, expired, cancelled;
+    uint64_t refused;                      /* pushes refused at a kind's limit, every kind */
+    uint64_t refused_kind[MC_TASK_NKINDS]; /* the same by kind */
+    uint64_t in_mailboxes;                 /* queued + in flight, every kind, every mailbox */
+    uint64_t parked;                       /* polls waiting now */
 };
 
 struct mc_mailboxes;
 
-/* queue_limit: the most offload tasks (queued + in flight) one mailbox holds (0: no limit). */
+/* queue_limit: the most offload tasks (queued + in flight) one mailbox holds (0: no limit); the
+ * other kinds have no limit until mc_mailboxes_set_limit gives them one. */
 struct mc_mailboxes *mc_mailboxes_new(const struct mc_clock *clock, uint32_t queue_limit);
+/* Each kind has its own bound, per mailbox, on its tasks queued + in flight (0: none): a push of
+ * that kind past it is refused (TASK_PENDING_LIMIT_EXCEEDED) and counted in refused_kind[kind];
+ * the other kinds are not affected. */
+void mc_mailboxes_set_limit(struct mc_mailboxes *t, enum mc_task_kind kind, uint32_t limit);
 /* Answers every parked poll empty and frees every task. */
 void mc_mailboxes_free(struct mc_mailboxes *t);
 
@@ -97,7 +104,7 @@ int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task
 bool mc_mailbox_exists(struct mc_mailboxes *t, struct mc_id holder);
 
 /* Queues a task (key is copied). MC_ERR_CLIENT_NOT_FOUND without a mailbox,
- * MC_ERR_TASK_PENDING_LIMIT_EXCEEDED when an offload task would pass the queue limit,
+ * MC_ERR_TASK_PENDING_LIMIT_EXCEEDED when the task would pass its kind's limit,
  * MC_ERR_INVALID_PARAMS for a bad kind or key. *task_id (may be NULL) gets the new id. A poll
  * parked for this kind is answered before this returns. */
 int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,

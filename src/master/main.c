@@ -80,6 +80,7 @@ static struct {
     bool offload_on_evict;
     bool offload_force_evict;
     uint64_t offloading_queue_limit;
+    uint64_t delete_queue_limit;
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
@@ -161,8 +162,14 @@ static const struct mc_flag g_flags[] = {
                  "takes the task (ignored without --offload_on_evict)",
                  &F.offload_force_evict),
     MC_UINT64_FLAG("offloading_queue_limit", "50000",
-                   "offload tasks one holder may have queued or in flight",
+                   "offload tasks one holder may have queued or in flight (offload only: "
+                   "promotion tasks are bounded by --promotion_queue_limit, disk-record deletes "
+                   "by --delete_queue_limit)",
                    &F.offloading_queue_limit),
+    MC_UINT64_FLAG("delete_queue_limit", "1000000",
+                   "disk-record delete tasks one holder may have queued and not yet pulled "
+                   "(0 = no limit; a delete past it is refused, never dropped silently)",
+                   &F.delete_queue_limit),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
@@ -180,7 +187,8 @@ static const struct mc_flag g_flags[] = {
                   "--promotion_admission_threshold",
                   &F.promotion_batch_admission_threshold),
     MC_UINT64_FLAG("promotion_queue_limit", "50000",
-                   "promotion tasks in flight at once, all shards together (at least 1)",
+                   "promotion tasks in flight at once, all shards together, and so at most per "
+                   "holder (at least 1)",
                    &F.promotion_queue_limit),
     MC_UINT32_FLAG("promotion_max_per_heartbeat", "32",
                    "promotion tasks one PromotionObjectHeartbeat hands out (at least 1)",
@@ -290,6 +298,9 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
     c->offload_on_evict = F.offload_on_evict;
     c->offload_force_evict = F.offload_force_evict; /* alone: ignored by the core (a warning) */
     c->offloading_queue_limit = (uint32_t)F.offloading_queue_limit;
+    if (F.delete_queue_limit > UINT32_MAX)
+        mc_flags_die("flag --delete_queue_limit must be in 0..4294967295");
+    c->delete_queue_limit = (uint32_t)F.delete_queue_limit;
     c->offload_cap_ratio = F.offload_cap_ratio;
     promotion_from_flags(c);
     c->manual_ticks = false;

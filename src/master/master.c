@@ -70,6 +70,7 @@ void mc_master_config_init(struct mc_master_config *c)
     c->offload_force_evict = false;
     c->offload_cap_ratio = 0.5;
     c->offloading_queue_limit = 50000;
+    c->delete_queue_limit = 1000000;
 }
 
 static int check_config(const struct mc_master_config *c)

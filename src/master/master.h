@@ -92,6 +92,8 @@ struct mc_master_config {
     bool offload_force_evict;
     double offload_cap_ratio;        /* 0.5; in [0,1] */
     uint32_t offloading_queue_limit; /* 50000 offload tasks per holder (queued + in flight) */
+    uint32_t delete_queue_limit;     /* 1000000 disk-record delete tasks per holder not yet
+                                      * pulled (0: no limit); its own bound, not the offload one */
 
     /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
      * offload is on (a LOCAL_DISK replica only exists then). */

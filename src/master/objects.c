@@ -639,10 +639,13 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
         goto out;
     }
     rc = mc_master_get_locked(m, s, o, mc_master_now_ms(m), out);
-    bool promote = m->cfg.promotion_on_hit && rc == MC_OK && mc_promotion_candidate(o);
+    bool counted = m->cfg.promotion_on_hit && rc == MC_OK;
+    bool promote = counted && mc_promotion_candidate(o);
     mc_shard_unlock(s);
     if (promote) /* after the answer is built and the read lock dropped */
         mc_promotion_on_get(m, key, key_len, h);
+    else if (counted) /* a DRAM hit: counted in the admission sketch (hot beats cold) */
+        mc_promotion_on_memory_read(m, h);
 out:
     if (rc != MC_OK)
         CNT_INC(m, get_replica_list_failures);

@@ -157,12 +157,13 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
     uint64_t now = mc_master_now_ms(m);
     const bool promo = op == BOP_GET && m->cfg.promotion_on_hit;
     uint32_t cand[WINDOW]; /* keys of the window a Get may promote (after the unlock) */
+    uint32_t mem[WINDOW];  /* keys of the window read from DRAM (counted after the unlock) */
     for (size_t a = 0; a < k;) {
         /* A window of up to WINDOW keys: its shards read-locked together in ascending order (the
          * lock order), the lookups' cache misses overlapped stage by stage, then each key's
          * lookup and reply as usual. */
         size_t e = a + WINDOW < k ? a + WINDOW : k;
-        uint32_t ncand = 0;
+        uint32_t ncand = 0, nmem = 0;
         for (size_t j = a; j < e; j++)
             __builtin_prefetch(&m->shards[it[j].shard]);
         for (size_t j = a; j < e; j++)
@@ -186,6 +187,8 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
                 rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
                 if (promo && rcs[i] == MC_OK && mc_promotion_candidate(o))
                     cand[ncand++] = (uint32_t)j;
+                else if (promo && rcs[i] == MC_OK)
+                    mem[nmem++] = (uint32_t)j;
             } else {
                 eout[i] = mc_master_exist_locked(m, s, o, now);
             }
@@ -197,6 +200,8 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             const struct bitem *b = &it[cand[c]];
             mc_promotion_on_batch_get(m, keys[b->idx].data, keys[b->idx].len, b->h, batch_keys);
         }
+        for (uint32_t c = 0; c < nmem; c++)
+            mc_promotion_on_memory_read(m, it[mem[c]].h);
         a = e;
     }
     for (size_t j = 0; j < k; j++) {
@@ -209,16 +214,19 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             rcs[i] = MC_ERR_OBJECT_NOT_FOUND;
             continue;
         }
-        bool promote = false;
+        bool promote = false, counted = false;
         if (op == BOP_GET) {
             rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
-            promote = promo && rcs[i] == MC_OK && mc_promotion_candidate(o);
+            counted = promo && rcs[i] == MC_OK;
+            promote = counted && mc_promotion_candidate(o);
         } else {
             eout[i] = mc_master_exist_locked(m, s, o, now);
         }
         mc_shard_unlock(s);
         if (promote)
             mc_promotion_on_batch_get(m, keys[i].data, keys[i].len, it[j].h, batch_keys);
+        else if (counted)
+            mc_promotion_on_memory_read(m, it[j].h);
     }
     if (op == BOP_EXIST) /* a missing key is not an error for Exist */
         for (size_t i = 0; i < n; i++)

@@ -1225,6 +1225,12 @@ int mc_offload_init(struct mc_master *m)
         return -1;
     pthread_mutex_init(&off->lock, NULL);
     off->mb = mc_mailboxes_new(m->clock, m->cfg.offloading_queue_limit);
+    if (off->mb) { /* each kind its own bound: promotions are capped by promotion_queue_limit */
+        uint64_t pl = m->cfg.promotion_queue_limit;
+        mc_mailboxes_set_limit(off->mb, MC_TASK_PROMOTION,
+                               pl > UINT32_MAX ? UINT32_MAX : (uint32_t)pl);
+        mc_mailboxes_set_limit(off->mb, MC_TASK_DELETE, m->cfg.delete_queue_limit);
+    }
     off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
     m->offload = off;
     if (!off->mb || register_metrics(m, off) != 0)

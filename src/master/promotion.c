@@ -94,7 +94,8 @@ struct mc_promoter {
     uint32_t cursor;
     _Atomic uint32_t ncand;
 
-    /* hot beats cold: eviction requests */
+    /* hot beats cold: the victims' level (victim_level), eviction requests */
+    _Atomic uint64_t victims; /* sketch agings << 32 | mean estimate of the victims x 16 */
     _Atomic uint64_t room_next_ms;
     _Atomic uint64_t room_backoff_ms;
     _Atomic bool room_pending;
@@ -349,31 +350,70 @@ static void cand_admitted(struct mc_promoter *p, uint64_t h, const char *key, si
 
 /* ---- admission ----------------------------------------------------------------------------- */
 
-/* Asks the eviction loop for one cycle (hot beats cold), at most once per back-off period. */
-static void request_room(struct mc_master *m, struct mc_promoter *p, uint64_t now)
+/* The victims' level, x 16: the mean estimated frequency of the objects the last eviction
+ * cycle that evicted anything evicted, halved once per sketch aging since (their estimates
+ * halved with it); 0 before any such cycle. */
+static uint64_t victim_level_x16(struct mc_promoter *p)
 {
+    uint64_t v = atomic_load_explicit(&p->victims, memory_order_relaxed);
+    uint32_t aged = (uint32_t)mc_sketch_agings(&p->sketch) - (uint32_t)(v >> 32);
+    uint64_t level = v & 0xffffffffull;
+    return aged >= 32 ? 0 : level >> aged;
+}
+
+uint32_t mc_promotion_victim_estimate(struct mc_master *m, struct mc_object *o)
+{
+    struct mc_promoter *p = m->promoter;
+    if (!p || !m->cfg.promotion_on_hit)
+        return 0;
+    return mc_sketch_estimate(&p->sketch, mc_hash_key(mc_obj_key(o), o->key_len));
+}
+
+void mc_promotion_note_victims(struct mc_master *m, uint64_t sum, uint64_t n)
+{
+    struct mc_promoter *p = m->promoter;
+    if (!p || !m->cfg.promotion_on_hit || n == 0)
+        return;
+    uint64_t level = sum * 16 / n; /* <= 255 * 16 */
+    atomic_store_explicit(&p->victims,
+                          (uint64_t)(uint32_t)mc_sketch_agings(&p->sketch) << 32 | level,
+                          memory_order_relaxed);
+}
+
+/* Hot beats cold: a watermark rejection of key h asks the eviction loop for one cycle, but only
+ * when the key's estimated frequency exceeds the victims' level (the objects such a cycle evicts
+ * are the LRU tail, the kind of objects the last cycle evicted: a candidate no hotter than they
+ * are waits for room made by other means instead of displacing them), and at most once per
+ * back-off period. Returns whether the candidate out-ranked the victims. */
+static bool request_room(struct mc_master *m, struct mc_promoter *p, uint64_t h, uint64_t now)
+{
+    if ((uint64_t)mc_sketch_estimate(&p->sketch, h) * 16 <= victim_level_x16(p))
+        return false;
     uint64_t next = atomic_load_explicit(&p->room_next_ms, memory_order_relaxed);
     if (now < next)
-        return;
+        return true;
     uint64_t bo = atomic_load_explicit(&p->room_backoff_ms, memory_order_relaxed);
     if (!atomic_compare_exchange_strong_explicit(&p->room_next_ms, &next, now + bo,
                                                  memory_order_relaxed, memory_order_relaxed))
-        return; /* another reader asked just now */
+        return true; /* another reader asked just now */
     if (!atomic_exchange_explicit(&p->room_pending, true, memory_order_relaxed))
         atomic_store_explicit(&p->room_evicted_mark,
                               atomic_load_explicit(&m->c.evicted_key_count, memory_order_relaxed),
                               memory_order_relaxed);
     atomic_store_explicit(&m->need_eviction, true, memory_order_relaxed);
+    return true;
 }
 
-/* Gates 2-4 and the admission itself (gate 1, the sketch, is the caller's). */
+/* Gates 2-4 and the admission itself (gate 1, the sketch, is the caller's). decision: this is a
+ * Get's admission decision, whose refusals are counted (a retry of a candidate is not one). */
 static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uint64_t h,
-                           uint64_t now, bool *watermark)
+                           uint64_t now, bool decision, bool *watermark)
 {
     struct mc_promoter *p = m->promoter;
     *watermark = false;
     if (mc_segments_used_ratio(m->segs) >= m->cfg.eviction_high_watermark_ratio) {
-        FUNNEL_INC(p, rejected_watermark);
+        if (decision)
+            FUNNEL_INC(p, rejected_watermark);
         *watermark = true;
         return ADMIT_TRANSIENT;
     }
@@ -381,7 +421,8 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
      * cap is full must not write-lock their shards (and stall its readers) for nothing. The
      * exact check is made again under the lock. */
     if (atomic_load_explicit(&p->in_flight, memory_order_relaxed) >= p->limit) {
-        FUNNEL_INC(p, rejected_cap);
+        if (decision)
+            FUNNEL_INC(p, rejected_cap);
         return ADMIT_TRANSIENT;
     }
     struct mc_shard *s;
@@ -408,7 +449,7 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
         goto unlock;
     funnel_lock(p);
     if (p->f.in_flight >= p->limit) {
-        p->f.rejected_cap++;
+        p->f.rejected_cap += decision;
         funnel_unlock(p);
         rc = ADMIT_TRANSIENT;
         goto unlock;
@@ -464,7 +505,7 @@ static void on_read(struct mc_master *m, const char *key, size_t key_len, uint64
                     uint32_t threshold)
 {
     struct mc_promoter *p = m->promoter;
-    uint32_t freq = mc_sketch_increment(&p->sketch, key, key_len);
+    uint32_t freq = mc_sketch_increment(&p->sketch, key_hash);
     funnel_lock(p);
     p->f.attempts++;
     bool low = freq < threshold;
@@ -475,14 +516,24 @@ static void on_read(struct mc_master *m, const char *key, size_t key_len, uint64
         return;
     uint64_t now = mc_master_now_ms(m);
     bool wm;
-    enum admit_rc rc = admit(m, key, key_len, key_hash, now, &wm);
+    enum admit_rc rc = admit(m, key, key_len, key_hash, now, true, &wm);
     if (rc == ADMIT_OK) {
         cand_admitted(p, key_hash, key, key_len);
     } else if (rc == ADMIT_TRANSIENT) {
         cand_record(p, key_hash, key, key_len, now);
-        if (wm)
-            request_room(m, p, now);
+        if (wm) {
+            if (request_room(m, p, key_hash, now))
+                FUNNEL_INC(p, room_asked);
+            else
+                FUNNEL_INC(p, room_declined);
+        }
     }
+}
+
+void mc_promotion_on_memory_read(struct mc_master *m, uint64_t key_hash)
+{
+    if (m->promoter)
+        (void)mc_sketch_increment(&m->promoter->sketch, key_hash);
 }
 
 void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash)
@@ -865,7 +916,8 @@ int mc_master_promotion_tick(struct mc_master *m)
     int admitted = 0;
     for (size_t i = 0; i < nd; i++) {
         bool wm;
-        enum admit_rc rc = admit(m, due[i].key, due[i].len, due[i].hash, now, &wm);
+        FUNNEL_INC(p, candidate_retried);
+        enum admit_rc rc = admit(m, due[i].key, due[i].len, due[i].hash, now, false, &wm);
         uint64_t adm = 0, drop = 0;
         struct cand *gone = NULL;
         cand_lock(p);
@@ -891,7 +943,7 @@ int mc_master_promotion_tick(struct mc_master *m)
         admitted += (int)adm;
         free(due[i].key);
         if (rc == ADMIT_TRANSIENT && wm)
-            request_room(m, p, now);
+            (void)request_room(m, p, due[i].hash, now);
     }
     return admitted;
 }

@@ -6,9 +6,13 @@
  * Get's own answer is built and its shard lock dropped, when the object had no MEMORY replica of
  * any status and a readable LOCAL_DISK one. Every such Get counts one attempt, then the gates run
  * in order, each with its rejection counter:
- *   1. frequency: the CountMinSketch (sketch.h) count of the key, this Get included, must reach
- *      promotion_admission_threshold, or promotion_batch_admission_threshold for a key read by a
- *      BatchGet of more than one key (see "Batch reads" below);
+ *   1. frequency: the key's estimated read count (sketch.h: a doorkeeper that absorbs a key's
+ *      first read of a sample period, then a CountMinSketch with conservative update, aged every
+ *      4 x its width reads), this Get included, must reach promotion_admission_threshold, or
+ *      promotion_batch_admission_threshold for a key read by a BatchGet of more than one key
+ *      (see "Batch reads" below). Gets answered from DRAM are counted too (not gated), so the
+ *      estimate is a key's read frequency whichever tier served it, and a key read once
+ *      estimates 1 even after a flood of one-shot reads;
  *   2. watermark: DRAM used ratio below eviction_high_watermark_ratio;
  *   3. under the shard's write lock, re-checked: the object is there, not being Put, has no
  *      promotion task, still no MEMORY replica, a readable LOCAL_DISK source whose holder has a
@@ -51,10 +55,16 @@
  * key gone or no longer eligible, the table full) candidate_dropped.
  *
  * Hot beats cold. A watermark rejection also asks the eviction loop for one cycle (the flag a
- * failed PutStart raises), at most once per back-off period (10 ms, doubled up to 1 s while the
- * requested cycles free nothing). Every object such a cycle can evict has an expired lease, so
- * its last access is older than the candidate's, which was read just now: the cycle frees colder
- * objects, and the candidate is retried on the next tick.
+ * failed PutStart raises), but only when the candidate's estimated frequency exceeds the
+ * victims' level: the mean estimate of the objects the last eviction cycle evicted (eviction sums
+ * them as it evicts, reading the lock-free sketch; the level is halved with every aging of the
+ * sketch since, and is 0 before any cycle evicted anything). Such a cycle evicts the LRU tail,
+ * objects like those; a candidate no hotter than they are (room_declined) waits as a retry
+ * candidate for room made otherwise, and displaces nothing. At most one request per back-off
+ * period (10 ms, doubled up to 1 s while the requested cycles free nothing). Every object such a
+ * cycle can evict has an expired lease, so its last access is older than the candidate's, which
+ * was read just now: the cycle frees colder objects, and the candidate is retried on the next
+ * tick.
  *
  * Batch reads. A BatchGet of several keys is a prefix read (the workload replay: a prefill node
  * reads the longest present prefix of a request's blocks, DESIGN.md §12), and it waits for its
@@ -74,7 +84,9 @@
  *
  * Funnel. All counters change together under one mutex, and a metrics scrape reads one
  * snapshot, so admitted = completed + failed + expired + cancelled + in_flight holds in every
- * scrape and in mc_master_promotion_stats.
+ * scrape and in mc_master_promotion_stats. The rejection and room counters count decisions, one
+ * per Get that reached that gate; the eviction tick's retries of a recorded candidate are counted
+ * in candidate_retried only.
  *
  * Lock order: shard (write) → mailbox table → one mailbox; the funnel and candidate mutexes are
  * leaves. Parked heartbeats are answered outside every master lock (mailbox.h).
@@ -106,11 +118,20 @@
     X(failed, "promotion tasks failed by their holder (NotifyPromotionFailure)")                   \
     X(expired, "promotion tasks reaped after promotion_task_timeout")                              \
     X(cancelled, "promotion tasks cancelled (object removed, evicted or its source lost)")         \
-    X(rejected_frequency, "promotions refused: sketch count below the admission threshold")        \
-    X(rejected_watermark, "promotions refused: DRAM at or above the high watermark")               \
-    X(rejected_cap, "promotions refused: promotion_queue_limit tasks in flight")                   \
+    X(rejected_frequency,                                                                          \
+      "Gets whose key's estimated frequency was below the admission threshold (one per Get)")      \
+    X(rejected_watermark, "Gets refused because DRAM was at or above the high watermark (one per " \
+                          "Get; retries of a recorded candidate are not counted)")                 \
+    X(rejected_cap, "Gets refused because promotion_queue_limit tasks were in flight (one per "    \
+                    "Get; retries of a recorded candidate are not counted)")                       \
+    X(room_asked, "watermark refusals whose key's estimated frequency exceeded the last "          \
+                  "eviction victims' mean: eviction asked for room (hot beats cold; one per Get)") \
+    X(room_declined, "watermark refusals whose key was no hotter than the last eviction "          \
+                     "victims: no eviction asked (one per Get)")                                   \
     X(candidate_recorded, "keys recorded as retry candidates")                                     \
     X(candidate_admitted, "retry candidates admitted")                                             \
+    X(candidate_retried, "admission retries of recorded candidates by the eviction tick (each "    \
+                         "retry once; its refusals are not counted as rejections)")                \
     X(candidate_dropped, "retry candidates dropped (TTL, retries, gone, not eligible, full)")
 
 struct mc_promotion_stats {

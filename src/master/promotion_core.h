@@ -37,6 +37,16 @@ void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, u
  * dropped; a no-op when promotion is off. */
 void mc_promotion_on_batch_get(struct mc_master *m, const char *key, size_t key_len,
                                uint64_t key_hash, size_t batch_keys);
+/* A Get answered key_hash's object from a MEMORY replica (no lock needed; call it with no lock
+ * held where the caller can): the read is counted in the admission sketch, so a DRAM object's
+ * estimated frequency is known when eviction compares it with a candidate's (hot beats cold).
+ * Callers skip it when promotion is off. */
+void mc_promotion_on_memory_read(struct mc_master *m, uint64_t key_hash);
+/* Hot beats cold, eviction's side (no lock of the sketch: it is lock-free): the estimated
+ * frequency of o, about to be evicted (any shard lock held; 0 when promotion is off), and the
+ * cycle's summary (sum of the estimates of the n objects it evicted, once the cycle is over). */
+uint32_t mc_promotion_victim_estimate(struct mc_master *m, struct mc_object *o);
+void mc_promotion_note_victims(struct mc_master *m, uint64_t sum, uint64_t n);
 /* o (MC_OBJ_PROMOTING) is being erased (write lock): its task is cancelled; its replicas go with
  * the object. */
 void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
