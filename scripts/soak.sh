@@ -33,9 +33,11 @@
 #     (a resurrection), or any call failed with an unexpected error (outside a fault window);
 #   - kills were planned and nothing succeeded after the last one (the cluster never recovered),
 #     or a restarted process did not come back;
-#   - an incarnation that ran long enough to judge (>= 6 samples) still grows in its last third:
-#     its RSS peak there exceeds its peak in the middle third by more than 10% + 16 MiB, or its
-#     descriptors at its end exceed those after its first third by more than 8;
+#   - an incarnation that ran long enough to judge (>= 6 samples under the load) still grows in
+#     its last third: its RSS peak there exceeds its peak in the middle third by more than
+#     10% + 16 MiB (samples under the load; the load's final sweep, which reads every key once,
+#     is not steady state), or its descriptors at its end exceed those after its first third by
+#     more than 8;
 #   - a process died that the soak did not kill;
 #   - no offload or no promotion completed (the master's metrics, summed over its incarnations):
 #     the tier never ran.
@@ -217,8 +219,9 @@ kill_restart() {
 }
 
 died=""
+phase=load
 sample() { # t
-  local line="$1" idx p rss fds
+  local line="$1,$phase" idx p rss fds
   for idx in "${!procs[@]}"; do
     p=${procs[$idx]}
     if [ "$p" = 0 ] || ! alive "$p"; then
@@ -243,7 +246,7 @@ check_alive() {
     fi
   done
 }
-header=t_s
+header=t_s,phase
 for n in "${names[@]}"; do header="$header,${n}_rss_kb,${n}_fds,${n}_inc"; done
 echo "$header" >"$out/samples.csv"
 
@@ -287,6 +290,7 @@ fi
 wait "$load_pid" || load_rc=$?
 load_pid=0
 check_alive
+phase=end
 sample "$(elapsed)"
 
 final=$(grep '"final":true' "$out/load.jsonl" || true)
@@ -331,16 +335,19 @@ for p in procs:
     incs = {}
     for r in rows:
         if r[p + "_rss_kb"]:
-            incs.setdefault(r[p + "_inc"], []).append((int(r[p + "_rss_kb"]), int(r[p + "_fds"])))
+            incs.setdefault(r[p + "_inc"], []).append(
+                (int(r[p + "_rss_kb"]), int(r[p + "_fds"]), r["phase"]))
     for inc, s in sorted(incs.items(), key=lambda kv: int(kv[0])):
         name = "%s#%s" % (p, inc)
-        n = len(s)
+        # RSS under the load only (the final sweep after it reads every key once); descriptors
+        # up to the very end
+        rss = [x[0] for x in s if x[2] == "load"]
+        fds = [x[1] for x in s]
+        n = len(rss)
         if n < 6:
             print("   %-10s %d samples: too few to judge its growth" % (name, n))
             continue
         third = n // 3
-        rss = [x[0] for x in s]
-        fds = [x[1] for x in s]
         mid, last = max(rss[third:2 * third]), max(rss[2 * third:])
         growth_ok = last <= mid * 1.10 + 16 * 1024
         fd_ok = fds[-1] <= fds[third] + 8

@@ -32,9 +32,9 @@
  * the restarted one is READY to the --control file, which the main thread polls every 20 ms.
  * An operation that overlaps a fault window, or starts or ends within --grace_ms (default
  * 5000) after one ended, and fails with a transport or unavailable error (RPC_FAIL,
- * RPC_TIMEOUT, TRANSFER_FAIL, UNAVAILABLE_IN_CURRENT_STATUS, and the codes a killed holder's
- * segment gives while the master forgets it: SEGMENT_NOT_FOUND, CLIENT_NOT_FOUND,
- * REPLICA_NOT_FOUND, WRITE_FAIL) is counted as fault_errors, not as an error. Any other error,
+ * RPC_TIMEOUT, TRANSFER_FAIL, UNAVAILABLE_IN_CURRENT_STATUS) is counted as fault_errors (per
+ * code in "fault_codes"), not as an error; fault_error_tail_ms is the latest such error after
+ * the end of a window, the grace it needed. Any other error,
  * and any error outside the windows, is an error. REPLICA_IS_NOT_READY (a key being put,
  * offloaded or promoted), OBJECT_HAS_LEASE (a Remove of a key being read) and
  * NO_AVAILABLE_HANDLE (a Put while eviction catches up) are expected outcomes at any time.
@@ -46,9 +46,15 @@
  *    "removes_ok":..,"replaces":..,"not_found":..,"not_ready":..,"busy":..,"no_space":..,
  *    "faults":..,"fault_errors":..,"errors":..,"wrong_bytes":..,"checksum_mismatch":..,
  *    "resurrections":..,"resurrected_removed":..,"resurrected_older":..,
- *    "ok_after_faults":..,"bytes_verified":..}
- * ok_after_faults counts acknowledged Puts and verified hits that started after the last fault
- * window and its grace: the cluster serves again.
+ *    "resurrected_in_sweep":..,"res_no_kill":..,"res_acked_before_master_kill":..,
+ *    "res_acked_after_master_kill":..,"res_acked_before_holder_kill":..,
+ *    "res_acked_after_holder_kill":..,"fault_error_tail_ms":..,"ok_after_faults":..,
+ *    "bytes_verified":..,"fault_codes":{"RPC_FAIL":..,..}}
+ * The res_* fields split the resurrections by the last kill begun before the Get (none, the
+ * master, a holder) and whether the acknowledgement came before that kill or after it (an
+ * acknowledgement made to the restarted master). ok_after_faults counts acknowledged Puts and
+ * verified hits that started after the last fault window and its grace: the cluster serves
+ * again.
  * Exit status: 0 when errors, wrong_bytes and resurrections are all 0, 1 otherwise, 2 on bad
  * usage.
  */
@@ -92,7 +98,13 @@ static struct {
     _Atomic uint64_t fault_begins, fault_last_end_ms;
     _Atomic uint64_t ops, gets, hits, puts, puts_ok, exists, removes, removes_ok, replaces,
         not_found, not_ready, busy, no_space, fault_errors, errors, wrong_bytes, checksum_mismatch,
-        res_removed, res_older, ok_after_faults, bytes_verified;
+        res_removed, res_older, ok_after_faults, bytes_verified, res_sweep, fault_tail_ms;
+    /* what fault n (mod 64) was and when it began, set before it is counted */
+    char fault_what[64][32];
+    uint64_t fault_begin_ms[64];
+    /* resurrections by the last kill before the Get: [none, master, holder] x [the ack came
+     * before that kill, after it] */
+    _Atomic uint64_t res_by[3][2];
 } g = {.seconds = 60,
        .threads = 4,
        .report_s = 5,
@@ -231,21 +243,23 @@ static bool op_after_faults(const struct op_window *w)
            w->start_ms >= end + g.grace_ms;
 }
 
-static bool fault_code(int rc)
+/* The errors a call may get while a process it needs is down or just back. */
+static const int fault_codes[] = {
+    MC_ERR_RPC_FAIL,
+    MC_ERR_RPC_TIMEOUT,
+    MC_ERR_TRANSFER_FAIL,
+    MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS,
+};
+#define N_FAULT_CODES (sizeof(fault_codes) / sizeof(fault_codes[0]))
+static _Atomic uint64_t fault_code_count[N_FAULT_CODES];
+
+/* The index of rc in fault_codes, or -1. */
+static int fault_code(int rc)
 {
-    switch (rc) {
-    case MC_ERR_RPC_FAIL:
-    case MC_ERR_RPC_TIMEOUT:
-    case MC_ERR_TRANSFER_FAIL:
-    case MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS:
-    case MC_ERR_SEGMENT_NOT_FOUND:
-    case MC_ERR_CLIENT_NOT_FOUND:
-    case MC_ERR_REPLICA_NOT_FOUND:
-    case MC_ERR_WRITE_FAIL:
-        return true;
-    default:
-        return false;
-    }
+    for (size_t i = 0; i < N_FAULT_CODES; i++)
+        if (fault_codes[i] == rc)
+            return (int)i;
+    return -1;
 }
 
 /* Reads the control file's new complete lines ("begin WHAT" / "end WHAT"). */
@@ -261,6 +275,9 @@ static void poll_control(FILE *f)
         }
         pos = ftell(f);
         if (strncmp(line, "begin ", 6) == 0) {
+            char *what = g.fault_what[atomic_load(&g.fault_begins) % 64];
+            snprintf(what, sizeof(g.fault_what[0]), "%.*s", (int)(n - 7), line + 6);
+            g.fault_begin_ms[atomic_load(&g.fault_begins) % 64] = run_ms();
             atomic_fetch_add(&g.fault_begins, 1);
             atomic_fetch_add(&g.fault_active, 1);
             fprintf(stderr, "soak_load: t=%.1fs fault begins: %s", (double)run_ms() / 1000, line);
@@ -279,7 +296,17 @@ static void poll_control(FILE *f)
 /* A failed call: expected during a fault, else an error. */
 static void count_failure(const char *op, uint32_t k, int rc, const struct op_window *w)
 {
-    if (fault_code(rc) && op_in_fault(w)) {
+    int fc = fault_code(rc);
+    if (fc >= 0 && op_in_fault(w)) {
+        uint64_t end = atomic_load(&g.fault_last_end_ms), now = run_ms();
+        atomic_fetch_add(&fault_code_count[fc], 1);
+        /* how long after the last fault ended they still came: the grace needed */
+        if (!atomic_load(&g.fault_active) && end && now > end) {
+            uint64_t tail = atomic_load(&g.fault_tail_ms);
+            while (now - end > tail &&
+                   !atomic_compare_exchange_weak(&g.fault_tail_ms, &tail, now - end))
+                ;
+        }
         if (atomic_fetch_add(&g.fault_errors, 1) < LOG_MAX)
             fprintf(stderr, "soak_load: t=%.1fs %s soak/%u: %s (during a fault)\n",
                     (double)run_ms() / 1000, op, k, mc_strerror(rc));
@@ -291,13 +318,17 @@ static void count_failure(const char *op, uint32_t k, int rc, const struct op_wi
                 op_in_fault(w) ? "during a fault, not a transport error" : "no fault");
 }
 
-static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap)
+static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool sweep)
 {
     char key[32];
     struct op_window w;
     snprintf(key, sizeof(key), "soak/%u", k);
     /* loaded before the Get is issued: every acknowledgement it reflects happened before */
-    uint64_t floor = atomic_load(&g.ks[k].floor), ack = atomic_load(&g.ks[k].ack_ms);
+    uint64_t floor, ack;
+    do { /* ack_ms is for the log lines: the one that goes with this floor */
+        floor = atomic_load(&g.ks[k].floor);
+        ack = atomic_load(&g.ks[k].ack_ms);
+    } while (floor != atomic_load(&g.ks[k].floor));
     atomic_fetch_add(&g.gets, 1);
     op_begin(&w);
     int64_t n = mc_get(g.client, key, buf, cap);
@@ -313,17 +344,21 @@ static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap)
         } else if (seq < floor >> 1) {
             bool removed = floor & 1;
             _Atomic uint64_t *c = removed ? &g.res_removed : &g.res_older;
-            uint64_t end = atomic_load(&g.fault_last_end_ms);
+            uint64_t nf = w.begins; /* the faults begun before the Get started */
+            const char *what = nf ? g.fault_what[(nf - 1) % 64] : "none";
+            uint64_t begin = nf ? g.fault_begin_ms[(nf - 1) % 64] : 0;
+            int kind = nf == 0 ? 0 : strcmp(what, "master") == 0 ? 1 : 2;
+            atomic_fetch_add(&g.res_by[kind][ack >= begin], 1);
+            if (sweep)
+                atomic_fetch_add(&g.res_sweep, 1);
             if (atomic_fetch_add(c, 1) < LOG_MAX)
                 fprintf(stderr,
-                        "soak_load: t=%.1fs RESURRECTION soak/%u: read sequence %" PRIu64
-                        ", but %s was acknowledged %" PRIu64
-                        " ms before the Get started (floor %" PRIu64
-                        "); last fault ended %s%.1fs before\n",
-                        (double)run_ms() / 1000, k, seq, removed ? "a Remove" : "a newer Put",
-                        w.start_ms - ack, floor >> 1,
-                        atomic_load(&g.fault_active) ? "(one is active) " : "",
-                        end ? (double)(run_ms() - end) / 1000 : -1.0);
+                        "soak_load: t=%.1fs RESURRECTION soak/%u%s: read sequence %" PRIu64
+                        ", but %s (floor %" PRIu64 ") was acknowledged at t=%.1fs, %" PRIu64
+                        " ms before the Get started; last kill: %s at t=%.1fs\n",
+                        (double)w.start_ms / 1000, k, sweep ? " (final sweep)" : "", seq,
+                        removed ? "a Remove" : "a newer Put", floor >> 1, (double)ack / 1000,
+                        w.start_ms - ack, what, (double)begin / 1000);
         } else {
             atomic_fetch_add(&g.bytes_verified, (uint64_t)n);
             if (op_after_faults(&w))
@@ -414,7 +449,7 @@ static void *worker(void *arg)
     while (!atomic_load(&g.stop)) {
         double op = uniform(&s);
         if (op < g.p_get) {
-            do_get(pick_key(&s), buf, scratch, max);
+            do_get(pick_key(&s), buf, scratch, max, false);
         } else if (op < g.p_get + g.p_put) {
             do_put(pick_own_key(&s, w_id), w_id, buf);
         } else if (op < g.p_get + g.p_put + g.p_rm) {
@@ -426,14 +461,14 @@ static void *worker(void *arg)
             int rc = do_remove(k);
             if (rc == 0 || rc == MC_ERR_OBJECT_NOT_FOUND) {
                 do_put(k, w_id, buf);
-                do_get(k, buf, scratch, max);
+                do_get(k, buf, scratch, max, false);
             }
         }
         atomic_fetch_add(&g.ops, 1);
     }
     if (g.sweep) /* every key of this thread once more, now that nothing else changes it */
         for (uint32_t k = w_id; k < g.keys; k += (uint32_t)g.threads)
-            do_get(k, buf, scratch, max);
+            do_get(k, buf, scratch, max, true);
     free(buf);
     free(scratch);
     return NULL;
@@ -466,12 +501,28 @@ static void report(double t, bool final)
         {"resurrections", atomic_load(&g.res_removed) + atomic_load(&g.res_older)},
         {"resurrected_removed", atomic_load(&g.res_removed)},
         {"resurrected_older", atomic_load(&g.res_older)},
+        {"resurrected_in_sweep", atomic_load(&g.res_sweep)},
+        {"res_no_kill", atomic_load(&g.res_by[0][1])},
+        {"res_acked_before_master_kill", atomic_load(&g.res_by[1][0])},
+        {"res_acked_after_master_kill", atomic_load(&g.res_by[1][1])},
+        {"res_acked_before_holder_kill", atomic_load(&g.res_by[2][0])},
+        {"res_acked_after_holder_kill", atomic_load(&g.res_by[2][1])},
+        {"fault_error_tail_ms", atomic_load(&g.fault_tail_ms)},
         {"ok_after_faults", atomic_load(&g.ok_after_faults)},
         {"bytes_verified", atomic_load(&g.bytes_verified)},
     };
     printf("{\"t_s\":%.1f", t);
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
         printf(",\"%s\":%" PRIu64, f[i].name, f[i].v);
+    printf(",\"fault_codes\":{");
+    for (size_t i = 0, first = 1; i < N_FAULT_CODES; i++) {
+        uint64_t v = atomic_load(&fault_code_count[i]);
+        if (v) {
+            printf("%s\"%s\":%" PRIu64, first ? "" : ",", mc_strerror(fault_codes[i]), v);
+            first = 0;
+        }
+    }
+    printf("}");
     printf("%s}\n", final ? ",\"final\":true" : "");
     fflush(stdout);
 }
