@@ -40,19 +40,21 @@
  * NO_AVAILABLE_HANDLE (a Put while eviction catches up) are expected outcomes at any time.
  *
  * After the run (--sweep=1, the default) every thread reads each of its keys once more.
+ * SIGTERM or SIGINT ends the run early, without the sweep, with the final report.
  *
  * Output: one JSON line per report interval and a final one with "final":true:
  *   {"t_s":..,"ops":..,"gets":..,"hits":..,"puts":..,"puts_ok":..,"exists":..,"removes":..,
  *    "removes_ok":..,"replaces":..,"not_found":..,"not_ready":..,"busy":..,"no_space":..,
  *    "faults":..,"fault_errors":..,"errors":..,"wrong_bytes":..,"checksum_mismatch":..,
  *    "resurrections":..,"resurrected_removed":..,"resurrected_older":..,
- *    "resurrected_in_sweep":..,"res_no_kill":..,"res_acked_before_master_kill":..,
- *    "res_acked_after_master_kill":..,"res_acked_before_holder_kill":..,
- *    "res_acked_after_holder_kill":..,"fault_error_tail_ms":..,"ok_after_faults":..,
+ *    "resurrected_in_sweep":..,"res_no_kill":..,"res_acked_before_master_restart":..,
+ *    "res_acked_after_master_restart":..,"res_acked_before_holder_restart":..,
+ *    "res_acked_after_holder_restart":..,"fault_error_tail_ms":..,"ok_after_faults":..,
  *    "bytes_verified":..,"fault_codes":{"RPC_FAIL":..,..}}
  * The res_* fields split the resurrections by the last kill begun before the Get (none, the
- * master, a holder) and whether the acknowledgement came before that kill or after it (an
- * acknowledgement made to the restarted master). ok_after_faults counts acknowledged Puts and
+ * master, a holder) and whether the acknowledgement came before the restarted process was
+ * READY (for the master: before the kill, lost by it) or after (a newer value acknowledged by
+ * the restarted cluster, and an older one read). ok_after_faults counts acknowledged Puts and
  * verified hits that started after the last fault window and its grace: the cluster serves
  * again.
  * Exit status: 0 when errors, wrong_bytes and resurrections are all 0, 1 otherwise, 2 on bad
@@ -63,6 +65,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,9 +104,10 @@ static struct {
         res_removed, res_older, ok_after_faults, bytes_verified, res_sweep, fault_tail_ms;
     /* what fault n (mod 64) was and when it began, set before it is counted */
     char fault_what[64][32];
-    uint64_t fault_begin_ms[64];
-    /* resurrections by the last kill before the Get: [none, master, holder] x [the ack came
-     * before that kill, after it] */
+    uint64_t fault_begin_ms[64], fault_end_ms[64]; /* end 0: not ended yet */
+    /* resurrections by the last kill begun before the Get: [none, master, holder] x [the ack
+     * came before the restarted process was READY (so from before the kill: nothing acks
+     * while the master is down), after it] */
     _Atomic uint64_t res_by[3][2];
 } g = {.seconds = 60,
        .threads = 4,
@@ -278,12 +282,16 @@ static void poll_control(FILE *f)
             char *what = g.fault_what[atomic_load(&g.fault_begins) % 64];
             snprintf(what, sizeof(g.fault_what[0]), "%.*s", (int)(n - 7), line + 6);
             g.fault_begin_ms[atomic_load(&g.fault_begins) % 64] = run_ms();
+            g.fault_end_ms[atomic_load(&g.fault_begins) % 64] = 0;
             atomic_fetch_add(&g.fault_begins, 1);
             atomic_fetch_add(&g.fault_active, 1);
             fprintf(stderr, "soak_load: t=%.1fs fault begins: %s", (double)run_ms() / 1000, line);
         } else if (strncmp(line, "end ", 4) == 0) {
             if (atomic_load(&g.fault_active) > 0)
                 atomic_fetch_sub(&g.fault_active, 1);
+            uint64_t nf = atomic_load(&g.fault_begins);
+            if (nf)
+                g.fault_end_ms[(nf - 1) % 64] = run_ms();
             atomic_store(&g.fault_last_end_ms, run_ms());
             fprintf(stderr, "soak_load: t=%.1fs fault ends: %s", (double)run_ms() / 1000, line);
         }
@@ -347,18 +355,19 @@ static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool 
             uint64_t nf = w.begins; /* the faults begun before the Get started */
             const char *what = nf ? g.fault_what[(nf - 1) % 64] : "none";
             uint64_t begin = nf ? g.fault_begin_ms[(nf - 1) % 64] : 0;
+            uint64_t end = nf ? g.fault_end_ms[(nf - 1) % 64] : 0;
             int kind = nf == 0 ? 0 : strcmp(what, "master") == 0 ? 1 : 2;
-            atomic_fetch_add(&g.res_by[kind][ack >= begin], 1);
+            atomic_fetch_add(&g.res_by[kind][nf == 0 || (end && ack >= end)], 1);
             if (sweep)
                 atomic_fetch_add(&g.res_sweep, 1);
             if (atomic_fetch_add(c, 1) < LOG_MAX)
                 fprintf(stderr,
                         "soak_load: t=%.1fs RESURRECTION soak/%u%s: read sequence %" PRIu64
                         ", but %s (floor %" PRIu64 ") was acknowledged at t=%.1fs, %" PRIu64
-                        " ms before the Get started; last kill: %s at t=%.1fs\n",
+                        " ms before the Get started; last kill: %s, down t=%.1fs..%.1fs\n",
                         (double)w.start_ms / 1000, k, sweep ? " (final sweep)" : "", seq,
                         removed ? "a Remove" : "a newer Put", floor >> 1, (double)ack / 1000,
-                        w.start_ms - ack, what, (double)begin / 1000);
+                        w.start_ms - ack, what, (double)begin / 1000, (double)end / 1000);
         } else {
             atomic_fetch_add(&g.bytes_verified, (uint64_t)n);
             if (op_after_faults(&w))
@@ -503,10 +512,10 @@ static void report(double t, bool final)
         {"resurrected_older", atomic_load(&g.res_older)},
         {"resurrected_in_sweep", atomic_load(&g.res_sweep)},
         {"res_no_kill", atomic_load(&g.res_by[0][1])},
-        {"res_acked_before_master_kill", atomic_load(&g.res_by[1][0])},
-        {"res_acked_after_master_kill", atomic_load(&g.res_by[1][1])},
-        {"res_acked_before_holder_kill", atomic_load(&g.res_by[2][0])},
-        {"res_acked_after_holder_kill", atomic_load(&g.res_by[2][1])},
+        {"res_acked_before_master_restart", atomic_load(&g.res_by[1][0])},
+        {"res_acked_after_master_restart", atomic_load(&g.res_by[1][1])},
+        {"res_acked_before_holder_restart", atomic_load(&g.res_by[2][0])},
+        {"res_acked_after_holder_restart", atomic_load(&g.res_by[2][1])},
         {"fault_error_tail_ms", atomic_load(&g.fault_tail_ms)},
         {"ok_after_faults", atomic_load(&g.ok_after_faults)},
         {"bytes_verified", atomic_load(&g.bytes_verified)},
@@ -626,6 +635,13 @@ int main(int argc, char **argv)
     cfg.master_address = g.master;
     cfg.segment_size = 0; /* every byte crosses to a daemon */
     cfg.checksums = true;
+    /* SIGTERM / SIGINT end the run early (no sweep) with the final report; they are blocked
+     * in every thread (the client's included) and taken by the main loop only */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     int rc = mc_client_open(&cfg, &g.client);
     if (rc) {
         fprintf(stderr, "soak_load: cannot open the client: %s\n", mc_strerror(rc));
@@ -641,7 +657,13 @@ int main(int argc, char **argv)
     uint64_t next = g.t0 + (uint64_t)g.report_s * 1000;
     while (now_ms() - g.t0 < (uint64_t)g.seconds * 1000) {
         struct timespec ts = {0, 20 * 1000000};
-        nanosleep(&ts, NULL);
+        int sig = sigtimedwait(&sigs, NULL, &ts);
+        if (sig == SIGTERM || sig == SIGINT) {
+            fprintf(stderr, "soak_load: stopped by %s at t=%.1fs\n", strsignal(sig),
+                    (double)run_ms() / 1000);
+            g.sweep = 0;
+            break;
+        }
         if (ctl)
             poll_control(ctl);
         if (now_ms() >= next) {
