@@ -360,10 +360,12 @@ PY
 echo "== soak summary: seed=$seed wrong_bytes=${wrong:-?} resurrections=${resurrections:-?}" \
   "errors=${errors:-?} fault_errors=$(field fault_errors) kills=$kills_done/$kills_planned" \
   "(master $kills_master, holder $kills_holder) ok_after_faults=$(field ok_after_faults)" \
-  "resurrections: removed=$(field resurrected_removed) older=$(field resurrected_older)" \
-  "in_final_sweep=$(field resurrected_in_sweep)" \
-  "acked_before/after_master_restart=$(field res_acked_before_master_restart)/$(field res_acked_after_master_restart)" \
-  "acked_before/after_holder_restart=$(field res_acked_before_holder_restart)/$(field res_acked_after_holder_restart)" \
+  "| resurrections: removed=$(field resurrected_removed) older=$(field resurrected_older)" \
+  "keys=$(field resurrected_keys) in_final_sweep=$(field resurrected_in_sweep)" \
+  "acked_before_master_kill=$(field res_acked_before_master_kill)" \
+  "acked_before_holder_kill=$(field res_acked_before_holder_kill)" \
+  "acked_after_master_restart=$(field res_acked_after_master_restart)" \
+  "acked_after_holder_restart=$(field res_acked_after_holder_restart)" \
   "no_kill=$(field res_no_kill)"
 [ $status -eq 0 ] && echo "== soak: passed" || echo "== soak: FAILED (replay: MC_SOAK_SEED=$seed scripts/soak.sh $dur)" >&2
 exit $status

@@ -47,16 +47,17 @@
  *    "removes_ok":..,"replaces":..,"not_found":..,"not_ready":..,"busy":..,"no_space":..,
  *    "faults":..,"fault_errors":..,"errors":..,"wrong_bytes":..,"checksum_mismatch":..,
  *    "resurrections":..,"resurrected_removed":..,"resurrected_older":..,
- *    "resurrected_in_sweep":..,"res_no_kill":..,"res_acked_before_master_restart":..,
- *    "res_acked_after_master_restart":..,"res_acked_before_holder_restart":..,
- *    "res_acked_after_holder_restart":..,"fault_error_tail_ms":..,"ok_after_faults":..,
- *    "bytes_verified":..,"fault_codes":{"RPC_FAIL":..,..}}
- * The res_* fields split the resurrections by the last kill begun before the Get (none, the
- * master, a holder) and whether the acknowledgement came before the restarted process was
- * READY (for the master: before the kill, lost by it) or after (a newer value acknowledged by
- * the restarted cluster, and an older one read). ok_after_faults counts acknowledged Puts and
- * verified hits that started after the last fault window and its grace: the cluster serves
- * again.
+ *    "resurrected_in_sweep":..,"resurrected_keys":..,"res_acked_before_master_kill":..,
+ *    "res_acked_before_holder_kill":..,"res_acked_after_master_restart":..,
+ *    "res_acked_after_holder_restart":..,"res_no_kill":..,"fault_error_tail_ms":..,
+ *    "ok_after_faults":..,"bytes_verified":..,"fault_codes":{"RPC_FAIL":..,..}}
+ * The res_* fields split the resurrections by the kill they follow: the first kill whose
+ * restarted process was not READY yet when the Remove or replacement was acknowledged (the
+ * acknowledgement was lost by that kill), else the last restart before it (a newer value
+ * acknowledged by the restarted cluster lost to an older one), else none. A resurrected key is
+ * usually read many times: resurrected_keys counts keys. ok_after_faults counts acknowledged
+ * Puts and verified hits that started after the last fault window and its grace: the cluster
+ * serves again.
  * Exit status: 0 when errors, wrong_bytes and resurrections are all 0, 1 otherwise, 2 on bad
  * usage.
  */
@@ -79,11 +80,23 @@
 #define HDR 32
 #define LOG_MAX 20 /* log lines per kind */
 
+#define MAX_FAULTS 256 /* fault windows remembered, for blame() */
+
+enum {
+    RES_NO_KILL,
+    RES_BEFORE_MASTER_KILL,
+    RES_BEFORE_HOLDER_KILL,
+    RES_AFTER_MASTER_RESTART,
+    RES_AFTER_HOLDER_RESTART,
+    RES_BUCKETS
+};
+
 /* What the writer of a key has published; written only by the key's writer thread. */
 struct key_state {
     _Atomic uint64_t floor;     /* (lowest sequence a Get may return) << 1 | removed */
     _Atomic uint64_t attempted; /* highest sequence handed to a Put of the key */
     _Atomic uint64_t ack_ms;    /* when the floor last moved (diagnostics) */
+    _Atomic int resurrected;    /* counted in res_keys */
 };
 
 static struct {
@@ -103,12 +116,9 @@ static struct {
         not_found, not_ready, busy, no_space, fault_errors, errors, wrong_bytes, checksum_mismatch,
         res_removed, res_older, ok_after_faults, bytes_verified, res_sweep, fault_tail_ms;
     /* what fault n (mod 64) was and when it began, set before it is counted */
-    char fault_what[64][32];
-    uint64_t fault_begin_ms[64], fault_end_ms[64]; /* end 0: not ended yet */
-    /* resurrections by the last kill begun before the Get: [none, master, holder] x [the ack
-     * came before the restarted process was READY (so from before the kill: nothing acks
-     * while the master is down), after it] */
-    _Atomic uint64_t res_by[3][2];
+    char fault_what[MAX_FAULTS][32];
+    _Atomic uint64_t fault_begin_ms[MAX_FAULTS], fault_end_ms[MAX_FAULTS]; /* end 0: not yet */
+    _Atomic uint64_t res_by[RES_BUCKETS], res_keys;                        /* see blame() */
 } g = {.seconds = 60,
        .threads = 4,
        .report_s = 5,
@@ -279,10 +289,10 @@ static void poll_control(FILE *f)
         }
         pos = ftell(f);
         if (strncmp(line, "begin ", 6) == 0) {
-            char *what = g.fault_what[atomic_load(&g.fault_begins) % 64];
+            char *what = g.fault_what[atomic_load(&g.fault_begins) % MAX_FAULTS];
             snprintf(what, sizeof(g.fault_what[0]), "%.*s", (int)(n - 7), line + 6);
-            g.fault_begin_ms[atomic_load(&g.fault_begins) % 64] = run_ms();
-            g.fault_end_ms[atomic_load(&g.fault_begins) % 64] = 0;
+            atomic_store(&g.fault_begin_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], run_ms());
+            atomic_store(&g.fault_end_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], 0);
             atomic_fetch_add(&g.fault_begins, 1);
             atomic_fetch_add(&g.fault_active, 1);
             fprintf(stderr, "soak_load: t=%.1fs fault begins: %s", (double)run_ms() / 1000, line);
@@ -291,7 +301,7 @@ static void poll_control(FILE *f)
                 atomic_fetch_sub(&g.fault_active, 1);
             uint64_t nf = atomic_load(&g.fault_begins);
             if (nf)
-                g.fault_end_ms[(nf - 1) % 64] = run_ms();
+                atomic_store(&g.fault_end_ms[(nf - 1) % MAX_FAULTS], run_ms());
             atomic_store(&g.fault_last_end_ms, run_ms());
             fprintf(stderr, "soak_load: t=%.1fs fault ends: %s", (double)run_ms() / 1000, line);
         }
@@ -326,6 +336,37 @@ static void count_failure(const char *op, uint32_t k, int rc, const struct op_wi
                 op_in_fault(w) ? "during a fault, not a transport error" : "no fault");
 }
 
+/* Which kill a resurrection follows: the first one whose restart was not READY yet when the
+ * acknowledgement came (acknowledged before that kill: lost by it), else the last one that
+ * ended before the acknowledgement (a newer value acknowledged by the restarted cluster lost to
+ * an older one), else none. Only the faults begun before the Get (nf) count. */
+struct blame {
+    int bucket; /* RES_* */
+    bool before;
+    const char *what;
+    uint64_t begin, end;
+};
+
+static struct blame blame(uint64_t ack, uint64_t nf)
+{
+    struct blame b = {RES_NO_KILL, false, "", 0, 0};
+    uint64_t first = nf > MAX_FAULTS ? nf - MAX_FAULTS : 0;
+    for (uint64_t i = first; i < nf; i++) {
+        uint64_t end = atomic_load(&g.fault_end_ms[i % MAX_FAULTS]);
+        bool master = strcmp(g.fault_what[i % MAX_FAULTS], "master") == 0;
+        b.what = g.fault_what[i % MAX_FAULTS];
+        b.begin = atomic_load(&g.fault_begin_ms[i % MAX_FAULTS]);
+        b.end = end;
+        if (end == 0 || ack < end) {
+            b.before = true;
+            b.bucket = master ? RES_BEFORE_MASTER_KILL : RES_BEFORE_HOLDER_KILL;
+            return b;
+        }
+        b.bucket = master ? RES_AFTER_MASTER_RESTART : RES_AFTER_HOLDER_RESTART;
+    }
+    return b;
+}
+
 static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool sweep)
 {
     char key[32];
@@ -352,22 +393,24 @@ static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool 
         } else if (seq < floor >> 1) {
             bool removed = floor & 1;
             _Atomic uint64_t *c = removed ? &g.res_removed : &g.res_older;
-            uint64_t nf = w.begins; /* the faults begun before the Get started */
-            const char *what = nf ? g.fault_what[(nf - 1) % 64] : "none";
-            uint64_t begin = nf ? g.fault_begin_ms[(nf - 1) % 64] : 0;
-            uint64_t end = nf ? g.fault_end_ms[(nf - 1) % 64] : 0;
-            int kind = nf == 0 ? 0 : strcmp(what, "master") == 0 ? 1 : 2;
-            atomic_fetch_add(&g.res_by[kind][nf == 0 || (end && ack >= end)], 1);
+            struct blame b = blame(ack, w.begins);
+            atomic_fetch_add(&g.res_by[b.bucket], 1);
+            if (!atomic_exchange(&g.ks[k].resurrected, 1))
+                atomic_fetch_add(&g.res_keys, 1);
             if (sweep)
                 atomic_fetch_add(&g.res_sweep, 1);
             if (atomic_fetch_add(c, 1) < LOG_MAX)
                 fprintf(stderr,
                         "soak_load: t=%.1fs RESURRECTION soak/%u%s: read sequence %" PRIu64
                         ", but %s (floor %" PRIu64 ") was acknowledged at t=%.1fs, %" PRIu64
-                        " ms before the Get started; last kill: %s, down t=%.1fs..%.1fs\n",
+                        " ms before the Get started; %s %s (down t=%.1fs..%.1fs)\n",
                         (double)w.start_ms / 1000, k, sweep ? " (final sweep)" : "", seq,
                         removed ? "a Remove" : "a newer Put", floor >> 1, (double)ack / 1000,
-                        w.start_ms - ack, what, (double)begin / 1000, (double)end / 1000);
+                        w.start_ms - ack,
+                        b.before    ? "acknowledged before the kill of"
+                        : b.what[0] ? "acknowledged after the restart of"
+                                    : "no kill",
+                        b.what, (double)b.begin / 1000, (double)b.end / 1000);
         } else {
             atomic_fetch_add(&g.bytes_verified, (uint64_t)n);
             if (op_after_faults(&w))
@@ -511,11 +554,12 @@ static void report(double t, bool final)
         {"resurrected_removed", atomic_load(&g.res_removed)},
         {"resurrected_older", atomic_load(&g.res_older)},
         {"resurrected_in_sweep", atomic_load(&g.res_sweep)},
-        {"res_no_kill", atomic_load(&g.res_by[0][1])},
-        {"res_acked_before_master_restart", atomic_load(&g.res_by[1][0])},
-        {"res_acked_after_master_restart", atomic_load(&g.res_by[1][1])},
-        {"res_acked_before_holder_restart", atomic_load(&g.res_by[2][0])},
-        {"res_acked_after_holder_restart", atomic_load(&g.res_by[2][1])},
+        {"resurrected_keys", atomic_load(&g.res_keys)},
+        {"res_acked_before_master_kill", atomic_load(&g.res_by[RES_BEFORE_MASTER_KILL])},
+        {"res_acked_before_holder_kill", atomic_load(&g.res_by[RES_BEFORE_HOLDER_KILL])},
+        {"res_acked_after_master_restart", atomic_load(&g.res_by[RES_AFTER_MASTER_RESTART])},
+        {"res_acked_after_holder_restart", atomic_load(&g.res_by[RES_AFTER_HOLDER_RESTART])},
+        {"res_no_kill", atomic_load(&g.res_by[RES_NO_KILL])},
         {"fault_error_tail_ms", atomic_load(&g.fault_tail_ms)},
         {"ok_after_faults", atomic_load(&g.ok_after_faults)},
         {"bytes_verified", atomic_load(&g.bytes_verified)},
