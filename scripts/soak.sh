@@ -6,6 +6,7 @@
 #   MC_SOAK_SEED=N     the seed of the kill schedule and of the load (default: a random one);
 #                      printed at the start, so a failing run can be replayed
 #   MC_SOAK_KILLS=N    how many kills (default max(2, DURATION/30); 0 = no kills, for debugging)
+#   MC_SOAK_TARGETS=T  what is killed: both (default), master or holder (to tell their effects apart)
 #   MC_SOAK_GRACE_S=G  seconds after a restarted process is READY during which transport errors
 #                      still count as expected (default 5)
 #   MC_SOAK_KEEP_DISK=1  keep the daemons' disk directories at the end (default: removed)
@@ -33,11 +34,11 @@
 #     (a resurrection), or any call failed with an unexpected error (outside a fault window);
 #   - kills were planned and nothing succeeded after the last one (the cluster never recovered),
 #     or a restarted process did not come back;
-#   - an incarnation that ran long enough to judge (>= 6 samples under the load) still grows in
-#     its last third: its RSS peak there exceeds its peak in the middle third by more than
-#     10% + 16 MiB (samples under the load; the load's final sweep, which reads every key once,
-#     is not steady state), or its descriptors at its end exceed those after its first third by
-#     more than 8;
+#   - a process's last incarnation (those the soak killed are not judged), when it ran long
+#     enough to judge (>= 6 samples under the load), still grows in its last third: its RSS
+#     peak there exceeds its peak in the middle third by more than 10% + 16 MiB (samples under
+#     the load; the load's final sweep, which reads every key once, is not steady state), or
+#     its descriptors at its end exceed those after its first third by more than 8;
 #   - a process died that the soak did not kill;
 #   - no offload or no promotion completed (the master's metrics, summed over its incarnations):
 #     the tier never ran.
@@ -106,7 +107,7 @@ start_master() {
     >"$o" 2>>"$out/master.log" &
   procs[0]=$!
   for _ in $(seq 100); do
-    grep -q READY "$o" && return 0
+    grep -qs READY "$o" && return 0
     alive "${procs[0]}" || break
     sleep 0.1
   done
@@ -124,7 +125,7 @@ start_daemon() { # i
     --log_level=warn >"$o" 2>>"$out/daemon$i.log" &
   procs[i]=$!
   for _ in $(seq 200); do
-    grep -q READY "$o" && return 0
+    grep -qs READY "$o" && return 0
     alive "${procs[i]}" || break
     sleep 0.1
   done
@@ -147,9 +148,14 @@ for i in 1 2 3; do
 done
 
 # The kill schedule, from the seed: "TIME_S TARGET DOWN_S" per line.
-python3 - "$seed" "$dur" "$kills_planned" >"$out/schedule.txt" <<'PY'
+targets=${MC_SOAK_TARGETS:-both}
+case $targets in
+both | master | holder) ;;
+*) echo "soak: MC_SOAK_TARGETS is both, master or holder" >&2; exit 2 ;;
+esac
+python3 - "$seed" "$dur" "$kills_planned" "$targets" >"$out/schedule.txt" <<'PY'
 import random, sys
-seed, dur, n = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+seed, dur, n, targets = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 r = random.Random(seed)
 lo, hi = max(5.0, dur * 0.15), dur - 15.0
 if n <= 0 or hi - lo < 5.0 * n:
@@ -159,6 +165,10 @@ first = ["master", "daemon%d" % r.randint(1, 3)]
 r.shuffle(first)
 for i in range(n):
     what = first[i] if i < 2 else r.choice(["master", "daemon%d" % r.randint(1, 3)])
+    if targets == "master":
+        what = "master"
+    elif targets == "holder" and what == "master":
+        what = "daemon%d" % r.randint(1, 3)
     print("%.1f %s %.1f" % (lo + slot * i + r.uniform(0, slot * 0.6), what, r.uniform(0.2, 3.0)))
 PY
 kills_planned=$(wc -l <"$out/schedule.txt")
@@ -337,8 +347,13 @@ for p in procs:
         if r[p + "_rss_kb"]:
             incs.setdefault(r[p + "_inc"], []).append(
                 (int(r[p + "_rss_kb"]), int(r[p + "_fds"]), r["phase"]))
+    last_inc = max(incs, key=int) if incs else None
     for inc, s in sorted(incs.items(), key=lambda kv: int(kv[0])):
         name = "%s#%s" % (p, inc)
+        if inc != last_inc:
+            # killed by the soak, maybe still warming up: its growth is not judged
+            print("   %-10s killed by the soak after %d samples: growth not judged" % (name, len(s)))
+            continue
         # RSS under the load only (the final sweep after it reads every key once); descriptors
         # up to the very end
         rss = [x[0] for x in s if x[2] == "load"]
