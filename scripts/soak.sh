@@ -381,6 +381,6 @@ echo "== soak summary: seed=$seed wrong_bytes=${wrong:-?} resurrections=${resurr
   "acked_before_holder_kill=$(field res_acked_before_holder_kill)" \
   "acked_after_master_restart=$(field res_acked_after_master_restart)" \
   "acked_after_holder_restart=$(field res_acked_after_holder_restart)" \
-  "no_kill=$(field res_no_kill)"
+  "no_kill=$(field res_no_kill) ack_to_kill_max_ms=$(field res_ack_to_kill_max_ms)"
 [ $status -eq 0 ] && echo "== soak: passed" || echo "== soak: FAILED (replay: MC_SOAK_SEED=$seed scripts/soak.sh $dur)" >&2
 exit $status

@@ -49,12 +49,15 @@
  *    "resurrections":..,"resurrected_removed":..,"resurrected_older":..,
  *    "resurrected_in_sweep":..,"resurrected_keys":..,"res_acked_before_master_kill":..,
  *    "res_acked_before_holder_kill":..,"res_acked_after_master_restart":..,
- *    "res_acked_after_holder_restart":..,"res_no_kill":..,"fault_error_tail_ms":..,
- *    "ok_after_faults":..,"bytes_verified":..,"fault_codes":{"RPC_FAIL":..,..}}
+ *    "res_acked_after_holder_restart":..,"res_no_kill":..,"res_ack_to_kill_max_ms":..,
+ *    "fault_error_tail_ms":..,"ok_after_faults":..,"bytes_verified":..,
+ *    "fault_codes":{"RPC_FAIL":..,..}}
  * The res_* fields split the resurrections by the kill they follow: the first kill whose
  * restarted process was not READY yet when the Remove or replacement was acknowledged (the
  * acknowledgement was lost by that kill), else the last restart before it (a newer value
- * acknowledged by the restarted cluster lost to an older one), else none. A resurrected key is
+ * acknowledged by the restarted cluster lost to an older one), else none;
+ * res_ack_to_kill_max_ms is the longest time from a lost acknowledgement to the soak's notice
+ * of the kill that lost it (the notice comes 100 ms before the SIGKILL). A resurrected key is
  * usually read many times: resurrected_keys counts keys. ok_after_faults counts acknowledged
  * Puts and verified hits that started after the last fault window and its grace: the cluster
  * serves again.
@@ -118,7 +121,7 @@ static struct {
     /* what fault n (mod 64) was and when it began, set before it is counted */
     char fault_what[MAX_FAULTS][32];
     _Atomic uint64_t fault_begin_ms[MAX_FAULTS], fault_end_ms[MAX_FAULTS]; /* end 0: not yet */
-    _Atomic uint64_t res_by[RES_BUCKETS], res_keys;                        /* see blame() */
+    _Atomic uint64_t res_by[RES_BUCKETS], res_keys, res_gap_max_ms;        /* see blame() */
 } g = {.seconds = 60,
        .threads = 4,
        .report_s = 5,
@@ -395,6 +398,11 @@ static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool 
             _Atomic uint64_t *c = removed ? &g.res_removed : &g.res_older;
             struct blame b = blame(ack, w.begins);
             atomic_fetch_add(&g.res_by[b.bucket], 1);
+            if (b.before && b.begin > ack) { /* how long before the kill a lost ack came */
+                uint64_t gap = b.begin - ack, max = atomic_load(&g.res_gap_max_ms);
+                while (gap > max && !atomic_compare_exchange_weak(&g.res_gap_max_ms, &max, gap))
+                    ;
+            }
             if (!atomic_exchange(&g.ks[k].resurrected, 1))
                 atomic_fetch_add(&g.res_keys, 1);
             if (sweep)
@@ -560,6 +568,7 @@ static void report(double t, bool final)
         {"res_acked_after_master_restart", atomic_load(&g.res_by[RES_AFTER_MASTER_RESTART])},
         {"res_acked_after_holder_restart", atomic_load(&g.res_by[RES_AFTER_HOLDER_RESTART])},
         {"res_no_kill", atomic_load(&g.res_by[RES_NO_KILL])},
+        {"res_ack_to_kill_max_ms", atomic_load(&g.res_gap_max_ms)},
         {"fault_error_tail_ms", atomic_load(&g.fault_tail_ms)},
         {"ok_after_faults", atomic_load(&g.ok_after_faults)},
         {"bytes_verified", atomic_load(&g.bytes_verified)},
