@@ -204,6 +204,7 @@ kill_restart() {
   sleep 0.1 # the load polls the control file every 20 ms
   echo "   t=$(elapsed)s kill -9 $what (pid ${procs[idx]}), down ${down}s"
   kill -KILL "${procs[idx]}" 2>/dev/null || true
+  echo "kill $what" >>"$ctl"
   wait "${procs[idx]}" 2>/dev/null || true
   procs[idx]=0
   sleep "$down"

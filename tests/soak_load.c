@@ -28,12 +28,12 @@
  * fails its CRC or differs from the regenerated one), or CHECKSUM_MISMATCH (the client's check
  * against the master's CRC caught bytes that are not the value).
  *
- * Faults: the soak appends lines "begin WHAT" before it kills a process and "end WHAT" once
- * the restarted one is READY to the --control file, which the main thread polls every 20 ms.
- * An operation that overlaps a fault window, or starts or ends within --grace_ms (default
- * 5000) after one ended, and fails with a transport or unavailable error (RPC_FAIL,
- * RPC_TIMEOUT, TRANSFER_FAIL, UNAVAILABLE_IN_CURRENT_STATUS) is counted as fault_errors (per
- * code in "fault_codes"), not as an error; fault_error_tail_ms is the latest such error after
+ * Faults: the soak appends lines "begin WHAT" before it kills a process, "kill WHAT" right
+ * after the SIGKILL and "end WHAT" once the restarted one is READY to the --control file, which the
+ * main thread polls every 20 ms. An operation that overlaps a fault window, or starts or ends
+ * within --grace_ms (default 5000) after one ended, and fails with a transport or unavailable error
+ * (RPC_FAIL, RPC_TIMEOUT, TRANSFER_FAIL, UNAVAILABLE_IN_CURRENT_STATUS) is counted as fault_errors
+ * (per code in "fault_codes"), not as an error; fault_error_tail_ms is the latest such error after
  * the end of a window, the grace it needed. Any other error,
  * and any error outside the windows, is an error. REPLICA_IS_NOT_READY (a key being put,
  * offloaded or promoted), OBJECT_HAS_LEASE (a Remove of a key being read) and
@@ -56,8 +56,8 @@
  * restarted process was not READY yet when the Remove or replacement was acknowledged (the
  * acknowledgement was lost by that kill), else the last restart before it (a newer value
  * acknowledged by the restarted cluster lost to an older one), else none;
- * res_ack_to_kill_max_ms is the longest time from a lost acknowledgement to the soak's notice
- * of the kill that lost it (the notice comes 100 ms before the SIGKILL). A resurrected key is
+ * res_ack_to_kill_max_ms is the longest time from a lost acknowledgement to the SIGKILL that
+ * lost it (the soak writes "kill WHAT" right after it; 20 ms polling). A resurrected key is
  * usually read many times: resurrected_keys counts keys. ok_after_faults counts acknowledged
  * Puts and verified hits that started after the last fault window and its grace: the cluster
  * serves again.
@@ -120,8 +120,10 @@ static struct {
         res_removed, res_older, ok_after_faults, bytes_verified, res_sweep, fault_tail_ms;
     /* what fault n (mod 64) was and when it began, set before it is counted */
     char fault_what[MAX_FAULTS][32];
-    _Atomic uint64_t fault_begin_ms[MAX_FAULTS], fault_end_ms[MAX_FAULTS]; /* end 0: not yet */
-    _Atomic uint64_t res_by[RES_BUCKETS], res_keys, res_gap_max_ms;        /* see blame() */
+    /* the notice, the SIGKILL ("kill WHAT"), the restarted process READY; 0: not yet */
+    _Atomic uint64_t fault_begin_ms[MAX_FAULTS], fault_kill_ms[MAX_FAULTS],
+        fault_end_ms[MAX_FAULTS];
+    _Atomic uint64_t res_by[RES_BUCKETS], res_keys, res_gap_max_ms; /* see blame() */
 } g = {.seconds = 60,
        .threads = 4,
        .report_s = 5,
@@ -296,9 +298,14 @@ static void poll_control(FILE *f)
             snprintf(what, sizeof(g.fault_what[0]), "%.*s", (int)(n - 7), line + 6);
             atomic_store(&g.fault_begin_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], run_ms());
             atomic_store(&g.fault_end_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], 0);
+            atomic_store(&g.fault_kill_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], 0);
             atomic_fetch_add(&g.fault_begins, 1);
             atomic_fetch_add(&g.fault_active, 1);
             fprintf(stderr, "soak_load: t=%.1fs fault begins: %s", (double)run_ms() / 1000, line);
+        } else if (strncmp(line, "kill ", 5) == 0) {
+            uint64_t nf = atomic_load(&g.fault_begins);
+            if (nf)
+                atomic_store(&g.fault_kill_ms[(nf - 1) % MAX_FAULTS], run_ms());
         } else if (strncmp(line, "end ", 4) == 0) {
             if (atomic_load(&g.fault_active) > 0)
                 atomic_fetch_sub(&g.fault_active, 1);
@@ -347,18 +354,19 @@ struct blame {
     int bucket; /* RES_* */
     bool before;
     const char *what;
-    uint64_t begin, end;
+    uint64_t begin, kill, end;
 };
 
 static struct blame blame(uint64_t ack, uint64_t nf)
 {
-    struct blame b = {RES_NO_KILL, false, "", 0, 0};
+    struct blame b = {RES_NO_KILL, false, "", 0, 0, 0};
     uint64_t first = nf > MAX_FAULTS ? nf - MAX_FAULTS : 0;
     for (uint64_t i = first; i < nf; i++) {
         uint64_t end = atomic_load(&g.fault_end_ms[i % MAX_FAULTS]);
         bool master = strcmp(g.fault_what[i % MAX_FAULTS], "master") == 0;
         b.what = g.fault_what[i % MAX_FAULTS];
         b.begin = atomic_load(&g.fault_begin_ms[i % MAX_FAULTS]);
+        b.kill = atomic_load(&g.fault_kill_ms[i % MAX_FAULTS]);
         b.end = end;
         if (end == 0 || ack < end) {
             b.before = true;
@@ -398,8 +406,8 @@ static void do_get(uint32_t k, uint8_t *buf, uint8_t *scratch, size_t cap, bool 
             _Atomic uint64_t *c = removed ? &g.res_removed : &g.res_older;
             struct blame b = blame(ack, w.begins);
             atomic_fetch_add(&g.res_by[b.bucket], 1);
-            if (b.before && b.begin > ack) { /* how long before the kill a lost ack came */
-                uint64_t gap = b.begin - ack, max = atomic_load(&g.res_gap_max_ms);
+            if (b.before && b.kill > ack) { /* how long before the kill a lost ack came */
+                uint64_t gap = b.kill - ack, max = atomic_load(&g.res_gap_max_ms);
                 while (gap > max && !atomic_compare_exchange_weak(&g.res_gap_max_ms, &max, gap))
                     ;
             }
