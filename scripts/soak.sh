@@ -42,10 +42,11 @@
 #   - kills were planned and nothing succeeded after the last one (the cluster never recovered),
 #     or a restarted process did not come back;
 #   - a process's last incarnation (those the soak killed are not judged), when it ran long
-#     enough to judge (>= 6 samples under the load), still grows in its last third: its RSS
-#     peak there exceeds its peak in the middle third by more than 10% + 16 MiB (samples under
-#     the load; the load's final sweep, which reads every key once, is not steady state), or
-#     its descriptors at its end exceed those after its first third by more than 8;
+#     enough to judge (>= 6 samples under the load; a restarted one >= 12, 60 s, as it warms
+#     up like a new process), still grows in its last third: its RSS peak there exceeds its
+#     peak in the middle third by more than 10% + 16 MiB (samples under the load; the load's
+#     final sweep, which reads every key once, is not steady state), or its descriptors at its
+#     end exceed those after its first third by more than 8;
 #   - a process died that the soak did not kill;
 #   - no offload or no promotion completed (the master's metrics, summed over its incarnations):
 #     the tier never ran.
@@ -369,7 +370,9 @@ for p in procs:
         rss = [x[0] for x in s if x[2] == "load"]
         fds = [x[1] for x in s]
         n = len(rss)
-        if n < 6:
+        # a restarted process warms up like a new one, but the cluster's load meets it at once
+        need = 6 if inc == "1" else 12
+        if n < need:
             print("   %-10s %d samples: too few to judge its growth" % (name, n))
             continue
         third = n // 3
