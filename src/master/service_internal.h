@@ -168,6 +168,10 @@ MC_SVC_HANDLER(mc_svc_notify_offload_success);
 MC_SVC_HANDLER(mc_svc_evict_disk_replica);
 MC_SVC_HANDLER(mc_svc_batch_evict_disk_replica);
 
+/* Parked heartbeats and closed connections (service_promotion.c): the mailbox table learns to
+ * tell a poll whose connection closed; on_close drops such polls. */
+void mc_svc_watch_polls(struct mc_master *m);
+void mc_svc_drop_dead_polls(struct mc_master *m);
 MC_SVC_HANDLER(mc_svc_promotion_heartbeat);
 MC_SVC_HANDLER(mc_svc_promotion_alloc_start);
 MC_SVC_HANDLER(mc_svc_notify_promotion_success);
