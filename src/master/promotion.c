@@ -1060,6 +1060,20 @@ SNAP_READER(parked, "")
 SNAP_READER(parked_bytes, "")
 #undef SNAP_READER
 
+/* The holders' mailboxes, for the closed-connection counters (mailbox.h). */
+static double rd_dead_polls(void *arg)
+{
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(arg, &st);
+    return (double)st.dead_polls;
+}
+static double rd_requeued(void *arg)
+{
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(arg, &st);
+    return (double)st.requeued;
+}
+
 static int register_metrics(struct mc_master *m, struct mc_promoter *p)
 {
     struct mc_metrics *r = m->metrics;
@@ -1087,6 +1101,16 @@ static int register_metrics(struct mc_master *m, struct mc_promoter *p)
                                   "admission to COMPLETE of committed promotions (master clock)",
                                   NULL, bounds, 16);
     if (!p->lag)
+        return -1;
+    if (m->mailboxes &&
+        (mc_metrics_counter_fn(r, "master_mailbox_dead_polls_total",
+                               "holder polls dropped because their connection closed (no task "
+                               "is handed to them)",
+                               NULL, rd_dead_polls, m->mailboxes) != 0 ||
+         mc_metrics_counter_fn(r, "master_mailbox_requeued_total",
+                               "tasks put back in a holder's queue: taken for a closed connection, "
+                               "or in flight when the holder mounted again",
+                               NULL, rd_requeued, m->mailboxes) != 0))
         return -1;
     mc_metrics_set_prescrape(r, prescrape, p);
     return 0;
