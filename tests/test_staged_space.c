@@ -14,7 +14,7 @@
  *   remove_during_stall  A is removed (the task is cancelled);
  *   reaper_during_stall  nothing: the master's reaper (--promotion_task_timeout_sec=1) ends
  *                        the task;
- *   stopped_past_ttl     H is SIGSTOPped past its TTL (2 s; the master expires it and unmounts
+ *   stopped_past_ttl     H is SIGSTOPped past its TTL (3 s; the master expires it and unmounts
  *                        its segment), then SIGCONTed: it mounts its segment again (a new
  *                        epoch) before its stalled write is due.
  *
@@ -109,6 +109,7 @@ static int open_client(bool checksums, struct mc_client **out)
     cfg.segment_size = 0;
     cfg.checksums = checksums;
     cfg.put_retry_window_ms = 3000;
+    cfg.ping_interval_ms = 200; /* alive through stopped_past_ttl's short TTL on a busy host */
     return mc_client_open(&cfg, out);
 }
 
@@ -300,7 +301,7 @@ enum stall_case { REMOVE, REAPER };
 
 static void stall_case(enum stall_case how)
 {
-    enum { STALL_MS = 4000 };
+    enum { STALL_MS = 6000 };
     start_case(how == REAPER ? "--promotion_task_timeout_sec=1" : "--promotion_task_timeout_sec=30",
                "--client_ttl=10", STALL_MS);
     char a[32];
@@ -346,8 +347,8 @@ static void test_reaper_during_stall(void **state)
 static void test_stopped_past_ttl(void **state)
 {
     (void)state;
-    enum { STALL_MS = 12000 };
-    start_case("--promotion_task_timeout_sec=30", "--client_ttl=2", STALL_MS);
+    enum { STALL_MS = 14000 };
+    start_case("--promotion_task_timeout_sec=30", "--client_ttl=3", STALL_MS);
     char a[32];
     uint64_t lo;
     fill_and_pick(a, sizeof(a));
@@ -355,7 +356,7 @@ static void test_stopped_past_ttl(void **state)
     uint64_t staged_at = cu_now_ms();
     assert_int_equal(kill(g.h.pid, SIGSTOP), 0);
     /* the master expires H (its DRAM objects and its mount go) */
-    uint64_t deadline = cu_now_ms() + 8000;
+    uint64_t deadline = cu_now_ms() + 9000;
     while (metric("master_promotion_in_flight") != 0 && cu_now_ms() < deadline)
         cu_sleep_ms(100);
     bool ended = metric("master_promotion_in_flight") == 0;
