@@ -50,8 +50,8 @@ struct mc_mailboxes {
     _Atomic uint64_t next_id;
     _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
-    _Atomic bool wake_due;       /* a quiet push queued work a parked poll may be waiting for */
-    mc_mailbox_alive_fn alive;   /* NULL: every poll is taken as alive */
+    _Atomic bool wake_due; /* a quiet push queued work a parked poll may be waiting for */
+    _Atomic(mc_mailbox_alive_fn) alive; /* NULL: every poll is taken as alive */
     _Atomic uint64_t dead_polls; /* polls dropped (or answered empty) for a closed connection */
     _Atomic uint64_t requeued;   /* tasks put back: a closed connection's, or a re-mount's */
 };
@@ -240,7 +240,8 @@ static void requeue_list(struct mc_mailboxes *t, struct mc_id holder, struct mc_
 /* Whether w's poll can still be answered (its connection is open). */
 static bool poll_alive(const struct mc_mailboxes *t, const struct mc_waiter *w)
 {
-    return !t->alive || t->alive(w->arg);
+    mc_mailbox_alive_fn alive = atomic_load_explicit(&t->alive, memory_order_acquire);
+    return !alive || alive(w->arg);
 }
 
 /* Makes the replies (no lock held). Tasks taken for a poll whose connection closed meanwhile
@@ -249,7 +250,9 @@ static void answers_run(struct mc_mailboxes *t, struct answers *a)
 {
     for (size_t i = 0; i < a->n; i++) {
         struct answer *x = &a->v[i];
-        if (x->tasks.n && t && t->alive && !t->alive(x->arg)) {
+        mc_mailbox_alive_fn alive =
+            t ? atomic_load_explicit(&t->alive, memory_order_acquire) : NULL;
+        if (x->tasks.n && alive && !alive(x->arg)) {
             atomic_fetch_add(&t->dead_polls, 1);
             requeue_list(t, x->holder, &x->tasks);
         }
@@ -862,14 +865,12 @@ size_t mc_mailbox_count_kind(struct mc_mailboxes *t, enum mc_task_kind kind)
 
 void mc_mailboxes_set_alive(struct mc_mailboxes *t, mc_mailbox_alive_fn alive)
 {
-    table_lock(t);
-    t->alive = alive;
-    table_unlock(t);
+    atomic_store_explicit(&t->alive, alive, memory_order_release);
 }
 
 void mc_mailboxes_drop_dead_polls(struct mc_mailboxes *t)
 {
-    if (!t->alive || atomic_load(&t->parked) == 0)
+    if (!atomic_load_explicit(&t->alive, memory_order_acquire) || atomic_load(&t->parked) == 0)
         return;
     /* with now 0 and no wake, mbox_answer_polls answers only the polls that are not alive */
     answer_all_polls(t, 0, false);
