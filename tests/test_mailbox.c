@@ -205,6 +205,9 @@ static void test_drop_dead_polls_at_close(void **state)
     assert_int_equal(st.dead_polls, 1);
     mc_mailboxes_tick_polls(f->t); /* (not before its deadline) */
     assert_int_equal(pb.r.calls, 0);
+    pb.closed = true; /* the poll must not outlive this frame */
+    mc_mailboxes_drop_dead_polls(f->t);
+    assert_int_equal(pb.r.calls, 1);
 }
 
 /* The connection closes between the take and the reply: the tasks go back to the front of the
@@ -226,11 +229,11 @@ static void test_tasks_taken_for_closed_poll_requeued(void **state)
     struct mc_mailbox_stats st;
     mc_mailboxes_stats(f->t, &st);
     assert_int_equal(st.requeued, 2);
-    struct poll_rec r = {0};
-    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &r), 1);
-    assert_int_equal(r.n, 2);
-    assert_int_equal(r.ids[0], id1);
-    assert_int_equal(r.ids[1], id2);
+    struct conn_poll live = {0}; /* (every arg is a conn_poll once the predicate is set) */
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &live), 1);
+    assert_int_equal(live.r.n, 2);
+    assert_int_equal(live.r.ids[0], id1);
+    assert_int_equal(live.r.ids[1], id2);
     /* a push answering a parked poll that closes after the check, before the reply */
     struct conn_poll q = {.die_after = 1};
     assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &q), 0);
@@ -238,10 +241,10 @@ static void test_tasks_taken_for_closed_poll_requeued(void **state)
     assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o3", 0, &id3), MC_OK);
     assert_int_equal(q.r.calls, 1);
     assert_int_equal(q.r.n, 0);
-    memset(&r, 0, sizeof(r));
-    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &r), 1);
-    assert_int_equal(r.n, 1);
-    assert_int_equal(r.ids[0], id3);
+    memset(&live, 0, sizeof(live));
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &live), 1);
+    assert_int_equal(live.r.n, 1);
+    assert_int_equal(live.r.ids[0], id3);
 }
 
 /* A re-mount puts the holder's in-flight tasks of the asked kinds back, oldest first, and
