@@ -163,12 +163,13 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
 int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint32_t max_items,
                                   uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
 
-/* PromotionAllocStart: stages one MEMORY replica for task_id (status PROCESSING) and fills *out
- * with its descriptor (the holder writes the value there). preferred may be NULL. Errors:
- * INVALID_KEY; OBJECT_NOT_FOUND (key absent); REPLICA_IS_NOT_READY (no such task: reaped,
- * cancelled or stale; or already staged); INVALID_PARAMS (caller is not the task's holder, size
- * or version differ from the task's); NO_AVAILABLE_HANDLE (no DRAM: the task stays, the holder
- * should report failure). */
+/* PromotionAllocStart: stages one MEMORY replica for task_id (status PROCESSING) in one of the
+ * holder's own segments and fills *out with its descriptor (the holder writes the value there).
+ * preferred may be NULL and is not followed (wire compatibility only). Errors: INVALID_KEY;
+ * OBJECT_NOT_FOUND (key absent); REPLICA_IS_NOT_READY (no such task: reaped, cancelled or
+ * stale; or already staged); INVALID_PARAMS (caller is not the task's holder, size or version
+ * differ from the task's); NO_AVAILABLE_HANDLE (no room in the holder's own DRAM: the task
+ * stays, the holder should report failure). */
 int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                     const char *key, size_t key_len, uint64_t size,
                                     const char *const *preferred, size_t npreferred,
