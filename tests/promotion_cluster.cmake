@@ -14,3 +14,12 @@ endif()
 if(TEST test_disk_tier)
   set_tests_properties(test_disk_tier PROPERTIES RESOURCE_LOCK mc_disk_cluster)
 endif()
+# A promotion's staged range under faults and a holder restarted within its TTL
+# (test_staged_space.c): real master and holder daemons, the stall hook of test builds.
+if(MC_TEST_HOOKS AND TARGET mc_client_static AND TARGET mooncake_master
+   AND TARGET mc_client_daemon AND TARGET mooncake_cli)
+  mc_add_test(test_staged_space SOURCES test_staged_space.c cluster_util.c cluster_data.c
+              LIBS mc_client_static TIMEOUT 240)
+  add_dependencies(test_staged_space mooncake_master mc_client_daemon mooncake_cli)
+  set_tests_properties(test_staged_space PROPERTIES RESOURCE_LOCK mc_disk_cluster)
+endif()

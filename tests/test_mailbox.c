@@ -126,6 +126,155 @@ static void test_longpoll_answered_on_arrival(void **state)
     assert_int_equal(r2.n, 0);
 }
 
+/* ---- closed connections and re-mounts ------------------------------------------------------ */
+
+/* A poll whose connection can close: alive_calls counts the predicate's questions; after
+ * die_after of them it answers "closed" (die_after 0: closed from the start). */
+struct conn_poll {
+    struct poll_rec r; /* first: on_reply takes the struct as a poll_rec */
+    int alive_calls;
+    int die_after;
+    bool closed;
+};
+
+static bool conn_alive(void *arg)
+{
+    struct conn_poll *p = arg;
+    p->alive_calls++;
+    if (p->die_after && p->alive_calls > p->die_after)
+        p->closed = true;
+    return !p->closed;
+}
+
+/* The holder was killed while its poll was parked: a push never hands the task to the dead
+ * poll (it stays queued, the poll is dropped), and the restarted holder's poll gets it. */
+static void test_push_skips_closed_poll(void **state)
+{
+    struct fx *f = *state;
+    mc_mailboxes_set_alive(f->t, conn_alive);
+    struct conn_poll dead = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_PROMOTION, 0, 30000, on_reply, &dead), 0);
+    dead.closed = true; /* the connection closes while the poll is parked */
+    uint64_t id = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, "p1", 0, &id), MC_OK);
+    assert_int_equal(dead.r.calls, 1); /* dropped: answered with nothing */
+    assert_int_equal(dead.r.n, 0);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.parked, 0);
+    assert_int_equal(st.dead_polls, 1);
+    assert_int_equal(mc_mailbox_count_kind(f->t, MC_TASK_PROMOTION), 1);
+    struct conn_poll live = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_PROMOTION, 0, 30000, on_reply, &live),
+                     1); /* queued: answered at once */
+    assert_int_equal(live.r.n, 1);
+    assert_int_equal(live.r.ids[0], id);
+    /* the same through a quiet push and its wake */
+    struct conn_poll dead2 = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &dead2), 0);
+    dead2.closed = true;
+    assert_int_equal(mc_mailbox_push_quiet(f->t, f->a, MC_TASK_OFFLOAD, "o1", 2, 7, 100, 0, false,
+                                           0, NULL, NULL),
+                     MC_OK);
+    mc_mailboxes_wake(f->t);
+    assert_int_equal(dead2.r.calls, 1);
+    assert_int_equal(dead2.r.n, 0);
+    struct mc_task_list got = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD), 0, &got),
+                     MC_OK);
+    assert_int_equal(got.n, 1); /* still queued */
+    mc_task_list_free(&got);
+}
+
+/* A connection closes: mc_mailboxes_drop_dead_polls drops its parked poll at once (a live
+ * poll of another holder stays parked). */
+static void test_drop_dead_polls_at_close(void **state)
+{
+    struct fx *f = *state;
+    mc_mailboxes_set_alive(f->t, conn_alive);
+    struct conn_poll pa = {0}, pb = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &pa), 0);
+    assert_int_equal(mc_mailbox_park(f->t, f->b, MC_TASK_OFFLOAD, 0, 30000, on_reply, &pb), 0);
+    pa.closed = true;
+    mc_mailboxes_drop_dead_polls(f->t);
+    assert_int_equal(pa.r.calls, 1);
+    assert_int_equal(pb.r.calls, 0);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.parked, 1);
+    assert_int_equal(st.dead_polls, 1);
+    mc_mailboxes_tick_polls(f->t); /* (not before its deadline) */
+    assert_int_equal(pb.r.calls, 0);
+    pb.closed = true; /* the poll must not outlive this frame */
+    mc_mailboxes_drop_dead_polls(f->t);
+    assert_int_equal(pb.r.calls, 1);
+}
+
+/* The connection closes between the take and the reply: the tasks go back to the front of the
+ * queue, in order, and the reply gets nothing. */
+static void test_tasks_taken_for_closed_poll_requeued(void **state)
+{
+    struct fx *f = *state;
+    mc_mailboxes_set_alive(f->t, conn_alive);
+    uint64_t id1 = 0, id2 = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o1", 0, &id1), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o2", 0, &id2), MC_OK);
+    struct conn_poll p = {.die_after = 0};
+    /* queued tasks answer a park at once, without asking the predicate under the lock; the
+     * reply path asks it once: closed by then */
+    p.closed = true;
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &p), 1);
+    assert_int_equal(p.r.calls, 1);
+    assert_int_equal(p.r.n, 0);
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(f->t, &st);
+    assert_int_equal(st.requeued, 2);
+    struct conn_poll live = {0}; /* (every arg is a conn_poll once the predicate is set) */
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &live), 1);
+    assert_int_equal(live.r.n, 2);
+    assert_int_equal(live.r.ids[0], id1);
+    assert_int_equal(live.r.ids[1], id2);
+    /* a push answering a parked poll that closes after the check, before the reply */
+    struct conn_poll q = {.die_after = 1};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &q), 0);
+    uint64_t id3 = 0;
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o3", 0, &id3), MC_OK);
+    assert_int_equal(q.r.calls, 1);
+    assert_int_equal(q.r.n, 0);
+    memset(&live, 0, sizeof(live));
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &live), 1);
+    assert_int_equal(live.r.n, 1);
+    assert_int_equal(live.r.ids[0], id3);
+}
+
+/* A re-mount puts the holder's in-flight tasks of the asked kinds back, oldest first, and
+ * answers a parked poll with them; other kinds stay in flight. */
+static void test_requeue_in_flight_on_remount(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id[3];
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o1", 0, &id[0]), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o2", 0, &id[1]), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_PROMOTION, "p1", 0, &id[2]), MC_OK);
+    struct mc_task_list got = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, 0xffu, 0, &got), MC_OK);
+    assert_int_equal(got.n, 3);
+    mc_task_list_free(&got);
+    struct poll_rec r = {0};
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 30000, on_reply, &r), 0);
+    assert_int_equal(mc_mailbox_requeue_in_flight(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_OFFLOAD)),
+                     2);
+    assert_int_equal(r.calls, 1);
+    assert_int_equal(r.n, 2);
+    assert_int_equal(r.ids[0], id[0]);
+    assert_int_equal(r.ids[1], id[1]);
+    /* the promotion task stays in flight: its report still completes it */
+    struct mc_task *x = mc_mailbox_complete(f->t, f->a, id[2], false);
+    assert_non_null(x);
+    free(x);
+    assert_int_equal(mc_mailbox_requeue_in_flight(f->t, f->b, 0xffu), 0);
+}
+
 /* Nothing arrives: the poll is answered empty by the first tick at or after its deadline. */
 static void test_longpoll_answered_at_deadline(void **state)
 {
@@ -534,6 +683,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_kinds_share_mailbox_without_mixing, setup, teardown),
         cmocka_unit_test_setup_teardown(test_threads_push_while_polling, setup_limit3, teardown),
+        cmocka_unit_test_setup_teardown(test_push_skips_closed_poll, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drop_dead_polls_at_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tasks_taken_for_closed_poll_requeued, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_requeue_in_flight_on_remount, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

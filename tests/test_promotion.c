@@ -218,6 +218,7 @@ static void check_funnel(struct fx *f)
     assert_int_equal(d.pins, d.in_flight);
     assert_int_equal(d.mailbox_tasks, d.in_flight);
     assert_true(d.staged <= d.in_flight);
+    assert_int_equal(d.parked, st.parked);
     assert_int_equal(mc_lo_depth(), 0);
 }
 
@@ -810,17 +811,20 @@ static void test_staged_placement(void **state)
     assert_int_equal(success(f, f->holder, id, "k"), MC_OK);
     check_funnel(f);
     fx_free(f);
-    /* elsewhere when it has none */
+    /* a holder without DRAM gets no task: a range elsewhere would outlive its mount (the
+     * staged space rule; this placed it on seg-2 before) */
     struct mc_master_config c;
     cfg_defaults(&c);
     f = fx_new_cfg(&c, 0, 16 * MIB);
-    id = admit_one(f, "k");
-    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
-    assert_string_equal(d.u.mem.segment_name, "seg-2");
-    assert_int_equal(success(f, f->holder, id, "k"), MC_OK);
+    disk_only(f, "k", OBJ);
+    get_n(f, "k", 3);
+    struct hb h;
+    assert_int_equal(pull(f, 0, &h), 0);
+    assert_int_equal(stats(f).admitted, 0);
     check_funnel(f);
     fx_free(f);
-    /* elsewhere when its segment is full */
+    /* never elsewhere when its segment is full: AllocStart finds no room, the task stays for
+     * the holder's failure report */
     cfg_defaults(&c);
     f = fx_new_cfg(&c, 16 * 4096, 16 * MIB);
     struct mc_master_replicate_config rc;
@@ -837,9 +841,11 @@ static void test_staged_placement(void **state)
                          MC_OK);
     }
     id = admit_one(f, "k");
-    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
-    assert_string_equal(d.u.mem.segment_name, "seg-2");
-    /* and the caller's preference comes first */
+    const char *other_pref[] = {"seg-2"}; /* a preference for another client's segment too */
+    assert_int_equal(
+        mc_master_promotion_alloc_start(f->m, f->holder, id, "k", 1, OBJ, other_pref, 1, &d),
+        MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(stats(f).in_flight, 1);
     assert_int_equal(failure(f, f->holder, id, "k"), MC_OK);
     check_funnel(f);
     fx_free(f);
@@ -936,9 +942,18 @@ static void test_reaper_and_alloc_start_restart(void **state)
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.expired, 1);
     assert_int_equal(st.in_flight, 0);
-    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0); /* staged DRAM freed */
-    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    /* the staged range is parked, not freed: the holder may still write it (staged space) */
+    assert_int_equal(st.parked, 1);
+    assert_int_equal(st.parked_bytes, OBJ);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0 + OBJ);
+    mc_master_tick_reaper(f->m); /* its mount is live: stays parked */
+    assert_int_equal(stats(f).parked, 1);
     assert_false(lists_memory(f, "k"));
+    /* the holder's (late) report frees it */
+    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(stats(f).parked, 0);
+    assert_int_equal(stats(f).parked_bytes, 0);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
     check_funnel(f);
     /* the key can be admitted again */
     get_n(f, "k", 2);
@@ -980,10 +995,15 @@ static void remove_case(enum rm_how how, bool staged)
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.cancelled, 1);
     assert_int_equal(st.in_flight, 0);
-    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
+    /* a staged range is parked until the holder reports (it may write it late), never freed
+     * under its live mount; this freed it at once before */
+    assert_int_equal(st.parked, staged ? 1 : 0);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0 + (staged ? OBJ : 0));
     struct mc_key_info ki;
     assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(stats(f).parked, 0);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
     assert_int_equal(failure(f, f->holder, id, "k"), MC_OK);
     check_funnel(f);
     fx_free(f);
@@ -1072,9 +1092,13 @@ static void test_disk_eviction_of_source_cancels(void **state)
     assert_int_equal(o->rep[0].refcnt, 0);
     mc_shard_unlock(s);
     mc_freelist_flush(&fl);
-    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
+    /* parked (was: freed at once) until the holder's report */
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0 + OBJ);
+    assert_int_equal(stats(f).parked, 1);
     assert_int_equal(stats(f).cancelled, 1);
-    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(failure(f, f->holder, id, "k"), MC_OK); /* a failure report frees it too */
+    assert_int_equal(stats(f).parked, 0);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
     check_funnel(f);
 }
 
@@ -1104,9 +1128,21 @@ static void holder_gone_case(bool expiry)
     struct mc_key_info ki;
     assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(mc_master_query_key(f->m, "k2", 2, &ki), MC_ERR_OBJECT_NOT_FOUND);
-    if (!expiry) /* (expiry also unmounted the holder's DRAM segment) */
-        assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
+    if (expiry) {
+        /* expiry unmounted the holder's DRAM segment before the sweep cancelled the task: a
+         * range of an ended mount is freed, not parked */
+        assert_int_equal(stats(f).parked, 0);
+    } else {
+        /* its DRAM segment is still mounted: parked until the holder reports (was: freed) */
+        assert_int_equal(mc_segments_allocated(f->m->segs), alloc0 + OBJ);
+        assert_int_equal(stats(f).parked, 1);
+        mc_master_tick_reaper(f->m);
+        assert_int_equal(stats(f).parked, 1);
+    }
     assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(stats(f).parked, 0);
+    if (!expiry)
+        assert_int_equal(mc_segments_allocated(f->m->segs), alloc0);
     check_funnel(f);
     fx_free(f);
 }
@@ -1140,10 +1176,12 @@ static void test_evict_disk_replica_rpc_cancels(void **state)
     struct mc_promotion_stats st = stats(f);
     assert_int_equal(st.cancelled, 2);
     assert_int_equal(st.in_flight, 0);
-    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0); /* staged replica freed */
+    assert_int_equal(st.parked, 1); /* the staged replica is parked (was: freed) */
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0 + OBJ);
     struct mc_key_info ki;
     assert_int_equal(mc_master_query_key(f->m, "k", 1, &ki), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(mc_segments_allocated(f->m->segs), alloc0); /* freed by the report */
     assert_int_equal(failure(f, f->holder, id2, "k2"), MC_OK);
     check_funnel(f);
 }
@@ -1163,6 +1201,149 @@ static void test_staged_segment_lost(void **state)
     struct mc_get_result g;
     assert_int_equal(get(f, "k", &g), MC_OK);
     assert_int_equal(g.replicas[0].type, MC_REPLICA_TYPE_LOCAL_DISK);
+    check_funnel(f);
+}
+
+/* ---- staged space: parked ranges ------------------------------------------------------------ */
+
+/* A Remove while the holder holds a staged range: new Puts fill the holder's segment and none
+ * lands on the parked range (a late write of the holder cannot reach another key's bytes);
+ * after the holder's failure report the range is free and a Put can take it. */
+static void test_parked_range_not_reused(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    struct fx *f = fx_new_cfg(&c, 64 * OBJ, 0); /* one small segment, the holder's */
+    uint64_t id = admit_one(f, "k");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    uint64_t lo = d.u.mem.offset, hi = lo + OBJ;
+    advance(f, TTL_MS + 1);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_OK);
+    assert_int_equal(stats(f).parked, 1);
+    int n = 0;
+    for (;; n++) {
+        const char *k = key("new", n);
+        struct mc_put_start_result r;
+        if (mc_master_put_start(f->m, f->owner, k, strlen(k), OBJ, NULL, &r) != MC_OK)
+            break;
+        uint64_t off = r.replicas[0].u.mem.offset;
+        assert_true(off + OBJ <= lo || off >= hi); /* never on the parked range */
+        assert_int_equal(mc_master_put_end(f->m, f->owner, k, strlen(k), r.version, 0, false),
+                         MC_OK);
+    }
+    assert_true(n >= 60);
+    assert_int_equal(failure(f, f->holder, id, "k"), MC_OK);
+    assert_int_equal(stats(f).parked, 0);
+    struct mc_put_start_result r;
+    assert_int_equal(mc_master_put_start(f->m, f->owner, "after", 5, OBJ, NULL, &r), MC_OK);
+    assert_int_equal(r.replicas[0].u.mem.offset, lo);
+    check_funnel(f);
+    fx_free(f);
+}
+
+/* The parked range's mount ends (its segment unmounted, the holder alive): the reaper frees it
+ * without a report; a later report changes nothing. The metrics show the gauge. */
+static void test_parked_freed_on_unmount(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id = admit_one(f, "k");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    advance(f, TTL_MS + 1);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_OK);
+    assert_int_equal(stats(f).parked, 1);
+    struct mc_textbuf tb;
+    mc_textbuf_init(&tb);
+    assert_int_equal(mc_metrics_render(mc_master_metrics(f->m), &tb), 0);
+    size_t len = 0;
+    char *text = mc_textbuf_steal(&tb, &len);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "master_promotion_parked_ranges 1"));
+    assert_non_null(strstr(text, "master_promotion_parked_bytes 4096"));
+    free(text);
+    mc_textbuf_destroy(&tb);
+    assert_int_equal(mc_master_unmount_segment(f->m, f->holder, d.u.mem.segment_id), MC_OK);
+    assert_int_equal(stats(f).parked, 1); /* until the reaper's pass */
+    mc_master_tick_reaper(f->m);
+    assert_int_equal(stats(f).parked, 0);
+    assert_int_equal(stats(f).parked_bytes, 0);
+    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    check_funnel(f);
+}
+
+/* The holder expires while its range is parked (stopped past its TTL): the expiry unmounts its
+ * segment and the reaper frees the range without a report. */
+static void test_parked_freed_on_expiry(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id = admit_one(f, "k");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    advance(f, TTL_MS + 1);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_OK);
+    assert_int_equal(stats(f).parked, 1);
+    advance(f, 6000);
+    struct mc_ping_result pr;
+    assert_int_equal(mc_master_ping(f->m, f->owner, &pr), MC_OK);
+    assert_int_equal(mc_master_ping(f->m, f->other, &pr), MC_OK);
+    advance(f, 5000);
+    assert_int_equal(mc_master_tick_monitor(f->m), 1);
+    mc_master_tick_reaper(f->m);
+    assert_int_equal(stats(f).parked, 0);
+    assert_int_equal(stats(f).parked_bytes, 0);
+    assert_int_equal(failure(f, f->holder, id, "k"), MC_OK);
+    check_funnel(f);
+}
+
+/* Parked ranges count toward promotion_queue_limit: they are bounded. */
+static void test_parked_counts_to_cap(void **state)
+{
+    (void)state;
+    struct mc_master_config c;
+    cfg_defaults(&c);
+    c.promotion_queue_limit = 1;
+    struct fx *f = fx_new_cfg(&c, 16 * MIB, 0);
+    uint64_t id = admit_one(f, "k");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    advance(f, TTL_MS + 1);
+    assert_int_equal(mc_master_remove(f->m, "k", 1, false), MC_OK);
+    assert_int_equal(stats(f).in_flight, 0);
+    disk_only(f, "k2", OBJ);
+    get_n(f, "k2", 2);
+    assert_int_equal(stats(f).admitted, 1); /* refused: the parked range fills the cap */
+    assert_true(stats(f).rejected_cap >= 1);
+    assert_int_equal(failure(f, f->holder, id, "k"), MC_OK);
+    get_n(f, "k2", 1);
+    assert_int_equal(stats(f).admitted, 2);
+    check_funnel(f);
+    fx_free(f);
+}
+
+/* The holder mounts its LOCAL_DISK segment again (restarted within its TTL): its tasks, staged
+ * or not, are cancelled (a staged range parked), and the keys can be admitted again. */
+static void test_remount_cancels_tasks(void **state)
+{
+    struct fx *f = *state;
+    uint64_t id = admit_one(f, "k");
+    admit_one(f, "k2");
+    struct mc_replica_desc d;
+    assert_int_equal(alloc_start(f, f->holder, id, "k", OBJ, &d), MC_OK);
+    assert_int_equal(
+        mc_master_mount_local_disk(f->m, f->holder, "10.0.0.2:17002", 1ull << 30, false), MC_OK);
+    struct mc_promotion_stats st = stats(f);
+    assert_int_equal(st.cancelled, 2);
+    assert_int_equal(st.in_flight, 0);
+    assert_int_equal(st.parked, 1);
+    assert_false(lists_memory(f, "k"));
+    check_funnel(f);
+    get_n(f, "k2", 1); /* (lists_memory read k a third time: admitted too) */
+    assert_int_equal(stats(f).admitted, 4);
+    assert_int_equal(promote_all(f), 2);
+    assert_int_equal(success(f, f->holder, id, "k"), MC_ERR_REPLICA_IS_NOT_READY);
+    assert_int_equal(stats(f).parked, 0);
     check_funnel(f);
 }
 
@@ -1302,14 +1483,15 @@ static void test_concurrent_churn(void **state)
 
 /* ---- retry candidates and hot beats cold --------------------------------------------------- */
 
-/* DRAM of n objects of OBJ bytes (one segment of the other client), filled with n Puts. */
+/* DRAM of n objects of OBJ bytes (one segment, the holder's: a holder stages in its own DRAM
+ * only), filled with n Puts. */
 static struct fx *fx_full(uint32_t n, double hw, uint32_t threshold)
 {
     struct mc_master_config c;
     cfg_defaults(&c);
     c.promotion_admission_threshold = threshold;
     c.eviction_high_watermark_ratio = hw;
-    struct fx *f = fx_new_cfg(&c, 0, (uint64_t)n * OBJ);
+    struct fx *f = fx_new_cfg(&c, (uint64_t)n * OBJ, 0);
     return f;
 }
 
@@ -1686,6 +1868,11 @@ int main(void)
         cmocka_unit_test(test_holder_unmount_cancels),
         cmocka_unit_test_setup_teardown(test_evict_disk_replica_rpc_cancels, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_staged_segment_lost, fx_setup, fx_teardown),
+        cmocka_unit_test(test_parked_range_not_reused),
+        cmocka_unit_test_setup_teardown(test_parked_freed_on_unmount, fx_setup, fx_teardown),
+        cmocka_unit_test_setup_teardown(test_parked_freed_on_expiry, fx_setup, fx_teardown),
+        cmocka_unit_test(test_parked_counts_to_cap),
+        cmocka_unit_test_setup_teardown(test_remount_cancels_tasks, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_racing_readers_one_task, fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_churn, fx_setup, fx_teardown),
         cmocka_unit_test(test_candidate_admitted_when_room),

@@ -398,11 +398,14 @@ static void test_deferred_after_close(void **state)
     pthread_t th;
     pthread_create(&th, NULL, caller_main, &k);
     assert_true(lot_wait(&f->lot, 1, 0));
+    assert_false(mc_rpc_call_conn_closed(f->lot.calls[0])); /* parked on an open connection */
     mc_rpc_client_disconnect(c);
     pthread_join(th, NULL);
     assert_int_equal(k.rc, MC_ERR_RPC_FAIL);
     assert_true(lot_wait(&f->lot, 1, 1)); /* on_close ran */
     assert_non_null(f->lot.last_ctx);
+    /* its owner can tell before answering (a long-poll then hands it no task) */
+    assert_true(mc_rpc_call_conn_closed(f->lot.calls[0]));
     reply_echo(lot_take(&f->lot, 0)); /* connection gone: no-op */
     lot_clear(&f->lot);
     /* the same client reconnects and the server still answers */

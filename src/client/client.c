@@ -316,13 +316,6 @@ int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bo
     return is_write ? mc_transport_write(t, &loc, buf, len) : mc_transport_read(t, &loc, buf, len);
 }
 
-/* The promotion worker's write of a staged replica outside this process (worker.h). */
-static int write_staged_replica(void *arg, const Mc__ReplicaDescriptor *r, const void *buf,
-                                size_t len)
-{
-    return mc_client_replica_io(arg, r, true, (void *)buf, len);
-}
-
 /* ---- open / close ------------------------------------------------------------------------ */
 
 _Static_assert((int)MC_CLIENT_LOG_DEBUG == (int)MC_LOG_DEBUG &&
@@ -594,12 +587,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         }
         if (rc)
             goto fail;
-        struct mc_worker_config wc = {.mc = c->mc,
-                                      .client_id = c->id,
-                                      .tier = t,
-                                      .ps = c->ps,
-                                      .write_replica = write_staged_replica,
-                                      .write_arg = c};
+        struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
         rc = mc_worker_start(&wc, &c->worker);
         if (rc)
             goto fail;

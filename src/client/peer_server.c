@@ -121,6 +121,41 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
     return lookup(ps, id, true, epoch, offset, length, out);
 }
 
+int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                                 uint64_t offset, const void *src, size_t len)
+{
+    if (mc_id_is_zero(id) || epoch == 0)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    uint64_t want = 0;
+    pthread_rwlock_rdlock(&ps->lock); /* the epoch lock: no (re)mount changes it meanwhile */
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
+        struct seg_entry *e = &ps->segs[i];
+        if (!e->used || !mc_id_eq(e->id, id))
+            continue;
+        if (!e->epoch_set || e->epoch != epoch) {
+            want = e->epoch;
+            rc = MC_ERR_REPLICA_IS_GONE;
+        } else if (offset > e->size || len > e->size - offset) {
+            rc = MC_ERR_INVALID_PARAMS;
+        } else {
+            mc_peer_server_copy_in(ps, e->base + offset, src, len);
+            rc = 0;
+        }
+        break;
+    }
+    pthread_rwlock_unlock(&ps->lock);
+    if (rc == MC_ERR_REPLICA_IS_GONE) {
+        atomic_fetch_add(&ps->stale_epoch, 1);
+        char idbuf[MC_ID_STRLEN];
+        mc_warn("peer", "write for an earlier mount of the segment refused (stale task)",
+                "segment=%s epoch=%llx mount_epoch=%llx offset=%llu length=%zu",
+                mc_id_format(id, idbuf), (unsigned long long)epoch, (unsigned long long)want,
+                (unsigned long long)offset, len);
+    }
+    return rc;
+}
+
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id)
 {
     uint8_t *p;

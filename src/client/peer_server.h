@@ -119,6 +119,14 @@ void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void
 void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n);
 /* The largest reply payload one frame of this server carries. */
 uint64_t mc_peer_server_max_payload(const struct mc_peer_server *ps);
+/* Copies len bytes into this process's segment id at offset, under the segment's epoch lock
+ * (the table's lock, which every epoch change takes exclusively), and only while the segment's
+ * current mount is epoch: a write for a mount that has ended (the owner was expired while it
+ * was stopped, and mounted again or is about to) lands nowhere. Unlike resolve, a segment
+ * whose epoch was never set refuses too (a promotion always names a mount). Returns 0,
+ * SEGMENT_NOT_FOUND (not ours), REPLICA_IS_GONE (another mount) or INVALID_PARAMS. */
+int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                                 uint64_t offset, const void *src, size_t len);
 /* Whether id is one of this server's segments (whatever its epoch). */
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 

@@ -32,8 +32,9 @@
  * size, or whose bytes fail the task's CRC ends its task with NotifyPromotionFailure at once
  * (never retried: the master drops the task and its pin). The tasks whose bytes are good run
  * on promote_threads task threads at once: PromotionAllocStart stages a PROCESSING replica
- * (the master prefers this client's own segment), the bytes are written into it (memcpy when
- * the segment is this process's, write_replica otherwise), then NotifyPromotionSuccess; any
+ * (always in this client's own segment: DESIGN.md §7 "Staged space"), the bytes are copied in
+ * under the segment's epoch lock, only while its mount is the descriptor's (a holder resumed
+ * after a stop past its TTL writes nothing), then NotifyPromotionSuccess; any
  * error after AllocStart is NotifyPromotionFailure, so the staged DRAM and the pin are
  * released at once rather than by the master's reaper.
  *
@@ -67,10 +68,6 @@ struct mc_worker_config {
      * tasks run at once (0 = 4) */
     uint32_t promote_max_items;
     uint32_t promote_threads;
-    /* Writes len bytes into a MEMORY replica that is not in this process's segments (the
-     * client's transport); NULL = such a staged replica fails its task. */
-    int (*write_replica)(void *arg, const Mc__ReplicaDescriptor *r, const void *buf, size_t len);
-    void *write_arg;
 };
 
 int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out);
@@ -92,8 +89,8 @@ struct mc_worker_stats {
     uint64_t promoted;         /* committed (NotifyPromotionSuccess answered OK) */
     uint64_t promo_failed;     /* ended with NotifyPromotionFailure */
     uint64_t promo_bad_source; /* of those: record gone, other version/size, CRC failure */
-    uint64_t promo_local;      /* staged replicas written with memcpy (this process) */
-    uint64_t promo_remote;     /* staged replicas written through write_replica */
+    uint64_t promo_local;      /* staged replicas written (memcpy into this process's segment) */
+    uint64_t promo_stale;      /* staged replicas not written: their mount had ended */
     uint64_t promo_bytes;      /* bytes of the committed promotions */
     uint64_t promo_errors;     /* promotion heartbeats or notifications that failed */
 };

@@ -111,28 +111,29 @@ static int alloc_start(struct mc_worker *w, const Mc__PromotionTaskItem *t, Prot
     return rc;
 }
 
-/* The bytes into the staged replica d: memcpy into this process's segment, else the client's
- * transport. */
+/* The bytes into the staged replica d, which the master places in this process's own segment
+ * only (DESIGN.md §7, "Staged space"): one memcpy under the segment's epoch lock, made only if
+ * the segment's current mount is the descriptor's. A holder stopped past its TTL and resumed
+ * finds its segment fenced or mounted again and writes nothing; a descriptor of another
+ * process's segment (a master that places elsewhere) is refused, never written remotely. */
 static int write_staged(struct mc_worker *w, const Mc__ReplicaDescriptor *d, const void *buf,
                         size_t len)
 {
     const Mc__MemoryLocation *m = d->memory;
     struct mc_id sid = {m->segment_id->hi, m->segment_id->lo};
-    uint8_t *dst = NULL;
-    int rc = mc_peer_server_resolve(w->cfg.ps, sid, m->mount_epoch, m->offset, len, &dst);
+    int rc = mc_peer_server_write_current(w->cfg.ps, sid, m->mount_epoch, m->offset, buf, len);
     if (rc == 0) {
-        mc_peer_server_copy_in(w->cfg.ps, dst, buf, len);
         mc_worker_count(w, &w->st.promo_local, 1);
         return 0;
     }
-    if (mc_peer_server_has_segment(w->cfg.ps, sid))
-        return rc; /* ours, but of another mount: the descriptor is stale */
-    if (!w->cfg.write_replica)
-        return MC_ERR_NOT_SUPPORTED;
-    rc = w->cfg.write_replica(w->cfg.write_arg, d, buf, len);
-    if (rc == 0)
-        mc_worker_count(w, &w->st.promo_remote, 1);
-    return rc;
+    if (rc == MC_ERR_SEGMENT_NOT_FOUND) {
+        mc_warn("worker", "staged replica not in this process's segment: not written", "rc=%s",
+                mc_strerror(rc));
+        return MC_ERR_INVALID_REPLICA;
+    }
+    if (rc == MC_ERR_REPLICA_IS_GONE)
+        mc_worker_count(w, &w->st.promo_stale, 1);
+    return rc; /* ours, but of another mount: the task is stale */
 }
 
 static int notify_success(struct mc_worker *w, const Mc__PromotionTaskItem *t)

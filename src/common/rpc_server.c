@@ -135,6 +135,13 @@ uint64_t mc_rpc_call_conn_id(const struct mc_rpc_call *c)
     return c->conn->id;
 }
 
+bool mc_rpc_call_conn_closed(const struct mc_rpc_call *c)
+{
+    return atomic_load_explicit(&c->conn->gone, memory_order_acquire) ||
+           atomic_load_explicit(&((struct mc_rpc_call *)c)->state, memory_order_acquire) ==
+               CALL_DONE;
+}
+
 const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len)
 {
     *len = c->len;

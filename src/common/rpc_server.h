@@ -136,6 +136,11 @@ uint16_t mc_rpc_call_method(const struct mc_rpc_call *c);
 uint64_t mc_rpc_call_id(const struct mc_rpc_call *c);
 /* Connection id (unique per server run, for logs and for binding a client to a connection). */
 uint64_t mc_rpc_call_conn_id(const struct mc_rpc_call *c);
+/* Whether nobody can receive this call's answer any more: its connection closed (the flag is
+ * set before on_close runs), or the call was answered already (server stop). Any thread, until
+ * the call is completed. A parked call's owner asks it before handing the call work that must
+ * not be lost (a long-poll's tasks): a reply to such a call is only freed. */
+bool mc_rpc_call_conn_closed(const struct mc_rpc_call *c);
 /* The request body (valid until the call is completed). */
 const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).

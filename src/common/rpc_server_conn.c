@@ -459,6 +459,7 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
         return;
     struct mc_rpc_server *s = io->srv;
     c->closed = true;
+    atomic_store_explicit(&c->gone, true, memory_order_release);
     if (io->batch_conn == c)
         io->batch_conn = NULL;
     epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);

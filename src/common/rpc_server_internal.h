@@ -50,6 +50,7 @@ struct conn {
     uint64_t id;
     int fd;
     bool closed, paused, close_after_flush;
+    _Atomic bool gone; /* closed, readable from any thread that holds a call of it */
     uint32_t events;
     void *ctx;
     uint8_t *rbuf;

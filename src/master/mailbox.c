@@ -23,6 +23,7 @@
 struct mc_waiter {
     mc_mailbox_reply_fn fn; /* NULL: none parked */
     void *arg;
+    struct mc_id holder;
     uint32_t max;
     uint64_t deadline_ms;
 };
@@ -51,12 +52,16 @@ struct mc_mailboxes {
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
     _Atomic uint64_t refused_kind[MC_TASK_NKINDS];
     _Atomic bool wake_due; /* a quiet push queued work a parked poll may be waiting for */
+    _Atomic(mc_mailbox_alive_fn) alive; /* NULL: every poll is taken as alive */
+    _Atomic uint64_t dead_polls; /* polls dropped (or answered empty) for a closed connection */
+    _Atomic uint64_t requeued;   /* tasks put back: a closed connection's, or a re-mount's */
 };
 
 /* A reply to make once the locks are dropped. */
 struct answer {
     mc_mailbox_reply_fn fn;
     void *arg;
+    struct mc_id holder;
     struct mc_task_list tasks;
 };
 
@@ -225,15 +230,35 @@ static bool answers_add(struct answers *a, const struct mc_waiter *w, struct mc_
     }
     a->v[a->n].fn = w->fn;
     a->v[a->n].arg = w->arg;
+    a->v[a->n].holder = w->holder;
     a->v[a->n].tasks = tasks;
     a->n++;
     return true;
 }
 
-static void answers_run(struct answers *a)
+static void requeue_list(struct mc_mailboxes *t, struct mc_id holder, struct mc_task_list *tasks);
+
+/* Whether w's poll can still be answered (its connection is open). */
+static bool poll_alive(const struct mc_mailboxes *t, const struct mc_waiter *w)
 {
-    for (size_t i = 0; i < a->n; i++)
-        a->v[i].fn(a->v[i].arg, &a->v[i].tasks);
+    mc_mailbox_alive_fn alive = atomic_load_explicit(&t->alive, memory_order_acquire);
+    return !alive || alive(w->arg);
+}
+
+/* Makes the replies (no lock held). Tasks taken for a poll whose connection closed meanwhile
+ * go back to the front of their queue, and the poll gets nothing (its reply only frees it). */
+static void answers_run(struct mc_mailboxes *t, struct answers *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        struct answer *x = &a->v[i];
+        mc_mailbox_alive_fn alive =
+            t ? atomic_load_explicit(&t->alive, memory_order_acquire) : NULL;
+        if (x->tasks.n && alive && !alive(x->arg)) {
+            atomic_fetch_add(&t->dead_polls, 1);
+            requeue_list(t, x->holder, &x->tasks);
+        }
+        x->fn(x->arg, &x->tasks);
+    }
     if (a->v != a->one)
         free(a->v);
     a->n = 0;
@@ -297,7 +322,7 @@ void mc_mailboxes_free(struct mc_mailboxes *t)
         mbox_drain(t, t->v[i], NULL, &ans);
         pthread_mutex_destroy(&t->v[i]->lock);
         free(t->v[i]);
-        answers_run(&ans);
+        answers_run(t, &ans);
     }
     free(t->v);
     pthread_mutex_destroy(&t->lock);
@@ -399,7 +424,7 @@ int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task
     table_unlock(t);
     pthread_mutex_destroy(&b->lock);
     free(b);
-    answers_run(&ans);
+    answers_run(t, &ans);
     return MC_OK;
 }
 
@@ -525,13 +550,16 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         atomic_store(&t->wake_due, true);
     } else if (b->w[kind].fn) {
         struct mc_task_list got = {0};
-        mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
+        if (poll_alive(t, &b->w[kind])) /* else the task stays queued, the poll is dropped */
+            mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
+        else
+            atomic_fetch_add(&t->dead_polls, 1);
         answers_add(&ans, &b->w[kind], got);
         b->w[kind].fn = NULL;
         atomic_fetch_sub(&t->parked, 1);
     }
     mbox_unlock(b);
-    answers_run(&ans);
+    answers_run(t, &ans);
     return MC_OK;
 }
 
@@ -574,7 +602,7 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
     if (!b)
         return MC_ERR_CLIENT_NOT_FOUND;
     int answered = 1;
-    struct mc_waiter me = {.fn = reply, .arg = arg, .max = max};
+    struct mc_waiter me = {.fn = reply, .arg = arg, .max = max, .holder = holder};
     if (b->nqueued[kind] > 0 || wait_ms == 0) {
         struct mc_task_list got = {0};
         mbox_take(t, b, MC_TASK_KIND_BIT(kind), max, &got);
@@ -590,7 +618,7 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
         answered = 0;
     }
     mbox_unlock(b);
-    answers_run(&ans);
+    answers_run(t, &ans);
     return answered;
 }
 
@@ -708,7 +736,11 @@ static void mbox_answer_polls(struct mc_mailboxes *t, struct mc_mbox *b, uint64_
         struct mc_waiter *w = &b->w[k];
         if (!w->fn)
             continue;
-        if (wake && b->nqueued[k] > 0) {
+        if (!poll_alive(t, w)) { /* its connection closed: dropped, nothing handed to it */
+            if (!answers_add(ans, w, (struct mc_task_list){0}))
+                continue;
+            atomic_fetch_add(&t->dead_polls, 1);
+        } else if (wake && b->nqueued[k] > 0) {
             if (!answers_add(ans, w, (struct mc_task_list){0}))
                 continue; /* no room to answer now: the next wake or tick does */
             mbox_take(t, b, MC_TASK_KIND_BIT(k), w->max, &ans->v[ans->n - 1].tasks);
@@ -737,7 +769,7 @@ static void answer_all_polls(struct mc_mailboxes *t, uint64_t now, bool wake)
         mbox_unlock(b);
     }
     table_unlock(t);
-    answers_run(&ans);
+    answers_run(t, &ans);
 }
 
 void mc_mailboxes_wake(struct mc_mailboxes *t)
@@ -775,7 +807,7 @@ size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds, struct mc
     }
     table_unlock(t);
     atomic_fetch_add(&t->expired, n);
-    answers_run(&ans);
+    answers_run(t, &ans);
     return n;
 }
 
@@ -792,6 +824,8 @@ void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st)
         st->refused_kind[k] = atomic_load(&t->refused_kind[k]);
     st->in_mailboxes = atomic_load(&t->present);
     st->parked = atomic_load(&t->parked);
+    st->dead_polls = atomic_load(&t->dead_polls);
+    st->requeued = atomic_load(&t->requeued);
 }
 
 static bool task_is(const struct mc_task *x, uint64_t task_id, const char *key, size_t key_len)
@@ -836,5 +870,95 @@ size_t mc_mailbox_count_kind(struct mc_mailboxes *t, enum mc_task_kind kind)
         mbox_unlock(b);
     }
     table_unlock(t);
+    return n;
+}
+
+/* ---- closed connections and re-mounts ------------------------------------------------------ */
+
+void mc_mailboxes_set_alive(struct mc_mailboxes *t, mc_mailbox_alive_fn alive)
+{
+    atomic_store_explicit(&t->alive, alive, memory_order_release);
+}
+
+void mc_mailboxes_drop_dead_polls(struct mc_mailboxes *t)
+{
+    if (!atomic_load_explicit(&t->alive, memory_order_acquire) || atomic_load(&t->parked) == 0)
+        return;
+    /* with now 0 and no wake, mbox_answer_polls answers only the polls that are not alive */
+    answer_all_polls(t, 0, false);
+}
+
+/* Moves in-flight task x back to the front of b's queue (mailbox locked). */
+static void flight_to_queue(struct mc_mbox *b, struct mc_task *x)
+{
+    dlist_unlink(&b->fhead, NULL, x);
+    x->in_flight = 0;
+    b->nflight[x->kind]--;
+    x->prev = NULL;
+    x->next = b->qhead;
+    if (b->qhead)
+        b->qhead->prev = x;
+    else
+        b->qtail = x;
+    b->qhead = x;
+    b->nqueued[x->kind]++;
+}
+
+/* Puts the tasks of tasks (copies handed out by a take) that are still in flight back at the
+ * front of holder's queue, in their order, and frees the list. */
+static void requeue_list(struct mc_mailboxes *t, struct mc_id holder, struct mc_task_list *tasks)
+{
+    struct mc_mbox *b = mbox_get(t, holder);
+    size_t n = 0;
+    if (b) {
+        /* walk back to front so the list's first task ends up first in the queue */
+        struct mc_task **v = tasks->n ? malloc(tasks->n * sizeof(*v)) : NULL;
+        size_t k = 0;
+        for (struct mc_task *c = tasks->head; c && v && k < tasks->n; c = c->next)
+            v[k++] = c;
+        for (size_t i = k; v && i-- > 0;) {
+            struct mc_task *x = ix_find(b, v[i]->task_id);
+            if (x && x->in_flight) {
+                flight_to_queue(b, x);
+                n++;
+            }
+        }
+        if (!v) { /* out of memory: any order is still better than losing them */
+            for (struct mc_task *c = tasks->head; c; c = c->next) {
+                struct mc_task *x = ix_find(b, c->task_id);
+                if (x && x->in_flight) {
+                    flight_to_queue(b, x);
+                    n++;
+                }
+            }
+        }
+        free(v);
+        mbox_unlock(b);
+    }
+    atomic_fetch_add(&t->requeued, n);
+    mc_task_list_free(tasks);
+}
+
+size_t mc_mailbox_requeue_in_flight(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds)
+{
+    struct answers ans;
+    answers_init(&ans);
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return 0;
+    size_t n = 0;
+    /* the flight list is newest first: moving each to the queue's front leaves the oldest first */
+    for (struct mc_task *x = b->fhead, *nx; x; x = nx) {
+        nx = x->next;
+        if (!(kinds & MC_TASK_KIND_BIT(x->kind)))
+            continue;
+        flight_to_queue(b, x);
+        n++;
+    }
+    if (n)
+        mbox_answer_polls(t, b, 0, true, &ans);
+    mbox_unlock(b);
+    atomic_fetch_add(&t->requeued, n);
+    answers_run(t, &ans);
     return n;
 }

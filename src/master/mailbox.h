@@ -18,6 +18,15 @@
  * with no tasks). A second park of the same kind on one mailbox answers the first one empty.
  * A reply is called exactly once, never under a mailbox lock.
  *
+ * Closed connections. A poll's arg may outlive the connection it came on (a holder killed while
+ * its poll is parked, and restarted). With an alive predicate set (mc_mailboxes_set_alive), a
+ * poll whose connection closed is never handed a task: a push leaves the task queued and drops
+ * the poll (its reply gets nothing), mc_mailboxes_drop_dead_polls (called when a connection
+ * closes) drops such polls at once, and tasks taken for a poll whose connection closed between
+ * the take and the reply go back to the front of their queue. What a closed connection took
+ * before that (an answer already written to a dying socket) comes back when the holder mounts
+ * again: mc_mailbox_requeue_in_flight.
+ *
  * Lock order: mailbox table (MC_LO_MAILBOX_TABLE) → one mailbox (MC_LO_MAILBOX); both are taken
  * after any shard or segment lock the caller holds, and nothing is taken under them.
  */
@@ -74,6 +83,9 @@ void mc_task_list_free(struct mc_task_list *l);
 /* A parked poll's answer: tasks (copies the callee owns: free with mc_task_list_free), in push
  * order. Called exactly once per park, outside every mailbox lock. */
 typedef void (*mc_mailbox_reply_fn)(void *arg, struct mc_task_list *tasks);
+/* Whether a parked poll (its reply's arg) can still be answered; false once its connection
+ * closed. Called under mailbox locks: it must take no lock. */
+typedef bool (*mc_mailbox_alive_fn)(void *arg);
 
 struct mc_mailbox_stats {
     uint64_t queued, pulled, completed, nacked, expired, cancelled;
@@ -81,6 +93,8 @@ struct mc_mailbox_stats {
     uint64_t refused_kind[MC_TASK_NKINDS]; /* the same by kind */
     uint64_t in_mailboxes;                 /* queued + in flight, every kind, every mailbox */
     uint64_t parked;                       /* polls waiting now */
+    uint64_t dead_polls;                   /* polls dropped because their connection closed */
+    uint64_t requeued; /* tasks put back in their queue (closed connection, re-mount) */
 };
 
 struct mc_mailboxes;
@@ -170,6 +184,17 @@ size_t mc_mailboxes_tick_kinds(struct mc_mailboxes *t, uint32_t kinds,
 void mc_mailboxes_tick_polls(struct mc_mailboxes *t);
 
 void mc_mailboxes_stats(struct mc_mailboxes *t, struct mc_mailbox_stats *st);
+
+/* Sets the predicate that tells a poll whose connection closed (NULL: every poll is alive). Set
+ * it before polls park (the RPC adapter's, once). */
+void mc_mailboxes_set_alive(struct mc_mailboxes *t, mc_mailbox_alive_fn alive);
+/* Answers (with nothing) every parked poll the predicate says is gone; call when a connection
+ * closes. Cheap when no poll is parked. */
+void mc_mailboxes_drop_dead_polls(struct mc_mailboxes *t);
+/* holder mounted again: its in-flight tasks of kinds (its earlier incarnation took them and will
+ * never report) go back to the front of its queue, oldest first, and a poll parked for them is
+ * answered. Returns how many. */
+size_t mc_mailbox_requeue_in_flight(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds);
 
 /* Removes one offload/promotion task of holder by id (and key, unless key is NULL), queued or in
  * flight, and returns it (free() it; counted as cancelled); NULL when there is no such task. */

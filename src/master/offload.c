@@ -612,6 +612,11 @@ unlock:
     }
     if (nh)
         mc_holder_unref(nh); /* same endpoint (not needed), or out of memory */
+    if (rc == MC_OK && i >= 0) {
+        /* mounted again (a restart within the TTL): what the earlier incarnation took is lost */
+        mc_mailbox_requeue_in_flight(off->mb, client, OFF_KIND);
+        mc_promotion_holder_remounted(m, client);
+    }
     return rc;
 }
 

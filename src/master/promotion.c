@@ -66,6 +66,18 @@ struct funnel {
 #undef FUNNEL_FIELD
     uint64_t in_flight;
     uint64_t candidates;
+    uint64_t parked;       /* staged ranges parked now */
+    uint64_t parked_bytes; /* their value bytes */
+};
+
+/* A staged range whose task ended while its holder may still write it (see "Staged space" in
+ * promotion.h): it keeps its allocation (and the segment reference) until released. */
+struct parked {
+    struct mc_id holder;
+    uint64_t task_id;
+    struct mc_segment *seg;
+    uint32_t handle;
+    uint64_t size;
 };
 
 struct cand {
@@ -88,6 +100,11 @@ struct mc_promoter {
     struct funnel f;
     struct funnel snap; /* taken by the metrics pre-scrape hook */
     struct mc_histogram *lag;
+
+    pthread_mutex_t park_lock; /* a leaf */
+    struct parked *pk;
+    uint32_t npk, pkcap;
+    _Atomic uint32_t npk_seen; /* npk, readable without the lock (skips) */
 
     pthread_mutex_t cand_lock;
     struct cand *cb[CAND_BUCKETS];
@@ -169,6 +186,103 @@ void mc_master_promotion_stats(struct mc_master *m, struct mc_promotion_stats *o
 #undef COPY_FIELD
     out->in_flight = f.in_flight;
     out->candidates = f.candidates;
+    out->parked = f.parked;
+    out->parked_bytes = f.parked_bytes;
+}
+
+/* ---- parked staged ranges ------------------------------------------------------------------ */
+
+static void park_lock(struct mc_promoter *p)
+{
+    mc_lo_acquire(MC_LO_LEAF, 0);
+    pthread_mutex_lock(&p->park_lock);
+}
+static void park_unlock(struct mc_promoter *p)
+{
+    pthread_mutex_unlock(&p->park_lock);
+    mc_lo_release(MC_LO_LEAF, 0);
+}
+
+static void park_count(struct mc_promoter *p, int64_t n, int64_t bytes)
+{
+    funnel_lock(p);
+    p->f.parked = (uint64_t)((int64_t)p->f.parked + n);
+    p->f.parked_bytes = (uint64_t)((int64_t)p->f.parked_bytes + bytes);
+    funnel_unlock(p);
+}
+
+/* Parks r, the staged MEMORY replica of holder's task task_id (an object of size bytes): its
+ * range stays allocated, whatever happens to the object, until the holder reports on the task
+ * or the segment's mount ends (park_release). Any shard lock may be held. */
+static void park_range(struct mc_promoter *p, struct mc_id holder, uint64_t task_id,
+                       const struct mc_replica *r, uint64_t size)
+{
+    bool ok = true;
+    park_lock(p);
+    if (p->npk == p->pkcap) {
+        uint32_t ncap = p->pkcap ? p->pkcap * 2 : 16;
+        struct parked *nv = realloc(p->pk, (size_t)ncap * sizeof(*nv));
+        if (nv) {
+            p->pk = nv;
+            p->pkcap = ncap;
+        } else {
+            ok = false;
+        }
+    }
+    if (ok) {
+        p->pk[p->npk++] = (struct parked){.holder = holder,
+                                          .task_id = task_id,
+                                          .seg = r->u.seg,
+                                          .handle = r->handle,
+                                          .size = size};
+        atomic_store_explicit(&p->npk_seen, p->npk, memory_order_relaxed);
+    }
+    park_unlock(p);
+    if (!ok) {
+        /* never freed is safe (a freed range could take the late write); only the space is lost */
+        mc_error(COMP, "cannot record a parked staged range (out of memory): its space is lost",
+                 "task=%llu size=%llu", (unsigned long long)task_id, (unsigned long long)size);
+        return;
+    }
+    park_count(p, 1, (int64_t)size);
+}
+
+/* Releases the parked ranges of holder's task task_id (by_task) or, else, those whose segment's
+ * mount ended. No master lock may be held (segment locks are taken). Returns how many. */
+static size_t park_release(struct mc_promoter *p, bool by_task, struct mc_id holder,
+                           uint64_t task_id)
+{
+    if (atomic_load_explicit(&p->npk_seen, memory_order_relaxed) == 0)
+        return 0;
+    struct parked one, *out = &one;
+    size_t n = 0;
+    int64_t bytes = 0;
+    park_lock(p);
+    if (!by_task && p->npk > 1)
+        out = malloc((size_t)p->npk * sizeof(*out));
+    if (!out)
+        out = &one; /* out of memory: one this round, the next round takes more */
+    size_t cap = out == &one ? 1 : p->npk;
+    for (uint32_t i = p->npk; i-- > 0 && n < cap;) {
+        struct parked *e = &p->pk[i];
+        bool match = by_task ? mc_id_eq(e->holder, holder) && e->task_id == task_id
+                             : !mc_segment_alive(e->seg);
+        if (!match)
+            continue;
+        out[n++] = *e;
+        *e = p->pk[--p->npk];
+    }
+    atomic_store_explicit(&p->npk_seen, p->npk, memory_order_relaxed);
+    park_unlock(p);
+    for (size_t i = 0; i < n; i++) {
+        bytes += (int64_t)out[i].size;
+        mc_segment_release(out[i].seg, out[i].handle, out[i].size);
+    }
+    if (out != &one)
+        free(out);
+    if (n)
+        park_count(p, -(int64_t)n, -bytes);
+    return n;
 }
 
 /* ---- the shards' tables (shard lock held) ------------------------------------------------- */
@@ -235,12 +349,17 @@ static void task_end(struct mc_master *m, struct mc_shard *s, struct promo_task 
         int si = replica_index(o, t->source_id);
         if (si >= 0 && o->rep[si].refcnt > 0)
             o->rep[si].refcnt--;
-        if (t->staged_id && how != END_COMPLETED && fl) {
-            int ri = replica_index(o, t->staged_id);
-            if (ri >= 0) {
-                mc_freelist_add_replica(fl, &o->rep[ri], o->size);
+        int ri = t->staged_id && how != END_COMPLETED ? replica_index(o, t->staged_id) : -1;
+        if (ri >= 0) {
+            const struct mc_replica *r = &o->rep[ri];
+            if (how != END_FAILED && mc_segment_alive(r->u.seg)) {
+                /* the holder may still write it: parked, never freed under a live mount */
+                park_range(p, t->holder, t->task_id, r, o->size);
                 mc_obj_drop_replica(o, (uint8_t)ri);
-            }
+            } else if (fl) { /* reported by the holder, or its mount is gone */
+                mc_freelist_add_replica(fl, r, o->size);
+                mc_obj_drop_replica(o, (uint8_t)ri);
+            } /* else it goes with the object */
         }
         o->flags &= ~(uint64_t)MC_OBJ_PROMOTING;
         if (o->ent != MC_NO_INDEX && !(o->flags & MC_OBJ_UNLINKING))
@@ -444,11 +563,13 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
         if (!src && r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_replica_readable(r))
             src = r;
     }
+    /* the holder stages in its own DRAM only: one without a mounted segment gets no task */
     if (!src || src->refcnt >= MC_REPLICA_REFCNT_MAX ||
-        !mc_mailbox_exists(m->mailboxes, src->u.holder->id))
+        !mc_mailbox_exists(m->mailboxes, src->u.holder->id) ||
+        !mc_segments_owner_mounted(m->segs, src->u.holder->id))
         goto unlock;
     funnel_lock(p);
-    if (p->f.in_flight >= p->limit) {
+    if (p->f.in_flight + p->f.parked >= p->limit) { /* parked ranges count: they are bounded */
         p->f.rejected_cap += decision;
         funnel_unlock(p);
         rc = ADMIT_TRANSIENT;
@@ -558,7 +679,7 @@ void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct 
     if (!p || !(o->flags & MC_OBJ_PROMOTING))
         return;
     struct promo_task *t = task_of(&p->tab[s->index], o);
-    if (t) /* the replicas go with the object: only the pin bookkeeping and the record */
+    if (t) /* a staged range is parked; the other replicas go with the object */
         task_end(m, s, t, o, NULL, END_CANCELLED);
     o->flags &= ~(uint64_t)MC_OBJ_PROMOTING;
 }
@@ -617,6 +738,38 @@ void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct m
         task_end(m, s, t, o, fl, END_CANCELLED);
 }
 
+void mc_promotion_holder_remounted(struct mc_master *m, struct mc_id holder)
+{
+    struct mc_promoter *p = m->promoter;
+    if (!p || atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
+        return;
+    int n = 0;
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct promo_shard *ps = &p->tab[si];
+        if (atomic_load_explicit(&ps->count, memory_order_relaxed) == 0)
+            continue;
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_wrlock(s);
+        for (uint32_t i = ps->n; i-- > 0;) {
+            struct promo_task *t = &ps->v[i];
+            if (!mc_id_eq(t->holder, holder))
+                continue;
+            task_end(m, s, t, mc_shard_find_version(s, t->key_hash, t->version), &fl,
+                     END_CANCELLED);
+            n++;
+        }
+        mc_shard_unlock(s);
+        mc_freelist_flush(&fl);
+    }
+    if (n) {
+        char buf[MC_ID_STRLEN];
+        mc_info(COMP, "holder mounted again: its promotion tasks cancelled (read again to retry)",
+                "client=%s count=%d", mc_id_format(holder, buf), n);
+    }
+}
+
 /* ---- holder operations --------------------------------------------------------------------- */
 
 int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint32_t max_items,
@@ -630,20 +783,6 @@ int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint
     uint32_t max = max_items == 0 || max_items > cap ? cap : max_items;
     int rc = mc_mailbox_park(m->mailboxes, holder, MC_TASK_PROMOTION, max, wait_ms, reply, arg);
     return rc == MC_ERR_CLIENT_NOT_FOUND ? MC_ERR_SEGMENT_NOT_FOUND : rc;
-}
-
-/* Names of the holder's mounted segments (malloc'ed list into *list, names point into it). */
-static size_t holder_segments(struct mc_master *m, struct mc_id holder,
-                              struct mc_segment_info **list, const char **names, size_t cap)
-{
-    size_t n = 0, k = 0;
-    *list = NULL;
-    if (mc_segments_list(m->segs, list, &n) != MC_OK)
-        return 0;
-    for (size_t i = 0; i < n && k < cap; i++)
-        if (mc_id_eq((*list)[i].owner, holder))
-            names[k++] = (*list)[i].desc.name;
-    return k;
 }
 
 /* Finds key's object (write-locked) and task_id's record; *rc the refusal when either is
@@ -705,7 +844,6 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
             forget_stale(m, holder, task_id, key, key_len);
         return rc;
     }
-    struct mc_segment_info *list = NULL;
     if (size != t->size) {
         rc = MC_ERR_INVALID_PARAMS;
         goto unlock;
@@ -718,18 +856,16 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
         rc = MC_ERR_NO_AVAILABLE_HANDLE;
         goto unlock;
     }
-    /* caller's preference, then the holder's own segments, then the strategy's walk */
-    enum { NPREF = 16 };
-    const char *names[NPREF];
-    size_t k = 0;
-    for (size_t i = 0; i < npreferred && k < NPREF; i++)
-        names[k++] = preferred[i];
-    k += holder_segments(m, holder, &list, names + k, NPREF - k);
+    /* the holder's own segments only (promotion.h, "Staged space"); preferred names are not
+     * followed: a range elsewhere would outlive a stopped holder's mount */
+    (void)preferred;
+    (void)npreferred;
     struct mc_segment_alloc al;
-    uint32_t got = 0;
-    rc = mc_segments_allocate(m->segs, size, 1, names, k, &al, &got);
-    if (rc != MC_OK)
+    rc = mc_segments_allocate_owned(m->segs, size, holder, &al);
+    if (rc != MC_OK) {
+        rc = MC_ERR_NO_AVAILABLE_HANDLE;
         goto unlock;
+    }
     struct mc_object *no = mc_shard_obj_grow(s, o); /* o moves: nobody keeps its address */
     if (!no) {
         mc_segment_alloc_release(&al);
@@ -752,7 +888,6 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
     mc_replica_fill_desc(o, r, out);
 unlock:
     mc_shard_unlock(s);
-    free(list);
     return rc;
 }
 
@@ -766,8 +901,10 @@ int mc_master_promotion_success(struct mc_master *m, struct mc_id holder, uint64
     if (!t) {
         if (rc == MC_ERR_OBJECT_NOT_FOUND)
             rc = MC_ERR_REPLICA_IS_NOT_READY; /* removed meanwhile: a stale task */
-        if (rc == MC_ERR_REPLICA_IS_NOT_READY)
+        if (rc == MC_ERR_REPLICA_IS_NOT_READY) {
             forget_stale(m, holder, task_id, key, key_len);
+            park_release(m->promoter, true, holder, task_id); /* the holder is done with it */
+        }
         return rc;
     }
     struct mc_freelist fl;
@@ -807,7 +944,8 @@ int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64
     if (!t) {
         if (rc == MC_ERR_OBJECT_NOT_FOUND || rc == MC_ERR_REPLICA_IS_NOT_READY) {
             forget_stale(m, holder, task_id, key, key_len);
-            rc = MC_OK; /* idempotent */
+            park_release(m->promoter, true, holder, task_id); /* the holder is done with it */
+            rc = MC_OK;                                       /* idempotent */
         }
         return rc;
     }
@@ -826,7 +964,11 @@ int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64
 int mc_promotion_reap(struct mc_master *m)
 {
     struct mc_promoter *p = m->promoter;
-    if (!p || atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
+    if (!p)
+        return 0;
+    /* parked ranges whose segment's mount ended (unmount, client expiry, re-mount) */
+    park_release(p, false, (struct mc_id){0, 0}, 0);
+    if (atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
         return 0;
     uint64_t now = mc_master_now_ms(m);
     int n = 0;
@@ -966,7 +1108,23 @@ static void prescrape(void *arg)
 MC_PROMOTION_COUNTERS(SNAP_READER)
 SNAP_READER(in_flight, "")
 SNAP_READER(candidates, "")
+SNAP_READER(parked, "")
+SNAP_READER(parked_bytes, "")
 #undef SNAP_READER
+
+/* The holders' mailboxes, for the closed-connection counters (mailbox.h). */
+static double rd_dead_polls(void *arg)
+{
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(arg, &st);
+    return (double)st.dead_polls;
+}
+static double rd_requeued(void *arg)
+{
+    struct mc_mailbox_stats st;
+    mc_mailboxes_stats(arg, &st);
+    return (double)st.requeued;
+}
 
 static int register_metrics(struct mc_master *m, struct mc_promoter *p)
 {
@@ -981,7 +1139,13 @@ static int register_metrics(struct mc_master *m, struct mc_promoter *p)
     if (mc_metrics_gauge_fn(r, "master_promotion_in_flight", "promotion tasks admitted, not ended",
                             NULL, rd_in_flight, p) != 0 ||
         mc_metrics_gauge_fn(r, "master_promotion_candidates", "retry candidates remembered", NULL,
-                            rd_candidates, p) != 0)
+                            rd_candidates, p) != 0 ||
+        mc_metrics_gauge_fn(r, "master_promotion_parked_ranges",
+                            "staged ranges of ended tasks kept until their holder reports or "
+                            "their segment's mount ends",
+                            NULL, rd_parked, p) != 0 ||
+        mc_metrics_gauge_fn(r, "master_promotion_parked_bytes", "value bytes of the parked ranges",
+                            NULL, rd_parked_bytes, p) != 0)
         return -1;
     double bounds[16];
     mc_metrics_exp_buckets(bounds, 16, 0.001, 2.0); /* 1 ms .. 33 s */
@@ -989,6 +1153,16 @@ static int register_metrics(struct mc_master *m, struct mc_promoter *p)
                                   "admission to COMPLETE of committed promotions (master clock)",
                                   NULL, bounds, 16);
     if (!p->lag)
+        return -1;
+    if (m->mailboxes &&
+        (mc_metrics_counter_fn(r, "master_mailbox_dead_polls_total",
+                               "holder polls dropped because their connection closed (no task "
+                               "is handed to them)",
+                               NULL, rd_dead_polls, m->mailboxes) != 0 ||
+         mc_metrics_counter_fn(r, "master_mailbox_requeued_total",
+                               "tasks put back in a holder's queue: taken for a closed connection, "
+                               "or in flight when the holder mounted again",
+                               NULL, rd_requeued, m->mailboxes) != 0))
         return -1;
     mc_metrics_set_prescrape(r, prescrape, p);
     return 0;
@@ -1035,6 +1209,8 @@ int mc_promotion_init(struct mc_master *m)
     p->limit = m->cfg.promotion_queue_limit;
     pthread_mutex_init(&p->funnel_lock, NULL);
     pthread_mutex_init(&p->cand_lock, NULL);
+    pthread_mutex_init(&p->park_lock, NULL);
+    atomic_init(&p->npk_seen, 0);
     atomic_init(&p->room_backoff_ms, MC_PROMO_BACKOFF_MIN_MS);
     for (uint32_t i = 0; i < MC_NSHARDS; i++)
         atomic_init(&p->tab[i].count, 0);
@@ -1061,8 +1237,13 @@ void mc_promotion_destroy(struct mc_master *m)
             free(c);
         }
     }
+    /* parked ranges: released (the segments outlive the promoter: mc_segments_free) */
+    for (uint32_t i = 0; i < p->npk; i++)
+        mc_segment_release(p->pk[i].seg, p->pk[i].handle, p->pk[i].size);
+    free(p->pk);
     pthread_mutex_destroy(&p->funnel_lock);
     pthread_mutex_destroy(&p->cand_lock);
+    pthread_mutex_destroy(&p->park_lock);
     free(p);
     m->promoter = NULL;
     m->mailboxes = NULL; /* offload's, freed by it */
@@ -1096,5 +1277,6 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
     funnel_lock(p);
     out->in_flight = p->f.in_flight;
     out->candidates = p->f.candidates;
+    out->parked = p->f.parked;
     funnel_unlock(p);
 }

@@ -27,8 +27,8 @@
  * Holder side (the client that holds the source; any other client gets INVALID_PARAMS):
  *   heartbeat   long-poll for tasks: at most min(max_items, promotion_max_per_heartbeat) per
  *               answer (max_items 0 = the latter), leftovers stay queued;
- *   alloc_start one MEMORY replica of the task's size, preferring the caller's preferred
- *               segments, then the holder's own segments, then any segment; status PROCESSING:
+ *   alloc_start one MEMORY replica of the task's size in one of the holder's own segments
+ *               only (preferred names are ignored; see "Staged space"); status PROCESSING:
  *               no Get lists it, PutEnd never completes it, eviction never takes it. The task's
  *               reaper window restarts;
  *   success     the staged replica becomes COMPLETE, the source is unpinned, the task erased,
@@ -38,14 +38,30 @@
  *   failure     the staged replica (if any) is freed, the source unpinned, the task erased.
  * A stale task id (reaped, cancelled, or of an object that was removed and Put again) changes
  * nothing: success answers REPLICA_IS_NOT_READY, failure answers OK (idempotent), alloc_start
- * REPLICA_IS_NOT_READY; each also drops the task from the holder's mailbox if it is still there.
+ * REPLICA_IS_NOT_READY; each also drops the task from the holder's mailbox if it is still there,
+ * and a success or failure report frees the task's parked range, if any.
+ *
+ * Staged space (DESIGN.md §7). The holder writes the staged range whenever it gets to it after
+ * AllocStart, so the range is its own until it reports: it is placed only in the holder's own
+ * DRAM segments (a holder without a mounted segment is not eligible at admission), and a task
+ * that ends without the holder's report (cancel, reap, the holder's re-mount) PARKS its range:
+ * the replica leaves the object but the allocation stays, held in the promoter's parked list,
+ * until the holder reports on that task id (success or failure) or the segment's mount ends
+ * (unmount, client expiry, re-mount with a new epoch: the reaper's pass frees ranges of dead
+ * segments). A range whose mount has already ended is freed at once. Parked ranges are counted
+ * (master_promotion_parked_ranges / _bytes) and count toward promotion_queue_limit, so they are
+ * bounded. The holder copies under its segment's epoch lock, only while the segment's mount is
+ * the descriptor's (peer_server.h), so a holder resumed after a stop past its TTL writes
+ * nothing into a later mount.
  *
  * Cleanup. Tasks older than promotion_task_timeout (from admission, or from AllocStart) are
  * reaped by mc_master_tick_reaper. Remove / BatchRemove / RemoveAll do not let a promotion block
- * them: the task is cancelled (staged replica freed, source unpinned) and the object removed as
- * usual. An object erased for any reason (eviction, sweep) cancels its task; so does the loss of
- * its source or of its staged replica (holder expiry, segment unmount: the monitor's sweep), and
- * the disk eviction of the source (mc_promotion_cancel_locked).
+ * them: the task is cancelled (staged range parked, source unpinned) and the object removed as
+ * usual. A holder that mounts its LOCAL_DISK segment again has every task cancelled (its
+ * earlier incarnation's work is lost; the keys are admitted again on their next reads). An object
+ * erased for any reason (eviction, sweep) cancels its task; so does the loss of its source or of
+ * its staged replica (holder expiry, segment unmount: the monitor's sweep), and the disk eviction
+ * of the source (mc_promotion_cancel_locked).
  *
  * Retry candidates. A key rejected only for a transient reason (watermark, cap) is remembered
  * (at most MC_PROMO_CANDIDATES_MAX keys, for MC_PROMO_CANDIDATE_TTL_MS, at most
@@ -138,8 +154,10 @@ struct mc_promotion_stats {
 #define MC_PROMO_FIELD(f, h) uint64_t f;
     MC_PROMOTION_COUNTERS(MC_PROMO_FIELD)
 #undef MC_PROMO_FIELD
-    uint64_t in_flight;  /* tasks admitted and not ended */
-    uint64_t candidates; /* retry candidates remembered now */
+    uint64_t in_flight;    /* tasks admitted and not ended */
+    uint64_t candidates;   /* retry candidates remembered now */
+    uint64_t parked;       /* staged ranges of ended tasks, parked (see "Staged space") */
+    uint64_t parked_bytes; /* their value bytes */
 };
 
 /* One consistent snapshot of the funnel (taken under its mutex). */
@@ -153,6 +171,7 @@ struct mc_promotion_debug {
     uint64_t staged;        /* PROCESSING MEMORY replicas of complete objects */
     uint64_t mailbox_tasks; /* MC_TASK_PROMOTION tasks queued or in flight in the mailboxes */
     uint64_t candidates;
+    uint64_t parked; /* parked staged ranges */
 };
 void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_debug *out);
 
@@ -165,12 +184,13 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
 int mc_master_promotion_heartbeat(struct mc_master *m, struct mc_id holder, uint32_t max_items,
                                   uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
 
-/* PromotionAllocStart: stages one MEMORY replica for task_id (status PROCESSING) and fills *out
- * with its descriptor (the holder writes the value there). preferred may be NULL. Errors:
- * INVALID_KEY; OBJECT_NOT_FOUND (key absent); REPLICA_IS_NOT_READY (no such task: reaped,
- * cancelled or stale; or already staged); INVALID_PARAMS (caller is not the task's holder, size
- * or version differ from the task's); NO_AVAILABLE_HANDLE (no DRAM: the task stays, the holder
- * should report failure). */
+/* PromotionAllocStart: stages one MEMORY replica for task_id (status PROCESSING) in one of the
+ * holder's own segments and fills *out with its descriptor (the holder writes the value there).
+ * preferred may be NULL and is not followed (wire compatibility only). Errors: INVALID_KEY;
+ * OBJECT_NOT_FOUND (key absent); REPLICA_IS_NOT_READY (no such task: reaped, cancelled or
+ * stale; or already staged); INVALID_PARAMS (caller is not the task's holder, size or version
+ * differ from the task's); NO_AVAILABLE_HANDLE (no room in the holder's own DRAM: the task
+ * stays, the holder should report failure). */
 int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                     const char *key, size_t key_len, uint64_t size,
                                     const char *const *preferred, size_t npreferred,
@@ -183,8 +203,8 @@ int mc_master_promotion_success(struct mc_master *m, struct mc_id holder, uint64
                                 const char *key, size_t key_len);
 
 /* NotifyPromotionFailure: ends the task at once (staged replica freed, source unpinned). OK for
- * an unknown task (idempotent). Errors: INVALID_KEY; INVALID_PARAMS (not the holder). reason is
- * logged. */
+ * an unknown task (idempotent; frees its parked range, if any). Errors: INVALID_KEY; INVALID_PARAMS
+ * (not the holder). reason is logged. */
 int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                 const char *key, size_t key_len, int reason);
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/id.h"
 #include "master/objects.h"
 
 struct mc_master;
@@ -62,7 +63,12 @@ void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct m
  * to drop the source replica (disk eviction). Returns true when a task was cancelled. */
 bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl);
-/* Reaper: tasks past promotion_task_timeout. Returns how many. */
+/* holder mounted its LOCAL_DISK segment again (a restart within its TTL): every task of it is
+ * cancelled (staged ranges parked), since the tasks its earlier incarnation took are lost and a
+ * task that was staged cannot be handed out again. No lock held. */
+void mc_promotion_holder_remounted(struct mc_master *m, struct mc_id holder);
+/* Reaper: tasks past promotion_task_timeout, and parked staged ranges whose segment's mount
+ * ended. Returns how many tasks. */
 int mc_promotion_reap(struct mc_master *m);
 
 #endif

@@ -441,6 +441,33 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
     return p.n > 0 ? MC_OK : MC_ERR_NO_AVAILABLE_HANDLE;
 }
 
+int mc_segments_allocate_owned(struct mc_segments *t, uint64_t size, struct mc_id owner,
+                               struct mc_segment_alloc *out)
+{
+    if (size == 0 || mc_id_is_zero(owner))
+        return MC_ERR_INVALID_PARAMS;
+    struct placement p = {.t = t, .size = size, .want = 1, .out = out, .n = 0};
+    table_rdlock(t);
+    size_t start = t->n ? (size_t)(next_rand(t) % t->n) : 0;
+    for (size_t j = 0; j < t->n && p.n == 0; j++) {
+        struct mc_segment *s = t->segs[(start + j) % t->n];
+        if (mc_id_eq(s->owner, owner))
+            place_on(&p, s);
+    }
+    table_unlock(t);
+    return p.n ? MC_OK : MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
+bool mc_segments_owner_mounted(struct mc_segments *t, struct mc_id owner)
+{
+    bool found = false;
+    table_rdlock(t);
+    for (size_t i = 0; i < t->n && !found; i++)
+        found = mc_id_eq(t->segs[i]->owner, owner) && mc_segment_alive(t->segs[i]);
+    table_unlock(t);
+    return found;
+}
+
 void mc_segment_release(struct mc_segment *s, uint32_t handle, uint64_t size)
 {
     struct mc_segments *t = s->table;

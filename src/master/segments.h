@@ -101,6 +101,14 @@ int mc_segments_allocate(struct mc_segments *t, uint64_t size, uint32_t replica_
                          const char *const *preferred, size_t npreferred,
                          struct mc_segment_alloc *out, uint32_t *nout);
 
+/* Places one buffer of size bytes on one of owner's mounted segments only (a random start among
+ * them; never another client's): a promotion's staged replica. NO_AVAILABLE_HANDLE when owner
+ * has none or none has room; INVALID_PARAMS for size 0 or a zero owner. */
+int mc_segments_allocate_owned(struct mc_segments *t, uint64_t size, struct mc_id owner,
+                               struct mc_segment_alloc *out);
+/* Whether owner has a mounted (live) segment. */
+bool mc_segments_owner_mounted(struct mc_segments *t, struct mc_id owner);
+
 /* Releases a buffer (its allocator slot and its segment reference). Safe on dead segments. */
 void mc_segment_alloc_release(const struct mc_segment_alloc *a);
 void mc_segment_release(struct mc_segment *seg, uint32_t handle, uint64_t size);

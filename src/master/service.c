@@ -35,6 +35,7 @@ int mc_master_service_new(struct mc_master *m, struct mc_master_service **out)
         return MC_ERR_INTERNAL_ERROR;
     svc->m = m;
     svc->start_ms = mc_now_ms();
+    mc_svc_watch_polls(m);
     *out = svc;
     return 0;
 }

@@ -137,6 +137,11 @@ void mc_svc_reply_tasks(struct mc_rpc_call *call, const ProtobufCMessageDescript
 
 #define MC_SVC_HANDLER(name) void name(void *arg, struct mc_rpc_call *call)
 
+/* Parked heartbeats and closed connections (service_promotion.c): the mailbox table learns to
+ * tell a poll whose connection closed; on_close drops such polls. */
+void mc_svc_watch_polls(struct mc_master *m);
+void mc_svc_drop_dead_polls(struct mc_master *m);
+
 /* one per master method of MC_METHODS (common/wire.h): mc_svc_<handler> */
 #define MC_SVC_DECL_MASTER_(id, num, name, handler) MC_SVC_HANDLER(mc_svc_##handler);
 #define MC_SVC_DECL_OTHER_(id, num, name)

@@ -6,6 +6,7 @@
  * core keeps the reply callback (the call is its argument) until a task arrives or the wait
  * passes, and calls it with no master lock held; mc_svc_reply_tasks encodes the answer.
  */
+#include "master/offload.h"
 #include "master/promotion.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
@@ -22,6 +23,27 @@ static void promo_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t, voi
     it->version = t->version;
     it->crc32c = t->crc32c;
     it->crc_valid = t->crc_valid;
+}
+
+/* A parked heartbeat (either kind: arg is its call) can be answered while its connection is
+ * open; a task handed to a closed one would wait for its reaper (mailbox.h). */
+static bool poll_alive(void *arg)
+{
+    return !mc_rpc_call_conn_closed(arg);
+}
+
+void mc_svc_watch_polls(struct mc_master *m)
+{
+    struct mc_mailboxes *mb = mc_offload_mailboxes(m);
+    if (mb)
+        mc_mailboxes_set_alive(mb, poll_alive);
+}
+
+void mc_svc_drop_dead_polls(struct mc_master *m)
+{
+    struct mc_mailboxes *mb = mc_offload_mailboxes(m);
+    if (mb)
+        mc_mailboxes_drop_dead_polls(mb);
 }
 
 /* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. */

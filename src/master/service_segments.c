@@ -66,9 +66,11 @@ int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id)
 
 void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx)
 {
-    (void)arg;
+    struct mc_master_service *svc = arg;
     (void)conn_id;
     free(conn_ctx);
+    if (svc && svc->m) /* a holder's parked heartbeat on it must take no task */
+        mc_svc_drop_dead_polls(svc->m);
 }
 
 /* ---- segment descriptors ------------------------------------------------------------------- */
