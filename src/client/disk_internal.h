@@ -103,6 +103,14 @@ struct disk_entry {
     uint32_t key_len;
     uint32_t pins;
     uint32_t accessed; /* read since it was written or last moved (second chance at eviction) */
+    /* The eviction is copying this key's record (second chance): a removal waits until the copy
+     * is done, so it can mark the copy dead too. Follows the key to a newer version. */
+    uint32_t moving;
+    /* The record's earlier copy in an extent being evicted, live on disk until that extent is
+     * deleted (NULL: none): a removal marks it dead as well. Follows the key to a newer
+     * version; the eviction clears it under s->mu just before it deletes the extent. */
+    struct disk_extent *shadow;
+    uint64_t shadow_off;
     char key[];
 };
 

@@ -233,6 +233,40 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
     }
 }
 
+/* The test hook at a point of a move (MC_DISK_MOVE_*), with s->mu released around it when one
+ * is set. s->mu held on entry and exit. */
+static void move_hook_locked(struct mc_disk_store *s, int stage)
+{
+#ifdef MC_TEST_HOOKS
+    pthread_mutex_lock(&s->faults.mu);
+    void (*fn)(void *, int) = s->faults.f.on_move;
+    void *ctx = s->faults.f.on_move_ctx;
+    pthread_mutex_unlock(&s->faults.mu);
+    if (!fn)
+        return;
+    pthread_mutex_unlock(&s->mu);
+    fn(ctx, stage);
+    pthread_mutex_lock(&s->mu);
+#else
+    (void)s;
+    (void)stage;
+#endif
+}
+
+/* After an eviction of x is over (x deleted next, or kept): the moved records' entries stop
+ * pointing at their old copies there. s->mu held. */
+static void clear_shadows_locked(struct mc_disk_store *s, struct disk_extent *x,
+                                 const struct reins *moves, size_t n)
+{
+    for (size_t m = 0; m < n; m++) {
+        if (!moves[m].moved)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, moves[m].key, moves[m].key_len);
+        if (e && e->shadow == x)
+            e->shadow = NULL;
+    }
+}
+
 /* Moves go through a ring in windows of at most this many bytes of records (one larger
  * record is a window of its own). */
 #define MOVE_WINDOW (8u << 20)
@@ -436,6 +470,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
                             .off = j->off};
         kp += e->key_len;
         e->accessed = 0; /* a read from now on sets it again for the new copy */
+        e->moving = 1;   /* a removal waits for the copy (it must mark it dead too) */
         bytes += rec;
         nj++;
     }
@@ -449,11 +484,15 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     pthread_mutex_lock(&s->mu);
     if (r)
         disk_ring_put_locked(s, r);
+    move_hook_locked(s, MC_DISK_MOVE_COPIED);
 
     size_t moved = 0;
     for (size_t i = 0; i < nj; i++) {
         struct reins *j = &jobs[i];
         uint64_t rec = disk_record_size(j->key_len, j->value_len);
+        struct disk_entry *cur = disk_index_find(&s->idx, j->key, j->key_len);
+        if (cur)
+            cur->moving = 0; /* this key's entry (or the newer one that replaced it) */
         if (j->res != 0) {
             if (j->res != -EBADMSG)
                 s->write_errors++;
@@ -472,6 +511,8 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
             ne->crc = j->crc;
             ne->pins = e->pins;
             ne->accessed = e->accessed; /* read while it was being moved */
+            ne->shadow = x;             /* live on disk until x is deleted */
+            ne->shadow_off = j->old_off;
             disk_entry_drop_locked(s, e);
             disk_entry_attach_locked(s, ne, j->y);
             disk_index_insert(&s->idx, ne);
@@ -535,6 +576,8 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
         kp += e->key_len;
     }
     uint64_t id = x->id;
+    if (nmoves > 0)
+        move_hook_locked(s, MC_DISK_MOVE_SWITCHED);
     if (s->cfg.evict_cb && n > 0) {
         pthread_mutex_unlock(&s->mu);
         int cb = s->cfg.evict_cb(s->cfg.evict_ctx, items, n);
@@ -552,6 +595,7 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
     }
     while (x->readers > 0 || x->writers > 0)
         pthread_cond_wait(&s->cv, &s->mu);
+    clear_shadows_locked(s, x, moves, nmoves); /* the lock is held from here to the delete */
     mc_info(DISK_COMP, "extent evicted", "path=%s extent=%" PRIu64 " keys=%zu bytes=%" PRIu64,
             s->path, id, n, x->size);
     extent_delete_locked(s, x);
@@ -563,6 +607,7 @@ out:
         for (size_t m = 0; m < nmoves; m++)
             if (moves[m].moved)
                 reins_kill_locked(s, x, moves[m].old_off, &moves[m]);
+        clear_shadows_locked(s, x, moves, nmoves);
         x->dropping = 0;
     }
     s->evicting = 0;

@@ -48,7 +48,11 @@
  * and a record is never moved into the extent being dropped. The old extent is deleted only
  * after the new copies are written (a crash in between leaves two copies of one key and
  * version: the start-up scan keeps the later one and marks the other dead). A record replaced
- * or removed while it was being moved keeps its new state: the moved copy is marked dead. If
+ * or removed while it was being moved keeps its new state: the moved copy is marked dead. A
+ * removal never returns while a live copy of the key can remain on disk: one that finds the
+ * key's record being copied waits until the copies of that window are written (then marks both),
+ * and one that finds a moved record whose old extent is not yet deleted marks both copies dead
+ * (an overwrite passes both duties to the newer version). If
  * the callback refuses, the moved records stay moved and their old copies are marked dead.
  * A failed move (I/O error, ENOSPC, bad CRC) only means that record goes. The moves go
  * through an io_uring ring in windows of 8 MiB: a window's records are read in one batch, then
@@ -256,6 +260,14 @@ struct mc_disk_fault {
      * hold a read here while it holds its extent's reader count. */
     void (*before_io)(void *ctx, int write);
     void *before_io_ctx;
+    /* Called by the evicting thread, without store locks, at the points of a second-chance move
+     * (MC_DISK_MOVE_*): a test stops a move there, acts, and copies the directory (a crash). */
+    void (*on_move)(void *ctx, int stage);
+    void *on_move_ctx;
+};
+enum {
+    MC_DISK_MOVE_COPIED = 1,  /* new copies written, the index still at the old ones */
+    MC_DISK_MOVE_SWITCHED = 2 /* the index at the new copies, the old extent not yet deleted */
 };
 #ifdef MC_TEST_HOOKS
 void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f);

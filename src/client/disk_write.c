@@ -334,6 +334,10 @@ static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_ki
     int kill = 0;
     if (e) {
         ne->pins = e->pins;
+        /* a removal of the newer version must still wait for / mark the older copies */
+        ne->moving = e->moving;
+        ne->shadow = e->shadow;
+        ne->shadow_off = e->shadow_off;
         k->x = e->ext;
         k->off = e->off;
         k->version = e->version;
@@ -726,24 +730,43 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
 
 /* ---------------------------------------------------------------- remove */
 
+/* Whether a key of the call is being copied by an eviction (disk_entry.moving). s->mu held. */
+static int remove_must_wait_locked(struct mc_disk_store *s, const char *const *keys,
+                                   const uint32_t *key_lens, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, keys[i], key_lens[i]);
+        if (e && e->moving)
+            return 1;
+    }
+    return 0;
+}
+
 /* Marks each present key's record dead in place, then drops it from the index (unless a newer
  * append replaced it meanwhile: that one stays). Needs no space. A key whose mark cannot be
- * written stays (FILE_WRITE_FAIL): a removal that a restart would undo is not reported done. */
+ * written stays (FILE_WRITE_FAIL): a removal that a restart would undo is not reported done.
+ * A record an eviction is moving has two copies on disk: the removal waits for the copy to be
+ * written, then marks the new copy and the old one (entry->shadow) dead before it returns. */
 int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
                          size_t n, int *results)
 {
     if (!s || (n > 0 && (!keys || !key_lens)))
         return MC_ERR_INVALID_PARAMS;
-    struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
-    size_t *kill_of = calloc(n ? n : 1, sizeof(*kill_of)); /* key i -> kill index + 1 */
+    struct disk_kill *kills = calloc(n ? 2 * n : 1, sizeof(*kills));
+    size_t *kill_of = calloc(n ? n : 1, sizeof(*kill_of));     /* key i -> kill index + 1 */
+    size_t *shadow_of = calloc(n ? n : 1, sizeof(*shadow_of)); /* its old copy's kill + 1 */
     int *res = calloc(n ? n : 1, sizeof(*res));
     struct disk_ring *r = disk_ring_get(s);
     int rc = MC_OK;
     size_t nk = 0;
-    int oom = !kills || !kill_of || !res || !r;
+    int oom = !kills || !kill_of || !shadow_of || !res || !r;
     if (oom)
         goto out;
     pthread_mutex_lock(&s->mu);
+    while (remove_must_wait_locked(s, keys, key_lens, n))
+        pthread_cond_wait(&s->cv, &s->mu); /* the eviction broadcasts when its copies are done */
     for (size_t i = 0; i < n; i++) {
         if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN) {
             res[i] = MC_ERR_INVALID_PARAMS;
@@ -771,6 +794,13 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
                                        .held = 1};
         e->ext->writers++;
         kill_of[i] = ++nk;
+        if (e->shadow) {
+            kills[nk] = kills[nk - 1];
+            kills[nk].x = e->shadow;
+            kills[nk].off = e->shadow_off;
+            e->shadow->writers++; /* its eviction waits for the mark before deleting it */
+            shadow_of[i] = ++nk;
+        }
     }
     disk_ring_sync_files_locked(s, r);
     pthread_mutex_unlock(&s->mu);
@@ -792,6 +822,17 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
         struct disk_entry *e = disk_index_find(&s->idx, k->key, k->key_len);
         if (e && e->ext == k->x && e->off == k->off)
             disk_entry_drop_locked(s, e);
+        if (shadow_of[i] && kills[shadow_of[i] - 1].res != 0) {
+            /* the record is dead, but its old copy is not: not done (the old extent now goes
+             * before any newer one, so the copy cannot outlive the record's extent) */
+            struct disk_kill *o = &kills[shadow_of[i] - 1];
+            o->x->unkilled++;
+            s->kill_failures++;
+            res[i] = MC_ERR_FILE_WRITE_FAIL;
+            mc_warn(DISK_COMP, "remove failed: cannot mark the moved record's old copy dead",
+                    "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, o->x->id, o->off,
+                    -o->res);
+        }
     }
     for (size_t k = 0; k < nk; k++)
         kills[k].x->writers--;
@@ -814,6 +855,7 @@ out:
     }
     free(kills);
     free(kill_of);
+    free(shadow_of);
     free(res);
     return rc;
 }
