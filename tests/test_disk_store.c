@@ -318,6 +318,73 @@ static void test_bit_flip_at_read(void **state)
     assert_int_equal(get_check(e->s, "y", 100, 10, 1), MC_ERR_CHECKSUM_MISMATCH);
 }
 
+static int remove_key(struct mc_disk_store *s, const char *key)
+{
+    uint32_t len = (uint32_t)strlen(key);
+    int res = -1;
+    int rc = mc_disk_store_remove(s, &key, &len, 1, &res);
+    assert_int_equal(rc, res);
+    return rc;
+}
+
+/* An extent whose last live record goes (removed, or replaced by a newer version) is deleted
+ * at once and its bytes leave bytes_used: the old store kept it until capacity eviction, so a
+ * store emptied by removals held its dead extents (and their disk space) forever. Geometry:
+ * 256 KiB extents holding three 64 KiB records (4 KiB header + 60 KiB value). */
+static void test_dead_extent_reclaimed(void **state)
+{
+    struct env *e = *state;
+    e->s = open_store(e->dir, 64 * MIB, 256 * KIB, NULL, NULL);
+    char key[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(put_gen(e->s, key, 1, 60 * KIB, (uint64_t)i), MC_OK);
+    }
+    struct mc_disk_usage u0, u;
+    mc_disk_store_usage(e->s, &u0);
+    assert_int_equal(u0.extents, 4);
+    assert_int_equal(count_extents(e->dir), 4);
+    /* part of an extent: it stays */
+    assert_int_equal(remove_key(e->s, "r00"), MC_OK);
+    assert_int_equal(remove_key(e->s, "r01"), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.extents, 4);
+    assert_int_equal(u.reclaimed_extents, 0);
+    /* its last record: it goes, and its bytes with it */
+    assert_int_equal(remove_key(e->s, "r02"), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.extents, 3);
+    assert_int_equal(u.reclaimed_extents, 1);
+    assert_int_equal(u.bytes_used, u0.bytes_used - (4 * KIB + 3 * 64 * KIB));
+    assert_int_equal(count_extents(e->dir), 3);
+    /* replaced by newer versions: the second extent goes too */
+    for (int i = 3; i < 6; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(put_gen(e->s, key, 2, 60 * KIB, 100 + (uint64_t)i), MC_OK);
+    }
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.reclaimed_extents, 2);
+    assert_int_equal(u.records, 9);
+    /* everything removed: nothing left */
+    for (int i = 3; i < 12; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(remove_key(e->s, key), MC_OK);
+    }
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 0);
+    assert_int_equal(u.extents, 0);
+    assert_int_equal(u.bytes_used, 0);
+    assert_int_equal(u.live_bytes, 0);
+    assert_int_equal(count_extents(e->dir), 0);
+    /* the store goes on, and a restart finds only what is live */
+    assert_int_equal(put_gen(e->s, "new", 1, 60 * KIB, 77), MC_OK);
+    reopen(e, 64 * MIB, 256 * KIB);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 1);
+    assert_int_equal(get_check(e->s, "new", 60 * KIB, 77, 1), MC_OK);
+    assert_int_equal(get_check(e->s, "r05", 60 * KIB, 105, 0), MC_ERR_OBJECT_NOT_FOUND);
+}
+
 static void test_write_faults(void **state)
 {
     struct env *e = *state;
@@ -857,6 +924,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_kill_mid_append, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bit_flips_at_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bit_flip_at_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_extent_reclaimed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_eviction, setup, teardown),

@@ -86,8 +86,8 @@ void disk_extent_name(uint64_t id, int spare, char *name, size_t len)
  * rename failed). The rename comes first, so no restart can ever adopt the file's records. */
 static int spare_keep_locked(struct mc_disk_store *s, struct disk_extent *x, const char *name)
 {
-    if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES)
-        return 0;
+    if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES || s->cap_limit)
+        return 0; /* (a full filesystem needs the blocks back) */
     char spare[32];
     disk_extent_name(x->id, 1, spare, sizeof(spare));
     if (renameat(s->dir_fd, name, s->dir_fd, spare) != 0) {
@@ -130,6 +130,28 @@ static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
     s->bytes_used -= x->size;
     s->nextents--;
     free(x);
+}
+
+void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x)
+{
+    if (!x || x->nlive > 0 || x->dropping || x->readers > 0 || x->writers > 0)
+        return;
+    mc_debug(DISK_COMP, "extent with no live record reclaimed",
+             "path=%s extent=%" PRIu64 " bytes=%" PRIu64, s->path, x->id, x->size);
+    extent_delete_locked(s, x);
+    s->reclaimed_extents++;
+}
+
+void disk_spares_drop_locked(struct mc_disk_store *s)
+{
+    for (unsigned i = 0; i < s->nspares; i++) {
+        char spare[32];
+        disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
+        close(s->spares[i].fd);
+        if (s->dir_fd >= 0)
+            unlinkat(s->dir_fd, spare, 0);
+    }
+    s->nspares = 0;
 }
 
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x)
@@ -430,7 +452,8 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     *keys_out = NULL;
     if (s->cfg.no_reinsert || s->no_space)
         return;
-    uint64_t room = s->cfg.capacity > s->bytes_used ? s->cfg.capacity - s->bytes_used : 0;
+    uint64_t cap = disk_capacity_locked(s);
+    uint64_t room = cap > s->bytes_used ? cap - s->bytes_used : 0;
     uint64_t budget = x->size / 2;
     if (budget > room)
         budget = room;
@@ -454,7 +477,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
         uint64_t rec = disk_record_size(e->key_len, e->value_len);
         if ((!e->accessed && !e->pins) || bytes + rec > budget)
             continue;
-        if (s->bytes_used + rec + MC_DISK_BLOCK > s->cfg.capacity) /* + a new superblock */
+        if (s->bytes_used + rec + MC_DISK_BLOCK > cap) /* + a new superblock */
             break;
         struct reins *j = &jobs[nj];
         if (disk_reserve_locked(s, rec, &j->y, &j->off) != 0)
@@ -625,13 +648,13 @@ int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
     for (;;) {
         while (s->evicting)
             pthread_cond_wait(&s->cv, &s->mu);
-        if (s->bytes_used + need <= s->cfg.capacity)
+        if (s->bytes_used + need <= disk_capacity_locked(s))
             return 0;
         struct disk_extent *x = pick_victim_locked(s, 1);
         if (!x) {
             mc_warn(DISK_COMP, "disk store full, nothing evictable",
                     "path=%s used=%" PRIu64 " need=%" PRIu64 " capacity=%" PRIu64, s->path,
-                    s->bytes_used, need, s->cfg.capacity);
+                    s->bytes_used, need, disk_capacity_locked(s));
             return MC_ERR_UNABLE_OFFLOAD;
         }
         int rc = evict_extent_locked(s, x);
@@ -643,7 +666,7 @@ int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
 /* Watermark eviction after an append: unpinned sealed extents, oldest first. */
 void disk_watermark_evict_locked(struct mc_disk_store *s)
 {
-    while (!s->evicting && s->bytes_used > s->hw_bytes) {
+    while (!s->evicting && s->bytes_used > disk_high_water_locked(s)) {
         struct disk_extent *x = pick_victim_locked(s, 0);
         if (!x || evict_extent_locked(s, x) != 0)
             break;
@@ -787,10 +810,13 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
     pthread_mutex_lock(&s->mu);
     int wake = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!jobs[i].x)
+        struct disk_extent *x = jobs[i].x;
+        if (!x)
             continue;
-        if (--jobs[i].x->readers == 0 && jobs[i].x->dropping)
+        if (--x->readers == 0 && x->dropping)
             wake = 1;
+        else if (x->readers == 0)
+            disk_reclaim_locked(s, x); /* its records were removed during the read */
     }
     if (wake)
         pthread_cond_broadcast(&s->cv);
@@ -901,6 +927,8 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->kill_failures = s->kill_failures;
     u->skipped_extents = s->skipped_extents;
     u->recycled_extents = s->recycled_extents;
+    u->capacity_limit = disk_capacity_locked(s);
+    u->reclaimed_extents = s->reclaimed_extents;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;
@@ -1062,14 +1090,7 @@ void mc_disk_store_close(struct mc_disk_store *s)
         free(x);
     }
     /* Spares hold nothing: give their space back. */
-    for (unsigned i = 0; i < s->nspares; i++) {
-        char spare[32];
-        disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
-        close(s->spares[i].fd);
-        if (s->dir_fd >= 0)
-            unlinkat(s->dir_fd, spare, 0);
-    }
-    s->nspares = 0;
+    disk_spares_drop_locked(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     if (s->dir_fd >= 0)

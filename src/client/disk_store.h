@@ -63,10 +63,20 @@
  * Write failures. A record whose write fails is never indexed; its reservation is given back
  * (the extent is cut back and reused) unless a later record was reserved after it, in which
  * case it stays a zeroed hole. No failure seals an extent or opens a new one, so a fault that
- * persists costs no space and no good record. ENOSPC (or EDQUOT) from the filesystem is a
- * capacity signal: the append fails with UNABLE_OFFLOAD, usage.no_space is set, and later
- * appends are refused without I/O until the filesystem reports room again (fstatvfs), when
- * the next append that gets through clears it; nothing is evicted because of it.
+ * persists costs no space and no good record. ENOSPC (or EDQUOT) from the filesystem is
+ * capacity pressure: the append fails with UNABLE_OFFLOAD, usage.no_space is set, the spares
+ * are deleted and the capacity eviction works against is lowered to what the store uses
+ * (usage.capacity_limit); the watermark pass after the append then evicts below it at once
+ * (the callback told first, as for any eviction), and an append while the filesystem still
+ * has no room (fstatvfs) first makes room against that limit (the active extent included),
+ * so appends resume. Only the change to full lowers the limit: a filesystem that keeps saying
+ * ENOSPC costs one eviction, not the store. The limit rises again as the filesystem shows
+ * room (free space less a new extent and 1 MiB) and goes once the configured capacity fits;
+ * the next append that gets through clears no_space.
+ *
+ * Dead extents. An extent whose last live record goes (removed, replaced by a newer version,
+ * dropped after a failed read check) is deleted as soon as no read, write or eviction uses
+ * it (or kept as a spare), and its bytes leave bytes_used (usage.reclaimed_extents).
  *
  * Space. A new extent file gets its whole extent_size allocated at once (fallocate, best
  * effort), so appends write inside the file instead of extending it; the unwritten part reads
@@ -81,7 +91,8 @@
  * file. The old records never verify in their new place (other extent id, other nonce); the
  * start-up scan does not count stale bytes that run to the end of a RECYCLED extent as damage,
  * and a clean close cuts them off. Spares are not counted in bytes_used (the filesystem holds
- * up to two extents more than the capacity) and are deleted at open and close.
+ * up to two extents more than the capacity) and are deleted at open and close, and none is
+ * kept while the filesystem is full (capacity_limit below capacity).
  *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
@@ -182,18 +193,21 @@ struct mc_disk_usage {
     uint64_t evicted_records;
     /* read records that an eviction moved (second chance) instead of dropping */
     uint64_t reinserted_records;
-    int no_space;              /* 1 while the filesystem is full (ENOSPC): appends are refused
-                                  with UNABLE_OFFLOAD without touching the disk until it has room */
-    uint64_t no_space_events;  /* times the store went full */
-    uint64_t write_errors;     /* records whose write failed (space given back when possible) */
-    uint64_t kill_failures;    /* superseded records whose dead mark could not be written */
-    uint64_t skipped_extents;  /* extent files not adopted at open (older format, damaged
-                                  superblock): logged and left on disk */
-    int registered_buffers;    /* 1 when the last ring created has a registered staging buffer */
-    int registered_files;      /* 1 when the last ring created has a registered file table */
-    uint64_t recycled_extents; /* extents written over an evicted extent's file (a spare) */
-    uint64_t window_maps;      /* write window buffers mapped: rings keep theirs between appends,
-                                  so this grows with rings (and batch sizes), not with appends */
+    int no_space;               /* 1 while the filesystem is full (ENOSPC): appends are refused
+                                   with UNABLE_OFFLOAD without touching the disk until it has room */
+    uint64_t no_space_events;   /* times the store went full */
+    uint64_t write_errors;      /* records whose write failed (space given back when possible) */
+    uint64_t kill_failures;     /* superseded records whose dead mark could not be written */
+    uint64_t skipped_extents;   /* extent files not adopted at open (older format, damaged
+                                   superblock): logged and left on disk */
+    int registered_buffers;     /* 1 when the last ring created has a registered staging buffer */
+    int registered_files;       /* 1 when the last ring created has a registered file table */
+    uint64_t recycled_extents;  /* extents written over an evicted extent's file (a spare) */
+    uint64_t window_maps;       /* write window buffers mapped: rings keep theirs between appends,
+                                   so this grows with rings (and batch sizes), not with appends */
+    uint64_t capacity_limit;    /* the capacity eviction works against: `capacity`, or less while
+                                   the filesystem has less room (after ENOSPC) */
+    uint64_t reclaimed_extents; /* extents deleted as soon as they held no live record */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if

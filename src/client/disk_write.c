@@ -12,9 +12,11 @@
  * the lock again, commit the records that were written in full to the index (newest version
  * wins). A failed record is never indexed: its reservation is rolled back (the extent shrinks
  * back and is reused) when nothing was reserved after it, else its header block is zeroed (best
- * effort) and it stays a hole that recovery steps over. ENOSPC from the filesystem is a capacity
- * signal, not a fault: the store stops taking appends (UNABLE_OFFLOAD, usage.no_space) until the
- * filesystem has room again, and keeps every record it holds.
+ * effort) and it stays a hole that recovery steps over. ENOSPC from the filesystem is capacity
+ * pressure, not a fault: the append fails (UNABLE_OFFLOAD, usage.no_space), the store's capacity
+ * drops to what it uses (s->cap_limit) and eviction brings it under that, so appends resume.
+ * When an append, a removal or a failed read drops an extent's last live record, the extent
+ * is deleted at once (disk_reclaim_locked).
  *
  * Dead marks. There are no tombstones: a record that stops being the key's live one (replaced by
  * a newer append, removed, or an append that lost to a newer version at commit) has its header
@@ -76,10 +78,41 @@ static void set_no_space_locked(struct mc_disk_store *s, int on)
     s->no_space = on;
     if (on) {
         s->no_space_events++;
-        mc_warn(DISK_COMP, "filesystem full (ENOSPC): appends refused until it has room",
-                "path=%s used=%" PRIu64 " records=%zu", s->path, s->bytes_used, s->idx.count);
+        /* Capacity pressure: the store may use what it uses now, no more, and the watermark
+         * pass that follows every append evicts below that (telling the owner first); the
+         * next append makes room against it too. Spares give their blocks back. Only the
+         * change to full lowers it: a fault that persists costs one eviction, not the store. */
+        if (!s->cap_limit || s->bytes_used < s->cap_limit)
+            s->cap_limit = s->bytes_used;
+        disk_spares_drop_locked(s);
+        mc_warn(DISK_COMP,
+                "filesystem full (ENOSPC): capacity lowered to what the store uses, evicting",
+                "path=%s used=%" PRIu64 " records=%zu capacity=%" PRIu64 " limit=%" PRIu64, s->path,
+                s->bytes_used, s->idx.count, s->cfg.capacity, s->cap_limit);
     } else {
         mc_info(DISK_COMP, "filesystem has room again, appends resume", "path=%s", s->path);
+    }
+}
+
+/* While the capacity is limited by the filesystem (cap_limit): raise the limit to what the
+ * filesystem has room for now (less a new extent's preallocation and some headroom), lifting it
+ * once the configured capacity fits. s->mu held (one fstatvfs). */
+static void cap_limit_refresh_locked(struct mc_disk_store *s)
+{
+    struct statvfs st;
+    if (!s->cap_limit || fstatvfs(s->dir_fd, &st) != 0)
+        return;
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    uint64_t keep = NOSPACE_HEADROOM + s->cfg.extent_size;
+    uint64_t fits = avail > keep ? s->bytes_used + avail - keep : s->bytes_used;
+    if (fits <= s->cap_limit)
+        return;
+    if (fits >= s->cfg.capacity) {
+        s->cap_limit = 0;
+        mc_info(DISK_COMP, "filesystem has room for the whole capacity again",
+                "path=%s capacity=%" PRIu64, s->path, s->cfg.capacity);
+    } else {
+        s->cap_limit = fits;
     }
 }
 
@@ -299,8 +332,8 @@ static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills,
                      "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, k->x->id, k->off,
                      -k->res);
         }
-        if (k->held)
-            k->x->writers--;
+        if (k->held && --k->x->writers == 0)
+            disk_reclaim_locked(s, k->x); /* (no later kill holds it: each held one) */
     }
 }
 
@@ -552,7 +585,8 @@ static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
     for (const struct disk_extent *x = s->oldest; x; x = x->next)
         if (x->dropping || x->writers > 0)
             stuck += x->size;
-    uint64_t room = s->cfg.capacity > stuck ? s->cfg.capacity - stuck : 0;
+    uint64_t cap = disk_capacity_locked(s);
+    uint64_t room = cap > stuck ? cap - stuck : 0;
     uint64_t sbs = (room / s->cfg.extent_size + 1) * MC_DISK_BLOCK;
     return room > sbs ? room - sbs : 0;
 }
@@ -575,6 +609,7 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     }
 
     pthread_mutex_lock(&s->mu);
+    cap_limit_refresh_locked(s);
     uint64_t need = 0, room = room_after_eviction_locked(s);
     size_t cut = 0;
     for (size_t i = 0; i < n; i++) {
@@ -598,14 +633,20 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         mc_warn(DISK_COMP, "batch larger than the store can hold, the rest refused",
                 "path=%s refused=%zu of=%zu accepted_bytes=%" PRIu64 " capacity=%" PRIu64, s->path,
                 cut, n, need, s->cfg.capacity);
-    if (need > 0 && s->no_space && !fs_has_room(s, need))
-        rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
-    else if (need > 0)
+    if (need > 0 && s->no_space && !fs_has_room(s, need)) {
+        /* Full: make room against the filesystem's room (cap_limit), then refuse without
+         * touching the disk if the filesystem still has none. */
         rc = disk_make_room_locked(s, need);
+        if (rc == MC_OK && !fs_has_room(s, need))
+            rc = MC_ERR_UNABLE_OFFLOAD;
+    } else if (need > 0) {
+        rc = disk_make_room_locked(s, need);
+    }
     if (rc != MC_OK) {
         for (size_t i = 0; i < n; i++)
             if (jobs[i].result == MC_OK)
                 jobs[i].result = rc;
+        disk_watermark_evict_locked(s); /* a full filesystem: make room for the next one */
         pthread_mutex_unlock(&s->mu);
         goto out;
     }
@@ -657,8 +698,8 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     pthread_mutex_lock(&s->mu);
     kill_finish_locked(s, kills, nk);
     for (size_t i = 0; i < n; i++)
-        if (jobs[i].x)
-            jobs[i].x->writers--;
+        if (jobs[i].x && --jobs[i].x->writers == 0)
+            disk_reclaim_locked(s, jobs[i].x); /* (no later job holds it) */
     pthread_cond_broadcast(&s->cv);
     disk_watermark_evict_locked(s);
     /* A record of this batch that the watermark pass just evicted (a batch past the high
@@ -835,7 +876,8 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
         }
     }
     for (size_t k = 0; k < nk; k++)
-        kills[k].x->writers--;
+        if (--kills[k].x->writers == 0)
+            disk_reclaim_locked(s, kills[k].x); /* (no later kill holds it: each held one) */
     pthread_cond_broadcast(&s->cv);
     disk_ring_put_locked(s, r);
     r = NULL;
