@@ -222,6 +222,7 @@ struct mc_disk_store {
      * room again (disk_write.c). */
     uint64_t cap_limit;
     uint64_t reclaimed_extents; /* extents deleted as soon as their last live record went */
+    uint64_t corrupt_dropped;   /* records a read found damaged, dropped */
     uint64_t no_space_events;   /* times the store went full */
     uint64_t write_errors;      /* records whose write failed */
     uint64_t kill_failures;     /* dead marks that could not be written */

@@ -717,8 +717,112 @@ static void read_done(void *ctx, size_t k)
     g->len = 0;
 }
 
+/* Records a read found damaged: dead marks (the record and its old copy, if an eviction is
+ * moving it) to write, and what to tell drop_cb. */
+struct bad_set {
+    struct disk_kill *kills;
+    struct mc_disk_evict_item *items;
+    char *keys; /* the keys, back to back (the entries are freed) */
+    size_t nk, n;
+};
+
+/* Drops each indexed record that read item i found damaged (still the record read: same
+ * extent, place and version), holding a writer on the extents of its dead marks. s->mu held,
+ * before the read's reader counts are dropped. */
+static void bad_collect_locked(struct mc_disk_store *s, const struct mc_disk_get *items,
+                               const struct rjob *jobs, size_t n, struct bad_set *b)
+{
+    size_t nbad = 0, keybytes = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result == MC_ERR_CHECKSUM_MISMATCH && jobs[i].x) {
+            nbad++;
+            keybytes += items[i].key_len;
+        }
+    if (nbad == 0)
+        return;
+    b->kills = calloc(2 * nbad, sizeof(*b->kills));
+    b->items = calloc(nbad, sizeof(*b->items));
+    b->keys = malloc(keybytes);
+    if (!b->kills || !b->items || !b->keys) {
+        mc_error(DISK_COMP, "out of memory: damaged records not dropped", "path=%s records=%zu",
+                 s->path, nbad);
+        return;
+    }
+    size_t kp = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_disk_get *g = &items[i];
+        if (g->result != MC_ERR_CHECKSUM_MISMATCH || !jobs[i].x)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, g->key, g->key_len);
+        if (!e || e->ext != jobs[i].x || e->off + disk_hdr_block(e->key_len) != jobs[i].voff ||
+            e->version != g->version)
+            continue; /* replaced, removed or moved meanwhile: not the bytes that were read */
+        char *key = b->keys + kp;
+        memcpy(key, e->key, e->key_len);
+        kp += e->key_len;
+        b->items[b->n++] = (struct mc_disk_evict_item){
+            .key = key, .key_len = e->key_len, .version = e->version, .size = e->value_len};
+        struct disk_kill k = {.x = e->ext,
+                              .off = e->off,
+                              .key = key,
+                              .key_len = e->key_len,
+                              .version = e->version,
+                              .crc = e->crc,
+                              .value_len = e->value_len,
+                              .held = 1};
+        b->kills[b->nk++] = k;
+        e->ext->writers++;
+        if (e->shadow) {
+            k.x = e->shadow;
+            k.off = e->shadow_off;
+            b->kills[b->nk++] = k;
+            e->shadow->writers++;
+        }
+        mc_error(DISK_COMP, "record failed its value check on read: dropped",
+                 "path=%s key=%.*s version=%" PRIu64 " extent=%" PRIu64 " off=%" PRIu64, s->path,
+                 (int)e->key_len, e->key, e->version, e->ext->id, e->off);
+        disk_entry_drop_locked(s, e);
+        s->corrupt_dropped++;
+    }
+}
+
+/* Writes the dead marks of b (no lock held), then tells drop_cb. */
+static void bad_finish(struct mc_disk_store *s, struct bad_set *b)
+{
+    if (b->nk == 0)
+        goto out;
+    for (size_t k = 0; k < b->nk; k++)
+        b->kills[k].res = disk_kill_sync(&b->kills[k]);
+    pthread_mutex_lock(&s->mu);
+    for (size_t k = 0; k < b->nk; k++) {
+        struct disk_kill *kl = &b->kills[k];
+        if (kl->res != 0) {
+            /* recovery checks the CRC too: the record cannot come back; only counted */
+            s->kill_failures++;
+            mc_warn(DISK_COMP, "cannot mark a damaged record dead",
+                    "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, kl->x->id,
+                    kl->off, -kl->res);
+        }
+        if (--kl->x->writers == 0)
+            disk_reclaim_locked(s, kl->x); /* (no later kill holds it: each held one) */
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->cfg.drop_cb && b->n > 0) {
+        int cb = s->cfg.drop_cb(s->cfg.drop_ctx, b->items, b->n);
+        if (cb != 0)
+            mc_warn(DISK_COMP, "damaged records dropped, but the owner was not told",
+                    "path=%s records=%zu rc=%d", s->path, b->n, cb);
+    }
+out:
+    free(b->kills);
+    free(b->items);
+    free(b->keys);
+}
+
 int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_t n)
 {
+    struct bad_set bad = {0};
     if (!s || (n > 0 && !items))
         return MC_ERR_INVALID_PARAMS;
     struct rjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
@@ -808,6 +912,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
     }
 
     pthread_mutex_lock(&s->mu);
+    bad_collect_locked(s, items, jobs, n, &bad);
     int wake = 0;
     for (size_t i = 0; i < n; i++) {
         struct disk_extent *x = jobs[i].x;
@@ -829,6 +934,7 @@ out:
         disk_ring_put_locked(s, r);
         pthread_mutex_unlock(&s->mu);
     }
+    bad_finish(s, &bad);
     free(jobs);
     free(ios);
     free(io_item);
@@ -929,6 +1035,7 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->recycled_extents = s->recycled_extents;
     u->capacity_limit = disk_capacity_locked(s);
     u->reclaimed_extents = s->reclaimed_extents;
+    u->corrupt_dropped = s->corrupt_dropped;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;

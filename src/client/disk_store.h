@@ -142,6 +142,11 @@ struct mc_disk_store_config {
     size_t staging_bytes;      /* aligned staging buffer per ring; 0 -> 4 MiB */
     mc_disk_evict_fn evict_cb; /* NULL: evictions tell no one */
     void *evict_ctx;
+    /* Records a read found damaged (value CRC mismatch): already dropped (dead mark written,
+     * out of the index) when this is called, from the reading thread without store locks;
+     * the return value is only logged. NULL: no one is told. Same rules as evict_cb. */
+    mc_disk_evict_fn drop_cb;
+    void *drop_ctx;
     int no_reinsert;         /* 1: eviction drops whole extents plainly (FIFO); default 0:
                                 read records get a second chance (see Capacity above) */
     int no_recycle;          /* 1: an evicted extent's file is deleted; default 0: up to two
@@ -160,7 +165,10 @@ struct mc_disk_put {
 };
 
 /* A read: in key/key_len/buf/cap; out len/version/crc/result. On BUFFER_OVERFLOW len is the
- * value's length (what cap must be); on any other error len is 0. */
+ * value's length (what cap must be); on any other error len is 0. A record whose value fails
+ * its CRC (CHECKSUM_MISMATCH) is dropped: marked dead, out of the index, reported through
+ * cfg.drop_cb, so the next read of the key finds OBJECT_NOT_FOUND instead of the same bad
+ * bytes forever. */
 struct mc_disk_get {
     const char *key;
     uint32_t key_len;
@@ -208,6 +216,7 @@ struct mc_disk_usage {
     uint64_t capacity_limit;    /* the capacity eviction works against: `capacity`, or less while
                                    the filesystem has less room (after ENOSPC) */
     uint64_t reclaimed_extents; /* extents deleted as soon as they held no live record */
+    uint64_t corrupt_dropped;   /* records dropped because a read found their value damaged */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if
