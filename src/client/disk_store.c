@@ -513,9 +513,6 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     for (size_t i = 0; i < nj; i++) {
         struct reins *j = &jobs[i];
         uint64_t rec = disk_record_size(j->key_len, j->value_len);
-        struct disk_entry *cur = disk_index_find(&s->idx, j->key, j->key_len);
-        if (cur)
-            cur->moving = 0; /* this key's entry (or the newer one that replaced it) */
         if (j->res != 0) {
             if (j->res != -EBADMSG)
                 s->write_errors++;
@@ -547,6 +544,12 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
              * back at a restart */
             reins_kill_locked(s, j->y, j->off, j);
         }
+    }
+    /* Only now, with every copy that must die marked dead, may a waiting removal go on. */
+    for (size_t i = 0; i < nj; i++) {
+        struct disk_entry *cur = disk_index_find(&s->idx, jobs[i].key, jobs[i].key_len);
+        if (cur)
+            cur->moving = 0; /* this key's entry (or the newer one that replaced it) */
     }
     for (size_t i = 0; i < nj; i++)
         jobs[i].y->writers--;
