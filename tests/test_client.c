@@ -624,6 +624,39 @@ static void test_checksum_mismatch(void **state)
     assert_int_equal(mc_remove(f->c1, "crc/k", true), 0);
 }
 
+/* A replica whose bytes fail the checksum is skipped for the next one: with two MEMORY replicas
+ * (c1's own segment and c2's), a corrupted read of the first still returns the right bytes,
+ * single and batch (both failed CHECKSUM_MISMATCH before); only when every replica's bytes are
+ * bad does the Get fail, never with wrong bytes. */
+static void test_checksum_mismatch_falls_back(void **state)
+{
+    struct fx *f = *state;
+    uint8_t v[5000], out[5000];
+    tm_fill(v, sizeof(v), 19);
+    put_pref(f->c1, "crc/two", v, sizeof(v), NULL, 2);
+    struct mc_object_info info;
+    assert_int_equal(mc_query(f->c1, "crc/two", &info), 0);
+    assert_int_equal(info.replica_count, 2);
+    mc_object_info_free(&info);
+    memset(out, 0, sizeof(out));
+    mc_client_test_corrupt_reads(f->c1, 1);
+    assert_int_equal(mc_get(f->c1, "crc/two", out, sizeof(out)), (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    const char *keys[1] = {"crc/two"};
+    void *bufs[1] = {out};
+    size_t caps[1] = {sizeof(out)};
+    int64_t res[1] = {0};
+    memset(out, 0, sizeof(out));
+    mc_client_test_corrupt_reads(f->c1, 2); /* the batch read and the first single-way one */
+    assert_int_equal(mc_batch_get(f->c1, 1, keys, bufs, caps, res), 0);
+    assert_int_equal(res[0], (int64_t)sizeof(v));
+    assert_memory_equal(out, v, sizeof(v));
+    mc_client_test_corrupt_reads(f->c1, 2);
+    assert_int_equal(mc_get(f->c1, "crc/two", out, sizeof(out)), MC_ERR_CHECKSUM_MISMATCH);
+    mc_client_test_corrupt_reads(f->c1, 0);
+    assert_int_equal(mc_remove(f->c1, "crc/two", true), 0);
+}
+
 static void test_bad_input(void **state)
 {
     struct fx *f = *state;
@@ -1092,6 +1125,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_pins),
         cmocka_unit_test(test_no_space_retry_window),
         cmocka_unit_test(test_checksum_mismatch),
+        cmocka_unit_test(test_checksum_mismatch_falls_back),
         cmocka_unit_test(test_failed_write_revokes_and_read_fails_over),
         cmocka_unit_test(test_huge_pages_or_fallback),
         cmocka_unit_test(test_concurrent_callers),

@@ -4,7 +4,9 @@
  * going with its extent; the moves are bounded (an eviction always frees space); the callback
  * hears only of the records that really go; a crash between the moves and the deletion (the
  * directory copied inside the callback) recovers one copy; a refused eviction leaves no old copy
- * that a restart could bring back; no_reinsert is plain FIFO. Real files in mkdtemp directories.
+ * that a restart could bring back; a Remove during a move (while the record is copied, and after
+ * the copy but before the old extent is deleted) leaves no live copy in a crash image taken as it
+ * returns; no_reinsert is plain FIFO. Real files in mkdtemp directories.
  *
  * Geometry: 68 KiB extents (a 4 KiB superblock + four 16 KiB records: 4 KiB header + 12 KiB
  * value), capacity 8 extents, high watermark 0.5 (4 extents): the 17th record opens a fifth
@@ -13,6 +15,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <setjmp.h>
 #include <cmocka.h>
@@ -324,6 +328,115 @@ static void test_batched_moves_skip_bad_record(void **state)
     assert_int_equal(u.dropped_records_at_recovery, 0);
 }
 
+/* A Remove of e001 started at one point of its second-chance move (MC_DISK_MOVE_*), from
+ * another thread; the directory is copied (a crash image) as soon as the Remove has returned
+ * and before the eviction deletes the old extent. */
+struct mid_move {
+    struct mc_disk_store *s;
+    int stage; /* where the Remove starts */
+    const char *dir, *snap;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int started, done, snapped, res;
+};
+
+static void *mid_remove_main(void *arg)
+{
+    struct mid_move *m = arg;
+    const char *k = "e001";
+    uint32_t kl = 4;
+    int res = -1;
+    int rc = mc_disk_store_remove(m->s, &k, &kl, 1, &res);
+    pthread_mutex_lock(&m->mu);
+    m->res = rc == MC_OK ? res : rc;
+    m->done = 1;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+static void mid_move_hook(void *ctx, int stage)
+{
+    struct mid_move *m = ctx;
+    if (stage == m->stage && !m->started) {
+        m->started = 1;
+        assert_int_equal(pthread_create(&m->th, NULL, mid_remove_main, m), 0);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 300 * 1000 * 1000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        pthread_mutex_lock(&m->mu);
+        while (!m->done && pthread_cond_timedwait(&m->cv, &m->mu, &until) == 0)
+            ;
+        int done = m->done;
+        pthread_mutex_unlock(&m->mu);
+        if (!done)
+            return; /* it waits for the move: the copy goes on (the next stage joins it) */
+        pthread_join(m->th, NULL);
+        copy_dir(m->dir, m->snap);
+        m->snapped = 1;
+    } else if (stage == MC_DISK_MOVE_SWITCHED && m->started && !m->snapped) {
+        pthread_join(m->th, NULL);
+        copy_dir(m->dir, m->snap);
+        m->snapped = 1;
+    }
+}
+
+/* The Remove of a record the eviction is moving returns only once both copies are dead: the
+ * crash image taken right after it (before the old extent is deleted) recovers without the
+ * key, as do the live store and a restart of it. */
+static void remove_during_move(struct env *e, int stage)
+{
+    char snap[96];
+    snprintf(snap, sizeof(snap), "%s.snap", e->dir);
+    struct told t = {0};
+    struct mid_move m = {.stage = stage, .dir = e->dir, .snap = snap, .res = -1};
+    pthread_mutex_init(&m.mu, NULL);
+    pthread_cond_init(&m.cv, NULL);
+    e->s = m.s = open_cfg(e->dir, &t, 0);
+    put_n(e->s, 0, 16);
+    assert_int_equal(read_key(e->s, 1), MC_OK);
+    struct mc_disk_fault f = {.on_move = mid_move_hook, .on_move_ctx = &m};
+    mc_disk_store_test_set_fault(e->s, &f);
+    put_n(e->s, 16, 1); /* the watermark eviction moves e001 out of extent 1 */
+    mc_disk_store_test_set_fault(e->s, NULL);
+    assert_int_equal(m.started, 1);
+    assert_int_equal(m.snapped, 1);
+    assert_int_equal(m.res, MC_OK);
+    assert_int_equal(read_key(e->s, 1), MC_ERR_OBJECT_NOT_FOUND);
+    mc_disk_store_close(e->s);
+    e->s = NULL;
+
+    struct mc_disk_store *r = open_cfg(snap, NULL, 0);
+    assert_int_equal(read_key(r, 1), MC_ERR_OBJECT_NOT_FOUND); /* the crash did not bring it back */
+    assert_int_equal(read_key(r, 0), MC_OK);
+    assert_int_equal(read_key(r, 16), MC_OK);
+    mc_disk_store_close(r);
+    rm_rf(snap);
+    e->s = open_cfg(e->dir, NULL, 0);
+    assert_int_equal(read_key(e->s, 1), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(read_key(e->s, 16), MC_OK);
+    pthread_mutex_destroy(&m.mu);
+    pthread_cond_destroy(&m.cv);
+}
+
+/* Variant 1: the Remove comes while the record is being copied (new copy written, the index
+ * still at the old one). */
+static void test_remove_during_copy(void **state)
+{
+    remove_during_move(*state, MC_DISK_MOVE_COPIED);
+}
+
+/* Variant 2: the Remove comes after the copy, before the old extent is deleted. */
+static void test_remove_after_copy_before_delete(void **state)
+{
+    remove_during_move(*state, MC_DISK_MOVE_SWITCHED);
+}
+
 /* no_reinsert: a read record goes with its extent (plain FIFO). */
 static void test_no_reinsert_is_fifo(void **state)
 {
@@ -350,6 +463,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refused_eviction_leaves_no_old_copy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batched_moves_skip_bad_record, setup, teardown),
         cmocka_unit_test_setup_teardown(test_no_reinsert_is_fifo, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_during_copy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_remove_after_copy_before_delete, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

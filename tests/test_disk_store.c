@@ -309,13 +309,140 @@ static void test_bit_flip_at_read(void **state)
         assert_int_equal(posix_memalign((void **)&raw, 4096, 16384), 0);
         memset(raw, 0, 16384);
         struct mc_disk_get g = {.key = "x", .key_len = 1, .buf = raw + odd, .cap = 8192};
-        assert_int_equal(mc_disk_store_read(e->s, &g, 1), MC_ERR_CHECKSUM_MISMATCH);
+        /* the first read finds the damage and drops the record: the second finds none */
+        assert_int_equal(mc_disk_store_read(e->s, &g, 1),
+                         odd ? MC_ERR_OBJECT_NOT_FOUND : MC_ERR_CHECKSUM_MISMATCH);
         assert_int_equal(g.len, 0);
         char zero[8192] = {0};
         assert_memory_equal(raw + odd, zero, 8192); /* no wrong bytes handed out */
         free(raw);
     }
     assert_int_equal(get_check(e->s, "y", 100, 10, 1), MC_ERR_CHECKSUM_MISMATCH);
+}
+
+struct dropped {
+    int calls;
+    char key[16];
+    uint64_t version, size;
+};
+
+static int drop_cb(void *ctx, const struct mc_disk_evict_item *items, size_t n)
+{
+    struct dropped *d = ctx;
+    d->calls++;
+    assert_int_equal(n, 1);
+    snprintf(d->key, sizeof(d->key), "%.*s", (int)items[0].key_len, items[0].key);
+    d->version = items[0].version;
+    d->size = items[0].size;
+    return 0;
+}
+
+/* A record whose value fails its check on read is dropped (dead mark written, out of the
+ * index) and reported through drop_cb: the old store kept it, so every later read failed the
+ * same way and its owner kept listing it. The key can be written again, and a restart finds
+ * the dead mark (nothing dropped at recovery). */
+static void test_read_check_failure_drops_record(void **state)
+{
+    struct env *e = *state;
+    struct dropped d = {0};
+    struct mc_disk_store_config c = {.path = e->dir,
+                                     .capacity = 64 * MIB,
+                                     .extent_size = 8 * MIB,
+                                     .drop_cb = drop_cb,
+                                     .drop_ctx = &d};
+    assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
+    assert_int_equal(put_gen(e->s, "x", 7, 8192, 9), MC_OK);
+    assert_int_equal(put_gen(e->s, "y", 1, 100, 10), MC_OK);
+    char path[512];
+    nth_extent(e->dir, 1, path, sizeof(path));
+    flip_bit(path, 8 * KIB + 3); /* x's value (after the superblock and its header) */
+    assert_int_equal(get_check(e->s, "x", 8192, 9, 1), MC_ERR_CHECKSUM_MISMATCH);
+    assert_int_equal(d.calls, 1);
+    assert_string_equal(d.key, "x");
+    assert_int_equal(d.version, 7);
+    assert_int_equal(d.size, 8192);
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.corrupt_dropped, 1);
+    assert_int_equal(u.records, 1);
+    assert_int_equal(mc_disk_store_lookup(e->s, "x", 1, NULL), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(get_check(e->s, "x", 8192, 9, 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(get_check(e->s, "y", 100, 10, 0), MC_OK);
+    assert_int_equal(put_gen(e->s, "x", 8, 8192, 11), MC_OK);
+    assert_int_equal(get_check(e->s, "x", 8192, 11, 0), MC_OK);
+    reopen(e, 64 * MIB, 8 * MIB);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.dropped_records_at_recovery, 0); /* it was marked dead, not left damaged */
+    assert_int_equal(u.records, 2);
+    assert_int_equal(get_check(e->s, "x", 8192, 11, 1), MC_OK);
+}
+
+static int remove_key(struct mc_disk_store *s, const char *key)
+{
+    uint32_t len = (uint32_t)strlen(key);
+    int res = -1;
+    int rc = mc_disk_store_remove(s, &key, &len, 1, &res);
+    assert_int_equal(rc, res);
+    return rc;
+}
+
+/* An extent whose last live record goes (removed, or replaced by a newer version) is deleted
+ * at once and its bytes leave bytes_used: the old store kept it until capacity eviction, so a
+ * store emptied by removals held its dead extents (and their disk space) forever. Geometry:
+ * 256 KiB extents holding three 64 KiB records (4 KiB header + 60 KiB value). */
+static void test_dead_extent_reclaimed(void **state)
+{
+    struct env *e = *state;
+    e->s = open_store(e->dir, 64 * MIB, 256 * KIB, NULL, NULL);
+    char key[16];
+    for (int i = 0; i < 12; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(put_gen(e->s, key, 1, 60 * KIB, (uint64_t)i), MC_OK);
+    }
+    struct mc_disk_usage u0, u;
+    mc_disk_store_usage(e->s, &u0);
+    assert_int_equal(u0.extents, 4);
+    assert_int_equal(count_extents(e->dir), 4);
+    /* part of an extent: it stays */
+    assert_int_equal(remove_key(e->s, "r00"), MC_OK);
+    assert_int_equal(remove_key(e->s, "r01"), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.extents, 4);
+    assert_int_equal(u.reclaimed_extents, 0);
+    /* its last record: it goes, and its bytes with it */
+    assert_int_equal(remove_key(e->s, "r02"), MC_OK);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.extents, 3);
+    assert_int_equal(u.reclaimed_extents, 1);
+    assert_int_equal(u.bytes_used, u0.bytes_used - (4 * KIB + 3 * 64 * KIB));
+    assert_int_equal(count_extents(e->dir), 3);
+    /* replaced by newer versions: the second extent goes too */
+    for (int i = 3; i < 6; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(put_gen(e->s, key, 2, 60 * KIB, 100 + (uint64_t)i), MC_OK);
+    }
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.reclaimed_extents, 2);
+    assert_int_equal(u.records, 9);
+    /* everything removed: nothing left */
+    for (int i = 3; i < 12; i++) {
+        snprintf(key, sizeof(key), "r%02d", i);
+        assert_int_equal(remove_key(e->s, key), MC_OK);
+    }
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 0);
+    assert_int_equal(u.extents, 0);
+    assert_int_equal(u.bytes_used, 0);
+    assert_int_equal(u.live_bytes, 0);
+    assert_int_equal(count_extents(e->dir), 0);
+    /* the store goes on, and a restart finds only what is live */
+    assert_int_equal(put_gen(e->s, "new", 1, 60 * KIB, 77), MC_OK);
+    reopen(e, 64 * MIB, 256 * KIB);
+    mc_disk_store_usage(e->s, &u);
+    assert_int_equal(u.records, 1);
+    assert_int_equal(get_check(e->s, "new", 60 * KIB, 77, 1), MC_OK);
+    assert_int_equal(get_check(e->s, "r05", 60 * KIB, 105, 0), MC_ERR_OBJECT_NOT_FOUND);
 }
 
 static void test_write_faults(void **state)
@@ -857,6 +984,8 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_kill_mid_append, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bit_flips_at_recovery, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bit_flip_at_read, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_read_check_failure_drops_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_dead_extent_reclaimed, setup, teardown),
         cmocka_unit_test_setup_teardown(test_write_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_faults, setup, teardown),
         cmocka_unit_test_setup_teardown(test_capacity_eviction, setup, teardown),

@@ -12,9 +12,12 @@
  * another version is REPLICA_NOT_FOUND, never served). When no replica could be read the Get
  * fails with TRANSFER_FAIL (or the disk read's REPLICA_NOT_FOUND / CHECKSUM_MISMATCH).
  *
- * After the bytes moved: with checksums on, the CRC32C of the bytes must equal the object's
- * (CHECKSUM_MISMATCH otherwise); then, if the lease ran out during the read, the bytes may
- * already belong to another object (the master was free to evict and reuse the space), so the
+ * After the bytes moved: with checksums on, the CRC32C of the bytes must equal the object's;
+ * a replica whose bytes do not (a corrupted transfer or segment, a damaged disk record) is
+ * skipped for the next one like a failed read, MEMORY ones first, then LOCAL_DISK, and the Get
+ * fails with CHECKSUM_MISMATCH only when no replica served good bytes (a batch key whose
+ * bytes fail is read again the single way). Then, if the lease ran out during the read, the bytes
+ * may already belong to another object (the master was free to evict and reuse the space), so the
  * call fails with LEASE_EXPIRED. BatchGet is one BatchGetReplicaList and one lease clock for
  * every key; keys with a replica in this process's segment are copied, the others are read as
  * one transport batch (one PeerBatchRead per endpoint), keys with only a LOCAL_DISK replica as
@@ -40,6 +43,9 @@
 #include "common/log.h"
 #include "common/wire.h"
 
+static int check_bytes(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                       size_t size);
+
 /* One LOCAL_DISK replica d of the object r describes into buf (size bytes), under r's version;
  * the holder's stored CRC must be the object's. */
 static int read_disk_replica(struct mc_client *c, const char *key,
@@ -55,11 +61,14 @@ static int read_disk_replica(struct mc_client *c, const char *key,
 }
 
 /* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
- * then LOCAL_DISK; *tier says which kind served it. */
+ * then LOCAL_DISK; *tier says which kind served it. A replica whose bytes fail the checksum
+ * (check_bytes) counts as a failed read: the next one is tried, so one bad copy (a corrupted
+ * transfer or segment) does not fail a Get that another copy can serve. */
 static int read_some_replica(struct mc_client *c, const char *key,
                              const Mc__GetReplicaListResponse *r, void *buf, size_t size, int *tier)
 {
     int rc = MC_ERR_OBJECT_NOT_FOUND;
+    bool bad = false; /* a replica's bytes failed the checksum */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < r->n_replicas; i++) {
             const Mc__ReplicaDescriptor *d = r->replicas[i];
@@ -70,12 +79,13 @@ static int read_some_replica(struct mc_client *c, const char *key,
             if (local != (pass == 0))
                 continue;
             int x = mc_client_replica_io(c, d, false, buf, size);
-            if (x == 0) {
+            if (x == 0 && (x = check_bytes(c, r, buf, size)) == 0) {
                 *tier = MC_REPLICA_MEMORY;
                 return 0;
             }
             mc_warn("client", "replica read failed, trying the next one", "replica=%llu rc=%s",
                     (unsigned long long)d->id, mc_strerror(x));
+            bad |= x == MC_ERR_CHECKSUM_MISMATCH;
             rc = MC_ERR_TRANSFER_FAIL;
         }
     }
@@ -84,17 +94,18 @@ static int read_some_replica(struct mc_client *c, const char *key,
         if (d->type != MC__REPLICA_TYPE__RT_LOCAL_DISK || !d->local_disk)
             continue;
         int x = read_disk_replica(c, key, r, d, buf, size);
-        if (x == 0) {
+        if (x == 0 && (x = check_bytes(c, r, buf, size)) == 0) {
             *tier = MC_REPLICA_LOCAL_DISK;
             return 0;
         }
+        bad |= x == MC_ERR_CHECKSUM_MISMATCH;
         mc_warn("client", "LOCAL_DISK replica read failed", "replica=%llu endpoint=%s rc=%s",
                 (unsigned long long)d->id, d->local_disk->endpoint ? d->local_disk->endpoint : "",
                 mc_strerror(x));
         rc = x == MC_ERR_REPLICA_NOT_FOUND || x == MC_ERR_CHECKSUM_MISMATCH ? x
                                                                             : MC_ERR_TRANSFER_FAIL;
     }
-    return rc;
+    return bad ? MC_ERR_CHECKSUM_MISMATCH : rc;
 }
 
 /* The object's size as a GetReplicaList answer states it. */
@@ -119,9 +130,24 @@ static int64_t get_size_check(const Mc__GetReplicaListResponse *r, const void *b
     return (int64_t)size;
 }
 
-/* The checks after the bytes of r moved into buf; t0_ms is when the lease started. */
-static int64_t get_finish(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
-                          size_t size, uint64_t t0_ms)
+/* The bytes of one replica of r read into buf: with checksums on their CRC32C must be the
+ * object's. 0 or CHECKSUM_MISMATCH (the caller tries another replica). */
+static int check_bytes(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                       size_t size)
+{
+#ifdef MC_TEST_HOOKS
+    if (size && atomic_load(&c->test_corrupt_reads) > 0 &&
+        atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0)
+        ((uint8_t *)buf)[size / 2] ^= 0x5a;
+#endif
+    if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, size) != r->crc32c)
+        return MC_ERR_CHECKSUM_MISMATCH;
+    return 0;
+}
+
+/* The last check of a read: the lease (started at t0_ms) must not have run out. */
+static int64_t lease_check(struct mc_client *c, const Mc__GetReplicaListResponse *r, size_t size,
+                           uint64_t t0_ms)
 {
 #ifdef MC_TEST_HOOKS
     uint32_t delay = atomic_load(&c->test_read_delay_ms);
@@ -130,16 +156,23 @@ static int64_t get_finish(struct mc_client *c, const Mc__GetReplicaListResponse 
         while (nanosleep(&ts, &ts) != 0)
             ;
     }
-    if (size && atomic_load(&c->test_corrupt_reads) > 0 &&
-        atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0)
-        ((uint8_t *)buf)[size / 2] ^= 0x5a;
+#else
+    (void)c;
 #endif
-    if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, size) != r->crc32c)
-        return MC_ERR_CHECKSUM_MISMATCH;
     /* elapsed > ttl, not now > t0 + ttl: a huge ttl from the wire must not wrap the sum */
     if (mc_now_ms() - t0_ms > r->lease_ttl_ms)
         return MC_ERR_LEASE_EXPIRED;
     return (int64_t)size;
+}
+
+/* The checks after the bytes of r moved into buf; t0_ms is when the lease started. */
+static int64_t get_finish(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                          size_t size, uint64_t t0_ms)
+{
+    int rc = check_bytes(c, r, buf, size);
+    if (rc)
+        return rc;
+    return lease_check(c, r, size, t0_ms);
 }
 
 /* Reads the object r describes into buf; t0_ms is when the lease started; *tier says which
@@ -153,7 +186,7 @@ static int64_t get_with(struct mc_client *c, const char *key, const Mc__GetRepli
     int rc = read_some_replica(c, key, r, buf, (size_t)size, tier);
     if (rc)
         return rc;
-    return get_finish(c, r, buf, (size_t)size, t0_ms);
+    return lease_check(c, r, (size_t)size, t0_ms); /* the bytes were checked */
 }
 
 static int replica_list(struct mc_client *c, const char *key, Mc__GetReplicaListResponse **out)
@@ -405,6 +438,8 @@ static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetRepli
         } else if (x == 0) {
             results[i] = get_finish(c, ri, bufs[i], (size_t)sizes[i], t0);
             tiers[i] = MC_REPLICA_MEMORY;
+            if (results[i] == MC_ERR_CHECKSUM_MISMATCH)
+                results[i] = PENDING; /* bad bytes: every replica in turn, below */
         }
         /* else: no usable replica, or the local one failed: the single path below */
     }
@@ -419,6 +454,11 @@ static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetRepli
         if (brc == 0 && items[j].status == 0) {
             results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
             tiers[i] = MC_REPLICA_MEMORY;
+            if (results[i] == MC_ERR_CHECKSUM_MISMATCH) {
+                mc_warn("client", "batch replica bytes failed the checksum, trying each replica",
+                        "key=%s", keys[i]);
+                results[i] = PENDING;
+            }
         } else if (brc == 0) {
             mc_warn("client", "batch replica read failed, trying each replica", "rc=%s",
                     mc_strerror(items[j].status));
@@ -433,6 +473,8 @@ static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetRepli
         if (st == 0) {
             results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
             tiers[i] = MC_REPLICA_LOCAL_DISK;
+            if (results[i] == MC_ERR_CHECKSUM_MISMATCH)
+                results[i] = PENDING; /* another LOCAL_DISK replica may serve it, below */
         } else {
             /* the key's only readable copy: no other replica to try */
             mc_warn("client", "batch LOCAL_DISK read failed", "key=%s rc=%s", keys[i],

@@ -154,7 +154,10 @@ enum tier_stat {
     TS_NACKED,
     TS_PEER_READS,
     TS_EVICTED,
-    TS_REINSERTED
+    TS_REINSERTED,
+    TS_CAP_LIMIT,
+    TS_RECLAIMED,
+    TS_CORRUPT
 };
 
 static double tier_stat(struct mc_client *c, enum tier_stat which)
@@ -184,6 +187,12 @@ static double tier_stat(struct mc_client *c, enum tier_stat which)
         return (double)u.evicted_records;
     case TS_REINSERTED:
         return (double)u.reinserted_records;
+    case TS_CAP_LIMIT:
+        return (double)u.capacity_limit;
+    case TS_RECLAIMED:
+        return (double)u.reclaimed_extents;
+    case TS_CORRUPT:
+        return (double)u.corrupt_dropped;
     }
     return 0;
 }
@@ -200,6 +209,9 @@ TIER_FN(offload_nacked, TS_NACKED)
 TIER_FN(disk_peer_reads, TS_PEER_READS)
 TIER_FN(disk_evicted, TS_EVICTED)
 TIER_FN(disk_reinserted, TS_REINSERTED)
+TIER_FN(disk_capacity_limit, TS_CAP_LIMIT)
+TIER_FN(disk_reclaimed, TS_RECLAIMED)
+TIER_FN(disk_corrupt_dropped, TS_CORRUPT)
 
 static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
                          struct mc_client *client, struct mc_http_server **out)
@@ -245,6 +257,17 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
                           "read records that disk eviction moved to the newest extent instead of "
                           "dropping (second chance)",
                           NULL, disk_reinserted, client);
+    mc_metrics_gauge_fn(st->m, "mooncake_client_disk_capacity_limit_bytes",
+                        "LOCAL_DISK capacity eviction works against: the configured capacity, or "
+                        "less while the filesystem is full (after ENOSPC)",
+                        NULL, disk_capacity_limit, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_reclaimed_extents_total",
+                          "disk extents deleted as soon as their last live record went", NULL,
+                          disk_reclaimed, client);
+    mc_metrics_counter_fn(st->m, "mooncake_client_disk_corrupt_dropped_total",
+                          "disk records a read found damaged (CRC), dropped and reported to the "
+                          "master",
+                          NULL, disk_corrupt_dropped, client);
     hc.addr = addr;
     hc.port = (uint16_t)F.metrics_port;
     hc.metrics = st->m;

@@ -103,6 +103,14 @@ struct disk_entry {
     uint32_t key_len;
     uint32_t pins;
     uint32_t accessed; /* read since it was written or last moved (second chance at eviction) */
+    /* The eviction is copying this key's record (second chance): a removal waits until the copy
+     * is done, so it can mark the copy dead too. Follows the key to a newer version. */
+    uint32_t moving;
+    /* The record's earlier copy in an extent being evicted, live on disk until that extent is
+     * deleted (NULL: none): a removal marks it dead as well. Follows the key to a newer
+     * version; the eviction clears it under s->mu just before it deletes the extent. */
+    struct disk_extent *shadow;
+    uint64_t shadow_off;
     char key[];
 };
 
@@ -207,12 +215,18 @@ struct mc_disk_store {
     uint64_t dropped_records, dropped_bytes, evicted_extents, evicted_records;
     /* read records an eviction moved to the newest extent (second chance) */
     uint64_t reinserted_records;
-    int evicting;             /* one eviction at a time */
-    int no_space;             /* the filesystem said ENOSPC: appends refused until it has room */
-    uint64_t no_space_events; /* times the store went full */
-    uint64_t write_errors;    /* records whose write failed */
-    uint64_t kill_failures;   /* dead marks that could not be written */
-    uint64_t skipped_extents; /* extents not adopted at recovery (older format, damaged) */
+    int evicting; /* one eviction at a time */
+    int no_space; /* the filesystem said ENOSPC: appends refused until it has room */
+    /* The filesystem's room, when it is below cfg.capacity (0: none): set to bytes_used when the
+     * filesystem says ENOSPC (eviction then works against it), raised as the filesystem has
+     * room again (disk_write.c). */
+    uint64_t cap_limit;
+    uint64_t reclaimed_extents; /* extents deleted as soon as their last live record went */
+    uint64_t corrupt_dropped;   /* records a read found damaged, dropped */
+    uint64_t no_space_events;   /* times the store went full */
+    uint64_t write_errors;      /* records whose write failed */
+    uint64_t kill_failures;     /* dead marks that could not be written */
+    uint64_t skipped_extents;   /* extents not adopted at recovery (older format, damaged) */
 
     int slot_fds[DISK_MAX_SLOTS];
     uint64_t files_gen;
@@ -236,6 +250,19 @@ struct mc_disk_store {
     uint64_t recycled_extents; /* extents created from a spare */
 };
 
+/* The capacity eviction works against: the configured one, or the filesystem's room when that
+ * is lower (cap_limit), and its high watermark. s->mu held. */
+static inline uint64_t disk_capacity_locked(const struct mc_disk_store *s)
+{
+    return s->cap_limit && s->cap_limit < s->cfg.capacity ? s->cap_limit : s->cfg.capacity;
+}
+static inline uint64_t disk_high_water_locked(const struct mc_disk_store *s)
+{
+    if (!s->cap_limit || s->cap_limit >= s->cfg.capacity)
+        return s->hw_bytes;
+    return (uint64_t)((double)s->cap_limit * s->cfg.high_watermark);
+}
+
 /* Ring pool (disk_uring.c). disk_ring_get falls back to synchronous I/O when io_uring is not
  * available; NULL only when out of memory. disk_ring_put_locked: with s->mu held. */
 struct disk_ring *disk_ring_get(struct mc_disk_store *s);
@@ -252,6 +279,12 @@ struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id,
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x);
 void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e);
 void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e); /* detach + free */
+/* Deletes x (or keeps it as a spare) when it holds no live record and nothing uses it (no
+ * reader, writer or eviction): a dead extent's space comes back at once. The caller must not
+ * touch x afterwards; call it after dropping the last count this caller held on x. */
+void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x);
+/* Closes and deletes the spare files (their blocks go back to the filesystem). */
+void disk_spares_drop_locked(struct mc_disk_store *s);
 /* Eviction (disk_store.c): make bytes_used + need fit the capacity (0 or an error code), and
  * the after-append watermark pass. Both may release s->mu while the callback runs. */
 int disk_make_room_locked(struct mc_disk_store *s, uint64_t need);

@@ -86,8 +86,8 @@ void disk_extent_name(uint64_t id, int spare, char *name, size_t len)
  * rename failed). The rename comes first, so no restart can ever adopt the file's records. */
 static int spare_keep_locked(struct mc_disk_store *s, struct disk_extent *x, const char *name)
 {
-    if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES)
-        return 0;
+    if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES || s->cap_limit)
+        return 0; /* (a full filesystem needs the blocks back) */
     char spare[32];
     disk_extent_name(x->id, 1, spare, sizeof(spare));
     if (renameat(s->dir_fd, name, s->dir_fd, spare) != 0) {
@@ -130,6 +130,28 @@ static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
     s->bytes_used -= x->size;
     s->nextents--;
     free(x);
+}
+
+void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x)
+{
+    if (!x || x->nlive > 0 || x->dropping || x->readers > 0 || x->writers > 0)
+        return;
+    mc_debug(DISK_COMP, "extent with no live record reclaimed",
+             "path=%s extent=%" PRIu64 " bytes=%" PRIu64, s->path, x->id, x->size);
+    extent_delete_locked(s, x);
+    s->reclaimed_extents++;
+}
+
+void disk_spares_drop_locked(struct mc_disk_store *s)
+{
+    for (unsigned i = 0; i < s->nspares; i++) {
+        char spare[32];
+        disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
+        close(s->spares[i].fd);
+        if (s->dir_fd >= 0)
+            unlinkat(s->dir_fd, spare, 0);
+    }
+    s->nspares = 0;
 }
 
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x)
@@ -230,6 +252,40 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
         s->kill_failures++;
         mc_error(DISK_COMP, "cannot mark a moved record's other copy dead",
                  "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, x->id, off, -rc);
+    }
+}
+
+/* The test hook at a point of a move (MC_DISK_MOVE_*), with s->mu released around it when one
+ * is set. s->mu held on entry and exit. */
+static void move_hook_locked(struct mc_disk_store *s, int stage)
+{
+#ifdef MC_TEST_HOOKS
+    pthread_mutex_lock(&s->faults.mu);
+    void (*fn)(void *, int) = s->faults.f.on_move;
+    void *ctx = s->faults.f.on_move_ctx;
+    pthread_mutex_unlock(&s->faults.mu);
+    if (!fn)
+        return;
+    pthread_mutex_unlock(&s->mu);
+    fn(ctx, stage);
+    pthread_mutex_lock(&s->mu);
+#else
+    (void)s;
+    (void)stage;
+#endif
+}
+
+/* After an eviction of x is over (x deleted next, or kept): the moved records' entries stop
+ * pointing at their old copies there. s->mu held. */
+static void clear_shadows_locked(struct mc_disk_store *s, struct disk_extent *x,
+                                 const struct reins *moves, size_t n)
+{
+    for (size_t m = 0; m < n; m++) {
+        if (!moves[m].moved)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, moves[m].key, moves[m].key_len);
+        if (e && e->shadow == x)
+            e->shadow = NULL;
     }
 }
 
@@ -396,7 +452,8 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     *keys_out = NULL;
     if (s->cfg.no_reinsert || s->no_space)
         return;
-    uint64_t room = s->cfg.capacity > s->bytes_used ? s->cfg.capacity - s->bytes_used : 0;
+    uint64_t cap = disk_capacity_locked(s);
+    uint64_t room = cap > s->bytes_used ? cap - s->bytes_used : 0;
     uint64_t budget = x->size / 2;
     if (budget > room)
         budget = room;
@@ -420,7 +477,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
         uint64_t rec = disk_record_size(e->key_len, e->value_len);
         if ((!e->accessed && !e->pins) || bytes + rec > budget)
             continue;
-        if (s->bytes_used + rec + MC_DISK_BLOCK > s->cfg.capacity) /* + a new superblock */
+        if (s->bytes_used + rec + MC_DISK_BLOCK > cap) /* + a new superblock */
             break;
         struct reins *j = &jobs[nj];
         if (disk_reserve_locked(s, rec, &j->y, &j->off) != 0)
@@ -436,6 +493,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
                             .off = j->off};
         kp += e->key_len;
         e->accessed = 0; /* a read from now on sets it again for the new copy */
+        e->moving = 1;   /* a removal waits for the copy (it must mark it dead too) */
         bytes += rec;
         nj++;
     }
@@ -449,6 +507,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     pthread_mutex_lock(&s->mu);
     if (r)
         disk_ring_put_locked(s, r);
+    move_hook_locked(s, MC_DISK_MOVE_COPIED);
 
     size_t moved = 0;
     for (size_t i = 0; i < nj; i++) {
@@ -472,6 +531,8 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
             ne->crc = j->crc;
             ne->pins = e->pins;
             ne->accessed = e->accessed; /* read while it was being moved */
+            ne->shadow = x;             /* live on disk until x is deleted */
+            ne->shadow_off = j->old_off;
             disk_entry_drop_locked(s, e);
             disk_entry_attach_locked(s, ne, j->y);
             disk_index_insert(&s->idx, ne);
@@ -483,6 +544,12 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
              * back at a restart */
             reins_kill_locked(s, j->y, j->off, j);
         }
+    }
+    /* Only now, with every copy that must die marked dead, may a waiting removal go on. */
+    for (size_t i = 0; i < nj; i++) {
+        struct disk_entry *cur = disk_index_find(&s->idx, jobs[i].key, jobs[i].key_len);
+        if (cur)
+            cur->moving = 0; /* this key's entry (or the newer one that replaced it) */
     }
     for (size_t i = 0; i < nj; i++)
         jobs[i].y->writers--;
@@ -535,6 +602,8 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
         kp += e->key_len;
     }
     uint64_t id = x->id;
+    if (nmoves > 0)
+        move_hook_locked(s, MC_DISK_MOVE_SWITCHED);
     if (s->cfg.evict_cb && n > 0) {
         pthread_mutex_unlock(&s->mu);
         int cb = s->cfg.evict_cb(s->cfg.evict_ctx, items, n);
@@ -552,6 +621,7 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
     }
     while (x->readers > 0 || x->writers > 0)
         pthread_cond_wait(&s->cv, &s->mu);
+    clear_shadows_locked(s, x, moves, nmoves); /* the lock is held from here to the delete */
     mc_info(DISK_COMP, "extent evicted", "path=%s extent=%" PRIu64 " keys=%zu bytes=%" PRIu64,
             s->path, id, n, x->size);
     extent_delete_locked(s, x);
@@ -563,6 +633,7 @@ out:
         for (size_t m = 0; m < nmoves; m++)
             if (moves[m].moved)
                 reins_kill_locked(s, x, moves[m].old_off, &moves[m]);
+        clear_shadows_locked(s, x, moves, nmoves);
         x->dropping = 0;
     }
     s->evicting = 0;
@@ -580,13 +651,13 @@ int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
     for (;;) {
         while (s->evicting)
             pthread_cond_wait(&s->cv, &s->mu);
-        if (s->bytes_used + need <= s->cfg.capacity)
+        if (s->bytes_used + need <= disk_capacity_locked(s))
             return 0;
         struct disk_extent *x = pick_victim_locked(s, 1);
         if (!x) {
             mc_warn(DISK_COMP, "disk store full, nothing evictable",
                     "path=%s used=%" PRIu64 " need=%" PRIu64 " capacity=%" PRIu64, s->path,
-                    s->bytes_used, need, s->cfg.capacity);
+                    s->bytes_used, need, disk_capacity_locked(s));
             return MC_ERR_UNABLE_OFFLOAD;
         }
         int rc = evict_extent_locked(s, x);
@@ -598,7 +669,7 @@ int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
 /* Watermark eviction after an append: unpinned sealed extents, oldest first. */
 void disk_watermark_evict_locked(struct mc_disk_store *s)
 {
-    while (!s->evicting && s->bytes_used > s->hw_bytes) {
+    while (!s->evicting && s->bytes_used > disk_high_water_locked(s)) {
         struct disk_extent *x = pick_victim_locked(s, 0);
         if (!x || evict_extent_locked(s, x) != 0)
             break;
@@ -649,8 +720,112 @@ static void read_done(void *ctx, size_t k)
     g->len = 0;
 }
 
+/* Records a read found damaged: dead marks (the record and its old copy, if an eviction is
+ * moving it) to write, and what to tell drop_cb. */
+struct bad_set {
+    struct disk_kill *kills;
+    struct mc_disk_evict_item *items;
+    char *keys; /* the keys, back to back (the entries are freed) */
+    size_t nk, n;
+};
+
+/* Drops each indexed record that read item i found damaged (still the record read: same
+ * extent, place and version), holding a writer on the extents of its dead marks. s->mu held,
+ * before the read's reader counts are dropped. */
+static void bad_collect_locked(struct mc_disk_store *s, const struct mc_disk_get *items,
+                               const struct rjob *jobs, size_t n, struct bad_set *b)
+{
+    size_t nbad = 0, keybytes = 0;
+    for (size_t i = 0; i < n; i++)
+        if (items[i].result == MC_ERR_CHECKSUM_MISMATCH && jobs[i].x) {
+            nbad++;
+            keybytes += items[i].key_len;
+        }
+    if (nbad == 0)
+        return;
+    b->kills = calloc(2 * nbad, sizeof(*b->kills));
+    b->items = calloc(nbad, sizeof(*b->items));
+    b->keys = malloc(keybytes);
+    if (!b->kills || !b->items || !b->keys) {
+        mc_error(DISK_COMP, "out of memory: damaged records not dropped", "path=%s records=%zu",
+                 s->path, nbad);
+        return;
+    }
+    size_t kp = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_disk_get *g = &items[i];
+        if (g->result != MC_ERR_CHECKSUM_MISMATCH || !jobs[i].x)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, g->key, g->key_len);
+        if (!e || e->ext != jobs[i].x || e->off + disk_hdr_block(e->key_len) != jobs[i].voff ||
+            e->version != g->version)
+            continue; /* replaced, removed or moved meanwhile: not the bytes that were read */
+        char *key = b->keys + kp;
+        memcpy(key, e->key, e->key_len);
+        kp += e->key_len;
+        b->items[b->n++] = (struct mc_disk_evict_item){
+            .key = key, .key_len = e->key_len, .version = e->version, .size = e->value_len};
+        struct disk_kill k = {.x = e->ext,
+                              .off = e->off,
+                              .key = key,
+                              .key_len = e->key_len,
+                              .version = e->version,
+                              .crc = e->crc,
+                              .value_len = e->value_len,
+                              .held = 1};
+        b->kills[b->nk++] = k;
+        e->ext->writers++;
+        if (e->shadow) {
+            k.x = e->shadow;
+            k.off = e->shadow_off;
+            b->kills[b->nk++] = k;
+            e->shadow->writers++;
+        }
+        mc_error(DISK_COMP, "record failed its value check on read: dropped",
+                 "path=%s key=%.*s version=%" PRIu64 " extent=%" PRIu64 " off=%" PRIu64, s->path,
+                 (int)e->key_len, e->key, e->version, e->ext->id, e->off);
+        disk_entry_drop_locked(s, e);
+        s->corrupt_dropped++;
+    }
+}
+
+/* Writes the dead marks of b (no lock held), then tells drop_cb. */
+static void bad_finish(struct mc_disk_store *s, struct bad_set *b)
+{
+    if (b->nk == 0)
+        goto out;
+    for (size_t k = 0; k < b->nk; k++)
+        b->kills[k].res = disk_kill_sync(&b->kills[k]);
+    pthread_mutex_lock(&s->mu);
+    for (size_t k = 0; k < b->nk; k++) {
+        struct disk_kill *kl = &b->kills[k];
+        if (kl->res != 0) {
+            /* recovery checks the CRC too: the record cannot come back; only counted */
+            s->kill_failures++;
+            mc_warn(DISK_COMP, "cannot mark a damaged record dead",
+                    "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, kl->x->id,
+                    kl->off, -kl->res);
+        }
+        if (--kl->x->writers == 0)
+            disk_reclaim_locked(s, kl->x); /* (no later kill holds it: each held one) */
+    }
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    if (s->cfg.drop_cb && b->n > 0) {
+        int cb = s->cfg.drop_cb(s->cfg.drop_ctx, b->items, b->n);
+        if (cb != 0)
+            mc_warn(DISK_COMP, "damaged records dropped, but the owner was not told",
+                    "path=%s records=%zu rc=%d", s->path, b->n, cb);
+    }
+out:
+    free(b->kills);
+    free(b->items);
+    free(b->keys);
+}
+
 int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_t n)
 {
+    struct bad_set bad = {0};
     if (!s || (n > 0 && !items))
         return MC_ERR_INVALID_PARAMS;
     struct rjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
@@ -740,12 +915,16 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
     }
 
     pthread_mutex_lock(&s->mu);
+    bad_collect_locked(s, items, jobs, n, &bad);
     int wake = 0;
     for (size_t i = 0; i < n; i++) {
-        if (!jobs[i].x)
+        struct disk_extent *x = jobs[i].x;
+        if (!x)
             continue;
-        if (--jobs[i].x->readers == 0 && jobs[i].x->dropping)
+        if (--x->readers == 0 && x->dropping)
             wake = 1;
+        else if (x->readers == 0)
+            disk_reclaim_locked(s, x); /* its records were removed during the read */
     }
     if (wake)
         pthread_cond_broadcast(&s->cv);
@@ -758,6 +937,7 @@ out:
         disk_ring_put_locked(s, r);
         pthread_mutex_unlock(&s->mu);
     }
+    bad_finish(s, &bad);
     free(jobs);
     free(ios);
     free(io_item);
@@ -856,6 +1036,9 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->kill_failures = s->kill_failures;
     u->skipped_extents = s->skipped_extents;
     u->recycled_extents = s->recycled_extents;
+    u->capacity_limit = disk_capacity_locked(s);
+    u->reclaimed_extents = s->reclaimed_extents;
+    u->corrupt_dropped = s->corrupt_dropped;
     pthread_mutex_unlock(&s->mu);
     pthread_mutex_lock(&s->pool_mu);
     u->registered_buffers = s->last_buf_registered;
@@ -1017,14 +1200,7 @@ void mc_disk_store_close(struct mc_disk_store *s)
         free(x);
     }
     /* Spares hold nothing: give their space back. */
-    for (unsigned i = 0; i < s->nspares; i++) {
-        char spare[32];
-        disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
-        close(s->spares[i].fd);
-        if (s->dir_fd >= 0)
-            unlinkat(s->dir_fd, spare, 0);
-    }
-    s->nspares = 0;
+    disk_spares_drop_locked(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     if (s->dir_fd >= 0)

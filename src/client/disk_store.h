@@ -48,7 +48,11 @@
  * and a record is never moved into the extent being dropped. The old extent is deleted only
  * after the new copies are written (a crash in between leaves two copies of one key and
  * version: the start-up scan keeps the later one and marks the other dead). A record replaced
- * or removed while it was being moved keeps its new state: the moved copy is marked dead. If
+ * or removed while it was being moved keeps its new state: the moved copy is marked dead. A
+ * removal never returns while a live copy of the key can remain on disk: one that finds the
+ * key's record being copied waits until the copies of that window are written (then marks both),
+ * and one that finds a moved record whose old extent is not yet deleted marks both copies dead
+ * (an overwrite passes both duties to the newer version). If
  * the callback refuses, the moved records stay moved and their old copies are marked dead.
  * A failed move (I/O error, ENOSPC, bad CRC) only means that record goes. The moves go
  * through an io_uring ring in windows of 8 MiB: a window's records are read in one batch, then
@@ -59,10 +63,20 @@
  * Write failures. A record whose write fails is never indexed; its reservation is given back
  * (the extent is cut back and reused) unless a later record was reserved after it, in which
  * case it stays a zeroed hole. No failure seals an extent or opens a new one, so a fault that
- * persists costs no space and no good record. ENOSPC (or EDQUOT) from the filesystem is a
- * capacity signal: the append fails with UNABLE_OFFLOAD, usage.no_space is set, and later
- * appends are refused without I/O until the filesystem reports room again (fstatvfs), when
- * the next append that gets through clears it; nothing is evicted because of it.
+ * persists costs no space and no good record. ENOSPC (or EDQUOT) from the filesystem is
+ * capacity pressure: the append fails with UNABLE_OFFLOAD, usage.no_space is set, the spares
+ * are deleted and the capacity eviction works against is lowered to what the store uses
+ * (usage.capacity_limit); the watermark pass after the append then evicts below it at once
+ * (the callback told first, as for any eviction), and an append while the filesystem still
+ * has no room (fstatvfs) first makes room against that limit (the active extent included),
+ * so appends resume. Only the change to full lowers the limit: a filesystem that keeps saying
+ * ENOSPC costs one eviction, not the store. The limit rises again as the filesystem shows
+ * room (free space less a new extent and 1 MiB) and goes once the configured capacity fits;
+ * the next append that gets through clears no_space.
+ *
+ * Dead extents. An extent whose last live record goes (removed, replaced by a newer version,
+ * dropped after a failed read check) is deleted as soon as no read, write or eviction uses
+ * it (or kept as a spare), and its bytes leave bytes_used (usage.reclaimed_extents).
  *
  * Space. A new extent file gets its whole extent_size allocated at once (fallocate, best
  * effort), so appends write inside the file instead of extending it; the unwritten part reads
@@ -77,7 +91,8 @@
  * file. The old records never verify in their new place (other extent id, other nonce); the
  * start-up scan does not count stale bytes that run to the end of a RECYCLED extent as damage,
  * and a clean close cuts them off. Spares are not counted in bytes_used (the filesystem holds
- * up to two extents more than the capacity) and are deleted at open and close.
+ * up to two extents more than the capacity) and are deleted at open and close, and none is
+ * kept while the filesystem is full (capacity_limit below capacity).
  *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
@@ -127,6 +142,11 @@ struct mc_disk_store_config {
     size_t staging_bytes;      /* aligned staging buffer per ring; 0 -> 4 MiB */
     mc_disk_evict_fn evict_cb; /* NULL: evictions tell no one */
     void *evict_ctx;
+    /* Records a read found damaged (value CRC mismatch): already dropped (dead mark written,
+     * out of the index) when this is called, from the reading thread without store locks;
+     * the return value is only logged. NULL: no one is told. Same rules as evict_cb. */
+    mc_disk_evict_fn drop_cb;
+    void *drop_ctx;
     int no_reinsert;         /* 1: eviction drops whole extents plainly (FIFO); default 0:
                                 read records get a second chance (see Capacity above) */
     int no_recycle;          /* 1: an evicted extent's file is deleted; default 0: up to two
@@ -145,7 +165,10 @@ struct mc_disk_put {
 };
 
 /* A read: in key/key_len/buf/cap; out len/version/crc/result. On BUFFER_OVERFLOW len is the
- * value's length (what cap must be); on any other error len is 0. */
+ * value's length (what cap must be); on any other error len is 0. A record whose value fails
+ * its CRC (CHECKSUM_MISMATCH) is dropped: marked dead, out of the index, reported through
+ * cfg.drop_cb, so the next read of the key finds OBJECT_NOT_FOUND instead of the same bad
+ * bytes forever. */
 struct mc_disk_get {
     const char *key;
     uint32_t key_len;
@@ -178,18 +201,22 @@ struct mc_disk_usage {
     uint64_t evicted_records;
     /* read records that an eviction moved (second chance) instead of dropping */
     uint64_t reinserted_records;
-    int no_space;              /* 1 while the filesystem is full (ENOSPC): appends are refused
-                                  with UNABLE_OFFLOAD without touching the disk until it has room */
-    uint64_t no_space_events;  /* times the store went full */
-    uint64_t write_errors;     /* records whose write failed (space given back when possible) */
-    uint64_t kill_failures;    /* superseded records whose dead mark could not be written */
-    uint64_t skipped_extents;  /* extent files not adopted at open (older format, damaged
-                                  superblock): logged and left on disk */
-    int registered_buffers;    /* 1 when the last ring created has a registered staging buffer */
-    int registered_files;      /* 1 when the last ring created has a registered file table */
-    uint64_t recycled_extents; /* extents written over an evicted extent's file (a spare) */
-    uint64_t window_maps;      /* write window buffers mapped: rings keep theirs between appends,
-                                  so this grows with rings (and batch sizes), not with appends */
+    int no_space;               /* 1 while the filesystem is full (ENOSPC): appends are refused
+                                   with UNABLE_OFFLOAD without touching the disk until it has room */
+    uint64_t no_space_events;   /* times the store went full */
+    uint64_t write_errors;      /* records whose write failed (space given back when possible) */
+    uint64_t kill_failures;     /* superseded records whose dead mark could not be written */
+    uint64_t skipped_extents;   /* extent files not adopted at open (older format, damaged
+                                   superblock): logged and left on disk */
+    int registered_buffers;     /* 1 when the last ring created has a registered staging buffer */
+    int registered_files;       /* 1 when the last ring created has a registered file table */
+    uint64_t recycled_extents;  /* extents written over an evicted extent's file (a spare) */
+    uint64_t window_maps;       /* write window buffers mapped: rings keep theirs between appends,
+                                   so this grows with rings (and batch sizes), not with appends */
+    uint64_t capacity_limit;    /* the capacity eviction works against: `capacity`, or less while
+                                   the filesystem has less room (after ENOSPC) */
+    uint64_t reclaimed_extents; /* extents deleted as soon as they held no live record */
+    uint64_t corrupt_dropped;   /* records dropped because a read found their value damaged */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if
@@ -256,6 +283,14 @@ struct mc_disk_fault {
      * hold a read here while it holds its extent's reader count. */
     void (*before_io)(void *ctx, int write);
     void *before_io_ctx;
+    /* Called by the evicting thread, without store locks, at the points of a second-chance move
+     * (MC_DISK_MOVE_*): a test stops a move there, acts, and copies the directory (a crash). */
+    void (*on_move)(void *ctx, int stage);
+    void *on_move_ctx;
+};
+enum {
+    MC_DISK_MOVE_COPIED = 1,  /* new copies written, the index still at the old ones */
+    MC_DISK_MOVE_SWITCHED = 2 /* the index at the new copies, the old extent not yet deleted */
 };
 #ifdef MC_TEST_HOOKS
 void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f);

@@ -82,9 +82,11 @@ static uint64_t test_extent_size(void)
 
 /* ---- eviction: tell the master first -------------------------------------------------------- */
 
-static int on_evict(void *ctx, const struct mc_disk_evict_item *items, size_t n)
+/* Tells the master these records are gone (BatchEvictDiskReplica): capacity evictions before
+ * the delete, damaged records (dropped = 1) after the store dropped them. */
+static int report_gone(struct mc_disk_tier *t, const struct mc_disk_evict_item *items, size_t n,
+                       int dropped)
 {
-    struct mc_disk_tier *t = ctx;
     int rc = MC_ERR_INTERNAL_ERROR;
     if (!t->cfg.mc)
         return 0; /* a tier without a master (tests): nobody to tell */
@@ -112,14 +114,20 @@ static int on_evict(void *ctx, const struct mc_disk_evict_item *items, size_t n)
                              &mc__batch_evict_disk_replica_response__descriptor, &m);
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
-    if (rc) {
+    if (rc && dropped) {
+        mc_warn("disk", "cannot tell the master about damaged disk records (dropped here)",
+                "records=%zu rc=%s", n, mc_strerror(rc));
+    } else if (rc) {
         mc_warn("disk", "cannot tell the master about a disk eviction: nothing deleted",
                 "records=%zu rc=%s", n, mc_strerror(rc));
     } else {
         pthread_mutex_lock(&t->mu);
         t->st.evict_notified += n;
         pthread_mutex_unlock(&t->mu);
-        mc_info("disk", "disk capacity eviction reported to the master", "records=%zu", n);
+        mc_info("disk",
+                dropped ? "damaged disk records reported to the master"
+                        : "disk capacity eviction reported to the master",
+                "records=%zu", n);
     }
 out:
     for (size_t i = 0; keys && i < n; i++)
@@ -127,6 +135,18 @@ out:
     free(keys);
     free(versions);
     return rc;
+}
+
+static int on_evict(void *ctx, const struct mc_disk_evict_item *items, size_t n)
+{
+    return report_gone(ctx, items, n, 0);
+}
+
+/* A read found these records damaged and the store dropped them: the master stops listing
+ * the replicas (a Get then reads another copy instead of failing here forever). */
+static int on_drop(void *ctx, const struct mc_disk_evict_item *items, size_t n)
+{
+    return report_gone(ctx, items, n, 1);
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
@@ -655,8 +675,12 @@ int mc_disk_tier_open(const struct mc_disk_tier_config *cfg, struct mc_disk_tier
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
     t->logger = mc_log_current();
-    struct mc_disk_store_config sc = {
-        .path = t->path, .capacity = cfg->capacity, .evict_cb = on_evict, .evict_ctx = t};
+    struct mc_disk_store_config sc = {.path = t->path,
+                                      .capacity = cfg->capacity,
+                                      .evict_cb = on_evict,
+                                      .evict_ctx = t,
+                                      .drop_cb = on_drop,
+                                      .drop_ctx = t};
 #ifdef MC_TEST_HOOKS
     sc.extent_size = test_extent_size();
 #endif

@@ -12,9 +12,11 @@
  * the lock again, commit the records that were written in full to the index (newest version
  * wins). A failed record is never indexed: its reservation is rolled back (the extent shrinks
  * back and is reused) when nothing was reserved after it, else its header block is zeroed (best
- * effort) and it stays a hole that recovery steps over. ENOSPC from the filesystem is a capacity
- * signal, not a fault: the store stops taking appends (UNABLE_OFFLOAD, usage.no_space) until the
- * filesystem has room again, and keeps every record it holds.
+ * effort) and it stays a hole that recovery steps over. ENOSPC from the filesystem is capacity
+ * pressure, not a fault: the append fails (UNABLE_OFFLOAD, usage.no_space), the store's capacity
+ * drops to what it uses (s->cap_limit) and eviction brings it under that, so appends resume.
+ * When an append, a removal or a failed read drops an extent's last live record, the extent
+ * is deleted at once (disk_reclaim_locked).
  *
  * Dead marks. There are no tombstones: a record that stops being the key's live one (replaced by
  * a newer append, removed, or an append that lost to a newer version at commit) has its header
@@ -76,10 +78,41 @@ static void set_no_space_locked(struct mc_disk_store *s, int on)
     s->no_space = on;
     if (on) {
         s->no_space_events++;
-        mc_warn(DISK_COMP, "filesystem full (ENOSPC): appends refused until it has room",
-                "path=%s used=%" PRIu64 " records=%zu", s->path, s->bytes_used, s->idx.count);
+        /* Capacity pressure: the store may use what it uses now, no more, and the watermark
+         * pass that follows every append evicts below that (telling the owner first); the
+         * next append makes room against it too. Spares give their blocks back. Only the
+         * change to full lowers it: a fault that persists costs one eviction, not the store. */
+        if (!s->cap_limit || s->bytes_used < s->cap_limit)
+            s->cap_limit = s->bytes_used;
+        disk_spares_drop_locked(s);
+        mc_warn(DISK_COMP,
+                "filesystem full (ENOSPC): capacity lowered to what the store uses, evicting",
+                "path=%s used=%" PRIu64 " records=%zu capacity=%" PRIu64 " limit=%" PRIu64, s->path,
+                s->bytes_used, s->idx.count, s->cfg.capacity, s->cap_limit);
     } else {
         mc_info(DISK_COMP, "filesystem has room again, appends resume", "path=%s", s->path);
+    }
+}
+
+/* While the capacity is limited by the filesystem (cap_limit): raise the limit to what the
+ * filesystem has room for now (less a new extent's preallocation and some headroom), lifting it
+ * once the configured capacity fits. s->mu held (one fstatvfs). */
+static void cap_limit_refresh_locked(struct mc_disk_store *s)
+{
+    struct statvfs st;
+    if (!s->cap_limit || fstatvfs(s->dir_fd, &st) != 0)
+        return;
+    uint64_t avail = (uint64_t)st.f_bavail * (uint64_t)st.f_frsize;
+    uint64_t keep = NOSPACE_HEADROOM + s->cfg.extent_size;
+    uint64_t fits = avail > keep ? s->bytes_used + avail - keep : s->bytes_used;
+    if (fits <= s->cap_limit)
+        return;
+    if (fits >= s->cfg.capacity) {
+        s->cap_limit = 0;
+        mc_info(DISK_COMP, "filesystem has room for the whole capacity again",
+                "path=%s capacity=%" PRIu64, s->path, s->cfg.capacity);
+    } else {
+        s->cap_limit = fits;
     }
 }
 
@@ -299,8 +332,8 @@ static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills,
                      "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, k->x->id, k->off,
                      -k->res);
         }
-        if (k->held)
-            k->x->writers--;
+        if (k->held && --k->x->writers == 0)
+            disk_reclaim_locked(s, k->x); /* (no later kill holds it: each held one) */
     }
 }
 
@@ -334,6 +367,10 @@ static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_ki
     int kill = 0;
     if (e) {
         ne->pins = e->pins;
+        /* a removal of the newer version must still wait for / mark the older copies */
+        ne->moving = e->moving;
+        ne->shadow = e->shadow;
+        ne->shadow_off = e->shadow_off;
         k->x = e->ext;
         k->off = e->off;
         k->version = e->version;
@@ -548,7 +585,8 @@ static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
     for (const struct disk_extent *x = s->oldest; x; x = x->next)
         if (x->dropping || x->writers > 0)
             stuck += x->size;
-    uint64_t room = s->cfg.capacity > stuck ? s->cfg.capacity - stuck : 0;
+    uint64_t cap = disk_capacity_locked(s);
+    uint64_t room = cap > stuck ? cap - stuck : 0;
     uint64_t sbs = (room / s->cfg.extent_size + 1) * MC_DISK_BLOCK;
     return room > sbs ? room - sbs : 0;
 }
@@ -571,6 +609,7 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     }
 
     pthread_mutex_lock(&s->mu);
+    cap_limit_refresh_locked(s);
     uint64_t need = 0, room = room_after_eviction_locked(s);
     size_t cut = 0;
     for (size_t i = 0; i < n; i++) {
@@ -594,14 +633,20 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         mc_warn(DISK_COMP, "batch larger than the store can hold, the rest refused",
                 "path=%s refused=%zu of=%zu accepted_bytes=%" PRIu64 " capacity=%" PRIu64, s->path,
                 cut, n, need, s->cfg.capacity);
-    if (need > 0 && s->no_space && !fs_has_room(s, need))
-        rc = MC_ERR_UNABLE_OFFLOAD; /* full: refuse without touching the disk */
-    else if (need > 0)
+    if (need > 0 && s->no_space && !fs_has_room(s, need)) {
+        /* Full: make room against the filesystem's room (cap_limit), then refuse without
+         * touching the disk if the filesystem still has none. */
         rc = disk_make_room_locked(s, need);
+        if (rc == MC_OK && !fs_has_room(s, need))
+            rc = MC_ERR_UNABLE_OFFLOAD;
+    } else if (need > 0) {
+        rc = disk_make_room_locked(s, need);
+    }
     if (rc != MC_OK) {
         for (size_t i = 0; i < n; i++)
             if (jobs[i].result == MC_OK)
                 jobs[i].result = rc;
+        disk_watermark_evict_locked(s); /* a full filesystem: make room for the next one */
         pthread_mutex_unlock(&s->mu);
         goto out;
     }
@@ -653,8 +698,8 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     pthread_mutex_lock(&s->mu);
     kill_finish_locked(s, kills, nk);
     for (size_t i = 0; i < n; i++)
-        if (jobs[i].x)
-            jobs[i].x->writers--;
+        if (jobs[i].x && --jobs[i].x->writers == 0)
+            disk_reclaim_locked(s, jobs[i].x); /* (no later job holds it) */
     pthread_cond_broadcast(&s->cv);
     disk_watermark_evict_locked(s);
     /* A record of this batch that the watermark pass just evicted (a batch past the high
@@ -726,24 +771,43 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
 
 /* ---------------------------------------------------------------- remove */
 
+/* Whether a key of the call is being copied by an eviction (disk_entry.moving). s->mu held. */
+static int remove_must_wait_locked(struct mc_disk_store *s, const char *const *keys,
+                                   const uint32_t *key_lens, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
+            continue;
+        struct disk_entry *e = disk_index_find(&s->idx, keys[i], key_lens[i]);
+        if (e && e->moving)
+            return 1;
+    }
+    return 0;
+}
+
 /* Marks each present key's record dead in place, then drops it from the index (unless a newer
  * append replaced it meanwhile: that one stays). Needs no space. A key whose mark cannot be
- * written stays (FILE_WRITE_FAIL): a removal that a restart would undo is not reported done. */
+ * written stays (FILE_WRITE_FAIL): a removal that a restart would undo is not reported done.
+ * A record an eviction is moving has two copies on disk: the removal waits for the copy to be
+ * written, then marks the new copy and the old one (entry->shadow) dead before it returns. */
 int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const uint32_t *key_lens,
                          size_t n, int *results)
 {
     if (!s || (n > 0 && (!keys || !key_lens)))
         return MC_ERR_INVALID_PARAMS;
-    struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
-    size_t *kill_of = calloc(n ? n : 1, sizeof(*kill_of)); /* key i -> kill index + 1 */
+    struct disk_kill *kills = calloc(n ? 2 * n : 1, sizeof(*kills));
+    size_t *kill_of = calloc(n ? n : 1, sizeof(*kill_of));     /* key i -> kill index + 1 */
+    size_t *shadow_of = calloc(n ? n : 1, sizeof(*shadow_of)); /* its old copy's kill + 1 */
     int *res = calloc(n ? n : 1, sizeof(*res));
     struct disk_ring *r = disk_ring_get(s);
     int rc = MC_OK;
     size_t nk = 0;
-    int oom = !kills || !kill_of || !res || !r;
+    int oom = !kills || !kill_of || !shadow_of || !res || !r;
     if (oom)
         goto out;
     pthread_mutex_lock(&s->mu);
+    while (remove_must_wait_locked(s, keys, key_lens, n))
+        pthread_cond_wait(&s->cv, &s->mu); /* the eviction broadcasts when its copies are done */
     for (size_t i = 0; i < n; i++) {
         if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN) {
             res[i] = MC_ERR_INVALID_PARAMS;
@@ -771,6 +835,13 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
                                        .held = 1};
         e->ext->writers++;
         kill_of[i] = ++nk;
+        if (e->shadow) {
+            kills[nk] = kills[nk - 1];
+            kills[nk].x = e->shadow;
+            kills[nk].off = e->shadow_off;
+            e->shadow->writers++; /* its eviction waits for the mark before deleting it */
+            shadow_of[i] = ++nk;
+        }
     }
     disk_ring_sync_files_locked(s, r);
     pthread_mutex_unlock(&s->mu);
@@ -792,9 +863,21 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
         struct disk_entry *e = disk_index_find(&s->idx, k->key, k->key_len);
         if (e && e->ext == k->x && e->off == k->off)
             disk_entry_drop_locked(s, e);
+        if (shadow_of[i] && kills[shadow_of[i] - 1].res != 0) {
+            /* the record is dead, but its old copy is not: not done (the old extent now goes
+             * before any newer one, so the copy cannot outlive the record's extent) */
+            struct disk_kill *o = &kills[shadow_of[i] - 1];
+            o->x->unkilled++;
+            s->kill_failures++;
+            res[i] = MC_ERR_FILE_WRITE_FAIL;
+            mc_warn(DISK_COMP, "remove failed: cannot mark the moved record's old copy dead",
+                    "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, o->x->id, o->off,
+                    -o->res);
+        }
     }
     for (size_t k = 0; k < nk; k++)
-        kills[k].x->writers--;
+        if (--kills[k].x->writers == 0)
+            disk_reclaim_locked(s, kills[k].x); /* (no later kill holds it: each held one) */
     pthread_cond_broadcast(&s->cv);
     disk_ring_put_locked(s, r);
     r = NULL;
@@ -814,6 +897,7 @@ out:
     }
     free(kills);
     free(kill_of);
+    free(shadow_of);
     free(res);
     return rc;
 }
