@@ -80,6 +80,7 @@ static struct {
     bool offload_on_evict;
     bool offload_force_evict;
     uint64_t offloading_queue_limit;
+    uint64_t holder_delete_timeout_ms;
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
@@ -163,6 +164,12 @@ static const struct mc_flag g_flags[] = {
     MC_UINT64_FLAG("offloading_queue_limit", "50000",
                    "offload tasks one holder may have queued or in flight",
                    &F.offloading_queue_limit),
+    MC_UINT64_FLAG("holder_delete_timeout_ms", "2000",
+                   "a Remove waits this long at most for a disk holder to acknowledge deleting "
+                   "its copy; a holder silent that long is fenced (its copies at or below the "
+                   "fence version are void, its re-registration of them refused) and "
+                   "deregistered, and the Remove completes, in 1..3600000",
+                   &F.holder_delete_timeout_ms),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
@@ -290,6 +297,9 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
     c->offload_on_evict = F.offload_on_evict;
     c->offload_force_evict = F.offload_force_evict; /* alone: ignored by the core (a warning) */
     c->offloading_queue_limit = (uint32_t)F.offloading_queue_limit;
+    if (F.holder_delete_timeout_ms == 0 || F.holder_delete_timeout_ms > 3600000)
+        mc_flags_die("flag --holder_delete_timeout_ms must be in 1..3600000");
+    c->holder_delete_timeout_ms = F.holder_delete_timeout_ms;
     c->offload_cap_ratio = F.offload_cap_ratio;
     promotion_from_flags(c);
     c->manual_ticks = false;
