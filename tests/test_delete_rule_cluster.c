@@ -12,6 +12,13 @@
  *   4. H re-registers its disk records with the new master. Then: none of keys 50..199 comes
  *      back; keys 0..49 read their new bytes; keys 200..299 read their old bytes.
  *
+ * Then the one residual window (README "Reliability"), with H dead (kill -9) when a key is
+ * removed: the Remove still returns 0, once H is fenced after --holder_delete_timeout_ms;
+ *   5. H restarted while the master lives: its record of the key is refused (fenced) and
+ *      deleted, the key stays removed;
+ *   6. the master killed and restarted before H is back (no HA: the fence was in its memory):
+ *      H's record brings the removed key back, with its old bytes, as README states.
+ *
  * Values carry their key and generation (the fill's seed), so a resurrected old value is told
  * from the new one. Every process dies with the test and is stopped in teardown; the temporary
  * directory is removed.
@@ -189,6 +196,57 @@ static void test_removed_keys_stay_removed_across_master_crash(void **state)
         check_value(k, 1);
 }
 
+/* Puts key at gen and waits until it is on LOCAL_DISK. */
+static void put_on_disk(int k, int gen)
+{
+    put_key(k, gen);
+    wait_on_disk(k, k + 1, NULL, "offload");
+}
+
+/* Removes key k while H is dead: returns 0 once H is fenced (after the delete timeout). */
+static void remove_with_holder_dead(int k)
+{
+    assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
+    char key[32];
+    key_of(k, key, sizeof(key));
+    uint64_t t0 = cu_now_ms();
+    assert_int_equal(mc_remove(g.w, key, false), 0);
+    uint64_t took = cu_now_ms() - t0;
+    fprintf(stderr, "Remove with the holder dead took %llu ms\n", (unsigned long long)took);
+    assert_true(took >= 1500);       /* it waited for the holder ... */
+    assert_true(took < 2000 + 2500); /* ... until the timeout, then the fence */
+}
+
+static void test_unreachable_holder_window(void **state)
+{
+    (void)state;
+    char key[32];
+    /* 5. the master stays up: the fence holds */
+    int ka = NKEYS, kb = NKEYS + 1, kp = NKEYS + 2;
+    put_on_disk(ka, 1);
+    remove_with_holder_dead(ka);
+    assert_int_equal(start_holder(), 0); /* READY after its re-registration */
+    put_on_disk(kp, 1);                  /* H takes work again */
+    key_of(ka, key, sizeof(key));
+    assert_int_equal(cu_read(g.w, key, g.buf, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(disk_version(ka), 0);
+    /* 6. the master restarts before H is back: the window */
+    put_on_disk(kb, 1);
+    remove_with_holder_dead(kb);
+    assert_int_equal(cu_stop(&g.master, SIGKILL, 5000), 128 + SIGKILL);
+    uint64_t deadline = cu_now_ms() + START_MS;
+    while (start_master(g.port) != 0) {
+        if (cu_now_ms() >= deadline)
+            fail_msg("the master did not restart on port %d", g.port);
+        cu_sleep_ms(200);
+    }
+    assert_int_equal(admin_open(), 0);
+    assert_int_equal(start_holder(), 0);
+    wait_on_disk(kb, kb + 1, NULL, "the window: the removed key re-registered");
+    check_value(kb, 1); /* its old bytes, never other bytes */
+    fprintf(stderr, "the residual window: removed key %d came back after the master restart\n", kb);
+}
+
 static int group_setup(void **state)
 {
     (void)state;
@@ -226,6 +284,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_removed_keys_stay_removed_across_master_crash),
+        cmocka_unit_test(test_unreachable_holder_window),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
