@@ -449,16 +449,15 @@ void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc
     /* Removes took their disk copies off first (mc_offload_remove_copies_locked) and wait for
      * them; any other erasure of a live disk copy still deletes it under the rule, with nobody
      * waiting: the delete is tracked (tombstone, fence on timeout). A push that fails fences
-     * the holder at the next tick. */
+     * the holder at the next tick. A copy on a holder that is gone (expired, unmounted) is
+     * left: that erasure is the expiry's sweep, which needs no delete. */
     for (uint8_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
         if (r->type != MC_REPLICA_TYPE_LOCAL_DISK)
             continue;
         struct mc_id hid = r->u.holder->id;
-        if (!mc_replica_valid(r)) {
-            fence_now(off, hid, o->version);
-            continue;
-        }
+        if (!mc_replica_valid(r))
+            continue; /* its holder expired or left: eviction and expiry need no delete */
         if (push_delete(m, o, hid, NULL) != MC_OK &&
             mc_delwait_add(off->dw, NULL, 0, hid, mc_obj_key(o), o->key_len, o->version, 0) != 0)
             fence_now(off, hid, o->version);
