@@ -241,7 +241,13 @@ static void test_remove_completes_on_ack(void **state)
     assert_int_equal(st.holders_fenced, 0);
     assert_int_equal(st.deletes_outstanding, 0);
     assert_int_equal(st.disk_replicas, 0);
-    /* the holder is still registered: its heartbeat works */
+    /* the holder is still registered; the tick at timeout - 1 had pushed the unacknowledged
+     * delete again: the copy comes, and its ack settles nothing more */
+    struct hb again = pull(f);
+    assert_int_equal(again.n, 1);
+    assert_int_equal(again.it[0].task_id, h.it[0].task_id);
+    ack(f, again.it[0].task_id, 0);
+    assert_int_equal(d.calls, 1);
     assert_int_equal(pull(f).n, 0);
 }
 
@@ -320,6 +326,35 @@ static void test_timeout_fences_holder(void **state)
     /* a late ack of the fenced delete settles nothing */
     ack(f, 1, 0);
     assert_int_equal(d.calls, 1);
+}
+
+/* A heartbeat answer lost with its connection loses the deletes it carried (the mailbox forgot
+ * them once handed out): unacknowledged, a delete is pushed again after a quarter of the timeout,
+ * so the holder acknowledges it and is not fenced. */
+static void test_lost_answer_resent(void **state)
+{
+    struct fx *f = *state;
+    uint64_t v = put(f, "k", 10);
+    offload_all(f);
+    struct done d = {0};
+    assert_int_equal(mc_master_remove_wait(f->m, "k", 1, false, on_done, &d), MC_MASTER_PENDING);
+    struct hb lost = pull(f); /* never reaches the holder */
+    assert_int_equal(lost.n, 1);
+    assert_int_equal(mc_master_tick_offload(f->m), 0);
+    assert_int_equal(pull(f).n, 0); /* not yet: a quarter of the timeout */
+    mc_fake_clock_advance_ms(&f->fc, TIMEOUT_MS / 4);
+    assert_int_equal(mc_master_tick_offload(f->m), 0);
+    struct hb h = pull(f);
+    assert_int_equal(h.n, 1);
+    assert_true(h.it[0].drop);
+    assert_string_equal(h.it[0].key, "k");
+    assert_int_equal(h.it[0].version, v);
+    assert_int_equal(h.it[0].task_id, lost.it[0].task_id); /* the same delete, again */
+    ack(f, h.it[0].task_id, 1);
+    assert_int_equal(d.calls, 1);
+    mc_fake_clock_advance_ms(&f->fc, TIMEOUT_MS);
+    assert_int_equal(mc_master_tick_offload(f->m), 0); /* nothing left to fence */
+    assert_int_equal(ostats(f).holders_fenced, 0);
 }
 
 /* A holder with no mailbox when the Remove runs is fenced at once: nothing to wait for. */
@@ -451,6 +486,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_holder_without_mailbox_fenced_at_once, setup,
                                         teardown),
         cmocka_unit_test(test_unqueued_delete_fails_remove),
+        cmocka_unit_test_setup_teardown(test_lost_answer_resent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_and_remove_all_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reput_never_shadowed, setup, teardown),
     };

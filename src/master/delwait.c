@@ -32,6 +32,8 @@ struct ent {
     struct ent *next_id, *next_key;
     struct mc_delop *op;
     uint64_t task_id, version, deadline_ms, key_hash;
+    uint64_t resend_ms; /* when it is pushed again if still outstanding (0: when in the
+                         * horizon of mc_delwait_due_resend) */
     struct mc_id holder;
     uint16_t key_len;
     char key[];
@@ -289,6 +291,47 @@ size_t mc_delwait_settle_holder(struct mc_delwait *w, struct mc_id holder, uint6
     w_unlock(w);
     run_done(done);
     return settled;
+}
+
+size_t mc_delwait_due_resend(struct mc_delwait *w, uint64_t now_ms, uint64_t interval_ms,
+                             uint64_t horizon_ms, size_t max, struct mc_delwait_resend **out)
+{
+    *out = NULL;
+    if (atomic_load_explicit(&w->n, memory_order_relaxed) == 0 || max == 0)
+        return 0;
+    struct mc_delwait_resend *v = NULL;
+    size_t n = 0;
+    w_lock(w);
+    for (struct ent *e = w->head; e && e->deadline_ms <= now_ms + horizon_ms && n < max;
+         e = e->next) {
+        if (e->task_id == 0)
+            continue; /* never pushed: fenced at its deadline */
+        /* first due once added + interval (deadline - horizon) passed, then every interval */
+        if (e->resend_ms > now_ms)
+            continue;
+        if (!v && !(v = calloc(max, sizeof(*v))))
+            break;
+        char *k = malloc(e->key_len ? e->key_len : 1);
+        if (!k)
+            break;
+        memcpy(k, e->key, e->key_len);
+        v[n++] = (struct mc_delwait_resend){.task_id = e->task_id,
+                                            .version = e->version,
+                                            .holder = e->holder,
+                                            .key_len = e->key_len,
+                                            .key = k};
+        e->resend_ms = now_ms + interval_ms;
+    }
+    w_unlock(w);
+    *out = v;
+    return n;
+}
+
+void mc_delwait_resend_free(struct mc_delwait_resend *v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i].key);
+    free(v);
 }
 
 bool mc_delwait_blocks(struct mc_delwait *w, const char *key, size_t key_len, uint64_t version)

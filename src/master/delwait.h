@@ -68,6 +68,21 @@ size_t mc_delwait_settle_holder(struct mc_delwait *w, struct mc_id holder, uint6
 /* The highest version among holder's outstanding entries (0: none). */
 uint64_t mc_delwait_holder_version(struct mc_delwait *w, struct mc_id holder);
 
+/* A delete handed out whose ack has not come: its answer may have been lost with a dropped
+ * connection (a mailbox forgets a delete once it handed it out), so it is pushed again. */
+struct mc_delwait_resend {
+    uint64_t task_id, version;
+    struct mc_id holder;
+    size_t key_len;
+    char *key; /* malloc'd */
+};
+/* Entries still outstanding: first when their deadline is within horizon_ms of now (with
+ * horizon = timeout - interval: interval_ms after they were added), then every interval_ms; at
+ * most max, into a malloc'd *out (free with mc_delwait_resend_free). */
+size_t mc_delwait_due_resend(struct mc_delwait *w, uint64_t now_ms, uint64_t interval_ms,
+                             uint64_t horizon_ms, size_t max, struct mc_delwait_resend **out);
+void mc_delwait_resend_free(struct mc_delwait_resend *v, size_t n);
+
 /* Whether an outstanding delete of key covers version (an entry of the key at or above it). */
 bool mc_delwait_blocks(struct mc_delwait *w, const char *key, size_t key_len, uint64_t version);
 /* Outstanding entries (cheap: an atomic). */

@@ -70,6 +70,8 @@ struct holder_rec {
     X(deletes, "master_offload_deletes_queued_total", "disk record deletes queued")                \
     X(deletes_acked, "master_offload_deletes_acked_total",                                         \
       "disk record deletes the holder acknowledged durable")                                       \
+    X(deletes_resent, "master_offload_deletes_resent_total",                                       \
+      "deletes pushed again: handed out, not acknowledged within a quarter of the timeout")        \
     X(deletes_refused, "master_offload_deletes_refused_total",                                     \
       "Removes failed because a delete could not be queued at a holder")                           \
     X(fenced, "master_holders_fenced_total",                                                       \
@@ -545,13 +547,34 @@ static size_t fence_overdue(struct mc_master *m)
     return n;
 }
 
+/* Deletes handed out but not acknowledged within a quarter of the timeout are pushed again (a
+ * heartbeat answer lost with a dropped connection loses its deletes: the mailbox forgets a
+ * delete once handed out, and applying one twice is harmless), so a lost answer costs a resend,
+ * not a fence. */
+static void resend_unacked(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    uint64_t interval = off->delete_timeout_ms / 4 ? off->delete_timeout_ms / 4 : 1;
+    struct mc_delwait_resend *v;
+    size_t n = mc_delwait_due_resend(off->dw, mc_master_now_ms(m), interval,
+                                     off->delete_timeout_ms - interval, 1024, &v);
+    /* the same task id: whichever copy the holder acknowledges settles it */
+    for (size_t i = 0; i < n; i++)
+        if (mc_mailbox_push_id(off->mb, v[i].holder, MC_TASK_DELETE, v[i].key, v[i].key_len,
+                               v[i].version, 0, 0, false, 0, v[i].task_id) == MC_OK)
+            INC(off, deletes_resent);
+    mc_delwait_resend_free(v, n);
+}
+
 int mc_master_tick_offload(struct mc_master *m)
 {
     if (!m->offload)
         return 0;
     mc_mailboxes_tick_polls(m->offload->mb);
     mc_mailboxes_wake(m->offload->mb);
-    return (int)fence_overdue(m);
+    int n = (int)fence_overdue(m);
+    resend_unacked(m);
+    return n;
 }
 
 int mc_master_offload_ack_deletes(struct mc_master *m, struct mc_id client, const uint64_t *ids,
