@@ -325,21 +325,37 @@ static size_t run_answer(struct mc_worker *w, const Mc__OffloadObjectHeartbeatRe
     Mc__OffloadTaskItem **batch = calloc(r->n_items ? r->n_items : 1, sizeof(*batch));
     size_t nb = 0, ntasks = 0, deleted = 0, nacks = 0;
     uint64_t bytes = 0;
-    for (size_t i = 0; acks && i < r->n_items; i++) {
+    /* the deletes, all dead marks in one store call */
+    const char **dk = calloc(r->n_items ? r->n_items : 1, sizeof(*dk));
+    uint64_t *dv = calloc(r->n_items ? r->n_items : 1, sizeof(*dv)), *did = NULL;
+    int *drc = calloc(r->n_items ? r->n_items : 1, sizeof(*drc));
+    did = calloc(r->n_items ? r->n_items : 1, sizeof(*did));
+    size_t nd = 0;
+    for (size_t i = 0; acks && dk && dv && drc && did && i < r->n_items; i++) {
         Mc__OffloadTaskItem *it = r->items[i];
         if (!it || !it->key || !*it->key || !is_delete(it))
             continue;
-        int rc = mc_disk_tier_delete(tier, it->key, it->version);
-        if (rc == 0) {
+        dk[nd] = it->key;
+        dv[nd] = it->version;
+        did[nd++] = it->task_id;
+    }
+    if (nd)
+        (void)mc_disk_tier_delete_many(tier, dk, dv, nd, drc);
+    for (size_t i = 0; i < nd; i++) {
+        if (drc[i] == 0) {
             deleted++;
-            if (it->task_id) /* an older master sends none: nothing waits */
-                acks[nacks++] = it->task_id;
+            if (did[i]) /* an older master sends none: nothing waits */
+                acks[nacks++] = did[i];
         } else {
             /* not acknowledged: the master fences this holder after its delete timeout */
             mc_warn("worker", "delete of a removed key's record failed; not acknowledged",
-                    "key=%s rc=%s", it->key, mc_strerror(rc));
+                    "key=%s rc=%s", dk[i], mc_strerror(drc[i]));
         }
     }
+    free(dk);
+    free(dv);
+    free(drc);
+    free(did);
     for (size_t i = 0; batch && i < r->n_items; i++) {
         Mc__OffloadTaskItem *it = r->items[i];
         if (!it || !it->key || !*it->key || is_delete(it))
