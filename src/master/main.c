@@ -168,7 +168,8 @@ static const struct mc_flag g_flags[] = {
                    "a Remove waits this long at most for a disk holder to acknowledge deleting "
                    "its copy; a holder silent that long is fenced (its copies at or below the "
                    "fence version are void, its re-registration of them refused) and "
-                   "deregistered, and the Remove completes, in 1..3600000",
+                   "deregistered, and the Remove completes, in 1..3600000 (keep it below the "
+                   "clients' RPC timeout, 5 s by default)",
                    &F.holder_delete_timeout_ms),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
