@@ -15,7 +15,10 @@
  *   - a Put of the key during or after the wait gets a fresh version the old record never
  *     shadows.
  */
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -115,7 +118,7 @@ static struct hb pull(struct fx *f)
 {
     struct hb h;
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, on_hb, &h), 1);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 64, 0, on_hb, &h), 1);
     assert_int_equal(h.calls, 1);
     return h;
 }
@@ -138,19 +141,21 @@ static uint64_t put(struct fx *f, const char *key, uint64_t size)
 /* Pulls and completes every offload task queued (each gets its disk copy at a). */
 static void offload_all(struct fx *f)
 {
-    struct hb h = pull(f);
-    for (size_t i = 0; i < h.n; i++) {
-        assert_false(h.it[i].drop);
-        struct mc_offload_result it = {.task_id = h.it[i].task_id,
-                                       .key = h.it[i].key,
-                                       .key_len = strlen(h.it[i].key),
-                                       .size = h.it[i].size,
-                                       .version = h.it[i].version,
-                                       .crc32c = h.it[i].crc,
-                                       .crc_valid = true};
-        int rc = -1;
-        assert_int_equal(mc_master_notify_offload(f->m, f->a, &it, 1, false, &rc), MC_OK);
-        assert_int_equal(rc, MC_OK);
+    struct hb h;
+    while ((h = pull(f)).n > 0) {
+        for (size_t i = 0; i < h.n; i++) {
+            assert_false(h.it[i].drop);
+            struct mc_offload_result it = {.task_id = h.it[i].task_id,
+                                           .key = h.it[i].key,
+                                           .key_len = strlen(h.it[i].key),
+                                           .size = h.it[i].size,
+                                           .version = h.it[i].version,
+                                           .crc32c = h.it[i].crc,
+                                           .crc_valid = true};
+            int rc = -1;
+            assert_int_equal(mc_master_notify_offload(f->m, f->a, &it, 1, false, &rc), MC_OK);
+            assert_int_equal(rc, MC_OK);
+        }
     }
     mc_fake_clock_advance_ms(&f->fc, 1); /* past PutEnd's zero-length lease */
 }
@@ -477,6 +482,96 @@ static void test_reput_never_shadowed(void **state)
     assert_int_equal(g.version, v2);
 }
 
+/* Threads (TSan): two removers wait on Removes while a holder thread pulls and acknowledges
+ * deletes and a ticker ticks; every Remove completes exactly once, with MC_OK, none fenced. */
+#define TN 200
+struct thr {
+    struct fx *f;
+    _Atomic int stop;
+    _Atomic int done_calls;
+    int first;
+};
+
+static void on_done_count(void *arg, int rc)
+{
+    struct thr *t = arg;
+    assert_int_equal(rc, MC_OK);
+    atomic_fetch_add(&t->done_calls, 1);
+}
+
+static void *holder_thread(void *arg)
+{
+    struct thr *t = arg;
+    while (!atomic_load(&t->stop)) {
+        struct hb h;
+        memset(&h, 0, sizeof(h));
+        if (mc_master_offload_heartbeat(t->f->m, t->f->a, true, 64, 0, on_hb, &h) != 1)
+            continue;
+        uint64_t ids[64];
+        size_t n = 0;
+        for (size_t i = 0; i < h.n && i < 64; i++)
+            if (h.it[i].drop)
+                ids[n++] = h.it[i].task_id;
+        if (n)
+            mc_master_offload_ack_deletes(t->f->m, t->f->a, ids, n);
+        mc_master_tick_offload(t->f->m);
+    }
+    return NULL;
+}
+
+struct remover {
+    struct thr *t;
+    int from, to;
+    int pending, now;
+};
+
+static void *remover_thread(void *arg)
+{
+    struct remover *r = arg;
+    char key[32];
+    for (int k = r->from; k < r->to; k++) {
+        snprintf(key, sizeof(key), "t%d", k);
+        int rc = mc_master_remove_wait(r->t->f->m, key, strlen(key), false, on_done_count, r->t);
+        if (rc == MC_MASTER_PENDING)
+            r->pending++;
+        else if (rc == MC_OK)
+            r->now++;
+    }
+    return NULL;
+}
+
+static void test_threads_remove_and_ack(void **state)
+{
+    struct fx *f = *state;
+    char key[32];
+    for (int k = 0; k < TN; k++) {
+        snprintf(key, sizeof(key), "t%d", k);
+        put(f, key, 10);
+    }
+    offload_all(f);
+    struct thr t = {.f = f};
+    pthread_t ht;
+    assert_int_equal(pthread_create(&ht, NULL, holder_thread, &t), 0);
+    struct remover r[2] = {{.t = &t, .from = 0, .to = TN / 2}, {.t = &t, .from = TN / 2, .to = TN}};
+    pthread_t rt[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&rt[i], NULL, remover_thread, &r[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(rt[i], NULL);
+    int pending = r[0].pending + r[1].pending;
+    assert_int_equal(pending + r[0].now + r[1].now, TN);
+    for (int i = 0; i < 5000 && atomic_load(&t.done_calls) < pending; i++)
+        sched_yield();
+    while (atomic_load(&t.done_calls) < pending)
+        sched_yield(); /* the holder thread acks them all (the fake clock never times out) */
+    atomic_store(&t.stop, 1);
+    pthread_join(ht, NULL);
+    assert_int_equal(atomic_load(&t.done_calls), pending);
+    assert_int_equal(ostats(f).holders_fenced, 0);
+    assert_int_equal(ostats(f).deletes_outstanding, 0);
+    assert_int_equal(ostats(f).disk_replicas, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +584,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lost_answer_resent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_and_remove_all_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reput_never_shadowed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_threads_remove_and_ack, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

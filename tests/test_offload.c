@@ -1208,6 +1208,12 @@ static void *mt_holder(void *arg)
         memset(&t->h, 0, sizeof(t->h));
         pthread_mutex_unlock(&t->mu);
         int rc = mc_master_offload_heartbeat(t->f->m, t->f->a, true, 16, 10000, mt_reply, t);
+        if (rc == MC_ERR_SEGMENT_NOT_FOUND && atomic_load(&t->stop)) {
+            /* the clock jumped while a delete of its last answer was not yet acknowledged:
+             * fenced and deregistered (the delete rule) */
+            atomic_store(&t->done, true);
+            return NULL;
+        }
         assert_true(rc == 0 || rc == 1);
         pthread_mutex_lock(&t->mu);
         while (!t->answered)
@@ -1215,8 +1221,10 @@ static void *mt_holder(void *arg)
         struct hb h = t->h;
         pthread_mutex_unlock(&t->mu);
         for (size_t i = 0; i < h.n; i++) {
-            if (h.it[i].drop)
+            if (h.it[i].drop) { /* a holder acknowledges its deletes (the delete rule) */
+                mc_master_offload_ack_deletes(t->f->m, t->f->a, &h.it[i].task_id, 1);
                 continue;
+            }
             report(t->f, t->f->a, h.it[i].task_id, h.it[i].key, (i % 5 == 4) ? -1 : 0, h.it[i].size,
                    h.it[i].version, h.it[i].crc);
             atomic_fetch_add(&t->reports, 1);

@@ -206,6 +206,19 @@ int mc_delwait_add(struct mc_delwait *w, struct mc_delop *op, uint64_t task_id, 
     return 0;
 }
 
+void mc_delwait_forget(struct mc_delwait *w, struct mc_id holder, uint64_t task_id)
+{
+    struct mc_delop *done = NULL;
+    w_lock(w);
+    struct ent *e = w->by_id[id_bucket(task_id)];
+    while (e && !(e->task_id == task_id && mc_id_eq(e->holder, holder)))
+        e = e->next_id;
+    if (e)
+        ent_settle(w, e, &done); /* its op is not sealed: done stays empty */
+    w_unlock(w);
+    run_done(done);
+}
+
 size_t mc_delwait_ack(struct mc_delwait *w, struct mc_id holder, const uint64_t *ids, size_t n)
 {
     if (n == 0 || atomic_load_explicit(&w->n, memory_order_relaxed) == 0)

@@ -50,6 +50,10 @@ int mc_delop_seal(struct mc_delwait *w, struct mc_delop *op, int rc);
 int mc_delwait_add(struct mc_delwait *w, struct mc_delop *op, uint64_t task_id, struct mc_id holder,
                    const char *key, size_t key_len, uint64_t version, uint64_t deadline_ms);
 
+/* Forgets the entry task_id of holder (its push failed), completing nothing: call it only
+ * before its operation is sealed. */
+void mc_delwait_forget(struct mc_delwait *w, struct mc_id holder, uint64_t task_id);
+
 /* holder acknowledged task ids (unknown ids, or another holder's, are ignored). Settled
  * operations complete before this returns. Returns how many entries were settled. */
 size_t mc_delwait_ack(struct mc_delwait *w, struct mc_id holder, const uint64_t *ids, size_t n);

@@ -568,6 +568,16 @@ int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_t
                      src, task_id, true);
 }
 
+int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                             const char *key, size_t key_len, uint64_t version, uint64_t size,
+                             uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id)
+{
+    if (task_id == 0)
+        return MC_ERR_INVALID_PARAMS;
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, NULL, NULL, true);
+}
+
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
                     struct mc_task_list *out)
 {

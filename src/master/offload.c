@@ -343,10 +343,16 @@ static int push_delete(struct mc_master *m, struct mc_object *o, struct mc_id ho
                        struct mc_delop *op)
 {
     struct mc_offload *off = m->offload;
-    uint64_t id = 0;
-    int rc = mc_mailbox_push_quiet(off->mb, holder, MC_TASK_DELETE, mc_obj_key(o), o->key_len,
-                                   o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0, 0,
-                                   NULL, &id);
+    /* recorded before it is pushed: the holder may pull and acknowledge it at once */
+    uint64_t id = mc_mailboxes_reserve_id(off->mb);
+    uint64_t deadline = mc_master_now_ms(m) + off->delete_timeout_ms;
+    bool recorded = mc_delwait_add(off->dw, op, id, holder, mc_obj_key(o), o->key_len, o->version,
+                                   deadline) == 0;
+    int rc = mc_mailbox_push_quiet_id(off->mb, holder, MC_TASK_DELETE, mc_obj_key(o), o->key_len,
+                                      o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
+                                      0, id);
+    if (rc != MC_OK && recorded)
+        mc_delwait_forget(off->dw, holder, id);
     if (rc == MC_ERR_CLIENT_NOT_FOUND) { /* deregistered meanwhile (expiry, unmount) */
         fence_now(off, holder, o->version);
         return MC_OK;
@@ -354,14 +360,11 @@ static int push_delete(struct mc_master *m, struct mc_object *o, struct mc_id ho
     if (rc != MC_OK)
         return rc;
     INC(off, deletes);
-    uint64_t deadline = mc_master_now_ms(m) + off->delete_timeout_ms;
-    if (mc_delwait_add(off->dw, op, id, holder, mc_obj_key(o), o->key_len, o->version, deadline) !=
-        0) {
-        /* cannot wait for it: the holder is fenced at the next tick (an entry due now) or,
-         * failing even that, at once */
-        if (mc_delwait_add(off->dw, NULL, 0, holder, mc_obj_key(o), o->key_len, o->version, 0) != 0)
-            fence_now(off, holder, o->version);
-    }
+    /* cannot wait for it: the holder is fenced at the next tick (an entry due now) or, failing
+     * even that, at once */
+    if (!recorded &&
+        mc_delwait_add(off->dw, NULL, 0, holder, mc_obj_key(o), o->key_len, o->version, 0) != 0)
+        fence_now(off, holder, o->version);
     return MC_OK;
 }
 
