@@ -34,3 +34,12 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
               LIBS mc_client_static Threads::Threads TIMEOUT 400)
   add_dependencies(test_faults_tier_kill mooncake_master mc_client_daemon)
 endif()
+# The delete rule across a master crash: Removes acknowledged before a kill -9 of the master stay
+# removed after its restart (the holder re-registers what it still has); re-Put keys read their
+# new bytes.
+if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_delete_rule_cluster SOURCES test_delete_rule_cluster.c cluster_util.c
+              cluster_data.c tier_query.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  add_dependencies(test_delete_rule_cluster mooncake_master mc_client_daemon)
+endif()

@@ -2,3 +2,7 @@
 # long-polls, version-checked completions and re-registration, cancellation and expiry.
 mc_add_test(test_offload SOURCES test_offload.c LIBS mc_master_core Threads::Threads LABELS tsan
             TIMEOUT 60)
+# The delete rule (DESIGN.md §7): a Remove answers after its disk holders' durable delete or
+# their fence; fenced holders re-register nothing at or below the fence.
+mc_add_test(test_delete_rule SOURCES test_delete_rule.c LIBS mc_master_core Threads::Threads
+            LABELS tsan TIMEOUT 60)

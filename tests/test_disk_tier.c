@@ -40,6 +40,8 @@
 #include <cmocka.h>
 
 #include "client/client_internal.h"
+#include "client/disk_store.h"
+#include "client/disk_tier.h"
 #include "client/transport.h"
 #include "cluster_data.h"
 #include "common/rpc_client.h"
@@ -484,6 +486,31 @@ static void test_in_process_holder(void **state)
     uint64_t calls = (w1.heartbeats - w0.heartbeats) + (w1.errors - w0.errors);
     fprintf(stderr, "in_process_holder: %llu heartbeats in 3 s idle\n", (unsigned long long)calls);
     assert_true(calls >= 1 && calls <= 6);
+
+    /* the worker's batched delete (the master's deletes of one heartbeat): a record at or below
+     * its version goes, a newer one stays, an absent key or a repeat is done already */
+    struct mc_disk_tier *t = atomic_load(&p->disk);
+    struct mc_disk_store *st = mc_disk_tier_store(t);
+    char names[2][32];
+    uint64_t vers[2];
+    int found = 0;
+    for (int i = 0; i < N && found < 2; i++) {
+        struct mc_disk_record_info ri;
+        key_of(1000 + i, names[found], sizeof(names[found]));
+        if (mc_disk_store_lookup(st, names[found], (uint32_t)strlen(names[found]), &ri) == 0)
+            vers[found++] = ri.version;
+    }
+    assert_int_equal(found, 2);
+    const char *dk[4] = {names[0], names[1], "no-such-key", names[0]};
+    uint64_t dv[4] = {vers[0], vers[1] - 1, 1, vers[0]};
+    int drc[4] = {-1, -1, -1, -1};
+    assert_int_equal(mc_disk_tier_delete_many(t, dk, dv, 4, drc), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(drc[i], 0);
+    struct mc_disk_record_info ri;
+    assert_int_equal(mc_disk_store_lookup(st, names[0], (uint32_t)strlen(names[0]), &ri),
+                     MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_disk_store_lookup(st, names[1], (uint32_t)strlen(names[1]), &ri), 0);
     mc_client_close(p);
 }
 

@@ -504,8 +504,9 @@ static void test_holder_close_drops_tasks_and_answers_poll(void **state)
     assert_int_equal(st.parked, 0);
 }
 
-/* One mailbox carries several kinds: an offload poll takes only offloads, a promotion push
- * answers only the promotion poll, a completion names the holder that owns the task. */
+/* One mailbox carries several kinds: a promotion push answers only the promotion poll, a delete
+ * push wakes the offload poll (the holder's deletes go out on it, ahead of offloads: the delete
+ * rule), a completion names the holder that owns the task. */
 static void test_kinds_share_mailbox_without_mixing(void **state)
 {
     struct fx *f = *state;
@@ -517,8 +518,20 @@ static void test_kinds_share_mailbox_without_mixing(void **state)
     assert_int_equal(pro.calls, 1);
     assert_int_equal(pro.n, 1);
     assert_int_equal(off.calls, 0);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o", 0, NULL), MC_OK); /* answers off */
+    assert_int_equal(off.calls, 1);
+    assert_int_equal(off.n, 1);
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &off), 0);
     assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d", 0, NULL), MC_OK);
-    assert_int_equal(off.calls, 0);
+    assert_int_equal(off.calls, 2); /* woken by the delete, given the delete alone */
+    assert_int_equal(off.n, 1);
+    assert_string_equal(off.keys[0], "d");
+    assert_int_equal(push(f, f->a, MC_TASK_DELETE, "d2", 0, NULL), MC_OK);
+    assert_int_equal(push(f, f->a, MC_TASK_OFFLOAD, "o2", 0, NULL), MC_OK);
+    struct poll_rec off2 = {0}; /* deletes queued: answered at once with the deletes only */
+    assert_int_equal(mc_mailbox_park(f->t, f->a, MC_TASK_OFFLOAD, 0, 5000, on_reply, &off2), 1);
+    assert_int_equal(off2.n, 1);
+    assert_string_equal(off2.keys[0], "d2");
     assert_null(mc_mailbox_complete(f->t, f->b, pid, false)); /* not b's task */
     struct mc_task *x = mc_mailbox_complete(f->t, f->a, pid, true);
     assert_non_null(x);
@@ -527,7 +540,7 @@ static void test_kinds_share_mailbox_without_mixing(void **state)
     struct mc_mailbox_stats st;
     mc_mailboxes_stats(f->t, &st);
     assert_int_equal(st.nacked, 1);
-    assert_int_equal(st.in_mailboxes, 1); /* the delete */
+    assert_int_equal(st.in_mailboxes, 2); /* o in flight, o2 queued */
     assert_int_equal(
         mc_mailbox_push(f->t, f->a, (enum mc_task_kind)9, "k", 1, 0, 0, 0, false, 0, NULL),
         MC_ERR_INVALID_PARAMS);

@@ -1412,10 +1412,33 @@ static void *hb_thread(void *arg)
     return NULL;
 }
 
+/* A Remove on its own connection (it waits for the holder's ack). */
+struct rm_call {
+    struct mc_rpc_client *c;
+    Mc__Uuid *client;
+    const char *key;
+    int rc;
+    uint64_t ms;
+};
+
+static void *rm_thread(void *arg)
+{
+    struct rm_call *r = arg;
+    Mc__RemoveRequest rm = MC__REMOVE_REQUEST__INIT;
+    rm.client_id = r->client;
+    rm.key = (char *)r->key;
+    rm.force = 1;
+    uint64_t t0 = mc_now_ms();
+    r->rc = call(r->c, MC_METHOD_REMOVE, &rm, &mc__remove_response__descriptor, NULL);
+    r->ms = mc_now_ms() - t0;
+    return NULL;
+}
+
 /* --enable_offload: a holder mounts its disk, long-polls for the task of a Put (answered when the
  * task arrives, or empty at its wait), reports it stored; Get lists the LOCAL_DISK replica with
  * the holder's endpoint; ListSegments and /metrics show the disk; a Remove sends the holder a
- * delete; SIGTERM with a heartbeat parked exits cleanly. */
+ * delete and answers once the holder acknowledges it; SIGTERM with a heartbeat parked exits
+ * cleanly. */
 static void test_offload_rpcs(void **state)
 {
     struct daemon *d = *state;
@@ -1526,19 +1549,33 @@ static void test_offload_rpcs(void **state)
     free(d->body);
     d->body = NULL;
 
-    /* Remove: the holder gets a delete of that version with its next heartbeat */
-    Mc__RemoveRequest rm = MC__REMOVE_REQUEST__INIT;
-    rm.client_id = &a;
-    rm.key = "k";
-    rm.force = 1;
-    assert_int_equal(call(d->c, MC_METHOD_REMOVE, &rm, &mc__remove_response__descriptor, NULL), 0);
+    /* Remove: the holder's parked heartbeat gets a delete of that version at once, and the
+     * Remove answers when the holder acknowledges it (the delete rule), not at the timeout */
     h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 5000};
-    hb_thread(&h);
+    assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
+    struct rm_call rmc = {.c = d->c, .client = &a, .key = "k"};
+    pthread_t rth;
+    assert_int_equal(pthread_create(&rth, NULL, rm_thread, &rmc), 0);
+    pthread_join(th, NULL);
     assert_int_equal(h.rc, 0);
+    assert_true(h.ms < 4000); /* woken by the delete, not the 5 s wait */
     assert_int_equal(h.resp->n_items, 1);
     assert_true(h.resp->items[0]->drop);
     assert_int_equal(h.resp->items[0]->version, version);
+    uint64_t del_id = h.resp->items[0]->task_id;
+    assert_int_not_equal(del_id, 0);
     FREE_MSG(h.resp);
+    Mc__OffloadObjectHeartbeatRequest ackr = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
+    ackr.client_id = &a;
+    ackr.enable_offloading = 1;
+    ackr.n_acked_delete_task_ids = 1;
+    ackr.acked_delete_task_ids = &del_id;
+    assert_int_equal(call(c2, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &ackr,
+                          &mc__offload_object_heartbeat_response__descriptor, NULL),
+                     0);
+    pthread_join(rth, NULL);
+    assert_int_equal(rmc.rc, 0);
+    assert_true(rmc.ms < 1500); /* the ack answered it, not the 2 s fence */
 
     /* a disk eviction of an absent key, and one of a non-holder */
     Mc__EvictDiskReplicaRequest ev = MC__EVICT_DISK_REPLICA_REQUEST__INIT;

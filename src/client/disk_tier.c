@@ -373,6 +373,46 @@ int mc_disk_tier_delete(struct mc_disk_tier *t, const char *key, uint64_t versio
     return rc ? rc : res;
 }
 
+int mc_disk_tier_delete_many(struct mc_disk_tier *t, const char *const *keys,
+                             const uint64_t *versions, size_t n, int *rcs)
+{
+    const char **ks = calloc(n ? n : 1, sizeof(*ks));
+    uint32_t *kls = calloc(n ? n : 1, sizeof(*kls));
+    size_t *at = calloc(n ? n : 1, sizeof(*at)); /* ks index -> keys index */
+    int *res = calloc(n ? n : 1, sizeof(*res));
+    int first = 0;
+    size_t m = 0;
+    if (!ks || !kls || !at || !res) {
+        for (size_t i = 0; i < n; i++) /* one at a time */
+            rcs[i] = mc_disk_tier_delete(t, keys[i], versions[i]);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint32_t kl = (uint32_t)strlen(keys[i]);
+        struct mc_disk_record_info info;
+        int rc = mc_disk_store_lookup(t->store, keys[i], kl, &info);
+        rcs[i] = rc == MC_ERR_OBJECT_NOT_FOUND ? 0 : rc;
+        if (rc != 0 || (versions[i] && info.version > versions[i]))
+            continue; /* absent, newer than the one meant, or a lookup error */
+        ks[m] = keys[i];
+        kls[m] = kl;
+        at[m++] = i;
+    }
+    if (m) {
+        (void)mc_disk_store_remove(t->store, ks, kls, m, res); /* per key in res */
+        for (size_t j = 0; j < m; j++) /* not found: gone meanwhile, or the same key twice */
+            rcs[at[j]] = res[j] == MC_ERR_OBJECT_NOT_FOUND ? 0 : res[j];
+    }
+out:
+    for (size_t i = 0; i < n && !first; i++)
+        first = rcs[i];
+    free(ks);
+    free(kls);
+    free(at);
+    free(res);
+    return first;
+}
+
 /* ---- reads ---------------------------------------------------------------------------------- */
 
 /* Reads items from the store, each into its buf (cap = round_up(size) when padded, else

@@ -107,6 +107,12 @@ void mc_disk_tier_read(struct mc_disk_tier *t, struct mc_disk_read_item *items, 
 /* Deletes key's record when its version is <= version (0 = any): the master removed the object
  * or refused the record. 0 (also when there is nothing to delete) or the store's error. */
 int mc_disk_tier_delete(struct mc_disk_tier *t, const char *key, uint64_t version);
+/* The same for n keys at once (the master's deletes of one heartbeat): the dead marks of every
+ * record to drop go to the store in one call, written through one ring. rcs[i]: 0 when key i's
+ * record is gone (or was never there, or is newer than versions[i]), else why not (it stays: its
+ * delete must not be acknowledged). Returns 0 or the first failure. */
+int mc_disk_tier_delete_many(struct mc_disk_tier *t, const char *const *keys,
+                             const uint64_t *versions, size_t n, int *rcs);
 
 struct mc_disk_tier_stats {
     uint64_t reregistered; /* records the master accepted at (re-)registration */

@@ -315,62 +315,51 @@ out:
     free(pres);
 }
 
-static void offload_step(struct mc_worker *w)
+/* Runs one heartbeat's answer: its deletes first, each applied durably (the record's dead mark
+ * written) and its task id appended to acks (room for r->n_items), then its offload tasks in
+ * batches. Returns how many acks it appended. */
+static size_t run_answer(struct mc_worker *w, const Mc__OffloadObjectHeartbeatResponse *r,
+                         uint64_t *acks)
 {
     struct mc_disk_tier *tier = w->cfg.tier;
-    if (mc_disk_tier_take_register(tier)) {
-        int rc = mc_disk_tier_register(tier);
-        if (rc) {
-            mc_disk_tier_want_register(tier);
-            mc_worker_pause_ms(w, mc_disk_tier_master_lacks_tier(rc) ? w->cfg.wait_ms
-                                                                     : MC_WORKER_RETRY_MS);
-            return;
-        }
-    }
-    Mc__Uuid u;
-    Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
-    req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
-    req.enable_offloading = true;
-    req.wait_ms = w->cfg.wait_ms;
-    req.max_items = w->cfg.max_items;
-    ProtobufCMessage *m = NULL;
-    int rc = mc_master_conn_call_wait(w->cfg.mc, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &req.base,
-                                      &mc__offload_object_heartbeat_response__descriptor,
-                                      w->cfg.wait_ms, &m);
-    if (mc_disk_tier_master_lacks_tier(rc)) {
-        /* a master without the tier: ask again (and register) at the long-poll pace */
-        mc_disk_tier_want_register(tier);
-        mc_worker_count(w, &w->st.errors, 1);
-        mc_worker_pause_ms(w, w->cfg.wait_ms);
-        return;
-    }
-    if (rc) {
-        if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT) {
-            /* the master does not know this holder (restart, expiry): register again */
-            mc_info("worker", "offload heartbeat refused; registering the disk tier again", "rc=%s",
-                    mc_strerror(rc));
-            mc_disk_tier_want_register(tier);
-        }
-        mc_worker_count(w, &w->st.errors, 1);
-        mc_worker_pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : MC_WORKER_RETRY_MS);
-        return;
-    }
-    const Mc__OffloadObjectHeartbeatResponse *r = (const Mc__OffloadObjectHeartbeatResponse *)m;
-    pthread_mutex_lock(&w->mu);
-    w->st.heartbeats++;
-    pthread_mutex_unlock(&w->mu);
     Mc__OffloadTaskItem **batch = calloc(r->n_items ? r->n_items : 1, sizeof(*batch));
-    size_t nb = 0, ntasks = 0, deleted = 0;
+    size_t nb = 0, ntasks = 0, deleted = 0, nacks = 0;
     uint64_t bytes = 0;
+    /* the deletes, all dead marks in one store call */
+    const char **dk = calloc(r->n_items ? r->n_items : 1, sizeof(*dk));
+    uint64_t *dv = calloc(r->n_items ? r->n_items : 1, sizeof(*dv)), *did = NULL;
+    int *drc = calloc(r->n_items ? r->n_items : 1, sizeof(*drc));
+    did = calloc(r->n_items ? r->n_items : 1, sizeof(*did));
+    size_t nd = 0;
+    for (size_t i = 0; acks && dk && dv && drc && did && i < r->n_items; i++) {
+        Mc__OffloadTaskItem *it = r->items[i];
+        if (!it || !it->key || !*it->key || !is_delete(it))
+            continue;
+        dk[nd] = it->key;
+        dv[nd] = it->version;
+        did[nd++] = it->task_id;
+    }
+    if (nd)
+        (void)mc_disk_tier_delete_many(tier, dk, dv, nd, drc);
+    for (size_t i = 0; i < nd; i++) {
+        if (drc[i] == 0) {
+            deleted++;
+            if (did[i]) /* an older master sends none: nothing waits */
+                acks[nacks++] = did[i];
+        } else {
+            /* not acknowledged: the master fences this holder after its delete timeout */
+            mc_warn("worker", "delete of a removed key's record failed; not acknowledged",
+                    "key=%s rc=%s", dk[i], mc_strerror(drc[i]));
+        }
+    }
+    free(dk);
+    free(dv);
+    free(drc);
+    free(did);
     for (size_t i = 0; batch && i < r->n_items; i++) {
         Mc__OffloadTaskItem *it = r->items[i];
-        if (!it || !it->key || !*it->key)
+        if (!it || !it->key || !*it->key || is_delete(it))
             continue;
-        if (is_delete(it)) {
-            if (mc_disk_tier_delete(tier, it->key, it->version) == 0)
-                deleted++;
-            continue;
-        }
         ntasks++;
         if (nb && bytes + it->size > w->cfg.batch_bytes) {
             offload_batch(w, batch, nb);
@@ -387,7 +376,75 @@ static void offload_step(struct mc_worker *w)
     w->st.tasks += ntasks;
     w->st.deleted += deleted;
     pthread_mutex_unlock(&w->mu);
-    protobuf_c_message_free_unpacked(m, NULL);
+    return nacks;
+}
+
+/* One long-poll and its work. Deletes are acknowledged by the very next heartbeat, sent at once
+ * (a Remove waits for the ack): the step goes on polling while it has acks to carry, and retries
+ * them through a dropped connection. */
+static void offload_step(struct mc_worker *w)
+{
+    struct mc_disk_tier *tier = w->cfg.tier;
+    if (mc_disk_tier_take_register(tier)) {
+        int rc = mc_disk_tier_register(tier);
+        if (rc) {
+            mc_disk_tier_want_register(tier);
+            mc_worker_pause_ms(w, mc_disk_tier_master_lacks_tier(rc) ? w->cfg.wait_ms
+                                                                     : MC_WORKER_RETRY_MS);
+            return;
+        }
+    }
+    uint64_t *acks = NULL;
+    size_t nacks = 0;
+    for (;;) {
+        Mc__Uuid u;
+        Mc__OffloadObjectHeartbeatRequest req = MC__OFFLOAD_OBJECT_HEARTBEAT_REQUEST__INIT;
+        req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
+        req.enable_offloading = true;
+        req.wait_ms = w->cfg.wait_ms;
+        req.max_items = w->cfg.max_items;
+        req.n_acked_delete_task_ids = nacks;
+        req.acked_delete_task_ids = acks;
+        ProtobufCMessage *m = NULL;
+        int rc = mc_master_conn_call_wait(w->cfg.mc, MC_METHOD_OFFLOAD_OBJECT_HEARTBEAT, &req.base,
+                                          &mc__offload_object_heartbeat_response__descriptor,
+                                          w->cfg.wait_ms, &m);
+        if (mc_disk_tier_master_lacks_tier(rc)) {
+            /* a master without the tier: ask again (and register) at the long-poll pace */
+            mc_disk_tier_want_register(tier);
+            mc_worker_count(w, &w->st.errors, 1);
+            mc_worker_pause_ms(w, w->cfg.wait_ms);
+            break;
+        }
+        if (rc && nacks && (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT) &&
+            !atomic_load(&w->stop)) {
+            mc_worker_count(w, &w->st.errors, 1); /* the acks are sent again */
+            mc_worker_pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : MC_WORKER_RETRY_MS);
+            continue;
+        }
+        if (rc) {
+            if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT) {
+                /* the master does not know this holder (restart, expiry): register again */
+                mc_info("worker", "offload heartbeat refused; registering the disk tier again",
+                        "rc=%s", mc_strerror(rc));
+                mc_disk_tier_want_register(tier);
+            }
+            mc_worker_count(w, &w->st.errors, 1);
+            mc_worker_pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : MC_WORKER_RETRY_MS);
+            break;
+        }
+        const Mc__OffloadObjectHeartbeatResponse *r = (const Mc__OffloadObjectHeartbeatResponse *)m;
+        pthread_mutex_lock(&w->mu);
+        w->st.heartbeats++;
+        pthread_mutex_unlock(&w->mu);
+        free(acks);
+        acks = r->n_items ? calloc(r->n_items, sizeof(*acks)) : NULL;
+        nacks = run_answer(w, r, acks);
+        protobuf_c_message_free_unpacked(m, NULL);
+        if (nacks == 0 || atomic_load(&w->stop))
+            break;
+    }
+    free(acks);
 }
 
 /* ---- loops ---------------------------------------------------------------------------------- */

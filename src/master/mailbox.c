@@ -470,6 +470,31 @@ void mc_mailboxes_set_limit(struct mc_mailboxes *t, enum mc_task_kind kind, uint
         atomic_store(&t->limit[kind], limit);
 }
 
+/* The delete rule (DESIGN.md §7): the holder's offload long-poll is also where its deletes go
+ * out, ahead of other work. A poll parked for offload tasks is woken by a delete push too, and
+ * is answered with the queued deletes alone when there are any (the holder applies and
+ * acknowledges them before it starts a batch of offloads). */
+static bool has_work(const struct mc_mbox *b, int k)
+{
+    return b->nqueued[k] > 0 || (k == MC_TASK_OFFLOAD && b->nqueued[MC_TASK_DELETE] > 0);
+}
+
+static void take_for(struct mc_mailboxes *t, struct mc_mbox *b, int k, uint32_t max,
+                     struct mc_task_list *out)
+{
+    if (k == MC_TASK_OFFLOAD && b->nqueued[MC_TASK_DELETE] > 0)
+        k = MC_TASK_DELETE;
+    mbox_take(t, b, MC_TASK_KIND_BIT(k), max, out);
+}
+
+/* The parked poll a push of kind answers: its own kind's, else (a delete) the offload poll's. */
+static int wake_slot(const struct mc_mbox *b, enum mc_task_kind kind)
+{
+    if (kind == MC_TASK_DELETE && !b->w[kind].fn)
+        return MC_TASK_OFFLOAD;
+    return (int)kind;
+}
+
 uint64_t mc_mailboxes_reserve_id(struct mc_mailboxes *t)
 {
     return atomic_fetch_add(&t->next_id, 1);
@@ -546,16 +571,17 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
     ix_add(b, x);
     atomic_fetch_add(&t->present, 1);
     atomic_fetch_add(&t->queued, 1);
-    if (b->w[kind].fn && quiet) {
+    int wk = wake_slot(b, kind);
+    if (b->w[wk].fn && quiet) {
         atomic_store(&t->wake_due, true);
-    } else if (b->w[kind].fn) {
+    } else if (b->w[wk].fn) {
         struct mc_task_list got = {0};
-        if (poll_alive(t, &b->w[kind])) /* else the task stays queued, the poll is dropped */
-            mbox_take(t, b, MC_TASK_KIND_BIT(kind), b->w[kind].max, &got);
+        if (poll_alive(t, &b->w[wk])) /* else the task stays queued, the poll is dropped */
+            take_for(t, b, wk, b->w[wk].max, &got);
         else
             atomic_fetch_add(&t->dead_polls, 1);
-        answers_add(&ans, &b->w[kind], got);
-        b->w[kind].fn = NULL;
+        answers_add(&ans, &b->w[wk], got);
+        b->w[wk].fn = NULL;
         atomic_fetch_sub(&t->parked, 1);
     }
     mbox_unlock(b);
@@ -578,6 +604,16 @@ int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_t
 {
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
                      src, task_id, true);
+}
+
+int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                             const char *key, size_t key_len, uint64_t version, uint64_t size,
+                             uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id)
+{
+    if (task_id == 0)
+        return MC_ERR_INVALID_PARAMS;
+    return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
+                     task_id, NULL, NULL, true);
 }
 
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,
@@ -603,9 +639,9 @@ int mc_mailbox_park(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
         return MC_ERR_CLIENT_NOT_FOUND;
     int answered = 1;
     struct mc_waiter me = {.fn = reply, .arg = arg, .max = max, .holder = holder};
-    if (b->nqueued[kind] > 0 || wait_ms == 0) {
+    if (has_work(b, kind) || wait_ms == 0) {
         struct mc_task_list got = {0};
-        mbox_take(t, b, MC_TASK_KIND_BIT(kind), max, &got);
+        take_for(t, b, kind, max, &got);
         answers_add(&ans, &me, got);
     } else {
         if (b->w[kind].fn) { /* a newer poll replaces the old one, which gets nothing */
@@ -688,6 +724,7 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t
             continue;
         ix_del(b, x);
         flight_unlink(b, x);
+        x->in_flight = 1; /* handed back marked: it had been pulled (the delete rule) */
         list_push(out, x);
         n++;
     }
@@ -740,10 +777,10 @@ static void mbox_answer_polls(struct mc_mailboxes *t, struct mc_mbox *b, uint64_
             if (!answers_add(ans, w, (struct mc_task_list){0}))
                 continue;
             atomic_fetch_add(&t->dead_polls, 1);
-        } else if (wake && b->nqueued[k] > 0) {
+        } else if (wake && has_work(b, k)) {
             if (!answers_add(ans, w, (struct mc_task_list){0}))
                 continue; /* no room to answer now: the next wake or tick does */
-            mbox_take(t, b, MC_TASK_KIND_BIT(k), w->max, &ans->v[ans->n - 1].tasks);
+            take_for(t, b, k, w->max, &ans->v[ans->n - 1].tasks);
         } else if (w->deadline_ms <= now) {
             if (!answers_add(ans, w, (struct mc_task_list){0}))
                 continue;

@@ -143,6 +143,12 @@ int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task
                        const char *key, size_t key_len, uint64_t version, uint64_t size,
                        uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id);
 
+/* mc_mailbox_push_quiet with the id task_id from mc_mailboxes_reserve_id (INVALID_PARAMS for 0):
+ * a caller that must record the id before the holder can see the task. */
+int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                             const char *key, size_t key_len, uint64_t version, uint64_t size,
+                             uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id);
+
 /* Takes up to max (0: all) queued tasks whose kind bit is in kinds, oldest first, into *out
  * (copies). Offload/promotion tasks stay in flight until completed, cancelled or expired.
  * MC_ERR_CLIENT_NOT_FOUND without a mailbox. */

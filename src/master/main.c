@@ -81,6 +81,7 @@ static struct {
     bool offload_force_evict;
     uint64_t offloading_queue_limit;
     uint64_t delete_queue_limit;
+    uint64_t holder_delete_timeout_ms;
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
@@ -170,6 +171,13 @@ static const struct mc_flag g_flags[] = {
                    "disk-record delete tasks one holder may have queued and not yet pulled "
                    "(0 = no limit; a delete past it is refused, never dropped silently)",
                    &F.delete_queue_limit),
+    MC_UINT64_FLAG("holder_delete_timeout_ms", "2000",
+                   "a Remove waits this long at most for a disk holder to acknowledge deleting "
+                   "its copy; a holder silent that long is fenced (its copies at or below the "
+                   "fence version are void, its re-registration of them refused) and "
+                   "deregistered, and the Remove completes, in 1..3600000 (keep it below the "
+                   "clients' RPC timeout, 5 s by default)",
+                   &F.holder_delete_timeout_ms),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
@@ -301,6 +309,9 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
     if (F.delete_queue_limit > UINT32_MAX)
         mc_flags_die("flag --delete_queue_limit must be in 0..4294967295");
     c->delete_queue_limit = (uint32_t)F.delete_queue_limit;
+    if (F.holder_delete_timeout_ms == 0 || F.holder_delete_timeout_ms > 3600000)
+        mc_flags_die("flag --holder_delete_timeout_ms must be in 1..3600000");
+    c->holder_delete_timeout_ms = F.holder_delete_timeout_ms;
     c->offload_cap_ratio = F.offload_cap_ratio;
     promotion_from_flags(c);
     c->manual_ticks = false;

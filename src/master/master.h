@@ -94,6 +94,10 @@ struct mc_master_config {
     uint32_t offloading_queue_limit; /* 50000 offload tasks per holder (queued + in flight) */
     uint32_t delete_queue_limit;     /* 1000000 disk-record delete tasks per holder not yet
                                       * pulled (0: no limit); its own bound, not the offload one */
+    /* The delete rule (DESIGN.md §7): a Remove waits for every live holder of the key's disk
+     * copies to acknowledge its delete; a holder silent this long is fenced (its copies at or
+     * below the fence version are void) and the Remove completes. 0 = 2000. */
+    uint64_t holder_delete_timeout_ms;
 
     /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
      * offload is on (a LOCAL_DISK replica only exists then). */
@@ -299,6 +303,28 @@ int mc_master_batch_remove(struct mc_master *m, const struct mc_key_ref *keys, s
 /* Erases every object that is complete and (force or lease expired); *removed = count. */
 int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed);
 
+/* The delete rule (DESIGN.md §7 "The delete rule"). The calls above erase at once and queue
+ * the deletes of the disk copies without waiting for them (the deletes are still tracked: a
+ * holder that does not acknowledge in time is fenced). The forms below are what the RPCs use:
+ * the object is erased at once (invisible to Gets, and to re-registration while the deletes are
+ * outstanding), and the answer waits until every live holder of its LOCAL_DISK copies has
+ * acknowledged the delete durable (mc_master_offload_ack_deletes) or was fenced by
+ * mc_master_tick_offload after holder_delete_timeout. They return MC_MASTER_PENDING when they
+ * wait: done(arg, rc) is then called exactly once, later, from the thread of the ack or of the
+ * tick, with no master lock held. Otherwise they return the answer now and never call done.
+ * A delete that cannot be queued (a holder's delete queue is full) fails that key's Remove with
+ * TASK_PENDING_LIMIT_EXCEEDED; the object stays. */
+#define MC_MASTER_PENDING 1
+typedef void (*mc_master_done_fn)(void *arg, int rc);
+int mc_master_remove_wait(struct mc_master *m, const char *key, size_t key_len, bool force,
+                          mc_master_done_fn done, void *arg);
+/* rcs are final when this returns; done only says the deletes are settled (rc MC_OK). */
+int mc_master_batch_remove_wait(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                                bool force, int *rcs, mc_master_done_fn done, void *arg);
+/* *removed is final when this returns. */
+int mc_master_remove_all_wait(struct mc_master *m, bool force, uint64_t *removed,
+                              mc_master_done_fn done, void *arg);
+
 /* ---- admin -------------------------------------------------------------------------------- */
 
 struct mc_key_info {
@@ -380,12 +406,13 @@ int mc_master_unmount_local_disk(struct mc_master *m, struct mc_id client);
 #define MC_OFFLOAD_MAX_PER_HEARTBEAT 1024u
 
 /* OffloadObjectHeartbeat, a long-poll: reply(arg, tasks) is called exactly once, with no master
- * lock held, with at most max_items tasks (0 = MC_OFFLOAD_MAX_PER_HEARTBEAT) of kinds
- * MC_TASK_DELETE (queued deletes first) and MC_TASK_OFFLOAD, oldest first; the callee owns the
- * list (mc_task_list_free). Answered at once (returns 1) when tasks are queued or wait_ms is 0;
- * otherwise parked (returns 0) until an offload task arrives (answered by the thread that queued
- * it, once that thread dropped its locks) or wait_ms passes (answered empty by
- * mc_master_tick_offload). Deletes queued while a poll is parked go out with the next answer.
+ * lock held, with at most max_items tasks (0 = MC_OFFLOAD_MAX_PER_HEARTBEAT): queued deletes
+ * (MC_TASK_DELETE) when there are any, alone, so the holder applies and acknowledges them before
+ * other work; else offload tasks (MC_TASK_OFFLOAD), oldest first; the callee owns the list
+ * (mc_task_list_free). Answered at once (returns 1) when tasks are queued or wait_ms is 0;
+ * otherwise parked (returns 0) until a delete or an offload task arrives (answered by the thread
+ * that queued it, once that thread dropped its locks) or wait_ms passes (answered empty by
+ * mc_master_tick_offload).
  * Offload tasks handed out stay in flight until mc_master_notify_offload, expiry or
  * cancellation. enable_offloading false: the holder's queued offload tasks are cancelled (pins
  * released), it is given no new ones until a heartbeat says true again, and only deletes are
@@ -394,6 +421,13 @@ int mc_master_unmount_local_disk(struct mc_master *m, struct mc_id client);
 int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool enable_offloading,
                                 uint32_t max_items, uint32_t wait_ms, mc_mailbox_reply_fn reply,
                                 void *arg);
+
+/* The holder client acknowledged delete tasks ids (each one's dead mark is durable on its disk):
+ * the Removes waiting for them complete before this returns. Unknown ids (settled already, a
+ * master restart) are ignored. Returns how many were settled, or UNABLE_OFFLOAD /
+ * INVALID_PARAMS. */
+int mc_master_offload_ack_deletes(struct mc_master *m, struct mc_id client, const uint64_t *ids,
+                                  size_t n);
 
 /* One item of NotifyOffloadSuccess: the report of one offload task, or (reregister) one disk
  * record found by the holder's start-up scan (task_id 0). */
@@ -473,8 +507,12 @@ struct mc_offload_stats {
     uint64_t in_flight;        /* offload tasks queued or handed out now (= pins) */
     uint64_t reregistered;     /* disk records attached or recreated by re-registration */
     uint64_t reregister_refused;
-    uint64_t stale_refused;  /* task reports refused (version, CRC, key, size, unknown task) */
-    uint64_t deletes_queued; /* delete tasks pushed (Remove, RemoveAll, drops) */
+    uint64_t stale_refused;       /* task reports refused (version, CRC, key, size, unknown task) */
+    uint64_t deletes_queued;      /* delete tasks pushed (Remove, RemoveAll, drops) */
+    uint64_t deletes_acked;       /* of them, acknowledged durable by their holder */
+    uint64_t deletes_refused;     /* Removes failed: a delete could not be queued */
+    uint64_t holders_fenced;      /* fences recorded (timeout, or no mailbox) */
+    uint64_t deletes_outstanding; /* deletes waiting for their holder's ack now */
     uint64_t holders;
     uint64_t file_capacity_bytes;  /* master_total_file_capacity_bytes */
     uint64_t file_allocated_bytes; /* master_allocated_file_size_bytes */
@@ -504,7 +542,10 @@ int mc_master_tick_monitor(struct mc_master *m);
 int mc_master_tick_reaper(struct mc_master *m);
 
 /* Offload long-polls (every few tens of ms; 20 in the daemon): answers parked heartbeats whose
- * wait passed and any a quiet push woke. Task expiry is the reaper's. Returns 0. */
+ * wait passed and any a quiet push woke, and fences the holders that left a delete
+ * unacknowledged past holder_delete_timeout (the delete rule: they are deregistered as by their
+ * expiry, and the Removes that waited for them complete). Task expiry is the reaper's. Returns
+ * how many holders it fenced. */
 int mc_master_tick_offload(struct mc_master *m);
 
 /* Eviction (every 10 ms): when used > high watermark or a PutStart failed for space, one

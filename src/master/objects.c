@@ -17,6 +17,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/delwait.h"
 #include "master/discard.h"
 #include "master/freelist.h"
 #include "master/master_internal.h"
@@ -730,9 +731,10 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
 
 /* ---- Remove / RemoveAll ---------------------------------------------------------------------- */
 
-/* Remove rules for o (write lock): erases it to fl or returns the refusal. */
+/* Remove rules for o (write lock): erases it to fl or returns the refusal. Its disk copies
+ * are deleted under the delete rule, recorded for op (NULL: nobody waits; offload.h). */
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                            bool force, uint64_t now, struct mc_freelist *fl)
+                            bool force, uint64_t now, struct mc_freelist *fl, struct mc_delop *op)
 {
     uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
     if (!force && now < lease)
@@ -752,6 +754,11 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
             !(o->rep[i].type == MC_REPLICA_TYPE_MEMORY && (o->flags & MC_OBJ_OFFLOADING)))
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
+    if (m->offload) { /* the delete rule: its disk copies' deletes are queued first */
+        int rc = mc_offload_remove_copies_locked(m, s, o, op, fl);
+        if (rc != MC_OK)
+            return rc;
+    }
     if (now < lease) {
         /* Forced under a lease: a reader may be reading the buffers, which must not be reused
          * (and rewritten) before the lease ends. The key goes now, the space then. */
@@ -763,7 +770,9 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
     return MC_OK;
 }
 
-int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool force)
+/* One Remove; its deletes are recorded for op (NULL: nobody waits). */
+static int remove_one(struct mc_master *m, const char *key, size_t key_len, bool force,
+                      struct mc_delop *op, bool wake)
 {
     CNT_INC(m, remove_requests);
     int rc = check_key(m, key, key_len);
@@ -775,13 +784,66 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool 
     struct mc_object *o = lock_key_write(m, key, key_len, &s, &rc);
     if (!o)
         goto out;
-    rc = mc_master_remove_locked(m, s, o, force, mc_master_now_ms(m), &fl);
+    rc = mc_master_remove_locked(m, s, o, force, mc_master_now_ms(m), &fl, op);
     mc_shard_unlock(s);
     mc_freelist_flush(&fl);
+    if (wake)
+        mc_offload_wake(m); /* the deletes pushed under the lock */
 out:
     if (rc != MC_OK)
         CNT_INC(m, remove_failures);
     return rc;
+}
+
+int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool force)
+{
+    return remove_one(m, key, key_len, force, NULL, true);
+}
+
+/* The waiting forms share this: an operation for the deletes (none without the tier), run,
+ * then seal. */
+static struct mc_delop *op_begin(struct mc_master *m, mc_master_done_fn done, void *arg, int *rc)
+{
+    *rc = MC_OK;
+    if (!mc_offload_delwait(m))
+        return NULL;
+    struct mc_delop *op = mc_delop_new(done, arg);
+    if (!op)
+        *rc = MC_ERR_INTERNAL_ERROR;
+    return op;
+}
+
+static int op_end(struct mc_master *m, struct mc_delop *op, int rc)
+{
+    if (!op)
+        return rc;
+    return mc_delop_seal(mc_offload_delwait(m), op, rc) ? rc : MC_MASTER_PENDING;
+}
+
+int mc_master_remove_wait(struct mc_master *m, const char *key, size_t key_len, bool force,
+                          mc_master_done_fn done, void *arg)
+{
+    int rc;
+    struct mc_delop *op = op_begin(m, done, arg, &rc);
+    if (rc != MC_OK)
+        return rc;
+    return op_end(m, op, remove_one(m, key, key_len, force, op, true));
+}
+
+int mc_master_batch_remove_wait(struct mc_master *m, const struct mc_key_ref *keys, size_t n,
+                                bool force, int *rcs, mc_master_done_fn done, void *arg)
+{
+    if (n && (!keys || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    int rc;
+    struct mc_delop *op = op_begin(m, done, arg, &rc);
+    if (rc != MC_OK)
+        return rc;
+    /* one wake at the end: each holder gets the batch's deletes in one answer */
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = remove_one(m, keys[i].data, keys[i].len, force, op, false);
+    mc_offload_wake(m);
+    return op_end(m, op, MC_OK);
 }
 
 uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void *arg)
@@ -797,6 +859,7 @@ uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void 
             hits += fn(m, s, mc_ent_obj(mc_shard_ent(s, i)), &fl, arg);
         mc_shard_unlock(s);
         mc_freelist_flush(&fl);
+        mc_offload_wake(m); /* deletes pushed under the lock */
     }
     return hits;
 }
@@ -804,23 +867,42 @@ uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void 
 struct remove_all_arg {
     bool force;
     uint64_t now;
+    struct mc_delop *op;
 };
 
 static bool remove_all_visit(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                              struct mc_freelist *fl, void *arg)
 {
     const struct remove_all_arg *ra = arg;
-    return mc_master_remove_locked(m, s, o, ra->force, ra->now, fl) == MC_OK;
+    return mc_master_remove_locked(m, s, o, ra->force, ra->now, fl, ra->op) == MC_OK;
+}
+
+static uint64_t remove_all(struct mc_master *m, bool force, struct mc_delop *op)
+{
+    CNT_INC(m, remove_all_requests);
+    struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m), .op = op};
+    return mc_master_each_object(m, remove_all_visit, &ra);
 }
 
 int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
 {
-    CNT_INC(m, remove_all_requests);
-    struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m)};
-    uint64_t count = mc_master_each_object(m, remove_all_visit, &ra);
+    uint64_t count = remove_all(m, force, NULL);
     if (removed)
         *removed = count;
     return MC_OK;
+}
+
+int mc_master_remove_all_wait(struct mc_master *m, bool force, uint64_t *removed,
+                              mc_master_done_fn done, void *arg)
+{
+    int rc;
+    struct mc_delop *op = op_begin(m, done, arg, &rc);
+    if (rc != MC_OK)
+        return rc;
+    uint64_t count = remove_all(m, force, op);
+    if (removed)
+        *removed = count;
+    return op_end(m, op, MC_OK);
 }
 
 /* Exposed for the batches, offload and promotion (objects.h). */

@@ -152,8 +152,11 @@ int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_obje
                          struct mc_get_result *out);
 bool mc_master_exist_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             uint64_t now);
+struct mc_delop;
+/* The delete rule: o's disk copies' deletes are recorded for op (NULL: nobody waits); a delete
+ * that cannot be queued fails the Remove (offload.h). */
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                            bool force, uint64_t now, struct mc_freelist *fl);
+                            bool force, uint64_t now, struct mc_freelist *fl, struct mc_delop *op);
 
 /* ---- erasure and eviction of one object (write lock) ----------------------------------------- */
 

@@ -59,6 +59,8 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/clients.h"
+#include "master/delwait.h"
+#include "master/fence.h"
 #include "master/freelist.h"
 #include "master/mailbox.h"
 #include "master/master_internal.h"
@@ -112,7 +114,15 @@ struct holder_rec {
       "back-off decisions: a holder answered UNABLE_OFFLOAD and gets no offload task for a while") \
     X(given_up, "master_offload_given_up_total",                                                   \
       "objects no longer offered for offload after repeated UNABLE_OFFLOAD answers")               \
-    X(deletes, "master_offload_deletes_queued_total", "disk record deletes queued")
+    X(deletes, "master_offload_deletes_queued_total", "disk record deletes queued")                \
+    X(deletes_acked, "master_offload_deletes_acked_total",                                         \
+      "disk record deletes the holder acknowledged durable")                                       \
+    X(deletes_resent, "master_offload_deletes_resent_total",                                       \
+      "deletes pushed again: handed out, not acknowledged within a quarter of the timeout")        \
+    X(deletes_refused, "master_offload_deletes_refused_total",                                     \
+      "Removes failed because a delete could not be queued at a holder")                           \
+    X(fenced, "master_holders_fenced_total",                                                       \
+      "holders fenced (a delete unacknowledged past holder_delete_timeout, or no mailbox)")
 
 struct mc_offload {
     struct mc_mailboxes *mb;
@@ -125,6 +135,9 @@ struct mc_offload {
     uint64_t cycle_cap;            /* mode C: offloads per eviction cycle */
     _Atomic uint64_t cycle_queued; /* offloads queued in the current cycle */
     _Atomic int64_t in_flight;     /* offload tasks existing = pins held */
+    struct mc_fences *fences;      /* the delete rule: holders fenced (fence.h) */
+    struct mc_delwait *dw;         /* the delete rule: deletes awaiting acks (delwait.h) */
+    uint64_t delete_timeout_ms;    /* holder_delete_timeout */
 #define X(f, n, h) _Atomic uint64_t f;
     MC_OFFLOAD_COUNTERS(X)
 #undef X
@@ -439,27 +452,154 @@ void mc_offload_cycle_end(struct mc_master *m)
 
 /* ---- erase hook, holders going away, reaper ------------------------------------------------ */
 
+/* ---- the delete rule ----------------------------------------------------------------------- */
+
+/* Raises holder's fence to version at once (a holder with no mailbox: nothing to wait for). */
+static void fence_now(struct mc_offload *off, struct mc_id holder, uint64_t version)
+{
+    uint64_t was = mc_fences_get(off->fences, holder);
+    if (was >= version)
+        return;
+    (void)mc_fences_raise(off->fences, holder, version);
+    if (was)
+        return; /* raised: logged and counted when first fenced */
+    INC(off, fenced);
+    char buf[MC_ID_STRLEN];
+    mc_info(COMP, "holder fenced: a copy was removed while it had no mailbox",
+            "client=%s fence_version=%llu", mc_id_format(holder, buf), (unsigned long long)version);
+}
+
+/* Queues one delete of o's disk record at holder (write lock) and records it in dw for op (NULL:
+ * nobody waits). Pushes under a shard lock are quiet: the caller wakes (mc_offload_wake) once
+ * unlocked, and mailbox.c hands deletes out ahead of offloads. A holder with no mailbox is
+ * fenced at once: MC_OK. Else the push's error (nothing recorded). */
+static int push_delete(struct mc_master *m, struct mc_object *o, struct mc_id holder,
+                       struct mc_delop *op)
+{
+    struct mc_offload *off = m->offload;
+    /* recorded before it is pushed: the holder may pull and acknowledge it at once */
+    uint64_t id = mc_mailboxes_reserve_id(off->mb);
+    uint64_t deadline = mc_master_now_ms(m) + off->delete_timeout_ms;
+    bool recorded = mc_delwait_add(off->dw, op, id, holder, mc_obj_key(o), o->key_len, o->version,
+                                   deadline) == 0;
+    int rc = mc_mailbox_push_quiet_id(off->mb, holder, MC_TASK_DELETE, mc_obj_key(o), o->key_len,
+                                      o->version, o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
+                                      0, id);
+    if (rc != MC_OK && recorded)
+        mc_delwait_forget(off->dw, holder, id);
+    if (rc == MC_ERR_CLIENT_NOT_FOUND) { /* deregistered meanwhile (expiry, unmount) */
+        fence_now(off, holder, o->version);
+        return MC_OK;
+    }
+    if (rc != MC_OK)
+        return rc;
+    INC(off, deletes);
+    /* cannot wait for it: the holder is fenced at the next tick (an entry due now) or, failing
+     * even that, at once */
+    if (!recorded &&
+        mc_delwait_add(off->dw, NULL, 0, holder, mc_obj_key(o), o->key_len, o->version, 0) != 0)
+        fence_now(off, holder, o->version);
+    return MC_OK;
+}
+
+/* Cancels o's offload task (write lock) and releases its pin. *holder gets the holder it was
+ * handed to when it had been pulled (it may be writing a record right now): true then. */
+static bool offload_cancel(struct mc_offload *off, struct mc_shard *s, struct mc_object *o,
+                           struct mc_id *holder)
+{
+    if (!(o->flags & MC_OBJ_OFFLOADING))
+        return false;
+    bool found = false;
+    for (uint8_t i = 0; i < o->nrep && !found; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_MEMORY && r->refcnt > 0) {
+            *holder = r->u.seg->owner;
+            found = true;
+        }
+    }
+    struct mc_task_list l = {0};
+    size_t n = mc_mailboxes_cancel_key_kinds(off->mb, OFF_KIND, mc_obj_key(o), o->key_len, &l);
+    bool pulled = false;
+    for (struct mc_task *t = l.head; t; t = t->next)
+        pulled |= t->in_flight != 0;
+    mc_task_list_free(&l);
+    atomic_fetch_add_explicit(&off->cancelled, n, memory_order_relaxed);
+    pin_release(off, s, o);
+    return found && pulled;
+}
+
+int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                    struct mc_delop *op, struct mc_freelist *fl)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_OK;
+    int rc = MC_OK;
+    struct mc_id th, bad = {0, 0};
+    if (offload_cancel(off, s, o, &th)) {
+        bool also_disk = false;
+        for (uint8_t i = 0; i < o->nrep && !also_disk; i++)
+            also_disk = o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK &&
+                        mc_id_eq(o->rep[i].u.holder->id, th);
+        if (!also_disk && (rc = push_delete(m, o, th, op)) != MC_OK) {
+            INC(off, deletes_refused);
+            return rc;
+        }
+    }
+    for (uint8_t i = 0; i < o->nrep;) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK) {
+            i++;
+            continue;
+        }
+        struct mc_id hid = r->u.holder->id;
+        if (!mc_replica_valid(r))
+            fence_now(off, hid, o->version); /* its holder is gone: nobody to wait for */
+        else if ((rc = push_delete(m, o, hid, op)) != MC_OK) {
+            bad = hid;
+            break;
+        }
+        /* the copy is on its way out: the master no longer lists it (so a failed Remove leaves
+         * no replica whose record its holder is deleting) */
+        mc_freelist_add_replica(fl, r, o->size);
+        mc_obj_drop_replica(o, i);
+    }
+    if (rc != MC_OK) {
+        INC(off, deletes_refused);
+        char buf[MC_ID_STRLEN];
+        mc_warn(COMP, "remove refused: a delete cannot be queued at a holder",
+                "key_len=%u client=%s rc=%s", (unsigned)o->key_len, mc_id_format(bad, buf),
+                mc_strerror(rc));
+    }
+    if (o->ent != MC_NO_INDEX)
+        mc_shard_refresh_bits(s, o);
+    return rc;
+}
+
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
     struct mc_offload *off = m->offload;
     if (!off)
         return;
-    if (o->flags & MC_OBJ_OFFLOADING) {
-        struct mc_task_list l = {0};
-        size_t n = mc_mailboxes_cancel_key_kinds(off->mb, OFF_KIND, mc_obj_key(o), o->key_len, &l);
-        mc_task_list_free(&l);
-        atomic_fetch_add_explicit(&off->cancelled, n, memory_order_relaxed);
-        pin_release(off, s, o);
-    }
+    struct mc_id th;
+    if (offload_cancel(off, s, o, &th) && push_delete(m, o, th, NULL) != MC_OK &&
+        mc_delwait_add(off->dw, NULL, 0, th, mc_obj_key(o), o->key_len, o->version, 0) != 0)
+        fence_now(off, th, o->version);
+    /* Removes took their disk copies off first (mc_offload_remove_copies_locked) and wait for
+     * them; any other erasure of a live disk copy still deletes it under the rule, with nobody
+     * waiting: the delete is tracked (tombstone, fence on timeout). A push that fails fences
+     * the holder at the next tick. A copy on a holder that is gone (expired, unmounted) is
+     * left: that erasure is the expiry's sweep, which needs no delete. */
     for (uint8_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
-        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK || !mc_replica_valid(r))
+        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK)
             continue;
-        /* Nobody parks on deletes (the heartbeat hands them out first): a quiet push. */
-        if (mc_mailbox_push_quiet(off->mb, r->u.holder->id, MC_TASK_DELETE, mc_obj_key(o),
-                                  o->key_len, o->version, o->size, o->crc,
-                                  (o->flags & MC_OBJ_HAS_CRC) != 0, 0, NULL, NULL) == MC_OK)
-            INC(off, deletes);
+        struct mc_id hid = r->u.holder->id;
+        if (!mc_replica_valid(r))
+            continue; /* its holder expired or left: eviction and expiry need no delete */
+        if (push_delete(m, o, hid, NULL) != MC_OK &&
+            mc_delwait_add(off->dw, NULL, 0, hid, mc_obj_key(o), o->key_len, o->version, 0) != 0)
+            fence_now(off, hid, o->version);
     }
 }
 
@@ -478,6 +618,13 @@ static bool holder_drop(struct mc_master *m, struct mc_id id)
     struct mc_task_list l = {0};
     bool had_box = mc_mailbox_close(off->mb, id, &l) == MC_OK;
     tasks_end(m, &l, &off->cancelled);
+    /* its queued deletes went with the mailbox: the copies they name are fenced instead (the
+     * Removes waiting for them complete now) */
+    uint64_t fv = mc_delwait_holder_version(off->dw, id);
+    if (fv) {
+        fence_now(off, id, fv);
+        mc_delwait_settle_holder(off->dw, id, fv);
+    }
     if (!h)
         return had_box;
     atomic_store_explicit(&h->dead, true, memory_order_release);
@@ -509,13 +656,99 @@ int mc_offload_reap(struct mc_master *m)
     return (int)n;
 }
 
+/* Holders with a delete unacknowledged past holder_delete_timeout: each is fenced at the
+ * highest version among its outstanding deletes (every copy it has at or below it is void),
+ * then deregistered as by its expiry (mailbox closed, replicas dead; it registers again and its
+ * re-registration at or below the fence is refused, so it drops those records itself), then the
+ * Removes that waited for it complete. Returns how many holders. */
+static size_t fence_overdue(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    struct mc_delwait_overdue *v;
+    size_t n = mc_delwait_overdue(off->dw, mc_master_now_ms(m), &v);
+    for (size_t i = 0; i < n; i++) {
+        struct mc_id id = v[i].holder;
+        uint64_t was = mc_fences_get(off->fences, id);
+        if (v[i].version > was && mc_fences_raise(off->fences, id, v[i].version) != 0)
+            mc_error(COMP, "cannot record a fence (out of memory); the holder is dropped",
+                     "version=%llu", (unsigned long long)v[i].version);
+        INC(off, fenced);
+        char buf[MC_ID_STRLEN];
+        mc_warn(COMP, "holder fenced: a delete was not acknowledged in time",
+                "client=%s fence_version=%llu timeout_ms=%llu", mc_id_format(id, buf),
+                (unsigned long long)v[i].version, (unsigned long long)off->delete_timeout_ms);
+        (void)holder_drop(m, id); /* settles what it had outstanding */
+        mc_delwait_settle_holder(off->dw, id, v[i].version);
+    }
+    free(v);
+    return n;
+}
+
+/* Deletes handed out but not acknowledged within a quarter of the timeout are pushed again (a
+ * heartbeat answer lost with a dropped connection loses its deletes: the mailbox forgets a
+ * delete once handed out, and applying one twice is harmless), so a lost answer costs a resend,
+ * not a fence. */
+static void resend_unacked(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    uint64_t interval = off->delete_timeout_ms / 4 ? off->delete_timeout_ms / 4 : 1;
+    struct mc_delwait_resend *v;
+    size_t n = mc_delwait_due_resend(off->dw, mc_master_now_ms(m), interval,
+                                     off->delete_timeout_ms - interval, 1024, &v);
+    /* the same task id: whichever copy the holder acknowledges settles it */
+    for (size_t i = 0; i < n; i++)
+        if (mc_mailbox_push_id(off->mb, v[i].holder, MC_TASK_DELETE, v[i].key, v[i].key_len,
+                               v[i].version, 0, 0, false, 0, v[i].task_id) == MC_OK)
+            INC(off, deletes_resent);
+    mc_delwait_resend_free(v, n);
+}
+
 int mc_master_tick_offload(struct mc_master *m)
 {
     if (!m->offload)
         return 0;
     mc_mailboxes_tick_polls(m->offload->mb);
     mc_mailboxes_wake(m->offload->mb);
-    return 0;
+    int n = (int)fence_overdue(m);
+    resend_unacked(m);
+    return n;
+}
+
+int mc_master_offload_ack_deletes(struct mc_master *m, struct mc_id client, const uint64_t *ids,
+                                  size_t n)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (n && !ids)
+        return MC_ERR_INVALID_PARAMS;
+    size_t k = mc_delwait_ack(off->dw, client, ids, n);
+    atomic_fetch_add_explicit(&off->deletes_acked, k, memory_order_relaxed);
+    return (int)k;
+}
+
+/* Whether key has an object now (a read lock, dropped). */
+static bool key_present(struct mc_master *m, const char *key, size_t key_len)
+{
+    struct mc_shard *s;
+    struct mc_object *o =
+        mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, false, &s);
+    if (o)
+        mc_shard_unlock(s);
+    return o != NULL;
+}
+
+int mc_offload_rereg_check(struct mc_master *m, struct mc_id holder, const char *key,
+                           size_t key_len, uint64_t version)
+{
+    struct mc_offload *off = m->offload;
+    if (mc_fences_voids(off->fences, holder, version))
+        return MC_ERR_OBJECT_NOT_FOUND; /* the copy is void */
+    /* removed, its deletes still outstanding: a tombstone (an object present again has a newer
+     * version, which the version check refuses on its own) */
+    if (mc_delwait_blocks(off->dw, key, key_len, version) && !key_present(m, key, key_len))
+        return MC_ERR_OBJECT_NOT_FOUND;
+    return MC_OK;
 }
 
 /* ---- mount / unmount ----------------------------------------------------------------------- */
@@ -668,9 +901,7 @@ int mc_master_offload_heartbeat(struct mc_master *m, struct mc_id client, bool e
     }
     if (mc_mailbox_pull(off->mb, client, MC_TASK_KIND_BIT(MC_TASK_DELETE), max, &got) != MC_OK)
         return MC_ERR_SEGMENT_NOT_FOUND;
-    if (got.n > 0) {
-        if (got.n < max)
-            mc_mailbox_pull(off->mb, client, OFF_KIND, max - (uint32_t)got.n, &got);
+    if (got.n > 0) { /* deletes go out alone, so the holder acknowledges them at once */
         reply(arg, &got);
         return 1;
     }
@@ -807,15 +1038,15 @@ static bool replaceable(const struct mc_master *m, const struct mc_object *o)
 
 /* The checks of one re-registered record that need no object: MC_OK, or the refusal. Every
  * per-record rule that refuses a record of this holder by what it is (its version, say) goes
- * here. */
+ * here. Called with no shard lock held. */
 static int record_admissible(struct mc_master *m, struct mc_holder *h,
                              const struct mc_offload_result *it)
 {
-    (void)m;
-    (void)h;
     if (it->status != 0 || it->size == 0 || it->size > MC_OBJECT_SIZE_MAX || it->version == 0)
         return MC_ERR_INVALID_PARAMS;
-    return MC_OK;
+    /* the delete rule: a fenced holder's copy, or a key whose Remove is still outstanding (it
+     * may look the key up: called with no shard lock held) */
+    return mc_offload_rereg_check(m, h->id, it->key, it->key_len, it->version);
 }
 
 /* One re-registered record of holder h, listing gen (no lock held). Where the record and the
@@ -831,9 +1062,9 @@ static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bo
     struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];
     struct mc_freelist fl;
     mc_freelist_init(&fl);
+    int rc = record_admissible(m, h, it);
     mc_shard_wrlock(s);
     struct mc_object *o = mc_shard_find(s, hk, it->key, it->key_len);
-    int rc = record_admissible(m, h, it);
     if (rc != MC_OK) {
     } else if (o && o->version == it->version) {
         if (!(o->flags & MC_OBJ_COMPLETE))
@@ -1158,6 +1389,10 @@ static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool sc
     st->unlisted_dropped = atomic_load(&off->unlisted);
     st->holder_backoffs = atomic_load(&off->backoffs);
     st->given_up = atomic_load(&off->given_up);
+    st->deletes_acked = atomic_load(&off->deletes_acked);
+    st->deletes_refused = atomic_load(&off->deletes_refused);
+    st->holders_fenced = atomic_load(&off->fenced);
+    st->deletes_outstanding = mc_delwait_outstanding(off->dw);
     int64_t f = atomic_load(&off->in_flight);
     st->in_flight = f > 0 ? (uint64_t)f : 0;
     holder_totals(off, st);
@@ -1236,9 +1471,13 @@ int mc_offload_init(struct mc_master *m)
                                pl > UINT32_MAX ? UINT32_MAX : (uint32_t)pl);
         mc_mailboxes_set_limit(off->mb, MC_TASK_DELETE, m->cfg.delete_queue_limit);
     }
+    off->fences = mc_fences_new();
+    off->dw = mc_delwait_new();
+    off->delete_timeout_ms =
+        m->cfg.holder_delete_timeout_ms ? m->cfg.holder_delete_timeout_ms : 2000;
     off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
     m->offload = off;
-    if (!off->mb || register_metrics(m, off) != 0)
+    if (!off->mb || !off->fences || !off->dw || register_metrics(m, off) != 0)
         return -1;
     mc_info(COMP, "offload enabled", "mode=%s queue_limit=%u cycle_cap=%llu",
             !m->cfg.offload_on_evict     ? "put_end"
@@ -1246,6 +1485,11 @@ int mc_offload_init(struct mc_master *m)
                                          : "on_evict",
             m->cfg.offloading_queue_limit, (unsigned long long)off->cycle_cap);
     return 0;
+}
+
+struct mc_delwait *mc_offload_delwait(struct mc_master *m)
+{
+    return m->offload ? m->offload->dw : NULL;
 }
 
 struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m)
@@ -1259,6 +1503,8 @@ void mc_offload_destroy(struct mc_master *m)
     if (!off)
         return;
     mc_mailboxes_free(off->mb); /* answers parked polls */
+    mc_delwait_free(off->dw);   /* waiting Removes get UNAVAILABLE_IN_CURRENT_STATUS */
+    mc_fences_free(off->fences);
     for (size_t i = 0; i < off->n; i++) {
         atomic_store(&off->v[i].h->dead, true);
         mc_holder_unref(off->v[i].h);

@@ -13,6 +13,8 @@
 #ifndef MC_MASTER_OFFLOAD_H
 #define MC_MASTER_OFFLOAD_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/id.h"
@@ -22,6 +24,7 @@ struct mc_shard;
 struct mc_object;
 struct mc_freelist;
 struct mc_unlink_batch;
+struct mc_delop;
 
 /* Creates m->offload when m->cfg.enable_offload (else leaves it NULL) and registers the
  * metrics. 0 or -1 (out of memory). */
@@ -48,6 +51,24 @@ void mc_offload_cycle_end(struct mc_master *m);
  * call): cancels o's offload task and queues a delete of every disk record of o at its
  * holder. */
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+
+/* The delete rule (DESIGN.md §7), for a Remove of o (write lock), before o is erased: queues a
+ * delete of every disk record of o at its holder (and at the holder its offload task went to,
+ * which may be writing one), each recorded for op (NULL: nobody waits), and takes those LOCAL_DISK
+ * replicas off o (to fl). A holder with no mailbox is fenced at once. MC_OK, or the error of a
+ * push that failed (TASK_PENDING_LIMIT_EXCEEDED: its delete queue is full; INTERNAL_ERROR): the
+ * Remove fails, o keeps that holder's replica (the copies whose deletes were queued are off o).
+ * The pushes are quiet: call mc_offload_wake once unlocked. */
+int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                    struct mc_delop *op, struct mc_freelist *fl);
+/* The operations of the delete rule's waits (delwait.h); NULL without the tier. */
+struct mc_delwait *mc_offload_delwait(struct mc_master *m);
+/* Whether the delete rule refuses a re-registered record (holder, key, version): OBJECT_NOT_FOUND
+ * when holder is fenced at or above version (the copy is void), or when key is absent and a
+ * Remove of it at or above version is still waiting for its deletes; MC_OK otherwise. No lock
+ * held. */
+int mc_offload_rereg_check(struct mc_master *m, struct mc_id holder, const char *key,
+                           size_t key_len, uint64_t version);
 
 /* The client expired (monitor, no lock held): its LOCAL_DISK registration goes as by
  * UnmountLocalDiskSegment (tasks cancelled, pins released, replicas dropped by the next sweep). */

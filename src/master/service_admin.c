@@ -14,18 +14,42 @@
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
+/* RemoveAll answers once the delete rule is met (see mc_master_remove_all_wait). */
+struct remove_all_wait {
+    struct mc_rpc_call *call;
+    uint64_t removed;
+};
+
+static void remove_all_done(void *arg, int rc)
+{
+    struct remove_all_wait *w = arg;
+    Mc__RemoveAllResponse r = MC__REMOVE_ALL_RESPONSE__INIT;
+    r.removed = w->removed;
+    mc_rpc_reply_msg(w->call, rc, &r.base);
+    free(w);
+}
+
 void mc_svc_remove_all(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(RemoveAllRequest, remove_all_request, req);
-    uint64_t removed = 0;
+    struct remove_all_wait *w = calloc(1, sizeof(*w));
     int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
-    if (rc == 0)
-        rc = mc_master_remove_all(svc->m, req->force, &removed);
+    if (rc == 0 && !w)
+        rc = MC_ERR_INTERNAL_ERROR;
+    if (rc == 0) {
+        w->call = call;
+        rc = mc_master_remove_all_wait(svc->m, req->force, &w->removed, remove_all_done, w);
+    }
     FREE_REQ(req);
-    Mc__RemoveAllResponse r = MC__REMOVE_ALL_RESPONSE__INIT;
-    r.removed = removed;
-    mc_rpc_reply_msg(call, rc, &r.base);
+    if (rc == MC_MASTER_PENDING)
+        return; /* remove_all_done answers */
+    if (w) {
+        w->call = call;
+        remove_all_done(w, rc);
+    } else {
+        mc_rpc_reply_status(call, rc);
+    }
 }
 
 static int64_t ms_left(uint64_t v)

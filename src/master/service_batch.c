@@ -129,6 +129,8 @@ void mc_svc_batch(struct mc_master_service *svc, struct mc_rpc_call *call,
     struct mc_svc_batch b = {.m = svc->m, .call = call, .req = req, .ctx = ctx};
     void *block = NULL;
     int rc = batch_run(&b, spec, &block);
+    if (rc == MC_SVC_DEFERRED)
+        goto out; /* the core took the call: it answers later */
     union reply_buf r;
     if (rc == 0 && spec->resp->sizeof_message > sizeof(r))
         rc = MC_ERR_INTERNAL_ERROR;

@@ -59,7 +59,7 @@ static void source_to_pb(Mc__OffloadTaskItem *it, const struct mc_task *t, struc
 static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t, void *scratch)
 {
     Mc__OffloadTaskItem *it = (Mc__OffloadTaskItem *)msg;
-    it->task_id = t->kind == MC_TASK_DELETE ? 0 : t->task_id;
+    it->task_id = t->task_id; /* a delete's id comes back in acked_delete_task_ids */
     it->key = (char *)t->key;
     it->size = t->size;
     it->version = t->version;
@@ -71,8 +71,8 @@ static void offload_task_to_pb(ProtobufCMessage *msg, const struct mc_task *t, v
 }
 
 /* The heartbeat's answer (mc_mailbox_reply_fn): arg is the call. Out of memory, the offload
- * tasks stay in flight and expire; deletes are lost (the holder's scan re-registers the record
- * later and is told to delete it then). */
+ * tasks stay in flight and expire; deletes are not acknowledged, so their holder is fenced after
+ * holder_delete_timeout (the delete rule). */
 static void heartbeat_reply(void *arg, struct mc_task_list *tasks)
 {
     mc_svc_reply_tasks(arg, &mc__offload_object_heartbeat_response__descriptor,
@@ -87,8 +87,17 @@ void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     bool enable = req->enable_offloading;
     uint32_t wait_ms = req->wait_ms, max = req->max_items;
-    FREE_REQ(req);
     int rc = mc_svc_check_client(call, client);
+    /* the delete rule: acknowledged deletes first (the Removes waiting for them answer now) */
+    if (rc == 0 && req->n_acked_delete_task_ids > MC_SERVICE_MAX_BATCH)
+        rc = MC_ERR_INVALID_PARAMS;
+    if (rc == 0 && req->n_acked_delete_task_ids > 0) {
+        int k = mc_master_offload_ack_deletes(svc->m, client, req->acked_delete_task_ids,
+                                              req->n_acked_delete_task_ids);
+        if (k < 0)
+            rc = k;
+    }
+    FREE_REQ(req);
     if (rc == 0)
         rc = mc_master_offload_heartbeat(svc->m, client, enable, max, wait_ms, heartbeat_reply,
                                          call);

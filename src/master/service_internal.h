@@ -98,6 +98,7 @@ struct mc_svc_batch {
     void *ctx;                   /* the handler's own state (mc_svc_batch's argument) */
 };
 
+#define MC_SVC_DEFERRED 1
 struct mc_svc_batch_spec {
     const ProtobufCMessageDescriptor *req, *resp;
     /* The request's repeated field holding the items: the keys themselves (strings), or
@@ -107,7 +108,9 @@ struct mc_svc_batch_spec {
     size_t res_size, view_size;
     /* Optional, before the client check: a non-zero status fails the whole call. */
     int (*check)(struct mc_svc_batch *b);
-    /* The core call: fills rcs (and res); a non-zero status fails the whole call. */
+    /* The core call: fills rcs (and res); a non-zero status fails the whole call, but
+     * MC_SVC_DEFERRED: the core took the call and answers it later (it copied what it needs:
+     * b's arrays are freed when mc_svc_batch returns). */
     int (*core)(struct mc_svc_batch *b);
     /* Optional: sets what the reply carries besides its "statuses" field (set to rcs when
      * resp has one). */

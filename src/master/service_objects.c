@@ -478,6 +478,14 @@ void mc_svc_batch_exist_key(void *arg, struct mc_rpc_call *call)
 
 /* ---- Remove -------------------------------------------------------------------------------- */
 
+/* Remove answers once the delete rule is met: the core calls this (no master lock held) when
+ * the key's disk copies are durably gone or their holders fenced. arg is the call. */
+static void remove_done(void *arg, int rc)
+{
+    Mc__RemoveResponse r = MC__REMOVE_RESPONSE__INIT;
+    mc_rpc_reply_msg(arg, rc, &r.base);
+}
+
 void mc_svc_remove(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
@@ -485,16 +493,52 @@ void mc_svc_remove(void *arg, struct mc_rpc_call *call)
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(remove_request), req->key);
     int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
-        rc = mc_master_remove(svc->m, key.data, key.len, req->force);
+        rc = mc_master_remove_wait(svc->m, key.data, key.len, req->force, remove_done, call);
     FREE_REQ(req);
-    Mc__RemoveResponse r = MC__REMOVE_RESPONSE__INIT;
-    mc_rpc_reply_msg(call, rc, &r.base);
+    if (rc == MC_MASTER_PENDING)
+        return; /* remove_done answers */
+    remove_done(call, rc);
+}
+
+/* A BatchRemove waiting for the delete rule: its statuses, final, until the answer. */
+struct batch_remove_wait {
+    struct mc_rpc_call *call;
+    size_t n;
+    int rcs[];
+};
+
+static void batch_remove_done(void *arg, int rc)
+{
+    struct batch_remove_wait *w = arg;
+    if (rc != 0) {
+        mc_rpc_reply_status(w->call, rc);
+    } else {
+        Mc__BatchRemoveResponse r = MC__BATCH_REMOVE_RESPONSE__INIT;
+        r.n_statuses = w->n;
+        r.statuses = w->rcs;
+        mc_rpc_reply_msg(w->call, 0, &r.base);
+    }
+    free(w);
 }
 
 static int batch_remove_core(struct mc_svc_batch *b)
 {
     const Mc__BatchRemoveRequest *req = (const void *)b->req;
-    return b->n > 0 ? mc_master_batch_remove(b->m, b->keys, b->n, req->force, b->rcs) : 0;
+    if (b->n == 0)
+        return 0;
+    struct batch_remove_wait *w = malloc(sizeof(*w) + b->n * sizeof(int));
+    if (!w)
+        return MC_ERR_INTERNAL_ERROR;
+    w->call = b->call;
+    w->n = b->n;
+    int rc =
+        mc_master_batch_remove_wait(b->m, b->keys, b->n, req->force, w->rcs, batch_remove_done, w);
+    if (rc == MC_MASTER_PENDING)
+        return MC_SVC_DEFERRED; /* batch_remove_done answers */
+    if (rc == MC_OK)
+        memcpy(b->rcs, w->rcs, b->n * sizeof(int));
+    free(w);
+    return rc;
 }
 
 void mc_svc_batch_remove(void *arg, struct mc_rpc_call *call)

@@ -1,0 +1,107 @@
+/*
+ * fence.c - holder fences (see fence.h): a small array of {holder, version} under a mutex.
+ * Holders are tens, not thousands, and a fence is looked up once per re-registered record.
+ */
+#include "master/fence.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "master/lock_order.h"
+
+struct fence_rec {
+    struct mc_id holder;
+    uint64_t version;
+};
+
+struct mc_fences {
+    pthread_mutex_t lock;
+    struct fence_rec *v;
+    size_t n, cap;
+};
+
+static void f_lock(struct mc_fences *f)
+{
+    mc_lo_acquire(MC_LO_LEAF, 0);
+    pthread_mutex_lock(&f->lock);
+}
+
+static void f_unlock(struct mc_fences *f)
+{
+    pthread_mutex_unlock(&f->lock);
+    mc_lo_release(MC_LO_LEAF, 0);
+}
+
+struct mc_fences *mc_fences_new(void)
+{
+    struct mc_fences *f = calloc(1, sizeof(*f));
+    if (f)
+        pthread_mutex_init(&f->lock, NULL);
+    return f;
+}
+
+void mc_fences_free(struct mc_fences *f)
+{
+    if (!f)
+        return;
+    pthread_mutex_destroy(&f->lock);
+    free(f->v);
+    free(f);
+}
+
+static struct fence_rec *find(struct mc_fences *f, struct mc_id holder)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (mc_id_eq(f->v[i].holder, holder))
+            return &f->v[i];
+    return NULL;
+}
+
+int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    int rc = 0;
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    if (r) {
+        if (version > r->version)
+            r->version = version;
+        goto out;
+    }
+    if (f->n == f->cap) {
+        size_t cap = f->cap ? f->cap * 2 : 8;
+        struct fence_rec *nv = realloc(f->v, cap * sizeof(*nv));
+        if (!nv) {
+            rc = -1;
+            goto out;
+        }
+        f->v = nv;
+        f->cap = cap;
+    }
+    f->v[f->n++] = (struct fence_rec){.holder = holder, .version = version};
+out:
+    f_unlock(f);
+    return rc;
+}
+
+uint64_t mc_fences_get(struct mc_fences *f, struct mc_id holder)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    uint64_t v = r ? r->version : 0;
+    f_unlock(f);
+    return v;
+}
+
+bool mc_fences_voids(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    uint64_t v = mc_fences_get(f, holder);
+    return v != 0 && version <= v;
+}
+
+size_t mc_fences_count(struct mc_fences *f)
+{
+    f_lock(f);
+    size_t n = f->n;
+    f_unlock(f);
+    return n;
+}

@@ -1,0 +1,37 @@
+/*
+ * fence.h - holder fences of the delete rule (DESIGN.md §7 "The delete rule"; fence.c).
+ *
+ * A holder that did not acknowledge a delete within holder_delete_timeout is fenced: one record
+ * per holder, {holder id, fence version}, meaning every disk copy that holder has at or below
+ * the fence version is void. A fenced holder re-registers nothing at or below its fence version.
+ * Fences only rise. They live in memory for the master's life (under HA they belong in etcd, so
+ * a new leader keeps them; not done yet).
+ *
+ * Locking: one mutex, a leaf of the lock order (callers may hold a shard lock; nothing is called
+ * under it).
+ */
+#ifndef MC_MASTER_FENCE_H
+#define MC_MASTER_FENCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/id.h"
+
+struct mc_fences;
+
+struct mc_fences *mc_fences_new(void);
+void mc_fences_free(struct mc_fences *f);
+
+/* Raises holder's fence to version (a lower version leaves it). 0, or -1 out of memory (the
+ * caller then treats the holder as gone: it is dropped, see offload.c). */
+int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version);
+/* holder's fence version; 0 when it has none. */
+uint64_t mc_fences_get(struct mc_fences *f, struct mc_id holder);
+/* Whether a copy of version held by holder is void (version <= its fence). */
+bool mc_fences_voids(struct mc_fences *f, struct mc_id holder, uint64_t version);
+/* How many holders have a fence. */
+size_t mc_fences_count(struct mc_fences *f);
+
+#endif
