@@ -58,8 +58,10 @@ static struct fx *fx_new_limit(uint32_t queue_limit)
     c.client_ttl_ms = 10000;
     c.enable_offload = true; /* mode A: an offload task at PutEnd */
     c.holder_delete_timeout_ms = TIMEOUT_MS;
-    if (queue_limit)
+    if (queue_limit) { /* every kind's bound, deletes' own included */
         c.offloading_queue_limit = queue_limit;
+        c.delete_queue_limit = queue_limit;
+    }
     assert_int_equal(mc_master_new(&c, &f->m), MC_OK);
     f->a = tm_id(1);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
