@@ -311,6 +311,39 @@ static void test_rereg_higher_after_first_registration_refused_with_version(void
 /* A holder restarts while the master lives (same id, within its TTL): its listing leaves out a
  * record lost at recovery. Until the listing is complete nothing goes; then the unlisted copy
  * goes, the disk-only object with it, and the key can be Put again. */
+/* A restarted master recovers: H2 lists K (newer), K is removed (H2 acknowledges the delete),
+ * then H1, slower, lists its older record of K in its first registration. K stays removed: the
+ * removal is remembered for the recovery window. The same for a key Put by this master and
+ * removed. After the window nothing unknown is recreated at all. */
+static void test_removed_in_recovery_stays_removed(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(PUT_END);
+    restart(f);
+    uint64_t base = mc_master_version_base(f->m), mv = 0;
+    mount_disk(f, f->h2, "10.0.0.2:18002");
+    assert_int_equal(rereg(f, f->h2, "K", 200, base - 10, 22, false, &mv), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "K", 1, false), MC_OK);
+    struct hb h = pull(f, f->h2);
+    assert_int_equal(h.n, 1);
+    assert_true(h.it[0].drop);
+    assert_int_equal(mc_master_offload_ack_deletes(f->m, f->h2, &h.it[0].task_id, 1), 1);
+    /* H1 comes later with an older record of K: refused, K stays removed */
+    mount_disk(f, f->h1, "10.0.0.1:18001");
+    assert_int_equal(rereg(f, f->h1, "K", 100, base - 20, 11, false, &mv), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mv, 0);
+    query(f, "K", MC_ERR_OBJECT_NOT_FOUND);
+    /* a record of a key this master never saw is still recovered inside the window */
+    assert_int_equal(rereg(f, f->h1, "L", 100, base - 20, 11, false, &mv), MC_OK);
+    query(f, "L", MC_OK);
+    /* past the window: no record recreates anything */
+    mc_fake_clock_advance_ms(&f->fc, 61000);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(rereg(f, f->h1, "M", 100, base - 20, 11, false, &mv), MC_ERR_OBJECT_NOT_FOUND);
+    query(f, "M", MC_ERR_OBJECT_NOT_FOUND);
+    fx_free(f);
+}
+
 static void test_listing_drops_unlisted_holder_restart(void **state)
 {
     (void)state;
@@ -587,6 +620,7 @@ int main(void)
         cmocka_unit_test(test_rereg_higher_first_lower_refused),
         cmocka_unit_test(test_rereg_equal_versions_both_attach),
         cmocka_unit_test(test_rereg_higher_after_first_registration_refused_with_version),
+        cmocka_unit_test(test_removed_in_recovery_stays_removed),
         cmocka_unit_test(test_listing_drops_unlisted_holder_restart),
         cmocka_unit_test(test_listing_after_restart_per_holder),
         cmocka_unit_test(test_full_disk_backs_off_on_evict),

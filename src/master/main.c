@@ -82,6 +82,7 @@ static struct {
     uint64_t offloading_queue_limit;
     uint64_t delete_queue_limit;
     uint64_t holder_delete_timeout_ms;
+    uint64_t disk_recovery_window_sec;
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
@@ -178,6 +179,14 @@ static const struct mc_flag g_flags[] = {
                    "deregistered, and the Remove completes, in 1..3600000 (keep it below the "
                    "clients' RPC timeout, 5 s by default)",
                    &F.holder_delete_timeout_ms),
+    MC_UINT64_FLAG("disk_recovery_window_sec", "60",
+                   "after the master starts, disk holders that register within this many "
+                   "seconds get their LOCAL_DISK objects back (objects this master does not "
+                   "know are recreated from their records); a holder that registers later gets "
+                   "nothing recreated, as one that came back after its TTL. Removals made in the "
+                   "window are remembered so a slower holder's record of a removed key stays "
+                   "removed; in 1..86400",
+                   &F.disk_recovery_window_sec),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
@@ -312,6 +321,9 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
     if (F.holder_delete_timeout_ms == 0 || F.holder_delete_timeout_ms > 3600000)
         mc_flags_die("flag --holder_delete_timeout_ms must be in 1..3600000");
     c->holder_delete_timeout_ms = F.holder_delete_timeout_ms;
+    if (F.disk_recovery_window_sec == 0 || F.disk_recovery_window_sec > 86400)
+        mc_flags_die("flag --disk_recovery_window_sec must be in 1..86400");
+    c->disk_recovery_window_ms = F.disk_recovery_window_sec * 1000;
     c->offload_cap_ratio = F.offload_cap_ratio;
     promotion_from_flags(c);
     c->manual_ticks = false;

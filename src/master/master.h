@@ -98,6 +98,11 @@ struct mc_master_config {
      * copies to acknowledge its delete; a holder silent this long is fenced (its copies at or
      * below the fence version are void) and the Remove completes. 0 = 2000. */
     uint64_t holder_delete_timeout_ms;
+    /* After a (re)start, a holder's first registration recreates objects from its disk
+     * records only within this long of the master's start; removals made meanwhile are
+     * remembered so that a slower holder's older record of a removed key is refused
+     * (tombstone.h). 0 = 60000. */
+    uint64_t disk_recovery_window_ms;
 
     /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
      * offload is on (a LOCAL_DISK replica only exists then). */

@@ -61,6 +61,7 @@
 #include "master/clients.h"
 #include "master/delwait.h"
 #include "master/fence.h"
+#include "master/tombstone.h"
 #include "master/freelist.h"
 #include "master/mailbox.h"
 #include "master/master_internal.h"
@@ -138,12 +139,18 @@ struct mc_offload {
     struct mc_fences *fences;      /* the delete rule: holders fenced (fence.h) */
     struct mc_delwait *dw;         /* the delete rule: deletes awaiting acks (delwait.h) */
     uint64_t delete_timeout_ms;    /* holder_delete_timeout */
+    struct mc_tombs *tombs;        /* removals of the recovery window (tombstone.h) */
+    uint64_t recovery_end_ms;      /* master clock: the recovery window ends here */
+    _Atomic bool recovery_closed;  /* the window ended (or its tombstones ran out) */
 #define X(f, n, h) _Atomic uint64_t f;
     MC_OFFLOAD_COUNTERS(X)
 #undef X
 };
 
 #define INC(off, f) atomic_fetch_add_explicit(&(off)->f, 1, memory_order_relaxed)
+/* Removals remembered in a recovery window at most (16 bytes each at half load: 128 MiB);
+ * past it the window closes early. */
+#define TOMBS_MAX (4u << 20)
 
 static void table_lock(struct mc_offload *off)
 {
@@ -528,12 +535,50 @@ static bool offload_cancel(struct mc_offload *off, struct mc_shard *s, struct mc
     return found && pulled;
 }
 
+/* ---- the recovery window ------------------------------------------------------------------ */
+
+/* Whether records of absent keys may still be recreated (tombstone.h): the window is open until
+ * recovery_end_ms, or until its tombstones ran out. Closing empties the tombstones: from then on
+ * no record recreates anything, so none is needed. */
+static bool recovery_open(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    if (atomic_load_explicit(&off->recovery_closed, memory_order_relaxed))
+        return false;
+    if (mc_master_now_ms(m) < off->recovery_end_ms)
+        return true;
+    return false;
+}
+
+static void recovery_close(struct mc_master *m, const char *why)
+{
+    struct mc_offload *off = m->offload;
+    if (atomic_exchange(&off->recovery_closed, true))
+        return;
+    size_t n = mc_tombs_count(off->tombs);
+    mc_tombs_clear(off->tombs);
+    mc_info(COMP, "disk recovery window closed: records of unknown keys are no longer recreated",
+            "why=%s tombstones=%zu", why, n);
+}
+
+/* A removal of o while the window is open: a slower holder's record of it at or below this
+ * version must not bring it back. No room left: the window closes (safe: nothing recreated). */
+static void recovery_note_removal(struct mc_master *m, struct mc_object *o)
+{
+    struct mc_offload *off = m->offload;
+    if (!recovery_open(m))
+        return;
+    if (!mc_tombs_add(off->tombs, mc_hash_key(mc_obj_key(o), o->key_len), o->version))
+        recovery_close(m, "tombstones_full");
+}
+
 int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                     struct mc_delop *op, struct mc_freelist *fl)
 {
     struct mc_offload *off = m->offload;
     if (!off)
         return MC_OK;
+    recovery_note_removal(m, o);
     int rc = MC_OK;
     struct mc_id th, bad = {0, 0};
     if (offload_cancel(off, s, o, &th)) {
@@ -709,6 +754,9 @@ int mc_master_tick_offload(struct mc_master *m)
         return 0;
     mc_mailboxes_tick_polls(m->offload->mb);
     mc_mailboxes_wake(m->offload->mb);
+    if (!atomic_load_explicit(&m->offload->recovery_closed, memory_order_relaxed) &&
+        !recovery_open(m))
+        recovery_close(m, "window_ended");
     int n = (int)fence_overdue(m);
     resend_unacked(m);
     return n;
@@ -1079,8 +1127,9 @@ static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bo
         rc = MC_ERR_INVALID_VERSION; /* the master's is newer, or written by this incarnation */
     } else if (it->version > m->version_base) {
         rc = MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
-    } else if (!may_recreate) {
-        /* this incarnation dropped it since it saw the holder: never resurrected */
+    } else if (!may_recreate || !recovery_open(m) || mc_tombs_blocks(off->tombs, hk, it->version)) {
+        /* this incarnation dropped it since it saw the holder, removed it while recovering, or
+         * the recovery window is over: never resurrected */
         rc = o ? MC_ERR_INVALID_VERSION : MC_ERR_OBJECT_NOT_FOUND;
     } else {
         if (o) {
@@ -1473,11 +1522,15 @@ int mc_offload_init(struct mc_master *m)
     }
     off->fences = mc_fences_new();
     off->dw = mc_delwait_new();
+    off->tombs = mc_tombs_new(TOMBS_MAX);
+    off->recovery_end_ms =
+        mc_master_now_ms(m) +
+        (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000);
     off->delete_timeout_ms =
         m->cfg.holder_delete_timeout_ms ? m->cfg.holder_delete_timeout_ms : 2000;
     off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
     m->offload = off;
-    if (!off->mb || !off->fences || !off->dw || register_metrics(m, off) != 0)
+    if (!off->mb || !off->fences || !off->dw || !off->tombs || register_metrics(m, off) != 0)
         return -1;
     mc_info(COMP, "offload enabled", "mode=%s queue_limit=%u cycle_cap=%llu",
             !m->cfg.offload_on_evict     ? "put_end"
@@ -1505,6 +1558,7 @@ void mc_offload_destroy(struct mc_master *m)
     mc_mailboxes_free(off->mb); /* answers parked polls */
     mc_delwait_free(off->dw);   /* waiting Removes get UNAVAILABLE_IN_CURRENT_STATUS */
     mc_fences_free(off->fences);
+    mc_tombs_free(off->tombs);
     for (size_t i = 0; i < off->n; i++) {
         atomic_store(&off->v[i].h->dead, true);
         mc_holder_unref(off->v[i].h);
