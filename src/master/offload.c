@@ -102,7 +102,9 @@ struct holder_rec {
     X(expired, "master_offload_expired_total", "offload tasks expired by the reaper")              \
     X(cancelled, "master_offload_cancelled_total",                                                 \
       "offload tasks cancelled (object gone, holder gone, offloading disabled)")                   \
-    X(refused, "master_offload_refused_total", "offload pushes no mailbox took")                   \
+    X(refused, "master_offload_refused_total",                                                     \
+      "offload tasks not queued (no holder, or its offload queue full): one per decision, so an "  \
+      "object that a later eviction cycle picks again counts again")                               \
     X(forced, "master_offload_forced_evictions_total", "objects evicted without offload (force)")  \
     X(stale, "master_offload_stale_refused_total", "offload reports refused (stale or mismatch)")  \
     X(rereg_ok, "master_offload_reregistered_total", "disk records re-registered")                 \
