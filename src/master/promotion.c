@@ -738,11 +738,13 @@ void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct m
         task_end(m, s, t, o, fl, END_CANCELLED);
 }
 
-void mc_promotion_holder_remounted(struct mc_master *m, struct mc_id holder)
+/* Ends, as how, every task for which match(t, arg) holds, one shard write-locked at a time (its
+ * object looked up by version: it may be gone). Returns how many. */
+static int end_tasks_where(struct mc_master *m,
+                           bool (*match)(const struct promo_task *t, const void *arg),
+                           const void *arg, enum task_end how)
 {
     struct mc_promoter *p = m->promoter;
-    if (!p || atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
-        return;
     int n = 0;
     struct mc_freelist fl;
     mc_freelist_init(&fl);
@@ -754,15 +756,28 @@ void mc_promotion_holder_remounted(struct mc_master *m, struct mc_id holder)
         mc_shard_wrlock(s);
         for (uint32_t i = ps->n; i-- > 0;) {
             struct promo_task *t = &ps->v[i];
-            if (!mc_id_eq(t->holder, holder))
+            if (!match(t, arg))
                 continue;
-            task_end(m, s, t, mc_shard_find_version(s, t->key_hash, t->version), &fl,
-                     END_CANCELLED);
+            task_end(m, s, t, mc_shard_find_version(s, t->key_hash, t->version), &fl, how);
             n++;
         }
         mc_shard_unlock(s);
         mc_freelist_flush(&fl);
     }
+    return n;
+}
+
+static bool of_holder(const struct promo_task *t, const void *arg)
+{
+    return mc_id_eq(t->holder, *(const struct mc_id *)arg);
+}
+
+void mc_promotion_holder_remounted(struct mc_master *m, struct mc_id holder)
+{
+    struct mc_promoter *p = m->promoter;
+    if (!p || atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
+        return;
+    int n = end_tasks_where(m, of_holder, &holder, END_CANCELLED);
     if (n) {
         char buf[MC_ID_STRLEN];
         mc_info(COMP, "holder mounted again: its promotion tasks cancelled (read again to retry)",
@@ -961,6 +976,16 @@ int mc_master_promotion_failure(struct mc_master *m, struct mc_id holder, uint64
 
 /* ---- reaper and the eviction tick ---------------------------------------------------------- */
 
+struct past_due {
+    uint64_t now, timeout_ms;
+};
+
+static bool is_past_due(const struct promo_task *t, const void *arg)
+{
+    const struct past_due *d = arg;
+    return d->now >= t->start_ms + d->timeout_ms;
+}
+
 int mc_promotion_reap(struct mc_master *m)
 {
     struct mc_promoter *p = m->promoter;
@@ -970,26 +995,8 @@ int mc_promotion_reap(struct mc_master *m)
     park_release(p, false, (struct mc_id){0, 0}, 0);
     if (atomic_load_explicit(&p->in_flight, memory_order_relaxed) == 0)
         return 0;
-    uint64_t now = mc_master_now_ms(m);
-    int n = 0;
-    struct mc_freelist fl;
-    mc_freelist_init(&fl);
-    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
-        struct promo_shard *ps = &p->tab[si];
-        if (atomic_load_explicit(&ps->count, memory_order_relaxed) == 0)
-            continue;
-        struct mc_shard *s = &m->shards[si];
-        mc_shard_wrlock(s);
-        for (uint32_t i = ps->n; i-- > 0;) {
-            struct promo_task *t = &ps->v[i];
-            if (now < t->start_ms + p->timeout_ms)
-                continue;
-            task_end(m, s, t, mc_shard_find_version(s, t->key_hash, t->version), &fl, END_EXPIRED);
-            n++;
-        }
-        mc_shard_unlock(s);
-        mc_freelist_flush(&fl);
-    }
+    struct past_due due = {.now = mc_master_now_ms(m), .timeout_ms = p->timeout_ms};
+    int n = end_tasks_where(m, is_past_due, &due, END_EXPIRED);
     if (n)
         mc_info(COMP, "promotion tasks reaped", "count=%d", n);
     return n;
