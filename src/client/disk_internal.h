@@ -1,6 +1,7 @@
 /*
  * disk_internal.h - shared internals of the LOCAL_DISK store (disk_store.h), split by job:
- *   disk_store.c   open/close, read, pins, capacity eviction
+ *   disk_store.c   open/close, read, pins, extent and entry bookkeeping
+ *   disk_evict.c   capacity eviction, second-chance moves, extent deletion/reclaim and spares
  *   disk_write.c   append, remove, dead marks
  *   disk_index.c   the key -> record hash index
  *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
@@ -30,7 +31,7 @@
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
 #define DISK_SB_RECYCLED 1u /* superblock flag: the file held an older extent before */
-#define DISK_MAX_SPARES 2u  /* evicted extent files kept for reuse (disk_store.c) */
+#define DISK_MAX_SPARES 2u  /* evicted extent files kept for reuse (disk_evict.c) */
 
 static inline uint64_t disk_round_up(uint64_t v)
 {
@@ -273,7 +274,7 @@ void disk_ring_sync_files_locked(struct mc_disk_store *s, struct disk_ring *r);
 void disk_pool_sync_files_locked(struct mc_disk_store *s);
 void disk_pool_destroy(struct mc_disk_store *s);
 
-/* Extent helpers (disk_store.c), s->mu held. */
+/* Extent helpers (disk_store.c; reclaim and spares: disk_evict.c), s->mu held. */
 struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id, int fd,
                                            uint64_t size);
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x);
@@ -285,7 +286,7 @@ void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e); /* d
 void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x);
 /* Closes and deletes the spare files (their blocks go back to the filesystem). */
 void disk_spares_drop_locked(struct mc_disk_store *s);
-/* Eviction (disk_store.c): make bytes_used + need fit the capacity (0 or an error code), and
+/* Eviction (disk_evict.c): make bytes_used + need fit the capacity (0 or an error code), and
  * the after-append watermark pass. Both may release s->mu while the callback runs. */
 int disk_make_room_locked(struct mc_disk_store *s, uint64_t need);
 void disk_watermark_evict_locked(struct mc_disk_store *s);

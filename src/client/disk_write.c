@@ -128,7 +128,7 @@ static uint64_t new_nonce(void)
 }
 
 /* Creates a new extent file and writes its superblock. 0, or -errno. s->mu held (one 4 KiB
- * synchronous write per extent). The file is a spare (an evicted extent's, disk_store.c) when
+ * synchronous write per extent). The file is a spare (an evicted extent's, disk_evict.c) when
  * one is kept: its new superblock goes out first, then it takes its new name. */
 static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **out)
 {
