@@ -121,8 +121,6 @@ void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e)
     free(e);
 }
 
-/* ---------------------------------------------------------------- write path */
-
 /* ---------------------------------------------------------------- read path */
 
 struct rjob {
