@@ -1,0 +1,294 @@
+/*
+ * offload_rereg.c - re-registration of a holder's disk records (see offload.h, offload.c):
+ * each record checked by version, attached, recreated or refused, a holder's complete listing
+ * dropping the copies it left out, and the recovery window with its tombstones.
+ *
+ * Versions (DESIGN.md §11): a LOCAL_DISK replica is attached only to the version it holds; a
+ * re-registered record of an absent object recreates it only if its version predates this
+ * incarnation (<= version_base), and only during the holder's first registration with this
+ * incarnation: from its first LOCAL_DISK mount until its first offload heartbeat (a holder
+ * re-registers before it polls). After that, an absent object was erased by this incarnation
+ * (Remove, the holder's expiry, eviction), so a record of it is stale however old it is: a holder
+ * that restarts, or comes back after its expiry, never resurrects what this master dropped. The
+ * holders seen are remembered for the incarnation's life (one id per distinct holder). Where a
+ * re-registered record and the object differ in version, the higher one wins, never the first
+ * registrant's: a record newer than an object that is itself a copy from before this incarnation
+ * (version <= version_base: recreated from another holder's older record) replaces it in the
+ * holder's first registration (the object is erased, so its holders get deletes, and recreated
+ * from the record); an older record is refused. Every re-registration answer carries the
+ * master's version of the key (0: none), and a holder deletes a refused record only when that
+ * version is 0 or not below the record's.
+ *
+ * Listings (DESIGN §7 "Holder index"). A holder's re-registration is authoritative for that
+ * holder. Every LOCAL_DISK mount starts a new listing generation (holder_rec.list_gen, distinct
+ * across the incarnation); every replica the holder's re-registration confirms or attaches, and
+ * every replica a completed offload attaches, carries it (struct mc_replica.handle, unused by
+ * LOCAL_DISK otherwise). A re-registration request marked complete ends the listing: the
+ * holder's replicas carrying another generation — records it no longer has, e.g. dropped by its
+ * recovery — are dropped, and objects left with none erased. A listing cut by another mount
+ * drops nothing.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/hash.h"
+#include "common/log.h"
+#include "master/freelist.h"
+#include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/offload_internal.h"
+#include "master/promotion_core.h"
+#include "master/shard.h"
+#include "master/tombstone.h"
+#include "mooncake/errors.h"
+
+#define COMP "offload"
+
+/* ---- the recovery window ------------------------------------------------------------------- */
+
+/* Whether records of absent keys may still be recreated (tombstone.h): the window is open until
+ * recovery_end_ms, or until its tombstones ran out. Closing empties the tombstones: from then on
+ * no record recreates anything, so none is needed. */
+static bool recovery_open(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    if (atomic_load_explicit(&off->recovery_closed, memory_order_relaxed))
+        return false;
+    if (mc_master_now_ms(m) < off->recovery_end_ms)
+        return true;
+    return false;
+}
+
+static void recovery_close(struct mc_master *m, const char *why)
+{
+    struct mc_offload *off = m->offload;
+    if (atomic_exchange(&off->recovery_closed, true))
+        return;
+    size_t n = mc_tombs_count(off->tombs);
+    mc_tombs_clear(off->tombs);
+    mc_info(COMP, "disk recovery window closed: records of unknown keys are no longer recreated",
+            "why=%s tombstones=%zu", why, n);
+}
+
+/* A removal of o while the window is open: a slower holder's record of it at or below this
+ * version must not bring it back. No room left: the window closes (safe: nothing recreated). */
+void mc_offload_recovery_note_removal(struct mc_master *m, struct mc_object *o)
+{
+    struct mc_offload *off = m->offload;
+    if (!recovery_open(m))
+        return;
+    if (!mc_tombs_add(off->tombs, mc_hash_key(mc_obj_key(o), o->key_len), o->version))
+        recovery_close(m, "tombstones_full");
+}
+
+/* The tick's part: the window closes once its time is over. */
+void mc_offload_recovery_tick(struct mc_master *m)
+{
+    if (!atomic_load_explicit(&m->offload->recovery_closed, memory_order_relaxed) &&
+        !recovery_open(m))
+        recovery_close(m, "window_ended");
+}
+
+/* ---- re-registration ----------------------------------------------------------------------- */
+
+/* Creates the absent object of a disk record, disk-only, with the record's version, size and
+ * CRC and no lease (s write-locked, hk = the key's hash). */
+static int create_from_record(struct mc_master *m, struct mc_shard *s, uint64_t hk,
+                              struct mc_holder *h, uint32_t gen, const struct mc_offload_result *it)
+{
+    struct mc_object *o = mc_obj_alloc(s, sizeof(*o) + sizeof(o->rep[0]) + it->key_len);
+    if (!o)
+        return MC_ERR_INTERNAL_ERROR;
+    o->size = it->size;
+    o->version = it->version;
+    o->ent = MC_NO_INDEX;
+    o->key_len = (uint16_t)it->key_len;
+    o->nrep = 1;
+    o->flags |= MC_OBJ_COMPLETE | (it->crc_valid ? MC_OBJ_HAS_CRC : 0);
+    o->crc = it->crc_valid ? it->crc32c : 0;
+    struct mc_replica *r = &o->rep[0];
+    memset(r, 0, sizeof(*r));
+    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
+    r->status = MC_REPLICA_STATUS_COMPLETE;
+    r->handle = gen;
+    r->u.holder = h;
+    memcpy(mc_obj_key(o), it->key, it->key_len);
+    if (mc_shard_insert(s, hk, o) != 0) {
+        mc_obj_free_locked(s, o);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->bytes, (int64_t)o->size, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);
+    return MC_OK;
+}
+
+/* Whether a re-registered record of a higher version may take o's place (write lock): o is
+ * itself a copy from before this incarnation (recreated from a record, never written here) and
+ * no Put of it is in flight. */
+static bool replaceable(const struct mc_master *m, const struct mc_object *o)
+{
+    return o->version <= m->version_base && (o->flags & MC_OBJ_COMPLETE) &&
+           !(o->flags & MC_OBJ_PROCESSING);
+}
+
+/* The checks of one re-registered record that need no object: MC_OK, or the refusal. Every
+ * per-record rule that refuses a record of this holder by what it is (its version, say) goes
+ * here. Called with no shard lock held. */
+static int record_admissible(struct mc_master *m, struct mc_holder *h,
+                             const struct mc_offload_result *it)
+{
+    if (it->status != 0 || it->size == 0 || it->size > MC_OBJECT_SIZE_MAX || it->version == 0)
+        return MC_ERR_INVALID_PARAMS;
+    /* the delete rule: a fenced holder's copy, or a key whose Remove is still outstanding (it
+     * may look the key up: called with no shard lock held) */
+    return mc_offload_rereg_check(m, h->id, it->key, it->key_len, it->version);
+}
+
+/* One re-registered record of holder h, listing gen (no lock held). Where the record and the
+ * master's object differ in version, the higher version wins (DESIGN §4): a record newer than a
+ * copy from before this incarnation replaces it (its holders are told to delete theirs by the
+ * erase hook); an older one is refused. *master_version: the key's version at the master
+ * afterwards (0: none), which the holder compares with its record before deleting it. */
+static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bool may_recreate,
+                      const struct mc_offload_result *it, uint64_t *master_version)
+{
+    struct mc_offload *off = m->offload;
+    uint64_t hk = mc_hash_key(it->key, it->key_len);
+    struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];
+    struct mc_freelist fl;
+    mc_freelist_init(&fl);
+    int rc = record_admissible(m, h, it);
+    mc_shard_wrlock(s);
+    struct mc_object *o = mc_shard_find(s, hk, it->key, it->key_len);
+    if (rc != MC_OK) {
+    } else if (o && o->version == it->version) {
+        if (!(o->flags & MC_OBJ_COMPLETE))
+            rc = MC_ERR_INVALID_VERSION;
+        else if (it->size != o->size)
+            rc = MC_ERR_INVALID_PARAMS;
+        else if (!same_bytes(o, it))
+            rc = MC_ERR_CHECKSUM_MISMATCH;
+        else
+            rc = mc_offload_attach_disk(m, s, &o, h, gen);
+    } else if (o && (it->version < o->version || !replaceable(m, o))) {
+        rc = MC_ERR_INVALID_VERSION; /* the master's is newer, or written by this incarnation */
+    } else if (it->version > m->version_base) {
+        rc = MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
+    } else if (!may_recreate || !recovery_open(m) || mc_tombs_blocks(off->tombs, hk, it->version)) {
+        /* this incarnation dropped it since it saw the holder, removed it while recovering, or
+         * the recovery window is over: never resurrected */
+        rc = o ? MC_ERR_INVALID_VERSION : MC_ERR_OBJECT_NOT_FOUND;
+    } else {
+        if (o) {
+            /* a newer copy than the one recreated first: that one goes, its holders are told
+             * to delete it (the erase hook), and the newer one takes the key */
+            mc_master_erase_object(m, s, o, &fl);
+            INC(off, rereg_replaced);
+        }
+        rc = create_from_record(m, s, hk, h, gen, it);
+    }
+    o = mc_shard_find(s, hk, it->key, it->key_len);
+    *master_version = o ? o->version : 0;
+    mc_shard_unlock(s);
+    mc_freelist_flush(&fl);
+    return rc;
+}
+
+/* ---- a holder's complete listing ----------------------------------------------------------- */
+
+struct unlisted {
+    struct mc_id holder;
+    uint32_t gen; /* its listing: replicas carrying another generation were left out */
+};
+
+/* Drops o's LOCAL_DISK replica of a->holder that its listing left out (write lock): a promotion
+ * reading it is cancelled first, and o is erased when no valid replica is left and no Put is in
+ * flight. True when one was dropped. */
+static bool drop_unlisted(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                          struct mc_freelist *fl, void *arg)
+{
+    const struct unlisted *a = arg;
+    uint8_t i;
+    for (i = 0; i < o->nrep; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
+            r->handle != a->gen)
+            break;
+    }
+    if (i == o->nrep)
+        return false;
+    if (o->flags & MC_OBJ_PROMOTING)
+        mc_promotion_cancel_locked(m, s, o, fl); /* the source may be the copy that goes */
+    for (i = 0; i < o->nrep; i++) {
+        struct mc_replica *r = &o->rep[i];
+        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
+            r->handle != a->gen) {
+            mc_freelist_add_replica(fl, r, o->size);
+            mc_obj_drop_replica(o, i);
+            break;
+        }
+    }
+    bool valid = false;
+    for (i = 0; i < o->nrep && !valid; i++)
+        valid = mc_replica_valid(&o->rep[i]);
+    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
+        mc_master_erase_object(m, s, o, fl);
+    else
+        mc_shard_refresh_bits(s, o);
+    return true;
+}
+
+/* The holder's listing gen is complete: its copies the listing did not confirm are dropped (a
+ * record lost on its disk is no longer listed as a readable replica). */
+static void listing_complete(struct mc_master *m, struct mc_id client, uint32_t gen)
+{
+    struct mc_offload *off = m->offload;
+    if (gen == 0 || holder_gen(off, client) != gen)
+        return; /* not mounted, or mounted again since: a new listing runs */
+    struct unlisted a = {.holder = client, .gen = gen};
+    uint64_t n = mc_master_each_object(m, drop_unlisted, &a);
+    if (n == 0)
+        return;
+    atomic_fetch_add_explicit(&off->unlisted, n, memory_order_relaxed);
+    char buf[MC_ID_STRLEN];
+    mc_warn(COMP, "holder's listing left out copies the master had: dropped",
+            "client=%s copies=%llu", mc_id_format(client, buf), (unsigned long long)n);
+}
+
+int mc_master_reregister_disk(struct mc_master *m, struct mc_id client,
+                              const struct mc_offload_result *items, size_t n, bool complete,
+                              int *rcs, uint64_t *versions)
+{
+    struct mc_offload *off = m->offload;
+    if (!off)
+        return MC_ERR_UNABLE_OFFLOAD;
+    if (mc_id_is_zero(client) || (n && (!items || !rcs)))
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_holder *h = holder_get(off, client);
+    if (!h)
+        return MC_ERR_SEGMENT_NOT_FOUND;
+    uint32_t gen = holder_gen(off, client);
+    bool may_recreate = holder_flag(off, client, HF_MAY_RECREATE, 0);
+    for (size_t i = 0; i < n; i++) {
+        const struct mc_offload_result *it = &items[i];
+        uint64_t mv = 0;
+        int rc = mc_master_check_key(m, it->key, it->key_len);
+        if (rc == MC_OK)
+            rc = reregister(m, h, gen, may_recreate, it, &mv);
+        INC(off, rereg_ok);
+        if (rc != MC_OK) {
+            atomic_fetch_sub_explicit(&off->rereg_ok, 1, memory_order_relaxed);
+            INC(off, rereg_refused);
+        }
+        rcs[i] = rc;
+        if (versions)
+            versions[i] = mv;
+    }
+    if (complete)
+        listing_complete(m, client, gen);
+    mc_holder_unref(h);
+    return MC_OK;
+}
