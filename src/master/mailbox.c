@@ -6,7 +6,7 @@
  * the table's is dropped (a close takes the table lock, unlinks the mailbox, then waits for its
  * lock, so nobody can find a mailbox that is being freed). Queued tasks are a FIFO and in-flight
  * ones a list, both doubly linked and intrusive (one malloc per task), and each mailbox indexes
- * its tasks by id (an open-addressing table), so a report, a cancel or a removal by id costs
+ * its tasks by id (task_index.h), so a report, a cancel or a removal by id costs
  * O(1) however many tasks wait (a promotion cancel per Remove must not walk 50000 of them).
  */
 #include "master/mailbox.h"
@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "master/lock_order.h"
+#include "master/task_index.h"
 #include "mooncake/errors.h"
 
 struct mc_waiter {
@@ -33,9 +34,7 @@ struct mc_mbox {
     pthread_mutex_t lock;
     struct mc_task *qhead, *qtail; /* queued, oldest first (doubly linked) */
     struct mc_task *fhead;         /* in flight (doubly linked) */
-    /* every task of the mailbox by id: open addressing, linear probing, tombstones (IX_TOMB) */
-    struct mc_task **ix;
-    uint32_t ix_cap, ix_live, ix_used; /* slots (a power of two), tasks, tasks + tombstones */
+    struct mc_task_index ix;       /* every task of the mailbox by id (task_index.h) */
     uint32_t nqueued[MC_TASK_NKINDS];
     uint32_t nflight[MC_TASK_NKINDS];
     struct mc_waiter w[MC_TASK_NKINDS];
@@ -111,78 +110,6 @@ static struct mc_task *task_copy(const struct mc_task *src)
     memcpy(t, src, sizeof(*t) + src->key_len + 1u);
     t->next = t->prev = NULL;
     return t;
-}
-
-/* ---- the per-mailbox index of tasks by id (mailbox lock held) ---------------------------------
- */
-
-#define IX_TOMB ((struct mc_task *)(uintptr_t)1)
-
-static inline uint32_t ix_home(uint64_t id, uint32_t cap)
-{
-    return (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
-}
-
-/* Room for one more task: rebuilt (tombstones purged, doubled when half full). -1: no memory. */
-static int ix_reserve(struct mc_mbox *b)
-{
-    if ((uint64_t)(b->ix_used + 1) * 4 <= (uint64_t)b->ix_cap * 3)
-        return 0;
-    uint32_t cap = b->ix_cap ? b->ix_cap : 16;
-    while ((uint64_t)(b->ix_live + 1) * 2 > cap)
-        cap *= 2;
-    struct mc_task **nv = calloc(cap, sizeof(*nv));
-    if (!nv)
-        return -1;
-    for (uint32_t i = 0; i < b->ix_cap; i++) {
-        struct mc_task *x = b->ix[i];
-        if (!x || x == IX_TOMB)
-            continue;
-        uint32_t j = ix_home(x->task_id, cap);
-        while (nv[j])
-            j = (j + 1) & (cap - 1);
-        nv[j] = x;
-    }
-    free(b->ix);
-    b->ix = nv;
-    b->ix_cap = cap;
-    b->ix_used = b->ix_live;
-    return 0;
-}
-
-static void ix_add(struct mc_mbox *b, struct mc_task *x) /* after ix_reserve */
-{
-    uint32_t j = ix_home(x->task_id, b->ix_cap);
-    while (b->ix[j] && b->ix[j] != IX_TOMB)
-        j = (j + 1) & (b->ix_cap - 1);
-    if (!b->ix[j])
-        b->ix_used++;
-    b->ix[j] = x;
-    b->ix_live++;
-}
-
-static struct mc_task *ix_find(const struct mc_mbox *b, uint64_t id)
-{
-    if (!b->ix_cap)
-        return NULL;
-    for (uint32_t j = ix_home(id, b->ix_cap);; j = (j + 1) & (b->ix_cap - 1)) {
-        struct mc_task *x = b->ix[j];
-        if (!x)
-            return NULL;
-        if (x != IX_TOMB && x->task_id == id)
-            return x;
-    }
-}
-
-static void ix_del(struct mc_mbox *b, const struct mc_task *x)
-{
-    for (uint32_t j = ix_home(x->task_id, b->ix_cap);; j = (j + 1) & (b->ix_cap - 1)) {
-        if (b->ix[j] == x) {
-            b->ix[j] = IX_TOMB;
-            b->ix_live--;
-            return;
-        }
-    }
 }
 
 /* Unlinks x from a doubly-linked list given by its head and, when it keeps one, its tail. */
@@ -298,9 +225,7 @@ static void mbox_drain(struct mc_mailboxes *t, struct mc_mbox *b, struct mc_task
         }
     }
     b->qhead = b->qtail = b->fhead = NULL;
-    free(b->ix);
-    b->ix = NULL;
-    b->ix_cap = b->ix_live = b->ix_used = 0;
+    mc_task_index_free(&b->ix);
     memset(b->nqueued, 0, sizeof(b->nqueued));
     memset(b->nflight, 0, sizeof(b->nflight));
     for (int k = 0; k < MC_TASK_NKINDS; k++) {
@@ -447,7 +372,7 @@ static void mbox_take(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t kinds,
         }
         queue_unlink(b, x);
         if (x->kind == MC_TASK_DELETE) {
-            ix_del(b, x);
+            mc_task_index_del(&b->ix, x);
             atomic_fetch_sub(&t->present, 1);
         } else {
             x->prev = NULL;
@@ -552,7 +477,7 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         atomic_fetch_add(&t->refused_kind[kind], 1);
         return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
     }
-    if (ix_reserve(b) != 0) {
+    if (mc_task_index_reserve(&b->ix) != 0) {
         mbox_unlock(b);
         free(x);
         return MC_ERR_INTERNAL_ERROR;
@@ -568,7 +493,7 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         b->qhead = x;
     b->qtail = x;
     b->nqueued[kind]++;
-    ix_add(b, x);
+    mc_task_index_add(&b->ix, x);
     atomic_fetch_add(&t->present, 1);
     atomic_fetch_add(&t->queued, 1);
     int wk = wake_slot(b, kind);
@@ -678,11 +603,11 @@ struct mc_task *mc_mailbox_complete_kind(struct mc_mailboxes *t, struct mc_id ho
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
-    struct mc_task *x = ix_find(b, task_id);
+    struct mc_task *x = mc_task_index_find(&b->ix, task_id);
     if (x && (!x->in_flight || !(kinds & MC_TASK_KIND_BIT(x->kind))))
         x = NULL; /* queued (never pulled), or another module's task: left alone */
     if (x) {
-        ix_del(b, x);
+        mc_task_index_del(&b->ix, x);
         flight_unlink(b, x);
         atomic_fetch_sub(&t->present, 1);
         atomic_fetch_add(nack ? &t->nacked : &t->completed, 1);
@@ -713,7 +638,7 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t
         nx = x->next;
         if (x->kind == MC_TASK_DELETE || !task_match(x, kinds, key, key_len, now_ms))
             continue;
-        ix_del(b, x);
+        mc_task_index_del(&b->ix, x);
         queue_unlink(b, x);
         list_push(out, x);
         n++;
@@ -722,7 +647,7 @@ static size_t mbox_remove_if(struct mc_mailboxes *t, struct mc_mbox *b, uint32_t
         nx = x->next;
         if (!task_match(x, kinds, key, key_len, now_ms))
             continue;
-        ix_del(b, x);
+        mc_task_index_del(&b->ix, x);
         flight_unlink(b, x);
         x->in_flight = 1; /* handed back marked: it had been pulled (the delete rule) */
         list_push(out, x);
@@ -877,11 +802,11 @@ struct mc_task *mc_mailbox_remove(struct mc_mailboxes *t, struct mc_id holder, u
     struct mc_mbox *b = mbox_get(t, holder);
     if (!b)
         return NULL;
-    struct mc_task *x = ix_find(b, task_id);
+    struct mc_task *x = mc_task_index_find(&b->ix, task_id);
     if (x && !task_is(x, task_id, key, key_len))
         x = NULL;
     if (x) {
-        ix_del(b, x);
+        mc_task_index_del(&b->ix, x);
         if (x->in_flight)
             flight_unlink(b, x);
         else
@@ -954,7 +879,7 @@ static void requeue_list(struct mc_mailboxes *t, struct mc_id holder, struct mc_
         for (struct mc_task *c = tasks->head; c && v && k < tasks->n; c = c->next)
             v[k++] = c;
         for (size_t i = k; v && i-- > 0;) {
-            struct mc_task *x = ix_find(b, v[i]->task_id);
+            struct mc_task *x = mc_task_index_find(&b->ix, v[i]->task_id);
             if (x && x->in_flight) {
                 flight_to_queue(b, x);
                 n++;
@@ -962,7 +887,7 @@ static void requeue_list(struct mc_mailboxes *t, struct mc_id holder, struct mc_
         }
         if (!v) { /* out of memory: any order is still better than losing them */
             for (struct mc_task *c = tasks->head; c; c = c->next) {
-                struct mc_task *x = ix_find(b, c->task_id);
+                struct mc_task *x = mc_task_index_find(&b->ix, c->task_id);
                 if (x && x->in_flight) {
                     flight_to_queue(b, x);
                     n++;
