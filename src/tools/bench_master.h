@@ -1,0 +1,55 @@
+/*
+ * bench_master.h - what the two files of `mooncake_bench master` share (bench_master.c: set-up,
+ * the event-loop load and the command line; bench_master_remove.c: the remove ops and their
+ * holder thread). Internal to mooncake_bench.
+ */
+#ifndef MC_TOOLS_BENCH_MASTER_H
+#define MC_TOOLS_BENCH_MASTER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "common/id.h"
+#include "common/rpc_client.h"
+
+#define FAKE_BASE 0x100000000000ull
+#define SEG_SIZE (1ull << 40) /* 1 TiB of address space nobody touches */
+#define KEY_FMT "key:%012u"
+#define PREFILL_BATCH 512
+#define MAX_BATCH 8192                  /* keys per BatchGetReplicaList call (--batch) */
+#define MC_OFFLOAD_MAX_ITEMS_BENCH 1024 /* tasks per holder heartbeat */
+
+enum op { OP_GET, OP_EXIST, OP_BATCH_GET, OP_PUT, OP_REMOVE, OP_BATCH_REMOVE };
+extern const char *const mc_bm_op_names[];
+#define NOPS 6
+
+struct opts {
+    const char *master;
+    char host[256];
+    uint16_t port;
+    int conns, threads, depth, runs, batch;
+    unsigned keys;
+    enum op op;
+    double seconds;
+    uint64_t value_size;
+    int prefill;
+    int disk_holder;
+    uint64_t seed;
+};
+
+struct shared {
+    const struct opts *o;
+    struct mc_id client;
+    _Atomic int stop;
+    _Atomic int measuring;
+    unsigned run_no;
+};
+
+/* A blocking client connected to o->master (NULL on failure, logged). */
+struct mc_rpc_client *mc_bm_new_client(const struct opts *o);
+/* Creates the --keys objects KEY_FMT (BatchPutStart/BatchPutEnd); 0 or -1. */
+int mc_bm_prefill(struct shared *sh);
+/* The remove ops (bench_master_remove.c): 0 or 1 (failed). */
+int mc_bm_run_remove(struct shared *sh, struct mc_rpc_client *c);
+
+#endif
