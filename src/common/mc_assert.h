@@ -14,14 +14,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define MC_ASSERT(cond)                                                                  \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: invariant failed: %s\n", __FILE__, __LINE__, __func__, \
-              #cond);                                                                    \
-      abort();                                                                           \
-    }                                                                                    \
-  } while (0)
+#define MC_ASSERT(cond)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: %s: invariant failed: %s\n", __FILE__, __LINE__, __func__,     \
+                    #cond);                                                                        \
+            abort();                                                                               \
+        }                                                                                          \
+    } while (0)
 #else
 #define MC_ASSERT(cond) ((void)sizeof(!(cond)))
 #endif
