@@ -1,0 +1,15 @@
+# Upstream compatibility of the daemons as processes (tests/compat, pytest): launch lines from
+# upstream's and SGLang's docs, the master's HTTP admin API. Plain build only (like test_python).
+if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemon
+   AND TARGET mooncake_cli)
+  if(MC_PYTEST_PYTHON)
+    add_test(NAME test_compat_launch
+             COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
+                     ${CMAKE_CURRENT_SOURCE_DIR}/compat/test_launch_flags.py)
+    add_test(NAME test_compat_master_http
+             COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
+                     ${CMAKE_CURRENT_SOURCE_DIR}/compat/test_master_http.py)
+    set_tests_properties(test_compat_launch test_compat_master_http PROPERTIES TIMEOUT 120
+      ENVIRONMENT "MC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONDONTWRITEBYTECODE=1")
+  endif()
+endif()
