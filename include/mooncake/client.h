@@ -177,6 +177,17 @@ int mc_batch_get(struct mc_client *client, size_t n, const char *const *keys, vo
 int mc_batch_get_tiers(struct mc_client *client, size_t n, const char *const *keys,
                        void *const *bufs, const size_t *caps, int64_t *results, int *tiers);
 
+/* This client's own counts in the Prometheus text format (version 0.0.4): objects stored and
+ * read (reads by the tier that served them: memory, local_disk), their bytes, failed puts and
+ * gets by error name, and the latency of each call in seconds (histograms, op = put | get |
+ * batch_put | batch_get). Families: mooncake_client_puts_total, mooncake_client_put_bytes_total,
+ * mooncake_client_gets_total{tier}, mooncake_client_get_bytes_total{tier},
+ * mooncake_client_errors_total{op,code}, mooncake_client_op_latency_seconds{op}.
+ * Writes at most cap bytes including a terminating NUL (cap 0: nothing) and returns the length
+ * of the whole text, as snprintf does: a return >= cap means buf was too small. Negative on
+ * error (INVALID_PARAMS). */
+int64_t mc_client_metrics_text(struct mc_client *client, char *buf, size_t cap);
+
 /* 1 when key exists and is readable, 0 when not, negative on error. Takes a read lease. */
 int mc_exist(struct mc_client *client, const char *key);
 int mc_batch_exist(struct mc_client *client, size_t n, const char *const *keys, int *results);

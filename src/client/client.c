@@ -353,6 +353,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     struct mc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_INTERNAL_ERROR;
+    mc_client_metrics_init(&c->metrics);
     const struct mc_logger *prev_logger = mc_log_current();
     c->logger.level = MC_LOG_WARN; /* until the config is read */
     pthread_mutex_init(&c->buf_lock, NULL);
@@ -639,6 +640,7 @@ void mc_client_close(struct mc_client *c)
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
+    mc_client_metrics_destroy(&c->metrics);
     mc_log_set_current(prev);
     free(c);
 }

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "client/client_metrics.h"
 #include "client/disk_tier.h"
 #include "client/master_conn.h"
 #include "client/peer_server.h"
@@ -67,6 +68,7 @@ struct mc_client {
     _Atomic uint32_t test_read_delay_ms;
     _Atomic int test_corrupt_reads;
 #endif
+    struct mc_client_metrics metrics; /* client_metrics.h: this client's own counts */
 };
 
 /* INVALID_KEY unless key is 1..MC_CLIENT_MAX_KEY bytes. */
@@ -118,5 +120,9 @@ void mc_client_test_corrupt_reads(struct mc_client *c, int n);
 struct mc_rdma_ops;
 void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops);
 #endif
+
+/* The client's metrics registry (client_metrics.h), for the daemon to add its own series and
+ * serve it; NULL when counting is off. */
+struct mc_metrics *mc_client_registry(struct mc_client *c);
 
 #endif

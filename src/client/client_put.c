@@ -137,8 +137,8 @@ static void revoke(struct mc_client *c, const char *key, uint64_t version)
         mc_warn("client", "put revoke failed (the master reaps the put)", "rc=%s", mc_strerror(rc));
 }
 
-int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
-           const struct mc_replicate_config *rc_user)
+static int put_one(struct mc_client *c, const char *key, const void *buf, size_t len,
+                   const struct mc_replicate_config *rc_user)
 {
     if (!c || (len && !buf))
         return MC_ERR_INVALID_PARAMS;
@@ -395,8 +395,9 @@ out:
     return rc;
 }
 
-int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
-                 const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
+static int batch_put(struct mc_client *c, size_t n, const char *const *keys,
+                     const void *const *bufs, const size_t *lens,
+                     const struct mc_replicate_config *rc_user, int *results)
 {
     if (!c || (n && (!keys || !bufs || !lens || !results)))
         return MC_ERR_INVALID_PARAMS;
@@ -454,4 +455,30 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
             results[i] = 0;
     free(idx);
     return rc;
+}
+
+/* The public forms: the calls above, counted (client_metrics.h). */
+int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
+           const struct mc_replicate_config *rc)
+{
+    uint64_t t0 = mc_now_ns();
+    int r = put_one(c, key, buf, len, rc);
+    if (c) {
+        mc_cm_put(&c->metrics, r, len);
+        mc_cm_latency(&c->metrics, MC_CM_PUT, t0);
+    }
+    return r;
+}
+
+int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
+                 const size_t *lens, const struct mc_replicate_config *rc, int *results)
+{
+    uint64_t t0 = mc_now_ns();
+    int r = batch_put(c, n, keys, bufs, lens, rc, results);
+    if (c && n) {
+        for (size_t i = 0; i < n; i++)
+            mc_cm_put(&c->metrics, r ? r : results[i], r || !lens ? 0 : lens[i]);
+        mc_cm_latency(&c->metrics, MC_CM_BATCH_PUT, t0);
+    }
+    return r;
 }

@@ -26,8 +26,10 @@
  * (per non-loopback address; 0 = no limit), handed to the peer server through the client
  * config.
  *
- * Optional --metrics_port serves /metrics and /health (common/http.h) with a small registry of
- * the daemon's own: configured sizes and uptime.
+ * Optional --metrics_port, or upstream's --enable_client_http_server with --client_http_port
+ * (default 9300), serves /metrics and /health (common/http.h): the library's own counts of this
+ * process's puts and gets (client_metrics.h) plus the daemon's series: configured sizes, uptime,
+ * peer refusals and the LOCAL_DISK tier.
  *
  * Start-up: an unreachable master (not yet started, restarting) is retried with backoff for
  * --master_wait (default 30 s; 0 = give up at once), each attempt logged; SIGTERM/SIGINT end
@@ -129,7 +131,7 @@ static const struct mc_flag g_flags[] = {
 };
 
 struct daemon_stats {
-    struct mc_metrics *m;
+    struct mc_metrics *m; /* the client's (mc_client_registry), freed by mc_client_close */
     uint64_t start_ms;
 };
 
@@ -229,7 +231,8 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint16_t por
     struct mc_http_config hc = {0};
     struct mc_gauge *g;
 
-    st->m = mc_metrics_new();
+    /* the library's registry (its puts, gets, errors, latencies), with the daemon's series */
+    st->m = mc_client_registry(client);
     if (!st->m)
         return MC_ERR_INTERNAL_ERROR;
     g = mc_metrics_gauge(st->m, "mooncake_client_segment_bytes",
@@ -445,8 +448,7 @@ int main(int argc, char **argv)
     status = 0;
 out:
     mc_http_server_free(http);
-    mc_client_close(client);
-    mc_metrics_free(st.m);
+    mc_client_close(client); /* frees st.m, the client's registry */
     if (status == 0)
         mc_info("daemon", "stopped", "%s", "");
     return status;
