@@ -15,8 +15,11 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemo
     add_test(NAME test_compat_grafana_dashboard
              COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
                      ${CMAKE_CURRENT_SOURCE_DIR}/compat/test_grafana_dashboard.py)
+    add_test(NAME test_compat_cli_errors
+             COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
+                     ${CMAKE_CURRENT_SOURCE_DIR}/compat/test_cli_errors.py)
     set_tests_properties(test_compat_launch test_compat_master_http test_compat_client_metrics
-      test_compat_grafana_dashboard
+      test_compat_grafana_dashboard test_compat_cli_errors
       PROPERTIES TIMEOUT 120 ENVIRONMENT
       "MC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONPATH=${CMAKE_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1")
   endif()

@@ -569,6 +569,7 @@ int main(int argc, char **argv)
                  metrics_port);
         goto out;
     }
+    mc_master_service_set_http_port(svc, mc_http_server_port(http));
     mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_auth_failures_total",
                           "RPC connections refused: failed handshake or a request before one", NULL,
                           rpc_auth_failures, srv);

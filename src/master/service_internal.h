@@ -24,6 +24,7 @@
 #ifndef MC_MASTER_SERVICE_INTERNAL_H
 #define MC_MASTER_SERVICE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@
 struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
+    _Atomic uint32_t http_port; /* the daemon's HTTP port, reported by GetStats (0 = none yet) */
 };
 
 #define UNPACK(type, lower, var)                                                                   \
