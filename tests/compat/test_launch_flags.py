@@ -16,6 +16,7 @@ def no_effect_lines(err, flag):
 
 # upstream's docs: deployment guides and the SGLang HiCache guide
 MASTER_LINES = [
+    ["--enable_http_metadata_server=true"],  # SGLang HiCache quick start
     ["--enable_http_metadata_server=true", "--http_metadata_server_port=8080",
      "--eviction_high_watermark_ratio=0.95"],
     ["--enable_http_metadata_server=true", "--http_metadata_server_host=0.0.0.0",
