@@ -32,3 +32,6 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemo
     set_tests_properties(test_compat_pip_install PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 600)
   endif()
 endif()
+
+# The master's paged key listing (/get_all_keys) on the master core, fake clock.
+mc_add_test(test_admin_keys SOURCES test_admin_keys.c LIBS mc_master_core TIMEOUT 60)
