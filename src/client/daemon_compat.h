@@ -8,9 +8,10 @@
  *     --segment_size (both spellings with different values: exit 2);
  *   - --enable_http_server / --http_port are aliases of --enable_client_http_server /
  *     --client_http_port (upstream uses both spellings);
- *   - --metadata_server, --device_names, --local_buffer_size, --port, --threads, --tenant_id,
+ *   - --metadata_server, --device_names, --local_buffer_size, --port, --threads,
  *     --start_offload_rpc_server, --logtostderr and --v change nothing and log one line each
- *     when given; --enable_offload=true without --disk_path logs how to get a disk tier here.
+ *     when given; --enable_offload=true without --disk_path logs how to get a disk tier here;
+ *     --tenant_id is accepted as 'default' only (another tenant: exit 2).
  * daemon_main.c puts MC_DAEMON_COMPAT_FLAGS at the end of its table and calls
  * mc_daemon_compat_apply() after mc_flags_parse().
  */

@@ -132,6 +132,37 @@ static int route_segments_detail(struct mc_master_http *h, const struct mc_http_
     return 200;
 }
 
+static int route_query_segment(struct mc_master_http *h, const struct mc_http_request *req,
+                               struct mc_textbuf *body, const char **ctype)
+{
+    const char *name = mc_http_request_arg(req, "segment");
+    struct mc_segment_info *segs = NULL;
+    size_t n = 0;
+    int status = 404;
+
+    *ctype = KEYS_TYPE;
+    if (!name || !name[0]) {
+        mc_textbuf_printf(body, "No segment provided. Use ?segment=NAME\n");
+        return 400;
+    }
+    if (mc_master_list_segments(h->m, &segs, &n) != 0) {
+        mc_textbuf_printf(body, "Failed to query segment\n");
+        return 500;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(segs[i].desc.name, name) != 0)
+            continue;
+        mc_textbuf_printf(body, "%s\nUsed(bytes): %" PRIu64 "\nCapacity(bytes) : %" PRIu64 "\n",
+                          segs[i].desc.name, segs[i].allocated, segs[i].capacity);
+        status = 200;
+        break;
+    }
+    if (status != 200)
+        mc_textbuf_printf(body, "segment not found: %s\n", name);
+    free(segs);
+    return status;
+}
+
 /* ---- admin routes ---------------------------------------------------------------------------- */
 
 /* Writes key_info's complete replicas: "values":[DRAM...] and, when any, "local_disk_values". */
@@ -339,6 +370,7 @@ static const struct route {
     {"/leader", MC_HTTP_ACCESS_PUBLIC, route_leader},
     {"/get_all_segments", MC_HTTP_ACCESS_PUBLIC, route_all_segments},
     {"/get_segments_detail", MC_HTTP_ACCESS_PUBLIC, route_segments_detail},
+    {"/query_segment", MC_HTTP_ACCESS_PUBLIC, route_query_segment},
     {"/query_key", MC_HTTP_ACCESS_ADMIN, route_query_key},
     {"/batch_query_keys", MC_HTTP_ACCESS_ADMIN, route_batch_query_keys},
     {"/get_all_keys", MC_HTTP_ACCESS_ADMIN, route_all_keys},

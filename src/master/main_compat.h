@@ -6,8 +6,8 @@
  * (--enable_http_metadata_server, --rpc_interface, --enable_snapshot, ...) or spells differently
  * (--port for --rpc_port, --max_threads for --rpc_thread_num). Each of them is accepted here:
  *   - the aliases work: --port, --max_threads and --rpc_conn_timeout_seconds stand for
- *     --rpc_port, --rpc_thread_num and --idle_timeout when those are not given themselves (both
- *     given with different values: exit 2, saying which wins nothing);
+ *     --rpc_port, --rpc_thread_num and --idle_timeout when those are not given themselves (an
+ *     alias and its own flag both given: exit 2);
  *   - the others change nothing and, when given, log exactly one line saying so and why;
  *   - --config_path (upstream's JSON/YAML config file) is refused with exit 2 and the remedy
  *     (--flagfile): ignoring a configuration file would run a differently configured master.

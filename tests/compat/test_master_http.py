@@ -3,6 +3,7 @@ client daemon: SGLang's check_server poll, segments, key queries, bounded key li
 
 import json
 import os
+import re
 import time
 
 import pytest
@@ -62,6 +63,13 @@ def test_check_server_sees_the_client(cluster):
     assert seg["segment_name"] == c.ready["endpoint"]
     assert seg["size_bytes"] == 64 << 20 and seg["allocator_capacity_bytes"] == 64 << 20
     assert seg["protocol"] == "tcp" and seg["base_address"].startswith("0x")
+    st, body, _ = http(m.ready["metrics"], "/query_segment?segment=" + c.ready["endpoint"])
+    assert st == 200
+    lines = body.splitlines()
+    assert lines[0] == c.ready["endpoint"] and lines[2] == "Capacity(bytes) : %d" % (64 << 20)
+    assert re.match(r"^Used\(bytes\): \d+$", lines[1])
+    assert http(m.ready["metrics"], "/query_segment?segment=nope:1")[0] == 404
+    assert http(m.ready["metrics"], "/query_segment")[0] == 400
 
 
 def test_role_leader_health(m):
