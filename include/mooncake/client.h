@@ -247,6 +247,12 @@ int mc_batch_query(struct mc_client *client, size_t n, const char *const *keys,
 /* mc_remove for n keys in one BatchRemove; results[i] is 0 or key i's error. */
 int mc_batch_remove(struct mc_client *client, size_t n, const char *const *keys, bool force,
                     int *results);
+/* Removes every key the pattern matches, on the master in one call: a POSIX extended regular
+ * expression matched against the whole key (anchored: "layer0/.*" removes the keys starting
+ * with "layer0/"). Each key follows mc_remove's rules (leased keys kept unless force; disk
+ * copies deleted before the answer). Returns how many were removed, or INVALID_PARAMS for a
+ * pattern regcomp refuses. */
+int64_t mc_remove_by_regex(struct mc_client *client, const char *pattern, bool force);
 
 /* Registers a caller buffer for zero-copy transfers (needed by RDMA, harmless for TCP). */
 int mc_register_buffer(struct mc_client *client, void *addr, size_t len);

@@ -281,3 +281,11 @@ class BatchCalls:
         res = (ctypes.c_int * n)()
         rc = lib.mc_batch_remove(self.handle, n, _keys(keys), bool(force), res)
         return rc, ([rc] * n if rc < 0 else list(res))
+
+    def remove_by_regex(self, pattern, force=False):
+        from ._core import encode_key
+        if self.handle is None:
+            return INVALID_PARAMS
+        if not _available("mc_remove_by_regex"):
+            return NOT_SUPPORTED
+        return lib.mc_remove_by_regex(self.handle, encode_key(pattern), bool(force))

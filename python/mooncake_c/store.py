@@ -260,6 +260,12 @@ class MooncakeDistributedStore:
         """Per key 0 or a negative error (OBJECT_HAS_LEASE unless force)."""
         return self._core.batch_remove(keys, force)[1]
 
+    def remove_by_regex(self, regex_pattern, force=False):
+        """Removes the keys the pattern matches, on the master; returns how many or a negative
+        error. The pattern is a POSIX extended regex matched against the whole key (anchored as
+        ^(pattern)$), so a pattern meant as a prefix needs ".*" after it."""
+        return self._core.remove_by_regex(regex_pattern, force)
+
     def get_into_ranges(self, buffer_ptrs, all_keys, all_dst_offsets, all_src_offsets,
                         all_sizes):
         """Byte ranges of values into buffers: for buffer b, key all_keys[b][k] and range r,

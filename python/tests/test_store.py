@@ -191,3 +191,13 @@ def test_invalid_keys_are_codes(store):
 
 def test_version():
     assert mooncake_c.__version__.count(".") == 2
+
+
+def test_remove_by_regex_is_server_side_and_anchored(store):
+    for k in ("rx/a1", "rx/a2", "rx/b1", "xrx/a"):
+        assert store.put(k, k.encode() * 10) == 0
+    assert store.remove_by_regex("rx/a") == 0  # the whole key must match
+    assert store.remove_by_regex("rx/a.*") == 2
+    assert store.batch_is_exist(["rx/a1", "rx/a2", "rx/b1", "xrx/a"]) == [0, 0, 1, 1]
+    assert store.remove_by_regex("rx/(") == -600  # refused by regcomp: INVALID_PARAMS
+    assert store.get("rx/b1") == b"rx/b1" * 10

@@ -344,3 +344,23 @@ int mc_batch_remove(struct mc_client *c, size_t n, const char *const *keys, bool
     protobuf_c_message_free_unpacked(m, NULL);
     return rc;
 }
+
+int64_t mc_remove_by_regex(struct mc_client *c, const char *pattern, bool force)
+{
+    if (!c || !pattern || !*pattern)
+        return MC_ERR_INVALID_PARAMS;
+    mc_log_scope(&c->logger);
+    Mc__Uuid u;
+    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
+    req.pattern = (char *)pattern;
+    req.force = force;
+    req.client_id = mc_client_uuid(c, &u);
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(c->mc, MC_METHOD_REMOVE_BY_REGEX, &req.base,
+                                 &mc__remove_by_regex_response__descriptor, &m);
+    if (rc)
+        return rc;
+    uint64_t n = ((Mc__RemoveByRegexResponse *)m)->removed;
+    protobuf_c_message_free_unpacked(m, NULL);
+    return n > INT64_MAX ? INT64_MAX : (int64_t)n;
+}

@@ -107,6 +107,7 @@ enum mc_wire_kind {
     MASTER(REMOVE, 48, "Remove", remove)                                                           \
     MASTER(BATCH_REMOVE, 49, "BatchRemove", batch_remove)                                          \
     MASTER(REMOVE_ALL, 50, "RemoveAll", remove_all)                                                \
+    MASTER(REMOVE_BY_REGEX, 51, "RemoveByRegex", remove_by_regex)                                  \
     MASTER(MOUNT_LOCAL_DISK_SEGMENT, 64, "MountLocalDiskSegment", mount_local_disk)                \
     MASTER(UNMOUNT_LOCAL_DISK_SEGMENT, 65, "UnmountLocalDiskSegment", unmount_local_disk)          \
     MASTER(OFFLOAD_OBJECT_HEARTBEAT, 66, "OffloadObjectHeartbeat", offload_heartbeat)              \
