@@ -18,3 +18,5 @@ mc_add_test(test_promotion SOURCES test_promotion.c LIBS mc_master_core Threads:
             LABELS tsan TIMEOUT 60)
 # RemoveByRegex (src/master/remove_regex.c): anchored POSIX patterns, the Remove rules per key.
 mc_add_test(test_remove_regex SOURCES test_remove_regex.c LIBS mc_master_core TIMEOUT 60)
+# Upsert (src/master/upsert.c): reservations, the one-step swap, the old value's space vs readers.
+mc_add_test(test_upsert SOURCES test_upsert.c LIBS mc_master_core TIMEOUT 60)

@@ -21,6 +21,7 @@
 #include "master/discard.h"
 #include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/upsert.h"
 #include "master/objects.h"
 #include "master/offload.h"
 #include "master/promotion_core.h"
@@ -180,6 +181,7 @@ void mc_master_free(struct mc_master *m)
     }
     mc_discard_destroy(&m->discard, &fl);
     mc_freelist_flush(&fl);
+    mc_upserts_free(m); /* reservations hold segment space */
     mc_clients_destroy(m);
     mc_routes_destroy(m);
     mc_shards_destroy(m);
