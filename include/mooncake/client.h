@@ -247,6 +247,20 @@ int mc_batch_query(struct mc_client *client, size_t n, const char *const *keys,
 /* mc_remove for n keys in one BatchRemove; results[i] is 0 or key i's error. */
 int mc_batch_remove(struct mc_client *client, size_t n, const char *const *keys, bool force,
                     int *results);
+/* Stores len bytes under key, replacing the value if the key exists (upstream's upsert): the
+ * master swaps the old value for the new one in one step once the new bytes are written, so a
+ * reader gets the old value or the new one, whole, and the new version is higher. The old
+ * value's disk copies are deleted before the call returns (the delete rule); a reader holding
+ * a lease on the old value keeps reading it until the lease ends. A key whose Put is in flight
+ * is not replaced (REPLICA_IS_NOT_READY). rc->group_id is refused (INVALID_PARAMS). */
+int mc_upsert(struct mc_client *client, const char *key, const void *buf, size_t len,
+              const struct mc_replicate_config *rc);
+/* mc_upsert for n keys (results[i] per key); each key is its own swap, two master round trips
+ * per key. */
+int mc_batch_upsert(struct mc_client *client, size_t n, const char *const *keys,
+                    const void *const *bufs, const size_t *lens,
+                    const struct mc_replicate_config *rc, int *results);
+
 /* Removes every key the pattern matches, on the master in one call: a POSIX extended regular
  * expression matched against the whole key (anchored: "layer0/.*" removes the keys starting
  * with "layer0/"). Each key follows mc_remove's rules (leased keys kept unless force; disk

@@ -289,3 +289,28 @@ class BatchCalls:
         if not _available("mc_remove_by_regex"):
             return NOT_SUPPORTED
         return lib.mc_remove_by_regex(self.handle, encode_key(pattern), bool(force))
+
+    # ---- upsert (replace atomically)
+    def upsert_ptr(self, key, ptr, size, config=None):
+        from ._core import config_arg, encode_key
+        if self.handle is None:
+            return INVALID_PARAMS
+        if not _available("mc_upsert"):
+            return NOT_SUPPORTED
+        rc_p, _keep = config_arg(config)
+        return lib.mc_upsert(self.handle, encode_key(key), ptr, size, rc_p)
+
+    def batch_upsert_ptrs(self, keys, ptrs, sizes, config=None):
+        from ._core import config_arg
+        n = len(keys)
+        if self.handle is None or len(ptrs) != n or len(sizes) != n:
+            return INVALID_PARAMS, self._closed(n)
+        if n == 0:
+            return OK, []
+        if not _available("mc_batch_upsert"):
+            return NOT_SUPPORTED, [NOT_SUPPORTED] * n
+        res = (ctypes.c_int * n)()
+        rc_p, _keep = config_arg(config)
+        rc = lib.mc_batch_upsert(self.handle, n, _keys(keys), (ctypes.c_void_p * n)(*ptrs),
+                                 (ctypes.c_size_t * n)(*sizes), rc_p, res)
+        return rc, ([rc] * n if rc < 0 else list(res))

@@ -203,6 +203,9 @@ def _declare(lib):
         fn("mc_batch_query", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(ObjectInfo),
            POINTER(c_int))
         fn("mc_remove_by_regex", c_int64, c_void_p, c_char_p, c_bool)
+        fn("mc_upsert", c_int, c_void_p, c_char_p, c_void_p, c_size_t, rc_p)
+        fn("mc_batch_upsert", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_void_p),
+           POINTER(c_size_t), rc_p, POINTER(c_int))
         fn("mc_batch_remove", c_int, c_void_p, c_size_t, POINTER(c_char_p), c_bool,
            POINTER(c_int))
     fn("mc_register_buffer", c_int, c_void_p, c_void_p, c_size_t)

@@ -260,6 +260,38 @@ class MooncakeDistributedStore:
         """Per key 0 or a negative error (OBJECT_HAS_LEASE unless force)."""
         return self._core.batch_remove(keys, force)[1]
 
+    # ---- upsert: replace a key's value atomically (readers get the old or the new, whole)
+    def upsert(self, key, value, config=None):
+        """Stores value under key, replacing an existing value; 0 or a negative error."""
+        ptr, n, _keep = _core.buffer_arg(value, writable=False)
+        return self._core.upsert_ptr(key, _address(ptr), n, config)
+
+    def upsert_from(self, key, buffer_ptr, size, config=None):
+        return self._core.upsert_ptr(key, buffer_ptr, size, config)
+
+    def batch_upsert_from(self, keys, buffer_ptrs, sizes, config=None):
+        """Per key 0 or a negative error (each key is its own swap)."""
+        return self._core.batch_upsert_ptrs(keys, buffer_ptrs, sizes, config)[1]
+
+    def upsert_parts(self, key, *parts, config=None):
+        """upsert of the concatenation of parts (gathered into one buffer first)."""
+        try:
+            data = b"".join(bytes(memoryview(p).cast("B")) for p in parts)
+        except (TypeError, ValueError):
+            return _core.INVALID_PARAMS
+        return self.upsert(key, data, config)
+
+    def upsert_batch(self, keys, values, config=None):
+        """0, or the first key's negative error (as put_batch)."""
+        if len(keys) != len(values):
+            return _core.INVALID_PARAMS
+        keep = [_core.buffer_arg(v, writable=False) for v in values]
+        rc, res = self._core.batch_upsert_ptrs(keys, [_address(a[0]) for a in keep],
+                                               [a[1] for a in keep], config)
+        if rc < 0:
+            return rc
+        return next((r for r in res if r < 0), 0)
+
     def remove_by_regex(self, regex_pattern, force=False):
         """Removes the keys the pattern matches, on the master; returns how many or a negative
         error. The pattern is a POSIX extended regex matched against the whole key (anchored as

@@ -109,6 +109,13 @@ int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc 
 int mc_client_batch_read(struct mc_client *c, const char *const *keys,
                          Mc__GetReplicaListResponse **rs, size_t n, void *const *bufs,
                          const size_t *caps, int64_t *results, int *tiers, uint64_t t0);
+/* Put pieces shared with Upsert (client_put.c): the ReplicateConfig message for rc (NULL =
+ * defaults), rc's checks, and the writes of a value to every replica of a start answer (*crc
+ * gets the value's CRC32C). */
+void mc_client_fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config *rc);
+int mc_client_check_config(const struct mc_replicate_config *rc);
+int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
+                             const void *buf, size_t len, uint32_t *crc);
 /* A public replica descriptor from the wire's (client.c). */
 void mc_client_fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d);
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);

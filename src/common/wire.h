@@ -100,6 +100,8 @@ enum mc_wire_kind {
     MASTER(BATCH_PUT_START, 19, "BatchPutStart", batch_put_start)                                  \
     MASTER(BATCH_PUT_END, 20, "BatchPutEnd", batch_put_end)                                        \
     MASTER(BATCH_PUT_REVOKE, 21, "BatchPutRevoke", batch_put_revoke)                               \
+    MASTER(UPSERT_START, 22, "UpsertStart", upsert_start)                                          \
+    MASTER(UPSERT_END, 23, "UpsertEnd", upsert_end)                                                \
     MASTER(GET_REPLICA_LIST, 32, "GetReplicaList", get_replica_list)                               \
     MASTER(BATCH_GET_REPLICA_LIST, 33, "BatchGetReplicaList", batch_get_replica_list)              \
     MASTER(EXIST_KEY, 34, "ExistKey", exist_key)                                                   \

@@ -1,12 +1,14 @@
 /*
  * service_upsert.c - RPC adapters of the key-replacing methods engine connectors call:
- * RemoveByRegex (remove_regex.h). Each answers once the delete rule is met for the keys it
- * removed, as RemoveAll does.
+ * UpsertStart / UpsertEnd (upsert.h) and RemoveByRegex (remove_regex.h). UpsertEnd and
+ * RemoveByRegex answer once the delete rule is met for the disk copies of what they removed,
+ * as Remove and RemoveAll do.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "master/remove_regex.h"
+#include "master/upsert.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
@@ -44,6 +46,80 @@ void mc_svc_remove_by_regex(void *arg, struct mc_rpc_call *call)
     if (w) {
         w->call = call;
         regex_done(w, rc);
+    } else {
+        mc_rpc_reply_status(call, rc);
+    }
+}
+
+/* ---- Upsert -------------------------------------------------------------------------------- */
+
+void mc_svc_upsert_start(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(UpsertStartRequest, upsert_start_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct mc_master_replicate_config cfg;
+    struct mc_upsert_start_result us;
+    int rc = mc_svc_config_from_pb(req->config, &cfg);
+    if (rc == 0)
+        rc = mc_svc_check_client(call, client);
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(upsert_start_request), req->key);
+    if (rc == 0) /* cfg points into req: call before freeing it */
+        rc =
+            mc_master_upsert_start(svc->m, client, key.data, key.len, req->value_length, &cfg, &us);
+    FREE_REQ(req);
+    if (rc != 0) {
+        mc_rpc_reply_status(call, rc);
+        return;
+    }
+    Mc__UpsertStartResponse r = MC__UPSERT_START_RESPONSE__INIT;
+    struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
+    Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
+    r.n_replicas = mc_svc_replicas_to_pb(us.replicas, us.nreplicas, reps, ptrs);
+    r.replicas = ptrs;
+    r.token = us.token;
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+struct upsert_wait {
+    struct mc_rpc_call *call;
+    uint64_t version;
+};
+
+static void upsert_done(void *arg, int rc)
+{
+    struct upsert_wait *w = arg;
+    Mc__UpsertEndResponse r = MC__UPSERT_END_RESPONSE__INIT;
+    r.version = w->version;
+    mc_rpc_reply_msg(w->call, rc, &r.base);
+    free(w);
+}
+
+void mc_svc_upsert_end(void *arg, struct mc_rpc_call *call)
+{
+    struct mc_master_service *svc = arg;
+    UNPACK(UpsertEndRequest, upsert_end_request, req);
+    struct mc_id client = mc_svc_id_from_pb(req->client_id);
+    struct upsert_wait *w = calloc(1, sizeof(*w));
+    int rc = mc_svc_check_client(call, client);
+    if (rc == 0 && !w)
+        rc = MC_ERR_INTERNAL_ERROR;
+    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(upsert_end_request), req->key);
+    if (rc == 0) {
+        w->call = call;
+        if (req->revoke)
+            rc = mc_master_upsert_revoke(svc->m, client, key.data, key.len, req->token);
+        else
+            rc =
+                mc_master_upsert_end_wait(svc->m, client, key.data, key.len, req->token,
+                                          req->crc32c, req->crc_valid, &w->version, upsert_done, w);
+    }
+    FREE_REQ(req);
+    if (rc == MC_MASTER_PENDING)
+        return; /* upsert_done answers */
+    if (w) {
+        w->call = call;
+        upsert_done(w, rc);
     } else {
         mc_rpc_reply_status(call, rc);
     }
