@@ -126,9 +126,14 @@ class MooncakeDistributedStore:
                              "no LOCAL_DISK tier")
             else:
                 disk_path = ssd_offload_path
+                try:
+                    os.makedirs(ssd_offload_path, exist_ok=True)
+                    st = os.statvfs(ssd_offload_path)
+                except OSError as e:
+                    _log.error("setup: ssd_offload_path %r: %s", ssd_offload_path, e)
+                    return _core.INVALID_PARAMS
                 if not disk_cap:
-                    st = os.statvfs(ssd_offload_path) if os.path.isdir(ssd_offload_path) else None
-                    disk_cap = (st.f_bavail * st.f_frsize // 2) if st else 0
+                    disk_cap = st.f_bavail * st.f_frsize // 2
         for name, v, default in (("tenant_id", tenant_id, "default"),
                                  ("enable_client_http_server", enable_client_http_server, False),
                                  ("client_http_port", client_http_port, None),

@@ -114,3 +114,26 @@ def test_vllm_single_buffer_values_go_zero_copy(mooncake_store):
     assert b.raw == a.raw
     # mismatched argument lists are per-key errors, not crashes
     assert store.batch_put_from_multi_buffers(["k"], [[1, 2]], [[1]]) == [-600]
+
+
+def test_get_into_ranges_layerwise(mooncake_store):
+    """Layer-wise loads read byte ranges of stored blocks (get_into_ranges): per buffer, per
+    key, per range the bytes copied, or a negative error for that range alone."""
+    store = mooncake_store
+    a = b"".join(_fill(layer, 0, 7) for layer in range(LAYERS))
+    b = b"".join(_fill(layer, 1, 7) for layer in range(LAYERS))
+    assert store.put("rng/a", a) == 0 and store.put("rng/b", b) == 0
+    dst0 = ctypes.create_string_buffer(3 * BLOCK_BYTES)
+    dst1 = ctypes.create_string_buffer(BLOCK_BYTES)
+    res = store.get_into_ranges(
+        [ctypes.addressof(dst0), ctypes.addressof(dst1)],
+        [["rng/a", "rng/b"], ["rng/b", "rng/absent"]],
+        [[[0, BLOCK_BYTES], [2 * BLOCK_BYTES]], [[0], [0]]],
+        [[[BLOCK_BYTES, 3 * BLOCK_BYTES], [2 * BLOCK_BYTES + 100]], [[LAYERS * BLOCK_BYTES - 8],
+                                                                      [0]]],
+        [[[BLOCK_BYTES, BLOCK_BYTES], [BLOCK_BYTES - 100]], [[16], [4]]])
+    assert res == [[[BLOCK_BYTES, BLOCK_BYTES], [BLOCK_BYTES - 100]], [[-600], [-704]]]
+    assert dst0.raw[:BLOCK_BYTES] == a[BLOCK_BYTES:2 * BLOCK_BYTES]
+    assert dst0.raw[BLOCK_BYTES:2 * BLOCK_BYTES] == a[3 * BLOCK_BYTES:]
+    assert dst0.raw[2 * BLOCK_BYTES:3 * BLOCK_BYTES - 100] == \
+        b[2 * BLOCK_BYTES + 100:3 * BLOCK_BYTES]
