@@ -194,6 +194,43 @@ static void test_abandoned_reservation_expires(void **state)
                      MC_ERR_INVALID_PARAMS);
 }
 
+static void on_done(void *arg, int rc)
+{
+    *(int *)arg = rc + 1000; /* never called without a disk tier */
+}
+
+/* A batch end: each key its own swap, a revoke gives its space back, a bad token fails alone. */
+static void test_batch_end(void **state)
+{
+    struct fx *f = *state;
+    assert_int_equal(tm_put(f->m, f->a, "x", 100), MC_OK);
+    struct mc_upsert_start_result u0, u1, u2;
+    assert_int_equal(mc_master_upsert_start(f->m, f->a, "x", 1, 200, NULL, &u0), MC_OK);
+    assert_int_equal(mc_master_upsert_start(f->m, f->a, "y", 1, 300, NULL, &u1), MC_OK);
+    assert_int_equal(mc_master_upsert_start(f->m, f->a, "z", 1, 400, NULL, &u2), MC_OK);
+    struct mc_key_ref keys[4] = {{"x", 1}, {"y", 1}, {"z", 1}, {"w", 1}};
+    struct mc_upsert_end_item items[4] = {{u0.token, 1, true, false},
+                                          {u1.token, 2, true, true},
+                                          {u2.token, 3, true, false},
+                                          {u2.token, 3, true, false}};
+    int rcs[4] = {-1, -1, -1, -1}, called = 0;
+    assert_int_equal(
+        mc_master_batch_upsert_end_wait(f->m, f->a, keys, 4, items, rcs, on_done, &called), MC_OK);
+    assert_int_equal(called, 0);
+    assert_int_equal(rcs[0], MC_OK);
+    assert_int_equal(rcs[1], MC_OK); /* revoked */
+    assert_int_equal(rcs[2], MC_OK);
+    assert_int_equal(rcs[3], MC_ERR_INVALID_PARAMS); /* z's token, spent, under another key */
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(f->m, "x", 1, &g), MC_OK);
+    assert_int_equal(g.size, 200);
+    assert_int_equal(mc_master_get_replica_list(f->m, "y", 1, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replica_list(f->m, "z", 1, &g), MC_OK);
+    assert_int_equal(g.crc32c, 3);
+    assert_int_equal(allocated(f), 600);
+    assert_int_equal(mc_master_upsert_pending(f->m), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -202,6 +239,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_put_in_flight_is_not_replaced, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reservations_belong_to_their_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_abandoned_reservation_expires, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_batch_end, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -255,8 +255,8 @@ int mc_batch_remove(struct mc_client *client, size_t n, const char *const *keys,
  * is not replaced (REPLICA_IS_NOT_READY). rc->group_id is refused (INVALID_PARAMS). */
 int mc_upsert(struct mc_client *client, const char *key, const void *buf, size_t len,
               const struct mc_replicate_config *rc);
-/* mc_upsert for n keys (results[i] per key); each key is its own swap, two master round trips
- * per key. */
+/* mc_upsert for n keys (results[i] per key): one BatchUpsertStart and one BatchUpsertEnd for
+ * the batch, each key its own swap. */
 int mc_batch_upsert(struct mc_client *client, size_t n, const char *const *keys,
                     const void *const *bufs, const size_t *lens,
                     const struct mc_replicate_config *rc, int *results);

@@ -5,6 +5,8 @@
  * (src/master/upsert.h). Any failure after the start gives the space back (UpsertEnd with
  * revoke), so nothing is half visible: readers see the old value until the swap and the new
  * one after it. NO_AVAILABLE_HANDLE at the start is retried for put_retry_window_ms, as Put's.
+ * A batch is one BatchUpsertStart and one BatchUpsertEnd (every key its own swap); the writes go
+ * key by key.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -96,12 +98,125 @@ int mc_upsert(struct mc_client *c, const char *key, const void *buf, size_t len,
     return rc;
 }
 
+/* BatchUpsertEnd for the keys whose reservation exists (tokens[i] != 0): swap the ones written
+ * (wrc[i] 0), give back the others; results[i] gets each key's answer. */
+static int batch_end(struct mc_client *c, size_t n, const char *const *keys, const uint64_t *tokens,
+                     const uint32_t *crcs, const int *wrc, int *results)
+{
+    Mc__UpsertEndItem *items = calloc(n, sizeof(*items));
+    Mc__UpsertEndItem **ptrs = calloc(n, sizeof(*ptrs));
+    size_t *idx = calloc(n, sizeof(*idx));
+    int rc = 0;
+    if (!items || !ptrs || !idx) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!tokens[i])
+            continue;
+        mc__upsert_end_item__init(&items[m]);
+        items[m].key = (char *)keys[i];
+        items[m].token = tokens[i];
+        items[m].crc32c = crcs[i];
+        items[m].crc_valid = wrc[i] == 0;
+        items[m].revoke = wrc[i] != 0;
+        ptrs[m] = &items[m];
+        idx[m++] = i;
+    }
+    if (m == 0)
+        goto out;
+    Mc__Uuid u;
+    Mc__BatchUpsertEndRequest req = MC__BATCH_UPSERT_END_REQUEST__INIT;
+    req.client_id = mc_client_uuid(c, &u);
+    req.n_items = m;
+    req.items = ptrs;
+    ProtobufCMessage *msg = NULL;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_UPSERT_END, &req.base,
+                             &mc__batch_upsert_end_response__descriptor, &msg);
+    if (rc)
+        goto out;
+    const Mc__BatchUpsertEndResponse *r = (const Mc__BatchUpsertEndResponse *)msg;
+    if (r->n_statuses != m)
+        rc = MC_ERR_RPC_FAIL;
+    for (size_t j = 0; rc == 0 && j < m; j++)
+        results[idx[j]] = wrc[idx[j]] ? wrc[idx[j]] : r->statuses[j];
+    protobuf_c_message_free_unpacked(msg, NULL);
+out:
+    free(items);
+    free(ptrs);
+    free(idx);
+    return rc;
+}
+
+/* One BatchUpsertStart, the writes key by key, one BatchUpsertEnd. Keys the start refused for
+ * lack of space go the single way (which retries for put_retry_window_ms). */
 int mc_batch_upsert(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
-                    const size_t *lens, const struct mc_replicate_config *rc, int *results)
+                    const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
 {
     if (!c || (n && (!keys || !bufs || !lens || !results)))
         return MC_ERR_INVALID_PARAMS;
+    if (n == 0)
+        return 0;
+    mc_log_scope(&c->logger);
+    struct mc_replicate_config rc_copy;
+    int rc = mc_replicate_config_copy(rc_user, &rc_copy);
+    if (!rc)
+        rc = mc_client_check_config(&rc_copy);
+    for (size_t i = 0; !rc && i < n; i++)
+        if ((rc = mc_client_check_key(keys[i])) == 0 && lens[i] && !bufs[i])
+            rc = MC_ERR_INVALID_PARAMS;
+    if (rc)
+        return rc;
+    uint64_t *vals = calloc(n, sizeof(*vals));
+    uint64_t *tokens = calloc(n, sizeof(*tokens));
+    uint32_t *crcs = calloc(n, sizeof(*crcs));
+    int *wrc = calloc(n, sizeof(*wrc));
+    ProtobufCMessage *msg = NULL;
+    if (!vals || !tokens || !crcs || !wrc) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
     for (size_t i = 0; i < n; i++)
-        results[i] = mc_upsert(c, keys[i], bufs[i], lens[i], rc);
-    return 0;
+        vals[i] = lens[i];
+    Mc__ReplicateConfig cfg;
+    mc_client_fill_config(&cfg, &rc_copy);
+    Mc__Uuid u;
+    Mc__BatchUpsertStartRequest req = MC__BATCH_UPSERT_START_REQUEST__INIT;
+    req.client_id = mc_client_uuid(c, &u);
+    req.n_keys = n;
+    req.keys = (char **)keys;
+    req.n_value_lengths = n;
+    req.value_lengths = vals;
+    req.config = &cfg;
+    rc = mc_master_conn_call(c->mc, MC_METHOD_BATCH_UPSERT_START, &req.base,
+                             &mc__batch_upsert_start_response__descriptor, &msg);
+    if (rc)
+        goto out;
+    const Mc__BatchUpsertStartResponse *r = (const Mc__BatchUpsertStartResponse *)msg;
+    if (r->n_results != n) {
+        rc = MC_ERR_RPC_FAIL;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const Mc__UpsertStartResult *ri = r->results[i];
+        results[i] = ri->status;
+        if (ri->status)
+            continue;
+        tokens[i] = ri->token;
+        wrc[i] =
+            mc_client_write_replicas(c, ri->replicas, ri->n_replicas, bufs[i], lens[i], &crcs[i]);
+    }
+    rc = batch_end(c, n, keys, tokens, crcs, wrc, results);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (results[i] == MC_ERR_NO_AVAILABLE_HANDLE)
+            results[i] = mc_upsert(c, keys[i], bufs[i], lens[i], &rc_copy);
+out:
+    if (msg)
+        protobuf_c_message_free_unpacked(msg, NULL);
+    free(vals);
+    free(tokens);
+    free(crcs);
+    free(wrc);
+    return rc;
 }

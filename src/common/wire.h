@@ -102,6 +102,8 @@ enum mc_wire_kind {
     MASTER(BATCH_PUT_REVOKE, 21, "BatchPutRevoke", batch_put_revoke)                               \
     MASTER(UPSERT_START, 22, "UpsertStart", upsert_start)                                          \
     MASTER(UPSERT_END, 23, "UpsertEnd", upsert_end)                                                \
+    MASTER(BATCH_UPSERT_START, 24, "BatchUpsertStart", batch_upsert_start)                         \
+    MASTER(BATCH_UPSERT_END, 25, "BatchUpsertEnd", batch_upsert_end)                               \
     MASTER(GET_REPLICA_LIST, 32, "GetReplicaList", get_replica_list)                               \
     MASTER(BATCH_GET_REPLICA_LIST, 33, "BatchGetReplicaList", batch_get_replica_list)              \
     MASTER(EXIST_KEY, 34, "ExistKey", exist_key)                                                   \

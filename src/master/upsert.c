@@ -372,6 +372,27 @@ int mc_master_upsert_end_wait(struct mc_master *m, struct mc_id client, const ch
     return mc_delop_seal(dw, op, rc) ? rc : MC_MASTER_PENDING;
 }
 
+int mc_master_batch_upsert_end_wait(struct mc_master *m, struct mc_id client,
+                                    const struct mc_key_ref *keys, size_t n,
+                                    const struct mc_upsert_end_item *items, int *rcs,
+                                    mc_master_done_fn done, void *arg)
+{
+    if (n && (!keys || !items || !rcs))
+        return MC_ERR_INVALID_PARAMS;
+    struct mc_delwait *dw = mc_offload_delwait(m);
+    struct mc_delop *op = NULL;
+    if (dw && !(op = mc_delop_new(done, arg)))
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++)
+        rcs[i] = items[i].revoke
+                     ? mc_master_upsert_revoke(m, client, keys[i].data, keys[i].len, items[i].token)
+                     : end(m, client, keys[i].data, keys[i].len, items[i].token, items[i].crc32c,
+                           items[i].has_crc, NULL, op);
+    if (!op)
+        return MC_OK;
+    return mc_delop_seal(dw, op, MC_OK) ? MC_OK : MC_MASTER_PENDING;
+}
+
 int mc_master_upsert_revoke(struct mc_master *m, struct mc_id client, const char *key,
                             size_t key_len, uint64_t token)
 {

@@ -52,6 +52,19 @@ int mc_master_upsert_end(struct mc_master *m, struct mc_id client, const char *k
 /* Gives a reservation's space back (the client could not write it). */
 int mc_master_upsert_revoke(struct mc_master *m, struct mc_id client, const char *key,
                             size_t key_len, uint64_t token);
+/* One key of a batch UpsertEnd: swap (revoke false) or give the space back. */
+struct mc_upsert_end_item {
+    uint64_t token;
+    uint32_t crc32c;
+    bool has_crc;
+    bool revoke;
+};
+/* n UpsertEnds (or revokes) as one operation: rcs[i] per key; the call waits, like
+ * mc_master_upsert_end_wait, for the holders of every replaced key's old disk copies. */
+int mc_master_batch_upsert_end_wait(struct mc_master *m, struct mc_id client,
+                                    const struct mc_key_ref *keys, size_t n,
+                                    const struct mc_upsert_end_item *items, int *rcs,
+                                    mc_master_done_fn done, void *arg);
 /* Reservations in flight (tests, stats). */
 size_t mc_master_upsert_pending(struct mc_master *m);
 /* Releases every reservation and the table (mc_master_free). */
