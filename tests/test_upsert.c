@@ -177,21 +177,28 @@ static void test_reservations_belong_to_their_client(void **state)
 }
 
 /* A client that died between start and end: its reservation is released after
- * put_start_release_timeout, by the next upsert call. */
+ * put_start_release_timeout, by the reaper tick or by the next upsert call. */
 static void test_abandoned_reservation_expires(void **state)
 {
     struct fx *f = *state;
-    struct mc_upsert_start_result us;
+    struct mc_upsert_start_result us, us2;
     assert_int_equal(mc_master_upsert_start(f->m, f->a, "k", 1, 4096, NULL, &us), MC_OK);
     mc_fake_clock_advance_ms(&f->fc, 600000 - 1);
+    assert_int_equal(mc_master_tick_reaper(f->m), 0);
     assert_int_equal(upsert(f, f->b, "other", 100, 1, NULL), MC_OK);
     assert_int_equal(mc_master_upsert_pending(f->m), 1);
     mc_fake_clock_advance_ms(&f->fc, 1);
-    assert_int_equal(upsert(f, f->b, "other", 100, 1, NULL), MC_OK);
+    assert_int_equal(mc_master_tick_reaper(f->m), 1);
     assert_int_equal(mc_master_upsert_pending(f->m), 0);
     assert_int_equal(allocated(f), 100);
     assert_int_equal(mc_master_upsert_end(f->m, f->a, "k", 1, us.token, 0, true, NULL),
                      MC_ERR_INVALID_PARAMS);
+    /* without a reaper tick, the next upsert call releases it */
+    assert_int_equal(mc_master_upsert_start(f->m, f->a, "k", 1, 4096, NULL, &us2), MC_OK);
+    mc_fake_clock_advance_ms(&f->fc, 600000);
+    assert_int_equal(upsert(f, f->b, "other", 200, 1, NULL), MC_OK);
+    assert_int_equal(mc_master_upsert_pending(f->m), 0);
+    assert_int_equal(allocated(f), 200);
 }
 
 static void on_done(void *arg, int rc)

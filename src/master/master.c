@@ -287,6 +287,7 @@ int mc_master_tick_reaper(struct mc_master *m)
     n += stale;
     n += mc_offload_reap(m);
     n += mc_promotion_reap(m);
+    n += mc_upserts_reap(m); /* upsert reservations never ended */
     if (now >= m->next_soft_pin_sweep_ms) {
         m->next_soft_pin_sweep_ms = now + MC_SOFT_PIN_SWEEP_MS;
         if (atomic_load_explicit(&m->c.soft_pin_key_count, memory_order_relaxed) > 0)

@@ -79,11 +79,12 @@ static void take_locked(struct mc_upserts *t, size_t i, struct reservation *out)
     t->v[i] = t->v[--t->n];
 }
 
-/* Releases the reservations older than the release timeout (their clients died). Called with
- * no lock held. */
-static void expire(struct mc_master *m, struct mc_upserts *t, uint64_t now)
+/* Releases the reservations older than the release timeout (their clients died); returns how
+ * many. Called with no lock held. */
+static int expire(struct mc_master *m, struct mc_upserts *t, uint64_t now)
 {
-    for (;;) {
+    int n = 0;
+    for (;; n++) {
         struct reservation r;
         bool found = false;
         pthread_mutex_lock(&t->lock);
@@ -95,11 +96,17 @@ static void expire(struct mc_master *m, struct mc_upserts *t, uint64_t now)
             }
         pthread_mutex_unlock(&t->lock);
         if (!found)
-            return;
+            return n;
         mc_info("master", "upsert reservation expired unfinished", "size=%llu",
                 (unsigned long long)r.size);
         release_allocs(&r);
     }
+}
+
+int mc_upserts_reap(struct mc_master *m)
+{
+    struct mc_upserts *t = atomic_load_explicit(&m->upserts, memory_order_acquire);
+    return t ? expire(m, t, mc_master_now_ms(m)) : 0;
 }
 
 static int check_args(struct mc_master *m, struct mc_id client, const char *key, size_t key_len)

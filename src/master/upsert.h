@@ -12,7 +12,8 @@
  * Grouped upserts (group_id) are refused with INVALID_PARAMS.
  *
  * A reservation not ended within put_start_release_timeout (its client died) is released by the
- * next Upsert call that finds it; mc_upserts_free releases the rest with the master.
+ * reaper tick (mc_upserts_reap) or the next Upsert call, whichever comes first; mc_upserts_free
+ * releases the rest with the master.
  */
 #ifndef MC_MASTER_UPSERT_H
 #define MC_MASTER_UPSERT_H
@@ -67,6 +68,9 @@ int mc_master_batch_upsert_end_wait(struct mc_master *m, struct mc_id client,
                                     mc_master_done_fn done, void *arg);
 /* Reservations in flight (tests, stats). */
 size_t mc_master_upsert_pending(struct mc_master *m);
+/* Releases the reservations past put_start_release_timeout (mc_master_tick_reaper); returns
+ * how many. */
+int mc_upserts_reap(struct mc_master *m);
 /* Releases every reservation and the table (mc_master_free). */
 void mc_upserts_free(struct mc_master *m);
 
