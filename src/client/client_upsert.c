@@ -5,8 +5,8 @@
  * (src/master/upsert.h). Any failure after the start gives the space back (UpsertEnd with
  * revoke), so nothing is half visible: readers see the old value until the swap and the new
  * one after it. NO_AVAILABLE_HANDLE at the start is retried for put_retry_window_ms, as Put's.
- * A batch is one BatchUpsertStart and one BatchUpsertEnd (every key its own swap); the writes go
- * key by key.
+ * A batch is one BatchUpsertStart, the writes as one transport batch (one peer round trip per
+ * endpoint), and one BatchUpsertEnd (every key its own swap).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +14,7 @@
 
 #include "client/client_internal.h"
 #include "common/clock.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/wire.h"
 
@@ -149,7 +150,65 @@ out:
     return rc;
 }
 
-/* One BatchUpsertStart, the writes key by key, one BatchUpsertEnd. Keys the start refused for
+/* The writes of a batch's reserved keys (r[i] with status 0): replicas in this process's
+ * segment with memcpy, rdma ones one by one, the other remote ones as one transport batch (one
+ * peer round trip per endpoint), the first of them also computing the value's CRC on the wire.
+ * wrc[i] gets key i's write result, crcs[i] its CRC32C. */
+static int write_all(struct mc_client *c, size_t n, Mc__UpsertStartResult *const *r,
+                     const void *const *bufs, const size_t *lens, int *wrc, uint32_t *crcs)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += r[i]->status ? 0 : r[i]->n_replicas;
+    struct mc_xfer_item *items = calloc(total ? total : 1, sizeof(*items));
+    size_t *owner = calloc(total ? total : 1, sizeof(*owner));
+    if (!items || !owner) {
+        free(items);
+        free(owner);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    size_t ni = 0;
+    for (size_t i = 0; i < n; i++) {
+        wrc[i] = 0;
+        if (r[i]->status)
+            continue;
+        bool on_wire = false;
+        if (r[i]->n_replicas == 0)
+            wrc[i] = MC_ERR_INVALID_REPLICA;
+        for (size_t k = 0; k < r[i]->n_replicas && !wrc[i]; k++) {
+            struct mc_xfer_loc loc;
+            bool local = false;
+            int x = mc_client_replica_loc(c, r[i]->replicas[k], lens[i], &loc, &local);
+            if (x == 0 && local) {
+                x = mc_transport_write(c->local, &loc, bufs[i], lens[i]);
+            } else if (x == 0 && mc_client_replica_is_rdma(c, r[i]->replicas[k])) {
+                x = mc_transport_write(c->rdma, &loc, bufs[i], lens[i]);
+            } else if (x == 0) {
+                items[ni] = (struct mc_xfer_item){loc, (void *)bufs[i], lens[i], 0,
+                                                  on_wire ? NULL : &crcs[i]};
+                on_wire = true;
+                owner[ni++] = i;
+            }
+            if (x)
+                wrc[i] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
+        }
+        if (!on_wire && !wrc[i])
+            crcs[i] = mc_crc32c(bufs[i], lens[i]);
+    }
+    int rc = ni ? mc_transport_batch(c->tcp, true, items, ni) : 0;
+    for (size_t k = 0; k < ni; k++) {
+        int x = rc ? rc : items[k].status;
+        if (x && !wrc[owner[k]]) {
+            mc_warn("client", "upsert replica write failed", "rc=%s", mc_strerror(x));
+            wrc[owner[k]] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
+        }
+    }
+    free(items);
+    free(owner);
+    return 0;
+}
+
+/* One BatchUpsertStart, the writes (write_all), one BatchUpsertEnd. Keys the start refused for
  * lack of space go the single way (which retries for put_retry_window_ms). */
 int mc_batch_upsert(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
                     const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
@@ -199,15 +258,12 @@ int mc_batch_upsert(struct mc_client *c, size_t n, const char *const *keys, cons
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        const Mc__UpsertStartResult *ri = r->results[i];
-        results[i] = ri->status;
-        if (ri->status)
-            continue;
-        tokens[i] = ri->token;
-        wrc[i] =
-            mc_client_write_replicas(c, ri->replicas, ri->n_replicas, bufs[i], lens[i], &crcs[i]);
+        results[i] = r->results[i]->status;
+        tokens[i] = r->results[i]->status ? 0 : r->results[i]->token;
     }
-    rc = batch_end(c, n, keys, tokens, crcs, wrc, results);
+    rc = write_all(c, n, r->results, bufs, lens, wrc, crcs);
+    if (rc == 0)
+        rc = batch_end(c, n, keys, tokens, crcs, wrc, results);
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (results[i] == MC_ERR_NO_AVAILABLE_HANDLE)
             results[i] = mc_upsert(c, keys[i], bufs[i], lens[i], &rc_copy);
