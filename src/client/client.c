@@ -740,7 +740,7 @@ int64_t mc_remove_all(struct mc_client *c, bool force)
 
 /* ---- query -------------------------------------------------------------------------------- */
 
-static void fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d)
+void mc_client_fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d)
 {
     memset(o, 0, sizeof(*o));
     o->id = d->id;
@@ -796,7 +796,8 @@ int mc_query(struct mc_client *c, const char *key, struct mc_object_info *out)
         }
         for (size_t i = 0; i < r->n_replicas; i++)
             if (r->replicas[i] && r->replicas[i]->replica)
-                fill_replica(&out->replicas[out->replica_count++], r->replicas[i]->replica);
+                mc_client_fill_replica(&out->replicas[out->replica_count++],
+                                       r->replicas[i]->replica);
     }
 out:
     protobuf_c_message_free_unpacked(m, NULL);

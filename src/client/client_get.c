@@ -396,9 +396,9 @@ static void remote_read(void *arg, size_t task)
  * process's store directly, else one PeerDiskRead per holder), the two side by side. A key whose
  * chosen replica fails is read again the single way, trying each of its replicas. tiers[i] gets the
  * kind that served key i. */
-static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetReplicaListResponse **rs,
-                      size_t n, void *const *bufs, const size_t *caps, int64_t *results, int *tiers,
-                      uint64_t t0)
+int mc_client_batch_read(struct mc_client *c, const char *const *keys,
+                         Mc__GetReplicaListResponse **rs, size_t n, void *const *bufs,
+                         const size_t *caps, int64_t *results, int *tiers, uint64_t t0)
 {
     struct mc_xfer_item *items = calloc(n, sizeof(*items));
     size_t *owner = calloc(n, sizeof(*owner));
@@ -541,7 +541,7 @@ static int batch_get(struct mc_client *c, size_t n, const char *const *keys, voi
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
-    rc = batch_read(c, keys, r->results, n, bufs, caps, results, tv, t0);
+    rc = mc_client_batch_read(c, keys, r->results, n, bufs, caps, results, tv, t0);
     for (size_t i = 0; tiers && rc == 0 && i < n; i++)
         tiers[i] = tv[i];
 out:

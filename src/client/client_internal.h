@@ -3,9 +3,9 @@
  *
  * The client is split by job: client.c (open/close, config, exist/remove/query, registered
  * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize),
- * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload), worker_promote.c (promotion). Helpers
- * declared here are internal to the library; the test hooks (MC_TEST_HOOKS builds) are for the
- * test suite only.
+ * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload),
+ * worker_promote.c (promotion). Helpers declared here are internal to the library; the test hooks
+ * (MC_TEST_HOOKS builds) are for the test suite only.
  */
 #ifndef MC_CLIENT_CLIENT_INTERNAL_H
 #define MC_CLIENT_CLIENT_INTERNAL_H
@@ -105,6 +105,21 @@ int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc 
 
 /* ---- for tests --------------------------------------------------------------------------- */
 
+/* The reads of a batch whose BatchGetReplicaList answers are rs (client_get.c): results[i] is
+ * key i's size or error, tiers[i] the kind of replica that served it; t0 is when the leases
+ * started. Returns 0 or an error for the whole batch. */
+int mc_client_batch_read(struct mc_client *c, const char *const *keys,
+                         Mc__GetReplicaListResponse **rs, size_t n, void *const *bufs,
+                         const size_t *caps, int64_t *results, int *tiers, uint64_t t0);
+/* Put pieces shared with Upsert (client_put.c): the ReplicateConfig message for rc (NULL =
+ * defaults), rc's checks, and the writes of a value to every replica of a start answer (*crc
+ * gets the value's CRC32C). */
+void mc_client_fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config *rc);
+int mc_client_check_config(const struct mc_replicate_config *rc);
+int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
+                             const void *buf, size_t len, uint32_t *crc);
+/* A public replica descriptor from the wire's (client.c). */
+void mc_client_fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d);
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);
 struct mc_peer_server *mc_client_peer_server(struct mc_client *c);
 struct mc_id mc_client_segment_id(const struct mc_client *c);
