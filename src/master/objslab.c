@@ -27,7 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "master/objects.h"
+#include "master/object_record.h"
 #include "master/objslab.h"
 #include "master/shard.h"
 

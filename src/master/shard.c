@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/shard.h"
 
 #define SLOT_EMPTY UINT32_MAX
