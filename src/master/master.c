@@ -21,7 +21,7 @@
 #include "master/discard.h"
 #include "master/freelist.h"
 #include "master/eviction.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/object_events.h"
 #include "master/objects.h"
 #include "master/offload.h"

@@ -14,7 +14,7 @@
 #include "master/fence.h"
 #include "master/freelist.h"
 #include "master/mailbox.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/offload_internal.h"
 #include "master/shard.h"
