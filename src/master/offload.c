@@ -30,6 +30,7 @@
  * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
  * wakes any that were missed.
  */
+#include "common/mc_assert.h"
 #include "master/offload.h"
 
 #include <stdlib.h>
@@ -264,6 +265,7 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
 
 void mc_offload_put_end_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (!(o->flags & MC_OBJ_OFFLOADING) && !has_disk_copy(o))
         (void)queue_task(m, s, o, false);
 }
@@ -277,6 +279,7 @@ void mc_offload_wake(struct mc_master *m)
 uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                  struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_offload *off = m->offload;
     /* A disk copy of this version, or a task already queued: the DRAM copies that are not
      * pinned go now, with no new offload. (An object given up after OBJ_MAX_FULL_NACKS gets no

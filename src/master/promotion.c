@@ -26,6 +26,7 @@
  * push then leaves one the holder cannot use; every report on an unknown id (AllocStart, success,
  * failure) removes its mailbox entry, so such an entry lives until the holder's first call on it.
  */
+#include "common/mc_assert.h"
 #include "master/promotion.h"
 
 #include <stdlib.h>
@@ -236,6 +237,7 @@ void mc_promo_task_end(struct mc_master *m, struct mc_shard *s, struct promo_tas
 
 void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     if (!p || !(o->flags & MC_OBJ_PROMOTING))
         return;
@@ -248,6 +250,7 @@ void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct 
 bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     if (!p || !(o->flags & MC_OBJ_PROMOTING))
         return false;
@@ -263,6 +266,7 @@ bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct 
 int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                bool force, struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     struct promo_task *t = p ? task_of(&p->tab[s->index], o) : NULL;
     if (!t)
@@ -288,6 +292,7 @@ int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct m
 void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     struct promo_task *t = p ? task_of(&p->tab[s->index], o) : NULL;
     if (!t)
