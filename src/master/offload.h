@@ -50,8 +50,8 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 void mc_offload_cycle_begin(struct mc_master *m);
 void mc_offload_cycle_end(struct mc_master *m);
 
-/* o is being erased (write lock; objects.c calls it for every erasure, after promotion's own
- * call): cancels o's offload task and queues a delete of every disk record of o at its
+/* o is being erased (write lock; MC_OBJ_EV_ERASED, announced for every erasure, after promotion
+ * sees it): cancels o's offload task and queues a delete of every disk record of o at its
  * holder. */
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
 

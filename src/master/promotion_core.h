@@ -1,7 +1,8 @@
 /*
- * promotion_core.h - promotion.c's private entry points inside the master core: the calls the
- * object operations, the client sweep and the reaper make into it. The public calls and the
- * design are in promotion.h.
+ * promotion_core.h - promotion.c's private entry points inside the master core: its lifecycle,
+ * the handlers behind its object-event subscription (object_events.h: the object layer, the
+ * client sweep and eviction announce, they do not call these) and the reaper's call. The public
+ * calls and the design are in promotion.h.
  */
 #ifndef MC_MASTER_PROMOTION_CORE_H
 #define MC_MASTER_PROMOTION_CORE_H
