@@ -192,6 +192,8 @@ void mc_master_free(struct mc_master *m)
     if (m->shards) {
         for (uint32_t si = 0; si < MC_NSHARDS; si++) {
             struct mc_shard *s = &m->shards[si];
+            if (!s->n)
+                continue; /* (a shard mc_shards_init did not reach is empty) */
             mc_shard_wrlock(s);
             while (s->n)
                 mc_master_erase_object(m, s, mc_ent_obj(mc_shard_ent(s, s->n - 1)), &fl);
