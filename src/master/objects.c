@@ -315,6 +315,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
                             const struct mc_master_replicate_config *cfg, uint64_t now,
                             struct mc_put_start_result *out, struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true));
     int rc = clear_existing(m, s, h, key, len, now, fl);
     if (rc != MC_OK)
         return rc;
