@@ -34,10 +34,11 @@
  *  HOLDER_REMOUNTED      none                      end the tasks the holder's last run took
  *  UNLOCKED              none                      wake the holders its quiet pushes fed
  *
- * A subscriber never erases o, never takes another shard's lock while o's is held, and never
- * calls back into the object layer's announcing operation (it may use the object layer's
- * _locked helpers on o: mc_master_evict_memory, mc_obj_drop_replica, mc_master_erase_object is
- * not among them).
+ * A subscriber never takes another shard's lock while o's is held and never calls back into the
+ * operation announcing the event. It does not erase o, except the one that takes an eviction
+ * over: it evicts through mc_master_evict_memory, which erases o when no valid replica is left,
+ * as the object layer itself would. The eviction cycle's lock is eviction.c's own mutex, outside
+ * the lock-order checker: those two events are not asserted.
  */
 #ifndef MC_MASTER_OBJECT_EVENTS_H
 #define MC_MASTER_OBJECT_EVENTS_H
