@@ -172,6 +172,26 @@ static void test_legal_sequences_pass(void **state)
     assert_int_equal(mc_lo_depth(), 0);
 }
 
+/* mc_lo_holds tells what this thread holds, and a shard's write lock from its read lock (the
+ * _locked calls and the object events assert it). */
+static void test_holds(void **state)
+{
+    (void)state;
+    assert_false(mc_lo_holds(MC_LO_SHARD, 3, false));
+    mc_lo_acquire(MC_LO_SHARD, 3); /* a read lock */
+    assert_true(mc_lo_holds(MC_LO_SHARD, 3, false));
+    assert_false(mc_lo_holds(MC_LO_SHARD, 3, true));
+    assert_false(mc_lo_holds(MC_LO_SHARD, 4, false));
+    mc_lo_acquire_write(MC_LO_SHARD, 5);
+    assert_true(mc_lo_holds(MC_LO_SHARD, 5, true));
+    assert_true(mc_lo_holds(MC_LO_SHARD, 5, false));
+    assert_false(mc_lo_holds(MC_LO_SEGMENT, 5, false));
+    mc_lo_release(MC_LO_SHARD, 5);
+    mc_lo_release(MC_LO_SHARD, 3);
+    assert_false(mc_lo_holds(MC_LO_SHARD, 5, true));
+    assert_int_equal(mc_lo_depth(), 0);
+}
+
 /* Every public call on a real master returns with no lock held by this thread. */
 static void test_master_paths_balanced(void **state)
 {
@@ -232,6 +252,7 @@ int main(void)
         cmocka_unit_test(test_violations_abort),
         cmocka_unit_test(test_legal_sequences_pass),
         cmocka_unit_test(test_master_paths_balanced),
+        cmocka_unit_test(test_holds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

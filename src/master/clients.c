@@ -13,8 +13,8 @@
  * keeps a concurrent Mount of the same client from slipping in between); then, with no lock
  * held, the shards are swept: replicas on dead segments are dropped and objects left with none
  * erased. Pins held for a client's offload and promotion tasks are released when their objects
- * are erased (objects.c calls into offload.c and promotion.c for every erasure) or when the
- * tasks are cancelled (mc_offload_client_expired, the sweep's mc_promotion_check_locked).
+ * are erased (MC_OBJ_EV_ERASED) or when the tasks are cancelled (MC_OBJ_EV_CLIENT_EXPIRED, and
+ * the sweep's MC_OBJ_EV_REPLICA_DROPPING): object_events.h, the policies subscribe.
  *
  * The sweep (after an expiry or an UnmountSegment) visits every shard under its write lock, one
  * at a time: replicas whose storage is gone (dead segment, dead holder) are dropped, objects left
@@ -26,10 +26,9 @@
 #include "common/log.h"
 #include "master/clients.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
-#include "master/offload.h"
-#include "master/promotion_core.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
@@ -37,12 +36,12 @@
 static void registry_lock(struct mc_master *m)
 {
     mc_lo_acquire(MC_LO_REGISTRY, 0);
-    pthread_mutex_lock(&m->clients.lock);
+    pthread_mutex_lock(&m->clients->lock);
 }
 
 static void registry_unlock(struct mc_master *m)
 {
-    pthread_mutex_unlock(&m->clients.lock);
+    pthread_mutex_unlock(&m->clients->lock);
     mc_lo_release(MC_LO_REGISTRY, 0);
 }
 
@@ -55,32 +54,40 @@ static uint32_t id_bucket(struct mc_id id, uint32_t mask)
 
 int mc_clients_init(struct mc_master *m)
 {
-    pthread_mutex_init(&m->clients.lock, NULL);
-    m->clients.mask = 63;
-    m->clients.buckets = calloc(m->clients.mask + 1, sizeof(*m->clients.buckets));
-    return m->clients.buckets ? 0 : -1;
+    m->clients = calloc(1, sizeof(*m->clients));
+    if (!m->clients)
+        return -1;
+    pthread_mutex_init(&m->clients->lock, NULL);
+    m->clients->mask = 63;
+    m->clients->buckets = calloc(m->clients->mask + 1, sizeof(*m->clients->buckets));
+    return m->clients->buckets ? 0 : -1;
 }
 
 void mc_clients_destroy(struct mc_master *m)
 {
-    if (!m->clients.buckets)
+    if (!m->clients)
         return;
-    for (uint32_t b = 0; b <= m->clients.mask; b++) {
-        struct mc_client_rec *c = m->clients.buckets[b];
+    if (!m->clients->buckets)
+        goto out;
+    for (uint32_t b = 0; b <= m->clients->mask; b++) {
+        struct mc_client_rec *c = m->clients->buckets[b];
         while (c) {
             struct mc_client_rec *nx = c->next;
             free(c);
             c = nx;
         }
     }
-    free(m->clients.buckets);
-    m->clients.buckets = NULL;
-    pthread_mutex_destroy(&m->clients.lock);
+    free(m->clients->buckets);
+    m->clients->buckets = NULL;
+out:
+    pthread_mutex_destroy(&m->clients->lock);
+    free(m->clients);
+    m->clients = NULL;
 }
 
 static struct mc_client_rec *client_find(struct mc_master *m, struct mc_id id)
 {
-    for (struct mc_client_rec *c = m->clients.buckets[id_bucket(id, m->clients.mask)]; c;
+    for (struct mc_client_rec *c = m->clients->buckets[id_bucket(id, m->clients->mask)]; c;
          c = c->next)
         if (mc_id_eq(c->id, id))
             return c;
@@ -89,12 +96,12 @@ static struct mc_client_rec *client_find(struct mc_master *m, struct mc_id id)
 
 static void clients_grow(struct mc_master *m)
 {
-    uint32_t nb = (m->clients.mask + 1) * 2;
+    uint32_t nb = (m->clients->mask + 1) * 2;
     struct mc_client_rec **nbk = calloc(nb, sizeof(*nbk));
     if (!nbk)
         return; /* keep the longer chains */
-    for (uint32_t b = 0; b <= m->clients.mask; b++) {
-        struct mc_client_rec *c = m->clients.buckets[b];
+    for (uint32_t b = 0; b <= m->clients->mask; b++) {
+        struct mc_client_rec *c = m->clients->buckets[b];
         while (c) {
             struct mc_client_rec *nx = c->next;
             uint32_t h = id_bucket(c->id, nb - 1);
@@ -103,9 +110,9 @@ static void clients_grow(struct mc_master *m)
             c = nx;
         }
     }
-    free(m->clients.buckets);
-    m->clients.buckets = nbk;
-    m->clients.mask = nb - 1;
+    free(m->clients->buckets);
+    m->clients->buckets = nbk;
+    m->clients->mask = nb - 1;
 }
 
 /* Finds or registers a client (registry lock held). NULL when out of memory. */
@@ -119,10 +126,10 @@ static struct mc_client_rec *client_touch(struct mc_master *m, struct mc_id id,
             return NULL;
         c->id = id;
         c->status = new_status;
-        uint32_t b = id_bucket(id, m->clients.mask);
-        c->next = m->clients.buckets[b];
-        m->clients.buckets[b] = c;
-        if (++m->clients.n > (m->clients.mask + 1) * 2)
+        uint32_t b = id_bucket(id, m->clients->mask);
+        c->next = m->clients->buckets[b];
+        m->clients->buckets[b] = c;
+        if (++m->clients->n > (m->clients->mask + 1) * 2)
             clients_grow(m);
         char buf[MC_ID_STRLEN];
         mc_info("master", "client registered", "client=%s status=%s", mc_id_format(id, buf),
@@ -238,10 +245,16 @@ static bool sweep_visit(struct mc_master *m, struct mc_shard *s, struct mc_objec
                         struct mc_freelist *fl, void *arg)
 {
     (void)arg;
+    uint8_t r = 0;
+    while (r < o->nrep && mc_replica_valid(&o->rep[r]))
+        r++;
+    if (r == o->nrep)
+        return false;
+    /* a task whose source or staged replica is lost ends (promotion) */
+    const struct mc_obj_drop_ev ev = {.fl = fl, .storage_lost = true};
+    mc_obj_ev_replica_dropping(m, s, o, &ev); /* it may have taken replicas off o: rescan */
     bool changed = false;
-    if (o->flags & MC_OBJ_PROMOTING) /* a lost source or staged replica ends the task */
-        mc_promotion_check_locked(m, s, o, fl);
-    for (uint8_t r = 0; r < o->nrep;) {
+    for (r = 0; r < o->nrep;) {
         if (mc_replica_valid(&o->rep[r])) {
             r++;
             continue;
@@ -269,8 +282,8 @@ int mc_master_tick_monitor(struct mc_master *m)
     struct mc_id stackv[16], *gone = stackv;
     size_t ngone = 0, gone_cap = 16;
     registry_lock(m);
-    for (uint32_t b = 0; b <= m->clients.mask; b++) {
-        struct mc_client_rec **pp = &m->clients.buckets[b];
+    for (uint32_t b = 0; b <= m->clients->mask; b++) {
+        struct mc_client_rec **pp = &m->clients->buckets[b];
         while (*pp) {
             struct mc_client_rec *c = *pp;
             if (c->deadline_ms > now) {
@@ -278,11 +291,11 @@ int mc_master_tick_monitor(struct mc_master *m)
                 continue;
             }
             *pp = c->next;
-            m->clients.n--;
+            m->clients->n--;
             unmounted += mc_segments_unmount_owner(m->segs, c->id);
             char buf[MC_ID_STRLEN];
             mc_warn("master", "client expired", "client=%s", mc_id_format(c->id, buf));
-            if (m->offload) {
+            if (mc_obj_events_wanted(m, MC_OBJ_EV_CLIENT_EXPIRED)) {
                 if (ngone == gone_cap) {
                     struct mc_id *nv = malloc(gone_cap * 2 * sizeof(*nv));
                     if (nv) {
@@ -304,7 +317,7 @@ int mc_master_tick_monitor(struct mc_master *m)
     }
     registry_unlock(m);
     for (size_t i = 0; i < ngone; i++)
-        mc_offload_client_expired(m, gone[i]); /* tasks cancelled, its disk replicas dead */
+        mc_obj_ev_client_expired(m, gone[i]); /* tasks cancelled, its disk replicas dead */
     if (gone != stackv)
         free(gone);
     if (expired)
@@ -318,7 +331,7 @@ int mc_master_tick_monitor(struct mc_master *m)
 uint64_t mc_master_active_clients(struct mc_master *m)
 {
     registry_lock(m);
-    uint64_t n = m->clients.n;
+    uint64_t n = m->clients->n;
     registry_unlock(m);
     return n;
 }

@@ -30,9 +30,7 @@
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
 #include "master/freelist.h"
-#include "master/offload.h"
-#include "master/promotion.h"
-#include "master/promotion_core.h"
+#include "master/object_events.h"
 #include "mooncake/errors.h"
 
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
@@ -40,9 +38,6 @@
 #define EV_PARALLEL_MIN_ROUND 8192u
 #define EV_BULK_UNLINK_MIN 8u    /* erased objects in one shard for a bulk unlink */
 #define EV_BULK_UNLINK_SHARE 32u /* ... and at least 1/32 of the shard */
-
-int mc_eviction_init(struct mc_master *m);
-void mc_eviction_destroy(struct mc_master *m);
 
 /* A candidate whose entry moved: its version and index in the shard's candidates. */
 struct ev_moved {
@@ -206,8 +201,8 @@ static inline uint64_t lease_of(struct mc_shard *s, const struct mc_object *o)
 static void evict_now(struct ev_cycle *cy, struct mc_shard *s, struct mc_object *o,
                       struct ev_worker *w, struct mc_freelist *fl)
 {
-    uint32_t freq = mc_promotion_victim_estimate(cy->m, o); /* before o may be erased */
-    uint64_t freed = mc_master_evict_object(cy->m, s, o, fl, &w->ub);
+    uint32_t freq = 0; /* o's estimated read frequency, taken before o may be erased */
+    uint64_t freed = mc_master_evict_object(cy->m, s, o, fl, &w->ub, &freq);
     if (freed) {
         w->evicted++;
         w->bytes += freed;
@@ -648,20 +643,21 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
         .now = mc_master_now_ms(m),
         .nthreads = keys >= (int64_t)par_min ? ev->nthreads : 1,
     };
-    mc_offload_cycle_begin(m);
+    mc_obj_ev_evict_cycle_begin(m);
     run_cycle(&cy, target_ratio, lower_ratio);
     st.duration_ns = mc_now_ns() - t0;
     if (atomic_load(&cy.oom))
         mc_warn("eviction", "cycle cut short: out of memory", "evicted=%llu",
                 (unsigned long long)st.evicted);
     account(m, ev, &st);
-    mc_promotion_note_victims(m, cy.victim_freq, st.evicted);
+    const struct mc_obj_cycle_ev cev = {.victim_freq_sum = cy.victim_freq, .evicted = st.evicted};
+    mc_obj_ev_evict_cycle_end(m, &cev);
     if (st.duration_ns > 100ull * 1000 * 1000)
         mc_info("eviction", "slow cycle", "path=%s census=%llu evicted=%llu ms=%.1f",
                 mc_evict_path_name(st.path), (unsigned long long)st.census,
                 (unsigned long long)st.evicted, (double)st.duration_ns / 1e6);
     pthread_mutex_unlock(&ev->cycle_lock);
-    mc_offload_cycle_end(m); /* answer the holders' polls the cycle's offloads woke */
+    mc_obj_ev_unlocked(m); /* answer the holders' polls the cycle's offloads woke */
     if (out)
         *out = st;
     return MC_OK;
@@ -669,18 +665,7 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
 
 /* ---- the loop ------------------------------------------------------------------------------- */
 
-static int eviction_tick(struct mc_master *m);
-
-/* One eviction tick, then the promotion retries (room may just have appeared). */
-int mc_master_tick_eviction(struct mc_master *m)
-{
-    int n = eviction_tick(m);
-    if (m)
-        mc_master_promotion_tick(m);
-    return n;
-}
-
-static int eviction_tick(struct mc_master *m)
+int mc_eviction_tick(struct mc_master *m)
 {
     if (!m || !m->evictor)
         return 0;

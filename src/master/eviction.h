@@ -92,6 +92,13 @@ void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_te
 
 const char *mc_evict_path_name(enum mc_evict_path p);
 
+/* The module's lifecycle (mc_master_new, mc_master_free: through weak references, master.c)
+ * and one eviction tick: a cycle when usage is over the high watermark or a PutStart asked for
+ * room (master_ticks.c calls it from mc_master_tick_eviction). Returns objects evicted. */
+int mc_eviction_init(struct mc_master *m);
+void mc_eviction_destroy(struct mc_master *m);
+int mc_eviction_tick(struct mc_master *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 
 #include "master/eviction.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/shard.h"
 

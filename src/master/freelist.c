@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/mc_assert.h"
 #include "master/freelist.h"
 #include "master/objslab.h"
 #include "master/segments.h"
+#include "master/shard.h"
 
 void mc_freelist_init(struct mc_freelist *fl)
 {
@@ -72,6 +74,7 @@ void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
 
 void mc_freelist_add_object_locked(struct mc_freelist *fl, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     move_replicas(fl, o);
     mc_obj_free_locked(s, o);
 }

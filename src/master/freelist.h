@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "master/objects.h"
+#include "master/object_record.h"
 
 struct mc_shard;
 

@@ -16,6 +16,7 @@
 struct mc_lo_held {
     uint32_t level;
     uint32_t idx;
+    bool write; /* a shard taken for writing (mc_lo_acquire_write) */
 };
 struct mc_lo_state {
     uint32_t n;
@@ -77,7 +78,22 @@ void mc_lo_acquire(enum mc_lo_level level, uint32_t idx)
     }
     tls.held[tls.n].level = level;
     tls.held[tls.n].idx = idx;
+    tls.held[tls.n].write = false;
     tls.n++;
+}
+
+void mc_lo_acquire_write(enum mc_lo_level level, uint32_t idx)
+{
+    mc_lo_acquire(level, idx);
+    tls.held[tls.n - 1].write = true;
+}
+
+bool mc_lo_holds(enum mc_lo_level level, uint32_t idx, bool write)
+{
+    for (uint32_t i = tls.n; i-- > 0;)
+        if (tls.held[i].level == (uint32_t)level && tls.held[i].idx == idx)
+            return !write || tls.held[i].write;
+    return false;
 }
 
 void mc_lo_release(enum mc_lo_level level, uint32_t idx)

@@ -21,6 +21,7 @@
 #ifndef MC_MASTER_LOCK_ORDER_H
 #define MC_MASTER_LOCK_ORDER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 enum mc_lo_level {
@@ -38,6 +39,10 @@ enum mc_lo_level {
 /* Out of line (lock_order.c): checking builds only, where speed does not matter. */
 void mc_lo_acquire(enum mc_lo_level level, uint32_t idx);
 void mc_lo_release(enum mc_lo_level level, uint32_t idx);
+/* As mc_lo_acquire, for a shard's write lock (mc_lo_holds tells the modes apart). */
+void mc_lo_acquire_write(enum mc_lo_level level, uint32_t idx);
+/* Whether this thread holds (level, idx), for writing when write (MC_ASSERT in _locked code). */
+bool mc_lo_holds(enum mc_lo_level level, uint32_t idx, bool write);
 /* Locks this thread holds now (tests assert 0 after each operation). */
 uint32_t mc_lo_depth(void);
 
@@ -52,6 +57,20 @@ static inline void mc_lo_release(enum mc_lo_level level, uint32_t idx)
 {
     (void)level;
     (void)idx;
+}
+static inline void mc_lo_acquire_write(enum mc_lo_level level, uint32_t idx)
+{
+    (void)level;
+    (void)idx;
+}
+/* Without the checker nothing is known: true, so that an MC_ASSERT built without the checker
+ * (MC_CHECKS alone) does not fire. */
+static inline bool mc_lo_holds(enum mc_lo_level level, uint32_t idx, bool write)
+{
+    (void)level;
+    (void)idx;
+    (void)write;
+    return true;
 }
 static inline uint32_t mc_lo_depth(void)
 {

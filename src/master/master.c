@@ -20,25 +20,27 @@
 #include "master/clients.h"
 #include "master/discard.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
-#include "master/upsert.h"
+#include "master/eviction.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
 #include "master/offload.h"
 #include "master/promotion_core.h"
 #include "master/shard.h"
+#include "master/upsert.h"
 #include "mooncake/errors.h"
 
 #define MC_SOFT_PIN_SWEEP_MS 30000u
 
 static int register_metrics(struct mc_master *m);
 
-/* mc_master_tick_eviction (master.h) and these are eviction.c's. mc_master_new calls
+/* eviction.c's lifecycle (eviction.h): mc_master_new calls
  * mc_eviction_init after the metrics registry exists and mc_master_free calls
  * mc_eviction_destroy first, through weak references: a program that links the core library
  * without calling into eviction (no tick, no BatchEvict) does not pull eviction.c in, and runs
  * with m->evictor NULL. */
-int mc_eviction_init(struct mc_master *m) __attribute__((weak));
-void mc_eviction_destroy(struct mc_master *m) __attribute__((weak));
+#pragma weak mc_eviction_init
+#pragma weak mc_eviction_destroy
 
 void mc_master_config_init(struct mc_master_config *c)
 {
@@ -125,6 +127,18 @@ static uint64_t derive_version_base(const struct mc_clock *wall)
     return (ms - MC_VERSION_EPOCH_UNIX_MS) << MC_VERSION_SEQ_BITS;
 }
 
+/* The object events' subscribers, in their fixed order (object_events.h): promotion, then
+ * offload (the holder stream will come last). Each registers only the events its configuration
+ * needs. */
+static int subscribe(struct mc_master *m)
+{
+    if (mc_promotion_subscribe(m) != 0 || mc_offload_subscribe(m) != 0) {
+        mc_error("master", "object events: subscriber table full", "max=%d", MC_OBJ_SUBS_MAX);
+        return -1;
+    }
+    return 0;
+}
+
 int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
 {
     if (!c || !out)
@@ -143,12 +157,15 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     m->cfg.wall_clock = NULL; /* read once */
     atomic_init(&m->next_version, 1);
     atomic_init(&m->next_replica_id, 1);
-    mc_discard_init(&m->discard);
+    m->discard = calloc(1, sizeof(*m->discard));
+    if (m->discard)
+        mc_discard_init(m->discard);
     m->segs = mc_segments_new(c->allocation_strategy);
     m->metrics = mc_metrics_new();
-    if (!m->segs || !m->metrics || mc_shards_init(m) != 0 || mc_routes_init(m) != 0 ||
-        mc_clients_init(m) != 0 || register_metrics(m) != 0 || mc_offload_init(m) != 0 ||
-        (mc_eviction_init && mc_eviction_init(m) != 0) || mc_promotion_init(m) != 0) {
+    if (!m->discard || !m->segs || !m->metrics || mc_shards_init(m) != 0 ||
+        mc_routes_init(m) != 0 || mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
+        mc_offload_init(m) != 0 || (mc_eviction_init && mc_eviction_init(m) != 0) ||
+        mc_promotion_init(m) != 0 || subscribe(m) != 0) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -163,6 +180,8 @@ void mc_master_free(struct mc_master *m)
 {
     if (!m)
         return;
+    /* nobody listens any more: the policies go first, then the objects */
+    memset(&m->events, 0, sizeof(m->events));
     if (mc_eviction_destroy)
         mc_eviction_destroy(m);
     /* promotion before offload, whose mailbox table it uses; then erasing the objects below
@@ -174,13 +193,20 @@ void mc_master_free(struct mc_master *m)
     if (m->shards) {
         for (uint32_t si = 0; si < MC_NSHARDS; si++) {
             struct mc_shard *s = &m->shards[si];
+            if (!s->n)
+                continue; /* (a shard mc_shards_init did not reach is empty) */
+            mc_shard_wrlock(s);
             while (s->n)
                 mc_master_erase_object(m, s, mc_ent_obj(mc_shard_ent(s, s->n - 1)), &fl);
+            mc_shard_unlock(s);
             mc_freelist_flush(&fl);
         }
     }
-    mc_discard_destroy(&m->discard, &fl);
-    mc_freelist_flush(&fl);
+    if (m->discard) {
+        mc_discard_destroy(m->discard, &fl);
+        mc_freelist_flush(&fl);
+        free(m->discard);
+    }
     mc_upserts_free(m); /* reservations hold segment space */
     mc_clients_destroy(m);
     mc_routes_destroy(m);
@@ -212,7 +238,7 @@ static int reap_discarded(struct mc_master *m, uint64_t now, int *puts)
 {
     struct mc_freelist fl;
     mc_freelist_init(&fl);
-    int n = mc_discard_reap(&m->discard, now, &fl, puts);
+    int n = mc_discard_reap(m->discard, now, &fl, puts);
     mc_freelist_flush(&fl);
     return n;
 }

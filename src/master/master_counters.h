@@ -3,7 +3,7 @@
  * include/mooncake/errors.h and offload.c's funnel table).
  *
  * Each table below is expanded where the list used to be repeated by hand: the atomics of
- * struct mc_master_counters (master_internal.h), the snapshot struct mc_master_stats
+ * struct mc_master_counters (master_state.h), the snapshot struct mc_master_stats
  * (master.h), the snapshot itself (mc_master_get_stats), the metrics registry (master.c) and
  * GetStats' named values (service_admin.c). Adding a counter is one line here plus its
  * CNT_INC where it happens; its metric, its snapshot field and its GetStats entry follow.

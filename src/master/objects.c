@@ -20,10 +20,9 @@
 #include "master/delwait.h"
 #include "master/discard.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
-#include "master/offload.h"
-#include "master/promotion_core.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
@@ -82,14 +81,12 @@ void mc_replica_fill_desc(const struct mc_object *o, const struct mc_replica *r,
 
 /* ---- erase and evict ----------------------------------------------------------------------- */
 
-/* What every erasure does before o leaves its shard (write lock): cancels o's promotion and
- * offload tasks and takes it out of the counters. */
+/* What every erasure does before o leaves its shard (write lock): announces it (the policies
+ * end their tasks on o; offload queues the deletes of its disk records) and takes it out of the
+ * counters. */
 static void erase_bookkeeping(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    if (o->flags & MC_OBJ_PROMOTING)
-        mc_promotion_object_erased(m, s, o);
-    if (m->offload)
-        mc_offload_object_erased(m, s, o); /* its offload task, deletes of its disk records */
+    mc_obj_ev_erased(m, s, o);
     if (o->flags & MC_OBJ_SOFT_PIN)
         atomic_fetch_sub_explicit(&m->c.soft_pin_key_count, 1, memory_order_relaxed);
     if (o->flags & MC_OBJ_PROCESSING)
@@ -107,6 +104,7 @@ static void detach_object(struct mc_master *m, struct mc_shard *s, struct mc_obj
 void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true));
     detach_object(m, s, o);
     mc_freelist_add_object_locked(fl, s, o);
 }
@@ -142,16 +140,22 @@ static bool defer_erase(struct mc_master *m, struct mc_shard *s, struct mc_objec
 }
 
 uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                                struct mc_freelist *fl, struct mc_unlink_batch *ub)
+                                struct mc_freelist *fl, struct mc_unlink_batch *ub,
+                                uint32_t *victim_freq)
 {
-    if (m->cfg.offload_on_evict) /* modes B and C (offload.c) */
-        return mc_offload_evict_object(m, s, o, fl, ub);
-    return mc_master_evict_memory(m, s, o, fl, ub);
+    /* promotion estimates o's frequency (before o may be erased); offload on evict (modes B
+     * and C) may take the eviction over */
+    struct mc_obj_evict_ev ev = {.fl = fl, .ub = ub};
+    mc_obj_ev_evict_chosen(m, s, o, &ev);
+    if (victim_freq)
+        *victim_freq = ev.victim_freq;
+    return ev.taken ? ev.freed : mc_master_evict_memory(m, s, o, fl, ub);
 }
 
 uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true));
     uint64_t freed = 0;
     bool stays = false; /* a valid replica that is not evicted keeps the object */
     for (uint8_t i = 0; i < o->nrep; i++) {
@@ -285,7 +289,7 @@ static int clear_existing(struct mc_master *m, struct mc_shard *s, uint64_t h, c
         CNT_INC(m, put_start_release_cnt);
         mc_freelist_add_object_locked(fl, s, o);
     } else {
-        mc_discard_push(&m->discard, o, release_ms, true, fl);
+        mc_discard_push(m->discard, o, release_ms, true, fl);
     }
     return MC_OK;
 }
@@ -311,6 +315,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
                             const struct mc_master_replicate_config *cfg, uint64_t now,
                             struct mc_put_start_result *out, struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true));
     int rc = clear_existing(m, s, h, key, len, now, fl);
     if (rc != MC_OK)
         return rc;
@@ -534,12 +539,10 @@ int mc_master_put_end(struct mc_master *m, struct mc_id client, const char *key,
     atomic_fetch_sub_explicit(&m->c.processing_count, 1, memory_order_relaxed);
     mc_shard_refresh_bits(s, o);
     mc_histogram_observe(m->value_size, (double)o->size); /* lock-free */
-    if (m->offload && !m->cfg.offload_on_evict)
-        mc_offload_put_end_locked(m, s, o); /* mode A: queue the offload task now */
+    mc_obj_ev_put_end(m, s, o); /* offload mode A queues the offload task now (quiet) */
 unlock:
     mc_shard_unlock(s);
-    if (m->offload)
-        mc_offload_wake(m); /* answer a holder's poll the task was pushed for, lock-free */
+    mc_obj_ev_unlocked(m); /* answer a holder's poll the task was pushed for, lock-free */
 out:
     if (rc != MC_OK)
         CNT_INC(m, put_end_failures);
@@ -586,6 +589,7 @@ out:
 int mc_master_get_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, uint64_t now,
                          struct mc_get_result *out)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, false));
     uint32_t n = 0;
     bool any_valid = false;
     unsigned first_type = 0;
@@ -640,13 +644,14 @@ int mc_master_get_replica_list(struct mc_master *m, const char *key, size_t key_
         goto out;
     }
     rc = mc_master_get_locked(m, s, o, mc_master_now_ms(m), out);
-    bool counted = m->cfg.promotion_on_hit && rc == MC_OK;
-    bool promote = counted && mc_promotion_candidate(o);
+    bool announce = rc == MC_OK && mc_obj_events_wanted(m, MC_OBJ_EV_READ);
+    unsigned found = announce ? mc_obj_found_tiers(o) : 0;
     mc_shard_unlock(s);
-    if (promote) /* after the answer is built and the read lock dropped */
-        mc_promotion_on_get(m, key, key_len, h);
-    else if (counted) /* a DRAM hit: counted in the admission sketch (hot beats cold) */
-        mc_promotion_on_memory_read(m, h);
+    if (announce) { /* after the answer is built and the read lock dropped */
+        struct mc_obj_read_ev ev = {
+            .key = key, .key_len = key_len, .key_hash = h, .batch_keys = 1, .found = found};
+        mc_obj_ev_read(m, &ev);
+    }
 out:
     if (rc != MC_OK)
         CNT_INC(m, get_replica_list_failures);
@@ -657,6 +662,7 @@ out:
 bool mc_master_exist_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             uint64_t now)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, false));
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (mc_replica_readable(&o->rep[i])) {
             mc_master_grant_lease(m, s, o, now);
@@ -736,16 +742,17 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             bool force, uint64_t now, struct mc_freelist *fl, struct mc_delop *op)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true));
+    const struct mc_obj_remove_ev ev = {.force = force, .fl = fl, .op = op};
     uint64_t lease = atomic_load_explicit(&mc_shard_ent(s, o->ent)->lease_ms, memory_order_relaxed);
     if (!force && now < lease)
         return MC_ERR_OBJECT_HAS_LEASE;
     if (o->flags & MC_OBJ_PROCESSING)
         return MC_ERR_REPLICA_IS_NOT_READY;
-    if (o->flags & MC_OBJ_PROMOTING) { /* a promotion does not block Remove: it is cancelled */
-        int rc = mc_promotion_before_remove(m, s, o, force, fl);
-        if (rc != MC_OK)
-            return rc;
-    }
+    /* a promotion does not block Remove: it is cancelled (or refuses the Remove) */
+    int rc = mc_obj_ev_remove_claim(m, s, o, &ev);
+    if (rc != MC_OK)
+        return rc;
     for (uint8_t i = 0; i < o->nrep; i++) {
         if (o->rep[i].status != MC_REPLICA_STATUS_COMPLETE)
             return MC_ERR_REPLICA_IS_NOT_READY;
@@ -754,16 +761,15 @@ int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_o
             !(o->rep[i].type == MC_REPLICA_TYPE_MEMORY && (o->flags & MC_OBJ_OFFLOADING)))
             return MC_ERR_OBJECT_HAS_REPLICATION_TASK;
     }
-    if (m->offload) { /* the delete rule: its disk copies' deletes are queued first */
-        int rc = mc_offload_remove_copies_locked(m, s, o, op, fl);
-        if (rc != MC_OK)
-            return rc;
-    }
+    /* the delete rule: its disk copies' deletes are queued first (offload) */
+    rc = mc_obj_ev_before_remove(m, s, o, &ev);
+    if (rc != MC_OK)
+        return rc;
     if (now < lease) {
         /* Forced under a lease: a reader may be reading the buffers, which must not be reused
          * (and rewritten) before the lease ends. The key goes now, the space then. */
         detach_object(m, s, o);
-        mc_discard_push(&m->discard, o, lease, false, fl);
+        mc_discard_push(m->discard, o, lease, false, fl);
         return MC_OK;
     }
     mc_master_erase_object(m, s, o, fl);
@@ -788,7 +794,7 @@ static int remove_one(struct mc_master *m, const char *key, size_t key_len, bool
     mc_shard_unlock(s);
     mc_freelist_flush(&fl);
     if (wake)
-        mc_offload_wake(m); /* the deletes pushed under the lock */
+        mc_obj_ev_unlocked(m); /* the deletes pushed under the lock */
 out:
     if (rc != MC_OK)
         CNT_INC(m, remove_failures);
@@ -805,7 +811,7 @@ int mc_master_remove(struct mc_master *m, const char *key, size_t key_len, bool 
 static struct mc_delop *op_begin(struct mc_master *m, mc_master_done_fn done, void *arg, int *rc)
 {
     *rc = MC_OK;
-    if (!mc_offload_delwait(m))
+    if (!m->delwait)
         return NULL;
     struct mc_delop *op = mc_delop_new(done, arg);
     if (!op)
@@ -817,7 +823,7 @@ static int op_end(struct mc_master *m, struct mc_delop *op, int rc)
 {
     if (!op)
         return rc;
-    return mc_delop_seal(mc_offload_delwait(m), op, rc) ? rc : MC_MASTER_PENDING;
+    return mc_delop_seal(m->delwait, op, rc) ? rc : MC_MASTER_PENDING;
 }
 
 int mc_master_remove_wait(struct mc_master *m, const char *key, size_t key_len, bool force,
@@ -842,7 +848,7 @@ int mc_master_batch_remove_wait(struct mc_master *m, const struct mc_key_ref *ke
     /* one wake at the end: each holder gets the batch's deletes in one answer */
     for (size_t i = 0; i < n; i++)
         rcs[i] = remove_one(m, keys[i].data, keys[i].len, force, op, false);
-    mc_offload_wake(m);
+    mc_obj_ev_unlocked(m);
     return op_end(m, op, MC_OK);
 }
 
@@ -859,7 +865,7 @@ uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void 
             hits += fn(m, s, mc_ent_obj(mc_shard_ent(s, i)), &fl, arg);
         mc_shard_unlock(s);
         mc_freelist_flush(&fl);
-        mc_offload_wake(m); /* deletes pushed under the lock */
+        mc_obj_ev_unlocked(m); /* deletes pushed under the lock */
     }
     return hits;
 }

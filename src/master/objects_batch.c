@@ -15,9 +15,9 @@
 #include <string.h>
 
 #include "common/hash.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
-#include "master/promotion_core.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
@@ -155,9 +155,11 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
     }
     qsort(it, k, sizeof(*it), cmp_bitem);
     uint64_t now = mc_master_now_ms(m);
-    const bool promo = op == BOP_GET && m->cfg.promotion_on_hit;
-    uint32_t cand[WINDOW]; /* keys of the window a Get may promote (after the unlock) */
-    uint32_t mem[WINDOW];  /* keys of the window read from DRAM (counted after the unlock) */
+    const bool announce = op == BOP_GET && mc_obj_events_wanted(m, MC_OBJ_EV_READ);
+    /* The window's reads, announced after the unlock: first those that found only a readable
+     * disk copy (a promotion may follow), then the others. */
+    uint32_t cand[WINDOW], mem[WINDOW];
+    uint8_t mem_found[WINDOW];
     for (size_t a = 0; a < k;) {
         /* A window of up to WINDOW keys: its shards read-locked together in ascending order (the
          * lock order), the lookups' cache misses overlapped stage by stage, then each key's
@@ -185,10 +187,15 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             }
             if (op == BOP_GET) {
                 rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
-                if (promo && rcs[i] == MC_OK && mc_promotion_candidate(o))
-                    cand[ncand++] = (uint32_t)j;
-                else if (promo && rcs[i] == MC_OK)
-                    mem[nmem++] = (uint32_t)j;
+                if (announce && rcs[i] == MC_OK) {
+                    unsigned found = mc_obj_found_tiers(o);
+                    if (found == MC_READ_FOUND_DISK) {
+                        cand[ncand++] = (uint32_t)j;
+                    } else {
+                        mem_found[nmem] = (uint8_t)found;
+                        mem[nmem++] = (uint32_t)j;
+                    }
+                }
             } else {
                 eout[i] = mc_master_exist_locked(m, s, o, now);
             }
@@ -198,10 +205,22 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
                 mc_shard_unlock(&m->shards[it[j].shard]);
         for (uint32_t c = 0; c < ncand; c++) {
             const struct bitem *b = &it[cand[c]];
-            mc_promotion_on_batch_get(m, keys[b->idx].data, keys[b->idx].len, b->h, batch_keys);
+            struct mc_obj_read_ev ev = {.key = keys[b->idx].data,
+                                        .key_len = keys[b->idx].len,
+                                        .key_hash = b->h,
+                                        .batch_keys = batch_keys,
+                                        .found = MC_READ_FOUND_DISK};
+            mc_obj_ev_read(m, &ev);
         }
-        for (uint32_t c = 0; c < nmem; c++)
-            mc_promotion_on_memory_read(m, it[mem[c]].h);
+        for (uint32_t c = 0; c < nmem; c++) {
+            const struct bitem *b = &it[mem[c]];
+            struct mc_obj_read_ev ev = {.key = keys[b->idx].data,
+                                        .key_len = keys[b->idx].len,
+                                        .key_hash = b->h,
+                                        .batch_keys = batch_keys,
+                                        .found = mem_found[c]};
+            mc_obj_ev_read(m, &ev);
+        }
         a = e;
     }
     for (size_t j = 0; j < k; j++) {
@@ -214,19 +233,24 @@ static int batch_read(struct mc_master *m, const struct mc_key_ref *keys, size_t
             rcs[i] = MC_ERR_OBJECT_NOT_FOUND;
             continue;
         }
-        bool promote = false, counted = false;
+        bool counted = false;
+        unsigned found = 0;
         if (op == BOP_GET) {
             rcs[i] = mc_master_get_locked(m, s, o, now, &gout[i]);
-            counted = promo && rcs[i] == MC_OK;
-            promote = counted && mc_promotion_candidate(o);
+            counted = announce && rcs[i] == MC_OK;
+            found = counted ? mc_obj_found_tiers(o) : 0;
         } else {
             eout[i] = mc_master_exist_locked(m, s, o, now);
         }
         mc_shard_unlock(s);
-        if (promote)
-            mc_promotion_on_batch_get(m, keys[i].data, keys[i].len, it[j].h, batch_keys);
-        else if (counted)
-            mc_promotion_on_memory_read(m, it[j].h);
+        if (counted) {
+            struct mc_obj_read_ev ev = {.key = keys[i].data,
+                                        .key_len = keys[i].len,
+                                        .key_hash = it[j].h,
+                                        .batch_keys = batch_keys,
+                                        .found = found};
+            mc_obj_ev_read(m, &ev);
+        }
     }
     if (op == BOP_EXIST) /* a missing key is not an error for Exist */
         for (size_t i = 0; i < n; i++)

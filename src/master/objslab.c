@@ -27,7 +27,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "master/objects.h"
+#include "common/mc_assert.h"
+#include "master/object_record.h"
 #include "master/objslab.h"
 #include "master/shard.h"
 
@@ -194,7 +195,7 @@ struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes)
 
 void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o)
 {
-    (void)s;
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock: the shard's slabs */
     if (o->flags & MC_OBJ_HEAP) {
         free(o);
         return;

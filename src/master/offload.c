@@ -30,6 +30,7 @@
  * mc_offload_wake once unlocked (PutEnd, the eviction cycle's end), and mc_master_tick_offload
  * wakes any that were missed.
  */
+#include "common/mc_assert.h"
 #include "master/offload.h"
 
 #include <stdlib.h>
@@ -43,10 +44,10 @@
 #include "master/tombstone.h"
 #include "master/freelist.h"
 #include "master/mailbox.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/offload_internal.h"
-#include "master/promotion_core.h"
+#include "master/object_events.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
@@ -264,6 +265,7 @@ static int queue_task(struct mc_master *m, struct mc_shard *s, struct mc_object 
 
 void mc_offload_put_end_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (!(o->flags & MC_OBJ_OFFLOADING) && !has_disk_copy(o))
         (void)queue_task(m, s, o, false);
 }
@@ -277,6 +279,7 @@ void mc_offload_wake(struct mc_master *m)
 uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                  struct mc_freelist *fl, struct mc_unlink_batch *ub)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_offload *off = m->offload;
     /* A disk copy of this version, or a task already queued: the DRAM copies that are not
      * pinned go now, with no new offload. (An object given up after OBJ_MAX_FULL_NACKS gets no
@@ -471,7 +474,7 @@ unlock:
     if (rc == MC_OK && i >= 0) {
         /* mounted again (a restart within the TTL): what the earlier incarnation took is lost */
         mc_mailbox_requeue_in_flight(off->mb, client, OFF_KIND);
-        mc_promotion_holder_remounted(m, client);
+        mc_obj_ev_holder_remounted(m, client); /* promotion ends its tasks */
     }
     return rc;
 }
@@ -669,10 +672,14 @@ int mc_master_evict_disk_replica(struct mc_master *m, struct mc_id client, const
         rc = MC_ERR_INVALID_VERSION;
         goto unlock;
     }
-    for (uint8_t i = 0; i < o->nrep && (o->flags & MC_OBJ_PROMOTING); i++)
+    for (uint8_t i = 0; i < o->nrep; i++)
         if (o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK &&
-            mc_id_eq(o->rep[i].u.holder->id, client))
-            mc_promotion_cancel_locked(m, s, o, &fl); /* the pinned source goes: cancel first */
+            mc_id_eq(o->rep[i].u.holder->id, client)) {
+            /* the copy may be a task's pinned source: the policies end such tasks first */
+            const struct mc_obj_drop_ev ev = {.fl = &fl, .storage_lost = false};
+            mc_obj_ev_replica_dropping(m, s, o, &ev);
+            break;
+        }
     for (uint8_t i = 0; i < o->nrep; i++) {
         struct mc_replica *r = &o->rep[i];
         if (r->type != MC_REPLICA_TYPE_LOCAL_DISK || !mc_id_eq(r->u.holder->id, client))
@@ -743,6 +750,7 @@ int mc_offload_init(struct mc_master *m)
         m->cfg.holder_delete_timeout_ms ? m->cfg.holder_delete_timeout_ms : 2000;
     off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
     m->offload = off;
+    m->delwait = off->dw;
     if (!off->mb || !off->fences || !off->dw || !off->tombs ||
         mc_offload_register_metrics(m, off) != 0)
         return -1;
@@ -770,7 +778,8 @@ void mc_offload_destroy(struct mc_master *m)
     if (!off)
         return;
     mc_mailboxes_free(off->mb); /* answers parked polls */
-    mc_delwait_free(off->dw);   /* waiting Removes get UNAVAILABLE_IN_CURRENT_STATUS */
+    m->delwait = NULL;
+    mc_delwait_free(off->dw); /* waiting Removes get UNAVAILABLE_IN_CURRENT_STATUS */
     mc_fences_free(off->fences);
     mc_tombs_free(off->tombs);
     for (size_t i = 0; i < off->n; i++) {
@@ -782,4 +791,52 @@ void mc_offload_destroy(struct mc_master *m)
     pthread_mutex_destroy(&off->lock);
     free(off);
     m->offload = NULL;
+}
+
+/* ---- the object events offload subscribes to (object_events.h) ------------------------------ */
+
+static void ev_put_end(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    mc_offload_put_end_locked(m, s, o);
+}
+
+static int ev_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            const struct mc_obj_remove_ev *ev)
+{
+    return mc_offload_remove_copies_locked(m, s, o, ev->op, ev->fl);
+}
+
+static void ev_evict_chosen(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            struct mc_obj_evict_ev *ev)
+{
+    ev->freed = mc_offload_evict_object(m, s, o, ev->fl, ev->ub);
+    ev->taken = true;
+}
+
+/* Mode A queues at PutEnd; modes B and C (offload_on_evict) when eviction picks the object. */
+static const struct mc_obj_subscriber offload_at_put_end = {
+    .name = "offload",
+    .put_end = ev_put_end,
+    .before_remove = ev_before_remove,
+    .erased = mc_offload_object_erased,
+    .evict_cycle_begin = mc_offload_cycle_begin,
+    .client_expired = mc_offload_client_expired,
+    .unlocked = mc_offload_wake,
+};
+static const struct mc_obj_subscriber offload_on_evict = {
+    .name = "offload",
+    .before_remove = ev_before_remove,
+    .erased = mc_offload_object_erased,
+    .evict_chosen = ev_evict_chosen,
+    .evict_cycle_begin = mc_offload_cycle_begin,
+    .client_expired = mc_offload_client_expired,
+    .unlocked = mc_offload_wake,
+};
+
+int mc_offload_subscribe(struct mc_master *m)
+{
+    if (!m->offload)
+        return 0;
+    return mc_obj_events_register(m, m->cfg.offload_on_evict ? &offload_on_evict
+                                                             : &offload_at_put_end);
 }

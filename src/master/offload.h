@@ -29,6 +29,9 @@ struct mc_delop;
 /* Creates m->offload when m->cfg.enable_offload (else leaves it NULL) and registers the
  * metrics. 0 or -1 (out of memory). */
 int mc_offload_init(struct mc_master *m);
+/* Subscribes offload to the object events (object_events.h) when the tier is on; mc_master_new
+ * calls it after promotion's. 0 or -1. */
+int mc_offload_subscribe(struct mc_master *m);
 /* The holders' mailbox table (promotion.c queues its tasks there too); NULL without the tier. */
 struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m);
 /* Frees the tier's state: every parked poll is answered empty, every task freed. */
@@ -47,8 +50,8 @@ uint64_t mc_offload_evict_object(struct mc_master *m, struct mc_shard *s, struct
 void mc_offload_cycle_begin(struct mc_master *m);
 void mc_offload_cycle_end(struct mc_master *m);
 
-/* o is being erased (write lock; objects.c calls it for every erasure, after promotion's own
- * call): cancels o's offload task and queues a delete of every disk record of o at its
+/* o is being erased (write lock; MC_OBJ_EV_ERASED, announced for every erasure, after promotion
+ * sees it): cancels o's offload task and queues a delete of every disk record of o at its
  * holder. */
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
 

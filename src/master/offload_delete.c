@@ -8,13 +8,14 @@
  */
 #include <stdlib.h>
 
+#include "common/mc_assert.h"
 #include "common/hash.h"
 #include "common/log.h"
 #include "master/delwait.h"
 #include "master/fence.h"
 #include "master/freelist.h"
 #include "master/mailbox.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/offload_internal.h"
 #include "master/shard.h"
@@ -103,6 +104,7 @@ static bool offload_cancel(struct mc_offload *off, struct mc_shard *s, struct mc
 int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                     struct mc_delop *op, struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_offload *off = m->offload;
     if (!off)
         return MC_OK;
@@ -151,6 +153,7 @@ int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, str
 
 void mc_offload_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_offload *off = m->offload;
     if (!off)
         return;

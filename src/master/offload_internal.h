@@ -16,7 +16,7 @@
 
 #include "common/id.h"
 #include "master/lock_order.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/mailbox.h"
 #include "master/objects.h"
 #include "master/offload.h"

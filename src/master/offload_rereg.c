@@ -34,10 +34,10 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/offload_internal.h"
-#include "master/promotion_core.h"
+#include "master/object_events.h"
 #include "master/shard.h"
 #include "master/tombstone.h"
 #include "mooncake/errors.h"
@@ -220,8 +220,9 @@ static bool drop_unlisted(struct mc_master *m, struct mc_shard *s, struct mc_obj
     }
     if (i == o->nrep)
         return false;
-    if (o->flags & MC_OBJ_PROMOTING)
-        mc_promotion_cancel_locked(m, s, o, fl); /* the source may be the copy that goes */
+    /* the copy that goes may be a promotion's source: the policies end such tasks first */
+    const struct mc_obj_drop_ev ev = {.fl = fl, .storage_lost = false};
+    mc_obj_ev_replica_dropping(m, s, o, &ev);
     for (i = 0; i < o->nrep; i++) {
         struct mc_replica *r = &o->rep[i];
         if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&

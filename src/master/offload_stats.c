@@ -8,7 +8,7 @@
 
 #include "common/metrics.h"
 #include "master/delwait.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/offload_internal.h"
 #include "master/shard.h"

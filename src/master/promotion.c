@@ -26,6 +26,7 @@
  * push then leaves one the holder cannot use; every report on an unknown id (AllocStart, success,
  * failure) removes its mailbox entry, so such an entry lives until the holder's first call on it.
  */
+#include "common/mc_assert.h"
 #include "master/promotion.h"
 
 #include <stdlib.h>
@@ -34,7 +35,8 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
 #include "master/offload.h"
 #include "master/promotion_core.h"
@@ -235,6 +237,7 @@ void mc_promo_task_end(struct mc_master *m, struct mc_shard *s, struct promo_tas
 
 void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     if (!p || !(o->flags & MC_OBJ_PROMOTING))
         return;
@@ -247,6 +250,7 @@ void mc_promotion_object_erased(struct mc_master *m, struct mc_shard *s, struct 
 bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     if (!p || !(o->flags & MC_OBJ_PROMOTING))
         return false;
@@ -262,6 +266,7 @@ bool mc_promotion_cancel_locked(struct mc_master *m, struct mc_shard *s, struct 
 int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                bool force, struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     struct promo_task *t = p ? task_of(&p->tab[s->index], o) : NULL;
     if (!t)
@@ -287,6 +292,7 @@ int mc_promotion_before_remove(struct mc_master *m, struct mc_shard *s, struct m
 void mc_promotion_check_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                struct mc_freelist *fl)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_promoter *p = m->promoter;
     struct promo_task *t = p ? task_of(&p->tab[s->index], o) : NULL;
     if (!t)
@@ -562,4 +568,75 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
     out->candidates = p->f.candidates;
     out->parked = p->f.parked;
     funnel_unlock(p);
+}
+
+/* ---- the object events promotion subscribes to (object_events.h) ---------------------------- */
+
+/* A read that found only a readable disk copy may admit a promotion; any other read is counted
+ * in the admission sketch (a DRAM hit: hot beats cold). */
+static void ev_read(struct mc_master *m, const struct mc_obj_read_ev *ev)
+{
+    if (ev->found == MC_READ_FOUND_DISK)
+        mc_promotion_on_batch_get(m, ev->key, ev->key_len, ev->key_hash, ev->batch_keys);
+    else
+        mc_promotion_on_memory_read(m, ev->key_hash);
+}
+
+static int ev_remove_claim(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                           const struct mc_obj_remove_ev *ev)
+{
+    if (!(o->flags & MC_OBJ_PROMOTING))
+        return MC_OK;
+    return mc_promotion_before_remove(m, s, o, ev->force, ev->fl);
+}
+
+static void ev_evict_chosen(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            struct mc_obj_evict_ev *ev)
+{
+    (void)s;
+    ev->victim_freq = mc_promotion_victim_estimate(m, o);
+}
+
+static void ev_evict_cycle_end(struct mc_master *m, const struct mc_obj_cycle_ev *ev)
+{
+    mc_promotion_note_victims(m, ev->victim_freq_sum, ev->evicted);
+}
+
+static void ev_replica_dropping(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                                const struct mc_obj_drop_ev *ev)
+{
+    if (!(o->flags & MC_OBJ_PROMOTING))
+        return;
+    if (ev->storage_lost)
+        mc_promotion_check_locked(m, s, o, ev->fl); /* only if its own replicas are lost */
+    else
+        (void)mc_promotion_cancel_locked(m, s, o, ev->fl); /* its source may be the copy */
+}
+
+/* With promotion_on_hit the reads and eviction's victims feed admission; without it only the
+ * tasks' ends are followed (there are none to follow unless a test queued one). */
+static const struct mc_obj_subscriber promotion_on_hit = {
+    .name = "promotion",
+    .read = ev_read,
+    .remove_claim = ev_remove_claim,
+    .erased = mc_promotion_object_erased,
+    .evict_chosen = ev_evict_chosen,
+    .evict_cycle_end = ev_evict_cycle_end,
+    .replica_dropping = ev_replica_dropping,
+    .holder_remounted = mc_promotion_holder_remounted,
+};
+static const struct mc_obj_subscriber promotion_tasks_only = {
+    .name = "promotion",
+    .remove_claim = ev_remove_claim,
+    .erased = mc_promotion_object_erased,
+    .replica_dropping = ev_replica_dropping,
+    .holder_remounted = mc_promotion_holder_remounted,
+};
+
+int mc_promotion_subscribe(struct mc_master *m)
+{
+    if (!m->promoter)
+        return 0;
+    return mc_obj_events_register(m, m->cfg.promotion_on_hit ? &promotion_on_hit
+                                                             : &promotion_tasks_only);
 }

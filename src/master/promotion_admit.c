@@ -8,7 +8,7 @@
 
 #include "common/hash.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/promotion.h"
 #include "master/promotion_core.h"

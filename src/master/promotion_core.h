@@ -1,7 +1,8 @@
 /*
- * promotion_core.h - promotion.c's private entry points inside the master core: the calls the
- * object operations, the client sweep and the reaper make into it. The public calls and the
- * design are in promotion.h.
+ * promotion_core.h - promotion.c's private entry points inside the master core: its lifecycle,
+ * the handlers behind its object-event subscription (object_events.h: the object layer, the
+ * client sweep and eviction announce, they do not call these) and the reaper's call. The public
+ * calls and the design are in promotion.h.
  */
 #ifndef MC_MASTER_PROMOTION_CORE_H
 #define MC_MASTER_PROMOTION_CORE_H
@@ -19,18 +20,9 @@ struct mc_freelist;
 
 int mc_promotion_init(struct mc_master *m);
 void mc_promotion_destroy(struct mc_master *m);
-/* A Get may trigger a promotion of o (any shard lock held): no MEMORY replica of any status and
- * a readable LOCAL_DISK one. */
-static inline bool mc_promotion_candidate(const struct mc_object *o)
-{
-    bool disk = false;
-    for (uint8_t i = 0; i < o->nrep; i++) {
-        if (o->rep[i].type == MC_REPLICA_TYPE_MEMORY)
-            return false;
-        disk |= o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK && mc_replica_readable(&o->rep[i]);
-    }
-    return disk;
-}
+/* Subscribes promotion to the object events (object_events.h); mc_master_new calls it first. 0
+ * or -1. */
+int mc_promotion_subscribe(struct mc_master *m);
 /* After a Get answered a candidate (no lock held): the gates, maybe an admission. */
 void mc_promotion_on_get(struct mc_master *m, const char *key, size_t key_len, uint64_t key_hash);
 /* The trigger of a BatchGet of batch_keys keys for one of them: gate 1 with the batch threshold

@@ -19,7 +19,7 @@
 #include "common/metrics.h"
 #include "master/freelist.h"
 #include "master/lock_order.h"
-#include "master/master_internal.h"
+#include "master/master_state.h"
 #include "master/objects.h"
 #include "master/promotion.h"
 #include "master/shard.h"

@@ -13,9 +13,10 @@
 
 #include "common/log.h"
 #include "master/delwait.h"
-#include "master/master_internal.h"
+#include "master/discard.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
-#include "master/offload.h"
 #include "mooncake/errors.h"
 
 struct regex_walk {
@@ -89,7 +90,7 @@ int mc_master_remove_by_regex(struct mc_master *m, const char *pattern, size_t l
 int mc_master_remove_by_regex_wait(struct mc_master *m, const char *pattern, size_t len, bool force,
                                    uint64_t *removed, mc_master_done_fn done, void *arg)
 {
-    struct mc_delwait *dw = mc_offload_delwait(m);
+    struct mc_delwait *dw = m->delwait;
     struct mc_delop *op = NULL;
     if (dw && !(op = mc_delop_new(done, arg)))
         return MC_ERR_INTERNAL_ERROR;

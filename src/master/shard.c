@@ -26,7 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "master/master_internal.h"
+#include "common/mc_assert.h"
+#include "master/master_state.h"
 #include "master/shard.h"
 
 #define SLOT_EMPTY UINT32_MAX
@@ -263,6 +264,7 @@ static int ents_reserve(struct mc_shard *s, uint32_t want)
 
 int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (s->n >= SLOT_ENT_MASK - 2 || ents_reserve(s, s->n + 1) != 0 ||
         htab_reserve(s, s->n + 1) != 0)
         return -1;
@@ -329,6 +331,7 @@ struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o)
 int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owner,
                       uint64_t start_ms, uint64_t soft_pin_ttl_ms)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (s->npend == s->pend_cap) {
         uint32_t ncap = s->pend_cap ? s->pend_cap * 2 : 8;
         struct mc_pending *np = realloc(s->pend, (size_t)ncap * sizeof(*np));
@@ -348,6 +351,7 @@ int mc_shard_pend_add(struct mc_shard *s, struct mc_object *o, struct mc_id owne
 
 void mc_shard_pend_remove(struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     struct mc_pending *p = mc_obj_pending(s, o);
     if (!p)
         return;
@@ -493,6 +497,7 @@ static void ent_move(struct mc_shard *s, uint32_t from_i, uint32_t to_i)
 
 void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (o->group)
         group_leave(m, s, o);
     mc_shard_pend_remove(s, o);
@@ -519,6 +524,7 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
 void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, size_t cnt,
                           uint32_t *map)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     if (cnt == 0)
         return;
     const uint32_t n = s->n, nn = n - (uint32_t)cnt;

@@ -37,8 +37,10 @@
 
 #include "common/id.h"
 #include "master/lock_order.h"
-#include "master/objects.h"
+#include "master/object_record.h"
 #include "master/objslab.h"
+
+struct mc_master;
 
 #define MC_NSHARDS 1024u
 #define MC_SHARD_MASK (MC_NSHARDS - 1)
@@ -155,7 +157,7 @@ static inline void mc_shard_rdlock(struct mc_shard *s)
 }
 static inline void mc_shard_wrlock(struct mc_shard *s)
 {
-    mc_lo_acquire(MC_LO_SHARD, s->index);
+    mc_lo_acquire_write(MC_LO_SHARD, s->index);
     pthread_rwlock_wrlock(&s->lock);
 }
 static inline void mc_shard_unlock(struct mc_shard *s)

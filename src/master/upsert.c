@@ -18,10 +18,11 @@
 #include "common/metrics.h"
 #include "master/delwait.h"
 #include "master/freelist.h"
-#include "master/master_internal.h"
+#include "master/discard.h"
+#include "master/master_state.h"
+#include "master/object_events.h"
 #include "master/objects.h"
 #include "master/objslab.h"
-#include "master/offload.h"
 #include "master/segments.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
@@ -320,8 +321,7 @@ static int swap_locked(struct mc_master *m, const uint32_t *set, int nset, uint6
     atomic_store_explicit(&mc_shard_ent(home, o->ent)->lease_ms, now, memory_order_relaxed);
     mc_shard_refresh_bits(home, o);
     mc_histogram_observe(m->value_size, (double)o->size);
-    if (m->offload && !m->cfg.offload_on_evict)
-        mc_offload_put_end_locked(m, home, o);
+    mc_obj_ev_put_end(m, home, o); /* offload mode A queues the offload task now (quiet) */
     return MC_OK;
 }
 
@@ -352,9 +352,8 @@ static int end(struct mc_master *m, struct mc_id client, const char *key, size_t
     for (int i = nset; i-- > 0;)
         mc_shard_unlock(&m->shards[set[i]]);
     mc_freelist_flush(&fl);
-    if (m->offload)
-        mc_offload_wake(m); /* the deletes and the offload task pushed under the lock */
-    if (rc != MC_OK)        /* else the record holds the allocations now */
+    mc_obj_ev_unlocked(m); /* the deletes and the offload task pushed under the lock */
+    if (rc != MC_OK)       /* else the record holds the allocations now */
         release_allocs(&r);
     return rc;
 }
@@ -369,7 +368,7 @@ int mc_master_upsert_end_wait(struct mc_master *m, struct mc_id client, const ch
                               size_t key_len, uint64_t token, uint32_t crc32c, bool has_crc,
                               uint64_t *version, mc_master_done_fn done, void *arg)
 {
-    struct mc_delwait *dw = mc_offload_delwait(m);
+    struct mc_delwait *dw = m->delwait;
     struct mc_delop *op = NULL;
     if (dw && !(op = mc_delop_new(done, arg)))
         return MC_ERR_INTERNAL_ERROR;
@@ -386,7 +385,7 @@ int mc_master_batch_upsert_end_wait(struct mc_master *m, struct mc_id client,
 {
     if (n && (!keys || !items || !rcs))
         return MC_ERR_INVALID_PARAMS;
-    struct mc_delwait *dw = mc_offload_delwait(m);
+    struct mc_delwait *dw = m->delwait;
     struct mc_delop *op = NULL;
     if (dw && !(op = mc_delop_new(done, arg)))
         return MC_ERR_INTERNAL_ERROR;
