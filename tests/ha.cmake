@@ -1,0 +1,4 @@
+# Master high availability on etcd: the gateway client (canned replies and a real etcd on
+# loopback; skipped with 77 when etcd is not installed).
+mc_add_test(test_etcd SOURCES test_etcd.c etcd_util.c cluster_util.c TIMEOUT 120)
+set_tests_properties(test_etcd PROPERTIES SKIP_RETURN_CODE 77)
