@@ -1,0 +1,266 @@
+/*
+ * test_ha_master.c - master high availability with real processes: one etcd member and two
+ * mooncake_master processes on loopback (--enable_ha, --ha_lease_ttl_sec=2), driven over RPC.
+ *
+ *   - exactly one leads; the standby answers Ping with NOT_LEADER and GetLeader with the
+ *     leader's address and epoch; Ping on the leader reports that epoch (view_version);
+ *   - SIGTERM hand-over: the leader revokes its lease, the standby leads (higher epoch);
+ *   - SIGKILL: the standby leads once the dead leader's lease expires (higher epoch);
+ *   - SIGSTOP past the TTL, SIGCONT: the resumed master acknowledges nothing (NOT_LEADER or no
+ *     answer) and exits with status 3 (leadership lost);
+ *   - etcd lost: the leader stops acknowledging (NOT_LEADER) within its TTL, keeps running,
+ *     and serves again once etcd is back.
+ * Deadlines are generous liveness bounds; timings are the benchmark's business. Exit 77 when
+ * etcd is not installed.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <signal.h>
+
+#include "common/rpc_client.h"
+#include "common/wire.h"
+#include "etcd_util.h"
+#include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
+
+#define TTL_S 2
+
+static struct eu_etcd g_etcd;
+static int g_etcd_rc;
+static struct cu_cluster g_c;
+
+struct master {
+    struct cu_proc p;
+    char rpc[64];
+};
+
+static void start_master(struct master *m)
+{
+    char ep[300];
+    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", g_etcd.endpoints);
+    const char *flags[] = {"--enable_ha", ep, "--cluster_id=t_ha", "--ha_lease_ttl_sec=2", NULL};
+    assert_int_equal(cu_start_master(&g_c, &m->p, 0, flags, 10000), 0);
+    snprintf(m->rpc, sizeof(m->rpc), "%s", g_c.rpc);
+}
+
+static struct mc_rpc_client *connect_to(const char *addr)
+{
+    static char buf[8][64];
+    static int next;
+    struct mc_rpc_client_config cfg;
+    mc_rpc_client_config_init(&cfg);
+    char *b = buf[next++ % 8];
+    assert_int_equal(mc_rpc_parse_endpoint(addr, b, 64, &cfg), 0);
+    cfg.connect_timeout_ms = 500;
+    cfg.call_timeout_ms = 1000;
+    cfg.reconnect_max_ms = 100;
+    struct mc_rpc_client *c;
+    assert_int_equal(mc_rpc_client_new(&cfg, &c), 0);
+    return c;
+}
+
+/* Ping as client 1:n (a mutation: it registers the client). Returns the status; *epoch. */
+static int ping(const char *addr, uint64_t n, uint64_t *epoch)
+{
+    struct mc_rpc_client *c = connect_to(addr);
+    Mc__Uuid id = MC__UUID__INIT;
+    id.hi = 1;
+    id.lo = n;
+    Mc__PingRequest req = MC__PING_REQUEST__INIT;
+    req.client_id = &id;
+    Mc__PingResponse *r = NULL;
+    int rc = mc_rpc_client_call_msg(c, MC_METHOD_PING, &req.base, &mc__ping_response__descriptor, 0,
+                                    (ProtobufCMessage **)&r);
+    if (rc == 0 && epoch)
+        *epoch = (uint64_t)r->view_version;
+    if (r)
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    mc_rpc_client_free(c);
+    return rc;
+}
+
+struct leader_info {
+    char role[16], addr[64];
+    uint64_t epoch;
+};
+
+static int get_leader(const char *addr, struct leader_info *li)
+{
+    struct mc_rpc_client *c = connect_to(addr);
+    Mc__GetLeaderRequest req = MC__GET_LEADER_REQUEST__INIT;
+    Mc__GetLeaderResponse *r = NULL;
+    int rc =
+        mc_rpc_client_call_msg(c, MC_METHOD_GET_LEADER, &req.base,
+                               &mc__get_leader_response__descriptor, 0, (ProtobufCMessage **)&r);
+    memset(li, 0, sizeof(*li));
+    if (rc == 0) {
+        snprintf(li->role, sizeof(li->role), "%s", r->role);
+        snprintf(li->addr, sizeof(li->addr), "%s", r->leader_address);
+        li->epoch = r->epoch;
+        protobuf_c_message_free_unpacked(&r->base, NULL);
+    }
+    mc_rpc_client_free(c);
+    return rc;
+}
+
+/* Waits until m says it leads; returns its epoch. */
+static uint64_t wait_leader(struct master *m, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    struct leader_info li;
+    while (cu_now_ms() < deadline) {
+        if (get_leader(m->rpc, &li) == 0 && strcmp(li.role, "leader") == 0) {
+            assert_string_equal(li.addr, m->rpc);
+            return li.epoch;
+        }
+        cu_sleep_ms(20);
+    }
+    cu_dump_log(&m->p, "master");
+    fail_msg("%s did not become the leader", m->rpc);
+    return 0;
+}
+
+static void wait_status(const char *addr, int want, int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    int rc = 1;
+    while (cu_now_ms() < deadline) {
+        rc = ping(addr, 99, NULL);
+        if (rc == want)
+            return;
+        cu_sleep_ms(20);
+    }
+    fail_msg("%s: Ping gave %s, wanted %s", addr, mc_strerror(rc), mc_strerror(want));
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    g_etcd_rc = eu_start(&g_etcd, 1, 20000);
+    if (g_etcd_rc != 0)
+        return 0;
+    return cu_cluster_init(&g_c, "mc-ha");
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    eu_stop(&g_etcd);
+    cu_cluster_destroy(&g_c);
+    return 0;
+}
+
+static void test_failover(void **state)
+{
+    (void)state;
+    if (g_etcd_rc == 77)
+        skip();
+    assert_int_equal(g_etcd_rc, 0);
+    struct master a = {0}, b = {0};
+    start_master(&a);
+    uint64_t e1 = wait_leader(&a, 10000);
+    start_master(&b);
+    /* b stands by: NOT_LEADER for Ping, the leader's address and epoch from GetLeader */
+    struct leader_info li;
+    uint64_t deadline = cu_now_ms() + 10000;
+    do {
+        assert_int_equal(get_leader(b.rpc, &li), 0);
+        if (li.addr[0])
+            break;
+        cu_sleep_ms(20);
+    } while (cu_now_ms() < deadline);
+    assert_string_equal(li.role, "standby");
+    assert_string_equal(li.addr, a.rpc);
+    assert_int_equal(li.epoch, e1);
+    assert_int_equal(ping(b.rpc, 1, NULL), MC_ERR_NOT_LEADER);
+    uint64_t pe = 0;
+    assert_int_equal(ping(a.rpc, 1, &pe), 0);
+    assert_int_equal(pe, e1); /* Ping carries the etcd epoch */
+
+    /* SIGTERM hand-over: the lease is revoked, b leads long before a TTL could expire */
+    uint64_t t0 = cu_now_ms();
+    assert_int_equal(cu_stop(&a.p, SIGTERM, 10000), 0);
+    uint64_t e2 = wait_leader(&b, 10000);
+    uint64_t handover = cu_now_ms() - t0;
+    assert_true(e2 > e1);
+    fprintf(stderr, "SIGTERM hand-over: %llu ms (TTL %d s)\n", (unsigned long long)handover, TTL_S);
+    assert_int_equal(ping(b.rpc, 2, &pe), 0);
+    assert_int_equal(pe, e2);
+
+    /* SIGKILL: a (restarted, standing by) leads once b's lease expired */
+    start_master(&a);
+    wait_status(a.rpc, MC_ERR_NOT_LEADER, 5000);
+    assert_int_equal(cu_stop(&b.p, SIGKILL, 5000), 128 + SIGKILL);
+    uint64_t e3 = wait_leader(&a, (TTL_S + 10) * 1000);
+    assert_true(e3 > e2);
+
+    /* SIGSTOP past the TTL: b (restarted) takes over; a, resumed, acknowledges nothing */
+    start_master(&b);
+    wait_status(b.rpc, MC_ERR_NOT_LEADER, 5000);
+    kill(a.p.pid, SIGSTOP);
+    uint64_t e4 = wait_leader(&b, (TTL_S + 10) * 1000);
+    assert_true(e4 > e3);
+    kill(a.p.pid, SIGCONT);
+    for (int i = 0; i < 20; i++) {
+        int rc = ping(a.rpc, 100 + (uint64_t)i, &pe);
+        assert_true(rc != 0); /* NOT_LEADER, or it is gone */
+        if (rc != MC_ERR_NOT_LEADER)
+            break;
+    }
+    assert_int_equal(cu_stop(&a.p, 0, 10000), 3); /* exits by itself: leadership lost */
+    assert_int_equal(ping(b.rpc, 3, &pe), 0);
+    assert_int_equal(pe, e4);
+    cu_stop(&b.p, SIGTERM, 5000);
+}
+
+static void test_etcd_lost(void **state)
+{
+    (void)state;
+    if (g_etcd_rc == 77)
+        skip();
+    assert_int_equal(g_etcd_rc, 0);
+    struct master a = {0};
+    start_master(&a);
+    uint64_t e = wait_leader(&a, 10000);
+    assert_int_equal(ping(a.rpc, 1, NULL), 0);
+    eu_kill_member(&g_etcd, 0);
+    /* self-fenced within its TTL (generous bound), still running */
+    wait_status(a.rpc, MC_ERR_NOT_LEADER, (TTL_S + 5) * 1000);
+    struct leader_info li;
+    assert_int_equal(get_leader(a.rpc, &li), 0);
+    assert_string_equal(li.role, "standby");
+    assert_int_equal(eu_restart_member(&g_etcd, 0), 0);
+    /* etcd back with its data: it renews every lease when it elects its leader, so the master
+     * keeps its leadership (same epoch) and serves again */
+    uint64_t deadline = cu_now_ms() + 20000;
+    int rc = 1;
+    uint64_t pe = 0;
+    while (cu_now_ms() < deadline) {
+        rc = ping(a.rpc, 2, &pe);
+        if (rc == 0)
+            break;
+        cu_sleep_ms(50);
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(pe, e);
+    cu_stop(&a.p, SIGTERM, 5000);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failover),
+        cmocka_unit_test(test_etcd_lost),
+    };
+    int failed = cmocka_run_group_tests(tests, setup, teardown);
+    if (failed == 0 && g_etcd_rc == 77)
+        return 77;
+    return failed;
+}
