@@ -8,3 +8,11 @@ if(TARGET mooncake_master)
   set_tests_properties(test_ha_master PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_ha_master mooncake_master)
 endif()
+# Clients follow the leader: a holder daemon and a library client named etcd://..., SIGKILL of
+# the leader, LOCAL_DISK objects read back through the new one.
+if(TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_ha_clients SOURCES test_ha_clients.c etcd_util.c cluster_util.c
+              cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  set_tests_properties(test_ha_clients PROPERTIES SKIP_RETURN_CODE 77)
+  add_dependencies(test_ha_clients mooncake_master mc_client_daemon mooncake_cli)
+endif()
