@@ -120,6 +120,26 @@ fail:
     return -1;
 }
 
+int eu_leader(struct eu_etcd *e)
+{
+    for (int i = 0; i < e->n; i++) {
+        if (e->proc[i].pid <= 0)
+            continue;
+        char ep[64];
+        eu_member_endpoint(e, i, ep, sizeof(ep));
+        struct mc_etcd_config cfg = {.endpoints = ep, .timeout_ms = 1000};
+        struct mc_etcd *c;
+        uint64_t me = 0, leader = 0;
+        if (mc_etcd_new(&cfg, &c) != 0)
+            continue;
+        int rc = mc_etcd_status(c, &me, &leader);
+        mc_etcd_free(c);
+        if (rc == 0 && me != 0 && me == leader)
+            return i;
+    }
+    return -1;
+}
+
 void eu_kill_member(struct eu_etcd *e, int i)
 {
     if (e->proc[i].pid > 0)

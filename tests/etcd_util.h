@@ -25,6 +25,8 @@ int eu_start(struct eu_etcd *e, int n, int timeout_ms);
 /* Stops member i (SIGKILL) / starts it again with its data. */
 void eu_kill_member(struct eu_etcd *e, int i);
 int eu_restart_member(struct eu_etcd *e, int i);
+/* Index of the member that is the raft leader now, or -1. */
+int eu_leader(struct eu_etcd *e);
 /* Kills every member and removes the data. Safe on a zeroed or failed struct. */
 void eu_stop(struct eu_etcd *e);
 /* "127.0.0.1:P" of member i. */

@@ -9,7 +9,9 @@
  *   - SIGSTOP past the TTL, SIGCONT: the resumed master acknowledges nothing (NOT_LEADER or no
  *     answer) and exits with status 3 (leadership lost);
  *   - etcd lost: the leader stops acknowledging (NOT_LEADER) within its TTL, keeps running,
- *     and serves again once etcd is back.
+ *     and serves again once etcd is back;
+ *   - three etcd members: the raft leader killed (never two masters acknowledging, one serves
+ *     again), quorum lost (none serves), quorum back (one serves).
  * Deadlines are generous liveness bounds; timings are the benchmark's business. Exit 77 when
  * etcd is not installed.
  */
@@ -41,13 +43,19 @@ struct master {
     char rpc[64];
 };
 
-static void start_master(struct master *m)
+static void start_master_on(struct master *m, const struct eu_etcd *e, const char *cluster)
 {
-    char ep[300];
-    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", g_etcd.endpoints);
-    const char *flags[] = {"--enable_ha", ep, "--cluster_id=t_ha", "--ha_lease_ttl_sec=2", NULL};
+    char ep[300], cl[64];
+    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", e->endpoints);
+    snprintf(cl, sizeof(cl), "--cluster_id=%s", cluster);
+    const char *flags[] = {"--enable_ha", ep, cl, "--ha_lease_ttl_sec=2", NULL};
     assert_int_equal(cu_start_master(&g_c, &m->p, 0, flags, 10000), 0);
     snprintf(m->rpc, sizeof(m->rpc), "%s", g_c.rpc);
+}
+
+static void start_master(struct master *m)
+{
+    start_master_on(m, &g_etcd, "t_ha");
 }
 
 static struct mc_rpc_client *connect_to(const char *addr)
@@ -253,11 +261,78 @@ static void test_etcd_lost(void **state)
     cu_stop(&a.p, SIGTERM, 5000);
 }
 
+/* How many of the masters acknowledge a Ping right now (never more than one may). */
+static int serving(struct master *ms, int n)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (ms[i].p.pid > 0 && ping(ms[i].rpc, 50, NULL) == 0)
+            k++;
+    return k;
+}
+
+/* Polls for ms: never two acknowledging; returns when `want` serve (or fails at the end). */
+static void watch_serving(struct master *ms, int n, int want, int ms_total)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)ms_total;
+    int k = -1;
+    while (cu_now_ms() < deadline) {
+        k = serving(ms, n);
+        assert_true(k <= 1);
+        if (k == want)
+            return;
+        cu_sleep_ms(20);
+    }
+    fail_msg("%d masters serve, wanted %d", k, want);
+}
+
+/* Three etcd members: the raft leader killed (the master keeps its leadership or another takes
+ * over, never two serving); quorum lost (nobody serves); quorum back (one serves again). */
+static void test_etcd3(void **state)
+{
+    (void)state;
+    if (g_etcd_rc == 77)
+        skip();
+    struct eu_etcd e3;
+    int rc = eu_start(&e3, 3, 30000);
+    if (rc == 77)
+        skip();
+    assert_int_equal(rc, 0);
+    struct master ms[2] = {0};
+    start_master_on(&ms[0], &e3, "t_ha3");
+    wait_leader(&ms[0], 10000);
+    start_master_on(&ms[1], &e3, "t_ha3");
+    watch_serving(ms, 2, 1, 5000);
+    int l = eu_leader(&e3);
+    assert_true(l >= 0);
+    eu_kill_member(&e3, l);
+    /* for a few TTLs: exactly one master serves at a time, at most */
+    uint64_t until = cu_now_ms() + 3 * 2000;
+    while (cu_now_ms() < until) {
+        assert_true(serving(ms, 2) <= 1);
+        cu_sleep_ms(20);
+    }
+    watch_serving(ms, 2, 1, 15000);
+    /* a second member gone: no quorum, no master serves (within a TTL and some) */
+    int other = (l + 1) % 3;
+    eu_kill_member(&e3, other);
+    watch_serving(ms, 2, 0, (TTL_S + 5) * 1000);
+    assert_int_equal(eu_restart_member(&e3, l), 0);
+    assert_int_equal(eu_restart_member(&e3, other), 0);
+    /* quorum back: one serves again (etcd renews the leases when it elects its leader, so
+     * the fenced leader usually resumes; if its lease did lapse, it exits and the other leads) */
+    watch_serving(ms, 2, 1, 30000);
+    for (int i = 0; i < 2; i++)
+        cu_stop(&ms[i].p, SIGTERM, 5000);
+    eu_stop(&e3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_failover),
         cmocka_unit_test(test_etcd_lost),
+        cmocka_unit_test(test_etcd3),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     if (failed == 0 && g_etcd_rc == 77)

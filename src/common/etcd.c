@@ -358,6 +358,16 @@ int mc_etcd_put_guarded(struct mc_etcd *e, const char *guard_key, uint64_t guard
     return rc;
 }
 
+int mc_etcd_status(struct mc_etcd *e, uint64_t *member_id, uint64_t *leader_id)
+{
+    struct buf b;
+    int rc = post(e, "/v3/maintenance/status", json_object(), &b);
+    if (rc == 0)
+        rc = mc_etcdj_parse_member_status(b.p, b.len, member_id, leader_id);
+    free(b.p);
+    return rc;
+}
+
 int mc_etcd_compact(struct mc_etcd *e, uint64_t revision)
 {
     struct buf b;

@@ -85,6 +85,8 @@ int mc_etcd_create_if_absent(struct mc_etcd *e, const char *key, const void *val
 int mc_etcd_put_guarded(struct mc_etcd *e, const char *guard_key, uint64_t guard_rev,
                         const char *key, const void *val, size_t len, bool *ok);
 
+/* The current endpoint's member id and the id of the raft leader it knows (0 = none). */
+int mc_etcd_status(struct mc_etcd *e, uint64_t *member_id, uint64_t *leader_id);
 /* Compacts the store's history up to revision (watches from before it get cancelled). */
 int mc_etcd_compact(struct mc_etcd *e, uint64_t revision);
 

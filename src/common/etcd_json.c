@@ -254,6 +254,19 @@ out:
     return rc;
 }
 
+int mc_etcdj_parse_member_status(const char *body, size_t len, uint64_t *member_id,
+                                 uint64_t *leader_id)
+{
+    json_t *root;
+    *member_id = *leader_id = 0;
+    int rc = load(body, len, &root);
+    if (rc == 0 && (get_u64(json_object_get(root, "header"), "member_id", member_id) ||
+                    get_u64(root, "leader", leader_id)))
+        rc = MC_ERR_DESERIALIZE_FAIL;
+    json_decref(root);
+    return rc;
+}
+
 int mc_etcdj_parse_grant(const char *body, size_t len, uint64_t *id, int64_t *ttl)
 {
     json_t *root;

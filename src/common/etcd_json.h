@@ -27,6 +27,9 @@ int mc_etcdj_parse_range(const char *body, size_t len, struct mc_etcd_kv *kv, bo
  * response_range found in the responses, if any (else kv->key stays NULL). */
 int mc_etcdj_parse_txn(const char *body, size_t len, bool *succeeded, uint64_t *revision,
                        struct mc_etcd_kv *kv);
+/* A maintenance/status reply: header.member_id and leader. */
+int mc_etcdj_parse_member_status(const char *body, size_t len, uint64_t *member_id,
+                                 uint64_t *leader_id);
 int mc_etcdj_parse_grant(const char *body, size_t len, uint64_t *id, int64_t *ttl);
 /* A keepalive reply ({"result":{...}}): *ttl = TTL, 0 when omitted (the lease is gone). */
 int mc_etcdj_parse_keepalive(const char *body, size_t len, int64_t *ttl);
