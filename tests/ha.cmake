@@ -19,3 +19,13 @@ if(TARGET mooncake_master AND TARGET mc_client_daemon)
   set_tests_properties(test_ha_clients PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_ha_clients mooncake_master mc_client_daemon mooncake_cli)
 endif()
+# mooncake_bench failover end to end on a small set (only where etcd is installed): the run
+# completes and reports both cases with every object back.
+find_program(MC_ETCD_BIN etcd)
+if(TARGET mooncake_bench AND MC_ETCD_BIN)
+  add_test(NAME test_bench_failover
+           COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/expect_output.sh 0
+                   "\"case\":\"all_back\",\"runs\":1,.*\"objects\":50," --
+                   $<TARGET_FILE:mooncake_bench> failover --objects 50 --runs 1 --ttl 1)
+  set_tests_properties(test_bench_failover PROPERTIES TIMEOUT 120)
+endif()
