@@ -242,7 +242,8 @@ static int post(struct mc_etcd *e, const char *path, json_t *req, struct buf *b)
             break;
         }
         rc = c == CURLE_OPERATION_TIMEDOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
-        mc_warn(COMP, "etcd endpoint failed", "url=%s err=\"%s\"", url, curl_easy_strerror(c));
+        /* debug: callers say once that etcd is unreachable (a retry loop would flood) */
+        mc_debug(COMP, "etcd endpoint failed", "url=%s err=\"%s\"", url, curl_easy_strerror(c));
         if (!retry_elsewhere(c))
             break;
         e->cur = (e->cur + 1) % e->n;
@@ -506,8 +507,8 @@ int mc_etcd_watch_poll(struct mc_etcd_watch *w, int timeout_ms, struct mc_etcd_w
         if (m->msg == CURLMSG_DONE) {
             w->done = true;
             if (m->data.result != CURLE_OK) {
-                mc_warn(COMP, "etcd watch stream failed", "url=%s err=\"%s\"", w->e->url[w->e->cur],
-                        curl_easy_strerror(m->data.result));
+                mc_debug(COMP, "etcd watch stream failed", "url=%s err=\"%s\"",
+                         w->e->url[w->e->cur], curl_easy_strerror(m->data.result));
                 if (retry_elsewhere(m->data.result)) /* the next watch tries the next one */
                     w->e->cur = (w->e->cur + 1) % w->e->n;
             }

@@ -130,9 +130,12 @@ static int map_error(const json_t *root)
         rc = MC_ERR_LEASE_EXPIRED;
     else if (strstr(msg, "request is too large") || (code == 8 && strstr(msg, "larger than max")))
         rc = MC_ERR_BUFFER_OVERFLOW;
+    /* callers log the states they care about (a lease gone, no quorum) once; a request too
+     * large is a bug of the caller's and always said */
     char q[200];
-    mc_warn(COMP, "etcd refused a request", "code=%lld rc=%s message=%s", (long long)code,
-            mc_strerror(rc), mc_log_quote(msg, q, sizeof(q)));
+    mc_log_write(rc == MC_ERR_BUFFER_OVERFLOW ? MC_LOG_WARN : MC_LOG_DEBUG, COMP,
+                 "etcd refused a request", "code=%lld rc=%s message=%s", (long long)code,
+                 mc_strerror(rc), mc_log_quote(msg, q, sizeof(q)));
     return rc;
 }
 

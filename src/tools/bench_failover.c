@@ -308,6 +308,7 @@ static void emit(const char *name, const struct fo_opts *o, double *ms, int n)
     mc_bench_emit(&r);
 }
 
+int mc_bench_failover(int argc, char **argv); /* bench_main.c's MC_BENCHES */
 int mc_bench_failover(int argc, char **argv)
 {
     struct fo_opts o;
