@@ -3,7 +3,8 @@
  * mooncake_master processes on loopback (--enable_ha, --ha_lease_ttl_sec=2), driven over RPC.
  *
  *   - exactly one leads; the standby answers Ping with NOT_LEADER and GetLeader with the
- *     leader's address and epoch; Ping on the leader reports that epoch (view_version);
+ *     leader's address and epoch; Ping on the leader reports that epoch (view_version); GET
+ *     /role and /leader on each HTTP port say leader/standby and the leader's address;
  *   - SIGTERM hand-over: the leader revokes its lease, the standby leads (higher epoch);
  *   - SIGKILL: the standby leads once the dead leader's lease expires (higher epoch);
  *   - SIGSTOP past the TTL, SIGCONT: the resumed master acknowledges nothing (NOT_LEADER or no
@@ -24,7 +25,11 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/rpc_client.h"
 #include "common/wire.h"
@@ -40,7 +45,7 @@ static struct cu_cluster g_c;
 
 struct master {
     struct cu_proc p;
-    char rpc[64];
+    char rpc[64], http[64];
 };
 
 static void start_master_on(struct master *m, const struct eu_etcd *e, const char *cluster)
@@ -51,6 +56,36 @@ static void start_master_on(struct master *m, const struct eu_etcd *e, const cha
     const char *flags[] = {"--enable_ha", ep, cl, "--ha_lease_ttl_sec=2", NULL};
     assert_int_equal(cu_start_master(&g_c, &m->p, 0, flags, 10000), 0);
     snprintf(m->rpc, sizeof(m->rpc), "%s", g_c.rpc);
+    snprintf(m->http, sizeof(m->http), "%s", g_c.metrics);
+}
+
+/* GET path on the master's HTTP port: the status and the body (out, NUL-terminated). */
+static int http_get(const struct master *m, const char *path, char *out, size_t cap)
+{
+    char host[64];
+    snprintf(host, sizeof(host), "%s", m->http);
+    char *colon = strrchr(host, ':');
+    assert_non_null(colon);
+    *colon = 0;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    assert_int_equal(inet_pton(AF_INET, host, &sa.sin_addr), 1);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    char req[128], buf[4096];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\n\r\n", path);
+    assert_int_equal(write(fd, req, (size_t)n), n);
+    size_t len = 0;
+    ssize_t r;
+    while (len < sizeof(buf) - 1 && (r = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+        len += (size_t)r;
+    close(fd);
+    buf[len] = 0;
+    int status = 0;
+    assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &status), 1);
+    const char *body = strstr(buf, "\r\n\r\n");
+    snprintf(out, cap, "%s", body ? body + 4 : "");
+    return status;
 }
 
 static void start_master(struct master *m)
@@ -188,6 +223,17 @@ static void test_failover(void **state)
     assert_string_equal(li.addr, a.rpc);
     assert_int_equal(li.epoch, e1);
     assert_int_equal(ping(b.rpc, 1, NULL), MC_ERR_NOT_LEADER);
+    /* the HTTP port says the same */
+    char body[256], want[96];
+    assert_int_equal(http_get(&a, "/role", body, sizeof(body)), 200);
+    assert_string_equal(body, "leader\n");
+    assert_int_equal(http_get(&b, "/role", body, sizeof(body)), 200);
+    assert_string_equal(body, "standby\n");
+    snprintf(want, sizeof(want), "%s\n", a.rpc);
+    assert_int_equal(http_get(&b, "/leader", body, sizeof(body)), 200);
+    assert_string_equal(body, want);
+    assert_int_equal(http_get(&a, "/leader", body, sizeof(body)), 200);
+    assert_string_equal(body, want);
     uint64_t pe = 0;
     assert_int_equal(ping(a.rpc, 1, &pe), 0);
     assert_int_equal(pe, e1); /* Ping carries the etcd epoch */
