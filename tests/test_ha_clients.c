@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "client/master_follow.h"
 #include "cluster_data.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
@@ -195,9 +196,46 @@ static void test_sigkill_leader(void **state)
     free(buf);
 }
 
+/* No etcd needed: etcd:// parsing, and the epoch floor of a link that follows a leader. */
+static void test_link_rules(void **state)
+{
+    (void)state;
+    struct mc_master_follow *f = NULL;
+    assert_true(mc_master_follow_is_url("etcd://h:2379"));
+    assert_false(mc_master_follow_is_url("h:2379"));
+    assert_int_equal(mc_master_follow_new("etcd://", &f), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_follow_new("etcd://h:1/bad/id", &f), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_follow_new("etcd://h:x", &f), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_master_follow_new("etcd://h1:1;h2:2,h3:3/ok.id", &f), 0);
+    mc_master_follow_free(f);
+
+    /* a plain address: no epoch rule until a master said NOT_LEADER */
+    struct mc_rpc_client_config base;
+    mc_rpc_client_config_init(&base);
+    base.connect_timeout_ms = 200;
+    struct mc_master_link *l = NULL;
+    char addr[64];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%d", cu_free_port()); /* nobody there */
+    assert_int_equal(mc_master_link_new(addr, &base, &l), 0);
+    assert_string_equal(mc_master_link_addr(l), addr);
+    assert_false(mc_master_link_ha(l));
+    assert_int_equal(mc_master_link_check_epoch(l, 10), 0);
+    assert_int_equal(mc_master_link_check_epoch(l, 5), 0);
+    /* NOT_LEADER seen: the link follows (nobody answers here: it stays) and the floor holds */
+    assert_int_equal(mc_master_link_follow(l, true), MC_ERR_RPC_FAIL);
+    assert_true(mc_master_link_ha(l));
+    assert_int_equal(mc_master_link_check_epoch(l, 10), 0);
+    assert_int_equal(mc_master_link_check_epoch(l, 5), MC_ERR_NOT_LEADER);
+    assert_int_equal(mc_master_link_check_epoch(l, 10), 0);
+    assert_int_equal(mc_master_link_check_epoch(l, 11), 0);
+    assert_int_equal(mc_master_link_check_epoch(l, 10), MC_ERR_NOT_LEADER);
+    mc_master_link_free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_link_rules),
         cmocka_unit_test(test_sigkill_leader),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
