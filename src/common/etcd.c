@@ -478,10 +478,11 @@ static int drain_lines(struct mc_etcd_watch *w, struct mc_etcd_watch_result *r)
             break;
         off += n + 1;
     }
+    if (!w->in.p)
+        return rc; /* nothing received yet */
     memmove(w->in.p, w->in.p + off, w->in.len - off);
     w->in.len -= off;
-    if (w->in.p)
-        w->in.p[w->in.len] = 0;
+    w->in.p[w->in.len] = 0;
     if (dropped)
         mc_warn(COMP, "watch events past the batch were dropped (older ones)", "dropped=%d",
                 dropped);
