@@ -7,8 +7,9 @@
  * replies (code 5 on a lease that is gone, "request is too large"), a watch cancelled with
  * compact_revision. Then the same against a real etcd started on loopback ports (data on tmpfs,
  * removed at the end; exit 77 when etcd is not installed): every call of etcd.h, the failures the
- * gateway really produces, a watch that sees PUT and DELETE and one cancelled by compaction, and
- * endpoint rotation past a dead endpoint.
+ * gateway really produces, a watch that sees PUT and DELETE and one cancelled by compaction,
+ * endpoint rotation past a dead endpoint, and TLS with client certificates (an etcd serving
+ * https with certificates openssl makes for the test).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +20,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "common/etcd.h"
 #include "common/etcd_json.h"
@@ -421,6 +424,97 @@ static void test_live_rotation(void **state)
     assert_int_equal(mc_etcd_new(&cfg, &e), MC_ERR_INVALID_PARAMS);
 }
 
+/* TLS through libcurl: an etcd that serves https and wants client certificates (a CA, a server
+ * and a client certificate made with openssl for the test). With the CA and the client pair the
+ * calls work; without the client pair, or without the CA, they fail. */
+static void test_live_tls(void **state)
+{
+    (void)state;
+    NEED_ETCD();
+    if (access("/usr/bin/openssl", X_OK) != 0)
+        skip();
+    char dir[64];
+    assert_int_equal(mc_proc_mkdtemp(dir, sizeof(dir), NULL, "mc-etcd-tls"), 0);
+    char script[2048];
+    snprintf(script, sizeof(script),
+             "set -e; cd %s; O=/usr/bin/openssl;"
+             "$O req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 1 "
+             "-subj /CN=mc-test-ca;"
+             "$O req -newkey rsa:2048 -nodes -keyout srv.key -out srv.csr -subj /CN=127.0.0.1;"
+             "printf 'subjectAltName=IP:127.0.0.1\\n' > srv.ext;"
+             "$O x509 -req -in srv.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out srv.crt "
+             "-days 1 -extfile srv.ext;"
+             "$O req -newkey rsa:2048 -nodes -keyout cli.key -out cli.csr -subj /CN=mc-client;"
+             "printf 'extendedKeyUsage=clientAuth\\n' > cli.ext;"
+             "$O x509 -req -in cli.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out cli.crt "
+             "-days 1 -extfile cli.ext",
+             dir);
+    const char *sh[] = {"/bin/sh", "-c", script, NULL};
+    struct cu_run run;
+    cu_run(&run, dir, sh, NULL, 60000);
+    assert_int_equal(run.status, 0);
+    cu_run_free(&run);
+
+    int cp = cu_free_port(), pp = cu_free_port();
+    char bin[600] = "etcd", data[128], lc[64], ac[64], lp[64], ap[64], cl[96], cert[128], key[128],
+         ca[128], log[128];
+    const char *env = getenv("MC_ETCD_BIN");
+    if (env && env[0])
+        snprintf(bin, sizeof(bin), "%s", env);
+    snprintf(data, sizeof(data), "--data-dir=%s/data", dir);
+    snprintf(lc, sizeof(lc), "--listen-client-urls=https://127.0.0.1:%d", cp);
+    snprintf(ac, sizeof(ac), "--advertise-client-urls=https://127.0.0.1:%d", cp);
+    snprintf(lp, sizeof(lp), "--listen-peer-urls=http://127.0.0.1:%d", pp);
+    snprintf(ap, sizeof(ap), "--initial-advertise-peer-urls=http://127.0.0.1:%d", pp);
+    snprintf(cl, sizeof(cl), "--initial-cluster=default=http://127.0.0.1:%d", pp);
+    snprintf(cert, sizeof(cert), "--cert-file=%s/srv.crt", dir);
+    snprintf(key, sizeof(key), "--key-file=%s/srv.key", dir);
+    snprintf(ca, sizeof(ca), "--trusted-ca-file=%s/ca.crt", dir);
+    snprintf(log, sizeof(log), "%s/etcd.log", dir);
+    const char *argv[] = {
+        bin, data, lc, ac, lp, ap, cl, cert, key, ca, "--client-cert-auth", "--log-level=warn",
+        NULL};
+    struct cu_proc p = {0};
+    assert_int_equal(cu_spawn(&p, argv, log), 0);
+
+    char eps[64], caf[128], cf[128], kf[128];
+    snprintf(eps, sizeof(eps), "127.0.0.1:%d", cp);
+    snprintf(caf, sizeof(caf), "%s/ca.crt", dir);
+    snprintf(cf, sizeof(cf), "%s/cli.crt", dir);
+    snprintf(kf, sizeof(kf), "%s/cli.key", dir);
+    struct mc_etcd_config cfg = {.endpoints = eps, .ca_file = caf, .cert_file = cf, .key_file = kf};
+    struct mc_etcd *e;
+    assert_int_equal(mc_etcd_new(&cfg, &e), 0);
+    char want[64];
+    snprintf(want, sizeof(want), "https://127.0.0.1:%d", cp);
+    assert_string_equal(mc_etcd_endpoint(e), want); /* a CA file means https */
+    int rc = -1;
+    for (uint64_t end = cu_now_ms() + 20000; rc != 0 && cu_now_ms() < end; cu_sleep_ms(50))
+        rc = mc_etcd_put(e, "/t/tls", S("over tls"), 0);
+    assert_int_equal(rc, 0);
+    struct mc_etcd_kv kv;
+    bool found;
+    assert_int_equal(mc_etcd_get(e, "/t/tls", &kv, &found, NULL), 0);
+    assert_true(found);
+    assert_string_equal(kv.value, "over tls");
+    mc_etcd_kv_clear(&kv);
+    mc_etcd_free(e);
+    /* no client certificate: refused by the server */
+    cfg.cert_file = cfg.key_file = NULL;
+    assert_int_equal(mc_etcd_new(&cfg, &e), 0);
+    assert_true(mc_etcd_get(e, "/t/tls", &kv, &found, NULL) != 0);
+    mc_etcd_free(e);
+    /* no CA: the server's certificate is not trusted (and plain http is not served) */
+    cfg.ca_file = NULL;
+    cfg.cert_file = cf;
+    cfg.key_file = kf;
+    assert_int_equal(mc_etcd_new(&cfg, &e), 0);
+    assert_true(mc_etcd_get(e, "/t/tls", &kv, &found, NULL) != 0);
+    mc_etcd_free(e);
+    cu_stop(&p, SIGKILL, 2000);
+    cu_rm_rf(dir);
+}
+
 static int teardown_all(void **state)
 {
     (void)state;
@@ -435,7 +529,7 @@ int main(void)
         cmocka_unit_test(test_omitted_fields), cmocka_unit_test(test_errors),
         cmocka_unit_test(test_watch_canceled), cmocka_unit_test(test_live_kv_and_txn),
         cmocka_unit_test(test_live_lease),     cmocka_unit_test(test_live_watch),
-        cmocka_unit_test(test_live_rotation),
+        cmocka_unit_test(test_live_rotation),  cmocka_unit_test(test_live_tls),
     };
     int failed = cmocka_run_group_tests(tests, NULL, teardown_all);
     if (failed == 0 && g_etcd_rc == 77)
