@@ -15,6 +15,9 @@ PKGS=(
   python3-setuptools python3-wheel python3-venv
   # libcrypto: HMAC-SHA-256 for the connection handshake (--auth_token_file)
   libssl-dev
+  # master HA: etcd's v3 HTTP/JSON gateway over libcurl, JSON by jansson; etcd itself for the
+  # HA tests (started by them on loopback) and for deployments
+  libcurl4-openssl-dev libjansson-dev etcd-server etcd-client
   # libFuzzer (clang's compiler-rt) for scripts/fuzz.sh and the CI fuzz pass
   clang libclang-rt-dev
   # benchmarks' public references

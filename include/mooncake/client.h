@@ -57,7 +57,9 @@ typedef void (*mc_client_log_fn)(void *arg, int level, const char *line);
 
 struct mc_client_config {
     uint32_t struct_size;         /* set by mc_client_config_init; do not change */
-    const char *master_address;   /* "host:port" of mooncake_master (default "127.0.0.1:50051") */
+    const char *master_address;   /* "host:port" of mooncake_master (default "127.0.0.1:50051"),
+                                   * or etcd://h1:2379;h2:2379[/cluster_id] for an HA cluster:
+                                   * the client follows its leader */
     const char *host;             /* host advertised to peers (default "127.0.0.1") */
     const char *bind_address;     /* address the peer server binds (default: host) */
     const char *protocol;         /* "tcp" (default) or "rdma" */

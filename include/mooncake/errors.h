@@ -6,7 +6,8 @@
  * mc_strerror() names each code ("OBJECT_NOT_FOUND"); mc_error_from_name() is its inverse.
  * Codes from -2000 on have no upstream counterpart: UNAUTHENTICATED (the peer requires the shared
  * auth token, or refused ours) and PROTECTED_MODE (a server without a token serves loopback
- * peers only).
+ * peers only), NOT_LEADER (this master is a standby of a high-availability cluster: ask it
+ * GetLeader for the leader's address and epoch, or read the cluster's etcd).
  */
 #ifndef MOONCAKE_ERRORS_H
 #define MOONCAKE_ERRORS_H
@@ -65,7 +66,8 @@ extern "C" {
     X(MC_ERR_SERIALIZE_FAIL, -1501, "SERIALIZE_FAIL")                                              \
     X(MC_ERR_DESERIALIZE_FAIL, -1502, "DESERIALIZE_FAIL")                                          \
     X(MC_ERR_UNAUTHENTICATED, -2000, "UNAUTHENTICATED")                                            \
-    X(MC_ERR_PROTECTED_MODE, -2001, "PROTECTED_MODE")
+    X(MC_ERR_PROTECTED_MODE, -2001, "PROTECTED_MODE")                                              \
+    X(MC_ERR_NOT_LEADER, -2002, "NOT_LEADER")
 
 enum mc_error {
 #define MC_ERROR_ENUM_(sym, val, name) sym = (val),

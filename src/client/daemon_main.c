@@ -78,7 +78,11 @@ static struct {
 } F;
 
 static const struct mc_flag g_flags[] = {
-    MC_STRING_FLAG("master", "127.0.0.1:50051", "mooncake_master RPC address HOST:PORT", &F.master),
+    MC_STRING_FLAG(
+        "master", "127.0.0.1:50051",
+        "mooncake_master RPC address HOST:PORT, or etcd://H1:2379;H2:2379[/CLUSTER_ID] to "
+        "follow the leader of an HA cluster",
+        &F.master),
     MC_STRING_FLAG("host", "127.0.0.1",
                    "host advertised to peers (and bound, unless --bind_address is given)", &F.host),
     MC_STRING_FLAG("bind_address", "", "address the peer server binds (default: --host)",

@@ -6,6 +6,7 @@
  * while `lock` is held.
  */
 #include "client/master_conn.h"
+#include "client/master_follow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -26,8 +27,8 @@
 struct mc_master_conn {
     struct mc_master_conn_config cfg;
     char address[128];
-    char hostbuf[128];
-    struct mc_rpc_client *rpc;
+    struct mc_master_link *link; /* master_follow.h: the current master (HA: the leader) */
+    _Atomic bool not_leader;     /* a call was answered NOT_LEADER: find the leader */
     _Atomic bool up;
     pthread_mutex_t lock;
     pthread_cond_t cv;
@@ -42,8 +43,10 @@ struct mc_master_conn {
 
 static bool transport_error(int rc)
 {
-    return rc == MC_ERR_RPC_FAIL;
+    return rc == MC_ERR_RPC_FAIL || rc == MC_ERR_NOT_LEADER;
 }
+
+#define RPC(mc) mc_master_link_rpc((mc)->link)
 
 static void set_down(struct mc_master_conn *mc, const char *why, int rc)
 {
@@ -74,7 +77,9 @@ int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
         atomic_fetch_add(&mc->fast_failures, 1);
         return MC_ERR_RPC_FAIL;
     }
-    int rc = mc_rpc_client_call_msg(mc->rpc, method, req, resp_desc, wait_ms, resp);
+    int rc = mc_rpc_client_call_msg(RPC(mc), method, req, resp_desc, wait_ms, resp);
+    if (rc == MC_ERR_NOT_LEADER)
+        atomic_store(&mc->not_leader, true);
     if (transport_error(rc))
         set_down(mc, mc_method_name(method) ? mc_method_name(method) : "call", rc);
     return rc;
@@ -210,7 +215,7 @@ static int remount(struct mc_master_conn *mc)
     req.segments = segp;
     req.client_id = &cid;
     ProtobufCMessage *resp = NULL;
-    int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_REMOUNT_SEGMENT, &req.base,
+    int rc = mc_rpc_client_call_msg(RPC(mc), MC_METHOD_REMOUNT_SEGMENT, &req.base,
                                     &mc__re_mount_segment_response__descriptor, 0, &resp);
     uint64_t epochs[MC_MASTER_CONN_MAX_SEGMENTS] = {0};
     if (rc == 0) {
@@ -254,8 +259,15 @@ static int ping_once(struct mc_master_conn *mc)
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = &cid;
     ProtobufCMessage *m = NULL;
-    int rc = mc_rpc_client_call_msg(mc->rpc, MC_METHOD_PING, &req.base,
+    int rc = mc_rpc_client_call_msg(RPC(mc), MC_METHOD_PING, &req.base,
                                     &mc__ping_response__descriptor, 0, &m);
+    if (rc == 0 &&
+        mc_master_link_check_epoch(mc->link, (uint64_t)((Mc__PingResponse *)m)->view_version)) {
+        protobuf_c_message_free_unpacked(m, NULL);
+        rc = MC_ERR_NOT_LEADER; /* a deposed leader: never accept a lower epoch */
+    }
+    if (rc == MC_ERR_NOT_LEADER)
+        atomic_store(&mc->not_leader, true);
     pthread_mutex_lock(&mc->lock);
     mc->pings++;
     if (rc)
@@ -286,10 +298,13 @@ static int ping_once(struct mc_master_conn *mc)
 /* While down: dial, check the version, ping (re-mounting when asked). */
 static int try_recover(struct mc_master_conn *mc)
 {
-    mc_rpc_client_disconnect(mc->rpc);
-    int rc = mc_rpc_client_connect(mc->rpc);
+    int rc = mc_master_link_follow(mc->link, atomic_exchange(&mc->not_leader, false));
+    if (rc)
+        return rc;
+    mc_rpc_client_disconnect(RPC(mc));
+    rc = mc_rpc_client_connect(RPC(mc));
     if (rc == 0)
-        rc = mc_rpc_check_version(mc->rpc, NULL, 0);
+        rc = mc_rpc_check_version(RPC(mc), NULL, 0);
     if (rc == 0)
         rc = ping_once(mc);
     if (rc == 0) {
@@ -335,12 +350,14 @@ static void *ping_main(void *arg)
             mc->cfg.on_tick(mc->cfg.cb_arg);
         if (atomic_load(&mc->up)) {
             int rc = ping_once(mc);
-            if (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT)
+            if (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT || rc == MC_ERR_NOT_LEADER)
                 set_down(mc, "ping", rc);
             backoff = BACKOFF_MIN_MS;
         } else if (try_recover(mc) != 0) {
-            backoff =
-                backoff * 2 > mc->cfg.ping_interval_ms ? mc->cfg.ping_interval_ms : backoff * 2;
+            uint32_t cap = mc->cfg.ping_interval_ms;
+            if (mc_master_link_ha(mc->link) && cap > 1000)
+                cap = 1000; /* HA: a new leader is found within a second of its election */
+            backoff = backoff * 2 > cap ? cap : backoff * 2;
         } else {
             backoff = BACKOFF_MIN_MS;
         }
@@ -375,21 +392,19 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
     pthread_condattr_destroy(&ca);
     struct mc_rpc_client_config rc;
     mc_rpc_client_config_init(&rc);
-    int r = mc_rpc_parse_endpoint(mc->address, mc->hostbuf, sizeof(mc->hostbuf), &rc);
-    if (r)
-        goto fail;
+    int r;
     if (cfg->connect_timeout_ms)
         rc.connect_timeout_ms = cfg->connect_timeout_ms;
     if (cfg->rpc_timeout_ms)
         rc.call_timeout_ms = cfg->rpc_timeout_ms;
     rc.name = "master-conn";
     rc.auth = cfg->auth;
-    r = mc_rpc_client_new(&rc, &mc->rpc);
+    r = mc_master_link_new(mc->address, &rc, &mc->link);
     if (r)
         goto fail;
-    r = mc_rpc_client_connect(mc->rpc);
+    r = mc_rpc_client_connect(RPC(mc));
     if (r == 0)
-        r = mc_rpc_check_version(mc->rpc, NULL, 0);
+        r = mc_rpc_check_version(RPC(mc), NULL, 0);
     if (r) {
         mc_error("client", "cannot reach the master", "master=%s rc=%s", mc->address,
                  mc_strerror(r));
@@ -425,7 +440,7 @@ void mc_master_conn_close(struct mc_master_conn *mc)
         pthread_mutex_unlock(&mc->lock);
         pthread_join(mc->thread, NULL);
     }
-    mc_rpc_client_free(mc->rpc);
+    mc_master_link_free(mc->link);
     pthread_cond_destroy(&mc->cv);
     pthread_mutex_destroy(&mc->lock);
     free(mc);

@@ -18,6 +18,12 @@
  * every 1 s (mc_master_tick_monitor), reaper every 1 s (mc_master_tick_reaper), offload
  * long-poll deadlines every 20 ms (mc_master_tick_offload).
  *
+ * High availability (--enable_ha, master/ha.h): the ports are bound first, then the master
+ * campaigns in etcd; until it leads, every call but ServiceReady and GetLeader is answered
+ * NOT_LEADER, and GET /role and /leader on the HTTP port say where it stands. SIGTERM makes a
+ * leader revoke its lease before it stops (a standby takes over at once); a leader that loses
+ * its leadership for good exits with status 3 (a supervisor restarts it as a standby).
+ *
  * Signals: SIGTERM and SIGINT are blocked in every thread (the mask is set before any thread
  * starts) and read from a signalfd by the main thread, so no work happens in a handler.
  * Shutdown: stop the RPC server (no new connections; parked calls are answered
@@ -27,6 +33,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,6 +53,7 @@
 #include "master/http_admin.h"
 #include "master/main_compat.h"
 #include "master/master.h"
+#include "master/ha.h"
 #include "master/segments.h"
 #include "master/service.h"
 #include "mooncake/errors.h"
@@ -92,6 +100,11 @@ static struct {
     uint64_t promotion_queue_limit;
     uint32_t promotion_max_per_heartbeat;
     const char *promotion_task_timeout_sec;
+    /* high availability (master/ha.h) */
+    bool enable_ha;
+    const char *etcd_endpoints, *ha_backend_connstring, *ha_backend_type, *cluster_id;
+    uint32_t ha_lease_ttl_sec;
+    const char *etcd_ca_file, *etcd_cert_file, *etcd_key_file, *ha_advertise_address;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -216,6 +229,32 @@ static const struct mc_flag g_flags[] = {
                    "a promotion task not committed this long after its admission or its "
                    "AllocStart is reaped (bare number = s)",
                    &F.promotion_task_timeout_sec),
+    MC_BOOL_FLAG("enable_ha", "false",
+                 "high availability: elect a leader among masters through etcd (needs "
+                 "--etcd_endpoints); a standby answers every call with NOT_LEADER",
+                 &F.enable_ha),
+    MC_STRING_FLAG("ha_backend_type", "etcd", "HA backend: etcd (redis and k8s are not supported)",
+                   &F.ha_backend_type),
+    MC_STRING_FLAG("etcd_endpoints", "", "etcd client endpoints for HA, \"h1:2379;h2:2379\"",
+                   &F.etcd_endpoints),
+    MC_STRING_FLAG("ha_backend_connstring", "", "alias of --etcd_endpoints",
+                   &F.ha_backend_connstring),
+    MC_STRING_FLAG("cluster_id", "mooncake_cluster",
+                   "HA: the cluster's name in etcd (leader key /mooncake-c/<cluster_id>/leader)",
+                   &F.cluster_id),
+    MC_UINT32_FLAG("ha_lease_ttl_sec", "3",
+                   "HA: the leader's etcd lease, 1..60 s; a dead leader is replaced after about "
+                   "this long, a leader cut off from etcd stops serving before it ends",
+                   &F.ha_lease_ttl_sec),
+    MC_STRING_FLAG("etcd_ca_file", "", "HA: CA bundle for TLS to etcd (empty = plain http)",
+                   &F.etcd_ca_file),
+    MC_STRING_FLAG("etcd_cert_file", "", "HA: client certificate for TLS to etcd",
+                   &F.etcd_cert_file),
+    MC_STRING_FLAG("etcd_key_file", "", "HA: the client certificate's key", &F.etcd_key_file),
+    MC_STRING_FLAG("ha_advertise_address", "",
+                   "HA: the RPC address clients reach this master at, published in etcd when it "
+                   "leads (empty = --rpc_address:port, or the host name when that is 0.0.0.0)",
+                   &F.ha_advertise_address),
     MC_MASTER_COMPAT_FLAGS,
     MC_FLAGS_END,
 };
@@ -429,6 +468,97 @@ static void loops_stop(struct loops *l)
     pthread_mutex_destroy(&l->mu);
 }
 
+/* ---- high availability ------------------------------------------------------------------- */
+
+/* Flags -> ha config; exits 2 on a bad combination. Without --enable_ha: nothing (NULL). */
+static bool ha_from_flags(struct mc_ha_config *hc)
+{
+    memset(hc, 0, sizeof(*hc));
+    bool any_ha_flag = F.etcd_endpoints[0] || F.ha_backend_connstring[0];
+    if (!F.enable_ha) {
+        if (any_ha_flag)
+            mc_warn(COMP, "etcd endpoints given without --enable_ha: HA stays off", "%s", "");
+        return false;
+    }
+    if (strcmp(F.ha_backend_type, "etcd") != 0)
+        mc_flags_die("flag --ha_backend_type=%s is not supported: only etcd is (redis and k8s "
+                     "backends are not implemented)",
+                     F.ha_backend_type);
+    if (F.etcd_endpoints[0] && F.ha_backend_connstring[0] &&
+        strcmp(F.etcd_endpoints, F.ha_backend_connstring) != 0)
+        mc_flags_die("flags --etcd_endpoints and --ha_backend_connstring disagree (one is an "
+                     "alias of the other: give one)");
+    hc->endpoints = F.etcd_endpoints[0] ? F.etcd_endpoints : F.ha_backend_connstring;
+    if (!hc->endpoints[0])
+        mc_flags_die("flag --enable_ha needs --etcd_endpoints (\"h1:2379;h2:2379\")");
+    if (F.ha_lease_ttl_sec < 1 || F.ha_lease_ttl_sec > 60)
+        mc_flags_die("flag --ha_lease_ttl_sec must be in 1..60");
+    hc->cluster_id = F.cluster_id;
+    hc->lease_ttl_s = F.ha_lease_ttl_sec;
+    hc->ca_file = F.etcd_ca_file;
+    hc->cert_file = F.etcd_cert_file;
+    hc->key_file = F.etcd_key_file;
+    return true;
+}
+
+static void ha_on_leader(void *arg, uint64_t epoch)
+{
+    mc_master_take_over(arg, epoch);
+}
+
+static _Atomic bool g_ha_lost; /* a lost leadership ends the process (exit status 3) */
+
+static void ha_on_lost(void *arg, const char *why)
+{
+    (void)arg;
+    mc_error(COMP,
+             "no longer the leader: exiting (a supervisor restarts this master as a standby; "
+             "its state may be stale)",
+             "why=%s", why);
+    atomic_store(&g_ha_lost, true);
+    kill(getpid(), SIGTERM); /* read by main's signalfd: the usual shutdown */
+}
+
+/* GET /role and /leader (mc_ha_http_*); other paths 404. */
+static int ha_http(void *arg, const char *path, const struct mc_http_request *req,
+                   struct mc_textbuf *body, const char **content_type)
+{
+    (void)req;
+    (void)content_type;
+    if (strcmp(path, "/role") == 0)
+        return mc_ha_http_role(arg, body);
+    if (strcmp(path, "/leader") == 0)
+        return mc_ha_http_leader(arg, body);
+    return 0;
+}
+
+/* The HTTP port's handler: the admin API (http_admin.c), with /role and /leader answered by the
+ * election when HA is on. */
+static struct mc_ha *g_http_ha;
+static int master_http(void *arg, const char *path, const struct mc_http_request *req,
+                       struct mc_textbuf *body, const char **content_type)
+{
+    if (g_http_ha && (strcmp(path, "/role") == 0 || strcmp(path, "/leader") == 0))
+        return ha_http(g_http_ha, path, req, body, content_type);
+    return mc_master_http_handle(arg, path, req, body, content_type);
+}
+
+/* The address a leader publishes: --ha_advertise_address, else rpc_address:port (the host name
+ * when bound to every address). */
+static void ha_advertise(char *buf, size_t cap, uint16_t port)
+{
+    if (F.ha_advertise_address[0]) {
+        snprintf(buf, cap, "%s", F.ha_advertise_address);
+        return;
+    }
+    char host[256] = "";
+    if (strcmp(F.rpc_address, "0.0.0.0") != 0 && F.rpc_address[0])
+        snprintf(host, sizeof(host), "%s", F.rpc_address);
+    else if (gethostname(host, sizeof(host) - 1) != 0)
+        snprintf(host, sizeof(host), "localhost");
+    snprintf(buf, cap, "%s:%u", host, port);
+}
+
 /* ---- main ------------------------------------------------------------------------------------ */
 
 static double rpc_auth_failures(void *arg)
@@ -468,6 +598,8 @@ int main(int argc, char **argv)
     struct mc_master_config mcfg;
     uint32_t max_frame = 0;
     config_from_flags(&mcfg, &max_frame);
+    struct mc_ha_config hacfg;
+    bool ha_on = ha_from_flags(&hacfg);
     uint64_t idle = compat.has_idle_timeout_ms
                         ? compat.idle_timeout_ms
                         : mc_flags_duration_ms("idle_timeout", F.idle_timeout, MC_UNIT_S);
@@ -503,6 +635,7 @@ int main(int argc, char **argv)
     struct mc_http_server *http = NULL;
     struct loops loops = {0};
     bool loops_running = false;
+    struct mc_ha *ha = NULL;
     if (sfd < 0) {
         mc_error(COMP, "signalfd failed", "err=\"%s\"", strerror(errno));
         goto out;
@@ -515,6 +648,16 @@ int main(int argc, char **argv)
     }
     if (mc_master_service_new(m, &svc) != 0)
         goto out;
+    if (ha_on) { /* the gate is in place before the first call can arrive */
+        hacfg.on_leader = ha_on_leader;
+        hacfg.on_lost = ha_on_lost;
+        hacfg.cb_arg = m;
+        if (mc_ha_new(&hacfg, &ha) != 0) {
+            status = 2;
+            goto out;
+        }
+        mc_master_service_set_ha(svc, ha);
+    }
     struct mc_auth_key auth = {0};
     if (F.auth_token_file[0]) {
         char err[160];
@@ -562,8 +705,9 @@ int main(int argc, char **argv)
                                   .metrics = mc_master_metrics(m),
                                   .health = mc_master_http_health,
                                   .health_arg = &admin,
-                                  .handler = mc_master_http_handle,
+                                  .handler = master_http,
                                   .handler_arg = &admin};
+    g_http_ha = ha; /* with HA, /role and /leader answer from the election */
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
@@ -581,6 +725,12 @@ int main(int argc, char **argv)
         goto out;
     }
     loops_running = true;
+    if (ha) { /* both ports are bound: campaign */
+        char adv[300];
+        ha_advertise(adv, sizeof(adv), mc_rpc_server_port(srv));
+        if (mc_ha_start(ha, adv) != 0)
+            goto out;
+    }
 
     mc_info(COMP, "serving", "rpc=%s:%u metrics=%s io_threads=%d version=\"%s\"", F.rpc_address,
             mc_rpc_server_port(srv), mc_http_server_addr(http), io_threads, MC_SERVICE_VERSION);
@@ -594,7 +744,11 @@ int main(int argc, char **argv)
             : sig == SIGTERM ? "SIGTERM"
                              : "?");
     status = sig > 0 ? 0 : 1;
+    if (atomic_load(&g_ha_lost))
+        status = 3;
 out:
+    /* a leader resigns first (revokes its lease): a standby takes over at once */
+    mc_ha_stop(ha, true);
     if (srv)
         mc_rpc_server_stop(srv);
     if (loops_running)
@@ -606,6 +760,7 @@ out:
         mc_master_free(m);
     mc_rpc_server_free(srv);
     mc_master_service_free(svc);
+    mc_ha_free(ha);
     if (sfd >= 0)
         close(sfd);
     if (status == 0)

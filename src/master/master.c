@@ -23,6 +23,7 @@
 #include "master/eviction.h"
 #include "master/master_state.h"
 #include "master/object_events.h"
+#include "master/offload_internal.h"
 #include "master/objects.h"
 #include "master/offload.h"
 #include "master/promotion_core.h"
@@ -97,14 +98,6 @@ static int check_config(const struct mc_master_config *c)
     return MC_OK;
 }
 
-static uint16_t derive_epoch(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint16_t e = (uint16_t)(ts.tv_sec ^ (ts.tv_sec >> 16));
-    return e ? e : 1;
-}
-
 static uint64_t realtime_now_ns(const struct mc_clock *clk)
 {
     (void)clk;
@@ -152,8 +145,9 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
         return MC_ERR_INTERNAL_ERROR;
     m->cfg = *c;
     m->clock = c->clock ? c->clock : mc_clock_system();
-    m->epoch = c->epoch ? c->epoch : derive_epoch();
     m->version_base = derive_version_base(c->wall_clock);
+    /* without HA: ms since 2020 at start, so a restarted master's epoch only grows */
+    m->epoch = c->epoch ? c->epoch : m->version_base >> MC_VERSION_SEQ_BITS;
     m->cfg.wall_clock = NULL; /* read once */
     atomic_init(&m->next_version, 1);
     atomic_init(&m->next_replica_id, 1);
@@ -169,8 +163,8 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
-    mc_info("master", "master core created", "epoch=%u version_base=%llu strategy=%s shards=%u",
-            m->epoch, (unsigned long long)m->version_base,
+    mc_info("master", "master core created", "epoch=%llu version_base=%llu strategy=%s shards=%u",
+            (unsigned long long)m->epoch, (unsigned long long)m->version_base,
             mc_alloc_strategy_name(c->allocation_strategy), MC_NSHARDS);
     *out = m;
     return MC_OK;
@@ -216,9 +210,21 @@ void mc_master_free(struct mc_master *m)
     free(m);
 }
 
-uint16_t mc_master_epoch(const struct mc_master *m)
+uint64_t mc_master_epoch(const struct mc_master *m)
 {
     return m->epoch;
+}
+
+void mc_master_take_over(struct mc_master *m, uint64_t epoch)
+{
+    m->epoch = epoch;
+    uint64_t vb = derive_version_base(NULL);
+    if (vb > m->version_base)
+        m->version_base = vb;
+    if (m->offload)
+        mc_offload_recovery_restart(m);
+    mc_info("master", "serving as the leader", "epoch=%llu version_base=%llu",
+            (unsigned long long)epoch, (unsigned long long)m->version_base);
 }
 
 uint64_t mc_master_version_base(const struct mc_master *m)

@@ -65,7 +65,7 @@ struct mc_master_config {
     uint32_t max_key_len;                       /* 4096; at most 65535 */
     /* Master epoch (Ping's view_version): changes when the master restarts. 0 = derive one
      * from the wall clock at mc_master_new. */
-    uint16_t epoch;
+    uint64_t epoch;
     /* Wall-clock time source (ns since the Unix epoch), read once by mc_master_new to seed the
      * object versions; NULL = CLOCK_REALTIME. Must outlive mc_master_new only. */
     const struct mc_clock *wall_clock;
@@ -128,7 +128,12 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out);
 /* Frees everything. No call may be in flight. */
 void mc_master_free(struct mc_master *m);
 
-uint16_t mc_master_epoch(const struct mc_master *m);
+uint64_t mc_master_epoch(const struct mc_master *m);
+/* High availability (ha.h): this master won the election with epoch (the leader key's
+ * create_revision). Sets the epoch Ping reports, raises the version base to the wall clock's
+ * now (a standby's base dates from its start, maybe before the old leader's) and reopens the
+ * disk recovery window. Call it before the master serves anything (a standby serves nothing). */
+void mc_master_take_over(struct mc_master *m, uint64_t epoch);
 
 /* Object versions: version = (wall-clock ms at mc_master_new since 2020-01-01) << 21, plus one
  * per PutStart. The high bits are the incarnation's start time, so a restarted master issues

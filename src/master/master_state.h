@@ -74,7 +74,7 @@ struct mc_obj_events_tab {
 struct mc_master {
     struct mc_master_config cfg;
     const struct mc_clock *clock;
-    uint16_t epoch;
+    uint64_t epoch;
     uint64_t version_base; /* mc_master_version_base */
     struct mc_segments *segs;
     struct mc_shard *shards; /* MC_NSHARDS */

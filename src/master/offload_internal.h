@@ -183,6 +183,8 @@ size_t mc_offload_delete_tick(struct mc_master *m);
 void mc_offload_recovery_note_removal(struct mc_master *m, struct mc_object *o);
 /* The tick's part of the recovery window: it closes once its time is over. */
 void mc_offload_recovery_tick(struct mc_master *m);
+/* A standby became the leader: the window runs again from now (ha.h). */
+void mc_offload_recovery_restart(struct mc_master *m);
 
 /* ---- offload_stats.c ----------------------------------------------------------------------- */
 

@@ -89,6 +89,15 @@ void mc_offload_recovery_tick(struct mc_master *m)
         recovery_close(m, "window_ended");
 }
 
+void mc_offload_recovery_restart(struct mc_master *m)
+{
+    struct mc_offload *off = m->offload;
+    off->recovery_end_ms =
+        mc_master_now_ms(m) +
+        (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000);
+    atomic_store(&off->recovery_closed, false);
+}
+
 /* ---- re-registration ----------------------------------------------------------------------- */
 
 /* Creates the absent object of a disk record, disk-only, with the record's version, size and

@@ -43,7 +43,12 @@ int mc_master_service_new(struct mc_master *m, struct mc_master_service **out)
 int mc_master_service_register(struct mc_master_service *svc, struct mc_rpc_server *srv)
 {
     for (size_t i = 0; i < sizeof(g_handlers) / sizeof(g_handlers[0]); i++) {
-        int rc = mc_rpc_server_register(srv, g_handlers[i].method, g_handlers[i].fn, svc);
+        mc_rpc_handler_fn fn = g_handlers[i].fn;
+        if (svc->ha && mc_svc_ha_gated(g_handlers[i].method)) { /* service_ha.c */
+            svc->fns[g_handlers[i].method] = fn;
+            fn = mc_svc_ha_gate;
+        }
+        int rc = mc_rpc_server_register(srv, g_handlers[i].method, fn, svc);
         if (rc != 0)
             return rc;
     }

@@ -41,6 +41,11 @@ int mc_master_service_new(struct mc_master *m, struct mc_master_service **out);
 /* Registers every master method on srv (before mc_rpc_server_start). Returns 0 or the first
  * mc_rpc_server_register error. */
 int mc_master_service_register(struct mc_master_service *svc, struct mc_rpc_server *srv);
+/* High availability: every method but ServiceReady and GetLeader passes ha's gate first (a
+ * standby, or a leader outside its lease, answers NOT_LEADER). Call before
+ * mc_master_service_register; ha (not owned) must outlive the server. */
+struct mc_ha;
+void mc_master_service_set_ha(struct mc_master_service *svc, struct mc_ha *ha);
 /* rpc_server on_close callback: frees the connection's client binding. arg = the service. */
 void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx);
 /* The port the daemon serves HTTP (/metrics, the admin API) on: GetStats reports it as

@@ -10,6 +10,7 @@
  *   service_admin.c     QueryKey, ListSegments, GetStats, RemoveAll
  *   service_disk.c      the LOCAL_DISK tier and offload
  *   service_promotion.c promotion (holder side)
+ *   service_ha.c        GetLeader and the standby's gate (master/ha.h)
  * and the helpers they share:
  *   service_convert.c   ids, replica descriptors and keys between protobuf and the core
  *   service_batch.c     the generic batch adapter and the heartbeats' task-list reply
@@ -35,10 +36,14 @@
 #include "master/service.h"
 #include "proto/master.pb-c.h"
 
+struct mc_ha;
+
 struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
     _Atomic uint32_t http_port; /* the daemon's HTTP port, reported by GetStats (0 = none yet) */
+    struct mc_ha *ha;                            /* NULL without HA (mc_master_service_set_ha) */
+    mc_rpc_handler_fn fns[MC_METHOD_TABLE_SIZE]; /* with HA: the handlers behind the gate */
 };
 
 #define UNPACK(type, lower, var)                                                                   \
@@ -155,5 +160,10 @@ void mc_svc_drop_dead_polls(struct mc_master *m);
 MC_METHODS(MC_SVC_DECL_MASTER_, MC_SVC_DECL_OTHER_)
 #undef MC_SVC_DECL_MASTER_
 #undef MC_SVC_DECL_OTHER_
+
+/* service_ha.c: whether a method passes the HA gate, and the gate (answers NOT_LEADER, or runs
+ * svc->fns[method]). */
+bool mc_svc_ha_gated(uint16_t method);
+MC_SVC_HANDLER(mc_svc_ha_gate);
 
 #endif

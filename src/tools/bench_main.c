@@ -18,7 +18,8 @@
     X(transfer, "Put/Get throughput and latency, same-process and between processes")              \
     X(disk, "LOCAL_DISK store batched reads (compare with fio)")                                   \
     X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
-    X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")
+    X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")          \
+    X(failover, "HA: leader SIGKILL -> first Put, -> all objects back (etcd + two masters)")
 
 #define BENCH_DECL(name, help) int mc_bench_##name(int argc, char **argv);
 MC_BENCHES(BENCH_DECL)

@@ -73,6 +73,9 @@ int mc_cli_top(const struct mc_cli_opts *o);
 struct mc_rpc_client;
 /* A plain RPC connection to the master for admin calls (version checked, --timeout and
  * --auth_token_file applied). Returns 0 or an error code. */
+/* cli_ha.c: the leader's "host:port" of an etcd:// cluster (one read of its leader key).
+ * Prints why on stderr when there is none. */
+int mc_cli_resolve_leader(const char *url, char *addr, size_t cap);
 int mc_cli_admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out);
 /* "OK", "DRAINING", ... for a segment status. */
 const char *mc_cli_segment_status_name(int status);

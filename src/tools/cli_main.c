@@ -13,6 +13,7 @@
 
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "client/master_follow.h"
 #include "tools/cli.h"
 
 #define OPT_JSON (1u << 0)
@@ -54,7 +55,8 @@ static void usage(FILE *f)
         fprintf(f, "  %s\n", g_commands[i].synopsis);
     fprintf(f,
             "\noptions:\n"
-            "  --master=HOST:PORT     mooncake_master RPC address (default 127.0.0.1:50051)\n"
+            "  --master=HOST:PORT     mooncake_master RPC address (default 127.0.0.1:50051), or\n"
+            "                         etcd://H1:2379;H2:2379[/CLUSTER] for an HA cluster's leader\n"
             "  --metrics=HOST:PORT    the master's HTTP address for `metrics`; also\n"
             "  --metrics_url=URL      http://HOST:PORT/PATH (default: the master's host and\n"
             "                         the HTTP port the master reports)\n"
@@ -181,11 +183,19 @@ int main(int argc, char **argv)
         }
     }
     mc_log_set_level(level);
+    static char leader[128]; /* an etcd:// cluster: its leader's address, read once */
+    if (mc_master_follow_is_url(o.master)) {
+        if (mc_cli_resolve_leader(o.master, leader, sizeof(leader)) != 0)
+            return MC_CLI_EXIT_ERROR;
+        o.master = leader;
+    }
     {
         struct mc_rpc_client_config rc;
         char host[256];
         if (mc_rpc_parse_endpoint(o.master, host, sizeof(host), &rc) != 0 || rc.port == 0)
-            return usage_error("--master wants HOST:PORT, got '%s'", o.master);
+            return usage_error("--master wants HOST:PORT or etcd://H1:2379;H2:2379[/CLUSTER], "
+                               "got '%s'",
+                               o.master);
     }
     if (optind >= argc)
         return usage_error("%s", "no command given");
