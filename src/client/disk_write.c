@@ -73,6 +73,7 @@ static int fs_has_room(struct mc_disk_store *s, uint64_t need)
 
 static void set_no_space_locked(struct mc_disk_store *s, int on)
 {
+    DISK_ASSERT_LOCKED(s);
     if (s->no_space == on)
         return;
     s->no_space = on;
@@ -99,6 +100,7 @@ static void set_no_space_locked(struct mc_disk_store *s, int on)
  * once the configured capacity fits. s->mu held (one fstatvfs). */
 static void cap_limit_refresh_locked(struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     struct statvfs st;
     if (!s->cap_limit || fstatvfs(s->dir_fd, &st) != 0)
         return;
@@ -132,6 +134,7 @@ static uint64_t new_nonce(void)
  * one is kept: its new superblock goes out first, then it takes its new name. */
 static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **out)
 {
+    DISK_ASSERT_LOCKED(s);
     uint64_t id = s->next_extent_id++;
     char name[32], cur[32]; /* cur: the file's name now (the spare's, until renamed) */
     disk_extent_name(id, 0, name, sizeof(name));
@@ -195,6 +198,7 @@ fail:
 /* Places jobs with result MC_OK in extents. s->mu held. */
 static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t i = 0; i < n; i++) {
         struct wjob *j = &jobs[i];
         if (j->result != MC_OK)
@@ -323,6 +327,7 @@ out:
 /* After kill_run, s->mu held: drop the writer counts the marks held and count failed marks. */
 static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills, size_t nk)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t i = 0; i < nk; i++) {
         struct disk_kill *k = &kills[i];
         if (k->res != 0) {
@@ -343,6 +348,7 @@ static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills,
  * replaces, or itself when it lost to a newer version. */
 static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_kill *k)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
     *k = (struct disk_kill){.key = j->key, .key_len = j->key_len};
     struct disk_entry *ne = NULL;
@@ -553,6 +559,7 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
  * past the end. s->mu held. */
 static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (int progress = 1; progress;) {
         progress = 0;
         for (size_t i = 0; i < n; i++) {
@@ -581,6 +588,7 @@ static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n
  * batch), less a superblock for every extent the batch would open. s->mu held. */
 static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     uint64_t stuck = 0;
     for (const struct disk_extent *x = s->oldest; x; x = x->next)
         if (x->dropping || x->writers > 0)
@@ -608,7 +616,7 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         goto out;
     }
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     cap_limit_refresh_locked(s);
     uint64_t need = 0, room = room_after_eviction_locked(s);
     size_t cut = 0;
@@ -647,12 +655,12 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
             if (jobs[i].result == MC_OK)
                 jobs[i].result = rc;
         disk_watermark_evict_locked(s); /* a full filesystem: make room for the next one */
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
         goto out;
     }
     place_locked(s, jobs, n);
     disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 
     /* Windows bound the scratch memory of a large batch. */
     size_t from = 0;
@@ -669,7 +677,7 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         from = to;
     }
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     int any_ok = 0, any_nospace = 0;
     for (size_t i = 0; i < n; i++) {
         struct wjob *j = &jobs[i];
@@ -690,12 +698,12 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         set_no_space_locked(s, 0);
     if (nk > 0)
         disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 
     if (nk > 0)
         kill_run(s, r, kills, nk);
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     kill_finish_locked(s, kills, nk);
     for (size_t i = 0; i < n; i++)
         if (jobs[i].x && --jobs[i].x->writers == 0)
@@ -716,12 +724,12 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     }
     disk_ring_put_locked(s, r);
     r = NULL;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 out:
     if (r) {
-        pthread_mutex_lock(&s->mu);
+        disk_lock(s);
         disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
     }
     free(ios);
     free(iojobs);
@@ -775,6 +783,7 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
 static int remove_must_wait_locked(struct mc_disk_store *s, const char *const *keys,
                                    const uint32_t *key_lens, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t i = 0; i < n; i++) {
         if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
             continue;
@@ -805,7 +814,7 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
     int oom = !kills || !kill_of || !shadow_of || !res || !r;
     if (oom)
         goto out;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     while (remove_must_wait_locked(s, keys, key_lens, n))
         pthread_cond_wait(&s->cv, &s->mu); /* the eviction broadcasts when its copies are done */
     for (size_t i = 0; i < n; i++) {
@@ -844,11 +853,11 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
         }
     }
     disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 
     kill_run(s, r, kills, nk);
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t i = 0; i < n; i++) {
         if (!kill_of[i])
             continue;
@@ -881,12 +890,12 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
     pthread_cond_broadcast(&s->cv);
     disk_ring_put_locked(s, r);
     r = NULL;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 out:
     if (r) {
-        pthread_mutex_lock(&s->mu);
+        disk_lock(s);
         disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
     }
     for (size_t i = 0; i < n; i++) {
         int ri = oom ? MC_ERR_INTERNAL_ERROR : res[i];
@@ -907,6 +916,7 @@ out:
 int disk_reserve_locked(struct mc_disk_store *s, uint64_t rec, struct disk_extent **xo,
                         uint64_t *off)
 {
+    DISK_ASSERT_LOCKED(s);
     if (s->no_space)
         return MC_ERR_UNABLE_OFFLOAD;
     struct disk_extent *x = s->active;
