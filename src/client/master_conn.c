@@ -17,6 +17,7 @@
 
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -289,7 +290,7 @@ static int try_recover(struct mc_master_conn *mc)
     mc_rpc_client_disconnect(mc->rpc);
     int rc = mc_rpc_client_connect(mc->rpc);
     if (rc == 0)
-        rc = mc_rpc_check_version(mc->rpc, NULL, 0);
+        rc = mc_service_ready_check(mc->rpc, NULL, 0);
     if (rc == 0)
         rc = ping_once(mc);
     if (rc == 0) {
@@ -389,7 +390,7 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
         goto fail;
     r = mc_rpc_client_connect(mc->rpc);
     if (r == 0)
-        r = mc_rpc_check_version(mc->rpc, NULL, 0);
+        r = mc_service_ready_check(mc->rpc, NULL, 0);
     if (r) {
         mc_error("client", "cannot reach the master", "master=%s rc=%s", mc->address,
                  mc_strerror(r));
