@@ -2,7 +2,8 @@
  * disk_internal.h - shared internals of the LOCAL_DISK store (disk_store.h), split by job:
  *   disk_store.c   open/close, read, pins, extent and entry bookkeeping
  *   disk_evict.c   capacity eviction, second-chance moves, extent deletion/reclaim and spares
- *   disk_write.c   append, remove, dead marks
+ *   disk_write.c   append, remove
+ *   disk_dead.c    dead marks (headers rewritten in place)
  *   disk_index.c   the key -> record hash index
  *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
  *   disk_recover.c the start-up scan that verifies extents and rebuilds the index
@@ -35,8 +36,9 @@
 #define DISK_FLAG_DEAD 2u /* superseded or removed: skipped by length at recovery */
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
-#define DISK_SB_RECYCLED 1u /* superblock flag: the file held an older extent before */
-#define DISK_MAX_SPARES 2u  /* evicted extent files kept for reuse (disk_evict.c) */
+#define DISK_SB_RECYCLED 1u           /* superblock flag: the file held an older extent before */
+#define DISK_MAX_SPARES 2u            /* evicted extent files kept for reuse (disk_evict.c) */
+#define DISK_WINDOW_BYTES (64u << 20) /* scratch memory per I/O window of a write batch */
 
 static inline uint64_t disk_round_up(uint64_t v)
 {
@@ -358,6 +360,13 @@ struct disk_kill {
 void disk_kill_encode(void *blk, const struct disk_kill *k);
 /* Synchronous kill (recovery): 0 or -errno. */
 int disk_kill_sync(const struct disk_kill *k);
+/* Writes the dead marks through r, in windows of DISK_WINDOW_BYTES (no lock held; the caller
+ * holds writers on each k->x); each k->res gets 0 or -errno. */
+void disk_kill_run(struct mc_disk_store *s, struct disk_ring *r, struct disk_kill *kills,
+                   size_t nk);
+/* After disk_kill_run, s->mu held: drops the writer counts the marks held and counts the
+ * failed marks on their extents (x->unkilled). */
+void disk_kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills, size_t nk);
 
 /* Start-up scan (disk_recover.c): called from open, before any other thread sees the store. */
 int disk_recover(struct mc_disk_store *s, char *err, size_t errlen);
