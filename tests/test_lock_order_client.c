@@ -94,6 +94,11 @@ static void store_twice(void)
     disk_lock(g_store);
     disk_lock(g_store);
 }
+static void store_under_tier(void)
+{
+    mc_lo_acquire(MC_LO_DISK_TIER, 0);
+    disk_lock(g_store);
+}
 static void master_shard_under_store(void)
 {
     disk_lock(g_store);
@@ -150,6 +155,7 @@ static void test_wrong_order_aborts(void **state)
     expect_abort(store_under_faults, "acquiring disk store", "holding disk fault hook");
     expect_abort(pool_under_faults, "acquiring disk ring pool", "holding disk fault hook");
     expect_abort(store_twice, "acquiring disk store", "holding disk store");
+    expect_abort(store_under_tier, "acquiring disk store", "holding disk tier");
     expect_abort(master_shard_under_store, "acquiring shard[0]", "holding disk store");
 }
 
