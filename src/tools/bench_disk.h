@@ -82,4 +82,7 @@ int mc_bench_disk_read(const char *root, const struct disk_opts *o, uint64_t vsi
 int mc_bench_disk_write(const char *root, const struct disk_opts *o, uint64_t vsize);
 int mc_bench_disk_evict(const char *root, const struct disk_opts *o, uint64_t vsize);
 
+/* The subcommand (bench_main.c). */
+int mc_bench_disk(int argc, char **argv);
+
 #endif

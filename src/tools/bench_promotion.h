@@ -70,4 +70,7 @@ int mc_promo_zipf_case(const struct promo_opts *o, bool promotion, double *ops_o
 /* The oscillation run (bench_promotion_osc.c). 0 or -1. */
 int mc_promo_osc_case(const struct promo_opts *o);
 
+/* The subcommand (bench_main.c). */
+int mc_bench_promotion(int argc, char **argv);
+
 #endif
