@@ -11,6 +11,8 @@ PKGS=(
   python3 util-linux iproute2
   # the Python binding's tests (pytest) and the CLI's terminal test (tmux)
   python3-pytest tmux
+  # `pip install .` offline, into a venv (test_compat_pip_install): the build backend and venv
+  python3-setuptools python3-wheel python3-venv
   # libcrypto: HMAC-SHA-256 for the connection handshake (--auth_token_file)
   libssl-dev
   # libFuzzer (clang's compiler-rt) for scripts/fuzz.sh and the CI fuzz pass

@@ -8,6 +8,10 @@ if(TARGET mc_client_static AND TARGET mooncake_master)
   mc_add_test(test_client SOURCES test_client.c test_client_util.c
               LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 180)
   add_dependencies(test_client mooncake_master)
+  # The connector batch calls (client_batch.c, client_upsert.c) against a real master.
+  mc_add_test(test_client_batch SOURCES test_client_batch.c test_client_util.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 60)
+  add_dependencies(test_client_batch mooncake_master)
   # The client-expiry case stops and continues a mooncake_client daemon process.
   if(TARGET mc_client_daemon)
     mc_add_test(test_client_epoch SOURCES test_client_epoch.c test_client_util.c cluster_util.c

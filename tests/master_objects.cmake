@@ -16,3 +16,7 @@ target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wr
 # candidates, hot beats cold; a racing-readers case with threads (TSan label).
 mc_add_test(test_promotion SOURCES test_promotion.c LIBS mc_master_core Threads::Threads
             LABELS tsan TIMEOUT 60)
+# RemoveByRegex (src/master/remove_regex.c): anchored POSIX patterns, the Remove rules per key.
+mc_add_test(test_remove_regex SOURCES test_remove_regex.c LIBS mc_master_core TIMEOUT 60)
+# Upsert (src/master/upsert.c): reservations, the one-step swap, the old value's space vs readers.
+mc_add_test(test_upsert SOURCES test_upsert.c LIBS mc_master_core TIMEOUT 60)

@@ -6,3 +6,6 @@ mc_add_test(test_offload SOURCES test_offload.c LIBS mc_master_core Threads::Thr
 # their fence; fenced holders re-register nothing at or below the fence.
 mc_add_test(test_delete_rule SOURCES test_delete_rule.c LIBS mc_master_core Threads::Threads
             LABELS tsan TIMEOUT 60)
+# Upsert and RemoveByRegex under the delete rule (upsert.c, remove_regex.c).
+mc_add_test(test_connector_delete_rule SOURCES test_connector_delete_rule.c LIBS mc_master_core
+            TIMEOUT 60)

@@ -12,5 +12,8 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemo
              COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb.sh ${CMAKE_BINARY_DIR}
                      ${MC_DEB_PYTHON})
     set_tests_properties(test_package_deb PROPERTIES TIMEOUT 120)
+    add_test(NAME test_package_deb_scripts
+             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb_scripts.sh ${CMAKE_BINARY_DIR})
+    set_tests_properties(test_package_deb_scripts PROPERTIES TIMEOUT 120)
   endif()
 endif()

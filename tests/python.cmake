@@ -7,7 +7,15 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mc_python AND TARGET mooncake_master
   if(MC_PYTEST_PYTHON)
     add_test(NAME test_python
              COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
-                     ${CMAKE_SOURCE_DIR}/python/tests)
+                     --ignore-glob=*/test_connector_*.py ${CMAKE_SOURCE_DIR}/python/tests)
+    # one test per engine connector replay (python/tests/test_connector_<engine>.py)
+    foreach(engine vllm sglang lmcache)
+      add_test(NAME test_python_connector_${engine}
+               COMMAND ${MC_PYTEST_PYTHON} -m pytest -q -p no:cacheprovider
+                       ${CMAKE_SOURCE_DIR}/python/tests/test_connector_${engine}.py)
+      set_tests_properties(test_python_connector_${engine} PROPERTIES TIMEOUT 120 ENVIRONMENT
+        "MC_BIN_DIR=${CMAKE_BINARY_DIR}/bin;PYTHONPATH=${CMAKE_BINARY_DIR}/python;PYTHONDONTWRITEBYTECODE=1;MC_PYTHON_COMPAT=${CMAKE_BINARY_DIR}/python-compat")
+    endforeach()
   else()
     add_test(NAME test_python COMMAND sh -c
              "echo 'no python3 with pytest: run scripts/install-deps.sh (python3-pytest)'; exit 1")

@@ -177,6 +177,17 @@ int mc_batch_get(struct mc_client *client, size_t n, const char *const *keys, vo
 int mc_batch_get_tiers(struct mc_client *client, size_t n, const char *const *keys,
                        void *const *bufs, const size_t *caps, int64_t *results, int *tiers);
 
+/* This client's own counts in the Prometheus text format (version 0.0.4): objects stored and
+ * read (reads by the tier that served them: memory, local_disk), their bytes, failed puts and
+ * gets by error name, and the latency of each call in seconds (histograms, op = put | get |
+ * batch_put | batch_get). Families: mooncake_client_puts_total, mooncake_client_put_bytes_total,
+ * mooncake_client_gets_total{tier}, mooncake_client_get_bytes_total{tier},
+ * mooncake_client_errors_total{op,code}, mooncake_client_op_latency_seconds{op}.
+ * Writes at most cap bytes including a terminating NUL (cap 0: nothing) and returns the length
+ * of the whole text, as snprintf does: a return >= cap means buf was too small. Negative on
+ * error (INVALID_PARAMS). */
+int64_t mc_client_metrics_text(struct mc_client *client, char *buf, size_t cap);
+
 /* 1 when key exists and is readable, 0 when not, negative on error. Takes a read lease. */
 int mc_exist(struct mc_client *client, const char *key);
 int mc_batch_exist(struct mc_client *client, size_t n, const char *const *keys, int *results);
@@ -213,6 +224,60 @@ struct mc_object_info {
 /* Replica descriptors of key, from the master's admin query (no lease, no promotion). */
 int mc_query(struct mc_client *client, const char *key, struct mc_object_info *out);
 void mc_object_info_free(struct mc_object_info *info);
+
+/* ---- calls for engine connectors (client_batch.c) ------------------------------------------
+ * Each is one master round trip for the whole batch (plus the transfers, one per endpoint as for
+ * mc_batch_put / mc_batch_get); per-key results as the batch forms above. */
+
+/* Puts n values, value i being the concatenation of nparts[i] parts (parts[i][j], part_lens[i][j]
+ * bytes). A one-part value is sent from the caller's memory; a value of several parts is first
+ * gathered into one staging buffer (one copy). */
+int mc_batch_put_parts(struct mc_client *client, size_t n, const char *const *keys,
+                       const void *const *const *parts, const size_t *const *part_lens,
+                       const size_t *nparts, const struct mc_replicate_config *rc, int *results);
+/* Reads n values, value i scattered over nparts[i] buffers (parts[i][j], part_caps[i][j] bytes, in
+ * order). results[i] is the value's size, or an error (BUFFER_OVERFLOW when the buffers together
+ * are too small). A value read into several buffers goes through one staging buffer. */
+int mc_batch_get_parts(struct mc_client *client, size_t n, const char *const *keys,
+                       void *const *const *parts, const size_t *const *part_caps,
+                       const size_t *nparts, int64_t *results);
+/* mc_get_alloc for n keys: outs[i] is a buffer of exactly key i's size (release each with
+ * mc_value_free; NULL for an error or an empty value) and results[i] the size or an error. */
+int mc_batch_get_alloc(struct mc_client *client, size_t n, const char *const *keys, size_t max_size,
+                       void **outs, int64_t *results);
+/* Byte ranges of values: range r copies lens[r] bytes from offset src_offsets[r] of the value of
+ * keys[key_index[r]] to dsts[r]. results[r] is the bytes copied, or an error (the key's read
+ * error, or INVALID_PARAMS for a range past the value's end). Each key is read once. */
+int mc_batch_get_ranges(struct mc_client *client, size_t nkeys, const char *const *keys,
+                        size_t nranges, const size_t *key_index, const uint64_t *src_offsets,
+                        void *const *dsts, const size_t *lens, int64_t *results);
+/* Replica descriptors of n keys from one BatchGetReplicaList (a read like upstream's: it takes a
+ * read lease). outs[i] is filled when results[i] is 0; release each with mc_object_info_free. */
+int mc_batch_query(struct mc_client *client, size_t n, const char *const *keys,
+                   struct mc_object_info *outs, int *results);
+/* mc_remove for n keys in one BatchRemove; results[i] is 0 or key i's error. */
+int mc_batch_remove(struct mc_client *client, size_t n, const char *const *keys, bool force,
+                    int *results);
+/* Stores len bytes under key, replacing the value if the key exists (upstream's upsert): the
+ * master swaps the old value for the new one in one step once the new bytes are written, so a
+ * reader gets the old value or the new one, whole, and the new version is higher. The old
+ * value's disk copies are deleted before the call returns (the delete rule); a reader holding
+ * a lease on the old value keeps reading it until the lease ends. A key whose Put is in flight
+ * is not replaced (REPLICA_IS_NOT_READY). rc->group_id is refused (INVALID_PARAMS). */
+int mc_upsert(struct mc_client *client, const char *key, const void *buf, size_t len,
+              const struct mc_replicate_config *rc);
+/* mc_upsert for n keys (results[i] per key): one BatchUpsertStart and one BatchUpsertEnd for
+ * the batch, each key its own swap. */
+int mc_batch_upsert(struct mc_client *client, size_t n, const char *const *keys,
+                    const void *const *bufs, const size_t *lens,
+                    const struct mc_replicate_config *rc, int *results);
+
+/* Removes every key the pattern matches, on the master in one call: a POSIX extended regular
+ * expression matched against the whole key (anchored: "layer0/.*" removes the keys starting
+ * with "layer0/"). Each key follows mc_remove's rules (leased keys kept unless force; disk
+ * copies deleted before the answer). Returns how many were removed, or INVALID_PARAMS for a
+ * pattern regcomp refuses. */
+int64_t mc_remove_by_regex(struct mc_client *client, const char *pattern, bool force);
 
 /* Registers a caller buffer for zero-copy transfers (needed by RDMA, harmless for TCP). */
 int mc_register_buffer(struct mc_client *client, void *addr, size_t len);

@@ -9,13 +9,15 @@ Two faces over one library:
                             values, a context manager.
 """
 
+from ._batch import BufferHandle
 from ._core import ReplicateConfig
 from .client import Client
 from .errors import MooncakeError, ObjectNotFound, error_for
-from .store import MooncakeDistributedStore
+from .store import MooncakeDistributedStore, MooncakeHostMemAllocator
 
-__all__ = ["Client", "MooncakeDistributedStore", "MooncakeError", "ObjectNotFound",
-           "ReplicateConfig", "error_for", "__version__"]
+__all__ = ["BufferHandle", "Client", "MooncakeDistributedStore", "MooncakeError",
+           "MooncakeHostMemAllocator", "ObjectNotFound", "ReplicateConfig", "error_for",
+           "__version__"]
 
 try:
     from ._libpath import VERSION as __version__

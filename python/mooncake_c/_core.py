@@ -5,6 +5,7 @@ import ctypes
 import threading
 
 from . import _native
+from ._batch import BatchCalls
 from ._native import lib
 
 OK = 0
@@ -12,6 +13,7 @@ INVALID_PARAMS = -600
 INVALID_KEY = -400
 BUFFER_OVERFLOW = -10
 OBJECT_NOT_FOUND = -704
+NOT_SUPPORTED = -1012
 
 # get/get_batch read into a per-thread buffer that grows to the largest value seen and is then
 # reused; beyond this size a buffer is not kept between calls.
@@ -51,10 +53,23 @@ def buffer_arg(obj, writable):
 
 
 class ReplicateConfig:
-    """Placement of a put, with upstream's attribute names (mooncake.store.ReplicateConfig)."""
+    """Placement of a put, with upstream's attribute names (mooncake.store.ReplicateConfig).
+    Like upstream's (a pybind class) it refuses attributes it does not have, so a misspelt
+    option fails instead of being ignored.
+
+    Upstream's fields and what they do here: replica_num, with_soft_pin, preferred_segment(s)
+    as upstream; group_ids: the first id groups the key (keys of a group share a shard, a lease
+    and eviction fate; only one group per key here); soft_pin_action and
+    prefer_alloc_in_same_node are accepted and have no effect (placement already prefers this
+    process's segment for reads). Ours: with_hard_pin, soft_pin_ttl_ms, group_id."""
+
+    __slots__ = ("replica_num", "with_soft_pin", "with_hard_pin", "preferred_segment",
+                 "preferred_segments", "soft_pin_ttl_ms", "group_id", "group_ids",
+                 "soft_pin_action", "prefer_alloc_in_same_node")
 
     def __init__(self, replica_num=1, with_soft_pin=False, with_hard_pin=False,
-                 preferred_segment="", preferred_segments=None, soft_pin_ttl_ms=0, group_id=None):
+                 preferred_segment="", preferred_segments=None, soft_pin_ttl_ms=0, group_id=None,
+                 group_ids=None, soft_pin_action=None, prefer_alloc_in_same_node=False):
         self.replica_num = replica_num
         self.with_soft_pin = with_soft_pin
         self.with_hard_pin = with_hard_pin
@@ -62,6 +77,9 @@ class ReplicateConfig:
         self.preferred_segments = list(preferred_segments or [])
         self.soft_pin_ttl_ms = soft_pin_ttl_ms
         self.group_id = group_id
+        self.group_ids = list(group_ids or [])
+        self.soft_pin_action = soft_pin_action
+        self.prefer_alloc_in_same_node = prefer_alloc_in_same_node
 
     def __repr__(self):
         return ("ReplicateConfig(replica_num=%r, with_soft_pin=%r, with_hard_pin=%r, "
@@ -89,8 +107,9 @@ class ReplicateConfig:
             keep.append(arr)
             view.preferred_segments = arr
             view.preferred_segments_count = len(segs)
-        if self.group_id:
-            gid = encode_key(self.group_id)
+        group = self.group_id or (self.group_ids[0] if self.group_ids else None)
+        if group:
+            gid = encode_key(group)
             keep.append(gid)
             view.group_id = gid
         return ctypes.byref(view), keep
@@ -104,7 +123,7 @@ def config_arg(config):
     return config.to_c()
 
 
-class Core:
+class Core(BatchCalls):
     """One open mc_client. Every method returns the C API's int results (0 / size or a negative
     error code); the layers above turn them into upstream's conventions or exceptions."""
 

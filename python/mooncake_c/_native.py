@@ -54,6 +54,35 @@ class ClientConfig(ctypes.Structure):
     ]
 
 
+class ReplicaInfo(ctypes.Structure):
+    """struct mc_replica_info."""
+
+    _fields_ = [
+        ("id", c_uint64),
+        ("type", c_int),
+        ("status", c_int),
+        ("segment", ctypes.c_char * 128),
+        ("offset", c_uint64),
+        ("endpoint", ctypes.c_char * 128),
+        ("holder", ctypes.c_char * 33),
+    ]
+
+
+class ObjectInfo(ctypes.Structure):
+    """struct mc_object_info."""
+
+    _fields_ = [
+        ("size", c_uint64),
+        ("version", c_uint64),
+        ("crc32c", c_uint32),
+        ("lease_ms_left", c_uint64),
+        ("replica_count", c_size_t),
+        ("replicas", POINTER(ReplicaInfo)),
+        ("hard_pinned", c_bool),
+        ("soft_pin_ms_left", c_uint64),
+    ]
+
+
 LOG_LEVELS = {"debug": 0, "info": 1, "warn": 2, "error": 3, "off": 4}
 
 
@@ -155,6 +184,30 @@ def _declare(lib):
     fn("mc_batch_exist", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_int))
     fn("mc_remove", c_int, c_void_p, c_char_p, c_bool)
     fn("mc_remove_all", c_int64, c_void_p, c_bool)
+    fn("mc_get_alloc", c_int64, c_void_p, c_char_p, c_size_t, POINTER(c_void_p))
+    fn("mc_value_free", None, c_void_p)
+    fn("mc_query", c_int, c_void_p, c_char_p, POINTER(ObjectInfo))
+    fn("mc_object_info_free", None, POINTER(ObjectInfo))
+    if hasattr(lib, "mc_batch_put_parts"):  # the connector batch calls (client_batch.c)
+        pp = POINTER(POINTER(c_void_p))
+        sp = POINTER(POINTER(c_size_t))
+        fn("mc_batch_put_parts", c_int, c_void_p, c_size_t, POINTER(c_char_p), pp, sp,
+           POINTER(c_size_t), rc_p, POINTER(c_int))
+        fn("mc_batch_get_parts", c_int, c_void_p, c_size_t, POINTER(c_char_p), pp, sp,
+           POINTER(c_size_t), POINTER(c_int64))
+        fn("mc_batch_get_alloc", c_int, c_void_p, c_size_t, POINTER(c_char_p), c_size_t,
+           POINTER(c_void_p), POINTER(c_int64))
+        fn("mc_batch_get_ranges", c_int, c_void_p, c_size_t, POINTER(c_char_p), c_size_t,
+           POINTER(c_size_t), POINTER(c_uint64), POINTER(c_void_p), POINTER(c_size_t),
+           POINTER(c_int64))
+        fn("mc_batch_query", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(ObjectInfo),
+           POINTER(c_int))
+        fn("mc_remove_by_regex", c_int64, c_void_p, c_char_p, c_bool)
+        fn("mc_upsert", c_int, c_void_p, c_char_p, c_void_p, c_size_t, rc_p)
+        fn("mc_batch_upsert", c_int, c_void_p, c_size_t, POINTER(c_char_p), POINTER(c_void_p),
+           POINTER(c_size_t), rc_p, POINTER(c_int))
+        fn("mc_batch_remove", c_int, c_void_p, c_size_t, POINTER(c_char_p), c_bool,
+           POINTER(c_int))
     fn("mc_register_buffer", c_int, c_void_p, c_void_p, c_size_t)
     fn("mc_unregister_buffer", c_int, c_void_p, c_void_p)
     fn("mc_strerror", c_char_p, c_int)

@@ -71,3 +71,17 @@ def store(master, daemon):
     yield s
     s.remove_all(True)
     s.close()
+
+
+@pytest.fixture
+def upstream_import():
+    """Makes `import mooncake.store` find the compatibility alias (<build>/python-compat), as
+    an engine that imports upstream's package would, and forgets it afterwards."""
+    import sys
+    compat = os.environ.get("MC_PYTHON_COMPAT",
+                            os.path.join(HERE, "..", "..", "build", "python-compat"))
+    sys.path.insert(0, compat)
+    yield
+    sys.path.remove(compat)
+    for m in [m for m in sys.modules if m == "mooncake" or m.startswith("mooncake.")]:
+        del sys.modules[m]

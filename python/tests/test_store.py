@@ -191,3 +191,34 @@ def test_invalid_keys_are_codes(store):
 
 def test_version():
     assert mooncake_c.__version__.count(".") == 2
+
+
+def test_remove_by_regex_is_server_side_and_anchored(store):
+    for k in ("rx/a1", "rx/a2", "rx/b1", "xrx/a"):
+        assert store.put(k, k.encode() * 10) == 0
+    assert store.remove_by_regex("rx/a") == 0  # the whole key must match
+    assert store.remove_by_regex("rx/a.*") == 2
+    assert store.batch_is_exist(["rx/a1", "rx/a2", "rx/b1", "xrx/a"]) == [0, 0, 1, 1]
+    assert store.remove_by_regex("rx/(") == -600  # refused by regcomp: INVALID_PARAMS
+    assert store.get("rx/b1") == b"rx/b1" * 10
+
+
+def test_upsert_family_replaces_values(store):
+    import ctypes
+    assert store.put("up/k", b"old" * 100) == 0
+    assert store.put("up/k", b"new") == 0  # a Put keeps the existing value (upstream)
+    assert store.get("up/k") == b"old" * 100
+    assert store.upsert("up/k", b"new value") == 0
+    assert store.get("up/k") == b"new value"
+    buf = ctypes.create_string_buffer(b"from a buffer", 13)
+    assert store.upsert_from("up/k", ctypes.addressof(buf), 13) == 0
+    assert store.get("up/k") == b"from a buffer"
+    assert store.upsert_parts("up/k", b"head|", memoryview(b"tail")) == 0
+    assert store.get("up/k") == b"head|tail"
+    assert store.upsert_batch(["up/a", "up/k"], [b"A" * 10, b"K" * 5000]) == 0
+    assert store.get_batch(["up/a", "up/k"]) == [b"A" * 10, b"K" * 5000]
+    bufs = [ctypes.create_string_buffer(bytes([65 + i]) * 64, 64) for i in range(3)]
+    assert store.batch_upsert_from(["up/a", "up/b", "up/c"],
+                                   [ctypes.addressof(b) for b in bufs], [64] * 3) == [0, 0, 0]
+    assert store.get_batch(["up/a", "up/b", "up/c"]) == [b"A" * 64, b"B" * 64, b"C" * 64]
+    assert store.upsert("up/k", b"") == -600  # an empty value: INVALID_PARAMS, as put

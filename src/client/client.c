@@ -607,6 +607,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     struct mc_client *c = calloc(1, sizeof(*c));
     if (!c)
         return MC_ERR_INTERNAL_ERROR;
+    mc_client_metrics_init(&c->metrics);
     const struct mc_logger *prev_logger = mc_log_current();
     c->logger.level = MC_LOG_WARN; /* until the config is read */
     pthread_mutex_init(&c->buf_lock, NULL);
@@ -658,6 +659,7 @@ void mc_client_close(struct mc_client *c)
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
+    mc_client_metrics_destroy(&c->metrics);
     mc_log_set_current(prev);
     free(c);
 }
@@ -757,7 +759,7 @@ int64_t mc_remove_all(struct mc_client *c, bool force)
 
 /* ---- query -------------------------------------------------------------------------------- */
 
-static void fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d)
+void mc_client_fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d)
 {
     memset(o, 0, sizeof(*o));
     o->id = d->id;
@@ -813,7 +815,8 @@ int mc_query(struct mc_client *c, const char *key, struct mc_object_info *out)
         }
         for (size_t i = 0; i < r->n_replicas; i++)
             if (r->replicas[i] && r->replicas[i]->replica)
-                fill_replica(&out->replicas[out->replica_count++], r->replicas[i]->replica);
+                mc_client_fill_replica(&out->replicas[out->replica_count++],
+                                       r->replicas[i]->replica);
     }
 out:
     protobuf_c_message_free_unpacked(m, NULL);

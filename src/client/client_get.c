@@ -221,11 +221,14 @@ int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, s
     if (!c)
         return MC_ERR_INVALID_PARAMS;
     mc_log_scope(&c->logger);
-    uint64_t t0 = mc_now_ms();
+    uint64_t t0 = mc_now_ms(), t0_ns = mc_now_ns();
     Mc__GetReplicaListResponse *r = NULL;
     int rc = replica_list(c, key, &r);
-    if (rc)
+    if (rc) {
+        mc_cm_get(&c->metrics, rc, -1);
+        mc_cm_latency(&c->metrics, MC_CM_GET, t0_ns);
         return rc;
+    }
     int tier = -1;
     int64_t n = get_with(c, key, r, buf, cap, t0, &tier);
     if (needed && (n >= 0 || n == MC_ERR_BUFFER_OVERFLOW)) {
@@ -233,6 +236,8 @@ int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, s
         *needed = size > SIZE_MAX ? SIZE_MAX : (size_t)size;
     }
     protobuf_c_message_free_unpacked(&r->base, NULL);
+    mc_cm_get(&c->metrics, n, tier);
+    mc_cm_latency(&c->metrics, MC_CM_GET, t0_ns);
     return n;
 }
 
@@ -249,7 +254,7 @@ int64_t mc_get_alloc(struct mc_client *c, const char *key, size_t max_size, void
     if (!c)
         return MC_ERR_INVALID_PARAMS;
     mc_log_scope(&c->logger);
-    uint64_t t0 = mc_now_ms();
+    uint64_t t0 = mc_now_ms(), t0_ns = mc_now_ns();
     Mc__GetReplicaListResponse *r = NULL;
     void *buf = NULL;
     int tier = -1;
@@ -282,6 +287,8 @@ out:
         free(buf);
     else
         *out = buf;
+    mc_cm_get(&c->metrics, n, tier);
+    mc_cm_latency(&c->metrics, MC_CM_GET, t0_ns);
     return n;
 }
 
@@ -389,9 +396,9 @@ static void remote_read(void *arg, size_t task)
  * process's store directly, else one PeerDiskRead per holder), the two side by side. A key whose
  * chosen replica fails is read again the single way, trying each of its replicas. tiers[i] gets the
  * kind that served key i. */
-static int batch_read(struct mc_client *c, const char *const *keys, Mc__GetReplicaListResponse **rs,
-                      size_t n, void *const *bufs, const size_t *caps, int64_t *results, int *tiers,
-                      uint64_t t0)
+int mc_client_batch_read(struct mc_client *c, const char *const *keys,
+                         Mc__GetReplicaListResponse **rs, size_t n, void *const *bufs,
+                         const size_t *caps, int64_t *results, int *tiers, uint64_t t0)
 {
     struct mc_xfer_item *items = calloc(n, sizeof(*items));
     size_t *owner = calloc(n, sizeof(*owner));
@@ -500,8 +507,8 @@ out:
     return rc;
 }
 
-int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
-                       const size_t *caps, int64_t *results, int *tiers)
+static int batch_get(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
+                     const size_t *caps, int64_t *results, int *tiers)
 {
     if (!c || (n && (!keys || !bufs || !caps || !results)))
         return MC_ERR_INVALID_PARAMS;
@@ -534,12 +541,31 @@ int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, v
         rc = MC_ERR_RPC_FAIL;
         goto out;
     }
-    rc = batch_read(c, keys, r->results, n, bufs, caps, results, tv, t0);
+    rc = mc_client_batch_read(c, keys, r->results, n, bufs, caps, results, tv, t0);
     for (size_t i = 0; tiers && rc == 0 && i < n; i++)
         tiers[i] = tv[i];
 out:
     free(tv);
     protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
+/* batch_get, counted (client_metrics.h): each key read or failed, the call's latency. */
+int mc_batch_get_tiers(struct mc_client *c, size_t n, const char *const *keys, void *const *bufs,
+                       const size_t *caps, int64_t *results, int *tiers)
+{
+    uint64_t t0 = mc_now_ns();
+    int *tv = tiers;
+    if (c && n && !tiers)
+        tv = malloc(n * sizeof(*tv)); /* NULL: counted as memory reads */
+    int rc = batch_get(c, n, keys, bufs, caps, results, tv);
+    if (c && n) {
+        for (size_t i = 0; i < n; i++)
+            mc_cm_get(&c->metrics, rc ? rc : results[i], rc || !tv ? -1 : tv[i]);
+        mc_cm_latency(&c->metrics, MC_CM_BATCH_GET, t0);
+    }
+    if (tv != tiers)
+        free(tv);
     return rc;
 }
 

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 
+#include "client/client_metrics.h"
 #include "client/disk_tier.h"
 #include "client/master_conn.h"
 #include "client/peer_server.h"
@@ -67,6 +68,7 @@ struct mc_client {
     _Atomic uint32_t test_read_delay_ms;
     _Atomic int test_corrupt_reads;
 #endif
+    struct mc_client_metrics metrics; /* client_metrics.h: this client's own counts */
 };
 
 /* INVALID_KEY unless key is 1..MC_CLIENT_MAX_KEY bytes. */
@@ -115,6 +117,21 @@ void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr);
 
 /* ---- for tests --------------------------------------------------------------------------- */
 
+/* The reads of a batch whose BatchGetReplicaList answers are rs (client_get.c): results[i] is
+ * key i's size or error, tiers[i] the kind of replica that served it; t0 is when the leases
+ * started. Returns 0 or an error for the whole batch. */
+int mc_client_batch_read(struct mc_client *c, const char *const *keys,
+                         Mc__GetReplicaListResponse **rs, size_t n, void *const *bufs,
+                         const size_t *caps, int64_t *results, int *tiers, uint64_t t0);
+/* Put pieces shared with Upsert (client_put.c): the ReplicateConfig message for rc (NULL =
+ * defaults), rc's checks, and the writes of a value to every replica of a start answer (*crc
+ * gets the value's CRC32C). */
+void mc_client_fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config *rc);
+int mc_client_check_config(const struct mc_replicate_config *rc);
+int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
+                             const void *buf, size_t len, uint32_t *crc);
+/* A public replica descriptor from the wire's (client.c). */
+void mc_client_fill_replica(struct mc_replica_info *o, const Mc__ReplicaDescriptor *d);
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);
 struct mc_peer_server *mc_client_peer_server(struct mc_client *c);
 struct mc_id mc_client_segment_id(const struct mc_client *c);
@@ -129,5 +146,9 @@ void mc_client_test_corrupt_reads(struct mc_client *c, int n);
  * libraries): the tests pass their loopback test provider (tests/rdma_fake.h). */
 void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops);
 #endif
+
+/* The client's metrics registry (client_metrics.h), for the daemon to add its own series and
+ * serve it; NULL when counting is off. */
+struct mc_metrics *mc_client_registry(struct mc_client *c);
 
 #endif

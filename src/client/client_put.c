@@ -40,7 +40,7 @@ static void sleep_ms(uint64_t ms)
 }
 
 /* The ReplicateConfig message for rc (NULL = defaults). */
-static void fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config *rc)
+void mc_client_fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config *rc)
 {
     mc__replicate_config__init(m);
     m->replica_num = 1;
@@ -55,7 +55,7 @@ static void fill_config(Mc__ReplicateConfig *m, const struct mc_replicate_config
     m->group_id = rc->group_id ? (char *)rc->group_id : (char *)"";
 }
 
-static int check_config(const struct mc_replicate_config *rc)
+int mc_client_check_config(const struct mc_replicate_config *rc)
 {
     if (!rc)
         return 0;
@@ -88,8 +88,8 @@ static size_t remote_replica(struct mc_client *c, Mc__ReplicaDescriptor **reps, 
 
 /* Writes value to every replica of a PutStart answer and sets *crc to its CRC32C: computed
  * during the first remote replica's transfer when there is one, else in a pass of its own. */
-static int write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
-                          const void *buf, size_t len, uint32_t *crc)
+int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
+                             const void *buf, size_t len, uint32_t *crc)
 {
     if (n == 0)
         return MC_ERR_INVALID_REPLICA;
@@ -137,8 +137,8 @@ static void revoke(struct mc_client *c, const char *key, uint64_t version)
         mc_warn("client", "put revoke failed (the master reaps the put)", "rc=%s", mc_strerror(rc));
 }
 
-int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
-           const struct mc_replicate_config *rc_user)
+static int put_one(struct mc_client *c, const char *key, const void *buf, size_t len,
+                   const struct mc_replicate_config *rc_user)
 {
     if (!c || (len && !buf))
         return MC_ERR_INVALID_PARAMS;
@@ -149,12 +149,12 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
     if (!rc)
         rc = mc_client_check_key(key);
     if (!rc)
-        rc = check_config(rc_in);
+        rc = mc_client_check_config(rc_in);
     if (rc)
         return rc;
     uint32_t crc = 0;
     Mc__ReplicateConfig cfg;
-    fill_config(&cfg, rc_in);
+    mc_client_fill_config(&cfg, rc_in);
     Mc__Uuid u;
     Mc__PutStartRequest req = MC__PUT_START_REQUEST__INIT;
     req.client_id = mc_client_uuid(c, &u);
@@ -179,7 +179,7 @@ int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
         return rc;
     Mc__PutStartResponse *r = (Mc__PutStartResponse *)m;
     uint64_t version = r->version;
-    rc = write_replicas(c, r->replicas, r->n_replicas, buf, len, &crc);
+    rc = mc_client_write_replicas(c, r->replicas, r->n_replicas, buf, len, &crc);
     protobuf_c_message_free_unpacked(m, NULL);
     if (rc) {
         revoke(c, key, version);
@@ -395,8 +395,9 @@ out:
     return rc;
 }
 
-int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
-                 const size_t *lens, const struct mc_replicate_config *rc_user, int *results)
+static int batch_put(struct mc_client *c, size_t n, const char *const *keys,
+                     const void *const *bufs, const size_t *lens,
+                     const struct mc_replicate_config *rc_user, int *results)
 {
     if (!c || (n && (!keys || !bufs || !lens || !results)))
         return MC_ERR_INVALID_PARAMS;
@@ -406,7 +407,7 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
     struct mc_replicate_config rc_copy;
     int rc = mc_replicate_config_copy(rc_user, &rc_copy);
     if (!rc)
-        rc = check_config(&rc_copy);
+        rc = mc_client_check_config(&rc_copy);
     if (rc)
         return rc;
     for (size_t i = 0; i < n; i++) {
@@ -421,7 +422,7 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
     for (size_t i = 0; i < n; i++)
         idx[i] = i;
     Mc__ReplicateConfig cfg;
-    fill_config(&cfg, &rc_copy);
+    mc_client_fill_config(&cfg, &rc_copy);
     struct batch b = {c, keys, bufs, lens, &cfg, results};
     /* keys refused for lack of space are retried together, in one window for the batch */
     uint64_t deadline = mc_now_ms() + c->cfg.put_retry_window_ms;
@@ -454,4 +455,30 @@ int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const v
             results[i] = 0;
     free(idx);
     return rc;
+}
+
+/* The public forms: the calls above, counted (client_metrics.h). */
+int mc_put(struct mc_client *c, const char *key, const void *buf, size_t len,
+           const struct mc_replicate_config *rc)
+{
+    uint64_t t0 = mc_now_ns();
+    int r = put_one(c, key, buf, len, rc);
+    if (c) {
+        mc_cm_put(&c->metrics, r, len);
+        mc_cm_latency(&c->metrics, MC_CM_PUT, t0);
+    }
+    return r;
+}
+
+int mc_batch_put(struct mc_client *c, size_t n, const char *const *keys, const void *const *bufs,
+                 const size_t *lens, const struct mc_replicate_config *rc, int *results)
+{
+    uint64_t t0 = mc_now_ns();
+    int r = batch_put(c, n, keys, bufs, lens, rc, results);
+    if (c && n) {
+        for (size_t i = 0; i < n; i++)
+            mc_cm_put(&c->metrics, r ? r : results[i], r || !lens ? 0 : lens[i]);
+        mc_cm_latency(&c->metrics, MC_CM_BATCH_PUT, t0);
+    }
+    return r;
 }

@@ -26,8 +26,10 @@
  * (per non-loopback address; 0 = no limit), handed to the peer server through the client
  * config.
  *
- * Optional --metrics_port serves /metrics and /health (common/http.h) with a small registry of
- * the daemon's own: configured sizes and uptime.
+ * Optional --metrics_port, or upstream's --enable_client_http_server with --client_http_port
+ * (default 9300), serves /metrics and /health (common/http.h): the library's own counts of this
+ * process's puts and gets (client_metrics.h) plus the daemon's series: configured sizes, uptime,
+ * peer refusals and the LOCAL_DISK tier.
  *
  * Start-up: an unreachable master (not yet started, restarting) is retried with backoff for
  * --master_wait (default 30 s; 0 = give up at once), each attempt logged; SIGTERM/SIGINT end
@@ -41,6 +43,7 @@
 #include <string.h>
 
 #include "client/client_internal.h"
+#include "client/daemon_compat.h"
 #include "client/disk_store.h"
 #include "client/peer_server.h"
 #include "common/clock.h"
@@ -70,6 +73,8 @@ static struct {
     const char *master_wait;
     const char *idle_timeout;
     uint32_t max_conns_per_addr;
+    bool enable_client_http_server;
+    int32_t client_http_port;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -115,11 +120,18 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_conns_per_addr", "1024",
                    "most peer connections from one non-loopback address (0 = no limit)",
                    &F.max_conns_per_addr),
+    MC_BOOL_FLAG("enable_client_http_server", "false",
+                 "serve /metrics and /health on --client_http_port (upstream's flag; the same "
+                 "server as --metrics_port)",
+                 &F.enable_client_http_server),
+    MC_INT32_FLAG("client_http_port", "9300",
+                  "port of --enable_client_http_server (0 = pick a free one)", &F.client_http_port),
+    MC_DAEMON_COMPAT_FLAGS,
     MC_FLAGS_END,
 };
 
 struct daemon_stats {
-    struct mc_metrics *m;
+    struct mc_metrics *m; /* the client's (mc_client_registry), freed by mc_client_close */
     uint64_t start_ms;
 };
 
@@ -213,13 +225,14 @@ TIER_FN(disk_capacity_limit, TS_CAP_LIMIT)
 TIER_FN(disk_reclaimed, TS_RECLAIMED)
 TIER_FN(disk_corrupt_dropped, TS_CORRUPT)
 
-static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg, uint64_t disk,
-                         struct mc_client *client, struct mc_http_server **out)
+static int start_metrics(struct daemon_stats *st, const char *addr, uint16_t port, uint64_t seg,
+                         uint64_t disk, struct mc_client *client, struct mc_http_server **out)
 {
     struct mc_http_config hc = {0};
     struct mc_gauge *g;
 
-    st->m = mc_metrics_new();
+    /* the library's registry (its puts, gets, errors, latencies), with the daemon's series */
+    st->m = mc_client_registry(client);
     if (!st->m)
         return MC_ERR_INTERNAL_ERROR;
     g = mc_metrics_gauge(st->m, "mooncake_client_segment_bytes",
@@ -269,7 +282,7 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
                           "master",
                           NULL, disk_corrupt_dropped, client);
     hc.addr = addr;
-    hc.port = (uint16_t)F.metrics_port;
+    hc.port = port;
     hc.metrics = st->m;
     return mc_http_server_new(&hc, out);
 }
@@ -335,7 +348,23 @@ int main(int argc, char **argv)
     mc_flags_apply_log_level("log_level", F.log_level);
     if (argc > 1)
         mc_flags_die("unexpected argument '%s'", argv[1]);
-    seg_size = mc_flags_size("segment_size", F.segment_size);
+    struct mc_daemon_compat_result compat;
+    mc_daemon_compat_apply(F.master, F.segment_size, F.disk_path, &compat);
+    if (compat.master)
+        F.master = compat.master;
+    seg_size = compat.segment_size ? mc_flags_size("global_segment_size", compat.segment_size)
+                                   : mc_flags_size("segment_size", F.segment_size);
+    if (compat.enable_http)
+        F.enable_client_http_server = true;
+    if (compat.has_http_port)
+        F.client_http_port = compat.http_port;
+    if (F.enable_client_http_server) {
+        if (F.metrics_port > 0)
+            mc_flags_die("flags --metrics_port and --enable_client_http_server both start the "
+                         "HTTP server: give one of them");
+        if (F.client_http_port < 0 || F.client_http_port > 65535)
+            mc_flags_die("flag --client_http_port must be 0..65535 (got %d)", F.client_http_port);
+    }
     disk_cap = mc_flags_size("disk_capacity", F.disk_capacity);
     if (F.data_port < 0 || F.data_port > 65535)
         mc_flags_die("flag --data_port must be 0..65535 (got %d)", F.data_port);
@@ -394,8 +423,10 @@ int main(int argc, char **argv)
                      "protocol=%s", F.protocol);
         goto out;
     }
-    if (F.metrics_port > 0) {
-        rc = start_metrics(&st, F.bind_address[0] ? F.bind_address : F.host, seg_size,
+    if (F.metrics_port > 0 || F.enable_client_http_server) {
+        uint16_t port =
+            (uint16_t)(F.enable_client_http_server ? F.client_http_port : F.metrics_port);
+        rc = start_metrics(&st, F.bind_address[0] ? F.bind_address : F.host, port, seg_size,
                            cfg.disk_capacity, client, &http);
         if (rc) {
             mc_error("daemon", "cannot serve metrics", "port=%d err=%s", F.metrics_port,
@@ -417,8 +448,7 @@ int main(int argc, char **argv)
     status = 0;
 out:
     mc_http_server_free(http);
-    mc_client_close(client);
-    mc_metrics_free(st.m);
+    mc_client_close(client); /* frees st.m, the client's registry */
     if (status == 0)
         mc_info("daemon", "stopped", "%s", "");
     return status;

@@ -33,8 +33,14 @@ struct mc_http_server {
     char addr[INET6_ADDRSTRLEN + 16];
 };
 
+struct reply_header {
+    char name[64];
+    char *value; /* malloc'd */
+};
+
 struct mc_http_request {
     struct MHD_Connection *conn;
+    struct reply_header *extra; /* one header a handler may add to its reply */
 };
 
 static void mhd_logger(void *cls, const char *fmt, va_list ap)
@@ -60,8 +66,27 @@ const char *mc_http_request_arg(const struct mc_http_request *req, const char *k
     return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+const char *mc_http_request_header(const struct mc_http_request *req, const char *name)
+{
+    if (!req || !name)
+        return NULL;
+    return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+void mc_http_reply_header(const struct mc_http_request *req, const char *name, const char *value)
+{
+    if (req && req->extra && name && value) {
+        char *v = strdup(value);
+        if (!v)
+            return;
+        snprintf(req->extra->name, sizeof(req->extra->name), "%s", name);
+        free(req->extra->value);
+        req->extra->value = v;
+    }
+}
+
 static enum MHD_Result reply(struct MHD_Connection *conn, int status, struct mc_textbuf *body,
-                             const char *content_type)
+                             const char *content_type, const struct reply_header *extra)
 {
     struct MHD_Response *resp;
     enum MHD_Result r;
@@ -81,6 +106,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, int status, struct mc_
         return MHD_NO;
     }
     MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (extra && extra->name[0] && extra->value)
+        MHD_add_response_header(resp, extra->name, extra->value);
     r = MHD_queue_response(conn, (unsigned int)status, resp);
     MHD_destroy_response(resp);
     return r;
@@ -93,6 +120,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     struct mc_http_server *s = cls;
     struct mc_textbuf body;
     const char *ctype = TEXT_PLAIN;
+    struct reply_header extra = {{0}, NULL};
     enum MHD_Result r;
     int status;
 
@@ -119,7 +147,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
             mc_textbuf_printf(&body, "OK");
         }
     } else {
-        struct mc_http_request req = {.conn = conn};
+        struct mc_http_request req = {.conn = conn, .extra = &extra};
         status = s->cfg.handler ? s->cfg.handler(s->cfg.handler_arg, url, &req, &body, &ctype) : 0;
         if (status == 0) {
             mc_textbuf_destroy(&body);
@@ -130,7 +158,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     }
     if (status < 100 || status > 599)
         status = MHD_HTTP_INTERNAL_SERVER_ERROR;
-    r = reply(conn, status, &body, ctype ? ctype : TEXT_PLAIN);
+    r = reply(conn, status, &body, ctype ? ctype : TEXT_PLAIN, &extra);
+    free(extra.value);
     mc_textbuf_destroy(&body);
     return r;
 }

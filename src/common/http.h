@@ -54,5 +54,10 @@ const char *mc_http_server_addr(const struct mc_http_server *s);
 
 /* A query-string argument of the request being handled, or NULL. */
 const char *mc_http_request_arg(const struct mc_http_request *req, const char *key);
+/* A request header (case-insensitive name), or NULL. */
+const char *mc_http_request_header(const struct mc_http_request *req, const char *name);
+/* Adds one header to the reply of the request being handled (a second call replaces it;
+ * name up to 63 bytes). */
+void mc_http_reply_header(const struct mc_http_request *req, const char *name, const char *value);
 
 #endif

@@ -101,6 +101,10 @@ enum mc_wire_kind {
     MASTER(BATCH_PUT_START, 19, "BatchPutStart", batch_put_start)                                  \
     MASTER(BATCH_PUT_END, 20, "BatchPutEnd", batch_put_end)                                        \
     MASTER(BATCH_PUT_REVOKE, 21, "BatchPutRevoke", batch_put_revoke)                               \
+    MASTER(UPSERT_START, 22, "UpsertStart", upsert_start)                                          \
+    MASTER(UPSERT_END, 23, "UpsertEnd", upsert_end)                                                \
+    MASTER(BATCH_UPSERT_START, 24, "BatchUpsertStart", batch_upsert_start)                         \
+    MASTER(BATCH_UPSERT_END, 25, "BatchUpsertEnd", batch_upsert_end)                               \
     MASTER(GET_REPLICA_LIST, 32, "GetReplicaList", get_replica_list)                               \
     MASTER(BATCH_GET_REPLICA_LIST, 33, "BatchGetReplicaList", batch_get_replica_list)              \
     MASTER(EXIST_KEY, 34, "ExistKey", exist_key)                                                   \
@@ -108,6 +112,7 @@ enum mc_wire_kind {
     MASTER(REMOVE, 48, "Remove", remove)                                                           \
     MASTER(BATCH_REMOVE, 49, "BatchRemove", batch_remove)                                          \
     MASTER(REMOVE_ALL, 50, "RemoveAll", remove_all)                                                \
+    MASTER(REMOVE_BY_REGEX, 51, "RemoveByRegex", remove_by_regex)                                  \
     MASTER(MOUNT_LOCAL_DISK_SEGMENT, 64, "MountLocalDiskSegment", mount_local_disk)                \
     MASTER(UNMOUNT_LOCAL_DISK_SEGMENT, 65, "UnmountLocalDiskSegment", unmount_local_disk)          \
     MASTER(OFFLOAD_OBJECT_HEARTBEAT, 66, "OffloadObjectHeartbeat", offload_heartbeat)              \

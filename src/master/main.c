@@ -43,6 +43,8 @@
 #include "common/metrics.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
+#include "master/http_admin.h"
+#include "master/main_compat.h"
 #include "master/master.h"
 #include "master/segments.h"
 #include "master/service.h"
@@ -214,6 +216,7 @@ static const struct mc_flag g_flags[] = {
                    "a promotion task not committed this long after its admission or its "
                    "AllocStart is reaped (bare number = s)",
                    &F.promotion_task_timeout_sec),
+    MC_MASTER_COMPAT_FLAGS,
     MC_FLAGS_END,
 };
 
@@ -460,18 +463,23 @@ int main(int argc, char **argv)
     mc_flags_apply_log_level("log_level", F.log_level);
     if (argc > 1)
         mc_flags_die("unexpected argument '%s'", argv[1]);
+    struct mc_master_compat_result compat;
+    mc_master_compat_apply(&compat);
     struct mc_master_config mcfg;
     uint32_t max_frame = 0;
     config_from_flags(&mcfg, &max_frame);
-    uint64_t idle = mc_flags_duration_ms("idle_timeout", F.idle_timeout, MC_UNIT_S);
+    uint64_t idle = compat.has_idle_timeout_ms
+                        ? compat.idle_timeout_ms
+                        : mc_flags_duration_ms("idle_timeout", F.idle_timeout, MC_UNIT_S);
     if (idle > UINT32_MAX)
         mc_flags_die("flag --idle_timeout must be below 49 days");
     uint32_t idle_ms = (uint32_t)idle;
     if (F.max_inflight_per_conn == 0 || F.max_inflight_per_conn > 1000000)
         mc_flags_die("flag --max_inflight_per_conn must be 1..1000000");
-    uint16_t rpc_port = port_flag("rpc_port", F.rpc_port);
+    uint16_t rpc_port = compat.has_rpc_port ? port_flag("port", compat.rpc_port)
+                                            : port_flag("rpc_port", F.rpc_port);
     uint16_t metrics_port = port_flag("metrics_port", F.metrics_port);
-    int io_threads = F.rpc_thread_num;
+    int io_threads = compat.has_rpc_thread_num ? compat.rpc_thread_num : F.rpc_thread_num;
     if (io_threads < 0)
         mc_flags_die("flag --rpc_thread_num must not be negative");
     if (io_threads == 0) {
@@ -544,13 +552,24 @@ int main(int argc, char **argv)
         mc_error(COMP, "cannot listen for RPC", "addr=%s port=%u", F.rpc_address, rpc_port);
         goto out;
     }
-    struct mc_http_config hcfg = {
-        .addr = F.metrics_host, .port = metrics_port, .metrics = mc_master_metrics(m)};
+    static struct mc_master_http admin; /* lives until exit; the HTTP server reads it */
+    admin.m = m;
+    admin.admin_key = auth;
+    snprintf(admin.self_addr, sizeof(admin.self_addr), "%s:%u", F.rpc_address,
+             mc_rpc_server_port(srv));
+    struct mc_http_config hcfg = {.addr = F.metrics_host,
+                                  .port = metrics_port,
+                                  .metrics = mc_master_metrics(m),
+                                  .health = mc_master_http_health,
+                                  .health_arg = &admin,
+                                  .handler = mc_master_http_handle,
+                                  .handler_arg = &admin};
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
         goto out;
     }
+    mc_master_service_set_http_port(svc, mc_http_server_port(http));
     mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_auth_failures_total",
                           "RPC connections refused: failed handshake or a request before one", NULL,
                           rpc_auth_failures, srv);

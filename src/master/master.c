@@ -21,6 +21,7 @@
 #include "master/discard.h"
 #include "master/freelist.h"
 #include "master/master_internal.h"
+#include "master/upsert.h"
 #include "master/objects.h"
 #include "master/offload.h"
 #include "master/promotion_core.h"
@@ -180,6 +181,7 @@ void mc_master_free(struct mc_master *m)
     }
     mc_discard_destroy(&m->discard, &fl);
     mc_freelist_flush(&fl);
+    mc_upserts_free(m); /* reservations hold segment space */
     mc_clients_destroy(m);
     mc_routes_destroy(m);
     mc_shards_destroy(m);
@@ -285,6 +287,7 @@ int mc_master_tick_reaper(struct mc_master *m)
     n += stale;
     n += mc_offload_reap(m);
     n += mc_promotion_reap(m);
+    n += mc_upserts_reap(m); /* upsert reservations never ended */
     if (now >= m->next_soft_pin_sweep_ms) {
         m->next_soft_pin_sweep_ms = now + MC_SOFT_PIN_SWEEP_MS;
         if (atomic_load_explicit(&m->c.soft_pin_key_count, memory_order_relaxed) > 0)

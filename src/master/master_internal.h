@@ -62,6 +62,7 @@ struct mc_evictor;
 struct mc_offload;
 struct mc_promoter;
 struct mc_mailboxes;
+struct mc_upserts;
 
 struct mc_master {
     struct mc_master_config cfg;
@@ -82,6 +83,7 @@ struct mc_master {
     struct mc_offload *offload;      /* offload.c's state (NULL unless cfg.enable_offload) */
     struct mc_promoter *promoter;    /* promotion.c's state */
     struct mc_mailboxes *mailboxes;  /* offload's mailbox table (NULL without it) */
+    struct mc_upserts *_Atomic upserts; /* upsert.c's reservations (made on first use) */
 
     struct mc_clients clients;      /* the client registry (clients.h) */
     struct mc_discard_list discard; /* unlinked objects awaiting their release time (discard.h) */

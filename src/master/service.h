@@ -43,6 +43,9 @@ int mc_master_service_new(struct mc_master *m, struct mc_master_service **out);
 int mc_master_service_register(struct mc_master_service *svc, struct mc_rpc_server *srv);
 /* rpc_server on_close callback: frees the connection's client binding. arg = the service. */
 void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx);
+/* The port the daemon serves HTTP (/metrics, the admin API) on: GetStats reports it as
+ * extra "master_http_port", so tools find it without being told. */
+void mc_master_service_set_http_port(struct mc_master_service *svc, uint16_t port);
 /* Frees the service. Stop (or free) the RPC server first. NULL is a no-op. */
 void mc_master_service_free(struct mc_master_service *svc);
 

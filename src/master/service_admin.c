@@ -175,7 +175,7 @@ enum {
     N_OFFLOAD_EXTRA = 10,
     N_EXTRA = MC_MASTER_GAUGES(ONE) + 1 /* used ratio */ + MC_MASTER_CALL_COUNTERS(ONE) +
               MC_MASTER_EVICTION_COUNTERS(ONE) + N_OFFLOAD_EXTRA + MC_PROMOTION_COUNTERS(ONE) +
-              1 /* promotions in flight */,
+              1 /* promotions in flight */ + 1 /* http port */,
 };
 #undef ONE
 
@@ -242,7 +242,16 @@ void mc_svc_get_stats(void *arg, struct mc_rpc_call *call)
     MC_PROMOTION_COUNTERS(PROMO)
 #undef PROMO
     extra(&e, "master_promotion_in_flight", (double)ps.in_flight);
+    uint32_t hp = atomic_load(&svc->http_port);
+    if (hp)
+        extra(&e, "master_http_port", (double)hp);
     r.n_extra = e.n;
     r.extra = e.p;
     mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+void mc_master_service_set_http_port(struct mc_master_service *svc, uint16_t port)
+{
+    if (svc)
+        atomic_store(&svc->http_port, port);
 }

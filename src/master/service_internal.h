@@ -24,6 +24,7 @@
 #ifndef MC_MASTER_SERVICE_INTERNAL_H
 #define MC_MASTER_SERVICE_INTERNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -37,6 +38,7 @@
 struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
+    _Atomic uint32_t http_port; /* the daemon's HTTP port, reported by GetStats (0 = none yet) */
 };
 
 #define UNPACK(type, lower, var)                                                                   \
@@ -51,6 +53,8 @@ struct mc_master_service {
 struct mc_id mc_svc_id_from_pb(const Mc__Uuid *u);
 void mc_svc_id_to_pb(struct mc_id id, Mc__Uuid *u);
 Mc__Protocol mc_svc_protocol_to_pb(const char *protocol);
+/* A request's ReplicateConfig (NULL: defaults); c points into p (service_objects.c). */
+int mc_svc_config_from_pb(const Mc__ReplicateConfig *p, struct mc_master_replicate_config *c);
 
 /* Protobuf view of one replica descriptor; strings point into the source descriptor. */
 struct mc_svc_pb_replica {

@@ -19,7 +19,7 @@
 
 /* ---- conversions --------------------------------------------------------------------------- */
 
-static int config_from_pb(const Mc__ReplicateConfig *p, struct mc_master_replicate_config *c)
+int mc_svc_config_from_pb(const Mc__ReplicateConfig *p, struct mc_master_replicate_config *c)
 {
     mc_master_replicate_config_init(c);
     if (!p)
@@ -99,7 +99,7 @@ void mc_svc_put_start(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_master_replicate_config cfg;
     struct mc_put_start_result ps;
-    int rc = config_from_pb(req->config, &cfg);
+    int rc = mc_svc_config_from_pb(req->config, &cfg);
     if (rc == 0 && req->config)
         rc = check_group_id(call, &mc__put_start_request__descriptor);
     if (rc == 0)
@@ -163,8 +163,8 @@ static int batch_put_start_core(struct mc_svc_batch *b)
 {
     const Mc__BatchPutStartRequest *req = (const void *)b->req;
     struct mc_master_replicate_config cfg;
-    int brc =
-        req->n_value_lengths != b->n ? MC_ERR_INVALID_PARAMS : config_from_pb(req->config, &cfg);
+    int brc = req->n_value_lengths != b->n ? MC_ERR_INVALID_PARAMS
+                                           : mc_svc_config_from_pb(req->config, &cfg);
     if (brc == 0 && req->config)
         brc = check_group_id(b->call, &mc__batch_put_start_request__descriptor);
     if (brc == 0 && b->n > 0)

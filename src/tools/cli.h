@@ -11,7 +11,8 @@
  *                RPC connection: no lease, no promotion side effect, no client registration;
  *   cli_http.c   metrics: a GET of the master's /metrics over HTTP/1.0;
  *   cli_top.c    top: a live one-screen view (GetStats + ListSegments every second);
- *   cli_out.c    output helpers: JSON strings and aligned tables.
+ *   cli_out.c    output helpers: JSON strings and aligned tables;
+ *   cli_hint.c   error messages that say the limit or the remedy.
  *
  * Exit codes, the contract scripts rely on: 0 ok; 1 OBJECT_NOT_FOUND (for exist: absent or not
  * readable); 2 bad usage (unknown option or command, wrong arguments); 3 any other error, with
@@ -33,8 +34,8 @@ enum mc_cli_exit {
 
 struct mc_cli_opts {
     const char *master;  /* "host:port" of mooncake_master */
-    const char *metrics; /* "host:port" or "http://host:port[/path]"; NULL = master host:9003 */
-    const char *output;  /* get -o FILE; NULL = stdout */
+    const char *metrics; /* "host:port" or "http://host:port[/path]"; NULL = ask the master */
+    const char *output;  /* get -o FILE ("-" = stdout, even a terminal); NULL = stdout */
     const char *value;   /* put --value STRING; NULL = a file or stdin */
     uint32_t timeout_ms; /* per-call timeout; 0 = the library's default */
     const char *auth_token_file; /* shared secret for every connection; NULL = none */
@@ -49,6 +50,16 @@ struct mc_cli_opts {
 /* Prints "mooncake_cli: <what>: <ERROR_NAME>" on stderr and returns the exit code for err
  * (1 for OBJECT_NOT_FOUND, else 3). */
 int mc_cli_fail(const char *what, int err);
+
+/* cli_hint.c: errors with the limit or the remedy. The longest key (the library's limit). */
+#define MC_CLI_MAX_KEY 4096
+/* MC_CLI_EXIT_OK, or a message about an empty or too long key and its exit code. */
+int mc_cli_check_key(const char *op, const char *key);
+/* mc_cli_fail("put", rc), after a line that says why a value of len bytes found no room. */
+int mc_cli_fail_put(const struct mc_cli_opts *o, size_t len, int rc);
+struct mc_client;
+/* mc_cli_fail("rm", rc), after a line that says how long a reader holds key (c still open). */
+int mc_cli_fail_rm(struct mc_client *c, const char *key, int rc);
 
 int mc_cli_put(const struct mc_cli_opts *o);
 int mc_cli_get(const struct mc_cli_opts *o);

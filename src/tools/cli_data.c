@@ -9,17 +9,22 @@
  * put KEY [FILE|-]   reads the whole value (a file, or stdin for "-" or no FILE) into memory;
  *                    `put KEY --value STRING` stores STRING. A key that already exists keeps
  *                    its value (upstream semantics): the put warns on stderr and exits 0.
- * get KEY [-o FILE]  asks the size (a lease-free query that is not an access), reads into a
- *                    buffer of that size with one Get (when the object was replaced by a
- *                    larger one in between, the Get says the new size and is retried), writes
- *                    it to FILE or stdout. A get is thereby one read for the master's access
- *                    counts, as an engine's Get is.
+ * get KEY [-o FILE]  reads the value with one Get (mc_get_alloc: sized by the master's own
+ *                    answer), writes it to FILE or stdout. A get is thereby one read for the
+ *                    master's access counts, as an engine's Get is. A binary value (a NUL or a
+ *                    control byte other than tab, CR, LF) is not written to a terminal unless
+ *                    asked with `-o -` (it could garble the terminal); the command says how big
+ *                    it is and how to save it instead.
  * exist KEY          prints "true" (exit 0) or "false" (exit 1).
  * rm KEY [--force]   --force ignores a read lease.
+ * Errors say the limit or the remedy (cli_hint.c): a key over 4096 bytes, a value no segment can
+ * hold, a key held by a reader (for how long, and --force).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "mooncake/client.h"
@@ -96,6 +101,9 @@ int mc_cli_put(const struct mc_cli_opts *o)
     FILE *f;
     int rc;
 
+    rc = mc_cli_check_key("put", key);
+    if (rc)
+        return rc;
     if (o->value) {
         if (o->nargs > 1) {
             fputs("mooncake_cli: put: give --value or a FILE, not both\n", stderr);
@@ -139,7 +147,16 @@ int mc_cli_put(const struct mc_cli_opts *o)
                 key);
         return MC_CLI_EXIT_OK;
     }
-    return rc ? mc_cli_fail("put", rc) : MC_CLI_EXIT_OK;
+    return rc ? mc_cli_fail_put(o, len, rc) : MC_CLI_EXIT_OK;
+}
+
+/* Bytes that make a value unfit for a terminal: NUL and control bytes other than tab, LF, CR. */
+static bool is_binary(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') || p[i] == 0x7f)
+            return true;
+    return false;
 }
 
 int mc_cli_get(const struct mc_cli_opts *o)
@@ -151,6 +168,9 @@ int mc_cli_get(const struct mc_cli_opts *o)
     FILE *f = NULL;
     int rc;
 
+    rc = mc_cli_check_key("get", key);
+    if (rc)
+        return rc;
     /* one GetReplicaList: the one read (one access for eviction order and promotion), sized by
      * the master's own answer */
     rc = open_client(o, &c);
@@ -162,7 +182,16 @@ int mc_cli_get(const struct mc_cli_opts *o)
     if (rc)
         goto out;
 
-    f = o->output ? fopen(o->output, "wb") : stdout;
+    bool to_stdout = !o->output || !strcmp(o->output, "-");
+    if (!o->output && n > 0 && isatty(STDOUT_FILENO) && is_binary(buf, (size_t)n)) {
+        fprintf(stderr,
+                "mooncake_cli: get: '%s' is a binary value of %lld bytes; not writing it to the "
+                "terminal: save it with -o FILE (or pipe it), or force it with -o -\n",
+                key, (long long)n);
+        mc_value_free(buf);
+        return MC_CLI_EXIT_USAGE;
+    }
+    f = to_stdout ? stdout : fopen(o->output, "wb");
     if (!f) {
         fprintf(stderr, "mooncake_cli: get: cannot open %s: %s\n", o->output, strerror(errno));
         rc = MC_ERR_FILE_OPEN_FAIL;
@@ -186,6 +215,9 @@ int mc_cli_exist(const struct mc_cli_opts *o)
     struct mc_client *c = NULL;
     int rc;
 
+    rc = mc_cli_check_key("exist", o->args[0]);
+    if (rc)
+        return rc;
     rc = open_client(o, &c);
     if (!rc)
         rc = mc_exist(c, o->args[0]);
@@ -203,9 +235,14 @@ int mc_cli_rm(const struct mc_cli_opts *o)
     struct mc_client *c = NULL;
     int rc;
 
+    rc = mc_cli_check_key("rm", o->args[0]);
+    if (rc)
+        return rc;
     rc = open_client(o, &c);
     if (!rc)
         rc = mc_remove(c, o->args[0], o->force);
+    if (rc) /* with the client still open: the hint asks how long the lease lasts */
+        rc = mc_cli_fail_rm(c, o->args[0], rc);
     mc_client_close(c);
-    return rc ? mc_cli_fail("rm", rc) : MC_CLI_EXIT_OK;
+    return rc;
 }

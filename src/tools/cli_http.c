@@ -3,7 +3,9 @@
  *
  * The master serves /metrics on --metrics_port, a port of its own (not the RPC port), so the
  * command takes --metrics=HOST:PORT or --metrics=http://HOST:PORT[/PATH] (--metrics_url is an
- * alias); without it, the master's host and the default metrics port 9003 are used. One
+ * alias); without it, the command asks the master (GetStats reports the port it serves HTTP on
+ * as "master_http_port") and uses the master's host with that port; a master too old to say
+ * gets upstream's default port 9003, with a note on stderr. One
  * HTTP/1.0 GET with "Connection: close": the body is everything after the header block, so no
  * chunked decoding is needed. Non-blocking connect and reads with a deadline, so an unresponsive
  * peer cannot hang the command. The body is copied to stdout unchanged.
@@ -18,7 +20,10 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
 #include "mooncake/errors.h"
+#include "proto/master.pb-c.h"
 #include "tools/cli.h"
 
 #define CLI_HTTP_MAX_BYTES (64u << 20)
@@ -189,6 +194,32 @@ static int recv_all(int fd, uint64_t deadline_ms, char **out, size_t *out_len)
     return 0;
 }
 
+/* The master's HTTP port as its GetStats reports it, into port; 0, or an error. */
+static int ask_http_port(const struct mc_cli_opts *o, char *port, size_t cap)
+{
+    Mc__GetStatsRequest req = MC__GET_STATS_REQUEST__INIT;
+    struct mc_rpc_client *c = NULL;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_cli_admin_connect(o, &c);
+
+    if (!rc)
+        rc = mc_rpc_client_call_msg(c, MC_METHOD_GET_STATS, &req.base,
+                                    &mc__get_stats_response__descriptor, 0, &m);
+    mc_rpc_client_free(c);
+    if (rc)
+        return rc;
+    const Mc__GetStatsResponse *st = (const Mc__GetStatsResponse *)m;
+    rc = MC_ERR_NOT_SUPPORTED;
+    for (size_t i = 0; i < st->n_extra; i++)
+        if (!strcmp(st->extra[i]->name, "master_http_port") && st->extra[i]->value >= 1 &&
+            st->extra[i]->value <= 65535) {
+            snprintf(port, cap, "%u", (unsigned)st->extra[i]->value);
+            rc = 0;
+        }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
 int mc_cli_metrics(const struct mc_cli_opts *o)
 {
     struct http_target t;
@@ -204,6 +235,16 @@ int mc_cli_metrics(const struct mc_cli_opts *o)
                 "http://HOST:PORT/PATH)\n",
                 o->metrics ? o->metrics : o->master);
         return MC_CLI_EXIT_USAGE;
+    }
+    if (!o->metrics) {
+        rc = ask_http_port(o, t.port, sizeof(t.port));
+        if (rc == MC_ERR_NOT_SUPPORTED)
+            fprintf(stderr,
+                    "mooncake_cli: metrics: the master does not report its HTTP port; trying "
+                    "port %s (give --metrics=HOST:PORT)\n",
+                    t.port);
+        else if (rc)
+            return mc_cli_fail("metrics", rc);
     }
     rc = connect_to(&t, deadline, &fd);
     if (rc)

@@ -1,5 +1,7 @@
 """`mooncake.store` as upstream names it, backed by mooncake_c (see mooncake/__init__.py)."""
 
-from mooncake_c import MooncakeDistributedStore, ReplicateConfig  # noqa: F401
+from mooncake_c import (BufferHandle, MooncakeDistributedStore,  # noqa: F401
+                        MooncakeHostMemAllocator, ReplicateConfig)
 
-__all__ = ["MooncakeDistributedStore", "ReplicateConfig"]
+__all__ = ["BufferHandle", "MooncakeDistributedStore", "MooncakeHostMemAllocator",
+           "ReplicateConfig"]
