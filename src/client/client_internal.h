@@ -114,6 +114,11 @@ void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t
 /* Registered buffers: registered with the rdma transport too (no-op without c->rdma). */
 int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len);
 void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr);
+/* LOCAL_DISK reads of one holder at ep in RDMA mode (the holder RDMA-writes the values into the
+ * items' buffers, registered for the call when they are not already): the items it could not
+ * take that way are left with status 1, for tcp (client_disk.c). */
+void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                               size_t m);
 
 /* ---- for tests --------------------------------------------------------------------------- */
 

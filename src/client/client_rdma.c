@@ -4,10 +4,13 @@
  * mount fence and registered buffers call them with no #ifdef. Every call but
  * mc_client_rdma_open is a no-op for a client without an rdma transport (protocol tcp).
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "client/client_internal.h"
 #include "common/log.h"
+#include "mooncake/errors.h"
 
 int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
 {
@@ -69,4 +72,49 @@ void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr)
 {
     if (c->rdma)
         mc_transport_rdma_unregister(c->rdma, addr);
+}
+
+void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                               size_t m)
+{
+    for (size_t i = 0; i < m; i++)
+        items[i].status = 1; /* not taken: tcp */
+    uint32_t *rkeys = calloc(m, sizeof(*rkeys));
+    bool *temp = calloc(m, sizeof(*temp));
+    struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
+    size_t *at = calloc(m, sizeof(*at));
+    if (!rkeys || !temp || !sub || !at)
+        goto out;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!items[i].size || !items[i].buf)
+            continue;
+        uint32_t rk = 0;
+        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
+            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
+                continue; /* overlaps a registered range without lying inside it */
+            temp[i] = true;
+        }
+        rkeys[k] = rk;
+        at[k] = i;
+        sub[k++] = items[i];
+    }
+    if (k) {
+        int rc = mc_transport_tcp_disk_read_rdma(c->tcp, ep, c->endpoint, rkeys, sub, k);
+        for (size_t j = 0; j < k; j++) {
+            int st = rc ? rc : sub[j].status;
+            if (st == MC_ERR_NOT_SUPPORTED || st == MC_ERR_INVALID_PARAMS)
+                continue; /* the holder cannot push it: tcp */
+            items[at[j]] = sub[j];
+            items[at[j]].status = st;
+        }
+    }
+    for (size_t i = 0; i < m; i++)
+        if (temp[i])
+            mc_transport_rdma_unregister(c->rdma, items[i].buf);
+out:
+    free(rkeys);
+    free(temp);
+    free(sub);
+    free(at);
 }

@@ -49,3 +49,12 @@ void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr)
     (void)c;
     (void)addr;
 }
+
+void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                               size_t m)
+{
+    (void)c;
+    (void)ep;
+    for (size_t i = 0; i < m; i++)
+        items[i].status = 1; /* not taken: tcp */
+}
