@@ -32,4 +32,15 @@ if(TARGET mooncake_bench)
            COMMAND ${MC_EXPECT} 0 "\"case\":\"evict_1MiB\",\"runs\":2,.*\"moved_records\":31,"
                    -- $<TARGET_FILE:mooncake_bench> disk --evict --sizes 1MiB --runs 2 --qd 8)
   set_tests_properties(test_bench_disk_evict PROPERTIES TIMEOUT 120)
+  # The options table (bench_opts.c): --help lists each option with the default it starts with,
+  # and a value that is not a number is refused naming the option (atoi took it as 0).
+  add_test(NAME test_bench_opts_help
+           COMMAND ${MC_EXPECT} 0 "^usage: mooncake_bench disk \\[options\\]"
+                   "--qd N .*\\(default 32\\)$" "--sizes LIST .*\\(default 64KiB,1MiB\\)$"
+                   "--evict  " -- $<TARGET_FILE:mooncake_bench> disk --help)
+  add_test(NAME test_bench_opts_bad_value
+           COMMAND ${MC_EXPECT} 2 "bench promotion: --runs: not an integer: 'x'"
+                   "^usage: mooncake_bench promotion" --
+                   $<TARGET_FILE:mooncake_bench> promotion --runs x)
+  set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES TIMEOUT 30)
 endif()

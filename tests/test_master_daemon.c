@@ -33,6 +33,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -252,7 +253,7 @@ static void test_version_ping_segments(void **state)
     daemon_start(d, "--client_ttl=3s", NULL);
     d->c = connect_client(d);
     char ver[128];
-    assert_int_equal(mc_rpc_check_version(d->c, ver, sizeof(ver)), 0);
+    assert_int_equal(mc_service_ready_check(d->c, ver, sizeof(ver)), 0);
     assert_string_equal(ver, MC_SERVICE_VERSION);
     Mc__ServiceReadyResponse *sr = NULL;
     assert_int_equal(
@@ -1082,7 +1083,7 @@ static void test_bad_input(void **state)
     uint8_t rb[128];
     assert_true(recv(fd, rb, sizeof(rb), 0) <= 0);
     close(fd);
-    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+    assert_int_equal(mc_service_ready_check(d->c, NULL, 0), 0);
 
     /* oversized length: refused, connection closed */
     struct mc_wire_header h;
@@ -1093,7 +1094,7 @@ static void test_bad_input(void **state)
     assert_int_equal(send(fd, hb, sizeof(hb), MSG_NOSIGNAL), (ssize_t)sizeof(hb));
     assert_true(recv(fd, rb, sizeof(rb), 0) <= 0);
     close(fd);
-    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+    assert_int_equal(mc_service_ready_check(d->c, NULL, 0), 0);
 
     /* truncated frame: header announces 100 bytes, 10 arrive, then the peer goes away */
     mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_GET_REPLICA_LIST, 2, 0, 100);
@@ -1106,7 +1107,7 @@ static void test_bad_input(void **state)
     fd = tcp_connect(d->rpc_port);
     assert_int_equal(send(fd, hb, 7, MSG_NOSIGNAL), 7);
     close(fd);
-    assert_int_equal(mc_rpc_check_version(d->c, NULL, 0), 0);
+    assert_int_equal(mc_service_ready_check(d->c, NULL, 0), 0);
     Mc__GetReplicaListResponse *g = NULL;
     assert_int_equal(get(d->c, "m1", &g), 0);
     assert_int_equal(g->size, 100);

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "common/rpc_server.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -246,16 +247,11 @@ static void test_round_trip(void **state)
         free(resp);
         free(buf);
     }
-    /* protobuf helper + built-in ServiceReady + version check */
-    ProtobufCMessage *m = NULL;
-    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_SERVICE_READY, NULL,
-                                            &mc__service_ready_response__descriptor, 0, &m),
-                     0);
-    assert_string_equal(((Mc__ServiceReadyResponse *)m)->version, MC_SERVICE_VERSION);
-    protobuf_c_message_free_unpacked(m, NULL);
-    char ver[64];
-    assert_int_equal(mc_rpc_check_version(c, ver, sizeof(ver)), 0);
-    assert_string_equal(ver, MC_SERVICE_VERSION);
+    /* the generic layer knows no master.proto method: ServiceReady is the service's to
+     * register (test_service_ready) */
+    char ver[64] = "";
+    assert_int_equal(mc_service_ready_check(c, ver, sizeof(ver)), MC_ERR_NOT_SUPPORTED);
+    assert_string_equal(ver, "");
     /* unknown method: an error answer, and the connection stays usable */
     assert_int_equal(mc_rpc_client_call(c, 0x3FE, "x", 1, 0, NULL, NULL), MC_ERR_NOT_SUPPORTED);
     assert_int_equal(mc_rpc_client_call(c, 0x7777, "x", 1, 0, NULL, NULL), MC_ERR_NOT_SUPPORTED);
@@ -263,7 +259,7 @@ static void test_round_trip(void **state)
     /* an answer that does not decode as the expected type: DESERIALIZE_FAIL, no crash */
     Mc__PingResponse pr = MC__PING_RESPONSE__INIT;
     pr.view_version = 5; /* field 1 as a varint; ServiceReadyResponse.version is a string */
-    m = NULL;
+    ProtobufCMessage *m = NULL;
     assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_ECHO, &pr.base,
                                             &mc__service_ready_response__descriptor, 0, &m),
                      MC_ERR_DESERIALIZE_FAIL);
@@ -548,6 +544,34 @@ static void test_peer_payload(void **state)
     mc_rpc_client_free(c);
 }
 
+/* A server whose service registers the ServiceReady answer: the protobuf helper and the
+ * version check against it. */
+static void test_service_ready(void **state)
+{
+    (void)state;
+    struct mc_rpc_server_config cfg;
+    mc_rpc_server_config_init(&cfg);
+    cfg.bind_addr = "127.0.0.1";
+    struct mc_rpc_server *s = NULL;
+    assert_int_equal(mc_rpc_server_new(&cfg, &s), 0);
+    assert_int_equal(
+        mc_rpc_server_register(s, MC_METHOD_SERVICE_READY, mc_service_ready_reply, NULL), 0);
+    assert_int_equal(mc_rpc_server_start(s), 0);
+    struct mc_rpc_client *c = new_client(mc_rpc_server_port(s), 2000);
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_SERVICE_READY, NULL,
+                                            &mc__service_ready_response__descriptor, 0, &m),
+                     0);
+    assert_string_equal(((Mc__ServiceReadyResponse *)m)->version, MC_SERVICE_VERSION);
+    assert_int_equal(((Mc__ServiceReadyResponse *)m)->proto_version, MC_PROTO_VERSION);
+    protobuf_c_message_free_unpacked(m, NULL);
+    char ver[64] = "";
+    assert_int_equal(mc_service_ready_check(c, ver, sizeof(ver)), 0);
+    assert_string_equal(ver, MC_SERVICE_VERSION);
+    mc_rpc_client_free(c);
+    mc_rpc_server_free(s);
+}
+
 static void test_version_mismatch(void **state)
 {
     (void)state;
@@ -561,7 +585,7 @@ static void test_version_mismatch(void **state)
     assert_int_equal(mc_rpc_server_start(s), 0);
     struct mc_rpc_client *c = new_client(mc_rpc_server_port(s), 2000);
     char ver[64] = "";
-    assert_int_equal(mc_rpc_check_version(c, ver, sizeof(ver)), MC_ERR_INVALID_VERSION);
+    assert_int_equal(mc_service_ready_check(c, ver, sizeof(ver)), MC_ERR_INVALID_VERSION);
     assert_string_equal(ver, "mooncake-c/9.9.9 proto=999");
     mc_rpc_client_free(c);
     mc_rpc_server_free(s);
@@ -703,6 +727,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeouts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect_after_restart, setup, teardown),
         cmocka_unit_test_setup_teardown(test_peer_payload, setup, teardown),
+        cmocka_unit_test(test_service_ready),
         cmocka_unit_test(test_version_mismatch),
         cmocka_unit_test_setup_teardown(test_inflight_cap, setup, teardown),
         cmocka_unit_test(test_config_validation),

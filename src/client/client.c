@@ -243,18 +243,7 @@ static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
     if (mc_id_is_zero(segment_id))
         return;
     mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
-#ifdef MC_WITH_RDMA
-    if (epoch == 0 && c->rdma && mc_id_eq(segment_id, c->seg_id)) {
-        uint32_t rkey = 0;
-        int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
-        if (rc) {
-            mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
-                     "rc=%s", mc_strerror(rc));
-            rkey = 0;
-        }
-        mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
-    }
-#endif
+    mc_client_rdma_fence(c, segment_id, epoch);
 }
 
 #ifdef MC_TEST_HOOKS
@@ -343,6 +332,271 @@ static int copy_str(char *dst, size_t cap, const char *src, const char *dflt)
     return 0;
 }
 
+/* Open step: the caller's config over the defaults, the log level, and c->logger made current
+ * (from here on this call, and every thread the client starts, logs through it). */
+static int open_logging(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    int rc = mc_client_config_copy(cfg, &c->cfg);
+    if (rc)
+        return rc;
+    if (c->cfg.log_level < MC_CLIENT_LOG_DEBUG || c->cfg.log_level > MC_CLIENT_LOG_OFF) {
+        mc_error("client", "log_level out of range", "log_level=%d", c->cfg.log_level);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    c->logger.level = (enum mc_log_level)c->cfg.log_level;
+    c->logger.sink = c->cfg.log_fn ? log_to_fn : NULL;
+    c->logger.arg = c;
+    mc_log_set_current(&c->logger);
+    return 0;
+}
+
+/* Open step: the config's strings copied into c (the caller's are not kept), zero timeouts
+ * replaced by their defaults, the protocol and the segment size checked. */
+static int open_config(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    int rc = copy_str(c->master_address, sizeof(c->master_address), c->cfg.master_address,
+                      "127.0.0.1:50051");
+    if (!rc)
+        rc = copy_str(c->host, sizeof(c->host), c->cfg.host, "127.0.0.1");
+    if (!rc)
+        rc = copy_str(c->bind_address, sizeof(c->bind_address), c->cfg.bind_address, c->host);
+    if (!rc)
+        rc = copy_str(c->protocol, sizeof(c->protocol), c->cfg.protocol, "tcp");
+    if (!rc)
+        rc = copy_str(c->disk_path, sizeof(c->disk_path), c->cfg.disk_path, "");
+    if (rc)
+        return rc;
+    c->cfg.master_address = c->master_address;
+    c->cfg.host = c->host;
+    c->cfg.bind_address = c->bind_address;
+    c->cfg.protocol = c->protocol;
+    c->cfg.disk_path = c->disk_path[0] ? c->disk_path : NULL;
+    if (!c->cfg.connect_timeout_ms)
+        c->cfg.connect_timeout_ms = 3000;
+    if (!c->cfg.rpc_timeout_ms)
+        c->cfg.rpc_timeout_ms = 5000;
+    if (!c->cfg.ping_interval_ms)
+        c->cfg.ping_interval_ms = 1000;
+    if (strcmp(c->protocol, "rdma") != 0 && strcmp(c->protocol, "tcp") != 0) {
+        mc_error("client", "unknown protocol: use tcp or rdma", "protocol=%s", c->protocol);
+        return MC_ERR_NOT_SUPPORTED;
+    }
+    if (c->cfg.segment_size && c->cfg.segment_size < 4096)
+        return MC_ERR_INVALID_PARAMS;
+    return 0;
+}
+
+/* Open step: the auth token, read from the caller's auth_token_file (the path is not kept). */
+static int open_auth(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    c->cfg.auth_token_file = NULL;
+    if (cfg->struct_size >= offsetof(struct mc_client_config, auth_token_file) + sizeof(char *) &&
+        cfg->auth_token_file && *cfg->auth_token_file) {
+        char err[160];
+        int rc = mc_auth_key_load(cfg->auth_token_file, &c->auth, err, sizeof(err));
+        if (rc) {
+            mc_error("client", "cannot load the auth token", "path=%s reason=\"%s\"",
+                     cfg->auth_token_file, err);
+            return rc;
+        }
+    }
+    if (!c->auth.set && !c->cfg.protected_mode)
+        mc_warn("client",
+                "protected mode is off and no auth token is set: any host that reaches the peer "
+                "port can read and write this client's segment",
+                "bind=%s", c->bind_address);
+    return 0;
+}
+
+/* Open step: the client id; with disk_path it lives there, so a restarted client is the same
+ * client to the master. */
+static int open_identity(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    if (!c->cfg.disk_path) {
+        c->id = mc_id_random();
+        return 0;
+    }
+    bool created;
+    int rc = mc_client_id_load_or_create(c->disk_path, &c->id, &created);
+    if (rc)
+        return rc;
+    mc_info("client", "client id kept in disk_path", "path=%s new_id=%d", c->disk_path,
+            created ? 1 : 0);
+    return 0;
+}
+
+/* Open step: with protocol rdma, the rdma transport, before anything else: a host without a
+ * device (or a build without RDMA) fails here, never falls back to tcp (client_rdma.c). */
+static int open_rdma(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    if (strcmp(c->protocol, "rdma") != 0)
+        return 0;
+    const struct mc_rdma_ops *ops = NULL; /* the real libraries */
+#ifdef MC_TEST_HOOKS
+    ops = atomic_load(&test_rdma_ops);
+#endif
+    return mc_client_rdma_open(c, ops);
+}
+
+/* Open step: the peer server (its port makes the endpoint, which is also the segment's name),
+ * then the rdma listener on the same port number. */
+static int open_peer_server(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
+                                       .port = c->cfg.data_port,
+                                       .auth = &c->auth,
+                                       .protected_mode_off = !c->cfg.protected_mode,
+                                       .idle_timeout_ms = c->cfg.peer_idle_timeout_ms,
+                                       .max_conns_per_addr = c->cfg.peer_max_conns_per_addr,
+                                       .on_disk_read = on_disk_read,
+                                       .disk_arg = c};
+    int rc = mc_peer_server_new(&pc, &c->ps);
+    if (!rc)
+        rc = mc_peer_server_start(c->ps);
+    if (rc)
+        return rc;
+    if (snprintf(c->endpoint, sizeof(c->endpoint), "%s:%u", c->host, mc_peer_server_port(c->ps)) >=
+        (int)sizeof(c->endpoint))
+        return MC_ERR_INVALID_PARAMS;
+    return mc_client_rdma_listen(c);
+}
+
+/* Open step: the local and tcp transports. */
+static int open_transports(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
+    tc.io_timeout_ms = c->cfg.rpc_timeout_ms;
+    tc.auth = &c->auth;
+    int rc = mc_transport_local_new(c->ps, &c->local);
+    if (!rc)
+        rc = mc_transport_tcp_new(&tc, &c->tcp);
+    return rc;
+}
+
+/* Open step: the master link (ServiceReady). With disk_path, the previous incarnation's
+ * segments are unmounted and the ping thread starts now: the recovery scan of a large
+ * disk_path can outlast the master's client_ttl, and a restart within the TTL must not expire
+ * while it runs. */
+static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    struct mc_master_conn_config mcc = {
+        .address = c->master_address,
+        .client_id = c->id,
+        .connect_timeout_ms = c->cfg.connect_timeout_ms,
+        .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
+        .ping_interval_ms = c->cfg.ping_interval_ms,
+        .auth = &c->auth,
+        .on_mount_epoch = on_mount_epoch,
+        .on_tick = on_tick,
+        .on_remounted = on_remounted,
+        .cb_arg = c,
+    };
+    int rc = mc_master_conn_open(&mcc, &c->mc);
+    if (rc || !c->cfg.disk_path)
+        return rc;
+    rc = unmount_previous_segments(c);
+    if (rc) {
+        mc_error("client", "cannot unmount the previous incarnation's segments", "master=%s rc=%s",
+                 c->master_address, mc_strerror(rc));
+        return rc;
+    }
+    return mc_master_conn_start(c->mc);
+}
+
+/* Open step: the DRAM segment (segment_size > 0): mapped, served by the peer server with no
+ * epoch until the MountSegment answer, registered for rdma, then mounted. */
+static int open_segment(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    if (!c->cfg.segment_size)
+        return 0;
+    int rc = mc_segment_mem_init(&c->seg, c->cfg.segment_size, c->cfg.huge_pages);
+    if (rc)
+        return rc;
+    c->seg_id = mc_id_random();
+    rc = mc_peer_server_add_segment(c->ps, c->seg_id, c->seg.base, c->seg.size);
+    if (rc)
+        return rc;
+    struct mc_mounted_segment ms = {
+        .id = c->seg_id, .base = (uint64_t)(uintptr_t)c->seg.base, .size = c->seg.size};
+    rc = mc_client_rdma_mount_keys(c, &ms);
+    if (rc)
+        return rc;
+    memcpy(ms.name, c->endpoint, sizeof(ms.name));
+    memcpy(ms.endpoint, c->endpoint, sizeof(ms.endpoint));
+    rc = mc_master_conn_mount(c->mc, &ms);
+    if (rc) {
+        mc_error("client", "cannot mount segment", "master=%s rc=%s", c->master_address,
+                 mc_strerror(rc));
+        return rc;
+    }
+    c->mounted = true;
+    return 0;
+}
+
+/* Open step: with disk_path, the LOCAL_DISK tier (store recovered, mounted, records
+ * re-registered) and the offload worker. */
+static int open_disk_tier(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    if (!c->cfg.disk_path)
+        return 0;
+    if (!c->cfg.disk_capacity) {
+        mc_error("client", "disk_capacity must be > 0 with disk_path", "path=%s", c->disk_path);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    struct mc_disk_tier_config dc = {.path = c->disk_path,
+                                     .capacity = c->cfg.disk_capacity,
+                                     .mc = c->mc,
+                                     .client_id = c->id,
+                                     .endpoint = c->endpoint,
+                                     .max_payload = mc_peer_server_max_payload(c->ps),
+                                     .enable_offloading = true,
+                                     .rdma = c->rdma};
+    struct mc_disk_tier *t = NULL;
+    int rc = mc_disk_tier_open(&dc, &t);
+    if (rc)
+        return rc;
+    atomic_store(&c->disk, t);
+    rc = mc_disk_tier_register(t);
+    if (mc_disk_tier_master_lacks_tier(rc)) {
+        /* the master runs without the tier (no --enable_offload): keep the records on
+         * disk, untouched, and serve DRAM only; the worker registers once it can */
+        mc_warn("client",
+                "the master has no LOCAL_DISK tier (start it with --enable_offload): "
+                "running without offload; the records in disk_path are kept",
+                "path=%s rc=%s", c->disk_path, mc_strerror(rc));
+        mc_disk_tier_want_register(t);
+        rc = 0;
+    }
+    if (rc)
+        return rc;
+    struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
+    return mc_worker_start(&wc, &c->worker);
+}
+
+/* Open step: the ping thread (already running with disk_path: starting it again is a no-op). */
+static int open_ping(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    return mc_master_conn_start(c->mc);
+}
+
+/* mc_client_open's steps, in order (the order is explained at the top of this file); the
+ * first that fails ends the open, and mc_client_close undoes what the earlier ones did. */
+static int (*const open_steps[])(struct mc_client *, const struct mc_client_config *) = {
+    open_logging,    open_config, open_auth,    open_identity,  open_rdma, open_peer_server,
+    open_transports, open_master, open_segment, open_disk_tier, open_ping,
+};
+
 int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
 {
     if (!out)
@@ -357,245 +611,14 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     const struct mc_logger *prev_logger = mc_log_current();
     c->logger.level = MC_LOG_WARN; /* until the config is read */
     pthread_mutex_init(&c->buf_lock, NULL);
-    int rc = mc_client_config_copy(cfg, &c->cfg);
-    if (rc)
-        goto fail;
-    if (c->cfg.log_level < MC_CLIENT_LOG_DEBUG || c->cfg.log_level > MC_CLIENT_LOG_OFF) {
-        mc_error("client", "log_level out of range", "log_level=%d", c->cfg.log_level);
-        rc = MC_ERR_INVALID_PARAMS;
-        goto fail;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sizeof(open_steps) / sizeof(open_steps[0]); i++)
+        rc = open_steps[i](c, cfg);
+    if (rc) {
+        mc_client_close(c);
+        mc_log_set_current(prev_logger);
+        return rc;
     }
-    c->logger.level = (enum mc_log_level)c->cfg.log_level;
-    c->logger.sink = c->cfg.log_fn ? log_to_fn : NULL;
-    c->logger.arg = c;
-    /* from here on this call, and every thread the client starts, logs through c->logger */
-    mc_log_set_current(&c->logger);
-    rc = copy_str(c->master_address, sizeof(c->master_address), c->cfg.master_address,
-                  "127.0.0.1:50051");
-    if (!rc)
-        rc = copy_str(c->host, sizeof(c->host), c->cfg.host, "127.0.0.1");
-    if (!rc)
-        rc = copy_str(c->bind_address, sizeof(c->bind_address), c->cfg.bind_address, c->host);
-    if (!rc)
-        rc = copy_str(c->protocol, sizeof(c->protocol), c->cfg.protocol, "tcp");
-    if (!rc)
-        rc = copy_str(c->disk_path, sizeof(c->disk_path), c->cfg.disk_path, "");
-    if (rc)
-        goto fail;
-    c->cfg.master_address = c->master_address;
-    c->cfg.host = c->host;
-    c->cfg.bind_address = c->bind_address;
-    c->cfg.protocol = c->protocol;
-    c->cfg.disk_path = c->disk_path[0] ? c->disk_path : NULL;
-    if (!c->cfg.connect_timeout_ms)
-        c->cfg.connect_timeout_ms = 3000;
-    if (!c->cfg.rpc_timeout_ms)
-        c->cfg.rpc_timeout_ms = 5000;
-    if (!c->cfg.ping_interval_ms)
-        c->cfg.ping_interval_ms = 1000;
-    bool rdma = strcmp(c->protocol, "rdma") == 0;
-    if (!rdma && strcmp(c->protocol, "tcp") != 0) {
-        mc_error("client", "unknown protocol: use tcp or rdma", "protocol=%s", c->protocol);
-        rc = MC_ERR_NOT_SUPPORTED;
-        goto fail;
-    }
-    if (c->cfg.segment_size && c->cfg.segment_size < 4096) {
-        rc = MC_ERR_INVALID_PARAMS;
-        goto fail;
-    }
-    c->cfg.auth_token_file = NULL; /* read below; the caller's string is not kept */
-    if (cfg->struct_size >= offsetof(struct mc_client_config, auth_token_file) + sizeof(char *) &&
-        cfg->auth_token_file && *cfg->auth_token_file) {
-        char err[160];
-        rc = mc_auth_key_load(cfg->auth_token_file, &c->auth, err, sizeof(err));
-        if (rc) {
-            mc_error("client", "cannot load the auth token", "path=%s reason=\"%s\"",
-                     cfg->auth_token_file, err);
-            goto fail;
-        }
-    }
-    if (!c->auth.set && !c->cfg.protected_mode)
-        mc_warn("client",
-                "protected mode is off and no auth token is set: any host that reaches the peer "
-                "port can read and write this client's segment",
-                "bind=%s", c->bind_address);
-    if (c->cfg.disk_path) {
-        /* the id lives in disk_path: a restarted client is the same client to the master */
-        bool created;
-        rc = mc_client_id_load_or_create(c->disk_path, &c->id, &created);
-        if (rc)
-            goto fail;
-        mc_info("client", "client id kept in disk_path", "path=%s new_id=%d", c->disk_path,
-                created ? 1 : 0);
-    } else {
-        c->id = mc_id_random();
-    }
-    if (rdma) {
-        /* before anything else: a host without a device fails here, never falls back to tcp */
-#ifdef MC_WITH_RDMA
-        struct mc_rdma_transport_config rc_cfg;
-        mc_rdma_transport_config_init(&rc_cfg);
-        rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
-        rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
-        rc_cfg.client_id = c->id;
-        rc_cfg.auth = &c->auth;               /* every rdma_cm connection proves the token too */
-        const struct mc_rdma_ops *ops = NULL; /* the real libraries */
-#ifdef MC_TEST_HOOKS
-        ops = atomic_load(&test_rdma_ops);
-#endif
-        rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
-        if (rc) {
-            mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
-                     "rc=%s hint=--protocol=tcp", mc_strerror(rc));
-            goto fail;
-        }
-#else
-        mc_error("client",
-                 "protocol rdma is not in this build (built with -DMC_WITH_RDMA=OFF); use "
-                 "protocol tcp (--protocol=tcp)",
-                 "protocol=%s", c->protocol);
-        rc = MC_ERR_NOT_SUPPORTED;
-        goto fail;
-#endif
-    }
-
-    struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
-                                       .port = c->cfg.data_port,
-                                       .auth = &c->auth,
-                                       .protected_mode_off = !c->cfg.protected_mode,
-                                       .idle_timeout_ms = c->cfg.peer_idle_timeout_ms,
-                                       .max_conns_per_addr = c->cfg.peer_max_conns_per_addr,
-                                       .on_disk_read = on_disk_read,
-                                       .disk_arg = c};
-    rc = mc_peer_server_new(&pc, &c->ps);
-    if (!rc)
-        rc = mc_peer_server_start(c->ps);
-    if (rc)
-        goto fail;
-    if (snprintf(c->endpoint, sizeof(c->endpoint), "%s:%u", c->host, mc_peer_server_port(c->ps)) >=
-        (int)sizeof(c->endpoint)) {
-        rc = MC_ERR_INVALID_PARAMS;
-        goto fail;
-    }
-#ifdef MC_WITH_RDMA
-    if (c->rdma) {
-        mc_transport_rdma_serve_on(c->rdma, c->host); /* the device peers reach us on */
-        rc = mc_transport_rdma_listen(c->rdma, c->bind_address, mc_peer_server_port(c->ps),
-                                      c->cfg.protected_mode);
-        if (rc)
-            goto fail;
-    }
-#endif
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc);
-    tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
-    tc.io_timeout_ms = c->cfg.rpc_timeout_ms;
-    tc.auth = &c->auth;
-    rc = mc_transport_local_new(c->ps, &c->local);
-    if (!rc)
-        rc = mc_transport_tcp_new(&tc, &c->tcp);
-    if (rc)
-        goto fail;
-
-    struct mc_master_conn_config mcc = {
-        .address = c->master_address,
-        .client_id = c->id,
-        .connect_timeout_ms = c->cfg.connect_timeout_ms,
-        .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
-        .ping_interval_ms = c->cfg.ping_interval_ms,
-        .auth = &c->auth,
-        .on_mount_epoch = on_mount_epoch,
-        .on_tick = on_tick,
-        .on_remounted = on_remounted,
-        .cb_arg = c,
-    };
-    rc = mc_master_conn_open(&mcc, &c->mc);
-    if (rc)
-        goto fail;
-    if (c->cfg.disk_path) {
-        rc = unmount_previous_segments(c);
-        if (rc) {
-            mc_error("client", "cannot unmount the previous incarnation's segments",
-                     "master=%s rc=%s", c->master_address, mc_strerror(rc));
-            goto fail;
-        }
-        /* Ping from now on: the recovery scan of a large disk_path can outlast the master's
-         * client_ttl, and a restart within the TTL must not expire while it runs. */
-        rc = mc_master_conn_start(c->mc);
-        if (rc)
-            goto fail;
-    }
-
-    if (c->cfg.segment_size) {
-        rc = mc_segment_mem_init(&c->seg, c->cfg.segment_size, c->cfg.huge_pages);
-        if (rc)
-            goto fail;
-        c->seg_id = mc_id_random(); /* served with no epoch until the MountSegment answer */
-        rc = mc_peer_server_add_segment(c->ps, c->seg_id, c->seg.base, c->seg.size);
-        if (rc)
-            goto fail;
-        struct mc_mounted_segment ms = {
-            .id = c->seg_id, .base = (uint64_t)(uintptr_t)c->seg.base, .size = c->seg.size};
-#ifdef MC_WITH_RDMA
-        if (c->rdma) {
-            rc = mc_transport_rdma_register(c->rdma, c->seg.base, c->seg.map_len, &ms.rkey);
-            if (rc)
-                goto fail;
-            ms.rdma = true;
-            snprintf(ms.rdma_device, sizeof(ms.rdma_device), "%s",
-                     mc_transport_rdma_device(c->rdma));
-        }
-#endif
-        memcpy(ms.name, c->endpoint, sizeof(ms.name));
-        memcpy(ms.endpoint, c->endpoint, sizeof(ms.endpoint));
-        rc = mc_master_conn_mount(c->mc, &ms);
-        if (rc) {
-            mc_error("client", "cannot mount segment", "master=%s rc=%s", c->master_address,
-                     mc_strerror(rc));
-            goto fail;
-        }
-        c->mounted = true;
-    }
-    if (c->cfg.disk_path) {
-        if (!c->cfg.disk_capacity) {
-            mc_error("client", "disk_capacity must be > 0 with disk_path", "path=%s", c->disk_path);
-            rc = MC_ERR_INVALID_PARAMS;
-            goto fail;
-        }
-        struct mc_disk_tier_config dc = {.path = c->disk_path,
-                                         .capacity = c->cfg.disk_capacity,
-                                         .mc = c->mc,
-                                         .client_id = c->id,
-                                         .endpoint = c->endpoint,
-                                         .max_payload = mc_peer_server_max_payload(c->ps),
-                                         .enable_offloading = true,
-                                         .rdma = c->rdma};
-        struct mc_disk_tier *t = NULL;
-        rc = mc_disk_tier_open(&dc, &t);
-        if (rc)
-            goto fail;
-        atomic_store(&c->disk, t);
-        rc = mc_disk_tier_register(t);
-        if (mc_disk_tier_master_lacks_tier(rc)) {
-            /* the master runs without the tier (no --enable_offload): keep the records on
-             * disk, untouched, and serve DRAM only; the worker registers once it can */
-            mc_warn("client",
-                    "the master has no LOCAL_DISK tier (start it with --enable_offload): "
-                    "running without offload; the records in disk_path are kept",
-                    "path=%s rc=%s", c->disk_path, mc_strerror(rc));
-            mc_disk_tier_want_register(t);
-            rc = 0;
-        }
-        if (rc)
-            goto fail;
-        struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
-        rc = mc_worker_start(&wc, &c->worker);
-        if (rc)
-            goto fail;
-    }
-    rc = mc_master_conn_start(c->mc);
-    if (rc)
-        goto fail;
     char idbuf[MC_ID_STRLEN];
     mc_info("client", "client open", "id=%s endpoint=%s master=%s segment_size=%llu huge=%d",
             mc_id_format(c->id, idbuf), c->endpoint, c->master_address,
@@ -603,10 +626,6 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     *out = c;
     mc_log_set_current(prev_logger);
     return 0;
-fail:
-    mc_client_close(c);
-    mc_log_set_current(prev_logger);
-    return rc;
 }
 
 void mc_client_close(struct mc_client *c)
@@ -839,13 +858,9 @@ int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
         c->bufs = nb;
         c->capbufs = cap;
     }
-#ifdef MC_WITH_RDMA
-    if (c->rdma) {
-        rc = mc_transport_rdma_register(c->rdma, addr, len, NULL);
-        if (rc)
-            goto out;
-    }
-#endif
+    rc = mc_client_rdma_register_buffer(c, addr, len);
+    if (rc)
+        goto out;
     c->bufs[c->nbufs++] = (struct mc_reg_buffer){addr, len};
 out:
     pthread_mutex_unlock(&c->buf_lock);
@@ -861,10 +876,7 @@ int mc_unregister_buffer(struct mc_client *c, void *addr)
     pthread_mutex_lock(&c->buf_lock);
     for (size_t i = 0; i < c->nbufs; i++)
         if (c->bufs[i].addr == addr) {
-#ifdef MC_WITH_RDMA
-            if (c->rdma)
-                mc_transport_rdma_unregister(c->rdma, addr);
-#endif
+            mc_client_rdma_unregister_buffer(c, addr);
             c->bufs[i] = c->bufs[--c->nbufs];
             rc = 0;
             break;

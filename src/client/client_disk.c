@@ -29,54 +29,6 @@ static bool is_self(const struct mc_client *c, const Mc__LocalDiskLocation *h)
     return h && h->holder && h->holder->hi == c->id.hi && h->holder->lo == c->id.lo;
 }
 
-#ifdef MC_WITH_RDMA
-/* One holder's items in RDMA mode; those it cannot take that way stay status 1 for tcp. */
-static void rdma_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
-                       size_t m)
-{
-    for (size_t i = 0; i < m; i++)
-        items[i].status = 1; /* not taken: tcp */
-    uint32_t *rkeys = calloc(m, sizeof(*rkeys));
-    bool *temp = calloc(m, sizeof(*temp));
-    struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
-    size_t *at = calloc(m, sizeof(*at));
-    if (!rkeys || !temp || !sub || !at)
-        goto out;
-    size_t k = 0;
-    for (size_t i = 0; i < m; i++) {
-        if (!items[i].size || !items[i].buf)
-            continue;
-        uint32_t rk = 0;
-        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
-            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
-                continue; /* overlaps a registered range without lying inside it */
-            temp[i] = true;
-        }
-        rkeys[k] = rk;
-        at[k] = i;
-        sub[k++] = items[i];
-    }
-    if (k) {
-        int rc = mc_transport_tcp_disk_read_rdma(c->tcp, ep, c->endpoint, rkeys, sub, k);
-        for (size_t j = 0; j < k; j++) {
-            int st = rc ? rc : sub[j].status;
-            if (st == MC_ERR_NOT_SUPPORTED || st == MC_ERR_INVALID_PARAMS)
-                continue; /* the holder cannot push it: tcp */
-            items[at[j]] = sub[j];
-            items[at[j]].status = st;
-        }
-    }
-    for (size_t i = 0; i < m; i++)
-        if (temp[i])
-            mc_transport_rdma_unregister(c->rdma, items[i].buf);
-out:
-    free(rkeys);
-    free(temp);
-    free(sub);
-    free(at);
-}
-#endif
-
 /* The items of one holder: this process's own store (ep NULL) or one peer endpoint. */
 struct dgroup {
     const char *ep;
@@ -102,9 +54,8 @@ static void read_group(void *arg, size_t gi)
     }
     struct mc_disk_read_item *tcp = it, *left = NULL;
     size_t m = g->m, *at = NULL;
-#ifdef MC_WITH_RDMA
     if (d->c->rdma) {
-        rdma_group(d->c, g->ep, it, m);
+        mc_client_rdma_disk_group(d->c, g->ep, it, m);
         left = malloc(m * sizeof(*left)); /* what RDMA did not take, packed for one tcp request */
         at = malloc(m * sizeof(*at));
         size_t nl = 0;
@@ -121,7 +72,6 @@ static void read_group(void *arg, size_t gi)
         tcp = left;
         m = nl; /* 0 when out of memory: no request */
     }
-#endif
     int rc = mc_transport_tcp_disk_read(d->c->tcp, g->ep, tcp, m);
     for (size_t k = 0; k < m; k++) {
         if (rc)

@@ -3,9 +3,9 @@
  *
  * The client is split by job: client.c (open/close, config, exist/remove/query, registered
  * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize),
- * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload),
- * worker_promote.c (promotion). Helpers declared here are internal to the library; the test hooks
- * (MC_TEST_HOOKS builds) are for the test suite only.
+ * client_rdma.c (what protocol rdma adds), client_disk.c (LOCAL_DISK replica reads), disk_tier.c
+ * (the tier), worker.c (offload), worker_promote.c (promotion). Helpers declared here are internal
+ * to the library; the test hooks (MC_TEST_HOOKS builds) are for the test suite only.
  */
 #ifndef MC_CLIENT_CLIENT_INTERNAL_H
 #define MC_CLIENT_CLIENT_INTERNAL_H
@@ -98,10 +98,27 @@ int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, s
 void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const *holders,
                          struct mc_disk_read_item *items, size_t n);
 
-/* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
- * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
-int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
-                               const void *src, size_t len, uint32_t *crc);
+/* ---- protocol rdma (client_rdma.c; client_rdma_off.c in a build without RDMA) -------------- */
+
+struct mc_rdma_ops;
+/* Opens c->rdma (ops NULL = the real libraries); an error, logged, when the host has no usable
+ * device or the build has no RDMA: protocol rdma never falls back to tcp. */
+int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops);
+/* The rdma_cm listener on the peer server's port (no-op without c->rdma). */
+int mc_client_rdma_listen(struct mc_client *c);
+/* Registers the segment and fills ms's rkey and device (no-op without c->rdma). */
+int mc_client_rdma_mount_keys(struct mc_client *c, struct mc_mounted_segment *ms);
+/* The mount fence (epoch 0) of c's segment: registers it afresh so the old rkey dies, and hands
+ * the new rkey (0 on failure: re-mounted for tcp only) to the master link. */
+void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch);
+/* Registered buffers: registered with the rdma transport too (no-op without c->rdma). */
+int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len);
+void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr);
+/* LOCAL_DISK reads of one holder at ep in RDMA mode (the holder RDMA-writes the values into the
+ * items' buffers, registered for the call when they are not already): the items it could not
+ * take that way are left with status 1, for tcp (client_disk.c). */
+void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                               size_t m);
 
 /* ---- for tests --------------------------------------------------------------------------- */
 
@@ -132,7 +149,6 @@ void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms);
 void mc_client_test_corrupt_reads(struct mc_client *c, int n);
 /* The RDMA ops table the next mc_client_open calls use with protocol rdma (NULL = the real
  * libraries): the tests pass their loopback test provider (tests/rdma_fake.h). */
-struct mc_rdma_ops;
 void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops);
 #endif
 

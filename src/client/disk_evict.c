@@ -29,6 +29,7 @@
  * rename failed). The rename comes first, so no restart can ever adopt the file's records. */
 static int spare_keep_locked(struct mc_disk_store *s, struct disk_extent *x, const char *name)
 {
+    DISK_ASSERT_LOCKED(s);
     if (s->cfg.no_recycle || s->nspares >= DISK_MAX_SPARES || s->cap_limit)
         return 0; /* (a full filesystem needs the blocks back) */
     char spare[32];
@@ -47,6 +48,7 @@ static int spare_keep_locked(struct mc_disk_store *s, struct disk_extent *x, con
 /* Closes and deletes an extent with no live entries, readers or writers. */
 static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
 {
+    DISK_ASSERT_LOCKED(s);
     if (x->prev)
         x->prev->next = x->next;
     else
@@ -77,6 +79,7 @@ static void extent_delete_locked(struct mc_disk_store *s, struct disk_extent *x)
 
 void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x)
 {
+    DISK_ASSERT_LOCKED(s);
     if (!x || x->nlive > 0 || x->dropping || x->readers > 0 || x->writers > 0)
         return;
     mc_debug(DISK_COMP, "extent with no live record reclaimed",
@@ -87,6 +90,7 @@ void disk_reclaim_locked(struct mc_disk_store *s, struct disk_extent *x)
 
 void disk_spares_drop_locked(struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     for (unsigned i = 0; i < s->nspares; i++) {
         char spare[32];
         disk_extent_name(s->spares[i].id, 1, spare, sizeof(spare));
@@ -103,6 +107,7 @@ void disk_spares_drop_locked(struct mc_disk_store *s)
  * pinned one only when nothing unpinned does). */
 static struct disk_extent *pick_victim_locked(struct mc_disk_store *s, int hard)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_extent *pinned = NULL;
     for (struct disk_extent *x = s->oldest; x; x = x->next) {
         if (x->dropping || x->writers > 0 || (x == s->active && !hard)) {
@@ -141,6 +146,7 @@ struct reins {
 static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
                               const struct reins *j)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_kill k = {.x = x,
                           .off = off,
                           .key = j->key,
@@ -148,9 +154,9 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
                           .version = j->version,
                           .crc = j->crc,
                           .value_len = j->value_len};
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     int rc = disk_kill_sync(&k);
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     if (rc != 0) {
         x->unkilled++;
         s->kill_failures++;
@@ -163,16 +169,17 @@ static void reins_kill_locked(struct mc_disk_store *s, struct disk_extent *x, ui
  * is set. s->mu held on entry and exit. */
 static void move_hook_locked(struct mc_disk_store *s, int stage)
 {
+    DISK_ASSERT_LOCKED(s);
 #ifdef MC_TEST_HOOKS
-    pthread_mutex_lock(&s->faults.mu);
+    disk_faults_lock(&s->faults);
     void (*fn)(void *, int) = s->faults.f.on_move;
     void *ctx = s->faults.f.on_move_ctx;
-    pthread_mutex_unlock(&s->faults.mu);
+    disk_faults_unlock(&s->faults);
     if (!fn)
         return;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     fn(ctx, stage);
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
 #else
     (void)s;
     (void)stage;
@@ -184,6 +191,7 @@ static void move_hook_locked(struct mc_disk_store *s, int stage)
 static void clear_shadows_locked(struct mc_disk_store *s, struct disk_extent *x,
                                  const struct reins *moves, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t m = 0; m < n; m++) {
         if (!moves[m].moved)
             continue;
@@ -351,6 +359,7 @@ out:
 static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, struct reins **out,
                             size_t *nout, char **keys_out)
 {
+    DISK_ASSERT_LOCKED(s);
     *out = NULL;
     *nout = 0;
     *keys_out = NULL;
@@ -406,9 +415,9 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     r = disk_ring_get(s);
     if (r)
         disk_ring_sync_files_locked(s, r); /* the new extent's slot, if one was just made */
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     move_records(r, x, jobs, nj);
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     if (r)
         disk_ring_put_locked(s, r);
     move_hook_locked(s, MC_DISK_MOVE_COPIED);
@@ -475,6 +484,7 @@ fail:
  * s->mu around the moves and the callback. Returns 0 or an error code. */
 static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
 {
+    DISK_ASSERT_LOCKED(s);
     x->dropping = 1;
     x->sealed = 1;
     if (s->active == x)
@@ -509,9 +519,9 @@ static int evict_extent_locked(struct mc_disk_store *s, struct disk_extent *x)
     if (nmoves > 0)
         move_hook_locked(s, MC_DISK_MOVE_SWITCHED);
     if (s->cfg.evict_cb && n > 0) {
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
         int cb = s->cfg.evict_cb(s->cfg.evict_ctx, items, n);
-        pthread_mutex_lock(&s->mu);
+        disk_lock(s);
         if (cb != 0) {
             rc = cb < 0 ? cb : MC_ERR_INTERNAL_ERROR;
             mc_warn(DISK_COMP, "eviction refused by callback, nothing deleted",
@@ -552,6 +562,7 @@ out:
 /* Makes bytes_used + need <= capacity. s->mu held (released while evicting). */
 int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
 {
+    DISK_ASSERT_LOCKED(s);
     for (;;) {
         while (s->evicting)
             pthread_cond_wait(&s->cv, &s->mu);
@@ -573,6 +584,7 @@ int disk_make_room_locked(struct mc_disk_store *s, uint64_t need)
 /* Watermark eviction after an append: unpinned sealed extents, oldest first. */
 void disk_watermark_evict_locked(struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     while (!s->evicting && s->bytes_used > disk_high_water_locked(s)) {
         struct disk_extent *x = pick_victim_locked(s, 0);
         if (!x || evict_extent_locked(s, x) != 0)

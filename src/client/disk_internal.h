@@ -2,15 +2,19 @@
  * disk_internal.h - shared internals of the LOCAL_DISK store (disk_store.h), split by job:
  *   disk_store.c   open/close, read, pins, extent and entry bookkeeping
  *   disk_evict.c   capacity eviction, second-chance moves, extent deletion/reclaim and spares
- *   disk_write.c   append, remove, dead marks
+ *   disk_write.c   append, remove
+ *   disk_dead.c    dead marks (headers rewritten in place)
  *   disk_index.c   the key -> record hash index
  *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
  *   disk_recover.c the start-up scan that verifies extents and rebuilds the index
  *   disk_format.c  the on-disk record header (encode/verify)
  *
  * Locking: s->mu guards the index, the extent list and every counter; s->pool_mu guards the
- * ring pool (taken after s->mu when both are held); s->fault_mu guards the fault hook. No lock
- * is held during I/O or while a callback runs (except foreach, documented).
+ * ring pool (taken after s->mu when both are held); s->faults.mu guards the fault hook (taken
+ * last). No lock is held during I/O or while a callback runs (except foreach, documented).
+ * Every take and drop goes through disk_lock / disk_pool_lock / disk_faults_lock (below), which
+ * checking builds feed to the lock-order checker (common/lock_order.h), and every function
+ * named *_locked asserts s->mu is held (DISK_ASSERT_LOCKED).
  */
 #ifndef MC_CLIENT_DISK_INTERNAL_H
 #define MC_CLIENT_DISK_INTERNAL_H
@@ -21,6 +25,8 @@
 #include <stdint.h>
 
 #include "client/disk_store.h"
+#include "common/lock_order.h"
+#include "common/mc_assert.h"
 
 #define DISK_COMP "disk"
 #define DISK_HDR_SIZE 64u
@@ -30,8 +36,9 @@
 #define DISK_FLAG_DEAD 2u /* superseded or removed: skipped by length at recovery */
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
-#define DISK_SB_RECYCLED 1u /* superblock flag: the file held an older extent before */
-#define DISK_MAX_SPARES 2u  /* evicted extent files kept for reuse (disk_evict.c) */
+#define DISK_SB_RECYCLED 1u           /* superblock flag: the file held an older extent before */
+#define DISK_MAX_SPARES 2u            /* evicted extent files kept for reuse (disk_evict.c) */
+#define DISK_WINDOW_BYTES (64u << 20) /* scratch memory per I/O window of a write batch */
 
 static inline uint64_t disk_round_up(uint64_t v)
 {
@@ -249,16 +256,54 @@ struct mc_disk_store {
     } spares[DISK_MAX_SPARES];
     unsigned nspares;
     uint64_t recycled_extents; /* extents created from a spare */
+    uint32_t lo_idx;           /* tells stores apart in the lock-order checker */
 };
+
+/* s->mu, s->pool_mu and the fault hook's mutex: every take and drop goes through these, so a
+ * checking build knows which thread holds what (common/lock_order.h). */
+static inline void disk_lock(struct mc_disk_store *s)
+{
+    mc_lo_acquire(MC_LO_DISK_STORE, s->lo_idx);
+    pthread_mutex_lock(&s->mu);
+}
+static inline void disk_unlock(struct mc_disk_store *s)
+{
+    pthread_mutex_unlock(&s->mu);
+    mc_lo_release(MC_LO_DISK_STORE, s->lo_idx);
+}
+static inline void disk_pool_lock(struct mc_disk_store *s)
+{
+    mc_lo_acquire(MC_LO_DISK_POOL, s->lo_idx);
+    pthread_mutex_lock(&s->pool_mu);
+}
+static inline void disk_pool_unlock(struct mc_disk_store *s)
+{
+    pthread_mutex_unlock(&s->pool_mu);
+    mc_lo_release(MC_LO_DISK_POOL, s->lo_idx);
+}
+static inline void disk_faults_lock(struct disk_faults *f)
+{
+    mc_lo_acquire(MC_LO_DISK_FAULTS, 0);
+    pthread_mutex_lock(&f->mu);
+}
+static inline void disk_faults_unlock(struct disk_faults *f)
+{
+    pthread_mutex_unlock(&f->mu);
+    mc_lo_release(MC_LO_DISK_FAULTS, 0);
+}
+/* The first line of every *_locked function of the store. */
+#define DISK_ASSERT_LOCKED(s) MC_ASSERT(mc_lo_holds(MC_LO_DISK_STORE, (s)->lo_idx, false))
 
 /* The capacity eviction works against: the configured one, or the filesystem's room when that
  * is lower (cap_limit), and its high watermark. s->mu held. */
 static inline uint64_t disk_capacity_locked(const struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     return s->cap_limit && s->cap_limit < s->cfg.capacity ? s->cap_limit : s->cfg.capacity;
 }
 static inline uint64_t disk_high_water_locked(const struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     if (!s->cap_limit || s->cap_limit >= s->cfg.capacity)
         return s->hw_bytes;
     return (uint64_t)((double)s->cap_limit * s->cfg.high_watermark);
@@ -315,6 +360,13 @@ struct disk_kill {
 void disk_kill_encode(void *blk, const struct disk_kill *k);
 /* Synchronous kill (recovery): 0 or -errno. */
 int disk_kill_sync(const struct disk_kill *k);
+/* Writes the dead marks through r, in windows of DISK_WINDOW_BYTES (no lock held; the caller
+ * holds writers on each k->x); each k->res gets 0 or -errno. */
+void disk_kill_run(struct mc_disk_store *s, struct disk_ring *r, struct disk_kill *kills,
+                   size_t nk);
+/* After disk_kill_run, s->mu held: drops the writer counts the marks held and counts the
+ * failed marks on their extents (x->unkilled). */
+void disk_kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills, size_t nk);
 
 /* Start-up scan (disk_recover.c): called from open, before any other thread sees the store. */
 int disk_recover(struct mc_disk_store *s, char *err, size_t errlen);

@@ -328,7 +328,7 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t i = 0; i < nids; i++) {
         int fd = disk_open_extent_fd(s, ids[i], 0);
         struct stat st;
@@ -393,7 +393,7 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         }
     }
     s->files_gen++;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     if (s->dropped_records)
         mc_warn(DISK_COMP, "recovery dropped damaged records",
                 "path=%s records=%" PRIu64 " bytes=%" PRIu64, s->path, s->dropped_records,

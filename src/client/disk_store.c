@@ -9,6 +9,7 @@
  * its readers and writers (s->cv) before its file is closed and unlinked.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
@@ -51,6 +52,7 @@ int disk_open_extent_fd(struct mc_disk_store *s, uint64_t id, int create)
 struct disk_extent *disk_extent_add_locked(struct mc_disk_store *s, uint64_t id, int fd,
                                            uint64_t size)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_extent *x = calloc(1, sizeof(*x));
     if (!x)
         return NULL;
@@ -84,6 +86,7 @@ void disk_extent_name(uint64_t id, int spare, char *name, size_t len)
 
 void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, struct disk_extent *x)
 {
+    DISK_ASSERT_LOCKED(s);
     e->ext = x;
     e->eprev = NULL;
     e->enext = x->entries;
@@ -99,6 +102,7 @@ void disk_entry_attach_locked(struct mc_disk_store *s, struct disk_entry *e, str
 
 void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_extent *x = e->ext;
     if (e->eprev)
         e->eprev->enext = e->enext;
@@ -116,6 +120,7 @@ void disk_entry_detach_locked(struct mc_disk_store *s, struct disk_entry *e)
 
 void disk_entry_drop_locked(struct mc_disk_store *s, struct disk_entry *e)
 {
+    DISK_ASSERT_LOCKED(s);
     disk_entry_detach_locked(s, e);
     disk_index_unlink(&s->idx, e);
     free(e);
@@ -178,6 +183,7 @@ struct bad_set {
 static void bad_collect_locked(struct mc_disk_store *s, const struct mc_disk_get *items,
                                const struct rjob *jobs, size_t n, struct bad_set *b)
 {
+    DISK_ASSERT_LOCKED(s);
     size_t nbad = 0, keybytes = 0;
     for (size_t i = 0; i < n; i++)
         if (items[i].result == MC_ERR_CHECKSUM_MISMATCH && jobs[i].x) {
@@ -239,7 +245,7 @@ static void bad_finish(struct mc_disk_store *s, struct bad_set *b)
         goto out;
     for (size_t k = 0; k < b->nk; k++)
         b->kills[k].res = disk_kill_sync(&b->kills[k]);
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t k = 0; k < b->nk; k++) {
         struct disk_kill *kl = &b->kills[k];
         if (kl->res != 0) {
@@ -253,7 +259,7 @@ static void bad_finish(struct mc_disk_store *s, struct bad_set *b)
             disk_reclaim_locked(s, kl->x); /* (no later kill holds it: each held one) */
     }
     pthread_cond_broadcast(&s->cv);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     if (s->cfg.drop_cb && b->n > 0) {
         int cb = s->cfg.drop_cb(s->cfg.drop_ctx, b->items, b->n);
         if (cb != 0)
@@ -282,7 +288,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
         goto out;
     }
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t i = 0; i < n; i++) {
         struct mc_disk_get *g = &items[i];
         g->result = MC_OK;
@@ -313,7 +319,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
         e->ext->readers++;
     }
     disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 
     struct rctx c = {items, jobs, io_item, ios};
     size_t from = 0;
@@ -357,7 +363,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
         from = to;
     }
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     bad_collect_locked(s, items, jobs, n, &bad);
     int wake = 0;
     for (size_t i = 0; i < n; i++) {
@@ -373,12 +379,12 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
         pthread_cond_broadcast(&s->cv);
     disk_ring_put_locked(s, r);
     r = NULL;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 out:
     if (r) {
-        pthread_mutex_lock(&s->mu);
+        disk_lock(s);
         disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
     }
     bad_finish(s, &bad);
     free(jobs);
@@ -399,12 +405,12 @@ int mc_disk_store_lookup(struct mc_disk_store *s, const char *key, uint32_t key_
 {
     if (!s || !key || key_len == 0 || key_len > MC_DISK_MAX_KEY_LEN)
         return MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     struct disk_entry *e = disk_index_find(&s->idx, key, key_len);
     if (e && info)
         *info = (struct mc_disk_record_info){e->key, e->key_len,   e->version,
                                              e->crc, e->value_len, e->pins};
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     return e ? MC_OK : MC_ERR_OBJECT_NOT_FOUND;
 }
 
@@ -414,7 +420,7 @@ static int pin_delta(struct mc_disk_store *s, const char *key, uint32_t key_len,
     if (!s || !key || key_len == 0 || key_len > MC_DISK_MAX_KEY_LEN)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_OK;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     struct disk_entry *e = disk_index_find(&s->idx, key, key_len);
     if (!e) {
         rc = MC_ERR_OBJECT_NOT_FOUND;
@@ -426,7 +432,7 @@ static int pin_delta(struct mc_disk_store *s, const char *key, uint32_t key_len,
         if (version)
             *version = e->version;
     }
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     return rc;
 }
 
@@ -445,7 +451,7 @@ int mc_disk_store_foreach(struct mc_disk_store *s, mc_disk_foreach_fn fn, void *
     if (!s || !fn)
         return MC_ERR_INVALID_PARAMS;
     int rc = 0;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t b = 0; b < s->idx.nbuckets && rc == 0; b++) {
         for (struct disk_entry *e = s->idx.buckets[b]; e && rc == 0; e = e->hnext) {
             struct mc_disk_record_info info = {e->key, e->key_len,   e->version,
@@ -453,7 +459,7 @@ int mc_disk_store_foreach(struct mc_disk_store *s, mc_disk_foreach_fn fn, void *
             rc = fn(ctx, &info);
         }
     }
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
     return rc;
 }
 
@@ -462,7 +468,7 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     memset(u, 0, sizeof(*u));
     if (!s)
         return;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     u->bytes_used = s->bytes_used;
     u->capacity = s->cfg.capacity;
     u->live_bytes = s->live_bytes;
@@ -482,23 +488,23 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->capacity_limit = disk_capacity_locked(s);
     u->reclaimed_extents = s->reclaimed_extents;
     u->corrupt_dropped = s->corrupt_dropped;
-    pthread_mutex_unlock(&s->mu);
-    pthread_mutex_lock(&s->pool_mu);
+    disk_unlock(s);
+    disk_pool_lock(s);
     u->registered_buffers = s->last_buf_registered;
     u->window_maps = s->window_maps;
     u->registered_files = s->last_files_registered;
-    pthread_mutex_unlock(&s->pool_mu);
+    disk_pool_unlock(s);
 }
 
 #ifdef MC_TEST_HOOKS
 void mc_disk_store_test_set_fault(struct mc_disk_store *s, const struct mc_disk_fault *f)
 {
-    pthread_mutex_lock(&s->faults.mu);
+    disk_faults_lock(&s->faults);
     if (f)
         s->faults.f = *f;
     else
         memset(&s->faults.f, 0, sizeof(s->faults.f));
-    pthread_mutex_unlock(&s->faults.mu);
+    disk_faults_unlock(&s->faults);
 }
 #endif
 
@@ -577,6 +583,8 @@ int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_st
         s->cfg.staging_bytes = 4u << 20;
     s->cfg.staging_bytes = disk_round_up(s->cfg.staging_bytes);
     s->hw_bytes = (uint64_t)((double)s->cfg.capacity * s->cfg.high_watermark);
+    static _Atomic uint32_t next_lo_idx;
+    s->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     pthread_mutex_init(&s->pool_mu, NULL);
@@ -642,8 +650,11 @@ void mc_disk_store_close(struct mc_disk_store *s)
         close(x->fd);
         free(x);
     }
-    /* Spares hold nothing: give their space back. */
+    /* Spares hold nothing: give their space back (no other thread is left: the lock is
+     * taken for the function's contract only). */
+    disk_lock(s);
     disk_spares_drop_locked(s);
+    disk_unlock(s);
     if (s->lock_fd >= 0)
         close(s->lock_fd);
     if (s->dir_fd >= 0)

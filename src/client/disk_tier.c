@@ -17,6 +17,7 @@
 #ifdef MC_WITH_RDMA
 #include "client/rdma_disk.h"
 #endif
+#include "common/lock_order.h"
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -38,7 +39,7 @@ struct mc_disk_tier {
     char path[256];
     char endpoint[128];
     struct mc_disk_store *store;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* st and the serve queue; a leaf, through tier_lock / tier_unlock */
     pthread_cond_t cv;
     struct qnode *head, *tail;
     bool stop;
@@ -49,6 +50,20 @@ struct mc_disk_tier {
     int last_mount_rc; /* the last MountLocalDiskSegment failure logged (not repeated) */
     struct mc_disk_tier_stats st;
 };
+
+/* t->mu is a leaf: nothing is taken while it is held (checking builds check it, see
+ * common/lock_order.h). */
+static void tier_lock(struct mc_disk_tier *t)
+{
+    mc_lo_acquire(MC_LO_DISK_TIER, 0);
+    pthread_mutex_lock(&t->mu);
+}
+
+static void tier_unlock(struct mc_disk_tier *t)
+{
+    pthread_mutex_unlock(&t->mu);
+    mc_lo_release(MC_LO_DISK_TIER, 0);
+}
 
 static Mc__Uuid *uuid(struct mc_id id, Mc__Uuid *u)
 {
@@ -121,9 +136,9 @@ static int report_gone(struct mc_disk_tier *t, const struct mc_disk_evict_item *
         mc_warn("disk", "cannot tell the master about a disk eviction: nothing deleted",
                 "records=%zu rc=%s", n, mc_strerror(rc));
     } else {
-        pthread_mutex_lock(&t->mu);
+        tier_lock(t);
         t->st.evict_notified += n;
-        pthread_mutex_unlock(&t->mu);
+        tier_unlock(t);
         mc_info("disk",
                 dropped ? "damaged disk records reported to the master"
                         : "disk capacity eviction reported to the master",
@@ -313,11 +328,11 @@ int mc_disk_tier_register(struct mc_disk_tier *t)
     for (size_t i = 0; i < r.n; i++)
         free(r.v[i].key);
     free(r.v);
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     t->st.registrations++;
     t->st.reregistered += ok;
     t->st.refused += refused;
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
     if (rc)
         mc_error("disk", "re-registration of the disk records failed", "rc=%s", mc_strerror(rc));
     else
@@ -493,10 +508,10 @@ static void serve_rdma(struct mc_disk_tier *t, struct mc_rpc_call *call,
     uint64_t bytes = 0;
     for (size_t i = 0; i < n; i++)
         bytes += st[i] == 0 ? lens[i] : 0;
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     t->st.peer_reads += served;
     t->st.peer_bytes += bytes;
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
     Mc__PeerDiskReadResponse resp = MC__PEER_DISK_READ_RESPONSE__INIT;
     resp.n_statuses = resp.n_lengths = resp.n_crc32c = resp.n_crc_valid = n;
     resp.statuses = st;
@@ -608,10 +623,10 @@ static void serve(struct mc_disk_tier *t, struct mc_rpc_call *call)
     }
     free(take);
     free(at);
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     t->st.peer_reads += served;
     t->st.peer_bytes += bytes;
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
     Mc__PeerDiskReadResponse resp = MC__PEER_DISK_READ_RESPONSE__INIT;
     resp.n_statuses = n;
     resp.statuses = st;
@@ -646,9 +661,9 @@ void mc_disk_tier_on_peer_read(void *arg, struct mc_rpc_call *call)
     }
     q->call = call;
     q->next = NULL;
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     if (t->stop) {
-        pthread_mutex_unlock(&t->mu);
+        tier_unlock(t);
         free(q);
         mc_rpc_reply_status(call, MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
         return;
@@ -659,14 +674,14 @@ void mc_disk_tier_on_peer_read(void *arg, struct mc_rpc_call *call)
         t->head = q;
     t->tail = q;
     pthread_cond_signal(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
 }
 
 static void *serve_main(void *arg)
 {
     struct mc_disk_tier *t = arg;
     mc_log_set_current(t->logger);
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     for (;;) {
         while (!t->head && !t->stop)
             pthread_cond_wait(&t->cv, &t->mu);
@@ -677,15 +692,15 @@ static void *serve_main(void *arg)
         if (!t->head)
             t->tail = NULL;
         bool stopping = t->stop;
-        pthread_mutex_unlock(&t->mu);
+        tier_unlock(t);
         if (stopping)
             mc_rpc_reply_status(q->call, MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS);
         else
             serve(t, q->call);
         free(q);
-        pthread_mutex_lock(&t->mu);
+        tier_lock(t);
     }
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
     return NULL;
 }
 
@@ -755,10 +770,10 @@ void mc_disk_tier_stop(struct mc_disk_tier *t)
 {
     if (!t)
         return;
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     t->stop = true;
     pthread_cond_broadcast(&t->cv);
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
     for (int i = 0; i < t->nthreads; i++)
         pthread_join(t->threads[i], NULL);
     t->nthreads = 0;
@@ -782,7 +797,7 @@ struct mc_disk_store *mc_disk_tier_store(struct mc_disk_tier *t)
 
 void mc_disk_tier_get_stats(struct mc_disk_tier *t, struct mc_disk_tier_stats *st)
 {
-    pthread_mutex_lock(&t->mu);
+    tier_lock(t);
     *st = t->st;
-    pthread_mutex_unlock(&t->mu);
+    tier_unlock(t);
 }

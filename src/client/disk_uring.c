@@ -62,12 +62,12 @@ static struct disk_ring *ring_new(struct mc_disk_store *s)
         r->staging = NULL;
 
     int rc = io_uring_queue_init(r->depth, &r->ring, 0);
-    pthread_mutex_lock(&s->pool_mu);
+    disk_pool_lock(s);
     if (rc < 0) {
         if (!s->logged_no_uring++)
             mc_warn(DISK_COMP, "io_uring unavailable, using pread/pwrite", "path=%s err=%d",
                     s->path, -rc);
-        pthread_mutex_unlock(&s->pool_mu);
+        disk_pool_unlock(s);
         return r;
     }
     r->uring = 1;
@@ -94,7 +94,7 @@ static struct disk_ring *ring_new(struct mc_disk_store *s)
     }
     s->last_buf_registered = r->buf_registered;
     s->last_files_registered = r->files_registered;
-    pthread_mutex_unlock(&s->pool_mu);
+    disk_pool_unlock(s);
     return r;
 }
 
@@ -113,11 +113,11 @@ static void ring_free(struct disk_ring *r)
 
 struct disk_ring *disk_ring_get(struct mc_disk_store *s)
 {
-    pthread_mutex_lock(&s->pool_mu);
+    disk_pool_lock(s);
     struct disk_ring *r = s->pool;
     if (r)
         s->pool = r->next;
-    pthread_mutex_unlock(&s->pool_mu);
+    disk_pool_unlock(s);
     if (!r)
         r = ring_new(s);
     if (r) {
@@ -129,6 +129,7 @@ struct disk_ring *disk_ring_get(struct mc_disk_store *s)
 
 void disk_ring_sync_files_locked(struct mc_disk_store *s, struct disk_ring *r)
 {
+    DISK_ASSERT_LOCKED(s);
     if (!r->files_registered || r->files_gen == s->files_gen)
         return;
     int rc = io_uring_register_files_update(&r->ring, 0, s->slot_fds, DISK_MAX_SLOTS);
@@ -145,23 +146,25 @@ void disk_ring_sync_files_locked(struct mc_disk_store *s, struct disk_ring *r)
 
 void disk_ring_put_locked(struct mc_disk_store *s, struct disk_ring *r)
 {
+    DISK_ASSERT_LOCKED(s);
     if (r->broken) {
         ring_free(r);
         return;
     }
     disk_ring_sync_files_locked(s, r);
-    pthread_mutex_lock(&s->pool_mu);
+    disk_pool_lock(s);
     r->next = s->pool;
     s->pool = r;
-    pthread_mutex_unlock(&s->pool_mu);
+    disk_pool_unlock(s);
 }
 
 void disk_pool_sync_files_locked(struct mc_disk_store *s)
 {
-    pthread_mutex_lock(&s->pool_mu);
+    DISK_ASSERT_LOCKED(s);
+    disk_pool_lock(s);
     for (struct disk_ring *r = s->pool; r; r = r->next)
         disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->pool_mu);
+    disk_pool_unlock(s);
 }
 
 void disk_pool_destroy(struct mc_disk_store *s)
@@ -242,9 +245,9 @@ void *disk_ring_window(struct mc_disk_store *s, struct disk_ring *r, size_t len,
         }
     }
     if (p) {
-        pthread_mutex_lock(&s->pool_mu);
+        disk_pool_lock(s);
         s->window_maps++;
-        pthread_mutex_unlock(&s->pool_mu);
+        disk_pool_unlock(s);
     }
     return p;
 }
@@ -263,7 +266,7 @@ static int fault_take(struct disk_faults *f, int write, int submit)
     if (!f)
         return 0;
     int kind = MC_DISK_FAULT_NONE;
-    pthread_mutex_lock(&f->mu);
+    disk_faults_lock(f);
     if (f->f.kind != MC_DISK_FAULT_NONE && (f->f.kind == MC_DISK_FAULT_SUBMIT) == (submit != 0) &&
         (f->f.ops & (write ? MC_DISK_FAULT_WRITE : MC_DISK_FAULT_READ))) {
         if (f->f.skip > 0) {
@@ -274,7 +277,7 @@ static int fault_take(struct disk_faults *f, int write, int submit)
                 f->f.kind = MC_DISK_FAULT_NONE;
         }
     }
-    pthread_mutex_unlock(&f->mu);
+    disk_faults_unlock(f);
     return kind;
 #else
     (void)f;
@@ -371,10 +374,10 @@ static void before_io(struct disk_faults *f, struct disk_io *ios, size_t n)
 #ifdef MC_TEST_HOOKS
     if (!f || n == 0)
         return;
-    pthread_mutex_lock(&f->mu);
+    disk_faults_lock(f);
     void (*fn)(void *, int) = f->f.before_io;
     void *ctx = f->f.before_io_ctx;
-    pthread_mutex_unlock(&f->mu);
+    disk_faults_unlock(f);
     if (fn)
         fn(ctx, ios[0].write);
 #else

@@ -2,7 +2,8 @@
  * disk_write.c - the LOCAL_DISK store's write path (design in disk_store.h): appends, removals
  * and the in-place "dead" marks that keep a superseded record from coming back.
  *
- * Append (write_jobs): under the store lock, refuse stale versions, make room (evicting whole
+ * Append (write_jobs, one struct wbatch through phase functions named by lock state): under
+ * the store lock, refuse stale versions, make room (evicting whole
  * extents through the callback), then reserve each record's place in the active extent (a new
  * extent file, with its superblock, when it is full) and count a writer on the extent. Without
  * the lock, encode the records back to back into an aligned buffer (the ring's staging, or the
@@ -25,7 +26,8 @@
  * skipped). The marks of a batch go out as one ring batch after the commit, while the batch
  * still holds writer counts on the new records' extents and on the extents of the dead records,
  * so neither can be evicted in between. A mark that fails is counted on the dead record's extent
- * (x->unkilled): eviction then never passes that extent (pick_victim_locked).
+ * (x->unkilled): eviction then never passes that extent (pick_victim_locked). The marks are
+ * encoded and written by disk_dead.c.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +44,7 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
-#define WINDOW_BYTES (64u << 20)    /* scratch memory per I/O window */
+#define WINDOW_BYTES DISK_WINDOW_BYTES
 #define NOSPACE_HEADROOM (1u << 20) /* free bytes beyond an append to resume after ENOSPC */
 
 struct wjob {
@@ -73,6 +75,7 @@ static int fs_has_room(struct mc_disk_store *s, uint64_t need)
 
 static void set_no_space_locked(struct mc_disk_store *s, int on)
 {
+    DISK_ASSERT_LOCKED(s);
     if (s->no_space == on)
         return;
     s->no_space = on;
@@ -99,6 +102,7 @@ static void set_no_space_locked(struct mc_disk_store *s, int on)
  * once the configured capacity fits. s->mu held (one fstatvfs). */
 static void cap_limit_refresh_locked(struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     struct statvfs st;
     if (!s->cap_limit || fstatvfs(s->dir_fd, &st) != 0)
         return;
@@ -132,6 +136,7 @@ static uint64_t new_nonce(void)
  * one is kept: its new superblock goes out first, then it takes its new name. */
 static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **out)
 {
+    DISK_ASSERT_LOCKED(s);
     uint64_t id = s->next_extent_id++;
     char name[32], cur[32]; /* cur: the file's name now (the spare's, until renamed) */
     disk_extent_name(id, 0, name, sizeof(name));
@@ -195,6 +200,7 @@ fail:
 /* Places jobs with result MC_OK in extents. s->mu held. */
 static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t i = 0; i < n; i++) {
         struct wjob *j = &jobs[i];
         if (j->result != MC_OK)
@@ -226,123 +232,13 @@ static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     }
 }
 
-/* ---------------------------------------------------------------- dead marks */
-
-void disk_kill_encode(void *blk, const struct disk_kill *k)
-{
-    struct disk_hdr h = {.flags = DISK_FLAG_DEAD,
-                         .key_len = k->key_len,
-                         .value_len = k->value_len,
-                         .version = k->version,
-                         .value_crc = k->crc,
-                         .ext_id = k->x->id,
-                         .off = k->off,
-                         .nonce = k->x->nonce};
-    disk_hdr_encode(blk, &h, k->key);
-}
-
-int disk_kill_sync(const struct disk_kill *k)
-{
-    size_t len = disk_hdr_block(k->key_len);
-    void *blk = NULL;
-    if (posix_memalign(&blk, MC_DISK_BLOCK, len) != 0)
-        return -ENOMEM;
-    disk_kill_encode(blk, k);
-    ssize_t w;
-    do {
-        w = pwrite(k->x->fd, blk, len, (off_t)k->off);
-    } while (w < 0 && errno == EINTR);
-    int rc = w == (ssize_t)len ? 0 : w < 0 ? -errno : -EIO;
-    free(blk);
-    return rc;
-}
-
-struct kctx {
-    struct disk_kill *kills;
-    size_t *io_kill;
-    struct disk_io *ios;
-};
-
-static void kill_done(void *ctx, size_t i)
-{
-    struct kctx *c = ctx;
-    struct disk_io *io = &c->ios[i];
-    c->kills[c->io_kill[i]].res = io->res == (int)io->len ? 0 : io->res < 0 ? io->res : -EIO;
-}
-
-/* Writes the dead marks through r (no lock held; the caller holds writers on each k->x). */
-static void kill_run(struct mc_disk_store *s, struct disk_ring *r, struct disk_kill *kills,
-                     size_t nk)
-{
-    struct disk_io *ios = calloc(nk ? nk : 1, sizeof(*ios));
-    size_t *io_kill = calloc(nk ? nk : 1, sizeof(*io_kill));
-    int *heap = calloc(nk ? nk : 1, sizeof(*heap));
-    if (!ios || !io_kill || !heap) {
-        for (size_t i = 0; i < nk; i++)
-            kills[i].res = disk_kill_sync(&kills[i]);
-        goto out;
-    }
-    size_t from = 0;
-    while (from < nk) {
-        size_t nio = 0, to = from;
-        uint64_t bytes = 0;
-        r->staging_used = 0;
-        for (; to < nk && (to == from || bytes < WINDOW_BYTES); to++) {
-            struct disk_kill *k = &kills[to];
-            size_t len = disk_hdr_block(k->key_len);
-            void *buf = disk_ring_scratch(r, len, &heap[nio]);
-            if (!buf) {
-                k->res = disk_kill_sync(k);
-                continue;
-            }
-            disk_kill_encode(buf, k);
-            ios[nio] = (struct disk_io){.fd = k->x->fd,
-                                        .slot = k->x->slot,
-                                        .buf = buf,
-                                        .len = (uint32_t)len,
-                                        .off = k->off,
-                                        .write = 1};
-            io_kill[nio++] = to;
-            bytes += len;
-        }
-        struct kctx c = {kills, io_kill, ios};
-        disk_ring_run(r, ios, nio, &s->faults, kill_done, &c);
-        for (size_t i = 0; i < nio; i++) {
-            if (heap[i])
-                free(ios[i].buf);
-            heap[i] = 0;
-        }
-        from = to;
-    }
-out:
-    free(ios);
-    free(io_kill);
-    free(heap);
-}
-
-/* After kill_run, s->mu held: drop the writer counts the marks held and count failed marks. */
-static void kill_finish_locked(struct mc_disk_store *s, struct disk_kill *kills, size_t nk)
-{
-    for (size_t i = 0; i < nk; i++) {
-        struct disk_kill *k = &kills[i];
-        if (k->res != 0) {
-            k->x->unkilled++;
-            s->kill_failures++;
-            mc_error(DISK_COMP, "cannot mark superseded record dead; its extent now goes first",
-                     "path=%s extent=%" PRIu64 " off=%" PRIu64 " err=%d", s->path, k->x->id, k->off,
-                     -k->res);
-        }
-        if (k->held && --k->x->writers == 0)
-            disk_reclaim_locked(s, k->x); /* (no later kill holds it: each held one) */
-    }
-}
-
 /* ---------------------------------------------------------------- append */
 
 /* Commits a written record; fills *k (returns 1) when a record must be marked dead: the one it
  * replaces, or itself when it lost to a newer version. */
 static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_kill *k)
 {
+    DISK_ASSERT_LOCKED(s);
     struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
     *k = (struct disk_kill){.key = j->key, .key_len = j->key_len};
     struct disk_entry *ne = NULL;
@@ -553,6 +449,7 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
  * past the end. s->mu held. */
 static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (int progress = 1; progress;) {
         progress = 0;
         for (size_t i = 0; i < n; i++) {
@@ -581,6 +478,7 @@ static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n
  * batch), less a superblock for every extent the batch would open. s->mu held. */
 static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
 {
+    DISK_ASSERT_LOCKED(s);
     uint64_t stuck = 0;
     for (const struct disk_extent *x = s->oldest; x; x = x->next)
         if (x->dropping || x->writers > 0)
@@ -591,29 +489,56 @@ static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
     return room > sbs ? room - sbs : 0;
 }
 
-static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
-{
-    int rc = MC_OK;
-    struct disk_ring *r = disk_ring_get(s);
-    struct disk_io *ios = calloc(n ? n : 1, sizeof(*ios));
-    struct wjob **iojobs = calloc(n ? n : 1, sizeof(*iojobs));
-    size_t *first = calloc(n ? n : 1, sizeof(*first));
-    size_t *count = calloc(n ? n : 1, sizeof(*count));
-    struct disk_kill *kills = calloc(n ? n : 1, sizeof(*kills));
-    size_t nk = 0;
-    if (!r || !ios || !iojobs || !first || !count || !kills) {
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].result == MC_OK)
-                jobs[i].result = MC_ERR_INTERNAL_ERROR;
-        goto out;
-    }
+/* One append batch on its way through the write path. Its phases are named by the lock state
+ * they run in (_locked: s->mu held; _unlocked: no lock, I/O); write_jobs runs them in order
+ * and batch_end is every path's ending. The window scratch (run: ios, members, first, count)
+ * and the dead marks hold n entries each. */
+struct wbatch {
+    struct mc_disk_store *s;
+    struct wjob *jobs;
+    size_t n;
+    struct disk_ring *r; /* NULL once given back */
+    struct wrun run;
+    struct disk_kill *kills;
+    size_t nk;
+};
 
-    pthread_mutex_lock(&s->mu);
+/* Fails every job still MC_OK with rc. */
+static void batch_fail_rest(struct wbatch *b, int rc)
+{
+    for (size_t i = 0; i < b->n; i++)
+        if (b->jobs[i].result == MC_OK)
+            b->jobs[i].result = rc;
+}
+
+/* The ring and the scratch; on failure every job fails (INTERNAL_ERROR). */
+static int batch_init(struct wbatch *b, struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    size_t cap = n ? n : 1;
+    *b = (struct wbatch){.s = s, .jobs = jobs, .n = n};
+    b->r = disk_ring_get(s);
+    b->run.ios = calloc(cap, sizeof(*b->run.ios));
+    b->run.members = calloc(cap, sizeof(*b->run.members));
+    b->run.first = calloc(cap, sizeof(*b->run.first));
+    b->run.count = calloc(cap, sizeof(*b->run.count));
+    b->kills = calloc(cap, sizeof(*b->kills));
+    if (b->r && b->run.ios && b->run.members && b->run.first && b->run.count && b->kills)
+        return MC_OK;
+    batch_fail_rest(b, MC_ERR_INTERNAL_ERROR);
+    return MC_ERR_INTERNAL_ERROR;
+}
+
+/* Refuses stale versions and what cannot fit, then makes room for the rest (eviction may
+ * release s->mu while its callback runs). On failure the rest fail with its code. */
+static int batch_admit_locked(struct wbatch *b)
+{
+    struct mc_disk_store *s = b->s;
+    DISK_ASSERT_LOCKED(s);
     cap_limit_refresh_locked(s);
     uint64_t need = 0, room = room_after_eviction_locked(s);
     size_t cut = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
+    for (size_t i = 0; i < b->n; i++) {
+        struct wjob *j = &b->jobs[i];
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
@@ -632,7 +557,8 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
     if (cut > 0)
         mc_warn(DISK_COMP, "batch larger than the store can hold, the rest refused",
                 "path=%s refused=%zu of=%zu accepted_bytes=%" PRIu64 " capacity=%" PRIu64, s->path,
-                cut, n, need, s->cfg.capacity);
+                cut, b->n, need, s->cfg.capacity);
+    int rc = MC_OK;
     if (need > 0 && s->no_space && !fs_has_room(s, need)) {
         /* Full: make room against the filesystem's room (cap_limit), then refuse without
          * touching the disk if the filesystem still has none. */
@@ -643,98 +569,154 @@ static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         rc = disk_make_room_locked(s, need);
     }
     if (rc != MC_OK) {
-        for (size_t i = 0; i < n; i++)
-            if (jobs[i].result == MC_OK)
-                jobs[i].result = rc;
+        batch_fail_rest(b, rc);
         disk_watermark_evict_locked(s); /* a full filesystem: make room for the next one */
-        pthread_mutex_unlock(&s->mu);
-        goto out;
     }
-    place_locked(s, jobs, n);
-    disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
 
-    /* Windows bound the scratch memory of a large batch. */
+/* Reserves each admitted record's place (a writer counted on its extent). */
+static void batch_place_locked(struct wbatch *b)
+{
+    DISK_ASSERT_LOCKED(b->s);
+    place_locked(b->s, b->jobs, b->n);
+    disk_ring_sync_files_locked(b->s, b->r);
+}
+
+/* Writes the placed records, window by window (windows bound the scratch memory of a large
+ * batch). */
+static void batch_write_unlocked(struct wbatch *b)
+{
     size_t from = 0;
-    while (from < n) {
+    while (from < b->n) {
         size_t to = from;
         uint64_t bytes = 0;
-        while (to < n && (to == from || bytes < WINDOW_BYTES)) {
-            if (jobs[to].result == MC_OK)
-                bytes += disk_record_size(jobs[to].key_len, jobs[to].len);
+        while (to < b->n && (to == from || bytes < WINDOW_BYTES)) {
+            if (b->jobs[to].result == MC_OK)
+                bytes += disk_record_size(b->jobs[to].key_len, b->jobs[to].len);
             to++;
         }
-        struct wrun c = {ios, iojobs, first, count, 0, NULL};
-        write_window(s, r, jobs, from, to, bytes, &c);
+        b->run.failed = 0;
+        b->run.buf = NULL;
+        write_window(b->s, b->r, b->jobs, from, to, bytes, &b->run);
         from = to;
     }
+}
 
-    pthread_mutex_lock(&s->mu);
+/* Indexes the records written in full (collecting the dead marks they call for), gives back
+ * the space of failed ones where it can, and tracks whether the filesystem is full. */
+static void batch_commit_locked(struct wbatch *b)
+{
+    struct mc_disk_store *s = b->s;
+    DISK_ASSERT_LOCKED(s);
     int any_ok = 0, any_nospace = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
+    for (size_t i = 0; i < b->n; i++) {
+        struct wjob *j = &b->jobs[i];
         if (!j->x)
             continue;
         if (j->result == MC_OK) {
-            nk += (size_t)commit_locked(s, j, &kills[nk]);
+            b->nk += (size_t)commit_locked(s, j, &b->kills[b->nk]);
             any_ok |= j->result == MC_OK;
         } else if (j->err) {
             s->write_errors++;
             any_nospace |= j->err == ENOSPC || j->err == EDQUOT;
         }
     }
-    rollback_locked(s, jobs, n);
+    rollback_locked(s, b->jobs, b->n);
     if (any_nospace)
         set_no_space_locked(s, 1);
     else if (any_ok)
         set_no_space_locked(s, 0);
-    if (nk > 0)
-        disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    if (b->nk > 0)
+        disk_ring_sync_files_locked(s, b->r);
+}
 
-    if (nk > 0)
-        kill_run(s, r, kills, nk);
+/* Writes the dead marks (the batch still holds writers on every extent they touch). */
+static void batch_kill_unlocked(struct wbatch *b)
+{
+    if (b->nk > 0)
+        disk_kill_run(b->s, b->r, b->kills, b->nk);
+}
 
-    pthread_mutex_lock(&s->mu);
-    kill_finish_locked(s, kills, nk);
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].x && --jobs[i].x->writers == 0)
-            disk_reclaim_locked(s, jobs[i].x); /* (no later job holds it) */
+/* Gives the ring back to the pool (at most once). */
+static void batch_put_ring_locked(struct wbatch *b)
+{
+    DISK_ASSERT_LOCKED(b->s);
+    if (b->r)
+        disk_ring_put_locked(b->s, b->r);
+    b->r = NULL;
+}
+
+/* Drops the batch's writer counts (reclaiming extents left empty), wakes waiters, runs the
+ * watermark pass and gives the ring back. */
+static void batch_release_locked(struct wbatch *b)
+{
+    struct mc_disk_store *s = b->s;
+    DISK_ASSERT_LOCKED(s);
+    disk_kill_finish_locked(s, b->kills, b->nk);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->jobs[i].x && --b->jobs[i].x->writers == 0)
+            disk_reclaim_locked(s, b->jobs[i].x); /* (no later job holds it) */
     pthread_cond_broadcast(&s->cv);
     disk_watermark_evict_locked(s);
     /* A record of this batch that the watermark pass just evicted (a batch past the high
      * watermark) is gone: its caller has not told the master about it yet, so the eviction's
      * report found nothing to drop, and reporting it stored now would list a replica without
      * bytes. It fails instead. */
-    for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
+    for (size_t i = 0; i < b->n; i++) {
+        struct wjob *j = &b->jobs[i];
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
         if (!e || e->version != j->version)
             j->result = MC_ERR_UNABLE_OFFLOAD;
     }
-    disk_ring_put_locked(s, r);
-    r = NULL;
-    pthread_mutex_unlock(&s->mu);
-out:
-    if (r) {
-        pthread_mutex_lock(&s->mu);
-        disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
+    batch_put_ring_locked(b);
+}
+
+/* Every batch's ending: the ring back if a phase did not give it, the scratch freed; the
+ * first failing job's code, or MC_OK. */
+static int batch_end(struct wbatch *b)
+{
+    if (b->r) {
+        disk_lock(b->s);
+        batch_put_ring_locked(b);
+        disk_unlock(b->s);
     }
-    free(ios);
-    free(iojobs);
-    free(first);
-    free(count);
-    free(kills);
-    rc = MC_OK;
-    for (size_t i = 0; i < n; i++)
-        if (jobs[i].result != MC_OK) {
-            rc = jobs[i].result;
-            break;
-        }
-    return rc;
+    free(b->run.ios);
+    free(b->run.members);
+    free(b->run.first);
+    free(b->run.count);
+    free(b->kills);
+    for (size_t i = 0; i < b->n; i++)
+        if (b->jobs[i].result != MC_OK)
+            return b->jobs[i].result;
+    return MC_OK;
+}
+
+/* Appends a batch: admitted and placed under the lock, written without it, committed under
+ * it, dead marks written without it, writer counts dropped under it. */
+static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+{
+    struct wbatch b;
+    if (batch_init(&b, s, jobs, n) != MC_OK)
+        return batch_end(&b);
+    disk_lock(s);
+    int rc = batch_admit_locked(&b);
+    if (rc == MC_OK)
+        batch_place_locked(&b);
+    disk_unlock(s);
+    if (rc != MC_OK)
+        return batch_end(&b);
+    batch_write_unlocked(&b);
+    disk_lock(s);
+    batch_commit_locked(&b);
+    disk_unlock(s);
+    batch_kill_unlocked(&b);
+    disk_lock(s);
+    batch_release_locked(&b);
+    disk_unlock(s);
+    return batch_end(&b);
 }
 
 int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *items, size_t n,
@@ -775,6 +757,7 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
 static int remove_must_wait_locked(struct mc_disk_store *s, const char *const *keys,
                                    const uint32_t *key_lens, size_t n)
 {
+    DISK_ASSERT_LOCKED(s);
     for (size_t i = 0; i < n; i++) {
         if (!keys[i] || key_lens[i] == 0 || key_lens[i] > MC_DISK_MAX_KEY_LEN)
             continue;
@@ -805,7 +788,7 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
     int oom = !kills || !kill_of || !shadow_of || !res || !r;
     if (oom)
         goto out;
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     while (remove_must_wait_locked(s, keys, key_lens, n))
         pthread_cond_wait(&s->cv, &s->mu); /* the eviction broadcasts when its copies are done */
     for (size_t i = 0; i < n; i++) {
@@ -844,11 +827,11 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
         }
     }
     disk_ring_sync_files_locked(s, r);
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 
-    kill_run(s, r, kills, nk);
+    disk_kill_run(s, r, kills, nk);
 
-    pthread_mutex_lock(&s->mu);
+    disk_lock(s);
     for (size_t i = 0; i < n; i++) {
         if (!kill_of[i])
             continue;
@@ -881,12 +864,12 @@ int mc_disk_store_remove(struct mc_disk_store *s, const char *const *keys, const
     pthread_cond_broadcast(&s->cv);
     disk_ring_put_locked(s, r);
     r = NULL;
-    pthread_mutex_unlock(&s->mu);
+    disk_unlock(s);
 out:
     if (r) {
-        pthread_mutex_lock(&s->mu);
+        disk_lock(s);
         disk_ring_put_locked(s, r);
-        pthread_mutex_unlock(&s->mu);
+        disk_unlock(s);
     }
     for (size_t i = 0; i < n; i++) {
         int ri = oom ? MC_ERR_INTERNAL_ERROR : res[i];
@@ -907,6 +890,7 @@ out:
 int disk_reserve_locked(struct mc_disk_store *s, uint64_t rec, struct disk_extent **xo,
                         uint64_t *off)
 {
+    DISK_ASSERT_LOCKED(s);
     if (s->no_space)
         return MC_ERR_UNABLE_OFFLOAD;
     struct disk_extent *x = s->active;

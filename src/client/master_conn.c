@@ -18,6 +18,7 @@
 
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -304,7 +305,7 @@ static int try_recover(struct mc_master_conn *mc)
     mc_rpc_client_disconnect(RPC(mc));
     rc = mc_rpc_client_connect(RPC(mc));
     if (rc == 0)
-        rc = mc_rpc_check_version(RPC(mc), NULL, 0);
+        rc = mc_service_ready_check(RPC(mc), NULL, 0);
     if (rc == 0)
         rc = ping_once(mc);
     if (rc == 0) {
@@ -404,7 +405,7 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
         goto fail;
     r = mc_rpc_client_connect(RPC(mc));
     if (r == 0)
-        r = mc_rpc_check_version(RPC(mc), NULL, 0);
+        r = mc_service_ready_check(RPC(mc), NULL, 0);
     if (r) {
         mc_error("client", "cannot reach the master", "master=%s rc=%s", mc->address,
                  mc_strerror(r));

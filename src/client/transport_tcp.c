@@ -44,7 +44,9 @@
 #include "common/auth.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
+#include "common/lock_order.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "common/net.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
@@ -75,7 +77,8 @@ struct tcp_transport {
     struct mc_transport base;
     struct mc_tcp_transport_config cfg;
     struct mc_auth_key auth;
-    pthread_mutex_t lock;
+    pthread_mutex_t lock; /* through tcp_lock / tcp_unlock only */
+    uint32_t lo_idx;      /* tells transports apart in the lock-order checker */
     struct peer *peers;
     uint64_t npeers, next_prune_ms;              /* under lock */
     uint64_t connects, reuses, retries, expired; /* under lock */
@@ -94,6 +97,22 @@ void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg)
     cfg->idle_timeout_ms = 30000;
     cfg->max_conn_age_ms = 600000;
 }
+
+/* t->lock: every take and drop goes through these, so a checking build knows which thread
+ * holds it (common/lock_order.h); the functions that need it assert it (TCP_ASSERT_LOCKED). */
+static void tcp_lock(struct tcp_transport *t)
+{
+    mc_lo_acquire(MC_LO_TCP_PEERS, t->lo_idx);
+    pthread_mutex_lock(&t->lock);
+}
+
+static void tcp_unlock(struct tcp_transport *t)
+{
+    pthread_mutex_unlock(&t->lock);
+    mc_lo_release(MC_LO_TCP_PEERS, t->lo_idx);
+}
+
+#define TCP_ASSERT_LOCKED(t) MC_ASSERT(mc_lo_holds(MC_LO_TCP_PEERS, (t)->lo_idx, false))
 
 static uint64_t now_ms(const struct tcp_transport *t)
 {
@@ -147,15 +166,16 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
     c->next_id = 1;
     c->born_ms = now_ms(t);
     *out = c;
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     t->connects++;
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
     return 0;
 }
 
 /* Under lock. */
 static struct peer *peer_find(struct tcp_transport *t, const char *endpoint, bool create)
 {
+    TCP_ASSERT_LOCKED(t);
     for (struct peer *p = t->peers; p; p = p->next)
         if (strcmp(p->endpoint, endpoint) == 0)
             return p;
@@ -179,6 +199,7 @@ static struct peer *peer_find(struct tcp_transport *t, const char *endpoint, boo
 /* Under lock: unlinks *pp (closing its idle connections) and frees it. */
 static void peer_drop(struct tcp_transport *t, struct peer **pp)
 {
+    TCP_ASSERT_LOCKED(t);
     struct peer *p = *pp;
     *pp = p->next;
     for (uint32_t i = 0; i < p->nidle; i++)
@@ -196,6 +217,7 @@ static bool conn_expired(const struct tcp_transport *t, const struct conn *c, ui
 /* Under lock: closes expired idle connections, drops entries unused for the idle time. */
 static void prune_locked(struct tcp_transport *t, uint64_t now)
 {
+    TCP_ASSERT_LOCKED(t);
     t->next_prune_ms = now + PRUNE_EVERY_MS;
     for (struct peer **pp = &t->peers; *pp;) {
         struct peer *p = *pp;
@@ -219,28 +241,28 @@ static void prune_locked(struct tcp_transport *t, uint64_t now)
 void mc_transport_tcp_prune(struct mc_transport *tp)
 {
     struct tcp_transport *t = (struct tcp_transport *)tp;
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     prune_locked(t, now_ms(t));
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
 }
 
 /* The endpoint failed (no connection, or one broke mid-transfer): its pooled connections are
  * most likely dead too, and a peer that is gone must not keep an entry. */
 static void peer_forget(struct tcp_transport *t, const char *endpoint)
 {
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     for (struct peer **pp = &t->peers; *pp; pp = &(*pp)->next)
         if (strcmp((*pp)->endpoint, endpoint) == 0) {
             peer_drop(t, pp);
             break;
         }
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
 }
 
 static struct conn *pool_take(struct tcp_transport *t, const char *endpoint)
 {
     struct conn *c = NULL;
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     uint64_t now = now_ms(t);
     if (now >= t->next_prune_ms)
         prune_locked(t, now);
@@ -258,13 +280,13 @@ static struct conn *pool_take(struct tcp_transport *t, const char *endpoint)
     }
     if (c)
         t->reuses++;
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
     return c;
 }
 
 static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn *c)
 {
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     uint64_t now = now_ms(t);
     if (now - c->born_ms >= t->cfg.max_conn_age_ms) {
         t->expired++; /* old enough: a fresh one next time */
@@ -278,7 +300,7 @@ static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn
             c = NULL;
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
     conn_close(c);
 }
 
@@ -491,9 +513,9 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         }
         conn_close(c);
         if (rc == MC_ERR_TRANSFER_FAIL && reused && !any) {
-            pthread_mutex_lock(&t->lock);
+            tcp_lock(t);
             t->retries++;
-            pthread_mutex_unlock(&t->lock);
+            tcp_unlock(t);
             continue; /* a pooled connection the peer had closed: dial afresh once */
         }
         if (rc == MC_ERR_TRANSFER_FAIL) {
@@ -580,6 +602,8 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
         free(t);
         return MC_ERR_INVALID_PARAMS;
     }
+    static _Atomic uint32_t next_lo_idx;
+    t->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     pthread_mutex_init(&t->lock, NULL);
     t->base.ops = &tcp_ops;
     *out = &t->base;
@@ -589,7 +613,7 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
 void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport_stats *st)
 {
     struct tcp_transport *t = (struct tcp_transport *)tp;
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     st->connects = t->connects;
     st->reuses = t->reuses;
     st->slices = atomic_load_explicit(&t->slices, memory_order_relaxed);
@@ -599,7 +623,7 @@ void mc_transport_tcp_get_stats(struct mc_transport *tp, struct mc_tcp_transport
     st->idle = 0;
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
 }
 
 /* ---- lent to transport_tcp_batch.c (transport_tcp_internal.h) ----------------------------- */
@@ -660,9 +684,9 @@ void mc_tcp_count_request(struct mc_transport *tp)
 void mc_tcp_count_retry(struct mc_transport *tp)
 {
     struct tcp_transport *t = (struct tcp_transport *)tp;
-    pthread_mutex_lock(&t->lock);
+    tcp_lock(t);
     t->retries++;
-    pthread_mutex_unlock(&t->lock);
+    tcp_unlock(t);
 }
 
 const struct mc_tcp_transport_config *mc_tcp_config(const struct mc_transport *tp)

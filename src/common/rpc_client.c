@@ -44,7 +44,6 @@
 #include "common/net.h"
 #include "common/rpc_client_internal.h"
 #include "mooncake/errors.h"
-#include "proto/master.pb-c.h"
 
 /* ---- waiters (under lock) ---------------------------------------------------------------- */
 
@@ -734,25 +733,7 @@ out:
     return rc;
 }
 
-int mc_rpc_check_version(struct mc_rpc_client *c, char *version, size_t len)
+const char *mc_rpc_client_name(const struct mc_rpc_client *c)
 {
-    Mc__ServiceReadyRequest req = MC__SERVICE_READY_REQUEST__INIT;
-    ProtobufCMessage *m = NULL;
-    int rc = mc_rpc_client_call_msg(c, MC_METHOD_SERVICE_READY, &req.base,
-                                    &mc__service_ready_response__descriptor, 0, &m);
-    if (rc)
-        return rc;
-    Mc__ServiceReadyResponse *r = (Mc__ServiceReadyResponse *)m;
-    uint32_t proto = r->proto_version;
-    if (!proto && mc_wire_parse_proto_version(r->version, &proto) != 0)
-        proto = 0;
-    if (version && len)
-        snprintf(version, len, "%s", r->version ? r->version : "");
-    if (proto != MC_PROTO_VERSION) {
-        mc_error(c->name, "server speaks another protocol version", "server=\"%s\" ours=%u",
-                 r->version ? r->version : "", (unsigned)MC_PROTO_VERSION);
-        rc = MC_ERR_INVALID_VERSION;
-    }
-    protobuf_c_message_free_unpacked(m, NULL);
-    return rc;
+    return c->name;
 }

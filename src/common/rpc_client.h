@@ -113,9 +113,8 @@ struct mc_rpc_peer_call {
 };
 int mc_rpc_client_call_peer(struct mc_rpc_client *c, struct mc_rpc_peer_call *pc);
 
-/* Calls ServiceReady; fails with MC_ERR_INVALID_VERSION when the server's proto number differs
- * from MC_PROTO_VERSION. If version/len are given, copies the server's version string. */
-int mc_rpc_check_version(struct mc_rpc_client *c, char *version, size_t len);
+/* The name the client logs under (its config's name). */
+const char *mc_rpc_client_name(const struct mc_rpc_client *c);
 
 #ifdef MC_TEST_HOOKS
 /*

@@ -23,7 +23,6 @@
 #include "common/log.h"
 #include "common/rpc_server_internal.h"
 #include "mooncake/errors.h"
-#include "proto/master.pb-c.h"
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
@@ -191,15 +190,6 @@ static void echo_handler(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply(call, 0, call->body, call->len);
 }
 
-static void service_ready_handler(void *arg, struct mc_rpc_call *call)
-{
-    (void)arg;
-    Mc__ServiceReadyResponse r = MC__SERVICE_READY_RESPONSE__INIT;
-    r.version = (char *)MC_SERVICE_VERSION;
-    r.proto_version = MC_PROTO_VERSION;
-    mc_rpc_reply_msg(call, 0, &r.base);
-}
-
 /* ---- server ------------------------------------------------------------------------------ */
 
 /* Large request bodies kept for reuse, per server (see rpc_server_bodies.c): a peer Put's
@@ -250,7 +240,6 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         return MC_ERR_INTERNAL_ERROR;
     }
     s->handlers[MC_METHOD_ECHO].fn = echo_handler;
-    s->handlers[MC_METHOD_SERVICE_READY].fn = service_ready_handler;
     s->nio = s->cfg.io_threads;
     s->io = calloc((size_t)s->nio, sizeof(*s->io));
     if (!s->io) {

@@ -90,8 +90,9 @@ typedef void (*mc_rpc_handler_fn)(void *arg, struct mc_rpc_call *call);
 
 /* Returns 0, or MC_ERR_INVALID_PARAMS for a bad config, or MC_ERR_INTERNAL_ERROR. */
 int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_server **out);
-/* Registers a handler before start. MC_METHOD_ECHO (echo the body) and MC_METHOD_SERVICE_READY
- * (MC_SERVICE_VERSION) have built-in handlers; registering replaces them.
+/* Registers a handler before start. MC_METHOD_ECHO (echo the body) has a built-in handler;
+ * registering replaces it. The layer knows no other method: a master registers its
+ * ServiceReady answer itself (common/service_ready.h).
  * Returns 0 or MC_ERR_INVALID_PARAMS (method out of range, or server already started). */
 int mc_rpc_server_register(struct mc_rpc_server *s, uint16_t method, mc_rpc_handler_fn fn,
                            void *arg);

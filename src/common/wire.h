@@ -39,7 +39,8 @@
  *
  * Versions: MC_SERVICE_VERSION ("mooncake-c/<semver> proto=<n>") is what ServiceReady returns;
  * <n> = MC_PROTO_VERSION (set once in the top CMakeLists.txt) numbers the message schema, and a
- * client that sees another number fails with MC_ERR_INVALID_VERSION (mc_rpc_check_version).
+ * client that sees another number fails with MC_ERR_INVALID_VERSION (mc_service_ready_check,
+ * service_ready.h).
  */
 #ifndef MC_COMMON_WIRE_H
 #define MC_COMMON_WIRE_H

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/service_ready.h"
 #include "common/wire.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
@@ -119,11 +120,7 @@ static int segment_from_pb(const Mc__Segment *s, struct mc_segment_desc *d)
 
 void mc_svc_service_ready(void *arg, struct mc_rpc_call *call)
 {
-    (void)arg;
-    Mc__ServiceReadyResponse r = MC__SERVICE_READY_RESPONSE__INIT;
-    r.version = (char *)MC_SERVICE_VERSION;
-    r.proto_version = MC_PROTO_VERSION;
-    mc_rpc_reply_msg(call, 0, &r.base);
+    mc_service_ready_reply(arg, call); /* the answer lives with its check (service_ready.h) */
 }
 
 void mc_svc_ping(void *arg, struct mc_rpc_call *call)

@@ -59,6 +59,7 @@
 #include "common/id.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -836,7 +837,7 @@ int mc_bench_master(int argc, char **argv)
         fprintf(stderr, "bench master: cannot connect to %s\n", o.master);
         goto out;
     }
-    if (mc_rpc_check_version(pg.c, NULL, 0) != 0 || mount_segment(pg.c, sh.client) != 0) {
+    if (mc_service_ready_check(pg.c, NULL, 0) != 0 || mount_segment(pg.c, sh.client) != 0) {
         fprintf(stderr, "bench master: version check or mount failed\n");
         goto out;
     }

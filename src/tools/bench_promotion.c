@@ -38,9 +38,12 @@
  *   10 ms and counts its disk-only -> MEMORY transitions. JSON: case=oscillation, admitted
  *   (master_promotion_admitted_total over the window), max_admitted_per_key (the most
  *   transitions of one key seen by the poller), hot_keys, cold_puts, seconds.
+ *
+ * Files: this one holds the options (one table, bench_opts.c), the processes, the metrics and
+ * the latency cases; the Zipf runs are in bench_promotion_zipf.c, the oscillation run in
+ * bench_promotion_osc.c (what they share: bench_promotion.h).
  */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <netdb.h>
@@ -61,29 +64,11 @@
 #include "mooncake/client.h"
 #include "tools/bench_util.h"
 #include "tools/proc_harness.h"
+#include "tools/bench_promotion.h"
 
-#define MAX_SIZES 8
 #define NBUCKETS 64
 
-struct opts {
-    uint64_t sizes[MAX_SIZES];
-    int nsizes;
-    int keys, runs;
-    uint64_t segment_size;
-    int zipf_objects;
-    uint64_t zipf_size;
-    double dram_ratio, zipf_s;
-    int warmup, seconds, threads;
-    int osc_seconds, osc_hot;
-    int lease_ms;
-    bool holder, remote;
-    char bin[PATH_MAX];
-    char dir[PATH_MAX];
-};
-
-static uint64_t g_seed = 0x5eed;
-
-static uint64_t now_us(void)
+uint64_t mc_promo_now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -92,19 +77,12 @@ static uint64_t now_us(void)
 
 /* ---- processes (tools/proc_harness.h) ------------------------------------------------------- */
 
-struct cluster {
-    struct mc_proc master, daemon;
-    char rpc[64], metrics_host[64];
-    int metrics_port;
-    char ep[256];
-};
-
-static void stop(struct mc_proc *c)
+void mc_promo_stop(struct mc_proc *c)
 {
     mc_proc_stop(c, SIGTERM, 10000);
 }
 
-static int start_master(const struct opts *o, struct cluster *cl, bool promotion)
+int mc_promo_start_master(const struct promo_opts *o, struct promo_cluster *cl, bool promotion)
 {
     char path[PATH_MAX + 32], lease[64];
     const char *argv[] = {path,
@@ -132,7 +110,7 @@ static int start_master(const struct opts *o, struct cluster *cl, bool promotion
     return 0;
 }
 
-static int start_daemon(const struct opts *o, struct cluster *cl, const char *disk)
+static int start_daemon(const struct promo_opts *o, struct promo_cluster *cl, const char *disk)
 {
     char path[PATH_MAX + 32], m[128], seg[64], dp[PATH_MAX + 64], cap[64];
     const char *argv[] = {
@@ -152,7 +130,7 @@ static int start_daemon(const struct opts *o, struct cluster *cl, const char *di
 }
 
 /* Removes a store directory the bench made (only those: the name carries the bench's prefix). */
-static void rm_store(const char *dir)
+void mc_promo_rm_store(const char *dir)
 {
     if (strstr(dir, "/mc_bench_promo."))
         mc_proc_rm_rf(dir);
@@ -166,7 +144,7 @@ struct hist {
     double cum[NBUCKETS];
 };
 
-static int scrape(const struct cluster *cl, char **out)
+static int scrape(const struct promo_cluster *cl, char **out)
 {
     *out = NULL;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -224,7 +202,7 @@ static double metric_of(const char *text, const char *name)
     return -1;
 }
 
-static double metric(const struct cluster *cl, const char *name)
+double mc_promo_metric(const struct promo_cluster *cl, const char *name)
 {
     char *t = NULL;
     if (scrape(cl, &t) != 0)
@@ -234,7 +212,7 @@ static double metric(const struct cluster *cl, const char *name)
     return v;
 }
 
-static void lag_hist(const struct cluster *cl, struct hist *h)
+static void lag_hist(const struct promo_cluster *cl, struct hist *h)
 {
     char *t = NULL;
     memset(h, 0, sizeof(*h));
@@ -275,7 +253,7 @@ static double lag_quantile(const struct hist *b, const struct hist *a, double q)
 
 /* ---- helpers ------------------------------------------------------------------------------- */
 
-static void fill(uint8_t *buf, uint64_t len, uint64_t seed)
+void mc_promo_fill(uint8_t *buf, uint64_t len, uint64_t seed)
 {
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
     for (uint64_t i = 0; i + 8 <= len; i += 8) {
@@ -296,7 +274,7 @@ static int put_retry(struct mc_client *c, const char *key, const void *buf, uint
 }
 
 /* 1 MEMORY, 2 LOCAL_DISK (bits) of COMPLETE replicas. */
-static int tiers_of(struct mc_client *c, const char *key)
+int mc_promo_tiers_of(struct mc_client *c, const char *key)
 {
     struct mc_object_info info;
     int t = 0;
@@ -310,15 +288,15 @@ static int tiers_of(struct mc_client *c, const char *key)
 }
 
 /* One Get of key into buf; *ms its latency, *tier what served it. */
-static int64_t timed_get(struct mc_client *c, const char *key, void *buf, size_t cap, double *ms,
-                         int *tier)
+int64_t mc_promo_timed_get(struct mc_client *c, const char *key, void *buf, size_t cap, double *ms,
+                           int *tier)
 {
     const char *kp = key;
     void *bp = buf;
     int64_t res = 0;
-    uint64_t t0 = now_us();
+    uint64_t t0 = mc_promo_now_us();
     int rc = mc_batch_get_tiers(c, 1, &kp, &bp, &cap, &res, tier);
-    *ms = (double)(now_us() - t0) / 1e3;
+    *ms = (double)(mc_promo_now_us() - t0) / 1e3;
     return rc ? rc : res;
 }
 
@@ -332,8 +310,8 @@ static void size_name(uint64_t size, char *buf, size_t cap)
         snprintf(buf, cap, "%lluB", (unsigned long long)size);
 }
 
-static int open_client(const char *rpc, uint64_t seg, const char *disk, uint64_t disk_cap,
-                       struct mc_client **out)
+int mc_promo_open_client(const char *rpc, uint64_t seg, const char *disk, uint64_t disk_cap,
+                         struct mc_client **out)
 {
     struct mc_client_config cfg;
     mc_client_config_init(&cfg);
@@ -350,12 +328,12 @@ static int open_client(const char *rpc, uint64_t seg, const char *disk, uint64_t
 }
 
 /* Puts n keys "<prefix>-<i>" of size bytes. */
-static int put_keys(struct mc_client *c, const char *prefix, int n, uint64_t size, uint8_t *buf)
+int mc_promo_put_keys(struct mc_client *c, const char *prefix, int n, uint64_t size, uint8_t *buf)
 {
     char key[64];
     for (int i = 0; i < n; i++) {
         snprintf(key, sizeof(key), "%s-%d", prefix, i);
-        fill(buf, size, (uint64_t)i + 1);
+        mc_promo_fill(buf, size, (uint64_t)i + 1);
         int rc = put_retry(c, key, buf, size);
         if (rc) {
             fprintf(stderr, "promotion: put %s: %s\n", key, mc_strerror(rc));
@@ -396,10 +374,10 @@ static void emit_lat(const char *phase, const char *reader, uint64_t size, doubl
     mc_bench_emit(&r);
 }
 
-static int latency_case(const struct opts *o, uint64_t size, bool remote)
+static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
 {
     const char *reader = remote ? "remote" : "holder";
-    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
+    struct promo_cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
     struct mc_client *c = NULL;
     char disk[PATH_MAX + 16], key[64];
     int rc = -1, nkeys = (int)(2 * o->segment_size / size) + o->keys;
@@ -409,15 +387,15 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
     size_t cap = (size + 4095) / 4096 * 4096;
     uint8_t *buf = aligned_alloc(4096, cap);
     snprintf(disk, sizeof(disk), "%s/%s", o->dir, reader);
-    if (!hot || !dlat || !plat || !buf || start_master(o, &cl, true) != 0)
+    if (!hot || !dlat || !plat || !buf || mc_promo_start_master(o, &cl, true) != 0)
         goto out;
     if (remote) {
-        if (start_daemon(o, &cl, disk) != 0 || open_client(cl.rpc, 0, NULL, 0, &c) != 0)
+        if (start_daemon(o, &cl, disk) != 0 || mc_promo_open_client(cl.rpc, 0, NULL, 0, &c) != 0)
             goto out;
-    } else if (open_client(cl.rpc, o->segment_size, disk, 64ull << 30, &c) != 0) {
+    } else if (mc_promo_open_client(cl.rpc, o->segment_size, disk, 64ull << 30, &c) != 0) {
         goto out;
     }
-    if (put_keys(c, "lat", nkeys, size, buf) != 0)
+    if (mc_promo_put_keys(c, "lat", nkeys, size, buf) != 0)
         goto out;
     /* disk-only keys, after the offloads settle */
     uint64_t deadline = mc_now_ms() + 30000;
@@ -425,7 +403,7 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
         nhot = 0;
         for (int i = 0; i < nkeys && nhot < o->keys; i++) {
             snprintf(key, sizeof(key), "lat-%d", i);
-            if (tiers_of(c, key) == 2)
+            if (mc_promo_tiers_of(c, key) == 2)
                 hot[nhot++] = i;
         }
         if (nhot >= o->keys)
@@ -444,7 +422,7 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
             double ms;
             int tier = -1;
             snprintf(key, sizeof(key), "lat-%d", hot[k]);
-            int64_t n = timed_get(c, key, buf, cap, &ms, &tier);
+            int64_t n = mc_promo_timed_get(c, key, buf, cap, &ms, &tier);
             if (n == (int64_t)size && tier == MC_REPLICA_LOCAL_DISK)
                 dlat[nd++] = ms;
         }
@@ -455,7 +433,7 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
         promoted = 0;
         for (int k = 0; k < nhot; k++) {
             snprintf(key, sizeof(key), "lat-%d", hot[k]);
-            promoted += (tiers_of(c, key) & 1) != 0;
+            promoted += (mc_promo_tiers_of(c, key) & 1) != 0;
         }
         if (promoted == nhot)
             break;
@@ -469,7 +447,7 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
             double ms;
             int tier = -1;
             snprintf(key, sizeof(key), "lat-%d", hot[k]);
-            int64_t n = timed_get(c, key, buf, cap, &ms, &tier);
+            int64_t n = mc_promo_timed_get(c, key, buf, cap, &ms, &tier);
             if (n == (int64_t)size && tier == MC_REPLICA_MEMORY)
                 plat[np++] = ms;
         }
@@ -494,9 +472,9 @@ static int latency_case(const struct opts *o, uint64_t size, bool remote)
     rc = 0;
 out:
     mc_client_close(c);
-    stop(&cl.daemon);
-    stop(&cl.master);
-    rm_store(disk);
+    mc_promo_stop(&cl.daemon);
+    mc_promo_stop(&cl.master);
+    mc_promo_rm_store(disk);
     free(hot);
     free(dlat);
     free(plat);
@@ -504,451 +482,177 @@ out:
     return rc;
 }
 
-/* ---- zipf ---------------------------------------------------------------------------------- */
-
-struct zipf_ctx {
-    const struct opts *o;
-    struct mc_client *c;
-    const double *cdf; /* cumulative probability of rank i */
-    const int *perm;   /* rank -> key index */
-    _Atomic int phase; /* 0 warm-up, 1 measured, 2 stop */
-    _Atomic uint64_t gets, mem_hits, errors;
-    _Atomic int last_error;
-    double *lat;
-    _Atomic size_t nlat;
-    size_t maxlat;
-};
-
-static int zipf_draw(const struct zipf_ctx *z, uint64_t *rs)
-{
-    double u = (double)(mc_bench_rand(rs) >> 11) / 9007199254740992.0;
-    int lo = 0, hi = z->o->zipf_objects - 1;
-    while (lo < hi) {
-        int mid = (lo + hi) / 2;
-        if (z->cdf[mid] < u)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return z->perm[lo];
-}
-
-static void *zipf_reader(void *arg)
-{
-    struct zipf_ctx *z = arg;
-    uint64_t rs = g_seed ^ (uint64_t)(uintptr_t)&rs;
-    size_t cap = (z->o->zipf_size + 4095) / 4096 * 4096;
-    uint8_t *buf = aligned_alloc(4096, cap);
-    char key[64];
-    while (buf && atomic_load(&z->phase) < 2) {
-        snprintf(key, sizeof(key), "z-%d", zipf_draw(z, &rs));
-        double ms;
-        int tier = -1;
-        int64_t n = timed_get(z->c, key, buf, cap, &ms, &tier);
-        if (atomic_load(&z->phase) != 1)
-            continue;
-        if (n != (int64_t)z->o->zipf_size) {
-            atomic_fetch_add(&z->errors, 1);
-            atomic_store(&z->last_error, (int)n);
-            continue;
-        }
-        atomic_fetch_add(&z->gets, 1);
-        if (tier == MC_REPLICA_MEMORY)
-            atomic_fetch_add(&z->mem_hits, 1);
-        size_t i = atomic_fetch_add(&z->nlat, 1);
-        if (i < z->maxlat)
-            z->lat[i] = ms;
-    }
-    free(buf);
-    return NULL;
-}
-
-static int zipf_case(const struct opts *o, bool promotion, double *ops_out, double ref_ops)
-{
-    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
-    struct mc_client *c = NULL;
-    char disk[PATH_MAX + 16];
-    int rc = -1, n = o->zipf_objects;
-    uint64_t data = (uint64_t)n * o->zipf_size;
-    uint64_t seg = (uint64_t)((double)data * o->dram_ratio);
-    double *cdf = calloc((size_t)n, sizeof(double));
-    int *perm = calloc((size_t)n, sizeof(int));
-    uint8_t *buf = malloc(o->zipf_size);
-    pthread_t th[64];
-    int nth = 0;
-    struct zipf_ctx z = {.o = o, .cdf = cdf, .perm = perm};
-    z.maxlat = 1u << 22;
-    z.lat = calloc(z.maxlat, sizeof(double));
-    snprintf(disk, sizeof(disk), "%s/zipf_%s", o->dir, promotion ? "on" : "off");
-    if (!cdf || !perm || !buf || !z.lat || start_master(o, &cl, promotion) != 0 ||
-        open_client(cl.rpc, seg, disk, data * 2 + (1ull << 30), &c) != 0)
-        goto out;
-    z.c = c;
-    double sum = 0;
-    for (int i = 0; i < n; i++)
-        sum += 1.0 / pow((double)(i + 1), o->zipf_s);
-    double acc = 0;
-    for (int i = 0; i < n; i++) {
-        acc += 1.0 / pow((double)(i + 1), o->zipf_s) / sum;
-        cdf[i] = acc;
-        perm[i] = i;
-    }
-    cdf[n - 1] = 1.0;
-    uint64_t rs = g_seed;
-    for (int i = n - 1; i > 0; i--) { /* the same permutation in both runs */
-        int j = (int)(mc_bench_rand(&rs) % (uint64_t)(i + 1));
-        int t = perm[i];
-        perm[i] = perm[j];
-        perm[j] = t;
-    }
-    uint64_t t0 = mc_now_ms();
-    if (put_keys(c, "z", n, o->zipf_size, buf) != 0)
-        goto out;
-    fprintf(stderr, "promotion: zipf/%s: %d keys put in %.1f s\n", promotion ? "on" : "off", n,
-            (double)(mc_now_ms() - t0) / 1e3);
-    int threads = o->threads < 1 ? 1 : o->threads > 64 ? 64 : o->threads;
-    for (nth = 0; nth < threads; nth++)
-        if (pthread_create(&th[nth], NULL, zipf_reader, &z) != 0)
-            break;
-    sleep((unsigned)o->warmup);
-    double completed0 = metric(&cl, "master_promotion_completed_total");
-    uint64_t m0 = now_us();
-    atomic_store(&z.phase, 1);
-    sleep((unsigned)o->seconds);
-    atomic_store(&z.phase, 2);
-    double secs = (double)(now_us() - m0) / 1e6;
-    double completed = metric(&cl, "master_promotion_completed_total") - completed0;
-    for (int i = 0; i < nth; i++)
-        pthread_join(th[i], NULL);
-    nth = 0;
-    struct mc_bench_result r;
-    mc_bench_result_init(&r, "promotion", promotion ? "zipf/on" : "zipf/off");
-    uint64_t gets = atomic_load(&z.gets);
-    size_t nl = atomic_load(&z.nlat);
-    if (nl > z.maxlat)
-        nl = z.maxlat;
-    r.runs = (int)gets;
-    r.p99_ms = mc_bench_percentile(z.lat, nl, 99);
-    r.p50_ms = mc_bench_percentile(z.lat, nl, 50);
-    r.ms = r.p50_ms;
-    r.ops_per_s = secs > 0 ? (double)gets / secs : 0;
-    r.bytes_per_s = r.ops_per_s * (double)o->zipf_size;
-    if (ref_ops > 0)
-        mc_bench_set_ref(&r, ref_ops, r.ops_per_s / ref_ops);
-    mc_bench_add_str(&r, "promotion", promotion ? "on" : "off");
-    mc_bench_add_str(&r, "reader", "holder");
-    mc_bench_add_num(&r, "objects", n);
-    mc_bench_add_num(&r, "size", (double)o->zipf_size);
-    mc_bench_add_num(&r, "dram_ratio", o->dram_ratio);
-    mc_bench_add_num(&r, "zipf_s", o->zipf_s);
-    mc_bench_add_num(&r, "threads", threads);
-    mc_bench_add_num(&r, "warmup_s", o->warmup);
-    mc_bench_add_num(&r, "seconds", secs);
-    mc_bench_add_num(&r, "hit_memory", gets ? (double)atomic_load(&z.mem_hits) / (double)gets : 0);
-    mc_bench_add_num(&r, "promoted", completed > 0 ? completed : 0);
-    mc_bench_add_num(&r, "errors", (double)atomic_load(&z.errors));
-    if (atomic_load(&z.errors))
-        mc_bench_add_str(&r, "last_error", mc_strerror(atomic_load(&z.last_error)));
-    mc_bench_emit(&r);
-    *ops_out = r.ops_per_s;
-    rc = 0;
-out:
-    atomic_store(&z.phase, 2);
-    for (int i = 0; i < nth; i++)
-        pthread_join(th[i], NULL);
-    mc_client_close(c);
-    stop(&cl.master);
-    rm_store(disk);
-    free(cdf);
-    free(perm);
-    free(buf);
-    free(z.lat);
-    return rc;
-}
-
-/* ---- oscillation --------------------------------------------------------------------------- */
-
-struct osc_ctx {
-    const struct opts *o;
-    struct mc_client *c;
-    int nhot;
-    int *hot;
-    _Atomic bool stop;
-    _Atomic uint64_t cold_puts;
-};
-
-static void *osc_reader(void *arg)
-{
-    struct osc_ctx *x = arg;
-    uint8_t *buf = malloc(1u << 20);
-    char key[64];
-    for (int k = 0; buf && !atomic_load(&x->stop); k = (k + 1) % x->nhot) {
-        snprintf(key, sizeof(key), "osc-%d", x->hot[k]);
-        mc_get(x->c, key, buf, 1u << 20);
-    }
-    free(buf);
-    return NULL;
-}
-
-static void *osc_putter(void *arg)
-{
-    struct osc_ctx *x = arg;
-    uint8_t *buf = malloc(1u << 20);
-    char key[64];
-    for (uint64_t i = 0; buf && !atomic_load(&x->stop); i++) {
-        snprintf(key, sizeof(key), "cold-%llu", (unsigned long long)i);
-        fill(buf, 1u << 20, i + 99);
-        if (mc_put(x->c, key, buf, 1u << 20, NULL) == 0)
-            atomic_fetch_add(&x->cold_puts, 1);
-        else
-            usleep(2000);
-    }
-    free(buf);
-    return NULL;
-}
-
-static int osc_case(const struct opts *o)
-{
-    struct cluster cl = {.master.out_fd = -1, .daemon.out_fd = -1};
-    struct mc_client *c = NULL;
-    char disk[PATH_MAX + 16], key[64];
-    int rc = -1, nkeys = (int)(2 * o->segment_size / (1u << 20)) + o->osc_hot;
-    int *hot = calloc((size_t)nkeys, sizeof(int)), nhot = 0;
-    int *trans = calloc((size_t)nkeys, sizeof(int)), *was_mem = calloc((size_t)nkeys, sizeof(int));
-    uint8_t *buf = malloc(1u << 20);
-    struct osc_ctx x = {.o = o};
-    pthread_t tr, tp;
-    bool started = false;
-    snprintf(disk, sizeof(disk), "%s/osc", o->dir);
-    if (!hot || !trans || !was_mem || !buf || start_master(o, &cl, true) != 0 ||
-        open_client(cl.rpc, o->segment_size, disk, 64ull << 30, &c) != 0)
-        goto out;
-    if (put_keys(c, "osc", nkeys, 1u << 20, buf) != 0)
-        goto out;
-    for (int i = 0; i < nkeys && nhot < o->osc_hot; i++) {
-        snprintf(key, sizeof(key), "osc-%d", i);
-        if (tiers_of(c, key) == 2)
-            hot[nhot++] = i;
-    }
-    if (!nhot)
-        goto out;
-    x.c = c;
-    x.nhot = nhot;
-    x.hot = hot;
-    double adm0 = metric(&cl, "master_promotion_admitted_total");
-    if (pthread_create(&tr, NULL, osc_reader, &x) != 0)
-        goto out;
-    if (pthread_create(&tp, NULL, osc_putter, &x) != 0) {
-        atomic_store(&x.stop, true);
-        pthread_join(tr, NULL);
-        goto out;
-    }
-    started = true;
-    uint64_t end = mc_now_ms() + (uint64_t)o->osc_seconds * 1000;
-    while (mc_now_ms() < end) {
-        for (int k = 0; k < nhot; k++) {
-            snprintf(key, sizeof(key), "osc-%d", hot[k]);
-            int mem = (tiers_of(c, key) & 1) != 0;
-            if (mem && !was_mem[k])
-                trans[k]++;
-            was_mem[k] = mem;
-        }
-        usleep(10000);
-    }
-    double adm = metric(&cl, "master_promotion_admitted_total") - adm0;
-    atomic_store(&x.stop, true);
-    pthread_join(tr, NULL);
-    pthread_join(tp, NULL);
-    started = false;
-    int maxt = 0;
-    for (int k = 0; k < nhot; k++)
-        maxt = trans[k] > maxt ? trans[k] : maxt;
-    struct mc_bench_result r;
-    mc_bench_result_init(&r, "promotion", "oscillation");
-    r.runs = nhot;
-    mc_bench_add_num(&r, "hot_keys", nhot);
-    mc_bench_add_num(&r, "seconds", o->osc_seconds);
-    mc_bench_add_num(&r, "admitted", adm);
-    mc_bench_add_num(&r, "max_admitted_per_key", maxt);
-    mc_bench_add_num(&r, "cold_puts", (double)atomic_load(&x.cold_puts));
-    mc_bench_emit(&r);
-    rc = 0;
-out:
-    if (started) {
-        atomic_store(&x.stop, true);
-        pthread_join(tr, NULL);
-        pthread_join(tp, NULL);
-    }
-    mc_client_close(c);
-    stop(&cl.master);
-    rm_store(disk);
-    free(hot);
-    free(trans);
-    free(was_mem);
-    free(buf);
-    return rc;
-}
-
 /* ---- main ---------------------------------------------------------------------------------- */
 
-static void usage(FILE *f)
+/* Fills o from the command line (defaults first): 0 to run, else the exit code. */
+static int parse(int argc, char **argv, struct promo_opts *o)
 {
-    fprintf(
-        f, "usage: mooncake_bench promotion [--sizes 4MiB] [--keys 16] [--runs 20]\n"
-           "         [--segment_size 128MiB] [--reader holder|remote|both]\n"
-           "         [--zipf_objects 10000] [--zipf_size 1MiB] [--dram_ratio 0.2] [--zipf_s 0.99]\n"
-           "         [--warmup 10] [--seconds 60] [--threads 4]\n"
-           "         [--osc_seconds 0] [--osc_hot 8] [--lease_ms 100] [--bin DIR] [--dir DIR]\n"
-           "         [--seed N]\n\n"
-           "Hot-key Get latency while LOCAL_DISK-only vs after promotion (reader in the holder's\n"
-           "process and in another one), promotion lag (master_promotion_lag_seconds), Zipf Get\n"
-           "throughput with promotion off vs on, and (with --osc_seconds) promotions per hot key\n"
-           "while cold Puts keep DRAM full. Starts its own mooncake_master (+ mooncake_client)\n"
-           "from --bin (default: this executable's directory); stores under --dir (default\n"
-           "$TMPDIR). --zipf_objects 0 skips the Zipf runs; --keys 0 the latency cases.\n");
-}
-
-static int parse(int argc, char **argv, struct opts *o)
-{
-    static const struct option lo[] = {{"sizes", required_argument, NULL, 's'},
-                                       {"keys", required_argument, NULL, 'k'},
-                                       {"runs", required_argument, NULL, 'r'},
-                                       {"segment_size", required_argument, NULL, 'S'},
-                                       {"reader", required_argument, NULL, 'R'},
-                                       {"zipf_objects", required_argument, NULL, 'z'},
-                                       {"zipf_size", required_argument, NULL, 'Z'},
-                                       {"dram_ratio", required_argument, NULL, 'd'},
-                                       {"zipf_s", required_argument, NULL, 'e'},
-                                       {"warmup", required_argument, NULL, 'w'},
-                                       {"seconds", required_argument, NULL, 't'},
-                                       {"threads", required_argument, NULL, 'T'},
-                                       {"osc_seconds", required_argument, NULL, 'o'},
-                                       {"osc_hot", required_argument, NULL, 'O'},
-                                       {"lease_ms", required_argument, NULL, 'L'},
-                                       {"bin", required_argument, NULL, 'b'},
-                                       {"dir", required_argument, NULL, 'D'},
-                                       {"seed", required_argument, NULL, 'x'},
-                                       {"help", no_argument, NULL, 'h'},
-                                       {NULL, 0, NULL, 0}};
-    int c;
-    char *dir = NULL;
-    o->sizes[0] = 4u << 20;
-    o->nsizes = 1;
-    o->keys = 16;
-    o->runs = 20;
-    o->segment_size = 128u << 20;
-    o->zipf_objects = 10000;
-    o->zipf_size = 1u << 20;
-    o->dram_ratio = 0.2;
-    o->zipf_s = 0.99;
-    o->warmup = 10;
-    o->seconds = 60;
-    o->threads = 4;
-    o->osc_hot = 8;
-    o->lease_ms = 100;
-    o->holder = o->remote = true;
-    char self[PATH_MAX];
+    const char *reader = "both", *bin = NULL, *dir = NULL;
+    char self[PATH_MAX] = ".";
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     if (n > 0) {
         self[n] = '\0';
         char *slash = strrchr(self, '/');
         if (slash)
             *slash = '\0';
-        snprintf(o->bin, sizeof(o->bin), "%s", self);
-    } else {
-        snprintf(o->bin, sizeof(o->bin), ".");
     }
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
-        uint64_t v;
-        switch (c) {
-        case 's':
-            o->nsizes = mc_bench_parse_sizes(optarg, o->sizes, MAX_SIZES);
-            if (o->nsizes <= 0)
-                return -1;
-            break;
-        case 'k':
-            o->keys = atoi(optarg);
-            break;
-        case 'r':
-            o->runs = atoi(optarg);
-            break;
-        case 'S':
-            if (mc_parse_size(optarg, &v, NULL, 0) != 0 || v < (8u << 20))
-                return -1;
-            o->segment_size = v;
-            break;
-        case 'R':
-            o->holder = !strcmp(optarg, "holder") || !strcmp(optarg, "both");
-            o->remote = !strcmp(optarg, "remote") || !strcmp(optarg, "both");
-            if (!o->holder && !o->remote)
-                return -1;
-            break;
-        case 'z':
-            o->zipf_objects = atoi(optarg);
-            break;
-        case 'Z':
-            if (mc_parse_size(optarg, &v, NULL, 0) != 0 || v == 0 || v > (64u << 20))
-                return -1;
-            o->zipf_size = v;
-            break;
-        case 'd':
-            o->dram_ratio = atof(optarg);
-            break;
-        case 'e':
-            o->zipf_s = atof(optarg);
-            break;
-        case 'w':
-            o->warmup = atoi(optarg);
-            break;
-        case 't':
-            o->seconds = atoi(optarg);
-            break;
-        case 'T':
-            o->threads = atoi(optarg);
-            break;
-        case 'o':
-            o->osc_seconds = atoi(optarg);
-            break;
-        case 'O':
-            o->osc_hot = atoi(optarg);
-            break;
-        case 'L':
-            o->lease_ms = atoi(optarg);
-            break;
-        case 'b':
-            snprintf(o->bin, sizeof(o->bin), "%s", optarg);
-            break;
-        case 'D':
-            dir = optarg;
-            break;
-        case 'x':
-            g_seed = strtoull(optarg, NULL, 0);
-            break;
-        case 'h':
-            usage(stdout);
-            exit(0);
-        default:
-            return -1;
-        }
+    *o = (struct promo_opts){.sizes = {4u << 20},
+                             .nsizes = 1,
+                             .keys = 16,
+                             .runs = 20,
+                             .segment_size = 128u << 20,
+                             .zipf_objects = 10000,
+                             .zipf_size = 1u << 20,
+                             .dram_ratio = 0.2,
+                             .zipf_s = 0.99,
+                             .warmup = 10,
+                             .seconds = 60,
+                             .threads = 4,
+                             .osc_hot = 8,
+                             .lease_ms = 100,
+                             .seed = 0x5eed};
+    const struct mc_bench_opt opts[] = {
+        {.name = "sizes",
+         .type = MC_BENCH_SIZES,
+         .dst = o->sizes,
+         .arg = "LIST",
+         .help = "value sizes of the latency cases",
+         .count = &o->nsizes,
+         .max = MAX_SIZES},
+        {.name = "keys",
+         .type = MC_BENCH_INT,
+         .dst = &o->keys,
+         .arg = "N",
+         .help = "hot keys per latency case (0 skips the latency cases)"},
+        {.name = "runs",
+         .type = MC_BENCH_INT,
+         .dst = &o->runs,
+         .arg = "N",
+         .help = "promoted reads of each key"},
+        {.name = "segment_size",
+         .type = MC_BENCH_SIZE,
+         .dst = &o->segment_size,
+         .arg = "SIZE",
+         .help = "the holder's DRAM segment (at least 8MiB)"},
+        {.name = "reader",
+         .type = MC_BENCH_STR,
+         .dst = &reader,
+         .arg = "WHO",
+         .help = "holder, remote or both: who reads in the latency cases"},
+        {.name = "zipf_objects",
+         .type = MC_BENCH_INT,
+         .dst = &o->zipf_objects,
+         .arg = "N",
+         .help = "keys of the Zipf runs (0 skips them, else at least 10)"},
+        {.name = "zipf_size",
+         .type = MC_BENCH_SIZE,
+         .dst = &o->zipf_size,
+         .arg = "SIZE",
+         .help = "value size of the Zipf runs (at most 64MiB)"},
+        {.name = "dram_ratio",
+         .type = MC_BENCH_DOUBLE,
+         .dst = &o->dram_ratio,
+         .arg = "R",
+         .help = "DRAM as a fraction of the Zipf data, 0 < R < 1"},
+        {.name = "zipf_s",
+         .type = MC_BENCH_DOUBLE,
+         .dst = &o->zipf_s,
+         .arg = "S",
+         .help = "the Zipf exponent"},
+        {.name = "warmup",
+         .type = MC_BENCH_INT,
+         .dst = &o->warmup,
+         .arg = "SECONDS",
+         .help = "unmeasured Zipf reads first"},
+        {.name = "seconds",
+         .type = MC_BENCH_INT,
+         .dst = &o->seconds,
+         .arg = "SECONDS",
+         .help = "measured Zipf reads"},
+        {.name = "threads",
+         .type = MC_BENCH_INT,
+         .dst = &o->threads,
+         .arg = "N",
+         .help = "Zipf readers"},
+        {.name = "osc_seconds",
+         .type = MC_BENCH_INT,
+         .dst = &o->osc_seconds,
+         .arg = "SECONDS",
+         .help = "length of the oscillation run (0 skips it)"},
+        {.name = "osc_hot",
+         .type = MC_BENCH_INT,
+         .dst = &o->osc_hot,
+         .arg = "N",
+         .help = "hot keys of the oscillation run"},
+        {.name = "lease_ms",
+         .type = MC_BENCH_INT,
+         .dst = &o->lease_ms,
+         .arg = "MS",
+         .help = "the master's read lease (--default_kv_lease_ttl)"},
+        {.name = "bin",
+         .type = MC_BENCH_STR,
+         .dst = &bin,
+         .arg = "DIR",
+         .help = "where mooncake_master and mooncake_client are",
+         .dflt = "this executable's directory"},
+        {.name = "dir",
+         .type = MC_BENCH_STR,
+         .dst = &dir,
+         .arg = "DIR",
+         .help = "where the disk stores go (a new directory inside, removed afterwards)",
+         .dflt = "$TMPDIR or /tmp"},
+        {.name = "seed",
+         .type = MC_BENCH_U64,
+         .dst = &o->seed,
+         .arg = "N",
+         .help = "seed of the Zipf draws and permutation"},
+    };
+    struct mc_bench_cli cli = {
+        .bench = "promotion",
+        .about = "Hot-key Get latency while LOCAL_DISK-only vs after promotion (reader in the\n"
+                 "holder's process and in another one), promotion lag\n"
+                 "(master_promotion_lag_seconds), Zipf Get throughput with promotion off vs on,\n"
+                 "and (with --osc_seconds) promotions per hot key while cold Puts keep DRAM\n"
+                 "full. Starts its own mooncake_master (+ mooncake_client) from --bin.",
+        .opts = opts,
+        .nopts = sizeof(opts) / sizeof(opts[0])};
+    int prc = mc_bench_opts_parse(&cli, argc, argv);
+    if (prc)
+        return prc == 1 ? 1 : 2;
+    o->holder = !strcmp(reader, "holder") || !strcmp(reader, "both");
+    o->remote = !strcmp(reader, "remote") || !strcmp(reader, "both");
+    const char *bad =
+        !o->holder && !o->remote       ? "--reader must be holder, remote or both"
+        : o->segment_size < (8u << 20) ? "--segment_size must be at least 8MiB"
+        : o->zipf_size == 0 || o->zipf_size > (64u << 20) ? "--zipf_size must be 1 B .. 64MiB"
+        : o->keys < 0                                     ? "--keys must not be negative"
+        : o->runs < 1                                     ? "--runs must be at least 1"
+        : o->zipf_objects < 0 || (o->zipf_objects > 0 && o->zipf_objects < 10)
+            ? "--zipf_objects must be 0 or at least 10"
+        : o->dram_ratio <= 0 || o->dram_ratio >= 1 ? "--dram_ratio must be between 0 and 1"
+        : o->warmup < 0                            ? "--warmup must not be negative"
+        : o->seconds < 1                           ? "--seconds must be at least 1"
+        : o->osc_seconds < 0                       ? "--osc_seconds must not be negative"
+        : o->osc_hot < 1                           ? "--osc_hot must be at least 1"
+        : o->lease_ms < 1                          ? "--lease_ms must be at least 1"
+                                                   : NULL;
+    if (bad) {
+        fprintf(stderr, "bench promotion: %s\n", bad);
+        mc_bench_opts_usage(stderr, &cli);
+        return 2;
     }
-    if (optind < argc || o->keys < 0 || o->runs < 1 || o->zipf_objects < 0 ||
-        (o->zipf_objects > 0 && o->zipf_objects < 10) || o->dram_ratio <= 0 || o->dram_ratio >= 1 ||
-        o->warmup < 0 || o->seconds < 1 || o->osc_seconds < 0 || o->osc_hot < 1 || o->lease_ms < 1)
-        return -1;
-    /* the parent of the store directory (NULL: $TMPDIR or /tmp), made in mc_bench_promotion */
+    snprintf(o->bin, sizeof(o->bin), "%s", bin ? bin : self);
+    /* the parent of the store directory (empty: $TMPDIR or /tmp), made in mc_bench_promotion */
     snprintf(o->dir, sizeof(o->dir), "%s", dir ? dir : "");
     return 0;
 }
 
 int mc_bench_promotion(int argc, char **argv)
 {
-    struct opts o;
-    memset(&o, 0, sizeof(o));
-    if (parse(argc, argv, &o) != 0) {
-        usage(stderr);
-        return 2;
-    }
+    struct promo_opts o;
+    int prc = parse(argc, argv, &o);
+    if (prc)
+        return prc == 1 ? 0 : prc;
     char parent[PATH_MAX];
     snprintf(parent, sizeof(parent), "%s", o.dir);
     if (mc_proc_mkdtemp(o.dir, sizeof(o.dir), parent[0] ? parent : NULL, "mc_bench_promo") != 0) {
@@ -965,11 +669,12 @@ int mc_bench_promotion(int argc, char **argv)
     }
     if (o.zipf_objects > 0) {
         double off = 0, on = 0;
-        if (zipf_case(&o, false, &off, 0) != 0 || zipf_case(&o, true, &on, off) != 0)
+        if (mc_promo_zipf_case(&o, false, &off, 0) != 0 ||
+            mc_promo_zipf_case(&o, true, &on, off) != 0)
             rc = 1;
     }
-    if (o.osc_seconds > 0 && osc_case(&o) != 0)
+    if (o.osc_seconds > 0 && mc_promo_osc_case(&o) != 0)
         rc = 1;
-    rm_store(o.dir);
+    mc_promo_rm_store(o.dir);
     return rc;
 }

@@ -7,11 +7,14 @@
  * row goes to stderr, one JSON object per line goes to stdout with the fields
  *   bench, case, runs, ms (median), p50_ms, p99_ms, ops_per_s, bytes_per_s,
  *   [ref, ratio] when a reference ran beside it, and any per-bench extras.
+ * A bench's options are one table (struct mc_bench_opt, bench_opts.c): getopt_long's list,
+ * the value parsing and the usage text all come from it.
  */
 #ifndef MC_TOOLS_BENCH_UTIL_H
 #define MC_TOOLS_BENCH_UTIL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #define MC_BENCH_EXTRA_MAX 64
@@ -58,6 +61,50 @@ static inline uint64_t mc_bench_rand(uint64_t *state)
     x ^= x << 17;
     return *state = x;
 }
+
+/* ---- options: one table per bench gives getopt_long's options and the usage text ---------- */
+
+enum mc_bench_opt_type {
+    MC_BENCH_FLAG,   /* int set to 1 when given (no argument) */
+    MC_BENCH_INT,    /* int */
+    MC_BENCH_UINT,   /* unsigned */
+    MC_BENCH_U64,    /* uint64_t, a plain number (0x... accepted) */
+    MC_BENCH_SIZE,   /* uint64_t, "64KiB" style (common/parse.h) */
+    MC_BENCH_SIZES,  /* uint64_t[max], "64KiB,1MiB"; how many in *count */
+    MC_BENCH_DOUBLE, /* double */
+    MC_BENCH_STR,    /* const char * pointing into argv */
+};
+
+struct mc_bench_opt {
+    const char *name; /* the long option, without "--" */
+    enum mc_bench_opt_type type;
+    void *dst;        /* where the value goes; its value before parsing is the default shown */
+    const char *arg;  /* the argument's name in the usage ("N", "DIR"); NULL for a flag */
+    const char *help; /* the usage text; '\n' starts a continuation line */
+    int *count;       /* MC_BENCH_SIZES: entries parsed */
+    int max;          /* MC_BENCH_SIZES: capacity of dst */
+    const char *dflt; /* shown instead of dst's value when set ("" shows none) */
+};
+
+#define MC_BENCH_OPTS_MAX 32
+
+/* One bench's command line: its name, what it measures (printed under the usage line), its
+ * options, and the defaults captured when parsing starts. */
+struct mc_bench_cli {
+    const char *bench;
+    const char *about;
+    const struct mc_bench_opt *opts;
+    size_t nopts;
+    char dflt[MC_BENCH_OPTS_MAX][48];
+};
+
+/* Parses argv (argv[0] is the bench's name) against cli->opts plus --help/-h. Returns 0 to run,
+ * 1 when --help printed the usage on stdout (exit 0), 2 after an unknown option, a bad value or
+ * a stray argument (said on stderr, with the usage). */
+int mc_bench_opts_parse(struct mc_bench_cli *cli, int argc, char **argv);
+/* The usage text: "usage: mooncake_bench NAME [options]", the about text, then one line per
+ * option with its argument, help and default (as captured by mc_bench_opts_parse). */
+void mc_bench_opts_usage(FILE *f, const struct mc_bench_cli *cli);
 
 /* Resident set size of this process in bytes (from /proc/self/statm). */
 uint64_t mc_bench_rss_bytes(void);

@@ -21,6 +21,7 @@
 #include "common/id.h"
 #include "common/parse.h"
 #include "common/rpc_client.h"
+#include "common/service_ready.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 #include "tools/cli.h"
@@ -54,7 +55,7 @@ int mc_cli_admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out
     rc = mc_rpc_client_new(&cfg, &c);
     if (rc)
         return rc;
-    rc = mc_rpc_check_version(c, NULL, 0);
+    rc = mc_service_ready_check(c, NULL, 0);
     if (rc) {
         mc_rpc_client_free(c);
         return rc;

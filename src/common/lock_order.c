@@ -1,8 +1,8 @@
 /*
  * lock_order.c - the one thread-local held-lock stack and the violation report of
- * lock_order.h (compiled to nothing without MC_LOCK_ORDER_CHECK).
+ * common/lock_order.h (compiled to nothing without MC_LOCK_ORDER_CHECK).
  */
-#include "master/lock_order.h"
+#include "common/lock_order.h"
 
 #ifdef MC_LOCK_ORDER_CHECK
 
@@ -42,6 +42,16 @@ static const char *level_name(uint32_t level)
         return "mailbox";
     case MC_LO_LEAF:
         return "leaf lock";
+    case MC_LO_DISK_STORE:
+        return "disk store";
+    case MC_LO_DISK_POOL:
+        return "disk ring pool";
+    case MC_LO_DISK_FAULTS:
+        return "disk fault hook";
+    case MC_LO_TCP_PEERS:
+        return "tcp peer table";
+    case MC_LO_DISK_TIER:
+        return "disk tier";
     default:
         return "unknown lock";
     }
@@ -56,7 +66,7 @@ __attribute__((noreturn, cold)) static void violation(const char *what, uint32_t
         fprintf(stderr,
                 "lock order violation: %s %s[%u] while holding %s[%u] (order: client registry, "
                 "shards ascending, segment table, segment allocator, mailbox table, mailbox, "
-                "leaf)\n",
+                "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier)\n",
                 what, level_name(level), idx, level_name(top->level), top->idx);
     else
         fprintf(stderr, "lock order violation: %s %s[%u] while holding nothing\n", what,

@@ -1,0 +1,120 @@
+/*
+ * client_rdma.c - what the client does with protocol rdma, in an RDMA build (MC_WITH_RDMA).
+ * client_rdma_off.c answers the same calls in a build without RDMA, so client.c's open path,
+ * mount fence and registered buffers call them with no #ifdef. Every call but
+ * mc_client_rdma_open is a no-op for a client without an rdma transport (protocol tcp).
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "client/client_internal.h"
+#include "common/log.h"
+#include "mooncake/errors.h"
+
+int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
+{
+    /* before anything else: a host without a device fails here, never falls back to tcp */
+    struct mc_rdma_transport_config rc_cfg;
+    mc_rdma_transport_config_init(&rc_cfg);
+    rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
+    rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
+    rc_cfg.client_id = c->id;
+    rc_cfg.auth = &c->auth; /* every rdma_cm connection proves the token too */
+    int rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
+    if (rc)
+        mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
+                 "rc=%s hint=--protocol=tcp", mc_strerror(rc));
+    return rc;
+}
+
+int mc_client_rdma_listen(struct mc_client *c)
+{
+    if (!c->rdma)
+        return 0;
+    mc_transport_rdma_serve_on(c->rdma, c->host); /* the device peers reach us on */
+    return mc_transport_rdma_listen(c->rdma, c->bind_address, mc_peer_server_port(c->ps),
+                                    c->cfg.protected_mode);
+}
+
+int mc_client_rdma_mount_keys(struct mc_client *c, struct mc_mounted_segment *ms)
+{
+    if (!c->rdma)
+        return 0;
+    int rc = mc_transport_rdma_register(c->rdma, c->seg.base, c->seg.map_len, &ms->rkey);
+    if (rc)
+        return rc;
+    ms->rdma = true;
+    snprintf(ms->rdma_device, sizeof(ms->rdma_device), "%s", mc_transport_rdma_device(c->rdma));
+    return 0;
+}
+
+void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch)
+{
+    if (epoch != 0 || !c->rdma || !mc_id_eq(segment_id, c->seg_id))
+        return;
+    uint32_t rkey = 0;
+    int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
+    if (rc) {
+        mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
+                 "rc=%s", mc_strerror(rc));
+        rkey = 0;
+    }
+    mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
+}
+
+int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len)
+{
+    return c->rdma ? mc_transport_rdma_register(c->rdma, addr, len, NULL) : 0;
+}
+
+void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr)
+{
+    if (c->rdma)
+        mc_transport_rdma_unregister(c->rdma, addr);
+}
+
+void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_disk_read_item *items,
+                               size_t m)
+{
+    for (size_t i = 0; i < m; i++)
+        items[i].status = 1; /* not taken: tcp */
+    uint32_t *rkeys = calloc(m, sizeof(*rkeys));
+    bool *temp = calloc(m, sizeof(*temp));
+    struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
+    size_t *at = calloc(m, sizeof(*at));
+    if (!rkeys || !temp || !sub || !at)
+        goto out;
+    size_t k = 0;
+    for (size_t i = 0; i < m; i++) {
+        if (!items[i].size || !items[i].buf)
+            continue;
+        uint32_t rk = 0;
+        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
+            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
+                continue; /* overlaps a registered range without lying inside it */
+            temp[i] = true;
+        }
+        rkeys[k] = rk;
+        at[k] = i;
+        sub[k++] = items[i];
+    }
+    if (k) {
+        int rc = mc_transport_tcp_disk_read_rdma(c->tcp, ep, c->endpoint, rkeys, sub, k);
+        for (size_t j = 0; j < k; j++) {
+            int st = rc ? rc : sub[j].status;
+            if (st == MC_ERR_NOT_SUPPORTED || st == MC_ERR_INVALID_PARAMS)
+                continue; /* the holder cannot push it: tcp */
+            items[at[j]] = sub[j];
+            items[at[j]].status = st;
+        }
+    }
+    for (size_t i = 0; i < m; i++)
+        if (temp[i])
+            mc_transport_rdma_unregister(c->rdma, items[i].buf);
+out:
+    free(rkeys);
+    free(temp);
+    free(sub);
+    free(at);
+}

@@ -1,0 +1,100 @@
+/*
+ * lock_order.h - the lock order of the master core and of the client, asserted per thread in
+ * checking builds.
+ *
+ * Master (DESIGN.md §7): client registry → shards ascending → segment table (rwlock) → one
+ * segment's allocator → mailbox table → one mailbox. The discard list and the group route
+ * stripes are leaves: nothing is taken while one is held, and only one is held at a time.
+ *
+ * Client (docs/design.md "Locks and their order"): a disk store's s->mu → its ring pool
+ * (s->pool_mu) → its fault hook (s->faults.mu); the tcp transport's peer table (t->lock) and
+ * the disk tier's t->mu are leaves. Master and client levels never nest in one thread (they talk
+ * over RPC); a process that runs both (the tests) checks each thread against the one order below.
+ *
+ * With MC_LOCK_ORDER_CHECK defined (test and Debug builds, see the top CMakeLists.txt) every
+ * thread keeps the levels it holds, in acquisition order, in a small thread-local stack (kept
+ * out of line in lock_order.c, so all files share one per thread). Call mc_lo_acquire(level,
+ * idx) before taking a lock and mc_lo_release(level, idx) after dropping it; idx tells shards
+ * (and disk stores) apart and is 0 elsewhere. Acquisition checks only the top of the stack:
+ * since every push is checked, the stack is ascending and its top is the highest level held. A
+ * lock may be taken when its level is above the top's, or when both are shards and its index is
+ * above the top's (several shards only in ascending order). Anything else, a release of a lock
+ * not held, or more than 64 locks, prints one line naming both locks on stderr and aborts: these
+ * are programming errors, and a debug build should stop at the first one rather than deadlock
+ * later. mc_lo_holds(level, idx, write) says whether this thread holds that lock (for writing when
+ * write; mc_lo_acquire_write records a shard's write lock): the `_locked`
+ * functions assert it (MC_ASSERT, common/mc_assert.h).
+ *
+ * Without MC_LOCK_ORDER_CHECK every function here is an empty static inline: zero cost.
+ */
+#ifndef MC_COMMON_LOCK_ORDER_H
+#define MC_COMMON_LOCK_ORDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum mc_lo_level {
+    /* master core */
+    MC_LO_REGISTRY = 1, /* struct mc_clients.lock (clients.h) */
+    MC_LO_SHARD = 2,    /* struct mc_shard.lock; idx = shard index */
+    MC_LO_SEGTABLE = 3, /* struct mc_segments.lock */
+    MC_LO_SEGMENT = 4,  /* struct mc_segment.lock (its allocator) */
+    MC_LO_MAILBOX_TABLE = 5,
+    MC_LO_MAILBOX = 6,
+    MC_LO_LEAF = 7, /* discard list, group route stripes */
+    /* client */
+    MC_LO_DISK_STORE = 10,  /* struct mc_disk_store.mu; idx = the store's lo_idx */
+    MC_LO_DISK_POOL = 11,   /* struct mc_disk_store.pool_mu (the ring pool) */
+    MC_LO_DISK_FAULTS = 12, /* struct mc_disk_store.faults.mu (fault injection) */
+    MC_LO_TCP_PEERS = 13,   /* the tcp transport's peer table (transport_tcp.c) */
+    MC_LO_DISK_TIER = 14,   /* struct mc_disk_tier.mu (stats, serve queue): a leaf */
+};
+
+#ifdef MC_LOCK_ORDER_CHECK
+
+/* Out of line (lock_order.c): checking builds only, where speed does not matter. */
+void mc_lo_acquire(enum mc_lo_level level, uint32_t idx);
+void mc_lo_release(enum mc_lo_level level, uint32_t idx);
+/* As mc_lo_acquire, for a write (exclusive) lock of a rwlock (mc_lo_holds tells the modes
+ * apart). */
+void mc_lo_acquire_write(enum mc_lo_level level, uint32_t idx);
+/* Whether this thread holds the lock (level, idx), for writing when write (MC_ASSERT in _locked
+ * code). */
+bool mc_lo_holds(enum mc_lo_level level, uint32_t idx, bool write);
+/* Locks this thread holds now (tests assert 0 after each operation). */
+uint32_t mc_lo_depth(void);
+
+#else
+
+static inline void mc_lo_acquire(enum mc_lo_level level, uint32_t idx)
+{
+    (void)level;
+    (void)idx;
+}
+static inline void mc_lo_release(enum mc_lo_level level, uint32_t idx)
+{
+    (void)level;
+    (void)idx;
+}
+static inline void mc_lo_acquire_write(enum mc_lo_level level, uint32_t idx)
+{
+    (void)level;
+    (void)idx;
+}
+/* Without the checker nothing is known: true, so that an MC_ASSERT built without the checker
+ * (MC_CHECKS alone) does not fire. */
+static inline bool mc_lo_holds(enum mc_lo_level level, uint32_t idx, bool write)
+{
+    (void)level;
+    (void)idx;
+    (void)write;
+    return true;
+}
+static inline uint32_t mc_lo_depth(void)
+{
+    return 0;
+}
+
+#endif
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * test_lock_order_client.c - the client's locks under the lock-order checker
+ * (common/lock_order.h) and the `_locked` assertions of the LOCAL_DISK store.
+ *
+ * A wrong order among the disk store's locks (the ring pool or the fault hook taken before the
+ * store's mutex) aborts with one stderr line naming both locks; so does a `_locked` function
+ * called without the store's mutex (MC_ASSERT names the function). Each such sequence runs in
+ * a forked child whose stderr goes to a pipe. A real store driven through append, read, pin,
+ * remove and capacity eviction leaves the thread holding nothing after every call and bytes
+ * that read back as written.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "client/disk_internal.h"
+#include "common/lock_order.h"
+#include "disk_test_util.h"
+#include "test_spawn.h"
+
+#ifndef MC_LOCK_ORDER_CHECK
+#error "test builds define MC_LOCK_ORDER_CHECK (top CMakeLists.txt)"
+#endif
+
+/* The store the child sequences use (opened by the parent before the fork). */
+static struct mc_disk_store *g_store;
+
+typedef void (*seq_fn)(void);
+
+/* Runs fn in a child with stderr captured; returns its wait status, fills out (NUL-terminated). */
+static int run_child(seq_fn fn, char *out, size_t cap)
+{
+    int p[2];
+    assert_int_equal(pipe(p), 0);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        tu_die_with_parent(parent);
+        close(p[0]);
+        dup2(p[1], 2);
+        fn();
+        _exit(0);
+    }
+    close(p[1]);
+    size_t n = 0;
+    ssize_t r;
+    while (n + 1 < cap && (r = read(p[0], out + n, cap - 1 - n)) > 0)
+        n += (size_t)r;
+    out[n] = '\0';
+    close(p[0]);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+static void expect_abort(seq_fn fn, const char *a, const char *b)
+{
+    char buf[1024];
+    int st = run_child(fn, buf, sizeof(buf));
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT)
+        fail_msg("child did not abort (status %d), stderr: %s", st, buf);
+    assert_non_null(strstr(buf, a));
+    if (b)
+        assert_non_null(strstr(buf, b));
+}
+
+static void store_under_pool(void)
+{
+    disk_pool_lock(g_store);
+    disk_lock(g_store);
+}
+static void store_under_faults(void)
+{
+    disk_faults_lock(&g_store->faults);
+    disk_lock(g_store);
+}
+static void pool_under_faults(void)
+{
+    disk_lock(g_store);
+    disk_faults_lock(&g_store->faults);
+    disk_pool_lock(g_store);
+}
+static void store_twice(void)
+{
+    disk_lock(g_store);
+    disk_lock(g_store);
+}
+static void store_under_tier(void)
+{
+    mc_lo_acquire(MC_LO_DISK_TIER, 0);
+    disk_lock(g_store);
+}
+static void master_shard_under_store(void)
+{
+    disk_lock(g_store);
+    mc_lo_acquire(MC_LO_SHARD, 0);
+}
+/* A `_locked` function called without the store's mutex. */
+static void locked_fn_unlocked(void)
+{
+    disk_spares_drop_locked(g_store);
+}
+/* The same call with the mutex held (the harness's exit 0 shows the abort above is the
+ * assertion's, not the call's). */
+static void locked_fn_locked(void)
+{
+    disk_lock(g_store);
+    disk_spares_drop_locked(g_store);
+    (void)disk_capacity_locked(g_store);
+    disk_unlock(g_store);
+    if (mc_lo_depth() != 0)
+        _exit(3);
+}
+/* The documented order, whole. */
+static void legal_order(void)
+{
+    disk_lock(g_store);
+    disk_pool_lock(g_store);
+    disk_faults_lock(&g_store->faults);
+    mc_lo_acquire(MC_LO_TCP_PEERS, 0);
+    if (!mc_lo_holds(MC_LO_DISK_STORE, g_store->lo_idx, false) ||
+        mc_lo_holds(MC_LO_DISK_STORE, g_store->lo_idx + 1, false))
+        _exit(4);
+    mc_lo_release(MC_LO_TCP_PEERS, 0);
+    disk_unlock(g_store);
+    disk_faults_unlock(&g_store->faults);
+    disk_pool_unlock(g_store);
+    if (mc_lo_depth() != 0 || mc_lo_holds(MC_LO_DISK_STORE, g_store->lo_idx, false))
+        _exit(3);
+}
+
+static int store_setup(void **state)
+{
+    if (setup(state))
+        return -1;
+    struct env *e = *state;
+    e->s = open_store(e->dir, 4 * MIB, 1 * MIB, NULL, NULL);
+    g_store = e->s;
+    return e->s ? 0 : -1;
+}
+
+static void test_wrong_order_aborts(void **state)
+{
+    (void)state;
+    expect_abort(store_under_pool, "acquiring disk store", "holding disk ring pool");
+    expect_abort(store_under_faults, "acquiring disk store", "holding disk fault hook");
+    expect_abort(pool_under_faults, "acquiring disk ring pool", "holding disk fault hook");
+    expect_abort(store_twice, "acquiring disk store", "holding disk store");
+    expect_abort(store_under_tier, "acquiring disk store", "holding disk tier");
+    expect_abort(master_shard_under_store, "acquiring shard[0]", "holding disk store");
+}
+
+static void test_locked_function_asserts_its_lock(void **state)
+{
+    (void)state;
+    expect_abort(locked_fn_unlocked, "disk_spares_drop_locked", "invariant failed");
+    char buf[1024];
+    int st = run_child(locked_fn_locked, buf, sizeof(buf));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("locked call failed (status %d): %s", st, buf);
+    st = run_child(legal_order, buf, sizeof(buf));
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        fail_msg("legal order failed (status %d): %s", st, buf);
+    assert_string_equal(buf, "");
+}
+
+/* Every store call returns with no lock held by this thread; eviction (4 MiB capacity, 1 MiB
+ * extents, 24 x 256 KiB appended) runs inside the appends. The survivors read back intact. */
+static void test_store_paths_balanced(void **state)
+{
+    struct env *e = *state;
+    char key[32];
+    for (int i = 0; i < 24; i++) {
+        snprintf(key, sizeof(key), "lo-%d", i);
+        assert_int_equal(put_gen(e->s, key, 1, 256 * KIB, (uint64_t)i), MC_OK);
+        assert_int_equal(mc_lo_depth(), 0);
+    }
+    struct mc_disk_usage u;
+    mc_disk_store_usage(e->s, &u);
+    assert_true(u.evicted_records > 0);
+    assert_int_equal(mc_lo_depth(), 0);
+    assert_int_equal(get_check(e->s, "lo-23", 256 * KIB, 23, 0), MC_OK);
+    assert_int_equal(mc_lo_depth(), 0);
+    uint64_t version = 0;
+    assert_int_equal(mc_disk_store_pin(e->s, "lo-23", 5, &version), MC_OK);
+    assert_int_equal(version, 1);
+    assert_int_equal(mc_disk_store_unpin(e->s, "lo-23", 5), MC_OK);
+    const char *keys[] = {"lo-22", "lo-23"};
+    uint32_t lens[] = {5, 5};
+    int res[2];
+    assert_int_equal(mc_disk_store_remove(e->s, keys, lens, 2, res), MC_OK);
+    assert_int_equal(mc_lo_depth(), 0);
+    assert_int_equal(get_check(e->s, "lo-23", 256 * KIB, 23, 0), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_lo_depth(), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_wrong_order_aborts, store_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_locked_function_asserts_its_lock, store_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_store_paths_balanced, store_setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
