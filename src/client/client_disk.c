@@ -10,8 +10,9 @@
  * checks the value CRC against the master's (client_get.c).
  *
  * With protocol rdma the PeerDiskRead goes in RDMA mode (rdma_disk.h): each item names its
- * buffer's address and rkey (a buffer outside every registered range is registered for the
- * call and deregistered after the answer), and the holder RDMA-writes the values there before
+ * buffer's address and an rkey that exists for this call only (the buffer is registered for the
+ * peer's writes and deregistered after the answer or the timeout, so a late write is refused by
+ * the device), and the holder RDMA-writes the values there before
  * it answers with statuses, lengths and CRCs; the version and CRC checks are the same. Items
  * the holder cannot serve that way (NOT_SUPPORTED: no rdma there; INVALID_PARAMS: larger than
  * its staging buffer) and items whose buffer cannot be registered go over tcp as before.
@@ -37,7 +38,7 @@ static void rdma_group(struct mc_client *c, const char *ep, struct mc_disk_read_
     for (size_t i = 0; i < m; i++)
         items[i].status = 1; /* not taken: tcp */
     uint32_t *rkeys = calloc(m, sizeof(*rkeys));
-    bool *temp = calloc(m, sizeof(*temp));
+    void **temp = calloc(m, sizeof(*temp));
     struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
     size_t *at = calloc(m, sizeof(*at));
     if (!rkeys || !temp || !sub || !at)
@@ -47,11 +48,8 @@ static void rdma_group(struct mc_client *c, const char *ep, struct mc_disk_read_
         if (!items[i].size || !items[i].buf)
             continue;
         uint32_t rk = 0;
-        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
-            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
-                continue; /* overlaps a registered range without lying inside it */
-            temp[i] = true;
-        }
+        if (mc_transport_rdma_expose(c->rdma, items[i].buf, items[i].size, &rk, &temp[i]) != 0)
+            continue;
         rkeys[k] = rk;
         at[k] = i;
         sub[k++] = items[i];
@@ -67,8 +65,7 @@ static void rdma_group(struct mc_client *c, const char *ep, struct mc_disk_read_
         }
     }
     for (size_t i = 0; i < m; i++)
-        if (temp[i])
-            mc_transport_rdma_unregister(c->rdma, items[i].buf);
+        mc_transport_rdma_revoke(c->rdma, temp[i]);
 out:
     free(rkeys);
     free(temp);

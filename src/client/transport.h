@@ -194,6 +194,13 @@ struct mc_rdma_transport_config {
     /* The shared secret (copied), or NULL: with one, every connection this transport dials or
      * accepts proves it first (rdma_plan.h: hello, challenge, prove over rdma_cm private data). */
     const struct mc_auth_key *auth;
+    /* RDMA_OPTION_ID_ACK_TIMEOUT of every connection (4.096 us * 2^n); 0 = 14 (~67 ms), -1 =
+     * leave rdma_cm's default */
+    int ack_timeout;
+    int tos; /* RDMA_OPTION_ID_TOS of every connection; 0 = leave the fabric's default */
+    /* Comma-separated device names to use (ibv_devices), or NULL/"": the device that owns the
+     * address given to mc_transport_rdma_serve_on (every device until then). */
+    const char *devices;
 };
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
 /* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the
@@ -227,6 +234,13 @@ int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *r
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);
 /* Bytes of the staging buffer (the largest value one push moves in one piece). */
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *t);
+/* Registers [addr, addr+len) for one request in which a peer RDMA-WRITEs into it (a LOCAL_DISK
+ * read), apart from the ranges table (it may overlap a registered buffer): *rkey for the peer,
+ * *handle for mc_transport_rdma_revoke, which the caller calls once the request is over, so a
+ * write that arrives late is refused by the device. 0 or TRANSFER_FAIL. */
+int mc_transport_rdma_expose(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey,
+                             void **handle);
+void mc_transport_rdma_revoke(struct mc_transport *t, void *handle);
 /* The name of the device whose rkey mc_transport_rdma_register returns (the serving one). */
 const char *mc_transport_rdma_device(struct mc_transport *t);
 /* The holder's side of a LOCAL_DISK read over RDMA: fill(arg, offset, buf, n) produces the next

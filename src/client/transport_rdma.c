@@ -50,6 +50,7 @@ struct rdma_transport {
     struct rdma_xfer_stats xs;
     pthread_mutex_t staging_lock; /* one push at a time uses the staging buffer */
     uint8_t *staging;
+    char devices[256]; /* cfg.devices, copied */
 };
 
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
@@ -61,6 +62,7 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
     cfg->window = 32;
     cfg->max_idle_per_peer = 4;
     cfg->staging_bytes = 4u << 20;
+    cfg->ack_timeout = 14;
 }
 
 /* ---- pool --------------------------------------------------------------------------------- */
@@ -102,7 +104,10 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
         if (!c)
             break;
         struct rdma_cm_event *ev = NULL;
-        if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
+        if (mc_rdma_conn_stale(&t->x, c)) {
+            mc_info("rdma", "pooled queue pair predates a device error event, replaced",
+                    "endpoint=%s", endpoint);
+        } else if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
             pthread_mutex_lock(&t->lock);
             t->reuses++;
             pthread_mutex_unlock(&t->lock);
@@ -182,9 +187,10 @@ static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, 
     if (mc_rdma_ctx_keys(&t->x, buf, len, c->dev, &op.lkey, NULL)) {
         if (!temp)
             return MC_ERR_INVALID_PARAMS;
+        /* this process's own transfer only: the device writes a READ's destination, and only
+         * reads a WRITE's source (which may then be read-only memory) */
         *temp = t->x.ops->reg_mr(t->x.pd[c->dev], buf, len,
-                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                     IBV_ACCESS_REMOTE_WRITE);
+                                 mc_rdma_access(is_write ? MC_RDMA_MR_SOURCE : MC_RDMA_MR_LOCAL));
         if (!*temp) {
             mc_warn("rdma", "cannot register the caller's buffer", "len=%llu errno=%d",
                     (unsigned long long)len, errno);
@@ -292,12 +298,56 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
     return rc;
 }
 
+/* ---- devices in use ----------------------------------------------------------------------- */
+
+/* Registrations go to device d only from here on: the ranges already registered (the staging
+ * buffer) lose their regions on the other devices, so the locked-memory limit is charged once. */
+static void narrow_to(struct rdma_transport *t, int d)
+{
+    pthread_mutex_lock(&t->x.mr_lock);
+    for (int k = 0; k < t->x.ndev; k++) {
+        t->x.in_use[k] = k == d;
+        for (size_t i = 0; k != d && i < t->x.nmrs; i++)
+            if (t->x.mrs[i].mr[k]) {
+                t->x.ops->dereg_mr(t->x.mrs[i].mr[k]);
+                t->x.mrs[i].mr[k] = NULL;
+            }
+    }
+    pthread_mutex_unlock(&t->x.mr_lock);
+}
+
+/* cfg.devices: only the devices named are used (each must exist). */
+static int use_named_devices(struct rdma_transport *t)
+{
+    char list[256];
+    snprintf(list, sizeof(list), "%s", t->cfg.devices);
+    for (int k = 0; k < t->x.ndev; k++)
+        t->x.in_use[k] = false;
+    char *save = NULL;
+    for (char *name = strtok_r(list, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
+        int found = -1;
+        for (int k = 0; k < t->x.ndev && found < 0; k++)
+            if (strcmp(t->x.ops->device_name(t->x.devlist[k]), name) == 0)
+                found = k;
+        if (found < 0) {
+            mc_error("rdma",
+                     "rdma_devices names a device that is not there or not usable (see "
+                     "ibv_devices and the port state)",
+                     "device=%s devices=%s", name, t->cfg.devices);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        t->x.in_use[found] = true;
+    }
+    return 0;
+}
+
 /* ---- registration, listener, stats -------------------------------------------------------- */
 
 int mc_transport_rdma_register(struct mc_transport *tp, void *addr, size_t len, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    int rc = mc_rdma_ctx_register(&t->x, addr, len);
+    /* with rkey: a range peers access (the segment); without: this process's buffer */
+    int rc = mc_rdma_ctx_register(&t->x, addr, len, rkey ? MC_RDMA_MR_REMOTE : MC_RDMA_MR_LOCAL);
     if (rc == 0 && rkey)
         rc = mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
     return rc;
@@ -324,6 +374,29 @@ int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len
     return mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
 }
 
+int mc_transport_rdma_expose(struct mc_transport *tp, void *addr, size_t len, uint32_t *rkey,
+                             void **handle)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    *handle = NULL;
+    struct ibv_mr *mr = t->x.ops->reg_mr(t->x.pd[t->x.serve_dev], addr, len,
+                                         mc_rdma_access(MC_RDMA_MR_PEER_WRITES));
+    if (!mr) {
+        mc_rdma_log_reg_failure(&t->x, t->x.serve_dev, len, errno);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    *rkey = mr->rkey;
+    *handle = mr;
+    return 0;
+}
+
+void mc_transport_rdma_revoke(struct mc_transport *tp, void *handle)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (handle)
+        t->x.ops->dereg_mr(handle);
+}
+
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
 {
     return ((struct rdma_transport *)tp)->cfg.staging_bytes;
@@ -338,7 +411,15 @@ const char *mc_transport_rdma_device(struct mc_transport *tp)
 int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
+    snprintf(t->x.host, sizeof(t->x.host), "%s", host ? host : "");
     int d = mc_rdma_ctx_device_of(&t->x, host);
+    if (d >= 0 && !t->x.in_use[d]) {
+        mc_warn("rdma",
+                "the device that owns the advertised address is not in rdma_devices: peers "
+                "connecting to it get keys of another device",
+                "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[d]));
+        d = -1;
+    }
     if (d < 0) {
         if (t->x.ndev > 1)
             mc_warn("rdma",
@@ -346,8 +427,12 @@ int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
                     "keys, which only work if their connections land there",
                     "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[0]));
         d = 0;
+        while (d < t->x.ndev - 1 && !t->x.in_use[d])
+            d++;
     }
     t->x.serve_dev = d;
+    if (!t->cfg.devices)
+        narrow_to(t, d);
     mc_info("rdma", "serving on device", "host=%s device=%s", host ? host : "",
             t->x.ops->device_name(t->x.devlist[d]));
     return d;
@@ -431,12 +516,18 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
             t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
         if (cfg->staging_bytes)
             t->cfg.staging_bytes = cfg->staging_bytes;
+        if (cfg->ack_timeout)
+            t->cfg.ack_timeout = cfg->ack_timeout;
+        t->cfg.tos = cfg->tos;
+        if (cfg->devices && *cfg->devices)
+            snprintf(t->devices, sizeof(t->devices), "%s", cfg->devices);
         t->cfg.client_id = cfg->client_id;
     }
     struct mc_auth_key auth = {0};
     if (cfg && cfg->auth && cfg->auth->set)
         auth = *cfg->auth;
     t->cfg.auth = NULL; /* the key lives in the context, copied below */
+    t->cfg.devices = t->devices[0] ? t->devices : NULL;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
     t->base.ops = &rdma_vtable;
@@ -446,13 +537,20 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
         goto fail;
     rc = mc_rdma_ctx_open(&t->x, ops ? ops : mc_rdma_ops_verbs());
     t->x.auth = auth;
+    t->x.ack_timeout = t->cfg.ack_timeout > 31 ? 31 : t->cfg.ack_timeout;
+    t->x.tos = t->cfg.tos > 0 && t->cfg.tos < 256 ? t->cfg.tos : -1;
+    if (rc)
+        goto fail;
+    if (t->cfg.devices && *t->cfg.devices && (rc = use_named_devices(t)) != 0)
+        goto fail;
+    rc = mc_rdma_async_start(&t->x);
     if (rc)
         goto fail;
     rc = MC_ERR_INTERNAL_ERROR;
     t->staging = aligned_alloc(4096, (t->cfg.staging_bytes + 4095) & ~(size_t)4095);
     if (!t->staging)
         goto fail;
-    rc = mc_rdma_ctx_register(&t->x, t->staging, t->cfg.staging_bytes);
+    rc = mc_rdma_ctx_register(&t->x, t->staging, t->cfg.staging_bytes, MC_RDMA_MR_LOCAL);
     if (rc)
         goto fail;
     *out = &t->base;
