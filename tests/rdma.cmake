@@ -4,6 +4,12 @@ if(MC_WITH_RDMA AND TARGET mc_client_static)
   mc_add_test(test_rdma SOURCES test_rdma.c rdma_fake.c LIBS mc_client_static Threads::Threads
               LABELS tsan TIMEOUT 60)
 endif()
+# What a real NIC refuses, modelled by the test provider, and the transport's answers (no device:
+# a pass here is not a hardware pass).
+if(MC_WITH_RDMA AND TARGET mc_client_static)
+  mc_add_test(test_rdma_hw SOURCES test_rdma_hw.c rdma_fake.c LIBS mc_client_static
+              Threads::Threads LABELS tsan TIMEOUT 60)
+endif()
 # The client library with protocol rdma over the test provider (mc_client_test_set_rdma_ops):
 # descriptors with rkeys, Put/Get by one-sided verbs, TCP readers of the same bytes, teardown.
 if(MC_WITH_RDMA AND TARGET mc_client_static AND TARGET mooncake_master)

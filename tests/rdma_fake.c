@@ -310,7 +310,7 @@ static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
     mr->addr = addr;
     mr->length = len;
     mr->lkey = mr->rkey = ++g_fake->next_key;
-    for (int i = 0; g_fake->reuse_keys && i < g_fake->nfreed; i++)
+    for (int i = g_fake->nfreed - 1; g_fake->reuse_keys && i >= 0; i--) /* newest first */
         if (g_fake->freed[i].addr == addr && g_fake->freed[i].len == len &&
             g_fake->freed[i].mr == (void *)pd) {
             mr->lkey = mr->rkey = g_fake->freed[i].key; /* the cached mkey comes back */
@@ -966,6 +966,8 @@ void fake_inject_async(int d, enum ibv_event_type type)
     (void)fd;
     if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_DEVICE_FATAL)
         g_fake->port_down[d] = true;
+    else if (type == IBV_EVENT_PORT_ACTIVE)
+        g_fake->port_down[d] = false;
     int t = (int)type;
     if (write(g_fake->async_pipe[d][1], &t, sizeof(t)) != (ssize_t)sizeof(t))
         abort();

@@ -267,6 +267,7 @@ struct mc_rdma_transport_stats {
     uint64_t retries;      /* transfers retried once on a fresh queue pair */
     uint64_t auth_refused; /* connections our listener refused: no proof of the token, or wrong */
     uint64_t auth_failed;  /* connections we dialled whose token handshake failed */
+    uint64_t async_events; /* device async events seen (port down/up, device fatal, ...) */
 };
 /* t must be an rdma transport. */
 void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);

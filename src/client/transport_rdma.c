@@ -336,6 +336,8 @@ static int use_named_devices(struct rdma_transport *t)
                      "device=%s devices=%s", name, t->cfg.devices);
             return MC_ERR_INVALID_PARAMS;
         }
+        if (!t->x.in_use[found] && (t->x.serve_dev == found || !t->x.in_use[t->x.serve_dev]))
+            t->x.serve_dev = found; /* the first named one serves until serve_on says */
         t->x.in_use[found] = true;
     }
     return 0;
@@ -464,6 +466,7 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->empty_events = t->xs.empty_events;
     st->auth_refused = atomic_load(&t->x.auth_refused);
     st->auth_failed = atomic_load(&t->x.auth_failed);
+    st->async_events = atomic_load(&t->x.async_events);
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
     pthread_mutex_unlock(&t->lock);
