@@ -24,4 +24,7 @@ if(TARGET mc_client_static AND TARGET mc_client_daemon)
   mc_add_test(test_rdma_start SOURCES test_rdma_start.c LIBS mc_client_static Threads::Threads
               TIMEOUT 60)
   add_dependencies(test_rdma_start mc_client_daemon)
+  if(TARGET mooncake_cli)
+    add_dependencies(test_rdma_start mooncake_cli)
+  endif()
 endif()

@@ -438,6 +438,8 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
         rc_cfg.client_id = c->id;
         rc_cfg.auth = &c->auth;               /* every rdma_cm connection proves the token too */
+        rc_cfg.host = c->host;                /* rdma_cm cannot use a loopback address */
+        rc_cfg.bind_address = c->bind_address;
         const struct mc_rdma_ops *ops = NULL; /* the real libraries */
 #ifdef MC_TEST_HOOKS
         ops = atomic_load(&test_rdma_ops);

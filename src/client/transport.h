@@ -201,6 +201,9 @@ struct mc_rdma_transport_config {
     /* Comma-separated device names to use (ibv_devices), or NULL/"": the device that owns the
      * address given to mc_transport_rdma_serve_on (every device until then). */
     const char *devices;
+    /* The advertised address and the listen address, or NULL: a loopback one is refused before
+     * any device is opened (INVALID_PARAMS, logged naming --host), as rdma_cm cannot use it. */
+    const char *host, *bind_address;
 };
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
 /* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the

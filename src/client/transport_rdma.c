@@ -535,6 +535,9 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
     pthread_mutex_init(&t->staging_lock, NULL);
     t->base.ops = &rdma_vtable;
     int rc = MC_ERR_INVALID_PARAMS;
+    if (cfg && (mc_rdma_check_addr("host", cfg->host) ||
+                mc_rdma_check_addr("bind_address", cfg->bind_address)))
+        goto fail;
     if (t->cfg.slice_bytes < MC_RDMA_MIN_SLICE || t->cfg.slice_bytes > MC_RDMA_MAX_SLICE ||
         t->cfg.window > MC_RDMA_MAX_WR || mc_id_is_zero(t->cfg.client_id))
         goto fail;
