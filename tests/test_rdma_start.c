@@ -224,6 +224,13 @@ static void test_loopback_host_refused(void **state)
     assert_null(strstr(err, "loopback"));
     if (!host_has_rdma())
         assert_non_null(strstr(err, "no RDMA device"));
+    /* mooncake_bench transfer takes the protocol and host too (the hardware plan uses it) */
+    const char *bargs[] = {"transfer", "--protocol=rdma", "--sizes=4KiB",
+                           "--runs=1", "--mode=same",     NULL};
+    assert_int_equal(run_program("mooncake_bench", bargs, err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "--host"));
+    const char *pargs[] = {"transfer", "--protocol=carrier-pigeon", NULL};
+    assert_int_equal(run_program("mooncake_bench", pargs, err, sizeof(err)), 2);
 #endif
 }
 
