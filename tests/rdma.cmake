@@ -17,6 +17,9 @@ if(MC_WITH_RDMA AND TARGET mc_client_static AND TARGET mooncake_master)
               LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
   add_dependencies(test_rdma_client mooncake_master)
   set_tests_properties(test_rdma_client PROPERTIES SKIP_RETURN_CODE 77)
+  if(TARGET mooncake_cli)
+    add_dependencies(test_rdma_client mooncake_cli)
+  endif()
 endif()
 # protocol rdma without a device: library error and daemon exit status/message (skipped on a host
 # that has a device).

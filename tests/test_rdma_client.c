@@ -164,6 +164,20 @@ static void test_descriptors(void **state)
             loc->offset + 4096 <= g.f.mrs[i].len)
             found = true;
     assert_true(found);
+    /* mooncake_cli stat --json shows that rkey (the hardware plan's rkey-reuse probe reads it) */
+    const char *bin = getenv("MC_BIN_DIR");
+    if (bin) {
+        char cmd[1024], out[4096] = "", want[64];
+        snprintf(cmd, sizeof(cmd), "'%s/mooncake_cli' --master=%s%s%s stat desc --json", bin,
+                 g.m.addr, g.token ? " --auth_token_file=" : "", g.token ? g.tok : "");
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = 0;
+        assert_int_equal(pclose(p), 0);
+        snprintf(want, sizeof(want), "\"rkey\":%u", loc->rkey);
+        assert_non_null(strstr(out, want));
+    }
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
