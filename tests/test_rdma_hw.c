@@ -549,6 +549,21 @@ static void test_devices_in_use(void **state)
     assert_int_equal(mc_transport_rdma_new(&cfg, &fake_ops, &bad), MC_ERR_INVALID_PARAMS);
     assert_null(bad);
     check_clean(&f);
+    /* the library passes its rdma_devices through (a device that is not there: refused) */
+    fake_init(&f);
+    mc_client_test_set_rdma_ops(&fake_ops);
+    struct mc_client_config ccfg;
+    mc_client_config_init(&ccfg);
+    ccfg.master_address = "127.0.0.1:1";
+    ccfg.protocol = "rdma";
+    ccfg.host = "10.0.0.1";
+    ccfg.rdma_devices = "mlx5_7";
+    ccfg.log_level = MC_CLIENT_LOG_OFF;
+    struct mc_client *cl = NULL;
+    assert_int_equal(mc_client_open(&ccfg, &cl), MC_ERR_INVALID_PARAMS);
+    assert_null(cl);
+    mc_client_test_set_rdma_ops(NULL);
+    check_clean(&f);
 
     /* the locked-memory limit: the failure names the limit and the fix */
     fake_init(&f);

@@ -229,6 +229,13 @@ static void test_loopback_host_refused(void **state)
                            "--runs=1", "--mode=same",     NULL};
     assert_int_equal(run_program("mooncake_bench", bargs, err, sizeof(err)), 1);
     assert_non_null(strstr(err, "--host"));
+    /* the daemon's RDMA fabric flags are range-checked */
+    const char *targs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_tos=300", NULL};
+    assert_int_not_equal(run_daemon(targs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_tos"));
+    const char *aargs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_ack_timeout=40", NULL};
+    assert_int_not_equal(run_daemon(aargs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_ack_timeout"));
     const char *pargs[] = {"transfer", "--protocol=carrier-pigeon", NULL};
     assert_int_equal(run_program("mooncake_bench", pargs, err, sizeof(err)), 2);
 #endif

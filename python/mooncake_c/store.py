@@ -18,7 +18,8 @@ Arguments upstream needs for its transfer engine and that have no meaning here a
 ignored: metadata_server (there is no metadata service: peers are found through the master),
 local_buffer_size (there is no staging buffer to size: put sends from the caller's memory, get
 reads into a reused per-thread buffer and returns a copy, get_into reads into the caller's),
-rdma_devices, engine.
+engine; rdma_devices (or a setup dict's device_name) names the RDMA devices with protocol
+"rdma" (default: the one that owns local_hostname).
 """
 
 import re
@@ -70,6 +71,7 @@ class MooncakeDistributedStore:
             local_hostname = d.get("local_hostname", "127.0.0.1")
             global_segment_size = d.get("global_segment_size", global_segment_size)
             protocol = d.get("protocol", protocol)
+            rdma_devices = d.get("rdma_devices", d.get("device_name", rdma_devices))
             master_server_addr = d.get("master_server_addr", master_server_addr)
         try:
             host, port = split_hostname(local_hostname)
@@ -77,7 +79,8 @@ class MooncakeDistributedStore:
         except ValueError:
             return _core.INVALID_PARAMS
         return self._core.open(master_server_addr, host=host, data_port=port,
-                               segment_size=seg, protocol=protocol or "tcp")
+                               segment_size=seg, protocol=protocol or "tcp",
+                               rdma_devices=rdma_devices if protocol == "rdma" else None)
 
     def close(self):
         self._core.close()

@@ -437,9 +437,12 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.connect_timeout_ms = c->cfg.connect_timeout_ms;
         rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
         rc_cfg.client_id = c->id;
-        rc_cfg.auth = &c->auth;               /* every rdma_cm connection proves the token too */
-        rc_cfg.host = c->host;                /* rdma_cm cannot use a loopback address */
+        rc_cfg.auth = &c->auth; /* every rdma_cm connection proves the token too */
+        rc_cfg.host = c->host;  /* rdma_cm cannot use a loopback address */
         rc_cfg.bind_address = c->bind_address;
+        rc_cfg.devices = c->cfg.rdma_devices; /* the caller's strings, read during this call */
+        rc_cfg.ack_timeout = c->cfg.rdma_ack_timeout;
+        rc_cfg.tos = c->cfg.rdma_tos;
         const struct mc_rdma_ops *ops = NULL; /* the real libraries */
 #ifdef MC_TEST_HOOKS
         ops = atomic_load(&test_rdma_ops);
