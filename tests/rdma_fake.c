@@ -49,7 +49,8 @@ struct fcq {
     struct fchan *ch;
     struct fqp *qp;
     bool armed;
-    bool notify; /* a completion arrived while armed: one event is due */
+    bool notify;     /* a completion arrived while armed: one event is due */
+    int empty_polls; /* poll_latency: empty polls so far */
     struct ibv_wc ring[CQ_MAX];
     int head, n;
 };
@@ -415,6 +416,7 @@ static int f_req_notify_cq(struct ibv_cq *cqp, int solicited_only)
 {
     struct fcq *cq = (struct fcq *)cqp;
     pthread_mutex_lock(&g_fake->lock);
+    g_fake->arms++;
     if (g_fake->complete_on_arm)
         execute_queued(cq, 0); /* these land before the arm: no event for them */
     cq->armed = true;
@@ -480,6 +482,10 @@ static int f_poll_cq(struct ibv_cq *cqp, int n, struct ibv_wc *wc)
     struct fcq *cq = (struct fcq *)cqp;
     int k = 0;
     pthread_mutex_lock(&g_fake->lock);
+    if (g_fake->poll_latency > 0 && !cq->n && ++cq->empty_polls >= g_fake->poll_latency) {
+        cq->empty_polls = 0;
+        execute_queued(cq, g_fake->per_wait);
+    }
     while (k < n && cq->n) {
         wc[k] = cq->ring[cq->head];
         cq->head = (cq->head + 1) % CQ_MAX;

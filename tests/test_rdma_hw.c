@@ -21,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <arpa/inet.h>
@@ -704,6 +706,154 @@ static void test_fork_safe_before_registration(void **state)
     check_clean(&f);
 }
 
+/* A short spin before arming: completions that arrive within a few polls cost no interrupt. */
+static void test_cq_spin_before_arming(void **state)
+{
+    (void)state;
+    for (int spin = 0; spin < 2; spin++) {
+        struct fake f;
+        fake_init(&f);
+        f.poll_latency = 10; /* the device completes while the application polls */
+        struct mc_rdma_transport_config cfg;
+        mc_rdma_transport_config_init(&cfg);
+        if (!spin)
+            cfg.cq_spin_polls = -1;
+        struct mc_transport *t = transport_with(&cfg);
+        uint8_t *remote = calloc(1, 65536);
+        uint32_t rkey = fake_expose(remote, 65536);
+        fill(remote, 65536, 12);
+        uint8_t dst[4 * 4096];
+        struct mc_xfer_loc l = loc(PEER, remote, rkey);
+        assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0);
+        assert_memory_equal(dst, remote, sizeof(dst));
+        if (spin) { /* the default: found by spinning, never armed, never slept */
+            assert_int_equal(f.arms, 0);
+            assert_int_equal(f.waits, 0);
+        } else {
+            assert_true(f.arms > 0);
+        }
+        mc_transport_free(t);
+        free(remote);
+        check_clean(&f);
+    }
+}
+
+/* Concurrent LOCAL_DISK pushes each get a staging buffer (and a queue pair) of their own. */
+struct pushers {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int entered, want;
+    struct mc_transport *t;
+    uint8_t *remote;
+    uint32_t rkey;
+    int rc[8];
+};
+
+struct pusher {
+    struct pushers *p;
+    int i;
+};
+
+static int wait_all_fill(void *arg, uint64_t off, void *buf, size_t n)
+{
+    struct pusher *me = arg;
+    struct pushers *p = me->p;
+    memset(buf, 0x30 + me->i, n);
+    if (off != 0)
+        return 0;
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_nsec += 500 * 1000000L;
+    if (dl.tv_nsec >= 1000000000L) {
+        dl.tv_sec++;
+        dl.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->entered++;
+    pthread_cond_broadcast(&p->cond);
+    int rc = 0;
+    while (p->entered < p->want && rc == 0)
+        rc = pthread_cond_timedwait(&p->cond, &p->lock, &dl);
+    bool all = p->entered >= p->want;
+    pthread_mutex_unlock(&p->lock);
+    return all ? 0 : MC_ERR_INTERNAL_ERROR; /* the others never got a staging buffer */
+}
+
+static void *push_main(void *arg)
+{
+    struct pusher *me = arg;
+    struct pushers *p = me->p;
+    p->rc[me->i] =
+        mc_transport_rdma_push(p->t, PEER, (uint64_t)(uintptr_t)(p->remote + 8192 * (size_t)me->i),
+                               p->rkey, 8192, wait_all_fill, me);
+    return NULL;
+}
+
+static int run_pushers(struct fake *f, uint32_t staging_count, int n, struct mc_transport **tp,
+                       struct pushers *p)
+{
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.staging_count = staging_count;
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    p->want = n;
+    p->t = *tp = transport_with(&cfg);
+    p->remote = calloc(1, 65536);
+    p->rkey = fake_expose(p->remote, 65536);
+    (void)f;
+    pthread_t th[8];
+    struct pusher me[8];
+    for (int i = 0; i < n; i++) {
+        me[i] = (struct pusher){p, i};
+        assert_int_equal(pthread_create(&th[i], NULL, push_main, &me[i]), 0);
+    }
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        failed += p->rc[i] != 0;
+    }
+    return failed;
+}
+
+static void test_concurrent_pushes_have_own_staging(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    struct mc_transport *t = NULL;
+    struct pushers p;
+    assert_int_equal(run_pushers(&f, 0, 4, &t, &p), 0); /* the default: 4 at once */
+    for (int i = 0; i < 4; i++)
+        for (size_t k = 0; k < 8192; k++)
+            assert_int_equal(p.remote[8192 * (size_t)i + k], 0x30 + i);
+    struct mc_rdma_transport_stats s;
+    mc_transport_rdma_get_stats(t, &s);
+    assert_int_equal(s.connects, 4); /* four queue pairs at once, all pooled after */
+    assert_int_equal(s.idle, 4);
+    mc_transport_free(t);
+    free(p.remote);
+    check_clean(&f);
+    /* one staging buffer: the second push waits for the first, which waits for it in vain */
+    fake_init(&f);
+    assert_int_equal(run_pushers(&f, 1, 2, &t, &p), 1);
+    mc_transport_free(t);
+    free(p.remote);
+    check_clean(&f);
+}
+
+/* The queue pair pool follows the machine's threads: one per CPU (4 .. 64) per peer. */
+static void test_qp_pool_sized_by_cpus(void **state)
+{
+    (void)state;
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    uint32_t want = cpus < 4 ? 4 : cpus > 64 ? 64 : (uint32_t)cpus;
+    assert_int_equal(cfg.max_idle_per_peer, want);
+}
+
 /* ---- 8: the passive side's RDMA read depths (rdma_accept(3)) -------------------------------- */
 
 static void test_passive_read_depths(void **state)
@@ -760,6 +910,9 @@ int main(void)
         cmocka_unit_test(test_ack_timeout_and_tos),
         cmocka_unit_test(test_port_state_and_async_events),
         cmocka_unit_test(test_fork_safe_before_registration),
+        cmocka_unit_test(test_cq_spin_before_arming),
+        cmocka_unit_test(test_concurrent_pushes_have_own_staging),
+        cmocka_unit_test(test_qp_pool_sized_by_cpus),
         cmocka_unit_test(test_passive_read_depths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,6 +187,8 @@ struct rdma_op {
     uint64_t remote; /* remote virtual address */
     uint32_t rkey;
     uint64_t len;
+    uint32_t spin_polls; /* empty polls before arming the CQ (a short transfer's completions
+                            usually arrive within microseconds: no interrupt, no sleep) */
 };
 
 /* Moves op->len bytes on c in slices of slice_bytes, at most window work requests in flight,

@@ -4,12 +4,13 @@
  * The transfer owns the connection for its duration. Work request ids are next_wr + slice
  * index, so a completion names its slice whatever order completions arrive in; an id outside
  * this transfer's posted range, or one already completed, is a stray and ignored (counted and
- * logged). Waiting follows the verbs pattern: poll until empty; arm the CQ (req_notify_cq) and
- * poll once more (a completion that arrived before the arm raises no event); then sleep on the
- * completion channel. An event after which the CQ is empty is harmless (counted, re-armed).
- * A remote access error as the first error is REPLICA_IS_GONE: the peer's device refused the
- * rkey or the range, which for a descriptor the master issued means the holder registered its
- * segment afresh (a re-mount) since; every other error is TRANSFER_FAIL.
+ * logged). Waiting follows the verbs pattern: poll until empty, a few more polls (a short spin:
+ * spin_polls), then arm the CQ (req_notify_cq) and poll once more (a completion that arrived before
+ * the arm raises no event); then sleep on the completion channel. An event after which the CQ is
+ * empty is harmless (counted, re-armed). A remote access error as the first error is
+ * REPLICA_IS_GONE: the peer's device refused the rkey or the range, which for a descriptor the
+ * master issued means the holder registered its segment afresh (a re-mount) since; every other
+ * error is TRANSFER_FAIL.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -137,6 +138,7 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
     memset(r.done, 0, r.n <= sizeof(small) ? sizeof(small) : r.n);
     c->next_wr += r.n;
     bool event_seen = false; /* the last wait returned an event not yet followed by a completion */
+    uint32_t spins = 0;      /* empty polls since the last completion */
     uint64_t quiet_since = mc_now_ms();
     int rc = 0;
     for (;;) {
@@ -157,6 +159,11 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
                 complete(&r, &wc[i]);
             event_seen = false;
             quiet_since = mc_now_ms();
+            spins = 0;
+            continue;
+        }
+        if (!c->armed && spins < op->spin_polls) {
+            spins++; /* spin a little before paying for an interrupt and a wake-up */
             continue;
         }
         if (event_seen) {

@@ -188,8 +188,10 @@ struct mc_rdma_transport_config {
     uint32_t io_timeout_ms;      /* a transfer with no completion this long fails; 0 = 5000 */
     uint32_t slice_bytes;        /* 0 = 64 KiB; 4 KiB .. 64 MiB */
     uint32_t window;             /* work requests in flight per transfer; 0 = 32, at most 256 */
-    uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = 4 */
+    uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = the CPUs, 4..64 */
     uint32_t staging_bytes;      /* disk staging buffer (mc_transport_rdma_push); 0 = 4 MiB */
+    uint32_t staging_count;      /* staging buffers: pushes at once; 0 = 4, at most 64 */
+    int cq_spin_polls;           /* empty CQ polls before sleeping on it; 0 = 128, -1 = none */
     struct mc_id client_id;      /* sent in the connection message */
     /* The shared secret (copied), or NULL: with one, every connection this transport dials or
      * accepts proves it first (rdma_plan.h: hello, challenge, prove over rdma_cm private data). */

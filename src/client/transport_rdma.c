@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/rdma_internal.h"
 #include "client/transport.h"
@@ -48,9 +49,11 @@ struct rdma_transport {
     struct peer *peers;
     uint64_t connects, reuses, teardowns, temp_regs, stale, retries;
     struct rdma_xfer_stats xs;
-    pthread_mutex_t staging_lock; /* one push at a time uses the staging buffer */
-    uint8_t *staging;
-    char devices[256]; /* cfg.devices, copied */
+    pthread_mutex_t staging_lock; /* the staging slots' free mask */
+    pthread_cond_t staging_cond;  /* a slot was given back */
+    uint64_t staging_free;        /* bit i: slot i (staging + i * staging_bytes) is free */
+    uint8_t *staging;             /* staging_count slots, one registered range */
+    char devices[256];            /* cfg.devices, copied */
 };
 
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
@@ -60,9 +63,13 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
     cfg->io_timeout_ms = 5000;
     cfg->slice_bytes = 64u << 10;
     cfg->window = 32;
-    cfg->max_idle_per_peer = 4;
     cfg->staging_bytes = 4u << 20;
+    cfg->staging_count = 4;
     cfg->ack_timeout = 14;
+    cfg->cq_spin_polls = 128;
+    /* a queue pair per thread that may talk to one peer at once: the CPUs, within [4, 64] */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->max_idle_per_peer = cpus < 4 ? 4 : cpus > 64 ? 64 : (uint32_t)cpus;
 }
 
 /* ---- pool --------------------------------------------------------------------------------- */
@@ -182,8 +189,12 @@ static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, 
                   uint64_t len, uint64_t remote, uint32_t rkey, struct ibv_mr **temp,
                   uint64_t *completed)
 {
-    struct rdma_op op = {
-        .is_write = is_write, .local = buf, .remote = remote, .rkey = rkey, .len = len};
+    struct rdma_op op = {.is_write = is_write,
+                         .local = buf,
+                         .remote = remote,
+                         .rkey = rkey,
+                         .len = len,
+                         .spin_polls = (uint32_t)t->cfg.cq_spin_polls};
     if (mc_rdma_ctx_keys(&t->x, buf, len, c->dev, &op.lkey, NULL)) {
         if (!temp)
             return MC_ERR_INVALID_PARAMS;
@@ -281,19 +292,29 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
     int rc = conn_take(t, endpoint, false, &c, &reused);
     if (rc)
         return rc;
+    /* a staging slot of its own: concurrent pushes (one per PeerDiskRead) run side by side */
     pthread_mutex_lock(&t->staging_lock);
+    while (!t->staging_free)
+        pthread_cond_wait(&t->staging_cond, &t->staging_lock);
+    int slot = __builtin_ctzll(t->staging_free);
+    t->staging_free &= ~(1ull << slot);
+    pthread_mutex_unlock(&t->staging_lock);
+    uint8_t *buf = t->staging + (size_t)slot * t->cfg.staging_bytes;
     for (uint64_t off = 0; off < len && rc == 0;) {
         size_t n = len - off < t->cfg.staging_bytes ? (size_t)(len - off) : t->cfg.staging_bytes;
-        rc = fill(arg, off, t->staging, n);
+        rc = fill(arg, off, buf, n);
         if (rc)
             break;
-        rc = run_on(t, c, true, t->staging, n, remote_addr + off, rkey, NULL, NULL);
+        rc = run_on(t, c, true, buf, n, remote_addr + off, rkey, NULL, NULL);
         off += n;
     }
     if (rc && c->broken)
         mc_warn("rdma", "disk push failed", "endpoint=%s len=%llu", endpoint,
                 (unsigned long long)len);
-    conn_give(t, endpoint, c); /* a broken queue pair dies before the staging buffer is reused */
+    conn_give(t, endpoint, c); /* a broken queue pair dies before the staging slot is reused */
+    pthread_mutex_lock(&t->staging_lock);
+    t->staging_free |= 1ull << slot;
+    pthread_cond_signal(&t->staging_cond);
     pthread_mutex_unlock(&t->staging_lock);
     return rc;
 }
@@ -486,6 +507,7 @@ static void rdma_free(struct mc_transport *tp)
     }
     mc_rdma_ctx_close(&t->x);
     free(t->staging);
+    pthread_cond_destroy(&t->staging_cond);
     pthread_mutex_destroy(&t->staging_lock);
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -519,6 +541,10 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
             t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
         if (cfg->staging_bytes)
             t->cfg.staging_bytes = cfg->staging_bytes;
+        if (cfg->staging_count)
+            t->cfg.staging_count = cfg->staging_count > 64 ? 64 : cfg->staging_count;
+        if (cfg->cq_spin_polls)
+            t->cfg.cq_spin_polls = cfg->cq_spin_polls < 0 ? 0 : cfg->cq_spin_polls;
         if (cfg->ack_timeout)
             t->cfg.ack_timeout = cfg->ack_timeout;
         t->cfg.tos = cfg->tos;
@@ -533,6 +559,7 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
     t->cfg.devices = t->devices[0] ? t->devices : NULL;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
+    pthread_cond_init(&t->staging_cond, NULL);
     t->base.ops = &rdma_vtable;
     int rc = MC_ERR_INVALID_PARAMS;
     if (cfg && (mc_rdma_check_addr("host", cfg->host) ||
@@ -553,10 +580,12 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
     if (rc)
         goto fail;
     rc = MC_ERR_INTERNAL_ERROR;
-    t->staging = aligned_alloc(4096, (t->cfg.staging_bytes + 4095) & ~(size_t)4095);
+    size_t area = (size_t)t->cfg.staging_bytes * t->cfg.staging_count;
+    t->staging = aligned_alloc(4096, (area + 4095) & ~(size_t)4095);
     if (!t->staging)
         goto fail;
-    rc = mc_rdma_ctx_register(&t->x, t->staging, t->cfg.staging_bytes, MC_RDMA_MR_LOCAL);
+    t->staging_free = t->cfg.staging_count >= 64 ? ~0ull : (1ull << t->cfg.staging_count) - 1;
+    rc = mc_rdma_ctx_register(&t->x, t->staging, area, MC_RDMA_MR_LOCAL);
     if (rc)
         goto fail;
     *out = &t->base;
