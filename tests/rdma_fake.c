@@ -885,8 +885,13 @@ void fake_inject_peer_gone(void)
 
 void fake_inject_disconnect_last(void)
 {
+    fake_inject_event_last(RDMA_CM_EVENT_DISCONNECTED);
+}
+
+void fake_inject_event_last(enum rdma_cm_event_type type)
+{
     pthread_mutex_lock(&g_fake->lock);
-    queue_event(g_fake->listen_ch, last_accepted, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+    queue_event(g_fake->listen_ch, last_accepted, type, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);
 }
 

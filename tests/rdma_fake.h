@@ -156,6 +156,8 @@ void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len);
 void fake_inject_connect(const void *data, uint8_t len);
 /* Queues a DISCONNECTED event for the last accepted connection's id (listener side). */
 void fake_inject_disconnect_last(void);
+/* Queues an event of that type (DEVICE_REMOVAL, ...) for the last accepted connection's id. */
+void fake_inject_event_last(enum rdma_cm_event_type type);
 /* Queues a DISCONNECTED event on the last connection the transport dialled (its peer left). */
 void fake_inject_peer_gone(void);
 /* Waits (condition variable, 5 s deadline) until *counter >= want; false on timeout. */

@@ -693,6 +693,38 @@ static void test_port_state_and_async_events(void **state)
     check_clean(&f);
 }
 
+/* A device removal reported on the listener: the peer's queue pair on it is closed, the device
+ * marked down (our pooled queue pairs on it are replaced). */
+static void test_device_removal_closes_connections(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    struct mc_transport *t = transport();
+    mc_transport_rdma_serve_on(t, "10.0.0.1");
+    assert_int_equal(mc_transport_rdma_listen(t, "10.0.0.1", 7000, false), 0);
+    uint8_t msg[MC_RDMA_CONN_MSG_LEN];
+    struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_REQUEST, .client_id = {5, 6}};
+    mc_rdma_conn_msg_encode(&m, msg);
+    fake_inject_connect_from("10.0.0.3", msg, sizeof(msg));
+    assert_true(fake_wait_for(&f.accepted, 1));
+    uint8_t *remote = calloc(1, 65536);
+    uint32_t rkey = fake_expose(remote, 65536);
+    uint8_t dst[4096];
+    struct mc_xfer_loc l = loc(PEER, remote, rkey);
+    assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0); /* one pooled QP */
+    int destroyed = f.qps_destroyed;
+    fake_inject_event_last(RDMA_CM_EVENT_DEVICE_REMOVAL);
+    assert_true(fake_wait_for(&f.qps_destroyed, destroyed + 1)); /* the passive one */
+    assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0);
+    struct mc_rdma_transport_stats s;
+    mc_transport_rdma_get_stats(t, &s);
+    assert_int_equal(s.stale, 1); /* the pooled one predated the removal: replaced */
+    mc_transport_free(t);
+    free(remote);
+    check_clean(&f);
+}
+
 /* ---- 7: fork safety ----------------------------------------------------------------------- */
 
 static void test_fork_safe_before_registration(void **state)
@@ -909,6 +941,7 @@ int main(void)
         cmocka_unit_test(test_devices_in_use),
         cmocka_unit_test(test_ack_timeout_and_tos),
         cmocka_unit_test(test_port_state_and_async_events),
+        cmocka_unit_test(test_device_removal_closes_connections),
         cmocka_unit_test(test_fork_safe_before_registration),
         cmocka_unit_test(test_cq_spin_before_arming),
         cmocka_unit_test(test_concurrent_pushes_have_own_staging),

@@ -662,9 +662,18 @@ static void *listener_main(void *arg)
             mc_rdma_conn_destroy(x, c);
             break;
         }
-        case RDMA_CM_EVENT_DEVICE_REMOVAL:
-            mc_error("rdma", "RDMA device removed", "%s", "");
+        case RDMA_CM_EVENT_DEVICE_REMOVAL: {
+            /* the peer's queue pair on it is gone; pooled ones of ours on it are replaced */
+            int d = copy.id ? dev_index(x, copy.id->verbs) : -1;
+            if (d >= 0) {
+                atomic_store(&x->dev_down[d], true);
+                atomic_fetch_add(&x->dev_gen[d], 1);
+            }
+            mc_error("rdma", "RDMA device removed: its connections are closed", "device=%s",
+                     d >= 0 ? ops->device_name(x->devlist[d]) : "?");
+            mc_rdma_conn_destroy(x, passive_take(l, copy.id));
             break;
+        }
         default:
             break;
         }
