@@ -650,7 +650,17 @@ static int f_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct so
         return -1;
     }
     pthread_mutex_lock(&g_fake->lock);
-    id->verbs = &g_fake->ctx[0];
+    /* a source address picks its device (rdma_cm binds the id there); else the first one */
+    struct ibv_context *sd = src ? dev_of(src) : NULL;
+    if (src && !sd && src->sa_family == AF_INET &&
+        ((const struct sockaddr_in *)src)->sin_addr.s_addr != htonl(INADDR_ANY)) {
+        pthread_mutex_unlock(&g_fake->lock);
+        errno = EADDRNOTAVAIL; /* not an address of any RDMA device */
+        return -1;
+    }
+    id->verbs = sd ? sd : &g_fake->ctx[0];
+    if (src)
+        sa_copy(&id->route.addr.src_addr, src);
     sa_copy(&id->route.addr.dst_addr, dst);
     queue_event(id->channel, id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);

@@ -594,6 +594,44 @@ static void test_devices_in_use(void **state)
     check_clean(&f);
 }
 
+/* Connections we dial leave from the serving device: on a host with several NICs the buffers
+ * registered there (and only there) are usable without a per-call registration. */
+static void test_dial_from_serving_device(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    f.ndev = 2;
+    snprintf(f.dev_addr[1], sizeof(f.dev_addr[1]), "10.0.0.2");
+    struct mc_transport *a = transport();
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.client_id = (struct mc_id){2, 2};
+    struct mc_transport *b = transport_with(&cfg);
+    assert_int_equal(mc_transport_rdma_serve_on(a, "10.0.0.2"), 1);
+    assert_int_equal(mc_transport_rdma_serve_on(b, "10.0.0.2"), 1);
+    assert_int_equal(mc_transport_rdma_listen(b, "10.0.0.2", 7000, false), 0);
+    uint8_t *seg = calloc(1, 65536), *ubuf = calloc(1, 65536);
+    fill(seg, 65536, 17);
+    uint32_t rk = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rk), 0);
+    assert_int_equal(mc_transport_rdma_register(a, ubuf, 65536, NULL), 0);
+    struct mc_xfer_loc l = loc("10.0.0.2:7000", seg, rk);
+    assert_int_equal(mc_transport_read(a, &l, ubuf, 16384), 0);
+    assert_memory_equal(ubuf, seg, 16384);
+    struct mc_rdma_transport_stats s;
+    mc_transport_rdma_get_stats(a, &s);
+    assert_int_equal(s.temp_regs, 0); /* the registered buffer's own region was used */
+    assert_int_equal(mc_transport_rdma_unregister(a, ubuf), 0);
+    assert_int_equal(mc_transport_rdma_unregister(b, seg), 0);
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    free(ubuf);
+    check_clean(&f);
+}
+
 /* ---- 6: ACK timeout, ToS, port state, async events ------------------------------------------ */
 
 static void test_ack_timeout_and_tos(void **state)
@@ -939,6 +977,7 @@ int main(void)
         cmocka_unit_test(test_reregister_new_key_despite_key_cache),
         cmocka_unit_test(test_access_by_purpose),
         cmocka_unit_test(test_devices_in_use),
+        cmocka_unit_test(test_dial_from_serving_device),
         cmocka_unit_test(test_ack_timeout_and_tos),
         cmocka_unit_test(test_port_state_and_async_events),
         cmocka_unit_test(test_device_removal_closes_connections),

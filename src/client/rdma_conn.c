@@ -270,7 +270,17 @@ static int dial(struct rdma_ctx *x, const char *endpoint, const struct sockaddr_
         c->id = NULL;
         goto fail;
     }
-    if (ops->resolve_addr(c->id, NULL, (struct sockaddr *)dst, timeout_ms) ||
+    /* from the serving device's address: the connection then uses the device our buffers are
+     * registered on (a route through another NIC would find no keys there) */
+    struct sockaddr_storage src;
+    bool with_src = false;
+    if (x->dial_from_host) {
+        char sep[160];
+        snprintf(sep, sizeof(sep), strchr(x->host, ':') ? "[%s]:0" : "%s:0", x->host);
+        with_src = parse_endpoint(sep, &src) == 0 && src.ss_family == dst->ss_family;
+    }
+    if (ops->resolve_addr(c->id, with_src ? (struct sockaddr *)&src : NULL, (struct sockaddr *)dst,
+                          timeout_ms) ||
         await(ops, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms, endpoint))
         goto fail;
     if (mc_rdma_id_options(x, c->id)) /* ToS before the route is resolved, ACK timeout */

@@ -443,6 +443,7 @@ int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
                 "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[d]));
         d = -1;
     }
+    bool owned = d >= 0;
     if (d < 0) {
         if (t->x.ndev > 1)
             mc_warn("rdma",
@@ -453,6 +454,7 @@ int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
         while (d < t->x.ndev - 1 && !t->x.in_use[d])
             d++;
     }
+    t->x.dial_from_host = owned;
     t->x.serve_dev = d;
     if (!t->cfg.devices)
         narrow_to(t, d);
