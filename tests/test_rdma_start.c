@@ -236,6 +236,9 @@ static void test_loopback_host_refused(void **state)
     const char *aargs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_ack_timeout=40", NULL};
     assert_int_not_equal(run_daemon(aargs, err, sizeof(err)), 0);
     assert_non_null(strstr(err, "--rdma_ack_timeout"));
+    const char *qargs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_qp_pool=5000", NULL};
+    assert_int_not_equal(run_daemon(qargs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_qp_pool"));
     const char *pargs[] = {"transfer", "--protocol=carrier-pigeon", NULL};
     assert_int_equal(run_program("mooncake_bench", pargs, err, sizeof(err)), 2);
 #endif

@@ -56,6 +56,7 @@ class ClientConfig(ctypes.Structure):
         ("rdma_devices", c_char_p),
         ("rdma_ack_timeout", ctypes.c_int32),
         ("rdma_tos", ctypes.c_int32),
+        ("rdma_qp_pool", c_uint32),
     ]
 
 

@@ -443,6 +443,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
         rc_cfg.devices = c->cfg.rdma_devices; /* the caller's strings, read during this call */
         rc_cfg.ack_timeout = c->cfg.rdma_ack_timeout;
         rc_cfg.tos = c->cfg.rdma_tos;
+        rc_cfg.max_idle_per_peer = c->cfg.rdma_qp_pool;
         const struct mc_rdma_ops *ops = NULL; /* the real libraries */
 #ifdef MC_TEST_HOOKS
         ops = atomic_load(&test_rdma_ops);

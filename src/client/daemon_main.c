@@ -73,6 +73,7 @@ static struct {
     const char *rdma_devices;
     int32_t rdma_ack_timeout;
     int32_t rdma_tos;
+    uint32_t rdma_qp_pool;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -130,6 +131,10 @@ static const struct mc_flag g_flags[] = {
                   "protocol rdma: IP ToS / traffic class of RDMA connections (0 = the fabric's "
                   "default; lossless RoCE fabrics name theirs)",
                   &F.rdma_tos),
+    MC_UINT32_FLAG("rdma_qp_pool", "0",
+                   "protocol rdma: idle queue pairs kept per peer, about the threads that talk to "
+                   "one peer at once (0 = one per CPU, 4..64; at most 1024)",
+                   &F.rdma_qp_pool),
     MC_FLAGS_END,
 };
 
@@ -362,6 +367,8 @@ int main(int argc, char **argv)
         mc_flags_die("flags --master and --host must not be empty");
     if (F.rdma_ack_timeout < 0 || F.rdma_ack_timeout > 31)
         mc_flags_die("flag --rdma_ack_timeout must be 0..31 (got %d)", F.rdma_ack_timeout);
+    if (F.rdma_qp_pool > 1024)
+        mc_flags_die("flag --rdma_qp_pool must be 0..1024 (got %u)", F.rdma_qp_pool);
     if (F.rdma_tos < 0 || F.rdma_tos > 255)
         mc_flags_die("flag --rdma_tos must be 0..255 (got %d)", F.rdma_tos);
     if (F.disk_path[0] && disk_cap == 0)
@@ -399,6 +406,7 @@ int main(int argc, char **argv)
     cfg.rdma_devices = F.rdma_devices[0] ? F.rdma_devices : NULL;
     cfg.rdma_ack_timeout = F.rdma_ack_timeout == 0 ? -1 : F.rdma_ack_timeout;
     cfg.rdma_tos = F.rdma_tos;
+    cfg.rdma_qp_pool = F.rdma_qp_pool;
 
     rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
     if (sig) {
