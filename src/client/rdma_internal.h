@@ -66,8 +66,8 @@ struct rdma_ctx {
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
-    int serve_dev; /* the device that owns the advertised address: its rkeys go to peers */
-    char host[64]; /* the advertised address (mc_transport_rdma_serve_on), "" before */
+    int serve_dev;       /* the device that owns the advertised address: its rkeys go to peers */
+    char host[64];       /* the advertised address (mc_transport_rdma_serve_on), "" before */
     bool dial_from_host; /* a device owns host: connections we dial leave from it */
     struct mc_auth_key auth;       /* set: every connection proves the token (rdma_plan.h) */
     _Atomic uint64_t auth_refused; /* peers the listener refused: no proof or a wrong one */
