@@ -497,8 +497,17 @@ static void test_access_by_purpose(void **state)
     uint32_t ek = 0;
     assert_int_equal(mc_transport_rdma_expose(t, dst, 4096, &ek, &h), 0);
     assert_int_equal(f.last_access, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    uint8_t late[4096];
+    fill(late, sizeof(late), 13);
+    struct mc_xfer_loc pl = loc(PEER, dst, ek);
+    assert_int_equal(mc_transport_write(t, &pl, late, sizeof(late)), 0); /* during the request */
+    assert_memory_equal(dst, late, sizeof(late));
     mc_transport_rdma_revoke(t, h);
     assert_int_equal(regions_of(&f, dst), 0);
+    /* a holder's write that arrives after the request ended is refused, no byte lands */
+    memset(dst, 0x77, 4096);
+    assert_int_equal(mc_transport_write(t, &pl, late, sizeof(late)), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(dst[0], 0x77);
     free(dst);
     assert_int_equal(mc_transport_rdma_unregister(t, ubuf), 0);
     assert_int_equal(mc_transport_rdma_unregister(t, seg), 0);
