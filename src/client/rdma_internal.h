@@ -205,5 +205,12 @@ struct rdma_op {
 int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
                      uint32_t slice_bytes, uint32_t window, int timeout_ms,
                      struct rdma_xfer_stats *st);
+/* The same for nops operations on one queue pair, their slices posted as one stream (a batch:
+ * one window, one wait, no round trip per key). status[j] (optional): 0 when every slice of
+ * op j completed, REPLICA_IS_GONE for the op whose remote key was refused, else TRANSFER_FAIL
+ * (flushed after another op's error, or never posted). Returns as mc_rdma_xfer_run. */
+int mc_rdma_xfer_run_many(const struct mc_rdma_ops *ops, struct rdma_conn *c,
+                          const struct rdma_op *op, size_t nops, uint32_t slice_bytes,
+                          uint32_t window, int timeout_ms, struct rdma_xfer_stats *st, int *status);
 
 #endif
