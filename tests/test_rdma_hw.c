@@ -36,6 +36,7 @@
 #include "client/rdma_internal.h"
 #include "client/rdma_plan.h"
 #include "client/transport.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
@@ -933,6 +934,62 @@ static void test_qp_pool_sized_by_cpus(void **state)
     assert_int_equal(cfg.max_idle_per_peer, want);
 }
 
+/* A batch posts every key of one holder on one queue pair as one stream. */
+static void test_batch_posted_at_once(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.cq_spin_polls = -1;
+    struct mc_transport *t = transport_with(&cfg); /* 4 KiB slices, window 4 */
+    uint8_t *remote = calloc(1, 65536);
+    uint32_t rkey = fake_expose(remote, 65536);
+    fill(remote, 65536, 19);
+    uint8_t *dst = calloc(1, 65536);
+    struct mc_xfer_item it[5];
+    for (int i = 0; i < 4; i++)
+        it[i] = (struct mc_xfer_item){loc(PEER, remote + 4096 * i, rkey), dst + 4096 * i, 4096, -1,
+                                      NULL};
+    it[4] = (struct mc_xfer_item){loc(PEER, remote, rkey), dst + 32768, 100, -1, NULL};
+    it[4].loc.mount_epoch = 0; /* refused before anything is posted */
+    assert_int_equal(mc_transport_batch(t, false, it, 5), 0);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(it[i].status, 0);
+    assert_int_equal(it[4].status, MC_ERR_REPLICA_IS_GONE);
+    assert_memory_equal(dst, remote, 16384);
+    assert_int_equal(f.post_calls, 1); /* the four keys in one chain */
+    assert_int_equal(f.waits, 1);      /* and one wait for all of them */
+    /* a key the holder refuses fails alone; the ones before it landed, the ones after are
+     * flushed with it (and go to the single path in the caller) */
+    memset(dst, 0, 65536);
+    it[4].loc.mount_epoch = 1;
+    it[1].loc.rkey = rkey + 1000;
+    assert_int_equal(mc_transport_batch(t, false, it, 4), 0);
+    assert_int_equal(it[0].status, 0);
+    assert_int_equal(it[1].status, MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(it[2].status, MC_ERR_TRANSFER_FAIL);
+    assert_memory_equal(dst, remote, 4096);
+    /* writes: the same, with each item's CRC */
+    uint32_t crc[2];
+    struct mc_xfer_item w[2] = {
+        {loc(PEER, remote + 40000, rkey), dst, 3000, -1, &crc[0]},
+        {loc(PEER, remote + 50000, rkey), dst + 3000, 3000, -1, &crc[1]},
+    };
+    fill(dst, 6000, 23);
+    assert_int_equal(mc_transport_batch(t, true, w, 2), 0);
+    assert_int_equal(w[0].status, 0);
+    assert_int_equal(w[1].status, 0);
+    assert_memory_equal(remote + 40000, dst, 3000);
+    assert_memory_equal(remote + 50000, dst + 3000, 3000);
+    assert_int_equal(crc[1], mc_crc32c(dst + 3000, 3000));
+    mc_transport_free(t);
+    free(remote);
+    free(dst);
+    check_clean(&f);
+}
+
 /* ---- 8: the passive side's RDMA read depths (rdma_accept(3)) -------------------------------- */
 
 static void test_passive_read_depths(void **state)
@@ -994,6 +1051,7 @@ int main(void)
         cmocka_unit_test(test_cq_spin_before_arming),
         cmocka_unit_test(test_concurrent_pushes_have_own_staging),
         cmocka_unit_test(test_qp_pool_sized_by_cpus),
+        cmocka_unit_test(test_batch_posted_at_once),
         cmocka_unit_test(test_passive_read_depths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -29,6 +29,7 @@
 
 #include "client/rdma_internal.h"
 #include "client/transport.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
@@ -266,6 +267,124 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
                     is_write ? "write" : "read", len);
         return rc;
     }
+}
+
+/* ---- batches: every item of one endpoint on one queue pair, posted as one stream ---------- */
+
+/* The items idx[0..m) of one endpoint; their statuses are set. */
+static void batch_group(struct rdma_transport *t, bool is_write, struct mc_xfer_item *items,
+                        const size_t *idx, size_t m, struct rdma_op *ops, struct ibv_mr **temps,
+                        int *st)
+{
+    const char *ep = items[idx[0]].loc.endpoint;
+    for (int attempt = 0;; attempt++) {
+        struct rdma_conn *c = NULL;
+        bool reused = false;
+        int rc = conn_take(t, ep, attempt > 0, &c, &reused);
+        if (rc) {
+            for (size_t k = 0; k < m; k++)
+                items[idx[k]].status = rc;
+            return;
+        }
+        size_t nops = 0;
+        for (size_t k = 0; k < m; k++) {
+            struct mc_xfer_item *it = &items[idx[k]];
+            struct rdma_op *op = &ops[nops];
+            *op = (struct rdma_op){.is_write = is_write,
+                                   .local = it->buf,
+                                   .remote = it->loc.remote_addr,
+                                   .rkey = it->loc.rkey,
+                                   .len = it->len,
+                                   .spin_polls = (uint32_t)t->cfg.cq_spin_polls};
+            temps[nops] = NULL;
+            if (mc_rdma_ctx_keys(&t->x, it->buf, it->len, c->dev, &op->lkey, NULL)) {
+                temps[nops] = t->x.ops->reg_mr(
+                    t->x.pd[c->dev], it->buf, it->len,
+                    mc_rdma_access(is_write ? MC_RDMA_MR_SOURCE : MC_RDMA_MR_LOCAL));
+                if (!temps[nops]) {
+                    it->status = MC_ERR_TRANSFER_FAIL;
+                    continue;
+                }
+                op->lkey = temps[nops]->lkey;
+                pthread_mutex_lock(&t->lock);
+                t->temp_regs++;
+                pthread_mutex_unlock(&t->lock);
+            }
+            st[nops++] = (int)k;
+        }
+        struct rdma_xfer_stats s;
+        memset(&s, 0, sizeof(s));
+        int *status = st + m; /* the second half of st */
+        rc = nops ? mc_rdma_xfer_run_many(t->x.ops, c, ops, nops, t->cfg.slice_bytes, t->cfg.window,
+                                          (int)t->cfg.io_timeout_ms, &s, status)
+                  : 0;
+        add_stats(t, &s);
+        conn_give(t, ep, c); /* a broken queue pair dies before the temporary regions */
+        for (size_t j = 0; j < nops; j++)
+            if (temps[j])
+                t->x.ops->dereg_mr(temps[j]);
+        if (rc == MC_ERR_TRANSFER_FAIL && reused && s.completed == 0 && attempt == 0) {
+            pthread_mutex_lock(&t->lock); /* a pooled queue pair whose peer vanished: once more */
+            t->retries++;
+            pthread_mutex_unlock(&t->lock);
+            continue;
+        }
+        for (size_t j = 0; j < nops; j++)
+            items[idx[st[j]]].status = status[j];
+        if (rc)
+            mc_warn("rdma", "batch transfer failed", "endpoint=%s op=%s items=%zu rc=%s", ep,
+                    is_write ? "write" : "read", nops, mc_strerror(rc));
+        return;
+    }
+}
+
+static int rdma_batch(struct mc_transport *tp, bool is_write, struct mc_xfer_item *items, size_t n)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (n == 0)
+        return 0;
+    size_t *idx = calloc(n, sizeof(*idx));
+    bool *taken = calloc(n, sizeof(*taken));
+    struct rdma_op *ops = calloc(n, sizeof(*ops));
+    struct ibv_mr **temps = calloc(n, sizeof(*temps));
+    int *st = calloc(2 * n, sizeof(*st));
+    int rc = 0;
+    if (!idx || !taken || !ops || !temps || !st) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) { /* what a single transfer refuses before any verbs */
+        struct mc_xfer_item *it = &items[i];
+        const struct mc_xfer_loc *l = &it->loc;
+        taken[i] = true;
+        it->status = !l->endpoint || strlen(l->endpoint) >= EP_MAX || (it->len && !it->buf)
+                         ? MC_ERR_INVALID_PARAMS
+                     : it->len == 0                ? 0
+                     : !l->rkey || !l->remote_addr ? MC_ERR_INVALID_REPLICA
+                     : !l->mount_epoch             ? MC_ERR_REPLICA_IS_GONE
+                                                   : 1;
+        if (is_write && it->crc && it->buf)
+            *it->crc = mc_crc32c(it->buf, it->len);
+        taken[i] = it->status != 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (taken[i])
+            continue;
+        size_t m = 0;
+        for (size_t j = i; j < n; j++)
+            if (!taken[j] && strcmp(items[j].loc.endpoint, items[i].loc.endpoint) == 0) {
+                taken[j] = true;
+                idx[m++] = j;
+            }
+        batch_group(t, is_write, items, idx, m, ops, temps, st);
+    }
+out:
+    free(idx);
+    free(taken);
+    free(ops);
+    free(temps);
+    free(st);
+    return rc;
 }
 
 static int rdma_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
@@ -519,6 +638,7 @@ static const struct mc_transport_ops rdma_vtable = {
     .name = "rdma",
     .write = rdma_write,
     .read = rdma_read,
+    .batch = rdma_batch,
     .free = rdma_free,
 };
 
