@@ -218,6 +218,38 @@ static void test_round_trip(void **state)
     free(reg);
 }
 
+/* A batch Get of keys on one holder: one stream of READs on one queue pair, bytes equal. */
+static void test_batch_get_one_stream(void **state)
+{
+    (void)state;
+    enum { N = 8, SZ = 5000 };
+    char keys[N][16];
+    const char *kp[N];
+    void *bufs[N];
+    size_t caps[N];
+    int64_t res[N];
+    uint8_t *out = calloc(N, SZ);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "bg-%d", i);
+        kp[i] = keys[i];
+        tm_fill(g.val, SZ, (uint32_t)(40 + i));
+        assert_int_equal(put_a(keys[i], g.val, SZ), 0);
+        bufs[i] = out + (size_t)i * SZ;
+        caps[i] = SZ;
+    }
+    int calls = g.f.post_calls;
+    uint64_t wrs = g.f.wrs;
+    assert_int_equal(mc_batch_get(g.a, N, kp, bufs, caps, res), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(res[i], SZ);
+        tm_fill(g.val, SZ, (uint32_t)(40 + i));
+        assert_memory_equal(bufs[i], g.val, SZ);
+    }
+    assert_int_equal(g.f.wrs, wrs + N);          /* one READ per key (one slice each) */
+    assert_int_equal(g.f.post_calls, calls + 1); /* all of them in one post */
+    free(out);
+}
+
 static void test_failure(void **state)
 {
     (void)state;
@@ -528,6 +560,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_batch_get_one_stream),
         cmocka_unit_test(test_failure),
         cmocka_unit_test(test_stale_descriptor_after_remount),
         cmocka_unit_test(test_handshake_on_the_wire),
