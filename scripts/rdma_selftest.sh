@@ -190,6 +190,7 @@ start_proc() { # name cmd... -> READY in $READY, pid in $PID
   done
   [ -n "$READY" ] || fail "$name did not print READY within 20 s" "$OUT/$name.log"
 }
+client_flags=() # extra flags for the daemons only
 cluster() { # tag [extra flags for everyone...]
   local tag=$1 n
   shift
@@ -200,7 +201,8 @@ cluster() { # tag [extra flags for everyone...]
   daemons=()
   for n in 1 2; do
     start_proc "$tag-client$n" "$bin/mooncake_client" --master="$rpc" --host="$host" \
-      --data_port=0 --segment_size=256MiB --protocol=rdma --log_level=info "$@"
+      --data_port=0 --segment_size=256MiB --protocol=rdma --log_level=info "$@" \
+      ${client_flags[@]+"${client_flags[@]}"}
     grep -q 'comp=rdma msg="listening"' "$OUT/$tag-client$n.log" ||
       fail "client$n does not listen for RDMA connections" "$OUT/$tag-client$n.log"
     daemons+=("$PID")
@@ -210,7 +212,9 @@ stop_cluster() { mc_cleanup; daemons=(); }
 cli() { "$bin/mooncake_cli" --master="$rpc" --host="$host" --timeout=5000 "$@"; }
 
 # ---- 2: the store's own put/get beside the baselines ---------------------------------------
-# protected mode admits only this host's addresses without a token: peers here are this host
+# Without a token, protected mode admits RDMA peers from this host's own addresses, but the TCP
+# peer port (tcp reads, PeerDiskRead) admits loopback only, and everyone here serves on $host
+client_flags=(--protected_mode=false)
 cluster plain
 for s in 1 4095 4096 65537 1048576 $((4 * 1048576 + 123)) $((24 * 1048576 + 7)); do
   key=rdma/plan/$s
@@ -314,6 +318,7 @@ note "4 rdma res after the cluster stopped: qp=$(res_count qp) (baseline $base_q
 
 # ---- 5: link down during a Get loop (opt-in) -----------------------------------------------
 if [ "${MC_RDMA_LINK_TEST:-0}" = 1 ] && [ -n "$netdev" ]; then
+  client_flags=(--protected_mode=false)
   cluster link
   tag_now="link"
   cli --protocol=rdma put rdma/plan/link "$OUT/in.bin" || fail "put for the link test failed"
@@ -333,6 +338,7 @@ fi
 printf '%s\n' "rdma-plan-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$OUT/token"
 printf '%s\n' "another-token-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$OUT/wrong"
 chmod 600 "$OUT/token" "$OUT/wrong"
+client_flags=()
 cluster token --auth_token_file="$OUT/token"
 head -c 1048583 /dev/urandom >"$OUT/in.bin"
 for round in 1 2 3; do
