@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +49,8 @@ struct fcq {
     struct fchan *ch;
     struct fqp *qp;
     bool armed;
+    bool notify;     /* a completion arrived while armed: one event is due */
+    int empty_polls; /* poll_latency: empty polls so far */
     struct ibv_wc ring[CQ_MAX];
     int head, n;
 };
@@ -63,6 +66,8 @@ struct fech {
     struct fev *q[64];
     int n;
 };
+
+static int ctx_index(const struct ibv_context *ctx);
 
 /* ---- helpers (lock held) ------------------------------------------------------------------ */
 
@@ -138,6 +143,10 @@ static void cq_push(struct fcq *cq, const struct ibv_wc *wc)
         abort(); /* a CQ overrun: the transport posted beyond its depth */
     cq->ring[(cq->head + cq->n) % CQ_MAX] = *wc;
     cq->n++;
+    if (cq->armed) { /* the event fires for a completion added to an armed CQ, and only then */
+        cq->armed = false;
+        cq->notify = true;
+    }
 }
 
 static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
@@ -148,6 +157,12 @@ static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
     wc->qp_num = qp->base.qp_num;
     if (qp->error) {
         wc->status = IBV_WC_WR_FLUSH_ERR;
+        return;
+    }
+    int qd = ctx_index(qp->base.context), rd = qp->remote_ctx ? ctx_index(qp->remote_ctx) : -1;
+    if ((qd >= 0 && g_fake->port_down[qd]) || (rd >= 0 && g_fake->port_down[rd])) {
+        wc->status = IBV_WC_RETRY_EXC_ERR; /* the link is gone: no ACK ever comes */
+        qp->error = true;
         return;
     }
     if ((g_fake->fail_at_wr && w->no == g_fake->fail_at_wr) ||
@@ -167,7 +182,15 @@ static void exec_wr(struct fqp *qp, const struct fwr *w, struct ibv_wc *wc)
         qp->error = true;
         return;
     }
-    if (!r) {
+    /* a READ writes the local buffer: that needs LOCAL_WRITE; the remote side needs the
+     * matching remote right */
+    if (w->opcode == IBV_WR_RDMA_READ && !(l->access & IBV_ACCESS_LOCAL_WRITE)) {
+        wc->status = IBV_WC_LOC_PROT_ERR;
+        qp->error = true;
+        return;
+    }
+    int need = w->opcode == IBV_WR_RDMA_WRITE ? IBV_ACCESS_REMOTE_WRITE : IBV_ACCESS_REMOTE_READ;
+    if (!r || !(r->access & need)) {
         wc->status = IBV_WC_REM_ACCESS_ERR;
         qp->error = true;
         return;
@@ -190,8 +213,10 @@ static struct ibv_context **f_get_devices(int *n)
         errno = ENODEV;
         return NULL;
     }
-    *n = g_fake->ndev > 1 ? 2 : 1;
-    g_fake->list[1] = g_fake->ndev > 1 ? &g_fake->ctx2 : NULL;
+    int k = g_fake->ndev < 1 ? 1 : g_fake->ndev > FAKE_MAX_DEVS ? FAKE_MAX_DEVS : g_fake->ndev;
+    for (int d = 0; d <= FAKE_MAX_DEVS; d++)
+        g_fake->list[d] = d < k ? &g_fake->ctx[d] : NULL;
+    *n = k;
     return g_fake->list;
 }
 
@@ -200,16 +225,45 @@ static void f_free_devices(struct ibv_context **list)
     (void)list;
 }
 
+static int ctx_index(const struct ibv_context *ctx)
+{
+    for (int d = 0; d < FAKE_MAX_DEVS; d++)
+        if (ctx == &g_fake->ctx[d])
+            return d;
+    return -1;
+}
+
 static const char *f_device_name(struct ibv_context *ctx)
 {
-    return ctx == &g_fake->ctx ? "fake0" : ctx == &g_fake->ctx2 ? "fake1" : "?";
+    static const char *names[FAKE_MAX_DEVS] = {"fake0", "fake1", "fake2",  "fake3",
+                                               "fake4", "fake5", "fake6",  "fake7",
+                                               "fake8", "fake9", "fake10", "fake11"};
+    int d = ctx_index(ctx);
+    return d >= 0 ? names[d] : "?";
 }
 
 static int f_query_device(struct ibv_context *ctx, struct ibv_device_attr *attr)
 {
+    int d = ctx_index(ctx);
     memset(attr, 0, sizeof(*attr));
-    attr->max_qp_rd_atom = 16;
-    attr->max_qp_init_rd_atom = 16;
+    attr->max_qp_rd_atom = d >= 0 && g_fake->rd_atom[d] ? g_fake->rd_atom[d] : 16;
+    attr->max_qp_init_rd_atom = d >= 0 && g_fake->init_rd_atom[d] ? g_fake->init_rd_atom[d] : 16;
+    attr->phys_port_cnt = 1;
+    return 0;
+}
+
+static int f_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+    int d = ctx_index(ctx);
+    memset(attr, 0, sizeof(*attr));
+    if (d < 0 || port != 1) {
+        errno = EINVAL;
+        return EINVAL;
+    }
+    pthread_mutex_lock(&g_fake->lock);
+    attr->state = g_fake->port_down[d] ? IBV_PORT_DOWN : IBV_PORT_ACTIVE;
+    pthread_mutex_unlock(&g_fake->lock);
+    attr->link_layer = IBV_LINK_LAYER_ETHERNET;
     return 0;
 }
 
@@ -234,10 +288,21 @@ static int f_dealloc_pd(struct ibv_pd *pd)
 
 static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int access)
 {
+    const int writes = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    int err = 0;
     pthread_mutex_lock(&g_fake->lock);
-    if (g_fake->nmrs >= 64) {
+    g_fake->last_access = access;
+    uintptr_t a = (uintptr_t)addr, ro = (uintptr_t)g_fake->ro_addr;
+    if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))
+        err = EINVAL; /* ibv_reg_mr(3): remote write needs local write */
+    else if ((access & writes) && g_fake->ro_len && a < ro + g_fake->ro_len && ro < a + len)
+        err = EFAULT; /* pinning read-only pages for writing */
+    else if (g_fake->nmrs >= 64 ||
+             (g_fake->memlock_limit && g_fake->pinned + len > g_fake->memlock_limit))
+        err = ENOMEM;
+    if (err) {
         pthread_mutex_unlock(&g_fake->lock);
-        errno = ENOMEM;
+        errno = err;
         return NULL;
     }
     struct ibv_mr *mr = calloc(1, sizeof(*mr));
@@ -246,8 +311,16 @@ static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
     mr->addr = addr;
     mr->length = len;
     mr->lkey = mr->rkey = ++g_fake->next_key;
-    g_fake->mrs[g_fake->nmrs++] = (struct fake_mr){addr, len, mr->lkey, mr};
+    for (int i = g_fake->nfreed - 1; g_fake->reuse_keys && i >= 0; i--) /* newest first */
+        if (g_fake->freed[i].addr == addr && g_fake->freed[i].len == len &&
+            g_fake->freed[i].mr == (void *)pd) {
+            mr->lkey = mr->rkey = g_fake->freed[i].key; /* the cached mkey comes back */
+            g_fake->freed[i] = g_fake->freed[--g_fake->nfreed];
+            break;
+        }
+    g_fake->mrs[g_fake->nmrs++] = (struct fake_mr){addr, len, mr->lkey, mr, access};
     g_fake->mrs_live++;
+    g_fake->pinned += len;
     pthread_mutex_unlock(&g_fake->lock);
     return mr;
 }
@@ -260,7 +333,11 @@ static int f_dereg_mr(struct ibv_mr *mr)
             g_fake->mrs[i] = g_fake->mrs[--g_fake->nmrs];
             break;
         }
+    if (g_fake->nfreed < 16) /* remembered by protection domain, for reuse_keys */
+        g_fake->freed[g_fake->nfreed++] =
+            (struct fake_mr){mr->addr, mr->length, mr->rkey, (struct ibv_mr *)mr->pd, 0};
     g_fake->mrs_live--;
+    g_fake->pinned -= mr->length;
     pthread_mutex_unlock(&g_fake->lock);
     free(mr);
     return 0;
@@ -270,7 +347,9 @@ uint32_t fake_expose(void *addr, size_t len)
 {
     pthread_mutex_lock(&g_fake->lock);
     uint32_t key = ++g_fake->next_key;
-    g_fake->mrs[g_fake->nmrs++] = (struct fake_mr){addr, len, key, NULL};
+    g_fake->mrs[g_fake->nmrs++] =
+        (struct fake_mr){addr, len, key, NULL,
+                         IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE};
     pthread_mutex_unlock(&g_fake->lock);
     return key;
 }
@@ -331,12 +410,36 @@ static int f_destroy_cq(struct ibv_cq *cqp)
     return 0;
 }
 
+static void execute_queued(struct fcq *cq, int max);
+
 static int f_req_notify_cq(struct ibv_cq *cqp, int solicited_only)
 {
+    struct fcq *cq = (struct fcq *)cqp;
     pthread_mutex_lock(&g_fake->lock);
-    ((struct fcq *)cqp)->armed = true;
+    g_fake->arms++;
+    if (g_fake->complete_on_arm)
+        execute_queued(cq, 0); /* these land before the arm: no event for them */
+    cq->armed = true;
     pthread_mutex_unlock(&g_fake->lock);
     return 0;
+}
+
+/* Executes up to max (0 = all) of the work requests queued on cq's QP (lock held). */
+static void execute_queued(struct fcq *cq, int max)
+{
+    struct fqp *qp = cq->qp;
+    if (!qp || !qp->nq)
+        return;
+    struct ibv_wc wcs[SQ_MAX];
+    int k = max && max < qp->nq ? max : qp->nq;
+    for (int i = 0; i < k; i++)
+        exec_wr(qp, &qp->q[i], &wcs[i]);
+    if (g_fake->reorder && k > 1)
+        g_fake->reordered++;
+    for (int i = 0; i < k; i++)
+        cq_push(cq, &wcs[g_fake->reorder ? k - 1 - i : i]);
+    memmove(qp->q, qp->q + k, sizeof(qp->q[0]) * (size_t)(qp->nq - k));
+    qp->nq -= k;
 }
 
 /* The device makes progress while the application sleeps here. */
@@ -348,6 +451,7 @@ static int f_wait_cq_event(struct ibv_comp_channel *chp, int timeout_ms, struct 
     struct fcq *cq = ch->cq;
     if (!cq)
         goto out;
+    g_fake->waits++;
     if (g_fake->spurious > 0 && cq->armed) {
         g_fake->spurious--;
         cq->armed = false;
@@ -357,26 +461,14 @@ static int f_wait_cq_event(struct ibv_comp_channel *chp, int timeout_ms, struct 
     }
     if (g_fake->stall)
         goto out;
-    struct fqp *qp = cq->qp;
     while (g_fake->stray > 0) {
         struct ibv_wc wc = {.wr_id = STRAY_BASE + (uint64_t)g_fake->stray--,
                             .status = IBV_WC_SUCCESS};
         cq_push(cq, &wc);
     }
-    if (qp && qp->nq) {
-        struct ibv_wc wcs[SQ_MAX];
-        int k = g_fake->per_wait && g_fake->per_wait < qp->nq ? g_fake->per_wait : qp->nq;
-        for (int i = 0; i < k; i++)
-            exec_wr(qp, &qp->q[i], &wcs[i]);
-        if (g_fake->reorder && k > 1)
-            g_fake->reordered++;
-        for (int i = 0; i < k; i++)
-            cq_push(cq, &wcs[g_fake->reorder ? k - 1 - i : i]);
-        memmove(qp->q, qp->q + k, sizeof(qp->q[0]) * (size_t)(qp->nq - k));
-        qp->nq -= k;
-    }
-    if (cq->n && cq->armed) {
-        cq->armed = false;
+    execute_queued(cq, g_fake->per_wait);
+    if (cq->notify) {
+        cq->notify = false;
         *out = &cq->base;
         rc = 1;
     }
@@ -390,6 +482,10 @@ static int f_poll_cq(struct ibv_cq *cqp, int n, struct ibv_wc *wc)
     struct fcq *cq = (struct fcq *)cqp;
     int k = 0;
     pthread_mutex_lock(&g_fake->lock);
+    if (g_fake->poll_latency > 0 && !cq->n && ++cq->empty_polls >= g_fake->poll_latency) {
+        cq->empty_polls = 0;
+        execute_queued(cq, g_fake->per_wait);
+    }
     while (k < n && cq->n) {
         wc[k] = cq->ring[cq->head];
         cq->head = (cq->head + 1) % CQ_MAX;
@@ -407,6 +503,7 @@ static int f_post_send(struct ibv_qp *qpp, struct ibv_send_wr *wr, struct ibv_se
     struct fqp *qp = (struct fqp *)qpp;
     int rc = 0;
     pthread_mutex_lock(&g_fake->lock);
+    g_fake->post_calls++;
     for (; wr; wr = wr->next) {
         int in_sq = qp->nq;
         for (int i = 0; qp->cq && i < qp->cq->n; i++)
@@ -502,14 +599,30 @@ static struct ibv_context *dev_of(const struct sockaddr *sa)
     if (sa->sa_family != AF_INET ||
         !inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof(ip)))
         return NULL;
-    for (int d = 0; d < 2 && d < (g_fake->ndev > 1 ? 2 : 1); d++)
+    for (int d = 0; d < FAKE_MAX_DEVS && d < (g_fake->ndev > 1 ? g_fake->ndev : 1); d++)
         if (g_fake->dev_addr[d][0] && strcmp(g_fake->dev_addr[d], ip) == 0)
-            return d ? &g_fake->ctx2 : &g_fake->ctx;
+            return &g_fake->ctx[d];
     return NULL;
+}
+
+/* 127/8, ::1, ::ffff:127/104: rdma_cm finds no RDMA device for the lo netdev. */
+static bool sa_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
+    if (sa->sa_family == AF_INET6) {
+        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a) || (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+    }
+    return false;
 }
 
 static int f_bind_addr(struct rdma_cm_id *id, struct sockaddr *addr)
 {
+    if (sa_is_loopback(addr)) {
+        errno = ENODEV;
+        return -1;
+    }
     sa_copy(&id->route.addr.src_addr, addr);
     pthread_mutex_lock(&g_fake->lock);
     id->verbs = dev_of(addr);
@@ -532,8 +645,22 @@ static int f_listen(struct rdma_cm_id *id, int backlog)
 static int f_resolve_addr(struct rdma_cm_id *id, struct sockaddr *src, struct sockaddr *dst,
                           int timeout_ms)
 {
+    if (sa_is_loopback(dst) || (src && sa_is_loopback(src))) {
+        errno = ENODEV;
+        return -1;
+    }
     pthread_mutex_lock(&g_fake->lock);
-    id->verbs = &g_fake->ctx;
+    /* a source address picks its device (rdma_cm binds the id there); else the first one */
+    struct ibv_context *sd = src ? dev_of(src) : NULL;
+    if (src && !sd && src->sa_family == AF_INET &&
+        ((const struct sockaddr_in *)src)->sin_addr.s_addr != htonl(INADDR_ANY)) {
+        pthread_mutex_unlock(&g_fake->lock);
+        errno = EADDRNOTAVAIL; /* not an address of any RDMA device */
+        return -1;
+    }
+    id->verbs = sd ? sd : &g_fake->ctx[0];
+    if (src)
+        sa_copy(&id->route.addr.src_addr, src);
     sa_copy(&id->route.addr.dst_addr, dst);
     queue_event(id->channel, id, RDMA_CM_EVENT_ADDR_RESOLVED, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);
@@ -586,6 +713,10 @@ static struct rdma_cm_id *last_connected;
 static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
     struct mc_rdma_conn_msg m;
+    if (p->private_data_len > FAKE_PDATA_REQ) {
+        errno = EINVAL;
+        return -1;
+    }
     pthread_mutex_lock(&g_fake->lock);
     g_fake->connects++;
     last_connected = id;
@@ -609,11 +740,15 @@ static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
         } else {
             struct rdma_cm_id *child = calloc(1, sizeof(*child));
             child->route.addr.dst_sin.sin_family = AF_INET;
-            if (inet_pton(AF_INET, g_fake->loop_from[0] ? g_fake->loop_from : "127.0.0.1",
-                          &child->route.addr.dst_sin.sin_addr) != 1)
+            /* the dialler's address: its device's (rdma_cm never reports a loopback peer) */
+            int sd = ctx_index(id->verbs);
+            const char *from = g_fake->loop_from[0]                 ? g_fake->loop_from
+                               : sd >= 0 && g_fake->dev_addr[sd][0] ? g_fake->dev_addr[sd]
+                                                                    : "10.0.0.9";
+            if (inet_pton(AF_INET, from, &child->route.addr.dst_sin.sin_addr) != 1)
                 abort();
             struct ibv_context *dv = dev_of(&id->route.addr.dst_addr);
-            child->verbs = dv ? dv : &g_fake->ctx;
+            child->verbs = dv ? dv : &g_fake->ctx[0];
             child->channel = lch;
             child->ps = RDMA_PS_TCP;
             g_fake->ids_created++;
@@ -621,6 +756,11 @@ static int f_connect(struct rdma_cm_id *id, struct rdma_conn_param *p)
             g_fake->pairs[slot].active = id;
             queue_event(lch, child, RDMA_CM_EVENT_CONNECT_REQUEST, 0, p->private_data,
                         p->private_data_len);
+            /* as ib_cm reports it to the passive side: the dialler's initiator depth is what
+             * this side should answer as its responder resources, and the other way round */
+            struct fech *le = (struct fech *)lch;
+            le->q[le->n - 1]->ev.param.conn.responder_resources = p->initiator_depth;
+            le->q[le->n - 1]->ev.param.conn.initiator_depth = p->responder_resources;
         }
     } else if (g_fake->reject_connect)
         queue_event(id->channel, id, RDMA_CM_EVENT_REJECTED, 28, NULL, 0);
@@ -636,7 +776,16 @@ static struct rdma_cm_id *last_accepted;
 static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 {
     struct mc_rdma_conn_msg m;
+    struct ibv_device_attr attr;
+    f_query_device(id->verbs, &attr);
+    if (p->private_data_len > FAKE_PDATA_REP || p->responder_resources > attr.max_qp_rd_atom ||
+        p->initiator_depth > attr.max_qp_init_rd_atom) {
+        errno = EINVAL;
+        return -1;
+    }
     pthread_mutex_lock(&g_fake->lock);
+    g_fake->accept_resp = p->responder_resources;
+    g_fake->accept_init = p->initiator_depth;
     wire_log(p->private_data, p->private_data_len);
     if (mc_rdma_conn_msg_decode(p->private_data, p->private_data_len, &m) ||
         m.kind != MC_RDMA_CONN_ACCEPT)
@@ -656,6 +805,10 @@ static int f_accept(struct rdma_cm_id *id, struct rdma_conn_param *p)
 
 static int f_reject(struct rdma_cm_id *id, const void *data, uint8_t len)
 {
+    if (len > FAKE_PDATA_REJ) {
+        errno = EINVAL;
+        return -1;
+    }
     pthread_mutex_lock(&g_fake->lock);
     wire_log(data, len);
     int k = pair_find(id);
@@ -720,7 +873,7 @@ void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len)
     if (inet_pton(AF_INET, ipv4, &child->route.addr.dst_sin.sin_addr) != 1)
         abort();
     pthread_mutex_lock(&g_fake->lock);
-    child->verbs = &g_fake->ctx;
+    child->verbs = &g_fake->ctx[0];
     child->channel = g_fake->listen_ch;
     child->ps = RDMA_PS_TCP;
     g_fake->ids_created++;
@@ -742,8 +895,13 @@ void fake_inject_peer_gone(void)
 
 void fake_inject_disconnect_last(void)
 {
+    fake_inject_event_last(RDMA_CM_EVENT_DISCONNECTED);
+}
+
+void fake_inject_event_last(enum rdma_cm_event_type type)
+{
     pthread_mutex_lock(&g_fake->lock);
-    queue_event(g_fake->listen_ch, last_accepted, RDMA_CM_EVENT_DISCONNECTED, 0, NULL, 0);
+    queue_event(g_fake->listen_ch, last_accepted, type, 0, NULL, 0);
     pthread_mutex_unlock(&g_fake->lock);
 }
 
@@ -761,15 +919,96 @@ bool fake_wait_for(const int *counter, int want)
     return ok;
 }
 
+static int f_set_option(struct rdma_cm_id *id, int level, int optname, void *val, size_t len)
+{
+    (void)id;
+    if (level != RDMA_OPTION_ID || (optname == RDMA_OPTION_ID_TOS && len != sizeof(uint8_t)) ||
+        (optname == RDMA_OPTION_ID_ACK_TIMEOUT && len != sizeof(uint8_t))) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&g_fake->lock);
+    if (optname == RDMA_OPTION_ID_TOS)
+        g_fake->tos = *(uint8_t *)val;
+    else if (optname == RDMA_OPTION_ID_ACK_TIMEOUT)
+        g_fake->ack_timeout = *(uint8_t *)val;
+    pthread_mutex_unlock(&g_fake->lock);
+    return 0;
+}
+
+static int async_fd_of(int d)
+{
+    if (g_fake->async_pipe[d][0] < 0 && pipe(g_fake->async_pipe[d]))
+        abort();
+    return g_fake->async_pipe[d][0];
+}
+
+static int f_get_async_event(struct ibv_context *ctx, int wake_fd, int timeout_ms,
+                             struct ibv_async_event *ev)
+{
+    int d = ctx_index(ctx);
+    if (d < 0)
+        return -1;
+    pthread_mutex_lock(&g_fake->lock);
+    int fd = async_fd_of(d);
+    pthread_mutex_unlock(&g_fake->lock);
+    struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = wake_fd, .events = POLLIN}};
+    int n = poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    if (n <= 0 || !(p[0].revents & POLLIN))
+        return n < 0 ? -1 : 1;
+    int type;
+    if (read(fd, &type, sizeof(type)) != (ssize_t)sizeof(type))
+        return -1;
+    memset(ev, 0, sizeof(*ev));
+    ev->event_type = (enum ibv_event_type)type;
+    ev->element.port_num = 1;
+    return 0;
+}
+
+static void f_ack_async_event(struct ibv_async_event *ev)
+{
+    (void)ev;
+}
+
+static int f_fork_init(void)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    int rc = g_fake->mrs_live > 0 ? EINVAL : 0; /* ibv_fork_init(3): after a registration */
+    if (!rc)
+        g_fake->fork_inited = true;
+    pthread_mutex_unlock(&g_fake->lock);
+    return rc;
+}
+
+void fake_inject_async(int d, enum ibv_event_type type)
+{
+    pthread_mutex_lock(&g_fake->lock);
+    int fd = async_fd_of(d);
+    (void)fd;
+    if (type == IBV_EVENT_PORT_ERR || type == IBV_EVENT_DEVICE_FATAL)
+        g_fake->port_down[d] = true;
+    else if (type == IBV_EVENT_PORT_ACTIVE)
+        g_fake->port_down[d] = false;
+    int t = (int)type;
+    if (write(g_fake->async_pipe[d][1], &t, sizeof(t)) != (ssize_t)sizeof(t))
+        abort();
+    pthread_mutex_unlock(&g_fake->lock);
+}
+
 void fake_init(struct fake *f)
 {
     memset(f, 0, sizeof(*f));
     pthread_mutex_init(&f->lock, NULL);
     pthread_cond_init(&f->cond, NULL);
-    f->ctx.device = &f->dev;
-    f->ctx2.device = &f->dev2;
+    for (int d = 0; d < FAKE_MAX_DEVS; d++) {
+        f->ctx[d].device = &f->dev[d];
+        f->ctx[d].async_fd = -1;
+        f->async_pipe[d][0] = f->async_pipe[d][1] = -1;
+    }
     f->ndev = 1;
-    f->list[0] = &f->ctx;
+    f->list[0] = &f->ctx[0];
+    f->ack_timeout = f->tos = -1;
+    snprintf(f->dev_addr[0], sizeof(f->dev_addr[0]), "10.0.0.1"); /* device 0's netdev */
     f->fail_status = IBV_WC_REM_ACCESS_ERR;
     struct mc_rdma_conn_msg m = {.kind = MC_RDMA_CONN_ACCEPT, .client_id = {7, 7}};
     mc_rdma_conn_msg_encode(&m, f->accept_msg);
@@ -813,4 +1052,9 @@ const struct mc_rdma_ops fake_ops = {
     .disconnect = f_disconnect,
     .get_cm_event = f_get_cm_event,
     .ack_cm_event = f_ack_cm_event,
+    .set_option = f_set_option,
+    .query_port = f_query_port,
+    .get_async_event = f_get_async_event,
+    .ack_async_event = f_ack_async_event,
+    .fork_init = f_fork_init,
 };

@@ -25,7 +25,8 @@
  * connect request on the listening channel (its thread blocks on a pipe, not in a loop).
  *
  * Loopback (loopback = true): rdma_connect is not answered by the script but routed to the
- * listener bound to the destination's port (from loop_from, default 127.0.0.1); that
+ * listener bound to the destination's port (from loop_from, default the dialling device's
+ * dev_addr; device 0's is 10.0.0.1 unless the test changes it); that
  * listener's accept or reject, with its private data, is what the dialling side sees (no
  * listener on the port: REJECTED). So two transports in one process run the whole connection
  * set-up against each other. Every byte of private data that crosses (connect, accept,
@@ -45,21 +46,33 @@ struct fake_mr {
     size_t len;
     uint32_t key;
     struct ibv_mr *mr; /* NULL for exposed test buffers */
+    int access;        /* IBV_ACCESS_* it was registered with (exposed: every right) */
 };
 
+#define FAKE_MAX_DEVS 12
+
+/* What InfiniBand CM carries as rdma_cm private data (RDMA_PS_TCP: the REQ loses 36 bytes to
+ * rdma_cm's own header). Hardware refuses more with EINVAL. */
+#define FAKE_PDATA_REQ 56
+#define FAKE_PDATA_REP 196
+#define FAKE_PDATA_REJ 148
+
 struct fake {
-    struct ibv_context ctx;
-    struct ibv_device dev;
-    struct ibv_context *list[3];
-    /* a second device (ndev = 2): its own contexts, protection domains and memory regions. An
-     * address in dev_addr[d] belongs to device d: binding to it gives the id that device, and
-     * a routed connect to it lands on that device's side. A work request then needs an lkey of
-     * its own QP's device and an rkey of the device the peer's side landed on, as hardware does
-     * (memory regions are per protection domain, so per device). */
-    struct ibv_context ctx2;
-    struct ibv_device dev2;
+    /* devices: ndev of them (1 by default, at most FAKE_MAX_DEVS). An address in dev_addr[d]
+     * belongs to device d: binding to it gives the id that device, and a routed connect to it
+     * lands on that device's side. A work request then needs an lkey of its own QP's device and
+     * an rkey of the device the peer's side landed on, as hardware does (memory regions are per
+     * protection domain, so per device). Like rdma_cm on InfiniBand or RoCE, binding to or
+     * resolving a loopback address fails with ENODEV (no RDMA device owns the lo netdev). */
+    struct ibv_context ctx[FAKE_MAX_DEVS];
+    struct ibv_device dev[FAKE_MAX_DEVS];
+    struct ibv_context *list[FAKE_MAX_DEVS + 1];
     int ndev;
-    char dev_addr[2][16];
+    char dev_addr[FAKE_MAX_DEVS][16];
+    int rd_atom[FAKE_MAX_DEVS];       /* max_qp_rd_atom (default 16) */
+    int init_rd_atom[FAKE_MAX_DEVS];  /* max_qp_init_rd_atom (default 16) */
+    bool port_down[FAKE_MAX_DEVS];    /* query_port answers IBV_PORT_DOWN */
+    int async_pipe[FAKE_MAX_DEVS][2]; /* fake_inject_async writes here; created on demand */
     pthread_mutex_t lock;
     pthread_cond_t cond;
 
@@ -77,14 +90,31 @@ struct fake {
     bool no_device;
     bool loopback;
     char loop_from[16];
+    /* hardware's refusals, all on by default except where a value is needed */
+    bool reuse_keys;        /* reg_mr of a range just deregistered hands back its old key (the
+                               mlx5 mkey cache can) */
+    uint64_t memlock_limit; /* bytes pinned by memory regions at most (0 = unlimited): beyond it
+                               reg_mr fails with ENOMEM, as RLIMIT_MEMLOCK makes it */
+    uint8_t *ro_addr;       /* [ro_addr, ro_addr+ro_len) is read-only memory: a registration
+                               with any write access over it fails with EFAULT */
+    size_t ro_len;
+    bool complete_on_arm; /* req_notify_cq first executes what is queued: those completions
+                             arrive before the arm and raise no event */
+    bool fork_inited;     /* fork_init was called (before any registration, or it fails) */
+    int poll_latency;     /* > 0: queued requests also complete once their CQ was polled this
+                             many times empty (the device works while the application spins) */
 
     /* memory */
     struct fake_mr mrs[64];
     int nmrs;
     uint32_t next_key;
+    struct fake_mr freed[16]; /* recently deregistered (reuse_keys) */
+    int nfreed;
+    uint64_t pinned; /* bytes registered now (every device's region counts) */
 
     /* counters */
     uint64_t wrs;        /* work requests posted */
+    int post_calls;      /* post_send calls */
     int outstanding;     /* posted, completion not yet polled */
     int max_outstanding; /* high-water mark of outstanding */
     int reordered;       /* waits whose completions were reversed */
@@ -94,6 +124,12 @@ struct fake {
     int accepted, rejected;
     int bad_connect_msgs; /* connect requests whose message did not decode */
     int pds, mrs_live, cqs, chans, echs;
+    int waits;       /* wait_cq_event calls that slept (CQ spin counts against these) */
+    int arms;        /* req_notify_cq calls */
+    int last_access; /* the access flags of the last reg_mr */
+    int ack_timeout; /* the last RDMA_OPTION_ID_ACK_TIMEOUT set (-1 = never) */
+    int tos;         /* the last RDMA_OPTION_ID_TOS set (-1 = never) */
+    int accept_resp, accept_init; /* the last accept's responder_resources, initiator_depth */
 
     struct rdma_event_channel *listen_ch;
     struct {
@@ -120,9 +156,15 @@ void fake_inject_connect_from(const char *ipv4, const void *data, uint8_t len);
 void fake_inject_connect(const void *data, uint8_t len);
 /* Queues a DISCONNECTED event for the last accepted connection's id (listener side). */
 void fake_inject_disconnect_last(void);
+/* Queues an event of that type (DEVICE_REMOVAL, ...) for the last accepted connection's id. */
+void fake_inject_event_last(enum rdma_cm_event_type type);
 /* Queues a DISCONNECTED event on the last connection the transport dialled (its peer left). */
 void fake_inject_peer_gone(void);
 /* Waits (condition variable, 5 s deadline) until *counter >= want; false on timeout. */
 bool fake_wait_for(const int *counter, int want);
+/* Raises an asynchronous event (IBV_EVENT_PORT_ERR, IBV_EVENT_DEVICE_FATAL, ...) on device d;
+ * a port error also marks the port down and fails every queued work request on that device's
+ * queue pairs with IBV_WC_RETRY_EXC_ERR, as a link that went away does. */
+void fake_inject_async(int d, enum ibv_event_type type);
 
 #endif

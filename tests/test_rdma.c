@@ -597,7 +597,7 @@ static void test_no_device(void **state)
 static void test_listener_accepts_and_rejects(void **state)
 {
     struct fx *x = *state;
-    assert_int_equal(mc_transport_rdma_listen(x->t, "127.0.0.1", 7000, false), 0);
+    assert_int_equal(mc_transport_rdma_listen(x->t, "10.0.0.1", 7000, false), 0);
     uint8_t junk[10] = {1, 2, 3};
     fake_inject_connect(junk, sizeof(junk));
     assert_true(fake_wait_for(&x->f.rejected, 1));
@@ -702,12 +702,12 @@ static void test_auth_right_token_connects(void **state)
     struct mc_auth_key ka, kb;
     struct mc_transport *a = make_auth_transport(TOKEN_A, (struct mc_id){1, 1}, &ka);
     struct mc_transport *b = make_auth_transport(TOKEN_A, (struct mc_id){2, 2}, &kb);
-    assert_int_equal(mc_transport_rdma_listen(b, "127.0.0.1", 7000, true), 0);
+    assert_int_equal(mc_transport_rdma_listen(b, "10.0.0.1", 7000, true), 0);
     uint8_t *seg = calloc(1, 65536);
     uint32_t rkey = 0;
     assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
     struct mc_xfer_loc l = {.segment_id = {1, 1},
-                            .endpoint = "127.0.0.1:7000",
+                            .endpoint = "10.0.0.1:7000",
                             .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)(seg + 100),
                             .rkey = rkey};
@@ -765,7 +765,7 @@ static void test_auth_wrong_or_missing_token_refused(void **state)
     uint32_t rkey = 0;
     assert_int_equal(mc_transport_rdma_register(b, seg, 8192, &rkey), 0);
     struct mc_xfer_loc l = {.segment_id = {1, 1},
-                            .endpoint = "127.0.0.1:7000",
+                            .endpoint = "10.0.0.1:7000",
                             .mount_epoch = 1,
                             .remote_addr = (uint64_t)(uintptr_t)seg,
                             .rkey = rkey};
@@ -863,10 +863,19 @@ static void test_two_devices_rkey_of_serving_device(void **state)
     assert_memory_equal(seg + 512, src, sizeof(src));
     assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
     assert_memory_equal(dst, src, sizeof(src));
-    /* the other device's key for the same memory: the serving device refuses it */
+    /* the segment is registered on the serving device only (the locked-memory limit is charged
+     * once): no region of it on the other device */
+    int regions = 0;
+    for (int i = 0; i < f.nmrs; i++)
+        if (f.mrs[i].mr && f.mrs[i].addr == seg) {
+            regions++;
+            assert_ptr_equal(f.mrs[i].mr->context, &f.ctx[1]);
+        }
+    assert_int_equal(regions, 1);
+    /* a key of the dialler's own device (its staging buffer's) is refused by the serving one */
     uint32_t other = 0;
     for (int i = 0; i < f.nmrs; i++)
-        if (f.mrs[i].mr && f.mrs[i].addr == seg && f.mrs[i].key != rkey)
+        if (f.mrs[i].mr && f.mrs[i].mr->context == &f.ctx[0])
             other = f.mrs[i].key;
     assert_true(other != 0);
     l.rkey = other;
@@ -979,7 +988,8 @@ static void test_disk_read_request_served_over_rdma(void **state)
     struct kvs d = {.e = {{"k1", v1, 5000, 3}, {"k2", v2, 3000, 1}, {"big", big, 9000, 1}}, .n = 3};
     size_t rlen = 64 * 1024;
     uint8_t *rbuf = calloc(1, rlen), *unreg = calloc(1, 4096);
-    assert_int_equal(mc_transport_rdma_register(x->t, rbuf, rlen, NULL), 0);
+    uint32_t rk = 0; /* the reader's buffer: the holder writes it, so it has a remote key */
+    assert_int_equal(mc_transport_rdma_register(x->t, rbuf, rlen, &rk), 0);
 
     Mc__DiskReadItem it[7], *itp[7];
     assert_int_equal(mc_rdma_disk_item_init(x->t, &it[0], "k1", 5000, 3, rbuf), 0);
@@ -1090,7 +1100,8 @@ static void test_disk_store_served_over_rdma(void **state)
         .key = "obj", .key_len = 3, .version = 7, .crc = crc, .data = val, .len = sizeof(val)};
     assert_int_equal(mc_disk_store_append(s, &p, 1, NULL), 0);
     uint8_t *rbuf = calloc(1, 16384);
-    assert_int_equal(mc_transport_rdma_register(x->t, rbuf, 16384, NULL), 0);
+    uint32_t rk = 0; /* the reader's buffer: the holder writes it, so it has a remote key */
+    assert_int_equal(mc_transport_rdma_register(x->t, rbuf, 16384, &rk), 0);
     Mc__DiskReadItem it[2], *itp[2] = {&it[0], &it[1]};
     assert_int_equal(mc_rdma_disk_item_init(x->t, &it[0], "obj", sizeof(val), 7, rbuf), 0);
     assert_int_equal(mc_rdma_disk_item_init(x->t, &it[1], "obj", sizeof(val), 8, rbuf + 8192), 0);
@@ -1118,7 +1129,7 @@ static void test_disk_store_served_over_rdma(void **state)
  * rdma transport R, listening at RDR) sends PeerDiskRead to the holder's peer server; the
  * holder's disk tier reads its store into its rdma transport's staging buffer and RDMA-writes
  * each value into the reader's registered buffer, then answers statuses, lengths and CRCs. */
-#define RDR "127.0.0.1:7100"
+#define RDR "10.0.0.1:7100"
 
 static void test_disk_read_rdma_mode(void **state)
 {
@@ -1130,7 +1141,7 @@ static void test_disk_read_rdma_mode(void **state)
     struct mc_auth_key kh, kr;
     struct mc_transport *hr = make_auth_transport(NULL, (struct mc_id){7, 1}, &kh);
     struct mc_transport *rr = make_auth_transport(NULL, (struct mc_id){7, 2}, &kr);
-    assert_int_equal(mc_transport_rdma_listen(rr, "127.0.0.1", 7100, true), 0);
+    assert_int_equal(mc_transport_rdma_listen(rr, "10.0.0.1", 7100, true), 0);
     struct mc_disk_tier_config dc = {.path = dir,
                                      .capacity = 64ull << 20,
                                      .endpoint = "127.0.0.1:0",

@@ -4,6 +4,11 @@
  * exits 1 with a message that names the problem and suggests --protocol=tcp. On a host that
  * does have a device these cases do not apply and are skipped (scripts/rdma_selftest.sh is the
  * check there).
+ *
+ * A loopback host with protocol rdma is refused first, on any host, device or not: rdma_cm can
+ * neither bind nor resolve one. The library, the daemon and mooncake_cli (which takes --host)
+ * say so and name --host. The other cases advertise a TEST-NET address (192.0.2.1), which is
+ * never bound because the device check fails first.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -51,6 +56,7 @@ static void test_library_refuses_rdma_without_device(void **state)
     cfg.protocol = "rdma";
     cfg.master_address = "127.0.0.1:1"; /* never reached: the device check comes first */
     cfg.segment_size = 1 << 20;
+    cfg.host = "192.0.2.1";
     struct mc_client *c = (struct mc_client *)0x1;
     assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_NOT_SUPPORTED);
     assert_null(c);
@@ -58,13 +64,13 @@ static void test_library_refuses_rdma_without_device(void **state)
     assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_NOT_SUPPORTED);
 }
 
-/* Runs the daemon with args, collects stderr (up to cap) and returns its exit status. */
-static int run_daemon(const char *const *args, char *err, size_t cap)
+/* Runs program with args, collects stderr (up to cap) and returns its exit status. */
+static int run_program(const char *program, const char *const *args, char *err, size_t cap)
 {
     const char *bin = getenv("MC_BIN_DIR");
     assert_non_null(bin);
     char path[512];
-    snprintf(path, sizeof(path), "%s/mooncake_client", bin);
+    snprintf(path, sizeof(path), "%s/%s", bin, program);
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t parent = getpid();
@@ -114,13 +120,18 @@ static int run_daemon(const char *const *args, char *err, size_t cap)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+static int run_daemon(const char *const *args, char *err, size_t cap)
+{
+    return run_program("mooncake_client", args, err, cap);
+}
+
 static void test_daemon_exits_with_message(void **state)
 {
     if (host_has_rdma())
         skip();
     static char err[16384];
     const char *args[] = {"--protocol=rdma", "--master=127.0.0.1:1", "--segment_size=1048576",
-                          "--host=127.0.0.1", NULL};
+                          "--host=192.0.2.1", NULL};
     int st = run_daemon(args, err, sizeof(err));
     assert_int_equal(st, 1);
     assert_non_null(strstr(err, "cannot start"));
@@ -152,7 +163,7 @@ static void test_daemon_takes_rdma_with_token(void **state)
     const char *args[] = {"--protocol=rdma",
                           "--master=127.0.0.1:1",
                           "--segment_size=1048576",
-                          "--host=127.0.0.1",
+                          "--host=192.0.2.1",
                           flag,
                           NULL};
     int st = run_daemon(args, err, sizeof(err));
@@ -168,6 +179,71 @@ static void test_daemon_takes_rdma_with_token(void **state)
     assert_null(strstr(err, "client open"));
 }
 
+/* The default host (127.0.0.1) with protocol rdma: refused before any device is looked at. */
+static void test_loopback_host_refused(void **state)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.protocol = "rdma";
+    cfg.master_address = "127.0.0.1:1";
+    cfg.log_level = MC_CLIENT_LOG_OFF;
+    struct mc_client *c = (struct mc_client *)0x1;
+#ifdef MC_WITH_RDMA
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_INVALID_PARAMS);
+#else
+    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_NOT_SUPPORTED);
+#endif
+    assert_null(c);
+#ifdef MC_WITH_RDMA
+    static char err[16384];
+    const char *dargs[] = {"--protocol=rdma", "--master=127.0.0.1:1", "--segment_size=1048576",
+                           NULL};
+    assert_int_equal(run_daemon(dargs, err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "loopback"));
+    assert_non_null(strstr(err, "--host"));
+    assert_null(strstr(err, "client open"));
+    /* mooncake_cli: the same refusal by default, and --host reaches the library */
+    const char *cargs[] = {"--master=127.0.0.1:1",
+                           "--protocol=rdma",
+                           "--log_level=error",
+                           "put",
+                           "k",
+                           "--value=v",
+                           NULL};
+    assert_int_equal(run_program("mooncake_cli", cargs, err, sizeof(err)), 3);
+    assert_non_null(strstr(err, "--host"));
+    const char *hargs[] = {"--master=127.0.0.1:1",
+                           "--protocol=rdma",
+                           "--host=192.0.2.1",
+                           "--log_level=error",
+                           "put",
+                           "k",
+                           "--value=v",
+                           NULL};
+    assert_int_equal(run_program("mooncake_cli", hargs, err, sizeof(err)), 3);
+    assert_null(strstr(err, "loopback"));
+    if (!host_has_rdma())
+        assert_non_null(strstr(err, "no RDMA device"));
+    /* mooncake_bench transfer takes the protocol and host too (the hardware plan uses it) */
+    const char *bargs[] = {"transfer", "--protocol=rdma", "--sizes=4KiB",
+                           "--runs=1", "--mode=same",     NULL};
+    assert_int_equal(run_program("mooncake_bench", bargs, err, sizeof(err)), 1);
+    assert_non_null(strstr(err, "--host"));
+    /* the daemon's RDMA fabric flags are range-checked */
+    const char *targs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_tos=300", NULL};
+    assert_int_not_equal(run_daemon(targs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_tos"));
+    const char *aargs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_ack_timeout=40", NULL};
+    assert_int_not_equal(run_daemon(aargs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_ack_timeout"));
+    const char *qargs[] = {"--protocol=rdma", "--host=192.0.2.1", "--rdma_qp_pool=5000", NULL};
+    assert_int_not_equal(run_daemon(qargs, err, sizeof(err)), 0);
+    assert_non_null(strstr(err, "--rdma_qp_pool"));
+    const char *pargs[] = {"transfer", "--protocol=carrier-pigeon", NULL};
+    assert_int_equal(run_program("mooncake_bench", pargs, err, sizeof(err)), 2);
+#endif
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_OFF);
@@ -175,6 +251,7 @@ int main(void)
         cmocka_unit_test(test_library_refuses_rdma_without_device),
         cmocka_unit_test(test_daemon_exits_with_message),
         cmocka_unit_test(test_daemon_takes_rdma_with_token),
+        cmocka_unit_test(test_loopback_host_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

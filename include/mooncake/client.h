@@ -94,6 +94,16 @@ struct mc_client_config {
      * served from one non-loopback address (default 1024; 0 = no limit; loopback is exempt). */
     uint32_t peer_idle_timeout_ms;
     uint32_t peer_max_conns_per_addr;
+    /* protocol rdma only. rdma_devices: comma-separated device names (ibv_devices) to register
+     * memory on, NULL or "" = the device that owns host. rdma_ack_timeout: the queue pairs'
+     * ACK timeout, 4.096 us * 2^n (0 = 14, about 67 ms per try; -1 = rdma_cm's default).
+     * rdma_tos: the connections' IP ToS / traffic class (0 = the fabric's default; lossless
+     * RoCE fabrics name theirs, e.g. 106 for DSCP 26). rdma_qp_pool: idle queue pairs kept per
+     * peer, about the threads that talk to one peer at once (0 = one per CPU, 4 .. 64). */
+    const char *rdma_devices;
+    int32_t rdma_ack_timeout;
+    int32_t rdma_tos;
+    uint32_t rdma_qp_pool;
 };
 
 /* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults

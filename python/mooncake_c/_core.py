@@ -136,7 +136,7 @@ class Core(BatchCalls):
     def open(self, master, host="127.0.0.1", data_port=0, segment_size=0, protocol="tcp",
              bind_address=None, disk_path=None, disk_capacity=0, checksums=None,
              huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None,
-             auth_token_file=None, protected_mode=None):
+             auth_token_file=None, protected_mode=None, rdma_devices=None):
         if self.handle is not None:
             return INVALID_PARAMS
         view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init,
@@ -170,12 +170,13 @@ class Core(BatchCalls):
                 return INVALID_PARAMS
             if _native.field_covered(view, "log_level"):
                 view.log_level = _native.LOG_LEVELS[log_level]
-        for name, v in (("auth_token_file", auth_token_file), ("protected_mode", protected_mode)):
+        for name, v in (("auth_token_file", auth_token_file), ("protected_mode", protected_mode),
+                        ("rdma_devices", rdma_devices or None)):
             if v is None:
                 continue
             if not _native.field_covered(view, name):
                 return INVALID_PARAMS  # a library too old for this option
-            setattr(view, name, s(v) if name == "auth_token_file" else bool(v))
+            setattr(view, name, bool(v) if name == "protected_mode" else s(v))
         out = ctypes.c_void_p()
         rc = lib.mc_client_open(ctypes.byref(view), ctypes.byref(out))
         if rc == OK:

@@ -51,6 +51,12 @@ class ClientConfig(ctypes.Structure):
         ("log_arg", c_void_p),
         ("auth_token_file", c_char_p),
         ("protected_mode", c_bool),
+        ("peer_idle_timeout_ms", c_uint32),
+        ("peer_max_conns_per_addr", c_uint32),
+        ("rdma_devices", c_char_p),
+        ("rdma_ack_timeout", ctypes.c_int32),
+        ("rdma_tos", ctypes.c_int32),
+        ("rdma_qp_pool", c_uint32),
     ]
 
 

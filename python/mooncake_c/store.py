@@ -18,7 +18,8 @@ Arguments upstream needs for its transfer engine and that have no meaning here a
 ignored: metadata_server (there is no metadata service: peers are found through the master),
 local_buffer_size (there is no staging buffer to size: put sends from the caller's memory, get
 reads into a reused per-thread buffer and returns a copy, get_into reads into the caller's),
-rdma_devices, engine.
+engine; rdma_devices (or a setup dict's device_name) names the RDMA devices with protocol
+"rdma" (default: the one that owns local_hostname).
 """
 
 import ctypes
@@ -146,7 +147,8 @@ class MooncakeDistributedStore:
                       name, v)
         return self._core.open(master_server_addr, host=host, data_port=port,
                                segment_size=seg, protocol=protocol or "tcp",
-                               disk_path=disk_path, disk_capacity=disk_cap)
+                               disk_path=disk_path, disk_capacity=disk_cap,
+                               rdma_devices=rdma_devices if protocol == "rdma" else None)
 
     def setup_dummy(self, mem_pool_size=0, local_buffer_size=0, server_address=""):
         """Upstream's standalone mode (the engine talks to a separate client process through

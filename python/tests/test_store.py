@@ -181,6 +181,23 @@ def test_setup_forms_and_errors(master, daemon):
     assert bad.setup("127.0.0.1", "P2PHANDSHAKE", "lots", 0, "tcp", "", master) == -600
 
 
+
+def test_setup_rdma_takes_host_and_devices(master):
+    """protocol rdma: a loopback local_hostname is refused (rdma_cm cannot bind one) before any
+    device is looked at; a real-looking host and rdma_devices reach the library, which then
+    refuses for a missing device (no RDMA device here, or no device by that name)."""
+    s = MooncakeDistributedStore()
+    with open("/proc/self/maps") as maps:  # the library is loaded by now
+        if "libibverbs" not in maps.read():
+            pytest.skip("libmooncake_client built without RDMA (-DMC_WITH_RDMA=OFF)")
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "rdma", "", master) == -600
+    assert s.setup({"local_hostname": "localhost", "protocol": "rdma",
+                    "master_server_addr": master}) == -600
+    rc = s.setup("192.0.2.1", "P2PHANDSHAKE", 0, 0, "rdma", "no_such_dev0", master)
+    assert rc in (-600, -1012)  # INVALID_PARAMS (no such device) or NOT_SUPPORTED (no device)
+    assert s.health_check() == 1
+
+
 def test_invalid_keys_are_codes(store):
     assert store.put("", b"v") == -400
     assert store.get("") == b""

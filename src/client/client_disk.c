@@ -10,8 +10,9 @@
  * checks the value CRC against the master's (client_get.c).
  *
  * With protocol rdma the PeerDiskRead goes in RDMA mode (rdma_disk.h): each item names its
- * buffer's address and rkey (a buffer outside every registered range is registered for the
- * call and deregistered after the answer), and the holder RDMA-writes the values there before
+ * buffer's address and an rkey that exists for this call only (the buffer is registered for the
+ * peer's writes and deregistered after the answer or the timeout, so a late write is refused by
+ * the device), and the holder RDMA-writes the values there before
  * it answers with statuses, lengths and CRCs; the version and CRC checks are the same. Items
  * the holder cannot serve that way (NOT_SUPPORTED: no rdma there; INVALID_PARAMS: larger than
  * its staging buffer) and items whose buffer cannot be registered go over tcp as before.

@@ -406,12 +406,14 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
     struct mc_disk_read_item *ditems = calloc(n, sizeof(*ditems));
     const Mc__LocalDiskLocation **dloc = calloc(n, sizeof(*dloc));
     size_t *downer = calloc(n, sizeof(*downer));
+    struct mc_xfer_item *ritems = calloc(n, sizeof(*ritems)); /* rdma: one stream per holder */
+    size_t *rowner = calloc(n, sizeof(*rowner));
     int rc = 0;
-    if (!items || !owner || !sizes || !ditems || !dloc || !downer) {
+    if (!items || !owner || !sizes || !ditems || !dloc || !downer || !ritems || !rowner) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    size_t ni = 0, nd = 0;
+    size_t ni = 0, nd = 0, nr = 0;
     for (size_t i = 0; i < n; i++) {
         const Mc__GetReplicaListResponse *ri = rs[i];
         results[i] = PENDING;
@@ -431,10 +433,12 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
         const Mc__ReplicaDescriptor *dd = k < 0 ? disk_replica(ri) : NULL;
         int x = k < 0   ? (dd ? 2 : -1)
                 : local ? mc_transport_read(c->local, &loc, bufs[i], (size_t)sizes[i])
-                : mc_client_replica_is_rdma(c, ri->replicas[k])
-                    ? mc_transport_read(c->rdma, &loc, bufs[i], (size_t)sizes[i])
-                    : 1;
-        if (x == 1) { /* remote over tcp: into the batch */
+                : mc_client_replica_is_rdma(c, ri->replicas[k]) ? 3
+                                                                : 1;
+        if (x == 3) { /* rdma: into the rdma batch */
+            ritems[nr] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
+            rowner[nr++] = i;
+        } else if (x == 1) { /* remote over tcp: into the batch */
             items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
             owner[ni++] = i;
         } else if (x == 2) { /* LOCAL_DISK only: into the disk batch */
@@ -450,6 +454,16 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
         }
         /* else: no usable replica, or the local one failed: the single path below */
     }
+    if (nr) /* a failed key stays PENDING: the single path tries every replica, below */
+        mc_transport_batch(c->rdma, false, ritems, nr);
+    for (size_t j = 0; j < nr; j++)
+        if (ritems[j].status == 0) {
+            size_t i = rowner[j];
+            results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
+            tiers[i] = MC_REPLICA_MEMORY;
+            if (results[i] == MC_ERR_CHECKSUM_MISMATCH)
+                results[i] = PENDING;
+        }
     struct remote_reads rr = {c, items, ni, 0, dloc, ditems, nd};
     if (ni && nd)
         mc_fanout(2, remote_read, &rr);
@@ -504,6 +518,8 @@ out:
     free(ditems);
     free(dloc);
     free(downer);
+    free(ritems);
+    free(rowner);
     return rc;
 }
 

@@ -21,6 +21,12 @@ int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
     rc_cfg.io_timeout_ms = c->cfg.rpc_timeout_ms;
     rc_cfg.client_id = c->id;
     rc_cfg.auth = &c->auth; /* every rdma_cm connection proves the token too */
+    rc_cfg.host = c->host;  /* rdma_cm cannot use a loopback address */
+    rc_cfg.bind_address = c->bind_address;
+    rc_cfg.devices = c->cfg.rdma_devices; /* the caller's strings, read during this call */
+    rc_cfg.ack_timeout = c->cfg.rdma_ack_timeout;
+    rc_cfg.tos = c->cfg.rdma_tos;
+    rc_cfg.max_idle_per_peer = c->cfg.rdma_qp_pool;
     int rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
     if (rc)
         mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
@@ -80,7 +86,7 @@ void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_di
     for (size_t i = 0; i < m; i++)
         items[i].status = 1; /* not taken: tcp */
     uint32_t *rkeys = calloc(m, sizeof(*rkeys));
-    bool *temp = calloc(m, sizeof(*temp));
+    void **temp = calloc(m, sizeof(*temp));
     struct mc_disk_read_item *sub = calloc(m, sizeof(*sub));
     size_t *at = calloc(m, sizeof(*at));
     if (!rkeys || !temp || !sub || !at)
@@ -90,11 +96,9 @@ void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_di
         if (!items[i].size || !items[i].buf)
             continue;
         uint32_t rk = 0;
-        if (mc_transport_rdma_rkey(c->rdma, items[i].buf, items[i].size, &rk) != 0) {
-            if (mc_transport_rdma_register(c->rdma, items[i].buf, items[i].size, &rk) != 0)
-                continue; /* overlaps a registered range without lying inside it */
-            temp[i] = true;
-        }
+        /* an rkey for this call only: a late write after the revoke is refused by the device */
+        if (mc_transport_rdma_expose(c->rdma, items[i].buf, items[i].size, &rk, &temp[i]) != 0)
+            continue;
         rkeys[k] = rk;
         at[k] = i;
         sub[k++] = items[i];
@@ -110,8 +114,7 @@ void mc_client_rdma_disk_group(struct mc_client *c, const char *ep, struct mc_di
         }
     }
     for (size_t i = 0; i < m; i++)
-        if (temp[i])
-            mc_transport_rdma_unregister(c->rdma, items[i].buf);
+        mc_transport_rdma_revoke(c->rdma, temp[i]);
 out:
     free(rkeys);
     free(temp);

@@ -75,6 +75,10 @@ static struct {
     uint32_t max_conns_per_addr;
     bool enable_client_http_server;
     int32_t client_http_port;
+    const char *rdma_devices;
+    int32_t rdma_ack_timeout;
+    int32_t rdma_tos;
+    uint32_t rdma_qp_pool;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -131,6 +135,22 @@ static const struct mc_flag g_flags[] = {
     MC_INT32_FLAG("client_http_port", "9300",
                   "port of --enable_client_http_server (0 = pick a free one)", &F.client_http_port),
     MC_DAEMON_COMPAT_FLAGS,
+    MC_STRING_FLAG("rdma_devices", "",
+                   "protocol rdma: comma-separated RDMA devices to register memory on (see "
+                   "ibv_devices); empty = the device that owns --host",
+                   &F.rdma_devices),
+    MC_INT32_FLAG("rdma_ack_timeout", "14",
+                  "protocol rdma: queue pair ACK timeout, 4.096us * 2^N (14 = ~67ms per retry; 0 "
+                  "= rdma_cm's default)",
+                  &F.rdma_ack_timeout),
+    MC_INT32_FLAG("rdma_tos", "0",
+                  "protocol rdma: IP ToS / traffic class of RDMA connections (0 = the fabric's "
+                  "default; lossless RoCE fabrics name theirs)",
+                  &F.rdma_tos),
+    MC_UINT32_FLAG("rdma_qp_pool", "0",
+                   "protocol rdma: idle queue pairs kept per peer, about the threads that talk to "
+                   "one peer at once (0 = one per CPU, 4..64; at most 1024)",
+                   &F.rdma_qp_pool),
     MC_FLAGS_END,
 };
 
@@ -378,6 +398,12 @@ int main(int argc, char **argv)
         mc_flags_die("flag --protocol must be tcp or rdma (got '%s')", F.protocol);
     if (!F.master[0] || !F.host[0])
         mc_flags_die("flags --master and --host must not be empty");
+    if (F.rdma_ack_timeout < 0 || F.rdma_ack_timeout > 31)
+        mc_flags_die("flag --rdma_ack_timeout must be 0..31 (got %d)", F.rdma_ack_timeout);
+    if (F.rdma_qp_pool > 1024)
+        mc_flags_die("flag --rdma_qp_pool must be 0..1024 (got %u)", F.rdma_qp_pool);
+    if (F.rdma_tos < 0 || F.rdma_tos > 255)
+        mc_flags_die("flag --rdma_tos must be 0..255 (got %d)", F.rdma_tos);
     if (F.disk_path[0] && disk_cap == 0)
         mc_flags_die("flag --disk_capacity must be > 0 with --disk_path");
     uint64_t master_wait_ms = mc_flags_duration_ms("master_wait", F.master_wait, MC_UNIT_S);
@@ -410,6 +436,10 @@ int main(int argc, char **argv)
     cfg.protected_mode = F.protected_mode;
     cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;
     cfg.peer_max_conns_per_addr = F.max_conns_per_addr;
+    cfg.rdma_devices = F.rdma_devices[0] ? F.rdma_devices : NULL;
+    cfg.rdma_ack_timeout = F.rdma_ack_timeout == 0 ? -1 : F.rdma_ack_timeout;
+    cfg.rdma_tos = F.rdma_tos;
+    cfg.rdma_qp_pool = F.rdma_qp_pool;
 
     rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
     if (sig) {

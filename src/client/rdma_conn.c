@@ -34,7 +34,6 @@
 #include "mooncake/errors.h"
 
 #define RD_ATOM_MAX 16
-#define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE)
 
 /* ---- devices and memory regions ----------------------------------------------------------- */
 
@@ -42,7 +41,9 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
 {
     memset(x, 0, sizeof(*x));
     x->ops = ops;
+    x->ack_timeout = x->tos = -1;
     pthread_mutex_init(&x->mr_lock, NULL);
+    mc_rdma_fork_safe(ops);
     int n = 0;
     errno = 0;
     x->devlist = ops->get_devices(&n);
@@ -62,6 +63,10 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
             x->devlist[i] = NULL;
             continue;
         }
+        if (!mc_rdma_port_active(ops, ctx, attr.phys_port_cnt)) {
+            x->devlist[i] = NULL;
+            continue;
+        }
         struct ibv_pd *pd = ops->alloc_pd(ctx);
         if (!pd) {
             mc_warn("rdma", "cannot allocate a protection domain, device skipped",
@@ -73,6 +78,7 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
         x->devlist[i] = NULL;
         x->devlist[x->ndev] = ctx;
         x->pd[x->ndev] = pd;
+        x->in_use[x->ndev] = true; /* until the transport narrows it (devices, --host) */
         x->rd_atom[x->ndev] =
             (uint8_t)(attr.max_qp_rd_atom < RD_ATOM_MAX ? attr.max_qp_rd_atom : RD_ATOM_MAX);
         x->init_rd_atom[x->ndev] =
@@ -90,120 +96,6 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
         return MC_ERR_NOT_SUPPORTED;
     }
     return 0;
-}
-
-static void mr_release(struct rdma_ctx *x, struct rdma_mr *m)
-{
-    for (int d = 0; d < x->ndev; d++)
-        if (m->mr[d])
-            x->ops->dereg_mr(m->mr[d]);
-}
-
-int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len)
-{
-    if (!addr || !len || (uintptr_t)addr + len < (uintptr_t)addr)
-        return MC_ERR_INVALID_PARAMS;
-    struct rdma_mr m = {.addr = addr, .len = len};
-    int rc = 0;
-    pthread_mutex_lock(&x->mr_lock);
-    for (size_t i = 0; i < x->nmrs; i++) {
-        uintptr_t a = (uintptr_t)x->mrs[i].addr, b = (uintptr_t)addr;
-        if (b < a + x->mrs[i].len && a < b + len) {
-            rc = MC_ERR_INVALID_PARAMS;
-            goto out;
-        }
-    }
-    if (x->nmrs == x->capmrs) {
-        size_t cap = x->capmrs ? x->capmrs * 2 : 8;
-        struct rdma_mr *nm = realloc(x->mrs, cap * sizeof(*nm));
-        if (!nm) {
-            rc = MC_ERR_INTERNAL_ERROR;
-            goto out;
-        }
-        x->mrs = nm;
-        x->capmrs = cap;
-    }
-    for (int d = 0; d < x->ndev; d++) {
-        m.mr[d] = x->ops->reg_mr(x->pd[d], addr, len, ACCESS);
-        if (!m.mr[d]) {
-            mc_error("rdma", "cannot register memory", "device=%s len=%zu errno=%d(%s)",
-                     x->ops->device_name(x->devlist[d]), len, errno, strerror(errno));
-            mr_release(x, &m);
-            rc = MC_ERR_TRANSFER_FAIL;
-            goto out;
-        }
-    }
-    x->mrs[x->nmrs++] = m;
-out:
-    pthread_mutex_unlock(&x->mr_lock);
-    return rc;
-}
-
-int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
-{
-    int rc = MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&x->mr_lock);
-    for (size_t i = 0; i < x->nmrs; i++) {
-        struct rdma_mr *m = &x->mrs[i];
-        if (m->addr != addr)
-            continue;
-        mr_release(x, m);
-        memset(m->mr, 0, sizeof(m->mr));
-        rc = 0;
-        for (int d = 0; d < x->ndev && rc == 0; d++) {
-            m->mr[d] = x->ops->reg_mr(x->pd[d], m->addr, m->len, ACCESS);
-            if (!m->mr[d]) {
-                mc_error("rdma", "cannot register memory again", "device=%s len=%zu errno=%d(%s)",
-                         x->ops->device_name(x->devlist[d]), m->len, errno, strerror(errno));
-                rc = MC_ERR_TRANSFER_FAIL;
-            }
-        }
-        if (rc) {
-            mr_release(x, m);
-            x->mrs[i] = x->mrs[--x->nmrs];
-        }
-        break;
-    }
-    pthread_mutex_unlock(&x->mr_lock);
-    return rc;
-}
-
-int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
-{
-    int rc = MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&x->mr_lock);
-    for (size_t i = 0; i < x->nmrs; i++)
-        if (x->mrs[i].addr == addr) {
-            mr_release(x, &x->mrs[i]);
-            x->mrs[i] = x->mrs[--x->nmrs];
-            rc = 0;
-            break;
-        }
-    pthread_mutex_unlock(&x->mr_lock);
-    return rc;
-}
-
-int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
-                     uint32_t *rkey)
-{
-    int rc = MC_ERR_SEGMENT_NOT_FOUND;
-    uintptr_t b = (uintptr_t)addr;
-    if (dev < 0 || dev >= x->ndev)
-        return rc;
-    pthread_mutex_lock(&x->mr_lock);
-    for (size_t i = 0; i < x->nmrs; i++) {
-        uintptr_t a = (uintptr_t)x->mrs[i].addr;
-        if (b >= a && len <= x->mrs[i].len && b - a <= x->mrs[i].len - len) {
-            if (lkey)
-                *lkey = x->mrs[i].mr[dev]->lkey;
-            if (rkey)
-                *rkey = x->mrs[i].mr[dev]->rkey;
-            rc = 0;
-            break;
-        }
-    }
-    pthread_mutex_unlock(&x->mr_lock);
-    return rc;
 }
 
 static int dev_index(struct rdma_ctx *x, struct ibv_context *ctx)
@@ -270,6 +162,8 @@ static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_chann
 {
     const struct mc_rdma_ops *ops = x->ops;
     c->dev = dev_index(x, c->id->verbs);
+    if (c->dev >= 0)
+        c->gen = atomic_load(&x->dev_gen[c->dev]);
     if (c->dev < 0) {
         mc_warn("rdma", "connection is on a device that is not open", "device=%s",
                 ops->device_name(c->id->verbs));
@@ -376,8 +270,20 @@ static int dial(struct rdma_ctx *x, const char *endpoint, const struct sockaddr_
         c->id = NULL;
         goto fail;
     }
-    if (ops->resolve_addr(c->id, NULL, (struct sockaddr *)dst, timeout_ms) ||
+    /* from the serving device's address: the connection then uses the device our buffers are
+     * registered on (a route through another NIC would find no keys there) */
+    struct sockaddr_storage src;
+    bool with_src = false;
+    if (x->dial_from_host) {
+        char sep[160];
+        snprintf(sep, sizeof(sep), strchr(x->host, ':') ? "[%s]:0" : "%s:0", x->host);
+        with_src = parse_endpoint(sep, &src) == 0 && src.ss_family == dst->ss_family;
+    }
+    if (ops->resolve_addr(c->id, with_src ? (struct sockaddr *)&src : NULL, (struct sockaddr *)dst,
+                          timeout_ms) ||
         await(ops, c->ech, RDMA_CM_EVENT_ADDR_RESOLVED, timeout_ms, endpoint))
+        goto fail;
+    if (mc_rdma_id_options(x, c->id)) /* ToS before the route is resolved, ACK timeout */
         goto fail;
     if (ops->resolve_route(c->id, timeout_ms) ||
         await(ops, c->ech, RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_ms, endpoint))
@@ -541,19 +447,6 @@ struct rdma_listener {
     struct pending pend[PENDING_MAX]; /* only the listener thread touches these */
 };
 
-static bool is_loopback(const struct sockaddr *sa)
-{
-    if (sa->sa_family == AF_INET)
-        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-    if (sa->sa_family == AF_INET6) {
-        const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-        if (IN6_IS_ADDR_LOOPBACK(a))
-            return true;
-        return IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127;
-    }
-    return false;
-}
-
 static void peer_addr(const struct rdma_cm_event *ev, char *out, size_t cap)
 {
     const struct sockaddr *sa = &ev->id->route.addr.dst_addr;
@@ -637,11 +530,14 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
                            const struct rdma_cm_event *ev)
 {
     const struct mc_rdma_ops *ops = x->ops;
-    if (!x->auth.set && l->loopback_only && !is_loopback(&ev->id->route.addr.dst_addr)) {
+    if (!x->auth.set && l->loopback_only && !mc_rdma_addr_is_own(x, &ev->id->route.addr.dst_addr)) {
+        char peer[80];
+        peer_addr(ev, peer, sizeof(peer));
         mc_warn("rdma",
-                "rejected a connection from another host: protected mode serves loopback "
-                "peers only (see protected_mode)",
-                "family=%d", ev->id->route.addr.dst_addr.sa_family);
+                "rejected an RDMA connection from another host: protected mode without an auth "
+                "token admits this host's own addresses only; give every client and the master "
+                "the same --auth_token_file to serve RDMA peers on other hosts",
+                "peer=%s", peer);
         ops->reject(ev->id, NULL, 0);
         ops->destroy_id(ev->id);
         return;
@@ -686,7 +582,7 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
     }
     c->id = ev->id;
     c->id->context = c;
-    if (conn_make_qp(x, c, false)) {
+    if (mc_rdma_id_options(x, c->id) || conn_make_qp(x, c, false)) {
         ops->reject(ev->id, NULL, 0);
         mc_rdma_conn_destroy(x, c);
         return;
@@ -697,11 +593,14 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
     memset(&cp, 0, sizeof(cp));
     cp.private_data = pd;
     cp.private_data_len = (uint8_t)mc_rdma_conn_msg_encode(&me, pd);
-    cp.responder_resources = ev->param.conn.initiator_depth < x->rd_atom[c->dev]
-                                 ? ev->param.conn.initiator_depth
+    /* rdma_accept(3): the connect request event already reports the peer's values from this
+     * side's point of view (ib_cm swaps them: its responder_resources is the dialler's
+     * initiator depth), so each is capped by its own name and the local device's limit */
+    cp.responder_resources = ev->param.conn.responder_resources < x->rd_atom[c->dev]
+                                 ? ev->param.conn.responder_resources
                                  : x->rd_atom[c->dev];
-    cp.initiator_depth = ev->param.conn.responder_resources < x->init_rd_atom[c->dev]
-                             ? ev->param.conn.responder_resources
+    cp.initiator_depth = ev->param.conn.initiator_depth < x->init_rd_atom[c->dev]
+                             ? ev->param.conn.initiator_depth
                              : x->init_rd_atom[c->dev];
     cp.retry_count = 7;
     cp.rnr_retry_count = 7;
@@ -773,9 +672,18 @@ static void *listener_main(void *arg)
             mc_rdma_conn_destroy(x, c);
             break;
         }
-        case RDMA_CM_EVENT_DEVICE_REMOVAL:
-            mc_error("rdma", "RDMA device removed", "%s", "");
+        case RDMA_CM_EVENT_DEVICE_REMOVAL: {
+            /* the peer's queue pair on it is gone; pooled ones of ours on it are replaced */
+            int d = copy.id ? dev_index(x, copy.id->verbs) : -1;
+            if (d >= 0) {
+                atomic_store(&x->dev_down[d], true);
+                atomic_fetch_add(&x->dev_gen[d], 1);
+            }
+            mc_error("rdma", "RDMA device removed: its connections are closed", "device=%s",
+                     d >= 0 ? ops->device_name(x->devlist[d]) : "?");
+            mc_rdma_conn_destroy(x, passive_take(l, copy.id));
             break;
+        }
         default:
             break;
         }
@@ -788,6 +696,8 @@ int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, str
 {
     const struct mc_rdma_ops *ops = x->ops;
     if (x->listener)
+        return MC_ERR_INVALID_PARAMS;
+    if (mc_rdma_check_addr("bind_address", bind_addr) || mc_rdma_check_addr("host", x->host))
         return MC_ERR_INVALID_PARAMS;
     char ep[160];
     snprintf(ep, sizeof(ep), "%s:%u", bind_addr && *bind_addr ? bind_addr : "0.0.0.0", port);
@@ -880,9 +790,10 @@ void mc_rdma_ctx_close(struct rdma_ctx *x)
 {
     if (!x->ops)
         return;
+    mc_rdma_async_stop(x);
     listener_stop(x);
     for (size_t i = 0; i < x->nmrs; i++)
-        mr_release(x, &x->mrs[i]);
+        mc_rdma_mr_release(x, &x->mrs[i]);
     free(x->mrs);
     x->mrs = NULL;
     x->nmrs = x->capmrs = 0;

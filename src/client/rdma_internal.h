@@ -5,9 +5,10 @@
  * tests; only the RDMA build compiles it.
  *
  * Objects:
- *   - rdma_ctx: the devices rdma_cm knows (one protection domain each) and the table of
- *     registered ranges (segment, user buffers, staging buffer), each registered on every
- *     device with LOCAL_WRITE | REMOTE_READ | REMOTE_WRITE;
+ *   - rdma_ctx: the devices rdma_cm knows (one protection domain each; those in use are the
+ *     ones named in the config, else the one that owns --host once it is known) and the table
+ *     of registered ranges (segment, user buffers, staging buffer), each registered on every
+ *     device in use with the rights its kind needs (rdma_mr.c);
  *   - rdma_conn: one RC queue pair to a peer, with its own completion channel and CQ. Active
  *     connections (we dialled) carry our work requests and belong to one transfer at a time;
  *     passive ones (a peer dialled our listener) only serve the peer's one-sided verbs and live
@@ -26,13 +27,22 @@
 #include "common/auth.h"
 #include "common/id.h"
 
-#define MC_RDMA_MAX_DEVS 8
+#define MC_RDMA_MAX_DEVS 32
 #define MC_RDMA_CQE 512    /* completion queue entries per connection */
 #define MC_RDMA_MAX_WR 256 /* send queue depth per queue pair: the window's upper bound */
+
+/* What a registered range is for, which decides its access rights (rdma_mr.c). */
+enum mc_rdma_mr_kind {
+    MC_RDMA_MR_REMOTE,      /* the segment: peers READ and WRITE it */
+    MC_RDMA_MR_PEER_WRITES, /* a buffer a peer WRITEs for one request (LOCAL_DISK reads) */
+    MC_RDMA_MR_LOCAL,       /* this process's own transfers only: LOCAL_WRITE */
+    MC_RDMA_MR_SOURCE,      /* only ever read by the device: no rights (read-only memory) */
+};
 
 struct rdma_mr {
     uint8_t *addr;
     size_t len;
+    enum mc_rdma_mr_kind kind;
     struct ibv_mr *mr[MC_RDMA_MAX_DEVS]; /* per device, in rdma_ctx order */
 };
 
@@ -43,13 +53,22 @@ struct rdma_ctx {
     struct ibv_context **devlist;
     int ndev;
     struct ibv_pd *pd[MC_RDMA_MAX_DEVS];
-    uint8_t rd_atom[MC_RDMA_MAX_DEVS];      /* max_qp_rd_atom, at most 16 */
-    uint8_t init_rd_atom[MC_RDMA_MAX_DEVS]; /* max_qp_init_rd_atom, at most 16 */
+    bool in_use[MC_RDMA_MAX_DEVS];              /* registrations go to these devices only */
+    _Atomic uint32_t dev_gen[MC_RDMA_MAX_DEVS]; /* bumped by a port or device error event */
+    _Atomic bool dev_down[MC_RDMA_MAX_DEVS];    /* its port is down (async event) */
+    int ack_timeout;                            /* RDMA_OPTION_ID_ACK_TIMEOUT, <0 = leave */
+    int tos;                                    /* RDMA_OPTION_ID_TOS, <0 = leave */
+    struct rdma_async *async;                   /* the async event thread (rdma_fabric.c) */
+    _Atomic uint64_t async_events;              /* port/device events seen */
+    uint8_t rd_atom[MC_RDMA_MAX_DEVS];          /* max_qp_rd_atom, at most 16 */
+    uint8_t init_rd_atom[MC_RDMA_MAX_DEVS];     /* max_qp_init_rd_atom, at most 16 */
     pthread_mutex_t mr_lock;
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
-    int serve_dev; /* the device that owns the advertised address: its rkeys go to peers */
+    int serve_dev;       /* the device that owns the advertised address: its rkeys go to peers */
+    char host[64];       /* the advertised address (mc_transport_rdma_serve_on), "" before */
+    bool dial_from_host; /* a device owns host: connections we dial leave from it */
     struct mc_auth_key auth;       /* set: every connection proves the token (rdma_plan.h) */
     _Atomic uint64_t auth_refused; /* peers the listener refused: no proof or a wrong one */
     _Atomic uint64_t auth_failed;  /* peers we dialled that refused us or failed to prove */
@@ -62,6 +81,7 @@ struct rdma_conn {
     struct ibv_cq *cq;
     int dev;          /* index of id->verbs in rdma_ctx */
     uint64_t next_wr; /* work request ids of the next transfer start here */
+    uint32_t gen;     /* the device's dev_gen when the connection was made */
     bool armed;       /* a req_notify_cq is outstanding */
     bool broken;      /* saw an error: destroy, never reuse */
     struct rdma_conn *next;
@@ -86,16 +106,17 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops);
 void mc_rdma_ctx_close(struct rdma_ctx *x);
 /* Registers [addr, addr+len) on every device. INVALID_PARAMS (overlaps a registered range),
  * TRANSFER_FAIL (reg_mr failed: logged with errno). */
-int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len);
-/* Registers the range that starts at addr afresh: its memory regions are deregistered first
- * (their rkeys stop working at once) and new ones made (new rkeys). 0, INVALID_PARAMS (addr
- * does not start a registered range), TRANSFER_FAIL (reg_mr failed: the range is then not
- * registered at all). */
+int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len, enum mc_rdma_mr_kind kind);
+/* Registers the range that starts at addr afresh: new memory regions first (without mr_lock),
+ * swapped in, then the old ones deregistered (their rkeys stop working; the new ones differ).
+ * 0, INVALID_PARAMS (addr does not start a registered range), TRANSFER_FAIL (reg_mr failed or
+ * a key repeated: the range is then not registered at all, so the fence still holds). */
 int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr);
 /* 0 or INVALID_PARAMS (addr does not start a registered range). */
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr);
 /* The keys of the registered range holding [addr, addr+len) on device dev: 0 or
- * SEGMENT_NOT_FOUND (not inside one range). */
+ * SEGMENT_NOT_FOUND (not inside one range, not registered on dev, or an rkey asked of a range
+ * peers may not access). */
 int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, uint32_t *lkey,
                      uint32_t *rkey);
 
@@ -124,6 +145,40 @@ int mc_rdma_listen(struct rdma_ctx *x, const char *bind_addr, uint16_t port, str
 /* Connections the listener holds now. */
 size_t mc_rdma_listener_conns(struct rdma_ctx *x);
 
+/* ---- rdma_mr.c ---------------------------------------------------------------------------- */
+
+int mc_rdma_access(enum mc_rdma_mr_kind kind);
+void mc_rdma_mr_release(struct rdma_ctx *x, struct rdma_mr *m);
+/* Logs a failed reg_mr; ENOMEM under a finite RLIMIT_MEMLOCK names the limit and the fix. */
+void mc_rdma_log_reg_failure(struct rdma_ctx *x, int dev, size_t len, int err);
+
+/* ---- rdma_fabric.c ------------------------------------------------------------------------ */
+
+/* ibv_fork_init before any registration (engines fork workers; a child touching a registered
+ * page would otherwise corrupt the parent's DMA on kernels before 5.12). Logged on failure. */
+void mc_rdma_fork_safe(const struct mc_rdma_ops *ops);
+/* Whether one of the device's ports is ACTIVE (logged, naming the device, when none is). */
+bool mc_rdma_port_active(const struct mc_rdma_ops *ops, struct ibv_context *ctx, int nports);
+/* The ACK timeout and ToS options on a cm id (after address resolution). 0 or -1 (logged). */
+int mc_rdma_id_options(struct rdma_ctx *x, struct rdma_cm_id *id);
+/* Starts / stops the thread that reads the devices' async events: a port error or a fatal
+ * device error marks the device down and bumps its generation, so pooled connections on it
+ * are replaced instead of used; PORT_ACTIVE marks it up again. */
+int mc_rdma_async_start(struct rdma_ctx *x);
+void mc_rdma_async_stop(struct rdma_ctx *x);
+/* Whether c was made before its device's last error event (or the device is down now). */
+bool mc_rdma_conn_stale(struct rdma_ctx *x, const struct rdma_conn *c);
+
+/* ---- rdma_addr.c -------------------------------------------------------------------------- */
+
+bool mc_rdma_addr_is_loopback(const struct sockaddr *sa);
+/* Whether sa is this host: loopback, an address of one of its interfaces, or an address an open
+ * RDMA device owns (protected mode admits these peers without a token). */
+bool mc_rdma_addr_is_own(struct rdma_ctx *x, const struct sockaddr *sa);
+/* 0, or INVALID_PARAMS (logged, naming the fix: --host) when addr is a loopback address, which
+ * rdma_cm can neither bind nor resolve. what names the setting in the message. */
+int mc_rdma_check_addr(const char *what, const char *addr);
+
 /* ---- rdma_xfer.c -------------------------------------------------------------------------- */
 
 struct rdma_op {
@@ -133,6 +188,8 @@ struct rdma_op {
     uint64_t remote; /* remote virtual address */
     uint32_t rkey;
     uint64_t len;
+    uint32_t spin_polls; /* empty polls before arming the CQ (a short transfer's completions
+                            usually arrive within microseconds: no interrupt, no sleep) */
 };
 
 /* Moves op->len bytes on c in slices of slice_bytes, at most window work requests in flight,
@@ -148,5 +205,12 @@ struct rdma_op {
 int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
                      uint32_t slice_bytes, uint32_t window, int timeout_ms,
                      struct rdma_xfer_stats *st);
+/* The same for nops operations on one queue pair, their slices posted as one stream (a batch:
+ * one window, one wait, no round trip per key). status[j] (optional): 0 when every slice of
+ * op j completed, REPLICA_IS_GONE for the op whose remote key was refused, else TRANSFER_FAIL
+ * (flushed after another op's error, or never posted). Returns as mc_rdma_xfer_run. */
+int mc_rdma_xfer_run_many(const struct mc_rdma_ops *ops, struct rdma_conn *c,
+                          const struct rdma_op *op, size_t nops, uint32_t slice_bytes,
+                          uint32_t window, int timeout_ms, struct rdma_xfer_stats *st, int *status);
 
 #endif

@@ -67,6 +67,16 @@ struct mc_rdma_ops {
     int (*get_cm_event)(struct rdma_event_channel *ch, int wake_fd, int timeout_ms,
                         struct rdma_cm_event **ev);
     int (*ack_cm_event)(struct rdma_cm_event *ev);
+
+    /* fabric settings, port state, asynchronous device events, fork safety */
+    int (*set_option)(struct rdma_cm_id *id, int level, int optname, void *val, size_t len);
+    int (*query_port)(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr);
+    /* Like get_cm_event, on the device's async fd: 0 *ev filled (ack it), 1 woken/timeout, -1. */
+    int (*get_async_event)(struct ibv_context *ctx, int wake_fd, int timeout_ms,
+                           struct ibv_async_event *ev);
+    void (*ack_async_event)(struct ibv_async_event *ev);
+    /* ibv_fork_init: before any registration; 0 or an errno */
+    int (*fork_init)(void);
 };
 
 /* The production table: libibverbs and librdmacm. */

@@ -194,6 +194,42 @@ static int v_ack_cm_event(struct rdma_cm_event *ev)
     return rdma_ack_cm_event(ev);
 }
 
+static int v_set_option(struct rdma_cm_id *id, int level, int optname, void *val, size_t len)
+{
+    return rdma_set_option(id, level, optname, val, len);
+}
+
+static int v_query_port(struct ibv_context *ctx, uint8_t port, struct ibv_port_attr *attr)
+{
+    return ibv_query_port(ctx, port, attr);
+}
+
+static int v_get_async_event(struct ibv_context *ctx, int wake_fd, int timeout_ms,
+                             struct ibv_async_event *ev)
+{
+    struct pollfd p[2] = {{.fd = ctx->async_fd, .events = POLLIN},
+                          {.fd = wake_fd, .events = POLLIN}};
+    int n;
+    do {
+        n = poll(p, wake_fd >= 0 ? 2 : 1, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0)
+        return -1;
+    if (n == 0 || !(p[0].revents & POLLIN))
+        return 1;
+    return ibv_get_async_event(ctx, ev) ? -1 : 0;
+}
+
+static void v_ack_async_event(struct ibv_async_event *ev)
+{
+    ibv_ack_async_event(ev);
+}
+
+static int v_fork_init(void)
+{
+    return ibv_fork_init();
+}
+
 static const struct mc_rdma_ops verbs_ops = {
     .name = "verbs",
     .get_devices = v_get_devices,
@@ -228,6 +264,11 @@ static const struct mc_rdma_ops verbs_ops = {
     .disconnect = v_disconnect,
     .get_cm_event = v_get_cm_event,
     .ack_cm_event = v_ack_cm_event,
+    .set_option = v_set_option,
+    .query_port = v_query_port,
+    .get_async_event = v_get_async_event,
+    .ack_async_event = v_ack_async_event,
+    .fork_init = v_fork_init,
 };
 
 const struct mc_rdma_ops *mc_rdma_ops_verbs(void)

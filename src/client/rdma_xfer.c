@@ -4,12 +4,13 @@
  * The transfer owns the connection for its duration. Work request ids are next_wr + slice
  * index, so a completion names its slice whatever order completions arrive in; an id outside
  * this transfer's posted range, or one already completed, is a stray and ignored (counted and
- * logged). Waiting follows the verbs pattern: poll until empty; arm the CQ (req_notify_cq) and
- * poll once more (a completion that arrived before the arm raises no event); then sleep on the
- * completion channel. An event after which the CQ is empty is harmless (counted, re-armed).
- * A remote access error as the first error is REPLICA_IS_GONE: the peer's device refused the
- * rkey or the range, which for a descriptor the master issued means the holder registered its
- * segment afresh (a re-mount) since; every other error is TRANSFER_FAIL.
+ * logged). Waiting follows the verbs pattern: poll until empty, a few more polls (a short spin:
+ * spin_polls), then arm the CQ (req_notify_cq) and poll once more (a completion that arrived before
+ * the arm raises no event); then sleep on the completion channel. An event after which the CQ is
+ * empty is harmless (counted, re-armed). A remote access error as the first error is
+ * REPLICA_IS_GONE: the peer's device refused the rkey or the range, which for a descriptor the
+ * master issued means the holder registered its segment afresh (a re-mount) since; every other
+ * error is TRANSFER_FAIL.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,11 @@
 struct run {
     const struct mc_rdma_ops *ops;
     struct rdma_conn *c;
-    const struct rdma_op *op;
+    const struct rdma_op *op; /* nops of them: slices are numbered across all, in order */
+    size_t nops;
+    size_t *first; /* nops + 1: op j owns slices first[j] .. first[j+1]-1 */
+    size_t cur;    /* the op of the next slice to post */
+    size_t bad_op; /* the op whose slice failed first */
     uint32_t slice;
     size_t n;        /* slices */
     size_t posted;   /* slices posted (0..posted-1) */
@@ -45,19 +50,22 @@ static void post_some(struct run *r, size_t room)
     size_t k = 0;
     while (k < room && k < POST_BATCH && r->posted + k < r->n) {
         size_t i = r->posted + k;
+        while (i >= r->first[r->cur + 1])
+            r->cur++;
+        const struct rdma_op *op = &r->op[r->cur];
         uint64_t off;
         uint32_t len;
-        mc_rdma_slice_at(r->op->len, r->slice, i, &off, &len);
+        mc_rdma_slice_at(op->len, r->slice, i - r->first[r->cur], &off, &len);
         sge[k] = (struct ibv_sge){
-            .addr = (uint64_t)(uintptr_t)(r->op->local + off), .length = len, .lkey = r->op->lkey};
+            .addr = (uint64_t)(uintptr_t)(op->local + off), .length = len, .lkey = op->lkey};
         memset(&wr[k], 0, sizeof(wr[k]));
         wr[k].wr_id = r->base + i;
         wr[k].sg_list = &sge[k];
         wr[k].num_sge = 1;
-        wr[k].opcode = r->op->is_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+        wr[k].opcode = op->is_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
         wr[k].send_flags = IBV_SEND_SIGNALED;
-        wr[k].wr.rdma.remote_addr = r->op->remote + off;
-        wr[k].wr.rdma.rkey = r->op->rkey;
+        wr[k].wr.rdma.remote_addr = op->remote + off;
+        wr[k].wr.rdma.rkey = op->rkey;
         if (k)
             wr[k - 1].next = &wr[k];
         k++;
@@ -90,12 +98,13 @@ static void complete(struct run *r, const struct ibv_wc *wc)
                 "wr_id=%llu status=%d", (unsigned long long)wc->wr_id, (int)wc->status);
         return;
     }
-    r->done[idx] = 1;
     r->inflight--;
     if (wc->status == IBV_WC_SUCCESS) {
+        r->done[idx] = 1;
         r->st->completed++;
         return;
     }
+    r->done[idx] = 2;
     if (r->failed) {
         r->st->flushed++;
         return;
@@ -104,6 +113,8 @@ static void complete(struct run *r, const struct ibv_wc *wc)
     r->c->broken = true;
     r->refused = wc->status == IBV_WC_REM_ACCESS_ERR;
     r->st->errors++;
+    for (r->bad_op = 0; idx >= r->first[r->bad_op + 1];)
+        r->bad_op++;
     char q[64];
     mc_warn("rdma", "work request failed",
             "verbs_status=%s status=%d vendor_err=%u op=%s slice=%llu of %zu",
@@ -111,34 +122,44 @@ static void complete(struct run *r, const struct ibv_wc *wc)
             wc->vendor_err, r->op->is_write ? "write" : "read", (unsigned long long)idx, r->n);
 }
 
-int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
-                     uint32_t slice_bytes, uint32_t window, int timeout_ms,
-                     struct rdma_xfer_stats *st)
+int mc_rdma_xfer_run_many(const struct mc_rdma_ops *ops, struct rdma_conn *c,
+                          const struct rdma_op *op, size_t nops, uint32_t slice_bytes,
+                          uint32_t window, int timeout_ms, struct rdma_xfer_stats *st, int *status)
 {
     struct rdma_xfer_stats local_st;
     if (!st)
         st = &local_st;
     memset(&local_st, 0, sizeof(local_st));
-    if (op->len == 0)
-        return 0;
     if (window == 0 || window > MC_RDMA_MAX_WR)
         window = MC_RDMA_MAX_WR;
+    size_t first_small[9];
+    size_t *first = nops < 9 ? first_small : calloc(nops + 1, sizeof(*first));
+    if (!first)
+        return MC_ERR_INTERNAL_ERROR;
+    first[0] = 0;
+    for (size_t j = 0; j < nops; j++)
+        first[j + 1] = first[j] + (op[j].len ? mc_rdma_slice_count(op[j].len, slice_bytes) : 0);
     struct run r = {.ops = ops,
                     .c = c,
                     .op = op,
+                    .nops = nops,
+                    .first = first,
                     .slice = slice_bytes,
-                    .n = mc_rdma_slice_count(op->len, slice_bytes),
+                    .n = first[nops],
                     .base = c->next_wr,
                     .st = st};
+    int rc = 0;
     uint8_t small[256];
     r.done = r.n <= sizeof(small) ? small : calloc(r.n, 1);
-    if (!r.done)
-        return MC_ERR_INTERNAL_ERROR;
+    if (!r.done) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
     memset(r.done, 0, r.n <= sizeof(small) ? sizeof(small) : r.n);
     c->next_wr += r.n;
     bool event_seen = false; /* the last wait returned an event not yet followed by a completion */
+    uint32_t spins = 0;      /* empty polls since the last completion */
     uint64_t quiet_since = mc_now_ms();
-    int rc = 0;
     for (;;) {
         if (!r.failed && r.posted < r.n && r.inflight < window)
             post_some(&r, window - r.inflight);
@@ -157,6 +178,11 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
                 complete(&r, &wc[i]);
             event_seen = false;
             quiet_since = mc_now_ms();
+            spins = 0;
+            continue;
+        }
+        if (!c->armed && spins < op[0].spin_polls) {
+            spins++; /* spin a little before paying for an interrupt and a wake-up */
             continue;
         }
         if (event_seen) {
@@ -190,7 +216,28 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
     }
     rc = !r.failed ? 0 : r.refused ? MC_ERR_REPLICA_IS_GONE : MC_ERR_TRANSFER_FAIL;
 out:
-    if (r.done != small)
+    /* an op is done when every slice of it completed; the failed one carries the refusal */
+    for (size_t j = 0; status && j < nops; j++) {
+        bool ok = r.done != NULL;
+        for (size_t i = first[j]; ok && i < first[j + 1]; i++)
+            ok = r.done[i] == 1;
+        status[j] = ok                            ? 0
+                    : rc == MC_ERR_INTERNAL_ERROR ? rc
+                    : r.refused && j == r.bad_op  ? MC_ERR_REPLICA_IS_GONE
+                                                  : MC_ERR_TRANSFER_FAIL;
+    }
+    if (r.done && r.done != small)
         free(r.done);
+    if (first != first_small)
+        free(first);
     return rc;
+}
+
+int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const struct rdma_op *op,
+                     uint32_t slice_bytes, uint32_t window, int timeout_ms,
+                     struct rdma_xfer_stats *st)
+{
+    if (op->len == 0)
+        return 0;
+    return mc_rdma_xfer_run_many(ops, c, op, 1, slice_bytes, window, timeout_ms, st, NULL);
 }

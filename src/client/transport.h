@@ -192,12 +192,24 @@ struct mc_rdma_transport_config {
     uint32_t io_timeout_ms;      /* a transfer with no completion this long fails; 0 = 5000 */
     uint32_t slice_bytes;        /* 0 = 64 KiB; 4 KiB .. 64 MiB */
     uint32_t window;             /* work requests in flight per transfer; 0 = 32, at most 256 */
-    uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = 4 */
+    uint32_t max_idle_per_peer;  /* pooled idle queue pairs per endpoint; 0 = the CPUs, 4..64 */
     uint32_t staging_bytes;      /* disk staging buffer (mc_transport_rdma_push); 0 = 4 MiB */
+    uint32_t staging_count;      /* staging buffers: pushes at once; 0 = 4, at most 64 */
+    int cq_spin_polls;           /* empty CQ polls before sleeping on it; 0 = 128, -1 = none */
     struct mc_id client_id;      /* sent in the connection message */
     /* The shared secret (copied), or NULL: with one, every connection this transport dials or
      * accepts proves it first (rdma_plan.h: hello, challenge, prove over rdma_cm private data). */
     const struct mc_auth_key *auth;
+    /* RDMA_OPTION_ID_ACK_TIMEOUT of every connection (4.096 us * 2^n); 0 = 14 (~67 ms), -1 =
+     * leave rdma_cm's default */
+    int ack_timeout;
+    int tos; /* RDMA_OPTION_ID_TOS of every connection; 0 = leave the fabric's default */
+    /* Comma-separated device names to use (ibv_devices), or NULL/"": the device that owns the
+     * address given to mc_transport_rdma_serve_on (every device until then). */
+    const char *devices;
+    /* The advertised address and the listen address, or NULL: a loopback one is refused before
+     * any device is opened (INVALID_PARAMS, logged naming --host), as rdma_cm cannot use it. */
+    const char *host, *bind_address;
 };
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg);
 /* ops NULL = the real libraries (mc_rdma_ops_verbs). Opens every RDMA device and registers the
@@ -231,6 +243,13 @@ int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *r
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);
 /* Bytes of the staging buffer (the largest value one push moves in one piece). */
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *t);
+/* Registers [addr, addr+len) for one request in which a peer RDMA-WRITEs into it (a LOCAL_DISK
+ * read), apart from the ranges table (it may overlap a registered buffer): *rkey for the peer,
+ * *handle for mc_transport_rdma_revoke, which the caller calls once the request is over, so a
+ * write that arrives late is refused by the device. 0 or TRANSFER_FAIL. */
+int mc_transport_rdma_expose(struct mc_transport *t, void *addr, size_t len, uint32_t *rkey,
+                             void **handle);
+void mc_transport_rdma_revoke(struct mc_transport *t, void *handle);
 /* The name of the device whose rkey mc_transport_rdma_register returns (the serving one). */
 const char *mc_transport_rdma_device(struct mc_transport *t);
 /* The holder's side of a LOCAL_DISK read over RDMA: fill(arg, offset, buf, n) produces the next
@@ -257,6 +276,7 @@ struct mc_rdma_transport_stats {
     uint64_t retries;      /* transfers retried once on a fresh queue pair */
     uint64_t auth_refused; /* connections our listener refused: no proof of the token, or wrong */
     uint64_t auth_failed;  /* connections we dialled whose token handshake failed */
+    uint64_t async_events; /* device async events seen (port down/up, device fatal, ...) */
 };
 /* t must be an rdma transport. */
 void mc_transport_rdma_get_stats(struct mc_transport *t, struct mc_rdma_transport_stats *st);

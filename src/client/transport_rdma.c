@@ -25,9 +25,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "client/rdma_internal.h"
 #include "client/transport.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
@@ -48,8 +50,11 @@ struct rdma_transport {
     struct peer *peers;
     uint64_t connects, reuses, teardowns, temp_regs, stale, retries;
     struct rdma_xfer_stats xs;
-    pthread_mutex_t staging_lock; /* one push at a time uses the staging buffer */
-    uint8_t *staging;
+    pthread_mutex_t staging_lock; /* the staging slots' free mask */
+    pthread_cond_t staging_cond;  /* a slot was given back */
+    uint64_t staging_free;        /* bit i: slot i (staging + i * staging_bytes) is free */
+    uint8_t *staging;             /* staging_count slots, one registered range */
+    char devices[256];            /* cfg.devices, copied */
 };
 
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
@@ -59,8 +64,13 @@ void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
     cfg->io_timeout_ms = 5000;
     cfg->slice_bytes = 64u << 10;
     cfg->window = 32;
-    cfg->max_idle_per_peer = 4;
     cfg->staging_bytes = 4u << 20;
+    cfg->staging_count = 4;
+    cfg->ack_timeout = 14;
+    cfg->cq_spin_polls = 128;
+    /* a queue pair per thread that may talk to one peer at once: the CPUs, within [4, 64] */
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg->max_idle_per_peer = cpus < 4 ? 4 : cpus > 64 ? 64 : (uint32_t)cpus;
 }
 
 /* ---- pool --------------------------------------------------------------------------------- */
@@ -102,7 +112,10 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
         if (!c)
             break;
         struct rdma_cm_event *ev = NULL;
-        if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
+        if (mc_rdma_conn_stale(&t->x, c)) {
+            mc_info("rdma", "pooled queue pair predates a device error event, replaced",
+                    "endpoint=%s", endpoint);
+        } else if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
             pthread_mutex_lock(&t->lock);
             t->reuses++;
             pthread_mutex_unlock(&t->lock);
@@ -177,14 +190,19 @@ static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, 
                   uint64_t len, uint64_t remote, uint32_t rkey, struct ibv_mr **temp,
                   uint64_t *completed)
 {
-    struct rdma_op op = {
-        .is_write = is_write, .local = buf, .remote = remote, .rkey = rkey, .len = len};
+    struct rdma_op op = {.is_write = is_write,
+                         .local = buf,
+                         .remote = remote,
+                         .rkey = rkey,
+                         .len = len,
+                         .spin_polls = (uint32_t)t->cfg.cq_spin_polls};
     if (mc_rdma_ctx_keys(&t->x, buf, len, c->dev, &op.lkey, NULL)) {
         if (!temp)
             return MC_ERR_INVALID_PARAMS;
+        /* this process's own transfer only: the device writes a READ's destination, and only
+         * reads a WRITE's source (which may then be read-only memory) */
         *temp = t->x.ops->reg_mr(t->x.pd[c->dev], buf, len,
-                                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ |
-                                     IBV_ACCESS_REMOTE_WRITE);
+                                 mc_rdma_access(is_write ? MC_RDMA_MR_SOURCE : MC_RDMA_MR_LOCAL));
         if (!*temp) {
             mc_warn("rdma", "cannot register the caller's buffer", "len=%llu errno=%d",
                     (unsigned long long)len, errno);
@@ -251,6 +269,124 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
     }
 }
 
+/* ---- batches: every item of one endpoint on one queue pair, posted as one stream ---------- */
+
+/* The items idx[0..m) of one endpoint; their statuses are set. */
+static void batch_group(struct rdma_transport *t, bool is_write, struct mc_xfer_item *items,
+                        const size_t *idx, size_t m, struct rdma_op *ops, struct ibv_mr **temps,
+                        int *st)
+{
+    const char *ep = items[idx[0]].loc.endpoint;
+    for (int attempt = 0;; attempt++) {
+        struct rdma_conn *c = NULL;
+        bool reused = false;
+        int rc = conn_take(t, ep, attempt > 0, &c, &reused);
+        if (rc) {
+            for (size_t k = 0; k < m; k++)
+                items[idx[k]].status = rc;
+            return;
+        }
+        size_t nops = 0;
+        for (size_t k = 0; k < m; k++) {
+            struct mc_xfer_item *it = &items[idx[k]];
+            struct rdma_op *op = &ops[nops];
+            *op = (struct rdma_op){.is_write = is_write,
+                                   .local = it->buf,
+                                   .remote = it->loc.remote_addr,
+                                   .rkey = it->loc.rkey,
+                                   .len = it->len,
+                                   .spin_polls = (uint32_t)t->cfg.cq_spin_polls};
+            temps[nops] = NULL;
+            if (mc_rdma_ctx_keys(&t->x, it->buf, it->len, c->dev, &op->lkey, NULL)) {
+                temps[nops] = t->x.ops->reg_mr(
+                    t->x.pd[c->dev], it->buf, it->len,
+                    mc_rdma_access(is_write ? MC_RDMA_MR_SOURCE : MC_RDMA_MR_LOCAL));
+                if (!temps[nops]) {
+                    it->status = MC_ERR_TRANSFER_FAIL;
+                    continue;
+                }
+                op->lkey = temps[nops]->lkey;
+                pthread_mutex_lock(&t->lock);
+                t->temp_regs++;
+                pthread_mutex_unlock(&t->lock);
+            }
+            st[nops++] = (int)k;
+        }
+        struct rdma_xfer_stats s;
+        memset(&s, 0, sizeof(s));
+        int *status = st + m; /* the second half of st */
+        rc = nops ? mc_rdma_xfer_run_many(t->x.ops, c, ops, nops, t->cfg.slice_bytes, t->cfg.window,
+                                          (int)t->cfg.io_timeout_ms, &s, status)
+                  : 0;
+        add_stats(t, &s);
+        conn_give(t, ep, c); /* a broken queue pair dies before the temporary regions */
+        for (size_t j = 0; j < nops; j++)
+            if (temps[j])
+                t->x.ops->dereg_mr(temps[j]);
+        if (rc == MC_ERR_TRANSFER_FAIL && reused && s.completed == 0 && attempt == 0) {
+            pthread_mutex_lock(&t->lock); /* a pooled queue pair whose peer vanished: once more */
+            t->retries++;
+            pthread_mutex_unlock(&t->lock);
+            continue;
+        }
+        for (size_t j = 0; j < nops; j++)
+            items[idx[st[j]]].status = status[j];
+        if (rc)
+            mc_warn("rdma", "batch transfer failed", "endpoint=%s op=%s items=%zu rc=%s", ep,
+                    is_write ? "write" : "read", nops, mc_strerror(rc));
+        return;
+    }
+}
+
+static int rdma_batch(struct mc_transport *tp, bool is_write, struct mc_xfer_item *items, size_t n)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (n == 0)
+        return 0;
+    size_t *idx = calloc(n, sizeof(*idx));
+    bool *taken = calloc(n, sizeof(*taken));
+    struct rdma_op *ops = calloc(n, sizeof(*ops));
+    struct ibv_mr **temps = calloc(n, sizeof(*temps));
+    int *st = calloc(2 * n, sizeof(*st));
+    int rc = 0;
+    if (!idx || !taken || !ops || !temps || !st) {
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) { /* what a single transfer refuses before any verbs */
+        struct mc_xfer_item *it = &items[i];
+        const struct mc_xfer_loc *l = &it->loc;
+        taken[i] = true;
+        it->status = !l->endpoint || strlen(l->endpoint) >= EP_MAX || (it->len && !it->buf)
+                         ? MC_ERR_INVALID_PARAMS
+                     : it->len == 0                ? 0
+                     : !l->rkey || !l->remote_addr ? MC_ERR_INVALID_REPLICA
+                     : !l->mount_epoch             ? MC_ERR_REPLICA_IS_GONE
+                                                   : 1;
+        if (is_write && it->crc && it->buf)
+            *it->crc = mc_crc32c(it->buf, it->len);
+        taken[i] = it->status != 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (taken[i])
+            continue;
+        size_t m = 0;
+        for (size_t j = i; j < n; j++)
+            if (!taken[j] && strcmp(items[j].loc.endpoint, items[i].loc.endpoint) == 0) {
+                taken[j] = true;
+                idx[m++] = j;
+            }
+        batch_group(t, is_write, items, idx, m, ops, temps, st);
+    }
+out:
+    free(idx);
+    free(taken);
+    free(ops);
+    free(temps);
+    free(st);
+    return rc;
+}
+
 static int rdma_write(struct mc_transport *tp, const struct mc_xfer_loc *dst, const void *src,
                       size_t len)
 {
@@ -275,21 +411,76 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
     int rc = conn_take(t, endpoint, false, &c, &reused);
     if (rc)
         return rc;
+    /* a staging slot of its own: concurrent pushes (one per PeerDiskRead) run side by side */
     pthread_mutex_lock(&t->staging_lock);
+    while (!t->staging_free)
+        pthread_cond_wait(&t->staging_cond, &t->staging_lock);
+    int slot = __builtin_ctzll(t->staging_free);
+    t->staging_free &= ~(1ull << slot);
+    pthread_mutex_unlock(&t->staging_lock);
+    uint8_t *buf = t->staging + (size_t)slot * t->cfg.staging_bytes;
     for (uint64_t off = 0; off < len && rc == 0;) {
         size_t n = len - off < t->cfg.staging_bytes ? (size_t)(len - off) : t->cfg.staging_bytes;
-        rc = fill(arg, off, t->staging, n);
+        rc = fill(arg, off, buf, n);
         if (rc)
             break;
-        rc = run_on(t, c, true, t->staging, n, remote_addr + off, rkey, NULL, NULL);
+        rc = run_on(t, c, true, buf, n, remote_addr + off, rkey, NULL, NULL);
         off += n;
     }
     if (rc && c->broken)
         mc_warn("rdma", "disk push failed", "endpoint=%s len=%llu", endpoint,
                 (unsigned long long)len);
-    conn_give(t, endpoint, c); /* a broken queue pair dies before the staging buffer is reused */
+    conn_give(t, endpoint, c); /* a broken queue pair dies before the staging slot is reused */
+    pthread_mutex_lock(&t->staging_lock);
+    t->staging_free |= 1ull << slot;
+    pthread_cond_signal(&t->staging_cond);
     pthread_mutex_unlock(&t->staging_lock);
     return rc;
+}
+
+/* ---- devices in use ----------------------------------------------------------------------- */
+
+/* Registrations go to device d only from here on: the ranges already registered (the staging
+ * buffer) lose their regions on the other devices, so the locked-memory limit is charged once. */
+static void narrow_to(struct rdma_transport *t, int d)
+{
+    pthread_mutex_lock(&t->x.mr_lock);
+    for (int k = 0; k < t->x.ndev; k++) {
+        t->x.in_use[k] = k == d;
+        for (size_t i = 0; k != d && i < t->x.nmrs; i++)
+            if (t->x.mrs[i].mr[k]) {
+                t->x.ops->dereg_mr(t->x.mrs[i].mr[k]);
+                t->x.mrs[i].mr[k] = NULL;
+            }
+    }
+    pthread_mutex_unlock(&t->x.mr_lock);
+}
+
+/* cfg.devices: only the devices named are used (each must exist). */
+static int use_named_devices(struct rdma_transport *t)
+{
+    char list[256];
+    snprintf(list, sizeof(list), "%s", t->cfg.devices);
+    for (int k = 0; k < t->x.ndev; k++)
+        t->x.in_use[k] = false;
+    char *save = NULL;
+    for (char *name = strtok_r(list, ", ", &save); name; name = strtok_r(NULL, ", ", &save)) {
+        int found = -1;
+        for (int k = 0; k < t->x.ndev && found < 0; k++)
+            if (strcmp(t->x.ops->device_name(t->x.devlist[k]), name) == 0)
+                found = k;
+        if (found < 0) {
+            mc_error("rdma",
+                     "rdma_devices names a device that is not there or not usable (see "
+                     "ibv_devices and the port state)",
+                     "device=%s devices=%s", name, t->cfg.devices);
+            return MC_ERR_INVALID_PARAMS;
+        }
+        if (!t->x.in_use[found] && (t->x.serve_dev == found || !t->x.in_use[t->x.serve_dev]))
+            t->x.serve_dev = found; /* the first named one serves until serve_on says */
+        t->x.in_use[found] = true;
+    }
+    return 0;
 }
 
 /* ---- registration, listener, stats -------------------------------------------------------- */
@@ -297,7 +488,8 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
 int mc_transport_rdma_register(struct mc_transport *tp, void *addr, size_t len, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    int rc = mc_rdma_ctx_register(&t->x, addr, len);
+    /* with rkey: a range peers access (the segment); without: this process's buffer */
+    int rc = mc_rdma_ctx_register(&t->x, addr, len, rkey ? MC_RDMA_MR_REMOTE : MC_RDMA_MR_LOCAL);
     if (rc == 0 && rkey)
         rc = mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
     return rc;
@@ -324,6 +516,29 @@ int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len
     return mc_rdma_ctx_keys(&t->x, addr, len, t->x.serve_dev, NULL, rkey);
 }
 
+int mc_transport_rdma_expose(struct mc_transport *tp, void *addr, size_t len, uint32_t *rkey,
+                             void **handle)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    *handle = NULL;
+    struct ibv_mr *mr = t->x.ops->reg_mr(t->x.pd[t->x.serve_dev], addr, len,
+                                         mc_rdma_access(MC_RDMA_MR_PEER_WRITES));
+    if (!mr) {
+        mc_rdma_log_reg_failure(&t->x, t->x.serve_dev, len, errno);
+        return MC_ERR_TRANSFER_FAIL;
+    }
+    *rkey = mr->rkey;
+    *handle = mr;
+    return 0;
+}
+
+void mc_transport_rdma_revoke(struct mc_transport *tp, void *handle)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    if (handle)
+        t->x.ops->dereg_mr(handle);
+}
+
 uint64_t mc_transport_rdma_staging_bytes(struct mc_transport *tp)
 {
     return ((struct rdma_transport *)tp)->cfg.staging_bytes;
@@ -338,7 +553,16 @@ const char *mc_transport_rdma_device(struct mc_transport *tp)
 int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
+    snprintf(t->x.host, sizeof(t->x.host), "%s", host ? host : "");
     int d = mc_rdma_ctx_device_of(&t->x, host);
+    if (d >= 0 && !t->x.in_use[d]) {
+        mc_warn("rdma",
+                "the device that owns the advertised address is not in rdma_devices: peers "
+                "connecting to it get keys of another device",
+                "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[d]));
+        d = -1;
+    }
+    bool owned = d >= 0;
     if (d < 0) {
         if (t->x.ndev > 1)
             mc_warn("rdma",
@@ -346,8 +570,13 @@ int mc_transport_rdma_serve_on(struct mc_transport *tp, const char *host)
                     "keys, which only work if their connections land there",
                     "host=%s device=%s", host ? host : "", t->x.ops->device_name(t->x.devlist[0]));
         d = 0;
+        while (d < t->x.ndev - 1 && !t->x.in_use[d])
+            d++;
     }
+    t->x.dial_from_host = owned;
     t->x.serve_dev = d;
+    if (!t->cfg.devices)
+        narrow_to(t, d);
     mc_info("rdma", "serving on device", "host=%s device=%s", host ? host : "",
             t->x.ops->device_name(t->x.devlist[d]));
     return d;
@@ -379,6 +608,7 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->empty_events = t->xs.empty_events;
     st->auth_refused = atomic_load(&t->x.auth_refused);
     st->auth_failed = atomic_load(&t->x.auth_failed);
+    st->async_events = atomic_load(&t->x.async_events);
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
     pthread_mutex_unlock(&t->lock);
@@ -398,6 +628,7 @@ static void rdma_free(struct mc_transport *tp)
     }
     mc_rdma_ctx_close(&t->x);
     free(t->staging);
+    pthread_cond_destroy(&t->staging_cond);
     pthread_mutex_destroy(&t->staging_lock);
     pthread_mutex_destroy(&t->lock);
     free(t);
@@ -407,6 +638,7 @@ static const struct mc_transport_ops rdma_vtable = {
     .name = "rdma",
     .write = rdma_write,
     .read = rdma_read,
+    .batch = rdma_batch,
     .free = rdma_free,
 };
 
@@ -431,28 +663,51 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
             t->cfg.max_idle_per_peer = cfg->max_idle_per_peer;
         if (cfg->staging_bytes)
             t->cfg.staging_bytes = cfg->staging_bytes;
+        if (cfg->staging_count)
+            t->cfg.staging_count = cfg->staging_count > 64 ? 64 : cfg->staging_count;
+        if (cfg->cq_spin_polls)
+            t->cfg.cq_spin_polls = cfg->cq_spin_polls < 0 ? 0 : cfg->cq_spin_polls;
+        if (cfg->ack_timeout)
+            t->cfg.ack_timeout = cfg->ack_timeout;
+        t->cfg.tos = cfg->tos;
+        if (cfg->devices && *cfg->devices)
+            snprintf(t->devices, sizeof(t->devices), "%s", cfg->devices);
         t->cfg.client_id = cfg->client_id;
     }
     struct mc_auth_key auth = {0};
     if (cfg && cfg->auth && cfg->auth->set)
         auth = *cfg->auth;
     t->cfg.auth = NULL; /* the key lives in the context, copied below */
+    t->cfg.devices = t->devices[0] ? t->devices : NULL;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
+    pthread_cond_init(&t->staging_cond, NULL);
     t->base.ops = &rdma_vtable;
     int rc = MC_ERR_INVALID_PARAMS;
+    if (cfg && (mc_rdma_check_addr("host", cfg->host) ||
+                mc_rdma_check_addr("bind_address", cfg->bind_address)))
+        goto fail;
     if (t->cfg.slice_bytes < MC_RDMA_MIN_SLICE || t->cfg.slice_bytes > MC_RDMA_MAX_SLICE ||
         t->cfg.window > MC_RDMA_MAX_WR || mc_id_is_zero(t->cfg.client_id))
         goto fail;
     rc = mc_rdma_ctx_open(&t->x, ops ? ops : mc_rdma_ops_verbs());
     t->x.auth = auth;
+    t->x.ack_timeout = t->cfg.ack_timeout > 31 ? 31 : t->cfg.ack_timeout;
+    t->x.tos = t->cfg.tos > 0 && t->cfg.tos < 256 ? t->cfg.tos : -1;
+    if (rc)
+        goto fail;
+    if (t->cfg.devices && *t->cfg.devices && (rc = use_named_devices(t)) != 0)
+        goto fail;
+    rc = mc_rdma_async_start(&t->x);
     if (rc)
         goto fail;
     rc = MC_ERR_INTERNAL_ERROR;
-    t->staging = aligned_alloc(4096, (t->cfg.staging_bytes + 4095) & ~(size_t)4095);
+    size_t area = (size_t)t->cfg.staging_bytes * t->cfg.staging_count;
+    t->staging = aligned_alloc(4096, (area + 4095) & ~(size_t)4095);
     if (!t->staging)
         goto fail;
-    rc = mc_rdma_ctx_register(&t->x, t->staging, t->cfg.staging_bytes);
+    t->staging_free = t->cfg.staging_count >= 64 ? ~0ull : (1ull << t->cfg.staging_count) - 1;
+    rc = mc_rdma_ctx_register(&t->x, t->staging, area, MC_RDMA_MR_LOCAL);
     if (rc)
         goto fail;
     *out = &t->base;

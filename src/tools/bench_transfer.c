@@ -65,6 +65,9 @@ struct opts {
     uint64_t segment_size;
 };
 
+/* --protocol and --host: the bench's clients and its daemon (rdma needs the NIC's address) */
+static const char *g_protocol = "tcp", *g_host = "127.0.0.1";
+
 /* ---- child processes (tools/proc_harness.h) ------------------------------------------------ */
 
 /* Starts mooncake_master on free loopback ports; fills addr with its RPC "127.0.0.1:PORT". */
@@ -92,14 +95,15 @@ static int start_master(const struct opts *o, struct mc_proc *c, char *addr, siz
 static int start_daemon(const struct opts *o, const char *master, struct mc_proc *c, char *ep,
                         size_t cap)
 {
-    char path[PATH_MAX + 32], m[128], seg[64];
-    const char *argv[] = {path, m, "--host=127.0.0.1", "--data_port=0", seg, "--log_level=warn",
-                          NULL};
+    char path[PATH_MAX + 32], m[128], seg[64], host[128], proto[32];
+    const char *argv[] = {path, m, host, "--data_port=0", seg, "--log_level=warn", proto, NULL};
     struct mc_proc_ready r;
 
     snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
     snprintf(m, sizeof(m), "--master=%s", master);
     snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)o->segment_size);
+    snprintf(host, sizeof(host), "--host=%s", g_host);
+    snprintf(proto, sizeof(proto), "--protocol=%s", g_protocol);
     if (mc_proc_start(c, argv, NULL, MC_PROC_READY_DAEMON, &r, 20000) != 0) {
         fprintf(stderr, "transfer: could not start %s\n", path);
         return -1;
@@ -392,6 +396,7 @@ static void usage(FILE *f)
             "                               [--master HOST:PORT] [--bin DIR] [--segment_size "
             "SIZE]\n"
             "                               [--batch N] [--checksums on|off|both]\n"
+            "                               [--protocol tcp|rdma] [--host ADDR]\n"
             "  --sizes         object sizes (default 4KiB,64KiB,1MiB,4MiB,16MiB)\n"
             "  --runs          calls per series (default: ~512 MiB of data, 20..2000)\n"
             "  --mode          same (local segment), between (a daemon's segment), both\n"
@@ -403,17 +408,22 @@ static void usage(FILE *f)
             "  --batch         keys per call: N > 1 measures mc_batch_put / mc_batch_get of N\n"
             "                  keys of each size (default 1: single Put and Get)\n"
             "  --checksums     the reading client verifies each value's CRC32C (default on, the\n"
-            "                  library's default); both = every series with off, then on\n");
+            "                  library's default); both = every series with off, then on\n"
+            "  --protocol      tcp (default) or rdma: the data plane of the bench's clients and\n"
+            "                  daemon (scripts/rdma_selftest.sh)\n"
+            "  --host          the address they serve on (default 127.0.0.1; rdma needs the\n"
+            "                  RDMA NIC's)\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     static const struct option lo[] = {
-        {"sizes", required_argument, NULL, 's'}, {"runs", required_argument, NULL, 'r'},
-        {"mode", required_argument, NULL, 'm'},  {"master", required_argument, NULL, 'M'},
-        {"bin", required_argument, NULL, 'b'},   {"segment_size", required_argument, NULL, 'S'},
-        {"batch", required_argument, NULL, 'B'}, {"checksums", required_argument, NULL, 'C'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0},
+        {"sizes", required_argument, NULL, 's'},    {"runs", required_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'm'},     {"master", required_argument, NULL, 'M'},
+        {"bin", required_argument, NULL, 'b'},      {"segment_size", required_argument, NULL, 'S'},
+        {"batch", required_argument, NULL, 'B'},    {"checksums", required_argument, NULL, 'C'},
+        {"protocol", required_argument, NULL, 'P'}, {"host", required_argument, NULL, 'H'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     const char *sizes = "4KiB,64KiB,1MiB,4MiB,16MiB", *mode = "both";
     char exe[PATH_MAX];
@@ -461,6 +471,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case 'M':
             o->master = optarg;
             break;
+        case 'P':
+            if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0)
+                return 2;
+            g_protocol = optarg;
+            break;
+        case 'H':
+            g_host = optarg;
+            break;
         case 'b':
             snprintf(o->bin, sizeof(o->bin), "%s", optarg);
             break;
@@ -497,6 +515,8 @@ static int open_client(const char *master, uint64_t segment_size, struct mc_clie
     cfg.master_address = master;
     cfg.segment_size = segment_size;
     cfg.checksums = g_crc;
+    cfg.protocol = g_protocol;
+    cfg.host = g_host;
     rc = mc_client_open(&cfg, out);
     if (rc)
         fprintf(stderr, "transfer: cannot open a client on %s: %s\n", master, mc_strerror(rc));

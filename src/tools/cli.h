@@ -40,6 +40,7 @@ struct mc_cli_opts {
     uint32_t timeout_ms; /* per-call timeout; 0 = the library's default */
     const char *auth_token_file; /* shared secret for every connection; NULL = none */
     const char *protocol;        /* put/get/exist/rm client: "tcp" (default) or "rdma" */
+    const char *host;            /* the client's advertised address (rdma: the RDMA NIC's) */
     bool json, all, force;
     int iterations; /* top: frames to draw, 0 = until q / a signal */
     const char *cmd;

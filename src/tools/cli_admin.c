@@ -8,8 +8,8 @@
  *
  * JSON shapes (one line on stdout):
  *   stat:     {"key","size","version","lease_ms_left","replicas":[{"id","type","status",
- *              "segment","offset","endpoint","holder","refcnt"}]}  (COMPLETE replicas only, unless
- *              --all; refcnt = pins: an offload or promotion source)
+ *              "segment","offset","endpoint","holder","refcnt","rkey"}]}  (COMPLETE replicas only,
+ *              unless --all; refcnt = pins: an offload or promotion source; rkey: RDMA segments)
  *   segments: [{"id","name","endpoint","size","used","status","owner"}]
  * Without --json the same facts are printed as aligned tables.
  */
@@ -130,6 +130,7 @@ struct replica_view {
     uint64_t id;
     const char *type, *status, *segment, *endpoint;
     uint64_t offset;
+    uint32_t rkey; /* RDMA-mounted segments: the key a peer's READ/WRITE uses (0 otherwise) */
     char holder[MC_ID_STRLEN];
 };
 
@@ -145,6 +146,7 @@ static void replica_view(const Mc__ReplicaDescriptor *r, struct replica_view *v)
         v->segment = r->memory->segment_name ? r->memory->segment_name : "";
         v->endpoint = r->memory->endpoint ? r->memory->endpoint : "";
         v->offset = r->memory->offset;
+        v->rkey = r->memory->rkey;
     } else if (r->type == MC__REPLICA_TYPE__RT_LOCAL_DISK && r->local_disk) {
         v->endpoint = r->local_disk->endpoint ? r->local_disk->endpoint : "";
         uuid_str(r->local_disk->holder, v->holder);
@@ -173,7 +175,7 @@ static void stat_json(const Mc__QueryKeyResponse *q, const char *key, bool all)
         mc_cli_json_str(stdout, v.endpoint);
         fputs(",\"holder\":", stdout);
         mc_cli_json_str(stdout, v.holder);
-        printf(",\"refcnt\":%" PRIu32 "}", q->replicas[i]->refcnt);
+        printf(",\"refcnt\":%" PRIu32 ",\"rkey\":%" PRIu32 "}", q->replicas[i]->refcnt, v.rkey);
         first = false;
     }
     fputs("]}\n", stdout);

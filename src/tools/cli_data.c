@@ -44,6 +44,8 @@ static int open_client(const struct mc_cli_opts *o, struct mc_client **out)
     cfg.auth_token_file = o->auth_token_file;
     if (o->protocol)
         cfg.protocol = o->protocol;
+    if (o->host)
+        cfg.host = o->host;
     if (o->timeout_ms) {
         cfg.connect_timeout_ms = o->timeout_ms;
         cfg.rpc_timeout_ms = o->timeout_ms;

@@ -70,6 +70,8 @@ static void usage(FILE *f)
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
             "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
             "  --protocol=tcp|rdma    data plane of put/get (default tcp; rdma needs a device)\n"
+            "  --host=ADDR            this machine's address for peers (default 127.0.0.1;\n"
+            "                         rdma: the address of the RDMA NIC's interface)\n"
             "  --log_level=LEVEL      debug|info|warn|error|off for library logs on stderr "
             "(default warn)\n"
             "  -h, --help             this text\n"
@@ -100,6 +102,7 @@ int main(int argc, char **argv)
         {"log_level", required_argument, NULL, 'L'},
         {"auth_token_file", required_argument, NULL, 'A'},
         {"protocol", required_argument, NULL, 'P'},
+        {"host", required_argument, NULL, 'H'},
         {"value", required_argument, NULL, 'v'},
         {"iterations", required_argument, NULL, 'n'},
         {"help", no_argument, NULL, 'h'},
@@ -153,6 +156,9 @@ int main(int argc, char **argv)
             if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0)
                 return usage_error("--protocol wants tcp or rdma, got '%s'", optarg);
             o.protocol = optarg;
+            break;
+        case 'H':
+            o.host = optarg;
             break;
         case 'L':
             if (mc_log_level_parse(optarg, &level))
