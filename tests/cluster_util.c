@@ -211,19 +211,6 @@ int cu_free_port(void)
     return port;
 }
 
-double cu_metric(const char *text, const char *name)
-{
-    size_t nl = strlen(name);
-
-    for (const char *p = text; p && *p; p = strchr(p, '\n')) {
-        if (*p == '\n')
-            p++;
-        if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
-            return strtod(p + nl + 1, NULL);
-    }
-    return -1;
-}
-
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed)
 {
     uint64_t x = seed;

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tools/metrics_scrape.h" /* mc_metrics_value: a sample of mooncake_cli metrics */
 #include "tools/proc_harness.h"
 
 /* ---- processes ------------------------------------------------------------------------- */
@@ -93,8 +94,6 @@ int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
 /* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
  * so a test picks one); -1 on error. */
 int cu_free_port(void);
-/* The value of the first "NAME VALUE" sample (no labels) of Prometheus text; -1 when absent. */
-double cu_metric(const char *text, const char *name);
 /* A deterministic byte pattern of seed (xorshift64, 8 bytes a step). */
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed);
 

@@ -437,7 +437,7 @@ static double master_metric(const char *name)
     snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
     cli(&r, NULL, "metrics", opt, NULL);
     assert_int_equal(r.status, 0);
-    v = cu_metric(r.out, name);
+    v = mc_metrics_value(r.out, name);
     cu_run_free(&r);
     assert_true(v >= 0);
     return v;

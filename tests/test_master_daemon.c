@@ -36,6 +36,7 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "tools/metrics_scrape.h"
 #include "tools/proc_harness.h"
 
 #define SEG_BASE 0x7f0000000000ull
@@ -726,53 +727,18 @@ static int tcp_connect(uint16_t port)
 /* GET path; returns the status and the body (malloc'ed). */
 static int http_get(uint16_t port, const char *path, char **body)
 {
-    int fd = tcp_connect(port);
-    char req[256];
-    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (len + 1 == cap)
-            buf = realloc(buf, cap *= 2);
-        ssize_t k = recv(fd, buf + len, cap - len - 1, 0);
-        assert_true(k >= 0);
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd);
-    buf[len] = '\0';
-    int status = 0;
-    assert_int_equal(sscanf(buf, "HTTP/1.%*d %d", &status), 1);
-    char *sep = strstr(buf, "\r\n\r\n");
-    assert_non_null(sep);
-    *body = strdup(sep + 4);
-    free(buf);
-    return status;
+    struct mc_http_reply r;
+    assert_int_equal(mc_http_fetch("127.0.0.1", port, "GET", path, 5000, &r), 0);
+    *body = r.body; /* handed over */
+    return r.status;
 }
 
 /* Finds an unlabelled sample "name value" in an exposition; checks every sample line parses. */
 static double metric_value(const char *text, const char *name, int *found)
 {
     double v = 0;
-    *found = 0;
-    char *copy = strdup(text), *save = NULL;
-    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        if (line[0] == '#')
-            continue;
-        char *sp = strrchr(line, ' ');
-        assert_non_null(sp);
-        char *end = NULL;
-        double x = strtod(sp + 1, &end);
-        assert_true(end != sp + 1 && *end == '\0');
-        size_t nl = strlen(name);
-        if (strncmp(line, name, nl) == 0 && line + nl == sp) {
-            v = x;
-            *found = 1;
-        }
-    }
-    free(copy);
+    assert_int_equal(mc_metrics_check(text), 0);
+    *found = mc_metrics_find(text, name, &v) == 0;
     return v;
 }
 

@@ -158,7 +158,7 @@ static double metric(const char *name)
 {
     struct cu_run r;
     cli(&r, "metrics", NULL);
-    double v = r.status == 0 ? cu_metric(r.out, name) : -1;
+    double v = r.status == 0 ? mc_metrics_value(r.out, name) : -1;
     cu_run_free(&r);
     return v;
 }
@@ -289,7 +289,7 @@ static void check_funnel(void)
     cli(&r, "metrics", NULL);
     assert_int_equal(r.status, 0);
     for (int k = 0; k < 6; k++) {
-        v[k] = cu_metric(r.out, names[k]);
+        v[k] = mc_metrics_value(r.out, names[k]);
         assert_true(v[k] >= 0);
     }
     cu_run_free(&r);

@@ -110,7 +110,7 @@ static double master_metric(const char *name)
     struct cu_run r;
     cu_run(&r, g.cl.dir, argv, NULL, 10000);
     assert_int_equal(r.status, 0);
-    double v = cu_metric(r.out, name);
+    double v = mc_metrics_value(r.out, name);
     cu_run_free(&r);
     assert_true(v >= 0);
     return v;

@@ -124,7 +124,7 @@ static double metric(const char *name)
     argv[3] = metrics;
     struct cu_run r;
     cu_run(&r, g.cl.dir, argv, NULL, 10000);
-    double v = r.status == 0 ? cu_metric(r.out, name) : -1;
+    double v = r.status == 0 ? mc_metrics_value(r.out, name) : -1;
     cu_run_free(&r);
     return v;
 }
