@@ -44,6 +44,18 @@ void cu_dump_log(const struct cu_proc *p, const char *what)
     mc_proc_dump_log(p, what, 4000);
 }
 
+int cu_await_ready(struct cu_proc *p, enum mc_proc_ready_kind kind, struct mc_proc_ready *r,
+                   const char *what, int timeout_ms)
+{
+    int rc = mc_proc_await_ready(p, r, timeout_ms);
+    if (rc == 0 && r->kind == kind)
+        return 0;
+    fprintf(stderr, "%s: no READY line of the expected form within %d ms (got \"%s\")\n", what,
+            timeout_ms, r->line);
+    cu_dump_log(p, what);
+    return -1;
+}
+
 void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
             int timeout_ms)
 {

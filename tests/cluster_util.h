@@ -45,6 +45,11 @@ int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms);
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms);
 /* Prints the last bytes of the child's log on stderr (diagnostics). */
 void cu_dump_log(const struct cu_proc *p, const char *what);
+/* Reads the child's first stdout line within timeout_ms and parses it (tools/ready_line.h).
+ * Returns 0 when it is a READY line of kind (into r); -1 otherwise, with what it printed on
+ * stderr and its log dumped under what. The child is left running either way. */
+int cu_await_ready(struct cu_proc *p, enum mc_proc_ready_kind kind, struct mc_proc_ready *r,
+                   const char *what, int timeout_ms);
 
 struct cu_run {
     int status; /* exit status, 128 + signal, or -1 when it overran the deadline */

@@ -636,9 +636,9 @@ static void test_daemon_waits_for_master(void **state)
                            "--log_level=warn",
                            NULL};
     assert_int_equal(cu_spawn(&m, margv, mlog), 0);
-    assert_int_equal(cu_read_line(&m, line, sizeof(line), START_MS), 0);
-    assert_int_equal(cu_read_line(&d, line, sizeof(line), START_MS), 0);
-    assert_int_equal(strncmp(line, "READY endpoint=", 15), 0);
+    struct mc_proc_ready ready;
+    assert_int_equal(cu_await_ready(&m, MC_PROC_READY_MASTER, &ready, "master", START_MS), 0);
+    assert_int_equal(cu_await_ready(&d, MC_PROC_READY_DAEMON, &ready, "daemon", START_MS), 0);
     assert_int_equal(cu_stop(&d, SIGTERM, 5000), 0);
     assert_int_equal(cu_stop(&m, SIGTERM, 5000), 0);
 
