@@ -1399,23 +1399,32 @@ static void test_racing_readers_one_task(void **state)
 }
 
 /* Readers, the holder's worker and a remover at once (TSan): every task ends exactly once and
- * the funnel matches the state afterwards. */
+ * the funnel matches the state afterwards. The overlap is made, not hoped for: the readers keep
+ * reading until the holder has ended CHURN_OVERLAP tasks (a bound on rounds only stops a stuck
+ * holder from hanging the test), whatever the machine's speed. */
+#define CHURN_OVERLAP 10
+#define CHURN_MAX_ROUNDS 200000
+
 struct churn {
     struct fx *f;
     _Atomic bool stop;
     _Atomic int done;
+    _Atomic int ended;        /* tasks the holder reported (success or failure) */
+    _Atomic int ended_by_end; /* ended while a reader still read (seen by the last reader) */
 };
 
 static void *churn_reader(void *arg)
 {
     struct churn *c = arg;
     struct mc_get_result g;
-    for (int r = 0; r < 300; r++)
+    for (int r = 0; r < CHURN_MAX_ROUNDS && atomic_load(&c->ended) < CHURN_OVERLAP; r++)
         for (int i = 0; i < 40; i++) {
             const char *k = key("c", i);
             (void)mc_master_get_replica_list(c->f->m, k, strlen(k), &g);
         }
-    atomic_fetch_add(&c->done, 1);
+    int seen = atomic_load(&c->ended);
+    if (atomic_fetch_add(&c->done, 1) == 0)
+        atomic_store(&c->ended_by_end, seen); /* the first reader to finish */
     return NULL;
 }
 
@@ -1439,6 +1448,7 @@ static void *churn_holder(void *arg)
                 rc = mc_master_promotion_failure(f->m, f->holder, h.ids[i], h.keys[i],
                                                  strlen(h.keys[i]), rc);
             (void)rc;
+            atomic_fetch_add(&c->ended, 1);
         }
     }
     return NULL;
@@ -1470,6 +1480,8 @@ static void test_concurrent_churn(void **state)
     pthread_join(rm, NULL);
     atomic_store(&c.stop, true);
     pthread_join(ho, NULL);
+    /* the holder ended tasks while every reader was still reading */
+    assert_true(atomic_load(&c.ended_by_end) >= CHURN_OVERLAP);
     /* what is left: failed by the holder */
     struct hb h;
     while (pull(f, 0, &h) > 0)
