@@ -6,17 +6,12 @@
  */
 #include "master_daemon_fixture.h"
 
-static void test_objects(void **state)
+/* PutStart, not readable until PutEnd; Get of a missing or empty key. Returns the version. */
+static uint64_t objects_put_get(struct daemon *d, Mc__Uuid *a)
 {
-    struct daemon *d = *state;
-    md_start(d, NULL);
-    d->c = md_connect(d);
-    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8);
-    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0);
-
     /* PutStart -> not readable -> PutEnd -> readable */
     Mc__PutStartResponse *ps = NULL;
-    assert_int_equal(md_put_start(d->c, &a, "k1", 4096, &ps), 0);
+    assert_int_equal(md_put_start(d->c, a, "k1", 4096, &ps), 0);
     assert_int_equal(ps->n_replicas, 1);
     assert_int_equal(ps->replicas[0]->status, MC__REPLICA_STATUS__RS_PROCESSING);
     md_check_replica(ps->replicas[0], 4096);
@@ -24,8 +19,8 @@ static void test_objects(void **state)
     assert_true(version != 0);
     FREE_MSG(ps);
     assert_int_equal(md_get(d->c, "k1", NULL), MC_ERR_REPLICA_IS_NOT_READY);
-    assert_int_equal(md_put_start(d->c, &a, "k1", 4096, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
-    assert_int_equal(md_put_end(d->c, &a, "k1", 0xabcdef01u), 0);
+    assert_int_equal(md_put_start(d->c, a, "k1", 4096, NULL), MC_ERR_OBJECT_ALREADY_EXISTS);
+    assert_int_equal(md_put_end(d->c, a, "k1", 0xabcdef01u), 0);
     Mc__GetReplicaListResponse *g = NULL;
     assert_int_equal(md_get(d->c, "k1", &g), 0);
     assert_int_equal(g->status, 0);
@@ -40,7 +35,12 @@ static void test_objects(void **state)
     FREE_MSG(g);
     assert_int_equal(md_get(d->c, "nope", NULL), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(md_get(d->c, "", NULL), MC_ERR_INVALID_KEY);
+    return version;
+}
 
+/* ExistKey of a present and a missing key. */
+static void objects_exist(struct daemon *d)
+{
     Mc__ExistKeyRequest ek = MC__EXIST_KEY_REQUEST__INIT;
     Mc__ExistKeyResponse *er = NULL;
     ek.key = "k1";
@@ -53,12 +53,16 @@ static void test_objects(void **state)
         md_call(d->c, MC_METHOD_EXIST_KEY, &ek, &mc__exist_key_response__descriptor, &er), 0);
     assert_false(er->exists);
     FREE_MSG(er);
+}
 
+/* BatchPutStart (one key already exists; mismatched lengths) and BatchPutEnd. */
+static void objects_batch_put(struct daemon *d, Mc__Uuid *a)
+{
     /* batch forms: b1, b2 put; "k1" already exists */
     char *bkeys[3] = {"b1", "b2", "k1"};
     uint64_t blens[3] = {1000, 2000, 3000};
     Mc__BatchPutStartRequest bps = MC__BATCH_PUT_START_REQUEST__INIT;
-    bps.client_id = &a;
+    bps.client_id = a;
     bps.n_keys = 3;
     bps.keys = bkeys;
     bps.n_value_lengths = 3;
@@ -91,7 +95,7 @@ static void test_objects(void **state)
     it[1].key = "b2";
     it[2].key = "never";
     Mc__BatchPutEndRequest bpe = MC__BATCH_PUT_END_REQUEST__INIT;
-    bpe.client_id = &a;
+    bpe.client_id = a;
     bpe.n_items = 3;
     bpe.items = itp;
     Mc__BatchPutEndResponse *bper = NULL;
@@ -103,7 +107,11 @@ static void test_objects(void **state)
     assert_int_equal(bper->statuses[1], 0);
     assert_int_equal(bper->statuses[2], MC_ERR_OBJECT_NOT_FOUND);
     FREE_MSG(bper);
+}
 
+/* BatchGetReplicaList and BatchExistKey over present and missing keys. */
+static void objects_batch_read(struct daemon *d, uint64_t version)
+{
     char *gkeys[3] = {"b1", "missing", "k1"};
     Mc__BatchGetReplicaListRequest bg = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
     bg.n_keys = 3;
@@ -135,7 +143,11 @@ static void test_objects(void **state)
     assert_false(ber->exists[1]);
     assert_true(ber->exists[2]);
     FREE_MSG(ber);
+}
 
+/* QueryKey and GetStats. */
+static void objects_query(struct daemon *d, uint64_t version)
+{
     /* QueryKey: lease visible (Get granted one), no side effects */
     Mc__QueryKeyRequest qk = MC__QUERY_KEY_REQUEST__INIT;
     qk.key = "k1";
@@ -159,17 +171,23 @@ static void test_objects(void **state)
     assert_int_equal(st->key_count, 3);
     assert_true(st->allocated_bytes >= 4096 + 1000 + 2000);
     FREE_MSG(st);
+}
 
+/* PutRevoke and BatchPutRevoke. */
+static void objects_revoke(struct daemon *d, Mc__Uuid *a)
+{
     /* PutRevoke */
-    assert_int_equal(md_put_start(d->c, &a, "r1", 100, NULL), 0);
+    assert_int_equal(md_put_start(d->c, a, "r1", 100, NULL), 0);
     Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
-    pr.client_id = &a;
+    pr.client_id = a;
     pr.key = "r1";
     assert_int_equal(
         md_call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL), 0);
     assert_int_equal(md_get(d->c, "r1", NULL), MC_ERR_OBJECT_NOT_FOUND);
     char *rkeys[2] = {"r2", "r3"};
     uint64_t rlens[2] = {10, 10};
+    Mc__BatchPutStartRequest bps = MC__BATCH_PUT_START_REQUEST__INIT;
+    bps.client_id = a;
     bps.n_keys = 2;
     bps.keys = rkeys;
     bps.n_value_lengths = 2;
@@ -178,7 +196,7 @@ static void test_objects(void **state)
                              &mc__batch_put_start_response__descriptor, NULL),
                      0);
     Mc__BatchPutRevokeRequest bpv = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
-    bpv.client_id = &a;
+    bpv.client_id = a;
     bpv.n_keys = 2;
     bpv.keys = rkeys;
     Mc__BatchPutRevokeResponse *bpvr = NULL;
@@ -189,7 +207,11 @@ static void test_objects(void **state)
     assert_int_equal(bpvr->statuses[0], 0);
     assert_int_equal(bpvr->statuses[1], 0);
     FREE_MSG(bpvr);
+}
 
+/* Remove (a leased object only when forced), BatchRemove, RemoveAll. */
+static void objects_remove(struct daemon *d)
+{
     /* Remove: leased -> OBJECT_HAS_LEASE unless forced */
     Mc__RemoveRequest rr = MC__REMOVE_REQUEST__INIT;
     rr.key = "k1";
@@ -220,9 +242,25 @@ static void test_objects(void **state)
         md_call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, &rar), 0);
     assert_int_equal(rar->removed, 1); /* b2 */
     FREE_MSG(rar);
-    st = md_stats(d->c);
+    Mc__GetStatsResponse *st = md_stats(d->c);
     assert_int_equal(st->key_count, 0);
     FREE_MSG(st);
+}
+
+static void test_objects(void **state)
+{
+    struct daemon *d = *state;
+    md_start(d, NULL);
+    d->c = md_connect(d);
+    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8);
+    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0);
+    uint64_t version = objects_put_get(d, &a);
+    objects_exist(d);
+    objects_batch_put(d, &a);
+    objects_batch_read(d, version);
+    objects_query(d, version);
+    objects_revoke(d, &a);
+    objects_remove(d);
     md_stop_ok(d);
 }
 
