@@ -69,14 +69,21 @@ static bool get_lists_memory(struct mc_rpc_client *c, const char *key)
  * an out-of-range threshold is clamped (a warning); with it, a LOCAL_DISK-only key read twice is
  * handed to its holder's parked heartbeat at once, staged (holder only, size checked, invisible to
  * Get), committed, and the next Get lists DRAM; the funnel is in /metrics and GetStats. */
-static void test_promotion_rpcs(void **state)
+/* The state the promotion scenario's phases share. */
+struct promo_x {
+    struct daemon *d;
+    struct mc_rpc_client *c2, *c3; /* c2: a's heartbeats; c3: bound to b */
+    Mc__Uuid a, b, seg_id;
+    uint64_t version, task_id;
+};
+
+#define MIB_ (1ull << 20)
+
+/* Without --enable_offload: promotion refused and said so; the threshold clamped. */
+static void promo_refused_without_offload(struct daemon *d, Mc__Uuid *a)
 {
-    struct daemon *d = *state;
-    md_start(d, "--promotion_on_hit", "--promotion_admission_threshold=300", NULL);
-    d->c = md_connect(d);
-    Mc__Uuid a = md_uuid(1, 2), b = md_uuid(3, 4), seg_id = md_uuid(7, 8);
     Mc__PromotionObjectHeartbeatRequest hb = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
-    hb.client_id = &a;
+    hb.client_id = a;
     assert_int_equal(md_call(d->c, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &hb,
                              &mc__promotion_object_heartbeat_response__descriptor, NULL),
                      MC_ERR_UNABLE_OFFLOAD);
@@ -88,10 +95,19 @@ static void test_promotion_rpcs(void **state)
     close(fd);
     assert_non_null(strstr(log, "promotion_on_hit needs --enable_offload"));
     assert_non_null(strstr(log, "promotion_admission_threshold outside 1..255: clamped"));
+}
 
+/* The master with offload and promotion on; a holds a LOCAL_DISK segment, b does not.
+ */
+static void promo_setup(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    Mc__Uuid a = x->a, b = x->b, seg_id = x->seg_id;
     md_start(d, "--enable_offload", "--promotion_on_hit", "--promotion_max_per_heartbeat=4", NULL);
     d->c = md_connect(d);
-    struct mc_rpc_client *c2 = md_connect(d), *c3 = md_connect(d);
+    x->c2 = md_connect(d);
+    x->c3 = md_connect(d);
+    struct mc_rpc_client *c3 = x->c3;
     assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0);
     assert_int_equal(md_ping(c3, &b, NULL), 0); /* c3 is b's */
     Mc__MountLocalDiskSegmentRequest ml = MC__MOUNT_LOCAL_DISK_SEGMENT_REQUEST__INIT;
@@ -102,17 +118,23 @@ static void test_promotion_rpcs(void **state)
     assert_int_equal(md_call(d->c, MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, &ml,
                              &mc__mount_local_disk_segment_response__descriptor, NULL),
                      0);
+    Mc__PromotionObjectHeartbeatRequest hb = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
     hb.client_id = &b; /* no LOCAL_DISK registration */
     assert_int_equal(md_call(c3, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &hb,
                              &mc__promotion_object_heartbeat_response__descriptor, NULL),
                      MC_ERR_SEGMENT_NOT_FOUND);
+}
 
+/* m1 with a disk copy (what the holder's scan re-registers), then evicted from DRAM. */
+static void promo_disk_only(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    Mc__Uuid a = x->a;
     /* m1 with a disk copy (what the holder's scan re-registers), then evicted from DRAM by the
      * Puts after it */
-    const uint64_t MIB_ = 1ull << 20;
     Mc__PutStartResponse *ps = NULL;
     assert_int_equal(md_put_start(d->c, &a, "m1", MIB_, &ps), 0);
-    uint64_t version = ps->version;
+    uint64_t version = x->version = ps->version;
     FREE_MSG(ps);
     assert_int_equal(md_put_end(d->c, &a, "m1", 42), 0);
     Mc__OffloadResult res = MC__OFFLOAD_RESULT__INIT;
@@ -145,7 +167,14 @@ static void test_promotion_rpcs(void **state)
         nanosleep(&ts, NULL);
     }
     assert_int_equal(query_memory(d->c, "m1", NULL), 0);
+}
 
+/* A heartbeat parked before the admission is answered by it: the task. */
+static void promo_parked_heartbeat(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* a heartbeat parked before the admission is answered by it */
     struct promo_hb h = {.c = c2, .client = &a, .wait_ms = 20000};
     pthread_t th;
@@ -161,14 +190,21 @@ static void test_promotion_rpcs(void **state)
     assert_int_equal(h.resp->n_items, 1);
     assert_string_equal(h.resp->items[0]->key, "m1");
     assert_int_equal(h.resp->items[0]->size, MIB_);
-    assert_int_equal(h.resp->items[0]->version, version);
+    assert_int_equal(h.resp->items[0]->version, x->version);
     assert_int_equal(h.resp->items[0]->crc32c, 42);
-    uint64_t task_id = h.resp->items[0]->task_id;
+    x->task_id = h.resp->items[0]->task_id;
     FREE_MSG(h.resp);
+}
 
+/* PromotionAllocStart: refused to a non-holder and for a wrong size; a staged copy. */
+static void promo_alloc_start(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c3 = x->c3;
+    Mc__Uuid a = x->a, b = x->b;
     Mc__PromotionAllocStartRequest as = MC__PROMOTION_ALLOC_START_REQUEST__INIT;
     as.client_id = &b;
-    as.task_id = task_id;
+    as.task_id = x->task_id;
     as.key = "m1";
     as.size = MIB_;
     assert_int_equal(md_call(c3, MC_METHOD_PROMOTION_ALLOC_START, &as,
@@ -194,10 +230,18 @@ static void test_promotion_rpcs(void **state)
     assert_int_equal(query_memory(d->c, "m1", &staged), 0);
     assert_int_equal(staged, 1);
     assert_false(get_lists_memory(d->c, "m1")); /* invisible to readers */
+}
 
+/* Success by the holder only, then stale; failure idempotent; m1 readable from DRAM. */
+static void promo_commit(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c3 = x->c3;
+    Mc__Uuid a = x->a, b = x->b;
+    int staged = 0;
     Mc__NotifyPromotionSuccessRequest ok = MC__NOTIFY_PROMOTION_SUCCESS_REQUEST__INIT;
     ok.client_id = &b;
-    ok.task_id = task_id;
+    ok.task_id = x->task_id;
     ok.key = "m1";
     assert_int_equal(md_call(c3, MC_METHOD_NOTIFY_PROMOTION_SUCCESS, &ok,
                              &mc__notify_promotion_success_response__descriptor, NULL),
@@ -211,7 +255,7 @@ static void test_promotion_rpcs(void **state)
                      MC_ERR_REPLICA_IS_NOT_READY); /* stale now */
     Mc__NotifyPromotionFailureRequest ko = MC__NOTIFY_PROMOTION_FAILURE_REQUEST__INIT;
     ko.client_id = &a;
-    ko.task_id = task_id;
+    ko.task_id = x->task_id;
     ko.key = "m1";
     assert_int_equal(md_call(d->c, MC_METHOD_NOTIFY_PROMOTION_FAILURE, &ko,
                              &mc__notify_promotion_failure_response__descriptor, NULL),
@@ -223,9 +267,16 @@ static void test_promotion_rpcs(void **state)
     assert_true(get_lists_memory(d->c, "m1"));
     assert_int_equal(query_memory(d->c, "m1", &staged), 1);
     assert_int_equal(staged, 0);
+}
 
+/* An empty heartbeat after its wait; the metrics and GetStats counted it. */
+static void promo_idle_and_metrics(struct promo_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* nothing queued: a heartbeat is answered empty once its wait passed */
-    h = (struct promo_hb){.c = c2, .client = &a, .wait_ms = 300};
+    struct promo_hb h = {.c = c2, .client = &a, .wait_ms = 300};
     promo_hb_thread(&h);
     assert_int_equal(h.rc, 0);
     assert_true(h.ms >= 250);
@@ -253,8 +304,23 @@ static void test_promotion_rpcs(void **state)
             seen = st->extra[i]->value == 1.0;
     assert_true(seen);
     FREE_MSG(st);
-    mc_rpc_client_free(c2);
-    mc_rpc_client_free(c3);
+}
+
+static void test_promotion_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    struct promo_x x = {.d = d, .a = md_uuid(1, 2), .b = md_uuid(3, 4), .seg_id = md_uuid(7, 8)};
+    md_start(d, "--promotion_on_hit", "--promotion_admission_threshold=300", NULL);
+    d->c = md_connect(d);
+    promo_refused_without_offload(d, &x.a);
+    promo_setup(&x);
+    promo_disk_only(&x);
+    promo_parked_heartbeat(&x);
+    promo_alloc_start(&x);
+    promo_commit(&x);
+    promo_idle_and_metrics(&x);
+    mc_rpc_client_free(x.c2);
+    mc_rpc_client_free(x.c3);
     md_stop_ok(d);
 }
 
