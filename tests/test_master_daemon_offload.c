@@ -59,13 +59,19 @@ static void *rm_thread(void *arg)
  * the holder's endpoint; ListSegments and /metrics show the disk; a Remove sends the holder a
  * delete and answers once the holder acknowledges it; SIGTERM with a heartbeat parked exits
  * cleanly. */
-static void test_offload_rpcs(void **state)
+/* The state the offload scenario's phases share. */
+struct off_x {
+    struct daemon *d;
+    struct mc_rpc_client *c2; /* a's heartbeats */
+    Mc__Uuid a, seg_id;
+    uint64_t version, task_id; /* the Put of "k" and its offload task */
+};
+
+/* a's DRAM segment and its LOCAL_DISK segment, offloading on. */
+static void off_setup(struct off_x *x)
 {
-    struct daemon *d = *state;
-    md_start(d, "--enable_offload", NULL);
-    d->c = md_connect(d);
-    struct mc_rpc_client *c2 = md_connect(d);
-    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8);
+    struct daemon *d = x->d;
+    Mc__Uuid a = x->a, seg_id = x->seg_id;
     assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0);
     Mc__MountLocalDiskSegmentRequest ml = MC__MOUNT_LOCAL_DISK_SEGMENT_REQUEST__INIT;
     ml.client_id = &a;
@@ -75,14 +81,21 @@ static void test_offload_rpcs(void **state)
     assert_int_equal(md_call(d->c, MC_METHOD_MOUNT_LOCAL_DISK_SEGMENT, &ml,
                              &mc__mount_local_disk_segment_response__descriptor, NULL),
                      0);
+}
 
+/* A heartbeat parked on c2 is answered by the Put's offload task. */
+static void off_task_by_put(struct off_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* a heartbeat parked on c2 is answered by the Put's task */
     struct hb_call h = {.c = c2, .client = &a, .wait_ms = 20000};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
     Mc__PutStartResponse *ps = NULL;
     assert_int_equal(md_put_start(d->c, &a, "k", 100, &ps), 0);
-    uint64_t version = ps->version;
+    x->version = ps->version;
     FREE_MSG(ps);
     assert_int_equal(md_put_end(d->c, &a, "k", 42), 0);
     pthread_join(th, NULL);
@@ -92,26 +105,38 @@ static void test_offload_rpcs(void **state)
     assert_int_equal(h.resp->n_items, 1);
     Mc__OffloadTaskItem *it = h.resp->items[0];
     assert_string_equal(it->key, "k");
-    assert_int_equal(it->version, version);
+    assert_int_equal(it->version, x->version);
     assert_int_equal(it->size, 100);
     assert_int_equal(it->crc32c, 42);
     assert_false(it->drop);
-    uint64_t task_id = it->task_id;
+    x->task_id = it->task_id;
     FREE_MSG(h.resp);
+}
 
+/* Nothing queued: a heartbeat is answered empty once its wait passed. */
+static void off_idle_heartbeat(struct off_x *x)
+{
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* nothing queued: answered empty once its wait passed */
-    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 300};
+    struct hb_call h = {.c = c2, .client = &a, .wait_ms = 300};
     hb_thread(&h);
     assert_int_equal(h.rc, 0);
     assert_true(h.ms >= 250);
     assert_int_equal(h.resp->n_items, 0);
     FREE_MSG(h.resp);
+}
 
+/* NotifyOffloadSuccess; the same report again finds no task. */
+static void off_success(struct off_x *x)
+{
+    struct daemon *d = x->d;
+    Mc__Uuid a = x->a;
     Mc__OffloadResult res = MC__OFFLOAD_RESULT__INIT;
-    res.task_id = task_id;
+    res.task_id = x->task_id;
     res.key = "k";
     res.size = 100;
-    res.version = version;
+    res.version = x->version;
     res.crc32c = 42;
     res.crc_valid = 1;
     Mc__OffloadResult *resp_items[1] = {&res};
@@ -132,7 +157,12 @@ static void test_offload_rpcs(void **state)
                      0);
     assert_int_equal(nr->statuses[0], MC_ERR_TASK_NOT_FOUND);
     FREE_MSG(nr);
+}
 
+/* The disk replica in GetReplicaList, ListSegments, GetStats and /metrics. */
+static void off_visible(struct off_x *x)
+{
+    struct daemon *d = x->d;
     Mc__GetReplicaListResponse *g = NULL;
     assert_int_equal(md_get(d->c, "k", &g), 0);
     assert_int_equal(g->n_replicas, 2);
@@ -169,10 +199,18 @@ static void test_offload_rpcs(void **state)
     assert_true(found);
     free(d->body);
     d->body = NULL;
+}
 
+/* Remove and the delete rule: answered by the holder's ack, not the fence. */
+static void off_remove(struct off_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* Remove: the holder's parked heartbeat gets a delete of that version at once, and the
      * Remove answers when the holder acknowledges it (the delete rule), not at the timeout */
-    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 5000};
+    struct hb_call h = {.c = c2, .client = &a, .wait_ms = 5000};
+    pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
     struct rm_call rmc = {.c = d->c, .client = &a, .key = "k"};
     pthread_t rth;
@@ -182,7 +220,7 @@ static void test_offload_rpcs(void **state)
     assert_true(h.ms < 4000); /* woken by the delete, not the 5 s wait */
     assert_int_equal(h.resp->n_items, 1);
     assert_true(h.resp->items[0]->drop);
-    assert_int_equal(h.resp->items[0]->version, version);
+    assert_int_equal(h.resp->items[0]->version, x->version);
     uint64_t del_id = h.resp->items[0]->task_id;
     assert_int_not_equal(del_id, 0);
     FREE_MSG(h.resp);
@@ -197,7 +235,13 @@ static void test_offload_rpcs(void **state)
     pthread_join(rth, NULL);
     assert_int_equal(rmc.rc, 0);
     assert_true(rmc.ms < 1500); /* the ack answered it, not the 2 s fence */
+}
 
+/* A disk eviction of an absent key. */
+static void off_evict_absent(struct off_x *x)
+{
+    struct daemon *d = x->d;
+    Mc__Uuid a = x->a;
     /* a disk eviction of an absent key, and one of a non-holder */
     Mc__EvictDiskReplicaRequest ev = MC__EVICT_DISK_REPLICA_REQUEST__INIT;
     ev.client_id = &a;
@@ -205,9 +249,17 @@ static void test_offload_rpcs(void **state)
     assert_int_equal(md_call(d->c, MC_METHOD_EVICT_DISK_REPLICA, &ev,
                              &mc__evict_disk_replica_response__descriptor, NULL),
                      MC_ERR_OBJECT_NOT_FOUND);
+}
 
+/* SIGTERM while a heartbeat is parked: it is answered and the master exits 0. */
+static void off_sigterm_parked(struct off_x *x)
+{
+    struct daemon *d = x->d;
+    struct mc_rpc_client *c2 = x->c2;
+    Mc__Uuid a = x->a;
     /* SIGTERM while a heartbeat is parked: the daemon answers it and exits 0 */
-    h = (struct hb_call){.c = c2, .client = &a, .wait_ms = 30000};
+    struct hb_call h = {.c = c2, .client = &a, .wait_ms = 30000};
+    pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, hb_thread, &h), 0);
     Mc__GetStatsResponse *st2 = md_stats(d->c); /* the heartbeat had time to reach the master */
     FREE_MSG(st2);
@@ -217,7 +269,24 @@ static void test_offload_rpcs(void **state)
     assert_true(h.ms < 25000);
     if (h.resp)
         FREE_MSG(h.resp);
-    mc_rpc_client_free(c2);
+}
+
+static void test_offload_rpcs(void **state)
+{
+    struct daemon *d = *state;
+    struct off_x x = {.d = d, .a = md_uuid(1, 2), .seg_id = md_uuid(7, 8)};
+    md_start(d, "--enable_offload", NULL);
+    d->c = md_connect(d);
+    x.c2 = md_connect(d);
+    off_setup(&x);
+    off_task_by_put(&x);
+    off_idle_heartbeat(&x);
+    off_success(&x);
+    off_visible(&x);
+    off_remove(&x);
+    off_evict_absent(&x);
+    off_sigterm_parked(&x);
+    mc_rpc_client_free(x.c2);
 }
 
 int main(void)
