@@ -96,11 +96,6 @@ int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, s
 void mc_client_disk_read(struct mc_client *c, const Mc__LocalDiskLocation *const *holders,
                          struct mc_disk_read_item *items, size_t n);
 
-/* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
- * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
-int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
-                               const void *src, size_t len, uint32_t *crc);
-
 /* ---- for tests --------------------------------------------------------------------------- */
 
 struct mc_master_conn *mc_client_master_conn(struct mc_client *c);

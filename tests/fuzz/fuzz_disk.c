@@ -21,6 +21,10 @@
 
 static char g_dir[64];
 
+/* libFuzzer's entry points (also called by fuzz_replay.c) */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
