@@ -8,7 +8,7 @@ if(MC_SANITIZE STREQUAL "")
       set(MC_DEB_PYTHON ${MC_PYTEST_PYTHON})
     endif()
     add_test(NAME test_package_deb
-             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb.sh ${CMAKE_BINARY_DIR}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb.sh ${CMAKE_BINARY_DIR}
                      ${MC_DEB_PYTHON})
     set_tests_properties(test_package_deb PROPERTIES TIMEOUT 120)
   endif()
