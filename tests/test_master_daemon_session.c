@@ -6,11 +6,9 @@
  */
 #include "master_daemon_fixture.h"
 
-static void test_version_ping_segments(void **state)
+/* The version check and ServiceReady's protocol version. */
+static void session_version(struct daemon *d)
 {
-    struct daemon *d = *state;
-    md_start(d, "--client_ttl=3s", NULL);
-    d->c = md_connect(d);
     char ver[128];
     assert_int_equal(mc_rpc_check_version(d->c, ver, sizeof(ver)), 0);
     assert_string_equal(ver, MC_SERVICE_VERSION);
@@ -20,10 +18,14 @@ static void test_version_ping_segments(void **state)
         0);
     assert_int_equal(sr->proto_version, MC_PROTO_VERSION);
     FREE_MSG(sr);
+}
 
-    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8);
+/* Ping before any mount: NEED_REMOUNT and the TTL; a zero id refused; ReMount with no segment
+ * makes the client OK. */
+static void session_ping_remount(struct daemon *d, Mc__Uuid *a)
+{
     Mc__PingResponse *pr = NULL;
-    assert_int_equal(md_ping(d->c, &a, &pr), 0);
+    assert_int_equal(md_ping(d->c, a, &pr), 0);
     assert_int_equal(pr->client_status, MC__CLIENT_STATUS__CS_NEED_REMOUNT);
     assert_int_equal(pr->client_ttl_ms, 3000);
     FREE_MSG(pr);
@@ -33,16 +35,20 @@ static void test_version_ping_segments(void **state)
 
     /* ReMount with no segment marks the client OK */
     Mc__ReMountSegmentRequest rm = MC__RE_MOUNT_SEGMENT_REQUEST__INIT;
-    rm.client_id = &a;
+    rm.client_id = a;
     assert_int_equal(md_call(d->c, MC_METHOD_REMOUNT_SEGMENT, &rm,
                              &mc__re_mount_segment_response__descriptor, NULL),
                      0);
-    assert_int_equal(md_ping(d->c, &a, &pr), 0);
+    assert_int_equal(md_ping(d->c, a, &pr), 0);
     assert_int_equal(pr->client_status, MC__CLIENT_STATUS__CS_OK);
     FREE_MSG(pr);
+}
 
-    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0);
-    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg0"), 0); /* idempotent */
+/* Mount (idempotent; no size is bad input), ListSegments, GetStats, Unmount. */
+static void session_segments(struct daemon *d, Mc__Uuid *a, Mc__Uuid *seg_id)
+{
+    assert_int_equal(md_mount(d->c, a, seg_id, "seg0"), 0);
+    assert_int_equal(md_mount(d->c, a, seg_id, "seg0"), 0); /* idempotent */
     /* a segment with no size is bad input, not a crash */
     Mc__Segment bad = MC__SEGMENT__INIT;
     Mc__Uuid bad_id = md_uuid(9, 9);
@@ -51,7 +57,7 @@ static void test_version_ping_segments(void **state)
     bad.base_addr = SEG_BASE;
     Mc__MountSegmentRequest mreq = MC__MOUNT_SEGMENT_REQUEST__INIT;
     mreq.segment = &bad;
-    mreq.client_id = &a;
+    mreq.client_id = a;
     assert_int_equal(md_call(d->c, MC_METHOD_MOUNT_SEGMENT, &mreq,
                              &mc__mount_segment_response__descriptor, NULL),
                      MC_ERR_INVALID_PARAMS);
@@ -76,14 +82,25 @@ static void test_version_ping_segments(void **state)
     FREE_MSG(st);
 
     Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
-    um.segment_id = &seg_id;
-    um.client_id = &a;
+    um.segment_id = seg_id;
+    um.client_id = a;
     assert_int_equal(md_call(d->c, MC_METHOD_UNMOUNT_SEGMENT, &um,
                              &mc__unmount_segment_response__descriptor, NULL),
                      0);
     st = md_stats(d->c);
     assert_int_equal(st->segment_count, 0);
     FREE_MSG(st);
+}
+
+static void test_version_ping_segments(void **state)
+{
+    struct daemon *d = *state;
+    md_start(d, "--client_ttl=3s", NULL);
+    d->c = md_connect(d);
+    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8);
+    session_version(d);
+    session_ping_remount(d, &a);
+    session_segments(d, &a, &seg_id);
     md_stop_ok(d);
 }
 
