@@ -37,7 +37,7 @@ struct mc_http_request {
     struct MHD_Connection *conn;
 };
 
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
     size_t n;
