@@ -269,22 +269,19 @@ static void test_objects(void **state)
  * incarnation's PutEnd / PutRevoke (v1) arrive late, single and batched. Each is INVALID_VERSION
  * and v2 stays PROCESSING; only v2's own PutEnd completes it. A service that dropped a request's
  * version would hand the core 0 ("do not check") and the late call would succeed. */
-static void test_late_put_end_through_service(void **state)
+/* A Put of "t" stalls past --put_start_discard_timeout_sec and its owner PutStarts "t"
+ * again. Returns v2, the second incarnation's version; v1 into *v1_out. */
+static uint64_t late_takeover(struct daemon *d, Mc__Uuid *a, uint64_t *v1_out)
 {
-    struct daemon *d = *state;
-    md_start(d, "--put_start_discard_timeout_sec=200ms", NULL);
-    d->c = md_connect(d);
-    Mc__Uuid a = md_uuid(11, 12), seg_id = md_uuid(13, 14);
-    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg-late"), 0);
     Mc__PutStartResponse *ps = NULL;
-    assert_int_equal(md_put_start(d->c, &a, "t", 100, &ps), 0);
+    assert_int_equal(md_put_start(d->c, a, "t", 100, &ps), 0);
     uint64_t v1 = ps->version;
     FREE_MSG(ps);
     /* the same owner starts "t" again once the first Put is past its discard timeout */
     uint64_t v2 = 0, deadline = mc_now_ms() + 10000;
     for (;;) {
         ps = NULL;
-        int rc = md_put_start(d->c, &a, "t", 100, &ps);
+        int rc = md_put_start(d->c, a, "t", 100, &ps);
         if (rc == 0) {
             v2 = ps->version;
             FREE_MSG(ps);
@@ -296,9 +293,15 @@ static void test_late_put_end_through_service(void **state)
         nanosleep(&ts, NULL);
     }
     assert_true(v2 > v1);
+    *v1_out = v1;
+    return v2;
+}
 
+/* v1's late PutEnd and PutRevoke: INVALID_VERSION. */
+static void late_single(struct daemon *d, Mc__Uuid *a, uint64_t v1)
+{
     Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    pe.client_id = &a;
+    pe.client_id = a;
     pe.key = "t";
     pe.version = v1;
     pe.crc32c = 1;
@@ -306,13 +309,17 @@ static void test_late_put_end_through_service(void **state)
     assert_int_equal(md_call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
                      MC_ERR_INVALID_VERSION);
     Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
-    pr.client_id = &a;
+    pr.client_id = a;
     pr.key = "t";
     pr.version = v1;
     assert_int_equal(
         md_call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL),
         MC_ERR_INVALID_VERSION);
+}
 
+/* The batch forms: each item's version is checked. */
+static void late_batch(struct daemon *d, Mc__Uuid *a, uint64_t v1)
+{
     /* the batch forms: each item's version is checked */
     Mc__PutEndItem item = MC__PUT_END_ITEM__INIT, *items[1] = {&item};
     item.key = "t";
@@ -320,7 +327,7 @@ static void test_late_put_end_through_service(void **state)
     item.crc32c = 1;
     item.crc_valid = 1;
     Mc__BatchPutEndRequest be = MC__BATCH_PUT_END_REQUEST__INIT;
-    be.client_id = &a;
+    be.client_id = a;
     be.n_items = 1;
     be.items = items;
     Mc__BatchPutEndResponse *ber = NULL;
@@ -333,7 +340,7 @@ static void test_late_put_end_through_service(void **state)
     char *bkeys[1] = {"t"};
     uint64_t bvers[1] = {v1};
     Mc__BatchPutRevokeRequest br = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
-    br.client_id = &a;
+    br.client_id = a;
     br.n_keys = 1;
     br.keys = bkeys;
     br.n_versions = 1;
@@ -345,7 +352,15 @@ static void test_late_put_end_through_service(void **state)
     assert_int_equal(brr->n_statuses, 1);
     assert_int_equal(brr->statuses[0], MC_ERR_INVALID_VERSION);
     FREE_MSG(brr);
+}
 
+/* v2 untouched by the late calls; only its own PutEnd completes it; v1 still refused after. */
+static void late_v2_completes(struct daemon *d, Mc__Uuid *a, uint64_t v1, uint64_t v2)
+{
+    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+    pe.client_id = a;
+    pe.key = "t";
+    pe.crc_valid = 1;
     /* v2 is untouched: still PROCESSING, invisible to readers */
     assert_int_equal(md_get(d->c, "t", NULL), MC_ERR_REPLICA_IS_NOT_READY);
     /* its own PutEnd completes it, and a reader sees v2 with v2's CRC */
@@ -363,6 +378,19 @@ static void test_late_put_end_through_service(void **state)
     pe.crc32c = 1;
     assert_int_equal(md_call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
                      MC_ERR_INVALID_VERSION);
+}
+
+static void test_late_put_end_through_service(void **state)
+{
+    struct daemon *d = *state;
+    md_start(d, "--put_start_discard_timeout_sec=200ms", NULL);
+    d->c = md_connect(d);
+    Mc__Uuid a = md_uuid(11, 12), seg_id = md_uuid(13, 14);
+    assert_int_equal(md_mount(d->c, &a, &seg_id, "seg-late"), 0);
+    uint64_t v1 = 0, v2 = late_takeover(d, &a, &v1);
+    late_single(d, &a, v1);
+    late_batch(d, &a, v1);
+    late_v2_completes(d, &a, v1, v2);
     md_stop_ok(d);
 }
 
