@@ -117,18 +117,15 @@ static void test_flags(void **state)
  * (PutStart, GetReplicaList) carries protocol RDMA, the segment's rkey and remote_addr = the
  * segment's base + the replica's offset, which is all a peer needs for one-sided verbs; a TCP
  * segment's descriptors carry no key. */
-static void test_rdma_segment_descriptors(void **state)
+/* Mounts an RDMA segment (rkey, base address, device) for a. */
+static void rdma_mount(struct daemon *d, Mc__Uuid *a, Mc__Uuid *seg_id)
 {
-    struct daemon *d = *state;
-    md_start(d, NULL);
-    d->c = md_connect(d);
-    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8), tcp_id = md_uuid(9, 10);
     Mc__RdmaInfo ri = MC__RDMA_INFO__INIT;
     ri.rkey = 0x5eed1234u;
     ri.addr = SEG_BASE;
     ri.device = "mlx5_7";
     Mc__Segment seg = MC__SEGMENT__INIT;
-    seg.id = &seg_id;
+    seg.id = seg_id;
     seg.name = "rdma0";
     seg.base_addr = SEG_BASE;
     seg.size = SEG_SIZE;
@@ -137,17 +134,22 @@ static void test_rdma_segment_descriptors(void **state)
     seg.rdma = &ri;
     Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
     req.segment = &seg;
-    req.client_id = &a;
+    req.client_id = a;
     assert_int_equal(
         md_call(d->c, MC_METHOD_MOUNT_SEGMENT, &req, &mc__mount_segment_response__descriptor, NULL),
         0);
+}
 
+/* PutStart and GetReplicaList descriptors carry protocol RDMA, the rkey and base + offset; the
+ * segment list says RDMA. */
+static void rdma_descriptors(struct daemon *d, Mc__Uuid *a)
+{
     const uint64_t sizes[] = {4096, 100000, 1u << 20};
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         char key[16];
         snprintf(key, sizeof(key), "rk%zu", i);
         Mc__PutStartResponse *ps = NULL;
-        assert_int_equal(md_put_start(d->c, &a, key, sizes[i], &ps), 0);
+        assert_int_equal(md_put_start(d->c, a, key, sizes[i], &ps), 0);
         assert_int_equal(ps->n_replicas, 1);
         const Mc__MemoryLocation *m = ps->replicas[0]->memory;
         assert_non_null(m);
@@ -157,7 +159,7 @@ static void test_rdma_segment_descriptors(void **state)
         assert_true(m->offset + sizes[i] <= SEG_SIZE);
         uint64_t off = m->offset;
         FREE_MSG(ps);
-        assert_int_equal(md_put_end(d->c, &a, key, 0x1234u), 0);
+        assert_int_equal(md_put_end(d->c, a, key, 0x1234u), 0);
         Mc__GetReplicaListResponse *g = NULL;
         assert_int_equal(md_get(d->c, key, &g), 0);
         assert_int_equal(g->n_replicas, 1);
@@ -178,26 +180,41 @@ static void test_rdma_segment_descriptors(void **state)
     assert_int_equal(ls->n_segments, 1);
     assert_int_equal(ls->segments[0]->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
     FREE_MSG(ls);
+}
 
+/* Once the RDMA segment is gone, a TCP segment's replicas carry no key. */
+static void rdma_then_tcp(struct daemon *d, Mc__Uuid *a, Mc__Uuid *seg_id, Mc__Uuid *tcp_id)
+{
     /* once the RDMA segment is gone, a TCP segment's replicas carry no key */
     Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
-    ra.client_id = &a;
+    ra.client_id = a;
     ra.force = 1;
     assert_int_equal(
         md_call(d->c, MC_METHOD_REMOVE_ALL, &ra, &mc__remove_all_response__descriptor, NULL), 0);
     Mc__UnmountSegmentRequest um = MC__UNMOUNT_SEGMENT_REQUEST__INIT;
-    um.segment_id = &seg_id;
-    um.client_id = &a;
+    um.segment_id = seg_id;
+    um.client_id = a;
     assert_int_equal(md_call(d->c, MC_METHOD_UNMOUNT_SEGMENT, &um,
                              &mc__unmount_segment_response__descriptor, NULL),
                      0);
-    assert_int_equal(md_mount(d->c, &a, &tcp_id, "tcp0"), 0);
+    assert_int_equal(md_mount(d->c, a, tcp_id, "tcp0"), 0);
     Mc__PutStartResponse *ps = NULL;
-    assert_int_equal(md_put_start(d->c, &a, "tk", 4096, &ps), 0);
+    assert_int_equal(md_put_start(d->c, a, "tk", 4096, &ps), 0);
     assert_int_equal(ps->n_replicas, 1);
     assert_int_equal(ps->replicas[0]->memory->protocol, MC__PROTOCOL__PROTOCOL_TCP);
     assert_int_equal(ps->replicas[0]->memory->rkey, 0);
     FREE_MSG(ps);
+}
+
+static void test_rdma_segment_descriptors(void **state)
+{
+    struct daemon *d = *state;
+    md_start(d, NULL);
+    d->c = md_connect(d);
+    Mc__Uuid a = md_uuid(1, 2), seg_id = md_uuid(7, 8), tcp_id = md_uuid(9, 10);
+    rdma_mount(d, &a, &seg_id);
+    rdma_descriptors(d, &a);
+    rdma_then_tcp(d, &a, &seg_id, &tcp_id);
     md_stop_ok(d);
 }
 
