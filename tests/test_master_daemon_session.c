@@ -104,6 +104,33 @@ static void test_version_ping_segments(void **state)
     md_stop_ok(d);
 }
 
+/* A connection that never pinged or mounted is bound by the first id it names: it cannot act
+ * for a and then for b; PutEnd's version reaches the core. */
+static void unbound_connection(struct daemon *d, Mc__Uuid *a, Mc__Uuid *b)
+{
+    /* A connection that never pinged or mounted is bound by the first id it names: it cannot
+     * act for a and then for b. */
+    struct mc_rpc_client *c3 = md_connect(d);
+    Mc__PutStartResponse *ps = NULL;
+    assert_int_equal(md_put_start(c3, a, "y", 10, &ps), 0);
+    uint64_t v = ps->version;
+    protobuf_c_message_free_unpacked(&ps->base, NULL);
+    assert_int_equal(md_put_start(c3, b, "z", 10, NULL), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(md_put_end(c3, b, "y", 0), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(md_ping(c3, b, NULL), MC_ERR_ILLEGAL_CLIENT);
+    /* the service hands PutEnd's version to the core: a wrong one changes nothing */
+    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+    pe.client_id = a;
+    pe.key = "y";
+    pe.version = v + 1;
+    assert_int_equal(md_call(c3, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     MC_ERR_INVALID_VERSION);
+    pe.version = v;
+    assert_int_equal(md_call(c3, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
+                     0);
+    mc_rpc_client_free(c3);
+}
+
 static void test_illegal_client_and_unknown_methods(void **state)
 {
     struct daemon *d = *state;
@@ -146,27 +173,7 @@ static void test_illegal_client_and_unknown_methods(void **state)
                      MC_ERR_DESERIALIZE_FAIL);
     assert_int_equal(md_ping(c2, &b, NULL), 0);
 
-    /* A connection that never pinged or mounted is bound by the first id it names: it cannot
-     * act for a and then for b. */
-    struct mc_rpc_client *c3 = md_connect(d);
-    Mc__PutStartResponse *ps = NULL;
-    assert_int_equal(md_put_start(c3, &a, "y", 10, &ps), 0);
-    uint64_t v = ps->version;
-    protobuf_c_message_free_unpacked(&ps->base, NULL);
-    assert_int_equal(md_put_start(c3, &b, "z", 10, NULL), MC_ERR_ILLEGAL_CLIENT);
-    assert_int_equal(md_put_end(c3, &b, "y", 0), MC_ERR_ILLEGAL_CLIENT);
-    assert_int_equal(md_ping(c3, &b, NULL), MC_ERR_ILLEGAL_CLIENT);
-    /* the service hands PutEnd's version to the core: a wrong one changes nothing */
-    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    pe.client_id = &a;
-    pe.key = "y";
-    pe.version = v + 1;
-    assert_int_equal(md_call(c3, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
-                     MC_ERR_INVALID_VERSION);
-    pe.version = v;
-    assert_int_equal(md_call(c3, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
-                     0);
-    mc_rpc_client_free(c3);
+    unbound_connection(d, &a, &b);
     mc_rpc_client_free(c2);
     md_stop_ok(d);
 }
