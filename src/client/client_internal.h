@@ -3,9 +3,9 @@
  *
  * The client is split by job: client.c (open/close, config, exist/remove/query, registered
  * buffers), client_put.c (Put and BatchPut), client_get.c (Get, BatchGet, GetSize),
- * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload), worker_promote.c (promotion). Helpers
- * declared here are internal to the library; the test hooks (MC_TEST_HOOKS builds) are for the
- * test suite only.
+ * client_disk.c (LOCAL_DISK replica reads), disk_tier.c (the tier), worker.c (offload),
+ * worker_promote.c (promotion). Helpers declared here are internal to the library; the test hooks
+ * (MC_TEST_HOOKS builds) are for the test suite only.
  */
 #ifndef MC_CLIENT_CLIENT_INTERNAL_H
 #define MC_CLIENT_CLIENT_INTERNAL_H
