@@ -209,6 +209,23 @@ int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
     return 0;
 }
 
+double cu_master_metric(const struct cu_cluster *c, const char *name)
+{
+    char opt[128];
+    struct cu_run r;
+    double v = -1;
+
+    snprintf(opt, sizeof(opt), "--metrics=%s", c->metrics);
+    const char *argv[] = {c->cli_bin, "metrics", opt, NULL};
+    cu_run(&r, c->dir, argv, NULL, 20000);
+    if (r.status == 0)
+        v = mc_metrics_value(r.out, name);
+    else
+        fprintf(stderr, "mooncake_cli metrics: status %d: %s\n", r.status, r.err);
+    cu_run_free(&r);
+    return v;
+}
+
 int cu_free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

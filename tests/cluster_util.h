@@ -96,6 +96,10 @@ int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const
  * or -1 with the log dumped and the child killed. */
 int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
                     const char *const *flags, char *ep, size_t cap, int timeout_ms);
+/* The value of the master's unlabelled /metrics sample NAME, read the way an operator reads it:
+ * `mooncake_cli metrics --metrics=c->metrics` (20 s deadline). -1 when the command fails (its
+ * stderr is printed) or the sample is absent. */
+double cu_master_metric(const struct cu_cluster *c, const char *name);
 /* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
  * so a test picks one); -1 on error. */
 int cu_free_port(void);

@@ -430,15 +430,7 @@ static void test_json(void **state)
 /* A counter of the master's /metrics (read through `mooncake_cli metrics`). */
 static double master_metric(const char *name)
 {
-    char opt[128];
-    struct cu_run r;
-    double v;
-
-    snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
-    cli(&r, NULL, "metrics", opt, NULL);
-    assert_int_equal(r.status, 0);
-    v = mc_metrics_value(r.out, name);
-    cu_run_free(&r);
+    double v = cu_master_metric(&g.cl, name);
     assert_true(v >= 0);
     return v;
 }

@@ -156,11 +156,7 @@ static void cli(struct cu_run *r, ...)
 /* A counter or gauge of the master's /metrics (no labels); -1 when absent. */
 static double metric(const char *name)
 {
-    struct cu_run r;
-    cli(&r, "metrics", NULL);
-    double v = r.status == 0 ? mc_metrics_value(r.out, name) : -1;
-    cu_run_free(&r);
-    return v;
+    return cu_master_metric(&g.cl, name);
 }
 
 /* What `mooncake_cli stat KEY --json --all` lists for key i. */
