@@ -32,24 +32,14 @@ for p in mooncake_master mooncake_client mooncake_cli mooncake_bench; do
   [ -x "$bin/$p" ] || { echo "!! $bin/$p is not built" >&2; exit 1; }
 done
 
+# process handling (start + READY, stop, cleanup on any exit) and the READY parser
+. scripts/bench/lib.sh
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/mc_demo.XXXXXX")
-pids=() # running daemons, stopped in reverse order of start
+LOG=$tmp/demo.log
+pids=() # running daemons, stopped in reverse order of start (mc_cleanup stops any left)
 names=()
-cleanup() {
-  local i pid
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    pid=${pids[i]}
-    kill -TERM "$pid" 2>/dev/null || continue
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  done
-  pids=()
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+rm_tmp() { rm -rf "$tmp"; }
+mc_install_traps rm_tmp
 
 fail() { # message [log file]
   echo "!! $1" >&2
@@ -60,40 +50,30 @@ fail() { # message [log file]
   exit 1
 }
 
-# Starts a daemon with stdout in $tmp/NAME.out and stderr in $tmp/NAME.log, waits (up to 20 s)
-# for its one READY line and sets READY to it.
+# Starts a daemon with stdout in $tmp/NAME.out and stderr in $tmp/NAME.log and waits (up to
+# 20 s) for its one READY line (mc_start_ready: MC_READY_* hold what it says).
 start() { # name cmd...
-  local name=$1 pid
+  local name=$1
   shift
-  "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
-  pid=$!
-  pids+=("$pid")
+  mc_start_ready "$tmp" "$name" "$@" || fail "$MC_WHY" "$tmp/$name.log"
+  pids+=("$MC_PID")
   names+=("$name")
-  READY=""
-  for _ in $(seq 200); do
-    READY=$(grep -m1 '^READY ' "$tmp/$name.out" || true)
-    [ -n "$READY" ] && break
-    kill -0 "$pid" 2>/dev/null || fail "$name exited before READY" "$tmp/$name.log"
-    sleep 0.1
-  done
-  [ -n "$READY" ] || fail "$name did not print READY within 20 s" "$tmp/$name.log"
-  echo "== $name (pid $pid): $READY"
+  echo "== $name (pid $MC_PID): $MC_READY"
 }
 
 # Stops every daemon with SIGTERM (clients first, the master last); each must exit 0 within
 # 10 s.
 stop_all() {
-  local i pid st
+  local i
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    pid=${pids[i]}
-    kill -TERM "$pid"
-    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "$pid" 2>/dev/null && fail "${names[i]} did not stop within 10 s of SIGTERM"
-    st=0
-    wait "$pid" || st=$?
+    if mc_stop_checked "${pids[i]}" 10; then
+      echo "== ${names[i]} exited with status 0"
+    elif [ "$MC_STATUS" = 124 ]; then
+      fail "${names[i]} did not stop within 10 s of SIGTERM"
+    else
+      fail "${names[i]} exited with status $MC_STATUS" "$tmp/${names[i]}.log"
+    fi
     unset 'pids[i]'
-    echo "== ${names[i]} exited with status $st"
-    [ "$st" = 0 ] || fail "${names[i]} exited with status $st" "$tmp/${names[i]}.log"
   done
 }
 
@@ -102,9 +82,8 @@ cli() { "$bin/mooncake_cli" --master="$rpc" --timeout=5000 "$@"; }
 echo "== starting the master and two client daemons (ports 0: the kernel picks them)"
 start master "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
   --metrics_host=127.0.0.1 --log_level=warn --default_kv_lease_ttl=500
-rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
-metrics=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
-[ -n "$rpc" ] && [ -n "$metrics" ] || fail "unexpected READY line from the master: $READY"
+[ "$MC_READY_KIND" = master ] || fail "unexpected READY line from the master: $MC_READY"
+rpc=$MC_READY_RPC metrics=$MC_READY_METRICS
 
 start client-dram "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --data_port=0 \
   --segment_size=64MiB --log_level=warn
@@ -152,8 +131,7 @@ echo "== promotion on hit: a second cluster with a LOCAL_DISK tier"
 start master-tier "$bin/mooncake_master" --rpc_port=0 --metrics_port=0 --rpc_address=127.0.0.1 \
   --metrics_host=127.0.0.1 --log_level=warn --enable_offload --offload_on_evict \
   --promotion_on_hit --default_kv_lease_ttl=100
-rpc2=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
-metrics2=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' <<<"$READY")
+rpc2=$MC_READY_RPC metrics2=$MC_READY_METRICS
 start client-disk "$bin/mooncake_client" --master="$rpc2" --host=127.0.0.1 --data_port=0 \
   --segment_size=16MiB --disk_path="$tmp/disk" --disk_capacity=1GiB --log_level=warn
 cli2() { "$bin/mooncake_cli" --master="$rpc2" --timeout=5000 "$@"; }

@@ -20,6 +20,8 @@ PKGS=(
   libcurl4-openssl-dev libjansson-dev etcd-server etcd-client
   # libFuzzer (clang's compiler-rt) for scripts/fuzz.sh and the CI fuzz pass
   clang libclang-rt-dev
+  # the CI style check of changed C files (scripts/test.sh: .clang-format)
+  clang-format
   # benchmarks' public references
   redis-server redis-tools iperf3 fio
 )

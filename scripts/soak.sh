@@ -55,6 +55,7 @@
 # is stopped at exit, also on failure and Ctrl-C.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench/lib.sh # mc_parse_ready: the one shell reader of the READY line
 dur=${1:-120}
 dir=${BUILD_DIR:-build}
 out=${OUT:-$dir/soak}
@@ -145,11 +146,12 @@ start_daemon() { # i
 
 # master: ephemeral ports the first time, READY line on stdout; the same ports after a restart
 start_master || { echo "soak: master did not start" >&2; cat "$out/master.log" >&2; exit 1; }
-rpc=$(sed -n 's/^READY rpc=\([^ ]*\).*/\1/p' "$out/master.1.out")
-rpc_port=${rpc##*:}
+IFS= read -r line <"$out/master.1.out" || true
+mc_parse_ready "$line" && [ "$MC_READY_KIND" = master ] ||
+  { echo "soak: unexpected first line from the master: $line" >&2; exit 1; }
+rpc_port=$MC_READY_RPC_PORT
 rpc=127.0.0.1:$rpc_port
-metrics=$(sed -n 's/^READY .*metrics=\([^ ]*\).*/\1/p' "$out/master.1.out")
-[ -n "$metrics" ] || { echo "soak: master has no metrics address" >&2; exit 1; }
+metrics=$MC_READY_METRICS
 metrics_port=${metrics##*:}
 for i in 1 2 3; do
   start_daemon "$i" || { echo "soak: daemon$i did not start" >&2; tail "$out/daemon$i.log" >&2; exit 1; }

@@ -2,45 +2,40 @@
 # and block bytes (unit), and a short replay against a real master + daemon (process).
 mc_add_test(test_bench_lru SOURCES test_bench_lru.c ${CMAKE_SOURCE_DIR}/src/tools/bench_lru.c
             ${CMAKE_SOURCE_DIR}/src/tools/bench_trace.c TIMEOUT 60)
-if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon
-   AND TARGET mooncake_bench)
-  mc_add_test(test_replay SOURCES test_replay.c cluster_util.c TIMEOUT 120)
-  # The test execs these; make sure `ctest` after a partial build does not run stale ones.
-  add_dependencies(test_replay mooncake_master mc_client_daemon mooncake_bench)
-endif()
+mc_add_test(test_replay SOURCES test_replay.c cluster_util.c TIMEOUT 120)
+# The test execs these; make sure `ctest` after a partial build does not run stale ones.
+add_dependencies(test_replay mooncake_master mc_client_daemon mooncake_bench)
 # mooncake_bench disk end to end on a small data set: populate, then random reads from two
 # reader threads (each read CRC-checked by the store; a failed read fails the run), the JSON line
 # naming both readers; then the same records read by one reader.
-if(TARGET mooncake_bench)
-  # tests/expect_output.sh checks the exit status as well as the output (PASS_REGULAR_EXPRESSION
-  # alone would pass a run that crashed after printing its line)
-  set(MC_EXPECT sh ${CMAKE_CURRENT_SOURCE_DIR}/expect_output.sh)
-  add_test(NAME test_bench_disk_readers
-           COMMAND ${MC_EXPECT} 0
-                   "\"readers\":2,\"batch\":256,\"data_bytes\":8388608,\"reads\":128" --
-                   $<TARGET_FILE:mooncake_bench> disk --data 8MiB --sizes 64KiB --runs 1 --qd 8
-                   --readers 2)
-  set_tests_properties(test_bench_disk_readers PROPERTIES TIMEOUT 60)
-  # refused with its reason and exit status 2 (usage), before any store is made
-  add_test(NAME test_bench_disk_refuses_readers_beyond_qd
-           COMMAND ${MC_EXPECT} 2 "--readers must not exceed --qd .*readers=4\\)" "usage: " --
-                   $<TARGET_FILE:mooncake_bench> disk --data 8MiB --sizes 64KiB --qd 2
-                   --readers 4)
-  set_tests_properties(test_bench_disk_refuses_readers_beyond_qd PROPERTIES TIMEOUT 30)
-  # --evict: each timed eviction moved half an extent of 1 MiB records (31 of 62 fit in 64 MiB)
-  add_test(NAME test_bench_disk_evict
-           COMMAND ${MC_EXPECT} 0 "\"case\":\"evict_1MiB\",\"runs\":2,.*\"moved_records\":31,"
-                   -- $<TARGET_FILE:mooncake_bench> disk --evict --sizes 1MiB --runs 2 --qd 8)
-  set_tests_properties(test_bench_disk_evict PROPERTIES TIMEOUT 120)
-  # The options table (bench_opts.c): --help lists each option with the default it starts with,
-  # and a value that is not a number is refused naming the option (atoi took it as 0).
-  add_test(NAME test_bench_opts_help
-           COMMAND ${MC_EXPECT} 0 "^usage: mooncake_bench disk \\[options\\]"
-                   "--qd N .*\\(default 32\\)$" "--sizes LIST .*\\(default 64KiB,1MiB\\)$"
-                   "--evict  " -- $<TARGET_FILE:mooncake_bench> disk --help)
-  add_test(NAME test_bench_opts_bad_value
-           COMMAND ${MC_EXPECT} 2 "bench promotion: --runs: not an integer: 'x'"
-                   "^usage: mooncake_bench promotion" --
-                   $<TARGET_FILE:mooncake_bench> promotion --runs x)
-  set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES TIMEOUT 30)
-endif()
+# tests/expect_output.sh checks the exit status as well as the output (PASS_REGULAR_EXPRESSION
+# alone would pass a run that crashed after printing its line)
+set(MC_EXPECT sh ${CMAKE_CURRENT_SOURCE_DIR}/expect_output.sh)
+add_test(NAME test_bench_disk_readers
+         COMMAND ${MC_EXPECT} 0
+                 "\"readers\":2,\"batch\":256,\"data_bytes\":8388608,\"reads\":128" --
+                 $<TARGET_FILE:mooncake_bench> disk --data 8MiB --sizes 64KiB --runs 1 --qd 8
+                 --readers 2)
+set_tests_properties(test_bench_disk_readers PROPERTIES TIMEOUT 60)
+# refused with its reason and exit status 2 (usage), before any store is made
+add_test(NAME test_bench_disk_refuses_readers_beyond_qd
+         COMMAND ${MC_EXPECT} 2 "--readers must not exceed --qd .*readers=4\\)" "usage: " --
+                 $<TARGET_FILE:mooncake_bench> disk --data 8MiB --sizes 64KiB --qd 2
+                 --readers 4)
+set_tests_properties(test_bench_disk_refuses_readers_beyond_qd PROPERTIES TIMEOUT 30)
+# --evict: each timed eviction moved half an extent of 1 MiB records (31 of 62 fit in 64 MiB)
+add_test(NAME test_bench_disk_evict
+         COMMAND ${MC_EXPECT} 0 "\"case\":\"evict_1MiB\",\"runs\":2,.*\"moved_records\":31,"
+                 -- $<TARGET_FILE:mooncake_bench> disk --evict --sizes 1MiB --runs 2 --qd 8)
+set_tests_properties(test_bench_disk_evict PROPERTIES TIMEOUT 120)
+# The options table (bench_opts.c): --help lists each option with the default it starts with,
+# and a value that is not a number is refused naming the option (atoi took it as 0).
+add_test(NAME test_bench_opts_help
+         COMMAND ${MC_EXPECT} 0 "^usage: mooncake_bench disk \\[options\\]"
+                 "--qd N .*\\(default 32\\)$" "--sizes LIST .*\\(default 64KiB,1MiB\\)$"
+                 "--evict  " -- $<TARGET_FILE:mooncake_bench> disk --help)
+add_test(NAME test_bench_opts_bad_value
+         COMMAND ${MC_EXPECT} 2 "bench promotion: --runs: not an integer: 'x'"
+                 "^usage: mooncake_bench promotion" --
+                 $<TARGET_FILE:mooncake_bench> promotion --runs x)
+set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES TIMEOUT 30)

@@ -44,6 +44,18 @@ void cu_dump_log(const struct cu_proc *p, const char *what)
     mc_proc_dump_log(p, what, 4000);
 }
 
+int cu_await_ready(struct cu_proc *p, enum mc_proc_ready_kind kind, struct mc_proc_ready *r,
+                   const char *what, int timeout_ms)
+{
+    int rc = mc_proc_await_ready(p, r, timeout_ms);
+    if (rc == 0 && r->kind == kind)
+        return 0;
+    fprintf(stderr, "%s: no READY line of the expected form within %d ms (got \"%s\")\n", what,
+            timeout_ms, r->line);
+    cu_dump_log(p, what);
+    return -1;
+}
+
 void cu_run(struct cu_run *r, const char *dir, const char *const *argv, const char *in_path,
             int timeout_ms)
 {
@@ -197,6 +209,23 @@ int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
     return 0;
 }
 
+double cu_master_metric(const struct cu_cluster *c, const char *name)
+{
+    char opt[128];
+    struct cu_run r;
+    double v = -1;
+
+    snprintf(opt, sizeof(opt), "--metrics=%s", c->metrics);
+    const char *argv[] = {c->cli_bin, "metrics", opt, NULL};
+    cu_run(&r, c->dir, argv, NULL, 20000);
+    if (r.status == 0)
+        v = mc_metrics_value(r.out, name);
+    else
+        fprintf(stderr, "mooncake_cli metrics: status %d: %s\n", r.status, r.err);
+    cu_run_free(&r);
+    return v;
+}
+
 int cu_free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -209,19 +238,6 @@ int cu_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
-}
-
-double cu_metric(const char *text, const char *name)
-{
-    size_t nl = strlen(name);
-
-    for (const char *p = text; p && *p; p = strchr(p, '\n')) {
-        if (*p == '\n')
-            p++;
-        if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
-            return strtod(p + nl + 1, NULL);
-    }
-    return -1;
 }
 
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed)

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tools/metrics_scrape.h" /* mc_metrics_value: a sample of mooncake_cli metrics */
 #include "tools/proc_harness.h"
 
 /* ---- processes ------------------------------------------------------------------------- */
@@ -44,6 +45,11 @@ int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms);
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms);
 /* Prints the last bytes of the child's log on stderr (diagnostics). */
 void cu_dump_log(const struct cu_proc *p, const char *what);
+/* Reads the child's first stdout line within timeout_ms and parses it (tools/ready_line.h).
+ * Returns 0 when it is a READY line of kind (into r); -1 otherwise, with what it printed on
+ * stderr and its log dumped under what. The child is left running either way. */
+int cu_await_ready(struct cu_proc *p, enum mc_proc_ready_kind kind, struct mc_proc_ready *r,
+                   const char *what, int timeout_ms);
 
 struct cu_run {
     int status; /* exit status, 128 + signal, or -1 when it overran the deadline */
@@ -90,11 +96,13 @@ int cu_start_master(struct cu_cluster *c, struct cu_proc *p, int rpc_port, const
  * or -1 with the log dumped and the child killed. */
 int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
                     const char *const *flags, char *ep, size_t cap, int timeout_ms);
+/* The value of the master's unlabelled /metrics sample NAME, read the way an operator reads it:
+ * `mooncake_cli metrics --metrics=c->metrics` (20 s deadline). -1 when the command fails (its
+ * stderr is printed) or the sample is absent. */
+double cu_master_metric(const struct cu_cluster *c, const char *name);
 /* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
  * so a test picks one); -1 on error. */
 int cu_free_port(void);
-/* The value of the first "NAME VALUE" sample (no labels) of Prometheus text; -1 when absent. */
-double cu_metric(const char *text, const char *name);
 /* A deterministic byte pattern of seed (xorshift64, 8 bytes a step). */
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed);
 

@@ -1,38 +1,28 @@
 # LOCAL_DISK store (src/client/disk_store.h). Labelled tsan: it has a multi-threaded case and
 # the eviction-vs-reader case.
-if(TARGET mc_client_static)
-  mc_add_test(test_disk_store SOURCES test_disk_store.c LIBS mc_client_static Threads::Threads
-              LABELS tsan TIMEOUT 120)
-  # Second chance at eviction: read records moved, bounded, crash image between move and delete.
-  mc_add_test(test_disk_reinsert SOURCES test_disk_reinsert.c LIBS mc_client_static
-              Threads::Threads TIMEOUT 60)
-  # Persistent write faults, a real full filesystem (loop-mounted ext4; skipped unless root),
-  # io_uring short / EAGAIN / submit errors.
-  mc_add_test(test_disk_faults SOURCES test_disk_faults.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 120)
-endif()
-if(TARGET mc_client_static)
-  # Restart semantics: record images inside values, the older format, removals vs eviction
-  # order, a SIGKILLed writer.
-  mc_add_test(test_disk_recovery SOURCES test_disk_recovery.c LIBS mc_client_static
-              Threads::Threads TIMEOUT 120)
-endif()
+mc_add_test(test_disk_store SOURCES test_disk_store.c LIBS mc_client_static Threads::Threads
+            LABELS tsan TIMEOUT 120)
+# Second chance at eviction: read records moved, bounded, crash image between move and delete.
+mc_add_test(test_disk_reinsert SOURCES test_disk_reinsert.c LIBS mc_client_static
+            Threads::Threads TIMEOUT 60)
+# Persistent write faults, a real full filesystem (loop-mounted ext4; skipped unless root),
+# io_uring short / EAGAIN / submit errors.
+mc_add_test(test_disk_faults SOURCES test_disk_faults.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 120)
+# Restart semantics: record images inside values, the older format, removals vs eviction
+# order, a SIGKILLed writer.
+mc_add_test(test_disk_recovery SOURCES test_disk_recovery.c LIBS mc_client_static
+            Threads::Threads TIMEOUT 120)
 # LOCAL_DISK reads through the holder (disk_tier.c + transport_tcp_disk.c), no master needed.
-if(TARGET mc_client_static)
-  mc_add_test(test_disk_read SOURCES test_disk_read.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 60)
-endif()
+mc_add_test(test_disk_read SOURCES test_disk_read.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 60)
 # What the write path reuses: the ring's kept window buffer, evicted extent files as spares
 # (steady state, a killed writer over a reused file, no_recycle).
-if(TARGET mc_client_static)
-  mc_add_test(test_disk_reuse SOURCES test_disk_reuse.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 60)
-endif()
+mc_add_test(test_disk_reuse SOURCES test_disk_reuse.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 60)
 # A really full filesystem (a loop-mounted 64 MiB ext4 image under a 256 MiB store): ENOSPC
 # evicts and appends resume; removing every key gives the space back. Exits 77 (skipped) where
 # this machine cannot loop-mount (not root, no mkfs.ext4, no loop devices).
-if(TARGET mc_client_static)
-  mc_add_test(test_disk_full SOURCES test_disk_full.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 120)
-  set_tests_properties(test_disk_full PROPERTIES SKIP_RETURN_CODE 77)
-endif()
+mc_add_test(test_disk_full SOURCES test_disk_full.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 120)
+set_tests_properties(test_disk_full PROPERTIES SKIP_RETURN_CODE 77)

@@ -12,10 +12,14 @@ mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS m
             Threads::Threads TIMEOUT 60)
 target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc
                     -Wl,--wrap=realloc)
-# Promotion on hit (src/master/promotion.c): gates, holder operations, cleanup, retry
-# candidates, hot beats cold; a racing-readers case with threads (TSan label).
-mc_add_test(test_promotion SOURCES test_promotion.c LIBS mc_master_core Threads::Threads
-            LABELS tsan TIMEOUT 60)
+# Promotion on hit (src/master/promotion.c), one file per family of scenarios on the shared
+# fixture (promotion_fixture.c): the trigger and its gates, the holder's side, cancellation,
+# parked staged ranges, racing readers with threads, retry candidates and hot beats cold. All
+# carry the TSan label (the fixture's master runs its own threads).
+foreach(t trigger holder cancel parked race candidates)
+  mc_add_test(test_promotion_${t} SOURCES test_promotion_${t}.c promotion_fixture.c
+              LIBS mc_master_core Threads::Threads LABELS tsan TIMEOUT 60)
+endforeach()
 # RemoveByRegex (src/master/remove_regex.c): anchored POSIX patterns, the Remove rules per key.
 mc_add_test(test_remove_regex SOURCES test_remove_regex.c LIBS mc_master_core TIMEOUT 60)
 # Upsert (src/master/upsert.c): reservations, the one-step swap, the old value's space vs readers.

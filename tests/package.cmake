@@ -1,7 +1,6 @@
 # Packaging (packaging/): the Debian package built by cpack, unpacked with dpkg -x and run.
 # Plain builds only (a sanitizer build's binaries need its runtime, not a package's business).
-if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemon
-   AND TARGET mooncake_cli AND TARGET mc_client_shared)
+if(MC_SANITIZE STREQUAL "")
   find_program(MC_DPKG_DEB dpkg-deb)
   if(MC_DPKG_DEB)
     set(MC_DEB_PYTHON python3)
@@ -9,7 +8,7 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemo
       set(MC_DEB_PYTHON ${MC_PYTEST_PYTHON})
     endif()
     add_test(NAME test_package_deb
-             COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb.sh ${CMAKE_BINARY_DIR}
+             COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_package_deb.sh ${CMAKE_BINARY_DIR}
                      ${MC_DEB_PYTHON})
     set_tests_properties(test_package_deb PROPERTIES TIMEOUT 120)
     add_test(NAME test_package_deb_scripts

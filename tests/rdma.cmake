@@ -1,6 +1,6 @@
 # RDMA transport (RDMA builds only): the pure parts and the state logic through the loopback test
 # provider (rdma_fake.c), with no device needed. scripts/rdma_selftest.sh is the hardware check.
-if(MC_WITH_RDMA AND TARGET mc_client_static)
+if(MC_WITH_RDMA)
   mc_add_test(test_rdma SOURCES test_rdma.c rdma_fake.c LIBS mc_client_static Threads::Threads
               LABELS tsan TIMEOUT 60)
 endif()
@@ -12,7 +12,7 @@ if(MC_WITH_RDMA AND TARGET mc_client_static)
 endif()
 # The client library with protocol rdma over the test provider (mc_client_test_set_rdma_ops):
 # descriptors with rkeys, Put/Get by one-sided verbs, TCP readers of the same bytes, teardown.
-if(MC_WITH_RDMA AND TARGET mc_client_static AND TARGET mooncake_master)
+if(MC_WITH_RDMA)
   mc_add_test(test_rdma_client SOURCES test_rdma_client.c rdma_fake.c test_client_util.c
               LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
   add_dependencies(test_rdma_client mooncake_master)
@@ -23,14 +23,7 @@ if(MC_WITH_RDMA AND TARGET mc_client_static AND TARGET mooncake_master)
 endif()
 # protocol rdma without a device: library error and daemon exit status/message (skipped on a host
 # that has a device).
-if(TARGET mc_client_static AND TARGET mc_client_daemon)
-  mc_add_test(test_rdma_start SOURCES test_rdma_start.c LIBS mc_client_static Threads::Threads
-              TIMEOUT 60)
-  add_dependencies(test_rdma_start mc_client_daemon)
-  if(TARGET mooncake_cli)
-    add_dependencies(test_rdma_start mooncake_cli)
-  endif()
-  if(TARGET mooncake_bench)
-    add_dependencies(test_rdma_start mooncake_bench)
-  endif()
-endif()
+mc_add_test(test_rdma_start SOURCES test_rdma_start.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 60)
+add_dependencies(test_rdma_start mc_client_daemon)
+add_dependencies(test_rdma_start mooncake_cli mooncake_bench)

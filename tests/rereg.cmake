@@ -5,8 +5,6 @@ mc_add_test(test_offload_rereg SOURCES test_offload_rereg.c LIBS mc_master_core 
             LABELS tsan TIMEOUT 60)
 # ... and the real binaries: a holder restarted within its TTL after a record was lost on its
 # disk, and two holders' versions of a key meeting after a master restart.
-if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemon)
-  mc_add_test(test_rereg_cluster SOURCES test_rereg_cluster.c cluster_util.c cluster_data.c
-              tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
-  add_dependencies(test_rereg_cluster mooncake_master mc_client_daemon)
-endif()
+mc_add_test(test_rereg_cluster SOURCES test_rereg_cluster.c cluster_util.c cluster_data.c
+            tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
+add_dependencies(test_rereg_cluster mooncake_master mc_client_daemon)

@@ -116,10 +116,9 @@ static int count_lines(const char *path, const char *needle)
     return n;
 }
 
-/* Starts bin ARGS... under `ulimit -n NOFILE`, stderr to log; returns the READY line's text
- * after `prefix`. */
-static void spawn_limited(struct cu_proc *p, const char *log, const char *prefix, char *out,
-                          size_t cap, ...)
+/* Starts bin ARGS... under `ulimit -n NOFILE`, stderr to log; its READY line (of kind) into r. */
+static void spawn_limited(struct cu_proc *p, const char *log, enum mc_proc_ready_kind kind,
+                          struct mc_proc_ready *r, ...)
 {
     const char *argv[24];
     int n = 0;
@@ -128,26 +127,14 @@ static void spawn_limited(struct cu_proc *p, const char *log, const char *prefix
     argv[n++] = "ulimit -n " NOFILE " && exec \"$@\"";
     argv[n++] = "sh";
     va_list ap;
-    va_start(ap, cap);
+    va_start(ap, r);
     for (const char *a = va_arg(ap, const char *); a && n < 23; a = va_arg(ap, const char *))
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    char line[256];
     assert_int_equal(cu_spawn(p, argv, log), 0);
-    if (cu_read_line(p, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, prefix, strlen(prefix)) != 0) {
-        cu_dump_log(p, "daemon");
+    if (cu_await_ready(p, kind, r, "daemon", START_MS) != 0)
         fail_msg("no READY line");
-    }
-    snprintf(out, cap, "%s", line + strlen(prefix));
-}
-
-static uint16_t port_of(const char *addr)
-{
-    const char *c = strrchr(addr, ':');
-    assert_non_null(c);
-    return (uint16_t)atoi(c + 1);
 }
 
 /* The scenario against a daemon p listening on port with its stderr in log. */
@@ -211,19 +198,21 @@ static void flood_and_check(struct cu_proc *p, uint16_t port)
 static void test_master_rpc_port(void **state)
 {
     (void)state;
-    char log[128], addr[64];
+    char log[128];
+    struct mc_proc_ready r;
     snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    spawn_limited(&g.master, log, "READY rpc=", addr, sizeof(addr), g.master_bin, "--rpc_port=0",
+    spawn_limited(&g.master, log, MC_PROC_READY_MASTER, &r, g.master_bin, "--rpc_port=0",
                   "--rpc_address=127.0.0.1", "--metrics_port=0", "--metrics_host=127.0.0.1",
                   "--rpc_thread_num=2", NULL);
-    flood_and_check(&g.master, port_of(strtok(addr, " ")));
+    flood_and_check(&g.master, r.rpc_port);
     assert_int_equal(cu_stop(&g.master, SIGTERM, 10000), 0);
 }
 
 static void test_client_peer_port(void **state)
 {
     (void)state;
-    char log[128], addr[64], rpc[96], ep[96];
+    char log[128], rpc[96];
+    struct mc_proc_ready r;
     /* the master runs without a limit: only the client daemon's peer port is flooded */
     const char *margv[] = {g.master_bin,
                            "--rpc_port=0",
@@ -233,16 +222,13 @@ static void test_client_peer_port(void **state)
                            NULL};
     snprintf(log, sizeof(log), "%s/master2.log", g.dir);
     assert_int_equal(cu_spawn(&g.master, margv, log), 0);
-    char line[256];
-    assert_int_equal(cu_read_line(&g.master, line, sizeof(line), START_MS), 0);
-    assert_int_equal(sscanf(line, "READY rpc=%63s", addr), 1);
-    snprintf(rpc, sizeof(rpc), "--master=127.0.0.1:%u", port_of(addr));
+    assert_int_equal(cu_await_ready(&g.master, MC_PROC_READY_MASTER, &r, "master", START_MS), 0);
+    snprintf(rpc, sizeof(rpc), "--master=127.0.0.1:%u", r.rpc_port);
 
     snprintf(log, sizeof(log), "%s/client.log", g.dir);
-    spawn_limited(&g.daemon, log, "READY endpoint=", ep, sizeof(ep), g.daemon_bin, rpc,
-                  "--host=127.0.0.1", "--data_port=0", "--segment_size=16MB", "--metrics_port=0",
-                  NULL);
-    flood_and_check(&g.daemon, port_of(ep));
+    spawn_limited(&g.daemon, log, MC_PROC_READY_DAEMON, &r, g.daemon_bin, rpc, "--host=127.0.0.1",
+                  "--data_port=0", "--segment_size=16MB", "--metrics_port=0", NULL);
+    flood_and_check(&g.daemon, r.endpoint_port);
     assert_int_equal(cu_stop(&g.daemon, SIGTERM, 10000), 0);
     assert_int_equal(cu_stop(&g.master, SIGTERM, 10000), 0);
 }

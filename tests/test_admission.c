@@ -6,7 +6,7 @@
  * for a candidate hotter than the last eviction victims).
  *
  * Core test style: the master library on a fake clock with manual ticks, no sleeps; the holder's
- * side is played by the test (heartbeat, AllocStart, success), as in test_promotion.c.
+ * side is played by the test (heartbeat, AllocStart, success), as in test_promotion_*.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>

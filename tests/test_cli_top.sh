@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # test_cli_top.sh BIN_DIR - `mooncake_cli top` in a real terminal: tmux (a private server on its
 # own socket) runs it in a 120x30 pane against a real master and client daemon; the test reads
 # the screen with capture-pane until the header and the daemon's segment row appear, puts keys
@@ -6,16 +6,16 @@
 # the pane). Every wait has a deadline; every process and file is removed on exit.
 set -eu
 bin=$1
+# process start, READY parsing and cleanup: the shell drivers' helpers
+. "$(dirname "$0")/../scripts/bench/lib.sh"
 command -v tmux >/dev/null || { echo "test_cli_top: tmux not found (scripts/install-deps.sh)" >&2; exit 1; }
 tmp=$(mktemp -d /tmp/mc-top-XXXXXX)
 sock="$tmp/tmux.sock"
-pids=""
 cleanup() {
   tmux -S "$sock" kill-server 2>/dev/null || true
-  for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
   rm -rf "$tmp"
 }
-trap cleanup EXIT
+mc_install_traps cleanup
 fail() {
   echo "test_cli_top: $*" >&2
   echo "--- screen:" >&2
@@ -33,18 +33,13 @@ until_ok() {
   return 1
 }
 screen_has() { tmux -S "$sock" capture-pane -p -t top | grep -q -- "$1"; }
-ready() { grep -q '^READY ' "$1"; }
-
-"$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port=0 --metrics_host=127.0.0.1 \
-  --metrics_port=0 --log_level=warn >"$tmp/master.out" 2>"$tmp/master.err" &
-pids="$pids $!"
-until_ok 10 ready "$tmp/master.out" || fail "master not ready"
-addr=$(sed -n 's/^READY rpc=\([^ ]*\).*/\1/p' "$tmp/master.out")
-"$bin/mooncake_client" --master="$addr" --segment_size=32MiB --log_level=warn \
-  >"$tmp/client.out" 2>"$tmp/client.err" &
-pids="$pids $!"
-until_ok 10 ready "$tmp/client.out" || fail "client daemon not ready"
-ep=$(sed -n 's/^READY endpoint=//p' "$tmp/client.out")
+MC_READY_SECS=10
+mc_start_ready "$tmp" master "$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port=0 \
+  --metrics_host=127.0.0.1 --metrics_port=0 --log_level=warn || fail "$MC_WHY"
+addr=$MC_READY_RPC
+mc_start_ready "$tmp" client "$bin/mooncake_client" --master="$addr" --segment_size=32MiB \
+  --log_level=warn || fail "$MC_WHY"
+ep=$MC_READY_ENDPOINT
 
 tmux -S "$sock" -f /dev/null new-session -d -s top -x 120 -y 30 \
   "'$bin/mooncake_cli' --master=$addr top; echo TOP-EXITED=\$?; sleep 30"

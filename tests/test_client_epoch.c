@@ -244,15 +244,10 @@ static void test_stale_descriptor_after_client_expiry(void **state)
         bin, master_arg, "--segment_size=8MiB", "--host=127.0.0.1", "--log_level=info", NULL};
     struct cu_proc owner;
     assert_int_equal(cu_spawn(&owner, argv, log), 0);
-    char line[256];
-    if (cu_read_line(&owner, line, sizeof(line), 10000) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&owner, "mooncake_client");
-        fail_msg("mooncake_client did not get ready: '%s'", line);
-    }
-    char endpoint[sizeof(line)];
-    snprintf(endpoint, sizeof(endpoint), "%s", line + 15);
-    endpoint[strcspn(endpoint, "\r\n ")] = '\0';
+    struct mc_proc_ready ready;
+    if (cu_await_ready(&owner, MC_PROC_READY_DAEMON, &ready, "mooncake_client", 10000) != 0)
+        fail_msg("mooncake_client did not get ready: '%s'", ready.line);
+    const char *endpoint = ready.endpoint;
 
     struct mc_client *peer = open_client(m.addr, 0); /* no DRAM: reads and writes over tcp */
     uint8_t *a = malloc(VLEN), *b = malloc(VLEN), *out = malloc(VLEN);

@@ -430,15 +430,7 @@ static void test_json(void **state)
 /* A counter of the master's /metrics (read through `mooncake_cli metrics`). */
 static double master_metric(const char *name)
 {
-    char opt[128];
-    struct cu_run r;
-    double v;
-
-    snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
-    cli(&r, NULL, "metrics", opt, NULL);
-    assert_int_equal(r.status, 0);
-    v = cu_metric(r.out, name);
-    cu_run_free(&r);
+    double v = cu_master_metric(&g.cl, name);
     assert_true(v >= 0);
     return v;
 }
@@ -636,9 +628,9 @@ static void test_daemon_waits_for_master(void **state)
                            "--log_level=warn",
                            NULL};
     assert_int_equal(cu_spawn(&m, margv, mlog), 0);
-    assert_int_equal(cu_read_line(&m, line, sizeof(line), START_MS), 0);
-    assert_int_equal(cu_read_line(&d, line, sizeof(line), START_MS), 0);
-    assert_int_equal(strncmp(line, "READY endpoint=", 15), 0);
+    struct mc_proc_ready ready;
+    assert_int_equal(cu_await_ready(&m, MC_PROC_READY_MASTER, &ready, "master", START_MS), 0);
+    assert_int_equal(cu_await_ready(&d, MC_PROC_READY_DAEMON, &ready, "daemon", START_MS), 0);
     assert_int_equal(cu_stop(&d, SIGTERM, 5000), 0);
     assert_int_equal(cu_stop(&m, SIGTERM, 5000), 0);
 

@@ -2,8 +2,8 @@
  * test_cluster_util.c - the cluster fixture of cluster_util.c without a real cluster: stand-in
  * mooncake_master / mooncake_client scripts in a private $MC_BIN_DIR print READY lines (and
  * their arguments to stderr), so the flags the fixture passes, the addresses it takes from
- * READY and its refusals are checked in milliseconds. Also the /metrics scan and the value
- * pattern the cluster tests compare bytes with.
+ * READY and its refusals are checked in milliseconds. Also the value pattern the cluster tests
+ * compare bytes with (the /metrics reader is tested in test_metrics_scrape.c).
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -111,26 +111,6 @@ static void test_start_refuses_wrong_ready(void **state)
     cu_cluster_destroy(&c);
 }
 
-static void test_metric(void **state)
-{
-    (void)state;
-    const char *text = "# HELP a_total things\n"
-                       "# TYPE a_total counter\n"
-                       "a_total 12\n"
-                       "a_total_x 99\n"
-                       "b{le=\"1\"} 3\n"
-                       "b 4.5\n"
-                       "c 7";
-    assert_true(cu_metric(text, "a_total") == 12);
-    assert_true(cu_metric(text, "a_total_x") == 99);
-    assert_true(cu_metric(text, "b") == 4.5); /* the labelled series is not it */
-    assert_true(cu_metric(text, "c") == 7);   /* last line, no newline */
-    assert_true(cu_metric(text, "a") == -1);  /* a prefix of a name is not the name */
-    assert_true(cu_metric(text, "HELP") == -1);
-    assert_true(cu_metric("", "a_total") == -1);
-    assert_true(cu_metric("\na_total 1\n", "a_total") == 1);
-}
-
 static void test_fill(void **state)
 {
     uint8_t a[37], b[37], c[37];
@@ -153,7 +133,6 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_start_master_and_daemon),
         cmocka_unit_test(test_start_refuses_wrong_ready),
-        cmocka_unit_test(test_metric),
         cmocka_unit_test(test_fill),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -261,8 +261,11 @@ int main(void)
     struct fsenv probe = {0};
     int can = fs_make(&probe) == 0;
     fs_cleanup(&probe);
-    if (!can)
+    if (!can) {
+        fprintf(stderr, "SKIP: this machine cannot loop-mount a small filesystem (needs root and "
+                        "mkfs/mount)\n");
         return 77;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_full_fs_small_extents, fs_setup, fs_teardown),
         cmocka_unit_test_setup_teardown(test_full_fs_one_extent, fs_setup, fs_teardown),

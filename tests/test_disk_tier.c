@@ -115,7 +115,7 @@ static double holder_metric(const char *name)
     if (r.status != 0)
         fprintf(stderr, "mooncake_cli metrics: %s\n", r.err);
     assert_int_equal(r.status, 0);
-    double v = cu_metric(r.out, name);
+    double v = mc_metrics_value(r.out, name);
     cu_run_free(&r);
     assert_true(v >= 0);
     return v;

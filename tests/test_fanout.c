@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <string.h>
@@ -127,7 +129,7 @@ static void test_fork_child_gets_helpers(void **state)
 {
     (void)state;
 #if defined(__SANITIZE_THREAD__)
-    skip(); /* TSan refuses to start threads in the child of a multi-threaded fork */
+    MC_SKIP("TSan refuses to start threads in the child of a multi-threaded fork");
 #endif
     struct rendezvous r;
     init(&r, 4);
@@ -228,5 +230,5 @@ int main(void)
         cmocka_unit_test(test_helpers_reused),
         cmocka_unit_test(test_fork_child_gets_helpers),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return MC_RUN_TESTS(tests, NULL, NULL);
 }

@@ -356,18 +356,16 @@ static int group_setup(void **state)
                            "--put_start_release_timeout_sec=600ms", NULL};
     if (tm_start(&g.m, 0, extra) != 0)
         return -1;
-    char master[96], log[128], line[256];
+    char master[96], log[128];
     snprintf(master, sizeof(master), "--master=%s", g.m.addr);
     snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
     const char *argv[] = {g.daemon_bin,       master, "--host=127.0.0.1", "--segment_size=64MiB",
                           "--log_level=warn", NULL};
     if (cu_spawn(&g.d, argv, log) != 0)
         return -1;
-    if (cu_read_line(&g.d, line, sizeof(line), 20000) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.d, "daemon");
+    struct mc_proc_ready ready;
+    if (cu_await_ready(&g.d, MC_PROC_READY_DAEMON, &ready, "daemon", 20000) != 0)
         return -1;
-    }
     struct mc_client_config cfg;
     mc_client_config_init(&cfg);
     cfg.master_address = g.m.addr;

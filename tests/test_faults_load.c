@@ -217,7 +217,7 @@ static void wait_master(uint64_t segments, bool idle, const char *what)
 
 static int spawn_daemon(struct cu_proc *p, const char *name, char *ep, size_t cap)
 {
-    char master[96], log[128], line[256];
+    char master[96], log[128];
     snprintf(master, sizeof(master), "--master=%s", g.m.addr);
     snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
     const char *argv[] = {g.daemon_bin,       master, "--host=127.0.0.1", "--segment_size=64MiB",
@@ -225,15 +225,13 @@ static int spawn_daemon(struct cu_proc *p, const char *name, char *ep, size_t ca
     p->out_fd = -1;
     if (cu_spawn(p, argv, log) != 0)
         return -1;
-    if (cu_read_line(p, line, sizeof(line), WAIT_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(p, name);
+    struct mc_proc_ready r;
+    if (cu_await_ready(p, MC_PROC_READY_DAEMON, &r, name, WAIT_MS) != 0)
         return -1;
-    }
-    size_t n = strlen(line + 15);
+    size_t n = strlen(r.endpoint);
     if (n >= cap)
         return -1;
-    memcpy(ep, line + 15, n + 1);
+    memcpy(ep, r.endpoint, n + 1);
     return 0;
 }
 

@@ -548,7 +548,7 @@ static void test_promotion_failure_report(void **state)
  * P's segment is full of hard-pinned objects. */
 static void start_dram_daemon(void)
 {
-    char bin[600], master[96], log[128], line[256];
+    char bin[600], master[96], log[128];
     snprintf(bin, sizeof(bin), "%s/mooncake_client", getenv("MC_BIN_DIR"));
     snprintf(master, sizeof(master), "--master=%s", g.m.addr);
     snprintf(log, sizeof(log), "%s/d.log", g.dir);
@@ -556,11 +556,9 @@ static void start_dram_daemon(void)
         bin, master, "--host=127.0.0.1", "--segment_size=64MiB", "--log_level=warn", NULL};
     g.d.out_fd = -1;
     assert_int_equal(cu_spawn(&g.d, argv, log), 0);
-    if (cu_read_line(&g.d, line, sizeof(line), 20000) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.d, "daemon D");
+    struct mc_proc_ready ready;
+    if (cu_await_ready(&g.d, MC_PROC_READY_DAEMON, &ready, "daemon D", 20000) != 0)
         fail_msg("daemon D did not start");
-    }
 }
 
 /* P's segment full of hard-pinned objects and a DRAM-only daemon D with room: a promotion is

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "mooncake/errors.h"
+#include "tools/metrics_scrape.h"
 
 struct resp {
     int status;
@@ -56,54 +57,15 @@ static int connect_to(const char *ip, uint16_t port)
 /* One request on a fresh connection ("Connection: close"); the body is read to EOF. */
 static struct resp http_request(uint16_t port, const char *method, const char *path)
 {
+    struct mc_http_reply h;
     struct resp r = {0};
-    char req[512], *buf = NULL;
-    size_t len = 0, cap = 0;
-    int fd = connect_to("127.0.0.1", port);
 
-    assert_true(fd >= 0);
-    int n = snprintf(req, sizeof(req),
-                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n"
-                     "Content-Length: 0\r\n\r\n",
-                     method, path);
-    assert_int_equal(send(fd, req, (size_t)n, MSG_NOSIGNAL), n);
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            buf = realloc(buf, cap + 1);
-            assert_non_null(buf);
-        }
-        ssize_t k = recv(fd, buf + len, cap - len, 0);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            fail_msg("recv: %s (server did not answer in time)", strerror(errno));
-        if (k == 0)
-            break;
-        len += (size_t)k;
-    }
-    close(fd);
-    buf[len] = '\0';
-
-    assert_int_equal(sscanf(buf, "HTTP/1.1 %d", &r.status), 1);
-    char *hdr_end = strstr(buf, "\r\n\r\n");
-    assert_non_null(hdr_end);
-    *hdr_end = '\0';
-    for (char *line = strstr(buf, "\r\n"); line; line = strstr(line + 2, "\r\n")) {
-        if (strncasecmp(line + 2, "Content-Type:", 13) == 0) {
-            const char *v = line + 15;
-            while (*v == ' ')
-                v++;
-            size_t vl = strcspn(v, "\r");
-            snprintf(r.ctype, sizeof(r.ctype), "%.*s", (int)vl, v);
-        }
-    }
-    r.body_len = len - (size_t)(hdr_end + 4 - buf);
-    r.body = malloc(r.body_len + 1);
-    assert_non_null(r.body);
-    memcpy(r.body, hdr_end + 4, r.body_len);
-    r.body[r.body_len] = '\0';
-    free(buf);
+    assert_int_equal(mc_http_fetch("127.0.0.1", port, method, path, 5000, &h), 0);
+    assert_int_equal(h.http_minor, 1);
+    r.status = h.status;
+    snprintf(r.ctype, sizeof(r.ctype), "%s", h.content_type);
+    r.body = h.body; /* handed over */
+    r.body_len = h.body_len;
     return r;
 }
 

@@ -35,6 +35,9 @@
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t k, size_t n);
 void *__real_realloc(void *p, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t k, size_t n);
+void *__wrap_realloc(void *p, size_t n);
 
 static _Atomic bool g_counting;
 static _Atomic uint64_t g_bytes, g_calls;

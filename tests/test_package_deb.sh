@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/usr/bin/env bash
 # test_package_deb.sh BUILD_DIR PYTHON - the Debian package as an operator gets it:
 # `cpack -G DEB` from the build, `dpkg -x` into a scratch root (no root privileges, nothing
 # installed on the machine), then from that root only: `mooncake_master --version`, the master
@@ -8,25 +8,13 @@
 set -eu
 build=$1
 py=${2:-python3}
+# process start, READY parsing and cleanup: the shell drivers' helpers
+. "$(dirname "$0")/../scripts/bench/lib.sh"
 tmp=$(mktemp -d /tmp/mc-deb-XXXXXX)
-pids=""
-cleanup() {
-  for p in $pids; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+rm_tmp() { rm -rf "$tmp"; }
+mc_install_traps rm_tmp
 fail() { echo "test_package_deb: $*" >&2; exit 1; }
-
-# wait_ready FILE: up to 10 s for a READY line in FILE
-wait_ready() {
-  i=0
-  while [ $i -lt 100 ]; do
-    grep -q '^READY ' "$1" 2>/dev/null && return 0
-    sleep 0.1
-    i=$((i + 1))
-  done
-  return 1
-}
+MC_READY_SECS=10
 
 cpack -G DEB --config "$build/CPackConfig.cmake" -B "$tmp/pkg" >"$tmp/cpack.log" 2>&1 ||
   { cat "$tmp/cpack.log" >&2; fail "cpack failed"; }
@@ -44,17 +32,15 @@ dpkg -x "$deb" "$r"
 grep -qx 'ExecStart=/usr/bin/mooncake_master --flagfile=/etc/mooncake/mooncake_master.flags' \
   "$r/usr/lib/systemd/system/mooncake-master.service" || fail "master unit"
 
-"$r/usr/bin/mooncake_master" --flagfile="$r/etc/mooncake/mooncake_master.flags" \
-  --rpc_address=127.0.0.1 --rpc_port=0 --metrics_host=127.0.0.1 --metrics_port=0 \
-  --log_level=warn >"$tmp/master.out" 2>"$tmp/master.err" &
-pids="$pids $!"
-wait_ready "$tmp/master.out" || { cat "$tmp/master.err" >&2; fail "master not ready"; }
-addr=$(sed -n 's/^READY rpc=\([^ ]*\).*/\1/p' "$tmp/master.out")
+mc_start_ready "$tmp" master "$r/usr/bin/mooncake_master" \
+  --flagfile="$r/etc/mooncake/mooncake_master.flags" --rpc_address=127.0.0.1 --rpc_port=0 \
+  --metrics_host=127.0.0.1 --metrics_port=0 --log_level=warn ||
+  { cat "$tmp/master.log" >&2; fail "master not ready: $MC_WHY"; }
+addr=$MC_READY_RPC
 
-"$r/usr/bin/mooncake_client" --flagfile="$r/etc/mooncake/mooncake_client.flags" \
-  --master="$addr" --segment_size=16MiB --log_level=warn >"$tmp/client.out" 2>"$tmp/client.err" &
-pids="$pids $!"
-wait_ready "$tmp/client.out" || { cat "$tmp/client.err" >&2; fail "client daemon not ready"; }
+mc_start_ready "$tmp" client "$r/usr/bin/mooncake_client" \
+  --flagfile="$r/etc/mooncake/mooncake_client.flags" --master="$addr" --segment_size=16MiB \
+  --log_level=warn || { cat "$tmp/client.log" >&2; fail "client daemon not ready: $MC_WHY"; }
 
 printf 'hello from the package' >"$tmp/value"
 "$r/usr/bin/mooncake_cli" --master="$addr" put pkg-key "$tmp/value" || fail "cli put"

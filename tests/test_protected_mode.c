@@ -60,12 +60,12 @@ static struct {
 struct master {
     struct cu_proc p;
     int rpc_port;
-    char metrics[64];
+    char metrics[96];
 };
 
 static int start_master2(struct master *m, const char *name, const char *extra, const char *extra2)
 {
-    char log[128], line[256], tmp[64];
+    char log[128];
     const char *argv[] = {g.master_bin,
                           "--rpc_port=0",
                           "--rpc_address=0.0.0.0",
@@ -80,18 +80,12 @@ static int start_master2(struct master *m, const char *name, const char *extra, 
     snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
     if (cu_spawn(&m->p, argv, log) != 0)
         return -1;
-    if (cu_read_line(&m->p, line, sizeof(line), START_MS) != 0 || strncmp(line, "READY ", 6) != 0) {
-        cu_dump_log(&m->p, name);
+    struct mc_proc_ready r;
+    if (cu_await_ready(&m->p, MC_PROC_READY_MASTER, &r, name, START_MS) != 0)
         return -1;
-    }
-    const char *r = strstr(line, "rpc="), *mm = strstr(line, "metrics=");
-    if (!r || !mm)
-        return -1;
-    const char *colon = strchr(r, ':');
-    m->rpc_port = colon ? atoi(colon + 1) : 0;
-    sscanf(mm + 8, "%63s", tmp);
-    snprintf(m->metrics, sizeof(m->metrics), "%s", tmp);
-    return m->rpc_port > 0 ? 0 : -1;
+    m->rpc_port = r.rpc_port;
+    snprintf(m->metrics, sizeof(m->metrics), "%s:%u", r.metrics_host, r.metrics_port);
+    return 0;
 }
 
 static int start_master(struct master *m, const char *name, const char *extra)
@@ -119,16 +113,14 @@ static void cli(struct cu_run *r, const char *host, int port, ...)
 static uint64_t metric(const struct master *m, const char *name)
 {
     struct cu_run r;
-    char opt[128], pat[160];
+    char opt[128];
     snprintf(opt, sizeof(opt), "--metrics=%s", m->metrics);
     cli(&r, "127.0.0.1", m->rpc_port, "metrics", opt, NULL);
     assert_int_equal(r.status, 0);
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *p = strstr(r.out, pat);
-    assert_non_null(p);
-    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    double v = 0;
+    assert_int_equal(mc_metrics_find(r.out, name, &v), 0);
     cu_run_free(&r);
-    return v;
+    return (uint64_t)v;
 }
 
 static void test_master_refuses(void **state)
@@ -164,7 +156,7 @@ static void test_peer_refuses(void **state)
     (void)state;
     struct master m;
     assert_int_equal(start_master(&m, "master2", "--protected_mode=true"), 0);
-    char master[64], log[128], line[256];
+    char master[64], log[128];
     snprintf(master, sizeof(master), "--master=127.0.0.1:%d", m.rpc_port);
     snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
     const char *argv[] = {g.daemon_bin,       master,
@@ -173,13 +165,9 @@ static void test_peer_refuses(void **state)
                           "--log_level=info", NULL};
     struct cu_proc d = {.out_fd = -1};
     assert_int_equal(cu_spawn(&d, argv, log), 0);
-    if (cu_read_line(&d, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0)
-        cu_dump_log(&d, "daemon");
-    assert_memory_equal(line, "READY endpoint=", 15);
-    const char *colon = strrchr(line, ':');
-    assert_non_null(colon);
-    int port = atoi(colon + 1);
+    struct mc_proc_ready ready;
+    assert_int_equal(cu_await_ready(&d, MC_PROC_READY_DAEMON, &ready, "daemon", START_MS), 0);
+    int port = ready.endpoint_port;
 
     struct mc_transport *t = NULL;
     assert_int_equal(mc_transport_tcp_new(NULL, &t), 0);
@@ -296,7 +284,7 @@ static void test_conns_per_addr(void **state)
 static int start_daemon(struct cu_proc *d, int master_port, const char *name, const char *extra,
                         const char *extra2)
 {
-    char master[64], log[128], line[256];
+    char master[64], log[128];
     snprintf(master, sizeof(master), "--master=127.0.0.1:%d", master_port);
     snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
     const char *argv[] = {g.daemon_bin,
@@ -313,13 +301,10 @@ static int start_daemon(struct cu_proc *d, int master_port, const char *name, co
     d->out_fd = -1;
     if (cu_spawn(d, argv, log) != 0)
         return -1;
-    if (cu_read_line(d, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(d, name);
+    struct mc_proc_ready r;
+    if (cu_await_ready(d, MC_PROC_READY_DAEMON, &r, name, START_MS) != 0)
         return -1;
-    }
-    const char *colon = strrchr(line, ':');
-    return colon ? atoi(colon + 1) : -1;
+    return r.endpoint_port;
 }
 
 /* true when the server closed fd (EOF or reset) within ms */

@@ -16,6 +16,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "client/disk_store.h"
 #include "client/disk_tier.h"
 #include "client/peer_server.h"
@@ -1090,8 +1092,7 @@ static void test_disk_store_served_over_rdma(void **state)
     int rc = mc_disk_store_open(&c, &s, err, sizeof(err));
     if (rc) {
         rm_rf(dir);
-        print_message("disk store unavailable here (%s): skipped\n", err);
-        skip();
+        MC_SKIP("disk store unavailable here (%s)", err);
     }
     uint8_t val[6000];
     fill(val, sizeof(val), 33);
@@ -1152,8 +1153,7 @@ static void test_disk_read_rdma_mode(void **state)
         mc_transport_free(hr);
         mc_transport_free(rr);
         rm_rf(dir);
-        print_message("disk store unavailable here: skipped\n");
-        skip();
+        MC_SKIP("disk store unavailable here");
     }
     struct mc_peer_server_config pc = {
         .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
@@ -1255,7 +1255,7 @@ static void test_disk_read_rdma_mode_unsupported(void **state)
     struct mc_disk_tier *tier = NULL;
     if (mc_disk_tier_open(&dc, &tier) != 0) {
         rm_rf(dir);
-        skip();
+        MC_SKIP("disk store unavailable here");
     }
     struct mc_peer_server_config pc = {
         .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
@@ -1364,5 +1364,5 @@ int main(void)
         cmocka_unit_test(test_disk_read_rdma_mode_unsupported),
         cmocka_unit_test(test_production_table_is_the_libraries),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return MC_RUN_TESTS(tests, NULL, NULL);
 }

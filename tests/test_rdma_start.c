@@ -27,6 +27,8 @@
 
 #include <cmocka.h>
 
+#include "test_skip.h"
+
 #include "common/log.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
@@ -50,7 +52,7 @@ static int host_has_rdma(void)
 static void test_library_refuses_rdma_without_device(void **state)
 {
     if (host_has_rdma())
-        skip();
+        MC_SKIP("this host has an RDMA device: the no-device path cannot be checked");
     struct mc_client_config cfg;
     mc_client_config_init(&cfg);
     cfg.protocol = "rdma";
@@ -128,7 +130,7 @@ static int run_daemon(const char *const *args, char *err, size_t cap)
 static void test_daemon_exits_with_message(void **state)
 {
     if (host_has_rdma())
-        skip();
+        MC_SKIP("this host has an RDMA device: the no-device path cannot be checked");
     static char err[16384];
     const char *args[] = {"--protocol=rdma", "--master=127.0.0.1:1", "--segment_size=1048576",
                           "--host=192.0.2.1", NULL};
@@ -150,7 +152,7 @@ static void test_daemon_exits_with_message(void **state)
 static void test_daemon_takes_rdma_with_token(void **state)
 {
     if (host_has_rdma())
-        skip();
+        MC_SKIP("this host has an RDMA device: the no-device path cannot be checked");
     char path[] = "/tmp/mc_rdma_token_XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
@@ -253,5 +255,5 @@ int main(void)
         cmocka_unit_test(test_daemon_takes_rdma_with_token),
         cmocka_unit_test(test_loopback_host_refused),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return MC_RUN_TESTS(tests, NULL, NULL);
 }

@@ -98,7 +98,7 @@ out:
 static int start_cluster(struct cu_proc *mp, struct cu_proc *dp, char *rpc, size_t cap,
                          const char *tag, const char *disk_dir)
 {
-    char log[128], line[256], tmp[64], master[128], disk[200];
+    char log[128], master[128], disk[200];
     const char *margv[] = {g.master_bin,
                            "--rpc_port=0",
                            "--rpc_address=127.0.0.1",
@@ -118,25 +118,19 @@ static int start_cluster(struct cu_proc *mp, struct cu_proc *dp, char *rpc, size
                            disk_dir ? disk : NULL,
                            "--disk_capacity=256MiB",
                            NULL};
-    const char *r, *colon;
+    struct mc_proc_ready ready;
 
     snprintf(disk, sizeof(disk), "--disk_path=%s", disk_dir ? disk_dir : "");
     snprintf(log, sizeof(log), "%s/master_%s.log", g.dir, tag);
-    if (cu_spawn(mp, margv, log) != 0 || cu_read_line(mp, line, sizeof(line), START_MS) != 0 ||
-        !(r = strstr(line, "rpc="))) {
-        cu_dump_log(mp, "master");
+    if (cu_spawn(mp, margv, log) != 0 ||
+        cu_await_ready(mp, MC_PROC_READY_MASTER, &ready, "master", START_MS) != 0)
         return -1;
-    }
-    sscanf(r + 4, "%63s", tmp);
-    colon = strrchr(tmp, ':');
-    snprintf(rpc, cap, "127.0.0.1%s", colon ? colon : "");
+    snprintf(rpc, cap, "127.0.0.1:%u", ready.rpc_port);
     snprintf(master, sizeof(master), "--master=%s", rpc);
     snprintf(log, sizeof(log), "%s/daemon_%s.log", g.dir, tag);
-    if (cu_spawn(dp, dargv, log) != 0 || cu_read_line(dp, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(dp, "daemon");
+    if (cu_spawn(dp, dargv, log) != 0 ||
+        cu_await_ready(dp, MC_PROC_READY_DAEMON, &ready, "daemon", START_MS) != 0)
         return -1;
-    }
     return 0;
 }
 

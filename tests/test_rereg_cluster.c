@@ -104,14 +104,7 @@ static void restart_master(void)
 /* A counter of the master's /metrics (read through `mooncake_cli metrics`). */
 static double master_metric(const char *name)
 {
-    char opt[128];
-    snprintf(opt, sizeof(opt), "--metrics=%s", g.cl.metrics);
-    const char *argv[] = {g.cl.cli_bin, "metrics", opt, NULL};
-    struct cu_run r;
-    cu_run(&r, g.cl.dir, argv, NULL, 10000);
-    assert_int_equal(r.status, 0);
-    double v = cu_metric(r.out, name);
-    cu_run_free(&r);
+    double v = cu_master_metric(&g.cl, name);
     assert_true(v >= 0);
     return v;
 }

@@ -61,12 +61,6 @@ static struct {
     struct mc_auth_key key, bad_key;
 } g;
 
-static void loopback_addr(const char *in, char *out, size_t cap)
-{
-    const char *colon = strrchr(in, ':');
-    snprintf(out, cap, "127.0.0.1%s", colon ? colon : "");
-}
-
 static int free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -82,7 +76,7 @@ static int free_port(void)
 
 static int start_master(void)
 {
-    char log[128], line[256], tmp[64];
+    char log[128];
     const char *argv[] = {g.master_bin,
                           "--rpc_port=0",
                           "--rpc_address=127.0.0.1",
@@ -94,24 +88,17 @@ static int start_master(void)
     snprintf(log, sizeof(log), "%s/master.log", g.dir);
     if (cu_spawn(&g.master, argv, log) != 0)
         return -1;
-    if (cu_read_line(&g.master, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY ", 6) != 0) {
-        cu_dump_log(&g.master, "master");
+    struct mc_proc_ready r;
+    if (cu_await_ready(&g.master, MC_PROC_READY_MASTER, &r, "master", START_MS) != 0)
         return -1;
-    }
-    const char *r = strstr(line, "rpc="), *m = strstr(line, "metrics=");
-    if (!r || !m)
-        return -1;
-    sscanf(r + 4, "%63s", tmp);
-    loopback_addr(tmp, g.rpc, sizeof(g.rpc));
-    sscanf(m + 8, "%63s", tmp);
-    loopback_addr(tmp, g.metrics, sizeof(g.metrics));
+    snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1:%u", r.rpc_port);
+    snprintf(g.metrics, sizeof(g.metrics), "127.0.0.1:%u", r.metrics_port);
     return 0;
 }
 
 static int start_daemon(void)
 {
-    char master[128], log[128], line[256], mport[64];
+    char master[128], log[128], mport[64];
     g.d_metrics = free_port();
     snprintf(master, sizeof(master), "--master=%s", g.rpc);
     snprintf(mport, sizeof(mport), "--metrics_port=%d", g.d_metrics);
@@ -127,12 +114,10 @@ static int start_daemon(void)
     snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
     if (cu_spawn(&g.d, argv, log) != 0)
         return -1;
-    if (cu_read_line(&g.d, line, sizeof(line), START_MS) != 0 ||
-        strncmp(line, "READY endpoint=", 15) != 0) {
-        cu_dump_log(&g.d, "daemon");
+    struct mc_proc_ready r;
+    if (cu_await_ready(&g.d, MC_PROC_READY_DAEMON, &r, "daemon", START_MS) != 0)
         return -1;
-    }
-    snprintf(g.ep, sizeof(g.ep), "%s", line + 15);
+    snprintf(g.ep, sizeof(g.ep), "%s", r.endpoint);
     return 0;
 }
 
@@ -547,15 +532,12 @@ static uint64_t metric(const char *addr, const char *name)
     snprintf(m, sizeof(m), "--metrics=%s", addr);
     cli(&r, NULL, NULL, "metrics", m, NULL);
     assert_int_equal(r.status, 0);
-    char pat[160];
-    snprintf(pat, sizeof(pat), "\n%s ", name);
-    const char *p = strstr(r.out, pat);
-    if (!p)
+    double v = 0;
+    if (mc_metrics_find(r.out, name, &v) != 0)
         fprintf(stderr, "no %s in:\n%s\n", name, r.out);
-    assert_non_null(p);
-    uint64_t v = strtoull(p + strlen(pat), NULL, 10);
+    assert_int_equal(mc_metrics_find(r.out, name, &v), 0);
     cu_run_free(&r);
-    return v;
+    return (uint64_t)v;
 }
 
 static void test_metrics(void **state)

@@ -116,17 +116,7 @@ static int open_client(bool checksums, struct mc_client **out)
 /* A master metric (no labels); -1 when absent. */
 static double metric(const char *name)
 {
-    const char *argv[] = {g.cl.cli_bin, NULL, "metrics", NULL, NULL};
-    char master[128], metrics[128];
-    snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
-    snprintf(metrics, sizeof(metrics), "--metrics=%s", g.cl.metrics);
-    argv[1] = master;
-    argv[3] = metrics;
-    struct cu_run r;
-    cu_run(&r, g.cl.dir, argv, NULL, 10000);
-    double v = r.status == 0 ? cu_metric(r.out, name) : -1;
-    cu_run_free(&r);
-    return v;
+    return cu_master_metric(&g.cl, name);
 }
 
 static bool wait_metric(const char *name, double want, int timeout_ms)

@@ -3,47 +3,13 @@ started from $MC_BIN_DIR (CTest sets it; default: build/bin next to the sources)
 reaped after the tests."""
 
 import os
-import signal
-import subprocess
-import time
 
 import pytest
 
+from mc_daemons import Proc  # noqa: F401 (test_client.py imports it from here)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 BIN = os.environ.get("MC_BIN_DIR", os.path.join(HERE, "..", "..", "build", "bin"))
-
-
-class Proc:
-    def __init__(self, argv, timeout=15.0):
-        self.p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True)
-        self.ready = self._wait_ready(timeout)
-
-    def _wait_ready(self, timeout):
-        import selectors
-        sel = selectors.DefaultSelector()
-        sel.register(self.p.stdout, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not sel.select(deadline - time.monotonic()):
-                break
-            line = self.p.stdout.readline()
-            if not line:
-                break
-            if line.startswith("READY "):
-                return dict(kv.split("=", 1) for kv in line.split()[1:])
-        self.stop()
-        raise RuntimeError("%s did not print READY" % self.p.args[0])
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            try:
-                self.p.wait(5)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-        self.p.stdout.close()
 
 
 @pytest.fixture(scope="module")

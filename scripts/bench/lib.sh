@@ -1,4 +1,6 @@
-# Shared helpers of the scripts/bench/*.sh drivers (sourced, never run on its own).
+# Shared helpers of the shell drivers: scripts/bench/*.sh, scripts/demo.sh (sourced, never run
+# on its own). The one shell reader of the daemons' READY line (mc_parse_ready, the contract of
+# src/tools/ready_line.h) and of /metrics samples (mc_metric) lives here.
 #
 # Every child a driver starts is recorded in MC_CHILDREN and stopped by mc_cleanup on any exit
 # (normal end, error under set -e, INT, TERM): TERM first, KILL after 5 s. Commands that must end
@@ -85,6 +87,94 @@ mc_listening() { # port: true when a socket listens on it
 
 mc_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# ---- READY lines, daemons, /metrics -----------------------------------------------------------
+
+# Parses a READY line: "READY rpc=HOST:PORT metrics=HOST:PORT" (mooncake_master) or
+# "READY endpoint=HOST:PORT" (mooncake_client), exactly, ports 1..65535. Sets MC_READY_KIND
+# (master or daemon) and MC_READY_RPC, MC_READY_RPC_PORT, MC_READY_METRICS (master) or
+# MC_READY_ENDPOINT, MC_READY_ENDPOINT_PORT (daemon). Returns 1 when the line is neither form.
+mc_parse_ready() { # line
+  local a='([^ ]+):([0-9]{1,5})' m
+  MC_READY_KIND="" MC_READY_RPC="" MC_READY_RPC_PORT="" MC_READY_METRICS=""
+  MC_READY_ENDPOINT="" MC_READY_ENDPOINT_PORT=""
+  if [[ $1 =~ ^READY\ endpoint=$a$ ]]; then
+    m=("${BASH_REMATCH[@]}")
+    mc_port_ok "${m[2]}" || return 1
+    MC_READY_KIND=daemon MC_READY_ENDPOINT=${m[1]}:${m[2]} MC_READY_ENDPOINT_PORT=${m[2]}
+  elif [[ $1 =~ ^READY\ rpc=$a\ metrics=$a$ ]]; then
+    m=("${BASH_REMATCH[@]}")
+    mc_port_ok "${m[2]}" && mc_port_ok "${m[4]}" || return 1
+    MC_READY_KIND=master MC_READY_RPC=${m[1]}:${m[2]} MC_READY_RPC_PORT=${m[2]}
+    MC_READY_METRICS=${m[3]}:${m[4]}
+  else
+    return 1
+  fi
+}
+
+mc_port_ok() { [[ $1 =~ ^[0-9]+$ ]] && [ "$((10#$1))" -ge 1 ] && [ "$((10#$1))" -le 65535 ]; }
+
+# Starts a daemon with stdout in DIR/NAME.out and stderr in DIR/NAME.log, records it (stopped by
+# mc_stop or at exit), and waits up to MC_READY_SECS (default 20) for its first stdout line,
+# which must be a READY line (mc_parse_ready's variables are set from it). Sets MC_PID and
+# MC_READY (the line). Returns 1 with MC_WHY set when it exits first, stays silent, or prints
+# something else; the process is then stopped.
+mc_start_ready() { # dir name cmd...
+  local dir=$1 name=$2 i
+  shift 2
+  mc_start "$@" >"$dir/$name.out" 2>"$dir/$name.log"
+  MC_READY="" MC_WHY=""
+  for ((i = 0; i < ${MC_READY_SECS:-20} * 10; i++)); do
+    if [ -s "$dir/$name.out" ] && IFS= read -r MC_READY <"$dir/$name.out" &&
+        [ -n "$MC_READY" ]; then
+      mc_parse_ready "$MC_READY" && return 0
+      MC_WHY="$name printed '$MC_READY' instead of a READY line"
+      break
+    fi
+    if ! kill -0 "$MC_PID" 2>/dev/null; then
+      MC_WHY="$name exited before READY: $(tail -n 1 "$dir/$name.log")"
+      break
+    fi
+    sleep 0.1
+  done
+  [ -n "$MC_WHY" ] || MC_WHY="$name printed no READY line within ${MC_READY_SECS:-20} s"
+  mc_stop "$MC_PID"
+  mc_forget "$MC_PID"
+  return 1
+}
+
+# Stops one child with SIGTERM and waits up to SECONDS for it; sets MC_STATUS to its exit status
+# (124 when it had to be killed). Returns 0 when that status is 0.
+mc_stop_checked() { # pid seconds
+  local pid=$1 secs=$2 i st=0
+  kill -TERM "$pid" 2>/dev/null || true
+  for ((i = 0; i < secs * 10; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    st=124
+  else
+    wait "$pid" || st=$?
+  fi
+  mc_forget "$pid"
+  MC_STATUS=$st
+  [ "$st" = 0 ]
+}
+
+# GET http://ADDR/metrics into OUT within SECONDS (default 10). Returns 1 on any failure.
+mc_scrape() { # addr out [seconds]
+  python3 - "$1" "${3:-10}" >"$2" <<'PY'
+import sys, urllib.request
+with urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=float(sys.argv[2])) as r:
+    sys.stdout.write(r.read().decode())
+PY
+}
+
+# Prints the value of the first unlabelled sample NAME of the Prometheus text in FILE; returns
+# 1 (printing nothing) when there is none.
+mc_metric() { # file name
+  awk -v n="$2" '$1 == n && NF == 2 { print $2; f = 1; exit } END { exit !f }' "$1"
 }
 
 mc_median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }

@@ -56,7 +56,9 @@ one_build() { # label dir
   local mpid=$MC_PID
   read -r -t 20 line <&3 || { echo "$label: mooncake_master did not start" >&2; exit 1; }
   exec 3<&-
-  rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$line")
+  mc_parse_ready "$line" && [ "$MC_READY_KIND" = master ] ||
+    { echo "$label: mooncake_master: unexpected first line: $line" >&2; exit 1; }
+  rpc=$MC_READY_RPC
   mc_bounded "$TMO" "$TMP/prefill.json" taskset -c $GEN_CPU "$dir/mooncake_bench" master \
     --master="$rpc" --conns=4 --keys="$KEYS" --prefill --seconds=0.2 --op=get ||
     { echo "$label: prefill failed; see $LOG" >&2; exit 1; }

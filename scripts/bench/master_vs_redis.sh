@@ -63,8 +63,9 @@ mc_start taskset -c $SRV_CPU "$MASTER" --rpc_port=0 --metrics_port=0 --rpc_addre
   --metrics_host=127.0.0.1 --rpc_thread_num=1 --client_ttl=1h --log_level=warn \
   >"$TMP/ready" 2>>"$LOG"
 read -r -t 20 line <&3 || { echo "mooncake_master did not start" >&2; exit 1; }
-RPC=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$line")
-[ -n "$RPC" ] || { echo "mooncake_master: unexpected first line: $line" >&2; exit 1; }
+mc_parse_ready "$line" && [ "$MC_READY_KIND" = master ] ||
+  { echo "mooncake_master: unexpected first line: $line" >&2; exit 1; }
+RPC=$MC_READY_RPC
 echo "master: $line" >> "$LOG"
 
 ours() { # op [extra args]: one bench run, its JSON line in $TMP/ours.json (and the log)

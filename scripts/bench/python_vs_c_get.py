@@ -20,36 +20,27 @@ import argparse
 import ctypes
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+import mc_daemons  # noqa: E402 (the READY parser and process handling of the Python tests)
 
 
 def start(argv):
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            break
-        if line.startswith("READY "):
-            return p, dict(kv.split("=", 1) for kv in line.split()[1:])
-    p.kill()
-    raise SystemExit("%s did not start" % argv[0])
+    """Starts a daemon and waits for its READY line (python/tests/mc_daemons.py)."""
+    try:
+        d = mc_daemons.Proc(argv)
+    except (RuntimeError, ValueError) as e:
+        raise SystemExit("%s did not start: %s" % (argv[0], e))
+    return d, d.ready
 
 
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+def stop(d):
+    d.stop()
 
 
 def py_loop(fn, seconds):

@@ -89,24 +89,11 @@ RESULTS=$ROOT/results.jsonl
 : >"$RESULTS"
 
 # Starts a daemon (stdout in $ROOT/NAME.out, stderr in $ROOT/NAME.log) and waits up to 20 s for
-# its READY line, which it puts in READY. Returns 1 (and sets WHY) when it exits or stays silent.
+# its READY line (lib.sh's mc_start_ready). Returns 1 (and sets WHY) when it exits or stays silent.
 start_ready() { # name cmd...
-  local name=$1 pid
+  local name=$1
   shift
-  mc_start "$@" >"$ROOT/$name.out" 2>"$ROOT/$name.log"
-  pid=$MC_PID
-  READY=""
-  for _ in $(seq 200); do
-    READY=$(grep -m1 '^READY ' "$ROOT/$name.out" || true)
-    [ -n "$READY" ] && return 0
-    if ! kill -0 "$pid" 2>/dev/null; then
-      WHY="$name refused to start: $(tail -n 1 "$ROOT/$name.log")"
-      return 1
-    fi
-    sleep 0.1
-  done
-  WHY="$name printed no READY line within 20 s"
-  return 1
+  mc_start_ready "$ROOT" "$name" "$@" || { WHY=$MC_WHY; return 1; }
 }
 
 stop_cluster() {
@@ -145,7 +132,7 @@ for mode in "${MODE_LIST[@]}"; do
       --default_kv_lease_ttl="$ttl" "${mflags[@]}"; then
     not_run "$mode" "$WHY"; MISSING=1; stop_cluster; continue
   fi
-  rpc=$(sed -n 's/.*rpc=\([^ ]*\).*/\1/p' <<<"$READY")
+  rpc=$MC_READY_RPC murl=$MC_READY_METRICS
   ok=1
   for d in 1 2; do
     dflags=()
@@ -172,7 +159,6 @@ for mode in "${MODE_LIST[@]}"; do
       line=$(tail -n 1 "$ROOT/out.json")
       if [ "$mode" != dram ] && [ "$mode" != disk ]; then
         # the master's promotion funnel, scraped once the replay is done
-        murl=$(sed -n 's/.*metrics=\([^ ]*\).*/\1/p' "$ROOT/master.out" | head -n 1)
         funnel=$(python3 - "$murl" <<'PY' || echo '{}'
 import json, sys, urllib.request
 text = urllib.request.urlopen(f"http://{sys.argv[1]}/metrics", timeout=10).read().decode()

@@ -135,6 +135,10 @@ struct mc_tcp_transport_config {
 };
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg);
 int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out);
+/* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
+ * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
+int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
+                               const void *src, size_t len, uint32_t *crc);
 
 struct mc_tcp_transport_stats {
     uint64_t connects; /* connections opened */

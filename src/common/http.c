@@ -43,7 +43,7 @@ struct mc_http_request {
     struct reply_header *extra; /* one header a handler may add to its reply */
 };
 
-static void mhd_logger(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
     char buf[512];
     size_t n;

@@ -74,7 +74,7 @@ char *mc_log_quote(const char *s, char *buf, size_t len);
 void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void mc_log_vwrite(enum mc_log_level level, const char *comp, const char *msg, const char *fmt,
-                   va_list ap);
+                   va_list ap) __attribute__((format(printf, 4, 0)));
 
 #define mc_log_enabled(level) mc_log_would(level)
 /* mc_log(MC_LOG_WARN, "rpc", "frame too large", "conn=%d len=%u", fd, len) */

@@ -26,6 +26,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,10 +307,18 @@ static void emit_cell(uint64_t n, double t, const char *mode, struct cell *c, do
     *median = r.ms;
 }
 
-static bool gate(const char *name, bool ok, const char *fmt, double a, double b)
+__attribute__((format(printf, 3, 4))) static bool gate(const char *name, bool ok, const char *fmt,
+                                                       ...)
 {
+    /* fmt takes exactly two doubles: the value and its limit */
     char detail[128];
-    snprintf(detail, sizeof(detail), fmt, a, b);
+    va_list ap, cp;
+    va_start(ap, fmt);
+    va_copy(cp, ap);
+    vsnprintf(detail, sizeof(detail), fmt, cp);
+    va_end(cp);
+    double a = va_arg(ap, double), b = va_arg(ap, double);
+    va_end(ap);
     fprintf(stderr, "GATE %-40s %s (%s)\n", name, ok ? "PASS" : "FAIL", detail);
     struct mc_bench_result r;
     mc_bench_result_init(&r, "evict", "gate");

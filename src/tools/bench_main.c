@@ -1,29 +1,14 @@
 /*
  * bench_main.c - mooncake_bench: one subcommand per capability (DESIGN.md §12).
  *
- * MC_BENCHES is the one list of subcommands: each names its entry point mc_bench_<name>
- * (bench_<name>.c) and its one-line help. A listed bench whose file is missing is a link error.
+ * MC_BENCHES (bench_util.h) is the one list of subcommands: each names its entry point
+ * mc_bench_<name> (bench_<name>.c) and its one-line help. A listed bench whose file is missing
+ * is a link error.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "tools/bench_util.h"
-
-#define MC_BENCHES(X)                                                                              \
-    X(rpc, "echo calls per second over N connections")                                             \
-    X(alloc, "offset allocator: allocations per second and utilisation")                           \
-    X(objects, "in-process object table ops/s and bytes per object")                               \
-    X(master, "metadata ops against a running mooncake_master")                                    \
-    X(evict, "BatchEvict: selective vs full path, latency probe")                                  \
-    X(transfer, "Put/Get throughput and latency, same-process and between processes")              \
-    X(disk, "LOCAL_DISK store batched reads (compare with fio)")                                   \
-    X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
-    X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")          \
-    X(failover, "HA: leader SIGKILL -> first Put, -> all objects back (etcd + two masters)")
-
-#define BENCH_DECL(name, help) int mc_bench_##name(int argc, char **argv);
-MC_BENCHES(BENCH_DECL)
-#undef BENCH_DECL
 
 static const struct {
     const char *name;

@@ -46,7 +46,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -54,7 +53,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,10 +61,12 @@
 #include "common/parse.h"
 #include "mooncake/client.h"
 #include "tools/bench_util.h"
+#include "tools/metrics_scrape.h"
 #include "tools/proc_harness.h"
 #include "tools/bench_promotion.h"
 
 #define NBUCKETS 64
+#define SCRAPE_TIMEOUT_MS 5000 /* one /metrics GET; a master that stops answering fails it */
 
 uint64_t mc_promo_now_us(void)
 {
@@ -146,60 +146,9 @@ struct hist {
 
 static int scrape(const struct promo_cluster *cl, char **out)
 {
-    *out = NULL;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    if (fd < 0)
-        return -1;
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai = NULL;
-    char port[16];
-    snprintf(port, sizeof(port), "%d", cl->metrics_port);
-    if (getaddrinfo(cl->metrics_host, port, &hints, &ai) != 0 ||
-        connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-        if (ai)
-            freeaddrinfo(ai);
-        close(fd);
-        return -1;
-    }
-    freeaddrinfo(ai);
-    const char *req = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    if (write(fd, req, strlen(req)) != (ssize_t)strlen(req)) {
-        close(fd);
-        return -1;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    ssize_t r;
-    while (buf && (r = read(fd, buf + n, cap - n - 1)) > 0) {
-        n += (size_t)r;
-        if (n + 1 == cap) {
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    close(fd);
-    if (!buf)
-        return -1;
-    buf[n] = '\0';
-    *out = buf;
-    return 0;
-}
-
-static double metric_of(const char *text, const char *name)
-{
-    size_t nl = strlen(name);
-    for (const char *p = text; p && *p; p = strchr(p, '\n')) {
-        if (*p == '\n')
-            p++;
-        if (strncmp(p, name, nl) == 0 && p[nl] == ' ')
-            return strtod(p + nl + 1, NULL);
-    }
-    return -1;
+    char addr[96];
+    snprintf(addr, sizeof(addr), "%s:%d", cl->metrics_host, cl->metrics_port);
+    return mc_metrics_scrape(addr, SCRAPE_TIMEOUT_MS, out);
 }
 
 double mc_promo_metric(const struct promo_cluster *cl, const char *name)
@@ -207,7 +156,7 @@ double mc_promo_metric(const struct promo_cluster *cl, const char *name)
     char *t = NULL;
     if (scrape(cl, &t) != 0)
         return -1;
-    double v = metric_of(t, name);
+    double v = mc_metrics_value(t, name);
     free(t);
     return v;
 }

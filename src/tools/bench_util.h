@@ -109,4 +109,21 @@ void mc_bench_opts_usage(FILE *f, const struct mc_bench_cli *cli);
 /* Resident set size of this process in bytes (from /proc/self/statm). */
 uint64_t mc_bench_rss_bytes(void);
 
+/* The one list of subcommands (bench_main.c's table) and so the entry points' prototypes. */
+#define MC_BENCHES(X)                                                                              \
+    X(rpc, "echo calls per second over N connections")                                             \
+    X(alloc, "offset allocator: allocations per second and utilisation")                           \
+    X(objects, "in-process object table ops/s and bytes per object")                               \
+    X(master, "metadata ops against a running mooncake_master")                                    \
+    X(evict, "BatchEvict: selective vs full path, latency probe")                                  \
+    X(transfer, "Put/Get throughput and latency, same-process and between processes")              \
+    X(disk, "LOCAL_DISK store batched reads (compare with fio)")                                   \
+    X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
+    X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")          \
+    X(failover, "HA: leader SIGKILL -> first Put, -> all objects back (etcd + two masters)")
+
+#define BENCH_DECL(name, help) int mc_bench_##name(int argc, char **argv);
+MC_BENCHES(BENCH_DECL)
+#undef BENCH_DECL
+
 #endif

@@ -8,6 +8,7 @@
  * ignored.
  */
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,10 +81,13 @@ static void usage(FILE *f)
             "(its name on stderr)\n");
 }
 
-static int usage_error(const char *fmt, const char *arg)
+__attribute__((format(printf, 1, 2))) static int usage_error(const char *fmt, ...)
 {
+    va_list ap;
     fputs("mooncake_cli: ", stderr);
-    fprintf(stderr, fmt, arg);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputs("\n(try mooncake_cli --help)\n", stderr);
     return MC_CLI_EXIT_USAGE;
 }

@@ -15,11 +15,7 @@
  * pipe the parent reads lines from (p->out_fd) or to a file; stderr to a file (truncated or
  * appended; its path stays in p->log for diagnostics) or the parent's own.
  *
- * READY contract. mooncake_master prints exactly one stdout line once both its listeners are
- * bound, "READY rpc=HOST:PORT metrics=HOST:PORT" (src/master/main.c); mooncake_client prints
- * "READY endpoint=HOST:PORT" once it is mounted (src/client/daemon_main.c). mc_proc_parse_ready
- * accepts exactly these two forms (a port is 1..65535 in decimal, a host is not empty, nothing
- * trails) and refuses anything else, so a changed line fails loudly instead of half-parsing.
+ * READY lines are parsed by tools/ready_line.h (the one parser of the contract in C).
  *
  * Statuses are decoded as a shell does: the exit code, or 128 + the signal that ended it.
  * Stopping is a signal (usually SIGTERM), a deadline, then SIGKILL; the child is always reaped.
@@ -31,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "tools/ready_line.h"
 
 /* Negative results of the wait / stop / run calls. */
 #define MC_PROC_NOT_RUNNING (-1) /* no child (or it could not be started / waited for) */
@@ -71,23 +69,8 @@ int mc_proc_run(const char *const *argv, const struct mc_proc_io *io, int timeou
 /* Prints at most the last max_bytes of the child's stderr file on stderr, headed by what. */
 void mc_proc_dump_log(const struct mc_proc *p, const char *what, size_t max_bytes);
 
-/* ---- READY lines ------------------------------------------------------------------------- */
+/* ---- READY lines (parsed by tools/ready_line.h) ----------------------------------------- */
 
-enum mc_proc_ready_kind { MC_PROC_READY_MASTER = 1, MC_PROC_READY_DAEMON };
-
-struct mc_proc_ready {
-    enum mc_proc_ready_kind kind;
-    char line[256];    /* the line as read (diagnostics) */
-    char rpc_host[64]; /* master: the RPC listener */
-    uint16_t rpc_port; /* master */
-    char metrics_host[64];
-    uint16_t metrics_port;
-    char endpoint[256]; /* daemon: "HOST:PORT", byte for byte as printed */
-    uint16_t endpoint_port;
-};
-
-/* Parses a READY line (no newline). Returns 0, or -1 when it is not one of the two forms. */
-int mc_proc_parse_ready(const char *line, struct mc_proc_ready *r);
 /* Reads the child's first stdout line within timeout_ms and parses it. Returns 0, -1 when no
  * line came (timeout, EOF), or -2 when it is not a READY line (r->line holds it). */
 int mc_proc_await_ready(struct mc_proc *p, struct mc_proc_ready *r, int timeout_ms);

@@ -21,6 +21,10 @@
 
 static char g_dir[64];
 
+/* libFuzzer's entry points (also called by fuzz_replay.c) */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
@@ -56,8 +60,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!f || (size && fwrite(data, 1, size, f) != size))
         abort();
     fclose(f);
-    struct mc_disk_store_config cfg = {.path = g_dir, .capacity = 64u << 20,
-                                       .extent_size = 1u << 20, .queue_depth = 4,
+    struct mc_disk_store_config cfg = {.path = g_dir,
+                                       .capacity = 64u << 20,
+                                       .extent_size = 1u << 20,
+                                       .queue_depth = 4,
                                        .staging_bytes = 64u << 10};
     struct mc_disk_store *s = NULL;
     char err[256];

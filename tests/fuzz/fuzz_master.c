@@ -26,6 +26,10 @@ static struct mc_master *g_m;
 static struct mc_master_service *g_svc;
 static struct mc_rpc_server *g_srv;
 
+/* libFuzzer's entry points (also called by fuzz_replay.c) */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

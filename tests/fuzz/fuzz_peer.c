@@ -22,6 +22,10 @@
 static struct mc_peer_server *g_ps;
 static uint8_t *g_seg;
 
+/* libFuzzer's entry points (also called by fuzz_replay.c) */
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

@@ -6,7 +6,8 @@
  * Ordinary (and ASan/TSan) test builds link each fuzz target with this driver, and CTest runs
  * it over the target's seed corpus and its regression inputs (tests/fuzz/regressions/<target>:
  * every input that once crashed a target is kept there), so a finding stays fixed without a
- * fuzzing toolchain. Exit 0 when every input ran; a crash or sanitizer report fails the test.
+ * fuzzing toolchain. Exit 0 when every input ran; a path that does not exist, a crash or a
+ * sanitizer report fails the test.
  */
 #include <dirent.h>
 #include <stdint.h>
@@ -52,8 +53,10 @@ int main(int argc, char **argv)
     LLVMFuzzerInitialize(&argc, &argv);
     for (int i = 1; i < argc; i++) {
         struct stat st;
-        if (stat(argv[i], &st) != 0)
-            continue; /* e.g. no regressions directory yet */
+        if (stat(argv[i], &st) != 0) { /* a path CTest names must exist: a missing one is */
+            perror(argv[i]);           /* a moved or mistyped directory, not "no inputs"  */
+            return 1;
+        }
         if (!S_ISDIR(st.st_mode)) {
             if (run_file(argv[i]) != 0)
                 return 1;
