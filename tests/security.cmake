@@ -15,3 +15,8 @@ if(TARGET mc_client_static AND TARGET mooncake_master AND TARGET mc_client_daemo
 endif()
 # The client side of the token handshake checks the server's proof (no processes needed).
 mc_add_test(test_auth SOURCES test_auth.c LIBS Threads::Threads LABELS tsan TIMEOUT 60)
+# Decoding is bounded by the body's size (README "Security"): allocations counted in-process.
+if(TARGET mc_client_static AND TARGET mc_master_core)
+  mc_add_test(test_security_decode SOURCES test_security_decode.c alloc_meter.c
+              LIBS mc_client_static mc_master_core TIMEOUT 120)
+endif()

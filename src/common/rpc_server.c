@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pb_budget.h"
 #include "common/rpc_server_internal.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -153,34 +154,55 @@ void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)
     return &c->conn->ctx;
 }
 
+/* Decodes an untrusted body within the server's limits (common/pb_budget.h); on failure logs
+ * and answers (INVALID_PARAMS for a repeated field over the batch cap, as a handler checking the
+ * count would; DESERIALIZE_FAIL otherwise). */
+static ProtobufCMessage *unpack_bounded(struct mc_rpc_call *c,
+                                        const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                        size_t len, const char *what)
+{
+    struct mc_rpc_server *s = c->conn->io->srv;
+    struct mc_pb_limits lim = {.max_repeated = s->cfg.max_repeated};
+    struct mc_pb_report rep;
+    ProtobufCMessage *m = mc_pb_unpack_bounded(desc, data, len, &lim, &rep);
+    if (m)
+        return m;
+    if (rep.verdict == MC_PB_TOO_MANY || rep.verdict == MC_PB_OVER_BUDGET)
+        atomic_fetch_add(&s->decode_refusals, 1);
+    mc_warn(s->name, what, "method=%s conn=%llu peer=%s len=%zu reason=%s field=%s count=%llu",
+            mc_method_name(c->method) ? mc_method_name(c->method) : "?",
+            (unsigned long long)c->conn->id, c->conn->peer, len, mc_pb_verdict_name(rep.verdict),
+            rep.field ? rep.field : "-", (unsigned long long)rep.count);
+    mc_rpc_reply_status(c, rep.verdict == MC_PB_TOO_MANY ? MC_ERR_INVALID_PARAMS
+                                                         : MC_ERR_DESERIALIZE_FAIL);
+    return NULL;
+}
+
 ProtobufCMessage *mc_rpc_call_unpack(struct mc_rpc_call *c, const ProtobufCMessageDescriptor *desc)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, c->len, c->body);
-    if (!m) {
-        mc_warn("rpc", "undecodable request body", "method=%s conn=%llu len=%zu",
-                mc_method_name(c->method) ? mc_method_name(c->method) : "?",
-                (unsigned long long)c->conn->id, c->len);
-        mc_rpc_reply_status(c, MC_ERR_DESERIALIZE_FAIL);
-    }
-    return m;
+    return unpack_bounded(c, desc, c->body, c->len, "undecodable request body");
 }
 
 ProtobufCMessage *mc_rpc_call_unpack_peer(struct mc_rpc_call *c,
                                           const ProtobufCMessageDescriptor *desc,
                                           const uint8_t **payload, size_t *payload_len)
 {
-    const uint8_t *ctl;
-    size_t clen;
-    ProtobufCMessage *m = NULL;
-    if (mc_wire_peer_split(c->body, c->len, &ctl, &clen, payload, payload_len) == 0)
-        m = protobuf_c_message_unpack(desc, NULL, clen, ctl);
-    if (!m) {
-        mc_warn("rpc", "undecodable peer request", "method=%s conn=%llu len=%zu",
+    struct mc_rpc_server *s = c->conn->io->srv;
+    const uint8_t *ctl = NULL;
+    size_t clen = 0;
+    if (mc_wire_peer_split(c->body, c->len, &ctl, &clen, payload, payload_len) != 0 ||
+        clen > s->cfg.max_control_bytes) {
+        if (clen > s->cfg.max_control_bytes)
+            atomic_fetch_add(&s->decode_refusals, 1);
+        mc_warn(s->name, "undecodable peer request",
+                "method=%s conn=%llu peer=%s len=%zu control_max=%llu",
                 mc_method_name(c->method) ? mc_method_name(c->method) : "?",
-                (unsigned long long)c->conn->id, c->len);
+                (unsigned long long)c->conn->id, c->conn->peer, c->len,
+                (unsigned long long)s->cfg.max_control_bytes);
         mc_rpc_reply_status(c, MC_ERR_DESERIALIZE_FAIL);
+        return NULL;
     }
-    return m;
+    return unpack_bounded(c, desc, ctl, clen, "undecodable peer request");
 }
 
 /* ---- built-in handlers ------------------------------------------------------------------- */
@@ -235,6 +257,11 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->cfg.max_inflight_per_conn = 1024;
     if (!s->cfg.max_frame_bytes)
         s->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (!s->cfg.max_repeated)
+        s->cfg.max_repeated = MC_PB_DEFAULT_MAX_REPEATED;
+    if (!s->cfg.max_control_bytes)
+        s->cfg.max_control_bytes =
+            (uint64_t)s->cfg.max_repeated * (MC_RPC_MAX_KEY_BYTES + 64) + (4u << 10);
     snprintf(s->name, sizeof(s->name), "%s", cfg->name && *cfg->name ? cfg->name : "rpc");
     s->cfg.name = s->name;
     s->cfg.bind_addr = NULL; /* not kept: only used in start, copied below */
@@ -438,5 +465,6 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->idle_sweeps = atomic_load(&m->idle_sweeps);
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
+    st->decode_refusals = atomic_load(&m->decode_refusals);
     mc_rpcs_bodies_stats(m->bodies, &st->body_buffers_new, &st->body_buffers_reused);
 }

@@ -77,7 +77,17 @@ struct mc_rpc_server_config {
      * exempt (every process of a single-host deployment and every test shares 127.0.0.1).
      * Extra ones are accepted and closed at once (counted in conns_rejected, logged). */
     uint32_t max_conns_per_addr;
+    /* Decode limits (common/pb_budget.h), applied by mc_rpc_call_unpack*: a repeated field of
+     * more than max_repeated elements in one message is refused before decoding (INVALID_PARAMS;
+     * 0 = MC_PB_DEFAULT_MAX_REPEATED, the master's batch cap), and decoding runs under a memory
+     * budget of a small multiple of the body. A peer request's control message above
+     * max_control_bytes is refused (DESERIALIZE_FAIL) whatever the frame limit (0 =
+     * max_repeated x (MC_RPC_MAX_KEY_BYTES + 64) + 4 KiB: a full batch of the longest keys). */
+    uint32_t max_repeated;
+    uint64_t max_control_bytes;
 };
+
+#define MC_RPC_MAX_KEY_BYTES 4096
 
 #define MC_RPC_HANDSHAKE_TIMEOUT_MS 10000
 
@@ -119,6 +129,7 @@ struct mc_rpc_server_stats {
     uint64_t body_bytes_buffered; /* bytes allocated for them (grows as their bytes arrive) */
     uint64_t body_buffers_new;    /* large request bodies that needed a new buffer */
     uint64_t body_buffers_reused; /* large request bodies read into a cached buffer */
+    uint64_t decode_refusals;     /* bodies refused by the decode limits (pb_budget.h) */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
 

@@ -136,7 +136,7 @@ struct mc_rpc_server {
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
         unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
-        idle_closed, idle_sweeps;
+        idle_closed, idle_sweeps, decode_refusals;
     pthread_mutex_t addr_lock;
     struct addr_count *addrs[ADDR_BUCKETS];
     struct mc_auth_key auth;
