@@ -20,3 +20,5 @@ if(TARGET mc_client_static AND TARGET mc_master_core)
   mc_add_test(test_security_decode SOURCES test_security_decode.c alloc_meter.c
               LIBS mc_client_static mc_master_core TIMEOUT 120)
 endif()
+# What one connection may cost the RPC server: output-buffer limits, stalled peers.
+mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Threads TIMEOUT 120)

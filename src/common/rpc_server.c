@@ -257,6 +257,12 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->cfg.max_inflight_per_conn = 1024;
     if (!s->cfg.max_frame_bytes)
         s->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (!s->cfg.out_soft_bytes)
+        s->cfg.out_soft_bytes = s->cfg.max_frame_bytes;
+    if (!s->cfg.out_hard_bytes)
+        s->cfg.out_hard_bytes = 4 * s->cfg.out_soft_bytes;
+    if (s->cfg.out_hard_bytes < s->cfg.out_soft_bytes)
+        s->cfg.out_soft_bytes = s->cfg.out_hard_bytes;
     if (!s->cfg.max_repeated)
         s->cfg.max_repeated = MC_PB_DEFAULT_MAX_REPEATED;
     if (!s->cfg.max_control_bytes)
@@ -466,5 +472,9 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
     st->decode_refusals = atomic_load(&m->decode_refusals);
+    st->out_paused = atomic_load(&m->out_paused_total);
+    st->out_closed = atomic_load(&m->out_closed_total);
+    int64_t q = atomic_load(&m->out_bytes_queued);
+    st->out_bytes_queued = q > 0 ? (uint64_t)q : 0;
     mc_rpcs_bodies_stats(m->bodies, &st->body_buffers_new, &st->body_buffers_reused);
 }

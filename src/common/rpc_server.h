@@ -85,6 +85,14 @@ struct mc_rpc_server_config {
      * max_repeated x (MC_RPC_MAX_KEY_BYTES + 64) + 4 KiB: a full batch of the longest keys). */
     uint32_t max_repeated;
     uint64_t max_control_bytes;
+    /* Replies queued on one connection and not yet taken by its socket (Redis's
+     * client-output-buffer-limit): past out_soft_bytes the connection's requests are no longer
+     * read until the queue is down to half of it; past out_hard_bytes (with more than one reply
+     * queued: a single reply of any size is always allowed) the connection is closed. 0 =
+     * defaults: soft = max_frame_bytes, hard = 4 x soft. A queue that does not move for
+     * idle_timeout_ms closes the connection too. */
+    uint64_t out_soft_bytes;
+    uint64_t out_hard_bytes;
 };
 
 #define MC_RPC_MAX_KEY_BYTES 4096
@@ -130,8 +138,17 @@ struct mc_rpc_server_stats {
     uint64_t body_buffers_new;    /* large request bodies that needed a new buffer */
     uint64_t body_buffers_reused; /* large request bodies read into a cached buffer */
     uint64_t decode_refusals;     /* bodies refused by the decode limits (pb_budget.h) */
+    uint64_t out_paused;          /* times a connection stopped being read: replies piled up */
+    uint64_t out_closed;          /* connections closed past the output hard limit */
+    uint64_t out_bytes_queued;    /* reply bytes queued on all connections now */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
+
+struct mc_metrics;
+/* Registers the server's protection counters in m as "<prefix>_rpc_<name>" (connections open
+ * and refused, decode refusals, output-buffer pauses and closes, bytes queued, idle closes).
+ * The server must outlive m's renders. Returns 0 or the registry's error. */
+int mc_rpc_server_export_metrics(struct mc_rpc_server *s, struct mc_metrics *m, const char *prefix);
 
 #ifdef MC_TEST_HOOKS
 /* Test builds (fuzzers): runs `data` through a server that was never started, as the byte

@@ -38,7 +38,9 @@ static void process_input(struct io_thread *io, struct conn *c);
 
 static void conn_set_events(struct io_thread *io, struct conn *c)
 {
-    uint32_t want = (c->paused ? 0 : EPOLLIN) | (c->out_head ? EPOLLOUT : 0);
+    /* out_paused polls for output even with an empty queue: the loop then resumes reading */
+    uint32_t want =
+        (c->paused || c->out_paused ? 0 : EPOLLIN) | (c->out_head || c->out_paused ? EPOLLOUT : 0);
     if (c->closed || want == c->events)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
@@ -68,8 +70,11 @@ static void conn_flush(struct io_thread *io, struct conn *c)
             conn_close(io, c, "write failed");
             return;
         }
-        if (w > 0)
-            c->last_active_ms = mc_now_ms();
+        if (w > 0) {
+            c->last_active_ms = c->last_write_ms = mc_now_ms();
+            c->out_bytes -= (size_t)w;
+            atomic_fetch_sub(&io->srv->out_bytes_queued, (int64_t)w);
+        }
         size_t left = (size_t)w;
         while (c->out_head) {
             struct out_item *it = c->out_head;
@@ -102,20 +107,81 @@ static void conn_flush(struct io_thread *io, struct conn *c)
     conn_set_events(io, c);
 }
 
+/* Appends it to c's output queue and counts its bytes. */
+static void out_append(struct io_thread *io, struct conn *c, struct out_item *it)
+{
+    size_t n = 0;
+    for (int i = it->idx; i < it->niov; i++)
+        n += it->iov[i].iov_len;
+    it->next = NULL;
+    if (c->out_tail)
+        c->out_tail->next = it;
+    else
+        c->out_head = it;
+    if (!c->out_tail)
+        c->last_write_ms = mc_now_ms(); /* the queue's stall clock starts now */
+    c->out_tail = it;
+    c->out_bytes += n;
+    atomic_fetch_add(&io->srv->out_bytes_queued, (int64_t)n);
+}
+
+/* The output-buffer limits (rpc_server.h, out_soft_bytes): false when c was closed. */
+static bool out_limits(struct io_thread *io, struct conn *c)
+{
+    struct mc_rpc_server *s = io->srv;
+    if (c->out_bytes > s->cfg.out_hard_bytes && c->out_head != c->out_tail) {
+        atomic_fetch_add(&s->out_closed_total, 1);
+        mc_warn(s->name, "replies not read: output buffer over its hard limit, closing",
+                "peer=%s conn=%llu queued=%zu hard_limit=%llu", c->peer, (unsigned long long)c->id,
+                c->out_bytes, (unsigned long long)s->cfg.out_hard_bytes);
+        conn_close(io, c, "output buffer over its hard limit");
+        return false;
+    }
+    if (!c->out_paused && c->out_bytes > s->cfg.out_soft_bytes) {
+        c->out_paused = true;
+        atomic_fetch_add(&s->out_paused_total, 1);
+        mc_debug(s->name, "replies piling up: not reading requests until they drain",
+                 "peer=%s conn=%llu queued=%zu", c->peer, (unsigned long long)c->id, c->out_bytes);
+    }
+    return true;
+}
+
 static void conn_push_out(struct io_thread *io, struct conn *c, struct out_item *it)
 {
     if (c->closed) {
         item_free(it);
         return;
     }
-    it->next = NULL;
-    if (c->out_tail)
-        c->out_tail->next = it;
-    else
-        c->out_head = it;
-    c->out_tail = it;
+    out_append(io, c, it);
+    if (!out_limits(io, c))
+        return;
     if (io->batch_conn != c)
         conn_flush(io, c);
+}
+
+/* Reads c's requests again once its replies drained below half the soft limit and it has
+ * room for calls: what is already in the read buffer is processed now (no new byte may come
+ * to wake the loop), then the socket is polled again. */
+static void conn_resume(struct io_thread *io, struct conn *c)
+{
+    struct mc_rpc_server *s = io->srv;
+    if (c->closed || c->close_after_flush)
+        return;
+    if (c->out_paused && c->out_bytes <= s->cfg.out_soft_bytes / 2)
+        c->out_paused = false;
+    if (c->paused && c->inflight < s->cfg.max_inflight_per_conn)
+        c->paused = false;
+    while (!c->paused && !c->out_paused) {
+        io->batch_conn = c;
+        process_input(io, c);
+        io->batch_conn = NULL;
+        if (c->closed)
+            return;
+        conn_flush(io, c);
+        if (c->closed || !c->out_paused || c->out_bytes > s->cfg.out_soft_bytes / 2)
+            return;
+        c->out_paused = false; /* the socket took it all at once: go on */
+    }
 }
 
 struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
@@ -308,7 +374,7 @@ static void protocol_error(struct io_thread *io, struct conn *c, const struct mc
 static void process_input(struct io_thread *io, struct conn *c)
 {
     struct mc_rpc_server *s = io->srv;
-    while (!c->closed && !c->in_body && !c->close_after_flush) {
+    while (!c->closed && !c->in_body && !c->close_after_flush && !c->out_paused) {
         if (c->inflight >= s->cfg.max_inflight_per_conn) {
             c->paused = true;
             break;
@@ -407,7 +473,8 @@ static bool body_grow(struct mc_rpc_server *s, struct conn *c)
 static void conn_on_readable(struct io_thread *io, struct conn *c)
 {
     io->batch_conn = c;
-    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused; round++) {
+    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused && !c->out_paused;
+         round++) {
         ssize_t n;
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
@@ -449,6 +516,8 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     io->batch_conn = NULL;
     if (!c->closed)
         conn_flush(io, c);
+    if (!c->closed && c->out_paused && c->out_bytes <= io->srv->cfg.out_soft_bytes / 2)
+        conn_resume(io, c);
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -478,6 +547,8 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
         item_free(it);
     }
     c->out_tail = NULL;
+    atomic_fetch_sub(&s->out_bytes_queued, (int64_t)c->out_bytes);
+    c->out_bytes = 0;
     while (c->calls)
         call_list_remove(c, c->calls);
     if (s->cfg.on_close)
@@ -671,15 +742,8 @@ void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue)
         struct out_item *reply = q->reply;
         q->reply = NULL;
         finish_call(io, q, reply);
-        if (!c->closed && c->paused && !c->close_after_flush &&
-            c->inflight < io->srv->cfg.max_inflight_per_conn) {
-            c->paused = false;
-            io->batch_conn = c;
-            process_input(io, c);
-            io->batch_conn = NULL;
-            if (!c->closed)
-                conn_flush(io, c);
-        }
+        if (!c->closed && (c->paused || c->out_paused))
+            conn_resume(io, c);
         conn_unref(c);
         q = next;
     }
@@ -699,14 +763,8 @@ static void stop_thread(struct io_thread *io)
                 continue;
             struct out_item *it = mc_rpcs_frame_new(call->method, call->id,
                                                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, NULL, 0);
-            if (it) {
-                it->next = NULL;
-                if (c->out_tail)
-                    c->out_tail->next = it;
-                else
-                    c->out_head = it;
-                c->out_tail = it;
-            }
+            if (it)
+                out_append(io, c, it);
         }
         c->paused = true;
         conn_flush(io, c);
@@ -800,8 +858,11 @@ void *mc_rpcs_io_main(void *arg)
                 struct conn *c = p; /* valid until bury(), even if closed in this round */
                 if (!c->closed && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                     conn_on_readable(io, c);
-                if (!c->closed && (evs[i].events & EPOLLOUT))
+                if (!c->closed && (evs[i].events & EPOLLOUT)) {
                     conn_flush(io, c);
+                    if (!c->closed && c->out_paused)
+                        conn_resume(io, c);
+                }
                 if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
                     conn_close(io, c, "hangup");
             }

@@ -126,9 +126,17 @@ const char *mc_rpcs_gate_expired(struct mc_rpc_server *s, const struct conn *c, 
             return "handshake timeout";
         return NULL;
     }
-    if (!s->cfg.idle_timeout_ms || c->inflight > 0 || c->out_head || c->in_body)
+    uint32_t idle = s->cfg.idle_timeout_ms;
+    if (!idle)
         return NULL;
-    return now - c->last_active_ms >= s->cfg.idle_timeout_ms ? "idle timeout" : NULL;
+    /* replies the peer does not read, or a body it stopped sending, are not "busy" */
+    if (c->out_head && now - c->last_write_ms >= idle)
+        return "output not draining";
+    if (c->in_body && now - c->last_active_ms >= idle)
+        return "request body stalled";
+    if (c->inflight > 0 || c->out_head || c->in_body)
+        return NULL;
+    return now - c->last_active_ms >= idle ? "idle timeout" : NULL;
 }
 
 static void refuse(struct mc_rpc_server *s, struct conn *c, const char *why, uint16_t method,

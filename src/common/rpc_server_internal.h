@@ -63,6 +63,9 @@ struct conn {
     struct mc_rpc_call *calls; /* unanswered calls (doubly linked) */
     int inflight;
     struct out_item *out_head, *out_tail;
+    size_t out_bytes;       /* bytes queued in out_head.. and not yet written */
+    bool out_paused;        /* not read while out_bytes is past the soft limit */
+    uint64_t last_write_ms; /* last byte written, or when the queue stopped being empty */
     struct conn *next, *prev;
     /* who may connect (rpc_server_gate.c) */
     uint8_t gate; /* enum mc_rpcs_gate */
@@ -116,6 +119,13 @@ struct addr_count {
 };
 #define ADDR_BUCKETS 256
 
+/* One exported series (rpc_server_metrics.c): the server and the series' index. */
+#define MC_RPCS_METRIC_SERIES 7
+struct mc_rpcs_metric_arg {
+    struct mc_rpc_server *srv;
+    int index;
+};
+
 struct handler {
     mc_rpc_handler_fn fn;
     void *arg;
@@ -136,11 +146,13 @@ struct mc_rpc_server {
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
         unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
-        idle_closed, idle_sweeps, decode_refusals;
+        idle_closed, idle_sweeps, decode_refusals, out_paused_total, out_closed_total;
+    _Atomic int64_t out_bytes_queued;
     pthread_mutex_t addr_lock;
     struct addr_count *addrs[ADDR_BUCKETS];
     struct mc_auth_key auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
+    struct mc_rpcs_metric_arg metric_args[MC_RPCS_METRIC_SERIES];
 };
 
 /* ---- request bodies (rpc_server_bodies.c) -------------------------------------------------- */

@@ -75,6 +75,7 @@ static struct {
     const char *idle_timeout;
     uint32_t max_conns_per_addr;
     uint32_t max_inflight_per_conn;
+    const char *output_buffer_limit;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -147,6 +148,10 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_STRING_FLAG("output_buffer_limit", "256MiB",
+                   "unread replies one connection may hold: past a quarter of it its requests "
+                   "are no longer read, past it the connection is closed",
+                   &F.output_buffer_limit),
     MC_BOOL_FLAG("protected_mode", "true",
                  "without --auth_token_file, serve loopback clients only (false: any host; warns)",
                  &F.protected_mode),
@@ -536,6 +541,10 @@ int main(int argc, char **argv)
     rcfg.idle_timeout_ms = idle_ms;
     rcfg.max_conns_per_addr = F.max_conns_per_addr;
     rcfg.max_inflight_per_conn = (int)F.max_inflight_per_conn;
+    rcfg.out_hard_bytes = mc_flags_size("output_buffer_limit", F.output_buffer_limit);
+    rcfg.out_soft_bytes = rcfg.out_hard_bytes / 4;
+    if (rcfg.out_hard_bytes < (1u << 20))
+        mc_flags_die("flag --output_buffer_limit must be at least 1MiB");
     if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
         mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
         goto out;
@@ -557,6 +566,7 @@ int main(int argc, char **argv)
     mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_protected_mode_refusals_total",
                           "non-loopback RPC clients refused in protected mode", NULL,
                           rpc_protected_refusals, srv);
+    mc_rpc_server_export_metrics(srv, mc_master_metrics(m), "master");
     if (loops_start(&loops, m) != 0) {
         loops_running = true; /* join what started */
         goto out;
