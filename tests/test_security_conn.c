@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -244,6 +245,82 @@ static void test_idle_covers_stalled_output_and_body(void **state)
     mc_rpc_server_free(s);
 }
 
+/* A header's claim is not an allocation: 10 bytes of a body announced as 60 MiB hold one small
+ * buffer (64 KiB), not the 2 MiB (or 60 MiB) the claim would suggest. */
+static void test_body_claim_allocates_nothing_ahead(void **state)
+{
+    (void)state;
+    struct mc_rpc_server *s = server(0);
+    int fd = raw_connect(mc_rpc_server_port(s));
+    uint8_t f[MC_WIRE_HEADER_SIZE + 100 * KIB];
+    memset(f, 0x33, sizeof(f));
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_ECHO, 1, 0, 60u * MIB);
+    mc_wire_encode_header(&h, f);
+    assert_int_equal(send(fd, f, sizeof(f), MSG_NOSIGNAL), (ssize_t)sizeof(f));
+    for (int i = 0; i < 1000 && stats(s).body_bytes_buffered < 100 * KIB; i++)
+        sleep_ms(10);
+    struct mc_rpc_server_stats st = stats(s);
+    print_message("buffered=%llu\n", (unsigned long long)st.body_bytes_buffered);
+    assert_int_equal(st.bodies_receiving, 1);
+    assert_true(st.body_bytes_buffered >= 100 * KIB - 32 * KIB); /* what arrived is held */
+    assert_true(st.body_bytes_buffered <= 256 * KIB);            /* and little more */
+    close(fd);
+    mc_rpc_server_free(s);
+}
+
+/* With a token, connections that have not finished the handshake have a pool of their own
+ * with a per-address share that includes loopback: 10 silent sockets from 127.0.0.1 take 4
+ * slots and the rest are closed at accept; an authenticated connection still gets in once the
+ * silent ones are gone (after the handshake deadline), and does not count against the pool. */
+static void test_handshake_pool_per_addr(void **state)
+{
+    (void)state;
+    struct mc_auth_key key;
+    const char tok[] = "0123456789abcdef0123456789abcdef-test-token";
+    assert_int_equal(mc_auth_key_from_token(tok, sizeof(tok) - 1, &key), 0);
+    struct mc_rpc_server_config cfg;
+    mc_rpc_server_config_init(&cfg);
+    cfg.bind_addr = "127.0.0.1";
+    cfg.io_threads = 1;
+    cfg.auth = &key;
+    cfg.max_pending_conns = 8;
+    cfg.max_pending_per_addr = 4;
+    cfg.handshake_timeout_ms = 500;
+    struct mc_rpc_server *s;
+    assert_int_equal(mc_rpc_server_new(&cfg, &s), 0);
+    assert_int_equal(mc_rpc_server_start(s), 0);
+    uint16_t port = mc_rpc_server_port(s);
+    int fds[10];
+    for (int i = 0; i < 10; i++)
+        fds[i] = raw_connect(port);
+    for (int i = 0; i < 1000 && stats(s).pending_refusals < 6; i++)
+        sleep_ms(10);
+    struct mc_rpc_server_stats st = stats(s);
+    assert_int_equal(st.pending_refusals, 6);
+    assert_int_equal(st.conns_open, 4);
+    /* an authenticated client: once the silent ones hit the deadline it connects, and while
+     * it is open 4 more silent sockets still fit (it left the handshake pool) */
+    for (int i = 0; i < 1000 && stats(s).conns_open > 0; i++)
+        sleep_ms(10);
+    int afd = raw_connect(port);
+    assert_int_equal(mc_auth_client_handshake(afd, &key, 3000, "test", "server"), 0);
+    int more[4];
+    for (int i = 0; i < 4; i++)
+        more[i] = raw_connect(port);
+    for (int i = 0; i < 1000 && stats(s).conns_open < 5; i++)
+        sleep_ms(10);
+    st = stats(s);
+    assert_int_equal(st.conns_open, 5);
+    assert_int_equal(st.pending_refusals, 6);
+    for (int i = 0; i < 4; i++)
+        close(more[i]);
+    close(afd);
+    for (int i = 0; i < 10; i++)
+        close(fds[i]);
+    mc_rpc_server_free(s);
+}
+
 int main(void)
 {
     mc_log_set_level(getenv("LOGI") ? MC_LOG_INFO : MC_LOG_ERROR);
@@ -253,6 +330,8 @@ int main(void)
         cmocka_unit_test(test_soft_limit_stops_reading),
         cmocka_unit_test(test_hard_limit_closes),
         cmocka_unit_test(test_idle_covers_stalled_output_and_body),
+        cmocka_unit_test(test_body_claim_allocates_nothing_ahead),
+        cmocka_unit_test(test_handshake_pool_per_addr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,9 @@ struct mc_client_config {
      * served from one non-loopback address (default 1024; 0 = no limit; loopback is exempt). */
     uint32_t peer_idle_timeout_ms;
     uint32_t peer_max_conns_per_addr;
+    /* Peer connections in all (default 10000, as mooncake_client --max_connections; 0 = the
+     * default); more are accepted and closed at once. */
+    uint32_t peer_max_conns;
 };
 
 /* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults

@@ -70,6 +70,7 @@ static struct {
     const char *master_wait;
     const char *idle_timeout;
     uint32_t max_conns_per_addr;
+    uint32_t max_connections;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -115,6 +116,10 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_conns_per_addr", "1024",
                    "most peer connections from one non-loopback address (0 = no limit)",
                    &F.max_conns_per_addr),
+    MC_UINT32_FLAG("max_connections", "10000",
+                   "most peer connections in all, 1..1000000 (connections still in the token "
+                   "handshake have a smaller pool of their own)",
+                   &F.max_connections),
     MC_FLAGS_END,
 };
 
@@ -377,6 +382,9 @@ int main(int argc, char **argv)
     cfg.protected_mode = F.protected_mode;
     cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;
     cfg.peer_max_conns_per_addr = F.max_conns_per_addr;
+    if (F.max_connections == 0 || F.max_connections > 1000000)
+        mc_flags_die("flag --max_connections must be 1..1000000");
+    cfg.peer_max_conns = F.max_connections;
 
     rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
     if (sig) {

@@ -211,8 +211,10 @@ static int recv_answer(int fd, uint16_t method, uint8_t *body, uint32_t want, in
         return rc;
     struct mc_wire_header h;
     mc_wire_decode_header(hb, &h);
+    /* request id 0 with an error: the server refused the connection itself (at accept) */
     if (mc_wire_validate(&h, MC_WIRE_MIN_MAX_FRAME_BYTES) != MC_WIRE_OK ||
-        h.kind != MC_WIRE_RESPONSE || h.request_id != method)
+        h.kind != MC_WIRE_RESPONSE ||
+        (h.request_id != method && !(h.request_id == 0 && h.status != 0)))
         return MC_ERR_RPC_FAIL;
     *status = h.status;
     if (h.status != 0)

@@ -257,6 +257,10 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->cfg.max_inflight_per_conn = 1024;
     if (!s->cfg.max_frame_bytes)
         s->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (!s->cfg.max_pending_conns)
+        s->cfg.max_pending_conns = MC_RPC_DEFAULT_MAX_PENDING;
+    if (!s->cfg.max_pending_per_addr)
+        s->cfg.max_pending_per_addr = MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR;
     if (!s->cfg.out_soft_bytes)
         s->cfg.out_soft_bytes = s->cfg.max_frame_bytes;
     if (!s->cfg.out_hard_bytes)
@@ -472,6 +476,7 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
     st->decode_refusals = atomic_load(&m->decode_refusals);
+    st->pending_refusals = atomic_load(&m->pending_refusals);
     st->out_paused = atomic_load(&m->out_paused_total);
     st->out_closed = atomic_load(&m->out_closed_total);
     int64_t q = atomic_load(&m->out_bytes_queued);

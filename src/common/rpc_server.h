@@ -18,14 +18,14 @@
  * mc_rpc_reply*() on such calls only free them. Every call handed to a handler must eventually
  * be completed (reply or mc_rpc_call_drop) or it leaks.
  *
- * Limits and bad input. A large body's buffer grows as its bytes arrive (2 MiB first, then
- * doubling), never from the header's claim alone. At most `max_conns` connections (extra ones are
- * accepted and closed), at most `max_inflight_per_conn` unanswered calls per connection (the
- * connection is simply not read until some are answered: back-pressure, not an error). A frame with
- * a bad magic, version or kind, or a body above `max_frame_bytes`, closes the connection (bad
- * version is first answered with INVALID_VERSION); an unknown method is answered NOT_SUPPORTED; a
- * body the handler cannot decode is answered DESERIALIZE_FAIL (mc_rpc_call_unpack does it). Each is
- * logged.
+ * Limits and bad input. A large body's buffer is sized by the bytes that arrived (64 KiB at
+ * least) and grows as more arrive, never from the header's claim alone. At most `max_conns`
+ * connections (extra ones are accepted and closed), at most `max_inflight_per_conn` unanswered
+ * calls per connection (the connection is simply not read until some are answered: back-pressure,
+ * not an error). A frame with a bad magic, version or kind, or a body above `max_frame_bytes`,
+ * closes the connection (bad version is first answered with INVALID_VERSION); an unknown method is
+ * answered NOT_SUPPORTED; a body the handler cannot decode is answered DESERIALIZE_FAIL
+ * (mc_rpc_call_unpack does it). Each is logged.
  *
  * Lifetime: mc_rpc_server_new -> mc_rpc_server_register (any number, before start) ->
  * mc_rpc_server_start -> ... -> mc_rpc_server_stop -> (owners drop their parked calls) ->
@@ -77,6 +77,12 @@ struct mc_rpc_server_config {
      * exempt (every process of a single-host deployment and every test shares 127.0.0.1).
      * Extra ones are accepted and closed at once (counted in conns_rejected, logged). */
     uint32_t max_conns_per_addr;
+    /* With a key: connections that have not finished the handshake have a pool of their own,
+     * max_pending_conns (0 = MC_RPC_DEFAULT_MAX_PENDING), at most max_pending_per_addr of them
+     * from one address, loopback included (0 = MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR); more are
+     * closed at accept. Authenticated connections thus keep max_conns - max_pending of room. */
+    uint32_t max_pending_conns;
+    uint32_t max_pending_per_addr;
     /* Decode limits (common/pb_budget.h), applied by mc_rpc_call_unpack*: a repeated field of
      * more than max_repeated elements in one message is refused before decoding (INVALID_PARAMS;
      * 0 = MC_PB_DEFAULT_MAX_REPEATED, the master's batch cap), and decoding runs under a memory
@@ -97,7 +103,9 @@ struct mc_rpc_server_config {
 
 #define MC_RPC_MAX_KEY_BYTES 4096
 
-#define MC_RPC_HANDSHAKE_TIMEOUT_MS 10000
+#define MC_RPC_HANDSHAKE_TIMEOUT_MS 3000
+#define MC_RPC_DEFAULT_MAX_PENDING 1024
+#define MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR 128
 
 /* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames, no auth
  * key, protected mode). */
@@ -131,6 +139,8 @@ struct mc_rpc_server_stats {
     uint64_t requests, protocol_errors, unknown_methods;
     uint64_t auth_failures;       /* handshakes failed, or requests before one */
     uint64_t protected_refusals;  /* non-loopback peers refused in protected mode */
+    uint64_t pending_refusals;    /* refused at accept: the handshake pool (or its share for
+                                   * one address) was full */
     uint64_t idle_closed;         /* closed for idleness or a handshake timeout */
     uint64_t idle_sweeps;         /* runs of the idle check (for tests) */
     uint64_t bodies_receiving;    /* large bodies being read now */

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -26,8 +27,9 @@
 #define MAX_IOV 64
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
-#define SWEEP_MS 1000               /* idle / handshake timeout checks, at most this far apart */
-#define BODY_FIRST_CHUNK (2u << 20) /* a large body's first buffer (default slices fit) */
+#define SWEEP_MS 1000              /* idle / handshake timeout checks, at most this far apart */
+#define BODY_MIN_CHUNK (64u << 10) /* a large body's first buffer at least (grows as it arrives)   \
+                                    */
 
 static __thread struct io_thread *tls_io;
 
@@ -370,6 +372,13 @@ static void protocol_error(struct io_thread *io, struct conn *c, const struct mc
     conn_close(io, c, "protocol error");
 }
 
+/* Bytes received on fd and not yet read (0 when unknown). */
+static size_t socket_queued(int fd)
+{
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
+}
+
 /* Parses and dispatches every complete frame in the read buffer. */
 static void process_input(struct io_thread *io, struct conn *c)
 {
@@ -414,13 +423,15 @@ static void process_input(struct io_thread *io, struct conn *c)
         }
         if (total <= RBUF_SIZE)
             break; /* wait for the rest in the read buffer */
-        /* A large body: copy what we have and read the rest straight into it. The buffer
-         * grows as bytes arrive (BODY_FIRST_CHUNK, then doubling), so a header's claim alone
-         * never makes us allocate more than that. */
+        /* A large body: copy what we have and read the rest straight into it. The buffer is
+         * sized by the bytes that arrived (here and in the socket; BODY_MIN_CHUNK at least)
+         * and grows as more arrive, so a header's claim alone never makes us allocate. */
         size_t have = avail - MC_WIRE_HEADER_SIZE;
-        size_t cap = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
-        if (cap < have)
-            cap = have;
+        size_t cap = have + socket_queued(c->fd);
+        if (cap < BODY_MIN_CHUNK)
+            cap = BODY_MIN_CHUNK;
+        if (cap > h.body_length)
+            cap = h.body_length;
         uint8_t *body = mc_rpcs_body_alloc(s->bodies, cap);
         if (!body) {
             conn_close(io, c, "out of memory");
@@ -453,10 +464,14 @@ static void body_done(struct mc_rpc_server *s, struct conn *c)
     c->body_cap = 0;
 }
 
-/* The body buffer is full but the frame is not: doubles it (up to the frame's length). */
+/* The body buffer is full but the frame is not: doubles it, or more when more bytes wait in
+ * the socket (up to the frame's length). */
 static bool body_grow(struct mc_rpc_server *s, struct conn *c)
 {
     size_t want = c->body_cap * 2;
+    size_t queued = c->body_got + socket_queued(c->fd);
+    if (want < queued)
+        want = queued;
     if (want > c->cur.body_length)
         want = c->cur.body_length;
     uint8_t *nb = mc_rpcs_body_alloc(s->bodies, want);
@@ -478,9 +493,22 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         ssize_t n;
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
-        if (c->in_body && c->body_got == c->body_cap && !body_grow(io->srv, c)) {
-            conn_close(io, c, "out of memory");
-            break;
+        if (c->in_body && c->body_got == c->body_cap) {
+            uint8_t probe;
+            if (!socket_queued(c->fd)) { /* grow when more bytes are there, not ahead of them */
+                ssize_t p = recv(c->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (p == 0 ||
+                    (p < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    conn_close(io, c, p == 0 ? "peer closed mid-frame" : "read failed");
+                    break;
+                }
+                if (p < 0)
+                    break;
+            }
+            if (!body_grow(io->srv, c)) {
+                conn_close(io, c, "out of memory");
+                break;
+            }
         }
         if (c->in_body)
             n = read(c->fd, c->body + c->body_got, c->body_cap - c->body_got);
@@ -578,16 +606,12 @@ static void bury(struct io_thread *io)
 static void conn_attach(struct io_thread *io, struct conn *c)
 {
     c->io = io;
-    if (!mc_rpcs_gate_attach(io->srv, c)) {
-        close(c->fd);
-        atomic_fetch_sub(&io->srv->conns_open, 1);
-        conn_unref(c);
-        return;
-    }
+    c->attach_ms = c->last_active_ms = mc_now_ms(); /* the handshake deadline starts here */
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         mc_error(io->srv->name, "epoll_ctl add failed", "errno=%d", errno);
+        mc_rpcs_gate_closed(io->srv, c);
         close(c->fd);
         atomic_fetch_sub(&io->srv->conns_open, 1);
         conn_unref(c);
@@ -653,7 +677,9 @@ static void do_accept(struct io_thread *io0)
 {
     struct mc_rpc_server *s = io0->srv;
     for (int i = 0; i < 256; i++) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR)
                 continue;
@@ -671,15 +697,25 @@ static void do_accept(struct io_thread *io0)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn *c = calloc(1, sizeof(*c));
-        uint8_t *rbuf = c ? malloc(RBUF_SIZE) : NULL;
-        if (!c || !rbuf) {
-            free(c);
-            free(rbuf);
+        if (!c) {
             close(fd);
             continue;
         }
-        c->rbuf = rbuf;
         c->fd = fd;
+        /* refusals (protected mode, per-address and handshake limits) cost nothing more */
+        if (!mc_rpcs_gate_admit(s, c, (struct sockaddr *)&ss, sl)) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        uint8_t *rbuf = malloc(RBUF_SIZE);
+        if (!rbuf) {
+            mc_rpcs_gate_closed(s, c);
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->rbuf = rbuf;
         atomic_init(&c->refs, 1);
         c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
         atomic_fetch_add(&s->conns_open, 1);
@@ -698,6 +734,7 @@ static void do_accept(struct io_thread *io0)
         }
         pthread_mutex_unlock(&io->qlock);
         if (closed) {
+            mc_rpcs_gate_closed(s, c);
             close(fd);
             atomic_fetch_sub(&s->conns_open, 1);
             conn_unref(c);
@@ -727,6 +764,7 @@ void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue)
         struct conn *next = nc->next;
         nc->next = NULL;
         if (close_queue) {
+            mc_rpcs_gate_closed(io->srv, nc);
             close(nc->fd);
             atomic_fetch_sub(&io->srv->conns_open, 1);
             conn_unref(nc);
@@ -914,6 +952,16 @@ int mc_rpc_server_test_feed(struct mc_rpc_server *s, const uint8_t *data, size_t
     }
     c->rbuf = rbuf;
     c->fd = sv[0];
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        !mc_rpcs_gate_admit(s, c, (struct sockaddr *)&ss, sl)) {
+        free(c);
+        free(rbuf);
+        close(sv[0]);
+        close(sv[1]);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     atomic_init(&c->refs, 2); /* the I/O side's, and ours until the end */
     c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
     atomic_fetch_add(&s->conns_open, 1);

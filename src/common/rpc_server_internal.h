@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "common/auth.h"
@@ -70,8 +71,9 @@ struct conn {
     /* who may connect (rpc_server_gate.c) */
     uint8_t gate; /* enum mc_rpcs_gate */
     bool loopback;
-    bool addr_counted; /* holds one slot of its address's count (max_conns_per_addr) */
-    uint8_t addr[16];  /* the peer address (v4 in its v4-mapped v6 form) */
+    bool addr_counted;    /* holds one slot of its address's count (max_conns_per_addr) */
+    bool pending_counted; /* holds a handshake slot (max_pending_conns, max_pending_per_addr) */
+    uint8_t addr[16];     /* the peer address (v4 in its v4-mapped v6 form) */
     uint64_t attach_ms, last_active_ms;
     char peer[64]; /* "a.b.c.d:port", for log lines */
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
@@ -114,7 +116,8 @@ struct io_thread {
 /* Connections per peer address (rpc_server_gate.c), shared by the I/O threads. */
 struct addr_count {
     uint8_t addr[16];
-    uint32_t n;
+    uint32_t n;       /* connections (non-loopback only, for max_conns_per_addr) */
+    uint32_t pending; /* of them still in the handshake (loopback included) */
     struct addr_count *next;
 };
 #define ADDR_BUCKETS 256
@@ -150,6 +153,8 @@ struct mc_rpc_server {
     _Atomic int64_t out_bytes_queued;
     pthread_mutex_t addr_lock;
     struct addr_count *addrs[ADDR_BUCKETS];
+    uint32_t pending_conns; /* connections in the handshake (under addr_lock) */
+    _Atomic uint64_t pending_refusals, refusal_log_ms, refusals_not_logged;
     struct mc_auth_key auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
     struct mc_rpcs_metric_arg metric_args[MC_RPCS_METRIC_SERIES];
@@ -216,10 +221,13 @@ struct mc_rpcs_gate_reply {
     uint8_t body[MC_AUTH_NONCE_BYTES + MC_AUTH_MAC_BYTES];
 };
 
-/* On the connection's I/O thread, before its first read: learns the peer address, takes a slot
- * of its address's connection count and sets the gate (handshake expected, protected-mode
- * refusal, or open). false: over max_conns_per_addr (logged, counted): close it at once. */
-bool mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c);
+/* At accept, before anything is allocated for the connection but c itself: learns the peer
+ * address, refuses a non-loopback peer in protected mode (one PROTECTED_MODE frame, then close),
+ * takes a slot of its address's connection count and, with a token, a handshake slot (a small
+ * pool of its own, with a per-address limit that includes loopback), and sets the gate. false:
+ * refused (logged at most once a second, counted): close it at once. */
+bool mc_rpcs_gate_admit(struct mc_rpc_server *s, struct conn *c, const struct sockaddr *sa,
+                        socklen_t sl);
 /* Why the connection should be closed now (idle, handshake too slow), or NULL. */
 const char *mc_rpcs_gate_expired(struct mc_rpc_server *s, const struct conn *c, uint64_t now);
 /* For a connection whose gate is not open, from a frame's header alone: true when the frame

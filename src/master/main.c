@@ -76,6 +76,7 @@ static struct {
     uint32_t max_conns_per_addr;
     uint32_t max_inflight_per_conn;
     const char *output_buffer_limit;
+    uint32_t max_connections;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -148,6 +149,10 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_UINT32_FLAG("max_connections", "10000",
+                   "most RPC connections in all, 1..1000000 (connections still in the token "
+                   "handshake have a smaller pool of their own)",
+                   &F.max_connections),
     MC_STRING_FLAG("output_buffer_limit", "256MiB",
                    "unread replies one connection may hold: past a quarter of it its requests "
                    "are no longer read, past it the connection is closed",
@@ -541,6 +546,9 @@ int main(int argc, char **argv)
     rcfg.idle_timeout_ms = idle_ms;
     rcfg.max_conns_per_addr = F.max_conns_per_addr;
     rcfg.max_inflight_per_conn = (int)F.max_inflight_per_conn;
+    if (F.max_connections == 0 || F.max_connections > 1000000)
+        mc_flags_die("flag --max_connections must be 1..1000000");
+    rcfg.max_conns = (int)F.max_connections;
     rcfg.out_hard_bytes = mc_flags_size("output_buffer_limit", F.output_buffer_limit);
     rcfg.out_soft_bytes = rcfg.out_hard_bytes / 4;
     if (rcfg.out_hard_bytes < (1u << 20))
