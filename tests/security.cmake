@@ -22,3 +22,5 @@ if(TARGET mc_client_static AND TARGET mc_master_core)
 endif()
 # What one connection may cost the RPC server: output-buffer limits, stalled peers.
 mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Threads TIMEOUT 120)
+# The HTTP port: per-address limit, header timeout, admin routes, protected mode.
+mc_add_test(test_security_http SOURCES test_security_http.c TIMEOUT 60)

@@ -71,6 +71,7 @@ static struct {
     const char *idle_timeout;
     uint32_t max_conns_per_addr;
     uint32_t max_connections;
+    bool metrics_public;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -116,6 +117,10 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_conns_per_addr", "1024",
                    "most peer connections from one non-loopback address (0 = no limit)",
                    &F.max_conns_per_addr),
+    MC_BOOL_FLAG("metrics_public", "false",
+                 "serve /metrics and /health to any host even without --auth_token_file "
+                 "(otherwise loopback only, as the peer port's protected mode)",
+                 &F.metrics_public),
     MC_UINT32_FLAG("max_connections", "10000",
                    "most peer connections in all, 1..1000000 (connections still in the token "
                    "handshake have a smaller pool of their own)",
@@ -223,6 +228,10 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint64_t seg
 {
     struct mc_http_config hc = {0};
     struct mc_gauge *g;
+
+    /* who may read it (common/http.h): loopback only unless a token or --metrics_public */
+    hc.public_reads = F.metrics_public || F.auth_token_file[0];
+    hc.protected_mode_off = !F.protected_mode;
 
     st->m = mc_metrics_new();
     if (!st->m)

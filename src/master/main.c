@@ -77,6 +77,7 @@ static struct {
     uint32_t max_inflight_per_conn;
     const char *output_buffer_limit;
     uint32_t max_connections;
+    bool metrics_public;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -149,6 +150,11 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_BOOL_FLAG("metrics_public", "false",
+                 "serve /metrics, /health and /get_all_segments to any host even without "
+                 "--auth_token_file (otherwise loopback only, as the RPC port's protected mode; "
+                 "other HTTP endpoints always need the admin token or loopback)",
+                 &F.metrics_public),
     MC_UINT32_FLAG("max_connections", "10000",
                    "most RPC connections in all, 1..1000000 (connections still in the token "
                    "handshake have a smaller pool of their own)",
@@ -563,6 +569,9 @@ int main(int argc, char **argv)
     }
     struct mc_http_config hcfg = {
         .addr = F.metrics_host, .port = metrics_port, .metrics = mc_master_metrics(m)};
+    hcfg.admin_key = &auth; /* admin endpoints: Authorization: Bearer <token> */
+    hcfg.public_reads = F.metrics_public;
+    hcfg.protected_mode_off = !F.protected_mode;
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
