@@ -24,3 +24,5 @@ endif()
 mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Threads TIMEOUT 120)
 # The HTTP port: per-address limit, header timeout, admin routes, protected mode.
 mc_add_test(test_security_http SOURCES test_security_http.c TIMEOUT 60)
+# The token file: length, permissions, entropy warning, two tokens for rotation.
+mc_add_test(test_security_token SOURCES test_security_token.c TIMEOUT 60)

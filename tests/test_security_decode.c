@@ -291,6 +291,57 @@ static void test_prescan_counts(void **state)
     assert_int_equal(rep.verdict, MC_PB_MALFORMED);
 }
 
+/* Captured log lines (the master's, on this thread). */
+static char g_lines[16][1024];
+static int g_nlines;
+
+static void capture(void *arg, enum mc_log_level level, const char *line, size_t len)
+{
+    (void)arg;
+    (void)level;
+    if (g_nlines < 16)
+        snprintf(g_lines[g_nlines++], sizeof(g_lines[0]), "%.*s", (int)len, line);
+}
+
+/* A segment name or endpoint with a newline cannot forge a log line: both are logged quoted. */
+static void test_segment_names_logged_quoted(void **state)
+{
+    (void)state;
+    struct mc_logger lg = {.level = MC_LOG_INFO, .sink = capture};
+    const struct mc_logger *prev = mc_log_set_current(&lg);
+    struct mc_fake_clock clk;
+    mc_fake_clock_init(&clk, 1000000000ull);
+    struct mc_master_config mc;
+    mc_master_config_init(&mc);
+    mc.clock = &clk.clock;
+    mc.manual_ticks = true;
+    mc.eviction_threads = 1;
+    struct mc_master *m;
+    assert_int_equal(mc_master_new(&mc, &m), 0);
+    struct mc_segment_desc d;
+    memset(&d, 0, sizeof(d));
+    d.id = (struct mc_id){7, 7};
+    snprintf(d.name, sizeof(d.name), "seg\nts=0 level=error msg=\"forged\"");
+    snprintf(d.endpoint, sizeof(d.endpoint), "10.0.0.1:1\nlevel=error");
+    snprintf(d.protocol, sizeof(d.protocol), "tcp");
+    d.base = 1 << 20;
+    d.size = 1 << 20;
+    g_nlines = 0;
+    assert_int_equal(mc_master_mount_segment(m, (struct mc_id){1, 1}, &d, NULL), 0);
+    mc_log_set_current(prev);
+    bool seen = false;
+    for (int i = 0; i < g_nlines; i++) {
+        assert_null(strchr(g_lines[i], '\n'));
+        if (strstr(g_lines[i], "msg=\"mounted\"") || strstr(g_lines[i], "msg=mounted")) {
+            seen = true;
+            assert_non_null(strstr(g_lines[i], "name=\"seg\\nts=0"));
+            assert_non_null(strstr(g_lines[i], "endpoint=\"10.0.0.1:1\\nlevel=error\""));
+        }
+    }
+    assert_true(seen);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -300,6 +351,7 @@ int main(void)
         cmocka_unit_test(test_peer_control_bounded_by_batch),
         cmocka_unit_test(test_large_legitimate_batch_decodes),
         cmocka_unit_test(test_prescan_counts),
+        cmocka_unit_test(test_segment_names_logged_quoted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

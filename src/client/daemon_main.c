@@ -43,6 +43,7 @@
 #include "client/client_internal.h"
 #include "client/disk_store.h"
 #include "client/peer_server.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/net.h"
@@ -72,6 +73,7 @@ static struct {
     uint32_t max_conns_per_addr;
     uint32_t max_connections;
     bool metrics_public;
+    bool allow_readable_token_file;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -117,6 +119,9 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_conns_per_addr", "1024",
                    "most peer connections from one non-loopback address (0 = no limit)",
                    &F.max_conns_per_addr),
+    MC_BOOL_FLAG("allow_readable_token_file", "false",
+                 "accept an --auth_token_file that group or others may read (refused otherwise)",
+                 &F.allow_readable_token_file),
     MC_BOOL_FLAG("metrics_public", "false",
                  "serve /metrics and /health to any host even without --auth_token_file "
                  "(otherwise loopback only, as the peer port's protected mode)",
@@ -388,6 +393,7 @@ int main(int argc, char **argv)
     cfg.checksums = F.checksums;
     cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
     cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
+    mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     cfg.protected_mode = F.protected_mode;
     cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;
     cfg.peer_max_conns_per_addr = F.max_conns_per_addr;

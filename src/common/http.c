@@ -94,7 +94,7 @@ static bool bearer_ok(const struct mc_http_server *s, struct MHD_Connection *con
     struct mc_auth_key k;
     if (mc_auth_key_from_token(tok, strlen(tok), &k) != 0)
         return false;
-    return mc_auth_mac_equal(k.k, s->admin.k);
+    return mc_auth_key_matches(&s->admin, &k);
 }
 
 bool mc_http_request_is_admin(const struct mc_http_request *req)

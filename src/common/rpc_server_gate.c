@@ -281,9 +281,7 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
     }
     if (c->gate == MC_GATE_PROVE && h->method == MC_METHOD_AUTH_PROVE &&
         h->body_length == MC_AUTH_MAC_BYTES) {
-        uint8_t want[MC_AUTH_MAC_BYTES];
-        mc_auth_client_proof(&s->auth, c->cnonce, c->snonce, want);
-        if (!mc_auth_mac_equal(want, body)) {
+        if (!mc_auth_check_client_proof(&s->auth, c->cnonce, c->snonce, body)) {
             refuse(s, c, "wrong proof (another token?)", h->method, r);
             return;
         }

@@ -78,6 +78,7 @@ static struct {
     const char *output_buffer_limit;
     uint32_t max_connections;
     bool metrics_public;
+    bool allow_readable_token_file;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -150,6 +151,9 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_BOOL_FLAG("allow_readable_token_file", "false",
+                 "accept an --auth_token_file that group or others may read (refused otherwise)",
+                 &F.allow_readable_token_file),
     MC_BOOL_FLAG("metrics_public", "false",
                  "serve /metrics, /health and /get_all_segments to any host even without "
                  "--auth_token_file (otherwise loopback only, as the RPC port's protected mode; "
@@ -524,6 +528,7 @@ int main(int argc, char **argv)
     if (mc_master_service_new(m, &svc) != 0)
         goto out;
     struct mc_auth_key auth = {0};
+    mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     if (F.auth_token_file[0]) {
         char err[160];
         if (mc_auth_key_load(F.auth_token_file, &auth, err, sizeof(err)) != 0) {
