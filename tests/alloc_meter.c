@@ -9,6 +9,7 @@
 #include <malloc.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 extern void *__libc_malloc(size_t n);

@@ -28,6 +28,9 @@ static void echo(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply(call, 0, NULL, 0);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;

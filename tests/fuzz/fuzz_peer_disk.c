@@ -44,6 +44,9 @@ static void cleanup(void)
         nftw(g_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     (void)argc;
