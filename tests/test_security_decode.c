@@ -17,12 +17,17 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
 
 #include "alloc_meter.h"
 #include "client/peer_server.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/pb_budget.h"
+#include "common/rpc_client.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
 #include "master/master.h"
@@ -342,6 +347,100 @@ static void test_segment_names_logged_quoted(void **state)
     mc_master_free(m);
 }
 
+/* A non-loopback IPv4 address of this host, or false. */
+static bool local_ipv4(char *out, size_t cap)
+{
+    struct ifaddrs *ifs = NULL;
+    bool found = false;
+    if (getifaddrs(&ifs) != 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP))
+            continue;
+        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
+                          (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+static int mount_via(struct mc_rpc_client *c, uint64_t client, const char *endpoint)
+{
+    Mc__Uuid cid = MC__UUID__INIT, sid = MC__UUID__INIT;
+    cid.hi = client;
+    cid.lo = client;
+    sid.hi = client;
+    sid.lo = client + 100;
+    Mc__Segment seg = MC__SEGMENT__INIT;
+    seg.id = &sid;
+    seg.name = "seg";
+    seg.base_addr = 1 << 20;
+    seg.size = 1 << 20;
+    seg.endpoint = (char *)endpoint;
+    seg.protocol = MC__PROTOCOL__PROTOCOL_TCP;
+    Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
+    req.segment = &seg;
+    req.client_id = &cid;
+    uint8_t buf[256];
+    size_t n = mc__mount_segment_request__pack(&req, buf);
+    void *resp = NULL;
+    size_t rl = 0;
+    int rc = mc_rpc_client_call(c, MC_METHOD_MOUNT_SEGMENT, buf, n, 0, &resp, &rl);
+    free(resp);
+    return rc;
+}
+
+/* A client on another address may only mount a segment whose endpoint is its own address
+ * (7 of 20 PutStarts went to a rogue segment that pointed elsewhere); loopback is exempt. */
+static void test_segment_endpoint_must_be_callers(void **state)
+{
+    (void)state;
+    char ip[INET_ADDRSTRLEN];
+    if (!local_ipv4(ip, sizeof(ip))) {
+        print_message("no non-loopback IPv4 address here: case skipped\n");
+        skip();
+    }
+    struct mc_master_config mc;
+    mc_master_config_init(&mc);
+    mc.eviction_threads = 1;
+    struct mc_master *m;
+    struct mc_master_service *svc;
+    assert_int_equal(mc_master_new(&mc, &m), 0);
+    assert_int_equal(mc_master_service_new(m, &svc), 0);
+    struct mc_rpc_server_config rc;
+    mc_rpc_server_config_init(&rc);
+    rc.bind_addr = "0.0.0.0";
+    rc.io_threads = 1;
+    rc.protected_mode = false;
+    rc.on_close = mc_master_service_on_close;
+    rc.on_close_arg = svc;
+    struct mc_rpc_server *srv;
+    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
+    assert_int_equal(mc_master_service_register(svc, srv), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = ip; /* from this host's own address: a non-loopback peer */
+    cc.port = mc_rpc_server_port(srv);
+    struct mc_rpc_client *remote, *local;
+    assert_int_equal(mc_rpc_client_new(&cc, &remote), 0);
+    cc.host = "127.0.0.1";
+    assert_int_equal(mc_rpc_client_new(&cc, &local), 0);
+    char mine[64];
+    snprintf(mine, sizeof(mine), "%s:4000", ip);
+    assert_int_equal(mount_via(remote, 1, "10.99.99.99:4000"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mount_via(remote, 1, "victim.example:4000"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mount_via(remote, 1, mine), 0);
+    assert_int_equal(mount_via(local, 2, "10.99.99.99:4000"), 0); /* same host: exempt */
+    mc_rpc_client_free(remote);
+    mc_rpc_client_free(local);
+    mc_rpc_server_stop(srv);
+    mc_master_service_free(svc);
+    mc_rpc_server_free(srv);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -352,6 +451,7 @@ int main(void)
         cmocka_unit_test(test_large_legitimate_batch_decodes),
         cmocka_unit_test(test_prescan_counts),
         cmocka_unit_test(test_segment_names_logged_quoted),
+        cmocka_unit_test(test_segment_endpoint_must_be_callers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include "common/rpc_server.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -147,6 +148,40 @@ const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len)
 {
     *len = c->len;
     return c->body;
+}
+
+int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint)
+{
+    const struct conn *cn = c->conn;
+    const struct mc_rpc_server *s = cn->io->srv;
+    if (s->cfg.endpoint_check_off || cn->loopback)
+        return 0;
+    char host[64];
+    const char *ep = endpoint ? endpoint : "";
+    const char *end = ep[0] == '[' ? strchr(ep, ']') : strrchr(ep, ':');
+    const char *start = ep[0] == '[' ? ep + 1 : ep;
+    uint8_t a[16] = {0};
+    bool ok = false;
+    if (end && end > start && (size_t)(end - start) < sizeof(host)) {
+        memcpy(host, start, (size_t)(end - start));
+        host[end - start] = '\0';
+        struct in_addr v4;
+        if (inet_pton(AF_INET, host, &v4) == 1) {
+            a[10] = a[11] = 0xff; /* v4-mapped, as the connection's address is kept */
+            memcpy(a + 12, &v4, 4);
+            ok = memcmp(a, cn->addr, 16) == 0;
+        } else if (inet_pton(AF_INET6, host, a) == 1) {
+            ok = memcmp(a, cn->addr, 16) == 0;
+        }
+    }
+    if (ok)
+        return 0;
+    char q[MC_LOG_QUOTE_MAX];
+    mc_warn(s->name, "endpoint refused: not the caller's own address",
+            "peer=%s conn=%llu method=%s endpoint=%s", cn->peer, (unsigned long long)cn->id,
+            mc_method_name(c->method) ? mc_method_name(c->method) : "?",
+            mc_log_quote(ep, q, sizeof(q)));
+    return MC_ERR_INVALID_PARAMS;
 }
 
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)

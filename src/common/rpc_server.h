@@ -99,6 +99,8 @@ struct mc_rpc_server_config {
      * idle_timeout_ms closes the connection too. */
     uint64_t out_soft_bytes;
     uint64_t out_hard_bytes;
+    /* mc_rpc_call_check_endpoint accepts every endpoint (--check_segment_endpoint=false). */
+    bool endpoint_check_off;
 };
 
 #define MC_RPC_MAX_KEY_BYTES 4096
@@ -181,6 +183,12 @@ uint64_t mc_rpc_call_conn_id(const struct mc_rpc_call *c);
 bool mc_rpc_call_conn_closed(const struct mc_rpc_call *c);
 /* The request body (valid until the call is completed). */
 const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
+/* Whether endpoint ("host:port", "[v6]:port") may be claimed by the caller's connection: 0 when
+ * its host is the connection's own peer address (numeric), when the peer is loopback (same
+ * host: any of its addresses), or when the server's endpoint_check_off; MC_ERR_INVALID_PARAMS
+ * otherwise (a host name from a remote peer included: no DNS on an I/O thread), logged. A
+ * mounted segment's endpoint is where other clients will send their values. */
+int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint);
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
  * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);

@@ -79,6 +79,7 @@ static struct {
     uint32_t max_connections;
     bool metrics_public;
     bool allow_readable_token_file;
+    bool check_segment_endpoint;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -151,6 +152,10 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_BOOL_FLAG("check_segment_endpoint", "true",
+                 "a segment (or disk) mounted by a non-loopback client must name the client's "
+                 "own address as its endpoint (numeric); false accepts any endpoint",
+                 &F.check_segment_endpoint),
     MC_BOOL_FLAG("allow_readable_token_file", "false",
                  "accept an --auth_token_file that group or others may read (refused otherwise)",
                  &F.allow_readable_token_file),
@@ -560,6 +565,7 @@ int main(int argc, char **argv)
     if (F.max_connections == 0 || F.max_connections > 1000000)
         mc_flags_die("flag --max_connections must be 1..1000000");
     rcfg.max_conns = (int)F.max_connections;
+    rcfg.endpoint_check_off = !F.check_segment_endpoint;
     rcfg.out_hard_bytes = mc_flags_size("output_buffer_limit", F.output_buffer_limit);
     rcfg.out_soft_bytes = rcfg.out_hard_bytes / 4;
     if (rcfg.out_hard_bytes < (1u << 20))

@@ -158,6 +158,8 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
     FREE_REQ(req);
     if (rc == 0)
         rc = mc_svc_check_client(call, client);
+    if (rc == 0) /* others will send their values there: it must be the caller's address */
+        rc = mc_rpc_call_check_endpoint(call, d.endpoint);
     uint64_t epoch = 0;
     if (rc == 0)
         rc = mc_master_mount_segment(svc->m, client, &d, &epoch);
@@ -174,8 +176,11 @@ static int remount_check(struct mc_svc_batch *b)
     const Mc__ReMountSegmentRequest *req = (const void *)b->req;
     struct mc_segment_desc *d = b->res;
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < b->n; i++)
+    for (size_t i = 0; rc == 0 && i < b->n; i++) {
         rc = segment_from_pb(req->segments[i], &d[i]);
+        if (rc == 0)
+            rc = mc_rpc_call_check_endpoint(b->call, d[i].endpoint);
+    }
     return rc;
 }
 
