@@ -365,13 +365,22 @@ static bool local_ipv4(char *out, size_t cap)
     return found;
 }
 
+static int mount_seg(struct mc_rpc_client *c, uint64_t client, uint64_t seg_no,
+                     const char *endpoint);
+
 static int mount_via(struct mc_rpc_client *c, uint64_t client, const char *endpoint)
+{
+    return mount_seg(c, client, 100, endpoint);
+}
+
+static int mount_seg(struct mc_rpc_client *c, uint64_t client, uint64_t seg_no,
+                     const char *endpoint)
 {
     Mc__Uuid cid = MC__UUID__INIT, sid = MC__UUID__INIT;
     cid.hi = client;
     cid.lo = client;
     sid.hi = client;
-    sid.lo = client + 100;
+    sid.lo = client * 1000 + seg_no;
     Mc__Segment seg = MC__SEGMENT__INIT;
     seg.id = &sid;
     seg.name = "seg";
@@ -441,6 +450,50 @@ static void test_segment_endpoint_must_be_callers(void **state)
     mc_master_free(m);
 }
 
+/* At most --max_segments_per_client segments per client (1,999 fake 1 TiB segments were
+ * accepted): the third new one of a client is refused, a remount of one it has is not, and
+ * another client is not affected. */
+static void test_segments_per_client_capped(void **state)
+{
+    (void)state;
+    struct mc_master_config mc;
+    mc_master_config_init(&mc);
+    mc.eviction_threads = 1;
+    struct mc_master *m;
+    struct mc_master_service *svc;
+    assert_int_equal(mc_master_new(&mc, &m), 0);
+    assert_int_equal(mc_master_service_new(m, &svc), 0);
+    mc_master_service_set_segment_cap(svc, 2);
+    struct mc_rpc_server_config rc;
+    mc_rpc_server_config_init(&rc);
+    rc.bind_addr = "127.0.0.1";
+    rc.io_threads = 1;
+    rc.on_close = mc_master_service_on_close;
+    rc.on_close_arg = svc;
+    struct mc_rpc_server *srv;
+    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
+    assert_int_equal(mc_master_service_register(svc, srv), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = mc_rpc_server_port(srv);
+    struct mc_rpc_client *a, *b;
+    assert_int_equal(mc_rpc_client_new(&cc, &a), 0);
+    assert_int_equal(mc_rpc_client_new(&cc, &b), 0);
+    assert_int_equal(mount_seg(a, 1, 1, "127.0.0.1:4000"), 0);
+    assert_int_equal(mount_seg(a, 1, 2, "127.0.0.1:4000"), 0);
+    assert_int_equal(mount_seg(a, 1, 3, "127.0.0.1:4000"), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mount_seg(a, 1, 2, "127.0.0.1:4000"), 0); /* already mounted */
+    assert_int_equal(mount_seg(b, 2, 1, "127.0.0.1:4001"), 0);
+    mc_rpc_client_free(a);
+    mc_rpc_client_free(b);
+    mc_rpc_server_stop(srv);
+    mc_master_service_free(svc);
+    mc_rpc_server_free(srv);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -452,6 +505,7 @@ int main(void)
         cmocka_unit_test(test_prescan_counts),
         cmocka_unit_test(test_segment_names_logged_quoted),
         cmocka_unit_test(test_segment_endpoint_must_be_callers),
+        cmocka_unit_test(test_segments_per_client_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,6 +80,7 @@ static struct {
     bool metrics_public;
     bool allow_readable_token_file;
     bool check_segment_endpoint;
+    uint32_t max_segments_per_client;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -152,6 +153,9 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_UINT32_FLAG("max_segments_per_client", "64",
+                   "segments one client may have mounted (0 = no limit)",
+                   &F.max_segments_per_client),
     MC_BOOL_FLAG("check_segment_endpoint", "true",
                  "a segment (or disk) mounted by a non-loopback client must name the client's "
                  "own address as its endpoint (numeric); false accepts any endpoint",
@@ -532,6 +536,7 @@ int main(int argc, char **argv)
     }
     if (mc_master_service_new(m, &svc) != 0)
         goto out;
+    mc_master_service_set_segment_cap(svc, F.max_segments_per_client);
     struct mc_auth_key auth = {0};
     mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     if (F.auth_token_file[0]) {

@@ -37,6 +37,7 @@
 struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
+    uint32_t max_segments_per_client; /* 0 = no cap (mc_master_service_set_segment_cap) */
 };
 
 #define UNPACK(type, lower, var)                                                                   \
