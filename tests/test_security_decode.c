@@ -486,6 +486,42 @@ static void test_segments_per_client_capped(void **state)
     assert_int_equal(mount_seg(a, 1, 3, "127.0.0.1:4000"), MC_ERR_INVALID_PARAMS);
     assert_int_equal(mount_seg(a, 1, 2, "127.0.0.1:4000"), 0); /* already mounted */
     assert_int_equal(mount_seg(b, 2, 1, "127.0.0.1:4001"), 0);
+    /* nor through ReMountSegment: three at once is over the cap of 2 */
+    Mc__Uuid cid = MC__UUID__INIT, sids[3];
+    Mc__Segment segs[3], *sp[3];
+    cid.hi = cid.lo = 3;
+    for (int i = 0; i < 3; i++) {
+        mc__uuid__init(&sids[i]);
+        sids[i].hi = 3;
+        sids[i].lo = 3000 + (uint64_t)i;
+        mc__segment__init(&segs[i]);
+        segs[i].id = &sids[i];
+        segs[i].name = "seg";
+        segs[i].base_addr = 1 << 20;
+        segs[i].size = 1 << 20;
+        segs[i].endpoint = "127.0.0.1:4002";
+        segs[i].protocol = MC__PROTOCOL__PROTOCOL_TCP;
+        sp[i] = &segs[i];
+    }
+    Mc__ReMountSegmentRequest rr = MC__RE_MOUNT_SEGMENT_REQUEST__INIT;
+    rr.n_segments = 3;
+    rr.segments = sp;
+    rr.client_id = &cid;
+    uint8_t rbuf[1024];
+    size_t rn = mc__re_mount_segment_request__pack(&rr, rbuf);
+    void *resp = NULL;
+    size_t rl = 0;
+    struct mc_rpc_client *c3; /* a fresh connection, bound to no client yet */
+    assert_int_equal(mc_rpc_client_new(&cc, &c3), 0);
+    assert_int_equal(mc_rpc_client_call(c3, MC_METHOD_REMOUNT_SEGMENT, rbuf, rn, 0, &resp, &rl),
+                     MC_ERR_INVALID_PARAMS);
+    free(resp);
+    rr.n_segments = 2; /* two is fine */
+    rn = mc__re_mount_segment_request__pack(&rr, rbuf);
+    resp = NULL;
+    assert_int_equal(mc_rpc_client_call(c3, MC_METHOD_REMOUNT_SEGMENT, rbuf, rn, 0, &resp, &rl), 0);
+    free(resp);
+    mc_rpc_client_free(c3);
     mc_rpc_client_free(a);
     mc_rpc_client_free(b);
     mc_rpc_server_stop(srv);

@@ -203,6 +203,9 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
 /* ReMountSegment as a batch of segments: res = their descriptors, views = their epochs. */
 static int remount_check(struct mc_svc_batch *b)
 {
+    const struct mc_master_service *svc = b->ctx;
+    if (svc && svc->max_segments_per_client && b->n > svc->max_segments_per_client)
+        return MC_ERR_INVALID_PARAMS; /* more than a client may have mounted */
     const Mc__ReMountSegmentRequest *req = (const void *)b->req;
     struct mc_segment_desc *d = b->res;
     int rc = 0;
@@ -239,7 +242,7 @@ void mc_svc_remount_segment(void *arg, struct mc_rpc_call *call)
         .core = remount_core,
         .encode = remount_encode,
     };
-    mc_svc_batch(arg, call, &spec, NULL);
+    mc_svc_batch(arg, call, &spec, arg); /* ctx: the service (its segment cap) */
 }
 
 void mc_svc_unmount_segment(void *arg, struct mc_rpc_call *call)
