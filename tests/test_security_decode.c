@@ -25,6 +25,7 @@
 #include "alloc_meter.h"
 #include "client/peer_server.h"
 #include "common/clock.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/pb_budget.h"
 #include "common/rpc_client.h"
@@ -530,6 +531,74 @@ static void test_segments_per_client_capped(void **state)
     mc_master_free(m);
 }
 
+static int remove_all_as(uint16_t port, const struct mc_auth_key *key)
+{
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = port;
+    cc.auth = key;
+    struct mc_rpc_client *c;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
+    uint8_t buf[64];
+    size_t n = mc__remove_all_request__pack(&req, buf);
+    void *resp = NULL;
+    size_t rl = 0;
+    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_ALL, buf, n, 0, &resp, &rl);
+    free(resp);
+    mc_rpc_client_free(c);
+    return rc;
+}
+
+/* Roles: with an admin key, RemoveAll needs a connection that proved it (an admin tool holds
+ * the admin token first and the data token second); the data token alone is refused. Without
+ * an admin key the one token does everything. */
+static void test_remove_all_needs_admin_token(void **state)
+{
+    (void)state;
+    static const char data_tok[] = "data-token-0f1e2d3c4b5a69788796a5b4c3d2e1f0";
+    static const char admin_tok[] = "admin-token-a9b8c7d6e5f40312f0e1d2c3b4a59687";
+    struct mc_auth_key data, admin, tool;
+    assert_int_equal(mc_auth_key_from_token(data_tok, strlen(data_tok), &data), 0);
+    assert_int_equal(mc_auth_key_from_token(admin_tok, strlen(admin_tok), &admin), 0);
+    tool = admin; /* proves the admin token, accepts the server's data-token proof */
+    tool.has_alt = true;
+    memcpy(tool.alt, data.k, sizeof(tool.alt));
+    for (int with_admin = 1; with_admin >= 0; with_admin--) {
+        struct mc_master_config mc;
+        mc_master_config_init(&mc);
+        mc.eviction_threads = 1;
+        struct mc_master *m;
+        struct mc_master_service *svc;
+        assert_int_equal(mc_master_new(&mc, &m), 0);
+        assert_int_equal(mc_master_service_new(m, &svc), 0);
+        struct mc_rpc_server_config rc;
+        mc_rpc_server_config_init(&rc);
+        rc.bind_addr = "127.0.0.1";
+        rc.io_threads = 1;
+        rc.auth = &data;
+        rc.admin_auth = with_admin ? &admin : NULL;
+        rc.on_close = mc_master_service_on_close;
+        rc.on_close_arg = svc;
+        struct mc_rpc_server *srv;
+        assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
+        assert_int_equal(mc_master_service_register(svc, srv), 0);
+        assert_int_equal(mc_rpc_server_start(srv), 0);
+        uint16_t port = mc_rpc_server_port(srv);
+        if (with_admin) {
+            assert_int_equal(remove_all_as(port, &data), MC_ERR_UNAUTHENTICATED);
+            assert_int_equal(remove_all_as(port, &tool), 0);
+        } else {
+            assert_int_equal(remove_all_as(port, &data), 0);
+        }
+        mc_rpc_server_stop(srv);
+        mc_master_service_free(svc);
+        mc_rpc_server_free(srv);
+        mc_master_free(m);
+    }
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -542,6 +611,7 @@ int main(void)
         cmocka_unit_test(test_segment_names_logged_quoted),
         cmocka_unit_test(test_segment_endpoint_must_be_callers),
         cmocka_unit_test(test_segments_per_client_capped),
+        cmocka_unit_test(test_remove_all_needs_admin_token),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

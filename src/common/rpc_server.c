@@ -184,6 +184,11 @@ int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint
     return MC_ERR_INVALID_PARAMS;
 }
 
+bool mc_rpc_call_is_admin(const struct mc_rpc_call *c)
+{
+    return !c->conn->io->srv->admin_auth.set || c->conn->admin;
+}
+
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)
 {
     return &c->conn->ctx;
@@ -313,6 +318,9 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
     if (cfg->auth && cfg->auth->set)
         s->auth = *cfg->auth;
     s->cfg.auth = NULL; /* copied into s->auth */
+    if (cfg->admin_auth && cfg->admin_auth->set)
+        s->admin_auth = *cfg->admin_auth;
+    s->cfg.admin_auth = NULL; /* copied into s->admin_auth */
     s->lfd = -1;
     pthread_mutex_init(&s->addr_lock, NULL);
     s->bodies = mc_rpcs_bodies_new(BODY_CACHE_BYTES);

@@ -101,6 +101,10 @@ struct mc_rpc_server_config {
     uint64_t out_hard_bytes;
     /* mc_rpc_call_check_endpoint accepts every endpoint (--check_segment_endpoint=false). */
     bool endpoint_check_off;
+    /* Roles (with auth set): a connection whose handshake proof was made with this key (copied;
+     * --admin_token_file) is an admin one (mc_rpc_call_is_admin); proofs with auth are data
+     * ones. NULL or unset: every connection is admin (one token for everything). */
+    const struct mc_auth_key *admin_auth;
 };
 
 #define MC_RPC_MAX_KEY_BYTES 4096
@@ -189,6 +193,8 @@ const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
  * otherwise (a host name from a remote peer included: no DNS on an I/O thread), logged. A
  * mounted segment's endpoint is where other clients will send their values. */
 int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint);
+/* Whether the call's connection proved the admin token (always true without an admin key). */
+bool mc_rpc_call_is_admin(const struct mc_rpc_call *c);
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
  * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);

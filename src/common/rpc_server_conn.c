@@ -28,8 +28,7 @@
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
 #define SWEEP_MS 1000              /* idle / handshake timeout checks, at most this far apart */
-#define BODY_MIN_CHUNK (64u << 10) /* a large body's first buffer at least (grows as it arrives)   \
-                                    */
+#define BODY_MIN_CHUNK (64u << 10) /* a large body's first buffer at least */
 
 static __thread struct io_thread *tls_io;
 

@@ -281,11 +281,14 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
     }
     if (c->gate == MC_GATE_PROVE && h->method == MC_METHOD_AUTH_PROVE &&
         h->body_length == MC_AUTH_MAC_BYTES) {
-        if (!mc_auth_check_client_proof(&s->auth, c->cnonce, c->snonce, body)) {
+        bool admin = s->admin_auth.set &&
+                     mc_auth_check_client_proof(&s->admin_auth, c->cnonce, c->snonce, body);
+        if (!admin && !mc_auth_check_client_proof(&s->auth, c->cnonce, c->snonce, body)) {
             refuse(s, c, "wrong proof (another token?)", h->method, r);
             return;
         }
         c->gate = MC_GATE_OPEN;
+        c->admin = admin;
         addr_release(s, c, false, true); /* leaves the handshake pool */
         mc_debug(s->name, "peer authenticated", "peer=%s conn=%llu", c->peer,
                  (unsigned long long)c->id);

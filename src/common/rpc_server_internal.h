@@ -73,6 +73,7 @@ struct conn {
     bool loopback;
     bool addr_counted;    /* holds one slot of its address's count (max_conns_per_addr) */
     bool pending_counted; /* holds a handshake slot (max_pending_conns, max_pending_per_addr) */
+    bool admin;           /* proved the admin token (cfg.admin_auth) */
     uint8_t addr[16];     /* the peer address (v4 in its v4-mapped v6 form) */
     uint64_t attach_ms, last_active_ms;
     char peer[64]; /* "a.b.c.d:port", for log lines */
@@ -156,6 +157,7 @@ struct mc_rpc_server {
     uint32_t pending_conns; /* connections in the handshake (under addr_lock) */
     _Atomic uint64_t pending_refusals, refusal_log_ms, refusals_not_logged;
     struct mc_auth_key auth;
+    struct mc_auth_key admin_auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
     struct mc_rpcs_metric_arg metric_args[MC_RPCS_METRIC_SERIES];
 };

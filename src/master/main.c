@@ -81,6 +81,7 @@ static struct {
     bool allow_readable_token_file;
     bool check_segment_endpoint;
     uint32_t max_segments_per_client;
+    const char *admin_token_file;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -153,6 +154,11 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_STRING_FLAG("admin_token_file", "",
+                   "file holding the admin token (with --auth_token_file): RemoveAll and the "
+                   "HTTP admin endpoints need it; an admin tool's own token file lists the admin "
+                   "token first and the data token second. Empty = one token for everything",
+                   &F.admin_token_file),
     MC_UINT32_FLAG("max_segments_per_client", "64",
                    "segments one client may have mounted (0 = no limit)",
                    &F.max_segments_per_client),
@@ -553,8 +559,25 @@ int main(int argc, char **argv)
                 "port can call every master method",
                 "rpc_address=%s", F.rpc_address);
     }
+    struct mc_auth_key admin = {0};
+    if (F.admin_token_file[0]) {
+        char err[160];
+        if (!auth.set) {
+            mc_error(COMP, "--admin_token_file needs --auth_token_file (the data token)",
+                     "admin_token_file=%s", F.admin_token_file);
+            status = 2;
+            goto out;
+        }
+        if (mc_auth_key_load(F.admin_token_file, &admin, err, sizeof(err)) != 0) {
+            mc_error(COMP, "cannot load the admin token", "path=%s reason=\"%s\"",
+                     F.admin_token_file, err);
+            status = 2;
+            goto out;
+        }
+    }
     struct mc_rpc_server_config rcfg;
     mc_rpc_server_config_init(&rcfg);
+    rcfg.admin_auth = &admin;
     rcfg.bind_addr = F.rpc_address;
     rcfg.port = rpc_port;
     rcfg.io_threads = io_threads;
@@ -585,7 +608,7 @@ int main(int argc, char **argv)
     }
     struct mc_http_config hcfg = {
         .addr = F.metrics_host, .port = metrics_port, .metrics = mc_master_metrics(m)};
-    hcfg.admin_key = &auth; /* admin endpoints: Authorization: Bearer <token> */
+    hcfg.admin_key = admin.set ? &admin : &auth; /* admin endpoints: Bearer <token> */
     hcfg.public_reads = F.metrics_public;
     hcfg.protected_mode_off = !F.protected_mode;
     if (mc_http_server_new(&hcfg, &http) != 0) {
