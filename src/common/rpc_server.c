@@ -297,6 +297,8 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->cfg.max_inflight_per_conn = 1024;
     if (!s->cfg.max_frame_bytes)
         s->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (!s->cfg.body_ahead_bytes)
+        s->cfg.body_ahead_bytes = 64u << 20;
     if (!s->cfg.max_pending_conns)
         s->cfg.max_pending_conns = MC_RPC_DEFAULT_MAX_PENDING;
     if (!s->cfg.max_pending_per_addr)

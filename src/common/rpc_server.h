@@ -19,7 +19,8 @@
  * be completed (reply or mc_rpc_call_drop) or it leaks.
  *
  * Limits and bad input. A large body's buffer is sized by the bytes that arrived (64 KiB at
- * least) and grows as more arrive, never from the header's claim alone. At most `max_conns`
+ * least) and grows as more arrive; what is allocated ahead of the bytes (2 MiB per body at
+ * most) is bounded server-wide by body_ahead_bytes. At most `max_conns`
  * connections (extra ones are accepted and closed), at most `max_inflight_per_conn` unanswered
  * calls per connection (the connection is simply not read until some are answered: back-pressure,
  * not an error). A frame with a bad magic, version or kind, or a body above `max_frame_bytes`,
@@ -101,6 +102,10 @@ struct mc_rpc_server_config {
     uint64_t out_hard_bytes;
     /* mc_rpc_call_check_endpoint accepts every endpoint (--check_segment_endpoint=false). */
     bool endpoint_check_off;
+    /* A large body's buffer may be allocated ahead of its bytes (2 MiB at most, so a 1 MiB
+     * slice fits one buffer) while all such bytes of the server stay within this (0 = 64 MiB);
+     * past it a body's buffer follows the bytes that arrived. */
+    uint64_t body_ahead_bytes;
     /* Roles (with auth set): a connection whose handshake proof was made with this key (copied;
      * --admin_token_file) is an admin one (mc_rpc_call_is_admin); proofs with auth are data
      * ones. NULL or unset: every connection is admin (one token for everything). */

@@ -27,8 +27,9 @@
 #define MAX_IOV 64
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
-#define SWEEP_MS 1000              /* idle / handshake timeout checks, at most this far apart */
-#define BODY_MIN_CHUNK (64u << 10) /* a large body's first buffer at least */
+#define SWEEP_MS 1000               /* idle / handshake timeout checks, at most this far apart */
+#define BODY_MIN_CHUNK (64u << 10)  /* a large body's first buffer at least */
+#define BODY_FIRST_CHUNK (2u << 20) /* ... and at most, when allocated ahead of its bytes */
 
 static __thread struct io_thread *tls_io;
 
@@ -424,11 +425,24 @@ static void process_input(struct io_thread *io, struct conn *c)
             break; /* wait for the rest in the read buffer */
         /* A large body: copy what we have and read the rest straight into it. The buffer is
          * sized by the bytes that arrived (here and in the socket; BODY_MIN_CHUNK at least)
-         * and grows as more arrive, so a header's claim alone never makes us allocate. */
+         * and grows as more arrive. Allocating ahead of the bytes (up to BODY_FIRST_CHUNK,
+         * so a 1 MiB slice needs one buffer and no copy) is allowed only while the server's
+         * bytes allocated ahead stay within body_ahead_bytes: a header's claim alone can
+         * never make the server allocate more than that in all. */
         size_t have = avail - MC_WIRE_HEADER_SIZE;
-        size_t cap = have + socket_queued(c->fd);
-        if (cap < BODY_MIN_CHUNK)
-            cap = BODY_MIN_CHUNK;
+        size_t arrived = have + socket_queued(c->fd);
+        size_t cap = arrived < BODY_MIN_CHUNK ? BODY_MIN_CHUNK : arrived;
+        size_t ahead_want = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
+        c->body_ahead = 0;
+        if (ahead_want > cap) {
+            uint64_t ahead = ahead_want - arrived;
+            if (atomic_fetch_add(&s->body_ahead_bytes, ahead) + ahead <= s->cfg.body_ahead_bytes) {
+                cap = ahead_want;
+                c->body_ahead = ahead;
+            } else {
+                atomic_fetch_sub(&s->body_ahead_bytes, ahead);
+            }
+        }
         if (cap > h.body_length)
             cap = h.body_length;
         uint8_t *body = mc_rpcs_body_alloc(s->bodies, cap);
@@ -460,7 +474,9 @@ static void body_done(struct mc_rpc_server *s, struct conn *c)
 {
     atomic_fetch_sub(&s->bodies_receiving, 1);
     atomic_fetch_sub(&s->body_bytes_buffered, c->body_cap);
+    atomic_fetch_sub(&s->body_ahead_bytes, c->body_ahead);
     c->body_cap = 0;
+    c->body_ahead = 0;
 }
 
 /* The body buffer is full but the frame is not: doubles it, or more when more bytes wait in

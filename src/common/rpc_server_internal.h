@@ -61,6 +61,7 @@ struct conn {
     struct mc_wire_header cur;
     uint8_t *body;
     size_t body_got, body_cap; /* the buffer grows as the body arrives */
+    uint64_t body_ahead;       /* of body_cap, allocated ahead of the bytes (body_ahead_bytes) */
     struct mc_rpc_call *calls; /* unanswered calls (doubly linked) */
     int inflight;
     struct out_item *out_head, *out_tail;
@@ -152,6 +153,7 @@ struct mc_rpc_server {
         unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
         idle_closed, idle_sweeps, decode_refusals, out_paused_total, out_closed_total;
     _Atomic int64_t out_bytes_queued;
+    _Atomic uint64_t body_ahead_bytes; /* large-body bytes allocated before they arrived */
     pthread_mutex_t addr_lock;
     struct addr_count *addrs[ADDR_BUCKETS];
     uint32_t pending_conns; /* connections in the handshake (under addr_lock) */
