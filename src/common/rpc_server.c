@@ -29,6 +29,36 @@
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
+struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
+{
+    struct out_item *it = calloc(1, sizeof(*it) + (size_t)(1 + npayload) * sizeof(struct iovec));
+    if (!it)
+        return NULL;
+    it->buf = malloc(buflen ? buflen : 1);
+    if (!it->buf) {
+        free(it);
+        return NULL;
+    }
+    it->niov = 1 + npayload;
+    it->iov[0].iov_base = it->buf;
+    it->iov[0].iov_len = buflen;
+    return it;
+}
+
+struct out_item *mc_rpcs_frame_new(uint16_t method, uint64_t id, int32_t status, const void *body,
+                                   size_t len)
+{
+    struct out_item *it = mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0);
+    if (!it)
+        return NULL;
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, method, id, status, (uint32_t)len);
+    mc_wire_encode_header(&h, it->buf);
+    if (len)
+        memcpy(it->buf + MC_WIRE_HEADER_SIZE, body, len);
+    return it;
+}
+
 static void reply_oom(struct mc_rpc_call *call)
 {
     mc_error("rpc", "out of memory building reply", "method=%u", call->method);
