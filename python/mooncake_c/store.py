@@ -172,6 +172,12 @@ class MooncakeDistributedStore:
         """The endpoint ("host:port") peers reach this client's segment at."""
         return self._core.endpoint()
 
+    def get_metrics(self):
+        """This client's own counts as Prometheus text (mc_client_metrics_text: puts, gets by
+        tier, bytes, errors by code, latency histograms in seconds); "" when not set up.
+        Upstream's Python class has no such call; its clients serve these on their HTTP port."""
+        return self._core.metrics_text()[1]
+
     # ---- copying API
     def put(self, key, value, config=None):
         return self._core.put(key, value, config)
