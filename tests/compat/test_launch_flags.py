@@ -76,7 +76,8 @@ def test_master_help_lists_upstream_flags():
     rc, out, _ = run([binpath("mooncake_master"), "--help"])
     assert rc == 0
     for f in ("enable_http_metadata_server", "http_metadata_server_port", "metrics_port",
-              "enable_metric_reporting"):
+              "enable_metric_reporting", "enable_ha", "etcd_endpoints", "ha_backend_connstring",
+              "ha_backend_type"):
         assert "-" + f in out
 
 
