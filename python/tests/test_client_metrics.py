@@ -3,6 +3,8 @@ MooncakeDistributedStore.get_metrics() and Client.metrics() return this client's
 text, whose counts follow the calls made through that client and no other."""
 
 import re
+import urllib.error
+import urllib.request
 import uuid
 
 import pytest
@@ -64,3 +66,41 @@ def test_client_metrics_raises_when_closed(master, daemon):
     c.close()
     with pytest.raises(mooncake_c.MooncakeError):
         c.metrics()
+
+
+def _get(addr, path):
+    with urllib.request.urlopen("http://%s%s" % (addr, path), timeout=5) as r:
+        return r.status, r.headers.get("Content-Type"), r.read().decode()
+
+
+def test_setup_enable_client_http_server_serves_metrics(master, daemon):
+    """setup(enable_client_http_server=True, client_http_port=...) serves this client's counts
+    on /metrics and answers /health, as upstream's client does; close() stops it."""
+    from mooncake_c import MooncakeDistributedStore
+    s = MooncakeDistributedStore()
+    assert s.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master,
+                   enable_client_http_server=True, client_http_port=0) == 0
+    addr = s._http.address  # port 0: the one the server picked
+    assert addr.startswith("127.0.0.1:")
+    # a second client asking for the same port: still set up, without a server
+    s2 = MooncakeDistributedStore()
+    assert s2.setup("127.0.0.1", "P2PHANDSHAKE", 0, 0, "tcp", "", master,
+                    enable_client_http_server=True,
+                    client_http_port=int(addr.rsplit(":", 1)[1])) == 0
+    assert s2._http is None
+    s2.close()
+    try:
+        key = "metrics-http-" + uuid.uuid4().hex
+        assert s.put(key, b"y" * 777) == 0
+        st, ctype, body = _get(addr, "/metrics")
+        assert st == 200 and ctype.startswith("text/plain; version=0.0.4")
+        assert _value(body, "mooncake_client_put_bytes_total") == 777
+        assert _value(body, "mooncake_client_puts_total") == 1
+        assert _get(addr, "/health")[0] == 200
+        with pytest.raises(urllib.error.HTTPError):
+            _get(addr, "/nope")
+        assert s.remove(key, force=True) == 0
+    finally:
+        s.close()
+    with pytest.raises(urllib.error.URLError):
+        _get(addr, "/health")
