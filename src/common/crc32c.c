@@ -132,6 +132,48 @@ __attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const 
         c32 = __builtin_ia32_crc32qi(c32, *p++);
     return ~c32;
 }
+/* The copy fused with the CRC: the same three chains, each 8-byte word stored to dst right
+ * after it is loaded and folded in, so the bytes cross the memory bus once. */
+__attribute__((target("sse4.2"))) static uint32_t crc32c_copy_hw(uint32_t crc, uint8_t *d,
+                                                                 const uint8_t *p, size_t len)
+{
+    uint64_t c = ~crc;
+    while (len >= 3 * LANE) {
+        uint64_t c1 = 0, c2 = 0;
+        for (const uint8_t *end = p + LANE; p < end; p += 8, d += 8) {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + LANE, 8);
+            memcpy(&w2, p + 2 * LANE, 8);
+            c = __builtin_ia32_crc32di(c, w0);
+            c1 = __builtin_ia32_crc32di(c1, w1);
+            c2 = __builtin_ia32_crc32di(c2, w2);
+            memcpy(d, &w0, 8);
+            memcpy(d + LANE, &w1, 8);
+            memcpy(d + 2 * LANE, &w2, 8);
+        }
+        c = shift_lane((uint32_t)c) ^ (uint32_t)c1;
+        c = shift_lane((uint32_t)c) ^ (uint32_t)c2;
+        p += 2 * LANE;
+        d += 2 * LANE;
+        len -= 3 * LANE;
+    }
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        c = __builtin_ia32_crc32di(c, w);
+        memcpy(d, &w, 8);
+        p += 8;
+        d += 8;
+        len -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (len--) {
+        c32 = __builtin_ia32_crc32qi(c32, *p);
+        *d++ = *p++;
+    }
+    return ~c32;
+}
 #endif
 
 int mc_crc32c_hw_available(void)
@@ -148,4 +190,16 @@ uint32_t mc_crc32c_extend(uint32_t crc, const void *data, size_t len)
         return crc32c_hw(crc, data, len);
 #endif
     return mc_crc32c_extend_sw(crc, data, len);
+}
+
+uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    pthread_once(&g_once, crc32c_init);
+#if defined(__x86_64__)
+    if (g_hw)
+        return crc32c_copy_hw(crc, dst, src, len);
+#endif
+    if (len)
+        memcpy(dst, src, len);
+    return mc_crc32c_extend_sw(crc, dst, len);
 }

@@ -20,6 +20,10 @@ static inline uint32_t mc_crc32c(const void *data, size_t len)
 {
     return mc_crc32c_extend(0, data, len);
 }
+/* Copies len bytes from src to dst (which must not overlap) and returns crc extended over
+ * them, in one pass over the bytes: mc_crc32c_copy(c, d, s, n) == (memcpy(d, s, n),
+ * mc_crc32c_extend(c, s, n)). */
+uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 /* The portable implementation, exposed so tests can compare it with the hardware one. */
 uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len);
 /* 1 when the hardware path is in use. */
