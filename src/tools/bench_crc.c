@@ -154,7 +154,7 @@ int mc_bench_crc(int argc, char **argv)
     fprintf(stderr, "crc: working_set=%llu\n", (unsigned long long)ws_len);
     for (int s = 0; s < nsizes; s++) {
         size_t n = (size_t)sizes[s];
-        if (check_cases(dst, ws + 1, n - (n > 1)) != 0)
+        if (check_cases(dst, ws, n) != 0)
             goto out;
         static double gbps[NCASES][MAX_ROUNDS];
         size_t slot = 0;
