@@ -122,6 +122,22 @@ static void peer_lookup_under_peer_segs(void)
     mc_lo_acquire(MC_LO_PEER_SEGS, 1000);
     (void)mc_peer_server_resolve(g_ps, PS_SEG, 1, 0, 1, &p);
 }
+/* The master link, the worker and its promotion pool are leaves. */
+static void store_under_link(void)
+{
+    mc_lo_acquire(MC_LO_MASTER_LINK, 0);
+    disk_lock(g_store);
+}
+static void link_under_worker(void)
+{
+    mc_lo_acquire(MC_LO_WORKER, 0);
+    mc_lo_acquire(MC_LO_MASTER_LINK, 0);
+}
+static void worker_under_pool(void)
+{
+    mc_lo_acquire(MC_LO_PROMO_POOL, 0);
+    mc_lo_acquire(MC_LO_WORKER, 0);
+}
 /* A `_locked` function called without the store's mutex. */
 static void locked_fn_unlocked(void)
 {
@@ -175,6 +191,9 @@ static void test_wrong_order_aborts(void **state)
     expect_abort(store_twice, "acquiring disk store", "holding disk store");
     expect_abort(store_under_tier, "acquiring disk store", "holding disk tier");
     expect_abort(master_shard_under_store, "acquiring shard[0]", "holding disk store");
+    expect_abort(store_under_link, "acquiring disk store", "holding master link");
+    expect_abort(link_under_worker, "acquiring master link", "holding worker");
+    expect_abort(worker_under_pool, "acquiring worker", "holding promotion pool");
 }
 
 static void test_peer_segment_table_checked(void **state)
