@@ -226,6 +226,39 @@ double cu_master_metric(const struct cu_cluster *c, const char *name)
     return v;
 }
 
+bool cu_wait_master_metric(const struct cu_cluster *c, const char *name, double want,
+                           int timeout_ms)
+{
+    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
+    while (cu_master_metric(c, name) != want) {
+        if (cu_now_ms() >= deadline)
+            return false;
+        cu_sleep_ms(50);
+    }
+    return true;
+}
+
+int cu_start_holder(struct cu_cluster *c, struct cu_proc *p, const char *disk_path,
+                    const struct cu_holder_opts *o, char *ep, size_t cap, int timeout_ms)
+{
+    char seg[64], disk[256], level[48], mport[48], stall[32];
+    const char *flags[] = {seg,  disk, "--disk_capacity=1GiB", level, "--master_wait=20s",
+                           NULL, NULL};
+    snprintf(seg, sizeof(seg), "--segment_size=%s", o->segment_size);
+    snprintf(disk, sizeof(disk), "--disk_path=%s", disk_path);
+    snprintf(level, sizeof(level), "--log_level=%s", o->log_level ? o->log_level : "info");
+    if (o->metrics_port > 0) {
+        snprintf(mport, sizeof(mport), "--metrics_port=%d", o->metrics_port);
+        flags[5] = mport;
+    }
+    snprintf(stall, sizeof(stall), "%d", o->stall_ms);
+    if (o->stall_ms > 0)
+        setenv("MC_TEST_PROMOTION_STALL_MS", stall, 1);
+    int rc = cu_start_daemon(c, p, "holder", flags, ep, cap, timeout_ms);
+    unsetenv("MC_TEST_PROMOTION_STALL_MS");
+    return rc;
+}
+
 int cu_free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

@@ -100,6 +100,21 @@ int cu_start_daemon(struct cu_cluster *c, struct cu_proc *p, const char *name,
  * `mooncake_cli metrics --metrics=c->metrics` (20 s deadline). -1 when the command fails (its
  * stderr is printed) or the sample is absent. */
 double cu_master_metric(const struct cu_cluster *c, const char *name);
+/* cu_master_metric polled every 50 ms until it equals want; false at timeout_ms. */
+bool cu_wait_master_metric(const struct cu_cluster *c, const char *name, double want,
+                           int timeout_ms);
+
+/* A LOCAL_DISK holder daemon as the tier tests start it. */
+struct cu_holder_opts {
+    const char *segment_size; /* --segment_size, e.g. "64MiB" */
+    const char *log_level;    /* --log_level (NULL: info) */
+    int stall_ms;             /* > 0: MC_TEST_PROMOTION_STALL_MS for it (test builds) */
+    int metrics_port;         /* > 0: --metrics_port */
+};
+/* cu_start_daemon named "holder" with --segment_size, --disk_path=disk_path,
+ * --disk_capacity=1GiB, --log_level, --master_wait=20s and the options of o. */
+int cu_start_holder(struct cu_cluster *c, struct cu_proc *p, const char *disk_path,
+                    const struct cu_holder_opts *o, char *ep, size_t cap, int timeout_ms);
 /* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
  * so a test picks one); -1 on error. */
 int cu_free_port(void);

@@ -33,6 +33,7 @@
 #include "master/mailbox.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
+#include "test_heartbeat_util.h"
 #include "test_master_util.h"
 
 #define T0_MS 1000000ull
@@ -88,41 +89,9 @@ static int teardown(void **state)
 
 /* ---- helpers -------------------------------------------------------------------------------- */
 
-struct hb {
-    int calls;
-    size_t n;
-    struct {
-        char key[64];
-        uint64_t task_id, version, size;
-        uint32_t crc;
-        bool drop;
-    } it[64];
-};
-
-static void on_hb(void *arg, struct mc_task_list *tasks)
+static struct tm_hb pull(struct fx *f)
 {
-    struct hb *h = arg;
-    h->calls++;
-    h->n = tasks->n;
-    size_t i = 0;
-    for (struct mc_task *t = tasks->head; t && i < 64; t = t->next, i++) {
-        snprintf(h->it[i].key, sizeof(h->it[i].key), "%s", t->key);
-        h->it[i].task_id = t->task_id;
-        h->it[i].version = t->version;
-        h->it[i].size = t->size;
-        h->it[i].crc = t->crc32c;
-        h->it[i].drop = t->kind == MC_TASK_DELETE;
-    }
-    mc_task_list_free(tasks);
-}
-
-static struct hb pull(struct fx *f)
-{
-    struct hb h;
-    memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 64, 0, on_hb, &h), 1);
-    assert_int_equal(h.calls, 1);
-    return h;
+    return tm_pull(f->m, f->a, 64);
 }
 
 static uint64_t put(struct fx *f, const char *key, uint64_t size)
@@ -143,7 +112,7 @@ static uint64_t put(struct fx *f, const char *key, uint64_t size)
 /* Pulls and completes every offload task queued (each gets its disk copy at a). */
 static void offload_all(struct fx *f)
 {
-    struct hb h;
+    struct tm_hb h;
     while ((h = pull(f)).n > 0) {
         for (size_t i = 0; i < h.n; i++) {
             assert_false(h.it[i].drop);
@@ -227,7 +196,7 @@ static void test_remove_completes_on_ack(void **state)
     assert_int_equal(mc_master_get_replica_list(f->m, "k", 1, &g), MC_ERR_OBJECT_NOT_FOUND);
     /* a record of k (this holder's, or any other's) cannot bring it back meanwhile */
     assert_int_equal(reregister(f, "k", 100, v), MC_ERR_OBJECT_NOT_FOUND);
-    struct hb h = pull(f);
+    struct tm_hb h = pull(f);
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_string_equal(h.it[0].key, "k");
@@ -250,7 +219,7 @@ static void test_remove_completes_on_ack(void **state)
     assert_int_equal(st.disk_replicas, 0);
     /* the holder is still registered; the tick at timeout - 1 had pushed the unacknowledged
      * delete again: the copy comes, and its ack settles nothing more */
-    struct hb again = pull(f);
+    struct tm_hb again = pull(f);
     assert_int_equal(again.n, 1);
     assert_int_equal(again.it[0].task_id, h.it[0].task_id);
     ack(f, again.it[0].task_id, 0);
@@ -266,9 +235,9 @@ static void test_delete_wakes_parked_poll(void **state)
     put(f, "n", 10);
     offload_all(f);
     /* the holder parks its long-poll */
-    struct hb h;
+    struct tm_hb h;
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 1000, on_hb, &h), 0);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 1000, tm_on_hb, &h), 0);
     assert_int_equal(h.calls, 0);
     struct done d = {0};
     assert_int_equal(mc_master_remove_wait(f->m, "m", 1, false, on_done, &d), MC_MASTER_PENDING);
@@ -312,9 +281,9 @@ static void test_timeout_fences_holder(void **state)
     assert_int_equal(st.holders_fenced, 1);
     assert_int_equal(st.deletes_outstanding, 0);
     assert_int_equal(st.holders, 0); /* deregistered as by its expiry */
-    struct hb h;
+    struct tm_hb h;
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, on_hb, &h),
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, tm_on_hb, &h),
                      MC_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(mc_master_tick_monitor(f->m) >= 0, 1); /* the sweep drops its replicas */
     assert_int_equal(disk_copies(f, "l"), 0);
@@ -345,13 +314,13 @@ static void test_lost_answer_resent(void **state)
     offload_all(f);
     struct done d = {0};
     assert_int_equal(mc_master_remove_wait(f->m, "k", 1, false, on_done, &d), MC_MASTER_PENDING);
-    struct hb lost = pull(f); /* never reaches the holder */
+    struct tm_hb lost = pull(f); /* never reaches the holder */
     assert_int_equal(lost.n, 1);
     assert_int_equal(mc_master_tick_offload(f->m), 0);
     assert_int_equal(pull(f).n, 0); /* not yet: a quarter of the timeout */
     mc_fake_clock_advance_ms(&f->fc, TIMEOUT_MS / 4);
     assert_int_equal(mc_master_tick_offload(f->m), 0);
-    struct hb h = pull(f);
+    struct tm_hb h = pull(f);
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_string_equal(h.it[0].key, "k");
@@ -404,7 +373,7 @@ static void test_unqueued_delete_fails_remove(void **state)
     assert_int_equal(mc_master_get_replica_list(f->m, "c", 1, &g), MC_OK);
     assert_int_equal(ostats(f).deletes_refused, 1);
     /* the holder catches up: both Removes complete; then c goes too */
-    struct hb h = pull(f);
+    struct tm_hb h = pull(f);
     assert_int_equal(h.n, 2);
     uint64_t ids[2] = {h.it[0].task_id, h.it[1].task_id};
     assert_int_equal(mc_master_offload_ack_deletes(f->m, f->a, ids, 2), 2);
@@ -436,7 +405,7 @@ static void test_batch_and_remove_all_wait(void **state)
     assert_int_equal(rcs[0], MC_OK);
     assert_int_equal(rcs[2], MC_OK);
     assert_int_equal(rcs[3], MC_ERR_OBJECT_NOT_FOUND);
-    struct hb h = pull(f);
+    struct tm_hb h = pull(f);
     assert_int_equal(h.n, 3);
     ack(f, h.it[0].task_id, 1);
     ack(f, h.it[1].task_id, 1);
@@ -472,7 +441,7 @@ static void test_reput_never_shadowed(void **state)
     uint64_t v2 = put(f, "k", 10);
     assert_true(v2 > v1);
     assert_int_not_equal(reregister(f, "k", 10, v1), MC_OK);
-    struct hb h = pull(f); /* the delete alone, ahead of v2's offload */
+    struct tm_hb h = pull(f); /* the delete alone, ahead of v2's offload */
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_int_equal(h.it[0].version, v1);
@@ -505,9 +474,9 @@ static void *holder_thread(void *arg)
 {
     struct thr *t = arg;
     while (!atomic_load(&t->stop)) {
-        struct hb h;
+        struct tm_hb h;
         memset(&h, 0, sizeof(h));
-        if (mc_master_offload_heartbeat(t->f->m, t->f->a, true, 64, 0, on_hb, &h) != 1)
+        if (mc_master_offload_heartbeat(t->f->m, t->f->a, true, 64, 0, tm_on_hb, &h) != 1)
             continue;
         uint64_t ids[64];
         size_t n = 0;

@@ -79,11 +79,8 @@ static int start_master(int port)
 
 static int start_holder(void)
 {
-    char disk[160];
-    const char *flags[] = {"--segment_size=64MiB", disk, "--disk_capacity=1GiB", "--log_level=warn",
-                           "--master_wait=20s",    NULL};
-    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    return cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
+    const struct cu_holder_opts o = {.segment_size = "64MiB", .log_level = "warn"};
+    return cu_start_holder(&g.cl, &g.h, g.disk, &o, g.ep, sizeof(g.ep), START_MS);
 }
 
 static int admin_open(void)

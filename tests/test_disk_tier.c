@@ -90,17 +90,8 @@ static int start_master(int rpc_port)
 
 static int start_holder(void)
 {
-    char disk[160], mport[48];
-    const char *flags[] = {"--segment_size=64MiB",
-                           disk,
-                           "--disk_capacity=1GiB",
-                           "--log_level=info",
-                           "--master_wait=20s",
-                           mport,
-                           NULL};
-    snprintf(mport, sizeof(mport), "--metrics_port=%d", g.metrics_port);
-    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    return cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
+    const struct cu_holder_opts o = {.segment_size = "64MiB", .metrics_port = g.metrics_port};
+    return cu_start_holder(&g.cl, &g.h, g.disk, &o, g.ep, sizeof(g.ep), START_MS);
 }
 
 /* One series of the holder's /metrics (through mooncake_cli metrics). */

@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "client/disk_internal.h"
+#include "client/peer_server.h"
 #include "common/lock_order.h"
 #include "disk_test_util.h"
 #include "test_spawn.h"
@@ -32,6 +33,9 @@
 
 /* The store the child sequences use (opened by the parent before the fork). */
 static struct mc_disk_store *g_store;
+/* The peer server of the peer-table sequences (made, not started, before the fork). */
+static struct mc_peer_server *g_ps;
+static const struct mc_id PS_SEG = {7, 9};
 
 typedef void (*seq_fn)(void);
 
@@ -104,6 +108,36 @@ static void master_shard_under_store(void)
     disk_lock(g_store);
     mc_lo_acquire(MC_LO_SHARD, 0);
 }
+/* The peer server's segment table is a leaf: nothing is taken under it. */
+static void store_under_peer_segs(void)
+{
+    mc_lo_acquire(MC_LO_PEER_SEGS, 0);
+    disk_lock(g_store);
+}
+/* A peer-server lookup made while the thread holds a peer segment table already: the server's
+ * own lock goes through the checker, so taking it again aborts. */
+static void peer_lookup_under_peer_segs(void)
+{
+    uint8_t *p;
+    mc_lo_acquire(MC_LO_PEER_SEGS, 1000);
+    (void)mc_peer_server_resolve(g_ps, PS_SEG, 1, 0, 1, &p);
+}
+/* The master link, the worker and its promotion pool are leaves. */
+static void store_under_link(void)
+{
+    mc_lo_acquire(MC_LO_MASTER_LINK, 0);
+    disk_lock(g_store);
+}
+static void link_under_worker(void)
+{
+    mc_lo_acquire(MC_LO_WORKER, 0);
+    mc_lo_acquire(MC_LO_MASTER_LINK, 0);
+}
+static void worker_under_pool(void)
+{
+    mc_lo_acquire(MC_LO_PROMO_POOL, 0);
+    mc_lo_acquire(MC_LO_WORKER, 0);
+}
 /* A `_locked` function called without the store's mutex. */
 static void locked_fn_unlocked(void)
 {
@@ -157,6 +191,43 @@ static void test_wrong_order_aborts(void **state)
     expect_abort(store_twice, "acquiring disk store", "holding disk store");
     expect_abort(store_under_tier, "acquiring disk store", "holding disk tier");
     expect_abort(master_shard_under_store, "acquiring shard[0]", "holding disk store");
+    expect_abort(store_under_link, "acquiring disk store", "holding master link");
+    expect_abort(link_under_worker, "acquiring master link", "holding worker");
+    expect_abort(worker_under_pool, "acquiring worker", "holding promotion pool");
+}
+
+static void test_peer_segment_table_checked(void **state)
+{
+    (void)state;
+    struct mc_peer_server_config cfg = {0};
+    assert_int_equal(mc_peer_server_new(&cfg, &g_ps), 0);
+    static uint8_t seg[4096];
+    assert_int_equal(mc_peer_server_add_segment(g_ps, PS_SEG, seg, sizeof(seg)), 0);
+    expect_abort(store_under_peer_segs, "acquiring disk store", "holding peer segment table");
+    expect_abort(peer_lookup_under_peer_segs, "acquiring peer segment table",
+                 "holding peer segment table");
+    /* every table operation returns with nothing held, and does what it says */
+    assert_int_equal(mc_peer_server_add_segment(g_ps, PS_SEG, seg, sizeof(seg)),
+                     MC_ERR_SEGMENT_ALREADY_EXISTS);
+    assert_int_equal(mc_lo_depth(), 0);
+    assert_int_equal(mc_peer_server_set_segment_epoch(g_ps, PS_SEG, 5), 0);
+    assert_int_equal(mc_lo_depth(), 0);
+    const char msg[] = "peer-table";
+    assert_int_equal(mc_peer_server_write_current(g_ps, PS_SEG, 5, 100, msg, sizeof(msg)), 0);
+    assert_int_equal(mc_lo_depth(), 0);
+    assert_memory_equal(seg + 100, msg, sizeof(msg));
+    assert_int_equal(mc_peer_server_write_current(g_ps, PS_SEG, 4, 100, msg, sizeof(msg)),
+                     MC_ERR_REPLICA_IS_GONE);
+    uint8_t *p = NULL;
+    assert_int_equal(mc_peer_server_resolve(g_ps, PS_SEG, 5, 100, sizeof(msg), &p), 0);
+    assert_ptr_equal(p, seg + 100);
+    assert_int_equal(mc_lo_depth(), 0);
+    assert_true(mc_peer_server_has_segment(g_ps, PS_SEG));
+    assert_int_equal(mc_peer_server_remove_segment(g_ps, PS_SEG), 0);
+    assert_int_equal(mc_peer_server_resolve(g_ps, PS_SEG, 5, 100, 1, &p), MC_ERR_SEGMENT_NOT_FOUND);
+    assert_int_equal(mc_lo_depth(), 0);
+    mc_peer_server_free(g_ps);
+    g_ps = NULL;
 }
 
 static void test_locked_function_asserts_its_lock(void **state)
@@ -210,6 +281,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_locked_function_asserts_its_lock, store_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_store_paths_balanced, store_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_peer_segment_table_checked, store_setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

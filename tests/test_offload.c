@@ -30,6 +30,7 @@
 #include "master/lock_order.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
+#include "test_heartbeat_util.h"
 #include "test_master_util.h"
 
 #define T0_MS 1000000ull
@@ -125,42 +126,10 @@ static uint64_t put(struct fx *f, const char *key, uint64_t size)
 }
 
 /* A heartbeat's answer. */
-struct hb {
-    int calls;
-    size_t n;
-    struct {
-        char key[64];
-        uint64_t task_id, version, size;
-        uint32_t crc;
-        bool drop;
-    } it[256];
-};
-
-static void on_hb(void *arg, struct mc_task_list *tasks)
-{
-    struct hb *h = arg;
-    h->calls++;
-    h->n = tasks->n;
-    size_t i = 0;
-    for (struct mc_task *t = tasks->head; t && i < 256; t = t->next, i++) {
-        snprintf(h->it[i].key, sizeof(h->it[i].key), "%s", t->key);
-        h->it[i].task_id = t->task_id;
-        h->it[i].version = t->version;
-        h->it[i].size = t->size;
-        h->it[i].crc = t->crc32c;
-        h->it[i].drop = t->kind == MC_TASK_DELETE;
-    }
-    mc_task_list_free(tasks);
-}
-
 /* A heartbeat answered at once (wait 0). */
-static struct hb pull(struct fx *f, uint32_t max)
+static struct tm_hb pull(struct fx *f, uint32_t max)
 {
-    struct hb h;
-    memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, max, 0, on_hb, &h), 1);
-    assert_int_equal(h.calls, 1);
-    return h;
+    return tm_pull(f->m, f->a, max);
 }
 
 static int report(struct fx *f, struct mc_id who, uint64_t task_id, const char *key, int status,
@@ -194,7 +163,7 @@ static int reregister(struct mc_master *m, struct mc_id who, const char *key, ui
 }
 
 /* Completes every task of h (stored). */
-static void complete_all(struct fx *f, const struct hb *h)
+static void complete_all(struct fx *f, const struct tm_hb *h)
 {
     for (size_t i = 0; i < h->n; i++)
         if (!h->it[i].drop)
@@ -245,7 +214,7 @@ static void test_enable_offload_queues_at_put_end(void **state)
     assert_true(ki.offload_pending);
     assert_int_equal(ki.replicas[0].refcnt, 1); /* the source is pinned */
     /* at most max_items per answer, oldest first; the rest stays queued */
-    struct hb h = pull(f, 2);
+    struct tm_hb h = pull(f, 2);
     assert_int_equal(h.n, 2);
     assert_string_equal(h.it[0].key, "k0");
     assert_int_equal(h.it[0].version, v[0]);
@@ -253,7 +222,7 @@ static void test_enable_offload_queues_at_put_end(void **state)
     assert_int_equal(h.it[0].crc, 1000 ^ 0x5a);
     assert_false(h.it[0].drop);
     assert_string_equal(h.it[1].key, "k1");
-    struct hb h2 = pull(f, 2);
+    struct tm_hb h2 = pull(f, 2);
     assert_int_equal(h2.n, 1);
     assert_string_equal(h2.it[0].key, "k2");
     assert_int_equal(h2.it[0].version, v[2]);
@@ -289,7 +258,7 @@ static void test_disk_only_readable_never_evictable(void **state)
 {
     struct fx *f = *state;
     put(f, "d", 4096);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     struct mc_evict_stats es;
     assert_int_equal(mc_master_batch_evict(f->m, 1.0, 1.0, &es), MC_OK);
@@ -317,9 +286,9 @@ static void test_long_poll_answered_on_arrival_and_at_deadline(void **state)
 {
     (void)state;
     struct fx *f = fx_new(MODE_PUT_END);
-    struct hb h;
+    struct tm_hb h;
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, on_hb, &h), 0);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, tm_on_hb, &h), 0);
     mc_fake_clock_advance_ms(&f->fc, 100);
     assert_int_equal(mc_master_tick_offload(f->m), 0);
     assert_int_equal(h.calls, 0);
@@ -329,7 +298,7 @@ static void test_long_poll_answered_on_arrival_and_at_deadline(void **state)
     assert_string_equal(h.it[0].key, "arrives");
     /* nothing queued: answered empty at the deadline, never before */
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, on_hb, &h), 0);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, tm_on_hb, &h), 0);
     mc_fake_clock_advance_ms(&f->fc, 499);
     mc_master_tick_offload(f->m);
     assert_int_equal(h.calls, 0);
@@ -339,7 +308,7 @@ static void test_long_poll_answered_on_arrival_and_at_deadline(void **state)
     assert_int_equal(h.n, 0);
     /* a poll parked when the master goes is answered (empty) by mc_master_free */
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, on_hb, &h), 0);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 500, tm_on_hb, &h), 0);
     fx_free(f);
     assert_int_equal(h.calls, 1);
 }
@@ -348,13 +317,13 @@ static void test_heartbeat_errors(void **state)
 {
     (void)state;
     struct fx *f = fx_new(MODE_PUT_END);
-    struct hb h;
+    struct tm_hb h;
     memset(&h, 0, sizeof(h));
     /* b is not a holder */
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->b, true, 4, 100, on_hb, &h),
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->b, true, 4, 100, tm_on_hb, &h),
                      MC_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(
-        mc_master_offload_heartbeat(f->m, (struct mc_id){0, 0}, true, 4, 100, on_hb, &h),
+        mc_master_offload_heartbeat(f->m, (struct mc_id){0, 0}, true, 4, 100, tm_on_hb, &h),
         MC_ERR_INVALID_PARAMS);
     assert_int_equal(h.calls, 0);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->b, NULL, 0, true), MC_ERR_INVALID_PARAMS);
@@ -369,7 +338,7 @@ static void test_heartbeat_errors(void **state)
     /* without enable_offload every tier call answers UNABLE_OFFLOAD */
     f = fx_new_cfg(MODE_OFF, 64 * MIB, false, 0);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "h:1", 0, true), MC_ERR_UNABLE_OFFLOAD);
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 0, on_hb, &h),
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 4, 0, tm_on_hb, &h),
                      MC_ERR_UNABLE_OFFLOAD);
     assert_int_equal(mc_master_evict_disk_replica(f->m, f->a, "k", 1, 0), MC_ERR_UNABLE_OFFLOAD);
     assert_int_equal(mc_master_unmount_local_disk(f->m, f->a), MC_ERR_UNABLE_OFFLOAD);
@@ -383,9 +352,9 @@ static void test_heartbeat_disable_offloading_cancels_queued(void **state)
     struct fx *f = *state;
     put(f, "q1", 10);
     put(f, "q2", 10);
-    struct hb h;
+    struct tm_hb h;
     memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, false, 0, 1000, on_hb, &h), 1);
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, false, 0, 1000, tm_on_hb, &h), 1);
     assert_int_equal(h.n, 0);
     assert_false(query(f, "q1", MC_OK).offload_pending);
     assert_int_equal(query(f, "q2", MC_OK).replicas[0].refcnt, 0);
@@ -400,7 +369,7 @@ static void test_nack_releases_pin(void **state)
 {
     struct fx *f = *state;
     uint64_t v = put(f, "n", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     assert_int_equal(h.n, 1);
     assert_int_equal(report(f, f->a, h.it[0].task_id, "n", MC_ERR_WRITE_FAIL, 0, v, 0), MC_OK);
     struct mc_key_info ki = query(f, "n", MC_OK);
@@ -416,7 +385,7 @@ static void test_stale_version_completion_refused(void **state)
 {
     struct fx *f = *state;
     uint64_t v = put(f, "s", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     /* a report claiming another version: refused, nothing attached, the pin released */
     assert_int_equal(report(f, f->a, h.it[0].task_id, "s", 0, 100, v + 1, 100 ^ 0x5a),
                      MC_ERR_INVALID_VERSION);
@@ -450,7 +419,7 @@ static void test_remove_reput_late_completion_never_attaches(void **state)
 {
     struct fx *f = *state;
     uint64_t v1 = put(f, "r", 100);
-    struct hb old = pull(f, 0); /* the holder is copying v1 ... */
+    struct tm_hb old = pull(f, 0); /* the holder is copying v1 ... */
     assert_int_equal(old.n, 1);
     mc_fake_clock_advance_ms(&f->fc, 1);
     assert_int_equal(mc_master_remove(f->m, "r", 1, false), MC_OK); /* the pin does not block */
@@ -467,7 +436,7 @@ static void test_remove_reput_late_completion_never_attaches(void **state)
     assert_int_equal(reregister(f->m, f->a, "r", 100, v1, 100 ^ 0x5a), MC_ERR_INVALID_VERSION);
     /* the holder that was copying v1 is told to drop any record of it first (the delete
      * rule: it may have written one), then v2's own task still completes */
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_int_equal(h.it[0].version, v1);
@@ -513,11 +482,11 @@ static void test_remove_all_cancels_and_deletes(void **state)
 {
     struct fx *f = *state;
     put(f, "x0", 10);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h); /* x0 has a disk copy */
     put(f, "x1", 10);    /* x1's task queued, x2's handed out */
     put(f, "x2", 10);
-    struct hb h2 = pull(f, 1);
+    struct tm_hb h2 = pull(f, 1);
     assert_string_equal(h2.it[0].key, "x1");
     mc_fake_clock_advance_ms(&f->fc, 1);
     uint64_t removed = 0;
@@ -542,7 +511,7 @@ static void test_task_expiry_releases_pin(void **state)
 {
     struct fx *f = *state;
     uint64_t v = put(f, "e", 10);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     mc_fake_clock_advance_ms(&f->fc, RELEASE_MS - 1);
     ping(f, f->a);
     mc_master_tick_reaper(f->m);
@@ -571,7 +540,7 @@ static void test_queue_limit(void **state)
     struct mc_offload_stats st = ostats(f);
     assert_int_equal(st.queued, 2);
     assert_int_equal(st.refused, 1);
-    struct hb h = pull(f, 0); /* in flight still counts towards the limit */
+    struct tm_hb h = pull(f, 0); /* in flight still counts towards the limit */
     assert_int_equal(h.n, 2);
     put(f, "l3", 10);
     assert_false(query(f, "l3", MC_OK).offload_pending);
@@ -643,7 +612,7 @@ static void on_evict_queues_at_eviction(bool force_full)
     assert_int_equal(st.in_flight, st.queued);
     /* nothing was freed, so the cycle went through every candidate: all 200 are queued */
     assert_int_equal(st.queued, 200);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     assert_int_equal(h.n, 200);
     /* (one round evicts its candidates shard by shard: queue order is not lease order) */
     assert_true(query(f, "o0", MC_OK).offload_pending);
@@ -782,17 +751,17 @@ static void eviction_keeps_keys(int mode)
             }
             assert_int_equal(rc, MC_ERR_NO_AVAILABLE_HANDLE);
             assert_true(++tries < 50);
-            struct hb h = pull(f, 0);
+            struct tm_hb h = pull(f, 0);
             complete_all(f, &h);
             mc_fake_clock_advance_ms(&f->fc, 1);
             mc_master_tick_eviction(f->m);
         }
-        struct hb h = pull(f, 0); /* a holder that keeps up */
+        struct tm_hb h = pull(f, 0); /* a holder that keeps up */
         complete_all(f, &h);
         mc_fake_clock_advance_ms(&f->fc, 1);
         mc_master_tick_eviction(f->m);
     }
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     int readable = 0, on_disk = 0;
     for (int i = 0; i < n; i++) {
@@ -850,7 +819,7 @@ static void test_grouped_object_gets_disk_copy(void **state)
         assert_int_equal(mc_master_put_start(f->m, f->a, keys[i], 2, 100, &cfg, &r), MC_OK);
         assert_int_equal(mc_master_put_end(f->m, f->a, keys[i], 2, r.version, 1, true), MC_OK);
     }
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     assert_int_equal(h.n, 2);
     for (size_t i = 0; i < h.n; i++)
         assert_int_equal(report(f, f->a, h.it[i].task_id, h.it[i].key, 0, 100, h.it[i].version, 1),
@@ -894,7 +863,7 @@ static void test_reregister_after_restart_recreates_same_epoch_does_not(void **s
     assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 0, true), MC_OK);
     uint64_t v = put(f, "p", 500);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     /* within the same incarnation: a removed object is never recreated from its record */
     mc_fake_clock_advance_ms(&f->fc, 1);
@@ -966,7 +935,7 @@ static void test_reregister_never_resurrects_what_this_incarnation_dropped(void 
     assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 0, true), MC_OK);
     uint64_t vp = put(f, "p", 500), vq = put(f, "q", 600), vr = put(f, "r", 700);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     mc_master_free(f->m);
 
@@ -1021,7 +990,7 @@ static void test_holder_expiry_drops_replicas_and_tasks(void **state)
     cfg.preferred_segments = pref;
     cfg.n_preferred = 1;
     put(f, "diskonly", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     struct mc_evict_stats es;
     mc_fake_clock_advance_ms(&f->fc, 1);
@@ -1047,9 +1016,9 @@ static void test_holder_expiry_drops_replicas_and_tasks(void **state)
     assert_int_equal(st.in_flight, 0);
     assert_int_equal(st.cancelled, 1);
     assert_int_equal(st.holders, 0);
-    struct hb hh;
+    struct tm_hb hh;
     memset(&hh, 0, sizeof(hh));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, on_hb, &hh),
+    assert_int_equal(mc_master_offload_heartbeat(f->m, f->a, true, 0, 0, tm_on_hb, &hh),
                      MC_ERR_SEGMENT_NOT_FOUND);
 }
 
@@ -1057,10 +1026,10 @@ static void test_unmount_local_disk(void **state)
 {
     struct fx *f = *state;
     put(f, "m0", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     put(f, "m1", 100); /* queued */
-    struct hb parked;
+    struct tm_hb parked;
     memset(&parked, 0, sizeof(parked));
     struct mc_local_disk_info *ld = NULL;
     size_t nld = 0;
@@ -1097,7 +1066,7 @@ static void test_remount_moves_endpoint(void **state)
 {
     struct fx *f = *state;
     put(f, "ep", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 0, true), MC_OK);
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:19999", 0, true), MC_OK);
@@ -1114,7 +1083,7 @@ static void test_evict_disk_replica(void **state)
     uint64_t v0 = put(f, "e0", 100);
     put(f, "e1", 100);
     put(f, "e2", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     /* e0 keeps its DRAM copy: only the disk replica goes */
     assert_int_equal(mc_master_evict_disk_replica(f->m, f->a, "e0", 2, v0 + 1000),
@@ -1153,7 +1122,7 @@ static void test_metrics_rendered(void **state)
 {
     struct fx *f = *state;
     put(f, "mm", 100);
-    struct hb h = pull(f, 0);
+    struct tm_hb h = pull(f, 0);
     complete_all(f, &h);
     struct mc_textbuf tb;
     mc_textbuf_init(&tb);
@@ -1184,7 +1153,7 @@ struct mt {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     bool answered;
-    struct hb h;
+    struct tm_hb h;
     _Atomic bool stop, done;
     _Atomic uint64_t reports;
 };
@@ -1193,7 +1162,7 @@ static void mt_reply(void *arg, struct mc_task_list *tasks)
 {
     struct mt *t = arg;
     pthread_mutex_lock(&t->mu);
-    on_hb(&t->h, tasks);
+    tm_on_hb(&t->h, tasks);
     t->answered = true;
     pthread_cond_signal(&t->cv);
     pthread_mutex_unlock(&t->mu);
@@ -1218,7 +1187,7 @@ static void *mt_holder(void *arg)
         pthread_mutex_lock(&t->mu);
         while (!t->answered)
             pthread_cond_wait(&t->cv, &t->mu);
-        struct hb h = t->h;
+        struct tm_hb h = t->h;
         pthread_mutex_unlock(&t->mu);
         for (size_t i = 0; i < h.n; i++) {
             if (h.it[i].drop) { /* a holder acknowledges its deletes (the delete rule) */

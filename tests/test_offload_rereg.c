@@ -26,6 +26,7 @@
 #include "master/lock_order.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
+#include "test_heartbeat_util.h"
 #include "test_master_util.h"
 
 #define T0_MS 1000000ull
@@ -114,42 +115,9 @@ static int complete_listing(struct fx *f, struct mc_id who)
     return mc_master_reregister_disk(f->m, who, NULL, 0, true, NULL, NULL);
 }
 
-/* A heartbeat's answer: at most 64 tasks recorded. */
-struct hb {
-    int calls;
-    size_t n;
-    struct {
-        char key[32];
-        uint64_t task_id, version, size;
-        uint32_t crc;
-        bool drop;
-    } it[64];
-};
-
-static void on_hb(void *arg, struct mc_task_list *tasks)
+static struct tm_hb pull(struct fx *f, struct mc_id who)
 {
-    struct hb *h = arg;
-    h->calls++;
-    h->n = tasks->n;
-    size_t i = 0;
-    for (struct mc_task *t = tasks->head; t && i < 64; t = t->next, i++) {
-        snprintf(h->it[i].key, sizeof(h->it[i].key), "%s", t->key);
-        h->it[i].task_id = t->task_id;
-        h->it[i].version = t->version;
-        h->it[i].size = t->size;
-        h->it[i].crc = t->crc32c;
-        h->it[i].drop = t->kind == MC_TASK_DELETE;
-    }
-    mc_task_list_free(tasks);
-}
-
-static struct hb pull(struct fx *f, struct mc_id who)
-{
-    struct hb h;
-    memset(&h, 0, sizeof(h));
-    assert_int_equal(mc_master_offload_heartbeat(f->m, who, true, 64, 0, on_hb, &h), 1);
-    assert_int_equal(h.calls, 1);
-    return h;
+    return tm_pull(f->m, who, 64);
 }
 
 static struct mc_key_info query(struct fx *f, const char *key, int want_rc)
@@ -204,7 +172,7 @@ static void test_rereg_lower_first_higher_replaces(void **state)
     assert_int_equal(g.version, v2);
     assert_int_equal(g.crc32c, 22);
     /* H1 is told to delete its v1 record; H2 is told nothing */
-    struct hb h = pull(f, f->h1);
+    struct tm_hb h = pull(f, f->h1);
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_string_equal(h.it[0].key, "K");
@@ -324,7 +292,7 @@ static void test_removed_in_recovery_stays_removed(void **state)
     mount_disk(f, f->h2, "10.0.0.2:18002");
     assert_int_equal(rereg(f, f->h2, "K", 200, base - 10, 22, false, &mv), MC_OK);
     assert_int_equal(mc_master_remove(f->m, "K", 1, false), MC_OK);
-    struct hb h = pull(f, f->h2);
+    struct tm_hb h = pull(f, f->h2);
     assert_int_equal(h.n, 1);
     assert_true(h.it[0].drop);
     assert_int_equal(mc_master_offload_ack_deletes(f->m, f->h2, &h.it[0].task_id, 1), 1);
@@ -354,7 +322,7 @@ static void test_listing_drops_unlisted_holder_restart(void **state)
     const char *keys[] = {"p", "q", "r"};
     for (int i = 0; i < 3; i++)
         assert_int_equal(tm_put(f->m, f->h1, keys[i], 4096), MC_OK);
-    struct hb h = pull(f, f->h1);
+    struct tm_hb h = pull(f, f->h1);
     assert_int_equal(h.n, 3);
     struct mc_offload_result res[3];
     int rcs[3];
@@ -497,7 +465,7 @@ static void full_disk_backs_off(enum mode mode)
             struct mc_ping_result pr;
             assert_int_equal(mc_master_ping(f->m, f->h1, &pr), MC_OK);
         }
-        struct hb h = pull(f, f->h1);
+        struct tm_hb h = pull(f, f->h1);
         for (size_t i = 0; i < h.n; i++) {
             if (h.it[i].drop)
                 continue;
@@ -562,7 +530,7 @@ static void put_answer(struct fx *f, int *seq, int status, size_t want_tasks)
     char k[16];
     snprintf(k, sizeof(k), "b%d", (*seq)++);
     assert_int_equal(tm_put(f->m, f->h1, k, 4096), MC_OK);
-    struct hb h = pull(f, f->h1);
+    struct tm_hb h = pull(f, f->h1);
     assert_int_equal(h.n, want_tasks);
     if (!h.n)
         return;

@@ -113,16 +113,8 @@ static int start_master(void)
 /* Starts H on g.disk; stall_ms > 0 sets MC_TEST_PROMOTION_STALL_MS for it. */
 static int start_holder(int stall_ms)
 {
-    char disk[160], stall[32];
-    const char *flags[] = {"--segment_size=32MiB", disk, "--disk_capacity=1GiB", "--log_level=info",
-                           "--master_wait=20s",    NULL};
-    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    snprintf(stall, sizeof(stall), "%d", stall_ms);
-    if (stall_ms > 0)
-        setenv("MC_TEST_PROMOTION_STALL_MS", stall, 1);
-    int rc = cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
-    unsetenv("MC_TEST_PROMOTION_STALL_MS");
-    return rc;
+    const struct cu_holder_opts o = {.segment_size = "32MiB", .stall_ms = stall_ms};
+    return cu_start_holder(&g.cl, &g.h, g.disk, &o, g.ep, sizeof(g.ep), START_MS);
 }
 
 /* Starts D: a daemon with a 64 MiB DRAM segment and no disk; its endpoint into g.d_ep. */
@@ -265,13 +257,7 @@ static bool wait_memory(const int *ks, int n, int timeout_ms)
 
 static bool wait_metric(const char *name, double want, int timeout_ms)
 {
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    while (metric(name) != want) {
-        if (cu_now_ms() >= deadline)
-            return false;
-        cu_sleep_ms(100);
-    }
-    return true;
+    return cu_wait_master_metric(&g.cl, name, want, timeout_ms);
 }
 
 /* admitted = completed + failed + expired + cancelled + in_flight, from one scrape. */
@@ -336,9 +322,10 @@ static int group_teardown(void **state)
 
 /* ---- tests ------------------------------------------------------------------------------- */
 
-static void test_hot_keys_promoted(void **state)
+/* hot_keys_promoted, phase 1: NKEYS Puts into the small segment, until eviction's offloads
+ * have left at least half of them LOCAL_DISK-only (g.disk_only). */
+static void put_until_disk_only(void)
 {
-    (void)state;
     for (int i = 0; i < NKEYS; i++) {
         int rc = put_key(i);
         if (rc) {
@@ -358,9 +345,12 @@ static void test_hot_keys_promoted(void **state)
     } while (cu_now_ms() < deadline);
     fprintf(stderr, "hot_keys_promoted: %d disk-only keys of %d\n", g.ndisk_only, NKEYS);
     assert_true(g.ndisk_only >= NKEYS / 2);
+}
 
-    const int *hot = g.disk_only;
-    double completed0 = metric("master_promotion_completed_total");
+/* hot_keys_promoted, phase 2: the hot keys read threshold + 1 times (the admitting reads from
+ * the disk) list a MEMORY replica within the bounded wait. */
+static void read_hot_until_promoted(const int *hot)
+{
     uint64_t t0 = cu_now_ms();
     for (int k = 0; k < NHOT; k++) {
         int tier = -1;
@@ -380,6 +370,11 @@ static void test_hot_keys_promoted(void **state)
         cu_dump_log(&g.master, "master");
     }
     assert_true(all);
+}
+
+/* hot_keys_promoted, phase 3: the CLI's view of the hot and the unread disk-only keys. */
+static void check_hot_and_cold_views(const int *hot)
+{
     /* the CLI's view agrees: a COMPLETE MEMORY replica beside the LOCAL_DISK one, no pin */
     struct view v;
     for (int k = 0; k < NHOT; k++) {
@@ -394,6 +389,16 @@ static void test_hot_keys_promoted(void **state)
         assert_int_equal(v.processing, 0);
         assert_int_equal(v.disk, 1);
     }
+}
+
+static void test_hot_keys_promoted(void **state)
+{
+    (void)state;
+    put_until_disk_only();
+    const int *hot = g.disk_only;
+    double completed0 = metric("master_promotion_completed_total");
+    read_hot_until_promoted(hot);
+    check_hot_and_cold_views(hot);
     /* the promoted keys are now read from DRAM, bytes equal */
     for (int k = 0; k < NHOT; k++) {
         int tier = -1;
@@ -525,9 +530,10 @@ static void test_bad_source_fails(void **state)
     check_funnel();
 }
 
-static void test_holder_killed(void **state)
+/* holder_killed, phase 1: H restarted with a promotion stall; a disk-only key that reads whole
+ * through the new incarnation. */
+static int restart_stalling_and_pick(void)
 {
-    (void)state;
     /* H again, now stalling every promotion between AllocStart and the write */
     assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
     assert_int_equal(start_holder(60000), 0);
@@ -549,8 +555,13 @@ static void test_holder_killed(void **state)
     fprintf(stderr, "holder_killed: %d disk-only keys after the restart, picked %d\n", g.ndisk_only,
             i);
     assert_true(i >= 0);
-    double expired0 = metric("master_promotion_expired_total");
-    double cancelled0 = metric("master_promotion_cancelled_total");
+    return i;
+}
+
+/* holder_killed, phase 2: key i admitted and staged at the stalled H (a PROCESSING MEMORY
+ * replica, the source pinned, one task in flight). */
+static void stage_at_stalled_holder(int i)
+{
     read_n(i, THRESHOLD);
     /* staged: a PROCESSING MEMORY replica, the source pinned, one task in flight */
     struct view v = {0};
@@ -570,6 +581,15 @@ static void test_holder_killed(void **state)
     assert_int_equal(v.processing, 1);
     assert_true(v.pins >= 1);
     assert_true(metric("master_promotion_in_flight") >= 1);
+}
+
+static void test_holder_killed(void **state)
+{
+    (void)state;
+    int i = restart_stalling_and_pick();
+    double expired0 = metric("master_promotion_expired_total");
+    double cancelled0 = metric("master_promotion_cancelled_total");
+    stage_at_stalled_holder(i);
 
     assert_int_equal(cu_stop(&g.h, SIGKILL, 5000), 128 + SIGKILL);
     assert_int_equal(start_holder(0), 0);
@@ -584,6 +604,7 @@ static void test_holder_killed(void **state)
                      metric("master_promotion_cancelled_total") - cancelled0;
     fprintf(stderr, "holder_killed: task ended by the master (expired+cancelled %.0f)\n", ended_n);
     assert_true(ended_n >= 1);
+    struct view v = {0};
     assert_int_equal(stat_key(i, &v), 0);
     assert_int_equal(v.processing, 0);
     assert_int_equal(v.pins, 0);
@@ -621,9 +642,10 @@ static bool disk_only_on(const char *key, const char *holder)
     return yes;
 }
 
-static void test_in_process_holder(void **state)
+/* in_process_holder, phase 1: H stopped, P opened in this process, NIP keys Put through it;
+ * two keys that only P's disk holds into mine (P closed when they do not appear). */
+static struct mc_client *open_ip_holder_find_two(int mine[2])
 {
-    (void)state;
     /* a holder in this process (an 8 MiB segment and a disk): its worker's stats can be read and
      * its store touched. H leaves (SIGTERM unmounts it at once), so P's segment is the only one
      * and its disk gets the records of its Puts */
@@ -640,7 +662,7 @@ static void test_in_process_holder(void **state)
         assert_int_equal(cu_put_retry(p, key, g.want, VLEN, NULL, WAIT_MS), 0);
     }
     /* two keys that only P's disk holds */
-    int mine[2], nm = 0;
+    int nm = 0;
     uint64_t deadline = cu_now_ms() + WAIT_MS;
     while (nm < 2 && cu_now_ms() < deadline) {
         nm = 0;
@@ -655,13 +677,18 @@ static void test_in_process_holder(void **state)
     if (nm < 2)
         mc_client_close(p);
     assert_int_equal(nm, 2);
+    return p;
+}
+
+/* in_process_holder, phase 2: key ip-<i> promoted by P's worker with a memcpy. */
+static void ip_promoted_by_memcpy(struct mc_client *p, int i)
+{
+    char key[32];
     struct mc_worker_stats s0, s1;
     mc_worker_get_stats(p->worker, &s0);
-    double failed0 = metric("master_promotion_failed_total");
-
     /* the first is promoted by P's worker: a memcpy into P's own segment, read back from DRAM */
-    ip_key(mine[0], key, sizeof(key));
-    value_of(1000 + mine[0], g.want);
+    ip_key(i, key, sizeof(key));
+    value_of(1000 + i, g.want);
     for (int r = 0; r < THRESHOLD + 1; r++) {
         memset(g.buf, 0, VLEN);
         int64_t n = mc_get(g.client, key, g.buf, VLEN);
@@ -669,7 +696,7 @@ static void test_in_process_holder(void **state)
         assert_memory_equal(g.buf, g.want, VLEN);
     }
     bool promoted = false;
-    deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    uint64_t deadline = cu_now_ms() + PROMOTE_WAIT_MS;
     while (!promoted && cu_now_ms() < deadline) {
         mc_worker_get_stats(p->worker, &s1);
         promoted = s1.promoted > s0.promoted;
@@ -681,6 +708,18 @@ static void test_in_process_holder(void **state)
     memset(g.buf, 0, VLEN);
     assert_int_equal(mc_get(p, key, g.buf, VLEN), VLEN);
     assert_memory_equal(g.buf, g.want, VLEN);
+}
+
+static void test_in_process_holder(void **state)
+{
+    (void)state;
+    int mine[2];
+    char key[32];
+    struct mc_client *p = open_ip_holder_find_two(mine);
+    struct mc_worker_stats s0, s1;
+    mc_worker_get_stats(p->worker, &s0);
+    double failed0 = metric("master_promotion_failed_total");
+    ip_promoted_by_memcpy(p, mine[0]);
 
     /* the second's record is gone from P's store (the master still lists it): its promotion is
      * failed by the worker at once, and not retried */
@@ -749,18 +788,21 @@ static int put_seeded(struct mc_client *c, const char *key, int seed,
     return cu_put_retry(c, key, g.want, VLEN, rc, WAIT_MS);
 }
 
-static void test_remote_staged(void **state)
+enum { RS_NCOLD = 3, RS_NFILL = 8, RS_SEED = 3000 };
+
+/* remote_staged, phase 1: P opened, cold keys Put, P's segment filled with hard-pinned objects;
+ * returns a cold key that only P's disk holds, once P's segment (the only one) is full. */
+static int rs_fill_and_pick_cold(void)
 {
-    (void)state;
     /* P: an in-test holder with an 8 MiB segment and a disk (its worker's stats tell a memcpy
      * from a transport write). H is stopped (in_process_holder), so P's segment is the only
      * one and its Puts land there */
     assert_int_equal(g.h.pid, 0);
-    char disk[160], key[32], idhex[MC_ID_STRLEN], seg[128];
+    char disk[160], key[32], idhex[MC_ID_STRLEN];
     snprintf(disk, sizeof(disk), "%s/rs_disk", g.cl.dir);
     assert_int_equal(cu_open_client(&g.cl, 8u << 20, disk, 256u << 20, 3000, &g.p), 0);
     mc_id_format(g.p->id, idhex);
-    enum { NCOLD = 3, NFILL = 8, SEED = 3000 };
+    enum { NCOLD = RS_NCOLD, NFILL = RS_NFILL, SEED = RS_SEED };
     for (int i = 0; i < NCOLD; i++) {
         snprintf(key, sizeof(key), "rs-%03d", i);
         assert_int_equal(put_seeded(g.p, key, SEED + i, NULL), 0);
@@ -790,13 +832,37 @@ static void test_remote_staged(void **state)
             cu_sleep_ms(50);
     }
     assert_true(cold >= 0);
-    snprintf(key, sizeof(key), "rs-%03d", cold);
     /* P's segment, the only one, has no room left */
     double cap = metric("master_total_capacity_bytes");
     fprintf(stderr, "remote_staged: allocated %.0f of %.0f bytes before D\n",
             metric("master_allocated_bytes"), cap);
     assert_true(cap == (double)(8u << 20));
     assert_true(wait_metric("master_allocated_bytes", cap, WAIT_MS));
+    return cold;
+}
+
+/* remote_staged, last phase: no MEMORY replica anywhere (not on D), nothing staged or pinned;
+ * the bytes still read from the disk. */
+static void rs_check_nothing_staged(const char *key, int cold)
+{
+    char seg[128];
+    assert_false(memory_segment(key, seg, sizeof(seg)));
+    struct view v;
+    assert_int_equal(stat_name(key, &v), 0);
+    assert_int_equal(v.mem, 0);
+    assert_int_equal(v.disk, 1);
+    assert_int_equal(v.processing, 0);
+    assert_int_equal(v.pins, 0);
+    assert_int_equal(get_checked(g.client, key, RS_SEED + cold), MC_REPLICA_LOCAL_DISK);
+}
+
+static void test_remote_staged(void **state)
+{
+    (void)state;
+    enum { SEED = RS_SEED };
+    char key[32];
+    int cold = rs_fill_and_pick_cold();
+    snprintf(key, sizeof(key), "rs-%03d", cold);
 
     /* D: a daemon with DRAM only and room. The master must not stage the promotion there: a
      * range on another client's segment would outlive P's mount (a late write of a stopped P
@@ -813,7 +879,7 @@ static void test_remote_staged(void **state)
     for (int r = 0; r < THRESHOLD + 1; r++)
         assert_int_equal(get_checked(g.client, key, SEED + cold), MC_REPLICA_LOCAL_DISK);
     bool ended = false;
-    deadline = cu_now_ms() + PROMOTE_WAIT_MS;
+    uint64_t deadline = cu_now_ms() + PROMOTE_WAIT_MS;
     while (!ended && cu_now_ms() < deadline) {
         ended = metric("master_promotion_admitted_total") > admitted0 &&
                 metric("master_promotion_in_flight") == 0;
@@ -837,15 +903,7 @@ static void test_remote_staged(void **state)
     assert_true(metric("master_promotion_completed_total") == completed0);
     assert_true(s1.promoted == s0.promoted);
     assert_true(s1.promo_local == s0.promo_local);
-    /* no MEMORY replica anywhere (not on D), nothing staged or pinned; the bytes still read */
-    assert_false(memory_segment(key, seg, sizeof(seg)));
-    struct view v;
-    assert_int_equal(stat_name(key, &v), 0);
-    assert_int_equal(v.mem, 0);
-    assert_int_equal(v.disk, 1);
-    assert_int_equal(v.processing, 0);
-    assert_int_equal(v.pins, 0);
-    assert_int_equal(get_checked(g.client, key, SEED + cold), MC_REPLICA_LOCAL_DISK);
+    rs_check_nothing_staged(key, cold);
     check_funnel();
     mc_client_close(g.p);
     g.p = NULL;

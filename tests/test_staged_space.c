@@ -89,16 +89,8 @@ static int start_master(const char *timeout_flag, const char *ttl_flag)
 
 static int start_holder(int stall_ms)
 {
-    char disk[200], stall[32];
-    const char *flags[] = {"--segment_size=16MiB", disk, "--disk_capacity=1GiB", "--log_level=info",
-                           "--master_wait=20s",    NULL};
-    snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
-    snprintf(stall, sizeof(stall), "%d", stall_ms);
-    if (stall_ms > 0)
-        setenv("MC_TEST_PROMOTION_STALL_MS", stall, 1);
-    int rc = cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
-    unsetenv("MC_TEST_PROMOTION_STALL_MS");
-    return rc;
+    const struct cu_holder_opts o = {.segment_size = "16MiB", .stall_ms = stall_ms};
+    return cu_start_holder(&g.cl, &g.h, g.disk, &o, g.ep, sizeof(g.ep), START_MS);
 }
 
 static int open_client(bool checksums, struct mc_client **out)
@@ -121,13 +113,7 @@ static double metric(const char *name)
 
 static bool wait_metric(const char *name, double want, int timeout_ms)
 {
-    uint64_t deadline = cu_now_ms() + (uint64_t)timeout_ms;
-    while (metric(name) != want) {
-        if (cu_now_ms() >= deadline)
-            return false;
-        cu_sleep_ms(50);
-    }
-    return true;
+    return cu_wait_master_metric(&g.cl, name, want, timeout_ms);
 }
 
 static void start_case(const char *timeout_flag, const char *ttl_flag, int stall_ms)

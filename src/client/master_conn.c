@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/lock_order.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
 #include "common/service_ready.h"
@@ -49,16 +50,30 @@ static bool transport_error(int rc)
 
 #define RPC(mc) mc_master_link_rpc((mc)->link)
 
+/* mc->lock goes through these: a leaf of the lock order (common/lock_order.h). The ping
+ * thread's condition waits keep it recorded as held, which it is again when they return. */
+static void link_lock(struct mc_master_conn *mc)
+{
+    mc_lo_acquire(MC_LO_MASTER_LINK, 0);
+    pthread_mutex_lock(&mc->lock);
+}
+
+static void link_unlock(struct mc_master_conn *mc)
+{
+    pthread_mutex_unlock(&mc->lock);
+    mc_lo_release(MC_LO_MASTER_LINK, 0);
+}
+
 static void set_down(struct mc_master_conn *mc, const char *why, int rc)
 {
     bool was = atomic_exchange(&mc->up, false);
     if (was)
         mc_warn("client", "master unreachable, failing calls fast until it is back",
                 "master=%s why=%s rc=%s", mc->address, why, mc_strerror(rc));
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     mc->kick = true;
     pthread_cond_signal(&mc->cv);
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
 }
 
 int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
@@ -117,9 +132,9 @@ static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segm
 
 int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segment *s)
 {
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     bool full = mc->nsegs >= MC_MASTER_CONN_MAX_SEGMENTS;
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     if (full)
         return MC_ERR_NO_AVAILABLE_HANDLE;
     Mc__Segment seg;
@@ -145,10 +160,10 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     if (rc == 0 && mc->cfg.on_mount_epoch)
         mc->cfg.on_mount_epoch(mc->cfg.cb_arg, s->id, epoch);
     if (rc == 0) {
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         if (mc->nsegs < MC_MASTER_CONN_MAX_SEGMENTS)
             mc->segs[mc->nsegs++] = *s;
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
     }
     return rc;
 }
@@ -157,26 +172,26 @@ int mc_master_conn_set_segment_rkey(struct mc_master_conn *mc, struct mc_id segm
                                     uint32_t rkey)
 {
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     for (int i = 0; i < mc->nsegs; i++)
         if (mc_id_eq(mc->segs[i].id, segment_id)) {
             mc->segs[i].rkey = rkey;
             mc->segs[i].rdma = rkey != 0;
             rc = 0;
         }
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     return rc;
 }
 
 int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id)
 {
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     for (int i = 0; i < mc->nsegs; i++)
         if (mc_id_eq(mc->segs[i].id, segment_id)) {
             mc->segs[i] = mc->segs[--mc->nsegs];
             break;
         }
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     Mc__Uuid sid = MC__UUID__INIT, cid = MC__UUID__INIT;
     sid.hi = segment_id.hi;
     sid.lo = segment_id.lo;
@@ -197,10 +212,10 @@ int mc_master_conn_unmount(struct mc_master_conn *mc, struct mc_id segment_id)
 static int remount(struct mc_master_conn *mc)
 {
     struct mc_mounted_segment segs[MC_MASTER_CONN_MAX_SEGMENTS];
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     int n = mc->nsegs;
     memcpy(segs, mc->segs, sizeof(segs[0]) * (size_t)n);
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     Mc__Segment seg[MC_MASTER_CONN_MAX_SEGMENTS], *segp[MC_MASTER_CONN_MAX_SEGMENTS];
     Mc__Uuid ids[MC_MASTER_CONN_MAX_SEGMENTS], owners[MC_MASTER_CONN_MAX_SEGMENTS];
     Mc__RdmaInfo ris[MC_MASTER_CONN_MAX_SEGMENTS];
@@ -236,9 +251,9 @@ static int remount(struct mc_master_conn *mc)
     for (int i = 0; rc == 0 && mc->cfg.on_mount_epoch && i < n; i++)
         mc->cfg.on_mount_epoch(mc->cfg.cb_arg, segs[i].id, epochs[i]);
     if (rc == 0) {
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         mc->remounts++;
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
         mc_info("client", "segments re-mounted", "master=%s segments=%d", mc->address, n);
         if (mc->cfg.on_remounted)
             mc->cfg.on_remounted(mc->cfg.cb_arg);
@@ -269,11 +284,11 @@ static int ping_once(struct mc_master_conn *mc)
     }
     if (rc == MC_ERR_NOT_LEADER)
         atomic_store(&mc->not_leader, true);
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     mc->pings++;
     if (rc)
         mc->ping_failures++;
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     if (rc)
         return rc;
     Mc__PingResponse *r = (Mc__PingResponse *)m;
@@ -285,11 +300,11 @@ static int ping_once(struct mc_master_conn *mc)
      * serve nothing (a writer racing with it gets REPLICA_IS_GONE and retries). */
     if (need && mc->cfg.on_mount_epoch) {
         struct mc_id ids[MC_MASTER_CONN_MAX_SEGMENTS];
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         int n = mc->nsegs;
         for (int i = 0; i < n; i++)
             ids[i] = mc->segs[i].id;
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
         for (int i = 0; i < n; i++)
             mc->cfg.on_mount_epoch(mc->cfg.cb_arg, ids[i], 0);
     }
@@ -309,9 +324,9 @@ static int try_recover(struct mc_master_conn *mc)
     if (rc == 0)
         rc = ping_once(mc);
     if (rc == 0) {
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         mc->reconnects++;
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
         atomic_store(&mc->up, true);
         mc_info("client", "master reachable again", "master=%s", mc->address);
     }
@@ -334,7 +349,7 @@ static void *ping_main(void *arg)
     struct mc_master_conn *mc = arg;
     mc_log_set_current(mc->logger);
     uint32_t backoff = BACKOFF_MIN_MS;
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     for (;;) {
         uint32_t wait = atomic_load(&mc->up) ? mc->cfg.ping_interval_ms : backoff;
         struct timespec ts;
@@ -346,7 +361,7 @@ static void *ping_main(void *arg)
         if (mc->stop)
             break;
         mc->kick = false;
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
         if (mc->cfg.on_tick)
             mc->cfg.on_tick(mc->cfg.cb_arg);
         if (atomic_load(&mc->up)) {
@@ -362,10 +377,10 @@ static void *ping_main(void *arg)
         } else {
             backoff = BACKOFF_MIN_MS;
         }
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         mc->kick = false;
     }
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
     return NULL;
 }
 
@@ -435,10 +450,10 @@ void mc_master_conn_close(struct mc_master_conn *mc)
     if (!mc)
         return;
     if (mc->started) {
-        pthread_mutex_lock(&mc->lock);
+        link_lock(mc);
         mc->stop = true;
         pthread_cond_signal(&mc->cv);
-        pthread_mutex_unlock(&mc->lock);
+        link_unlock(mc);
         pthread_join(mc->thread, NULL);
     }
     mc_master_link_free(mc->link);
@@ -449,12 +464,12 @@ void mc_master_conn_close(struct mc_master_conn *mc)
 
 void mc_master_conn_get_stats(struct mc_master_conn *mc, struct mc_master_conn_stats *st)
 {
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     st->up = atomic_load(&mc->up);
     st->pings = mc->pings;
     st->ping_failures = mc->ping_failures;
     st->remounts = mc->remounts;
     st->reconnects = mc->reconnects;
     st->fast_failures = atomic_load(&mc->fast_failures);
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
 }

@@ -15,7 +15,9 @@
 #include <sys/uio.h>
 
 #include "common/crc32c.h"
+#include "common/lock_order.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
@@ -48,7 +50,28 @@ struct mc_peer_server {
     struct seg_entry segs[MC_PEER_MAX_SEGMENTS];
     _Atomic uint64_t requests, rejected, stale_epoch, bytes_written, bytes_read;
     pthread_mutex_t copy_lock; /* TSan builds only: orders segment copies for the sanitizer */
+    uint32_t lo_idx;           /* tells servers apart in the lock-order checker */
 };
+
+/* The segment table's rwlock goes through these (a leaf of the lock order, common/lock_order.h:
+ * nothing is taken while it is held); the functions that need it assert it. */
+static void segs_rdlock(struct mc_peer_server *ps)
+{
+    mc_lo_acquire(MC_LO_PEER_SEGS, ps->lo_idx);
+    pthread_rwlock_rdlock(&ps->lock);
+}
+
+static void segs_wrlock(struct mc_peer_server *ps)
+{
+    mc_lo_acquire_write(MC_LO_PEER_SEGS, ps->lo_idx);
+    pthread_rwlock_wrlock(&ps->lock);
+}
+
+static void segs_unlock(struct mc_peer_server *ps)
+{
+    pthread_rwlock_unlock(&ps->lock);
+    mc_lo_release(MC_LO_PEER_SEGS, ps->lo_idx);
+}
 
 void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n)
 {
@@ -93,6 +116,16 @@ static struct mc_id uuid_id(const Mc__Uuid *u)
     return id;
 }
 
+/* The used entry of segment id, or NULL (the table lock held, either mode). */
+static struct seg_entry *seg_find_locked(struct mc_peer_server *ps, struct mc_id id)
+{
+    MC_ASSERT(mc_lo_holds(MC_LO_PEER_SEGS, ps->lo_idx, false));
+    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
+        if (ps->segs[i].used && mc_id_eq(ps->segs[i].id, id))
+            return &ps->segs[i];
+    return NULL;
+}
+
 /* The lookup behind resolve; check_epoch false skips the epoch (has_segment). */
 static int lookup(struct mc_peer_server *ps, struct mc_id id, bool check_epoch, uint64_t epoch,
                   uint64_t offset, uint64_t length, uint8_t **out)
@@ -102,23 +135,20 @@ static int lookup(struct mc_peer_server *ps, struct mc_id id, bool check_epoch, 
     *out = NULL;
     if (mc_id_is_zero(id))
         return rc;
-    pthread_rwlock_rdlock(&ps->lock);
-    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
-        struct seg_entry *e = &ps->segs[i];
-        if (!e->used || !mc_id_eq(e->id, id))
-            continue;
-        if (check_epoch && e->epoch_set && (e->epoch == 0 || epoch != e->epoch)) {
-            want = e->epoch;
-            rc = MC_ERR_REPLICA_IS_GONE;
-        } else if (offset > e->size || length > e->size - offset) {
-            rc = MC_ERR_INVALID_PARAMS;
-        } else {
-            *out = e->base + offset;
-            rc = 0;
-        }
-        break;
+    segs_rdlock(ps);
+    struct seg_entry *e = seg_find_locked(ps, id);
+    if (!e) {
+        /* rc stays SEGMENT_NOT_FOUND */
+    } else if (check_epoch && e->epoch_set && (e->epoch == 0 || epoch != e->epoch)) {
+        want = e->epoch;
+        rc = MC_ERR_REPLICA_IS_GONE;
+    } else if (offset > e->size || length > e->size - offset) {
+        rc = MC_ERR_INVALID_PARAMS;
+    } else {
+        *out = e->base + offset;
+        rc = 0;
     }
-    pthread_rwlock_unlock(&ps->lock);
+    segs_unlock(ps);
     if (rc == MC_ERR_REPLICA_IS_GONE) {
         atomic_fetch_add(&ps->stale_epoch, 1);
         char idbuf[MC_ID_STRLEN];
@@ -143,23 +173,20 @@ int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uin
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
     uint64_t want = 0;
-    pthread_rwlock_rdlock(&ps->lock); /* the epoch lock: no (re)mount changes it meanwhile */
-    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
-        struct seg_entry *e = &ps->segs[i];
-        if (!e->used || !mc_id_eq(e->id, id))
-            continue;
-        if (!e->epoch_set || e->epoch != epoch) {
-            want = e->epoch;
-            rc = MC_ERR_REPLICA_IS_GONE;
-        } else if (offset > e->size || len > e->size - offset) {
-            rc = MC_ERR_INVALID_PARAMS;
-        } else {
-            mc_peer_server_copy_in(ps, e->base + offset, src, len);
-            rc = 0;
-        }
-        break;
+    segs_rdlock(ps); /* the epoch lock: no (re)mount changes it meanwhile */
+    struct seg_entry *e = seg_find_locked(ps, id);
+    if (!e) {
+        /* rc stays SEGMENT_NOT_FOUND */
+    } else if (!e->epoch_set || e->epoch != epoch) {
+        want = e->epoch;
+        rc = MC_ERR_REPLICA_IS_GONE;
+    } else if (offset > e->size || len > e->size - offset) {
+        rc = MC_ERR_INVALID_PARAMS;
+    } else {
+        mc_peer_server_copy_in(ps, e->base + offset, src, len);
+        rc = 0;
     }
-    pthread_rwlock_unlock(&ps->lock);
+    segs_unlock(ps);
     if (rc == MC_ERR_REPLICA_IS_GONE) {
         atomic_fetch_add(&ps->stale_epoch, 1);
         char idbuf[MC_ID_STRLEN];
@@ -182,19 +209,16 @@ int mc_peer_server_set_segment_epoch(struct mc_peer_server *ps, struct mc_id id,
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
     uint64_t old = 0;
     bool had = false;
-    pthread_rwlock_wrlock(&ps->lock);
-    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++) {
-        struct seg_entry *e = &ps->segs[i];
-        if (e->used && mc_id_eq(e->id, id)) {
-            had = e->epoch_set;
-            old = e->epoch;
-            e->epoch = epoch;
-            e->epoch_set = true;
-            rc = 0;
-            break;
-        }
+    segs_wrlock(ps);
+    struct seg_entry *e = seg_find_locked(ps, id);
+    if (e) {
+        had = e->epoch_set;
+        old = e->epoch;
+        e->epoch = epoch;
+        e->epoch_set = true;
+        rc = 0;
     }
-    pthread_rwlock_unlock(&ps->lock);
+    segs_unlock(ps);
     if (rc == 0 && (!had || old != epoch)) {
         char idbuf[MC_ID_STRLEN];
         mc_info("peer", "segment mount epoch set", "segment=%s mount_epoch=%llx previous=%llx",
@@ -210,12 +234,11 @@ int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void 
     if (mc_id_is_zero(id) || !base || size == 0)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_ERR_NO_AVAILABLE_HANDLE;
-    pthread_rwlock_wrlock(&ps->lock);
-    for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
-        if (ps->segs[i].used && mc_id_eq(ps->segs[i].id, id)) {
-            rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
-            goto out;
-        }
+    segs_wrlock(ps);
+    if (seg_find_locked(ps, id)) {
+        rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
+        goto out;
+    }
     for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
         if (!ps->segs[i].used) {
             ps->segs[i] = (struct seg_entry){.used = true, .id = id, .base = base, .size = size};
@@ -223,20 +246,20 @@ int mc_peer_server_add_segment(struct mc_peer_server *ps, struct mc_id id, void 
             break;
         }
 out:
-    pthread_rwlock_unlock(&ps->lock);
+    segs_unlock(ps);
     return rc;
 }
 
 int mc_peer_server_remove_segment(struct mc_peer_server *ps, struct mc_id id)
 {
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
-    pthread_rwlock_wrlock(&ps->lock);
+    segs_wrlock(ps);
     for (int i = 0; i < MC_PEER_MAX_SEGMENTS; i++)
         if (ps->segs[i].used && mc_id_eq(ps->segs[i].id, id)) {
             memset(&ps->segs[i], 0, sizeof(ps->segs[i]));
             rc = 0;
         }
-    pthread_rwlock_unlock(&ps->lock);
+    segs_unlock(ps);
     return rc;
 }
 
@@ -498,6 +521,8 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     if (!ps)
         return MC_ERR_INTERNAL_ERROR;
     pthread_rwlock_init(&ps->lock, NULL);
+    static _Atomic uint32_t next_lo_idx;
+    ps->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     pthread_mutex_init(&ps->copy_lock, NULL);
     struct mc_rpc_server_config rc;
     mc_rpc_server_config_init(&rc);

@@ -62,18 +62,18 @@ void mc_worker_pause_ms(struct mc_worker *w, uint32_t ms)
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     while (!atomic_load(&w->stop))
         if (pthread_cond_timedwait(&w->cv, &w->mu, &ts) == ETIMEDOUT)
             break;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
 }
 
 void mc_worker_count(struct mc_worker *w, uint64_t *field, uint64_t n)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     *field += n;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
 }
 
 /* ---- offload ------------------------------------------------------------------------------- */
@@ -249,11 +249,11 @@ static void notify(struct mc_worker *w, struct job *jobs, size_t n)
                  (unsigned long long)jobs[i].task->version, mc_strerror(r->statuses[i]));
         mc_disk_tier_delete(w->cfg.tier, jobs[i].task->key, jobs[i].task->version);
     }
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     w->st.offloaded += stored;
     w->st.nacked += nacked;
     w->st.refused += refused;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
 out:
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
@@ -372,10 +372,10 @@ static size_t run_answer(struct mc_worker *w, const Mc__OffloadObjectHeartbeatRe
     if (nb)
         offload_batch(w, batch, nb);
     free(batch);
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     w->st.tasks += ntasks;
     w->st.deleted += deleted;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
     return nacks;
 }
 
@@ -434,9 +434,9 @@ static void offload_step(struct mc_worker *w)
             break;
         }
         const Mc__OffloadObjectHeartbeatResponse *r = (const Mc__OffloadObjectHeartbeatResponse *)m;
-        pthread_mutex_lock(&w->mu);
+        worker_lock(w);
         w->st.heartbeats++;
-        pthread_mutex_unlock(&w->mu);
+        worker_unlock(w);
         free(acks);
         acks = r->n_items ? calloc(r->n_items, sizeof(*acks)) : NULL;
         nacks = run_answer(w, r, acks);
@@ -511,10 +511,10 @@ void mc_worker_stop(struct mc_worker *w)
 {
     if (!w)
         return;
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     atomic_store(&w->stop, true);
     pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
     for (size_t i = 0; i < MC_WORKER_LOOPS; i++)
         if (w->started[i])
             pthread_join(w->threads[i], NULL);
@@ -527,7 +527,7 @@ void mc_worker_stop(struct mc_worker *w)
 
 void mc_worker_get_stats(struct mc_worker *w, struct mc_worker_stats *st)
 {
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     *st = w->st;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
 }

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "client/worker.h"
+#include "common/lock_order.h"
 #include "common/log.h"
 #include "proto/master.pb-c.h"
 
@@ -45,5 +46,18 @@ void mc_worker_count(struct mc_worker *w, uint64_t *field, uint64_t n);
 void mc_worker_promote_step(struct mc_worker *w);
 int mc_worker_promote_init(struct mc_worker *w);
 void mc_worker_promote_destroy(struct mc_worker *w);
+
+/* w->mu goes through these: a leaf of the lock order (common/lock_order.h). */
+static inline void worker_lock(struct mc_worker *w)
+{
+    mc_lo_acquire(MC_LO_WORKER, 0);
+    pthread_mutex_lock(&w->mu);
+}
+
+static inline void worker_unlock(struct mc_worker *w)
+{
+    pthread_mutex_unlock(&w->mu);
+    mc_lo_release(MC_LO_WORKER, 0);
+}
 
 #endif

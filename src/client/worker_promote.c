@@ -36,6 +36,7 @@
 #include "client/peer_server.h"
 #include "client/worker_internal.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -177,10 +178,10 @@ static void run_job(struct mc_worker *w, struct promo_job *j)
     if (rc == 0)
         rc = notify_success(w, t);
     if (rc == 0) {
-        pthread_mutex_lock(&w->mu);
+        worker_lock(w);
         w->st.promoted++;
         w->st.promo_bytes += t->size;
-        pthread_mutex_unlock(&w->mu);
+        worker_unlock(w);
         return;
     }
     /* REPLICA_IS_NOT_READY from AllocStart or Success: the task is stale (reaped, cancelled);
@@ -193,13 +194,28 @@ static void run_job(struct mc_worker *w, struct promo_job *j)
 /* ---- the task pool ------------------------------------------------------------------------- */
 
 /* Takes the next job of the current chunk (pool->mu held), or NULL. */
-static struct promo_job *take_job(struct mc_promote_pool *p)
+/* p->mu goes through these: a leaf of the lock order (common/lock_order.h). */
+static void pool_lock(struct mc_promote_pool *p)
 {
+    mc_lo_acquire(MC_LO_PROMO_POOL, 0);
+    pthread_mutex_lock(&p->mu);
+}
+
+static void pool_unlock(struct mc_promote_pool *p)
+{
+    pthread_mutex_unlock(&p->mu);
+    mc_lo_release(MC_LO_PROMO_POOL, 0);
+}
+
+static struct promo_job *take_job_locked(struct mc_promote_pool *p)
+{
+    MC_ASSERT(mc_lo_holds(MC_LO_PROMO_POOL, 0, false));
     return p->jobs && p->next < p->njobs ? &p->jobs[p->next++] : NULL;
 }
 
-static void job_done(struct mc_promote_pool *p)
+static void job_done_locked(struct mc_promote_pool *p)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_PROMO_POOL, 0, false));
     if (++p->done == p->njobs)
         pthread_cond_broadcast(&p->done_cv);
 }
@@ -208,19 +224,19 @@ static void *pool_main(void *arg)
 {
     struct mc_promote_pool *p = arg;
     mc_log_set_current(p->w->logger);
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     for (;;) {
         struct promo_job *j = NULL;
-        while (!p->stop && !(j = take_job(p)))
+        while (!p->stop && !(j = take_job_locked(p)))
             pthread_cond_wait(&p->work_cv, &p->mu);
         if (p->stop)
             break;
-        pthread_mutex_unlock(&p->mu);
+        pool_unlock(p);
         run_job(p->w, j);
-        pthread_mutex_lock(&p->mu);
-        job_done(p);
+        pool_lock(p);
+        job_done_locked(p);
     }
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     return NULL;
 }
 
@@ -228,23 +244,23 @@ static void *pool_main(void *arg)
 static void run_chunk(struct mc_worker *w, struct promo_job *jobs, size_t n)
 {
     struct mc_promote_pool *p = w->pool;
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     p->jobs = jobs;
     p->njobs = n;
     p->next = p->done = 0;
     pthread_cond_broadcast(&p->work_cv);
     struct promo_job *j;
-    while ((j = take_job(p))) {
-        pthread_mutex_unlock(&p->mu);
+    while ((j = take_job_locked(p))) {
+        pool_unlock(p);
         run_job(w, j);
-        pthread_mutex_lock(&p->mu);
-        job_done(p);
+        pool_lock(p);
+        job_done_locked(p);
     }
     while (p->done < p->njobs)
         pthread_cond_wait(&p->done_cv, &p->mu);
     p->jobs = NULL;
     p->njobs = p->next = p->done = 0;
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
 }
 
 int mc_worker_promote_init(struct mc_worker *w)
@@ -280,10 +296,10 @@ void mc_worker_promote_destroy(struct mc_worker *w)
     struct mc_promote_pool *p = w->pool;
     if (!p)
         return;
-    pthread_mutex_lock(&p->mu);
+    pool_lock(p);
     p->stop = true;
     pthread_cond_broadcast(&p->work_cv);
-    pthread_mutex_unlock(&p->mu);
+    pool_unlock(p);
     for (unsigned i = 0; i < p->nth; i++)
         pthread_join(p->th[i], NULL);
     pthread_cond_destroy(&p->work_cv);
@@ -410,9 +426,9 @@ void mc_worker_promote_step(struct mc_worker *w)
     if (nc)
         promote_chunk(w, chunk, nc);
     free(chunk);
-    pthread_mutex_lock(&w->mu);
+    worker_lock(w);
     w->st.promo_heartbeats++;
     w->st.promo_tasks += ntasks;
-    pthread_mutex_unlock(&w->mu);
+    worker_unlock(w);
     protobuf_c_message_free_unpacked(m, NULL);
 }

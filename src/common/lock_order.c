@@ -52,6 +52,14 @@ static const char *level_name(uint32_t level)
         return "tcp peer table";
     case MC_LO_DISK_TIER:
         return "disk tier";
+    case MC_LO_PEER_SEGS:
+        return "peer segment table";
+    case MC_LO_MASTER_LINK:
+        return "master link";
+    case MC_LO_WORKER:
+        return "worker";
+    case MC_LO_PROMO_POOL:
+        return "promotion pool";
     default:
         return "unknown lock";
     }
@@ -66,7 +74,8 @@ __attribute__((noreturn, cold)) static void violation(const char *what, uint32_t
         fprintf(stderr,
                 "lock order violation: %s %s[%u] while holding %s[%u] (order: client registry, "
                 "shards ascending, segment table, segment allocator, mailbox table, mailbox, "
-                "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier)\n",
+                "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier, "
+                "peer segment table, master link, worker, promotion pool)\n",
                 what, level_name(level), idx, level_name(top->level), top->idx);
     else
         fprintf(stderr, "lock order violation: %s %s[%u] while holding nothing\n", what,

@@ -7,9 +7,11 @@
  * stripes are leaves: nothing is taken while one is held, and only one is held at a time.
  *
  * Client (docs/design.md "Locks and their order"): a disk store's s->mu → its ring pool
- * (s->pool_mu) → its fault hook (s->faults.mu); the tcp transport's peer table (t->lock) and
- * the disk tier's t->mu are leaves. Master and client levels never nest in one thread (they talk
- * over RPC); a process that runs both (the tests) checks each thread against the one order below.
+ * (s->pool_mu) → its fault hook (s->faults.mu); the tcp transport's peer table (t->lock), the
+ * disk tier's t->mu, the peer server's segment table (ps->lock), the master link's lock, the
+ * worker's mu and its promotion pool's mu are leaves. Master and client
+ * levels never nest in one thread (they talk over RPC); a process that runs both (the tests) checks
+ * each thread against the one order below.
  *
  * With MC_LOCK_ORDER_CHECK defined (test and Debug builds, see the top CMakeLists.txt) every
  * thread keeps the levels it holds, in acquisition order, in a small thread-local stack (kept
@@ -48,6 +50,11 @@ enum mc_lo_level {
     MC_LO_DISK_FAULTS = 12, /* struct mc_disk_store.faults.mu (fault injection) */
     MC_LO_TCP_PEERS = 13,   /* the tcp transport's peer table (transport_tcp.c) */
     MC_LO_DISK_TIER = 14,   /* struct mc_disk_tier.mu (stats, serve queue): a leaf */
+    MC_LO_MASTER_LINK = 16, /* struct mc_master_conn.lock (segments, counters, ping wake): a leaf */
+    MC_LO_WORKER = 17,      /* struct mc_worker.mu (stats, stop): a leaf */
+    MC_LO_PROMO_POOL = 18,  /* struct mc_promote_pool.mu (the promotion job queue): a leaf */
+    MC_LO_PEER_SEGS = 15,   /* the peer server's segment table rwlock (peer_server.c): a leaf;
+                             * idx = the server's lo_idx */
 };
 
 #ifdef MC_LOCK_ORDER_CHECK

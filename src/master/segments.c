@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "master/lock_order.h"
 #include "mooncake/errors.h"
 
@@ -163,6 +164,7 @@ static int validate(const struct mc_segment_desc *d)
 
 static struct mc_segment *find_locked(struct mc_segments *t, struct mc_id id, size_t *idx)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SEGTABLE, 0, false));
     for (size_t i = 0; i < t->n; i++) {
         if (mc_id_eq(t->segs[i]->desc.id, id)) {
             if (idx)

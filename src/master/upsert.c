@@ -15,6 +15,7 @@
 
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "common/metrics.h"
 #include "master/delwait.h"
 #include "master/freelist.h"
@@ -296,6 +297,8 @@ static int swap_locked(struct mc_master *m, const uint32_t *set, int nset, uint6
                        struct mc_freelist *fl, struct mc_delop *op)
 {
     struct mc_shard *home = &m->shards[h & MC_SHARD_MASK];
+    for (int i = 0; i < nset; i++)
+        MC_ASSERT(mc_lo_holds(MC_LO_SHARD, set[i], true));
     for (int i = 0; i < nset; i++) {
         struct mc_shard *s = &m->shards[set[i]];
         struct mc_object *old = mc_shard_find(s, h, key, key_len);
