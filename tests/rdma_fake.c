@@ -291,6 +291,18 @@ static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
     const int writes = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     int err = 0;
     pthread_mutex_lock(&g_fake->lock);
+    int delay = g_fake->reg_delay_ms && len >= g_fake->reg_delay_len ? g_fake->reg_delay_ms : 0;
+    if (delay) { /* pinning takes a while; the device lock is not held meanwhile */
+        g_fake->regs_slow++;
+        pthread_cond_broadcast(&g_fake->cond);
+        pthread_mutex_unlock(&g_fake->lock);
+        struct timespec ts = {delay / 1000, (long)(delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g_fake->lock);
+        g_fake->regs_slow--;
+        g_fake->regs_slow_done++;
+        pthread_cond_broadcast(&g_fake->cond);
+    }
     g_fake->last_access = access;
     uintptr_t a = (uintptr_t)addr, ro = (uintptr_t)g_fake->ro_addr;
     if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))

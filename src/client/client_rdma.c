@@ -55,10 +55,15 @@ int mc_client_rdma_mount_keys(struct mc_client *c, struct mc_mounted_segment *ms
     return 0;
 }
 
-void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch)
+/* The re-registration worker ended: the held-back ReMount can go out now. */
+static void rereg_done(void *arg)
 {
-    if (epoch != 0 || !c->rdma || !mc_id_eq(segment_id, c->seg_id))
-        return;
+    struct mc_client *c = arg;
+    mc_master_conn_kick(c->mc);
+}
+
+static void fence_now(struct mc_client *c, struct mc_id segment_id)
+{
     uint32_t rkey = 0;
     int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
     if (rc) {
@@ -67,6 +72,44 @@ void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t
         rkey = 0;
     }
     mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
+}
+
+void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch)
+{
+    if (!c->rdma || !mc_id_eq(segment_id, c->seg_id))
+        return;
+    if (epoch != 0) {
+        mc_transport_rdma_rereg_settle(c->rdma); /* the new key is announced: done with it */
+        return;
+    }
+    /* registering a large segment takes seconds: a worker does it, the ping thread goes on
+     * and the ReMount waits for it (mc_client_rdma_remount_ready) */
+    int rc = mc_transport_rdma_rereg_start(c->rdma, c->seg.base, rereg_done, c);
+    if (rc == MC_ERR_INTERNAL_ERROR)
+        fence_now(c, segment_id); /* no thread: on this one, as before */
+}
+
+bool mc_client_rdma_remount_ready(void *arg)
+{
+    struct mc_client *c = arg;
+    int rc = 0;
+    uint32_t rkey = 0;
+    if (!c->rdma)
+        return true;
+    if (!mc_transport_rdma_rereg_ready(c->rdma, &rc, &rkey))
+        return false;
+    if (rc)
+        mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
+                 "rc=%s", mc_strerror(rc));
+    if (rc || rkey)
+        mc_master_conn_set_segment_rkey(c->mc, c->seg_id, rkey);
+    return true;
+}
+
+void mc_client_rdma_stop(struct mc_client *c)
+{
+    if (c->rdma)
+        mc_transport_rdma_rereg_stop(c->rdma);
 }
 
 int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len)
