@@ -391,6 +391,10 @@ static int f_destroy_comp_channel(struct ibv_comp_channel *ch)
 static struct ibv_cq *f_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
                                   struct ibv_comp_channel *ch, int vec)
 {
+    if (vec < 0 || vec >= ctx->num_comp_vectors) {
+        errno = EINVAL;
+        return NULL;
+    }
     struct fcq *cq = calloc(1, sizeof(*cq));
     cq->base.context = ctx;
     cq->base.cq_context = cq_ctx;
@@ -401,6 +405,8 @@ static struct ibv_cq *f_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx
         cq->ch->cq = cq;
     pthread_mutex_lock(&g_fake->lock);
     g_fake->cqs++;
+    if (vec < 8)
+        g_fake->cq_vec[vec]++;
     pthread_mutex_unlock(&g_fake->lock);
     return &cq->base;
 }
@@ -1015,6 +1021,7 @@ void fake_init(struct fake *f)
     for (int d = 0; d < FAKE_MAX_DEVS; d++) {
         f->ctx[d].device = &f->dev[d];
         f->ctx[d].async_fd = -1;
+        f->ctx[d].num_comp_vectors = 1;
         f->async_pipe[d][0] = f->async_pipe[d][1] = -1;
     }
     f->ndev = 1;

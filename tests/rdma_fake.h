@@ -129,6 +129,8 @@ struct fake {
     int pds, mrs_live, cqs, chans, echs;
     int waits;          /* wait_cq_event calls that slept (CQ spin counts against these) */
     int arms;           /* req_notify_cq calls */
+    int cq_vec[8];      /* CQs created per completion vector (ctx[d].num_comp_vectors: 1 unless the
+                           test sets more; a vector beyond it is EINVAL, as ibv_create_cq(3)) */
     int last_access;    /* the access flags of the last reg_mr */
     int regs_slow;      /* reg_mr calls now inside reg_delay_ms */
     int regs_slow_done; /* reg_mr calls that went through reg_delay_ms */

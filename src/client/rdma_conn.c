@@ -176,7 +176,11 @@ static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_chann
             return -1;
         }
     }
-    c->cq = ops->create_cq(c->id->verbs, MC_RDMA_CQE, c, c->cch, 0);
+    /* CQs spread round robin over the device's completion vectors (each its own interrupt,
+     * usually on its own CPU), not all on vector 0 */
+    int nvec = c->id->verbs->num_comp_vectors;
+    int vec = nvec > 1 ? (int)(atomic_fetch_add(&x->next_vec[c->dev], 1) % (uint32_t)nvec) : 0;
+    c->cq = ops->create_cq(c->id->verbs, MC_RDMA_CQE, c, c->cch, vec);
     if (!c->cq) {
         mc_warn("rdma", "cannot create a completion queue", "errno=%d", errno);
         return -1;
