@@ -251,6 +251,39 @@ static void test_batch_get_one_stream(void **state)
     free(out);
 }
 
+/* A batch Put of keys to one holder: one stream of WRITEs on one queue pair, bytes equal. */
+static void test_batch_put_one_stream(void **state)
+{
+    (void)state;
+    enum { N = 8, SZ = 5000 };
+    char keys[N][16];
+    const char *kp[N];
+    const void *bufs[N];
+    size_t lens[N];
+    int res[N];
+    uint8_t *in = calloc(N, SZ);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "bp-%d", i);
+        kp[i] = keys[i];
+        tm_fill(in + (size_t)i * SZ, SZ, (uint32_t)(60 + i));
+        bufs[i] = in + (size_t)i * SZ;
+        lens[i] = SZ;
+    }
+    int calls = g.f.post_calls;
+    uint64_t wrs = g.f.wrs;
+    assert_int_equal(mc_batch_put(g.a, N, kp, bufs, lens, NULL, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 0);
+    assert_int_equal(g.f.wrs, wrs + N);          /* one WRITE per key (one slice each) */
+    assert_int_equal(g.f.post_calls, calls + 1); /* all of them in one post */
+    for (int i = 0; i < N; i++) {                /* read back over tcp too: the bytes landed */
+        memset(g.buf, 0, SZ);
+        assert_int_equal(mc_get(g.t, keys[i], g.buf, BIG), SZ);
+        assert_memory_equal(g.buf, in + (size_t)i * SZ, SZ);
+    }
+    free(in);
+}
+
 static void test_failure(void **state)
 {
     (void)state;
@@ -647,6 +680,7 @@ int main(void)
         cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_batch_get_one_stream),
+        cmocka_unit_test(test_batch_put_one_stream),
         cmocka_unit_test(test_failure),
         cmocka_unit_test(test_stale_descriptor_after_remount),
         cmocka_unit_test(test_slow_reregistration_off_ping_thread),
