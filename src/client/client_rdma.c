@@ -12,8 +12,29 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
+/* The rdma settings of the config, in range (checked before any device is looked at, so a bad
+ * value is refused the same way on every host): 0 or INVALID_PARAMS (logged, naming it). */
+static int check_settings(const struct mc_client_config *cfg)
+{
+    const char *bad = NULL;
+    long long v = 0;
+    if (cfg->rdma_ack_timeout < -1 || cfg->rdma_ack_timeout > 31)
+        bad = "rdma_ack_timeout (-1 .. 31)", v = cfg->rdma_ack_timeout;
+    else if (cfg->rdma_tos < 0 || cfg->rdma_tos > 255)
+        bad = "rdma_tos (0 .. 255)", v = cfg->rdma_tos;
+    else if (cfg->rdma_qp_pool > 1024)
+        bad = "rdma_qp_pool (0 .. 1024)", v = cfg->rdma_qp_pool;
+    if (!bad)
+        return 0;
+    mc_error("client", "rdma setting out of range", "setting=%s value=%lld", bad, v);
+    return MC_ERR_INVALID_PARAMS;
+}
+
 int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
 {
+    int rc = check_settings(&c->cfg);
+    if (rc)
+        return rc;
     /* before anything else: a host without a device fails here, never falls back to tcp */
     struct mc_rdma_transport_config rc_cfg;
     mc_rdma_transport_config_init(&rc_cfg);
@@ -27,7 +48,7 @@ int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
     rc_cfg.ack_timeout = c->cfg.rdma_ack_timeout;
     rc_cfg.tos = c->cfg.rdma_tos;
     rc_cfg.max_idle_per_peer = c->cfg.rdma_qp_pool;
-    int rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
+    rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
     if (rc)
         mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
                  "rc=%s hint=--protocol=tcp", mc_strerror(rc));
