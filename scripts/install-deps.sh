@@ -18,6 +18,8 @@ PKGS=(
   # master HA: etcd's v3 HTTP/JSON gateway over libcurl, JSON by jansson; etcd itself for the
   # HA tests (started by them on loopback) and for deployments
   libcurl4-openssl-dev libjansson-dev etcd-server etcd-client
+  # ISA-L: CRC32C of values (crc32_iscsi), about twice the hand-written crc32 code
+  libisal-dev
   # libFuzzer (clang's compiler-rt) for scripts/fuzz.sh and the CI fuzz pass
   clang libclang-rt-dev
   # the CI style check of changed C files (scripts/test.sh: .clang-format)

@@ -85,15 +85,12 @@ static void test_crc32c_hw_equals_sw(void **state)
     uint32_t before = mc_crc32c(buf, 1000);
     buf[500] ^= 0x10;
     assert_int_not_equal(mc_crc32c(buf, 1000), before);
-#if defined(__x86_64__)
-    print_message("crc32c hardware path: %s\n", mc_crc32c_hw_available() ? "yes" : "no");
-#endif
     free(buf);
 }
 
-/* Lengths around and across the hardware path's three-lane blocks (3 x 8 KiB), unaligned, with
- * a running CRC carried in: the lanes are joined by a zero-shift operator, so a wrong operator
- * shows up here and nowhere in the short lengths above. */
+/* Long lengths (multiples of 24 KiB and around them), unaligned, with
+ * a running CRC carried in, against the table implementation: paths that only long buffers
+ * take (wide folding) show up here and nowhere in the short lengths above. */
 static void test_crc32c_long_buffers(void **state)
 {
     const size_t max = 5 * 24576 + 4096;
@@ -122,6 +119,50 @@ static void test_crc32c_long_buffers(void **state)
         }
     }
     free(buf);
+}
+
+/* The copy fused with the CRC moves the same bytes as memcpy and gives the same CRC as a
+ * separate pass, for every length 0..4096 at odd source and destination alignments, with a
+ * running CRC carried in, and across its 32 KiB chunks. Bytes around the destination stay. */
+static void test_crc32c_copy_equals_copy_then_crc(void **state)
+{
+    const size_t max = 3 * 32768 + 4096;
+    uint8_t *src = malloc(max + 16), *got = malloc(max + 32), *want = malloc(max + 32);
+    uint64_t x = 0x452821e638d01377ull;
+    (void)state;
+    assert_non_null(src);
+    assert_non_null(got);
+    assert_non_null(want);
+    for (size_t i = 0; i < max + 16; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        src[i] = (uint8_t)x;
+    }
+    static const size_t offs[][2] = {{0, 0}, {1, 3}, {3, 1}, {7, 5}, {5, 0}};
+    for (size_t o = 0; o < sizeof(offs) / sizeof(offs[0]); o++) {
+        size_t so = offs[o][0], d = offs[o][1] + 8;
+        for (size_t len = 0; len <= 4096; len++) {
+            memset(got, 0xa5, len + d + 8);
+            memset(want, 0xa5, len + d + 8);
+            uint32_t seed = (uint32_t)(len * 2654435761u);
+            uint32_t c = mc_crc32c_copy(seed, got + d, src + so, len);
+            memcpy(want + d, src + so, len);
+            uint32_t w = mc_crc32c_extend_sw(seed, want + d, len);
+            if (c != w || memcmp(got, want, len + d + 8) != 0)
+                fail_msg("len %zu src+%zu dst+%zu: crc %08x want %08x, bytes %s", len, so, d, c, w,
+                         memcmp(got, want, len + d + 8) ? "differ" : "same");
+        }
+    }
+    static const size_t lens[] = {32767, 32768, 32769, 2 * 32768 + 1, 3 * 32768 + 4095};
+    for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        uint32_t c = mc_crc32c_copy(0, got + 3, src + 1, lens[i]);
+        assert_int_equal(c, mc_crc32c_extend_sw(0, src + 1, lens[i]));
+        assert_memory_equal(got + 3, src + 1, lens[i]);
+    }
+    free(src);
+    free(got);
+    free(want);
 }
 
 /* ---- hashing --------------------------------------------------------------------------------- */
@@ -332,6 +373,7 @@ int main(void)
         cmocka_unit_test(test_crc32c_vectors),
         cmocka_unit_test(test_crc32c_hw_equals_sw),
         cmocka_unit_test(test_crc32c_long_buffers),
+        cmocka_unit_test(test_crc32c_copy_equals_copy_then_crc),
         cmocka_unit_test(test_hash),
         cmocka_unit_test(test_error_names),
         cmocka_unit_test(test_host_is_loopback),

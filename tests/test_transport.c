@@ -166,6 +166,39 @@ static void test_local_round_trip_and_checks(void **state)
     assert_int_equal(mc_transport_read(f->local, &l, dst, 10), MC_ERR_SEGMENT_NOT_FOUND);
 }
 
+/* The local read that also checksums: the segment's bytes, and their CRC32C taken over the
+ * copy, across the 32 KiB chunks of the fused copy; a byte changed in the segment changes the
+ * CRC; a bad range or segment is refused like a plain read, with no CRC. */
+static void test_local_read_crc(void **state)
+{
+    struct fx *f = *state;
+    const size_t n = 3 * 32768 + 777;
+    uint8_t *src = malloc(n), *dst = malloc(n + 1);
+    assert_non_null(src);
+    assert_non_null(dst);
+    fill(src, n, 11);
+    struct mc_xfer_loc l = loc(f, 4097);
+    assert_int_equal(mc_transport_write(f->local, &l, src, n), 0);
+    uint32_t crc = 0;
+    assert_int_equal(mc_transport_local_read_crc(f->local, &l, dst + 1, n, &crc), 0);
+    assert_memory_equal(dst + 1, src, n);
+    assert_int_equal(crc, mc_crc32c_extend_sw(0, src, n));
+    f->seg[4097 + 40000] ^= 0x01;
+    assert_int_equal(mc_transport_local_read_crc(f->local, &l, dst + 1, n, &crc), 0);
+    assert_int_not_equal(crc, mc_crc32c_extend_sw(0, src, n));
+    assert_int_equal(crc, mc_crc32c_extend_sw(0, dst + 1, n));
+    l.offset = SEG_SIZE - 10;
+    assert_int_equal(mc_transport_local_read_crc(f->local, &l, dst, 11, &crc),
+                     MC_ERR_INVALID_PARAMS);
+    assert_int_equal(crc, 0);
+    l = loc(f, 0);
+    l.segment_id = mc_id_random();
+    assert_int_equal(mc_transport_local_read_crc(f->local, &l, dst, 10, &crc),
+                     MC_ERR_SEGMENT_NOT_FOUND);
+    free(src);
+    free(dst);
+}
+
 /* ---- bad requests through the transport ----------------------------------------------------- */
 
 static void test_bad_ranges_and_segments(void **state)
@@ -1047,6 +1080,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_tcp_round_trips, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_round_trip_and_checks, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_local_read_crc, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_ranges_and_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_and_padded_payloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_calls, setup, teardown),

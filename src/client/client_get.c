@@ -46,6 +46,24 @@
 static int check_bytes(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
                        size_t size);
 
+/* Test builds: flips a byte of buf while test_corrupt_reads is above zero (a corrupted
+ * transfer); true when it did. */
+static bool corrupt_hook(struct mc_client *c, void *buf, size_t size)
+{
+#ifdef MC_TEST_HOOKS
+    if (size && atomic_load(&c->test_corrupt_reads) > 0 &&
+        atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0) {
+        ((uint8_t *)buf)[size / 2] ^= 0x5a;
+        return true;
+    }
+#else
+    (void)c;
+    (void)buf;
+    (void)size;
+#endif
+    return false;
+}
+
 /* One LOCAL_DISK replica d of the object r describes into buf (size bytes), under r's version;
  * the holder's stored CRC must be the object's. */
 static int read_disk_replica(struct mc_client *c, const char *key,
@@ -58,6 +76,27 @@ static int read_disk_replica(struct mc_client *c, const char *key,
     if (it.status == 0 && r->crc_valid && it.crc_valid && it.crc != r->crc32c)
         return MC_ERR_CHECKSUM_MISMATCH;
     return it.status;
+}
+
+/* A MEMORY replica d of r held in this process's own segment, copied into buf and checked
+ * against r's CRC32C in one pass (the CRC is taken chunk by chunk while the copy is in L1):
+ * 0, CHECKSUM_MISMATCH, or the read's error. */
+static int read_local_checked(struct mc_client *c, const Mc__GetReplicaListResponse *r,
+                              const Mc__ReplicaDescriptor *d, void *buf, size_t size)
+{
+    struct mc_xfer_loc loc;
+    bool local;
+    uint32_t crc;
+    int rc = mc_client_replica_loc(c, d, size, &loc, &local);
+    if (rc == 0 && !local)
+        rc = MC_ERR_SEGMENT_NOT_FOUND; /* unmounted since has_segment said yes */
+    if (rc == 0)
+        rc = mc_transport_local_read_crc(c->local, &loc, buf, size, &crc);
+    if (rc)
+        return rc;
+    if (corrupt_hook(c, buf, size))
+        crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
+    return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
 }
 
 /* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
@@ -78,8 +117,15 @@ static int read_some_replica(struct mc_client *c, const char *key,
             bool local = mc_peer_server_has_segment(c->ps, sid);
             if (local != (pass == 0))
                 continue;
-            int x = mc_client_replica_io(c, d, false, buf, size);
-            if (x == 0 && (x = check_bytes(c, r, buf, size)) == 0) {
+            int x;
+            if (local && c->cfg.checksums && r->crc_valid) {
+                x = read_local_checked(c, r, d, buf, size); /* copied and checked */
+            } else {
+                x = mc_client_replica_io(c, d, false, buf, size);
+                if (x == 0)
+                    x = check_bytes(c, r, buf, size);
+            }
+            if (x == 0) {
                 *tier = MC_REPLICA_MEMORY;
                 return 0;
             }
@@ -135,11 +181,7 @@ static int64_t get_size_check(const Mc__GetReplicaListResponse *r, const void *b
 static int check_bytes(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
                        size_t size)
 {
-#ifdef MC_TEST_HOOKS
-    if (size && atomic_load(&c->test_corrupt_reads) > 0 &&
-        atomic_fetch_sub(&c->test_corrupt_reads, 1) > 0)
-        ((uint8_t *)buf)[size / 2] ^= 0x5a;
-#endif
+    corrupt_hook(c, buf, size);
     if (c->cfg.checksums && r->crc_valid && mc_crc32c(buf, size) != r->crc32c)
         return MC_ERR_CHECKSUM_MISMATCH;
     return 0;

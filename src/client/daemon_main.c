@@ -392,9 +392,12 @@ int main(int argc, char **argv)
     if (argc > 1)
         mc_flags_die("unexpected argument '%s'", argv[1]);
     struct mc_daemon_compat_result compat;
-    mc_daemon_compat_apply(F.master, F.segment_size, F.disk_path, &compat);
+    mc_daemon_compat_apply(F.master, F.segment_size, F.disk_path, F.rdma_devices, F.protocol,
+                           &compat);
     if (compat.master)
         F.master = compat.master;
+    if (compat.rdma_devices)
+        F.rdma_devices = compat.rdma_devices;
     seg_size = compat.segment_size ? mc_flags_size("global_segment_size", compat.segment_size)
                                    : mc_flags_size("segment_size", F.segment_size);
     if (compat.enable_http)

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/uio.h>
 
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -64,6 +65,20 @@ void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void
 void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n)
 {
     mc_peer_server_copy_in(ps, dst, seg_src, n);
+}
+
+uint32_t mc_peer_server_copy_out_crc(struct mc_peer_server *ps, void *dst, const void *seg_src,
+                                     size_t n)
+{
+#ifdef MC_PEER_TSAN
+    pthread_mutex_lock(&ps->copy_lock);
+    uint32_t crc = mc_crc32c_copy(0, dst, seg_src, n);
+    pthread_mutex_unlock(&ps->copy_lock);
+    return crc;
+#else
+    (void)ps;
+    return mc_crc32c_copy(0, dst, seg_src, n);
+#endif
 }
 
 /* ---- segment table ------------------------------------------------------------------------ */

@@ -118,6 +118,9 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
  * Every copy touching a served segment goes through these. */
 void mc_peer_server_copy_in(struct mc_peer_server *ps, void *seg_dst, const void *src, size_t n);
 void mc_peer_server_copy_out(struct mc_peer_server *ps, void *dst, const void *seg_src, size_t n);
+/* copy_out that also returns the CRC32C of the n bytes, in one pass (mc_crc32c_copy). */
+uint32_t mc_peer_server_copy_out_crc(struct mc_peer_server *ps, void *dst, const void *seg_src,
+                                     size_t n);
 /* The largest reply payload one frame of this server carries. */
 uint64_t mc_peer_server_max_payload(const struct mc_peer_server *ps);
 /* Copies len bytes into this process's segment id at offset, under the segment's epoch lock

@@ -118,6 +118,10 @@ static inline void mc_transport_free(struct mc_transport *t)
 
 /* memcpy into/out of the segments of ps (which must outlive the transport). */
 int mc_transport_local_new(struct mc_peer_server *ps, struct mc_transport **out);
+/* A read through the local transport t (mc_transport_local_new's) that also sets *crc to the
+ * CRC32C of the len bytes, computed while they are copied (one pass over them). */
+int mc_transport_local_read_crc(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst,
+                                size_t len, uint32_t *crc);
 
 struct mc_tcp_transport_config {
     uint32_t connect_timeout_ms;   /* 0 = 3000 */

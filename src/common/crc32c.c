@@ -1,66 +1,22 @@
 /* crc32c.c - see crc32c.h. */
 #include "common/crc32c.h"
 
+#include <isa-l/crc.h>
+#include <limits.h>
 #include <pthread.h>
 #include <string.h>
 
 #define POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 
+/* mc_crc32c_copy's step: a chunk is copied, then its CRC is taken while it is still in L1. */
+#define COPY_CHUNK (32u << 10)
+/* crc32_iscsi takes an int length. */
+#define ISAL_MAX ((size_t)1 << 30)
+
 static uint32_t g_table[8][256];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_hw;
 
-/*
- * The hardware path runs three independent crc32 chains over three adjacent lanes of LANE bytes
- * (the instruction has a latency of three cycles and a throughput of one per cycle, so one
- * chain uses a third of it), then joins them: the CRC register is linear, so
- * reg(A || B) = shift(reg(A), |B|) ^ reg_from_zero(B), where shift appends |B| zero bytes.
- * g_shift[k][b] is that operator for LANE zero bytes applied to byte b at position k of the
- * register, so a shift is four lookups.
- */
-#define LANE 8192u
-static uint32_t g_shift[4][256];
-
-static uint32_t gf2_times(const uint32_t *mat, uint32_t vec)
-{
-    uint32_t sum = 0;
-    for (int i = 0; vec; vec >>= 1, i++)
-        if (vec & 1)
-            sum ^= mat[i];
-    return sum;
-}
-
-static void gf2_square(uint32_t *sq, const uint32_t *mat)
-{
-    for (int n = 0; n < 32; n++)
-        sq[n] = gf2_times(mat, mat[n]);
-}
-
-static void shift_init(void)
-{
-    uint32_t a[32], b[32];
-    a[0] = POLY; /* the operator for one zero bit */
-    for (int n = 1; n < 32; n++)
-        a[n] = 1u << (n - 1);
-    gf2_square(b, a); /* 2 bits */
-    gf2_square(a, b); /* 4 bits */
-    gf2_square(b, a); /* 1 byte */
-    for (uint32_t bytes = 1; bytes < LANE; bytes <<= 1) {
-        gf2_square(a, b);
-        memcpy(b, a, sizeof(a));
-    }
-    for (int k = 0; k < 4; k++)
-        for (uint32_t v = 0; v < 256; v++)
-            g_shift[k][v] = gf2_times(b, v << (8 * k));
-}
-
-static inline uint32_t shift_lane(uint32_t crc)
-{
-    return g_shift[0][crc & 0xff] ^ g_shift[1][(crc >> 8) & 0xff] ^ g_shift[2][(crc >> 16) & 0xff] ^
-           g_shift[3][crc >> 24];
-}
-
-static void crc32c_init(void)
+static void table_init(void)
 {
     for (uint32_t i = 0; i < 256; i++) {
         uint32_t c = i;
@@ -71,17 +27,12 @@ static void crc32c_init(void)
     for (uint32_t i = 0; i < 256; i++)
         for (int t = 1; t < 8; t++)
             g_table[t][i] = (g_table[t - 1][i] >> 8) ^ g_table[0][g_table[t - 1][i] & 0xff];
-    shift_init();
-#if defined(__x86_64__)
-    __builtin_cpu_init();
-    g_hw = __builtin_cpu_supports("sse4.2");
-#endif
 }
 
 uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len)
 {
     const uint8_t *p = data;
-    pthread_once(&g_once, crc32c_init);
+    pthread_once(&g_once, table_init);
     crc = ~crc;
     while (len >= 8) {
         uint64_t w;
@@ -98,54 +49,31 @@ uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len)
     return ~crc;
 }
 
-#if defined(__x86_64__)
-__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(uint32_t crc, const void *data,
-                                                            size_t len)
-{
-    const uint8_t *p = data;
-    uint64_t c = ~crc;
-    while (len >= 3 * LANE) {
-        uint64_t c1 = 0, c2 = 0;
-        for (const uint8_t *end = p + LANE; p < end; p += 8) {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + LANE, 8);
-            memcpy(&w2, p + 2 * LANE, 8);
-            c = __builtin_ia32_crc32di(c, w0);
-            c1 = __builtin_ia32_crc32di(c1, w1);
-            c2 = __builtin_ia32_crc32di(c2, w2);
-        }
-        c = shift_lane((uint32_t)c) ^ (uint32_t)c1;
-        c = shift_lane((uint32_t)c) ^ (uint32_t)c2;
-        p += 2 * LANE;
-        len -= 3 * LANE;
-    }
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        c = __builtin_ia32_crc32di(c, w);
-        p += 8;
-        len -= 8;
-    }
-    uint32_t c32 = (uint32_t)c;
-    while (len--)
-        c32 = __builtin_ia32_crc32qi(c32, *p++);
-    return ~c32;
-}
-#endif
-
-int mc_crc32c_hw_available(void)
-{
-    pthread_once(&g_once, crc32c_init);
-    return g_hw;
-}
-
+/* crc32_iscsi neither inverts the register on entry nor on exit; the CRC-32C value does both. */
 uint32_t mc_crc32c_extend(uint32_t crc, const void *data, size_t len)
 {
-    pthread_once(&g_once, crc32c_init);
-#if defined(__x86_64__)
-    if (g_hw)
-        return crc32c_hw(crc, data, len);
-#endif
-    return mc_crc32c_extend_sw(crc, data, len);
+    const uint8_t *p = data;
+    uint32_t reg = ~crc;
+    while (len) {
+        size_t k = len < ISAL_MAX ? len : ISAL_MAX;
+        reg = crc32_iscsi((unsigned char *)(uintptr_t)p, (int)k, reg);
+        p += k;
+        len -= k;
+    }
+    return ~reg;
+}
+
+uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
+{
+    uint8_t *d = dst;
+    const uint8_t *s = src;
+    while (len) {
+        size_t k = len < COPY_CHUNK ? len : COPY_CHUNK;
+        memcpy(d, s, k);
+        crc = mc_crc32c_extend(crc, d, k);
+        d += k;
+        s += k;
+        len -= k;
+    }
+    return crc;
 }
