@@ -291,6 +291,18 @@ static struct ibv_mr *f_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int ac
     const int writes = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     int err = 0;
     pthread_mutex_lock(&g_fake->lock);
+    int delay = g_fake->reg_delay_ms && len >= g_fake->reg_delay_len ? g_fake->reg_delay_ms : 0;
+    if (delay) { /* pinning takes a while; the device lock is not held meanwhile */
+        g_fake->regs_slow++;
+        pthread_cond_broadcast(&g_fake->cond);
+        pthread_mutex_unlock(&g_fake->lock);
+        struct timespec ts = {delay / 1000, (long)(delay % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&g_fake->lock);
+        g_fake->regs_slow--;
+        g_fake->regs_slow_done++;
+        pthread_cond_broadcast(&g_fake->cond);
+    }
     g_fake->last_access = access;
     uintptr_t a = (uintptr_t)addr, ro = (uintptr_t)g_fake->ro_addr;
     if ((access & IBV_ACCESS_REMOTE_WRITE) && !(access & IBV_ACCESS_LOCAL_WRITE))
@@ -379,6 +391,10 @@ static int f_destroy_comp_channel(struct ibv_comp_channel *ch)
 static struct ibv_cq *f_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx,
                                   struct ibv_comp_channel *ch, int vec)
 {
+    if (vec < 0 || vec >= ctx->num_comp_vectors) {
+        errno = EINVAL;
+        return NULL;
+    }
     struct fcq *cq = calloc(1, sizeof(*cq));
     cq->base.context = ctx;
     cq->base.cq_context = cq_ctx;
@@ -389,6 +405,8 @@ static struct ibv_cq *f_create_cq(struct ibv_context *ctx, int cqe, void *cq_ctx
         cq->ch->cq = cq;
     pthread_mutex_lock(&g_fake->lock);
     g_fake->cqs++;
+    if (vec < 8)
+        g_fake->cq_vec[vec]++;
     pthread_mutex_unlock(&g_fake->lock);
     return &cq->base;
 }
@@ -1003,6 +1021,7 @@ void fake_init(struct fake *f)
     for (int d = 0; d < FAKE_MAX_DEVS; d++) {
         f->ctx[d].device = &f->dev[d];
         f->ctx[d].async_fd = -1;
+        f->ctx[d].num_comp_vectors = 1;
         f->async_pipe[d][0] = f->async_pipe[d][1] = -1;
     }
     f->ndev = 1;

@@ -101,8 +101,11 @@ struct fake {
     bool complete_on_arm; /* req_notify_cq first executes what is queued: those completions
                              arrive before the arm and raise no event */
     bool fork_inited;     /* fork_init was called (before any registration, or it fails) */
-    int poll_latency;     /* > 0: queued requests also complete once their CQ was polled this
-                             many times empty (the device works while the application spins) */
+    int reg_delay_ms;     /* reg_mr of reg_delay_len bytes or more takes this long (pinning a
+                             large segment takes seconds on a real device) */
+    size_t reg_delay_len;
+    int poll_latency; /* > 0: queued requests also complete once their CQ was polled this
+                         many times empty (the device works while the application spins) */
 
     /* memory */
     struct fake_mr mrs[64];
@@ -124,11 +127,15 @@ struct fake {
     int accepted, rejected;
     int bad_connect_msgs; /* connect requests whose message did not decode */
     int pds, mrs_live, cqs, chans, echs;
-    int waits;       /* wait_cq_event calls that slept (CQ spin counts against these) */
-    int arms;        /* req_notify_cq calls */
-    int last_access; /* the access flags of the last reg_mr */
-    int ack_timeout; /* the last RDMA_OPTION_ID_ACK_TIMEOUT set (-1 = never) */
-    int tos;         /* the last RDMA_OPTION_ID_TOS set (-1 = never) */
+    int waits;          /* wait_cq_event calls that slept (CQ spin counts against these) */
+    int arms;           /* req_notify_cq calls */
+    int cq_vec[8];      /* CQs created per completion vector (ctx[d].num_comp_vectors: 1 unless the
+                           test sets more; a vector beyond it is EINVAL, as ibv_create_cq(3)) */
+    int last_access;    /* the access flags of the last reg_mr */
+    int regs_slow;      /* reg_mr calls now inside reg_delay_ms */
+    int regs_slow_done; /* reg_mr calls that went through reg_delay_ms */
+    int ack_timeout;    /* the last RDMA_OPTION_ID_ACK_TIMEOUT set (-1 = never) */
+    int tos;            /* the last RDMA_OPTION_ID_TOS set (-1 = never) */
     int accept_resp, accept_init; /* the last accept's responder_resources, initiator_depth */
 
     struct rdma_event_channel *listen_ch;

@@ -665,6 +665,21 @@ static struct mc_transport *make_auth_transport(const char *token, struct mc_id 
     return t;
 }
 
+/* A transport proving key (which may list an alternate token: rotation). */
+static struct mc_transport *make_key_transport(const struct mc_auth_key *key, struct mc_id id)
+{
+    struct mc_rdma_transport_config cfg;
+    mc_rdma_transport_config_init(&cfg);
+    cfg.io_timeout_ms = 1000;
+    cfg.connect_timeout_ms = 1000;
+    cfg.staging_bytes = 8192;
+    cfg.client_id = id;
+    cfg.auth = key;
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_rdma_new(&cfg, &fake_ops, &t), 0);
+    return t;
+}
+
 static bool wire_has(const struct fake *f, const void *needle, size_t n)
 {
     return memmem(f->wire, f->wire_len, needle, n) != NULL;
@@ -747,6 +762,57 @@ static void test_auth_right_token_connects(void **state)
     assert_int_equal(sb.auth_refused, 1);
     assert_int_equal(f.accepted, acc);
 
+    mc_transport_free(a);
+    mc_transport_free(b);
+    free(seg);
+    auth_check_clean(&f);
+}
+
+/* Token rotation over rdma_cm, as over tcp: a side whose token file lists two tokens proves the
+ * first and accepts a peer's proof made with either. Mid-rotation, one side proves the old
+ * token and the other the new one, and they still connect both ways; a third token does not. */
+static void test_auth_two_token_rotation(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    f.loopback = true;
+    struct mc_auth_key kc, kold, knew;
+    assert_int_equal(mc_auth_key_from_token(TOKEN_A, strlen(TOKEN_A), &kold), 0);
+    assert_int_equal(mc_auth_key_from_token(TOKEN_B, strlen(TOKEN_B), &knew), 0);
+    /* a: "new, old" (already proves the new one); b: "old, new" (still proves the old one) */
+    struct mc_auth_key ka = knew, kb = kold;
+    ka.has_alt = kb.has_alt = true;
+    memcpy(ka.alt, kold.k, sizeof(ka.alt));
+    memcpy(kb.alt, knew.k, sizeof(kb.alt));
+    struct mc_transport *a = make_key_transport(&ka, (struct mc_id){1, 1});
+    struct mc_transport *b = make_key_transport(&kb, (struct mc_id){2, 2});
+    assert_int_equal(mc_transport_rdma_listen(b, "10.0.0.1", 7000, true), 0);
+    uint8_t *seg = calloc(1, 65536);
+    uint32_t rkey = 0;
+    assert_int_equal(mc_transport_rdma_register(b, seg, 65536, &rkey), 0);
+    struct mc_xfer_loc l = {.segment_id = {1, 1},
+                            .endpoint = "10.0.0.1:7000",
+                            .mount_epoch = 1,
+                            .remote_addr = (uint64_t)(uintptr_t)(seg + 100),
+                            .rkey = rkey};
+    uint8_t src[4096], dst[4096];
+    fill(src, sizeof(src), 11);
+    assert_int_equal(mc_transport_write(a, &l, src, sizeof(src)), 0);
+    assert_int_equal(mc_transport_read(a, &l, dst, sizeof(dst)), 0);
+    assert_memory_equal(dst, src, sizeof(src));
+    struct mc_rdma_transport_stats sa, sb;
+    mc_transport_rdma_get_stats(a, &sa);
+    mc_transport_rdma_get_stats(b, &sb);
+    assert_int_equal(sa.auth_failed, 0);
+    assert_int_equal(sb.auth_refused, 0);
+    /* a peer with a token neither side lists is refused */
+    struct mc_transport *c =
+        make_auth_transport("a-third-token-nobody-else-has-0123456", (struct mc_id){3, 3}, &kc);
+    assert_int_not_equal(mc_transport_read(c, &l, dst, sizeof(dst)), 0);
+    mc_transport_rdma_get_stats(c, &sa);
+    assert_int_equal(sa.auth_failed, 1);
+    mc_transport_free(c);
     mc_transport_free(a);
     mc_transport_free(b);
     free(seg);
@@ -1355,6 +1421,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_listener_accepts_and_rejects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_listener_protected_mode, setup, teardown),
         cmocka_unit_test(test_auth_right_token_connects),
+        cmocka_unit_test(test_auth_two_token_rotation),
         cmocka_unit_test(test_auth_wrong_or_missing_token_refused),
         cmocka_unit_test(test_two_devices_rkey_of_serving_device),
         cmocka_unit_test_setup_teardown(test_disk_push, setup, teardown),

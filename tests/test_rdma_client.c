@@ -120,6 +120,7 @@ static struct mc_client *open_client(const char *protocol, uint64_t seg)
     cfg.protected_mode = g.token;
     cfg.segment_size = seg;
     cfg.rpc_timeout_ms = 3000;
+    cfg.ping_interval_ms = 200; /* pings counted while a re-registration runs */
     cfg.log_level = getenv("MC_TEST_LOG") ? MC_CLIENT_LOG_INFO : MC_CLIENT_LOG_OFF;
     if (g.token)
         cfg.auth_token_file = g.tok;
@@ -250,6 +251,39 @@ static void test_batch_get_one_stream(void **state)
     free(out);
 }
 
+/* A batch Put of keys to one holder: one stream of WRITEs on one queue pair, bytes equal. */
+static void test_batch_put_one_stream(void **state)
+{
+    (void)state;
+    enum { N = 8, SZ = 5000 };
+    char keys[N][16];
+    const char *kp[N];
+    const void *bufs[N];
+    size_t lens[N];
+    int res[N];
+    uint8_t *in = calloc(N, SZ);
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "bp-%d", i);
+        kp[i] = keys[i];
+        tm_fill(in + (size_t)i * SZ, SZ, (uint32_t)(60 + i));
+        bufs[i] = in + (size_t)i * SZ;
+        lens[i] = SZ;
+    }
+    int calls = g.f.post_calls;
+    uint64_t wrs = g.f.wrs;
+    assert_int_equal(mc_batch_put(g.a, N, kp, bufs, lens, NULL, res), 0);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(res[i], 0);
+    assert_int_equal(g.f.wrs, wrs + N);          /* one WRITE per key (one slice each) */
+    assert_int_equal(g.f.post_calls, calls + 1); /* all of them in one post */
+    for (int i = 0; i < N; i++) {                /* read back over tcp too: the bytes landed */
+        memset(g.buf, 0, SZ);
+        assert_int_equal(mc_get(g.t, keys[i], g.buf, BIG), SZ);
+        assert_memory_equal(g.buf, in + (size_t)i * SZ, SZ);
+    }
+    free(in);
+}
+
 static void test_failure(void **state)
 {
     (void)state;
@@ -343,6 +377,91 @@ static void test_stale_descriptor_after_remount(void **state)
     assert_memory_equal(g.buf, g.val, n);
     memset(g.buf, 0, n);
     assert_int_equal(mc_get(g.a, "epoch/b", g.buf, BIG), (int64_t)n);
+    assert_memory_equal(g.buf, g.val, n);
+    protobuf_c_message_free_unpacked(&old->base, NULL);
+    protobuf_c_message_free_unpacked(&cur->base, NULL);
+}
+
+static int fake_read(const int *counter)
+{
+    pthread_mutex_lock(&g.f.lock);
+    int v = *counter;
+    pthread_mutex_unlock(&g.f.lock);
+    return v;
+}
+
+/* Registering a large segment takes seconds on a device: the re-registration of a re-mount runs
+ * on a worker, so B keeps pinging and transfers keep flowing meanwhile, and the ReMount (with
+ * the new rkey) goes out only once the new region exists. */
+static void test_slow_reregistration_off_ping_thread(void **state)
+{
+    (void)state;
+    const size_t n = 65536;
+    tm_fill(g.val, n, 93);
+    assert_int_equal(put_a("slow/a", g.val, n), 0);
+    Mc__GetReplicaListResponse *old = replica_list("slow/a");
+    const Mc__ReplicaDescriptor *od = old->replicas[0];
+    struct mc_master_conn_stats ms0, ms;
+    mc_master_conn_get_stats(mc_client_master_conn(g.b), &ms0);
+
+    pthread_mutex_lock(&g.f.lock);
+    g.f.reg_delay_len = 16u << 20; /* B's segment only, not the one-shot buffers */
+    g.f.reg_delay_ms = 2500;
+    int slow_before = g.f.regs_slow_done;
+    pthread_mutex_unlock(&g.f.lock);
+    uint16_t port = g.m.port;
+    tm_kill(&g.m);
+    assert_int_equal(tm_start(&g.m, port, g.token ? g.extra : NULL), 0);
+    assert_true(fake_wait_for(&g.f.regs_slow, 1)); /* B's fence: the segment is registering */
+    mc_master_conn_get_stats(mc_client_master_conn(g.b), &ms);
+    uint64_t pings_at_start = ms.pings;
+
+    /* while it registers: pings go on, and A's transfer from B completes */
+    bool pinged = false, moved = false;
+    while (fake_read(&g.f.regs_slow) > 0 && !(pinged && moved)) {
+        if (!moved) {
+            memset(g.buf, 0, n);
+            moved = mc_client_replica_io(g.a, od, false, g.buf, n) == 0 &&
+                    memcmp(g.buf, g.val, n) == 0 && fake_read(&g.f.regs_slow) > 0;
+        }
+        mc_master_conn_get_stats(mc_client_master_conn(g.b), &ms);
+        pinged = ms.pings >= pings_at_start + 3 && fake_read(&g.f.regs_slow) > 0;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_true(pinged); /* the ping thread was not the one registering */
+    assert_true(moved);
+    assert_int_equal(ms.remounts, ms0.remounts); /* held back until the new key exists */
+
+    uint64_t deadline = mc_now_ms() + 10000;
+    do {
+        mc_master_conn_get_stats(mc_client_master_conn(g.b), &ms);
+        if (ms.up && ms.remounts > ms0.remounts)
+            break;
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    assert_true(ms.remounts > ms0.remounts);
+    pthread_mutex_lock(&g.f.lock);
+    g.f.reg_delay_ms = 0;
+    assert_int_equal(g.f.regs_slow_done, slow_before + 1); /* one registration for the fence */
+    pthread_mutex_unlock(&g.f.lock);
+
+    int rc;
+    tm_fill(g.val, n, 94);
+    while ((rc = put_a("slow/b", g.val, n)) != 0 && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    assert_int_equal(rc, 0);
+    Mc__GetReplicaListResponse *cur = replica_list("slow/b");
+    const Mc__ReplicaDescriptor *cd = cur->replicas[0];
+    assert_int_equal(cd->memory->protocol, MC__PROTOCOL__PROTOCOL_RDMA);
+    assert_true(cd->memory->rkey != 0 && cd->memory->rkey != od->memory->rkey);
+    memset(g.buf, 0x5a, n);
+    assert_int_equal(mc_client_replica_io(g.a, od, false, g.buf, n), MC_ERR_REPLICA_IS_GONE);
+    memset(g.buf, 0, n);
+    assert_int_equal(mc_get(g.a, "slow/b", g.buf, BIG), (int64_t)n);
     assert_memory_equal(g.buf, g.val, n);
     protobuf_c_message_free_unpacked(&old->base, NULL);
     protobuf_c_message_free_unpacked(&cur->base, NULL);
@@ -561,8 +680,10 @@ int main(void)
         cmocka_unit_test(test_descriptors),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_batch_get_one_stream),
+        cmocka_unit_test(test_batch_put_one_stream),
         cmocka_unit_test(test_failure),
         cmocka_unit_test(test_stale_descriptor_after_remount),
+        cmocka_unit_test(test_slow_reregistration_off_ping_thread),
         cmocka_unit_test(test_handshake_on_the_wire),
         cmocka_unit_test(test_teardown),
     };

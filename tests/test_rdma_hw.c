@@ -990,6 +990,32 @@ static void test_batch_posted_at_once(void **state)
     check_clean(&f);
 }
 
+/* Completion queues spread over the device's completion vectors, not all on vector 0. */
+static void test_cqs_spread_over_vectors(void **state)
+{
+    (void)state;
+    struct fake f;
+    fake_init(&f);
+    f.ctx[0].num_comp_vectors = 4;
+    struct mc_transport *t = transport();
+    uint8_t *remote = calloc(1, 65536), buf[4096];
+    uint32_t rkey = fake_expose(remote, 65536);
+    fill(remote, 65536, 29);
+    for (int i = 0; i < 8; i++) { /* eight peers: eight queue pairs, eight CQs */
+        char ep[32];
+        snprintf(ep, sizeof(ep), "10.0.0.2:%d", 7000 + i);
+        struct mc_xfer_loc l = loc(ep, remote + 4096 * i, rkey);
+        memset(buf, 0, sizeof(buf));
+        assert_int_equal(mc_transport_read(t, &l, buf, sizeof(buf)), 0);
+        assert_memory_equal(buf, remote + 4096 * i, sizeof(buf));
+    }
+    for (int v = 0; v < 4; v++)
+        assert_int_equal(f.cq_vec[v], 2);
+    mc_transport_free(t);
+    free(remote);
+    check_clean(&f);
+}
+
 /* ---- 8: the passive side's RDMA read depths (rdma_accept(3)) -------------------------------- */
 
 static void test_passive_read_depths(void **state)
@@ -1052,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_pushes_have_own_staging),
         cmocka_unit_test(test_qp_pool_sized_by_cpus),
         cmocka_unit_test(test_batch_posted_at_once),
+        cmocka_unit_test(test_cqs_spread_over_vectors),
         cmocka_unit_test(test_passive_read_depths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

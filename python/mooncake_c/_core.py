@@ -136,7 +136,8 @@ class Core(BatchCalls):
     def open(self, master, host="127.0.0.1", data_port=0, segment_size=0, protocol="tcp",
              bind_address=None, disk_path=None, disk_capacity=0, checksums=None,
              huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None,
-             auth_token_file=None, protected_mode=None, rdma_devices=None):
+             auth_token_file=None, protected_mode=None, rdma_devices=None,
+             rdma_ack_timeout=None, rdma_tos=None, rdma_qp_pool=None):
         if self.handle is not None:
             return INVALID_PARAMS
         view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init,
@@ -177,6 +178,19 @@ class Core(BatchCalls):
             if not _native.field_covered(view, name):
                 return INVALID_PARAMS  # a library too old for this option
             setattr(view, name, bool(v) if name == "protected_mode" else s(v))
+        for name, v in (("rdma_ack_timeout", rdma_ack_timeout), ("rdma_tos", rdma_tos),
+                        ("rdma_qp_pool", rdma_qp_pool)):
+            if v is None:
+                continue
+            if not _native.field_covered(view, name):
+                return INVALID_PARAMS  # a library too old for this option
+            try:
+                iv = int(v)
+            except (TypeError, ValueError):
+                return INVALID_PARAMS
+            if not -(1 << 31) <= iv < (1 << 31) or (name == "rdma_qp_pool" and iv < 0):
+                return INVALID_PARAMS  # would wrap in the C field
+            setattr(view, name, iv)
         out = ctypes.c_void_p()
         rc = lib.mc_client_open(ctypes.byref(view), ctypes.byref(out))
         if rc == OK:

@@ -19,7 +19,9 @@ ignored: metadata_server (there is no metadata service: peers are found through 
 local_buffer_size (there is no staging buffer to size: put sends from the caller's memory, get
 reads into a reused per-thread buffer and returns a copy, get_into reads into the caller's),
 engine; rdma_devices (or a setup dict's device_name) names the RDMA devices with protocol
-"rdma" (default: the one that owns local_hostname).
+"rdma" (default: the one that owns local_hostname), and the keywords (or setup dict keys)
+rdma_ack_timeout, rdma_tos and rdma_qp_pool set the library's options of those names (ranges
+-1..31, 0..255, 0..1024; an out-of-range value makes setup return INVALID_PARAMS).
 """
 
 import ctypes
@@ -119,6 +121,8 @@ class MooncakeDistributedStore:
             client_http_port = d.pop("client_http_port", client_http_port)
             d.update(extra)
             extra = d
+        rdma_opts = {k: extra.pop(k) for k in ("rdma_ack_timeout", "rdma_tos", "rdma_qp_pool")
+                     if k in extra}
         try:
             host, port = split_hostname(local_hostname)
             seg = parse_size(global_segment_size)
@@ -150,7 +154,8 @@ class MooncakeDistributedStore:
         rc = self._core.open(master_server_addr, host=host, data_port=port,
                              segment_size=seg, protocol=protocol or "tcp",
                              disk_path=disk_path, disk_capacity=disk_cap,
-                             rdma_devices=rdma_devices if protocol == "rdma" else None)
+                             rdma_devices=rdma_devices if protocol == "rdma" else None,
+                             **(rdma_opts if protocol == "rdma" else {}))
         if rc == 0 and enable_client_http_server:
             self._start_http(host, client_http_port)
         return rc

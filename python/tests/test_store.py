@@ -198,6 +198,29 @@ def test_setup_rdma_takes_host_and_devices(master):
     assert s.health_check() == 1
 
 
+def test_setup_rdma_fabric_options_reach_the_library(master):
+    """rdma_ack_timeout, rdma_tos and rdma_qp_pool (keywords or setup dict keys) reach the C
+    config: the library refuses an out-of-range one with INVALID_PARAMS before it looks for a
+    device, and accepts in-range ones (then fails for the device, or opens)."""
+    with open("/proc/self/maps") as maps:
+        if "libibverbs" not in maps.read():
+            pytest.skip("libmooncake_client built without RDMA (-DMC_WITH_RDMA=OFF)")
+    for bad in ({"rdma_ack_timeout": 32}, {"rdma_ack_timeout": -2}, {"rdma_tos": 256},
+                {"rdma_qp_pool": 1025}, {"rdma_tos": "x"}):
+        s = MooncakeDistributedStore()
+        assert s.setup("192.0.2.1", "P2PHANDSHAKE", 0, 0, "rdma", "", master, **bad) == -600, bad
+        s = MooncakeDistributedStore()
+        d = {"local_hostname": "192.0.2.1", "protocol": "rdma", "master_server_addr": master}
+        d.update(bad)
+        assert s.setup(d) == -600, bad
+    s = MooncakeDistributedStore()
+    rc = s.setup("192.0.2.1", "P2PHANDSHAKE", 0, 0, "rdma", "", master, rdma_ack_timeout=31,
+                 rdma_tos=106, rdma_qp_pool=1024)
+    assert rc != -600  # in range: past the check (no device here: NOT_SUPPORTED)
+    if rc == 0:
+        s.close()
+
+
 def test_invalid_keys_are_codes(store):
     assert store.put("", b"v") == -400
     assert store.get("") == b""

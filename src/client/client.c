@@ -499,6 +499,7 @@ static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
         .on_mount_epoch = on_mount_epoch,
         .on_tick = on_tick,
         .on_remounted = on_remounted,
+        .remount_ready = mc_client_rdma_remount_ready,
         .cb_arg = c,
     };
     int rc = mc_master_conn_open(&mcc, &c->mc);
@@ -647,6 +648,7 @@ void mc_client_close(struct mc_client *c)
                     mc_strerror(rc));
         c->mounted = false;
     }
+    mc_client_rdma_stop(c); /* its worker kicks c->mc */
     mc_master_conn_close(c->mc);
     if (c->ps) {
         mc_peer_server_remove_segment(c->ps, c->seg_id);

@@ -108,9 +108,14 @@ int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops);
 int mc_client_rdma_listen(struct mc_client *c);
 /* Registers the segment and fills ms's rkey and device (no-op without c->rdma). */
 int mc_client_rdma_mount_keys(struct mc_client *c, struct mc_mounted_segment *ms);
-/* The mount fence (epoch 0) of c's segment: registers it afresh so the old rkey dies, and hands
- * the new rkey (0 on failure: re-mounted for tcp only) to the master link. */
+/* The mount fence (epoch 0) of c's segment: starts registering it afresh on a worker thread (the
+ * old rkey dies when the new one is swapped in); a new epoch settles it. */
 void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch);
+/* master_conn's remount_ready (arg: the client): false while the worker registers; then hands
+ * the new rkey (0 on failure: re-mounted for tcp only) to the master link. */
+bool mc_client_rdma_remount_ready(void *arg);
+/* Waits for a running re-registration and starts no more (before the master link closes). */
+void mc_client_rdma_stop(struct mc_client *c);
 /* Registered buffers: registered with the rdma transport too (no-op without c->rdma). */
 int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len);
 void mc_client_rdma_unregister_buffer(struct mc_client *c, void *addr);

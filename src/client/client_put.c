@@ -217,8 +217,9 @@ struct batch {
 };
 
 /* Writes every replica of the started keys (status 0; j indexes idx): local ones with
- * memcpy, rdma ones (protocol rdma) one by one with one-sided writes, the other remote ones as
- * one transport batch (one peer round trip per endpoint). w[j] gets
+ * memcpy, rdma ones (protocol rdma) as one rdma batch (each holder's keys one stream of WRITEs
+ * on one queue pair), the other remote ones as one transport batch (one peer round trip per
+ * endpoint). w[j] gets
  * the key's write result, crc[j] its value's CRC32C. */
 static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__PutStartResult **pr,
                        int *w, uint32_t *crc)
@@ -229,12 +230,16 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
             total += pr[j]->n_replicas;
     struct mc_xfer_item *items = calloc(total ? total : 1, sizeof(*items));
     size_t *owner = calloc(total ? total : 1, sizeof(*owner));
-    if (!items || !owner) {
+    struct mc_xfer_item *ritems = calloc(total ? total : 1, sizeof(*ritems));
+    size_t *rowner = calloc(total ? total : 1, sizeof(*rowner));
+    if (!items || !owner || !ritems || !rowner) {
         free(items);
         free(owner);
+        free(ritems);
+        free(rowner);
         return MC_ERR_INTERNAL_ERROR;
     }
-    size_t ni = 0;
+    size_t ni = 0, nr = 0;
     for (size_t j = 0; j < m; j++) {
         w[j] = 0;
         if (pr[j]->status)
@@ -249,9 +254,10 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
             int x = mc_client_replica_loc(b->c, pr[j]->replicas[k], b->lens[i], &loc, &local);
             if (x == 0 && local)
                 x = mc_transport_write(b->c->local, &loc, b->bufs[i], b->lens[i]);
-            else if (x == 0 && mc_client_replica_is_rdma(b->c, pr[j]->replicas[k]))
-                x = mc_transport_write(b->c->rdma, &loc, b->bufs[i], b->lens[i]);
-            else if (x == 0) {
+            else if (x == 0 && mc_client_replica_is_rdma(b->c, pr[j]->replicas[k])) {
+                ritems[nr] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0, NULL};
+                rowner[nr++] = j;
+            } else if (x == 0) {
                 /* the first remote replica's transfer also checksums the value */
                 items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0,
                                                   crc_on_wire ? NULL : &crc[j]};
@@ -264,6 +270,15 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
         if (!crc_on_wire && !w[j])
             crc[j] = mc_crc32c(b->bufs[i], b->lens[i]);
     }
+    int rrc = nr ? mc_transport_batch(b->c->rdma, true, ritems, nr) : 0;
+    for (size_t k = 0; k < nr; k++) {
+        int x = rrc ? rrc : ritems[k].status;
+        if (x && !w[rowner[k]]) {
+            mc_warn("client", "replica write failed", "key=%s rc=%s", b->keys[idx[rowner[k]]],
+                    mc_strerror(x));
+            w[rowner[k]] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
+        }
+    }
     int rc = ni ? mc_transport_batch(b->c->tcp, true, items, ni) : 0;
     for (size_t k = 0; k < ni; k++) {
         int x = rc ? rc : items[k].status;
@@ -275,6 +290,8 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
     }
     free(items);
     free(owner);
+    free(ritems);
+    free(rowner);
     return 0;
 }
 

@@ -12,8 +12,29 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
+/* The rdma settings of the config, in range (checked before any device is looked at, so a bad
+ * value is refused the same way on every host): 0 or INVALID_PARAMS (logged, naming it). */
+static int check_settings(const struct mc_client_config *cfg)
+{
+    const char *bad = NULL;
+    long long v = 0;
+    if (cfg->rdma_ack_timeout < -1 || cfg->rdma_ack_timeout > 31)
+        bad = "rdma_ack_timeout (-1 .. 31)", v = cfg->rdma_ack_timeout;
+    else if (cfg->rdma_tos < 0 || cfg->rdma_tos > 255)
+        bad = "rdma_tos (0 .. 255)", v = cfg->rdma_tos;
+    else if (cfg->rdma_qp_pool > 1024)
+        bad = "rdma_qp_pool (0 .. 1024)", v = cfg->rdma_qp_pool;
+    if (!bad)
+        return 0;
+    mc_error("client", "rdma setting out of range", "setting=%s value=%lld", bad, v);
+    return MC_ERR_INVALID_PARAMS;
+}
+
 int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
 {
+    int rc = check_settings(&c->cfg);
+    if (rc)
+        return rc;
     /* before anything else: a host without a device fails here, never falls back to tcp */
     struct mc_rdma_transport_config rc_cfg;
     mc_rdma_transport_config_init(&rc_cfg);
@@ -27,7 +48,7 @@ int mc_client_rdma_open(struct mc_client *c, const struct mc_rdma_ops *ops)
     rc_cfg.ack_timeout = c->cfg.rdma_ack_timeout;
     rc_cfg.tos = c->cfg.rdma_tos;
     rc_cfg.max_idle_per_peer = c->cfg.rdma_qp_pool;
-    int rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
+    rc = mc_transport_rdma_new(&rc_cfg, ops, &c->rdma);
     if (rc)
         mc_error("client", "protocol rdma cannot start (no fallback to tcp)",
                  "rc=%s hint=--protocol=tcp", mc_strerror(rc));
@@ -55,10 +76,15 @@ int mc_client_rdma_mount_keys(struct mc_client *c, struct mc_mounted_segment *ms
     return 0;
 }
 
-void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch)
+/* The re-registration worker ended: the held-back ReMount can go out now. */
+static void rereg_done(void *arg)
 {
-    if (epoch != 0 || !c->rdma || !mc_id_eq(segment_id, c->seg_id))
-        return;
+    struct mc_client *c = arg;
+    mc_master_conn_kick(c->mc);
+}
+
+static void fence_now(struct mc_client *c, struct mc_id segment_id)
+{
     uint32_t rkey = 0;
     int rc = mc_transport_rdma_reregister(c->rdma, c->seg.base, &rkey);
     if (rc) {
@@ -67,6 +93,44 @@ void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t
         rkey = 0;
     }
     mc_master_conn_set_segment_rkey(c->mc, segment_id, rkey);
+}
+
+void mc_client_rdma_fence(struct mc_client *c, struct mc_id segment_id, uint64_t epoch)
+{
+    if (!c->rdma || !mc_id_eq(segment_id, c->seg_id))
+        return;
+    if (epoch != 0) {
+        mc_transport_rdma_rereg_settle(c->rdma); /* the new key is announced: done with it */
+        return;
+    }
+    /* registering a large segment takes seconds: a worker does it, the ping thread goes on
+     * and the ReMount waits for it (mc_client_rdma_remount_ready) */
+    int rc = mc_transport_rdma_rereg_start(c->rdma, c->seg.base, rereg_done, c);
+    if (rc == MC_ERR_INTERNAL_ERROR)
+        fence_now(c, segment_id); /* no thread: on this one, as before */
+}
+
+bool mc_client_rdma_remount_ready(void *arg)
+{
+    struct mc_client *c = arg;
+    int rc = 0;
+    uint32_t rkey = 0;
+    if (!c->rdma)
+        return true;
+    if (!mc_transport_rdma_rereg_ready(c->rdma, &rc, &rkey))
+        return false;
+    if (rc)
+        mc_error("client", "cannot register the segment again: it is re-mounted for tcp only",
+                 "rc=%s", mc_strerror(rc));
+    if (rc || rkey)
+        mc_master_conn_set_segment_rkey(c->mc, c->seg_id, rkey);
+    return true;
+}
+
+void mc_client_rdma_stop(struct mc_client *c)
+{
+    if (c->rdma)
+        mc_transport_rdma_rereg_stop(c->rdma);
 }
 
 int mc_client_rdma_register_buffer(struct mc_client *c, void *addr, size_t len)

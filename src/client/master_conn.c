@@ -308,7 +308,17 @@ static int ping_once(struct mc_master_conn *mc)
         for (int i = 0; i < n; i++)
             mc->cfg.on_mount_epoch(mc->cfg.cb_arg, ids[i], 0);
     }
+    if (need && mc->cfg.remount_ready && !mc->cfg.remount_ready(mc->cfg.cb_arg))
+        return 0; /* fenced; the ReMount goes out once the new key exists (a kick) */
     return need ? remount(mc) : 0;
+}
+
+void mc_master_conn_kick(struct mc_master_conn *mc)
+{
+    pthread_mutex_lock(&mc->lock);
+    mc->kick = true;
+    pthread_cond_signal(&mc->cv);
+    pthread_mutex_unlock(&mc->lock);
 }
 
 /* While down: dial, check the version, ping (re-mounting when asked). */

@@ -57,6 +57,10 @@ struct mc_master_conn_config {
      * restarted or expired this client, so registrations beyond the DRAM segments (the
      * LOCAL_DISK tier and its records) must be made again. */
     void (*on_remounted)(void *arg);
+    /* Called (may be NULL) on the ping thread after the epoch-0 fence, before a ReMount: false
+     * holds the ReMount back (the segment's new rdma key is still being registered on another
+     * thread); pings go on, and the next one that is asked to re-mount asks again. */
+    bool (*remount_ready)(void *arg);
     void *cb_arg;
 };
 
@@ -76,6 +80,8 @@ struct mc_mounted_segment {
  * (master unreachable), INVALID_VERSION, INVALID_PARAMS (bad address). */
 int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_master_conn **out);
 int mc_master_conn_start(struct mc_master_conn *mc); /* starts the ping thread */
+/* Makes the ping thread ping now (e.g. a held-back re-mount can go out). */
+void mc_master_conn_kick(struct mc_master_conn *mc);
 /* Stops the ping thread and closes the connection. NULL is a no-op. */
 void mc_master_conn_close(struct mc_master_conn *mc);
 

@@ -176,7 +176,11 @@ static int conn_make_qp(struct rdma_ctx *x, struct rdma_conn *c, bool with_chann
             return -1;
         }
     }
-    c->cq = ops->create_cq(c->id->verbs, MC_RDMA_CQE, c, c->cch, 0);
+    /* CQs spread round robin over the device's completion vectors (each its own interrupt,
+     * usually on its own CPU), not all on vector 0 */
+    int nvec = c->id->verbs->num_comp_vectors;
+    int vec = nvec > 1 ? (int)(atomic_fetch_add(&x->next_vec[c->dev], 1) % (uint32_t)nvec) : 0;
+    c->cq = ops->create_cq(c->id->verbs, MC_RDMA_CQE, c, c->cch, vec);
     if (!c->cq) {
         mc_warn("rdma", "cannot create a completion queue", "errno=%d", errno);
         return -1;
@@ -369,9 +373,8 @@ static int dial_authenticated(struct rdma_ctx *x, const char *endpoint,
                 "endpoint=%s event=%s status=%d", endpoint, rdma_event_str(a.event), a.status);
         return -1;
     }
-    uint8_t want[MC_AUTH_MAC_BYTES];
-    mc_auth_server_proof(&x->auth, hello.nonce, a.msg.nonce, want);
-    if (!mc_auth_mac_equal(want, a.msg.mac)) {
+    /* either token of a rotation (a token file with two lines) is accepted, as the tcp gate */
+    if (!mc_auth_check_server_proof(&x->auth, hello.nonce, a.msg.nonce, a.msg.mac)) {
         atomic_fetch_add(&x->auth_failed, 1);
         mc_warn("rdma", "peer failed to prove the auth token: not connecting to it", "endpoint=%s",
                 endpoint);
@@ -512,9 +515,7 @@ static bool proof_ok(struct rdma_ctx *x, struct rdma_listener *l, const struct m
             p->live = false;
             continue;
         }
-        uint8_t want[MC_AUTH_MAC_BYTES];
-        mc_auth_client_proof(&x->auth, p->cnonce, p->snonce, want);
-        if (mc_auth_mac_equal(want, m->mac)) {
+        if (mc_auth_check_client_proof(&x->auth, p->cnonce, p->snonce, m->mac)) {
             ok = true;
             p->live = false;
         }

@@ -53,15 +53,16 @@ struct rdma_ctx {
     struct ibv_context **devlist;
     int ndev;
     struct ibv_pd *pd[MC_RDMA_MAX_DEVS];
-    bool in_use[MC_RDMA_MAX_DEVS];              /* registrations go to these devices only */
-    _Atomic uint32_t dev_gen[MC_RDMA_MAX_DEVS]; /* bumped by a port or device error event */
-    _Atomic bool dev_down[MC_RDMA_MAX_DEVS];    /* its port is down (async event) */
-    int ack_timeout;                            /* RDMA_OPTION_ID_ACK_TIMEOUT, <0 = leave */
-    int tos;                                    /* RDMA_OPTION_ID_TOS, <0 = leave */
-    struct rdma_async *async;                   /* the async event thread (rdma_fabric.c) */
-    _Atomic uint64_t async_events;              /* port/device events seen */
-    uint8_t rd_atom[MC_RDMA_MAX_DEVS];          /* max_qp_rd_atom, at most 16 */
-    uint8_t init_rd_atom[MC_RDMA_MAX_DEVS];     /* max_qp_init_rd_atom, at most 16 */
+    bool in_use[MC_RDMA_MAX_DEVS];               /* registrations go to these devices only */
+    _Atomic uint32_t dev_gen[MC_RDMA_MAX_DEVS];  /* bumped by a port or device error event */
+    _Atomic bool dev_down[MC_RDMA_MAX_DEVS];     /* its port is down (async event) */
+    int ack_timeout;                             /* RDMA_OPTION_ID_ACK_TIMEOUT, <0 = leave */
+    int tos;                                     /* RDMA_OPTION_ID_TOS, <0 = leave */
+    struct rdma_async *async;                    /* the async event thread (rdma_fabric.c) */
+    _Atomic uint64_t async_events;               /* port/device events seen */
+    _Atomic uint32_t next_vec[MC_RDMA_MAX_DEVS]; /* the next CQ's completion vector (spread) */
+    uint8_t rd_atom[MC_RDMA_MAX_DEVS];           /* max_qp_rd_atom, at most 16 */
+    uint8_t init_rd_atom[MC_RDMA_MAX_DEVS];      /* max_qp_init_rd_atom, at most 16 */
     pthread_mutex_t mr_lock;
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;

@@ -246,6 +246,20 @@ int mc_transport_rdma_unregister(struct mc_transport *t, void *addr);
  * REPLICA_IS_GONE, never bytes); *rkey (may be NULL) is the new one. 0, INVALID_PARAMS (addr
  * does not start a registered range), TRANSFER_FAIL (no longer registered at all). */
 int mc_transport_rdma_reregister(struct mc_transport *t, void *addr, uint32_t *rkey);
+/* The same, on a worker thread (registering a large segment takes seconds; the mount fence
+ * must not hold up the ping thread): starts one unless one is running or its result was not
+ * settled yet (then that one serves). done(arg) (may be NULL) runs on the worker when it ends.
+ * 0, NOT_SUPPORTED (stopping), INTERNAL_ERROR (no thread). */
+int mc_transport_rdma_rereg_start(struct mc_transport *t, void *addr, void (*done)(void *arg),
+                                  void *arg);
+/* false while the worker runs; true otherwise, with the last run's result (rc and the new rkey,
+ * 0 on failure) until it is settled (rc 0 and rkey 0 when nothing ran). */
+bool mc_transport_rdma_rereg_ready(struct mc_transport *t, int *rc, uint32_t *rkey);
+/* The new key was announced (a mount epoch arrived): the next fence registers again. Whether a
+ * result was pending. */
+bool mc_transport_rdma_rereg_settle(struct mc_transport *t);
+/* No further start; waits for a running worker. Idempotent (mc_transport_free calls it too). */
+void mc_transport_rdma_rereg_stop(struct mc_transport *t);
 /* The rkey peers use for [addr, addr+len), which must lie in one registered range: 0 or
  * SEGMENT_NOT_FOUND. */
 int mc_transport_rdma_rkey(struct mc_transport *t, const void *addr, size_t len, uint32_t *rkey);

@@ -14,8 +14,10 @@
  *
  * Mount epochs (DESIGN.md §6). One-sided verbs never reach the holder's peer server, so the
  * epoch check there cannot apply; the rkey stands in for it. The holder registers its segment
- * afresh when the master fences it for a re-mount (mc_transport_rdma_reregister, from the
- * client's epoch callback), before the ReMountSegment that announces the new rkey, so every
+ * afresh when the master fences it for a re-mount (mc_transport_rdma_rereg_start, from the
+ * client's epoch callback: a worker thread registers, so the ping thread goes on pinging; the
+ * client holds the ReMountSegment back until the worker is done), before the ReMountSegment
+ * that announces the new rkey, so every
  * descriptor of an earlier mount names a key the device no longer honours: the transfer fails
  * with a remote access error, reported as REPLICA_IS_GONE, and no byte moves. A descriptor
  * with epoch 0 (which no mount has) is refused before anything is posted.
@@ -55,6 +57,18 @@ struct rdma_transport {
     uint64_t staging_free;        /* bit i: slot i (staging + i * staging_bytes) is free */
     uint8_t *staging;             /* staging_count slots, one registered range */
     char devices[256];            /* cfg.devices, copied */
+    struct rereg {                /* the background re-registration (mc_transport_rdma_rereg_*) */
+        pthread_mutex_t lock;
+        pthread_t thread;
+        bool joinable; /* thread was started and not joined yet */
+        bool closing;  /* no new start: the owner is shutting down */
+        enum { REREG_IDLE, REREG_PENDING, REREG_DONE } state;
+        void *addr;
+        int rc;
+        uint32_t rkey;
+        void (*done)(void *arg);
+        void *arg;
+    } rr;
 };
 
 void mc_rdma_transport_config_init(struct mc_rdma_transport_config *cfg)
@@ -510,6 +524,93 @@ int mc_transport_rdma_reregister(struct mc_transport *tp, void *addr, uint32_t *
     return rc;
 }
 
+/* The re-registration worker: one run of mc_transport_rdma_reregister, its result kept for
+ * mc_transport_rdma_rereg_ready, then the owner's callback (outside the lock). */
+static void *rereg_main(void *arg)
+{
+    struct rdma_transport *t = arg;
+    pthread_mutex_lock(&t->rr.lock);
+    void *addr = t->rr.addr;
+    pthread_mutex_unlock(&t->rr.lock);
+    uint32_t rkey = 0;
+    int rc = mc_transport_rdma_reregister(&t->base, addr, &rkey);
+    pthread_mutex_lock(&t->rr.lock);
+    t->rr.rc = rc;
+    t->rr.rkey = rc ? 0 : rkey;
+    t->rr.state = REREG_DONE;
+    void (*done)(void *) = t->rr.done;
+    void *darg = t->rr.arg;
+    pthread_mutex_unlock(&t->rr.lock);
+    if (done)
+        done(darg);
+    return NULL;
+}
+
+int mc_transport_rdma_rereg_start(struct mc_transport *tp, void *addr, void (*done)(void *arg),
+                                  void *arg)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    int rc = 0;
+    pthread_mutex_lock(&t->rr.lock);
+    if (t->rr.closing) {
+        rc = MC_ERR_NOT_SUPPORTED;
+        goto out;
+    }
+    if (t->rr.state != REREG_IDLE)
+        goto out; /* running, or its key not announced yet: that one serves this fence too */
+    if (t->rr.joinable) {
+        pthread_join(t->rr.thread, NULL); /* finished: its state went back to idle */
+        t->rr.joinable = false;
+    }
+    t->rr.addr = addr;
+    t->rr.done = done;
+    t->rr.arg = arg;
+    t->rr.state = REREG_PENDING;
+    if (pthread_create(&t->rr.thread, NULL, rereg_main, t) != 0) {
+        t->rr.state = REREG_IDLE;
+        rc = MC_ERR_INTERNAL_ERROR;
+        goto out;
+    }
+    t->rr.joinable = true;
+out:
+    pthread_mutex_unlock(&t->rr.lock);
+    return rc;
+}
+
+bool mc_transport_rdma_rereg_ready(struct mc_transport *tp, int *rc, uint32_t *rkey)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    pthread_mutex_lock(&t->rr.lock);
+    bool ready = t->rr.state != REREG_PENDING;
+    *rc = t->rr.state == REREG_DONE ? t->rr.rc : 0;
+    *rkey = t->rr.state == REREG_DONE ? t->rr.rkey : 0;
+    pthread_mutex_unlock(&t->rr.lock);
+    return ready;
+}
+
+bool mc_transport_rdma_rereg_settle(struct mc_transport *tp)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    pthread_mutex_lock(&t->rr.lock);
+    bool was = t->rr.state == REREG_DONE;
+    if (was)
+        t->rr.state = REREG_IDLE;
+    pthread_mutex_unlock(&t->rr.lock);
+    return was;
+}
+
+void mc_transport_rdma_rereg_stop(struct mc_transport *tp)
+{
+    struct rdma_transport *t = (struct rdma_transport *)tp;
+    pthread_mutex_lock(&t->rr.lock);
+    t->rr.closing = true;
+    bool join = t->rr.joinable;
+    t->rr.joinable = false;
+    pthread_mutex_unlock(&t->rr.lock);
+    if (join)
+        pthread_join(t->rr.thread, NULL);
+}
+
 int mc_transport_rdma_rkey(struct mc_transport *tp, const void *addr, size_t len, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
@@ -617,6 +718,8 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
 static void rdma_free(struct mc_transport *tp)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
+    mc_transport_rdma_rereg_stop(tp); /* before the regions it swaps are freed */
+    pthread_mutex_destroy(&t->rr.lock);
     struct peer *p = t->peers;
     while (p) {
         struct peer *next = p->next;
@@ -680,6 +783,7 @@ int mc_transport_rdma_new(const struct mc_rdma_transport_config *cfg, const stru
     t->cfg.auth = NULL; /* the key lives in the context, copied below */
     t->cfg.devices = t->devices[0] ? t->devices : NULL;
     pthread_mutex_init(&t->lock, NULL);
+    pthread_mutex_init(&t->rr.lock, NULL);
     pthread_mutex_init(&t->staging_lock, NULL);
     pthread_cond_init(&t->staging_cond, NULL);
     t->base.ops = &rdma_vtable;
