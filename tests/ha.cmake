@@ -5,6 +5,9 @@ set_tests_properties(test_etcd PROPERTIES SKIP_RETURN_CODE 77)
 # The election and fencing rules of master/ha.c, in-process, against a real etcd.
 mc_add_test(test_ha SOURCES test_ha.c etcd_util.c cluster_util.c LIBS mc_master_core TIMEOUT 120)
 set_tests_properties(test_ha PROPERTIES SKIP_RETURN_CODE 77)
+# The delete rule's fences in etcd: stored by the leader, loaded by the next one.
+mc_add_test(test_ha_fence SOURCES test_ha_fence.c etcd_util.c cluster_util.c LIBS mc_master_core TIMEOUT 120)
+set_tests_properties(test_ha_fence PROPERTIES SKIP_RETURN_CODE 77)
 # Election, hand-over and fencing with real processes: etcd + two masters on loopback.
 if(TARGET mooncake_master)
   mc_add_test(test_ha_master SOURCES test_ha_master.c etcd_util.c cluster_util.c TIMEOUT 180)

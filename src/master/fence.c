@@ -12,6 +12,7 @@
 struct fence_rec {
     struct mc_id holder;
     uint64_t version;
+    bool dirty; /* raised since mc_fences_drain last took it (the HA journal) */
 };
 
 struct mc_fences {
@@ -57,14 +58,16 @@ static struct fence_rec *find(struct mc_fences *f, struct mc_id holder)
     return NULL;
 }
 
-int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
+static int raise_rec(struct mc_fences *f, struct mc_id holder, uint64_t version, bool dirty)
 {
     int rc = 0;
     f_lock(f);
     struct fence_rec *r = find(f, holder);
     if (r) {
-        if (version > r->version)
+        if (version > r->version) {
             r->version = version;
+            r->dirty = r->dirty || dirty;
+        }
         goto out;
     }
     if (f->n == f->cap) {
@@ -77,10 +80,53 @@ int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
         f->v = nv;
         f->cap = cap;
     }
-    f->v[f->n++] = (struct fence_rec){.holder = holder, .version = version};
+    f->v[f->n++] = (struct fence_rec){.holder = holder, .version = version, .dirty = dirty};
 out:
     f_unlock(f);
     return rc;
+}
+
+int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    return raise_rec(f, holder, version, true);
+}
+
+int mc_fences_load(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    return raise_rec(f, holder, version, false);
+}
+
+size_t mc_fences_drain(struct mc_fences *f, struct mc_fence *out, size_t cap)
+{
+    size_t n = 0;
+    f_lock(f);
+    for (size_t i = 0; i < f->n && n < cap; i++) {
+        if (!f->v[i].dirty)
+            continue;
+        f->v[i].dirty = false;
+        out[n++] = (struct mc_fence){.holder = f->v[i].holder, .version = f->v[i].version};
+    }
+    f_unlock(f);
+    return n;
+}
+
+void mc_fences_redirty(struct mc_fences *f, struct mc_id holder)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    if (r)
+        r->dirty = true;
+    f_unlock(f);
+}
+
+size_t mc_fences_pending(struct mc_fences *f)
+{
+    size_t n = 0;
+    f_lock(f);
+    for (size_t i = 0; i < f->n; i++)
+        n += f->v[i].dirty;
+    f_unlock(f);
+    return n;
 }
 
 uint64_t mc_fences_get(struct mc_fences *f, struct mc_id holder)

@@ -840,3 +840,8 @@ int mc_offload_subscribe(struct mc_master *m)
     return mc_obj_events_register(m, m->cfg.offload_on_evict ? &offload_on_evict
                                                              : &offload_at_put_end);
 }
+
+struct mc_fences *mc_master_fences(struct mc_master *m)
+{
+    return m->offload ? m->offload->fences : NULL;
+}
