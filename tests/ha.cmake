@@ -32,3 +32,10 @@ if(TARGET mooncake_bench AND MC_ETCD_BIN)
                    $<TARGET_FILE:mooncake_bench> failover --objects 50 --runs 1 --ttl 1)
   set_tests_properties(test_bench_failover PROPERTIES TIMEOUT 120)
 endif()
+# The leader partitioned from etcd in a network namespace (exits 77 where `ip netns` is refused).
+if(TARGET mooncake_master)
+  mc_add_test(test_ha_partition SOURCES test_ha_partition.c etcd_util.c cluster_util.c
+              cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  set_tests_properties(test_ha_partition PROPERTIES SKIP_RETURN_CODE 77)
+  add_dependencies(test_ha_partition mooncake_master)
+endif()
