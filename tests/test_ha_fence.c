@@ -7,7 +7,9 @@
  *   - A resigns; B takes over and has loaded the fence before its gate opened: the holder's
  *     copies at or below the fence version are void on B too (what refuses their
  *     re-registration), newer ones are not;
- *   - a fence write guarded by A's old epoch is refused (NOT_LEADER) and stays pending;
+ *   - a fence counts as durable (the Removes waiting on it may complete) once stored;
+ *   - a fence write guarded by A's old epoch is refused (NOT_LEADER), stays pending and not
+ *     durable;
  *   - a record that does not parse is skipped, not loaded.
  * Bounded polls, no fixed sleeps.
  */
@@ -83,12 +85,13 @@ static bool wait_leader(struct node *n, int ms)
     return mc_ha_gate(n->ha) == 0;
 }
 
-static bool wait_synced(struct node *n, int ms)
+/* Until holder's fence at version is stored in etcd (drained and its txn answered). */
+static bool wait_durable(struct node *n, struct mc_id holder, uint64_t version, int ms)
 {
     uint64_t deadline = cu_now_ms() + (uint64_t)ms;
-    while (cu_now_ms() < deadline && mc_fences_pending(n->fences) > 0)
+    while (cu_now_ms() < deadline && !mc_fences_durable(n->fences, holder, version))
         cu_sleep_ms(10);
-    return mc_fences_pending(n->fences) == 0;
+    return mc_fences_durable(n->fences, holder, version) && mc_fences_pending(n->fences) == 0;
 }
 
 static void test_fences_survive_failover(void **state)
@@ -113,7 +116,8 @@ static void test_fences_survive_failover(void **state)
     struct mc_id holder = mc_id_random(), other = mc_id_random();
     assert_int_equal(mc_fences_raise(a.fences, holder, 1000), 0);
     assert_int_equal(mc_fences_raise(a.fences, holder, 1500), 0); /* rises: one record */
-    assert_true(wait_synced(&a, 10000));
+    assert_false(mc_fences_durable(a.fences, holder, 1500));      /* its Removes wait for etcd */
+    assert_true(wait_durable(&a, holder, 1500, 10000));
     char key[200];
     assert_int_equal(mc_ha_fence_key("t_fence", holder, key, sizeof(key)), 0);
     struct mc_etcd_kv kv;
@@ -145,13 +149,14 @@ static void test_fences_survive_failover(void **state)
     assert_int_equal(mc_ha_fences_sync(e, "/mooncake-c/t_fence/leader", e1, "t_fence", a.fences),
                      MC_ERR_NOT_LEADER);
     assert_int_equal(mc_fences_pending(a.fences), 1);
+    assert_false(mc_fences_durable(a.fences, other, 42)); /* its Removes keep waiting */
     assert_int_equal(mc_ha_fence_key("t_fence", other, key, sizeof(key)), 0);
     assert_int_equal(mc_etcd_get(e, key, &kv, &found, NULL), 0);
     assert_false(found);
 
     /* b's own fence reaches etcd under its epoch */
     assert_int_equal(mc_fences_raise(b.fences, other, 77), 0);
-    assert_true(wait_synced(&b, 10000));
+    assert_true(wait_durable(&b, other, 77, 10000));
     assert_int_equal(mc_etcd_get(e, key, &kv, &found, NULL), 0);
     assert_true(found);
     assert_memory_equal(kv.value, "77", 2);

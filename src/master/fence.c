@@ -12,13 +12,15 @@
 struct fence_rec {
     struct mc_id holder;
     uint64_t version;
-    bool dirty; /* raised since mc_fences_drain last took it (the HA journal) */
+    bool dirty;      /* raised since mc_fences_drain last took it (the HA journal) */
+    uint64_t stored; /* the version known to be in etcd */
 };
 
 struct mc_fences {
     pthread_mutex_t lock;
     struct fence_rec *v;
     size_t n, cap;
+    bool need_durable; /* HA: a fence counts once its record is in etcd */
 };
 
 static void f_lock(struct mc_fences *f)
@@ -93,7 +95,35 @@ int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
 
 int mc_fences_load(struct mc_fences *f, struct mc_id holder, uint64_t version)
 {
-    return raise_rec(f, holder, version, false);
+    int rc = raise_rec(f, holder, version, false);
+    if (rc == 0)
+        mc_fences_stored(f, holder, version);
+    return rc;
+}
+
+void mc_fences_require_durable(struct mc_fences *f)
+{
+    f_lock(f);
+    f->need_durable = true;
+    f_unlock(f);
+}
+
+void mc_fences_stored(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    if (r && version > r->stored)
+        r->stored = version;
+    f_unlock(f);
+}
+
+bool mc_fences_durable(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    bool ok = !f->need_durable || (r && r->stored >= version);
+    f_unlock(f);
+    return ok;
 }
 
 size_t mc_fences_drain(struct mc_fences *f, struct mc_fence *out, size_t cap)

@@ -46,6 +46,14 @@ size_t mc_fences_drain(struct mc_fences *f, struct mc_fence *out, size_t cap);
 void mc_fences_redirty(struct mc_fences *f, struct mc_id holder);
 size_t mc_fences_pending(struct mc_fences *f);
 
+/* Durability (HA). require_durable: from now on a fence counts for the Removes that wait on it
+ * only once its record is in etcd. stored: holder's record at version is in etcd (the HA
+ * thread's sync; a load counts as stored). durable: whether holder's fence at version may
+ * settle the deletes it covers (always true without require_durable). */
+void mc_fences_require_durable(struct mc_fences *f);
+void mc_fences_stored(struct mc_fences *f, struct mc_id holder, uint64_t version);
+bool mc_fences_durable(struct mc_fences *f, struct mc_id holder, uint64_t version);
+
 /* How many holders have a fence. */
 size_t mc_fences_count(struct mc_fences *f);
 

@@ -50,6 +50,8 @@ struct mc_ha {
 void mc_ha_set_fences(struct mc_ha *ha, struct mc_fences *f)
 {
     ha->fences = f;
+    if (f)
+        mc_fences_require_durable(f); /* Removes wait for the record in etcd */
 }
 
 int mc_ha_leader_key(const char *cluster_id, char *buf, size_t cap)

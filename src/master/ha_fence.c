@@ -93,6 +93,7 @@ int mc_ha_fences_sync(struct mc_etcd *e, const char *guard_key, uint64_t epoch,
             rc = MC_ERR_NOT_LEADER;
         if (rc)
             break;
+        mc_fences_stored(f, batch[i].holder, batch[i].version);
         char id[MC_ID_STRLEN];
         mc_info(COMP, "fence stored in etcd", "client=%s fence_version=%" PRIu64 " epoch=%" PRIu64,
                 mc_id_format(batch[i].holder, id), batch[i].version, epoch);

@@ -194,7 +194,12 @@ static size_t fence_overdue(struct mc_master *m)
     for (size_t i = 0; i < n; i++) {
         struct mc_id id = v[i].holder;
         uint64_t was = mc_fences_get(off->fences, id);
-        if (v[i].version > was && mc_fences_raise(off->fences, id, v[i].version) != 0)
+        if (v[i].version <= was) { /* fenced already; under HA, waiting for its etcd record */
+            if (mc_fences_durable(off->fences, id, v[i].version))
+                mc_delwait_settle_holder(off->dw, id, v[i].version);
+            continue;
+        }
+        if (mc_fences_raise(off->fences, id, v[i].version) != 0)
             mc_error(COMP, "cannot record a fence (out of memory); the holder is dropped",
                      "version=%llu", (unsigned long long)v[i].version);
         INC(off, fenced);
@@ -202,8 +207,9 @@ static size_t fence_overdue(struct mc_master *m)
         mc_warn(COMP, "holder fenced: a delete was not acknowledged in time",
                 "client=%s fence_version=%llu timeout_ms=%llu", mc_id_format(id, buf),
                 (unsigned long long)v[i].version, (unsigned long long)off->delete_timeout_ms);
-        (void)mc_offload_holder_drop(m, id); /* settles what it had outstanding */
-        mc_delwait_settle_holder(off->dw, id, v[i].version);
+        (void)mc_offload_holder_drop(m, id);                  /* settles what it had outstanding */
+        if (mc_fences_durable(off->fences, id, v[i].version)) /* else a later tick settles */
+            mc_delwait_settle_holder(off->dw, id, v[i].version);
     }
     free(v);
     return n;
