@@ -413,6 +413,29 @@ static void test_holder_without_mailbox_fenced_at_once(void **state)
     assert_int_equal(reregister(f, "k", 10, v), MC_ERR_OBJECT_NOT_FOUND);
 }
 
+/* Under HA even the holder without a mailbox holds the Remove until its fence is in etcd. */
+static void test_holder_without_mailbox_waits_for_durable_fence(void **state)
+{
+    struct fx *f = *state;
+    struct mc_fences *fences = mc_master_fences(f->m);
+    mc_fences_require_durable(fences);
+    uint64_t v = put(f, "k", 10);
+    offload_all(f);
+    assert_int_equal(mc_master_unmount_local_disk(f->m, f->a), MC_OK);
+    struct done d = {0};
+    assert_int_equal(mc_master_remove_wait(f->m, "k", 1, false, on_done, &d), MC_MASTER_PENDING);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+    assert_int_equal(mc_fences_get(fences, f->a), v);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 0); /* not in etcd yet */
+    mc_fences_stored(fences, f->a, v);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.rc, MC_OK);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+    assert_int_equal(ostats(f).deletes_outstanding, 0);
+}
+
 /* A delete that cannot be queued fails the Remove instead of being dropped: the object stays. */
 static void test_unqueued_delete_fails_remove(void **state)
 {
@@ -612,6 +635,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_delete_wakes_parked_poll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_fences_holder, setup, teardown),
         cmocka_unit_test_setup_teardown(test_fence_waits_for_durable_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_without_mailbox_waits_for_durable_fence, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_holder_without_mailbox_fenced_at_once, setup,
                                         teardown),
         cmocka_unit_test(test_unqueued_delete_fails_remove),
