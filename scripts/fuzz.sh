@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(master peer disk)
+[ ${#targets[@]} -gt 0 ] || targets=(master peer disk gate peer_disk client)
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
 GEN=()
 if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi

@@ -9,3 +9,14 @@ set_tests_properties(test_protected_mode PROPERTIES SKIP_RETURN_CODE 77)
 add_dependencies(test_protected_mode mooncake_master mc_client_daemon mooncake_cli)
 # The client side of the token handshake checks the server's proof (no processes needed).
 mc_add_test(test_auth SOURCES test_auth.c LIBS Threads::Threads LABELS tsan TIMEOUT 60)
+# Decoding is bounded by the body's size (README "Security"): allocations counted in-process.
+if(TARGET mc_client_static AND TARGET mc_master_core)
+  mc_add_test(test_security_decode SOURCES test_security_decode.c alloc_meter.c
+              LIBS mc_client_static mc_master_core TIMEOUT 120)
+endif()
+# What one connection may cost the RPC server: output-buffer limits, stalled peers.
+mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Threads TIMEOUT 120)
+# The HTTP port: per-address limit, header timeout, admin routes, protected mode.
+mc_add_test(test_security_http SOURCES test_security_http.c TIMEOUT 60)
+# The token file: length, permissions, entropy warning, two tokens for rotation.
+mc_add_test(test_security_token SOURCES test_security_token.c TIMEOUT 60)

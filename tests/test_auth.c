@@ -31,8 +31,8 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 
-static const char TOKEN[] = "the-cluster-secret-0123456789";
-static const char OTHER[] = "another-cluster-secret-98765";
+static const char TOKEN[] = "the-cluster-secret-0123456789abcdef";
+static const char OTHER[] = "another-cluster-secret-9876543210fedcba";
 
 /* Reads exactly n bytes within 2 s; false on EOF, error or timeout. */
 static bool read_n(int fd, uint8_t *buf, size_t n)

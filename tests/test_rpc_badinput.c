@@ -392,7 +392,7 @@ static void test_idle_timeout(void **state)
 
     /* with a token: a connection that never proves it is closed after the handshake timeout */
     struct mc_auth_key key;
-    assert_int_equal(mc_auth_key_from_token("0123456789abcdef0123", 20, &key), 0);
+    assert_int_equal(mc_auth_key_from_token("0123456789abcdef0123456789abcdef", 32, &key), 0);
     cfg.idle_timeout_ms = 0;
     cfg.handshake_timeout_ms = IDLE;
     cfg.auth = &key;

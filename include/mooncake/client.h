@@ -104,6 +104,9 @@ struct mc_client_config {
     int32_t rdma_ack_timeout;
     int32_t rdma_tos;
     uint32_t rdma_qp_pool;
+    /* Peer connections in all (default 10000, as mooncake_client --max_connections; 0 = the
+     * default); more are accepted and closed at once. */
+    uint32_t peer_max_conns;
 };
 
 /* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults

@@ -193,6 +193,24 @@ class Core(BatchCalls):
             return ""
         return lib.mc_client_endpoint(self.handle).decode()
 
+    def metrics_text(self):
+        """(rc, str): this client's Prometheus text, or a negative error and ""."""
+        if self.handle is None:
+            return INVALID_PARAMS, ""
+        f = getattr(lib, "mc_client_metrics_text", None)
+        if f is None:
+            return NOT_SUPPORTED, ""
+        cap = 16384
+        for _ in range(4):  # the text may grow between the calls (a new error code, say)
+            buf = ctypes.create_string_buffer(cap)
+            n = f(self.handle, buf, cap)
+            if n < 0:
+                return n, ""
+            if n < cap:
+                return 0, buf.value.decode()
+            cap = n + 4096
+        return BUFFER_OVERFLOW, ""
+
     # ---- single-key calls
     def put(self, key, value, config=None):
         ptr, n, _keep = buffer_arg(value, writable=False)

@@ -214,6 +214,8 @@ def _declare(lib):
            POINTER(c_size_t), rc_p, POINTER(c_int))
         fn("mc_batch_remove", c_int, c_void_p, c_size_t, POINTER(c_char_p), c_bool,
            POINTER(c_int))
+    if hasattr(lib, "mc_client_metrics_text"):  # this client's own counts (client_metrics.c)
+        fn("mc_client_metrics_text", c_int64, c_void_p, c_char_p, c_size_t)
     fn("mc_register_buffer", c_int, c_void_p, c_void_p, c_size_t)
     fn("mc_unregister_buffer", c_int, c_void_p, c_void_p)
     fn("mc_strerror", c_char_p, c_int)

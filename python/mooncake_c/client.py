@@ -51,6 +51,12 @@ class Client:
         if core is not None:
             core.close()
 
+    def metrics(self):
+        """This client's own counts, Prometheus text (as MooncakeDistributedStore.get_metrics)."""
+        rc, text = self._core.metrics_text()
+        check(rc, "metrics")
+        return text
+
     def put(self, key, value, config=None):
         check(self._core.put(key, value, config), "put", key)
 

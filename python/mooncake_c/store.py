@@ -27,10 +27,12 @@ import logging
 import os
 import re
 
-from . import _core
+from . import _core, _http
 from ._core import ReplicateConfig  # noqa: F401  (re-exported with upstream's name)
 
 _log = logging.getLogger("mooncake_c")
+# upstream's DEFAULT_CLIENT_HTTP_PORT: setup(enable_client_http_server=True) without a port
+DEFAULT_CLIENT_HTTP_PORT = 9300
 # health_check asks the master whether this key exists: one cheap round trip
 _HEALTH_KEY = "__mooncake_c_health_check__"
 
@@ -83,6 +85,7 @@ class MooncakeHostMemAllocator:
 class MooncakeDistributedStore:
     def __init__(self):
         self._core = _core.Core()
+        self._http = None  # _http.MetricsServer of enable_client_http_server
 
     # ---- lifecycle
     def setup(self, local_hostname, metadata_server=None, global_segment_size=16 << 20,
@@ -93,9 +96,11 @@ class MooncakeDistributedStore:
         """Connects to the master and contributes global_segment_size bytes of DRAM (0 = none).
         Also accepts one dict with upstream's setup keys. enable_ssd_offload with
         ssd_offload_path gives this client a LOCAL_DISK tier in that directory (capacity:
-        ssd_offload_capacity, default half the free space there); upstream's other extras are
-        accepted with a log line saying they have no effect here. Returns 0 or a negative
-        error."""
+        ssd_offload_capacity, default half the free space there); enable_client_http_server
+        serves this client's /metrics and /health on the host of local_hostname, port
+        client_http_port (default 9300, 0 = a free one; one that cannot be bound is logged and
+        skipped); upstream's other extras are accepted with a log line saying they have no
+        effect here. Returns 0 or a negative error."""
         if isinstance(local_hostname, dict):
             d = dict(local_hostname)
             local_hostname = d.pop("local_hostname", "127.0.0.1")
@@ -135,20 +140,36 @@ class MooncakeDistributedStore:
                     return _core.INVALID_PARAMS
                 if not disk_cap:
                     disk_cap = st.f_bavail * st.f_frsize // 2
-        for name, v, default in (("tenant_id", tenant_id, "default"),
-                                 ("enable_client_http_server", enable_client_http_server, False),
-                                 ("client_http_port", client_http_port, None),
-                                 ("engine", engine, None)):
+        for name, v, default in (("tenant_id", tenant_id, "default"), ("engine", engine, None)):
             if v != default:
                 _log.info("setup: %s=%r has no effect here (accepted for upstream "
                           "compatibility)", name, v)
         for name, v in extra.items():
             _log.info("setup: %s=%r has no effect here (accepted for upstream compatibility)",
                       name, v)
-        return self._core.open(master_server_addr, host=host, data_port=port,
-                               segment_size=seg, protocol=protocol or "tcp",
-                               disk_path=disk_path, disk_capacity=disk_cap,
-                               rdma_devices=rdma_devices if protocol == "rdma" else None)
+        rc = self._core.open(master_server_addr, host=host, data_port=port,
+                             segment_size=seg, protocol=protocol or "tcp",
+                             disk_path=disk_path, disk_capacity=disk_cap,
+                             rdma_devices=rdma_devices if protocol == "rdma" else None)
+        if rc == 0 and enable_client_http_server:
+            self._start_http(host, client_http_port)
+        return rc
+
+    def _start_http(self, host, port):
+        """/metrics and /health on host:port; a port that cannot be bound (another rank of the
+        same host has it, say) is logged and leaves the client without one, as metrics are
+        optional."""
+        port = DEFAULT_CLIENT_HTTP_PORT if port is None else int(port)
+        if self._http is not None:  # set up again: the new client's server replaces it
+            self._http.close()
+            self._http = None
+        try:
+            self._http = _http.MetricsServer(host, port, self._core.metrics_text)
+        except (OSError, OverflowError) as e:
+            _log.warning("setup: client_http_port %s:%d cannot be served (%s); this client "
+                         "has no HTTP metrics server", host, port, e)
+            return
+        _log.info("setup: client metrics on http://%s/metrics", self._http.address)
 
     def setup_dummy(self, mem_pool_size=0, local_buffer_size=0, server_address=""):
         """Upstream's standalone mode (the engine talks to a separate client process through
@@ -158,6 +179,9 @@ class MooncakeDistributedStore:
         return _core.NOT_SUPPORTED
 
     def close(self):
+        srv, self._http = getattr(self, "_http", None), None
+        if srv is not None:
+            srv.close()
         self._core.close()
         return 0
 
@@ -171,6 +195,12 @@ class MooncakeDistributedStore:
     def get_hostname(self):
         """The endpoint ("host:port") peers reach this client's segment at."""
         return self._core.endpoint()
+
+    def get_metrics(self):
+        """This client's own counts as Prometheus text (mc_client_metrics_text: puts, gets by
+        tier, bytes, errors by code, latency histograms in seconds); "" when not set up.
+        Upstream's Python class has no such call; its clients serve these on their HTTP port."""
+        return self._core.metrics_text()[1]
 
     # ---- copying API
     def put(self, key, value, config=None):
@@ -345,6 +375,9 @@ class MooncakeDistributedStore:
         return out
 
     def __del__(self):
+        srv = getattr(self, "_http", None)
+        if srv is not None:
+            srv.close()
         core = getattr(self, "_core", None)
         if core is not None:
             core.close()

@@ -3,6 +3,7 @@ started from $MC_BIN_DIR (CTest sets it; default: build/bin next to the sources)
 reaped after the tests."""
 
 import os
+import types
 
 import pytest
 
@@ -26,6 +27,49 @@ def daemon(master):
               "--host=127.0.0.1", "--segment_size=64MiB", "--log_level=warn"])
     yield d.ready["endpoint"]
     d.stop()
+
+
+# The launch lines of upstream's and SGLang's deployment docs, verbatim, for the connector
+# replays; only what a test on a shared machine needs is added after them (loopback addresses,
+# ephemeral ports, where the docs use 0.0.0.0 and fixed ports).
+UPSTREAM_MASTER_LINE = ["mooncake_master", "--enable_http_metadata_server=true",
+                        "--http_metadata_server_host=0.0.0.0",
+                        "--http_metadata_server_port=8080",
+                        "--eviction_high_watermark_ratio=0.95"]
+UPSTREAM_CLIENT_LINE = ["mooncake_client", "--global_segment_size=64 MB",
+                        "--master_server_address={master}",
+                        "--metadata_server=http://127.0.0.1:8080/metadata",
+                        "--protocol=tcp", "--device_names=", "--local_buffer_size=0"]
+
+
+def start_upstream_master():
+    """mooncake_master from UPSTREAM_MASTER_LINE (ready: rpc, metrics = its HTTP port)."""
+    return Proc([os.path.join(BIN, UPSTREAM_MASTER_LINE[0])] + UPSTREAM_MASTER_LINE[1:]
+                + ["--rpc_address=127.0.0.1", "--rpc_port=0", "--metrics_host=127.0.0.1",
+                   "--metrics_port=0"])
+
+
+def start_upstream_client(master_addr):
+    """mooncake_client from UPSTREAM_CLIENT_LINE against master_addr (ready: endpoint)."""
+    return Proc([os.path.join(BIN, UPSTREAM_CLIENT_LINE[0])]
+                + [a.format(master=master_addr) for a in UPSTREAM_CLIENT_LINE[1:]]
+                + ["--host=127.0.0.1"])
+
+
+@pytest.fixture(scope="module")
+def upstream_cluster():
+    """A master and a client daemon started by UPSTREAM_*_LINE: .master (RPC "host:port"),
+    .http (the master's HTTP port, where SGLang's check_server polls) and .endpoint."""
+    m = start_upstream_master()
+    try:
+        d = start_upstream_client(m.ready["rpc"])
+    except Exception:
+        m.stop()
+        raise
+    yield types.SimpleNamespace(master=m.ready["rpc"], http=m.ready["metrics"],
+                                endpoint=d.ready["endpoint"])
+    d.stop()
+    m.stop()
 
 
 @pytest.fixture

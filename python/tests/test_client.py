@@ -69,6 +69,7 @@ def test_client_auth_token(tmp_path):
     from conftest import BIN, Proc
     token = tmp_path / "token"
     token.write_text("python-binding-test-secret-0123456789\n")
+    token.chmod(0o600)  # a token file others may read is refused
     m = Proc([os.path.join(BIN, "mooncake_master"), "--rpc_port=0", "--rpc_address=127.0.0.1",
               "--metrics_port=0", "--metrics_host=127.0.0.1", "--log_level=off",
               "--auth_token_file=" + str(token)])

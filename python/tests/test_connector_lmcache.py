@@ -14,6 +14,17 @@ import pytest
 META_LEN = 28  # METADATA_BYTES_LEN upstream
 
 
+@pytest.fixture(scope="module")
+def master(upstream_cluster):
+    """The processes come from the launch lines of upstream's docs (conftest.py)."""
+    return upstream_cluster.master
+
+
+@pytest.fixture(scope="module")
+def daemon(upstream_cluster):
+    return upstream_cluster.endpoint
+
+
 @pytest.fixture
 def connector(upstream_import, master, daemon):
     from mooncake.store import MooncakeDistributedStore, ReplicateConfig

@@ -12,11 +12,54 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
+import urllib.request
 import uuid
 
 import pytest
 
 PAGE = 8192  # bytes of K (and of V) per page
+
+
+def _check_server(master_server_address, master_metrics_port, timeout):
+    """SGLang's check_server: GET /get_all_segments on the master's host at its metrics port
+    (3 s per request) until the body is not empty; its timeout is 600 s, shorter here. Returns
+    the body, or None when the timeout passes."""
+    master_server_ip = master_server_address.split(":")[0]
+    url = "http://%s:%s/get_all_segments" % (master_server_ip, master_metrics_port)
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        try:
+            with urllib.request.urlopen(url, timeout=3) as resp:
+                text = resp.read().decode()
+        except Exception:
+            time.sleep(0.2)
+            continue
+        if text == "":
+            time.sleep(0.2)
+            continue
+        return text
+    return None
+
+
+def test_sglang_check_server_waits_for_a_store_service():
+    """With check_server SGLang waits until the master lists a segment: a master alone answers
+    an empty list, and once a client started by upstream's launch line has mounted its
+    segment the poll ends with that client's segment listed."""
+    from conftest import start_upstream_client, start_upstream_master
+    m = start_upstream_master()
+    try:
+        port = m.ready["metrics"].rsplit(":", 1)[1]
+        assert _check_server(m.ready["rpc"], port, timeout=1.0) is None
+        c = start_upstream_client(m.ready["rpc"])
+        try:
+            text = _check_server(m.ready["rpc"], port, timeout=20.0)
+            assert text is not None, "the master never listed the client's segment"
+            assert c.ready["endpoint"] in text.splitlines(), text
+        finally:
+            assert c.stop() == 0
+    finally:
+        m.stop()
 
 
 def _setup_like_sglang(store, master, setup_kwargs):
@@ -30,6 +73,17 @@ def _setup_like_sglang(store, master, setup_kwargs):
                 raise
             for k in unsupported:
                 setup_kwargs.pop(k)
+
+
+@pytest.fixture(scope="module")
+def master(upstream_cluster):
+    """The processes come from the launch lines of upstream's docs (conftest.py)."""
+    return upstream_cluster.master
+
+
+@pytest.fixture(scope="module")
+def daemon(upstream_cluster):
+    return upstream_cluster.endpoint
 
 
 @pytest.fixture

@@ -15,6 +15,17 @@ BLOCKS = 8
 BLOCK_BYTES = 4096  # one block of one layer
 
 
+@pytest.fixture(scope="module")
+def master(upstream_cluster):
+    """The processes come from the launch lines of upstream's docs (conftest.py)."""
+    return upstream_cluster.master
+
+
+@pytest.fixture(scope="module")
+def daemon(upstream_cluster):
+    return upstream_cluster.endpoint
+
+
 @pytest.fixture
 def mooncake_store(upstream_import, master, daemon):
     from mooncake.store import MooncakeDistributedStore

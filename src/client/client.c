@@ -54,6 +54,7 @@ static void client_config_defaults(struct mc_client_config *cfg)
     cfg->checksums = true;
     cfg->peer_idle_timeout_ms = 300000;
     cfg->peer_max_conns_per_addr = 1024;
+    cfg->peer_max_conns = 10000;
 }
 
 static void replicate_config_defaults(struct mc_replicate_config *rc)
@@ -454,6 +455,7 @@ static int open_peer_server(struct mc_client *c, const struct mc_client_config *
                                        .max_conns_per_addr = c->cfg.peer_max_conns_per_addr,
                                        .on_disk_read = on_disk_read,
                                        .disk_arg = c};
+    pc.max_conns = c->cfg.peer_max_conns > 1000000 ? 1000000 : (int)c->cfg.peer_max_conns;
     int rc = mc_peer_server_new(&pc, &c->ps);
     if (!rc)
         rc = mc_peer_server_start(c->ps);

@@ -17,7 +17,6 @@ static const struct {
     const char *why;
 } g_no_effect[] = {
     {"metadata_server", "peers find each other through the master"},
-    {"device_names", "the RDMA transport picks its devices itself (--protocol=rdma)"},
     {"local_buffer_size", "this daemon serves no engine through shared memory"},
     {"port", "standalone-mode engines (setup_dummy) are not supported; peers use --data_port"},
     {"threads", "not used"},
@@ -39,7 +38,25 @@ static const char *alias(const char *own_name, const char *own_val, const char *
     return alias_val;
 }
 
+/* --device_names: upstream's name of --rdma_devices, which only --protocol=rdma reads. */
+static const char *device_names(const char *rdma_devices, const char *protocol)
+{
+    const char *v =
+        alias("rdma_devices", rdma_devices, "device_names", mc_daemon_compat.device_names);
+
+    if (!v)
+        return NULL;
+    if (protocol && strcmp(protocol, "rdma") == 0)
+        mc_info(COMP, "upstream flag accepted as --rdma_devices", "flag=--device_names devices=%s",
+                v[0] ? v : "(the device that owns --host)");
+    else
+        mc_warn(COMP, "upstream flag accepted; it has no effect here",
+                "flag=--device_names why=\"RDMA devices are used with --protocol=rdma only\"");
+    return v;
+}
+
 void mc_daemon_compat_apply(const char *master, const char *segment_size, const char *disk_path,
+                            const char *rdma_devices, const char *protocol,
                             struct mc_daemon_compat_result *out)
 {
     memset(out, 0, sizeof(*out));
@@ -47,6 +64,7 @@ void mc_daemon_compat_apply(const char *master, const char *segment_size, const 
         alias("master", master, "master_server_address", mc_daemon_compat.master_server_address);
     out->segment_size = alias("segment_size", segment_size, "global_segment_size",
                               mc_daemon_compat.global_segment_size);
+    out->rdma_devices = device_names(rdma_devices, protocol);
     for (size_t i = 0; i < sizeof(g_no_effect) / sizeof(g_no_effect[0]); i++)
         if (mc_flags_was_set(g_no_effect[i].name))
             mc_warn(COMP, "upstream flag accepted; it has no effect here", "flag=--%s why=\"%s\"",

@@ -8,7 +8,9 @@
  *     --segment_size (both spellings with different values: exit 2);
  *   - --enable_http_server / --http_port are aliases of --enable_client_http_server /
  *     --client_http_port (upstream uses both spellings);
- *   - --metadata_server, --device_names, --local_buffer_size, --port, --threads,
+ *   - --device_names is upstream's name of --rdma_devices (both with different values: exit 2);
+ *     with a protocol other than rdma it logs that it has no effect;
+ *   - --metadata_server, --local_buffer_size, --port, --threads,
  *     --start_offload_rpc_server, --logtostderr and --v change nothing and log one line each
  *     when given; --enable_offload=true without --disk_path logs how to get a disk tier here;
  *     --tenant_id is accepted as 'default' only (another tenant: exit 2).
@@ -55,8 +57,8 @@ extern struct mc_daemon_compat_flags mc_daemon_compat;
                        "master (P2PHANDSHAKE, http://, etcd:// all accepted)",                     \
                        &mc_daemon_compat.metadata_server),                                         \
         MC_STRING_FLAG("device_names", "",                                                         \
-                       "upstream compatibility, no effect: the RDMA transport picks its devices "  \
-                       "itself",                                                                   \
+                       "upstream's name of --rdma_devices (used when --rdma_devices is not "       \
+                       "given; only --protocol=rdma uses devices)",                                \
                        &mc_daemon_compat.device_names),                                            \
         MC_STRING_FLAG("local_buffer_size", "0",                                                   \
                        "upstream compatibility, no effect: this daemon serves no engine through "  \
@@ -96,15 +98,18 @@ extern struct mc_daemon_compat_flags mc_daemon_compat;
 struct mc_daemon_compat_result {
     const char *master;       /* NULL = keep --master */
     const char *segment_size; /* NULL = keep --segment_size */
+    const char *rdma_devices; /* NULL = keep --rdma_devices */
     bool enable_http;         /* --enable_http_server given true */
     bool has_http_port;
     int32_t http_port;
 };
 
-/* After mc_flags_parse(): resolves the aliases against the daemon's own --master and
- * --segment_size (conflicting values: exit 2), refuses a tenant other than 'default' (exit 2)
- * and logs one line per no-effect flag given. disk_path: --disk_path. */
+/* After mc_flags_parse(): resolves the aliases against the daemon's own --master,
+ * --segment_size and --rdma_devices (conflicting values: exit 2), refuses a tenant other than
+ * 'default' (exit 2) and logs one line per no-effect flag given. disk_path, protocol: --disk_path
+ * and --protocol. */
 void mc_daemon_compat_apply(const char *master, const char *segment_size, const char *disk_path,
+                            const char *rdma_devices, const char *protocol,
                             struct mc_daemon_compat_result *out);
 
 #endif

@@ -46,6 +46,7 @@
 #include "client/daemon_compat.h"
 #include "client/disk_store.h"
 #include "client/peer_server.h"
+#include "common/auth.h"
 #include "common/clock.h"
 #include "common/flags.h"
 #include "common/net.h"
@@ -79,6 +80,9 @@ static struct {
     int32_t rdma_ack_timeout;
     int32_t rdma_tos;
     uint32_t rdma_qp_pool;
+    uint32_t max_connections;
+    bool metrics_public;
+    bool allow_readable_token_file;
 } F;
 
 static const struct mc_flag g_flags[] = {
@@ -151,6 +155,17 @@ static const struct mc_flag g_flags[] = {
                    "protocol rdma: idle queue pairs kept per peer, about the threads that talk to "
                    "one peer at once (0 = one per CPU, 4..64; at most 1024)",
                    &F.rdma_qp_pool),
+    MC_BOOL_FLAG("allow_readable_token_file", "false",
+                 "accept an --auth_token_file that group or others may read (refused otherwise)",
+                 &F.allow_readable_token_file),
+    MC_BOOL_FLAG("metrics_public", "false",
+                 "serve /metrics and /health to any host even without --auth_token_file "
+                 "(otherwise loopback only, as the peer port's protected mode)",
+                 &F.metrics_public),
+    MC_UINT32_FLAG("max_connections", "10000",
+                   "most peer connections in all, 1..1000000 (connections still in the token "
+                   "handshake have a smaller pool of their own)",
+                   &F.max_connections),
     MC_FLAGS_END,
 };
 
@@ -254,6 +269,10 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint16_t por
 {
     struct mc_http_config hc = {0};
     struct mc_gauge *g;
+
+    /* who may read it (common/http.h): loopback only unless a token or --metrics_public */
+    hc.public_reads = F.metrics_public || F.auth_token_file[0];
+    hc.protected_mode_off = !F.protected_mode;
 
     /* the library's registry (its puts, gets, errors, latencies), with the daemon's series */
     st->m = mc_client_registry(client);
@@ -373,9 +392,12 @@ int main(int argc, char **argv)
     if (argc > 1)
         mc_flags_die("unexpected argument '%s'", argv[1]);
     struct mc_daemon_compat_result compat;
-    mc_daemon_compat_apply(F.master, F.segment_size, F.disk_path, &compat);
+    mc_daemon_compat_apply(F.master, F.segment_size, F.disk_path, F.rdma_devices, F.protocol,
+                           &compat);
     if (compat.master)
         F.master = compat.master;
+    if (compat.rdma_devices)
+        F.rdma_devices = compat.rdma_devices;
     seg_size = compat.segment_size ? mc_flags_size("global_segment_size", compat.segment_size)
                                    : mc_flags_size("segment_size", F.segment_size);
     if (compat.enable_http)
@@ -433,6 +455,7 @@ int main(int argc, char **argv)
     cfg.checksums = F.checksums;
     cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
     cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
+    mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     cfg.protected_mode = F.protected_mode;
     cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;
     cfg.peer_max_conns_per_addr = F.max_conns_per_addr;
@@ -440,6 +463,9 @@ int main(int argc, char **argv)
     cfg.rdma_ack_timeout = F.rdma_ack_timeout == 0 ? -1 : F.rdma_ack_timeout;
     cfg.rdma_tos = F.rdma_tos;
     cfg.rdma_qp_pool = F.rdma_qp_pool;
+    if (F.max_connections == 0 || F.max_connections > 1000000)
+        mc_flags_die("flag --max_connections must be 1..1000000");
+    cfg.peer_max_conns = F.max_connections;
 
     rc = open_with_retry(&cfg, master_wait_ms, &set, &sig, &client);
     if (sig) {

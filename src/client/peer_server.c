@@ -497,6 +497,8 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
     rc.protected_mode = !cfg->protected_mode_off;
     rc.idle_timeout_ms = cfg->idle_timeout_ms;
     rc.max_conns_per_addr = cfg->max_conns_per_addr;
+    rc.max_conns = cfg->max_conns;
+    rc.max_repeated = MC_PEER_MAX_BATCH; /* refused before decoding, not after */
     ps->max_frame_bytes = rc.max_frame_bytes;
     if (ps->max_frame_bytes <= 2 * REPLY_OVERHEAD) {
         mc_peer_server_free(ps);

@@ -73,6 +73,7 @@ struct mc_peer_server_config {
      * peer_idle_timeout_ms, 5 min by default; the transports' pools drop theirs after 30 s) */
     uint32_t idle_timeout_ms;
     uint32_t max_conns_per_addr; /* per non-loopback peer address; 0 = no limit */
+    int max_conns;               /* peer connections in all; 0 = 10000 */
     /* PeerDiskRead handler (may be NULL: NOT_SUPPORTED); it owns the call, as an rpc_server
      * handler does, and runs on the I/O thread (it should hand the disk I/O to another). */
     void (*on_disk_read)(void *arg, struct mc_rpc_call *call);

@@ -401,6 +401,8 @@ static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer
     *any = true;
     struct mc_wire_header h;
     mc_wire_decode_header(hb, &h);
+    if (mc_wire_conn_refusal(&h))
+        return mc_wire_conn_refusal(&h); /* refused at accept (protected mode) */
     uint16_t want = x->is_write ? MC_METHOD_PEER_WRITE : MC_METHOD_PEER_READ;
     if (mc_wire_validate(&h, t->cfg.max_frame_bytes) != MC_WIRE_OK || h.kind != MC_WIRE_RESPONSE ||
         h.method != want || h.request_id < base_id || h.request_id - base_id >= sent ||

@@ -194,6 +194,8 @@ static int recv_chunk(struct mc_transport *t, struct group *g, struct mc_xfer_it
     g->any = true;
     struct mc_wire_header h;
     mc_wire_decode_header(hb, &h);
+    if (mc_wire_conn_refusal(&h))
+        return mc_wire_conn_refusal(&h); /* refused at accept (protected mode) */
     uint16_t want = is_write ? MC_METHOD_PEER_BATCH_WRITE : MC_METHOD_PEER_BATCH_READ;
     if (mc_wire_validate(&h, mc_tcp_config(t)->max_frame_bytes) != MC_WIRE_OK ||
         h.kind != MC_WIRE_RESPONSE || h.method != want || h.request_id < g->base_id ||

@@ -105,6 +105,8 @@ static int recv_reply(struct mc_transport *t, struct mc_tcp_conn *conn, const ch
     *any = true;
     struct mc_wire_header h;
     mc_wire_decode_header(hb, &h);
+    if (mc_wire_conn_refusal(&h))
+        return mc_wire_conn_refusal(&h); /* refused at accept (protected mode) */
     if (mc_wire_validate(&h, mc_tcp_config(t)->max_frame_bytes) != MC_WIRE_OK ||
         h.kind != MC_WIRE_RESPONSE || h.method != MC_METHOD_PEER_DISK_READ || h.request_id != id) {
         mc_warn("tcp", "bad disk read reply from peer", "endpoint=%s method=%u len=%u", endpoint,

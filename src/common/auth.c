@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -50,10 +52,98 @@ int mc_auth_key_from_token(const void *token, size_t len, struct mc_auth_key *ou
     return 0;
 }
 
+static void proof(const struct mc_auth_key *key, const char *label, size_t label_len,
+                  const uint8_t *cnonce, const uint8_t *snonce, uint8_t mac[MC_AUTH_MAC_BYTES]);
+
+static _Atomic bool g_allow_readable;
+
+void mc_auth_allow_readable_token_file(bool allow)
+{
+    atomic_store(&g_allow_readable, allow);
+}
+
+double mc_auth_token_entropy_bits(const void *token, size_t len)
+{
+    const uint8_t *p = token;
+    uint32_t hist[256] = {0};
+    for (size_t i = 0; i < len; i++)
+        hist[p[i]]++;
+    double h = 0;
+    for (int i = 0; i < 256; i++)
+        if (hist[i]) {
+            double f = (double)hist[i] / (double)len;
+            h -= f * log2(f);
+        }
+    return h * (double)len;
+}
+
+static bool check_proof(const struct mc_auth_key *key, const char *label, size_t label_len,
+                        const uint8_t *cnonce, const uint8_t *snonce, const uint8_t *mac)
+{
+    uint8_t want[MC_AUTH_MAC_BYTES];
+    proof(key, label, label_len, cnonce, snonce, want);
+    bool ok = mc_auth_mac_equal(want, mac);
+    if (key->has_alt) {
+        struct mc_auth_key alt = {.set = true};
+        memcpy(alt.k, key->alt, sizeof(alt.k));
+        proof(&alt, label, label_len, cnonce, snonce, want);
+        ok = mc_auth_mac_equal(want, mac) || ok; /* both computed: no timing hint of which */
+        OPENSSL_cleanse(&alt, sizeof(alt));
+    }
+    return ok;
+}
+
+bool mc_auth_check_server_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                                const uint8_t *snonce, const uint8_t *mac)
+{
+    return check_proof(key, SERVER_LABEL, sizeof(SERVER_LABEL), cnonce, snonce, mac);
+}
+
+bool mc_auth_check_client_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                                const uint8_t *snonce, const uint8_t *mac)
+{
+    return check_proof(key, CLIENT_LABEL, sizeof(CLIENT_LABEL), cnonce, snonce, mac);
+}
+
+bool mc_auth_key_matches(const struct mc_auth_key *key, const struct mc_auth_key *presented)
+{
+    if (!key->set || !presented->set)
+        return false;
+    bool ok = CRYPTO_memcmp(key->k, presented->k, sizeof(key->k)) == 0;
+    if (key->has_alt)
+        ok = (CRYPTO_memcmp(key->alt, presented->k, sizeof(key->alt)) == 0) || ok;
+    return ok;
+}
+
+static bool is_space(uint8_t c)
+{
+    return c == '\n' || c == '\r' || c == ' ' || c == '\t';
+}
+
+/* One token of a token file: its length bounds, its entropy (a warning). */
+static int check_token(const char *path, const uint8_t *t, size_t n, int index, char *err,
+                       size_t errlen)
+{
+    if (n < MC_AUTH_MIN_TOKEN_BYTES || n > MC_AUTH_MAX_TOKEN_BYTES) {
+        snprintf(err, errlen, "token %d must hold %d..%d bytes (it holds %s%zu)", index,
+                 MC_AUTH_MIN_TOKEN_BYTES, MC_AUTH_MAX_TOKEN_BYTES,
+                 n > MC_AUTH_MAX_TOKEN_BYTES ? "more than " : "",
+                 n > MC_AUTH_MAX_TOKEN_BYTES ? (size_t)MC_AUTH_MAX_TOKEN_BYTES : n);
+        return MC_ERR_INVALID_PARAMS;
+    }
+    double bits = mc_auth_token_entropy_bits(t, n);
+    if (bits < MC_AUTH_WEAK_TOKEN_BITS)
+        mc_warn("auth",
+                "the token looks guessable (a recorded handshake lets one test guesses offline): "
+                "use random bytes, e.g. openssl rand -hex 32",
+                "path=%s token=%d estimated_bits=%.0f", path, index, bits);
+    return 0;
+}
+
 int mc_auth_key_load(const char *path, struct mc_auth_key *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
-    uint8_t buf[MC_AUTH_MAX_TOKEN_BYTES + 2];
+    uint8_t buf[2 * MC_AUTH_MAX_TOKEN_BYTES + 4];
     size_t n = 0;
     int rc = 0;
     int fd = path && *path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
@@ -62,9 +152,18 @@ int mc_auth_key_load(const char *path, struct mc_auth_key *out, char *err, size_
         return MC_ERR_FILE_OPEN_FAIL;
     }
     struct stat st;
-    if (fstat(fd, &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH)))
+    if (fstat(fd, &st) == 0 && (st.st_mode & (S_IRGRP | S_IROTH | S_IWGRP | S_IWOTH))) {
+        if (!atomic_load(&g_allow_readable)) {
+            snprintf(err, errlen,
+                     "the token file is readable or writable by group or others (mode %o): chmod "
+                     "600 it (or --allow_readable_token_file)",
+                     (unsigned)(st.st_mode & 0777));
+            close(fd);
+            return MC_ERR_INVALID_PARAMS;
+        }
         mc_warn("auth", "the token file is readable by group or others (chmod 600 it)",
                 "path=%s mode=%o", path, (unsigned)(st.st_mode & 0777));
+    }
     for (;;) {
         ssize_t r = read(fd, buf + n, sizeof(buf) - n);
         if (r < 0 && errno == EINTR)
@@ -77,18 +176,50 @@ int mc_auth_key_load(const char *path, struct mc_auth_key *out, char *err, size_
         if (r == 0 || (n += (size_t)r) == sizeof(buf))
             break;
     }
-    while (n > 0 &&
-           (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
-        n--;
-    if (n < MC_AUTH_MIN_TOKEN_BYTES || n > MC_AUTH_MAX_TOKEN_BYTES) {
-        snprintf(err, errlen, "the token must hold %d..%d bytes (it holds %s%zu)",
-                 MC_AUTH_MIN_TOKEN_BYTES, MC_AUTH_MAX_TOKEN_BYTES,
-                 n > MC_AUTH_MAX_TOKEN_BYTES ? "more than " : "",
-                 n > MC_AUTH_MAX_TOKEN_BYTES ? (size_t)MC_AUTH_MAX_TOKEN_BYTES : n);
+    /* up to two tokens, one per line */
+    size_t start[3], len[3];
+    int ntok = 0;
+    for (size_t i = 0; i < n;) {
+        while (i < n && is_space(buf[i]))
+            i++;
+        if (i == n)
+            break;
+        size_t j = i;
+        while (j < n && buf[j] != '\n' && buf[j] != '\r')
+            j++;
+        size_t e = j;
+        while (e > i && is_space(buf[e - 1]))
+            e--;
+        if (ntok == 2) {
+            snprintf(err, errlen, "the token file holds more than two tokens");
+            rc = MC_ERR_INVALID_PARAMS;
+            goto out;
+        }
+        start[ntok] = i;
+        len[ntok++] = e - i;
+        i = j;
+    }
+    if (ntok == 0) {
+        snprintf(err, errlen, "the token must hold %d..%d bytes (it holds 0)",
+                 MC_AUTH_MIN_TOKEN_BYTES, MC_AUTH_MAX_TOKEN_BYTES);
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
-    rc = mc_auth_key_from_token(buf, n, out);
+    for (int t = 0; t < ntok && rc == 0; t++)
+        rc = check_token(path, buf + start[t], len[t], t + 1, err, errlen);
+    if (rc == 0)
+        rc = mc_auth_key_from_token(buf + start[0], len[0], out);
+    if (rc == 0 && ntok == 2) {
+        struct mc_auth_key alt;
+        rc = mc_auth_key_from_token(buf + start[1], len[1], &alt);
+        if (rc == 0) {
+            memcpy(out->alt, alt.k, sizeof(out->alt));
+            out->has_alt = true;
+        }
+        OPENSSL_cleanse(&alt, sizeof(alt));
+    }
+    if (rc != 0)
+        memset(out, 0, sizeof(*out));
 out:
     OPENSSL_cleanse(buf, sizeof(buf));
     close(fd);
@@ -211,8 +342,10 @@ static int recv_answer(int fd, uint16_t method, uint8_t *body, uint32_t want, in
         return rc;
     struct mc_wire_header h;
     mc_wire_decode_header(hb, &h);
+    /* request id 0 with an error: the server refused the connection itself (at accept) */
     if (mc_wire_validate(&h, MC_WIRE_MIN_MAX_FRAME_BYTES) != MC_WIRE_OK ||
-        h.kind != MC_WIRE_RESPONSE || h.request_id != method)
+        h.kind != MC_WIRE_RESPONSE ||
+        (h.request_id != method && !(h.request_id == 0 && h.status != 0)))
         return MC_ERR_RPC_FAIL;
     *status = h.status;
     if (h.status != 0)
@@ -253,8 +386,7 @@ int mc_auth_client_handshake(int fd, const struct mc_auth_key *key, uint32_t tim
     if (status != 0)
         return refusal(status, who, peer, "challenge");
     const uint8_t *snonce = ans;
-    mc_auth_server_proof(key, cnonce, snonce, mac);
-    if (!mc_auth_mac_equal(mac, ans + MC_AUTH_NONCE_BYTES)) {
+    if (!mc_auth_check_server_proof(key, cnonce, snonce, ans + MC_AUTH_NONCE_BYTES)) {
         mc_error(who, "the server could not prove it knows the auth token (wrong token there?)",
                  "peer=%s", peer);
         return MC_ERR_UNAUTHENTICATED;

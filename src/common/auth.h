@@ -37,22 +37,43 @@
 
 #define MC_AUTH_NONCE_BYTES 32
 #define MC_AUTH_MAC_BYTES 32
-#define MC_AUTH_MIN_TOKEN_BYTES 16
+#define MC_AUTH_MIN_TOKEN_BYTES 32
 #define MC_AUTH_MAX_TOKEN_BYTES 4096
 
 /* The secret as both sides use it: derived from the token, fixed size, copied by value. */
 struct mc_auth_key {
     bool set;
     uint8_t k[32];
+    /* Rotation: a token file may list two tokens, one per line. The first (k) is the one this
+     * process proves; a peer's proof made with either is accepted. */
+    bool has_alt;
+    uint8_t alt[32];
 };
 
 /* Derives the key from token bytes (MC_AUTH_MIN_TOKEN_BYTES..MC_AUTH_MAX_TOKEN_BYTES).
  * Returns 0 or MC_ERR_INVALID_PARAMS. */
 int mc_auth_key_from_token(const void *token, size_t len, struct mc_auth_key *out);
-/* Reads a token file (trailing whitespace and newlines are not part of the token) and derives
- * the key. Returns 0, MC_ERR_FILE_OPEN_FAIL / FILE_READ_FAIL, or INVALID_PARAMS (too short or
- * too long); on failure writes a reason to err. Warns (log) when others may read the file. */
+/* Reads a token file: one token, or two on separate lines (rotation: the first is proved, both
+ * are accepted); whitespace around a token is not part of it. Returns 0, MC_ERR_FILE_OPEN_FAIL /
+ * FILE_READ_FAIL, or INVALID_PARAMS (a token outside 32..4096 bytes, more than two, or a file
+ * others may read: see mc_auth_allow_readable_token_file); on failure writes a reason to err.
+ * Warns (log) on a token of low estimated entropy. */
 int mc_auth_key_load(const char *path, struct mc_auth_key *out, char *err, size_t errlen);
+
+/* Token files readable or writable by group or others are refused (INVALID_PARAMS) unless
+ * this was called with true (--allow_readable_token_file). Process-wide; call before loading. */
+void mc_auth_allow_readable_token_file(bool allow);
+/* A rough entropy estimate of token bytes, in bits (byte histogram x length): tokens below
+ * MC_AUTH_WEAK_TOKEN_BITS get a warning when loaded. */
+double mc_auth_token_entropy_bits(const void *token, size_t len);
+#define MC_AUTH_WEAK_TOKEN_BITS 128.0
+/* Whether mac is the server's (or the client's) proof under key's token or its alternate. */
+bool mc_auth_check_server_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                                const uint8_t *snonce, const uint8_t *mac);
+bool mc_auth_check_client_proof(const struct mc_auth_key *key, const uint8_t *cnonce,
+                                const uint8_t *snonce, const uint8_t *mac);
+/* Whether a key derived from one token (`presented`) names key's token or its alternate. */
+bool mc_auth_key_matches(const struct mc_auth_key *key, const struct mc_auth_key *presented);
 
 /* Fills buf with n random bytes from the kernel. 0 or -1. */
 int mc_auth_random(void *buf, size_t n);

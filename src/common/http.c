@@ -15,20 +15,39 @@
 #include <microhttpd.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
 #define TEXT_PLAIN "text/plain; charset=utf-8"
 
+/* A flood of refused connections must not flood the log: warnings about connections are
+ * written at most once a second (the next line says how many were not). */
+static _Atomic uint64_t g_log_ms, g_not_logged;
+
+static bool log_allowed(void)
+{
+    uint64_t now = mc_now_ms(), last = atomic_load(&g_log_ms);
+    if (last && now - last < 1000) {
+        atomic_fetch_add(&g_not_logged, 1);
+        return false;
+    }
+    atomic_store(&g_log_ms, now);
+    return true;
+}
+
 struct mc_http_server {
     struct MHD_Daemon *daemon;
     struct mc_http_config cfg;
+    struct mc_auth_key admin;
     uint16_t port;
     char addr[INET6_ADDRSTRLEN + 16];
 };
@@ -40,8 +59,76 @@ struct reply_header {
 
 struct mc_http_request {
     struct MHD_Connection *conn;
+    struct mc_http_server *srv;
     struct reply_header *extra; /* one header a handler may add to its reply */
 };
+
+static const char *const g_public[] = {"/metrics", "/health", "/get_all_segments", NULL};
+
+bool mc_http_path_is_public(const struct mc_http_server *s, const char *path)
+{
+    for (int i = 0; g_public[i]; i++)
+        if (strcmp(path, g_public[i]) == 0)
+            return true;
+    for (int i = 0; s->cfg.public_paths && s->cfg.public_paths[i]; i++)
+        if (strcmp(path, s->cfg.public_paths[i]) == 0)
+            return true;
+    return false;
+}
+
+static bool peer_is_loopback(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (!ci || !ci->client_addr)
+        return false;
+    socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                           : sizeof(struct sockaddr_in);
+    return mc_auth_addr_is_loopback(ci->client_addr, len);
+}
+
+/* "Authorization: Bearer <token>" naming the admin token (compared through its key). */
+static bool bearer_ok(const struct mc_http_server *s, struct MHD_Connection *conn)
+{
+    const char *h =
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    const char *tok = h + 7;
+    while (*tok == ' ')
+        tok++;
+    struct mc_auth_key k;
+    if (mc_auth_key_from_token(tok, strlen(tok), &k) != 0)
+        return false;
+    return mc_auth_key_matches(&s->admin, &k);
+}
+
+bool mc_http_request_is_admin(const struct mc_http_request *req)
+{
+    const struct mc_http_server *s = req->srv;
+    if (s->admin.set)
+        return bearer_ok(s, req->conn);
+    return s->cfg.protected_mode_off || peer_is_loopback(req->conn);
+}
+
+/* Accept policy: without a token, loopback only unless public reads or protected mode off. */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    struct mc_http_server *s = cls;
+    if (s->admin.set || s->cfg.public_reads || s->cfg.protected_mode_off ||
+        mc_auth_addr_is_loopback(addr, len))
+        return MHD_YES;
+    if (!log_allowed())
+        return MHD_NO;
+    char peer[64];
+    mc_auth_format_addr(addr, len, peer, sizeof(peer));
+    mc_warn("http", "refusing a non-loopback peer in protected mode",
+            "peer=%s not_logged=%llu hint=\"%s\"", peer,
+            (unsigned long long)atomic_exchange(&g_not_logged, 0),
+            "give the daemon an auth token, or --metrics_public to let any host read /metrics, "
+            "/health and /get_all_segments");
+    return MHD_NO;
+}
 
 __attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const char *fmt, va_list ap)
 {
@@ -49,6 +136,8 @@ __attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const ch
     size_t n;
 
     (void)cls;
+    if (!log_allowed())
+        return;
     vsnprintf(buf, sizeof(buf), fmt, ap);
     n = strlen(buf);
     while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
@@ -56,7 +145,8 @@ __attribute__((format(printf, 2, 0))) static void mhd_logger(void *cls, const ch
     for (char *p = buf; *p; p++)
         if (*p == '"')
             *p = '\'';
-    mc_warn("http", "microhttpd", "detail=\"%s\"", buf);
+    mc_warn("http", "microhttpd", "detail=\"%s\" not_logged=%llu", buf,
+            (unsigned long long)atomic_exchange(&g_not_logged, 0));
 }
 
 const char *mc_http_request_arg(const struct mc_http_request *req, const char *key)
@@ -146,8 +236,16 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
             status = MHD_HTTP_OK;
             mc_textbuf_printf(&body, "OK");
         }
+    } else if (!mc_http_path_is_public(s, url) &&
+               !mc_http_request_is_admin(&(struct mc_http_request){.conn = conn, .srv = s})) {
+        /* an admin route (or an unknown path: not telling which) without admin rights */
+        status = s->admin.set ? MHD_HTTP_UNAUTHORIZED : MHD_HTTP_FORBIDDEN;
+        mc_textbuf_printf(&body, "%s\n",
+                          s->admin.set ? "this endpoint needs Authorization: Bearer <admin token>"
+                                       : "this endpoint is served to loopback peers only");
+        mc_warn("http", "admin endpoint refused", "path_len=%zu status=%d", strlen(url), status);
     } else {
-        struct mc_http_request req = {.conn = conn, .extra = &extra};
+        struct mc_http_request req = {.conn = conn, .srv = s, .extra = &extra};
         status = s->cfg.handler ? s->cfg.handler(s->cfg.handler_arg, url, &req, &body, &ctype) : 0;
         if (status == 0) {
             mc_textbuf_destroy(&body);
@@ -222,6 +320,9 @@ int mc_http_server_new(const struct mc_http_config *cfg, struct mc_http_server *
         goto fail;
     s->cfg = *cfg;
     s->cfg.addr = NULL; /* not kept: the caller's string may go away */
+    if (cfg->admin_key && cfg->admin_key->set)
+        s->admin = *cfg->admin_key;
+    s->cfg.admin_key = NULL; /* copied */
     fd = listen_on(cfg->addr && *cfg->addr ? cfg->addr : "0.0.0.0", cfg->port, &family, &err);
     if (fd < 0)
         goto fail;
@@ -241,10 +342,15 @@ int mc_http_server_new(const struct mc_http_config *cfg, struct mc_http_server *
     flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
-    s->daemon = MHD_start_daemon(flags, 0, NULL, NULL, handle, s, MHD_OPTION_EXTERNAL_LOGGER,
+    unsigned int per_addr =
+        cfg->max_conns_per_addr ? cfg->max_conns_per_addr : MC_HTTP_DEFAULT_CONNS_PER_ADDR;
+    unsigned int timeout =
+        cfg->header_timeout_s ? cfg->header_timeout_s : MC_HTTP_DEFAULT_HEADER_TIMEOUT_S;
+    s->daemon = MHD_start_daemon(flags, 0, accept_policy, s, handle, s, MHD_OPTION_EXTERNAL_LOGGER,
                                  mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)128,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)30, MHD_OPTION_END);
+                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MC_HTTP_MAX_CONNS,
+                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_addr,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
     if (!s->daemon) {
         mc_error("http", "microhttpd failed to start", "addr=%s", s->addr);
         err = MC_ERR_INTERNAL_ERROR;

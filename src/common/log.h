@@ -70,6 +70,8 @@ void mc_log_set_fd(int fd);
  * escaped, truncated (still closed) to fit len bytes. Returns buf. mc_info("disk", "open failed",
  * "path=%s", mc_log_quote(path, q, sizeof(q))). */
 char *mc_log_quote(const char *s, char *buf, size_t len);
+/* A buffer size for quoting names and endpoints (longer values are truncated, still closed). */
+#define MC_LOG_QUOTE_MAX 512
 
 void mc_log_write(enum mc_log_level level, const char *comp, const char *msg, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

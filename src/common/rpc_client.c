@@ -130,6 +130,8 @@ static void rx_big_done(struct mc_rpc_client *c)
             }
             finish(p, rx->h.status);
         }
+    } else if (rx->h.status != 0) {
+        c->refused = rx->h.status; /* the server refused the connection (e.g. protected mode) */
     }
     pthread_mutex_unlock(&c->lock);
     free(rx->body);

@@ -103,7 +103,7 @@ static void fail_all(struct mc_rpc_client *c, uint64_t gen)
             struct pending *p = *pp;
             if (p->gen == gen && !p->receiving) {
                 *pp = p->next;
-                p->status = MC_ERR_RPC_FAIL;
+                p->status = c->refused ? c->refused : MC_ERR_RPC_FAIL;
                 p->done = true;
                 pthread_cond_signal(&p->cv);
             } else {
@@ -135,6 +135,7 @@ void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const cha
     }
     rx_reset(&c->rx);
     fail_all(c, gen);
+    c->refused = 0;
 }
 
 /* ---- connection management --------------------------------------------------------------- */

@@ -68,7 +68,8 @@ struct mc_rpc_client {
     pthread_mutex_t lock, send_lock, connect_lock;
     int fd;
     bool up;
-    bool reading; /* the read token of connection `gen` is held */
+    int32_t refused; /* a connection-level refusal (request id 0) read on this connection */
+    bool reading;    /* the read token of connection `gen` is held */
     uint64_t gen;
     uint64_t next_id;
     uint32_t backoff_ms;

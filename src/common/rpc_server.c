@@ -7,6 +7,7 @@
 #include "common/rpc_server.h"
 
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -21,10 +22,41 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/pb_budget.h"
 #include "common/rpc_server_internal.h"
 #include "mooncake/errors.h"
 
 /* ---- replies ----------------------------------------------------------------------------- */
+
+struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
+{
+    struct out_item *it = calloc(1, sizeof(*it) + (size_t)(1 + npayload) * sizeof(struct iovec));
+    if (!it)
+        return NULL;
+    it->buf = malloc(buflen ? buflen : 1);
+    if (!it->buf) {
+        free(it);
+        return NULL;
+    }
+    it->niov = 1 + npayload;
+    it->iov[0].iov_base = it->buf;
+    it->iov[0].iov_len = buflen;
+    return it;
+}
+
+struct out_item *mc_rpcs_frame_new(uint16_t method, uint64_t id, int32_t status, const void *body,
+                                   size_t len)
+{
+    struct out_item *it = mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0);
+    if (!it)
+        return NULL;
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, method, id, status, (uint32_t)len);
+    mc_wire_encode_header(&h, it->buf);
+    if (len)
+        memcpy(it->buf + MC_WIRE_HEADER_SIZE, body, len);
+    return it;
+}
 
 static void reply_oom(struct mc_rpc_call *call)
 {
@@ -147,39 +179,99 @@ const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len)
     return c->body;
 }
 
+int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint)
+{
+    const struct conn *cn = c->conn;
+    const struct mc_rpc_server *s = cn->io->srv;
+    if (s->cfg.endpoint_check_off || cn->loopback)
+        return 0;
+    char host[64];
+    const char *ep = endpoint ? endpoint : "";
+    const char *end = ep[0] == '[' ? strchr(ep, ']') : strrchr(ep, ':');
+    const char *start = ep[0] == '[' ? ep + 1 : ep;
+    uint8_t a[16] = {0};
+    bool ok = false;
+    if (end && end > start && (size_t)(end - start) < sizeof(host)) {
+        memcpy(host, start, (size_t)(end - start));
+        host[end - start] = '\0';
+        struct in_addr v4;
+        if (inet_pton(AF_INET, host, &v4) == 1) {
+            a[10] = a[11] = 0xff; /* v4-mapped, as the connection's address is kept */
+            memcpy(a + 12, &v4, 4);
+            ok = memcmp(a, cn->addr, 16) == 0;
+        } else if (inet_pton(AF_INET6, host, a) == 1) {
+            ok = memcmp(a, cn->addr, 16) == 0;
+        }
+    }
+    if (ok)
+        return 0;
+    char q[MC_LOG_QUOTE_MAX];
+    mc_warn(s->name, "endpoint refused: not the caller's own address",
+            "peer=%s conn=%llu method=%s endpoint=%s", cn->peer, (unsigned long long)cn->id,
+            mc_method_name(c->method) ? mc_method_name(c->method) : "?",
+            mc_log_quote(ep, q, sizeof(q)));
+    return MC_ERR_INVALID_PARAMS;
+}
+
+bool mc_rpc_call_is_admin(const struct mc_rpc_call *c)
+{
+    return !c->conn->io->srv->admin_auth.set || c->conn->admin;
+}
+
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)
 {
     return &c->conn->ctx;
 }
 
+/* Decodes an untrusted body within the server's limits (common/pb_budget.h); on failure logs
+ * and answers (INVALID_PARAMS for a repeated field over the batch cap, as a handler checking the
+ * count would; DESERIALIZE_FAIL otherwise). */
+static ProtobufCMessage *unpack_bounded(struct mc_rpc_call *c,
+                                        const ProtobufCMessageDescriptor *desc, const uint8_t *data,
+                                        size_t len, const char *what)
+{
+    struct mc_rpc_server *s = c->conn->io->srv;
+    struct mc_pb_limits lim = {.max_repeated = s->cfg.max_repeated};
+    struct mc_pb_report rep;
+    ProtobufCMessage *m = mc_pb_unpack_bounded(desc, data, len, &lim, &rep);
+    if (m)
+        return m;
+    if (rep.verdict == MC_PB_TOO_MANY || rep.verdict == MC_PB_OVER_BUDGET)
+        atomic_fetch_add(&s->decode_refusals, 1);
+    mc_warn(s->name, what, "method=%s conn=%llu peer=%s len=%zu reason=%s field=%s count=%llu",
+            mc_method_name(c->method) ? mc_method_name(c->method) : "?",
+            (unsigned long long)c->conn->id, c->conn->peer, len, mc_pb_verdict_name(rep.verdict),
+            rep.field ? rep.field : "-", (unsigned long long)rep.count);
+    mc_rpc_reply_status(c, rep.verdict == MC_PB_TOO_MANY ? MC_ERR_INVALID_PARAMS
+                                                         : MC_ERR_DESERIALIZE_FAIL);
+    return NULL;
+}
+
 ProtobufCMessage *mc_rpc_call_unpack(struct mc_rpc_call *c, const ProtobufCMessageDescriptor *desc)
 {
-    ProtobufCMessage *m = protobuf_c_message_unpack(desc, NULL, c->len, c->body);
-    if (!m) {
-        mc_warn("rpc", "undecodable request body", "method=%s conn=%llu len=%zu",
-                mc_method_name(c->method) ? mc_method_name(c->method) : "?",
-                (unsigned long long)c->conn->id, c->len);
-        mc_rpc_reply_status(c, MC_ERR_DESERIALIZE_FAIL);
-    }
-    return m;
+    return unpack_bounded(c, desc, c->body, c->len, "undecodable request body");
 }
 
 ProtobufCMessage *mc_rpc_call_unpack_peer(struct mc_rpc_call *c,
                                           const ProtobufCMessageDescriptor *desc,
                                           const uint8_t **payload, size_t *payload_len)
 {
-    const uint8_t *ctl;
-    size_t clen;
-    ProtobufCMessage *m = NULL;
-    if (mc_wire_peer_split(c->body, c->len, &ctl, &clen, payload, payload_len) == 0)
-        m = protobuf_c_message_unpack(desc, NULL, clen, ctl);
-    if (!m) {
-        mc_warn("rpc", "undecodable peer request", "method=%s conn=%llu len=%zu",
+    struct mc_rpc_server *s = c->conn->io->srv;
+    const uint8_t *ctl = NULL;
+    size_t clen = 0;
+    if (mc_wire_peer_split(c->body, c->len, &ctl, &clen, payload, payload_len) != 0 ||
+        clen > s->cfg.max_control_bytes) {
+        if (clen > s->cfg.max_control_bytes)
+            atomic_fetch_add(&s->decode_refusals, 1);
+        mc_warn(s->name, "undecodable peer request",
+                "method=%s conn=%llu peer=%s len=%zu control_max=%llu",
                 mc_method_name(c->method) ? mc_method_name(c->method) : "?",
-                (unsigned long long)c->conn->id, c->len);
+                (unsigned long long)c->conn->id, c->conn->peer, c->len,
+                (unsigned long long)s->cfg.max_control_bytes);
         mc_rpc_reply_status(c, MC_ERR_DESERIALIZE_FAIL);
+        return NULL;
     }
-    return m;
+    return unpack_bounded(c, desc, ctl, clen, "undecodable peer request");
 }
 
 /* ---- built-in handlers ------------------------------------------------------------------- */
@@ -225,12 +317,32 @@ int mc_rpc_server_new(const struct mc_rpc_server_config *cfg, struct mc_rpc_serv
         s->cfg.max_inflight_per_conn = 1024;
     if (!s->cfg.max_frame_bytes)
         s->cfg.max_frame_bytes = MC_WIRE_DEFAULT_MAX_FRAME_BYTES;
+    if (!s->cfg.body_ahead_bytes)
+        s->cfg.body_ahead_bytes = 64u << 20;
+    if (!s->cfg.max_pending_conns)
+        s->cfg.max_pending_conns = MC_RPC_DEFAULT_MAX_PENDING;
+    if (!s->cfg.max_pending_per_addr)
+        s->cfg.max_pending_per_addr = MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR;
+    if (!s->cfg.out_soft_bytes)
+        s->cfg.out_soft_bytes = s->cfg.max_frame_bytes;
+    if (!s->cfg.out_hard_bytes)
+        s->cfg.out_hard_bytes = 4 * s->cfg.out_soft_bytes;
+    if (s->cfg.out_hard_bytes < s->cfg.out_soft_bytes)
+        s->cfg.out_soft_bytes = s->cfg.out_hard_bytes;
+    if (!s->cfg.max_repeated)
+        s->cfg.max_repeated = MC_PB_DEFAULT_MAX_REPEATED;
+    if (!s->cfg.max_control_bytes)
+        s->cfg.max_control_bytes =
+            (uint64_t)s->cfg.max_repeated * (MC_RPC_MAX_KEY_BYTES + 64) + (4u << 10);
     snprintf(s->name, sizeof(s->name), "%s", cfg->name && *cfg->name ? cfg->name : "rpc");
     s->cfg.name = s->name;
     s->cfg.bind_addr = NULL; /* not kept: only used in start, copied below */
     if (cfg->auth && cfg->auth->set)
         s->auth = *cfg->auth;
     s->cfg.auth = NULL; /* copied into s->auth */
+    if (cfg->admin_auth && cfg->admin_auth->set)
+        s->admin_auth = *cfg->admin_auth;
+    s->cfg.admin_auth = NULL; /* copied into s->admin_auth */
     s->lfd = -1;
     pthread_mutex_init(&s->addr_lock, NULL);
     s->bodies = mc_rpcs_bodies_new(BODY_CACHE_BYTES);
@@ -427,5 +539,11 @@ void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server
     st->idle_sweeps = atomic_load(&m->idle_sweeps);
     st->bodies_receiving = atomic_load(&m->bodies_receiving);
     st->body_bytes_buffered = atomic_load(&m->body_bytes_buffered);
+    st->decode_refusals = atomic_load(&m->decode_refusals);
+    st->pending_refusals = atomic_load(&m->pending_refusals);
+    st->out_paused = atomic_load(&m->out_paused_total);
+    st->out_closed = atomic_load(&m->out_closed_total);
+    int64_t q = atomic_load(&m->out_bytes_queued);
+    st->out_bytes_queued = q > 0 ? (uint64_t)q : 0;
     mc_rpcs_bodies_stats(m->bodies, &st->body_buffers_new, &st->body_buffers_reused);
 }

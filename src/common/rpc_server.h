@@ -18,14 +18,15 @@
  * mc_rpc_reply*() on such calls only free them. Every call handed to a handler must eventually
  * be completed (reply or mc_rpc_call_drop) or it leaks.
  *
- * Limits and bad input. A large body's buffer grows as its bytes arrive (2 MiB first, then
- * doubling), never from the header's claim alone. At most `max_conns` connections (extra ones are
- * accepted and closed), at most `max_inflight_per_conn` unanswered calls per connection (the
- * connection is simply not read until some are answered: back-pressure, not an error). A frame with
- * a bad magic, version or kind, or a body above `max_frame_bytes`, closes the connection (bad
- * version is first answered with INVALID_VERSION); an unknown method is answered NOT_SUPPORTED; a
- * body the handler cannot decode is answered DESERIALIZE_FAIL (mc_rpc_call_unpack does it). Each is
- * logged.
+ * Limits and bad input. A large body's buffer is sized by the bytes that arrived (64 KiB at
+ * least) and grows as more arrive; what is allocated ahead of the bytes (2 MiB per body at
+ * most) is bounded server-wide by body_ahead_bytes. At most `max_conns`
+ * connections (extra ones are accepted and closed), at most `max_inflight_per_conn` unanswered
+ * calls per connection (the connection is simply not read until some are answered: back-pressure,
+ * not an error). A frame with a bad magic, version or kind, or a body above `max_frame_bytes`,
+ * closes the connection (bad version is first answered with INVALID_VERSION); an unknown method is
+ * answered NOT_SUPPORTED; a body the handler cannot decode is answered DESERIALIZE_FAIL
+ * (mc_rpc_call_unpack does it). Each is logged.
  *
  * Lifetime: mc_rpc_server_new -> mc_rpc_server_register (any number, before start) ->
  * mc_rpc_server_start -> ... -> mc_rpc_server_stop -> (owners drop their parked calls) ->
@@ -77,9 +78,45 @@ struct mc_rpc_server_config {
      * exempt (every process of a single-host deployment and every test shares 127.0.0.1).
      * Extra ones are accepted and closed at once (counted in conns_rejected, logged). */
     uint32_t max_conns_per_addr;
+    /* With a key: connections that have not finished the handshake have a pool of their own,
+     * max_pending_conns (0 = MC_RPC_DEFAULT_MAX_PENDING), at most max_pending_per_addr of them
+     * from one address, loopback included (0 = MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR); more are
+     * closed at accept. Authenticated connections thus keep max_conns - max_pending of room. */
+    uint32_t max_pending_conns;
+    uint32_t max_pending_per_addr;
+    /* Decode limits (common/pb_budget.h), applied by mc_rpc_call_unpack*: a repeated field of
+     * more than max_repeated elements in one message is refused before decoding (INVALID_PARAMS;
+     * 0 = MC_PB_DEFAULT_MAX_REPEATED, the master's batch cap), and decoding runs under a memory
+     * budget of a small multiple of the body. A peer request's control message above
+     * max_control_bytes is refused (DESERIALIZE_FAIL) whatever the frame limit (0 =
+     * max_repeated x (MC_RPC_MAX_KEY_BYTES + 64) + 4 KiB: a full batch of the longest keys). */
+    uint32_t max_repeated;
+    uint64_t max_control_bytes;
+    /* Replies queued on one connection and not yet taken by its socket (Redis's
+     * client-output-buffer-limit): past out_soft_bytes the connection's requests are no longer
+     * read until the queue is down to half of it; past out_hard_bytes (with more than one reply
+     * queued: a single reply of any size is always allowed) the connection is closed. 0 =
+     * defaults: soft = max_frame_bytes, hard = 4 x soft. A queue that does not move for
+     * idle_timeout_ms closes the connection too. */
+    uint64_t out_soft_bytes;
+    uint64_t out_hard_bytes;
+    /* mc_rpc_call_check_endpoint accepts every endpoint (--check_segment_endpoint=false). */
+    bool endpoint_check_off;
+    /* A large body's buffer may be allocated ahead of its bytes (2 MiB at most, so a 1 MiB
+     * slice fits one buffer) while all such bytes of the server stay within this (0 = 64 MiB);
+     * past it a body's buffer follows the bytes that arrived. */
+    uint64_t body_ahead_bytes;
+    /* Roles (with auth set): a connection whose handshake proof was made with this key (copied;
+     * --admin_token_file) is an admin one (mc_rpc_call_is_admin); proofs with auth are data
+     * ones. NULL or unset: every connection is admin (one token for everything). */
+    const struct mc_auth_key *admin_auth;
 };
 
-#define MC_RPC_HANDSHAKE_TIMEOUT_MS 10000
+#define MC_RPC_MAX_KEY_BYTES 4096
+
+#define MC_RPC_HANDSHAKE_TIMEOUT_MS 3000
+#define MC_RPC_DEFAULT_MAX_PENDING 1024
+#define MC_RPC_DEFAULT_MAX_PENDING_PER_ADDR 128
 
 /* Fills defaults (0.0.0.0:0, 2 threads, 10000 conns, 1024 in flight, 64 MiB frames, no auth
  * key, protected mode). */
@@ -114,14 +151,26 @@ struct mc_rpc_server_stats {
     uint64_t requests, protocol_errors, unknown_methods;
     uint64_t auth_failures;       /* handshakes failed, or requests before one */
     uint64_t protected_refusals;  /* non-loopback peers refused in protected mode */
+    uint64_t pending_refusals;    /* refused at accept: the handshake pool (or its share for
+                                   * one address) was full */
     uint64_t idle_closed;         /* closed for idleness or a handshake timeout */
     uint64_t idle_sweeps;         /* runs of the idle check (for tests) */
     uint64_t bodies_receiving;    /* large bodies being read now */
     uint64_t body_bytes_buffered; /* bytes allocated for them (grows as their bytes arrive) */
     uint64_t body_buffers_new;    /* large request bodies that needed a new buffer */
     uint64_t body_buffers_reused; /* large request bodies read into a cached buffer */
+    uint64_t decode_refusals;     /* bodies refused by the decode limits (pb_budget.h) */
+    uint64_t out_paused;          /* times a connection stopped being read: replies piled up */
+    uint64_t out_closed;          /* connections closed past the output hard limit */
+    uint64_t out_bytes_queued;    /* reply bytes queued on all connections now */
 };
 void mc_rpc_server_get_stats(const struct mc_rpc_server *s, struct mc_rpc_server_stats *st);
+
+struct mc_metrics;
+/* Registers the server's protection counters in m as "<prefix>_rpc_<name>" (connections open
+ * and refused, decode refusals, output-buffer pauses and closes, bytes queued, idle closes).
+ * The server must outlive m's renders. Returns 0 or the registry's error. */
+int mc_rpc_server_export_metrics(struct mc_rpc_server *s, struct mc_metrics *m, const char *prefix);
 
 #ifdef MC_TEST_HOOKS
 /* Test builds (fuzzers): runs `data` through a server that was never started, as the byte
@@ -144,6 +193,14 @@ uint64_t mc_rpc_call_conn_id(const struct mc_rpc_call *c);
 bool mc_rpc_call_conn_closed(const struct mc_rpc_call *c);
 /* The request body (valid until the call is completed). */
 const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
+/* Whether endpoint ("host:port", "[v6]:port") may be claimed by the caller's connection: 0 when
+ * its host is the connection's own peer address (numeric), when the peer is loopback (same
+ * host: any of its addresses), or when the server's endpoint_check_off; MC_ERR_INVALID_PARAMS
+ * otherwise (a host name from a remote peer included: no DNS on an I/O thread), logged. A
+ * mounted segment's endpoint is where other clients will send their values. */
+int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint);
+/* Whether the call's connection proved the admin token (always true without an admin key). */
+bool mc_rpc_call_is_admin(const struct mc_rpc_call *c);
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
  * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -27,7 +28,8 @@
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
 #define SWEEP_MS 1000               /* idle / handshake timeout checks, at most this far apart */
-#define BODY_FIRST_CHUNK (2u << 20) /* a large body's first buffer (default slices fit) */
+#define BODY_MIN_CHUNK (64u << 10)  /* a large body's first buffer at least */
+#define BODY_FIRST_CHUNK (2u << 20) /* ... and at most, when allocated ahead of its bytes */
 
 static __thread struct io_thread *tls_io;
 
@@ -38,7 +40,9 @@ static void process_input(struct io_thread *io, struct conn *c);
 
 static void conn_set_events(struct io_thread *io, struct conn *c)
 {
-    uint32_t want = (c->paused ? 0 : EPOLLIN) | (c->out_head ? EPOLLOUT : 0);
+    /* out_paused polls for output even with an empty queue: the loop then resumes reading */
+    uint32_t want =
+        (c->paused || c->out_paused ? 0 : EPOLLIN) | (c->out_head || c->out_paused ? EPOLLOUT : 0);
     if (c->closed || want == c->events)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
@@ -68,8 +72,11 @@ static void conn_flush(struct io_thread *io, struct conn *c)
             conn_close(io, c, "write failed");
             return;
         }
-        if (w > 0)
-            c->last_active_ms = mc_now_ms();
+        if (w > 0) {
+            c->last_active_ms = c->last_write_ms = mc_now_ms();
+            c->out_bytes -= (size_t)w;
+            atomic_fetch_sub(&io->srv->out_bytes_queued, (int64_t)w);
+        }
         size_t left = (size_t)w;
         while (c->out_head) {
             struct out_item *it = c->out_head;
@@ -102,50 +109,81 @@ static void conn_flush(struct io_thread *io, struct conn *c)
     conn_set_events(io, c);
 }
 
+/* Appends it to c's output queue and counts its bytes. */
+static void out_append(struct io_thread *io, struct conn *c, struct out_item *it)
+{
+    size_t n = 0;
+    for (int i = it->idx; i < it->niov; i++)
+        n += it->iov[i].iov_len;
+    it->next = NULL;
+    if (c->out_tail)
+        c->out_tail->next = it;
+    else
+        c->out_head = it;
+    if (!c->out_tail)
+        c->last_write_ms = mc_now_ms(); /* the queue's stall clock starts now */
+    c->out_tail = it;
+    c->out_bytes += n;
+    atomic_fetch_add(&io->srv->out_bytes_queued, (int64_t)n);
+}
+
+/* The output-buffer limits (rpc_server.h, out_soft_bytes): false when c was closed. */
+static bool out_limits(struct io_thread *io, struct conn *c)
+{
+    struct mc_rpc_server *s = io->srv;
+    if (c->out_bytes > s->cfg.out_hard_bytes && c->out_head != c->out_tail) {
+        atomic_fetch_add(&s->out_closed_total, 1);
+        mc_warn(s->name, "replies not read: output buffer over its hard limit, closing",
+                "peer=%s conn=%llu queued=%zu hard_limit=%llu", c->peer, (unsigned long long)c->id,
+                c->out_bytes, (unsigned long long)s->cfg.out_hard_bytes);
+        conn_close(io, c, "output buffer over its hard limit");
+        return false;
+    }
+    if (!c->out_paused && c->out_bytes > s->cfg.out_soft_bytes) {
+        c->out_paused = true;
+        atomic_fetch_add(&s->out_paused_total, 1);
+        mc_debug(s->name, "replies piling up: not reading requests until they drain",
+                 "peer=%s conn=%llu queued=%zu", c->peer, (unsigned long long)c->id, c->out_bytes);
+    }
+    return true;
+}
+
 static void conn_push_out(struct io_thread *io, struct conn *c, struct out_item *it)
 {
     if (c->closed) {
         item_free(it);
         return;
     }
-    it->next = NULL;
-    if (c->out_tail)
-        c->out_tail->next = it;
-    else
-        c->out_head = it;
-    c->out_tail = it;
+    out_append(io, c, it);
+    if (!out_limits(io, c))
+        return;
     if (io->batch_conn != c)
         conn_flush(io, c);
 }
 
-struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
+/* Reads c's requests again once its replies drained below half the soft limit and it has
+ * room for calls: what is already in the read buffer is processed now (no new byte may come
+ * to wake the loop), then the socket is polled again. */
+static void conn_resume(struct io_thread *io, struct conn *c)
 {
-    struct out_item *it = calloc(1, sizeof(*it) + (size_t)(1 + npayload) * sizeof(struct iovec));
-    if (!it)
-        return NULL;
-    it->buf = malloc(buflen ? buflen : 1);
-    if (!it->buf) {
-        free(it);
-        return NULL;
+    struct mc_rpc_server *s = io->srv;
+    if (c->closed || c->close_after_flush)
+        return;
+    if (c->out_paused && c->out_bytes <= s->cfg.out_soft_bytes / 2)
+        c->out_paused = false;
+    if (c->paused && c->inflight < s->cfg.max_inflight_per_conn)
+        c->paused = false;
+    while (!c->paused && !c->out_paused) {
+        io->batch_conn = c;
+        process_input(io, c);
+        io->batch_conn = NULL;
+        if (c->closed)
+            return;
+        conn_flush(io, c);
+        if (c->closed || !c->out_paused || c->out_bytes > s->cfg.out_soft_bytes / 2)
+            return;
+        c->out_paused = false; /* the socket took it all at once: go on */
     }
-    it->niov = 1 + npayload;
-    it->iov[0].iov_base = it->buf;
-    it->iov[0].iov_len = buflen;
-    return it;
-}
-
-struct out_item *mc_rpcs_frame_new(uint16_t method, uint64_t id, int32_t status, const void *body,
-                                   size_t len)
-{
-    struct out_item *it = mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0);
-    if (!it)
-        return NULL;
-    struct mc_wire_header h;
-    mc_wire_header_init(&h, MC_WIRE_RESPONSE, method, id, status, (uint32_t)len);
-    mc_wire_encode_header(&h, it->buf);
-    if (len)
-        memcpy(it->buf + MC_WIRE_HEADER_SIZE, body, len);
-    return it;
 }
 
 /* ---- completions ------------------------------------------------------------------------- */
@@ -304,11 +342,18 @@ static void protocol_error(struct io_thread *io, struct conn *c, const struct mc
     conn_close(io, c, "protocol error");
 }
 
+/* Bytes received on fd and not yet read (0 when unknown). */
+static size_t socket_queued(int fd)
+{
+    int n = 0;
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
+}
+
 /* Parses and dispatches every complete frame in the read buffer. */
 static void process_input(struct io_thread *io, struct conn *c)
 {
     struct mc_rpc_server *s = io->srv;
-    while (!c->closed && !c->in_body && !c->close_after_flush) {
+    while (!c->closed && !c->in_body && !c->close_after_flush && !c->out_paused) {
         if (c->inflight >= s->cfg.max_inflight_per_conn) {
             c->paused = true;
             break;
@@ -348,13 +393,28 @@ static void process_input(struct io_thread *io, struct conn *c)
         }
         if (total <= RBUF_SIZE)
             break; /* wait for the rest in the read buffer */
-        /* A large body: copy what we have and read the rest straight into it. The buffer
-         * grows as bytes arrive (BODY_FIRST_CHUNK, then doubling), so a header's claim alone
-         * never makes us allocate more than that. */
+        /* A large body: copy what we have and read the rest straight into it. The buffer is
+         * sized by the bytes that arrived (here and in the socket; BODY_MIN_CHUNK at least)
+         * and grows as more arrive. Allocating ahead of the bytes (up to BODY_FIRST_CHUNK,
+         * so a 1 MiB slice needs one buffer and no copy) is allowed only while the server's
+         * bytes allocated ahead stay within body_ahead_bytes: a header's claim alone can
+         * never make the server allocate more than that in all. */
         size_t have = avail - MC_WIRE_HEADER_SIZE;
-        size_t cap = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
-        if (cap < have)
-            cap = have;
+        size_t arrived = have + socket_queued(c->fd);
+        size_t cap = arrived < BODY_MIN_CHUNK ? BODY_MIN_CHUNK : arrived;
+        size_t ahead_want = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
+        c->body_ahead = 0;
+        if (ahead_want > cap) {
+            uint64_t ahead = ahead_want - arrived;
+            if (atomic_fetch_add(&s->body_ahead_bytes, ahead) + ahead <= s->cfg.body_ahead_bytes) {
+                cap = ahead_want;
+                c->body_ahead = ahead;
+            } else {
+                atomic_fetch_sub(&s->body_ahead_bytes, ahead);
+            }
+        }
+        if (cap > h.body_length)
+            cap = h.body_length;
         uint8_t *body = mc_rpcs_body_alloc(s->bodies, cap);
         if (!body) {
             conn_close(io, c, "out of memory");
@@ -384,13 +444,19 @@ static void body_done(struct mc_rpc_server *s, struct conn *c)
 {
     atomic_fetch_sub(&s->bodies_receiving, 1);
     atomic_fetch_sub(&s->body_bytes_buffered, c->body_cap);
+    atomic_fetch_sub(&s->body_ahead_bytes, c->body_ahead);
     c->body_cap = 0;
+    c->body_ahead = 0;
 }
 
-/* The body buffer is full but the frame is not: doubles it (up to the frame's length). */
+/* The body buffer is full but the frame is not: doubles it, or more when more bytes wait in
+ * the socket (up to the frame's length). */
 static bool body_grow(struct mc_rpc_server *s, struct conn *c)
 {
     size_t want = c->body_cap * 2;
+    size_t queued = c->body_got + socket_queued(c->fd);
+    if (want < queued)
+        want = queued;
     if (want > c->cur.body_length)
         want = c->cur.body_length;
     uint8_t *nb = mc_rpcs_body_alloc(s->bodies, want);
@@ -407,13 +473,27 @@ static bool body_grow(struct mc_rpc_server *s, struct conn *c)
 static void conn_on_readable(struct io_thread *io, struct conn *c)
 {
     io->batch_conn = c;
-    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused; round++) {
+    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused && !c->out_paused;
+         round++) {
         ssize_t n;
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
-        if (c->in_body && c->body_got == c->body_cap && !body_grow(io->srv, c)) {
-            conn_close(io, c, "out of memory");
-            break;
+        if (c->in_body && c->body_got == c->body_cap) {
+            uint8_t probe;
+            if (!socket_queued(c->fd)) { /* grow when more bytes are there, not ahead of them */
+                ssize_t p = recv(c->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
+                if (p == 0 ||
+                    (p < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+                    conn_close(io, c, p == 0 ? "peer closed mid-frame" : "read failed");
+                    break;
+                }
+                if (p < 0)
+                    break;
+            }
+            if (!body_grow(io->srv, c)) {
+                conn_close(io, c, "out of memory");
+                break;
+            }
         }
         if (c->in_body)
             n = read(c->fd, c->body + c->body_got, c->body_cap - c->body_got);
@@ -449,6 +529,8 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     io->batch_conn = NULL;
     if (!c->closed)
         conn_flush(io, c);
+    if (!c->closed && c->out_paused && c->out_bytes <= io->srv->cfg.out_soft_bytes / 2)
+        conn_resume(io, c);
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -478,6 +560,8 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
         item_free(it);
     }
     c->out_tail = NULL;
+    atomic_fetch_sub(&s->out_bytes_queued, (int64_t)c->out_bytes);
+    c->out_bytes = 0;
     while (c->calls)
         call_list_remove(c, c->calls);
     if (s->cfg.on_close)
@@ -507,16 +591,12 @@ static void bury(struct io_thread *io)
 static void conn_attach(struct io_thread *io, struct conn *c)
 {
     c->io = io;
-    if (!mc_rpcs_gate_attach(io->srv, c)) {
-        close(c->fd);
-        atomic_fetch_sub(&io->srv->conns_open, 1);
-        conn_unref(c);
-        return;
-    }
+    c->attach_ms = c->last_active_ms = mc_now_ms(); /* the handshake deadline starts here */
     c->events = EPOLLIN;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
     if (epoll_ctl(io->epfd, EPOLL_CTL_ADD, c->fd, &ev) != 0) {
         mc_error(io->srv->name, "epoll_ctl add failed", "errno=%d", errno);
+        mc_rpcs_gate_closed(io->srv, c);
         close(c->fd);
         atomic_fetch_sub(&io->srv->conns_open, 1);
         conn_unref(c);
@@ -582,7 +662,9 @@ static void do_accept(struct io_thread *io0)
 {
     struct mc_rpc_server *s = io0->srv;
     for (int i = 0; i < 256; i++) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR)
                 continue;
@@ -600,15 +682,25 @@ static void do_accept(struct io_thread *io0)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         struct conn *c = calloc(1, sizeof(*c));
-        uint8_t *rbuf = c ? malloc(RBUF_SIZE) : NULL;
-        if (!c || !rbuf) {
-            free(c);
-            free(rbuf);
+        if (!c) {
             close(fd);
             continue;
         }
-        c->rbuf = rbuf;
         c->fd = fd;
+        /* refusals (protected mode, per-address and handshake limits) cost nothing more */
+        if (!mc_rpcs_gate_admit(s, c, (struct sockaddr *)&ss, sl)) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        uint8_t *rbuf = malloc(RBUF_SIZE);
+        if (!rbuf) {
+            mc_rpcs_gate_closed(s, c);
+            close(fd);
+            free(c);
+            continue;
+        }
+        c->rbuf = rbuf;
         atomic_init(&c->refs, 1);
         c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
         atomic_fetch_add(&s->conns_open, 1);
@@ -627,6 +719,7 @@ static void do_accept(struct io_thread *io0)
         }
         pthread_mutex_unlock(&io->qlock);
         if (closed) {
+            mc_rpcs_gate_closed(s, c);
             close(fd);
             atomic_fetch_sub(&s->conns_open, 1);
             conn_unref(c);
@@ -656,6 +749,7 @@ void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue)
         struct conn *next = nc->next;
         nc->next = NULL;
         if (close_queue) {
+            mc_rpcs_gate_closed(io->srv, nc);
             close(nc->fd);
             atomic_fetch_sub(&io->srv->conns_open, 1);
             conn_unref(nc);
@@ -671,15 +765,8 @@ void mc_rpcs_drain_queue(struct io_thread *io, bool close_queue)
         struct out_item *reply = q->reply;
         q->reply = NULL;
         finish_call(io, q, reply);
-        if (!c->closed && c->paused && !c->close_after_flush &&
-            c->inflight < io->srv->cfg.max_inflight_per_conn) {
-            c->paused = false;
-            io->batch_conn = c;
-            process_input(io, c);
-            io->batch_conn = NULL;
-            if (!c->closed)
-                conn_flush(io, c);
-        }
+        if (!c->closed && (c->paused || c->out_paused))
+            conn_resume(io, c);
         conn_unref(c);
         q = next;
     }
@@ -699,14 +786,8 @@ static void stop_thread(struct io_thread *io)
                 continue;
             struct out_item *it = mc_rpcs_frame_new(call->method, call->id,
                                                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, NULL, 0);
-            if (it) {
-                it->next = NULL;
-                if (c->out_tail)
-                    c->out_tail->next = it;
-                else
-                    c->out_head = it;
-                c->out_tail = it;
-            }
+            if (it)
+                out_append(io, c, it);
         }
         c->paused = true;
         conn_flush(io, c);
@@ -800,8 +881,11 @@ void *mc_rpcs_io_main(void *arg)
                 struct conn *c = p; /* valid until bury(), even if closed in this round */
                 if (!c->closed && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                     conn_on_readable(io, c);
-                if (!c->closed && (evs[i].events & EPOLLOUT))
+                if (!c->closed && (evs[i].events & EPOLLOUT)) {
                     conn_flush(io, c);
+                    if (!c->closed && c->out_paused)
+                        conn_resume(io, c);
+                }
                 if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
                     conn_close(io, c, "hangup");
             }
@@ -853,6 +937,16 @@ int mc_rpc_server_test_feed(struct mc_rpc_server *s, const uint8_t *data, size_t
     }
     c->rbuf = rbuf;
     c->fd = sv[0];
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) != 0 ||
+        !mc_rpcs_gate_admit(s, c, (struct sockaddr *)&ss, sl)) {
+        free(c);
+        free(rbuf);
+        close(sv[0]);
+        close(sv[1]);
+        return MC_ERR_INTERNAL_ERROR;
+    }
     atomic_init(&c->refs, 2); /* the I/O side's, and ours until the end */
     c->id = atomic_fetch_add(&s->next_conn_id, 1) + 1;
     atomic_fetch_add(&s->conns_open, 1);

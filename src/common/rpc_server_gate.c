@@ -40,8 +40,10 @@ static unsigned addr_bucket(const uint8_t a[16])
     return h % ADDR_BUCKETS;
 }
 
-/* Takes a slot for c's address; false when the address already has the maximum. */
-static bool addr_acquire(struct mc_rpc_server *s, struct conn *c, uint32_t *count)
+/* Takes a slot of c's address: one of its connections (`total`, max_conns_per_addr) and/or one
+ * of its connections still in the handshake (`pending`, max_pending_per_addr). false (nothing
+ * taken) when a limit is reached. */
+static bool addr_acquire(struct mc_rpc_server *s, struct conn *c, bool total, bool pending)
 {
     bool ok = true;
     unsigned b = addr_bucket(c->addr);
@@ -54,29 +56,56 @@ static bool addr_acquire(struct mc_rpc_server *s, struct conn *c, uint32_t *coun
         e->next = s->addrs[b];
         s->addrs[b] = e;
     }
-    if (!e || e->n >= s->cfg.max_conns_per_addr) {
+    if (!e || (total && e->n >= s->cfg.max_conns_per_addr) ||
+        (pending && (e->pending >= s->cfg.max_pending_per_addr ||
+                     s->pending_conns >= s->cfg.max_pending_conns))) {
         ok = false;
     } else {
-        e->n++;
-        c->addr_counted = true;
+        if (total) {
+            e->n++;
+            c->addr_counted = true;
+        }
+        if (pending) {
+            e->pending++;
+            s->pending_conns++;
+            c->pending_counted = true;
+        }
     }
-    *count = e ? e->n : 0;
+    if (e && !e->n && !e->pending) { /* created for nothing: drop it */
+        for (struct addr_count **pp = &s->addrs[b]; *pp; pp = &(*pp)->next)
+            if (*pp == e) {
+                *pp = e->next;
+                free(e);
+                break;
+            }
+    }
     pthread_mutex_unlock(&s->addr_lock);
     return ok;
 }
 
-static void addr_release(struct mc_rpc_server *s, struct conn *c)
+/* Gives back c's slots: its connection slot (total) and/or its handshake slot (pending). */
+static void addr_release(struct mc_rpc_server *s, struct conn *c, bool total, bool pending)
 {
-    if (!c->addr_counted)
+    total = total && c->addr_counted;
+    pending = pending && c->pending_counted;
+    if (!total && !pending)
         return;
-    c->addr_counted = false;
     unsigned b = addr_bucket(c->addr);
     pthread_mutex_lock(&s->addr_lock);
     for (struct addr_count **pp = &s->addrs[b]; *pp; pp = &(*pp)->next) {
         struct addr_count *e = *pp;
         if (memcmp(e->addr, c->addr, 16) != 0)
             continue;
-        if (--e->n == 0) {
+        if (total) {
+            e->n--;
+            c->addr_counted = false;
+        }
+        if (pending) {
+            e->pending--;
+            s->pending_conns--;
+            c->pending_counted = false;
+        }
+        if (!e->n && !e->pending) {
             *pp = e->next;
             free(e);
         }
@@ -85,35 +114,83 @@ static void addr_release(struct mc_rpc_server *s, struct conn *c)
     pthread_mutex_unlock(&s->addr_lock);
 }
 
+/* Refusals at accept are logged at most once a second (a flood must not flood the log). */
+static void refusal_log(struct mc_rpc_server *s, const char *msg, const struct conn *c,
+                        const char *limit, uint32_t max)
+{
+    uint64_t now = mc_now_ms();
+    uint64_t last = atomic_load(&s->refusal_log_ms);
+    if (last && now - last < 1000) {
+        atomic_fetch_add(&s->refusals_not_logged, 1);
+        return;
+    }
+    atomic_store(&s->refusal_log_ms, now);
+    mc_warn(s->name, msg, "peer=%s %s=%u not_logged=%llu", c->peer, limit, max,
+            (unsigned long long)atomic_exchange(&s->refusals_not_logged, 0));
+}
+
+/* Protected mode, at accept: the refusal is one frame (request id 0: it answers no request in
+ * particular; clients take it as the connection's answer) written without waiting, then the
+ * connection is closed. It never holds a slot. */
+static void refuse_protected(struct mc_rpc_server *s, struct conn *c)
+{
+    uint8_t f[MC_WIRE_HEADER_SIZE];
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, 0, 0, MC_ERR_PROTECTED_MODE, 0);
+    mc_wire_encode_header(&h, f);
+    ssize_t w = send(c->fd, f, sizeof(f), MSG_DONTWAIT | MSG_NOSIGNAL);
+    (void)w;
+    shutdown(c->fd, SHUT_WR);
+    atomic_fetch_add(&s->protected_refusals, 1);
+    uint64_t now = mc_now_ms();
+    uint64_t last = atomic_load(&s->refusal_log_ms);
+    if (last && now - last < 1000) {
+        atomic_fetch_add(&s->refusals_not_logged, 1);
+        return;
+    }
+    atomic_store(&s->refusal_log_ms, now);
+    mc_warn(s->name, "refusing a non-loopback peer in protected mode",
+            "peer=%s hint=\"%s\" not_logged=%llu", c->peer, mc_auth_hint(MC_ERR_PROTECTED_MODE),
+            (unsigned long long)atomic_exchange(&s->refusals_not_logged, 0));
+}
+
 /* ---- the gate ---------------------------------------------------------------------------- */
 
-bool mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c)
+bool mc_rpcs_gate_admit(struct mc_rpc_server *s, struct conn *c, const struct sockaddr *sa,
+                        socklen_t sl)
 {
-    struct sockaddr_storage ss;
-    socklen_t sl = sizeof(ss);
-    memset(&ss, 0, sizeof(ss));
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &sl) == 0) {
-        mc_auth_format_addr((struct sockaddr *)&ss, sl, c->peer, sizeof(c->peer));
-        c->loopback = mc_auth_addr_is_loopback((struct sockaddr *)&ss, sl);
+    if (sa && sl > 0) {
+        mc_auth_format_addr(sa, sl, c->peer, sizeof(c->peer));
+        c->loopback = mc_auth_addr_is_loopback(sa, sl);
+        struct sockaddr_storage ss;
+        memset(&ss, 0, sizeof(ss));
+        memcpy(&ss, sa, (size_t)sl < sizeof(ss) ? (size_t)sl : sizeof(ss));
+        addr_key(&ss, c->addr);
     } else {
         snprintf(c->peer, sizeof(c->peer), "?");
         c->loopback = false;
     }
-    addr_key(&ss, c->addr);
     c->attach_ms = c->last_active_ms = mc_now_ms();
-    uint32_t count = 0;
-    if (s->cfg.max_conns_per_addr && !c->loopback && !addr_acquire(s, c, &count)) {
-        atomic_fetch_add(&s->conns_rejected, 1);
-        mc_warn(s->name, "too many connections from one address, refusing", "peer=%s max=%u",
-                c->peer, s->cfg.max_conns_per_addr);
+    if (!s->auth.set && s->cfg.protected_mode && !c->loopback) {
+        refuse_protected(s, c);
         return false;
     }
-    if (s->auth.set)
-        c->gate = MC_GATE_CHALLENGE;
-    else if (s->cfg.protected_mode && !c->loopback)
-        c->gate = MC_GATE_REFUSE;
-    else
-        c->gate = MC_GATE_OPEN;
+    if (s->cfg.max_conns_per_addr && !c->loopback && !addr_acquire(s, c, true, false)) {
+        atomic_fetch_add(&s->conns_rejected, 1);
+        refusal_log(s, "too many connections from one address, refusing", c, "max",
+                    s->cfg.max_conns_per_addr);
+        return false;
+    }
+    /* loopback included: a local process may not hog the handshake pool either */
+    if (s->auth.set && !addr_acquire(s, c, false, true)) {
+        addr_release(s, c, true, false);
+        atomic_fetch_add(&s->conns_rejected, 1);
+        atomic_fetch_add(&s->pending_refusals, 1);
+        refusal_log(s, "too many connections still in the handshake, refusing", c,
+                    "max_pending_per_addr", s->cfg.max_pending_per_addr);
+        return false;
+    }
+    c->gate = s->auth.set ? MC_GATE_CHALLENGE : MC_GATE_OPEN;
     return true;
 }
 
@@ -126,9 +203,17 @@ const char *mc_rpcs_gate_expired(struct mc_rpc_server *s, const struct conn *c, 
             return "handshake timeout";
         return NULL;
     }
-    if (!s->cfg.idle_timeout_ms || c->inflight > 0 || c->out_head || c->in_body)
+    uint32_t idle = s->cfg.idle_timeout_ms;
+    if (!idle)
         return NULL;
-    return now - c->last_active_ms >= s->cfg.idle_timeout_ms ? "idle timeout" : NULL;
+    /* replies the peer does not read, or a body it stopped sending, are not "busy" */
+    if (c->out_head && now - c->last_write_ms >= idle)
+        return "output not draining";
+    if (c->in_body && now - c->last_active_ms >= idle)
+        return "request body stalled";
+    if (c->inflight > 0 || c->out_head || c->in_body)
+        return NULL;
+    return now - c->last_active_ms >= idle ? "idle timeout" : NULL;
 }
 
 static void refuse(struct mc_rpc_server *s, struct conn *c, const char *why, uint16_t method,
@@ -196,13 +281,15 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
     }
     if (c->gate == MC_GATE_PROVE && h->method == MC_METHOD_AUTH_PROVE &&
         h->body_length == MC_AUTH_MAC_BYTES) {
-        uint8_t want[MC_AUTH_MAC_BYTES];
-        mc_auth_client_proof(&s->auth, c->cnonce, c->snonce, want);
-        if (!mc_auth_mac_equal(want, body)) {
+        bool admin = s->admin_auth.set &&
+                     mc_auth_check_client_proof(&s->admin_auth, c->cnonce, c->snonce, body);
+        if (!admin && !mc_auth_check_client_proof(&s->auth, c->cnonce, c->snonce, body)) {
             refuse(s, c, "wrong proof (another token?)", h->method, r);
             return;
         }
         c->gate = MC_GATE_OPEN;
+        c->admin = admin;
+        addr_release(s, c, false, true); /* leaves the handshake pool */
         mc_debug(s->name, "peer authenticated", "peer=%s conn=%llu", c->peer,
                  (unsigned long long)c->id);
         return;
@@ -212,7 +299,7 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
 
 void mc_rpcs_gate_closed(struct mc_rpc_server *s, struct conn *c)
 {
-    addr_release(s, c);
+    addr_release(s, c, true, true);
     if (c->gate != MC_GATE_PROVE)
         return;
     atomic_fetch_add(&s->auth_failures, 1);

@@ -24,6 +24,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include "common/auth.h"
@@ -60,15 +61,21 @@ struct conn {
     struct mc_wire_header cur;
     uint8_t *body;
     size_t body_got, body_cap; /* the buffer grows as the body arrives */
+    uint64_t body_ahead;       /* of body_cap, allocated ahead of the bytes (body_ahead_bytes) */
     struct mc_rpc_call *calls; /* unanswered calls (doubly linked) */
     int inflight;
     struct out_item *out_head, *out_tail;
+    size_t out_bytes;       /* bytes queued in out_head.. and not yet written */
+    bool out_paused;        /* not read while out_bytes is past the soft limit */
+    uint64_t last_write_ms; /* last byte written, or when the queue stopped being empty */
     struct conn *next, *prev;
     /* who may connect (rpc_server_gate.c) */
     uint8_t gate; /* enum mc_rpcs_gate */
     bool loopback;
-    bool addr_counted; /* holds one slot of its address's count (max_conns_per_addr) */
-    uint8_t addr[16];  /* the peer address (v4 in its v4-mapped v6 form) */
+    bool addr_counted;    /* holds one slot of its address's count (max_conns_per_addr) */
+    bool pending_counted; /* holds a handshake slot (max_pending_conns, max_pending_per_addr) */
+    bool admin;           /* proved the admin token (cfg.admin_auth) */
+    uint8_t addr[16];     /* the peer address (v4 in its v4-mapped v6 form) */
     uint64_t attach_ms, last_active_ms;
     char peer[64]; /* "a.b.c.d:port", for log lines */
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
@@ -111,10 +118,18 @@ struct io_thread {
 /* Connections per peer address (rpc_server_gate.c), shared by the I/O threads. */
 struct addr_count {
     uint8_t addr[16];
-    uint32_t n;
+    uint32_t n;       /* connections (non-loopback only, for max_conns_per_addr) */
+    uint32_t pending; /* of them still in the handshake (loopback included) */
     struct addr_count *next;
 };
 #define ADDR_BUCKETS 256
+
+/* One exported series (rpc_server_metrics.c): the server and the series' index. */
+#define MC_RPCS_METRIC_SERIES 7
+struct mc_rpcs_metric_arg {
+    struct mc_rpc_server *srv;
+    int index;
+};
 
 struct handler {
     mc_rpc_handler_fn fn;
@@ -136,11 +151,17 @@ struct mc_rpc_server {
     _Atomic uint64_t next_conn_id;
     _Atomic uint64_t conns_open, conns_accepted, conns_rejected, requests, protocol_errors,
         unknown_methods, auth_failures, protected_refusals, bodies_receiving, body_bytes_buffered,
-        idle_closed, idle_sweeps;
+        idle_closed, idle_sweeps, decode_refusals, out_paused_total, out_closed_total;
+    _Atomic int64_t out_bytes_queued;
+    _Atomic uint64_t body_ahead_bytes; /* large-body bytes allocated before they arrived */
     pthread_mutex_t addr_lock;
     struct addr_count *addrs[ADDR_BUCKETS];
+    uint32_t pending_conns; /* connections in the handshake (under addr_lock) */
+    _Atomic uint64_t pending_refusals, refusal_log_ms, refusals_not_logged;
     struct mc_auth_key auth;
+    struct mc_auth_key admin_auth;
     struct handler handlers[MC_METHOD_TABLE_SIZE];
+    struct mc_rpcs_metric_arg metric_args[MC_RPCS_METRIC_SERIES];
 };
 
 /* ---- request bodies (rpc_server_bodies.c) -------------------------------------------------- */
@@ -204,10 +225,13 @@ struct mc_rpcs_gate_reply {
     uint8_t body[MC_AUTH_NONCE_BYTES + MC_AUTH_MAC_BYTES];
 };
 
-/* On the connection's I/O thread, before its first read: learns the peer address, takes a slot
- * of its address's connection count and sets the gate (handshake expected, protected-mode
- * refusal, or open). false: over max_conns_per_addr (logged, counted): close it at once. */
-bool mc_rpcs_gate_attach(struct mc_rpc_server *s, struct conn *c);
+/* At accept, before anything is allocated for the connection but c itself: learns the peer
+ * address, refuses a non-loopback peer in protected mode (one PROTECTED_MODE frame, then close),
+ * takes a slot of its address's connection count and, with a token, a handshake slot (a small
+ * pool of its own, with a per-address limit that includes loopback), and sets the gate. false:
+ * refused (logged at most once a second, counted): close it at once. */
+bool mc_rpcs_gate_admit(struct mc_rpc_server *s, struct conn *c, const struct sockaddr *sa,
+                        socklen_t sl);
 /* Why the connection should be closed now (idle, handshake too slow), or NULL. */
 const char *mc_rpcs_gate_expired(struct mc_rpc_server *s, const struct conn *c, uint64_t now);
 /* For a connection whose gate is not open, from a frame's header alone: true when the frame

@@ -176,6 +176,13 @@ struct mc_wire_header {
     uint32_t reserved1;
 };
 
+/* A response with request id 0 and an error status answers no request: the server refused the
+ * whole connection (at accept, e.g. protected mode). Its status, or 0 for any other frame. */
+static inline int32_t mc_wire_conn_refusal(const struct mc_wire_header *h)
+{
+    return h->kind == MC_WIRE_RESPONSE && h->request_id == 0 ? h->status : 0;
+}
+
 /* Fills a header with magic/version and the given fields (reserved = 0). */
 void mc_wire_header_init(struct mc_wire_header *h, uint8_t kind, uint16_t method,
                          uint64_t request_id, int32_t status, uint32_t body_length);

@@ -85,6 +85,13 @@ static struct {
     const char *idle_timeout;
     uint32_t max_conns_per_addr;
     uint32_t max_inflight_per_conn;
+    const char *output_buffer_limit;
+    uint32_t max_connections;
+    bool metrics_public;
+    bool allow_readable_token_file;
+    bool check_segment_endpoint;
+    uint32_t max_segments_per_client;
+    const char *admin_token_file;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -162,6 +169,34 @@ static const struct mc_flag g_flags[] = {
     MC_UINT32_FLAG("max_inflight_per_conn", "1024",
                    "unanswered calls per connection before it is no longer read (back-pressure)",
                    &F.max_inflight_per_conn),
+    MC_STRING_FLAG("admin_token_file", "",
+                   "file holding the admin token (with --auth_token_file): RemoveAll and the "
+                   "HTTP admin endpoints need it; an admin tool's own token file lists the admin "
+                   "token first and the data token second. Empty = one token for everything",
+                   &F.admin_token_file),
+    MC_UINT32_FLAG("max_segments_per_client", "64",
+                   "segments one client may have mounted (0 = no limit)",
+                   &F.max_segments_per_client),
+    MC_BOOL_FLAG("check_segment_endpoint", "true",
+                 "a segment (or disk) mounted by a non-loopback client must name the client's "
+                 "own address as its endpoint (numeric); false accepts any endpoint",
+                 &F.check_segment_endpoint),
+    MC_BOOL_FLAG("allow_readable_token_file", "false",
+                 "accept an --auth_token_file that group or others may read (refused otherwise)",
+                 &F.allow_readable_token_file),
+    MC_BOOL_FLAG("metrics_public", "false",
+                 "serve /metrics, /health and /get_all_segments to any host even without "
+                 "--auth_token_file (otherwise loopback only, as the RPC port's protected mode; "
+                 "other HTTP endpoints always need the admin token or loopback)",
+                 &F.metrics_public),
+    MC_UINT32_FLAG("max_connections", "10000",
+                   "most RPC connections in all, 1..1000000 (connections still in the token "
+                   "handshake have a smaller pool of their own)",
+                   &F.max_connections),
+    MC_STRING_FLAG("output_buffer_limit", "256MiB",
+                   "unread replies one connection may hold: past a quarter of it its requests "
+                   "are no longer read, past it the connection is closed",
+                   &F.output_buffer_limit),
     MC_BOOL_FLAG("protected_mode", "true",
                  "without --auth_token_file, serve loopback clients only (false: any host; warns)",
                  &F.protected_mode),
@@ -535,6 +570,10 @@ static int ha_http(void *arg, const char *path, const struct mc_http_request *re
 /* The HTTP port's handler: the admin API (http_admin.c), with /role and /leader answered by the
  * election when HA is on. */
 static struct mc_ha *g_http_ha;
+/* Routes of the admin API any reader may see (http_admin.h); the HTTP layer adds /metrics, /health
+ * and /get_all_segments, and treats every other path as an admin route. */
+static const char *const g_http_public_paths[] = {"/role", "/leader", "/get_segments_detail",
+                                                  "/query_segment", NULL};
 static int master_http(void *arg, const char *path, const struct mc_http_request *req,
                        struct mc_textbuf *body, const char **content_type)
 {
@@ -667,7 +706,9 @@ int main(int argc, char **argv)
         mc_ha_set_fences(ha, mc_master_fences(m));
         mc_master_service_set_ha(svc, ha);
     }
+    mc_master_service_set_segment_cap(svc, F.max_segments_per_client);
     struct mc_auth_key auth = {0};
+    mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     if (F.auth_token_file[0]) {
         char err[160];
         if (mc_auth_key_load(F.auth_token_file, &auth, err, sizeof(err)) != 0) {
@@ -682,8 +723,25 @@ int main(int argc, char **argv)
                 "port can call every master method",
                 "rpc_address=%s", F.rpc_address);
     }
+    struct mc_auth_key admin = {0};
+    if (F.admin_token_file[0]) {
+        char err[160];
+        if (!auth.set) {
+            mc_error(COMP, "--admin_token_file needs --auth_token_file (the data token)",
+                     "admin_token_file=%s", F.admin_token_file);
+            status = 2;
+            goto out;
+        }
+        if (mc_auth_key_load(F.admin_token_file, &admin, err, sizeof(err)) != 0) {
+            mc_error(COMP, "cannot load the admin token", "path=%s reason=\"%s\"",
+                     F.admin_token_file, err);
+            status = 2;
+            goto out;
+        }
+    }
     struct mc_rpc_server_config rcfg;
     mc_rpc_server_config_init(&rcfg);
+    rcfg.admin_auth = &admin;
     rcfg.bind_addr = F.rpc_address;
     rcfg.port = rpc_port;
     rcfg.io_threads = io_threads;
@@ -696,6 +754,14 @@ int main(int argc, char **argv)
     rcfg.idle_timeout_ms = idle_ms;
     rcfg.max_conns_per_addr = F.max_conns_per_addr;
     rcfg.max_inflight_per_conn = (int)F.max_inflight_per_conn;
+    if (F.max_connections == 0 || F.max_connections > 1000000)
+        mc_flags_die("flag --max_connections must be 1..1000000");
+    rcfg.max_conns = (int)F.max_connections;
+    rcfg.endpoint_check_off = !F.check_segment_endpoint;
+    rcfg.out_hard_bytes = mc_flags_size("output_buffer_limit", F.output_buffer_limit);
+    rcfg.out_soft_bytes = rcfg.out_hard_bytes / 4;
+    if (rcfg.out_hard_bytes < (1u << 20))
+        mc_flags_die("flag --output_buffer_limit must be at least 1MiB");
     if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
         mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
         goto out;
@@ -704,19 +770,24 @@ int main(int argc, char **argv)
         mc_error(COMP, "cannot listen for RPC", "addr=%s port=%u", F.rpc_address, rpc_port);
         goto out;
     }
-    static struct mc_master_http admin; /* lives until exit; the HTTP server reads it */
-    admin.m = m;
-    admin.admin_key = auth;
-    snprintf(admin.self_addr, sizeof(admin.self_addr), "%s:%u", F.rpc_address,
+    static struct mc_master_http http_admin; /* lives until exit; the HTTP server reads it */
+    http_admin.m = m;
+    /* the admin API checks the same Bearer token as the HTTP layer (common/http.c) */
+    http_admin.admin_key = admin.set ? admin : auth;
+    snprintf(http_admin.self_addr, sizeof(http_admin.self_addr), "%s:%u", F.rpc_address,
              mc_rpc_server_port(srv));
     struct mc_http_config hcfg = {.addr = F.metrics_host,
                                   .port = metrics_port,
                                   .metrics = mc_master_metrics(m),
                                   .health = master_health,
-                                  .health_arg = &admin,
+                                  .health_arg = &http_admin,
                                   .handler = master_http,
-                                  .handler_arg = &admin};
+                                  .handler_arg = &http_admin};
     g_http_ha = ha; /* with HA, /role and /leader answer from the election */
+    hcfg.admin_key = admin.set ? &admin : &auth; /* admin endpoints: Bearer <token> */
+    hcfg.public_reads = F.metrics_public;
+    hcfg.protected_mode_off = !F.protected_mode;
+    hcfg.public_paths = g_http_public_paths; /* the admin API's public routes */
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
@@ -729,6 +800,7 @@ int main(int argc, char **argv)
     mc_metrics_counter_fn(mc_master_metrics(m), "master_rpc_protected_mode_refusals_total",
                           "non-loopback RPC clients refused in protected mode", NULL,
                           rpc_protected_refusals, srv);
+    mc_rpc_server_export_metrics(srv, mc_master_metrics(m), "master");
     if (loops_start(&loops, m) != 0) {
         loops_running = true; /* join what started */
         goto out;

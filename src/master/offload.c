@@ -456,9 +456,10 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
                                                .may_recreate = first,
                                                .list_gen = gen};
         nh = NULL; /* the table owns it */
-        char buf[MC_ID_STRLEN];
+        char buf[MC_ID_STRLEN], qe[MC_LOG_QUOTE_MAX];
         mc_info(COMP, "holder registered", "client=%s endpoint=%s capacity=%llu offloading=%d",
-                mc_id_format(client, buf), endpoint, (unsigned long long)capacity_bytes,
+                mc_id_format(client, buf), mc_log_quote(endpoint, qe, sizeof(qe)),
+                (unsigned long long)capacity_bytes,
                 (int)enable_offloading);
     }
 unlock:

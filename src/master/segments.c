@@ -151,8 +151,10 @@ static int validate(const struct mc_segment_desc *d)
     if (d->base == 0 || d->size < MC_SEGMENT_MIN_SIZE || d->base + d->size < d->base)
         return MC_ERR_INVALID_PARAMS;
     if (d->size > MC_SEGMENT_MAX_SIZE) {
+        char qn[MC_LOG_QUOTE_MAX];
         mc_warn("segments", "mount refused: segment larger than a replica offset can address",
-                "name=%s size=%llu limit=%llu", d->name, (unsigned long long)d->size,
+                "name=%s size=%llu limit=%llu", mc_log_quote(d->name, qn, sizeof(qn)),
+                (unsigned long long)d->size,
                 (unsigned long long)MC_SEGMENT_MAX_SIZE);
         return MC_ERR_INVALID_PARAMS;
     }
@@ -193,8 +195,10 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
     /* The table lock is held for writing: nothing else changes the capacity now. */
     uint64_t cap = atomic_load(&t->capacity);
     if (d->size > MC_SEGMENTS_MAX_CAPACITY - cap) {
+        char qn[MC_LOG_QUOTE_MAX];
         mc_warn("segments", "mount refused: total capacity would exceed its limit",
-                "name=%s size=%llu capacity=%llu limit=%llu", d->name, (unsigned long long)d->size,
+                "name=%s size=%llu capacity=%llu limit=%llu", mc_log_quote(d->name, qn, sizeof(qn)),
+                (unsigned long long)d->size,
                 (unsigned long long)cap, (unsigned long long)MC_SEGMENTS_MAX_CAPACITY);
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
@@ -238,9 +242,12 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
     atomic_fetch_add(&t->capacity, d->size);
 out:
     table_unlock(t);
-    if (s)
-        mc_info("segments", "mounted", "name=%s size=%llu endpoint=%s mount_epoch=%llx", d->name,
-                (unsigned long long)d->size, d->endpoint, (unsigned long long)epoch);
+    if (s) { /* name and endpoint are the client's text: quoted (no forged log lines) */
+        char qn[MC_LOG_QUOTE_MAX], qe[MC_LOG_QUOTE_MAX];
+        mc_info("segments", "mounted", "name=%s size=%llu endpoint=%s mount_epoch=%llx",
+                mc_log_quote(d->name, qn, sizeof(qn)), (unsigned long long)d->size,
+                mc_log_quote(d->endpoint, qe, sizeof(qe)), (unsigned long long)epoch);
+    }
     return rc;
 }
 

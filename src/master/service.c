@@ -55,6 +55,11 @@ int mc_master_service_register(struct mc_master_service *svc, struct mc_rpc_serv
     return 0;
 }
 
+void mc_master_service_set_segment_cap(struct mc_master_service *svc, uint32_t n)
+{
+    svc->max_segments_per_client = n;
+}
+
 void mc_master_service_free(struct mc_master_service *svc)
 {
     free(svc);

@@ -53,5 +53,8 @@ void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx);
 void mc_master_service_set_http_port(struct mc_master_service *svc, uint16_t port);
 /* Frees the service. Stop (or free) the RPC server first. NULL is a no-op. */
 void mc_master_service_free(struct mc_master_service *svc);
+/* At most n segments mounted per client over RPC (0 = no cap; --max_segments_per_client): a
+ * further MountSegment of a new segment id is INVALID_PARAMS. Call before serving. */
+void mc_master_service_set_segment_cap(struct mc_master_service *svc, uint32_t n);
 
 #endif

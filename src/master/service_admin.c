@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/wire.h"
 #include "master/promotion.h"
+#include "common/log.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
@@ -33,6 +34,13 @@ void mc_svc_remove_all(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(RemoveAllRequest, remove_all_request, req);
+    if (!mc_rpc_call_is_admin(call)) { /* --admin_token_file: RemoveAll is the admin's */
+        mc_warn("master", "RemoveAll refused: the connection did not prove the admin token",
+                "conn=%llu", (unsigned long long)mc_rpc_call_conn_id(call));
+        FREE_REQ(req);
+        mc_rpc_reply_status(call, MC_ERR_UNAUTHENTICATED);
+        return;
+    }
     struct remove_all_wait *w = calloc(1, sizeof(*w));
     int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && !w)

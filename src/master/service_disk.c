@@ -18,6 +18,8 @@ void mc_svc_mount_local_disk(void *arg, struct mc_rpc_call *call)
     UNPACK(MountLocalDiskSegmentRequest, mount_local_disk_segment_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     int rc = mc_svc_check_client(call, client);
+    if (rc == 0) /* peers will read disk replicas there: it must be the caller's address */
+        rc = mc_rpc_call_check_endpoint(call, req->endpoint);
     if (rc == 0)
         rc = mc_master_mount_local_disk(svc->m, client, req->endpoint ? req->endpoint : "",
                                         req->capacity_bytes, req->enable_offloading);

@@ -42,8 +42,9 @@ struct mc_master_service {
     struct mc_master *m;
     uint64_t start_ms;
     _Atomic uint32_t http_port; /* the daemon's HTTP port, reported by GetStats (0 = none yet) */
-    struct mc_ha *ha;                            /* NULL without HA (mc_master_service_set_ha) */
+    struct mc_ha *ha;           /* NULL without HA (mc_master_service_set_ha) */
     mc_rpc_handler_fn fns[MC_METHOD_TABLE_SIZE]; /* with HA: the handlers behind the gate */
+    uint32_t max_segments_per_client; /* 0 = no cap (mc_master_service_set_segment_cap) */
 };
 
 #define UNPACK(type, lower, var)                                                                   \

@@ -145,6 +145,34 @@ void mc_svc_ping(void *arg, struct mc_rpc_call *call)
     mc_rpc_reply_msg(call, 0, &r.base);
 }
 
+/* The per-client cap: INVALID_PARAMS when client already has the maximum of other segments
+ * (a remount of one it has is fine). Counted over the admin listing: mounts are rare. */
+static int segment_cap(struct mc_master_service *svc, struct mc_id client, struct mc_id seg)
+{
+    if (!svc->max_segments_per_client)
+        return 0;
+    struct mc_segment_info *all = NULL;
+    size_t n = 0, mine = 0;
+    if (mc_master_list_segments(svc->m, &all, &n) != 0)
+        return MC_ERR_INTERNAL_ERROR;
+    for (size_t i = 0; i < n; i++) {
+        if (!mc_id_eq(all[i].owner, client))
+            continue;
+        if (mc_id_eq(all[i].desc.id, seg)) {
+            mine = 0; /* already mounted: not a new one */
+            break;
+        }
+        mine++;
+    }
+    free(all);
+    if (mine < svc->max_segments_per_client)
+        return 0;
+    char buf[MC_ID_STRLEN];
+    mc_warn("master", "mount refused: the client has the most segments allowed", "client=%s max=%u",
+            mc_id_format(client, buf), svc->max_segments_per_client);
+    return MC_ERR_INVALID_PARAMS;
+}
+
 void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
@@ -155,6 +183,10 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
     FREE_REQ(req);
     if (rc == 0)
         rc = mc_svc_check_client(call, client);
+    if (rc == 0) /* others will send their values there: it must be the caller's address */
+        rc = mc_rpc_call_check_endpoint(call, d.endpoint);
+    if (rc == 0)
+        rc = segment_cap(svc, client, d.id);
     uint64_t epoch = 0;
     if (rc == 0)
         rc = mc_master_mount_segment(svc->m, client, &d, &epoch);
@@ -168,11 +200,17 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
 /* ReMountSegment as a batch of segments: res = their descriptors, views = their epochs. */
 static int remount_check(struct mc_svc_batch *b)
 {
+    const struct mc_master_service *svc = b->ctx;
+    if (svc && svc->max_segments_per_client && b->n > svc->max_segments_per_client)
+        return MC_ERR_INVALID_PARAMS; /* more than a client may have mounted */
     const Mc__ReMountSegmentRequest *req = (const void *)b->req;
     struct mc_segment_desc *d = b->res;
     int rc = 0;
-    for (size_t i = 0; rc == 0 && i < b->n; i++)
+    for (size_t i = 0; rc == 0 && i < b->n; i++) {
         rc = segment_from_pb(req->segments[i], &d[i]);
+        if (rc == 0)
+            rc = mc_rpc_call_check_endpoint(b->call, d[i].endpoint);
+    }
     return rc;
 }
 
@@ -201,7 +239,7 @@ void mc_svc_remount_segment(void *arg, struct mc_rpc_call *call)
         .core = remount_core,
         .encode = remount_encode,
     };
-    mc_svc_batch(arg, call, &spec, NULL);
+    mc_svc_batch(arg, call, &spec, arg); /* ctx: the service (its segment cap) */
 }
 
 void mc_svc_unmount_segment(void *arg, struct mc_rpc_call *call)

@@ -76,7 +76,8 @@ def test_master_help_lists_upstream_flags():
     rc, out, _ = run([binpath("mooncake_master"), "--help"])
     assert rc == 0
     for f in ("enable_http_metadata_server", "http_metadata_server_port", "metrics_port",
-              "enable_metric_reporting"):
+              "enable_metric_reporting", "enable_ha", "etcd_endpoints", "ha_backend_connstring",
+              "ha_backend_type"):
         assert "-" + f in out
 
 
@@ -120,6 +121,28 @@ def test_client_alias_conflict(m):
     rc, _, err = run([binpath("mooncake_client"), "--segment_size=1MiB",
                       "--global_segment_size=2MiB", "--master_wait=0"])
     assert rc == 2 and "--global_segment_size" in err
+
+
+def test_client_device_names_is_rdma_devices():
+    # both spellings with different values: refused, naming the alias
+    rc, _, err = run([binpath("mooncake_client"), "--rdma_devices=mlx5_0",
+                      "--device_names=mlx5_1", "--master_wait=0"])
+    assert rc == 2 and "--device_names" in err and "--rdma_devices" in err, err
+    # the same value in both: accepted (it fails later, at the master, not at the flags)
+    rc, _, err = run([binpath("mooncake_client"), "--rdma_devices=mlx5_0",
+                      "--device_names=mlx5_0", "--master=127.0.0.1:1", "--master_wait=0"])
+    assert rc != 2 and "disagree" not in err, err
+
+
+def test_client_device_names_taken_as_rdma_devices_with_rdma(m):
+    # with --protocol=rdma --device_names is taken as --rdma_devices (logged as such, not as
+    # a flag without effect); rdma cannot serve on loopback, so the daemon then exits
+    rc, _, err = run([binpath("mooncake_client"), "--host=127.0.0.1", "--protocol=rdma",
+                      "--master=" + m.ready["rpc"], "--device_names=mc_no_such_dev7",
+                      "--segment_size=16MiB", "--master_wait=0"])
+    assert "flag=--device_names devices=mc_no_such_dev7" in err, err
+    assert not no_effect_lines(err, "device_names"), err
+    assert rc != 0, err
 
 
 def test_client_same_value_in_both_spellings(m):
