@@ -31,14 +31,20 @@ static int find_etcd(char *path, size_t cap)
     return -1;
 }
 
+char eu_extra_listen_host[64];
+
 static int spawn_member(struct eu_etcd *e, int i)
 {
-    char bin[600], name[16], data[128], lc[64], ac[64], lp[64], ap[64], cluster[256], log[128];
+    char bin[600], name[16], data[128], lc[128], ac[64], lp[64], ap[64], cluster[256], log[128];
     if (find_etcd(bin, sizeof(bin)) != 0)
         return 77;
     snprintf(name, sizeof(name), "m%d", i);
     snprintf(data, sizeof(data), "--data-dir=%s/%s", e->dir, name);
-    snprintf(lc, sizeof(lc), "--listen-client-urls=http://127.0.0.1:%d", e->client_port[i]);
+    if (eu_extra_listen_host[0]) /* also reachable from a network namespace */
+        snprintf(lc, sizeof(lc), "--listen-client-urls=http://127.0.0.1:%d,http://%s:%d",
+                 e->client_port[i], eu_extra_listen_host, e->client_port[i]);
+    else
+        snprintf(lc, sizeof(lc), "--listen-client-urls=http://127.0.0.1:%d", e->client_port[i]);
     snprintf(ac, sizeof(ac), "--advertise-client-urls=http://127.0.0.1:%d", e->client_port[i]);
     snprintf(lp, sizeof(lp), "--listen-peer-urls=http://127.0.0.1:%d", e->peer_port[i]);
     snprintf(ap, sizeof(ap), "--initial-advertise-peer-urls=http://127.0.0.1:%d", e->peer_port[i]);

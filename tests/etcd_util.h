@@ -19,6 +19,9 @@ struct eu_etcd {
     char endpoints[256]; /* "127.0.0.1:P1;127.0.0.1:P2;..." */
 };
 
+/* An address the members listen on for clients besides 127.0.0.1 ("" = none; set before
+ * eu_start): a test that partitions a master in a network namespace reaches etcd through it. */
+extern char eu_extra_listen_host[64];
 /* Starts n members and waits until the cluster answers a read (timeout_ms). Returns 0, 77 when
  * no etcd binary is installed, -1 on failure (logs dumped). */
 int eu_start(struct eu_etcd *e, int n, int timeout_ms);

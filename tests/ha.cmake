@@ -5,6 +5,9 @@ set_tests_properties(test_etcd PROPERTIES SKIP_RETURN_CODE 77)
 # The election and fencing rules of master/ha.c, in-process, against a real etcd.
 mc_add_test(test_ha SOURCES test_ha.c etcd_util.c cluster_util.c LIBS mc_master_core TIMEOUT 120)
 set_tests_properties(test_ha PROPERTIES SKIP_RETURN_CODE 77)
+# The delete rule's fences in etcd: stored by the leader, loaded by the next one.
+mc_add_test(test_ha_fence SOURCES test_ha_fence.c etcd_util.c cluster_util.c LIBS mc_master_core TIMEOUT 120)
+set_tests_properties(test_ha_fence PROPERTIES SKIP_RETURN_CODE 77)
 # Election, hand-over and fencing with real processes: etcd + two masters on loopback.
 if(TARGET mooncake_master)
   mc_add_test(test_ha_master SOURCES test_ha_master.c etcd_util.c cluster_util.c TIMEOUT 180)
@@ -28,4 +31,19 @@ if(TARGET mooncake_bench AND MC_ETCD_BIN)
                    "\"case\":\"all_back\",\"runs\":1,.*\"objects\":50," --
                    $<TARGET_FILE:mooncake_bench> failover --objects 50 --runs 1 --ttl 1)
   set_tests_properties(test_bench_failover PROPERTIES TIMEOUT 120)
+endif()
+# The leader partitioned from etcd in a network namespace (exits 77 where `ip netns` is refused).
+if(TARGET mooncake_master)
+  mc_add_test(test_ha_partition SOURCES test_ha_partition.c etcd_util.c cluster_util.c
+              cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  set_tests_properties(test_ha_partition PROPERTIES SKIP_RETURN_CODE 77)
+  add_dependencies(test_ha_partition mooncake_master)
+endif()
+# A fence survives a fail-over: the holder's stale record of a removed key is refused by the new
+# leader (real binaries; 77 without etcd).
+if(TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_ha_fence_cluster SOURCES test_ha_fence_cluster.c etcd_util.c cluster_util.c
+              cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  set_tests_properties(test_ha_fence_cluster PROPERTIES SKIP_RETURN_CODE 77)
+  add_dependencies(test_ha_fence_cluster mooncake_master mc_client_daemon)
 endif()

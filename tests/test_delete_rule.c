@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "common/clock.h"
+#include "master/fence.h"
 #include "master/lock_order.h"
 #include "master/mailbox.h"
 #include "master/master.h"
@@ -333,6 +334,36 @@ static void test_lost_answer_resent(void **state)
     assert_int_equal(ostats(f).holders_fenced, 0);
 }
 
+/* Under HA a fence counts once its record is in etcd (fence.h, ha_fence.c): the Remove that
+ * waits for a silent holder completes only after the fence is stored, not at the fence. */
+static void test_fence_waits_for_durable_record(void **state)
+{
+    struct fx *f = *state;
+    struct mc_fences *fences = mc_master_fences(f->m);
+    assert_non_null(fences);
+    mc_fences_require_durable(fences);
+    uint64_t vk = put(f, "k", 20);
+    offload_all(f);
+    struct done d = {0};
+    assert_int_equal(mc_master_remove_wait(f->m, "k", 1, false, on_done, &d), MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&f->fc, TIMEOUT_MS);
+    assert_int_equal(mc_master_tick_offload(f->m), 1);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+    assert_int_equal(mc_fences_get(fences, f->a), vk);
+    assert_int_equal(d.calls, 0); /* fenced, but the record is not in etcd yet */
+    assert_int_equal(mc_fences_pending(fences), 1);
+    mc_fake_clock_advance_ms(&f->fc, 100);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 0);
+    assert_int_equal(ostats(f).holders_fenced, 1); /* not fenced twice */
+    mc_fences_stored(fences, f->a, vk);            /* the HA thread's txn landed */
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.rc, MC_OK);
+    assert_int_equal(ostats(f).deletes_outstanding, 0);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+}
+
 /* A holder with no mailbox when the Remove runs is fenced at once: nothing to wait for. */
 static void test_holder_without_mailbox_fenced_at_once(void **state)
 {
@@ -349,6 +380,29 @@ static void test_holder_without_mailbox_fenced_at_once(void **state)
     assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
                      MC_OK);
     assert_int_equal(reregister(f, "k", 10, v), MC_ERR_OBJECT_NOT_FOUND);
+}
+
+/* Under HA even the holder without a mailbox holds the Remove until its fence is in etcd. */
+static void test_holder_without_mailbox_waits_for_durable_fence(void **state)
+{
+    struct fx *f = *state;
+    struct mc_fences *fences = mc_master_fences(f->m);
+    mc_fences_require_durable(fences);
+    uint64_t v = put(f, "k", 10);
+    offload_all(f);
+    assert_int_equal(mc_master_unmount_local_disk(f->m, f->a), MC_OK);
+    struct done d = {0};
+    assert_int_equal(mc_master_remove_wait(f->m, "k", 1, false, on_done, &d), MC_MASTER_PENDING);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+    assert_int_equal(mc_fences_get(fences, f->a), v);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 0); /* not in etcd yet */
+    mc_fences_stored(fences, f->a, v);
+    mc_master_tick_offload(f->m);
+    assert_int_equal(d.calls, 1);
+    assert_int_equal(d.rc, MC_OK);
+    assert_int_equal(ostats(f).holders_fenced, 1);
+    assert_int_equal(ostats(f).deletes_outstanding, 0);
 }
 
 /* A delete that cannot be queued fails the Remove instead of being dropped: the object stays. */
@@ -549,6 +603,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_remove_completes_on_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_delete_wakes_parked_poll, setup, teardown),
         cmocka_unit_test_setup_teardown(test_timeout_fences_holder, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fence_waits_for_durable_record, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_holder_without_mailbox_waits_for_durable_fence, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_holder_without_mailbox_fenced_at_once, setup,
                                         teardown),
         cmocka_unit_test(test_unqueued_delete_fails_remove),

@@ -23,6 +23,7 @@
 
 #include <cmocka.h>
 
+#include "client/master_conn.h"
 #include "client/master_follow.h"
 #include "cluster_data.h"
 #include "common/rpc_client.h"
@@ -232,11 +233,47 @@ static void test_link_rules(void **state)
     mc_master_link_free(l);
 }
 
+/* The leader key's watch: a client whose ping is a minute apart moves to a new leader at once
+ * (a SIGTERM hand-over), not at its next failed call or ping. Runs after test_sigkill_leader
+ * (B leads). */
+static void test_watch_moves_client(void **state)
+{
+    (void)state;
+    if (g_etcd_rc == 77)
+        skip();
+    assert_int_equal(g_etcd_rc, 0);
+    assert_true(g_url[0]);
+    start_master(&g_ma, g_rpc_a); /* stands by: B leads */
+    uint64_t eb = wait_leads(g_rpc_b);
+    struct mc_master_conn_config cfg = {
+        .address = g_url, .client_id = mc_id_random(), .ping_interval_ms = 60000};
+    struct mc_master_conn *mc = NULL;
+    assert_int_equal(mc_master_conn_open(&cfg, &mc), 0);
+    assert_int_equal(mc_master_conn_start(mc), 0);
+    struct mc_master_conn_stats st;
+    mc_master_conn_get_stats(mc, &st);
+    assert_int_equal(st.reconnects, 0);
+    assert_int_equal(cu_stop(&g_mb, SIGTERM, 10000), 0);
+    uint64_t ea = wait_leads(g_rpc_a);
+    assert_true(ea > eb);
+    /* a liveness bound far below the ping interval */
+    uint64_t deadline = cu_now_ms() + 10000;
+    do {
+        mc_master_conn_get_stats(mc, &st);
+        if (st.reconnects >= 1)
+            break;
+        cu_sleep_ms(20);
+    } while (cu_now_ms() < deadline);
+    assert_true(st.reconnects >= 1);
+    mc_master_conn_close(mc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_link_rules),
         cmocka_unit_test(test_sigkill_leader),
+        cmocka_unit_test(test_watch_moves_client),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
     if (failed == 0 && g_etcd_rc == 77)

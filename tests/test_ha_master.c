@@ -234,6 +234,12 @@ static void test_failover(void **state)
     assert_string_equal(body, want);
     assert_int_equal(http_get(&a, "/leader", body, sizeof(body)), 200);
     assert_string_equal(body, want);
+    /* /health reports the election's role, not a standalone leader */
+    assert_int_equal(http_get(&a, "/health", body, sizeof(body)), 200);
+    assert_non_null(strstr(body, "\"role\":\"leader\",\"ha_state\":\"leader\""));
+    assert_int_equal(http_get(&b, "/health", body, sizeof(body)), 200);
+    assert_non_null(strstr(body, "\"role\":\"standby\",\"ha_state\":\"standby\""));
+    assert_non_null(strstr(body, "\"service_ready\":false"));
     uint64_t pe = 0;
     assert_int_equal(ping(a.rpc, 1, &pe), 0);
     assert_int_equal(pe, e1); /* Ping carries the etcd epoch */

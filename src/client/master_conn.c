@@ -7,6 +7,7 @@
  */
 #include "client/master_conn.h"
 #include "client/master_follow.h"
+#include "client/master_follow_watch.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -41,6 +42,7 @@ struct mc_master_conn {
     int nsegs;
     uint64_t pings, ping_failures, remounts, reconnects;
     _Atomic uint64_t fast_failures;
+    struct mc_leader_watch *watch; /* etcd:// only: moves to a new leader at once */
 };
 
 static bool transport_error(int rc)
@@ -444,6 +446,17 @@ fail:
     return r;
 }
 
+/* The leader watch saw a new leader: unless the link already talks to it (its Ping epoch),
+ * the ping thread re-resolves and reattaches now. */
+static void on_new_leader(void *arg, uint64_t epoch)
+{
+    struct mc_master_conn *mc = arg;
+    if (epoch <= mc_master_link_epoch(mc->link))
+        return;
+    atomic_store(&mc->not_leader, true);
+    set_down(mc, "new_leader_watched", MC_ERR_NOT_LEADER);
+}
+
 int mc_master_conn_start(struct mc_master_conn *mc)
 {
     if (mc->started)
@@ -452,6 +465,10 @@ int mc_master_conn_start(struct mc_master_conn *mc)
     if (pthread_create(&mc->thread, NULL, ping_main, mc) != 0)
         return MC_ERR_INTERNAL_ERROR;
     mc->started = true;
+    if (mc_master_follow_is_url(mc->address) &&
+        mc_leader_watch_start(mc->address, on_new_leader, mc, &mc->watch) != 0)
+        mc_warn("client", "cannot watch the leader key: following on failed calls only",
+                "master=%s", mc->address);
     return 0;
 }
 
@@ -459,6 +476,7 @@ void mc_master_conn_close(struct mc_master_conn *mc)
 {
     if (!mc)
         return;
+    mc_leader_watch_stop(mc->watch); /* its callback uses mc */
     if (mc->started) {
         link_lock(mc);
         mc->stop = true;

@@ -105,6 +105,16 @@ int mc_master_follow_resolve(struct mc_master_follow *f, char *addr, size_t cap,
     return 0;
 }
 
+struct mc_etcd *mc_master_follow_etcd(struct mc_master_follow *f)
+{
+    return f->etcd;
+}
+
+const char *mc_master_follow_key(const struct mc_master_follow *f)
+{
+    return f->key;
+}
+
 /* ---- the link ----------------------------------------------------------------------------- */
 
 struct link_target {
@@ -159,12 +169,12 @@ int mc_master_link_new(const char *address, const struct mc_rpc_client_config *b
     l->base.auth = NULL;
     int rc = 0;
     char addr[128];
+    uint64_t epoch = 0;
     snprintf(addr, sizeof(addr), "%s", address);
     if (mc_master_follow_is_url(address)) {
         atomic_store(&l->ha, true);
         if (!l->base.connect_timeout_ms || l->base.connect_timeout_ms > 500)
             l->base.connect_timeout_ms = 500;
-        uint64_t epoch = 0;
         rc = mc_master_follow_new(address, &l->follow);
         if (rc == 0)
             rc = mc_master_follow_resolve(l->follow, addr, sizeof(addr), &epoch);
@@ -180,6 +190,8 @@ int mc_master_link_new(const char *address, const struct mc_rpc_client_config *b
         return rc;
     }
     atomic_store(&l->cur, t);
+    if (l->follow) /* etcd named this leader: an older one is refused from now on */
+        atomic_store(&l->max_epoch, epoch);
     *out = l;
     return 0;
 }
@@ -273,6 +285,11 @@ int mc_master_link_follow(struct mc_master_link *l, bool not_leader)
         mc_info("client", "following the master leader", "from=%s to=%s epoch=%llu", old->addr,
                 t->addr, (unsigned long long)epoch);
     return 0;
+}
+
+uint64_t mc_master_link_epoch(struct mc_master_link *l)
+{
+    return atomic_load(&l->max_epoch);
 }
 
 int mc_master_link_check_epoch(struct mc_master_link *l, uint64_t epoch)

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct mc_etcd;
 struct mc_master_follow;
 struct mc_master_link;
 struct mc_rpc_client;
@@ -28,6 +29,9 @@ bool mc_master_follow_is_url(const char *address);
 /* Parses an etcd:// address. INVALID_PARAMS (with a log line) for a bad one. */
 int mc_master_follow_new(const char *url, struct mc_master_follow **out);
 void mc_master_follow_free(struct mc_master_follow *f);
+/* The resolver's etcd handle (single-threaded: its owner's thread only) and leader key. */
+struct mc_etcd *mc_master_follow_etcd(struct mc_master_follow *f);
+const char *mc_master_follow_key(const struct mc_master_follow *f);
 /* Reads the leader key: *addr ("host:port") and *epoch. RPC_FAIL when etcd is unreachable or
  * no master leads right now (a retryable state). Not thread-safe: one caller at a time. */
 int mc_master_follow_resolve(struct mc_master_follow *f, char *addr, size_t cap, uint64_t *epoch);
@@ -57,5 +61,7 @@ int mc_master_link_follow(struct mc_master_link *l, bool not_leader);
 /* A master reported epoch (Ping): NOT_LEADER when below the highest seen on an HA link (a
  * deposed leader), else 0 and remembered. */
 int mc_master_link_check_epoch(struct mc_master_link *l, uint64_t epoch);
+/* The highest epoch seen on this link (0 = none yet). */
+uint64_t mc_master_link_epoch(struct mc_master_link *l);
 
 #endif

@@ -289,6 +289,24 @@ int mc_etcd_get(struct mc_etcd *e, const char *key, struct mc_etcd_kv *kv, bool 
     return rc;
 }
 
+int mc_etcd_get_prefix(struct mc_etcd *e, const char *prefix,
+                       int (*cb)(void *arg, const struct mc_etcd_kv *kv), void *arg)
+{
+    size_t n = strlen(prefix);
+    if (n == 0 || n > 1024 || (unsigned char)prefix[n - 1] == 0xff)
+        return MC_ERR_INVALID_PARAMS;
+    char end[1025];
+    memcpy(end, prefix, n);
+    end[n - 1] = (char)((unsigned char)end[n - 1] + 1); /* the first key past the prefix */
+    struct buf b;
+    int rc = post(e, "/v3/kv/range",
+                  json_pack("{soso}", "key", b64(prefix, n), "range_end", b64(end, n)), &b);
+    if (rc == 0)
+        rc = mc_etcdj_parse_range_each(b.p, b.len, cb, arg);
+    free(b.p);
+    return rc;
+}
+
 static json_t *put_req(const char *key, const void *val, size_t len, uint64_t lease)
 {
     json_t *r = json_pack("{soso}", "key", b64(key, strlen(key)), "value", b64(val, len));

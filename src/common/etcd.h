@@ -69,6 +69,11 @@ const char *mc_etcd_endpoint(const struct mc_etcd *e);
  * store's revision at the read. */
 int mc_etcd_get(struct mc_etcd *e, const char *key, struct mc_etcd_kv *kv, bool *found,
                 uint64_t *revision);
+/* Reads every key that starts with prefix; cb runs for each (kv freed after it returns) and
+ * the first non-zero return of cb ends the walk and is returned. One request: for small sets
+ * (the gateway answers at most its request size limit). */
+int mc_etcd_get_prefix(struct mc_etcd *e, const char *prefix,
+                       int (*cb)(void *arg, const struct mc_etcd_kv *kv), void *arg);
 /* Unconditional put (lease 0 = none). MC_ERR_LEASE_EXPIRED when the lease is gone. */
 int mc_etcd_put(struct mc_etcd *e, const char *key, const void *val, size_t len, uint64_t lease);
 /* Unconditional delete of one key. */

@@ -225,6 +225,30 @@ int mc_etcdj_parse_range(const char *body, size_t len, struct mc_etcd_kv *kv, bo
     return rc;
 }
 
+int mc_etcdj_parse_range_each(const char *body, size_t len,
+                              int (*cb)(void *arg, const struct mc_etcd_kv *kv), void *arg)
+{
+    json_t *root;
+    int rc = load(body, len, &root);
+    if (rc)
+        goto out;
+    json_t *kvs = json_object_get(root, "kvs");
+    if (kvs && !json_is_array(kvs)) {
+        rc = MC_ERR_DESERIALIZE_FAIL;
+        goto out;
+    }
+    for (size_t i = 0; rc == 0 && i < json_array_size(kvs); i++) {
+        struct mc_etcd_kv kv;
+        rc = parse_kv(json_array_get(kvs, i), &kv);
+        if (rc == 0)
+            rc = cb(arg, &kv);
+        mc_etcd_kv_clear(&kv);
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
 int mc_etcdj_parse_txn(const char *body, size_t len, bool *succeeded, uint64_t *revision,
                        struct mc_etcd_kv *kv)
 {

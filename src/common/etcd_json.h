@@ -23,6 +23,10 @@ int mc_etcdj_b64dec(const char *in, char **out, size_t *len);
 int mc_etcdj_parse_status(const char *body, size_t len, uint64_t *revision);
 int mc_etcdj_parse_range(const char *body, size_t len, struct mc_etcd_kv *kv, bool *found,
                          uint64_t *revision);
+/* A range reply of many keys: cb runs for each (stops at its first non-zero return, which is
+ * returned). */
+int mc_etcdj_parse_range_each(const char *body, size_t len,
+                              int (*cb)(void *arg, const struct mc_etcd_kv *kv), void *arg);
 /* A txn reply: *succeeded (absent = false); kv (may be NULL) gets the first key of the first
  * response_range found in the responses, if any (else kv->key stays NULL). */
 int mc_etcdj_parse_txn(const char *body, size_t len, bool *succeeded, uint64_t *revision,

@@ -12,12 +12,15 @@
 struct fence_rec {
     struct mc_id holder;
     uint64_t version;
+    bool dirty;      /* raised since mc_fences_drain last took it (the HA journal) */
+    uint64_t stored; /* the version known to be in etcd */
 };
 
 struct mc_fences {
     pthread_mutex_t lock;
     struct fence_rec *v;
     size_t n, cap;
+    bool need_durable; /* HA: a fence counts once its record is in etcd */
 };
 
 static void f_lock(struct mc_fences *f)
@@ -57,14 +60,16 @@ static struct fence_rec *find(struct mc_fences *f, struct mc_id holder)
     return NULL;
 }
 
-int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
+static int raise_rec(struct mc_fences *f, struct mc_id holder, uint64_t version, bool dirty)
 {
     int rc = 0;
     f_lock(f);
     struct fence_rec *r = find(f, holder);
     if (r) {
-        if (version > r->version)
+        if (version > r->version) {
             r->version = version;
+            r->dirty = r->dirty || dirty;
+        }
         goto out;
     }
     if (f->n == f->cap) {
@@ -77,10 +82,81 @@ int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
         f->v = nv;
         f->cap = cap;
     }
-    f->v[f->n++] = (struct fence_rec){.holder = holder, .version = version};
+    f->v[f->n++] = (struct fence_rec){.holder = holder, .version = version, .dirty = dirty};
 out:
     f_unlock(f);
     return rc;
+}
+
+int mc_fences_raise(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    return raise_rec(f, holder, version, true);
+}
+
+int mc_fences_load(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    int rc = raise_rec(f, holder, version, false);
+    if (rc == 0)
+        mc_fences_stored(f, holder, version);
+    return rc;
+}
+
+void mc_fences_require_durable(struct mc_fences *f)
+{
+    f_lock(f);
+    f->need_durable = true;
+    f_unlock(f);
+}
+
+void mc_fences_stored(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    if (r && version > r->stored)
+        r->stored = version;
+    f_unlock(f);
+}
+
+bool mc_fences_durable(struct mc_fences *f, struct mc_id holder, uint64_t version)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    bool ok = !f->need_durable || (r && r->stored >= version);
+    f_unlock(f);
+    return ok;
+}
+
+size_t mc_fences_drain(struct mc_fences *f, struct mc_fence *out, size_t cap)
+{
+    size_t n = 0;
+    f_lock(f);
+    for (size_t i = 0; i < f->n && n < cap; i++) {
+        if (!f->v[i].dirty)
+            continue;
+        f->v[i].dirty = false;
+        out[n++] = (struct mc_fence){.holder = f->v[i].holder, .version = f->v[i].version};
+    }
+    f_unlock(f);
+    return n;
+}
+
+void mc_fences_redirty(struct mc_fences *f, struct mc_id holder)
+{
+    f_lock(f);
+    struct fence_rec *r = find(f, holder);
+    if (r)
+        r->dirty = true;
+    f_unlock(f);
+}
+
+size_t mc_fences_pending(struct mc_fences *f)
+{
+    size_t n = 0;
+    f_lock(f);
+    for (size_t i = 0; i < f->n; i++)
+        n += f->v[i].dirty;
+    f_unlock(f);
+    return n;
 }
 
 uint64_t mc_fences_get(struct mc_fences *f, struct mc_id holder)

@@ -15,6 +15,8 @@
 #include "common/etcd.h"
 #include "common/log.h"
 #include "common/metrics.h"
+#include "master/fence.h"
+#include "master/ha_fence.h"
 #include "mooncake/errors.h"
 
 #define COMP "ha"
@@ -42,7 +44,15 @@ struct mc_ha {
     /* the HA thread's */
     uint64_t lease;
     bool lost;
+    struct mc_fences *fences; /* the delete rule's fences, kept in etcd (ha_fence.h); may be NULL */
 };
+
+void mc_ha_set_fences(struct mc_ha *ha, struct mc_fences *f)
+{
+    ha->fences = f;
+    if (f)
+        mc_fences_require_durable(f); /* Removes wait for the record in etcd */
+}
 
 int mc_ha_leader_key(const char *cluster_id, char *buf, size_t cap)
 {
@@ -154,6 +164,21 @@ int mc_ha_http_role(const struct mc_ha *ha, struct mc_textbuf *body)
     return 200;
 }
 
+int mc_ha_http_health(const struct mc_ha *ha, struct mc_textbuf *body)
+{
+    struct mc_ha_view v;
+    mc_ha_view(ha, &v);
+    bool serving = mc_ha_gate(ha) == 0;
+    /* a leader whose gate is closed (etcd unreachable, past its lease) is "fenced" */
+    const char *state = serving ? "leader" : v.leader ? "fenced" : "standby";
+    mc_textbuf_printf(body,
+                      "{\"status\":\"ok\",\"role\":\"%s\",\"ha_state\":\"%s\","
+                      "\"service_ready\":%s,\"epoch\":%llu}",
+                      serving ? "leader" : "standby", state, serving ? "true" : "false",
+                      (unsigned long long)v.epoch);
+    return 200;
+}
+
 int mc_ha_http_leader(const struct mc_ha *ha, struct mc_textbuf *body)
 {
     struct mc_ha_view v;
@@ -237,6 +262,17 @@ static enum campaign_result campaign(struct mc_ha *ha, uint64_t *rev)
         return absent ? ETCD_DOWN : LOST_ELECTION; /* vanished in between: campaign again */
     }
     uint64_t epoch = *rev;
+    size_t nf = 0;
+    if (ha->fences && (rc = mc_ha_fences_load(ha->etcd, ha->cluster_id, ha->fences, &nf)) != 0) {
+        /* serving without the fences could accept a fenced holder's stale copies */
+        mc_warn(COMP, "won, but cannot load the fence records: resigning to try again", "rc=%s",
+                mc_strerror(rc));
+        (void)mc_etcd_lease_revoke(ha->etcd, ha->lease);
+        ha->lease = 0;
+        return ETCD_DOWN;
+    }
+    if (nf)
+        mc_info(COMP, "fence records loaded", "count=%zu", nf);
     set_view(ha, ha->advertise, strlen(ha->advertise), epoch);
     if (ha->cfg.on_leader)
         ha->cfg.on_leader(ha->cfg.cb_arg, epoch);
@@ -283,7 +319,7 @@ static void lead(struct mc_ha *ha)
 {
     uint64_t epoch = atomic_load(&ha->epoch);
     struct mc_etcd_watch *w = NULL;
-    uint64_t from = epoch + 1, next_ka = mc_now_ms() + ha->ttl_s * 1000 / 3;
+    uint64_t from = epoch + 1, next_ka = mc_now_ms() + ha->ttl_s * 1000 / 3, next_fence = 0;
     bool warned = false;
     while (!atomic_load(&ha->stop)) {
         if (!w && mc_etcd_watch_new(ha->etcd, ha->key, from, &w) != 0)
@@ -309,6 +345,20 @@ static void lead(struct mc_ha *ha)
             w = NULL;
         }
         now = mc_now_ms();
+        if (ha->fences && now >= next_fence && mc_ha_gate(ha) == 0 &&
+            mc_fences_pending(ha->fences) > 0) {
+            int frc = mc_ha_fences_sync(ha->etcd, ha->key, epoch, ha->cluster_id, ha->fences);
+            if (frc == MC_ERR_NOT_LEADER) {
+                set_view(ha, "", 0, epoch);
+                lose(ha, "leader_key_replaced");
+                break;
+            }
+            if (frc != 0) {
+                mc_warn(COMP, "cannot store a fence record in etcd: retrying", "rc=%s",
+                        mc_strerror(frc));
+                next_fence = now + RETRY_MS;
+            }
+        }
         if (now < next_ka)
             continue;
         int64_t ttl = 0;

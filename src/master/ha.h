@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+struct mc_fences;
 struct mc_ha;
 struct mc_textbuf;
 
@@ -52,6 +53,10 @@ struct mc_ha_view {
 
 /* Checks the config (MC_ERR_INVALID_PARAMS with a log line) and parses the endpoints. */
 int mc_ha_new(const struct mc_ha_config *cfg, struct mc_ha **out);
+/* The delete rule's fences (fence.h) to keep in etcd (ha_fence.h): a new leader loads them
+ * before it serves (and resigns when it cannot), the leader's HA thread writes the journal's
+ * pending records every POLL (50 ms) while its gate is open. Before mc_ha_start. */
+void mc_ha_set_fences(struct mc_ha *ha, struct mc_fences *f);
 /* Starts the HA thread (campaigning) once this master's RPC port is bound; advertise is its RPC
  * address for clients, "host:port". Returns 0, MC_ERR_INVALID_PARAMS or MC_ERR_INTERNAL_ERROR. */
 int mc_ha_start(struct mc_ha *ha, const char *advertise);
@@ -75,5 +80,10 @@ int mc_ha_put_fenced(struct mc_ha *ha, const char *key, const void *val, size_t 
  * or 503 with "unknown\n"). Return the HTTP status. */
 int mc_ha_http_role(const struct mc_ha *ha, struct mc_textbuf *body);
 int mc_ha_http_leader(const struct mc_ha *ha, struct mc_textbuf *body);
+/* The HTTP port's /health body under HA: {"status":"ok","role":"leader"|"standby",
+ * "ha_state":"leader"|"fenced"|"standby","service_ready":BOOL,"epoch":N}; role is "leader" and
+ * service_ready true only while the gate is open; "fenced" = elected but not serving (its
+ * lease may have lapsed). Always 200: the process is alive either way. */
+int mc_ha_http_health(const struct mc_ha *ha, struct mc_textbuf *body);
 
 #endif

@@ -582,6 +582,14 @@ static int master_http(void *arg, const char *path, const struct mc_http_request
     return mc_master_http_handle(arg, path, req, body, content_type);
 }
 
+/* /health: the election's role under HA, else the standalone answer (http_admin.c). */
+static int master_health(void *arg, struct mc_textbuf *body)
+{
+    if (g_http_ha)
+        return mc_ha_http_health(g_http_ha, body);
+    return mc_master_http_health(arg, body);
+}
+
 /* The address a leader publishes: --ha_advertise_address, else rpc_address:port (the host name
  * when bound to every address). */
 static void ha_advertise(char *buf, size_t cap, uint16_t port)
@@ -695,6 +703,7 @@ int main(int argc, char **argv)
             status = 2;
             goto out;
         }
+        mc_ha_set_fences(ha, mc_master_fences(m));
         mc_master_service_set_ha(svc, ha);
     }
     mc_master_service_set_segment_cap(svc, F.max_segments_per_client);
@@ -770,7 +779,7 @@ int main(int argc, char **argv)
     struct mc_http_config hcfg = {.addr = F.metrics_host,
                                   .port = metrics_port,
                                   .metrics = mc_master_metrics(m),
-                                  .health = mc_master_http_health,
+                                  .health = master_health,
                                   .health_arg = &http_admin,
                                   .handler = master_http,
                                   .handler_arg = &http_admin};

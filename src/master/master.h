@@ -38,6 +38,7 @@ extern "C" {
 #endif
 
 struct mc_master;
+struct mc_fences;
 struct mc_metrics;
 
 /* ---- configuration ------------------------------------------------------------------------ */
@@ -134,6 +135,9 @@ uint64_t mc_master_epoch(const struct mc_master *m);
  * now (a standby's base dates from its start, maybe before the old leader's) and reopens the
  * disk recovery window. Call it before the master serves anything (a standby serves nothing). */
 void mc_master_take_over(struct mc_master *m, uint64_t epoch);
+/* The delete rule's holder fences (fence.h), NULL without enable_offload: HA keeps them in
+ * etcd (ha_fence.h). */
+struct mc_fences *mc_master_fences(struct mc_master *m);
 
 /* Object versions: version = (wall-clock ms at mc_master_new since 2020-01-01) << 21, plus one
  * per PutStart. The high bits are the incarnation's start time, so a restarted master issues

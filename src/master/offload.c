@@ -334,7 +334,8 @@ bool mc_offload_holder_drop(struct mc_master *m, struct mc_id id)
     uint64_t fv = mc_delwait_holder_version(off->dw, id);
     if (fv) {
         mc_offload_fence_now(off, id, fv);
-        mc_delwait_settle_holder(off->dw, id, fv);
+        if (mc_fences_durable(off->fences, id, fv)) /* HA: once in etcd (offload_delete.c) */
+            mc_delwait_settle_holder(off->dw, id, fv);
     }
     if (!h)
         return had_box;
@@ -840,4 +841,9 @@ int mc_offload_subscribe(struct mc_master *m)
         return 0;
     return mc_obj_events_register(m, m->cfg.offload_on_evict ? &offload_on_evict
                                                              : &offload_at_put_end);
+}
+
+struct mc_fences *mc_master_fences(struct mc_master *m)
+{
+    return m->offload ? m->offload->fences : NULL;
 }

@@ -40,6 +40,17 @@ void mc_offload_fence_now(struct mc_offload *off, struct mc_id holder, uint64_t 
             "client=%s fence_version=%llu", mc_id_format(holder, buf), (unsigned long long)version);
 }
 
+/* Fences holder at o's version at once (it has no mailbox). Under HA op also waits for the
+ * fence's record in etcd: an entry due now that a tick settles once the record is stored (out
+ * of memory, op completes at once, as without HA). */
+static void fence_now_wait(struct mc_offload *off, struct mc_object *o, struct mc_id holder,
+                           struct mc_delop *op)
+{
+    mc_offload_fence_now(off, holder, o->version);
+    if (op && !mc_fences_durable(off->fences, holder, o->version))
+        (void)mc_delwait_add(off->dw, op, 0, holder, mc_obj_key(o), o->key_len, o->version, 0);
+}
+
 /* Queues one delete of o's disk record at holder (write lock) and records it in dw for op (NULL:
  * nobody waits). Pushes under a shard lock are quiet: the caller wakes (mc_offload_wake) once
  * unlocked, and mailbox.c hands deletes out ahead of offloads. A holder with no mailbox is
@@ -59,7 +70,7 @@ static int push_delete(struct mc_master *m, struct mc_object *o, struct mc_id ho
     if (rc != MC_OK && recorded)
         mc_delwait_forget(off->dw, holder, id);
     if (rc == MC_ERR_CLIENT_NOT_FOUND) { /* deregistered meanwhile (expiry, unmount) */
-        mc_offload_fence_now(off, holder, o->version);
+        fence_now_wait(off, o, holder, op);
         return MC_OK;
     }
     if (rc != MC_OK)
@@ -129,7 +140,7 @@ int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, str
         }
         struct mc_id hid = r->u.holder->id;
         if (!mc_replica_valid(r))
-            mc_offload_fence_now(off, hid, o->version); /* its holder is gone: nobody to wait for */
+            fence_now_wait(off, o, hid, op); /* its holder is gone: nobody to wait for */
         else if ((rc = push_delete(m, o, hid, op)) != MC_OK) {
             bad = hid;
             break;
@@ -194,7 +205,12 @@ static size_t fence_overdue(struct mc_master *m)
     for (size_t i = 0; i < n; i++) {
         struct mc_id id = v[i].holder;
         uint64_t was = mc_fences_get(off->fences, id);
-        if (v[i].version > was && mc_fences_raise(off->fences, id, v[i].version) != 0)
+        if (v[i].version <= was) { /* fenced already; under HA, waiting for its etcd record */
+            if (mc_fences_durable(off->fences, id, v[i].version))
+                mc_delwait_settle_holder(off->dw, id, v[i].version);
+            continue;
+        }
+        if (mc_fences_raise(off->fences, id, v[i].version) != 0)
             mc_error(COMP, "cannot record a fence (out of memory); the holder is dropped",
                      "version=%llu", (unsigned long long)v[i].version);
         INC(off, fenced);
@@ -202,8 +218,9 @@ static size_t fence_overdue(struct mc_master *m)
         mc_warn(COMP, "holder fenced: a delete was not acknowledged in time",
                 "client=%s fence_version=%llu timeout_ms=%llu", mc_id_format(id, buf),
                 (unsigned long long)v[i].version, (unsigned long long)off->delete_timeout_ms);
-        (void)mc_offload_holder_drop(m, id); /* settles what it had outstanding */
-        mc_delwait_settle_holder(off->dw, id, v[i].version);
+        (void)mc_offload_holder_drop(m, id);                  /* settles what it had outstanding */
+        if (mc_fences_durable(off->fences, id, v[i].version)) /* else a later tick settles */
+            mc_delwait_settle_holder(off->dw, id, v[i].version);
     }
     free(v);
     return n;
