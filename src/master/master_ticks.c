@@ -8,12 +8,15 @@
  */
 #include "master/eviction.h"
 #include "master/master.h"
+#include "master/offload.h"
 #include "master/promotion.h"
 
 int mc_master_tick_eviction(struct mc_master *m)
 {
     int n = mc_eviction_tick(m);
-    if (m)
+    if (m) {
         mc_master_promotion_tick(m);
+        mc_offload_census_step(m, 1); /* master_disk_only_key_count, one shard a tick */
+    }
     return n;
 }
