@@ -5,7 +5,8 @@
  *     object at scrape time: a scrape between ticks reads the last census, and one round of
  *     ticks later the figure is exact again through Put, offload, eviction and Remove;
  *   - master_offload_reregistered_total counts each re-registered copy once: a second listing
- *     of the same records by one holder confirms them and leaves it equal to the key count.
+ *     of the same records by one holder confirms them and leaves it equal to the key count;
+ *   - a PutStart refused for space wakes the eviction loop at once.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -264,12 +265,48 @@ static void test_reregistered_counts_each_copy_once(void **state)
     assert_int_equal(scraped(f, "master_offload_reregistered_total"), N);
 }
 
+static int put_start(struct fx *f, const char *key, uint64_t size)
+{
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
+    struct mc_put_start_result r;
+    return mc_master_put_start(f->m, f->a, key, strlen(key), size, &cfg, &r);
+}
+
+/* A PutStart refused for space wakes the eviction loop's wait at once (not at its next tick);
+ * one wake per request: refusals while the request is armed do not wake it again, a refusal
+ * after the cycle took the request does. */
+static void test_refused_put_start_wakes_eviction(void **state)
+{
+    struct fx *f = *state;
+    char key[16];
+    for (int i = 0; i < 16; i++) { /* the 64 MiB segment full */
+        snprintf(key, sizeof(key), "big%d", i);
+        put(f, key, 4 * MIB);
+    }
+    assert_int_equal(mc_master_eviction_wait(f->m, 0), 0); /* nothing asked */
+    assert_int_equal(put_start(f, "more", 4 * MIB), MC_ERR_NO_AVAILABLE_HANDLE);
+    /* a loop waiting up to a minute is answered at once */
+    assert_int_equal(mc_master_eviction_wait(f->m, 60000), 1);
+    assert_int_equal(put_start(f, "more", 4 * MIB), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc_master_eviction_wait(f->m, 0), 0); /* still armed: no second wake */
+    mc_master_tick_eviction(f->m);                         /* the cycle takes the request */
+    assert_int_equal(put_start(f, "more", 4 * MIB), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc_master_eviction_wait(f->m, 60000), 1);
+    /* a value larger than any segment could never fit: no wake */
+    mc_master_tick_eviction(f->m);
+    assert_int_equal(put_start(f, "huge", 128 * MIB), MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(mc_master_eviction_wait(f->m, 0), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_disk_only_count_is_a_census_exact_after_a_round,
                                         fx_setup, fx_teardown),
         cmocka_unit_test_setup_teardown(test_reregistered_counts_each_copy_once, fx_setup,
+                                        fx_teardown),
+        cmocka_unit_test_setup_teardown(test_refused_put_start_wakes_eviction, fx_setup,
                                         fx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -563,6 +563,11 @@ int mc_master_tick_offload(struct mc_master *m);
 /* Eviction (every 10 ms): when used > high watermark or a PutStart failed for space, one
  * BatchEvict cycle (src/master/eviction.c). Returns the number of objects evicted. */
 int mc_master_tick_eviction(struct mc_master *m);
+/* The eviction loop's wait between ticks: returns 1 as soon as a PutStart refused for space
+ * asked for a cycle (or mc_master_eviction_wake was called), 0 after timeout_ms (real time). */
+int mc_master_eviction_wait(struct mc_master *m, uint64_t timeout_ms);
+/* Wakes a thread in mc_master_eviction_wait (a daemon stopping its loops). */
+void mc_master_eviction_wake(struct mc_master *m);
 
 #ifdef __cplusplus
 }

@@ -327,7 +327,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
         CNT_INC(m, put_start_alloc_failures);
         /* ask the eviction loop for a cycle only when freeing space could help */
         if (rc == MC_ERR_NO_AVAILABLE_HANDLE && mc_segments_could_fit(m->segs, size))
-            atomic_store_explicit(&m->need_eviction, true, memory_order_relaxed);
+            mc_master_want_eviction(m);
         return rc;
     }
     if (n < cfg->replica_num)
