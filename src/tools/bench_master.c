@@ -899,7 +899,7 @@ int mc_bench_master(int argc, char **argv)
         rc = mc_bm_run_remove(&sh, pg.c);
         goto out;
     }
-    if (o.prefill && mc_bm_prefill(&sh) != 0)
+    if (o.prefill && (o.disk_holder ? mc_bm_prefill_with_disk(&sh, pg.c) : mc_bm_prefill(&sh)) != 0)
         goto out;
     double bpo = sample_bytes_per_object(pg.c, &o);
     if (o.op != OP_PUT && bpo < 0)

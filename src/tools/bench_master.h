@@ -79,5 +79,7 @@ struct mc_rpc_client *mc_bm_new_client(const struct opts *o);
 int mc_bm_prefill(struct shared *sh);
 /* The remove ops (bench_master_remove.c): 0 or 1 (failed). */
 int mc_bm_run_remove(struct shared *sh, struct mc_rpc_client *c);
+/* --prefill with --disk_holder for the other ops: every object gets a LOCAL_DISK copy. */
+int mc_bm_prefill_with_disk(struct shared *sh, struct mc_rpc_client *c);
 
 #endif
