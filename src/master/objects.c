@@ -11,6 +11,7 @@
  * is parked on the deferred-free list (discard.h). See master.h for the contract of each call,
  * objects.h for the record and shard.h for the table layout.
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -887,7 +888,12 @@ static uint64_t remove_all(struct mc_master *m, bool force, struct mc_delop *op)
 {
     CNT_INC(m, remove_all_requests);
     struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m), .op = op};
-    return mc_master_each_object(m, remove_all_visit, &ra);
+    uint64_t n = mc_master_each_object(m, remove_all_visit, &ra);
+    /* the emptied shards freed their tables (shard_shrink); hand the malloc heaps' free pages
+     * back too, or most of a large table's memory stays resident after RemoveAll */
+    if (n >= 65536)
+        malloc_trim(0);
+    return n;
 }
 
 int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
