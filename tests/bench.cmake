@@ -39,3 +39,7 @@ add_test(NAME test_bench_opts_bad_value
                  "^usage: mooncake_bench promotion" --
                  $<TARGET_FILE:mooncake_bench> promotion --runs x)
 set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES TIMEOUT 30)
+# mooncake_bench master against a real master: one reused segment across invocations, Gets of
+# missing keys counted as misses, the open-loop probe's figures.
+mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)
+add_dependencies(test_bench_master mooncake_master mooncake_bench mooncake_cli)

@@ -26,3 +26,7 @@ mc_add_test(test_disk_reuse SOURCES test_disk_reuse.c LIBS mc_client_static Thre
 mc_add_test(test_disk_full SOURCES test_disk_full.c LIBS mc_client_static Threads::Threads
             TIMEOUT 120)
 set_tests_properties(test_disk_full PROPERTIES SKIP_RETURN_CODE 77)
+# The default extent size follows the capacity (16 extents a tier): a tier keeps what was
+# appended in the last 3/4 of its capacity.
+mc_add_test(test_disk_extent_size SOURCES test_disk_extent_size.c LIBS mc_client_static
+            Threads::Threads TIMEOUT 60)

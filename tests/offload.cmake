@@ -9,3 +9,6 @@ mc_add_test(test_delete_rule SOURCES test_delete_rule.c LIBS mc_master_core Thre
 # Upsert and RemoveByRegex under the delete rule (upsert.c, remove_regex.c).
 mc_add_test(test_connector_delete_rule SOURCES test_connector_delete_rule.c LIBS mc_master_core
             TIMEOUT 60)
+# What keeps the master's cost off the object count: the disk-only census, counters that count
+# each re-registered copy once.
+mc_add_test(test_master_scale SOURCES test_master_scale.c LIBS mc_master_core TIMEOUT 60)

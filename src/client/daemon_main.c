@@ -106,7 +106,8 @@ static const struct mc_flag g_flags[] = {
                    &F.disk_path),
     MC_STRING_FLAG("disk_capacity", "16GiB",
                    "bytes of records the store keeps in --disk_path; the directory may also hold "
-                   "up to two evicted 64 MiB extent files kept for reuse as spares",
+                   "up to two evicted extent files kept for reuse as spares (an extent is "
+                   "disk_capacity/16, between 1 MiB and 64 MiB)",
                    &F.disk_capacity),
     MC_STRING_FLAG("protocol", "tcp", "data-plane transport: tcp or rdma", &F.protocol),
     MC_BOOL_FLAG("checksums", "true",

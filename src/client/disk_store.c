@@ -552,6 +552,16 @@ out:
     return rc;
 }
 
+uint64_t mc_disk_extent_size_for(uint64_t capacity)
+{
+    uint64_t e = capacity / MC_DISK_MIN_EXTENTS / MC_DISK_BLOCK * MC_DISK_BLOCK;
+    if (e < MC_DISK_EXTENT_MIN)
+        e = MC_DISK_EXTENT_MIN;
+    if (e > MC_DISK_EXTENT_MAX)
+        e = MC_DISK_EXTENT_MAX;
+    return e;
+}
+
 int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_store **out,
                        char *err, size_t errlen)
 {
@@ -574,7 +584,7 @@ int mc_disk_store_open(const struct mc_disk_store_config *cfg, struct mc_disk_st
     if (!s->cfg.high_watermark)
         s->cfg.high_watermark = 0.90;
     if (!s->cfg.extent_size)
-        s->cfg.extent_size = 64ull << 20;
+        s->cfg.extent_size = mc_disk_extent_size_for(s->cfg.capacity);
     if (!s->cfg.queue_depth)
         s->cfg.queue_depth = 32;
     if (s->cfg.queue_depth > 4096)

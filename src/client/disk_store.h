@@ -119,6 +119,18 @@
 
 struct mc_disk_store;
 
+/* The default extent size follows the capacity: capacity / MC_DISK_MIN_EXTENTS rounded down to
+ * 4 KiB, within [MC_DISK_EXTENT_MIN, MC_DISK_EXTENT_MAX]. Eviction drops whole extents, so with
+ * at least 16 of them (capacity >= 16 MiB) a tier keeps every record until at least
+ * MC_DISK_KEEP_FRACTION of its capacity has been appended after it (high watermark 0.90 less
+ * one extent dropped past it and one partly filled active extent: 0.90 - 2/16 >= 3/4). The
+ * floor of 1 MiB keeps appends large and sequential and the extent files few. */
+#define MC_DISK_MIN_EXTENTS 16u
+#define MC_DISK_EXTENT_MIN (1ull << 20)
+#define MC_DISK_EXTENT_MAX (64ull << 20)
+#define MC_DISK_KEEP_FRACTION 0.75
+uint64_t mc_disk_extent_size_for(uint64_t capacity);
+
 /* One live record that an eviction removes (keys are not NUL-terminated). */
 struct mc_disk_evict_item {
     const char *key;
@@ -137,7 +149,8 @@ struct mc_disk_store_config {
     const char *path;          /* directory; created if missing (one level) */
     uint64_t capacity;         /* bytes, > 0 */
     double high_watermark;     /* fraction of capacity; 0 -> 0.90 */
-    uint64_t extent_size;      /* target extent file size; 0 -> 64 MiB; a multiple of 4 KiB */
+    uint64_t extent_size;      /* target extent file size, a multiple of 4 KiB; 0 ->
+                                  mc_disk_extent_size_for(capacity) */
     unsigned queue_depth;      /* operations in flight per ring; 0 -> 32 */
     size_t staging_bytes;      /* aligned staging buffer per ring; 0 -> 4 MiB */
     mc_disk_evict_fn evict_cb; /* NULL: evictions tell no one */

@@ -447,8 +447,15 @@ static void *loop_main(void *arg)
         uint64_t ns = (uint64_t)next.tv_nsec + a->def->period_ms * 1000000ull;
         next.tv_sec += (time_t)(ns / 1000000000ull);
         next.tv_nsec = (long)(ns % 1000000000ull);
-        while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &next) != ETIMEDOUT)
-            ;
+        if (a->def->tick == mc_master_tick_eviction) {
+            /* a PutStart refused for space ends this wait at once (mc_master_eviction_wait) */
+            pthread_mutex_unlock(&l->mu);
+            mc_master_eviction_wait(l->m, a->def->period_ms);
+            pthread_mutex_lock(&l->mu);
+        } else {
+            while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &next) != ETIMEDOUT)
+                ;
+        }
         if (l->stop)
             break;
         pthread_mutex_unlock(&l->mu);
@@ -496,6 +503,7 @@ static void loops_stop(struct loops *l)
     l->stop = true;
     pthread_cond_broadcast(&l->cv);
     pthread_mutex_unlock(&l->mu);
+    mc_master_eviction_wake(l->m); /* the eviction loop waits on its own wake */
     for (int i = 0; i < l->nstarted; i++)
         pthread_join(l->th[i], NULL);
     l->nstarted = 0;

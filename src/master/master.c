@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "common/metrics.h"
@@ -144,6 +146,7 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     if (!m)
         return MC_ERR_INTERNAL_ERROR;
     m->cfg = *c;
+    m->evict_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     m->clock = c->clock ? c->clock : mc_clock_system();
     m->version_base = derive_version_base(c->wall_clock);
     /* without HA: ms since 2020 at start, so a restarted master's epoch only grows */
@@ -174,6 +177,9 @@ void mc_master_free(struct mc_master *m)
 {
     if (!m)
         return;
+    if (m->evict_wake_fd >= 0)
+        close(m->evict_wake_fd);
+    m->evict_wake_fd = -1;
     /* nobody listens any more: the policies go first, then the objects */
     memset(&m->events, 0, sizeof(m->events));
     if (mc_eviction_destroy)

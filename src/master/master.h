@@ -519,7 +519,7 @@ struct mc_offload_stats {
     uint64_t refused;          /* pushes no mailbox took (no holder, queue limit, disabled) */
     uint64_t forced_evictions; /* mode C: objects evicted without offload */
     uint64_t in_flight;        /* offload tasks queued or handed out now (= pins) */
-    uint64_t reregistered;     /* disk records attached or recreated by re-registration */
+    uint64_t reregistered;     /* disk copies re-registration added (each once, not re-listings) */
     uint64_t reregister_refused;
     uint64_t stale_refused;       /* task reports refused (version, CRC, key, size, unknown task) */
     uint64_t deletes_queued;      /* delete tasks pushed (Remove, RemoveAll, drops) */
@@ -531,12 +531,14 @@ struct mc_offload_stats {
     uint64_t file_capacity_bytes;  /* master_total_file_capacity_bytes */
     uint64_t file_allocated_bytes; /* master_allocated_file_size_bytes */
     uint64_t disk_replicas;
-    uint64_t disk_only_keys; /* objects whose only readable replicas are LOCAL_DISK (a scan) */
+    uint64_t disk_only_keys; /* objects whose only readable replicas are LOCAL_DISK (a census:
+                              * one shard per eviction tick, at most 1024 ticks old) */
     uint64_t
         reregister_replaced;   /* objects replaced by a re-registered record of a higher version */
     uint64_t unlisted_dropped; /* LOCAL_DISK replicas a holder's complete listing left out */
     uint64_t holder_backoffs;  /* back-off decisions after UNABLE_OFFLOAD (disk full) */
     uint64_t given_up;         /* objects no longer offered for offload (disk full) */
+    uint64_t reregister_confirmed; /* re-registered records the master already had */
 };
 /* Zeroes without enable_offload. */
 void mc_master_offload_stats(struct mc_master *m, struct mc_offload_stats *out);
@@ -565,6 +567,11 @@ int mc_master_tick_offload(struct mc_master *m);
 /* Eviction (every 10 ms): when used > high watermark or a PutStart failed for space, one
  * BatchEvict cycle (src/master/eviction.c). Returns the number of objects evicted. */
 int mc_master_tick_eviction(struct mc_master *m);
+/* The eviction loop's wait between ticks: returns 1 as soon as a PutStart refused for space
+ * asked for a cycle (or mc_master_eviction_wake was called), 0 after timeout_ms (real time). */
+int mc_master_eviction_wait(struct mc_master *m, uint64_t timeout_ms);
+/* Wakes a thread in mc_master_eviction_wait (a daemon stopping its loops). */
+void mc_master_eviction_wake(struct mc_master *m);
 
 #ifdef __cplusplus
 }

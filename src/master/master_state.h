@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "master/master.h"
@@ -81,6 +82,8 @@ struct mc_master {
     _Atomic uint64_t next_version;
     _Atomic uint64_t next_replica_id;
     _Atomic bool need_eviction; /* a PutStart failed for space */
+    int evict_wake_fd; /* an eventfd (-1: none): written when need_eviction is armed, so the
+                        * eviction loop runs at once, not at its next tick */
     _Atomic bool sweep_pending; /* an UnmountSegment left replicas on a dead segment: the next
                                  * monitor tick sweeps them (clients.c) */
     struct mc_master_counters c;
@@ -105,6 +108,18 @@ struct mc_master {
     uint64_t next_soft_pin_sweep_ms;
     _Atomic uint64_t reaper_shard_locks; /* shards the reaper write-locked (tests read it) */
 };
+
+/* A PutStart refused for space asks for one eviction cycle and wakes the eviction loop
+ * (mc_master_eviction_wait) when the request was not armed already: one write per request. */
+static inline void mc_master_want_eviction(struct mc_master *m)
+{
+    if (atomic_exchange_explicit(&m->need_eviction, true, memory_order_relaxed) ||
+        m->evict_wake_fd < 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(m->evict_wake_fd, &one, sizeof(one));
+    (void)w; /* EAGAIN: the counter is full, a wake is pending anyway */
+}
 
 static inline uint64_t mc_master_now_ms(const struct mc_master *m)
 {

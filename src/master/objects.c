@@ -11,6 +11,7 @@
  * is parked on the deferred-free list (discard.h). See master.h for the contract of each call,
  * objects.h for the record and shard.h for the table layout.
  */
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -327,7 +328,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
         CNT_INC(m, put_start_alloc_failures);
         /* ask the eviction loop for a cycle only when freeing space could help */
         if (rc == MC_ERR_NO_AVAILABLE_HANDLE && mc_segments_could_fit(m->segs, size))
-            atomic_store_explicit(&m->need_eviction, true, memory_order_relaxed);
+            mc_master_want_eviction(m);
         return rc;
     }
     if (n < cfg->replica_num)
@@ -887,7 +888,12 @@ static uint64_t remove_all(struct mc_master *m, bool force, struct mc_delop *op)
 {
     CNT_INC(m, remove_all_requests);
     struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m), .op = op};
-    return mc_master_each_object(m, remove_all_visit, &ra);
+    uint64_t n = mc_master_each_object(m, remove_all_visit, &ra);
+    /* the emptied shards freed their tables (shard_shrink); hand the malloc heaps' free pages
+     * back too, or most of a large table's memory stays resident after RemoveAll */
+    if (n >= 65536)
+        malloc_trim(0);
+    return n;
 }
 
 int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)

@@ -36,6 +36,9 @@ int mc_offload_subscribe(struct mc_master *m);
 struct mc_mailboxes *mc_offload_mailboxes(struct mc_master *m);
 /* Frees the tier's state: every parked poll is answered empty, every task freed. */
 void mc_offload_destroy(struct mc_master *m);
+/* Recounts nshards shards (round robin) for master_disk_only_key_count, which a scrape then
+ * reads without walking the objects (offload_stats.c). Called by the eviction tick. */
+void mc_offload_census_step(struct mc_master *m, uint32_t nshards);
 
 /* Mode A: o was just completed by PutEnd; queues its offload task. */
 void mc_offload_put_end_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o);

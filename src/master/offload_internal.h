@@ -20,6 +20,7 @@
 #include "master/mailbox.h"
 #include "master/objects.h"
 #include "master/offload.h"
+#include "master/shard.h"
 
 #define OFF_KIND MC_TASK_KIND_BIT(MC_TASK_OFFLOAD)
 
@@ -49,7 +50,10 @@ struct holder_rec {
       "object that a later eviction cycle picks again counts again")                               \
     X(forced, "master_offload_forced_evictions_total", "objects evicted without offload (force)")  \
     X(stale, "master_offload_stale_refused_total", "offload reports refused (stale or mismatch)")  \
-    X(rereg_ok, "master_offload_reregistered_total", "disk records re-registered")                 \
+    X(rereg_ok, "master_offload_reregistered_total",                                               \
+      "LOCAL_DISK copies the master learnt from re-registration (each copy once)")                 \
+    X(rereg_confirmed, "master_offload_reregister_confirmed_total",                                \
+      "re-registered disk records the master already had (listed again): not counted above")       \
     X(rereg_refused, "master_offload_reregister_refused_total", "disk records refused")            \
     X(rereg_replaced, "master_offload_reregister_replaced_total",                                  \
       "objects replaced by a re-registered disk record of a higher version")                       \
@@ -89,6 +93,13 @@ struct mc_offload {
 #define X(f, n, h) _Atomic uint64_t f;
     MC_OFFLOAD_COUNTERS(X)
 #undef X
+    /* The disk-only census (offload_stats.c): per shard, its objects readable only from
+     * LOCAL_DISK when a census step last counted it; census_total is their sum, what a scrape
+     * reads. One step recounts one shard (census_busy: one stepper at a time). */
+    _Atomic bool census_busy;
+    uint32_t census_next;
+    _Atomic uint64_t census_total;
+    uint32_t census_n[MC_NSHARDS];
 };
 
 #define INC(off, f) atomic_fetch_add_explicit(&(off)->f, 1, memory_order_relaxed)

@@ -162,7 +162,7 @@ static int record_admissible(struct mc_master *m, struct mc_holder *h,
  * erase hook); an older one is refused. *master_version: the key's version at the master
  * afterwards (0: none), which the holder compares with its record before deleting it. */
 static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bool may_recreate,
-                      const struct mc_offload_result *it, uint64_t *master_version)
+                      const struct mc_offload_result *it, uint64_t *master_version, bool *added)
 {
     struct mc_offload *off = m->offload;
     uint64_t hk = mc_hash_key(it->key, it->key_len);
@@ -180,8 +180,11 @@ static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bo
             rc = MC_ERR_INVALID_PARAMS;
         else if (!same_bytes(o, it))
             rc = MC_ERR_CHECKSUM_MISMATCH;
-        else
+        else {
+            uint8_t had = o->nrep;
             rc = mc_offload_attach_disk(m, s, &o, h, gen);
+            *added = rc == MC_OK && o->nrep > had; /* not a copy it listed before */
+        }
     } else if (o && (it->version < o->version || !replaceable(m, o))) {
         rc = MC_ERR_INVALID_VERSION; /* the master's is newer, or written by this incarnation */
     } else if (it->version > m->version_base) {
@@ -198,6 +201,7 @@ static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bo
             INC(off, rereg_replaced);
         }
         rc = create_from_record(m, s, hk, h, gen, it);
+        *added = rc == MC_OK;
     }
     o = mc_shard_find(s, hk, it->key, it->key_len);
     *master_version = o ? o->version : 0;
@@ -285,14 +289,16 @@ int mc_master_reregister_disk(struct mc_master *m, struct mc_id client,
     for (size_t i = 0; i < n; i++) {
         const struct mc_offload_result *it = &items[i];
         uint64_t mv = 0;
+        bool added = false;
         int rc = mc_master_check_key(m, it->key, it->key_len);
         if (rc == MC_OK)
-            rc = reregister(m, h, gen, may_recreate, it, &mv);
-        INC(off, rereg_ok);
-        if (rc != MC_OK) {
-            atomic_fetch_sub_explicit(&off->rereg_ok, 1, memory_order_relaxed);
+            rc = reregister(m, h, gen, may_recreate, it, &mv, &added);
+        if (rc != MC_OK)
             INC(off, rereg_refused);
-        }
+        else if (added)
+            INC(off, rereg_ok); /* a copy counts once: listing it again confirms it */
+        else
+            INC(off, rereg_confirmed);
         rcs[i] = rc;
         if (versions)
             versions[i] = mv;

@@ -50,29 +50,66 @@ int mc_master_list_local_disks(struct mc_master *m, struct mc_local_disk_info **
     return rc;
 }
 
-/* Objects whose readable replicas are all LOCAL_DISK (a scan under read locks). */
-static uint64_t count_disk_only(struct mc_master *m)
+/* Objects of shard s whose readable replicas are all LOCAL_DISK (a scan under its read lock). */
+static uint32_t count_disk_only(struct mc_shard *s)
 {
-    uint64_t n = 0;
-    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
-        struct mc_shard *s = &m->shards[si];
-        mc_shard_rdlock(s);
-        for (uint32_t i = 0; i < s->n; i++) {
-            const struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
-            bool disk = false, mem = false;
-            for (uint8_t r = 0; r < o->nrep; r++) {
-                if (!mc_replica_readable(&o->rep[r]))
-                    continue;
-                if (o->rep[r].type == MC_REPLICA_TYPE_LOCAL_DISK)
-                    disk = true;
-                else
-                    mem = true;
-            }
-            n += disk && !mem;
+    uint32_t n = 0;
+    mc_shard_rdlock(s);
+    for (uint32_t i = 0; i < s->n; i++) {
+        const struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
+        bool disk = false, mem = false;
+        for (uint8_t r = 0; r < o->nrep; r++) {
+            if (!mc_replica_readable(&o->rep[r]))
+                continue;
+            if (o->rep[r].type == MC_REPLICA_TYPE_LOCAL_DISK)
+                disk = true;
+            else
+                mem = true;
         }
-        mc_shard_unlock(s);
+        n += disk && !mem;
     }
+    mc_shard_unlock(s);
     return n;
+}
+
+/* Whether any holder holds a LOCAL_DISK replica. */
+static bool any_disk_replica(struct mc_offload *off)
+{
+    bool any = false;
+    table_lock(off);
+    for (size_t i = 0; i < off->n && !any; i++)
+        any = atomic_load(&off->v[i].h->nreplicas) > 0;
+    table_unlock(off);
+    return any;
+}
+
+/* The census: a scrape reads census_total and never walks the objects; the ticker recounts
+ * nshards shards per call, round robin, so the figure is at most one round old (MC_NSHARDS
+ * steps). With no LOCAL_DISK replica anywhere nothing is scanned and the figure is 0. */
+void mc_offload_census_step(struct mc_master *m, uint32_t nshards)
+{
+    struct mc_offload *off = m ? m->offload : NULL;
+    if (!off || atomic_exchange(&off->census_busy, true))
+        return;
+    if (!any_disk_replica(off)) {
+        if (atomic_load(&off->census_total)) {
+            memset(off->census_n, 0, sizeof(off->census_n));
+            atomic_store(&off->census_total, 0);
+        }
+    } else {
+        for (uint32_t k = 0; k < nshards && k < MC_NSHARDS; k++) {
+            uint32_t si = off->census_next;
+            off->census_next = (si + 1) % MC_NSHARDS;
+            uint32_t n = count_disk_only(&m->shards[si]);
+            uint32_t was = off->census_n[si];
+            off->census_n[si] = n;
+            if (n >= was)
+                atomic_fetch_add(&off->census_total, n - was);
+            else
+                atomic_fetch_sub(&off->census_total, was - n);
+        }
+    }
+    atomic_store(&off->census_busy, false);
 }
 
 static void holder_totals(struct mc_offload *off, struct mc_offload_stats *st)
@@ -88,7 +125,7 @@ static void holder_totals(struct mc_offload *off, struct mc_offload_stats *st)
     table_unlock(off);
 }
 
-static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool scan)
+static void stats_fill(struct mc_master *m, struct mc_offload_stats *st)
 {
     memset(st, 0, sizeof(*st));
     struct mc_offload *off = m->offload;
@@ -102,6 +139,7 @@ static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool sc
     st->refused = atomic_load(&off->refused);
     st->forced_evictions = atomic_load(&off->forced);
     st->reregistered = atomic_load(&off->rereg_ok);
+    st->reregister_confirmed = atomic_load(&off->rereg_confirmed);
     st->reregister_refused = atomic_load(&off->rereg_refused);
     st->stale_refused = atomic_load(&off->stale);
     st->deletes_queued = atomic_load(&off->deletes);
@@ -116,31 +154,30 @@ static void stats_fill(struct mc_master *m, struct mc_offload_stats *st, bool sc
     int64_t f = atomic_load(&off->in_flight);
     st->in_flight = f > 0 ? (uint64_t)f : 0;
     holder_totals(off, st);
-    if (scan && st->disk_replicas)
-        st->disk_only_keys = count_disk_only(m);
+    st->disk_only_keys = st->disk_replicas ? atomic_load(&off->census_total) : 0;
 }
 
 void mc_master_offload_stats(struct mc_master *m, struct mc_offload_stats *out)
 {
-    stats_fill(m, out, true);
+    stats_fill(m, out);
 }
 
 static double rd_file_bytes(void *arg)
 {
     struct mc_offload_stats st;
-    stats_fill(arg, &st, false);
+    stats_fill(arg, &st);
     return (double)st.file_allocated_bytes;
 }
 static double rd_file_capacity(void *arg)
 {
     struct mc_offload_stats st;
-    stats_fill(arg, &st, false);
+    stats_fill(arg, &st);
     return (double)st.file_capacity_bytes;
 }
 static double rd_disk_only(void *arg)
 {
     struct mc_offload_stats st;
-    stats_fill(arg, &st, true);
+    stats_fill(arg, &st);
     return (double)st.disk_only_keys;
 }
 static double rd_in_flight(void *arg)
@@ -166,7 +203,10 @@ int mc_offload_register_metrics(struct mc_master *m, struct mc_offload *off)
                               "object bytes held as LOCAL_DISK replicas", NULL, rd_file_bytes, m);
     rc |= mc_metrics_gauge_fn(reg, "master_total_file_capacity_bytes",
                               "SSD capacity the holders reported", NULL, rd_file_capacity, m);
-    rc |= mc_metrics_gauge_fn(reg, "master_disk_only_key_count",
-                              "objects readable only from LOCAL_DISK", NULL, rd_disk_only, m);
+    rc |= mc_metrics_gauge_fn(
+        reg, "master_disk_only_key_count",
+        "objects readable only from LOCAL_DISK (a census one shard per eviction "
+        "tick: at most 1024 ticks, about 10 s, old)",
+        NULL, rd_disk_only, m);
     return rc ? -1 : 0;
 }

@@ -157,7 +157,7 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_id client, const char 
                               cfg->n_preferred, r.al, &r.n);
     if (rc != MC_OK) {
         if (rc == MC_ERR_NO_AVAILABLE_HANDLE && mc_segments_could_fit(m->segs, size))
-            atomic_store_explicit(&m->need_eviction, true, memory_order_relaxed);
+            mc_master_want_eviction(m);
         return rc;
     }
     pthread_mutex_lock(&t->lock);

@@ -33,6 +33,14 @@
  * The remove ops and their holder thread are in bench_master_remove.c; what the two files share
  * is in bench_master.h.
  *
+ * The client and its segment are named by --bench_id (default mooncake_bench): a second
+ * invocation with the same id mounts the same segment again (the master answers "the same
+ * mount"), so runs against one master share one 1 TiB fake segment instead of adding one each.
+ * A Get of a key not found (evicted or removed since the prefill) is a miss: counted apart
+ * (misses), not a failure, and not in ops_per_s. --probe_hz=N adds an open-loop probe
+ * (bench_master_probe.c): N GetReplicaList calls per second on a fixed schedule on a connection
+ * of their own, latency from the scheduled time (probe_p99_ms, probe_max_ms).
+ *
  * Output: one JSON line per op (bench_util.h) with ops_per_s = objects per second (for
  * batch_get, keys/s, comparable with pipelined redis GETs/s), median over --runs of --seconds
  * each, p50/p99 call latency, and the extras op, conns, batch, depth, keys, calls_per_s and
@@ -88,16 +96,16 @@ struct mc_rpc_client *mc_bm_new_client(const struct opts *o)
     return c;
 }
 
-static int mount_segment(struct mc_rpc_client *c, struct mc_id client)
+static int mount_segment(struct mc_rpc_client *c, struct mc_id client, const char *bench_id)
 {
-    struct mc_id sid = mc_id_random();
+    struct mc_id sid = mc_bm_derived_id(bench_id, "segment");
     Mc__Uuid cu = MC__UUID__INIT, su = MC__UUID__INIT;
     cu.hi = client.hi;
     cu.lo = client.lo;
     su.hi = sid.hi;
     su.lo = sid.lo;
     char name[64];
-    snprintf(name, sizeof(name), "bench-%d-%08llx", (int)getpid(), (unsigned long long)sid.lo);
+    snprintf(name, sizeof(name), "bench-%.56s", bench_id);
     Mc__Segment seg = MC__SEGMENT__INIT;
     seg.id = &su;
     seg.name = name;
@@ -290,7 +298,7 @@ struct loop {
     int first_conn;
     uint64_t rng;
     /* results of the current run */
-    uint64_t objects, calls, errors, decoded;
+    uint64_t objects, calls, errors, decoded, misses;
     double *lat_ms;
     size_t nlat;
     pthread_t th;
@@ -429,8 +437,10 @@ static int flush(struct conn *c)
     return 0;
 }
 
-/* Full check of a sampled response body. Returns the number of failed objects in it. */
-static uint64_t check_body(const struct opts *o, uint16_t method, const uint8_t *b, size_t n)
+/* Full check of a sampled response body. Returns the number of failed objects in it; keys not
+ * found (evicted or removed since the prefill) are counted in *miss instead. */
+static uint64_t check_body(const struct opts *o, uint16_t method, const uint8_t *b, size_t n,
+                           uint64_t *miss)
 {
     uint64_t bad = 0;
     if (method == MC_METHOD_GET_REPLICA_LIST) {
@@ -444,14 +454,19 @@ static uint64_t check_body(const struct opts *o, uint16_t method, const uint8_t 
         if (!r || r->n_results != (size_t)o->batch) {
             bad = (uint64_t)o->batch;
         } else {
-            for (size_t i = 0; i < r->n_results; i++)
-                bad += r->results[i]->status != 0 || r->results[i]->n_replicas < 1;
+            for (size_t i = 0; i < r->n_results; i++) {
+                if (r->results[i]->status == MC_ERR_OBJECT_NOT_FOUND)
+                    (*miss)++;
+                else
+                    bad += r->results[i]->status != 0 || r->results[i]->n_replicas < 1;
+            }
         }
         if (r)
             mc__batch_get_replica_list_response__free_unpacked(r, NULL);
     } else if (method == MC_METHOD_EXIST_KEY) {
         Mc__ExistKeyResponse *r = mc__exist_key_response__unpack(NULL, n, b);
-        bad = !r || !r->exists;
+        bad = !r;
+        *miss += r && !r->exists;
         if (r)
             mc__exist_key_response__free_unpacked(r, NULL);
     }
@@ -476,8 +491,10 @@ static int drain_frames(struct loop *l, struct conn *c)
         uint64_t now = mc_now_ns();
         c->inflight--;
         int put_end_next = 0;
-        uint64_t objs = 0, bad = 0;
-        if (h.status != 0) {
+        uint64_t objs = 0, bad = 0, miss = 0;
+        if (h.status == MC_ERR_OBJECT_NOT_FOUND && o->op != OP_PUT) {
+            miss = 1; /* a key evicted or removed since the prefill: served, counted apart */
+        } else if (h.status != 0) {
             bad = o->op == OP_BATCH_GET ? (uint64_t)o->batch : 1;
         } else if (o->op == OP_PUT) {
             if (h.method == MC_METHOD_PUT_START) {
@@ -489,7 +506,7 @@ static int drain_frames(struct loop *l, struct conn *c)
         } else {
             objs = o->op == OP_BATCH_GET ? (uint64_t)o->batch : 1;
             if ((h.request_id & 63) == 0) {
-                bad = check_body(o, h.method, body, h.body_length);
+                bad = check_body(o, h.method, body, h.body_length, &miss);
                 l->decoded++;
             }
         }
@@ -497,6 +514,7 @@ static int drain_frames(struct loop *l, struct conn *c)
             l->calls++;
             l->objects += objs >= bad ? objs - bad : 0;
             l->errors += bad;
+            l->misses += miss;
             if (l->nlat < MAX_SAMPLES)
                 l->lat_ms[l->nlat++] = (double)(now - c->sent_ns[h.request_id % MAX_DEPTH]) / 1e6;
         }
@@ -624,7 +642,7 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         l->first_conn = o->conns * t / o->threads;
         l->nconns = o->conns * (t + 1) / o->threads - l->first_conn;
         l->conns = conns + l->first_conn;
-        l->objects = l->calls = l->errors = l->decoded = 0;
+        l->objects = l->calls = l->errors = l->decoded = l->misses = 0;
         l->nlat = 0;
         pthread_create(&l->th, NULL, loop_main, l);
     }
@@ -650,6 +668,7 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         objects += loops[t].objects;
         calls += loops[t].calls;
         *errors += loops[t].errors;
+        sh->misses += loops[t].misses;
         size_t room = MAX_SAMPLES - *nlat_all;
         size_t take = loops[t].nlat < room ? loops[t].nlat : room;
         memcpy(lat_all + *nlat_all, loops[t].lat_ms, take * sizeof(double));
@@ -681,6 +700,12 @@ static double sample_bytes_per_object(struct mc_rpc_client *c, const struct opts
         snprintf(names[i], sizeof(names[i]), KEY_FMT, (unsigned)i % o->keys);
         keys[i] = names[i];
     }
+    /* a key evicted since the prefill is a miss, not a failure: sample the first one found */
+    for (unsigned k = 0; n == 1 && k < 64 && k < o->keys; k++) {
+        snprintf(names[0], sizeof(names[0]), KEY_FMT, k);
+        if (mc_bm_key_exists(c, names[0]))
+            break;
+    }
     uint16_t method = MC_METHOD_BATCH_GET_REPLICA_LIST;
     uint8_t buf[64 * 32];
     size_t len;
@@ -703,6 +728,13 @@ static double sample_bytes_per_object(struct mc_rpc_client *c, const struct opts
     size_t rl = 0;
     int rc = mc_rpc_client_call(c, method, buf, len, 0, &resp, &rl);
     free(resp);
+    if (rc == MC_ERR_OBJECT_NOT_FOUND) {
+        fprintf(stderr,
+                "bench master: sample %s: no key found among the first ones (evicted?); "
+                "bytes_per_object not measured, misses counted\n",
+                mc_bm_op_names[o->op]);
+        return 0;
+    }
     if (rc != 0) {
         fprintf(stderr, "bench master: sample %s of %s failed: %s (prefill first: --prefill)\n",
                 mc_bm_op_names[o->op], names[0], mc_strerror(rc));
@@ -713,10 +745,17 @@ static double sample_bytes_per_object(struct mc_rpc_client *c, const struct opts
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: mooncake_bench master --master=HOST:PORT\n"
-                    "       [--op=get|exist|batch_get|put|remove|batch_remove] [--disk_holder]\n"
-                    "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
-                    "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n");
+    fprintf(stderr,
+            "usage: mooncake_bench master --master=HOST:PORT\n"
+            "       [--op=get|exist|batch_get|put|remove|batch_remove] [--disk_holder]\n"
+            "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
+            "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n"
+            "       [--bench_id=mooncake_bench] [--probe_hz=0]\n"
+            "  --bench_id  names the bench's client and its 1 TiB fake segment: a run with\n"
+            "              the same id reuses them (same capacity, same keys)\n"
+            "  --probe_hz  open-loop probe Gets per second during the runs: reports\n"
+            "              probe_max_ms / probe_p99_ms measured from their scheduled times\n"
+            "  Gets of keys not found (evicted since the prefill) count as misses.\n");
 }
 
 int mc_bench_master(int argc, char **argv)
@@ -730,7 +769,8 @@ int mc_bench_master(int argc, char **argv)
                      .op = OP_GET,
                      .seconds = 5,
                      .value_size = 4096,
-                     .seed = 0x9e3779b97f4a7c15ull};
+                     .seed = 0x9e3779b97f4a7c15ull,
+                     .bench_id = "mooncake_bench"};
     static const struct option lo[] = {{"master", required_argument, NULL, 'm'},
                                        {"op", required_argument, NULL, 'o'},
                                        {"conns", required_argument, NULL, 'c'},
@@ -744,6 +784,8 @@ int mc_bench_master(int argc, char **argv)
                                        {"runs", required_argument, NULL, 'r'},
                                        {"seed", required_argument, NULL, 'S'},
                                        {"disk_holder", no_argument, NULL, 'D'},
+                                       {"bench_id", required_argument, NULL, 'I'},
+                                       {"probe_hz", required_argument, NULL, 'P'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch, bad = 0;
@@ -794,6 +836,12 @@ int mc_bench_master(int argc, char **argv)
         case 'D':
             o.disk_holder = 1;
             break;
+        case 'I':
+            o.bench_id = optarg;
+            break;
+        case 'P':
+            o.probe_hz = atof(optarg);
+            break;
         case 'h':
             usage();
             return 0;
@@ -806,7 +854,7 @@ int mc_bench_master(int argc, char **argv)
     if (bad || !o.master || o.conns < 1 || o.conns > 10000 || o.threads < 1 ||
         o.threads > o.conns || o.depth < 1 || o.depth > MAX_DEPTH || o.batch < 1 ||
         o.batch > MAX_BATCH || o.keys < 1 || o.value_size < 1 || o.seconds <= 0 || o.runs < 1 ||
-        o.runs > 100) {
+        o.runs > 100 || !o.bench_id[0] || o.probe_hz < 0 || o.probe_hz > 100000) {
         usage();
         return 2;
     }
@@ -823,7 +871,8 @@ int mc_bench_master(int argc, char **argv)
     o.port = ep.port;
     mc_log_set_level(MC_LOG_WARN);
 
-    struct shared sh = {.o = &o, .client = mc_id_random()};
+    struct shared sh = {.o = &o, .client = mc_bm_derived_id(o.bench_id, "client")};
+    struct mc_bm_probe probe = {0};
     struct pinger pg = {.sh = &sh};
     struct loop *loops = calloc((size_t)o.threads, sizeof(*loops));
     double *rates = calloc((size_t)o.runs, sizeof(double));
@@ -837,7 +886,8 @@ int mc_bench_master(int argc, char **argv)
         fprintf(stderr, "bench master: cannot connect to %s\n", o.master);
         goto out;
     }
-    if (mc_service_ready_check(pg.c, NULL, 0) != 0 || mount_segment(pg.c, sh.client) != 0) {
+    if (mc_service_ready_check(pg.c, NULL, 0) != 0 ||
+        mount_segment(pg.c, sh.client, o.bench_id) != 0) {
         fprintf(stderr, "bench master: version check or mount failed\n");
         goto out;
     }
@@ -849,7 +899,7 @@ int mc_bench_master(int argc, char **argv)
         rc = mc_bm_run_remove(&sh, pg.c);
         goto out;
     }
-    if (o.prefill && mc_bm_prefill(&sh) != 0)
+    if (o.prefill && (o.disk_holder ? mc_bm_prefill_with_disk(&sh, pg.c) : mc_bm_prefill(&sh)) != 0)
         goto out;
     double bpo = sample_bytes_per_object(pg.c, &o);
     if (o.op != OP_PUT && bpo < 0)
@@ -860,6 +910,10 @@ int mc_bench_master(int argc, char **argv)
         loops[t].lat_ms = malloc(MAX_SAMPLES * sizeof(double));
     }
     double ms_med[100];
+    if (mc_bm_probe_start(&probe, &sh, o.probe_hz) != 0) {
+        fprintf(stderr, "bench master: cannot start the probe\n");
+        goto out;
+    }
     for (int r = 0; r < o.runs; r++) {
         sh.run_no = (unsigned)r;
         rates[r] = one_run(&sh, loops, lat, &nlat, &cps[r], &errors);
@@ -869,8 +923,10 @@ int mc_bench_master(int argc, char **argv)
         fprintf(stderr, "bench master: run %d: %s %.0f objects/s (%.0f calls/s)\n", r + 1,
                 mc_bm_op_names[o.op], rates[r], cps[r]);
     }
-    if (errors) {
-        fprintf(stderr, "bench master: %llu failed objects\n", (unsigned long long)errors);
+    mc_bm_probe_stop(&probe);
+    if (errors || probe.errors) {
+        fprintf(stderr, "bench master: %llu failed objects, %llu failed probes\n",
+                (unsigned long long)errors, (unsigned long long)probe.errors);
         goto out;
     }
     struct mc_bench_result res;
@@ -891,9 +947,19 @@ int mc_bench_master(int argc, char **argv)
     mc_bench_add_num(&res, "keys", o.keys);
     mc_bench_add_num(&res, "calls_per_s", mc_bench_median(cps, (size_t)o.runs));
     mc_bench_add_num(&res, "bytes_per_object", bpo > 0 ? bpo : 0);
+    mc_bench_add_num(&res, "misses", (double)sh.misses);
+    mc_bench_add_num(&res, "max_ms", mc_bench_percentile(lat, nlat, 100));
+    if (o.probe_hz > 0) {
+        mc_bench_add_num(&res, "probe_hz", o.probe_hz);
+        mc_bench_add_num(&res, "probe_calls", (double)probe.calls);
+        mc_bench_add_num(&res, "probe_misses", (double)probe.misses);
+        mc_bench_add_num(&res, "probe_p99_ms", probe.p99_ms);
+        mc_bench_add_num(&res, "probe_max_ms", probe.max_ms);
+    }
     mc_bench_emit(&res);
     rc = 0;
 out:
+    mc_bm_probe_stop(&probe);
     if (pinger_up) {
         pthread_mutex_lock(&pg.mu);
         pg.stop = 1;

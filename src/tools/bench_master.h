@@ -6,6 +6,7 @@
 #ifndef MC_TOOLS_BENCH_MASTER_H
 #define MC_TOOLS_BENCH_MASTER_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -35,6 +36,8 @@ struct opts {
     int prefill;
     int disk_holder;
     uint64_t seed;
+    const char *bench_id; /* --bench_id: names the client and its segment (reused across runs) */
+    double probe_hz;      /* --probe_hz: open-loop probe Gets per second (0: none) */
 };
 
 struct shared {
@@ -43,7 +46,32 @@ struct shared {
     _Atomic int stop;
     _Atomic int measuring;
     unsigned run_no;
+    uint64_t misses; /* Gets of keys not found (evicted or removed since the prefill) */
 };
+
+/* The open-loop probe (bench_master_probe.c): one blocking connection sends a GetReplicaList of
+ * a random key every 1/hz s on a fixed schedule, whatever the answers' delays; a call's latency
+ * runs from its scheduled time, so a stall shows whole (no coordinated omission). */
+struct mc_bm_probe {
+    struct shared *sh;
+    struct mc_rpc_client *c;
+    double hz;
+    pthread_t th;
+    _Atomic int stop;
+    int started;
+    uint64_t calls, misses, errors;
+    double max_ms, p99_ms; /* p99_ms: set by mc_bm_probe_stop */
+    double *lat_ms;
+    size_t nlat;
+};
+int mc_bm_probe_start(struct mc_bm_probe *p, struct shared *sh, double hz);
+void mc_bm_probe_stop(struct mc_bm_probe *p);
+/* The bench's client and segment ids, derived from --bench_id: a second invocation with the same
+ * id mounts the same segment again (the master answers "the same mount") instead of adding
+ * another 1 TiB of capacity. */
+struct mc_id mc_bm_derived_id(const char *name, const char *what);
+/* Whether key is found (GetReplicaList answers OK). */
+int mc_bm_key_exists(struct mc_rpc_client *c, const char *key);
 
 /* A blocking client connected to o->master (NULL on failure, logged). */
 struct mc_rpc_client *mc_bm_new_client(const struct opts *o);
@@ -51,5 +79,7 @@ struct mc_rpc_client *mc_bm_new_client(const struct opts *o);
 int mc_bm_prefill(struct shared *sh);
 /* The remove ops (bench_master_remove.c): 0 or 1 (failed). */
 int mc_bm_run_remove(struct shared *sh, struct mc_rpc_client *c);
+/* --prefill with --disk_holder for the other ops: every object gets a LOCAL_DISK copy. */
+int mc_bm_prefill_with_disk(struct shared *sh, struct mc_rpc_client *c);
 
 #endif

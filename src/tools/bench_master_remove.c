@@ -243,3 +243,44 @@ out:
     free(lat);
     return rc;
 }
+
+/* --prefill --disk_holder for the other ops: the prefill, then the holder stores every offload
+ * task (the master started with --enable_offload queues one at PutEnd, up to its
+ * --offloading_queue_limit) until no task came for 2 s. 0 or -1. */
+int mc_bm_prefill_with_disk(struct shared *sh, struct mc_rpc_client *c)
+{
+    const struct opts *o = sh->o;
+    struct holder h = {.sh = sh};
+    int rc = -1;
+    if (mount_disk(c, sh->client) != 0) {
+        fprintf(stderr, "bench master: MountLocalDiskSegment failed (start the master with "
+                        "--enable_offload)\n");
+        return -1;
+    }
+    h.c = mc_bm_new_client(o);
+    if (!h.c || pthread_create(&h.th, NULL, holder_main, &h) != 0) {
+        mc_rpc_client_free(h.c);
+        return -1;
+    }
+    if (mc_bm_prefill(sh) != 0)
+        goto out;
+    /* every object, or as many as the master queued (its offload queue is bounded): done when
+     * no task came for 2 s */
+    uint64_t last = 0, last_ms = mc_now_ms();
+    while (atomic_load(&h.stored) < o->keys && mc_now_ms() - last_ms < 2000) {
+        uint64_t now = atomic_load(&h.stored);
+        if (now != last) {
+            last = now;
+            last_ms = mc_now_ms();
+        }
+        usleep(1000);
+    }
+    fprintf(stderr, "bench master: %llu of %u objects have a LOCAL_DISK copy\n",
+            (unsigned long long)atomic_load(&h.stored), o->keys);
+    rc = 0;
+out:
+    atomic_store(&h.stop, 1);
+    pthread_join(h.th, NULL);
+    mc_rpc_client_free(h.c);
+    return rc;
+}

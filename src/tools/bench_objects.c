@@ -4,8 +4,9 @@
  * For each --objects count N (default 1M and 10M): a fresh master with one segment large enough,
  * N keys of --key-len bytes (default 40) Put with one replica of --value bytes (default 64),
  * then N random Gets, N random keys as BatchGetReplicaList calls of 16 (`batch_get`, ops/s are
- * keys/s), N Exists, and N Removes, single-threaded. Reported per phase: ops/s; and
- * for the table itself the resident bytes per object beyond the key bytes
+ * keys/s), N Exists, N Removes, and (the N keys Put again) one RemoveAll, single-threaded; the
+ * remove_all line's bytes figure is what stays resident per object after it. Reported per phase:
+ * ops/s; and for the table itself the resident bytes per object beyond the key bytes
  * ((RSS after the Puts - RSS before) / N - key length; target <= 128): this includes the object
  * record, the shard index and entry array, malloc overhead and the segment allocator's node.
  * No reference runs beside it (redis-benchmark is measured against the daemon by
@@ -194,6 +195,27 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
     }
     t1 = mc_now_ns();
     emit("remove", n, (double)(t1 - t0) / 1e9, -1);
+
+    /* RemoveAll: the table filled again, then emptied in one call; its figure is the resident
+     * bytes per object the process keeps afterwards (RSS after - RSS before the first Puts) */
+    for (uint64_t i = 0; i < n; i++) {
+        make_key(key, key_len, i);
+        if (mc_master_put_start(m, client, key, key_len, value, NULL, ps) != MC_OK ||
+            mc_master_put_end(m, client, key, key_len, 0, 0, false) != MC_OK) {
+            rc = 1;
+            goto out;
+        }
+    }
+    uint64_t removed = 0;
+    t0 = mc_now_ns();
+    if (mc_master_remove_all(m, true, &removed) != MC_OK || removed != n) {
+        rc = 1;
+        goto out;
+    }
+    t1 = mc_now_ns();
+    uint64_t rss2 = mc_bench_rss_bytes();
+    emit("remove_all", n, (double)(t1 - t0) / 1e9,
+         rss2 > rss0 ? (double)(rss2 - rss0) / (double)n : 0);
 out:
     free(key);
     free(ps);
