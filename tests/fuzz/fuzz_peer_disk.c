@@ -36,10 +36,12 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
     return remove(path);
 }
 
+/* As mc_client_close: the tier first (its serve threads finish the reads queued to them, which
+ * answer through the peer server's calls), then the peer server. */
 static void cleanup(void)
 {
-    mc_peer_server_free(g_ps);
     mc_disk_tier_close(g_tier);
+    mc_peer_server_free(g_ps);
     if (g_dir[0])
         nftw(g_dir, rm_one, 8, FTW_DEPTH | FTW_PHYS);
 }
