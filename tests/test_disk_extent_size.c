@@ -43,7 +43,10 @@ static int on_evict(void *ctx, const struct mc_disk_evict_item *it, size_t n)
 {
     struct watch *w = ctx;
     for (size_t i = 0; i < n; i++) {
-        int idx = atoi(it[i].key + 1); /* "r<idx>" */
+        char num[16] = ""; /* "r<idx>": the key is not NUL-terminated */
+        uint32_t len = it[i].key_len > 1 ? it[i].key_len - 1 : 0;
+        memcpy(num, it[i].key + 1, len < sizeof(num) - 1 ? len : sizeof(num) - 1);
+        int idx = atoi(num);
         uint64_t after = (uint64_t)(w->appending - idx) * w->on_disk;
         if ((double)after < MC_DISK_KEEP_FRACTION * (double)CAP)
             w->violations++;

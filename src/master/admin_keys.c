@@ -88,7 +88,8 @@ static int collect_shard(struct mc_shard *s, const char *after, size_t after_len
     mc_shard_unlock(s);
     for (size_t i = 0; i < b->n; i++)
         b->refs[i].p = b->data + (uintptr_t)b->refs[i].p;
-    qsort(b->refs, b->n, sizeof(*b->refs), kref_cmp);
+    if (b->n) /* refs is NULL for an empty shard: qsort's arguments must not be */
+        qsort(b->refs, b->n, sizeof(*b->refs), kref_cmp);
     return rc;
 }
 
