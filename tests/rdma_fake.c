@@ -214,15 +214,23 @@ static struct ibv_context **f_get_devices(int *n)
         return NULL;
     }
     int k = g_fake->ndev < 1 ? 1 : g_fake->ndev > FAKE_MAX_DEVS ? FAKE_MAX_DEVS : g_fake->ndev;
-    for (int d = 0; d <= FAKE_MAX_DEVS; d++)
-        g_fake->list[d] = d < k ? &g_fake->ctx[d] : NULL;
+    /* a fresh array per call, as rdma_get_devices(3) gives: the caller may rewrite its copy
+     * (two transports in one process must not share one) */
+    struct ibv_context **list = calloc(FAKE_MAX_DEVS + 1, sizeof(*list));
+    if (!list) {
+        *n = 0;
+        errno = ENOMEM;
+        return NULL;
+    }
+    for (int d = 0; d < k; d++)
+        list[d] = &g_fake->ctx[d];
     *n = k;
-    return g_fake->list;
+    return list;
 }
 
 static void f_free_devices(struct ibv_context **list)
 {
-    (void)list;
+    free(list);
 }
 
 static int ctx_index(const struct ibv_context *ctx)
