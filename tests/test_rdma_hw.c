@@ -272,6 +272,7 @@ static void test_fake_memlock_and_many_devices(void **state)
     assert_ptr_equal(list[9], &f.ctx[9]);
     assert_null(list[10]);
     assert_string_equal(fake_ops.device_name(list[9]), "fake9");
+    fake_ops.free_devices(list);
 }
 
 /* A completion that lands between the last poll and the arm raises no event: a transport that
