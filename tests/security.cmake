@@ -22,3 +22,8 @@ mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Thread
 mc_add_test(test_security_http SOURCES test_security_http.c TIMEOUT 60)
 # The token file: length, permissions, entropy warning, two tokens for rotation.
 mc_add_test(test_security_token SOURCES test_security_token.c TIMEOUT 60)
+# A client's id is tied to its credential: hijack refused, kept across master and client
+# restarts (real processes).
+mc_add_test(test_security_cred SOURCES test_security_cred.c cluster_util.c LIBS mc_client_static
+            TIMEOUT 120)
+add_dependencies(test_security_cred mooncake_master mc_client_daemon)

@@ -489,13 +489,22 @@ static int open_transports(struct mc_client *c, const struct mc_client_config *c
 static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
 {
     (void)cfg;
+    if (c->auth.set) { /* the credential proves our id to every master (common/auth.h) */
+        uint8_t id[MC_AUTH_ID_BYTES];
+        mc_id_to_bytes(c->id, id);
+        c->cred = mc_auth_cred_new(id, c->cfg.disk_path);
+        if (!c->cred)
+            return MC_ERR_INTERNAL_ERROR;
+        c->master_auth = c->auth;
+        c->master_auth.cred = c->cred;
+    }
     struct mc_master_conn_config mcc = {
         .address = c->master_address,
         .client_id = c->id,
         .connect_timeout_ms = c->cfg.connect_timeout_ms,
         .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
         .ping_interval_ms = c->cfg.ping_interval_ms,
-        .auth = &c->auth,
+        .auth = &c->master_auth,
         .on_mount_epoch = on_mount_epoch,
         .on_tick = on_tick,
         .on_remounted = on_remounted,
@@ -664,6 +673,7 @@ void mc_client_close(struct mc_client *c)
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
     mc_client_metrics_destroy(&c->metrics);
+    mc_auth_cred_free(c->cred);
     mc_log_set_current(prev);
     free(c);
 }

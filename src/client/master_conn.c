@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/auth.h"
 #include "common/lock_order.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
@@ -43,6 +44,7 @@ struct mc_master_conn {
     uint64_t pings, ping_failures, remounts, reconnects;
     _Atomic uint64_t fast_failures;
     struct mc_leader_watch *watch; /* etcd:// only: moves to a new leader at once */
+    struct mc_auth_cred *cred;     /* cfg.auth's client credential holder (common/auth.h) */
 };
 
 static bool transport_error(int rc)
@@ -152,8 +154,11 @@ int mc_master_conn_mount(struct mc_master_conn *mc, const struct mc_mounted_segm
     int rc = mc_master_conn_call(mc, MC_METHOD_MOUNT_SEGMENT, &req.base,
                                  &mc__mount_segment_response__descriptor, &resp);
     uint64_t epoch = resp ? ((Mc__MountSegmentResponse *)resp)->mount_epoch : 0;
-    if (resp)
+    if (resp) {
+        const Mc__MountSegmentResponse *mr = (const Mc__MountSegmentResponse *)resp;
+        mc_auth_cred_learn(mc->cred, mr->credential.data, mr->credential.len);
         protobuf_c_message_free_unpacked(resp, NULL);
+    }
     if (rc == 0 && epoch == 0) {
         mc_error("client", "MountSegment answer without a mount epoch (master too old?)",
                  "master=%s", mc->address);
@@ -295,6 +300,7 @@ static int ping_once(struct mc_master_conn *mc)
         return rc;
     Mc__PingResponse *r = (Mc__PingResponse *)m;
     bool need = r->client_status == MC__CLIENT_STATUS__CS_NEED_REMOUNT;
+    mc_auth_cred_learn(mc->cred, r->credential.data, r->credential.len);
     protobuf_c_message_free_unpacked(m, NULL);
     /* The master lost track of us (restart or expiry) and dropped our mounts: descriptors of
      * them must stop working now, before the ReMount creates new mounts (with new epochs) whose
@@ -407,7 +413,8 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
     if (!mc)
         return MC_ERR_INTERNAL_ERROR;
     mc->cfg = *cfg;
-    mc->cfg.auth = NULL; /* the rpc client keeps its own copy */
+    mc->cred = cfg->auth ? cfg->auth->cred : NULL; /* Ping/Mount answers refresh it */
+    mc->cfg.auth = NULL;                           /* the rpc client keeps its own copy */
     snprintf(mc->address, sizeof(mc->address), "%s", cfg->address);
     mc->cfg.address = mc->address;
     if (!mc->cfg.ping_interval_ms)

@@ -30,6 +30,39 @@
 static const char KEY_LABEL[] = "mooncake-c auth v1 key";
 static const char SERVER_LABEL[] = "mooncake-c auth v1 server";
 static const char CLIENT_LABEL[] = "mooncake-c auth v1 client";
+static const char CRED_LABEL[] = "mooncake-c client credential v1";
+
+/* ---- client credentials ------------------------------------------------------------------ */
+
+static void cred_mac(const uint8_t *k, const uint8_t *id, uint8_t *cred)
+{
+    uint8_t msg[sizeof(CRED_LABEL) + MC_AUTH_ID_BYTES];
+    memcpy(msg, CRED_LABEL, sizeof(CRED_LABEL));
+    memcpy(msg + sizeof(CRED_LABEL), id, MC_AUTH_ID_BYTES);
+    unsigned int len = MC_AUTH_CRED_BYTES;
+    if (!HMAC(EVP_sha256(), k, 32, msg, sizeof(msg), cred, &len))
+        mc_auth_random(cred, MC_AUTH_CRED_BYTES); /* never equal to a real one */
+}
+
+void mc_auth_cred_mint(const struct mc_auth_key *key, const uint8_t *id, uint8_t *cred)
+{
+    cred_mac(key->k, id, cred);
+}
+
+bool mc_auth_cred_check(const struct mc_auth_key *key, const uint8_t *id, const uint8_t *cred)
+{
+    if (!key->set)
+        return false;
+    uint8_t want[MC_AUTH_CRED_BYTES];
+    cred_mac(key->k, id, want);
+    bool ok = mc_auth_mac_equal(want, cred);
+    if (key->has_alt) {
+        cred_mac(key->alt, id, want);
+        ok = mc_auth_mac_equal(want, cred) || ok;
+    }
+    OPENSSL_cleanse(want, sizeof(want));
+    return ok;
+}
 
 /* ---- keys -------------------------------------------------------------------------------- */
 
@@ -294,7 +327,9 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 
 static int send_frame(int fd, uint16_t method, const uint8_t *body, uint32_t len, uint64_t deadline)
 {
-    uint8_t buf[MC_WIRE_HEADER_SIZE + 64];
+    uint8_t buf[MC_WIRE_HEADER_SIZE + MC_AUTH_PROVE_CRED_BYTES];
+    if (len > MC_AUTH_PROVE_CRED_BYTES)
+        return MC_ERR_INVALID_PARAMS;
     struct mc_wire_header h;
     mc_wire_header_init(&h, MC_WIRE_REQUEST, method, method, 0, len);
     mc_wire_encode_header(&h, buf);
@@ -391,8 +426,14 @@ int mc_auth_client_handshake(int fd, const struct mc_auth_key *key, uint32_t tim
                  "peer=%s", peer);
         return MC_ERR_UNAUTHENTICATED;
     }
+    uint8_t prove[MC_AUTH_PROVE_CRED_BYTES];
+    size_t prove_len = MC_AUTH_MAC_BYTES;
     mc_auth_client_proof(key, cnonce, snonce, mac);
-    rc = send_frame(fd, MC_METHOD_AUTH_PROVE, mac, sizeof(mac), deadline);
+    memcpy(prove, mac, sizeof(mac));
+    if (key->cred && mc_auth_cred_get(key->cred, prove + MC_AUTH_MAC_BYTES,
+                                      prove + MC_AUTH_MAC_BYTES + MC_AUTH_ID_BYTES))
+        prove_len = MC_AUTH_PROVE_CRED_BYTES; /* and this is the client it is */
+    rc = send_frame(fd, MC_METHOD_AUTH_PROVE, prove, (uint32_t)prove_len, deadline);
     if (!rc)
         rc = recv_answer(fd, MC_METHOD_AUTH_PROVE, NULL, 0, &status, deadline);
     if (rc)

@@ -48,6 +48,9 @@ struct mc_auth_key {
      * process proves; a peer's proof made with either is accepted. */
     bool has_alt;
     uint8_t alt[32];
+    /* Client credential (below), presented in the handshake when set and holding one; not
+     * owned: it travels with every copy of the key (master links only, never a peer's). */
+    struct mc_auth_cred *cred;
 };
 
 /* Derives the key from token bytes (MC_AUTH_MIN_TOKEN_BYTES..MC_AUTH_MAX_TOKEN_BYTES).
@@ -94,6 +97,38 @@ bool mc_auth_mac_equal(const uint8_t *a, const uint8_t *b);
  */
 int mc_auth_client_handshake(int fd, const struct mc_auth_key *key, uint32_t timeout_ms,
                              const char *who, const char *peer);
+
+/*
+ * Client credential: a client proves its client id with cred = HMAC(K, label | id), where K is
+ * the master's admin key (or its data key without one), so any master holding that token checks
+ * it without state. A master hands it out in Ping and MountSegment answers; the client keeps it
+ * (mc_auth_cred, persisted beside its id in disk_path) and presents it, with its id, in the
+ * handshake's AuthProve body (MAC | id | cred, MC_AUTH_PROVE_CRED_BYTES) on every connection to
+ * a master. The server records a claim whose credential checks (mc_auth_cred_check) as the
+ * connection's proven client id.
+ */
+#define MC_AUTH_ID_BYTES 16
+#define MC_AUTH_CRED_BYTES 32
+#define MC_AUTH_PROVE_CRED_BYTES (MC_AUTH_MAC_BYTES + MC_AUTH_ID_BYTES + MC_AUTH_CRED_BYTES)
+/* cred for id (16 bytes, big-endian hi then lo) under key's first token. */
+void mc_auth_cred_mint(const struct mc_auth_key *key, const uint8_t *id, uint8_t *cred);
+/* Whether cred is id's credential under key's token or its alternate (constant time). */
+bool mc_auth_cred_check(const struct mc_auth_key *key, const uint8_t *id, const uint8_t *cred);
+
+/* The client's holder of its credential: thread-safe; loaded from and saved to
+ * DIR/client_cred (64 hex digits, mode 0600, written atomically) when given a directory. */
+struct mc_auth_cred;
+/* Creates a holder for client id (16 bytes). dir: NULL, or where the credential is kept (a
+ * file there for another id or malformed is ignored with a warning and replaced when a master
+ * hands out a new one). Returns NULL when out of memory. */
+struct mc_auth_cred *mc_auth_cred_new(const uint8_t *id, const char *dir);
+void mc_auth_cred_free(struct mc_auth_cred *c);
+/* Keeps a credential a master handed out (len must be MC_AUTH_CRED_BYTES; other lengths, e.g. 0
+ * from a master without a token, are ignored). Persists it when it changed. */
+void mc_auth_cred_learn(struct mc_auth_cred *c, const uint8_t *cred, size_t len);
+/* Copies the id and credential out; false while none is held. */
+bool mc_auth_cred_get(struct mc_auth_cred *c, uint8_t *id, uint8_t *cred);
+#define MC_AUTH_CRED_FILE "client_cred"
 
 /* What a user should do about an UNAUTHENTICATED or PROTECTED_MODE refusal (static text);
  * NULL for other codes. */

@@ -218,6 +218,28 @@ bool mc_rpc_call_is_admin(const struct mc_rpc_call *c)
     return !c->conn->io->srv->admin_auth.set || c->conn->admin;
 }
 
+bool mc_rpc_call_creds_on(const struct mc_rpc_call *c)
+{
+    return c->conn->io->srv->auth.set;
+}
+
+bool mc_rpc_call_proven_client(const struct mc_rpc_call *c, uint8_t *id)
+{
+    if (!c->conn->client_proven)
+        return false;
+    memcpy(id, c->conn->client_id, sizeof(c->conn->client_id));
+    return true;
+}
+
+bool mc_rpc_call_mint_cred(const struct mc_rpc_call *c, const uint8_t *id, uint8_t *cred)
+{
+    const struct mc_rpc_server *s = c->conn->io->srv;
+    if (!s->auth.set)
+        return false;
+    mc_auth_cred_mint(s->admin_auth.set ? &s->admin_auth : &s->auth, id, cred);
+    return true;
+}
+
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)
 {
     return &c->conn->ctx;

@@ -201,6 +201,13 @@ const uint8_t *mc_rpc_call_body(const struct mc_rpc_call *c, size_t *len);
 int mc_rpc_call_check_endpoint(const struct mc_rpc_call *c, const char *endpoint);
 /* Whether the call's connection proved the admin token (always true without an admin key). */
 bool mc_rpc_call_is_admin(const struct mc_rpc_call *c);
+/* Client credentials (auth.h), with a token set: whether the server checks them at all (false
+ * without a token); the client id (16 bytes) the connection proved with one in its handshake
+ * (false: none presented, or one that did not check); the credential for an id, as the server
+ * hands it out (false without a token). */
+bool mc_rpc_call_creds_on(const struct mc_rpc_call *c);
+bool mc_rpc_call_proven_client(const struct mc_rpc_call *c, uint8_t *id);
+bool mc_rpc_call_mint_cred(const struct mc_rpc_call *c, const uint8_t *id, uint8_t *cred);
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
  * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);

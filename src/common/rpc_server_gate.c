@@ -249,7 +249,8 @@ bool mc_rpcs_gate_header(struct mc_rpc_server *s, struct conn *c, const struct m
                h->method, r);
         return true;
     case MC_GATE_PROVE:
-        if (h->method == MC_METHOD_AUTH_PROVE && h->body_length == MC_AUTH_MAC_BYTES)
+        if (h->method == MC_METHOD_AUTH_PROVE &&
+            (h->body_length == MC_AUTH_MAC_BYTES || h->body_length == MC_AUTH_PROVE_CRED_BYTES))
             return false;
         refuse(s, c,
                h->method == MC_METHOD_AUTH_PROVE ? "malformed proof" : "handshake out of order",
@@ -258,6 +259,21 @@ bool mc_rpcs_gate_header(struct mc_rpc_server *s, struct conn *c, const struct m
     default:
         return false;
     }
+}
+
+/* A client id claimed in the proof: recorded as the connection's when its credential checks
+ * (auth.h), else ignored with a log line (the master then treats the connection as one that
+ * presented none). */
+static void gate_claim(struct mc_rpc_server *s, struct conn *c, const uint8_t *claim)
+{
+    const struct mc_auth_key *k = s->admin_auth.set ? &s->admin_auth : &s->auth;
+    if (mc_auth_cred_check(k, claim, claim + MC_AUTH_ID_BYTES)) {
+        memcpy(c->client_id, claim, MC_AUTH_ID_BYTES);
+        c->client_proven = true;
+        return;
+    }
+    mc_warn(s->name, "client credential does not check (another cluster's, or forged): ignored",
+            "peer=%s conn=%llu", c->peer, (unsigned long long)c->id);
 }
 
 void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc_wire_header *h,
@@ -280,7 +296,7 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
         return;
     }
     if (c->gate == MC_GATE_PROVE && h->method == MC_METHOD_AUTH_PROVE &&
-        h->body_length == MC_AUTH_MAC_BYTES) {
+        (h->body_length == MC_AUTH_MAC_BYTES || h->body_length == MC_AUTH_PROVE_CRED_BYTES)) {
         bool admin = s->admin_auth.set &&
                      mc_auth_check_client_proof(&s->admin_auth, c->cnonce, c->snonce, body);
         if (!admin && !mc_auth_check_client_proof(&s->auth, c->cnonce, c->snonce, body)) {
@@ -289,6 +305,8 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
         }
         c->gate = MC_GATE_OPEN;
         c->admin = admin;
+        if (h->body_length == MC_AUTH_PROVE_CRED_BYTES)
+            gate_claim(s, c, body + MC_AUTH_MAC_BYTES);
         addr_release(s, c, false, true); /* leaves the handshake pool */
         mc_debug(s->name, "peer authenticated", "peer=%s conn=%llu", c->peer,
                  (unsigned long long)c->id);

@@ -42,7 +42,7 @@ void mc_svc_remove_all(void *arg, struct mc_rpc_call *call)
         return;
     }
     struct remove_all_wait *w = calloc(1, sizeof(*w));
-    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && !w)
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0) {

@@ -114,7 +114,7 @@ static int batch_run(struct mc_svc_batch *b, const struct mc_svc_batch_spec *spe
         b->client = mc_svc_id_from_pb(*(const Mc__Uuid **)field_ptr(b->req, client));
     int rc = spec->check ? spec->check(b) : 0;
     if (rc == 0 && !spec->no_client)
-        rc = mc_svc_check_client(b->call, b->client);
+        rc = mc_svc_check_client(b->m, b->call, b->client);
     if (rc == 0)
         rc = spec->core(b);
     return rc;

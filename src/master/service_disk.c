@@ -17,7 +17,7 @@ void mc_svc_mount_local_disk(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(MountLocalDiskSegmentRequest, mount_local_disk_segment_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0) /* peers will read disk replicas there: it must be the caller's address */
         rc = mc_rpc_call_check_endpoint(call, req->endpoint);
     if (rc == 0)
@@ -34,7 +34,7 @@ void mc_svc_unmount_local_disk(void *arg, struct mc_rpc_call *call)
     UNPACK(UnmountLocalDiskSegmentRequest, unmount_local_disk_segment_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     FREE_REQ(req);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0)
         rc = mc_master_unmount_local_disk(svc->m, client);
     Mc__UnmountLocalDiskSegmentResponse r = MC__UNMOUNT_LOCAL_DISK_SEGMENT_RESPONSE__INIT;
@@ -89,7 +89,7 @@ void mc_svc_offload_heartbeat(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     bool enable = req->enable_offloading;
     uint32_t wait_ms = req->wait_ms, max = req->max_items;
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     /* the delete rule: acknowledged deletes first (the Removes waiting for them answer now) */
     if (rc == 0 && req->n_acked_delete_task_ids > MC_SERVICE_MAX_BATCH)
         rc = MC_ERR_INVALID_PARAMS;
@@ -167,7 +167,7 @@ void mc_svc_evict_disk_replica(void *arg, struct mc_rpc_call *call)
     UNPACK(EvictDiskReplicaRequest, evict_disk_replica_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(evict_disk_replica_request), req->key);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0)
         rc = mc_master_evict_disk_replica(svc->m, client, key.data, key.len, req->version);
     FREE_REQ(req);

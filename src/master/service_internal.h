@@ -87,8 +87,10 @@ void mc_svc_mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, 
 
 /* ---- service_segments.c: the connection's client binding (service.h) ---------------------- */
 
-/* ILLEGAL_CLIENT when the connection is bound to another client; binds it else. */
-int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id);
+/* ILLEGAL_CLIENT when the connection is bound to another client, or (with a token) when it is
+ * unbound and may not act for id: it proved another id, or presented no credential while id is
+ * a live registered client. Binds it else. */
+int mc_svc_check_client(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id);
 
 /* ---- service_batch.c: the generic batch adapter ------------------------------------------- */
 

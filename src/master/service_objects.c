@@ -103,7 +103,7 @@ void mc_svc_put_start(void *arg, struct mc_rpc_call *call)
     if (rc == 0 && req->config)
         rc = check_group_id(call, &mc__put_start_request__descriptor);
     if (rc == 0)
-        rc = mc_svc_check_client(call, client);
+        rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_start_request), req->key);
     if (rc == 0) /* cfg points into req: call before freeing it */
         rc = mc_master_put_start(svc->m, client, key.data, key.len, req->value_length, &cfg, &ps);
@@ -126,7 +126,7 @@ void mc_svc_put_end(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
-        rc = mc_svc_check_client(call, client);
+        rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_end_request), req->key);
     if (rc == 0)
         rc = mc_master_put_end(svc->m, client, key.data, key.len, req->version, req->crc32c,
@@ -143,7 +143,7 @@ void mc_svc_put_revoke(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     int rc = check_replica_type(req->replica_type);
     if (rc == 0)
-        rc = mc_svc_check_client(call, client);
+        rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_revoke_request), req->key);
     if (rc == 0)
         rc = mc_master_put_revoke(svc->m, client, key.data, key.len, req->version);
@@ -286,7 +286,7 @@ void mc_svc_get_replica_list(void *arg, struct mc_rpc_call *call)
     UNPACK(GetReplicaListRequest, get_replica_list_request, req);
     struct mc_get_result g;
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(get_replica_list_request), req->key);
-    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
         rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
     FREE_REQ(req);
@@ -491,7 +491,7 @@ void mc_svc_remove(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(RemoveRequest, remove_request, req);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(remove_request), req->key);
-    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0)
         rc = mc_master_remove_wait(svc->m, key.data, key.len, req->force, remove_done, call);
     FREE_REQ(req);

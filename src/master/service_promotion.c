@@ -61,7 +61,7 @@ void mc_svc_promotion_heartbeat(void *arg, struct mc_rpc_call *call)
     uint32_t wait = req->wait_ms < PROMO_MAX_WAIT_MS ? req->wait_ms : PROMO_MAX_WAIT_MS;
     uint32_t max = req->max_items;
     FREE_REQ(req);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0) /* answered now (1), parked (0), or refused (< 0: not answered) */
         rc = mc_master_promotion_heartbeat(svc->m, client, max, wait, promo_hb_reply, call);
     if (rc < 0)
@@ -75,7 +75,7 @@ void mc_svc_promotion_alloc_start(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_replica_desc d;
     int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS
-                                                              : mc_svc_check_client(call, client);
+                                                              : mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(promotion_alloc_start_request), req->key);
     if (rc == 0)
         rc = mc_master_promotion_alloc_start(
@@ -98,7 +98,7 @@ void mc_svc_notify_promotion_success(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(NotifyPromotionSuccessRequest, notify_promotion_success_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key =
         mc_svc_key_from_pb(call, KEY(notify_promotion_success_request), req->key);
     if (rc == 0)
@@ -113,7 +113,7 @@ void mc_svc_notify_promotion_failure(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(NotifyPromotionFailureRequest, notify_promotion_failure_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key =
         mc_svc_key_from_pb(call, KEY(notify_promotion_failure_request), req->key);
     if (rc == 0)

@@ -14,9 +14,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/auth.h"
 #include "common/log.h"
 #include "common/service_ready.h"
 #include "common/wire.h"
+#include "master/clients.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
@@ -44,15 +46,42 @@ static void bind_client(struct mc_rpc_call *call, struct mc_id id)
     *ctx = b;
 }
 
+/* With a token, who an unbound connection may act for (auth.h, client credentials): the id it
+ * proved in its handshake; or, having proved none, an id that is not a live client here (a
+ * first registration, or a client whose credential this master cannot check: the Ping and
+ * MountSegment answers then hand one out). A live client's id without its credential is the
+ * review's hijack. */
+static int cred_gate(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id)
+{
+    if (mc_id_is_zero(id) || !mc_rpc_call_creds_on(call))
+        return 0;
+    uint8_t want[MC_AUTH_ID_BYTES], proven[MC_AUTH_ID_BYTES];
+    mc_id_to_bytes(id, want);
+    bool has = mc_rpc_call_proven_client(call, proven);
+    if (has && memcmp(want, proven, sizeof(want)) == 0)
+        return 0;
+    if (!has && !mc_clients_live(m, id))
+        return 0;
+    char buf[MC_ID_STRLEN];
+    mc_warn(COMP,
+            has ? "request names another client than the connection's credential"
+                : "request names a live client without its credential (hijack?)",
+            "method=%s conn=%llu named=%s", mc_method_name(mc_rpc_call_method(call)),
+            (unsigned long long)mc_rpc_call_conn_id(call), mc_id_format(id, buf));
+    return MC_ERR_ILLEGAL_CLIENT;
+}
+
 /* A connection is bound by the first request that names a client id, whatever the method: one
- * that has not pinged or mounted yet cannot act for one client and then another. (Only
- * authentication stops a fresh connection from claiming an id in the first place.) */
-int mc_svc_check_client(struct mc_rpc_call *call, struct mc_id id)
+ * that has not pinged or mounted yet cannot act for one client and then another. With a token,
+ * the first one must pass cred_gate. */
+int mc_svc_check_client(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id)
 {
     struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
     if (!b) {
-        bind_client(call, id);
-        return 0;
+        int rc = cred_gate(m, call, id);
+        if (rc == 0)
+            bind_client(call, id);
+        return rc;
     }
     if (mc_id_is_zero(id) || mc_id_eq(b->client, id))
         return 0;
@@ -130,7 +159,7 @@ void mc_svc_ping(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     FREE_REQ(req);
     struct mc_ping_result pr;
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0)
         rc = mc_master_ping(svc->m, client, &pr);
     if (rc != 0) {
@@ -142,6 +171,12 @@ void mc_svc_ping(void *arg, struct mc_rpc_call *call)
     r.view_version = pr.view_version;
     r.client_status = (Mc__ClientStatus)pr.status;
     r.client_ttl_ms = mc_master_config_get(svc->m)->client_ttl_ms;
+    uint8_t id[MC_AUTH_ID_BYTES], cred[MC_AUTH_CRED_BYTES];
+    mc_id_to_bytes(client, id);
+    if (mc_rpc_call_mint_cred(call, id, cred)) {
+        r.credential.data = cred;
+        r.credential.len = sizeof(cred);
+    }
     mc_rpc_reply_msg(call, 0, &r.base);
 }
 
@@ -182,7 +217,7 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
     int rc = segment_from_pb(req->segment, &d);
     FREE_REQ(req);
     if (rc == 0)
-        rc = mc_svc_check_client(call, client);
+        rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0) /* others will send their values there: it must be the caller's address */
         rc = mc_rpc_call_check_endpoint(call, d.endpoint);
     if (rc == 0)
@@ -194,6 +229,12 @@ void mc_svc_mount_segment(void *arg, struct mc_rpc_call *call)
         bind_client(call, client);
     Mc__MountSegmentResponse r = MC__MOUNT_SEGMENT_RESPONSE__INIT;
     r.mount_epoch = epoch;
+    uint8_t id[MC_AUTH_ID_BYTES], cred[MC_AUTH_CRED_BYTES];
+    mc_id_to_bytes(client, id);
+    if (rc == 0 && mc_rpc_call_mint_cred(call, id, cred)) {
+        r.credential.data = cred;
+        r.credential.len = sizeof(cred);
+    }
     mc_rpc_reply_msg(call, rc, &r.base);
 }
 
@@ -249,7 +290,7 @@ void mc_svc_unmount_segment(void *arg, struct mc_rpc_call *call)
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_id seg = mc_svc_id_from_pb(req->segment_id);
     FREE_REQ(req);
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0)
         rc = mc_master_unmount_segment(svc->m, client, seg);
     Mc__UnmountSegmentResponse r = MC__UNMOUNT_SEGMENT_RESPONSE__INIT;

@@ -31,7 +31,7 @@ void mc_svc_remove_by_regex(void *arg, struct mc_rpc_call *call)
     struct mc_master_service *svc = arg;
     UNPACK(RemoveByRegexRequest, remove_by_regex_request, req);
     struct regex_wait *w = calloc(1, sizeof(*w));
-    int rc = mc_svc_check_client(call, mc_svc_id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && !w)
         rc = MC_ERR_INTERNAL_ERROR;
     if (rc == 0) {
@@ -62,7 +62,7 @@ void mc_svc_upsert_start(void *arg, struct mc_rpc_call *call)
     struct mc_upsert_start_result us;
     int rc = mc_svc_config_from_pb(req->config, &cfg);
     if (rc == 0)
-        rc = mc_svc_check_client(call, client);
+        rc = mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(upsert_start_request), req->key);
     if (rc == 0) /* cfg points into req: call before freeing it */
         rc =
@@ -101,7 +101,7 @@ void mc_svc_upsert_end(void *arg, struct mc_rpc_call *call)
     UNPACK(UpsertEndRequest, upsert_end_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct upsert_wait *w = calloc(1, sizeof(*w));
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0 && !w)
         rc = MC_ERR_INTERNAL_ERROR;
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(upsert_end_request), req->key);
