@@ -8,6 +8,8 @@
  *                      does one that presents a forged credential; the credential the daemon
  *                      kept in disk_path is HMAC(admin key, id), and a new id's Ping answer
  *                      carries its own
+ *   listing_admin_only ListSegments with the data token lists only the caller's own segments
+ *                      (the admin token: all); RemoveAll with the data token is refused
  *   master_restart     a restarted master hands out the same credential (no state), the daemon
  *                      re-registers, and the hijack is still refused
  *   daemon_restart     a daemon killed and restarted on the same disk_path, while its old
@@ -201,15 +203,58 @@ static void kept_cred(uint8_t *cred)
     assert_int_equal(st.st_mode & 077, 0); /* nobody else reads it */
 }
 
+/* ListSegments on a fresh connection with key (after a Ping as `as`, unless zero): how many
+ * segments and LOCAL_DISK entries it lists, and how many of them are the victim's. */
+static int list_as(const struct mc_auth_key *key, struct mc_id as, size_t *n, size_t *victims)
+{
+    struct mc_rpc_client *c = master_rpc(key);
+    ProtobufCMessage *m = NULL;
+    int rc = 0;
+    if (!mc_id_is_zero(as)) {
+        Mc__Uuid u = MC__UUID__INIT;
+        u.hi = as.hi;
+        u.lo = as.lo;
+        Mc__PingRequest ping = MC__PING_REQUEST__INIT;
+        ping.client_id = &u;
+        rc = mc_rpc_client_call_msg(c, MC_METHOD_PING, &ping.base, &mc__ping_response__descriptor,
+                                    0, &m);
+        if (m)
+            protobuf_c_message_free_unpacked(m, NULL);
+        m = NULL;
+    }
+    Mc__ListSegmentsRequest ls = MC__LIST_SEGMENTS_REQUEST__INIT;
+    if (rc == 0)
+        rc = mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &ls.base,
+                                    &mc__list_segments_response__descriptor, 0, &m);
+    *n = *victims = 0;
+    if (rc == 0) {
+        const Mc__ListSegmentsResponse *r = (const Mc__ListSegmentsResponse *)m;
+        *n = r->n_segments + r->n_local_disks;
+        for (size_t i = 0; i < r->n_segments; i++)
+            *victims += r->segments[i]->owner && r->segments[i]->owner->hi == g.victim.hi &&
+                        r->segments[i]->owner->lo == g.victim.lo;
+    }
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    mc_rpc_client_free(c);
+    return rc;
+}
+
+/* An admin tool's key: proves the admin token, accepts the master's data-token proof. */
+static struct mc_auth_key admin_tool(void)
+{
+    struct mc_auth_key tool = g.admin;
+    tool.has_alt = true;
+    memcpy(tool.alt, g.key.k, sizeof(tool.alt));
+    return tool;
+}
+
 /* The victim's segment is mounted (an admin ListSegments), at most wait_ms from now. */
 static bool victim_mounted(uint32_t wait_ms)
 {
     uint64_t end = mc_now_ms() + wait_ms;
     do {
-        /* an admin tool proves the admin token and accepts the master's data-token proof */
-        struct mc_auth_key tool = g.admin;
-        tool.has_alt = true;
-        memcpy(tool.alt, g.key.k, sizeof(tool.alt));
+        struct mc_auth_key tool = admin_tool();
         struct mc_rpc_client *c = master_rpc(&tool);
         Mc__ListSegmentsRequest ls = MC__LIST_SEGMENTS_REQUEST__INIT;
         ProtobufCMessage *m = NULL;
@@ -282,6 +327,44 @@ static void test_hijack(void **state)
     assert_memory_equal(got, want, sizeof(want));
     /* and is then bound to it: a second connection without it is refused */
     assert_int_equal(ping_as(&g.key, fresh, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+}
+
+/* ListSegments names every client's ids and endpoints: with an admin token, a data connection
+ * sees only its own client's segments; RemoveAll is the admin's. */
+static void test_listing_admin_only(void **state)
+{
+    (void)state;
+    struct mc_id none = {0, 0}, other = mc_id_random();
+    size_t n = 0, victims = 0;
+    struct mc_auth_key tool = admin_tool();
+    assert_int_equal(list_as(&tool, none, &n, &victims), 0);
+    assert_int_equal(victims, 1); /* the admin sees the victim's segment */
+    assert_int_equal(list_as(&g.key, none, &n, &victims), 0);
+    assert_int_equal(n, 0); /* a data connection acting for nobody sees nothing */
+    assert_int_equal(list_as(&g.key, other, &n, &victims), 0);
+    assert_int_equal(n, 0); /* nor one acting for a client without segments */
+    /* the victim itself (its kept credential) sees its own */
+    uint8_t cred[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES];
+    kept_cred(cred);
+    mc_id_to_bytes(g.victim, id);
+    struct mc_auth_cred *h = mc_auth_cred_new(id, NULL);
+    mc_auth_cred_learn(h, cred, sizeof(cred));
+    struct mc_auth_key k = g.key;
+    k.cred = h;
+    assert_int_equal(list_as(&k, none, &n, &victims), 0);
+    assert_int_equal(victims, 1);
+    assert_int_equal(n, victims);
+    mc_auth_cred_free(h);
+
+    /* RemoveAll with the data token is refused */
+    struct mc_rpc_client *c = master_rpc(&g.key);
+    Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
+    ra.force = 1;
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_REMOVE_ALL, &ra.base,
+                                            &mc__remove_all_response__descriptor, 0, &m),
+                     MC_ERR_UNAUTHENTICATED);
+    mc_rpc_client_free(c);
 }
 
 static void test_master_restart(void **state)
@@ -388,6 +471,7 @@ int main(void)
     mc_log_set_level(MC_LOG_OFF);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hijack),
+        cmocka_unit_test(test_listing_admin_only),
         cmocka_unit_test(test_master_restart),
         cmocka_unit_test(test_daemon_restart),
     };

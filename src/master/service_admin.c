@@ -107,6 +107,26 @@ void mc_svc_query_key(void *arg, struct mc_rpc_call *call)
     FREE_REQ(req);
 }
 
+/* With --admin_token_file, the whole listing (every client's segments, ids and endpoints) is
+ * the admin's: a data connection sees only the client it acts for (a restarted client finds
+ * its previous incarnation's segments that way), or nothing. */
+static void own_only(struct mc_rpc_call *call, struct mc_segment_info *segs, size_t *n,
+                     struct mc_local_disk_info *disks, size_t *nd)
+{
+    struct mc_id me;
+    bool known = mc_svc_conn_client(call, &me);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (known && mc_id_eq(segs[i].owner, me))
+            segs[k++] = segs[i];
+    *n = k;
+    k = 0;
+    for (size_t i = 0; i < *nd; i++)
+        if (known && mc_id_eq(disks[i].client, me))
+            disks[k++] = disks[i];
+    *nd = k;
+}
+
 void mc_svc_list_segments(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
@@ -119,6 +139,8 @@ void mc_svc_list_segments(void *arg, struct mc_rpc_call *call)
     int rc = mc_master_list_segments(svc->m, &segs, &n);
     if (rc == 0)
         rc = mc_master_list_local_disks(svc->m, &disks, &nd);
+    if (rc == 0 && !mc_rpc_call_is_admin(call))
+        own_only(call, segs, &n, disks, &nd);
     if (rc == 0 && n > 0 &&
         (!(items = malloc(n * sizeof(*items))) || !(ptrs = malloc(n * sizeof(*ptrs)))))
         rc = MC_ERR_INTERNAL_ERROR;

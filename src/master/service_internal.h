@@ -92,6 +92,10 @@ void mc_svc_mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, 
  * a live registered client. Binds it else. */
 int mc_svc_check_client(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id);
 
+/* The client the connection acts for: the one it is bound to, else the one its credential
+ * proved; false for neither. */
+bool mc_svc_conn_client(struct mc_rpc_call *call, struct mc_id *out);
+
 /* ---- service_batch.c: the generic batch adapter ------------------------------------------- */
 
 /* One batch call in flight; what the spec's callbacks read and fill. Every array has n items

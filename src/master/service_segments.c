@@ -94,6 +94,24 @@ int mc_svc_check_client(struct mc_master *m, struct mc_rpc_call *call, struct mc
     return MC_ERR_ILLEGAL_CLIENT;
 }
 
+bool mc_svc_conn_client(struct mc_rpc_call *call, struct mc_id *out)
+{
+    const struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
+    uint8_t id[MC_AUTH_ID_BYTES];
+    if (b) {
+        *out = b->client;
+        return true;
+    }
+    if (!mc_rpc_call_proven_client(call, id))
+        return false;
+    out->hi = out->lo = 0;
+    for (int i = 0; i < 8; i++) {
+        out->hi = out->hi << 8 | id[i];
+        out->lo = out->lo << 8 | id[8 + i];
+    }
+    return true;
+}
+
 void mc_master_service_on_close(void *arg, uint64_t conn_id, void *conn_ctx)
 {
     struct mc_master_service *svc = arg;
