@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes the wire-facing parsers with libFuzzer (clang, ASan+UBSan): builds the targets in
 # $FUZZ_BUILD_DIR (default build-fuzz) and runs each for SECONDS (default 300).
-#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: master peer disk (default: all)
+#   scripts/fuzz.sh [SECONDS] [TARGET...]     targets: master peer disk gate peer_disk client
+#                                             rdma_conn (default: all)
 # Targets (tests/fuzz/): master = one client connection's bytes to mooncake_master (framing and
 # every method's decoder and handler on a manual-ticks master); peer = one peer connection's
 # bytes to a client's peer server holding a segment; disk = one extent file given to the
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-300}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(master peer disk gate peer_disk client)
+[ ${#targets[@]} -gt 0 ] || targets=(master peer disk gate peer_disk client rdma_conn)
 dir=${FUZZ_BUILD_DIR:-build-fuzz}
 GEN=()
 if command -v ninja >/dev/null 2>&1; then GEN=(-G Ninja); fi
