@@ -10,6 +10,9 @@
 #   MC_SOAK_GRACE_S=G  seconds after a restarted process is READY during which transport errors
 #                      still count as expected (default 5)
 #   MC_SOAK_KEEP_DISK=1  keep the daemons' disk directories at the end (default: removed)
+#   MC_SOAK_TOKEN=1    run with a random data token and admin token (every process proves the
+#                      token; the daemons' client credentials are kept in their disk directories
+#                      and must carry them through the kills)
 #
 # Starts mooncake_master and 3 mooncake_client daemons (64 MiB of DRAM each, and a LOCAL_DISK
 # tier of 256 MiB each under $OUT) on loopback; the master offloads on eviction and promotes
@@ -75,6 +78,13 @@ fi
 rm -rf "$out"
 mkdir -p "$out"
 ctl=$out/control
+tok_master=() tok_client=()
+if [ "${MC_SOAK_TOKEN:-0}" = 1 ]; then
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$out/token" &&
+    od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$out/admin_token")
+  tok_master=(--auth_token_file="$out/token" --admin_token_file="$out/admin_token")
+  tok_client=(--auth_token_file="$out/token")
+fi
 
 # The processes: index 0 the master, 1..3 the daemons; their current pid and incarnation.
 names=(master daemon1 daemon2 daemon3)
@@ -113,7 +123,7 @@ start_master() {
   "$bin/mooncake_master" --rpc_address=127.0.0.1 --rpc_port="$rpc_port" \
     --metrics_host=127.0.0.1 --metrics_port="$metrics_port" --log_level=warn \
     --default_kv_lease_ttl=1000 --enable_offload --offload_on_evict --promotion_on_hit \
-    >"$o" 2>>"$out/master.log" &
+    "${tok_master[@]}" >"$o" 2>>"$out/master.log" &
   procs[0]=$!
   for _ in $(seq 100); do
     grep -qs READY "$o" && return 0
@@ -130,7 +140,7 @@ start_daemon() { # i
   local o=$out/daemon$i.${incs[i]}.out
   echo "--- incarnation ${incs[i]}" >>"$out/daemon$i.log"
   "$bin/mooncake_client" --master="$rpc" --host=127.0.0.1 --segment_size=64MiB \
-    --disk_path="$out/disk$i" --disk_capacity=256MiB \
+    --disk_path="$out/disk$i" --disk_capacity=256MiB "${tok_client[@]}" \
     --log_level=warn >"$o" 2>>"$out/daemon$i.log" &
   procs[i]=$!
   for _ in $(seq 200); do
@@ -280,7 +290,7 @@ t0=$EPOCHREALTIME
 elapsed() { awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN {printf "%.1f", b - a}'; }
 "$bin/soak_load" --master="$rpc" --seconds="$dur" --threads=4 --keys=4096 --value_kb=128 \
   --zipf=0.9 --report_s=10 --seed="$seed" --control="$ctl" --grace_ms=$((grace_s * 1000)) \
-  >"$out/load.jsonl" 2>"$out/load.log" &
+  "${tok_client[@]}" >"$out/load.jsonl" 2>"$out/load.log" &
 load_pid=$!
 sample 0
 next_sample=5

@@ -6,7 +6,7 @@
  *
  *   soak_load --master=HOST:PORT --seconds=S [--keys=N] [--value_kb=K] [--threads=T]
  *             [--zipf=A] [--get=P --put=P --remove=P --replace=P] [--seed=X] [--report_s=R]
- *             [--control=FILE] [--grace_ms=G] [--sweep=0|1]
+ *             [--control=FILE] [--grace_ms=G] [--sweep=0|1] [--auth_token_file=FILE]
  *
  * Keys are partitioned by thread: key k is written (Put, Remove, Remove-then-Put) only by
  * thread k % T, so its writer knows every acknowledged operation on it. Any thread reads any
@@ -103,7 +103,7 @@ struct key_state {
 };
 
 static struct {
-    const char *master, *control;
+    const char *master, *control, *token;
     int seconds, threads, report_s, sweep;
     uint32_t keys, value_kb;
     double zipf, p_get, p_put, p_rm;
@@ -607,7 +607,8 @@ int main(int argc, char **argv)
         {"remove", required_argument, NULL, 'r'},  {"replace", required_argument, NULL, 'x'},
         {"seed", required_argument, NULL, 'S'},    {"report_s", required_argument, NULL, 'R'},
         {"control", required_argument, NULL, 'c'}, {"grace_ms", required_argument, NULL, 'G'},
-        {"sweep", required_argument, NULL, 'w'},   {NULL, 0, NULL, 0}};
+        {"sweep", required_argument, NULL, 'w'},   {"auth_token_file", required_argument, NULL, 'a'},
+        {NULL, 0, NULL, 0}};
     double p_replace = 0.125;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {
@@ -656,6 +657,9 @@ int main(int argc, char **argv)
         case 'w':
             g.sweep = atoi(optarg);
             break;
+        case 'a':
+            g.token = optarg;
+            break;
         default:
             return 2;
         }
@@ -696,6 +700,7 @@ int main(int argc, char **argv)
     cfg.master_address = g.master;
     cfg.segment_size = 0; /* every byte crosses to a daemon */
     cfg.checksums = true;
+    cfg.auth_token_file = g.token; /* NULL: none */
     /* SIGTERM / SIGINT end the run early (no sweep) with the final report; they are blocked
      * in every thread (the client's included) and taken by the main loop only */
     sigset_t sigs;
