@@ -7,6 +7,7 @@
  * allocations are counted (alloc_meter.c replaces malloc), and each case asserts the peak over
  * one request: a body of N empty keys is 2 bytes per key in the frame but 50-80 bytes per key
  * decoded, so a decoder that does not count the elements first peaks at many times the body.
+ * The RPC client decodes a server's replies under the same rules (client_reply_of_empty_messages).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -599,6 +600,70 @@ static void test_remove_all_needs_admin_token(void **state)
     }
 }
 
+/* ---- the client side: a master's reply is untrusted too -------------------------------------- */
+
+static uint8_t *g_reply;
+static size_t g_reply_len;
+
+static void hostile_reply(void *arg, struct mc_rpc_call *call)
+{
+    (void)arg;
+    mc_rpc_reply(call, 0, g_reply, g_reply_len);
+}
+
+/* A "master" answers ListSegments with 2 Mi empty SegmentInfo messages (4 MiB): decoded
+ * without a budget, each is a ~100-byte struct plus a pointer (about 250 MiB). The client
+ * refuses it (DESERIALIZE_FAIL) at about the body's size; a reply at the client's element cap
+ * (65,536 segments) still decodes. */
+static void test_client_reply_of_empty_messages(void **state)
+{
+    (void)state;
+    struct mc_rpc_server_config rc;
+    mc_rpc_server_config_init(&rc);
+    rc.io_threads = 1;
+    rc.name = "hostile";
+    rc.bind_addr = "127.0.0.1";
+    struct mc_rpc_server *srv;
+    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
+    assert_int_equal(mc_rpc_server_register(srv, MC_METHOD_LIST_SEGMENTS, hostile_reply, NULL), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = mc_rpc_server_port(srv);
+    struct mc_rpc_client *c;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    Mc__ListSegmentsRequest req = MC__LIST_SEGMENTS_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+
+    g_reply = empty_elements(ATTACK_BODY / 2, &g_reply_len);
+    size_t base = mc_alloc_meter_live();
+    mc_alloc_meter_reset_peak();
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &req.base,
+                                            &mc__list_segments_response__descriptor, 0, &m),
+                     MC_ERR_DESERIALIZE_FAIL);
+    size_t peak = mc_alloc_meter_peak() - base;
+    print_message("ListSegments reply of %zu empty segments (%zu bytes): peak %zu bytes\n",
+                  g_reply_len / 2, g_reply_len, peak);
+    assert_null(m);
+    /* the server's reply frame and the client's copy of it, plus a little */
+    assert_true(peak <= 3 * (size_t)ATTACK_BODY + 4 * MIB);
+    free(g_reply);
+
+    /* at the cap it decodes: 65,536 segments */
+    g_reply = empty_elements(65536, &g_reply_len);
+    assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_LIST_SEGMENTS, &req.base,
+                                            &mc__list_segments_response__descriptor, 0, &m),
+                     0);
+    assert_int_equal(((Mc__ListSegmentsResponse *)m)->n_segments, 65536);
+    protobuf_c_message_free_unpacked(m, NULL);
+    free(g_reply);
+    g_reply = NULL;
+    mc_rpc_client_free(c);
+    mc_rpc_server_stop(srv);
+    mc_rpc_server_free(srv);
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -612,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_segment_endpoint_must_be_callers),
         cmocka_unit_test(test_segments_per_client_capped),
         cmocka_unit_test(test_remove_all_needs_admin_token),
+        cmocka_unit_test(test_client_reply_of_empty_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -42,6 +42,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/net.h"
+#include "common/pb_budget.h"
 #include "common/rpc_client_internal.h"
 #include "mooncake/errors.h"
 
@@ -655,6 +656,26 @@ int mc_rpc_client_call(struct mc_rpc_client *c, uint16_t method, const void *bod
     return p.status;
 }
 
+/* Decodes a reply as the servers decode requests (common/pb_budget.h): a server's reply is
+ * untrusted input too, and protobuf-c spends 50-80 bytes per 2-byte element. Replies may list
+ * more than a request batch (ListSegments of a large cluster), hence the wider element cap;
+ * the memory budget stays about twice the body. NULL (logged) when refused. */
+#define MC_RPC_REPLY_MAX_REPEATED 65536u
+static ProtobufCMessage *decode_reply(struct mc_rpc_client *c, uint16_t method,
+                                      const ProtobufCMessageDescriptor *desc, const void *data,
+                                      size_t len)
+{
+    const struct mc_pb_limits lim = {.max_repeated = MC_RPC_REPLY_MAX_REPEATED};
+    struct mc_pb_report rep;
+    ProtobufCMessage *m = mc_pb_unpack_bounded(desc, data, len, &lim, &rep);
+    if (!m)
+        mc_warn(c->name, "undecodable response", "method=%s len=%zu verdict=%s field=%s count=%llu",
+                mc_method_name(method) ? mc_method_name(method) : "?", len,
+                mc_pb_verdict_name(rep.verdict), rep.field ? rep.field : "-",
+                (unsigned long long)rep.count);
+    return m;
+}
+
 int mc_rpc_client_call_msg(struct mc_rpc_client *c, uint16_t method, const ProtobufCMessage *req,
                            const ProtobufCMessageDescriptor *resp_desc, uint32_t server_wait_ms,
                            ProtobufCMessage **resp)
@@ -674,12 +695,9 @@ int mc_rpc_client_call_msg(struct mc_rpc_client *c, uint16_t method, const Proto
     if (buf != stackbuf)
         free(buf);
     if (rc == 0 && resp_desc && resp) {
-        *resp = protobuf_c_message_unpack(resp_desc, NULL, rl, rb);
-        if (!*resp) {
-            mc_warn(c->name, "undecodable response", "method=%s len=%zu",
-                    mc_method_name(method) ? mc_method_name(method) : "?", rl);
+        *resp = decode_reply(c, method, resp_desc, rb, rl);
+        if (!*resp)
             rc = MC_ERR_DESERIALIZE_FAIL;
-        }
     }
     free(rb);
     return rc;
@@ -721,7 +739,7 @@ int mc_rpc_client_call_peer(struct mc_rpc_client *c, struct mc_rpc_peer_call *pc
     if (rc == 0) {
         pc->recv_len = p.recv_len;
         if (pc->resp_desc) {
-            pc->resp = protobuf_c_message_unpack(pc->resp_desc, NULL, p.resp_len, p.resp);
+            pc->resp = decode_reply(c, pc->method, pc->resp_desc, p.resp, p.resp_len);
             if (!pc->resp)
                 rc = MC_ERR_DESERIALIZE_FAIL;
         }
