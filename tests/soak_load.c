@@ -599,16 +599,23 @@ static void report(double t, bool final)
 
 int main(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        {"master", required_argument, NULL, 'm'},  {"seconds", required_argument, NULL, 's'},
-        {"keys", required_argument, NULL, 'k'},    {"value_kb", required_argument, NULL, 'v'},
-        {"threads", required_argument, NULL, 't'}, {"zipf", required_argument, NULL, 'z'},
-        {"get", required_argument, NULL, 'g'},     {"put", required_argument, NULL, 'p'},
-        {"remove", required_argument, NULL, 'r'},  {"replace", required_argument, NULL, 'x'},
-        {"seed", required_argument, NULL, 'S'},    {"report_s", required_argument, NULL, 'R'},
-        {"control", required_argument, NULL, 'c'}, {"grace_ms", required_argument, NULL, 'G'},
-        {"sweep", required_argument, NULL, 'w'},   {"auth_token_file", required_argument, NULL, 'a'},
-        {NULL, 0, NULL, 0}};
+    static const struct option opts[] = {{"master", required_argument, NULL, 'm'},
+                                         {"seconds", required_argument, NULL, 's'},
+                                         {"keys", required_argument, NULL, 'k'},
+                                         {"value_kb", required_argument, NULL, 'v'},
+                                         {"threads", required_argument, NULL, 't'},
+                                         {"zipf", required_argument, NULL, 'z'},
+                                         {"get", required_argument, NULL, 'g'},
+                                         {"put", required_argument, NULL, 'p'},
+                                         {"remove", required_argument, NULL, 'r'},
+                                         {"replace", required_argument, NULL, 'x'},
+                                         {"seed", required_argument, NULL, 'S'},
+                                         {"report_s", required_argument, NULL, 'R'},
+                                         {"control", required_argument, NULL, 'c'},
+                                         {"grace_ms", required_argument, NULL, 'G'},
+                                         {"sweep", required_argument, NULL, 'w'},
+                                         {"auth_token_file", required_argument, NULL, 'a'},
+                                         {NULL, 0, NULL, 0}};
     double p_replace = 0.125;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         switch (c) {

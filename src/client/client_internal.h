@@ -45,7 +45,7 @@ struct mc_client {
     char disk_path[MC_CLIENT_STR];
     char endpoint[128]; /* host:port of the peer server (= the segment name) */
 
-    struct mc_auth_key auth; /* from cfg.auth_token_file; unset = none */
+    struct mc_auth_key auth;        /* from cfg.auth_token_file; unset = none */
     struct mc_auth_key master_auth; /* auth with the client credential: master links only */
     struct mc_auth_cred *cred;      /* this client's credential (with a token) */
     struct mc_id id;

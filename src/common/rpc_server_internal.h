@@ -75,11 +75,12 @@ struct conn {
     bool addr_counted;    /* holds one slot of its address's count (max_conns_per_addr) */
     bool pending_counted; /* holds a handshake slot (max_pending_conns, max_pending_per_addr) */
     bool admin;           /* proved the admin token (cfg.admin_auth) */
-    bool client_proven;   /* presented a client credential that checks (auth.h) ... */
-    uint8_t client_id[16]; /* ... for this client id (big-endian hi, lo) */
     uint8_t addr[16];     /* the peer address (v4 in its v4-mapped v6 form) */
     uint64_t attach_ms, last_active_ms;
     char peer[64]; /* "a.b.c.d:port", for log lines */
+    /* presented a client credential that checks (auth.h), for client_id (big-endian hi, lo) */
+    bool client_proven;
+    uint8_t client_id[16];
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
 };
 

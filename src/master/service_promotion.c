@@ -74,8 +74,9 @@ void mc_svc_promotion_alloc_start(void *arg, struct mc_rpc_call *call)
     UNPACK(PromotionAllocStartRequest, promotion_alloc_start_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     struct mc_replica_desc d;
-    int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH ? MC_ERR_INVALID_PARAMS
-                                                              : mc_svc_check_client(svc->m, call, client);
+    int rc = req->n_preferred_segments > MC_SERVICE_MAX_BATCH
+                 ? MC_ERR_INVALID_PARAMS
+                 : mc_svc_check_client(svc->m, call, client);
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(promotion_alloc_start_request), req->key);
     if (rc == 0)
         rc = mc_master_promotion_alloc_start(
