@@ -7,6 +7,11 @@ add_dependencies(test_faults mooncake_master mc_client_daemon)
 mc_add_test(test_faults_load SOURCES test_faults_load.c test_client_util.c cluster_util.c
             LIBS mc_client_static Threads::Threads TIMEOUT 120)
 add_dependencies(test_faults_load mooncake_master mc_client_daemon)
+# The client's master link: a failure reported after its connection was already replaced (a
+# caller descheduled under load) does not cut the fresh connection.
+mc_add_test(test_master_link_stale SOURCES test_master_link_stale.c test_client_util.c
+            cluster_util.c LIBS mc_client_static Threads::Threads TIMEOUT 60)
+add_dependencies(test_master_link_stale mooncake_master)
 # Connection drops at every step of the LOCAL_DISK tier (offload, disk-only Get, promotion)
 # with the holder's worker in the test's process, against a real mooncake_master.
 mc_add_test(test_faults_tier SOURCES test_faults_tier.c test_client_util.c cluster_util.c
