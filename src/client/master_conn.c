@@ -363,6 +363,11 @@ static int ping_once(struct mc_master_conn *mc)
     return need ? remount(mc) : 0;
 }
 
+bool mc_master_conn_is_up(struct mc_master_conn *mc)
+{
+    return atomic_load(&mc->up);
+}
+
 void mc_master_conn_kick(struct mc_master_conn *mc)
 {
     pthread_mutex_lock(&mc->lock);

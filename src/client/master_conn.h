@@ -85,6 +85,9 @@ int mc_master_conn_start(struct mc_master_conn *mc); /* starts the ping thread *
 /* Makes the ping thread ping now (e.g. a held-back re-mount can go out). */
 void mc_master_conn_kick(struct mc_master_conn *mc);
 
+/* Whether the link is up (calls go out rather than failing fast); no lock. */
+bool mc_master_conn_is_up(struct mc_master_conn *mc);
+
 #ifdef MC_TEST_HOOKS
 /* Test builds: while held, a call that failed with RPC_FAIL waits before it reports the
  * failure (takes the link down), as a caller descheduled on a loaded machine does; held counts
