@@ -653,14 +653,17 @@ static int group_setup(void **state)
     if (!g.buf || !g.want)
         return -1;
     /* short task timeouts: a task whose report was lost is reaped within seconds */
-    const char *extra[] = {"--enable_offload", "--offload_on_evict", "--promotion_on_hit",
-                           "--promotion_admission_threshold=2", "--promotion_task_timeout_sec=2",
-                           "--put_start_discard_timeout_sec=1", "--put_start_release_timeout_sec=2",
-                           "--default_kv_lease_ttl=200", "--eviction_ratio=0.3", "--client_ttl=10",
-                           /* the delete rule's fence is not what this test is about: a holder
-                            * whose link the test drops may answer a delete late, and a fenced
-                            * holder's disk copies are dropped by design (docs/design.md) */
-                           "--holder_delete_timeout_ms=10000", NULL};
+    const char *extra[] = {"--enable_offload",
+                           "--offload_on_evict",
+                           "--promotion_on_hit",
+                           "--promotion_admission_threshold=2",
+                           "--promotion_task_timeout_sec=2",
+                           "--put_start_discard_timeout_sec=1",
+                           "--put_start_release_timeout_sec=2",
+                           "--default_kv_lease_ttl=200",
+                           "--eviction_ratio=0.3",
+                           "--client_ttl=10",
+                           NULL};
     if (tm_start(&g.m, 0, extra) != 0)
         return -1;
     char disk[128];
