@@ -18,6 +18,9 @@
  *   remote     none: with P's segment full of hard-pinned objects and a DRAM-only daemon D, a
  *              promotion is never staged on D (it fails in AllocStart; staged space is the
  *              holder's own)
+ *   restart    the master killed and restarted on its port, P's first re-registration chunk
+ *              (NotifyOffloadSuccess) dropped before it is sent: P's retried registration
+ *              still brings back every disk key (last: the master is a new one afterwards)
  * After each fault:
  *   - the hook fired (the step really ran);
  *   - every object ever put reads back with its bytes, or is cleanly gone (OBJECT_NOT_FOUND:
