@@ -415,6 +415,42 @@ static void test_listing_after_restart_per_holder(void **state)
     fx_free(f);
 }
 
+/* A restarted master; H1's first registration is cut after its first chunk (the connection
+ * broke, a call timed out under load) and H1 mounts again to retry, without ever having
+ * polled. The retry is still its first registration: the records the cut left out are
+ * recreated, not refused with version 0 (which makes the holder delete them: every disk copy
+ * after the cut would be lost). A key removed between the cut and the retry stays removed (its
+ * tombstone), and once H1 has polled, a later mount recreates nothing. */
+static void test_cut_registration_retried_still_recovers(void **state)
+{
+    (void)state;
+    struct fx *f = fx_new(PUT_END);
+    restart(f);
+    uint64_t base = mc_master_version_base(f->m), mv = 1;
+    mount_disk(f, f->h1, "10.0.0.1:18001");
+    assert_int_equal(rereg(f, f->h1, "a", 100, base - 4, 1, false, &mv), MC_OK);
+    assert_int_equal(rereg(f, f->h1, "r", 100, base - 3, 1, false, &mv), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, "r", 1, false), MC_OK); /* between cut and retry */
+    /* the cut: H1 mounts again and lists everything from the start */
+    mount_disk(f, f->h1, "10.0.0.1:18001");
+    assert_int_equal(rereg(f, f->h1, "a", 100, base - 4, 1, false, &mv), MC_OK);
+    assert_int_equal(rereg(f, f->h1, "r", 100, base - 3, 1, false, &mv), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mv, 0);
+    assert_int_equal(rereg(f, f->h1, "b", 100, base - 2, 1, true, &mv), MC_OK);
+    assert_int_equal(mv, base - 2);
+    struct mc_key_info ka = query(f, "a", MC_OK), kb = query(f, "b", MC_OK);
+    assert_true(has_disk_of(&ka, f->h1));
+    assert_true(has_disk_of(&kb, f->h1));
+    query(f, "r", MC_ERR_OBJECT_NOT_FOUND);
+    /* H1 polls (its first registration is over); another mount recreates nothing */
+    (void)pull(f, f->h1);
+    mount_disk(f, f->h1, "10.0.0.1:18001");
+    assert_int_equal(rereg(f, f->h1, "c", 100, base - 1, 1, false, &mv), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mv, 0);
+    query(f, "c", MC_ERR_OBJECT_NOT_FOUND);
+    fx_free(f);
+}
+
 /* ---- a full disk backs off ------------------------------------------------------------------ */
 
 struct log_count {
@@ -591,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_removed_in_recovery_stays_removed),
         cmocka_unit_test(test_listing_drops_unlisted_holder_restart),
         cmocka_unit_test(test_listing_after_restart_per_holder),
+        cmocka_unit_test(test_cut_registration_retried_still_recovers),
         cmocka_unit_test(test_full_disk_backs_off_on_evict),
         cmocka_unit_test(test_full_disk_backs_off_force_evict),
         cmocka_unit_test(test_backoff_doubles_and_ends_on_success),

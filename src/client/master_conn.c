@@ -47,11 +47,6 @@ struct mc_master_conn {
     struct mc_auth_cred *cred;     /* cfg.auth's client credential holder (common/auth.h) */
 };
 
-static bool transport_error(int rc)
-{
-    return rc == MC_ERR_RPC_FAIL || rc == MC_ERR_NOT_LEADER;
-}
-
 #define RPC(mc) mc_master_link_rpc((mc)->link)
 
 /* mc->lock goes through these: a leaf of the lock order (common/lock_order.h). The ping
@@ -80,6 +75,53 @@ static void set_down(struct mc_master_conn *mc, const char *why, int rc)
     link_unlock(mc);
 }
 
+/* Whether the connection a call went out on (rpc's generation gen) has been replaced since by
+ * one that is up: its failure is then old news. Under load a caller reports a failure late,
+ * after the ping thread has already dialled again; taking the link down then would cut the
+ * fresh connection and fail every call in flight on it (a heartbeat carrying delete acks, a
+ * re-registration chunk), whose callers report in turn: a chain of reconnects. */
+static bool replaced(struct mc_master_conn *mc, struct mc_rpc_client *rpc, uint64_t gen)
+{
+    if (RPC(mc) != rpc)
+        return true; /* the link moved to another master meanwhile */
+    return mc_rpc_client_generation(rpc) != gen && mc_rpc_client_connected(rpc);
+}
+
+#ifdef MC_TEST_HOOKS
+static pthread_mutex_t test_hold_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t test_hold_cv = PTHREAD_COND_INITIALIZER;
+static bool test_hold;
+static int test_held;
+
+void mc_master_conn_test_hold_reports(bool hold)
+{
+    pthread_mutex_lock(&test_hold_mu);
+    test_hold = hold;
+    pthread_cond_broadcast(&test_hold_cv);
+    pthread_mutex_unlock(&test_hold_mu);
+}
+
+int mc_master_conn_test_reports_held(void)
+{
+    pthread_mutex_lock(&test_hold_mu);
+    int n = test_held;
+    pthread_mutex_unlock(&test_hold_mu);
+    return n;
+}
+
+/* While held, a failed call waits before it reports (a caller descheduled on a loaded
+ * machine). */
+static void test_report_pause(void)
+{
+    pthread_mutex_lock(&test_hold_mu);
+    test_held++;
+    while (test_hold)
+        pthread_cond_wait(&test_hold_cv, &test_hold_mu);
+    test_held--;
+    pthread_mutex_unlock(&test_hold_mu);
+}
+#endif
+
 int mc_master_conn_call(struct mc_master_conn *mc, uint16_t method, const ProtobufCMessage *req,
                         const ProtobufCMessageDescriptor *resp_desc, ProtobufCMessage **resp)
 {
@@ -97,10 +139,16 @@ int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
         atomic_fetch_add(&mc->fast_failures, 1);
         return MC_ERR_RPC_FAIL;
     }
-    int rc = mc_rpc_client_call_msg(RPC(mc), method, req, resp_desc, wait_ms, resp);
+    struct mc_rpc_client *rpc = RPC(mc);
+    uint64_t gen = mc_rpc_client_generation(rpc);
+    int rc = mc_rpc_client_call_msg(rpc, method, req, resp_desc, wait_ms, resp);
     if (rc == MC_ERR_NOT_LEADER)
         atomic_store(&mc->not_leader, true);
-    if (transport_error(rc))
+#ifdef MC_TEST_HOOKS
+    if (rc == MC_ERR_RPC_FAIL)
+        test_report_pause();
+#endif
+    if (rc == MC_ERR_NOT_LEADER || (rc == MC_ERR_RPC_FAIL && !replaced(mc, rpc, gen)))
         set_down(mc, mc_method_name(method) ? mc_method_name(method) : "call", rc);
     return rc;
 }
@@ -321,6 +369,11 @@ static int ping_once(struct mc_master_conn *mc)
     return need ? remount(mc) : 0;
 }
 
+bool mc_master_conn_is_up(struct mc_master_conn *mc)
+{
+    return atomic_load(&mc->up);
+}
+
 void mc_master_conn_kick(struct mc_master_conn *mc)
 {
     pthread_mutex_lock(&mc->lock);
@@ -383,8 +436,11 @@ static void *ping_main(void *arg)
         if (mc->cfg.on_tick)
             mc->cfg.on_tick(mc->cfg.cb_arg);
         if (atomic_load(&mc->up)) {
+            struct mc_rpc_client *rpc = RPC(mc);
+            uint64_t gen = mc_rpc_client_generation(rpc);
             int rc = ping_once(mc);
-            if (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT || rc == MC_ERR_NOT_LEADER)
+            bool lost = rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT;
+            if (rc == MC_ERR_NOT_LEADER || (lost && !replaced(mc, rpc, gen)))
                 set_down(mc, "ping", rc);
             backoff = BACKOFF_MIN_MS;
         } else if (try_recover(mc) != 0) {

@@ -14,11 +14,13 @@
  *     every remembered segment is handed epoch 0 ("no current mount": serve nothing), since
  *     the master dropped those mounts and descriptors of them must stop working now;
  *   - a call or ping that fails at the transport level (RPC_FAIL; a ping also on RPC_TIMEOUT)
- *     drops the flag. While it is down, every call fails at once with MC_ERR_RPC_FAIL instead
- *     of waiting on connect timeouts, and the ping thread redials with exponential back-off
- *     (50 ms doubling up to ping_interval_ms): connect, ServiceReady, Ping, ReMount when asked,
- *     and only then raises the flag again.
- * The library never sleeps in a caller's thread for the master's sake.
+ *     drops the flag, unless the connection it went out on was replaced meanwhile by one that
+ *     is up (the rpc client's generation moved on): a failure reported late, by a caller
+ *     descheduled under load, must not cut the fresh connection and the calls on it. While it is
+ * down, every call fails at once with MC_ERR_RPC_FAIL instead of waiting on connect timeouts, and
+ * the ping thread redials with exponential back-off (50 ms doubling up to ping_interval_ms):
+ * connect, ServiceReady, Ping, ReMount when asked, and only then raises the flag again. The library
+ * never sleeps in a caller's thread for the master's sake.
  */
 #ifndef MC_CLIENT_MASTER_CONN_H
 #define MC_CLIENT_MASTER_CONN_H
@@ -82,6 +84,17 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
 int mc_master_conn_start(struct mc_master_conn *mc); /* starts the ping thread */
 /* Makes the ping thread ping now (e.g. a held-back re-mount can go out). */
 void mc_master_conn_kick(struct mc_master_conn *mc);
+
+/* Whether the link is up (calls go out rather than failing fast); no lock. */
+bool mc_master_conn_is_up(struct mc_master_conn *mc);
+
+#ifdef MC_TEST_HOOKS
+/* Test builds: while held, a call that failed with RPC_FAIL waits before it reports the
+ * failure (takes the link down), as a caller descheduled on a loaded machine does; held counts
+ * the calls waiting. */
+void mc_master_conn_test_hold_reports(bool hold);
+int mc_master_conn_test_reports_held(void);
+#endif
 /* Stops the ping thread and closes the connection. NULL is a no-op. */
 void mc_master_conn_close(struct mc_master_conn *mc);
 

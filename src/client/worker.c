@@ -419,7 +419,11 @@ static void offload_step(struct mc_worker *w)
         if (rc && nacks && (rc == MC_ERR_RPC_FAIL || rc == MC_ERR_RPC_TIMEOUT) &&
             !atomic_load(&w->stop)) {
             mc_worker_count(w, &w->st.errors, 1); /* the acks are sent again */
-            mc_worker_pause_ms(w, rc == MC_ERR_RPC_TIMEOUT ? 0 : MC_WORKER_RETRY_MS);
+            /* as soon as the link is back: a Remove waits on them (the delete timeout) */
+            for (uint32_t t = 0; rc == MC_ERR_RPC_FAIL && t < MC_WORKER_RETRY_MS &&
+                                 !mc_master_conn_is_up(w->cfg.mc) && !atomic_load(&w->stop);
+                 t += 10)
+                mc_worker_pause_ms(w, 10);
             continue;
         }
         if (rc) {

@@ -472,13 +472,22 @@ int mc_rpc_test_send_iov(int fd, uint16_t method, struct iovec *iov, int n)
     return -1;
 }
 
-/* Breaks connection gen (fd) as a drop would: after the reply is there, for AFTER_REPLY. */
+/* Breaks connection gen (fd) as a drop would: for AFTER_REPLY once p's reply is there (read
+ * by another thread leading the connection, or waiting in the socket). Called without
+ * send_lock: the wait (up to 2 s) must not hold up the other threads' sends, which a real drop
+ * never does (a holder's delete ack would wait behind it). c->lock guards the fd: while gen is
+ * current and up, fd is still this connection's. */
 static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int when,
-                            uint16_t method)
+                            uint16_t method, struct pending *p)
 {
-    if (when == MC_RPC_TEST_DROP_AFTER_REPLY) {
+    uint64_t deadline = mc_now_ms() + 2000;
+    while (when == MC_RPC_TEST_DROP_AFTER_REPLY && mc_now_ms() < deadline) {
+        pthread_mutex_lock(&c->lock);
+        bool done = p->done || c->gen != gen || !c->up;
+        pthread_mutex_unlock(&c->lock);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
-        (void)poll(&pfd, 1, 2000);
+        if (done || poll(&pfd, 1, 5) > 0)
+            break;
     }
     mc_warn(c->name, "test hook: dropping the connection", "method=%s when=%s",
             mc_method_name(method) ? mc_method_name(method) : "?",
@@ -558,11 +567,11 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);
         shutdown(fd, SHUT_RDWR); /* a partial frame poisons the stream */
     }
+    pthread_mutex_unlock(&c->send_lock);
 #ifdef MC_TEST_HOOKS
     if (drop && same)
-        test_drop_apply(c, fd, gen, drop, method);
+        test_drop_apply(c, fd, gen, drop, method, p);
 #endif
-    pthread_mutex_unlock(&c->send_lock);
 
     /* wait: lead (read the socket ourselves) whenever nobody else does, else follow */
     struct timespec ts;

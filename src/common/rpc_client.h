@@ -85,6 +85,10 @@ void mc_rpc_client_disconnect(struct mc_rpc_client *c);
 /* Whether a connection is currently up. */
 int mc_rpc_client_connected(struct mc_rpc_client *c);
 
+/* The current connection's generation: it grows with every connection made, so a caller can
+ * tell a failure of an earlier connection from one of the connection up now. */
+uint64_t mc_rpc_client_generation(struct mc_rpc_client *c);
+
 /* Raw call: sends body, returns the response body in *resp (malloc'd, free() it; NULL when
  * empty) and its length. resp/resp_len may be NULL to discard. */
 int mc_rpc_client_call(struct mc_rpc_client *c, uint16_t method, const void *body, size_t len,

@@ -301,6 +301,14 @@ int mc_rpc_client_connected(struct mc_rpc_client *c)
     return up;
 }
 
+uint64_t mc_rpc_client_generation(struct mc_rpc_client *c)
+{
+    pthread_mutex_lock(&c->lock);
+    uint64_t g = c->gen;
+    pthread_mutex_unlock(&c->lock);
+    return g;
+}
+
 void mc_rpc_client_free(struct mc_rpc_client *c)
 {
     if (!c)

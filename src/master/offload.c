@@ -430,7 +430,11 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
     if (i >= 0) {
         off->v[i].capacity = capacity_bytes;
         off->v[i].offloading = enable_offloading;
-        off->v[i].may_recreate = off->v[i].may_recreate && first; /* a repeat: first is false */
+        /* a repeat mount before any heartbeat is the same first registration retried (its
+         * listing was cut: a broken connection, a call that timed out): it may still recreate,
+         * or the records after the cut would be refused and deleted by the holder. Removals
+         * meanwhile are tombstones; a holder dropped since has no entry (i < 0, first false):
+         * may_recreate is left as it is */
         off->v[i].list_gen = gen;
         off->v[i].backoff_ms = 0; /* a new start may have room again */
         off->v[i].backoff_until_ms = 0;
@@ -459,8 +463,7 @@ int mc_master_mount_local_disk(struct mc_master *m, struct mc_id client, const c
         char buf[MC_ID_STRLEN], qe[MC_LOG_QUOTE_MAX];
         mc_info(COMP, "holder registered", "client=%s endpoint=%s capacity=%llu offloading=%d",
                 mc_id_format(client, buf), mc_log_quote(endpoint, qe, sizeof(qe)),
-                (unsigned long long)capacity_bytes,
-                (int)enable_offloading);
+                (unsigned long long)capacity_bytes, (int)enable_offloading);
     }
 unlock:
     table_unlock(off);

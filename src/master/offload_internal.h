@@ -88,8 +88,9 @@ struct mc_offload {
     struct mc_delwait *dw;         /* the delete rule: deletes awaiting acks (delwait.h) */
     uint64_t delete_timeout_ms;    /* holder_delete_timeout */
     struct mc_tombs *tombs;        /* removals of the recovery window (tombstone.h) */
-    uint64_t recovery_end_ms;      /* master clock: the recovery window ends here */
-    _Atomic bool recovery_closed;  /* the window ended (or its tombstones ran out) */
+    /* master clock: the recovery window ends here (written by the HA thread at a take-over) */
+    _Atomic uint64_t recovery_end_ms;
+    _Atomic bool recovery_closed; /* the window ended (or its tombstones ran out) */
 #define X(f, n, h) _Atomic uint64_t f;
     MC_OFFLOAD_COUNTERS(X)
 #undef X

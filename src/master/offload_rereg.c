@@ -54,7 +54,7 @@ static bool recovery_open(struct mc_master *m)
     struct mc_offload *off = m->offload;
     if (atomic_load_explicit(&off->recovery_closed, memory_order_relaxed))
         return false;
-    if (mc_master_now_ms(m) < off->recovery_end_ms)
+    if (mc_master_now_ms(m) < atomic_load(&off->recovery_end_ms))
         return true;
     return false;
 }
@@ -92,9 +92,10 @@ void mc_offload_recovery_tick(struct mc_master *m)
 void mc_offload_recovery_restart(struct mc_master *m)
 {
     struct mc_offload *off = m->offload;
-    off->recovery_end_ms =
-        mc_master_now_ms(m) +
-        (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000);
+    /* the HA thread's (a take-over) while the ticks read it: the end first, then the flag */
+    atomic_store(&off->recovery_end_ms,
+                 mc_master_now_ms(m) +
+                     (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000));
     atomic_store(&off->recovery_closed, false);
 }
 
