@@ -1,7 +1,8 @@
 /*
  * test_locked_asserts.c - the `_locked` functions of the RPC client, the fanout pool and the
  * master's Upsert table assert their lock (MC_ASSERT on the lock-order checker's record), and
- * those locks sit where common/lock_order.h puts them.
+ * those locks sit where common/lock_order.h puts them (with the client's buffer list and the
+ * RDMA context's memory-region table).
  *
  * Each `_locked` function is called without its lock in a forked child (tests/abort_fixture.h),
  * which must abort naming the function; the same calls with the lock held must not (the control
@@ -104,6 +105,16 @@ static void rpc_under_fanout(void)
     mc_lo_acquire(MC_LO_FANOUT, 0);
     mc_lo_acquire(MC_LO_RPC, 0);
 }
+static void bufs_under_rdma_mr(void)
+{
+    mc_lo_acquire(MC_LO_RDMA_MR, 0);
+    mc_lo_acquire(MC_LO_CLIENT_BUFS, 0);
+}
+static void bufs_under_rpc(void)
+{
+    mc_lo_acquire(MC_LO_RPC, 0);
+    mc_lo_acquire(MC_LO_CLIENT_BUFS, 0);
+}
 static void upserts_under_leaf(void)
 {
     mc_lo_acquire(MC_LO_LEAF, 0);
@@ -128,6 +139,20 @@ static void legal_order(void)
     mc_lo_release(MC_LO_SHARD, 4);
     mc_lo_acquire(MC_LO_LEAF, MC_LO_LEAF_UPSERTS);
     mc_lo_release(MC_LO_LEAF, MC_LO_LEAF_UPSERTS);
+    /* registering a buffer: the client's list, then the RDMA context's regions */
+    mc_lo_acquire(MC_LO_CLIENT_BUFS, 0);
+    mc_lo_acquire(MC_LO_RDMA_MR, 2);
+    mc_lo_release(MC_LO_RDMA_MR, 2);
+    mc_lo_release(MC_LO_CLIENT_BUFS, 0);
+    /* the data path looks keys up under whatever it holds */
+    mc_lo_acquire(MC_LO_PEER_SEGS, 0);
+    mc_lo_acquire(MC_LO_RPC, 1);
+    mc_lo_acquire(MC_LO_FANOUT, 0);
+    mc_lo_acquire(MC_LO_RDMA_MR, 2);
+    mc_lo_release(MC_LO_PEER_SEGS, 0);
+    mc_lo_release(MC_LO_RPC, 1);
+    mc_lo_release(MC_LO_FANOUT, 0);
+    mc_lo_release(MC_LO_RDMA_MR, 2);
     if (mc_lo_depth() != 0)
         _exit(3);
 }
@@ -143,6 +168,9 @@ static void test_order_of_the_new_levels(void **state)
     af_expect_abort(link_under_rpc, v, "acquiring master link[0]", "holding rpc client connect[0]");
     af_expect_abort(rpc_under_fanout, v, "acquiring rpc client[0]", "holding fanout pool[0]");
     af_expect_abort(upserts_under_leaf, v, "acquiring leaf lock[1]", "holding leaf lock[0]");
+    af_expect_abort(bufs_under_rdma_mr, v, "acquiring client buffer list[0]",
+                    "holding rdma memory regions[0]");
+    af_expect_abort(bufs_under_rpc, v, "acquiring client buffer list[0]", "holding rpc client[0]");
     af_expect_clean(legal_order);
 }
 

@@ -43,6 +43,8 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
     x->ops = ops;
     x->ack_timeout = x->tos = -1;
     pthread_mutex_init(&x->mr_lock, NULL);
+    static _Atomic uint32_t next_lo_idx;
+    x->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     mc_rdma_fork_safe(ops);
     int n = 0;
     errno = 0;

@@ -458,7 +458,7 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
  * buffer) lose their regions on the other devices, so the locked-memory limit is charged once. */
 static void narrow_to(struct rdma_transport *t, int d)
 {
-    pthread_mutex_lock(&t->x.mr_lock);
+    rdma_mr_lock(&t->x);
     for (int k = 0; k < t->x.ndev; k++) {
         t->x.in_use[k] = k == d;
         for (size_t i = 0; k != d && i < t->x.nmrs; i++)
@@ -467,7 +467,7 @@ static void narrow_to(struct rdma_transport *t, int d)
                 t->x.mrs[i].mr[k] = NULL;
             }
     }
-    pthread_mutex_unlock(&t->x.mr_lock);
+    rdma_mr_unlock(&t->x);
 }
 
 /* cfg.devices: only the devices named are used (each must exist). */

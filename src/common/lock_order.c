@@ -68,6 +68,10 @@ static const char *level_name(uint32_t level)
         return "rpc client";
     case MC_LO_FANOUT:
         return "fanout pool";
+    case MC_LO_CLIENT_BUFS:
+        return "client buffer list";
+    case MC_LO_RDMA_MR:
+        return "rdma memory regions";
     default:
         return "unknown lock";
     }
@@ -83,8 +87,9 @@ __attribute__((noreturn, cold)) static void violation(const char *what, uint32_t
                 "lock order violation: %s %s[%u] while holding %s[%u] (order: client registry, "
                 "shards ascending, segment table, segment allocator, mailbox table, mailbox, "
                 "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier, "
-                "peer segment table, master link, worker, promotion pool; rpc client connect, "
-                "rpc client send, rpc client, fanout pool)\n",
+                "peer segment table, master link, worker, promotion pool, client buffer list; rpc "
+                "client connect, rpc client send, rpc client, fanout pool, rdma memory "
+                "regions)\n",
                 what, level_name(level), idx, level_name(top->level), top->idx);
     else
         fprintf(stderr, "lock order violation: %s %s[%u] while holding nothing\n", what,

@@ -17,7 +17,9 @@
  * (rpc_client_internal.h) come after every level above, because callers hold their own locks
  * while they call (the master link's, a transport's peer table): nothing of the levels above is
  * taken under them, and one thread holds the locks of one RPC client at a time. The fanout
- * pool's lock (fanout.c) is the last leaf.
+ * pool's lock (fanout.c) is a leaf. A client's registered-buffer list (buf_lock) is taken
+ * before its RDMA context's memory-region table (mr_lock), which is the last leaf: the data
+ * path looks keys up in it under whatever it holds.
  *
  * With MC_LOCK_ORDER_CHECK defined (test and Debug builds, see the top CMakeLists.txt) every
  * thread keeps the levels it holds, in acquisition order, in a small thread-local stack (kept
@@ -61,11 +63,14 @@ enum mc_lo_level {
     MC_LO_PROMO_POOL = 18,  /* struct mc_promote_pool.mu (the promotion job queue): a leaf */
     MC_LO_PEER_SEGS = 15,   /* the peer server's segment table rwlock (peer_server.c): a leaf;
                              * idx = the server's lo_idx */
+    MC_LO_CLIENT_BUFS = 19, /* struct mc_client.buf_lock (registered buffers); idx = 0 */
     /* common */
     MC_LO_RPC_CONNECT = 20, /* struct mc_rpc_client.connect_lock; idx = the client's lo_idx */
     MC_LO_RPC_SEND = 21,    /* struct mc_rpc_client.send_lock; idx = the client's lo_idx */
     MC_LO_RPC = 22,         /* struct mc_rpc_client.lock; idx = the client's lo_idx */
     MC_LO_FANOUT = 23,      /* the fanout pool's lock (fanout.c): a leaf */
+    MC_LO_RDMA_MR = 24,     /* struct rdma_ctx.mr_lock (rdma_mr.c): the last leaf; idx = the
+                             * context's lo_idx */
 };
 
 /* idx values of MC_LO_LEAF locks whose `_locked` functions assert that very lock (the other
