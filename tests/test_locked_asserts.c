@@ -115,6 +115,17 @@ static void bufs_under_rpc(void)
     mc_lo_acquire(MC_LO_RPC, 0);
     mc_lo_acquire(MC_LO_CLIENT_BUFS, 0);
 }
+/* The rdma transport's leaves: nothing under one, the region table included. */
+static void mr_under_rdma_leaf(void)
+{
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+    mc_lo_acquire(MC_LO_RDMA_MR, 0);
+}
+static void two_rdma_leaves(void)
+{
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+}
 static void upserts_under_leaf(void)
 {
     mc_lo_acquire(MC_LO_LEAF, 0);
@@ -153,6 +164,10 @@ static void legal_order(void)
     mc_lo_release(MC_LO_RPC, 1);
     mc_lo_release(MC_LO_FANOUT, 0);
     mc_lo_release(MC_LO_RDMA_MR, 2);
+    mc_lo_acquire(MC_LO_DISK_STORE, 0); /* a disk push's staging slot under the store */
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+    mc_lo_release(MC_LO_RDMA_LEAF, 0);
+    mc_lo_release(MC_LO_DISK_STORE, 0);
     if (mc_lo_depth() != 0)
         _exit(3);
 }
@@ -171,6 +186,10 @@ static void test_order_of_the_new_levels(void **state)
     af_expect_abort(bufs_under_rdma_mr, v, "acquiring client buffer list[0]",
                     "holding rdma memory regions[0]");
     af_expect_abort(bufs_under_rpc, v, "acquiring client buffer list[0]", "holding rpc client[0]");
+    af_expect_abort(mr_under_rdma_leaf, v, "acquiring rdma memory regions[0]",
+                    "holding rdma transport leaf[0]");
+    af_expect_abort(two_rdma_leaves, v, "acquiring rdma transport leaf[0]",
+                    "holding rdma transport leaf[0]");
     af_expect_clean(legal_order);
 }
 

@@ -216,7 +216,20 @@ int mc_rdma_xfer_run_many(const struct mc_rdma_ops *ops, struct rdma_conn *c,
                           const struct rdma_op *op, size_t nops, uint32_t slice_bytes,
                           uint32_t window, int timeout_ms, struct rdma_xfer_stats *st, int *status);
 
-/* mr_lock: the last leaf of the lock order (common/lock_order.h, MC_LO_RDMA_MR). */
+/* The rdma transport's leaf locks (t->lock, staging_lock, rr.lock, the listener's lock):
+ * MC_LO_RDMA_LEAF in the lock order; nothing is taken under one. */
+static inline void rdma_leaf_lock(pthread_mutex_t *mu)
+{
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+    pthread_mutex_lock(mu);
+}
+static inline void rdma_leaf_unlock(pthread_mutex_t *mu)
+{
+    pthread_mutex_unlock(mu);
+    mc_lo_release(MC_LO_RDMA_LEAF, 0);
+}
+
+/* mr_lock: a leaf of the lock order (common/lock_order.h, MC_LO_RDMA_MR). */
 static inline void rdma_mr_lock(struct rdma_ctx *x)
 {
     mc_lo_acquire(MC_LO_RDMA_MR, x->lo_idx);

@@ -72,6 +72,8 @@ static const char *level_name(uint32_t level)
         return "client buffer list";
     case MC_LO_RDMA_MR:
         return "rdma memory regions";
+    case MC_LO_RDMA_LEAF:
+        return "rdma transport leaf";
     default:
         return "unknown lock";
     }
@@ -89,7 +91,7 @@ __attribute__((noreturn, cold)) static void violation(const char *what, uint32_t
                 "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier, "
                 "peer segment table, master link, worker, promotion pool, client buffer list; rpc "
                 "client connect, rpc client send, rpc client, fanout pool, rdma memory "
-                "regions)\n",
+                "regions, rdma transport leaf)\n",
                 what, level_name(level), idx, level_name(top->level), top->idx);
     else
         fprintf(stderr, "lock order violation: %s %s[%u] while holding nothing\n", what,

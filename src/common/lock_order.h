@@ -18,8 +18,10 @@
  * while they call (the master link's, a transport's peer table): nothing of the levels above is
  * taken under them, and one thread holds the locks of one RPC client at a time. The fanout
  * pool's lock (fanout.c) is a leaf. A client's registered-buffer list (buf_lock) is taken
- * before its RDMA context's memory-region table (mr_lock), which is the last leaf: the data
- * path looks keys up in it under whatever it holds.
+ * before its RDMA context's memory-region table (mr_lock), a leaf: the data path looks keys up
+ * in it under whatever it holds. The rdma transport's other locks (its peer table and
+ * counters, its staging slots, its re-registration state, the listener's accepted list) are
+ * the last leaves.
  *
  * With MC_LOCK_ORDER_CHECK defined (test and Debug builds, see the top CMakeLists.txt) every
  * thread keeps the levels it holds, in acquisition order, in a small thread-local stack (kept
@@ -69,8 +71,10 @@ enum mc_lo_level {
     MC_LO_RPC_SEND = 21,    /* struct mc_rpc_client.send_lock; idx = the client's lo_idx */
     MC_LO_RPC = 22,         /* struct mc_rpc_client.lock; idx = the client's lo_idx */
     MC_LO_FANOUT = 23,      /* the fanout pool's lock (fanout.c): a leaf */
-    MC_LO_RDMA_MR = 24,     /* struct rdma_ctx.mr_lock (rdma_mr.c): the last leaf; idx = the
+    MC_LO_RDMA_MR = 24,     /* struct rdma_ctx.mr_lock (rdma_mr.c): a leaf; idx = the
                              * context's lo_idx */
+    MC_LO_RDMA_LEAF = 25,   /* the rdma transport's t->lock, staging_lock, rr.lock and the
+                             * listener's lock: leaves, one at a time; idx = 0 */
 };
 
 /* idx values of MC_LO_LEAF locks whose `_locked` functions assert that very lock (the other
