@@ -158,12 +158,64 @@ int md_put_start(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uin
 
 int md_put_end(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint32_t crc)
 {
+    return md_put_end_v(c, client, key, 0, crc);
+}
+
+int md_put_end_v(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t version,
+                 uint32_t crc)
+{
     Mc__PutEndRequest req = MC__PUT_END_REQUEST__INIT;
     req.client_id = client;
     req.key = (char *)key;
+    req.version = version;
     req.crc32c = crc;
     req.crc_valid = 1;
     return md_call(c, MC_METHOD_PUT_END, &req, &mc__put_end_response__descriptor, NULL);
+}
+
+int md_put_revoke(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t version)
+{
+    Mc__PutRevokeRequest req = MC__PUT_REVOKE_REQUEST__INIT;
+    req.client_id = client;
+    req.key = (char *)key;
+    req.version = version;
+    return md_call(c, MC_METHOD_PUT_REVOKE, &req, &mc__put_revoke_response__descriptor, NULL);
+}
+
+int md_batch_put_start(struct mc_rpc_client *c, Mc__Uuid *client, char **keys, size_t n_keys,
+                       uint64_t *lens, size_t n_lens, Mc__BatchPutStartResponse **out)
+{
+    Mc__BatchPutStartRequest req = MC__BATCH_PUT_START_REQUEST__INIT;
+    req.client_id = client;
+    req.n_keys = n_keys;
+    req.keys = keys;
+    req.n_value_lengths = n_lens;
+    req.value_lengths = lens;
+    return md_call(c, MC_METHOD_BATCH_PUT_START, &req, &mc__batch_put_start_response__descriptor,
+                   out);
+}
+
+int md_batch_put_end(struct mc_rpc_client *c, Mc__Uuid *client, Mc__PutEndItem **items, size_t n,
+                     Mc__BatchPutEndResponse **out)
+{
+    Mc__BatchPutEndRequest req = MC__BATCH_PUT_END_REQUEST__INIT;
+    req.client_id = client;
+    req.n_items = n;
+    req.items = items;
+    return md_call(c, MC_METHOD_BATCH_PUT_END, &req, &mc__batch_put_end_response__descriptor, out);
+}
+
+int md_batch_put_revoke(struct mc_rpc_client *c, Mc__Uuid *client, char **keys, size_t n,
+                        uint64_t *versions, Mc__BatchPutRevokeResponse **out)
+{
+    Mc__BatchPutRevokeRequest req = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
+    req.client_id = client;
+    req.n_keys = n;
+    req.keys = keys;
+    req.n_versions = versions ? n : 0;
+    req.versions = versions;
+    return md_call(c, MC_METHOD_BATCH_PUT_REVOKE, &req, &mc__batch_put_revoke_response__descriptor,
+                   out);
 }
 
 int md_get(struct mc_rpc_client *c, const char *key, Mc__GetReplicaListResponse **out)

@@ -73,6 +73,18 @@ int md_mount(struct mc_rpc_client *c, Mc__Uuid *client, Mc__Uuid *seg_id, const 
 int md_put_start(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t size,
                  Mc__PutStartResponse **out);
 int md_put_end(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint32_t crc);
+/* PutEnd / PutRevoke of the Put with this version (0: none sent, whichever is in progress). */
+int md_put_end_v(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t version,
+                 uint32_t crc);
+int md_put_revoke(struct mc_rpc_client *c, Mc__Uuid *client, const char *key, uint64_t version);
+/* The batch forms; n_lens may differ from n_keys (the server refuses every item then), and
+ * versions may be NULL (none sent). */
+int md_batch_put_start(struct mc_rpc_client *c, Mc__Uuid *client, char **keys, size_t n_keys,
+                       uint64_t *lens, size_t n_lens, Mc__BatchPutStartResponse **out);
+int md_batch_put_end(struct mc_rpc_client *c, Mc__Uuid *client, Mc__PutEndItem **items, size_t n,
+                     Mc__BatchPutEndResponse **out);
+int md_batch_put_revoke(struct mc_rpc_client *c, Mc__Uuid *client, char **keys, size_t n,
+                        uint64_t *versions, Mc__BatchPutRevokeResponse **out);
 int md_get(struct mc_rpc_client *c, const char *key, Mc__GetReplicaListResponse **out);
 Mc__GetStatsResponse *md_stats(struct mc_rpc_client *c);
 void md_check_replica(const Mc__ReplicaDescriptor *r, uint64_t size);

@@ -14,7 +14,7 @@ mc_add_test(test_auth SOURCES test_auth.c LIBS Threads::Threads LABELS tsan TIME
 # ASan/TSan passes (the decoder's bad-input cases run there through the fuzz replays).
 if(TARGET mc_client_static AND TARGET mc_master_core AND NOT MC_SANITIZE)
   mc_add_test(test_security_decode SOURCES test_security_decode.c alloc_meter.c
-              LIBS mc_client_static mc_master_core TIMEOUT 120)
+              master_service_fixture.c LIBS mc_client_static mc_master_core TIMEOUT 120)
 endif()
 # What one connection may cost the RPC server: output-buffer limits, stalled peers.
 mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Threads TIMEOUT 120)

@@ -35,9 +35,9 @@
 #include "master/master.h"
 #include "mooncake/errors.h"
 #include "test_heartbeat_util.h"
+#include "offload_fixture.h"
 #include "test_master_util.h"
 
-#define T0_MS 1000000ull
 #define TIMEOUT_MS 2000ull
 
 struct fx {
@@ -50,26 +50,17 @@ static struct fx *fx_new_limit(uint32_t queue_limit)
 {
     struct fx *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
-    struct mc_master_config c;
-    mc_master_config_init(&c);
-    c.clock = &f->fc.clock;
-    c.manual_ticks = true;
-    c.epoch = 9;
-    c.eviction_threads = 1;
-    c.client_ttl_ms = 10000;
-    c.enable_offload = true; /* mode A: an offload task at PutEnd */
+    mc_fake_clock_init(&f->fc, OF_T0_MS * 1000000ull);
+    /* mode A (enable_offload): an offload task at PutEnd */
+    struct mc_master_config c = of_config(&f->fc, NULL, 9, 10000, 0);
     c.holder_delete_timeout_ms = TIMEOUT_MS;
     if (queue_limit) { /* every kind's bound, deletes' own included */
         c.offloading_queue_limit = queue_limit;
         c.delete_queue_limit = queue_limit;
     }
-    assert_int_equal(mc_master_new(&c, &f->m), MC_OK);
+    f->m = of_master(&c);
     f->a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
-    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
-                     MC_OK);
+    of_mount_holder(f->m, f->a, 64 * MIB, true);
     return f;
 }
 
@@ -82,8 +73,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     struct fx *f = *state;
-    mc_master_free(f->m);
-    assert_int_equal(mc_lo_depth(), 0);
+    of_free(f->m);
     free(f);
     return 0;
 }
@@ -97,17 +87,7 @@ static struct tm_hb pull(struct fx *f)
 
 static uint64_t put(struct fx *f, const char *key, uint64_t size)
 {
-    const char *pref[] = {"seg-1"};
-    struct mc_master_replicate_config cfg;
-    mc_master_replicate_config_init(&cfg);
-    cfg.preferred_segments = pref;
-    cfg.n_preferred = 1;
-    struct mc_put_start_result r;
-    assert_int_equal(mc_master_put_start(f->m, f->a, key, strlen(key), size, &cfg, &r), MC_OK);
-    assert_int_equal(
-        mc_master_put_end(f->m, f->a, key, strlen(key), r.version, (uint32_t)size ^ 0x5a, true),
-        MC_OK);
-    return r.version;
+    return of_put(f->m, f->a, key, size);
 }
 
 /* Pulls and completes every offload task queued (each gets its disk copy at a). */
@@ -159,9 +139,7 @@ static uint32_t disk_copies(struct fx *f, const char *key)
 
 static struct mc_offload_stats ostats(struct fx *f)
 {
-    struct mc_offload_stats st;
-    mc_master_offload_stats(f->m, &st);
-    return st;
+    return of_stats(f->m);
 }
 
 struct done {
@@ -289,8 +267,7 @@ static void test_timeout_fences_holder(void **state)
     assert_int_equal(mc_master_tick_monitor(f->m) >= 0, 1); /* the sweep drops its replicas */
     assert_int_equal(disk_copies(f, "l"), 0);
     /* it comes back and re-registers: nothing at or below the fence version */
-    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
-                     MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, OF_DISK_EP, 1ull << 30, true), MC_OK);
     assert_int_equal(reregister(f, "k", 20, vk), MC_ERR_OBJECT_NOT_FOUND);
     assert_int_equal(reregister(f, "l", 10, vl), MC_ERR_OBJECT_NOT_FOUND); /* l still exists */
     assert_int_equal(disk_copies(f, "l"), 0);
@@ -377,8 +354,7 @@ static void test_holder_without_mailbox_fenced_at_once(void **state)
     assert_int_equal(d.calls, 0);
     assert_int_equal(ostats(f).holders_fenced, 1);
     /* back: its record of k is void */
-    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
-                     MC_OK);
+    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, OF_DISK_EP, 1ull << 30, true), MC_OK);
     assert_int_equal(reregister(f, "k", 10, v), MC_ERR_OBJECT_NOT_FOUND);
 }
 

@@ -21,53 +21,18 @@
 
 #include <cmocka.h>
 
+#include "abort_fixture.h"
 #include "master/lock_order.h"
 #include "test_master_util.h"
-#include "test_spawn.h"
 
 #ifndef MC_LOCK_ORDER_CHECK
 #error "test builds define MC_LOCK_ORDER_CHECK (top CMakeLists.txt)"
 #endif
 
-typedef void (*seq_fn)(void);
-
-/* Runs fn in a child with stderr captured; returns its wait status, fills out (NUL-terminated). */
-static int run_child(seq_fn fn, char *out, size_t cap)
+/* A violation aborts with one line naming both locks. */
+static void expect_abort(af_seq_fn fn, const char *a, const char *b)
 {
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        tu_die_with_parent(parent);
-        close(p[0]);
-        dup2(p[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(p[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < cap && (r = read(p[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(p[0]);
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    return st;
-}
-
-static void expect_abort(seq_fn fn, const char *a, const char *b)
-{
-    char buf[1024];
-    int st = run_child(fn, buf, sizeof(buf));
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT)
-        fail_msg("child did not abort (status %d), stderr: %s", st, buf);
-    assert_non_null(strstr(buf, "lock order violation"));
-    assert_non_null(strstr(buf, a));
-    if (b)
-        assert_non_null(strstr(buf, b));
+    af_expect_abort(fn, "lock order violation", a, b);
 }
 
 static void shards_descending(void)
@@ -162,11 +127,7 @@ static void legal_full_order(void)
 static void test_legal_sequences_pass(void **state)
 {
     (void)state;
-    char buf[1024];
-    int st = run_child(legal_full_order, buf, sizeof(buf));
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("legal sequence failed (status %d): %s", st, buf);
-    assert_string_equal(buf, "");
+    af_expect_clean(legal_full_order);
     /* And in this process too. */
     legal_full_order();
     assert_int_equal(mc_lo_depth(), 0);

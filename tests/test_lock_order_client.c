@@ -21,11 +21,11 @@
 
 #include <cmocka.h>
 
+#include "abort_fixture.h"
 #include "client/disk_internal.h"
 #include "client/peer_server.h"
 #include "common/lock_order.h"
 #include "disk_test_util.h"
-#include "test_spawn.h"
 
 #ifndef MC_LOCK_ORDER_CHECK
 #error "test builds define MC_LOCK_ORDER_CHECK (top CMakeLists.txt)"
@@ -37,44 +37,9 @@ static struct mc_disk_store *g_store;
 static struct mc_peer_server *g_ps;
 static const struct mc_id PS_SEG = {7, 9};
 
-typedef void (*seq_fn)(void);
-
-/* Runs fn in a child with stderr captured; returns its wait status, fills out (NUL-terminated). */
-static int run_child(seq_fn fn, char *out, size_t cap)
+static void expect_abort(af_seq_fn fn, const char *a, const char *b)
 {
-    int p[2];
-    assert_int_equal(pipe(p), 0);
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        tu_die_with_parent(parent);
-        close(p[0]);
-        dup2(p[1], 2);
-        fn();
-        _exit(0);
-    }
-    close(p[1]);
-    size_t n = 0;
-    ssize_t r;
-    while (n + 1 < cap && (r = read(p[0], out + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(p[0]);
-    int st = 0;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    return st;
-}
-
-static void expect_abort(seq_fn fn, const char *a, const char *b)
-{
-    char buf[1024];
-    int st = run_child(fn, buf, sizeof(buf));
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGABRT)
-        fail_msg("child did not abort (status %d), stderr: %s", st, buf);
-    assert_non_null(strstr(buf, a));
-    if (b)
-        assert_non_null(strstr(buf, b));
+    af_expect_abort(fn, a, b, NULL);
 }
 
 static void store_under_pool(void)
@@ -235,13 +200,10 @@ static void test_locked_function_asserts_its_lock(void **state)
     (void)state;
     expect_abort(locked_fn_unlocked, "disk_spares_drop_locked", "invariant failed");
     char buf[1024];
-    int st = run_child(locked_fn_locked, buf, sizeof(buf));
+    int st = af_run_child(locked_fn_locked, buf, sizeof(buf));
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
         fail_msg("locked call failed (status %d): %s", st, buf);
-    st = run_child(legal_order, buf, sizeof(buf));
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        fail_msg("legal order failed (status %d): %s", st, buf);
-    assert_string_equal(buf, "");
+    af_expect_clean(legal_order);
 }
 
 /* Every store call returns with no lock held by this thread; eviction (4 MiB capacity, 1 MiB

@@ -61,16 +61,8 @@ static void objects_batch_put(struct daemon *d, Mc__Uuid *a)
     /* batch forms: b1, b2 put; "k1" already exists */
     char *bkeys[3] = {"b1", "b2", "k1"};
     uint64_t blens[3] = {1000, 2000, 3000};
-    Mc__BatchPutStartRequest bps = MC__BATCH_PUT_START_REQUEST__INIT;
-    bps.client_id = a;
-    bps.n_keys = 3;
-    bps.keys = bkeys;
-    bps.n_value_lengths = 3;
-    bps.value_lengths = blens;
     Mc__BatchPutStartResponse *bpr = NULL;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
-                             &mc__batch_put_start_response__descriptor, &bpr),
-                     0);
+    assert_int_equal(md_batch_put_start(d->c, a, bkeys, 3, blens, 3, &bpr), 0);
     assert_int_equal(bpr->n_results, 3);
     assert_int_equal(bpr->results[0]->status, 0);
     assert_int_equal(bpr->results[0]->n_replicas, 1);
@@ -80,10 +72,7 @@ static void objects_batch_put(struct daemon *d, Mc__Uuid *a)
     assert_int_equal(bpr->results[2]->n_replicas, 0);
     FREE_MSG(bpr);
     /* mismatched lengths: every item INVALID_PARAMS */
-    bps.n_value_lengths = 2;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
-                             &mc__batch_put_start_response__descriptor, &bpr),
-                     0);
+    assert_int_equal(md_batch_put_start(d->c, a, bkeys, 3, blens, 2, &bpr), 0);
     assert_int_equal(bpr->n_results, 3);
     for (int i = 0; i < 3; i++)
         assert_int_equal(bpr->results[i]->status, MC_ERR_INVALID_PARAMS);
@@ -94,14 +83,8 @@ static void objects_batch_put(struct daemon *d, Mc__Uuid *a)
     it[0].key = "b1";
     it[1].key = "b2";
     it[2].key = "never";
-    Mc__BatchPutEndRequest bpe = MC__BATCH_PUT_END_REQUEST__INIT;
-    bpe.client_id = a;
-    bpe.n_items = 3;
-    bpe.items = itp;
     Mc__BatchPutEndResponse *bper = NULL;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_END, &bpe,
-                             &mc__batch_put_end_response__descriptor, &bper),
-                     0);
+    assert_int_equal(md_batch_put_end(d->c, a, itp, 3, &bper), 0);
     assert_int_equal(bper->n_statuses, 3);
     assert_int_equal(bper->statuses[0], 0);
     assert_int_equal(bper->statuses[1], 0);
@@ -178,31 +161,13 @@ static void objects_revoke(struct daemon *d, Mc__Uuid *a)
 {
     /* PutRevoke */
     assert_int_equal(md_put_start(d->c, a, "r1", 100, NULL), 0);
-    Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
-    pr.client_id = a;
-    pr.key = "r1";
-    assert_int_equal(
-        md_call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL), 0);
+    assert_int_equal(md_put_revoke(d->c, a, "r1", 0), 0);
     assert_int_equal(md_get(d->c, "r1", NULL), MC_ERR_OBJECT_NOT_FOUND);
     char *rkeys[2] = {"r2", "r3"};
     uint64_t rlens[2] = {10, 10};
-    Mc__BatchPutStartRequest bps = MC__BATCH_PUT_START_REQUEST__INIT;
-    bps.client_id = a;
-    bps.n_keys = 2;
-    bps.keys = rkeys;
-    bps.n_value_lengths = 2;
-    bps.value_lengths = rlens;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_START, &bps,
-                             &mc__batch_put_start_response__descriptor, NULL),
-                     0);
-    Mc__BatchPutRevokeRequest bpv = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
-    bpv.client_id = a;
-    bpv.n_keys = 2;
-    bpv.keys = rkeys;
+    assert_int_equal(md_batch_put_start(d->c, a, rkeys, 2, rlens, 2, NULL), 0);
     Mc__BatchPutRevokeResponse *bpvr = NULL;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_REVOKE, &bpv,
-                             &mc__batch_put_revoke_response__descriptor, &bpvr),
-                     0);
+    assert_int_equal(md_batch_put_revoke(d->c, a, rkeys, 2, NULL, &bpvr), 0);
     assert_int_equal(bpvr->n_statuses, 2);
     assert_int_equal(bpvr->statuses[0], 0);
     assert_int_equal(bpvr->statuses[1], 0);
@@ -300,21 +265,8 @@ static uint64_t late_takeover(struct daemon *d, Mc__Uuid *a, uint64_t *v1_out)
 /* v1's late PutEnd and PutRevoke: INVALID_VERSION. */
 static void late_single(struct daemon *d, Mc__Uuid *a, uint64_t v1)
 {
-    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    pe.client_id = a;
-    pe.key = "t";
-    pe.version = v1;
-    pe.crc32c = 1;
-    pe.crc_valid = 1;
-    assert_int_equal(md_call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
-                     MC_ERR_INVALID_VERSION);
-    Mc__PutRevokeRequest pr = MC__PUT_REVOKE_REQUEST__INIT;
-    pr.client_id = a;
-    pr.key = "t";
-    pr.version = v1;
-    assert_int_equal(
-        md_call(d->c, MC_METHOD_PUT_REVOKE, &pr, &mc__put_revoke_response__descriptor, NULL),
-        MC_ERR_INVALID_VERSION);
+    assert_int_equal(md_put_end_v(d->c, a, "t", v1, 1), MC_ERR_INVALID_VERSION);
+    assert_int_equal(md_put_revoke(d->c, a, "t", v1), MC_ERR_INVALID_VERSION);
 }
 
 /* The batch forms: each item's version is checked. */
@@ -326,29 +278,15 @@ static void late_batch(struct daemon *d, Mc__Uuid *a, uint64_t v1)
     item.version = v1;
     item.crc32c = 1;
     item.crc_valid = 1;
-    Mc__BatchPutEndRequest be = MC__BATCH_PUT_END_REQUEST__INIT;
-    be.client_id = a;
-    be.n_items = 1;
-    be.items = items;
     Mc__BatchPutEndResponse *ber = NULL;
-    assert_int_equal(
-        md_call(d->c, MC_METHOD_BATCH_PUT_END, &be, &mc__batch_put_end_response__descriptor, &ber),
-        0);
+    assert_int_equal(md_batch_put_end(d->c, a, items, 1, &ber), 0);
     assert_int_equal(ber->n_statuses, 1);
     assert_int_equal(ber->statuses[0], MC_ERR_INVALID_VERSION);
     FREE_MSG(ber);
     char *bkeys[1] = {"t"};
     uint64_t bvers[1] = {v1};
-    Mc__BatchPutRevokeRequest br = MC__BATCH_PUT_REVOKE_REQUEST__INIT;
-    br.client_id = a;
-    br.n_keys = 1;
-    br.keys = bkeys;
-    br.n_versions = 1;
-    br.versions = bvers;
     Mc__BatchPutRevokeResponse *brr = NULL;
-    assert_int_equal(md_call(d->c, MC_METHOD_BATCH_PUT_REVOKE, &br,
-                             &mc__batch_put_revoke_response__descriptor, &brr),
-                     0);
+    assert_int_equal(md_batch_put_revoke(d->c, a, bkeys, 1, bvers, &brr), 0);
     assert_int_equal(brr->n_statuses, 1);
     assert_int_equal(brr->statuses[0], MC_ERR_INVALID_VERSION);
     FREE_MSG(brr);
@@ -357,27 +295,17 @@ static void late_batch(struct daemon *d, Mc__Uuid *a, uint64_t v1)
 /* v2 untouched by the late calls; only its own PutEnd completes it; v1 still refused after. */
 static void late_v2_completes(struct daemon *d, Mc__Uuid *a, uint64_t v1, uint64_t v2)
 {
-    Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    pe.client_id = a;
-    pe.key = "t";
-    pe.crc_valid = 1;
     /* v2 is untouched: still PROCESSING, invisible to readers */
     assert_int_equal(md_get(d->c, "t", NULL), MC_ERR_REPLICA_IS_NOT_READY);
     /* its own PutEnd completes it, and a reader sees v2 with v2's CRC */
-    pe.version = v2;
-    pe.crc32c = 2;
-    assert_int_equal(md_call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
-                     0);
+    assert_int_equal(md_put_end_v(d->c, a, "t", v2, 2), 0);
     Mc__GetReplicaListResponse *g = NULL;
     assert_int_equal(md_get(d->c, "t", &g), 0);
     assert_int_equal(g->version, v2);
     assert_int_equal(g->crc32c, 2);
     FREE_MSG(g);
     /* a late v1 on the completed object is still refused */
-    pe.version = v1;
-    pe.crc32c = 1;
-    assert_int_equal(md_call(d->c, MC_METHOD_PUT_END, &pe, &mc__put_end_response__descriptor, NULL),
-                     MC_ERR_INVALID_VERSION);
+    assert_int_equal(md_put_end_v(d->c, a, "t", v1, 1), MC_ERR_INVALID_VERSION);
 }
 
 static void test_late_put_end_through_service(void **state)

@@ -24,11 +24,10 @@
 #include "master/lock_order.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
+#include "offload_fixture.h"
 #include "test_master_util.h"
 
-#define T0_MS 1000000ull
-#define WALL0_NS (1767225600000ull * 1000000ull) /* 2026-01-01 */
-#define NSHARDS 1024                             /* MC_NSHARDS: one census round */
+#define NSHARDS 1024 /* MC_NSHARDS: one census round */
 
 struct fx {
     struct mc_fake_clock fc, wall;
@@ -38,35 +37,21 @@ struct fx {
 
 static struct mc_master *master_new(struct fx *f, uint16_t epoch)
 {
-    struct mc_master_config c;
-    mc_master_config_init(&c);
-    c.clock = &f->fc.clock;
-    c.wall_clock = &f->wall.clock;
-    c.manual_ticks = true;
-    c.epoch = epoch;
-    c.eviction_threads = 1;
-    c.client_ttl_ms = 10000;
-    c.put_start_release_timeout_ms = 600000;
-    c.enable_offload = true;
-    struct mc_master *m = NULL;
-    assert_int_equal(mc_master_new(&c, &m), MC_OK);
-    return m;
+    struct mc_master_config c = of_config(&f->fc, &f->wall, epoch, 10000, 600000);
+    return of_master(&c);
 }
 
 static void mount(struct fx *f)
 {
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
-    assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
-                     MC_OK);
+    of_mount_holder(f->m, f->a, 64 * MIB, true);
 }
 
 static int fx_setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
-    mc_fake_clock_init(&f->wall, WALL0_NS);
+    mc_fake_clock_init(&f->fc, OF_T0_MS * 1000000ull);
+    mc_fake_clock_init(&f->wall, OF_WALL0_NS);
     f->a = tm_id(1);
     f->m = master_new(f, 1);
     mount(f);
@@ -77,25 +62,14 @@ static int fx_setup(void **state)
 static int fx_teardown(void **state)
 {
     struct fx *f = *state;
-    mc_master_free(f->m);
-    assert_int_equal(mc_lo_depth(), 0);
+    of_free(f->m);
     free(f);
     return 0;
 }
 
 static uint64_t put(struct fx *f, const char *key, uint64_t size)
 {
-    const char *pref[] = {"seg-1"};
-    struct mc_master_replicate_config cfg;
-    mc_master_replicate_config_init(&cfg);
-    cfg.preferred_segments = pref;
-    cfg.n_preferred = 1;
-    struct mc_put_start_result r;
-    assert_int_equal(mc_master_put_start(f->m, f->a, key, strlen(key), size, &cfg, &r), MC_OK);
-    assert_int_equal(
-        mc_master_put_end(f->m, f->a, key, strlen(key), r.version, (uint32_t)size ^ 0x5a, true),
-        MC_OK);
-    return r.version;
+    return of_put(f->m, f->a, key, size);
 }
 
 struct hb {

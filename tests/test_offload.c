@@ -31,9 +31,10 @@
 #include "master/master.h"
 #include "mooncake/errors.h"
 #include "test_heartbeat_util.h"
+#include "offload_fixture.h"
 #include "test_master_util.h"
 
-#define T0_MS 1000000ull
+#define T0_MS OF_T0_MS
 #define RELEASE_MS 600000ull
 #define TTL_MS 10000ull
 
@@ -49,14 +50,7 @@ enum { MODE_PUT_END = 0, MODE_ON_EVICT = 1, MODE_FORCE = 2, MODE_FORCE_ALONE = 3
 
 static struct mc_master_config fx_config(struct fx *f, int mode)
 {
-    struct mc_master_config c;
-    mc_master_config_init(&c);
-    c.clock = &f->fc.clock;
-    c.manual_ticks = true;
-    c.epoch = 7;
-    c.eviction_threads = 1;
-    c.client_ttl_ms = TTL_MS;
-    c.put_start_release_timeout_ms = RELEASE_MS;
+    struct mc_master_config c = of_config(&f->fc, NULL, 7, TTL_MS, RELEASE_MS);
     c.enable_offload = mode != MODE_OFF;
     c.offload_on_evict = mode == MODE_ON_EVICT || mode == MODE_FORCE;
     c.offload_force_evict = mode == MODE_FORCE || mode == MODE_FORCE_ALONE;
@@ -72,14 +66,10 @@ static struct fx *fx_new_cfg(int mode, uint64_t seg_size, bool disk, uint32_t qu
     struct mc_master_config c = fx_config(f, mode);
     if (queue_limit)
         c.offloading_queue_limit = queue_limit;
-    assert_int_equal(mc_master_new(&c, &f->m), MC_OK);
+    f->m = of_master(&c);
     f->a = tm_id(1);
     f->b = tm_id(2);
-    struct mc_segment_desc s1 = tm_seg(1, seg_size);
-    assert_int_equal(mc_master_mount_segment(f->m, f->a, &s1, NULL), MC_OK);
-    if (disk)
-        assert_int_equal(mc_master_mount_local_disk(f->m, f->a, "10.0.0.1:18001", 1ull << 30, true),
-                         MC_OK);
+    of_mount_holder(f->m, f->a, seg_size, disk);
     return f;
 }
 
@@ -90,8 +80,7 @@ static struct fx *fx_new(int mode)
 
 static void fx_free(struct fx *f)
 {
-    mc_master_free(f->m);
-    assert_int_equal(mc_lo_depth(), 0);
+    of_free(f->m);
     free(f);
 }
 
@@ -112,17 +101,7 @@ static int fx_teardown(void **state)
 
 static uint64_t put(struct fx *f, const char *key, uint64_t size)
 {
-    const char *pref[] = {"seg-1"};
-    struct mc_master_replicate_config cfg;
-    mc_master_replicate_config_init(&cfg);
-    cfg.preferred_segments = pref;
-    cfg.n_preferred = 1;
-    struct mc_put_start_result r;
-    assert_int_equal(mc_master_put_start(f->m, f->a, key, strlen(key), size, &cfg, &r), MC_OK);
-    assert_int_equal(
-        mc_master_put_end(f->m, f->a, key, strlen(key), r.version, (uint32_t)size ^ 0x5a, true),
-        MC_OK);
-    return r.version;
+    return of_put(f->m, f->a, key, size);
 }
 
 /* A heartbeat's answer. */
@@ -174,10 +153,7 @@ static void complete_all(struct fx *f, const struct tm_hb *h)
 
 static struct mc_key_info query(struct fx *f, const char *key, int want_rc)
 {
-    struct mc_key_info ki;
-    memset(&ki, 0, sizeof(ki));
-    assert_int_equal(mc_master_query_key(f->m, key, strlen(key), &ki), want_rc);
-    return ki;
+    return of_query(f->m, key, want_rc);
 }
 
 static uint32_t count_type(const struct mc_key_info *ki, uint8_t type)
@@ -190,9 +166,7 @@ static uint32_t count_type(const struct mc_key_info *ki, uint8_t type)
 
 static struct mc_offload_stats ostats(struct fx *f)
 {
-    struct mc_offload_stats st;
-    mc_master_offload_stats(f->m, &st);
-    return st;
+    return of_stats(f->m);
 }
 
 static void ping(struct fx *f, struct mc_id who)
@@ -858,7 +832,7 @@ static void test_reregister_after_restart_recreates_same_epoch_does_not(void **s
     struct fx *f = calloc(1, sizeof(*f));
     mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
     struct mc_fake_clock wall;
-    mc_fake_clock_init(&wall, 1767225600000ull * 1000000ull); /* 2026-01-01 */
+    mc_fake_clock_init(&wall, OF_WALL0_NS); /* 2026-01-01 */
     f->a = tm_id(1);
     f->m = master_at(f, &wall, 1);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
@@ -930,7 +904,7 @@ static void test_reregister_never_resurrects_what_this_incarnation_dropped(void 
     struct fx *f = calloc(1, sizeof(*f));
     mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
     struct mc_fake_clock wall;
-    mc_fake_clock_init(&wall, 1767225600000ull * 1000000ull);
+    mc_fake_clock_init(&wall, OF_WALL0_NS);
     f->a = tm_id(1);
     f->m = master_at(f, &wall, 1);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);

@@ -26,12 +26,11 @@
 #include "master/lock_order.h"
 #include "master/master.h"
 #include "mooncake/errors.h"
+#include "offload_fixture.h"
 #include "test_heartbeat_util.h"
 #include "test_master_util.h"
 
-#define T0_MS 1000000ull
 #define TTL_MS 10000ull
-#define WALL0_NS (1767225600000ull * 1000000ull) /* 2026-01-01 */
 
 struct fx {
     struct mc_fake_clock fc, wall;
@@ -43,29 +42,18 @@ enum mode { PUT_END, ON_EVICT, FORCE }; /* named by their flags in the tests */
 
 static struct mc_master *master_new(struct fx *f, uint16_t epoch, enum mode mode)
 {
-    struct mc_master_config c;
-    mc_master_config_init(&c);
-    c.clock = &f->fc.clock;
-    c.wall_clock = &f->wall.clock;
-    c.manual_ticks = true;
-    c.epoch = epoch;
-    c.eviction_threads = 1;
-    c.client_ttl_ms = TTL_MS;
-    c.put_start_release_timeout_ms = 600000;
-    c.enable_offload = true;
+    struct mc_master_config c = of_config(&f->fc, &f->wall, epoch, TTL_MS, 600000);
     c.offload_on_evict = mode != PUT_END;
     c.offload_force_evict = mode == FORCE;
-    struct mc_master *m = NULL;
-    assert_int_equal(mc_master_new(&c, &m), MC_OK);
-    return m;
+    return of_master(&c);
 }
 
 static struct fx *fx_new(enum mode mode)
 {
     struct fx *f = calloc(1, sizeof(*f));
     assert_non_null(f);
-    mc_fake_clock_init(&f->fc, T0_MS * 1000000ull);
-    mc_fake_clock_init(&f->wall, WALL0_NS);
+    mc_fake_clock_init(&f->fc, OF_T0_MS * 1000000ull);
+    mc_fake_clock_init(&f->wall, OF_WALL0_NS);
     f->h1 = tm_id(1);
     f->h2 = tm_id(2);
     f->m = master_new(f, 1, mode);
@@ -82,8 +70,7 @@ static void restart(struct fx *f)
 
 static void fx_free(struct fx *f)
 {
-    mc_master_free(f->m);
-    assert_int_equal(mc_lo_depth(), 0);
+    of_free(f->m);
     free(f);
 }
 
@@ -122,17 +109,12 @@ static struct tm_hb pull(struct fx *f, struct mc_id who)
 
 static struct mc_key_info query(struct fx *f, const char *key, int want_rc)
 {
-    struct mc_key_info ki;
-    memset(&ki, 0, sizeof(ki));
-    assert_int_equal(mc_master_query_key(f->m, key, strlen(key), &ki), want_rc);
-    return ki;
+    return of_query(f->m, key, want_rc);
 }
 
 static struct mc_offload_stats ostats(struct fx *f)
 {
-    struct mc_offload_stats st;
-    mc_master_offload_stats(f->m, &st);
-    return st;
+    return of_stats(f->m);
 }
 
 /* Whether key's replicas include a LOCAL_DISK one of who. */

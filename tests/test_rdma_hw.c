@@ -130,6 +130,31 @@ static int regions_of(const struct fake *f, const void *addr)
     return n;
 }
 
+/* A peer's 64 KiB, zeroed and exposed through the provider; its key into *rkey. */
+static uint8_t *peer_memory(uint32_t *rkey)
+{
+    uint8_t *remote = calloc(1, 65536);
+    assert_non_null(remote);
+    *rkey = fake_expose(remote, 65536);
+    return remote;
+}
+
+/* Reads sizeof-dst bytes at l through t, which must succeed and match the peer's memory. */
+static void read_back(struct mc_transport *t, const struct mc_xfer_loc *l, uint8_t *dst, size_t n,
+                      const uint8_t *remote)
+{
+    assert_int_equal(mc_transport_read(t, l, dst, n), 0);
+    assert_memory_equal(dst, remote, n);
+}
+
+/* The end of a test: t and the peer's memory freed, nothing left in the provider. */
+static void done(const struct fake *f, struct mc_transport *t, uint8_t *remote)
+{
+    mc_transport_free(t);
+    free(remote);
+    check_clean(f);
+}
+
 static void sa4(struct sockaddr_in *sa, const char *ip, uint16_t port)
 {
     memset(sa, 0, sizeof(*sa));
@@ -284,17 +309,15 @@ static void test_fake_completion_before_arm(void **state)
     fake_init(&f);
     f.complete_on_arm = true;
     struct mc_transport *t = transport();
-    uint8_t *remote = calloc(1, 65536);
-    uint32_t rkey = fake_expose(remote, 65536);
+    uint32_t rkey;
+    uint8_t *remote = peer_memory(&rkey);
     uint8_t src[4 * 4096]; /* one window: every completion lands at the arm */
     fill(src, sizeof(src), 9);
     struct mc_xfer_loc l = loc(PEER, remote, rkey);
     assert_int_equal(mc_transport_write(t, &l, src, sizeof(src)), 0);
     assert_memory_equal(remote, src, sizeof(src));
     assert_int_equal(f.waits, 0); /* every completion was found by the poll after the arm */
-    mc_transport_free(t);
-    free(remote);
-    check_clean(&f);
+    done(&f, t, remote);
 }
 
 static void test_fake_rnr_and_retry_exceeded(void **state)
@@ -305,8 +328,8 @@ static void test_fake_rnr_and_retry_exceeded(void **state)
         struct fake f;
         fake_init(&f);
         struct mc_transport *t = transport();
-        uint8_t *remote = calloc(1, 65536);
-        uint32_t rkey = fake_expose(remote, 65536);
+        uint32_t rkey;
+        uint8_t *remote = peer_memory(&rkey);
         uint8_t dst[16384];
         struct mc_xfer_loc l = loc(PEER, remote, rkey);
         f.fail_at_wr = 2;
@@ -317,11 +340,8 @@ static void test_fake_rnr_and_retry_exceeded(void **state)
         assert_int_equal(s.teardowns, 1);
         assert_int_equal(s.errors, 1);
         fill(remote, 16384, 4);
-        assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0);
-        assert_memory_equal(dst, remote, sizeof(dst));
-        mc_transport_free(t);
-        free(remote);
-        check_clean(&f);
+        read_back(t, &l, dst, sizeof(dst), remote);
+        done(&f, t, remote);
     }
 }
 
@@ -706,8 +726,8 @@ static void test_port_state_and_async_events(void **state)
 
     fake_init(&f);
     t = transport();
-    uint8_t *remote = calloc(1, 65536);
-    uint32_t rkey = fake_expose(remote, 65536);
+    uint32_t rkey;
+    uint8_t *remote = peer_memory(&rkey);
     fill(remote, 65536, 7);
     uint8_t dst[8192];
     struct mc_xfer_loc l = loc(PEER, remote, rkey);
@@ -735,11 +755,8 @@ static void test_port_state_and_async_events(void **state)
     }
     assert_int_equal(s.async_events, 2);
     memset(dst, 0, sizeof(dst));
-    assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0);
-    assert_memory_equal(dst, remote, sizeof(dst));
-    mc_transport_free(t);
-    free(remote);
-    check_clean(&f);
+    read_back(t, &l, dst, sizeof(dst), remote);
+    done(&f, t, remote);
 }
 
 /* A device removal reported on the listener: the peer's queue pair on it is closed, the device
@@ -757,8 +774,8 @@ static void test_device_removal_closes_connections(void **state)
     mc_rdma_conn_msg_encode(&m, msg);
     fake_inject_connect_from("10.0.0.3", msg, sizeof(msg));
     assert_true(fake_wait_for(&f.accepted, 1));
-    uint8_t *remote = calloc(1, 65536);
-    uint32_t rkey = fake_expose(remote, 65536);
+    uint32_t rkey;
+    uint8_t *remote = peer_memory(&rkey);
     uint8_t dst[4096];
     struct mc_xfer_loc l = loc(PEER, remote, rkey);
     assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0); /* one pooled QP */
@@ -769,9 +786,7 @@ static void test_device_removal_closes_connections(void **state)
     struct mc_rdma_transport_stats s;
     mc_transport_rdma_get_stats(t, &s);
     assert_int_equal(s.stale, 1); /* the pooled one predated the removal: replaced */
-    mc_transport_free(t);
-    free(remote);
-    check_clean(&f);
+    done(&f, t, remote);
 }
 
 /* ---- 7: fork safety ----------------------------------------------------------------------- */
@@ -800,22 +815,19 @@ static void test_cq_spin_before_arming(void **state)
         if (!spin)
             cfg.cq_spin_polls = -1;
         struct mc_transport *t = transport_with(&cfg);
-        uint8_t *remote = calloc(1, 65536);
-        uint32_t rkey = fake_expose(remote, 65536);
+        uint32_t rkey;
+        uint8_t *remote = peer_memory(&rkey);
         fill(remote, 65536, 12);
         uint8_t dst[4 * 4096];
         struct mc_xfer_loc l = loc(PEER, remote, rkey);
-        assert_int_equal(mc_transport_read(t, &l, dst, sizeof(dst)), 0);
-        assert_memory_equal(dst, remote, sizeof(dst));
+        read_back(t, &l, dst, sizeof(dst), remote);
         if (spin) { /* the default: found by spinning, never armed, never slept */
             assert_int_equal(f.arms, 0);
             assert_int_equal(f.waits, 0);
         } else {
             assert_true(f.arms > 0);
         }
-        mc_transport_free(t);
-        free(remote);
-        check_clean(&f);
+        done(&f, t, remote);
     }
 }
 
@@ -881,8 +893,7 @@ static int run_pushers(struct fake *f, uint32_t staging_count, int n, struct mc_
     pthread_cond_init(&p->cond, NULL);
     p->want = n;
     p->t = *tp = transport_with(&cfg);
-    p->remote = calloc(1, 65536);
-    p->rkey = fake_expose(p->remote, 65536);
+    p->remote = peer_memory(&p->rkey);
     (void)f;
     pthread_t th[8];
     struct pusher me[8];
@@ -945,8 +956,8 @@ static void test_batch_posted_at_once(void **state)
     mc_rdma_transport_config_init(&cfg);
     cfg.cq_spin_polls = -1;
     struct mc_transport *t = transport_with(&cfg); /* 4 KiB slices, window 4 */
-    uint8_t *remote = calloc(1, 65536);
-    uint32_t rkey = fake_expose(remote, 65536);
+    uint32_t rkey;
+    uint8_t *remote = peer_memory(&rkey);
     fill(remote, 65536, 19);
     uint8_t *dst = calloc(1, 65536);
     struct mc_xfer_item it[5];
@@ -999,8 +1010,9 @@ static void test_cqs_spread_over_vectors(void **state)
     fake_init(&f);
     f.ctx[0].num_comp_vectors = 4;
     struct mc_transport *t = transport();
-    uint8_t *remote = calloc(1, 65536), buf[4096];
-    uint32_t rkey = fake_expose(remote, 65536);
+    uint8_t buf[4096];
+    uint32_t rkey;
+    uint8_t *remote = peer_memory(&rkey);
     fill(remote, 65536, 29);
     for (int i = 0; i < 8; i++) { /* eight peers: eight queue pairs, eight CQs */
         char ep[32];
@@ -1012,9 +1024,7 @@ static void test_cqs_spread_over_vectors(void **state)
     }
     for (int v = 0; v < 4; v++)
         assert_int_equal(f.cq_vec[v], 2);
-    mc_transport_free(t);
-    free(remote);
-    check_clean(&f);
+    done(&f, t, remote);
 }
 
 /* ---- 8: the passive side's RDMA read depths (rdma_accept(3)) -------------------------------- */

@@ -32,6 +32,7 @@
 #include "common/rpc_client.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
+#include "master_service_fixture.h"
 #include "master/master.h"
 #include "master/service.h"
 #include "mooncake/errors.h"
@@ -95,24 +96,14 @@ static void test_master_batch_of_empty_keys(void **state)
     (void)state;
     struct mc_fake_clock clk;
     mc_fake_clock_init(&clk, 1000000000ull);
-    struct mc_master_config mc;
-    mc_master_config_init(&mc);
+    struct mc_master_config mc = msf_master_config();
     mc.clock = &clk.clock;
     mc.manual_ticks = true;
-    mc.eviction_threads = 1;
-    struct mc_master *m;
-    struct mc_master_service *svc;
-    assert_int_equal(mc_master_new(&mc, &m), 0);
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    struct mc_rpc_server_config rc;
-    mc_rpc_server_config_init(&rc);
-    rc.io_threads = 1;
+    struct mc_rpc_server_config rc = msf_server_config(NULL);
     rc.name = "master";
-    rc.on_close = mc_master_service_on_close;
-    rc.on_close_arg = svc;
-    struct mc_rpc_server *srv;
-    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
+    struct msf x;
+    msf_open(&x, &mc, rc);
+    struct mc_rpc_server *srv = x.srv;
 
     size_t blen, flen;
     uint8_t *body = empty_elements(ATTACK_BODY / 2, &blen);
@@ -143,11 +134,7 @@ static void test_master_batch_of_empty_keys(void **state)
     assert_int_equal(st.decode_refusals, 1);
     assert_int_equal(st.requests, before + 1);
     free(f);
-
-    mc_rpc_server_stop(srv);
-    mc_master_service_free(svc);
-    mc_rpc_server_free(srv);
-    mc_master_free(m);
+    msf_close(&x);
 }
 
 static struct mc_peer_server *peer_new(void)
@@ -412,32 +399,15 @@ static void test_segment_endpoint_must_be_callers(void **state)
         print_message("no non-loopback IPv4 address here: case skipped\n");
         skip();
     }
-    struct mc_master_config mc;
-    mc_master_config_init(&mc);
-    mc.eviction_threads = 1;
-    struct mc_master *m;
-    struct mc_master_service *svc;
-    assert_int_equal(mc_master_new(&mc, &m), 0);
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    struct mc_rpc_server_config rc;
-    mc_rpc_server_config_init(&rc);
-    rc.bind_addr = "0.0.0.0";
-    rc.io_threads = 1;
+    struct mc_master_config mc = msf_master_config();
+    struct mc_rpc_server_config rc = msf_server_config("0.0.0.0");
     rc.protected_mode = false;
-    rc.on_close = mc_master_service_on_close;
-    rc.on_close_arg = svc;
-    struct mc_rpc_server *srv;
-    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
-    assert_int_equal(mc_rpc_server_start(srv), 0);
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = ip; /* from this host's own address: a non-loopback peer */
-    cc.port = mc_rpc_server_port(srv);
-    struct mc_rpc_client *remote, *local;
-    assert_int_equal(mc_rpc_client_new(&cc, &remote), 0);
-    cc.host = "127.0.0.1";
-    assert_int_equal(mc_rpc_client_new(&cc, &local), 0);
+    struct msf x;
+    msf_open(&x, &mc, rc);
+    msf_start(&x);
+    /* from this host's own address: a non-loopback peer */
+    struct mc_rpc_client *remote = msf_client(&x, ip, NULL);
+    struct mc_rpc_client *local = msf_client(&x, "127.0.0.1", NULL);
     char mine[64];
     snprintf(mine, sizeof(mine), "%s:4000", ip);
     assert_int_equal(mount_via(remote, 1, "10.99.99.99:4000"), MC_ERR_INVALID_PARAMS);
@@ -446,10 +416,7 @@ static void test_segment_endpoint_must_be_callers(void **state)
     assert_int_equal(mount_via(local, 2, "10.99.99.99:4000"), 0); /* same host: exempt */
     mc_rpc_client_free(remote);
     mc_rpc_client_free(local);
-    mc_rpc_server_stop(srv);
-    mc_master_service_free(svc);
-    mc_rpc_server_free(srv);
-    mc_master_free(m);
+    msf_close(&x);
 }
 
 /* At most --max_segments_per_client segments per client (1,999 fake 1 TiB segments were
@@ -458,31 +425,13 @@ static void test_segment_endpoint_must_be_callers(void **state)
 static void test_segments_per_client_capped(void **state)
 {
     (void)state;
-    struct mc_master_config mc;
-    mc_master_config_init(&mc);
-    mc.eviction_threads = 1;
-    struct mc_master *m;
-    struct mc_master_service *svc;
-    assert_int_equal(mc_master_new(&mc, &m), 0);
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    mc_master_service_set_segment_cap(svc, 2);
-    struct mc_rpc_server_config rc;
-    mc_rpc_server_config_init(&rc);
-    rc.bind_addr = "127.0.0.1";
-    rc.io_threads = 1;
-    rc.on_close = mc_master_service_on_close;
-    rc.on_close_arg = svc;
-    struct mc_rpc_server *srv;
-    assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
-    assert_int_equal(mc_rpc_server_start(srv), 0);
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = "127.0.0.1";
-    cc.port = mc_rpc_server_port(srv);
-    struct mc_rpc_client *a, *b;
-    assert_int_equal(mc_rpc_client_new(&cc, &a), 0);
-    assert_int_equal(mc_rpc_client_new(&cc, &b), 0);
+    struct mc_master_config mc = msf_master_config();
+    struct msf x;
+    msf_open(&x, &mc, msf_server_config("127.0.0.1"));
+    mc_master_service_set_segment_cap(x.svc, 2);
+    msf_start(&x);
+    struct mc_rpc_client *a = msf_client(&x, "127.0.0.1", NULL);
+    struct mc_rpc_client *b = msf_client(&x, "127.0.0.1", NULL);
     assert_int_equal(mount_seg(a, 1, 1, "127.0.0.1:4000"), 0);
     assert_int_equal(mount_seg(a, 1, 2, "127.0.0.1:4000"), 0);
     assert_int_equal(mount_seg(a, 1, 3, "127.0.0.1:4000"), MC_ERR_INVALID_PARAMS);
@@ -513,8 +462,8 @@ static void test_segments_per_client_capped(void **state)
     size_t rn = mc__re_mount_segment_request__pack(&rr, rbuf);
     void *resp = NULL;
     size_t rl = 0;
-    struct mc_rpc_client *c3; /* a fresh connection, bound to no client yet */
-    assert_int_equal(mc_rpc_client_new(&cc, &c3), 0);
+    /* a fresh connection, bound to no client yet */
+    struct mc_rpc_client *c3 = msf_client(&x, "127.0.0.1", NULL);
     assert_int_equal(mc_rpc_client_call(c3, MC_METHOD_REMOUNT_SEGMENT, rbuf, rn, 0, &resp, &rl),
                      MC_ERR_INVALID_PARAMS);
     free(resp);
@@ -526,21 +475,12 @@ static void test_segments_per_client_capped(void **state)
     mc_rpc_client_free(c3);
     mc_rpc_client_free(a);
     mc_rpc_client_free(b);
-    mc_rpc_server_stop(srv);
-    mc_master_service_free(svc);
-    mc_rpc_server_free(srv);
-    mc_master_free(m);
+    msf_close(&x);
 }
 
-static int remove_all_as(uint16_t port, const struct mc_auth_key *key)
+static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
 {
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = "127.0.0.1";
-    cc.port = port;
-    cc.auth = key;
-    struct mc_rpc_client *c;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
     Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
     uint8_t buf[64];
     size_t n = mc__remove_all_request__pack(&req, buf);
@@ -567,36 +507,20 @@ static void test_remove_all_needs_admin_token(void **state)
     tool.has_alt = true;
     memcpy(tool.alt, data.k, sizeof(tool.alt));
     for (int with_admin = 1; with_admin >= 0; with_admin--) {
-        struct mc_master_config mc;
-        mc_master_config_init(&mc);
-        mc.eviction_threads = 1;
-        struct mc_master *m;
-        struct mc_master_service *svc;
-        assert_int_equal(mc_master_new(&mc, &m), 0);
-        assert_int_equal(mc_master_service_new(m, &svc), 0);
-        struct mc_rpc_server_config rc;
-        mc_rpc_server_config_init(&rc);
-        rc.bind_addr = "127.0.0.1";
-        rc.io_threads = 1;
+        struct mc_master_config mc = msf_master_config();
+        struct mc_rpc_server_config rc = msf_server_config("127.0.0.1");
         rc.auth = &data;
         rc.admin_auth = with_admin ? &admin : NULL;
-        rc.on_close = mc_master_service_on_close;
-        rc.on_close_arg = svc;
-        struct mc_rpc_server *srv;
-        assert_int_equal(mc_rpc_server_new(&rc, &srv), 0);
-        assert_int_equal(mc_master_service_register(svc, srv), 0);
-        assert_int_equal(mc_rpc_server_start(srv), 0);
-        uint16_t port = mc_rpc_server_port(srv);
+        struct msf x;
+        msf_open(&x, &mc, rc);
+        msf_start(&x);
         if (with_admin) {
-            assert_int_equal(remove_all_as(port, &data), MC_ERR_UNAUTHENTICATED);
-            assert_int_equal(remove_all_as(port, &tool), 0);
+            assert_int_equal(remove_all_as(&x, &data), MC_ERR_UNAUTHENTICATED);
+            assert_int_equal(remove_all_as(&x, &tool), 0);
         } else {
-            assert_int_equal(remove_all_as(port, &data), 0);
+            assert_int_equal(remove_all_as(&x, &data), 0);
         }
-        mc_rpc_server_stop(srv);
-        mc_master_service_free(svc);
-        mc_rpc_server_free(srv);
-        mc_master_free(m);
+        msf_close(&x);
     }
 }
 

@@ -27,6 +27,7 @@
 #include "client/client_id.h"
 #include "client/client_internal.h"
 #include "common/auth.h"
+#include "common/lock_order.h"
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -848,13 +849,26 @@ void mc_object_info_free(struct mc_object_info *info)
 
 /* ---- registered buffers ------------------------------------------------------------------ */
 
+/* buf_lock: before the RDMA context's mr_lock in the lock order (common/lock_order.h). */
+static void bufs_lock(struct mc_client *c)
+{
+    mc_lo_acquire(MC_LO_CLIENT_BUFS, 0);
+    pthread_mutex_lock(&c->buf_lock);
+}
+
+static void bufs_unlock(struct mc_client *c)
+{
+    pthread_mutex_unlock(&c->buf_lock);
+    mc_lo_release(MC_LO_CLIENT_BUFS, 0);
+}
+
 int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
 {
     if (!c || !addr || len == 0 || (uintptr_t)addr + len < (uintptr_t)addr)
         return MC_ERR_INVALID_PARAMS;
     mc_log_scope(&c->logger);
     int rc = 0;
-    pthread_mutex_lock(&c->buf_lock);
+    bufs_lock(c);
     for (size_t i = 0; i < c->nbufs; i++) {
         uintptr_t a = (uintptr_t)c->bufs[i].addr, b = (uintptr_t)addr;
         if (b < a + c->bufs[i].len && a < b + len) {
@@ -877,7 +891,7 @@ int mc_register_buffer(struct mc_client *c, void *addr, size_t len)
         goto out;
     c->bufs[c->nbufs++] = (struct mc_reg_buffer){addr, len};
 out:
-    pthread_mutex_unlock(&c->buf_lock);
+    bufs_unlock(c);
     return rc;
 }
 
@@ -887,7 +901,7 @@ int mc_unregister_buffer(struct mc_client *c, void *addr)
         return MC_ERR_INVALID_PARAMS;
     mc_log_scope(&c->logger);
     int rc = MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&c->buf_lock);
+    bufs_lock(c);
     for (size_t i = 0; i < c->nbufs; i++)
         if (c->bufs[i].addr == addr) {
             mc_client_rdma_unregister_buffer(c, addr);
@@ -895,6 +909,6 @@ int mc_unregister_buffer(struct mc_client *c, void *addr)
             rc = 0;
             break;
         }
-    pthread_mutex_unlock(&c->buf_lock);
+    bufs_unlock(c);
     return rc;
 }

@@ -376,10 +376,10 @@ bool mc_master_conn_is_up(struct mc_master_conn *mc)
 
 void mc_master_conn_kick(struct mc_master_conn *mc)
 {
-    pthread_mutex_lock(&mc->lock);
+    link_lock(mc);
     mc->kick = true;
     pthread_cond_signal(&mc->cv);
-    pthread_mutex_unlock(&mc->lock);
+    link_unlock(mc);
 }
 
 /* While down: dial, check the version, ping (re-mounting when asked). */

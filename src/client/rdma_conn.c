@@ -43,6 +43,8 @@ int mc_rdma_ctx_open(struct rdma_ctx *x, const struct mc_rdma_ops *ops)
     x->ops = ops;
     x->ack_timeout = x->tos = -1;
     pthread_mutex_init(&x->mr_lock, NULL);
+    static _Atomic uint32_t next_lo_idx;
+    x->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     mc_rdma_fork_safe(ops);
     int n = 0;
     errno = 0;
@@ -612,15 +614,15 @@ static void passive_accept(struct rdma_ctx *x, struct rdma_listener *l,
     }
     char idbuf[MC_ID_STRLEN];
     mc_debug("rdma", "accepted a connection", "peer_client=%s", mc_id_format(m.client_id, idbuf));
-    pthread_mutex_lock(&l->lock);
+    rdma_leaf_lock(&l->lock);
     c->next = l->conns;
     l->conns = c;
-    pthread_mutex_unlock(&l->lock);
+    rdma_leaf_unlock(&l->lock);
 }
 
 static struct rdma_conn *passive_take(struct rdma_listener *l, struct rdma_cm_id *id)
 {
-    pthread_mutex_lock(&l->lock);
+    rdma_leaf_lock(&l->lock);
     struct rdma_conn **pp = &l->conns, *c = NULL;
     for (; *pp; pp = &(*pp)->next)
         if ((*pp)->id == id) {
@@ -628,7 +630,7 @@ static struct rdma_conn *passive_take(struct rdma_listener *l, struct rdma_cm_id
             *pp = c->next;
             break;
         }
-    pthread_mutex_unlock(&l->lock);
+    rdma_leaf_unlock(&l->lock);
     return c;
 }
 
@@ -755,10 +757,10 @@ size_t mc_rdma_listener_conns(struct rdma_ctx *x)
     size_t n = 0;
     if (!x->listener)
         return 0;
-    pthread_mutex_lock(&x->listener->lock);
+    rdma_leaf_lock(&x->listener->lock);
     for (struct rdma_conn *c = x->listener->conns; c; c = c->next)
         n++;
-    pthread_mutex_unlock(&x->listener->lock);
+    rdma_leaf_unlock(&x->listener->lock);
     return n;
 }
 

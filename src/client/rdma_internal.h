@@ -26,6 +26,7 @@
 #include "client/rdma_plan.h"
 #include "common/auth.h"
 #include "common/id.h"
+#include "common/lock_order.h"
 
 #define MC_RDMA_MAX_DEVS 32
 #define MC_RDMA_CQE 512    /* completion queue entries per connection */
@@ -63,7 +64,8 @@ struct rdma_ctx {
     _Atomic uint32_t next_vec[MC_RDMA_MAX_DEVS]; /* the next CQ's completion vector (spread) */
     uint8_t rd_atom[MC_RDMA_MAX_DEVS];           /* max_qp_rd_atom, at most 16 */
     uint8_t init_rd_atom[MC_RDMA_MAX_DEVS];      /* max_qp_init_rd_atom, at most 16 */
-    pthread_mutex_t mr_lock;
+    pthread_mutex_t mr_lock; /* through rdma_mr_lock / rdma_mr_unlock (lock-order checked) */
+    uint32_t lo_idx;         /* tells contexts apart in the lock-order checker */
     struct rdma_mr *mrs;
     size_t nmrs, capmrs;
     struct rdma_listener *listener;
@@ -213,5 +215,30 @@ int mc_rdma_xfer_run(const struct mc_rdma_ops *ops, struct rdma_conn *c, const s
 int mc_rdma_xfer_run_many(const struct mc_rdma_ops *ops, struct rdma_conn *c,
                           const struct rdma_op *op, size_t nops, uint32_t slice_bytes,
                           uint32_t window, int timeout_ms, struct rdma_xfer_stats *st, int *status);
+
+/* The rdma transport's leaf locks (t->lock, staging_lock, rr.lock, the listener's lock):
+ * MC_LO_RDMA_LEAF in the lock order; nothing is taken under one. */
+static inline void rdma_leaf_lock(pthread_mutex_t *mu)
+{
+    mc_lo_acquire(MC_LO_RDMA_LEAF, 0);
+    pthread_mutex_lock(mu);
+}
+static inline void rdma_leaf_unlock(pthread_mutex_t *mu)
+{
+    pthread_mutex_unlock(mu);
+    mc_lo_release(MC_LO_RDMA_LEAF, 0);
+}
+
+/* mr_lock: a leaf of the lock order (common/lock_order.h, MC_LO_RDMA_MR). */
+static inline void rdma_mr_lock(struct rdma_ctx *x)
+{
+    mc_lo_acquire(MC_LO_RDMA_MR, x->lo_idx);
+    pthread_mutex_lock(&x->mr_lock);
+}
+static inline void rdma_mr_unlock(struct rdma_ctx *x)
+{
+    pthread_mutex_unlock(&x->mr_lock);
+    mc_lo_release(MC_LO_RDMA_MR, x->lo_idx);
+}
 
 #endif

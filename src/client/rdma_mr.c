@@ -86,7 +86,7 @@ int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len, enum mc_rdm
         return MC_ERR_INVALID_PARAMS;
     struct rdma_mr m = {.addr = addr, .len = len, .kind = kind};
     int rc = 0;
-    pthread_mutex_lock(&x->mr_lock);
+    rdma_mr_lock(x);
     for (size_t i = 0; i < x->nmrs; i++) {
         uintptr_t a = (uintptr_t)x->mrs[i].addr, b = (uintptr_t)addr;
         if (b < a + x->mrs[i].len && a < b + len) {
@@ -108,7 +108,7 @@ int mc_rdma_ctx_register(struct rdma_ctx *x, void *addr, size_t len, enum mc_rdm
     if (rc == 0)
         x->mrs[x->nmrs++] = m;
 out:
-    pthread_mutex_unlock(&x->mr_lock);
+    rdma_mr_unlock(x);
     return rc;
 }
 
@@ -125,11 +125,11 @@ static bool key_repeats(const struct rdma_ctx *x, const struct rdma_mr *old,
 int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
 {
     struct rdma_mr fresh = {0};
-    pthread_mutex_lock(&x->mr_lock);
+    rdma_mr_lock(x);
     for (size_t i = 0; i < x->nmrs; i++)
         if (x->mrs[i].addr == addr)
             fresh = x->mrs[i];
-    pthread_mutex_unlock(&x->mr_lock);
+    rdma_mr_unlock(x);
     if (!fresh.addr)
         return MC_ERR_INVALID_PARAMS;
     struct rdma_mr snapshot = fresh;
@@ -152,7 +152,7 @@ int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
         }
     }
     struct rdma_mr old = {0};
-    pthread_mutex_lock(&x->mr_lock);
+    rdma_mr_lock(x);
     for (size_t i = 0; i < x->nmrs; i++)
         if (x->mrs[i].addr == addr) {
             old = x->mrs[i];
@@ -162,7 +162,7 @@ int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
                 x->mrs[i] = x->mrs[--x->nmrs]; /* the fence must hold: not registered at all */
             break;
         }
-    pthread_mutex_unlock(&x->mr_lock);
+    rdma_mr_unlock(x);
     if (!old.addr) { /* unregistered meanwhile */
         mc_rdma_mr_release(x, &fresh);
         return MC_ERR_INVALID_PARAMS;
@@ -174,7 +174,7 @@ int mc_rdma_ctx_reregister(struct rdma_ctx *x, void *addr)
 int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
 {
     int rc = MC_ERR_INVALID_PARAMS;
-    pthread_mutex_lock(&x->mr_lock);
+    rdma_mr_lock(x);
     for (size_t i = 0; i < x->nmrs; i++)
         if (x->mrs[i].addr == addr) {
             mc_rdma_mr_release(x, &x->mrs[i]);
@@ -182,7 +182,7 @@ int mc_rdma_ctx_unregister(struct rdma_ctx *x, void *addr)
             rc = 0;
             break;
         }
-    pthread_mutex_unlock(&x->mr_lock);
+    rdma_mr_unlock(x);
     return rc;
 }
 
@@ -193,7 +193,7 @@ int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, 
     uintptr_t b = (uintptr_t)addr;
     if (dev < 0 || dev >= x->ndev)
         return rc;
-    pthread_mutex_lock(&x->mr_lock);
+    rdma_mr_lock(x);
     for (size_t i = 0; i < x->nmrs; i++) {
         uintptr_t a = (uintptr_t)x->mrs[i].addr;
         if (b >= a && len <= x->mrs[i].len && b - a <= x->mrs[i].len - len) {
@@ -208,6 +208,6 @@ int mc_rdma_ctx_keys(struct rdma_ctx *x, const void *addr, size_t len, int dev, 
             break;
         }
     }
-    pthread_mutex_unlock(&x->mr_lock);
+    rdma_mr_unlock(x);
     return rc;
 }

@@ -119,10 +119,10 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
     struct rdma_conn *c = NULL;
     *reused = false;
     while (!fresh) {
-        pthread_mutex_lock(&t->lock);
+        rdma_leaf_lock(&t->lock);
         struct peer *p = peer_find(t, endpoint, false);
         c = p && p->nidle ? p->idle[--p->nidle] : NULL;
-        pthread_mutex_unlock(&t->lock);
+        rdma_leaf_unlock(&t->lock);
         if (!c)
             break;
         struct rdma_cm_event *ev = NULL;
@@ -130,9 +130,9 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
             mc_info("rdma", "pooled queue pair predates a device error event, replaced",
                     "endpoint=%s", endpoint);
         } else if (t->x.ops->get_cm_event(c->ech, -1, 0, &ev) == 1) {
-            pthread_mutex_lock(&t->lock);
+            rdma_leaf_lock(&t->lock);
             t->reuses++;
-            pthread_mutex_unlock(&t->lock);
+            rdma_leaf_unlock(&t->lock);
             *reused = true;
             break;
         }
@@ -141,9 +141,9 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
                     endpoint, rdma_event_str(ev->event));
             t->x.ops->ack_cm_event(ev);
         }
-        pthread_mutex_lock(&t->lock);
+        rdma_leaf_lock(&t->lock);
         t->stale++;
-        pthread_mutex_unlock(&t->lock);
+        rdma_leaf_unlock(&t->lock);
         mc_rdma_conn_destroy(&t->x, c);
         c = NULL;
     }
@@ -152,9 +152,9 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
                                       (int)t->cfg.connect_timeout_ms, &c);
         if (rc)
             return rc;
-        pthread_mutex_lock(&t->lock);
+        rdma_leaf_lock(&t->lock);
         t->connects++;
-        pthread_mutex_unlock(&t->lock);
+        rdma_leaf_unlock(&t->lock);
     }
     *out = c;
     return 0;
@@ -164,34 +164,34 @@ static int conn_take(struct rdma_transport *t, const char *endpoint, bool fresh,
 static void conn_give(struct rdma_transport *t, const char *endpoint, struct rdma_conn *c)
 {
     if (c->broken) {
-        pthread_mutex_lock(&t->lock);
+        rdma_leaf_lock(&t->lock);
         t->teardowns++;
-        pthread_mutex_unlock(&t->lock);
+        rdma_leaf_unlock(&t->lock);
         mc_info("rdma", "queue pair torn down after an error; the next transfer reconnects",
                 "endpoint=%s", endpoint);
         mc_rdma_conn_destroy(&t->x, c);
         return;
     }
-    pthread_mutex_lock(&t->lock);
+    rdma_leaf_lock(&t->lock);
     struct peer *p = peer_find(t, endpoint, true);
     if (p && p->nidle < t->cfg.max_idle_per_peer) {
         p->idle[p->nidle++] = c;
         c = NULL;
     }
-    pthread_mutex_unlock(&t->lock);
+    rdma_leaf_unlock(&t->lock);
     mc_rdma_conn_destroy(&t->x, c);
 }
 
 static void add_stats(struct rdma_transport *t, const struct rdma_xfer_stats *s)
 {
-    pthread_mutex_lock(&t->lock);
+    rdma_leaf_lock(&t->lock);
     t->xs.posted += s->posted;
     t->xs.completed += s->completed;
     t->xs.flushed += s->flushed;
     t->xs.errors += s->errors;
     t->xs.stray += s->stray;
     t->xs.empty_events += s->empty_events;
-    pthread_mutex_unlock(&t->lock);
+    rdma_leaf_unlock(&t->lock);
 }
 
 /* ---- transfers ---------------------------------------------------------------------------- */
@@ -223,9 +223,9 @@ static int run_on(struct rdma_transport *t, struct rdma_conn *c, bool is_write, 
             return MC_ERR_TRANSFER_FAIL;
         }
         op.lkey = (*temp)->lkey;
-        pthread_mutex_lock(&t->lock);
+        rdma_leaf_lock(&t->lock);
         t->temp_regs++;
-        pthread_mutex_unlock(&t->lock);
+        rdma_leaf_unlock(&t->lock);
     }
     struct rdma_xfer_stats s;
     memset(&s, 0, sizeof(s));
@@ -264,9 +264,9 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
         if (rc == MC_ERR_TRANSFER_FAIL && reused && completed == 0 && attempt == 0) {
             /* a pooled queue pair whose peer went away without telling us (restart, crash):
              * reads and writes of a range are idempotent, so once more on a fresh one */
-            pthread_mutex_lock(&t->lock);
+            rdma_leaf_lock(&t->lock);
             t->retries++;
-            pthread_mutex_unlock(&t->lock);
+            rdma_leaf_unlock(&t->lock);
             continue;
         }
         if (rc == MC_ERR_REPLICA_IS_GONE)
@@ -320,9 +320,9 @@ static void batch_group(struct rdma_transport *t, bool is_write, struct mc_xfer_
                     continue;
                 }
                 op->lkey = temps[nops]->lkey;
-                pthread_mutex_lock(&t->lock);
+                rdma_leaf_lock(&t->lock);
                 t->temp_regs++;
-                pthread_mutex_unlock(&t->lock);
+                rdma_leaf_unlock(&t->lock);
             }
             st[nops++] = (int)k;
         }
@@ -338,9 +338,9 @@ static void batch_group(struct rdma_transport *t, bool is_write, struct mc_xfer_
             if (temps[j])
                 t->x.ops->dereg_mr(temps[j]);
         if (rc == MC_ERR_TRANSFER_FAIL && reused && s.completed == 0 && attempt == 0) {
-            pthread_mutex_lock(&t->lock); /* a pooled queue pair whose peer vanished: once more */
+            rdma_leaf_lock(&t->lock); /* a pooled queue pair whose peer vanished: once more */
             t->retries++;
-            pthread_mutex_unlock(&t->lock);
+            rdma_leaf_unlock(&t->lock);
             continue;
         }
         for (size_t j = 0; j < nops; j++)
@@ -426,12 +426,12 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
     if (rc)
         return rc;
     /* a staging slot of its own: concurrent pushes (one per PeerDiskRead) run side by side */
-    pthread_mutex_lock(&t->staging_lock);
+    rdma_leaf_lock(&t->staging_lock);
     while (!t->staging_free)
         pthread_cond_wait(&t->staging_cond, &t->staging_lock);
     int slot = __builtin_ctzll(t->staging_free);
     t->staging_free &= ~(1ull << slot);
-    pthread_mutex_unlock(&t->staging_lock);
+    rdma_leaf_unlock(&t->staging_lock);
     uint8_t *buf = t->staging + (size_t)slot * t->cfg.staging_bytes;
     for (uint64_t off = 0; off < len && rc == 0;) {
         size_t n = len - off < t->cfg.staging_bytes ? (size_t)(len - off) : t->cfg.staging_bytes;
@@ -445,10 +445,10 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
         mc_warn("rdma", "disk push failed", "endpoint=%s len=%llu", endpoint,
                 (unsigned long long)len);
     conn_give(t, endpoint, c); /* a broken queue pair dies before the staging slot is reused */
-    pthread_mutex_lock(&t->staging_lock);
+    rdma_leaf_lock(&t->staging_lock);
     t->staging_free |= 1ull << slot;
     pthread_cond_signal(&t->staging_cond);
-    pthread_mutex_unlock(&t->staging_lock);
+    rdma_leaf_unlock(&t->staging_lock);
     return rc;
 }
 
@@ -458,7 +458,7 @@ int mc_transport_rdma_push(struct mc_transport *tp, const char *endpoint, uint64
  * buffer) lose their regions on the other devices, so the locked-memory limit is charged once. */
 static void narrow_to(struct rdma_transport *t, int d)
 {
-    pthread_mutex_lock(&t->x.mr_lock);
+    rdma_mr_lock(&t->x);
     for (int k = 0; k < t->x.ndev; k++) {
         t->x.in_use[k] = k == d;
         for (size_t i = 0; k != d && i < t->x.nmrs; i++)
@@ -467,7 +467,7 @@ static void narrow_to(struct rdma_transport *t, int d)
                 t->x.mrs[i].mr[k] = NULL;
             }
     }
-    pthread_mutex_unlock(&t->x.mr_lock);
+    rdma_mr_unlock(&t->x);
 }
 
 /* cfg.devices: only the devices named are used (each must exist). */
@@ -529,18 +529,18 @@ int mc_transport_rdma_reregister(struct mc_transport *tp, void *addr, uint32_t *
 static void *rereg_main(void *arg)
 {
     struct rdma_transport *t = arg;
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     void *addr = t->rr.addr;
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     uint32_t rkey = 0;
     int rc = mc_transport_rdma_reregister(&t->base, addr, &rkey);
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     t->rr.rc = rc;
     t->rr.rkey = rc ? 0 : rkey;
     t->rr.state = REREG_DONE;
     void (*done)(void *) = t->rr.done;
     void *darg = t->rr.arg;
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     if (done)
         done(darg);
     return NULL;
@@ -551,7 +551,7 @@ int mc_transport_rdma_rereg_start(struct mc_transport *tp, void *addr, void (*do
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
     int rc = 0;
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     if (t->rr.closing) {
         rc = MC_ERR_NOT_SUPPORTED;
         goto out;
@@ -573,40 +573,40 @@ int mc_transport_rdma_rereg_start(struct mc_transport *tp, void *addr, void (*do
     }
     t->rr.joinable = true;
 out:
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     return rc;
 }
 
 bool mc_transport_rdma_rereg_ready(struct mc_transport *tp, int *rc, uint32_t *rkey)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     bool ready = t->rr.state != REREG_PENDING;
     *rc = t->rr.state == REREG_DONE ? t->rr.rc : 0;
     *rkey = t->rr.state == REREG_DONE ? t->rr.rkey : 0;
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     return ready;
 }
 
 bool mc_transport_rdma_rereg_settle(struct mc_transport *tp)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     bool was = t->rr.state == REREG_DONE;
     if (was)
         t->rr.state = REREG_IDLE;
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     return was;
 }
 
 void mc_transport_rdma_rereg_stop(struct mc_transport *tp)
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
-    pthread_mutex_lock(&t->rr.lock);
+    rdma_leaf_lock(&t->rr.lock);
     t->rr.closing = true;
     bool join = t->rr.joinable;
     t->rr.joinable = false;
-    pthread_mutex_unlock(&t->rr.lock);
+    rdma_leaf_unlock(&t->rr.lock);
     if (join)
         pthread_join(t->rr.thread, NULL);
 }
@@ -694,7 +694,7 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
 {
     struct rdma_transport *t = (struct rdma_transport *)tp;
     memset(st, 0, sizeof(*st));
-    pthread_mutex_lock(&t->lock);
+    rdma_leaf_lock(&t->lock);
     st->connects = t->connects;
     st->reuses = t->reuses;
     st->teardowns = t->teardowns;
@@ -712,7 +712,7 @@ void mc_transport_rdma_get_stats(struct mc_transport *tp, struct mc_rdma_transpo
     st->async_events = atomic_load(&t->x.async_events);
     for (struct peer *p = t->peers; p; p = p->next)
         st->idle += p->nidle;
-    pthread_mutex_unlock(&t->lock);
+    rdma_leaf_unlock(&t->lock);
 }
 
 static void rdma_free(struct mc_transport *tp)

@@ -16,6 +16,10 @@
  *
  * fork: the child of a process with helpers has none of them; the pool's state is reset there
  * (pthread_atfork) and its lock is taken across the fork so that it is never copied held.
+ *
+ * The lock is the last leaf of the lock order (common/lock_order.h, MC_LO_FANOUT): every take and
+ * drop goes through pool_lock / pool_unlock, and the `_locked` functions assert it is held. A
+ * condition wait keeps it recorded as held, which it is again when the wait returns.
  */
 #include "common/fanout.h"
 
@@ -24,7 +28,9 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "common/lock_order.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 
 #define POOL_MAX_THREADS 64
 #define POOL_IDLE_SEC 30
@@ -49,6 +55,20 @@ static size_t waiting;  /* helpers waiting on work_cv */
 static size_t starting; /* helpers started that have not looked at the queue yet */
 static size_t nthreads; /* helpers alive */
 
+static void pool_lock(void)
+{
+    mc_lo_acquire(MC_LO_FANOUT, 0);
+    pthread_mutex_lock(&mu);
+}
+
+static void pool_unlock(void)
+{
+    pthread_mutex_unlock(&mu);
+    mc_lo_release(MC_LO_FANOUT, 0);
+}
+
+#define POOL_ASSERT_LOCKED() MC_ASSERT(mc_lo_holds(MC_LO_FANOUT, 0, false))
+
 static void run_slot(const struct job *j, size_t slot)
 {
     for (size_t i = slot; i < j->n; i += j->t)
@@ -57,6 +77,7 @@ static void run_slot(const struct job *j, size_t slot)
 
 static void unqueue_locked(struct job *j)
 {
+    POOL_ASSERT_LOCKED();
     for (struct job **p = &queue; *p; p = &(*p)->next)
         if (*p == j) {
             *p = j->next;
@@ -67,6 +88,7 @@ static void unqueue_locked(struct job *j)
 /* Claims j's next slot (one is left). */
 static size_t claim_locked(struct job *j)
 {
+    POOL_ASSERT_LOCKED();
     size_t slot = j->next_slot++;
     pending--;
     if (j->next_slot == j->t)
@@ -77,18 +99,18 @@ static size_t claim_locked(struct job *j)
 static void *helper_main(void *unused)
 {
     (void)unused;
-    pthread_mutex_lock(&mu);
+    pool_lock();
     starting--;
     for (;;) {
         if (queue) {
             struct job *j = queue;
             size_t slot = claim_locked(j);
             j->running++;
-            pthread_mutex_unlock(&mu);
+            pool_unlock();
             const struct mc_logger *prev = mc_log_set_current(j->logger);
             run_slot(j, slot);
             mc_log_set_current(prev);
-            pthread_mutex_lock(&mu);
+            pool_lock();
             if (--j->running == 0)
                 pthread_cond_broadcast(&done_cv); /* j is not touched after this */
             continue;
@@ -103,13 +125,14 @@ static void *helper_main(void *unused)
             break;
     }
     nthreads--;
-    pthread_mutex_unlock(&mu);
+    pool_unlock();
     return NULL;
 }
 
 /* Makes sure k more offered slots each have a thread that will look at the queue. */
 static void find_helpers_locked(size_t k)
 {
+    POOL_ASSERT_LOCKED();
     size_t ready = waiting + starting; /* each takes a slot before it waits again */
     size_t need = pending > ready ? pending - ready : 0;
     for (size_t i = 0; i < k && i < waiting; i++)
@@ -132,12 +155,12 @@ static void find_helpers_locked(size_t k)
 
 static void before_fork(void)
 {
-    pthread_mutex_lock(&mu);
+    pool_lock();
 }
 
 static void after_fork_parent(void)
 {
-    pthread_mutex_unlock(&mu);
+    pool_unlock();
 }
 
 static void after_fork_child(void)
@@ -147,14 +170,14 @@ static void after_fork_child(void)
     pending = waiting = starting = nthreads = 0;
     pthread_cond_init(&work_cv, NULL);
     pthread_cond_init(&done_cv, NULL);
-    pthread_mutex_unlock(&mu); /* taken by before_fork on this very thread */
+    pool_unlock(); /* taken by before_fork on this very thread */
 }
 
 size_t mc_fanout_threads(void)
 {
-    pthread_mutex_lock(&mu);
+    pool_lock();
     size_t n = nthreads;
-    pthread_mutex_unlock(&mu);
+    pool_unlock();
     return n;
 }
 
@@ -172,24 +195,24 @@ void mc_fanout(size_t n, mc_fanout_fn fn, void *arg)
         .fn = fn, .arg = arg, .n = n, .t = t, .next_slot = 1, .logger = mc_log_current()};
     if (t > 1) {
         pthread_once(&once, pool_init);
-        pthread_mutex_lock(&mu);
+        pool_lock();
         j.next = queue; /* newest first: a later caller's slots are not stuck behind */
         queue = &j;
         pending += t - 1;
         find_helpers_locked(t - 1);
-        pthread_mutex_unlock(&mu);
+        pool_unlock();
     }
     run_slot(&j, 0);
     if (t == 1)
         return;
-    pthread_mutex_lock(&mu);
+    pool_lock();
     while (j.next_slot < t) {
         size_t slot = claim_locked(&j);
-        pthread_mutex_unlock(&mu);
+        pool_unlock();
         run_slot(&j, slot);
-        pthread_mutex_lock(&mu);
+        pool_lock();
     }
     while (j.running > 0)
         pthread_cond_wait(&done_cv, &mu);
-    pthread_mutex_unlock(&mu);
+    pool_unlock();
 }

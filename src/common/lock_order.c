@@ -60,6 +60,20 @@ static const char *level_name(uint32_t level)
         return "worker";
     case MC_LO_PROMO_POOL:
         return "promotion pool";
+    case MC_LO_RPC_CONNECT:
+        return "rpc client connect";
+    case MC_LO_RPC_SEND:
+        return "rpc client send";
+    case MC_LO_RPC:
+        return "rpc client";
+    case MC_LO_FANOUT:
+        return "fanout pool";
+    case MC_LO_CLIENT_BUFS:
+        return "client buffer list";
+    case MC_LO_RDMA_MR:
+        return "rdma memory regions";
+    case MC_LO_RDMA_LEAF:
+        return "rdma transport leaf";
     default:
         return "unknown lock";
     }
@@ -75,7 +89,9 @@ __attribute__((noreturn, cold)) static void violation(const char *what, uint32_t
                 "lock order violation: %s %s[%u] while holding %s[%u] (order: client registry, "
                 "shards ascending, segment table, segment allocator, mailbox table, mailbox, "
                 "leaf; disk store, disk ring pool, disk fault hook, tcp peer table, disk tier, "
-                "peer segment table, master link, worker, promotion pool)\n",
+                "peer segment table, master link, worker, promotion pool, client buffer list; rpc "
+                "client connect, rpc client send, rpc client, fanout pool, rdma memory "
+                "regions, rdma transport leaf)\n",
                 what, level_name(level), idx, level_name(top->level), top->idx);
     else
         fprintf(stderr, "lock order violation: %s %s[%u] while holding nothing\n", what,

@@ -13,6 +13,16 @@
  * levels never nest in one thread (they talk over RPC); a process that runs both (the tests) checks
  * each thread against the one order below.
  *
+ * Common (both sides): an RPC client's connect_lock → its send_lock → its lock
+ * (rpc_client_internal.h) come after every level above, because callers hold their own locks
+ * while they call (the master link's, a transport's peer table): nothing of the levels above is
+ * taken under them, and one thread holds the locks of one RPC client at a time. The fanout
+ * pool's lock (fanout.c) is a leaf. A client's registered-buffer list (buf_lock) is taken
+ * before its RDMA context's memory-region table (mr_lock), a leaf: the data path looks keys up
+ * in it under whatever it holds. The rdma transport's other locks (its peer table and
+ * counters, its staging slots, its re-registration state, the listener's accepted list) are
+ * the last leaves.
+ *
  * With MC_LOCK_ORDER_CHECK defined (test and Debug builds, see the top CMakeLists.txt) every
  * thread keeps the levels it holds, in acquisition order, in a small thread-local stack (kept
  * out of line in lock_order.c, so all files share one per thread). Call mc_lo_acquire(level,
@@ -55,7 +65,21 @@ enum mc_lo_level {
     MC_LO_PROMO_POOL = 18,  /* struct mc_promote_pool.mu (the promotion job queue): a leaf */
     MC_LO_PEER_SEGS = 15,   /* the peer server's segment table rwlock (peer_server.c): a leaf;
                              * idx = the server's lo_idx */
+    MC_LO_CLIENT_BUFS = 19, /* struct mc_client.buf_lock (registered buffers); idx = 0 */
+    /* common */
+    MC_LO_RPC_CONNECT = 20, /* struct mc_rpc_client.connect_lock; idx = the client's lo_idx */
+    MC_LO_RPC_SEND = 21,    /* struct mc_rpc_client.send_lock; idx = the client's lo_idx */
+    MC_LO_RPC = 22,         /* struct mc_rpc_client.lock; idx = the client's lo_idx */
+    MC_LO_FANOUT = 23,      /* the fanout pool's lock (fanout.c): a leaf */
+    MC_LO_RDMA_MR = 24,     /* struct rdma_ctx.mr_lock (rdma_mr.c): a leaf; idx = the
+                             * context's lo_idx */
+    MC_LO_RDMA_LEAF = 25,   /* the rdma transport's t->lock, staging_lock, rr.lock and the
+                             * listener's lock: leaves, one at a time; idx = 0 */
 };
+
+/* idx values of MC_LO_LEAF locks whose `_locked` functions assert that very lock (the other
+ * leaves use 0; only one leaf is ever held, so idx only makes mc_lo_holds exact). */
+#define MC_LO_LEAF_UPSERTS 1u /* the Upsert reservation table (upsert.c) */
 
 #ifdef MC_LOCK_ORDER_CHECK
 

@@ -112,7 +112,7 @@ static void rx_discard(struct rx *rx, size_t len)
 static void rx_big_done(struct mc_rpc_client *c)
 {
     struct rx *rx = &c->rx;
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     if (rx->big_peer) {
         struct pending *t = rx->target;
         if (t) {
@@ -134,7 +134,7 @@ static void rx_big_done(struct mc_rpc_client *c)
     } else if (rx->h.status != 0) {
         c->refused = rx->h.status; /* the server refused the connection (e.g. protected mode) */
     }
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     free(rx->body);
     rx->body = NULL;
     rx->big = false;
@@ -145,13 +145,13 @@ static void rx_big_done(struct mc_rpc_client *c)
 /* Fails the call with this id, if it is still waiting. */
 static void fail_id(struct mc_rpc_client *c, uint64_t id, int status)
 {
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     struct pending *p = pending_find(c, id);
     if (p) {
         pending_remove(c, p);
         finish(p, status);
     }
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 }
 
 enum { RX_MORE = 0, RX_BROKEN = -1 };
@@ -184,10 +184,10 @@ static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **wh
         bool whole = avail >= MC_WIRE_HEADER_SIZE + blen;
         if (me->done && !whole)
             return RX_MORE;
-        pthread_mutex_lock(&c->lock);
+        rpcc_lock(c);
         struct pending *p = pending_find(c, h.request_id);
         bool direct = p && p->peer && h.status == 0 && blen > 0;
-        pthread_mutex_unlock(&c->lock);
+        rpcc_unlock(c);
         if (!direct) {
             /* ordinary body (or a peer error / empty reply): read it, then hand it over */
             if (!whole && MC_WIRE_HEADER_SIZE + blen <= RBUF_SIZE)
@@ -244,7 +244,7 @@ static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **wh
         if (clen)
             memcpy(ctl, f + lead, clen);
         rx->pos += lead + clen;
-        pthread_mutex_lock(&c->lock);
+        rpcc_lock(c);
         p = pending_find(c, h.request_id); /* it may have timed out meanwhile */
         if (p && (plen > p->recv_cap || (plen && !p->recv_buf))) {
             pending_remove(c, p);
@@ -257,7 +257,7 @@ static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **wh
             p->recv_len = plen;
             p->receiving = true;
         }
-        pthread_mutex_unlock(&c->lock);
+        rpcc_unlock(c);
         free(ctl);
         if (!p) {
             rx_discard(rx, plen);
@@ -279,6 +279,7 @@ static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **wh
  * is discarded from now on (the stream stays usable). */
 static void lead_timeout_locked(struct mc_rpc_client *c, struct pending *me)
 {
+    RPCC_ASSERT_LOCKED(c);
     struct rx *rx = &c->rx;
     if (rx->big && rx->big_peer && rx->target == me) {
         me->receiving = false;
@@ -314,9 +315,9 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
         if (poll_first) {
             uint64_t now = mc_now_ms();
             if (now >= deadline_ms) {
-                pthread_mutex_lock(&c->lock);
+                rpcc_lock(c);
                 lead_timeout_locked(c, me);
-                pthread_mutex_unlock(&c->lock);
+                rpcc_unlock(c);
                 break;
             }
             struct pollfd pfd = {.fd = fd, .events = POLLIN};
@@ -376,17 +377,17 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
             rx->len += (size_t)n;
         }
     }
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     c->reading = false;
     wake_successor(c);
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     return;
 broken:
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     c->reading = false;
     mc_rpcc_conn_broken_locked(c, gen, why);
     wake_successor(c);
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 }
 
 /* ---- fault injection (test builds) ------------------------------------------------------- */
@@ -482,9 +483,9 @@ static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int w
 {
     uint64_t deadline = mc_now_ms() + 2000;
     while (when == MC_RPC_TEST_DROP_AFTER_REPLY && mc_now_ms() < deadline) {
-        pthread_mutex_lock(&c->lock);
+        rpcc_lock(c);
         bool done = p->done || c->gen != gen || !c->up;
-        pthread_mutex_unlock(&c->lock);
+        rpcc_unlock(c);
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (done || poll(&pfd, 1, 5) > 0)
             break;
@@ -492,13 +493,13 @@ static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int w
     mc_warn(c->name, "test hook: dropping the connection", "method=%s when=%s",
             mc_method_name(method) ? mc_method_name(method) : "?",
             when == MC_RPC_TEST_DROP_AFTER_REPLY ? "after_reply" : "before_send");
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     if (c->gen == gen && c->up) {
         shutdown(fd, SHUT_RDWR);
         if (!c->reading)
             mc_rpcc_conn_broken_locked(c, gen, "test hook: connection dropped");
     }
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 }
 #endif
 
@@ -530,10 +531,10 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
             p->status = keep ? rc : MC_ERR_RPC_FAIL;
             return;
         }
-        pthread_mutex_lock(&c->lock);
+        rpcc_lock(c);
         if (c->up && c->gen == gen)
             break; /* keep the lock: register below */
-        pthread_mutex_unlock(&c->lock);
+        rpcc_unlock(c);
         if (attempt >= 1) {
             p->status = MC_ERR_RPC_FAIL;
             return;
@@ -545,7 +546,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     p->next = *b;
     *b = p;
     int fd = c->fd;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 
     uint8_t hb[MC_WIRE_HEADER_SIZE];
     struct mc_wire_header h;
@@ -557,17 +558,17 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
 #ifdef MC_TEST_HOOKS
     drop = test_drop_take(method);
 #endif
-    pthread_mutex_lock(&c->send_lock);
-    pthread_mutex_lock(&c->lock);
+    rpcc_send_lock(c);
+    rpcc_lock(c);
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     int sr = !same ? -1 : drop == 1 /* before send */ ? 0 : mc_net_send_iov(fd, iov, niov);
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);
         shutdown(fd, SHUT_RDWR); /* a partial frame poisons the stream */
     }
-    pthread_mutex_unlock(&c->send_lock);
+    rpcc_send_unlock(c);
 #ifdef MC_TEST_HOOKS
     if (drop && same)
         test_drop_apply(c, fd, gen, drop, method, p);
@@ -585,7 +586,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
         ts.tv_nsec -= 1000000000;
     }
     bool expired = false;
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     while (!p->done) {
         if (!c->up || c->gen != gen) {
             /* cannot happen (a dead connection fails its calls), but never wait on it */
@@ -596,9 +597,9 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
         if (!c->reading) {
             c->reading = true;
             int rfd = c->fd;
-            pthread_mutex_unlock(&c->lock);
+            rpcc_unlock(c);
             lead(c, p, rfd, gen, deadline);
-            pthread_mutex_lock(&c->lock);
+            rpcc_lock(c);
             continue;
         }
         if (expired || mc_now_ms() >= deadline) {
@@ -630,7 +631,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     }
     if (p->cut && p->status == MC_ERR_RPC_FAIL)
         p->status = MC_ERR_RPC_TIMEOUT;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     if ((p->status == MC_ERR_PROTECTED_MODE || p->status == MC_ERR_UNAUTHENTICATED) && !c->auth.set)
         mc_error(c->name, "the server refused the connection", "server=%s:%u status=%s hint=\"%s\"",
                  c->cfg.host, c->cfg.port, mc_strerror(p->status), mc_auth_hint(p->status));

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,6 +118,7 @@ static void fail_all(struct mc_rpc_client *c, uint64_t gen)
  * call of it, the receiving one included, and resets the read state. */
 void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why)
 {
+    RPCC_ASSERT_LOCKED(c);
     if (c->gen != gen)
         return;
     if (c->up) {
@@ -144,6 +146,7 @@ void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const cha
  * Marks it down if so. Unread bytes (a late reply) mean it is alive. */
 static void check_idle_locked(struct mc_rpc_client *c)
 {
+    RPCC_ASSERT_LOCKED(c);
     if (!c->up || c->reading || c->fd < 0)
         return;
     uint8_t b;
@@ -152,19 +155,21 @@ static void check_idle_locked(struct mc_rpc_client *c)
         mc_rpcc_conn_broken_locked(c, c->gen, n == 0 ? "closed by server" : "socket error");
 }
 
-/* Under connect_lock. Closes a dead connection and opens a new one. */
-static int reconnect_locked(struct mc_rpc_client *c)
+/* Under connect_lock (asserted); takes send_lock and lock itself. Closes a dead connection and
+ * opens a new one. */
+static int reconnect_serialized(struct mc_rpc_client *c)
 {
-    pthread_mutex_lock(&c->send_lock);
-    pthread_mutex_lock(&c->lock);
+    MC_ASSERT(mc_lo_holds(MC_LO_RPC_CONNECT, c->lo_idx, false));
+    rpcc_send_lock(c);
+    rpcc_lock(c);
     int old = c->fd;
     if (c->up)
         mc_rpcc_conn_broken_locked(c, c->gen, "reconnect");
     c->fd = -1;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     if (old >= 0)
         close(old); /* down: no reader holds it; send_lock: no sender uses it */
-    pthread_mutex_unlock(&c->send_lock);
+    rpcc_send_unlock(c);
 
     int fd = -1;
     int rc = connect_fd(c, &fd);
@@ -177,12 +182,12 @@ static int reconnect_locked(struct mc_rpc_client *c)
                  c->cfg.port, mc_strerror(rc), c->backoff_ms);
         return rc;
     }
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     c->fd = fd;
     c->gen++;
     c->up = true;
     rx_reset(&c->rx);
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     c->backoff_ms = 0;
     c->next_attempt_ms = 0;
     return 0;
@@ -191,19 +196,19 @@ static int reconnect_locked(struct mc_rpc_client *c)
 /* Makes sure a connection is up; returns its generation in *gen. */
 int mc_rpcc_ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint64_t *gen)
 {
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     check_idle_locked(c);
     bool up = c->up;
     *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     if (up)
         return 0;
-    pthread_mutex_lock(&c->connect_lock);
+    rpcc_connect_lock(c);
     int rc = 0;
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     up = c->up;
     *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     if (up)
         goto out;
     uint64_t now = mc_now_ms();
@@ -218,12 +223,12 @@ int mc_rpcc_ensure_connected(struct mc_rpc_client *c, uint64_t deadline_ms, uint
         while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
             ;
     }
-    rc = reconnect_locked(c);
-    pthread_mutex_lock(&c->lock);
+    rc = reconnect_serialized(c);
+    rpcc_lock(c);
     *gen = c->gen;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 out:
-    pthread_mutex_unlock(&c->connect_lock);
+    rpcc_connect_unlock(c);
     return rc;
 }
 
@@ -260,6 +265,8 @@ int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_clie
     c->cfg.name = c->name;
     c->fd = -1;
     c->next_id = 1;
+    static _Atomic uint32_t next_lo_idx;
+    c->lo_idx = atomic_fetch_add(&next_lo_idx, 1);
     c->rx.buf = malloc(RBUF_SIZE);
     if (!c->rx.buf) {
         free((void *)c->cfg.host);
@@ -275,37 +282,37 @@ int mc_rpc_client_new(const struct mc_rpc_client_config *cfg, struct mc_rpc_clie
 
 int mc_rpc_client_connect(struct mc_rpc_client *c)
 {
-    pthread_mutex_lock(&c->connect_lock);
-    pthread_mutex_lock(&c->lock);
+    rpcc_connect_lock(c);
+    rpcc_lock(c);
     bool up = c->up;
-    pthread_mutex_unlock(&c->lock);
-    int rc = up ? 0 : reconnect_locked(c);
-    pthread_mutex_unlock(&c->connect_lock);
+    rpcc_unlock(c);
+    int rc = up ? 0 : reconnect_serialized(c);
+    rpcc_connect_unlock(c);
     return rc;
 }
 
 void mc_rpc_client_disconnect(struct mc_rpc_client *c)
 {
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     if (c->up && c->fd >= 0)
         shutdown(c->fd, SHUT_RDWR);
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
 }
 
 int mc_rpc_client_connected(struct mc_rpc_client *c)
 {
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     check_idle_locked(c);
     int up = c->up;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     return up;
 }
 
 uint64_t mc_rpc_client_generation(struct mc_rpc_client *c)
 {
-    pthread_mutex_lock(&c->lock);
+    rpcc_lock(c);
     uint64_t g = c->gen;
-    pthread_mutex_unlock(&c->lock);
+    rpcc_unlock(c);
     return g;
 }
 

@@ -14,6 +14,12 @@
  * so closing it never pulls the socket from under a reader. `connect_lock` serializes
  * (re)connects. Order: connect_lock -> send_lock -> lock. A pending entry lives on its caller's
  * stack.
+ *
+ * Every take and drop of the three goes through rpcc_lock / rpcc_send_lock / rpcc_connect_lock
+ * (below), which checking builds feed to the lock-order checker (common/lock_order.h: after
+ * every other level, since callers hold their own locks while they call), and every function
+ * named *_locked asserts `lock` is held (RPCC_ASSERT_LOCKED). A condition wait keeps `lock`
+ * recorded as held, which it is again when the wait returns.
  */
 #ifndef MC_COMMON_RPC_CLIENT_INTERNAL_H
 #define MC_COMMON_RPC_CLIENT_INTERNAL_H
@@ -25,6 +31,8 @@
 #include <sys/uio.h>
 
 #include "common/auth.h"
+#include "common/lock_order.h"
+#include "common/mc_assert.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
 
@@ -66,6 +74,7 @@ struct mc_rpc_client {
     struct mc_auth_key auth;
     char name[32];
     pthread_mutex_t lock, send_lock, connect_lock;
+    uint32_t lo_idx; /* tells clients apart in the lock-order checker */
     int fd;
     bool up;
     int32_t refused; /* a connection-level refusal (request id 0) read on this connection */
@@ -78,6 +87,40 @@ struct mc_rpc_client {
     struct pending *waiters;
     struct rx rx;
 };
+
+/* ---- locks ------------------------------------------------------------------------------- */
+
+static inline void rpcc_lock(struct mc_rpc_client *c)
+{
+    mc_lo_acquire(MC_LO_RPC, c->lo_idx);
+    pthread_mutex_lock(&c->lock);
+}
+static inline void rpcc_unlock(struct mc_rpc_client *c)
+{
+    pthread_mutex_unlock(&c->lock);
+    mc_lo_release(MC_LO_RPC, c->lo_idx);
+}
+static inline void rpcc_send_lock(struct mc_rpc_client *c)
+{
+    mc_lo_acquire(MC_LO_RPC_SEND, c->lo_idx);
+    pthread_mutex_lock(&c->send_lock);
+}
+static inline void rpcc_send_unlock(struct mc_rpc_client *c)
+{
+    pthread_mutex_unlock(&c->send_lock);
+    mc_lo_release(MC_LO_RPC_SEND, c->lo_idx);
+}
+static inline void rpcc_connect_lock(struct mc_rpc_client *c)
+{
+    mc_lo_acquire(MC_LO_RPC_CONNECT, c->lo_idx);
+    pthread_mutex_lock(&c->connect_lock);
+}
+static inline void rpcc_connect_unlock(struct mc_rpc_client *c)
+{
+    pthread_mutex_unlock(&c->connect_lock);
+    mc_lo_release(MC_LO_RPC_CONNECT, c->lo_idx);
+}
+#define RPCC_ASSERT_LOCKED(c) MC_ASSERT(mc_lo_holds(MC_LO_RPC, (c)->lo_idx, false))
 
 /* ---- pending table (under lock) ---------------------------------------------------------- */
 

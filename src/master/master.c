@@ -37,13 +37,9 @@
 
 static int register_metrics(struct mc_master *m);
 
-/* eviction.c's lifecycle (eviction.h): mc_master_new calls
- * mc_eviction_init after the metrics registry exists and mc_master_free calls
- * mc_eviction_destroy first, through weak references: a program that links the core library
- * without calling into eviction (no tick, no BatchEvict) does not pull eviction.c in, and runs
- * with m->evictor NULL. */
-#pragma weak mc_eviction_init
-#pragma weak mc_eviction_destroy
+/* eviction.c's lifecycle (eviction.h): mc_master_new calls mc_eviction_init after the metrics
+ * registry exists and mc_master_free calls mc_eviction_destroy first. Plain references: a
+ * build without eviction.c is a link error, not a master that silently never evicts. */
 
 void mc_master_config_init(struct mc_master_config *c)
 {
@@ -161,8 +157,8 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     m->metrics = mc_metrics_new();
     if (!m->discard || !m->segs || !m->metrics || mc_shards_init(m) != 0 ||
         mc_routes_init(m) != 0 || mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
-        mc_offload_init(m) != 0 || (mc_eviction_init && mc_eviction_init(m) != 0) ||
-        mc_promotion_init(m) != 0 || subscribe(m) != 0) {
+        mc_offload_init(m) != 0 || mc_eviction_init(m) != 0 || mc_promotion_init(m) != 0 ||
+        subscribe(m) != 0) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -182,8 +178,7 @@ void mc_master_free(struct mc_master *m)
     m->evict_wake_fd = -1;
     /* nobody listens any more: the policies go first, then the objects */
     memset(&m->events, 0, sizeof(m->events));
-    if (mc_eviction_destroy)
-        mc_eviction_destroy(m);
+    mc_eviction_destroy(m);
     /* promotion before offload, whose mailbox table it uses; then erasing the objects below
      * queues nothing */
     mc_promotion_destroy(m);

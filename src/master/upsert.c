@@ -3,7 +3,8 @@
  * under its shard locks.
  *
  * The reservations are a small table under its own mutex (a leaf: no other lock is taken while
- * it is held, and it is never taken under a shard lock). A reservation holds the allocations
+ * it is held, and it is never taken under a shard lock; MC_LO_LEAF / MC_LO_LEAF_UPSERTS in the
+ * lock-order checker, taken through table_lock / table_unlock). A reservation holds the allocations
  * (segment references included) until UpsertEnd moves them into the new record, or UpsertRevoke
  * / the lazy expiry / mc_upserts_free release them.
  */
@@ -19,6 +20,7 @@
 #include "common/metrics.h"
 #include "master/delwait.h"
 #include "master/freelist.h"
+#include "master/lock_order.h"
 #include "master/discard.h"
 #include "master/master_state.h"
 #include "master/object_events.h"
@@ -67,6 +69,18 @@ static struct mc_upserts *table(struct mc_master *m)
     return nt;
 }
 
+static void table_lock(struct mc_upserts *t)
+{
+    mc_lo_acquire(MC_LO_LEAF, MC_LO_LEAF_UPSERTS);
+    pthread_mutex_lock(&t->lock);
+}
+
+static void table_unlock(struct mc_upserts *t)
+{
+    pthread_mutex_unlock(&t->lock);
+    mc_lo_release(MC_LO_LEAF, MC_LO_LEAF_UPSERTS);
+}
+
 static void release_allocs(struct reservation *r)
 {
     for (uint32_t i = 0; i < r->n; i++)
@@ -77,6 +91,7 @@ static void release_allocs(struct reservation *r)
 /* Removes entry i into *out (table lock held). */
 static void take_locked(struct mc_upserts *t, size_t i, struct reservation *out)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_LEAF, MC_LO_LEAF_UPSERTS, false));
     *out = t->v[i];
     t->v[i] = t->v[--t->n];
 }
@@ -89,14 +104,14 @@ static int expire(struct mc_master *m, struct mc_upserts *t, uint64_t now)
     for (;; n++) {
         struct reservation r;
         bool found = false;
-        pthread_mutex_lock(&t->lock);
+        table_lock(t);
         for (size_t i = 0; i < t->n; i++)
             if (now >= t->v[i].start_ms + m->cfg.put_start_release_timeout_ms) {
                 take_locked(t, i, &r);
                 found = true;
                 break;
             }
-        pthread_mutex_unlock(&t->lock);
+        table_unlock(t);
         if (!found)
             return n;
         mc_info("master", "upsert reservation expired unfinished", "size=%llu",
@@ -160,13 +175,13 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_id client, const char 
             mc_master_want_eviction(m);
         return rc;
     }
-    pthread_mutex_lock(&t->lock);
+    table_lock(t);
     if (t->n == t->cap) {
         size_t cap = t->cap ? t->cap * 2 : 16;
         struct reservation *nv =
             t->n >= MC_UPSERT_MAX_PENDING ? NULL : realloc(t->v, cap * sizeof(*nv));
         if (!nv) {
-            pthread_mutex_unlock(&t->lock);
+            table_unlock(t);
             release_allocs(&r);
             return t->n >= MC_UPSERT_MAX_PENDING ? MC_ERR_TASK_PENDING_LIMIT_EXCEEDED
                                                  : MC_ERR_INTERNAL_ERROR;
@@ -176,7 +191,7 @@ int mc_master_upsert_start(struct mc_master *m, struct mc_id client, const char 
     }
     r.token = t->next_token++;
     t->v[t->n++] = r;
-    pthread_mutex_unlock(&t->lock);
+    table_unlock(t);
     /* descriptors as PutStart gives them: a stand-in record for the size */
     struct mc_object hdr;
     memset(&hdr, 0, sizeof(hdr));
@@ -204,7 +219,7 @@ static bool claim(struct mc_master *m, struct mc_id client, uint64_t h, size_t k
     if (!t)
         return false;
     bool found = false;
-    pthread_mutex_lock(&t->lock);
+    table_lock(t);
     for (size_t i = 0; i < t->n; i++) {
         const struct reservation *r = &t->v[i];
         if (r->token == token && mc_id_eq(r->owner, client) && r->key_hash == h &&
@@ -214,7 +229,7 @@ static bool claim(struct mc_master *m, struct mc_id client, uint64_t h, size_t k
             break;
         }
     }
-    pthread_mutex_unlock(&t->lock);
+    table_unlock(t);
     return found;
 }
 
@@ -420,9 +435,9 @@ size_t mc_master_upsert_pending(struct mc_master *m)
     struct mc_upserts *t = atomic_load_explicit(&m->upserts, memory_order_acquire);
     if (!t)
         return 0;
-    pthread_mutex_lock(&t->lock);
+    table_lock(t);
     size_t n = t->n;
-    pthread_mutex_unlock(&t->lock);
+    table_unlock(t);
     return n;
 }
 
