@@ -209,7 +209,8 @@ ProtobufCMessage *mc_pb_unpack_bounded(const ProtobufCMessageDescriptor *desc, c
     if (mc_pb_prescan(desc, data, len, lim, rep) != MC_PB_OK)
         return NULL;
     struct budget b = {0};
-    b.limit = 2 * len + BUDGET_PER_TAG * (size_t)rep->tags + BUDGET_FLOOR;
+    size_t per_tag = lim && lim->tag_bytes ? lim->tag_bytes : BUDGET_PER_TAG;
+    b.limit = 2 * len + per_tag * (size_t)rep->tags + BUDGET_FLOOR;
     ProtobufCAllocator a = {.alloc = budget_alloc, .free = budget_free, .allocator_data = &b};
     ProtobufCMessage *m = protobuf_c_message_unpack(desc, &a, len, data);
     rep->budget = b.limit;

@@ -33,6 +33,10 @@ struct mc_pb_limits {
     uint32_t max_repeated; /* elements of one repeated field in one message; 0 = default */
     uint32_t max_tags;     /* tags (and packed elements) in the whole body; 0 = 16 x
                             * max_repeated + 4096 */
+    uint32_t tag_bytes;    /* decode budget per tag beyond twice the body; 0 = 128, about what
+                            * glibc spends on one small sub-message and its pointer slot. A
+                            * reader whose element cap is its real bound (the RPC client) may
+                            * give more room: the budget then depends less on the allocator. */
 };
 
 enum mc_pb_verdict {

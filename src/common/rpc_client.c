@@ -675,7 +675,9 @@ static ProtobufCMessage *decode_reply(struct mc_rpc_client *c, uint16_t method,
                                       const ProtobufCMessageDescriptor *desc, const void *data,
                                       size_t len)
 {
-    const struct mc_pb_limits lim = {.max_repeated = MC_RPC_REPLY_MAX_REPEATED};
+    /* the element cap bounds a reply; the budget per element leaves room for the allocator's
+     * rounding (one element sits at 120-136 bytes depending on the malloc in use) */
+    const struct mc_pb_limits lim = {.max_repeated = MC_RPC_REPLY_MAX_REPEATED, .tag_bytes = 256};
     struct mc_pb_report rep;
     ProtobufCMessage *m = mc_pb_unpack_bounded(desc, data, len, &lim, &rep);
     if (!m)
