@@ -43,3 +43,10 @@ set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES T
 # missing keys counted as misses, the open-loop probe's figures.
 mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)
 add_dependencies(test_bench_master mooncake_master mooncake_bench mooncake_cli)
+# scripts/bench/master_vs_upstream.sh, a very short smoke run against upstream's master and its
+# master_bench (skipped, 77, where those binaries are absent): exit 0, one well-formed line per
+# side and op, one table row per op.
+add_test(NAME test_master_vs_upstream
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_master_vs_upstream.sh
+                 $<TARGET_FILE_DIR:mooncake_master>)
+set_tests_properties(test_master_vs_upstream PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
