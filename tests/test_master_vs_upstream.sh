@@ -24,7 +24,7 @@ for side in ours upstream; do
   done
 done
 for row in 'GetReplicaList, objects/s' 'BatchGetReplicaList x8, keys/s' 'Put \(PutStart \+ PutEnd\), objects/s'; do
-  grep -Eq "^\| $row \| $num \| $num \| $num \| $num-$num \| $num \| $num \| $num / $num \| $num / $num \| [^|]+ \|$" "$out" ||
+  grep -Eq "^\| $row \| $num \| $num \| $num \| $num-$num \| $num \| $num \| ($num|-) \| $num / $num \| $num / $num \| [^|]+ \|$" "$out" ||
     { echo "FAIL: no well-formed table row for: $row" >&2; fail=1; }
 done
 grep -Eq '^# .* commit [0-9a-f?]+ load average' "$out" || { echo "FAIL: no header line" >&2; fail=1; }

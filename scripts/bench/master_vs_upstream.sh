@@ -25,7 +25,9 @@
 # its "Clients started" line, S - 0.5 s long), the bench process's CPU as a fraction of its core
 # (load), the master's (server), and how busy the bench's core was with everything on it
 # (core1; other users' processes included). A run whose bench core was busy >= 95% could not
-# have sent more: its figure is a lower bound for that master, and the table says so.
+# have sent more: its figure is a lower bound for that master, and the table says so. The table
+# also divides each run's rate by its master's CPU (operations per master CPU-second), a
+# figure a shared machine moves less than ops/s.
 #
 # --bin-dir: our mooncake_master and mooncake_bench (default $BUILD_DIR/bin, BUILD_DIR=build).
 # --upstream: upstream's build kept for comparison, with bin/ and lib/ (default
@@ -198,9 +200,13 @@ def med(v):
 def spread(v):
     return "%.0f-%.0f" % (min(v), max(v))
 print()
+def eff(side, op):
+    return [o / c for o, c in zip(col(side, op, 3), col(side, op, 5))
+            if not math.isnan(c) and c > 0]
 print("| op | ours (median) | upstream (median) | ours / upstream | ratio range | ours runs |"
-      " upstream runs | bench CPU ours / upstream | bench core busy ours / upstream | note |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+      " upstream runs | per master CPU-second: ours / upstream | bench CPU ours / upstream |"
+      " bench core busy ours / upstream | note |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 for op in sys.argv[2].split(","):
     a, b = col("ours", op, 3), col("upstream", op, 3)
     ma, mb = med(a), med(b)
@@ -212,13 +218,17 @@ for op in sys.argv[2].split(","):
         notes.append("ours: bench core saturated, a lower bound")
     if not math.isnan(bb) and bb >= 0.95:
         notes.append("upstream: bench core saturated, a lower bound")
-    print("| %s | %.0f | %.0f | %.2f | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s |" % (
+    ea, eb = med(eff("ours", op)), med(eff("upstream", op))
+    print("| %s | %.0f | %.0f | %.2f | %s | %s | %s | %s | %.2f / %.2f | %.2f / %.2f | %s |" % (
         names[op], ma, mb, ma / mb if mb else float("nan"),
         "%.2f-%.2f" % (ratios[0], ratios[-1]) if ratios else "-",
         " ".join("%.0f" % x for x in a), " ".join("%.0f" % x for x in b),
+        "%.2f" % (ea / eb) if eb and not math.isnan(ea) and not math.isnan(eb) else "-",
         la, lb, ba, bb, "; ".join(notes) or "-"))
 print()
-print("ratio range: per-round ours / upstream, lowest and highest. bench CPU: the bench process's"
-      " CPU over the steady window as a fraction of its core; bench core busy: everything on"
-      " that core (other users' processes included).")
+print("ratio range: per-round ours / upstream, lowest and highest. per master CPU-second: each"
+      " run's ops/s divided by its master's CPU over the window (a core's share), medians, ours /"
+      " upstream: the cost per operation, less moved by other load than ops/s. bench CPU: the"
+      " bench process's CPU over the steady window as a fraction of its core; bench core busy:"
+      " everything on that core (other users' processes included).")
 EOF
