@@ -186,6 +186,7 @@ upstream() { # round
 for ((r = 1; r <= ROUNDS; r++)); do
   if ((r % 2)); then ours "$r"; upstream "$r"; else upstream "$r"; ours "$r"; fi
 done
+rm -f "$LOG" # kept only when a step failed (the messages above name it)
 
 python3 - "$RES" "$OPS" "$BATCH" <<'EOF'
 import math, statistics, sys
