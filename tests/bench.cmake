@@ -43,3 +43,20 @@ set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES T
 # missing keys counted as misses, the open-loop probe's figures.
 mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)
 add_dependencies(test_bench_master mooncake_master mooncake_bench mooncake_cli)
+# scripts/bench/master_vs_upstream.sh, a very short smoke run against upstream's master and its
+# master_bench (skipped, 77, where those binaries are absent): exit 0, one well-formed line per
+# side and op, one table row per op.
+add_test(NAME test_master_vs_upstream
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/test_master_vs_upstream.sh
+                 $<TARGET_FILE_DIR:mooncake_master>)
+set_tests_properties(test_master_vs_upstream PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77)
+# scripts/bench/headline.sh on its cheapest row (bytes per object, 20,000 objects): the table's
+# header and one row with a figure, the date, the commit and the command; exit 0 (its logs go
+# to the build tree).
+add_test(NAME test_headline_objects
+         COMMAND ${MC_EXPECT} 0 "^\\| what \\| ratio \\| measured \\| command \\|$"
+                 "^\\| master bytes per object .* \\| [0-9]+\\.[0-9] \\| [0-9]{4}-[0-9]{2}-[0-9]{2}, `[0-9a-f]+(\\+changes)?` \\| `.*mooncake_bench objects --objects 20000 --key-len 64` \\|$"
+                 -- env HEADLINE_OBJECTS=20000
+                 HEADLINE_LOG_DIR=${CMAKE_CURRENT_BINARY_DIR}/headline_logs bash ${CMAKE_SOURCE_DIR}/scripts/bench/headline.sh
+                 --rows objects --bin-dir $<TARGET_FILE_DIR:mooncake_bench>)
+set_tests_properties(test_headline_objects PROPERTIES TIMEOUT 300)

@@ -11,7 +11,7 @@ mc_add_test(test_master_safety SOURCES test_master_safety.c LIBS mc_master_core 
 mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS mc_master_core
             Threads::Threads TIMEOUT 60)
 target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc
-                    -Wl,--wrap=realloc)
+                    -Wl,--wrap=realloc -Wl,--wrap=read)
 # Promotion on hit (src/master/promotion.c), one file per family of scenarios on the shared
 # fixture (promotion_fixture.c): the trigger and its gates, the holder's side, cancellation,
 # parked staged ranges, racing readers with threads, retry candidates and hot beats cold. All

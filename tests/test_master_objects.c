@@ -387,6 +387,90 @@ static void test_versions_and_epoch(void **state)
     assert_int_equal(mc_master_epoch(f->m), 7);
 }
 
+/* Looks key up in shard si (a read lock around the lookup). */
+static struct mc_object *find_in(struct fx *f, uint32_t si, const char *key, size_t len)
+{
+    struct mc_shard *s = &f->m->shards[si];
+    mc_shard_rdlock(s);
+    struct mc_object *o = mc_shard_find(s, mc_hash_key(key, len), key, len);
+    mc_shard_unlock(s);
+    return o;
+}
+
+/* The record of an object with a 64-byte key and one replica takes 128 bytes (a 40-byte header,
+ * one 24-byte replica, the key): two such records allocated one after the other in a fresh
+ * shard's slab sit 128 bytes apart (144 while the header held the group pointer). A grouped
+ * object's record carries its group link behind the key (136 bytes: the 144-byte class), and the
+ * link survives a replica added in front of it and one dropped. */
+static void test_record_sizes(void **state)
+{
+    struct fx *f = *state;
+    char keys[2][65];
+    int found = 0;
+    uint32_t shard0 = 0;
+    for (int i = 0; found < 2 && i < 1000000; i++) {
+        char k[65];
+        snprintf(k, sizeof(k), "%064d", i);
+        uint32_t si = (uint32_t)mc_hash_key(k, 64) & MC_SHARD_MASK;
+        if (found == 0 || si == shard0) {
+            shard0 = si;
+            memcpy(keys[found++], k, sizeof(k));
+        }
+    }
+    assert_int_equal(found, 2);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(tm_put(f->m, f->a, keys[i], 4096), MC_OK);
+    struct mc_object *o0 = find_in(f, shard0, keys[0], 64), *o1 = find_in(f, shard0, keys[1], 64);
+    assert_non_null(o0);
+    assert_non_null(o1);
+    assert_int_equal(o0->nrep, 1);
+    assert_null(mc_obj_group(o0));
+    assert_int_equal((intptr_t)((char *)o1 - (char *)o0), 128);
+
+    /* Two grouped records in the group's shard (fresh: no other record of that class). */
+    struct mc_master_replicate_config cfg;
+    mc_master_replicate_config_init(&cfg);
+    cfg.group_id = "rec-group";
+    cfg.group_id_len = 9;
+    uint32_t gshard = (uint32_t)mc_hash_key("rec-group", 9) & MC_SHARD_MASK;
+    assert_int_not_equal(gshard, shard0);
+    char gk[2][65];
+    for (int i = 0; i < 2; i++) {
+        snprintf(gk[i], sizeof(gk[i]), "g%063d", i);
+        struct mc_put_start_result ps;
+        assert_int_equal(mc_master_put_start(f->m, f->a, gk[i], 64, 4096, &cfg, &ps), MC_OK);
+        assert_int_equal(mc_master_put_end(f->m, f->a, gk[i], 64, 0, 0, false), MC_OK);
+    }
+    struct mc_object *g0 = find_in(f, gshard, gk[0], 64), *g1 = find_in(f, gshard, gk[1], 64);
+    assert_non_null(g0);
+    assert_non_null(g1);
+    assert_int_equal((intptr_t)((char *)g1 - (char *)g0), 144);
+    struct mc_group *grp = mc_obj_group(g0);
+    assert_non_null(grp);
+    assert_ptr_equal(mc_obj_group(g1), grp);
+    assert_int_equal(grp->id_len, 9);
+    assert_memory_equal(grp->id, "rec-group", 9);
+    /* A replica added (the record moves to a larger one) and dropped again: key and link kept. */
+    struct mc_shard *s = &f->m->shards[gshard];
+    mc_shard_wrlock(s);
+    struct mc_object *n = mc_shard_obj_grow(s, g0);
+    assert_non_null(n);
+    assert_int_equal(n->nrep, 2);
+    assert_ptr_equal(mc_obj_group(n), grp);
+    assert_memory_equal(mc_obj_key(n), gk[0], 64);
+    mc_obj_drop_replica(n, 1);
+    assert_int_equal(n->nrep, 1);
+    assert_ptr_equal(mc_obj_group(n), grp);
+    assert_memory_equal(mc_obj_key(n), gk[0], 64);
+    mc_shard_unlock(s);
+    struct mc_key_info ki;
+    assert_int_equal(mc_master_query_key(f->m, gk[0], 64, &ki), MC_OK);
+    assert_string_equal(ki.group_id, "rec-group");
+    assert_int_equal(mc_master_remove(f->m, gk[0], 64, true), MC_OK);
+    assert_int_equal(mc_master_remove(f->m, gk[1], 64, true), MC_OK);
+    assert_int_equal(atomic_load(&f->m->grouped_keys), 0);
+}
+
 static void test_groups(void **state)
 {
     struct fx *f = *state;
@@ -975,6 +1059,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
         cmocka_unit_test_setup_teardown(test_versions_and_epoch, setup, teardown),
         cmocka_unit_test_setup_teardown(test_groups, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_record_sizes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmount_drops_objects, setup, teardown),
         cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, teardown),

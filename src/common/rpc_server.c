@@ -28,16 +28,16 @@
 
 /* ---- replies ----------------------------------------------------------------------------- */
 
+/* One allocation per item: the item, its iovecs, then buflen bytes of buf (a reply costs one
+ * malloc, not a calloc for the item and a malloc for its bytes). */
 struct out_item *mc_rpcs_item_new(size_t buflen, int npayload)
 {
-    struct out_item *it = calloc(1, sizeof(*it) + (size_t)(1 + npayload) * sizeof(struct iovec));
+    size_t head = sizeof(struct out_item) + (size_t)(1 + npayload) * sizeof(struct iovec);
+    struct out_item *it = malloc(head + (buflen ? buflen : 1));
     if (!it)
         return NULL;
-    it->buf = malloc(buflen ? buflen : 1);
-    if (!it->buf) {
-        free(it);
-        return NULL;
-    }
+    memset(it, 0, head);
+    it->buf = (uint8_t *)it + head;
     it->niov = 1 + npayload;
     it->iov[0].iov_base = it->buf;
     it->iov[0].iov_len = buflen;
@@ -84,22 +84,17 @@ void mc_rpc_reply_msg(struct mc_rpc_call *call, int32_t status, const ProtobufCM
         mc_rpc_reply(call, MC_ERR_SERIALIZE_FAIL, NULL, 0);
         return;
     }
-    struct out_item *it = mc_rpcs_frame_new(call->method, call->id, status, NULL, 0);
-    struct out_item *big = len ? mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0) : NULL;
-    if (!it || (len && !big)) {
-        item_free(it);
-        item_free(big);
+    /* One item: the header alone, or the header and the packed message behind it. */
+    struct out_item *it = mc_rpcs_item_new(MC_WIRE_HEADER_SIZE + len, 0);
+    if (!it) {
         reply_oom(call);
         return;
     }
-    if (big) {
-        item_free(it);
-        it = big;
-        struct mc_wire_header h;
-        mc_wire_header_init(&h, MC_WIRE_RESPONSE, call->method, call->id, 0, (uint32_t)len);
-        mc_wire_encode_header(&h, it->buf);
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, call->method, call->id, status, (uint32_t)len);
+    mc_wire_encode_header(&h, it->buf);
+    if (len)
         protobuf_c_message_pack(msg, it->buf + MC_WIRE_HEADER_SIZE);
-    }
     mc_rpcs_complete(call, it);
 }
 

@@ -476,6 +476,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused && !c->out_paused;
          round++) {
         ssize_t n;
+        size_t want;
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
         if (c->in_body && c->body_got == c->body_cap) {
@@ -495,10 +496,13 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
                 break;
             }
         }
-        if (c->in_body)
-            n = read(c->fd, c->body + c->body_got, c->body_cap - c->body_got);
-        else
-            n = read(c->fd, c->rbuf + c->rlen, RBUF_SIZE - c->rlen);
+        if (c->in_body) {
+            want = c->body_cap - c->body_got;
+            n = read(c->fd, c->body + c->body_got, want);
+        } else {
+            want = RBUF_SIZE - c->rlen;
+            n = read(c->fd, c->rbuf + c->rlen, want);
+        }
         if (n == 0) {
             bool mid = c->in_body || c->rlen > c->rpos;
             conn_close(io, c, mid ? "peer closed mid-frame" : "peer closed");
@@ -525,6 +529,10 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
             c->rlen += (size_t)n;
         }
         process_input(io, c);
+        /* A short read took all the socket had: the next read would only say EAGAIN (one
+         * wasted syscall per request); epoll (level-triggered) reports the bytes that come. */
+        if ((size_t)n < want)
+            break;
     }
     io->batch_conn = NULL;
     if (!c->closed)

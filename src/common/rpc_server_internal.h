@@ -35,7 +35,7 @@ enum { CALL_PENDING = 0, CALL_DONE = 1 };
 
 struct out_item {
     struct out_item *next;
-    uint8_t *buf;      /* owned: header (+ peer prefix + control, or body) */
+    uint8_t *buf;      /* header (+ peer prefix + control, or body): inside the item's block */
     uint8_t *req_body; /* owned: the request body, which a peer payload may point into */
     void (*release)(void *);
     void *release_arg;
@@ -206,7 +206,6 @@ static inline void item_free(struct out_item *it)
         return;
     if (it->release)
         it->release(it->release_arg);
-    free(it->buf);
     mc_rpcs_body_free(it->req_body);
     free(it);
 }

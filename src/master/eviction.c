@@ -218,7 +218,7 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
     enum ev_class cls = ev_classify(mc_obj_ent_bits(o), lease_of(s, o), now, o);
     if (!(cls == EV_PLAIN || (cls == EV_SOFT && soft_phase)))
         return;
-    struct mc_group *g = o->group;
+    struct mc_group *g = mc_obj_group(o);
     if (!g) {
         evict_now(cy, s, o, w, fl);
         return;

@@ -68,7 +68,7 @@ static void move_replicas(struct mc_freelist *fl, struct mc_object *o)
 void mc_freelist_add_object(struct mc_freelist *fl, struct mc_object *o)
 {
     move_replicas(fl, o);
-    o->group = (struct mc_group *)(void *)fl->objs; /* the group link is dead: reuse it */
+    o->owner_tag = (uint64_t)(uintptr_t)fl->objs; /* the owner tag is dead: the list's link */
     fl->objs = o;
 }
 
@@ -109,7 +109,7 @@ void mc_freelist_flush(struct mc_freelist *fl)
 {
     flush_replicas(fl);
     for (struct mc_object *o = fl->objs, *nx; o; o = nx) {
-        nx = (struct mc_object *)(void *)o->group;
+        nx = (struct mc_object *)(uintptr_t)o->owner_tag;
         mc_obj_free(o);
     }
     if (fl->ents != fl->inline_ents)

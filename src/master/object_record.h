@@ -2,8 +2,11 @@
  * object_record.h - the object record (struct mc_object, its replicas, its key bytes) and the
  * LOCAL_DISK holder a replica refers to (private to the master core).
  *
- * An object is one record: struct mc_object, its replicas, then its key bytes (48 + 24 per
- * replica + key bytes), from its shard's slabs (objslab.h; long keys: a malloc). A replica is
+ * An object is one record: struct mc_object, its replicas, then its key bytes (40 + 24 per
+ * replica + key bytes), and for a grouped object its group link (8 more bytes after the key),
+ * from its shard's slabs (objslab.h; long keys: a malloc). The group link lives behind the key
+ * rather than in the header because few objects are grouped: a 64-byte key with one replica
+ * makes a 128-byte record, one slab class below where the 48-byte header put it. A replica is
  * MEMORY (a range of a mounted segment, holding a segment reference) or LOCAL_DISK (a copy on a
  * client's SSD, holding a holder reference). Records live in a shard's table (shard.h) and are
  * only read or changed with that shard's lock held. The layout sits on the structures' floor,
@@ -18,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/hash.h"
 #include "common/id.h"
@@ -83,6 +87,7 @@ enum {
     MC_OBJ_OFFLOADING = 1u << 7, /* an offload task exists: one MEMORY replica is pinned for it
                                   * (offload.c; the only pins MEMORY replicas get) */
     MC_OBJ_PROMOTING = 1u << 8,  /* has a task in its shard's promotion table (promotion.c) */
+    MC_OBJ_GROUPED = 1u << 9,    /* in a group: the record's group link (mc_obj_group) is set */
     /* bits 14-15: offload NACKs for a full disk so far (offload.c; a 2-bit count) */
     MC_OBJ_OFFLOAD_NACKS_SHIFT = 14,
     MC_OBJ_OFFLOAD_NACKS_MASK = 3u << 14,
@@ -94,20 +99,21 @@ _Static_assert(MC_OBJECT_SIZE_MAX < MC_SEGMENT_MAX_SIZE, "an object fits one seg
 _Static_assert(MC_SEGMENTS_MAX_CAPACITY <= UINT64_MAX - MC_SEGMENT_MAX_SIZE,
                "capacity + one more segment cannot wrap");
 
-struct mc_object {                       /* 48 bytes, then nrep replicas, then key_len key bytes */
+struct mc_object { /* 40 bytes, then nrep replicas, key_len key bytes, [group link] */
     uint64_t size : MC_OBJECT_SIZE_BITS; /* value bytes, <= MC_OBJECT_SIZE_MAX */
     uint64_t key_len : 16;
     uint64_t nrep : 8;
     uint64_t version;
     uint64_t soft_pin_deadline_ms : 48;
-    uint64_t flags : 16;    /* MC_OBJ_* */
-    struct mc_group *group; /* NULL when not grouped (shard.h) */
+    uint64_t flags : 16; /* MC_OBJ_* */
     uint32_t crc;
     uint32_t ent;       /* index in the shard's ents */
     uint64_t owner_tag; /* mc_owner_tag() of the client that PutStarted it (PutEnd checks it
-                         * after completion, when the pending record is gone) */
+                         * after completion, when the pending record is gone; a record on a
+                         * freelist keeps the list's link here) */
     struct mc_replica rep[];
 };
+_Static_assert(sizeof(struct mc_object) == 40, "struct mc_object is 40 bytes");
 
 /* A 64-bit fingerprint of a client id, kept per object instead of the 16-byte id. */
 static inline uint64_t mc_owner_tag(struct mc_id id)
@@ -118,6 +124,42 @@ static inline uint64_t mc_owner_tag(struct mc_id id)
 static inline char *mc_obj_key(struct mc_object *o)
 {
     return (char *)&o->rep[o->nrep];
+}
+
+/* Bytes of a record of nrep replicas and a key_len-byte key, with room for a group link when
+ * grouped (the size mc_obj_alloc is asked for). */
+static inline size_t mc_obj_record_bytes(uint32_t nrep, size_t key_len, bool grouped)
+{
+    return sizeof(struct mc_object) + nrep * sizeof(struct mc_replica) + key_len +
+           (grouped ? sizeof(struct mc_group *) : 0);
+}
+
+/* Bytes after the replicas: the key, then the group link of a grouped object. */
+static inline size_t mc_obj_tail_bytes(const struct mc_object *o)
+{
+    return o->key_len + ((o->flags & MC_OBJ_GROUPED) ? sizeof(struct mc_group *) : 0);
+}
+
+/* The object's group (shard.h), NULL when not grouped. The link sits right after the key bytes,
+ * unaligned (memcpy). */
+static inline struct mc_group *mc_obj_group(const struct mc_object *o)
+{
+    struct mc_group *g = NULL;
+    if (o->flags & MC_OBJ_GROUPED)
+        memcpy(&g, (const char *)&o->rep[o->nrep] + o->key_len, sizeof(g));
+    return g;
+}
+
+/* Sets o's group link (g non-NULL; the record was allocated with room for it, grouped = true)
+ * or clears it (g NULL; the room stays unused). */
+static inline void mc_obj_set_group(struct mc_object *o, struct mc_group *g)
+{
+    if (g) {
+        o->flags |= MC_OBJ_GROUPED;
+        memcpy((char *)&o->rep[o->nrep] + o->key_len, &g, sizeof(g));
+    } else {
+        o->flags &= ~(unsigned)MC_OBJ_GROUPED;
+    }
 }
 
 /* A MEMORY replica eviction may drop: complete, unpinned, on a live segment (any lock). */

@@ -110,13 +110,14 @@ void mc_master_erase_object(struct mc_master *m, struct mc_shard *s, struct mc_o
     mc_freelist_add_object_locked(fl, s, o);
 }
 
-/* Removes one replica (index i) from o, keeping the key bytes after the replica array. */
+/* Removes one replica (index i) from o, keeping the key bytes (and group link) after the
+ * replica array. */
 void mc_obj_drop_replica(struct mc_object *o, uint8_t i)
 {
     char *key = mc_obj_key(o);
     memmove(&o->rep[i], &o->rep[i + 1], (size_t)(o->nrep - i - 1) * sizeof(o->rep[0]));
     o->nrep--;
-    memmove(mc_obj_key(o), key, o->key_len);
+    memmove(mc_obj_key(o), key, mc_obj_tail_bytes(o));
 }
 
 /* Detaches o for a batched unlink (write lock): like mc_master_erase_object, except that o stays
@@ -250,8 +251,8 @@ void mc_master_grant_lease(struct mc_master *m, struct mc_shard *s, struct mc_ob
                            uint64_t now_ms)
 {
     uint64_t until = now_ms + m->cfg.default_kv_lease_ttl_ms;
-    if (o->group) {
-        struct mc_group *g = o->group;
+    struct mc_group *g = mc_obj_group(o);
+    if (g) {
         for (uint32_t i = 0; i < g->n; i++)
             lease_raise(&mc_shard_ent(s, g->members[i]->ent)->lease_ms, until);
     } else {
@@ -333,7 +334,7 @@ static int put_start_locked(struct mc_master *m, struct mc_shard *s, struct mc_i
     }
     if (n < cfg->replica_num)
         CNT_INC(m, put_start_partial_allocations);
-    struct mc_object *o = mc_obj_alloc(s, sizeof(*o) + n * sizeof(o->rep[0]) + len);
+    struct mc_object *o = mc_obj_alloc(s, mc_obj_record_bytes(n, len, cfg->group_id_len != 0));
     if (!o)
         goto oom;
     o->size = size;
@@ -727,9 +728,10 @@ int mc_master_query_key(struct mc_master *m, const char *key, size_t key_len,
     out->soft_pin_remaining_ms = mc_obj_soft_pinned(o, now) ? o->soft_pin_deadline_ms - now : 0;
     out->hard_pinned = (o->flags & MC_OBJ_HARD_PIN) != 0;
     out->offload_pending = (o->flags & MC_OBJ_OFFLOADING) != 0;
-    if (o->group) {
-        memcpy(out->group_id, o->group->id, o->group->id_len);
-        out->group_id[o->group->id_len] = 0;
+    const struct mc_group *grp = mc_obj_group(o);
+    if (grp) {
+        memcpy(out->group_id, grp->id, grp->id_len);
+        out->group_id[grp->id_len] = 0;
     }
     out->nreplicas = n;
     mc_shard_unlock(s);

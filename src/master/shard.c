@@ -302,7 +302,7 @@ struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o)
     if (o->nrep >= MC_MAX_REPLICAS || o->ent == MC_NO_INDEX)
         return NULL;
     size_t head = sizeof(*o) + (size_t)o->nrep * sizeof(o->rep[0]);
-    struct mc_object *n = mc_obj_alloc(s, head + sizeof(o->rep[0]) + o->key_len);
+    struct mc_object *n = mc_obj_alloc(s, head + sizeof(o->rep[0]) + mc_obj_tail_bytes(o));
     if (!n)
         return NULL;
     unsigned heap = n->flags & MC_OBJ_HEAP;
@@ -310,11 +310,11 @@ struct mc_object *mc_shard_obj_grow(struct mc_shard *s, struct mc_object *o)
     n->flags = (o->flags & ~(unsigned)MC_OBJ_HEAP) | heap;
     memset(&n->rep[o->nrep], 0, sizeof(n->rep[0]));
     n->nrep = o->nrep + 1;
-    memcpy(mc_obj_key(n), mc_obj_key(o), o->key_len);
+    memcpy(mc_obj_key(n), mc_obj_key(o), mc_obj_tail_bytes(o));
     struct mc_obj_ent *e = mc_shard_ent(s, o->ent);
     e->obj_bits = (uintptr_t)n | (e->obj_bits & MC_ENT_BITS);
-    if (o->group) {
-        struct mc_group *g = o->group;
+    struct mc_group *g = mc_obj_group(o);
+    if (g) {
         for (uint32_t i = 0; i < g->n; i++)
             if (g->members[i] == o)
                 g->members[i] = n;
@@ -424,7 +424,7 @@ int mc_shard_group_join(struct mc_master *m, struct mc_shard *s, struct mc_objec
     if (mc_route_add(m, key_hash, s->index) != 0)
         goto fail;
     g->members[g->n++] = o;
-    o->group = g;
+    mc_obj_set_group(o, g);
     if (created) {
         uint32_t b = (uint32_t)(gh >> MC_ENT_SHIFT) & s->gmask;
         g->next = s->gbuckets[b];
@@ -442,14 +442,14 @@ fail:
 
 static void group_leave(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    struct mc_group *g = o->group;
+    struct mc_group *g = mc_obj_group(o);
     for (uint32_t i = 0; i < g->n; i++) {
         if (g->members[i] == o) {
             g->members[i] = g->members[--g->n];
             break;
         }
     }
-    o->group = NULL;
+    mc_obj_set_group(o, NULL);
     mc_route_del(m, mc_hash_key(mc_obj_key(o), o->key_len), s->index);
     if (g->n)
         return;
@@ -498,7 +498,7 @@ static void ent_move(struct mc_shard *s, uint32_t from_i, uint32_t to_i)
 void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
     MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
-    if (o->group)
+    if (o->flags & MC_OBJ_GROUPED)
         group_leave(m, s, o);
     mc_shard_pend_remove(s, o);
 }

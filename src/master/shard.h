@@ -91,7 +91,7 @@ static inline unsigned mc_obj_ent_bits(const struct mc_object *o)
         bits |= MC_ENT_HARD_PIN;
     if (o->flags & MC_OBJ_SOFT_PIN)
         bits |= MC_ENT_SOFT_PIN;
-    if (o->group)
+    if (o->flags & MC_OBJ_GROUPED)
         bits |= MC_ENT_GROUPED;
     return bits;
 }
