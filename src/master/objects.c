@@ -887,9 +887,6 @@ static bool remove_all_visit(struct mc_master *m, struct mc_shard *s, struct mc_
 /* RemoveAll's step: at most this many objects per shard write lock, so a Put or Get on the
  * shard waits for one step, not for the whole shard, however large it grows. */
 #define REMOVE_ALL_STEP 4096u
-/* Objects are visited in entry order, which is not their order in memory: each one is
- * prefetched this many entries ahead, so its cache misses overlap the removals before it. */
-#define REMOVE_ALL_PREFETCH 8u
 
 /* Removes every object of s it may, in steps of REMOVE_ALL_STEP under the write lock; returns
  * how many went. Downwards: an erase moves the last entry (already visited) into the hole; an
@@ -904,8 +901,6 @@ static uint64_t remove_all_shard(struct mc_master *m, struct mc_shard *s,
     while (i > 0) {
         uint32_t stop = i > REMOVE_ALL_STEP ? i - REMOVE_ALL_STEP : 0;
         for (; i-- > stop;) {
-            if (i >= REMOVE_ALL_PREFETCH)
-                __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, i - REMOVE_ALL_PREFETCH)));
             hits += remove_all_visit(m, s, mc_ent_obj(mc_shard_ent(s, i)), fl, (void *)ra);
         }
         i = stop;
