@@ -13,11 +13,10 @@
  * bad header cannot be trusted for a length, so the scan moves on one record unit (the extent's
  * alignment: 512 B in format 3, 4 KiB in format 2) at a time until a unit verifies as a header
  * again (records always start on a unit boundary; runs of zero units are crossed a chunk at a
- * time); the
- * bytes it steps through are a value's, so a header image stored inside a value never verifies
- * (it would have to name this very offset and the extent's random nonce). That region counts as
- * one dropped record unless it starts with a zero block (an unused hole left by a failed
- * append). Whatever follows the last good record (a torn append) is counted and cut off with
+ * time); the bytes it steps through are a value's, so a header image stored inside a value never
+ * verifies (it would have to name this very offset and the extent's random nonce). That region
+ * counts as one dropped record unless it starts with a zero unit (an unused hole left by a
+ * failed append). Whatever follows the last good record (a torn append) is counted and cut off with
  * ftruncate. An extent with no live record is deleted.
  *
  * A reused extent (superblock flag RECYCLED, see disk_store.h "Space") holds the stale bytes of
@@ -27,10 +26,9 @@
  *
  * An extent whose block 0 is not a superblock of format 2 or 3 is never read: one of format 1
  * (its block 0 is an old record header), of a newer format (named in the log line) or with a
- * damaged superblock is logged and left
- * on disk untouched (not adopted, not deleted); one whose block 0 is all zero or missing (a
- * crash right after creating it) is deleted. Reads here are synchronous pread: start-up is one
- * sequential pass.
+ * damaged superblock is logged and left on disk untouched (not adopted, not deleted); one
+ * whose block 0 is all zero or missing (a crash right after creating it) is deleted. Reads here
+ * are synchronous pread: start-up is one sequential pass.
  */
 #include <dirent.h>
 #include <endian.h>
