@@ -64,6 +64,13 @@ static inline int teardown(void **state)
     return 0;
 }
 
+/* The record unit the stores of a test file use (mc_disk_store_config.record_align): a file
+ * whose sizes and offsets are written for 4 KiB units (the format-2 layout) defines it as
+ * MC_DISK_BLOCK before including this header; 0 lets the store probe (512 B where it can). */
+#ifndef DISK_TEST_RECORD_ALIGN
+#define DISK_TEST_RECORD_ALIGN 0
+#endif
+
 static inline struct mc_disk_store *open_store(const char *dir, uint64_t cap, uint64_t extent,
                                                mc_disk_evict_fn cb, void *ctx)
 {
@@ -73,7 +80,8 @@ static inline struct mc_disk_store *open_store(const char *dir, uint64_t cap, ui
                                      .queue_depth = 8,
                                      .staging_bytes = 256 * KIB,
                                      .evict_cb = cb,
-                                     .evict_ctx = ctx};
+                                     .evict_ctx = ctx,
+                                     .record_align = DISK_TEST_RECORD_ALIGN};
     struct mc_disk_store *s = NULL;
     char err[256] = "";
     int rc = mc_disk_store_open(&c, &s, err, sizeof(err));

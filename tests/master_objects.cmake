@@ -24,3 +24,5 @@ endforeach()
 mc_add_test(test_remove_regex SOURCES test_remove_regex.c LIBS mc_master_core TIMEOUT 60)
 # Upsert (src/master/upsert.c): reservations, the one-step swap, the old value's space vs readers.
 mc_add_test(test_upsert SOURCES test_upsert.c LIBS mc_master_core TIMEOUT 60)
+# RemoveAll in bounded steps through a shard larger than one step.
+mc_add_test(test_master_remove_all SOURCES test_master_remove_all.c LIBS mc_master_core TIMEOUT 60)

@@ -24,6 +24,9 @@
 #include "common/log.h"
 #include "mooncake/errors.h"
 
+/* Sizes and offsets here are written for 4 KiB record units: this file covers the format-2
+ * layout (test_disk_format covers the 512 B one). */
+#define DISK_TEST_RECORD_ALIGN MC_DISK_BLOCK
 #include "disk_test_util.h"
 
 static void set_fault(struct mc_disk_store *s, enum mc_disk_fault_kind kind, int ops, int skip,

@@ -25,6 +25,9 @@
 #include "mooncake/errors.h"
 #include "test_spawn.h"
 
+/* Sizes and offsets here are written for 4 KiB record units: this file covers the format-2
+ * layout (test_disk_format covers the 512 B one). */
+#define DISK_TEST_RECORD_ALIGN MC_DISK_BLOCK
 #include "disk_test_util.h"
 
 static void le16(unsigned char *p, uint16_t v)
@@ -178,8 +181,11 @@ static void test_removed_key_stays_removed(void **state)
     struct env *e = *state;
     /* 68 KiB extents: a 4 KiB superblock and four 16 KiB records; room for four extents. */
     const uint64_t cap = 272 * KIB, ext = 68 * KIB, len = 12 * KIB;
-    struct mc_disk_store_config c = {
-        .path = e->dir, .capacity = cap, .high_watermark = 1.0, .extent_size = ext};
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
+                                     .capacity = cap,
+                                     .high_watermark = 1.0,
+                                     .extent_size = ext};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
     char key[16];
     for (int i = 0; i < 8; i++) {
@@ -221,8 +227,11 @@ static void test_dead_mark_failure(void **state)
 {
     struct env *e = *state;
     const uint64_t len = 12 * KIB;
-    struct mc_disk_store_config c = {
-        .path = e->dir, .capacity = 272 * KIB, .high_watermark = 1.0, .extent_size = 68 * KIB};
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
+                                     .capacity = 272 * KIB,
+                                     .high_watermark = 1.0,
+                                     .extent_size = 68 * KIB};
     assert_int_equal(mc_disk_store_open(&c, &e->s, NULL, 0), MC_OK);
     char key[16];
     for (int i = 0; i < 8; i++) {
@@ -297,8 +306,11 @@ static uint64_t km_seed(uint32_t k, int version)
 
 static void km_child(const char *dir, int wfd)
 {
-    struct mc_disk_store_config c = {
-        .path = dir, .capacity = 1024 * MIB, .extent_size = 2 * MIB, .queue_depth = 8};
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = dir,
+                                     .capacity = 1024 * MIB,
+                                     .extent_size = 2 * MIB,
+                                     .queue_depth = 8};
     struct mc_disk_store *s = NULL;
     if (mc_disk_store_open(&c, &s, NULL, 0) != MC_OK)
         _exit(1);

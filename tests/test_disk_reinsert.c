@@ -32,6 +32,9 @@
 #include "common/crc32c.h"
 #include "mooncake/errors.h"
 
+/* Sizes and offsets here are written for 4 KiB record units: this file covers the format-2
+ * layout (test_disk_format covers the 512 B one). */
+#define DISK_TEST_RECORD_ALIGN MC_DISK_BLOCK
 #include "disk_test_util.h"
 
 #define VAL (12 * KIB)
@@ -95,7 +98,8 @@ static int was_told(const struct told *t, const char *key)
 static struct mc_disk_store *open_geom(const char *dir, struct told *t, int no_reinsert,
                                        uint64_t ext)
 {
-    struct mc_disk_store_config c = {.path = dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = dir,
                                      .capacity = 8 * ext,
                                      .high_watermark = 0.5,
                                      .extent_size = ext,

@@ -21,6 +21,9 @@
 
 #include <cmocka.h>
 
+/* Sizes and offsets here are written for 4 KiB record units: this file covers the format-2
+ * layout (test_disk_format covers the 512 B one). */
+#define DISK_TEST_RECORD_ALIGN MC_DISK_BLOCK
 #include "disk_test_util.h"
 
 static int count_suffix(const char *dir, const char *suffix)
@@ -37,7 +40,8 @@ static int count_suffix(const char *dir, const char *suffix)
 static struct mc_disk_store *open_cfg(const char *dir, uint64_t cap, uint64_t extent,
                                       int no_recycle)
 {
-    struct mc_disk_store_config c = {.path = dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = dir,
                                      .capacity = cap,
                                      .extent_size = extent,
                                      .queue_depth = 8,

@@ -30,6 +30,9 @@
 #include "mooncake/errors.h"
 #include "test_spawn.h"
 
+/* Sizes and offsets here are written for 4 KiB record units: this file covers the format-2
+ * layout (test_disk_format covers the 512 B one). */
+#define DISK_TEST_RECORD_ALIGN MC_DISK_BLOCK
 #include "disk_test_util.h"
 
 /* ------------------------------------------------------------------ tests */
@@ -222,8 +225,11 @@ static void test_kill_mid_append(void **state)
     if (pid == 0) {
         tu_die_with_parent(parent);
         close(fds[0]);
-        struct mc_disk_store_config c = {
-            .path = e->dir, .capacity = 1024 * MIB, .extent_size = 4 * MIB, .queue_depth = 8};
+        struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                         .path = e->dir,
+                                         .capacity = 1024 * MIB,
+                                         .extent_size = 4 * MIB,
+                                         .queue_depth = 8};
         struct mc_disk_store *s = NULL;
         if (mc_disk_store_open(&c, &s, NULL, 0) != MC_OK)
             _exit(1);
@@ -345,7 +351,8 @@ static void test_read_check_failure_drops_record(void **state)
 {
     struct env *e = *state;
     struct dropped d = {0};
-    struct mc_disk_store_config c = {.path = e->dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
                                      .capacity = 64 * MIB,
                                      .extent_size = 8 * MIB,
                                      .drop_cb = drop_cb,
@@ -628,7 +635,8 @@ static int batch_check_free(struct env *e, struct batch *b)
  * exactly full: 16 records e000..e015, four per extent after its 4 KiB superblock. */
 static void open_full_store(struct env *e, struct evict_log *l)
 {
-    struct mc_disk_store_config c = {.path = e->dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
                                      .capacity = 272 * KIB,
                                      .high_watermark = 1.0,
                                      .extent_size = 68 * KIB,
@@ -713,7 +721,8 @@ static void test_watermark_eviction(void **state)
 {
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
-    struct mc_disk_store_config c = {.path = e->dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
                                      .capacity = 272 * KIB,
                                      .high_watermark = 0.5,
                                      .extent_size = 68 * KIB,
@@ -736,7 +745,8 @@ static void test_watermark_evicts_own_batch(void **state)
 {
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
-    struct mc_disk_store_config c = {.path = e->dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
                                      .capacity = 272 * KIB,
                                      .high_watermark = 0.5,
                                      .extent_size = 68 * KIB,
@@ -796,7 +806,8 @@ static void test_eviction_waits_for_reader(void **state)
 {
     struct env *e = *state;
     struct evict_log l = {.s = &e->s, .dir = e->dir};
-    struct mc_disk_store_config c = {.path = e->dir,
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
                                      .capacity = 272 * KIB,
                                      .high_watermark = 1.0,
                                      .extent_size = 68 * KIB,
@@ -884,7 +895,10 @@ static void test_open_errors(void **state)
     struct env *e = *state;
     char err[512] = "";
     struct mc_disk_store *s = NULL;
-    struct mc_disk_store_config c = {.path = e->dir, .capacity = MIB, .test_refuse_odirect = 1};
+    struct mc_disk_store_config c = {.record_align = DISK_TEST_RECORD_ALIGN,
+                                     .path = e->dir,
+                                     .capacity = MIB,
+                                     .test_refuse_odirect = 1};
     assert_int_equal(mc_disk_store_open(&c, &s, err, sizeof(err)), MC_ERR_FILE_OPEN_FAIL);
     assert_null(s);
     assert_non_null(strstr(err, e->dir));
@@ -893,7 +907,8 @@ static void test_open_errors(void **state)
     /* tmpfs: older kernels refuse O_DIRECT (then the message names the path); 6.6+ accept it. */
     char shm[64] = "/dev/shm/mc_disk_test_XXXXXX";
     if (mkdtemp(shm)) {
-        c = (struct mc_disk_store_config){.path = shm, .capacity = MIB};
+        c = (struct mc_disk_store_config){
+            .record_align = DISK_TEST_RECORD_ALIGN, .path = shm, .capacity = MIB};
         err[0] = 0;
         int rc = mc_disk_store_open(&c, &s, err, sizeof(err));
         if (rc == MC_OK)
@@ -905,12 +920,16 @@ static void test_open_errors(void **state)
 
     /* A second open of the same directory is refused while the first holds it. */
     e->s = open_store(e->dir, MIB, 0, NULL, NULL);
-    c = (struct mc_disk_store_config){.path = e->dir, .capacity = MIB};
+    c = (struct mc_disk_store_config){
+        .record_align = DISK_TEST_RECORD_ALIGN, .path = e->dir, .capacity = MIB};
     assert_int_equal(mc_disk_store_open(&c, &s, err, sizeof(err)), MC_ERR_FILE_LOCK_FAIL);
     assert_non_null(strstr(err, e->dir));
     c.capacity = 0;
     assert_int_equal(mc_disk_store_open(&c, &s, err, sizeof(err)), MC_ERR_INVALID_PARAMS);
-    c = (struct mc_disk_store_config){.path = e->dir, .capacity = MIB, .extent_size = 1000};
+    c = (struct mc_disk_store_config){.record_align = DISK_TEST_RECORD_ALIGN,
+                                      .path = e->dir,
+                                      .capacity = MIB,
+                                      .extent_size = 1000};
     assert_int_equal(mc_disk_store_open(&c, &s, err, sizeof(err)), MC_ERR_INVALID_PARAMS);
 
     /* Bad arguments never crash. */

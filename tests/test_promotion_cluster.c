@@ -469,7 +469,8 @@ static bool corrupt_on_disk(int i)
         snprintf(path, sizeof(path), "%s/%s", g.disk, de->d_name);
         size_t len = 0;
         file = (uint8_t *)cu_slurp(path, &len);
-        for (size_t off = 0; file && off + VLEN <= len; off += 4096) {
+        for (size_t off = 0; file && off + VLEN <= len;
+             off += 512) { /* values start on a 512-byte unit */
             if (memcmp(file + off, g.want, 64) != 0)
                 continue;
             int fd = open(path, O_WRONLY);

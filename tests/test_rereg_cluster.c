@@ -172,7 +172,8 @@ static int corrupt_value(const char *dir, const char *key, uint64_t gen)
         int fd = open(path, O_RDWR);
         assert_true(fd >= 0);
         uint8_t blk[4096];
-        for (off_t off = 0; off + 4096 <= st.st_size; off += 4096) {
+        for (off_t off = 0; off + 4096 <= st.st_size;
+             off += 512) { /* values start on a 512-byte record unit */
             if (pread(fd, blk, sizeof(blk), off) != (ssize_t)sizeof(blk))
                 break;
             if (memcmp(blk, g.want, sizeof(blk)) != 0)

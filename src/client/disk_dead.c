@@ -21,12 +21,12 @@ void disk_kill_encode(void *blk, const struct disk_kill *k)
                          .ext_id = k->x->id,
                          .off = k->off,
                          .nonce = k->x->nonce};
-    disk_hdr_encode(blk, &h, k->key);
+    disk_hdr_encode(blk, &h, k->key, k->x->align);
 }
 
 int disk_kill_sync(const struct disk_kill *k)
 {
-    size_t len = disk_hdr_block(k->key_len);
+    size_t len = disk_hdr_block(k->x->align, k->key_len);
     void *blk = NULL;
     if (posix_memalign(&blk, MC_DISK_BLOCK, len) != 0)
         return -ENOMEM;
@@ -71,7 +71,7 @@ void disk_kill_run(struct mc_disk_store *s, struct disk_ring *r, struct disk_kil
         r->staging_used = 0;
         for (; to < nk && (to == from || bytes < DISK_WINDOW_BYTES); to++) {
             struct disk_kill *k = &kills[to];
-            size_t len = disk_hdr_block(k->key_len);
+            size_t len = disk_hdr_block(k->x->align, k->key_len);
             void *buf = disk_ring_scratch(r, len, &heap[nio]);
             if (!buf) {
                 k->res = disk_kill_sync(k);

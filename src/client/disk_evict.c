@@ -201,6 +201,14 @@ static void clear_shadows_locked(struct mc_disk_store *s, struct disk_extent *x,
     }
 }
 
+/* A moved record's room in the window: its size in x or in its new extent, the larger. */
+static uint64_t move_slot(const struct disk_extent *x, const struct reins *j)
+{
+    uint64_t a = disk_record_size(x->align, j->key_len, j->value_len);
+    uint64_t b = disk_record_size(j->y->align, j->key_len, j->value_len);
+    return a > b ? a : b;
+}
+
 /* Moves go through a ring in windows of at most this many bytes of records (one larger
  * record is a window of its own). */
 #define MOVE_WINDOW (8u << 20)
@@ -240,12 +248,12 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
         struct reins *j = &jobs[i];
-        uint64_t rec = disk_record_size(j->key_len, j->value_len);
+        uint64_t rec = disk_record_size(x->align, j->key_len, j->value_len);
         j->res = 0;
         c->at[i] = buf + pos;
         c->ios[i] = (struct disk_io){
             .fd = x->fd, .slot = x->slot, .buf = c->at[i], .len = (uint32_t)rec, .off = j->old_off};
-        pos += rec;
+        pos += move_slot(x, j);
     }
     c->jobs = jobs;
     disk_ring_run(r, c->ios, n, NULL, move_read_done, c);
@@ -253,7 +261,9 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
     size_t nw = 0;
     for (size_t i = 0; i < n; i++) {
         struct reins *j = &jobs[i];
-        uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->value_len);
+        uint64_t hb = disk_hdr_block(x->align, j->key_len);
+        uint64_t nhb = disk_hdr_block(j->y->align, j->key_len);
+        uint64_t rec = disk_record_size(j->y->align, j->key_len, j->value_len);
         if (j->res != 0)
             continue;
         if (mc_crc32c(c->at[i] + hb, j->value_len) != j->crc) {
@@ -270,13 +280,17 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
                              .ext_id = j->y->id,
                              .off = j->off,
                              .nonce = j->y->nonce};
-        disk_hdr_encode(c->at[i], &h, j->key);
+        if (nhb != hb) { /* an extent of the other record unit (format 2 <-> 3) */
+            memmove(c->at[i] + nhb, c->at[i] + hb, j->value_len);
+            memset(c->at[i] + nhb + j->value_len, 0, rec - nhb - j->value_len);
+        }
+        disk_hdr_encode(c->at[i], &h, j->key, j->y->align);
         struct disk_io *w = nw ? &c->ios[nw - 1] : NULL;
         size_t prev = w ? c->first[nw - 1] + c->count[nw - 1] - 1 : 0;
         /* the previous job's bytes end where this one's start (the window is in job order), so
          * when its new place ends where this one's starts too, one write takes both */
         if (w && prev == i - 1 && jobs[prev].y == j->y && w->off + w->len == j->off &&
-            (uint64_t)w->len + rec <= UINT32_MAX) {
+            (char *)w->buf + w->len == c->at[i] && (uint64_t)w->len + rec <= UINT32_MAX) {
             w->len += (uint32_t)rec;
             c->count[nw - 1]++;
             continue;
@@ -296,8 +310,9 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
             continue;
         /* best effort: no half record that could look like one at any place of the run */
         for (size_t i = c->first[k]; i < c->first[k] + c->count[k]; i++) {
-            memset(c->at[i], 0, MC_DISK_BLOCK);
-            if (pwrite(jobs[i].y->fd, c->at[i], MC_DISK_BLOCK, (off_t)jobs[i].off) != MC_DISK_BLOCK)
+            uint64_t hb = disk_hdr_block(jobs[i].y->align, jobs[i].key_len);
+            memset(c->at[i], 0, hb);
+            if (pwrite(jobs[i].y->fd, c->at[i], hb, (off_t)jobs[i].off) != (ssize_t)hb)
                 mc_warn(DISK_COMP, "cannot zero failed move", "extent=%" PRIu64 " off=%" PRIu64,
                         jobs[i].y->id, jobs[i].off);
         }
@@ -305,12 +320,13 @@ static void move_window(struct disk_ring *r, struct disk_extent *x, struct reins
 }
 
 /* The end of the window of jobs that starts at from (at least one job); its bytes in *bytes. */
-static size_t move_window_end(const struct reins *jobs, size_t from, size_t n, uint64_t *bytes)
+static size_t move_window_end(const struct disk_extent *x, const struct reins *jobs, size_t from,
+                              size_t n, uint64_t *bytes)
 {
     size_t to = from;
     *bytes = 0;
     for (; to < n; to++) {
-        uint64_t rec = disk_record_size(jobs[to].key_len, jobs[to].value_len);
+        uint64_t rec = move_slot(x, &jobs[to]);
         if (to > from && *bytes + rec > MOVE_WINDOW)
             break;
         *bytes += rec;
@@ -325,7 +341,7 @@ static void move_records(struct disk_ring *r, struct disk_extent *x, struct rein
     char *buf = NULL;
     uint64_t maxwin = 0, bytes;
     for (size_t from = 0, to; from < n; from = to) {
-        to = move_window_end(jobs, from, n, &bytes);
+        to = move_window_end(x, jobs, from, n, &bytes);
         if (bytes > maxwin)
             maxwin = bytes;
     }
@@ -341,7 +357,7 @@ static void move_records(struct disk_ring *r, struct disk_extent *x, struct rein
         goto out;
     }
     for (size_t from = 0, to; from < n; from = to) {
-        to = move_window_end(jobs, from, n, &bytes);
+        to = move_window_end(x, jobs, from, n, &bytes);
         move_window(r, x, jobs + from, to - from, buf, &c);
     }
 out:
@@ -387,7 +403,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
         goto fail;
     uint64_t bytes = 0;
     for (struct disk_entry *e = x->entries; e && nj < n; e = e->enext) {
-        uint64_t rec = disk_record_size(e->key_len, e->value_len);
+        uint64_t rec = disk_record_size(s->align, e->key_len, e->value_len); /* its new copy */
         if ((!e->accessed && !e->pins) || bytes + rec > budget)
             continue;
         if (s->bytes_used + rec + MC_DISK_BLOCK > cap) /* + a new superblock */
@@ -425,7 +441,7 @@ static void reinsert_locked(struct mc_disk_store *s, struct disk_extent *x, stru
     size_t moved = 0;
     for (size_t i = 0; i < nj; i++) {
         struct reins *j = &jobs[i];
-        uint64_t rec = disk_record_size(j->key_len, j->value_len);
+        uint64_t rec = disk_record_size(j->y->align, j->key_len, j->value_len);
         if (j->res != 0) {
             if (j->res != -EBADMSG)
                 s->write_errors++;

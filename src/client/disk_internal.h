@@ -32,7 +32,12 @@
 #define DISK_HDR_SIZE 64u
 #define DISK_MAGIC 0x5244434du    /* "MCDR" little-endian: a record header */
 #define DISK_SB_MAGIC 0x5844434du /* "MCDX" little-endian: an extent superblock */
-#define DISK_FORMAT 2u
+/* The format of new extents: 3 (records aligned to the store's record unit, 512 B where the
+ * device takes direct I/O at that granularity); a store whose unit is 4 KiB writes format 2,
+ * byte for byte what earlier versions wrote. Both are read; others are not adopted. */
+#define DISK_FORMAT 3u
+#define DISK_FORMAT_4K 2u
+#define DISK_MIN_ALIGN 512u
 #define DISK_FLAG_DEAD 2u /* superseded or removed: skipped by length at recovery */
 #define DISK_MAX_VALUE (1ull << 30)
 #define DISK_MAX_SLOTS 1024u
@@ -44,13 +49,23 @@ static inline uint64_t disk_round_up(uint64_t v)
 {
     return (v + MC_DISK_BLOCK - 1) & ~(uint64_t)(MC_DISK_BLOCK - 1);
 }
-static inline uint64_t disk_hdr_block(uint32_t key_len)
+/* Record sizes are in units of an extent's record alignment (x->align: 512 or 4096, a power of
+ * two): a record is [header + key][value], each part zero-padded to the unit. */
+static inline uint64_t disk_pad(uint32_t align, uint64_t v)
 {
-    return disk_round_up((uint64_t)DISK_HDR_SIZE + key_len);
+    return (v + align - 1) & ~(uint64_t)(align - 1);
 }
-static inline uint64_t disk_record_size(uint32_t key_len, uint64_t value_len)
+static inline uint64_t disk_hdr_block(uint32_t align, uint32_t key_len)
 {
-    return disk_hdr_block(key_len) + disk_round_up(value_len);
+    return disk_pad(align, (uint64_t)DISK_HDR_SIZE + key_len);
+}
+static inline uint64_t disk_record_size(uint32_t align, uint32_t key_len, uint64_t value_len)
+{
+    return disk_hdr_block(align, key_len) + disk_pad(align, value_len);
+}
+static inline uint16_t disk_format_for(uint32_t align)
+{
+    return align == MC_DISK_BLOCK ? DISK_FORMAT_4K : DISK_FORMAT;
 }
 
 /* ---- extent superblock and record header (disk_format.c) ---- */
@@ -64,16 +79,21 @@ struct disk_hdr {
     uint64_t off;
     uint64_t nonce; /* the extent's */
 };
-/* Writes an extent's superblock into blk (MC_DISK_BLOCK bytes); flags: DISK_SB_*. */
-void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce, uint32_t flags);
-/* 0 and fills id/nonce/flags when blk holds a valid superblock; -2 when it starts with a record
- * header of another format (an extent written by an older version); -1 otherwise. */
-int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce, uint32_t *flags);
-/* Writes the header + key into blk (zero-filled up to the header block size). */
-void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key);
-/* Checks magic, format, header CRC (over header and key; the key must be within avail bytes of
- * blk) and sane lengths. Returns 0 and fills h, or -1. */
-int disk_hdr_decode(const void *blk, size_t avail, struct disk_hdr *h);
+/* Writes an extent's superblock into blk (MC_DISK_BLOCK bytes); flags: DISK_SB_*; align: the
+ * extent's record unit (format 2 for 4096, else format 3, which stores it). */
+void disk_sb_encode(void *blk, uint64_t id, uint64_t nonce, uint32_t flags, uint32_t align);
+/* 0 and fills id/nonce/flags/align when blk holds a valid superblock (format 2: align 4096);
+ * -2 when it starts with a record header of format 1 (an extent written by an older version);
+ * -3 when it is a superblock of a format this version does not know (*format set: a newer
+ * version wrote it); -1 otherwise. */
+int disk_sb_decode(const void *blk, uint64_t *id, uint64_t *nonce, uint32_t *flags, uint32_t *align,
+                   uint32_t *format);
+/* Writes the header + key into blk (zero-filled up to the header block size for align). */
+void disk_hdr_encode(void *blk, const struct disk_hdr *h, const char *key, uint32_t align);
+/* Checks magic, format (the one align's extents are written in), header CRC (over header and
+ * key; the key must be within avail bytes of blk) and sane lengths. Returns 0 and fills h, or
+ * -1. */
+int disk_hdr_decode(const void *blk, size_t avail, struct disk_hdr *h, uint32_t align);
 
 /* ---- extents and index ---- */
 struct disk_entry;
@@ -81,6 +101,7 @@ struct disk_entry;
 struct disk_extent {
     uint64_t id;
     uint64_t nonce; /* random, in the superblock and every record header */
+    uint32_t align; /* record unit (disk_record_size): from the superblock */
     int fd;
     int slot;            /* registered-file slot, or -1 */
     uint64_t size;       /* bytes reserved (append offset) */
@@ -212,6 +233,7 @@ struct mc_disk_store {
     int dir_fd;
     int lock_fd;
     uint64_t hw_bytes;
+    uint32_t align; /* record unit of the extents this store creates (probed at open) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv; /* readers/writers of a dropping extent finished */
@@ -356,7 +378,7 @@ struct disk_kill {
     int held; /* the killer counted a writer on x */
     int res;  /* 0 or -errno */
 };
-/* Encodes k's dead header into blk (disk_hdr_block(k->key_len) bytes). */
+/* Encodes k's dead header into blk (disk_hdr_block(k->x->align, k->key_len) bytes). */
 void disk_kill_encode(void *blk, const struct disk_kill *k);
 /* Synchronous kill (recovery): 0 or -errno. */
 int disk_kill_sync(const struct disk_kill *k);

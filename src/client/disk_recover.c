@@ -10,12 +10,13 @@
  * lengths that fit the file, then the value CRC (read in 1 MiB aligned chunks).
  *
  * Damage: a record with a good header but a bad value is skipped by its length and counted. A
- * bad header cannot be trusted for a length, so the scan moves on one 4 KiB block at a time
- * until a block verifies as a header again (records always start on a block boundary); the
- * bytes it steps through are a value's, so a header image stored inside a value never verifies
- * (it would have to name this very offset and the extent's random nonce). That region counts as
- * one dropped record unless it starts with a zero block (an unused hole left by a failed
- * append). Whatever follows the last good record (a torn append) is counted and cut off with
+ * bad header cannot be trusted for a length, so the scan moves on one record unit (the extent's
+ * alignment: 512 B in format 3, 4 KiB in format 2) at a time until a unit verifies as a header
+ * again (records always start on a unit boundary; runs of zero units are crossed a chunk at a
+ * time); the bytes it steps through are a value's, so a header image stored inside a value never
+ * verifies (it would have to name this very offset and the extent's random nonce). That region
+ * counts as one dropped record unless it starts with a zero unit (an unused hole left by a
+ * failed append). Whatever follows the last good record (a torn append) is counted and cut off with
  * ftruncate. An extent with no live record is deleted.
  *
  * A reused extent (superblock flag RECYCLED, see disk_store.h "Space") holds the stale bytes of
@@ -23,11 +24,11 @@
  * as dropped (it cannot verify: other extent id and nonce); one followed by a good record is.
  * Spare files ("<id>.spr") left by a crash are deleted.
  *
- * An extent whose block 0 is not a superblock of this format is never read: one of an older
- * format (its block 0 is an old record header) or with a damaged superblock is logged and left
- * on disk untouched (not adopted, not deleted); one whose block 0 is all zero or missing (a
- * crash right after creating it) is deleted. Reads here are synchronous pread: start-up is one
- * sequential pass.
+ * An extent whose block 0 is not a superblock of format 2 or 3 is never read: one of format 1
+ * (its block 0 is an old record header), of a newer format (named in the log line) or with a
+ * damaged superblock is logged and left on disk untouched (not adopted, not deleted); one
+ * whose block 0 is all zero or missing (a crash right after creating it) is deleted. Reads here
+ * are synchronous pread: start-up is one sequential pass.
  */
 #include <dirent.h>
 #include <endian.h>
@@ -73,29 +74,30 @@ static int read_full(int fd, void *buf, size_t len, uint64_t off)
  * and the record fits the file. */
 static int read_header(struct scan *sc, uint64_t off, struct disk_hdr *h, int *zero_block)
 {
+    uint32_t u = sc->x->align;
     *zero_block = 0;
-    if (read_full(sc->x->fd, sc->buf, MC_DISK_BLOCK, off) != 0)
+    if (read_full(sc->x->fd, sc->buf, u, off) != 0)
         return -1;
     int zero = 1;
-    for (size_t i = 0; i < MC_DISK_BLOCK && zero; i++)
+    for (size_t i = 0; i < u && zero; i++)
         zero = sc->buf[i] == 0;
     *zero_block = zero;
     uint32_t key_len;
     memcpy(&key_len, sc->buf + 8, 4);
-    uint64_t hb = disk_hdr_block(le32toh(key_len) <= MC_DISK_MAX_KEY_LEN ? le32toh(key_len) : 0);
-    if (hb > MC_DISK_BLOCK) {
+    uint64_t hb = disk_hdr_block(u, le32toh(key_len) <= MC_DISK_MAX_KEY_LEN ? le32toh(key_len) : 0);
+    if (hb > u) {
         if (off + hb > sc->fsz || read_full(sc->x->fd, sc->buf, hb, off) != 0)
             return -1;
     }
-    if (disk_hdr_decode(sc->buf, hb, h) != 0 || h->ext_id != sc->x->id || h->off != off ||
+    if (disk_hdr_decode(sc->buf, hb, h, u) != 0 || h->ext_id != sc->x->id || h->off != off ||
         h->nonce != sc->x->nonce)
         return -1;
-    return off + disk_record_size(h->key_len, h->value_len) <= sc->fsz ? 0 : 1;
+    return off + disk_record_size(u, h->key_len, h->value_len) <= sc->fsz ? 0 : 1;
 }
 
 static int value_ok(struct scan *sc, uint64_t voff, const struct disk_hdr *h)
 {
-    uint64_t left = h->value_len, padded = disk_round_up(h->value_len);
+    uint64_t left = h->value_len, padded = disk_pad(sc->x->align, h->value_len);
     uint32_t crc = 0;
     for (uint64_t done = 0; done < padded;) {
         size_t n = padded - done < SCAN_CHUNK ? padded - done : SCAN_CHUNK;
@@ -107,6 +109,27 @@ static int value_ok(struct scan *sc, uint64_t voff, const struct disk_hdr *h)
         done += n;
     }
     return crc == h->value_crc;
+}
+
+/* From a zero unit at off: the offset of the first unit after it that is not all zero (or the
+ * end), read a chunk at a time: the preallocated, never written end of an extent is crossed
+ * without a read per unit. No record starts with a zero unit (its magic). */
+static uint64_t skip_zeros(struct scan *sc, uint64_t off)
+{
+    uint32_t u = sc->x->align;
+    off += u;
+    while (off + u <= sc->fsz) {
+        uint64_t n = sc->fsz - off < SCAN_CHUNK ? (sc->fsz - off) / u * u : SCAN_CHUNK;
+        if (read_full(sc->x->fd, sc->buf, n, off) != 0)
+            return off; /* the per-unit path reports it */
+        for (uint64_t i = 0; i < n; i += u) {
+            const char *p = sc->buf + i;
+            if (p[0] != 0 || memcmp(p, p + 1, u - 1) != 0)
+                return off + i;
+        }
+        off += n;
+    }
+    return off;
 }
 
 /* Marks a record that lost to another one of its key dead on disk. */
@@ -172,24 +195,25 @@ static int apply(struct mc_disk_store *s, struct disk_extent *x, uint64_t off,
     return 0;
 }
 
-/* Reads x's superblock. 0: fine (x->nonce set); 1: empty (nothing was ever written: delete);
- * -2: an older format; -1: damaged. */
-static int read_superblock(struct scan *sc)
+/* Reads x's superblock. 0: fine (x->nonce, x->align set); 1: empty (nothing was ever written:
+ * delete); -2: format 1; -3: a newer format (*format); -1: damaged. */
+static int read_superblock(struct scan *sc, uint32_t *format)
 {
     if (sc->fsz < MC_DISK_BLOCK)
         return 1;
     if (read_full(sc->x->fd, sc->buf, MC_DISK_BLOCK, 0) != 0)
         return -1;
     uint64_t id = 0, nonce = 0;
-    uint32_t flags = 0;
-    int rc = disk_sb_decode(sc->buf, &id, &nonce, &flags);
+    uint32_t flags = 0, align = 0;
+    int rc = disk_sb_decode(sc->buf, &id, &nonce, &flags, &align, format);
     if (rc == 0 && id == sc->x->id) {
         sc->x->nonce = nonce;
+        sc->x->align = align;
         sc->x->recycled = (flags & DISK_SB_RECYCLED) != 0;
         return 0;
     }
-    if (rc == -2)
-        return -2;
+    if (rc == -2 || rc == -3)
+        return rc;
     for (size_t i = 0; i < MC_DISK_BLOCK; i++)
         if (sc->buf[i] != 0)
             return -1;
@@ -201,6 +225,7 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
 {
     struct mc_disk_store *s = sc->s;
     uint64_t off = MC_DISK_BLOCK, good_end = MC_DISK_BLOCK, bad_start = 0;
+    uint32_t u = sc->x->align;
     int in_bad = 0, torn = 0, bad_zero = 0; /* bad_zero: the bad run is all zero blocks */
     /* In a reused file, a bad run is damage only when a good record follows it: one that runs
      * to the end is the older extent's stale bytes, so its count waits for its end. */
@@ -208,13 +233,13 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
     char *key = malloc(MC_DISK_MAX_KEY_LEN);
     if (!key)
         return -1;
-    while (off + MC_DISK_BLOCK <= sc->fsz) {
+    while (off + u <= sc->fsz) {
         struct disk_hdr h;
         int zero;
         int hr = read_header(sc, off, &h, &zero);
         if (hr == 0) {
             memcpy(key, sc->buf + DISK_HDR_SIZE, h.key_len);
-            uint64_t rec = disk_record_size(h.key_len, h.value_len);
+            uint64_t rec = disk_record_size(u, h.key_len, h.value_len);
             if (in_bad) {
                 s->dropped_bytes += off - bad_start;
                 in_bad = 0;
@@ -227,7 +252,7 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
             }
             if (h.flags & DISK_FLAG_DEAD) {
                 good_end = off + rec; /* superseded or removed: nothing to verify */
-            } else if (value_ok(sc, off + disk_hdr_block(h.key_len), &h)) {
+            } else if (value_ok(sc, off + disk_hdr_block(u, h.key_len), &h)) {
                 if (apply(s, sc->x, off, &h, key) != 0) {
                     free(key);
                     return -1;
@@ -261,7 +286,7 @@ static int scan_extent(struct scan *sc, uint64_t *keep)
                         "extent=%" PRIu64 " off=%" PRIu64, sc->x->id, off);
             }
         }
-        off += MC_DISK_BLOCK;
+        off = zero ? skip_zeros(sc, off) : off + u;
     }
     /* zeros up to the end are the preallocated, never written part of the extent (see
      * extent_create_locked): not a loss */
@@ -353,12 +378,17 @@ int disk_recover(struct mc_disk_store *s, char *err, size_t errlen)
         sc.x = x;
         sc.fsz = (uint64_t)st.st_size;
         uint64_t keep = 0;
-        int sb = read_superblock(&sc);
+        uint32_t format = 0;
+        int sb = read_superblock(&sc, &format);
         if (sb < 0) {
             mc_warn(DISK_COMP,
-                    sb == -2 ? "extent of an older on-disk format, not adopted (left on disk)"
-                             : "extent with a damaged superblock, not adopted (left on disk)",
-                    "path=%s extent=%016" PRIx64 " bytes=%" PRIu64, s->path, x->id, sc.fsz);
+                    sb == -2   ? "extent of on-disk format 1 (no longer read), not adopted (left "
+                                 "on disk)"
+                    : sb == -3 ? "extent of an on-disk format newer than this version reads "
+                                 "(written by a newer mooncake_client), not adopted (left on disk)"
+                               : "extent with a damaged superblock, not adopted (left on disk)",
+                    "path=%s extent=%016" PRIx64 " format=%u reads=%u,%u bytes=%" PRIu64, s->path,
+                    x->id, format, DISK_FORMAT_4K, DISK_FORMAT, sc.fsz);
             s->skipped_extents++;
             list_remove(s, x);
             close(x->fd);

@@ -5,8 +5,13 @@
  *
  * On disk. The directory holds extent files "<16 hex digits>.ext" (ids grow; the oldest is the
  * smallest) written only with O_DIRECT and, but for dead marks, only by appending. An extent
- * starts with a 4 KiB superblock (magic, format 2, its id, a random nonce). A record is
- *     [header + key, zero-padded to 4 KiB][value, zero-padded to 4 KiB]
+ * starts with a 4 KiB superblock (magic, format, its id, a random nonce, its record unit). A
+ * record is
+ *     [header + key, zero-padded to the unit][value, zero-padded to the unit]
+ * The unit is 512 B (format 3) where the directory takes O_DIRECT I/O at 512 B (probed at open),
+ * else 4 KiB (format 2, the layout of earlier versions): a 4 KiB value with a key of up to 448
+ * bytes takes 4.5 KiB (1.125x), a 64 KiB value 64.5 KiB (1.008x); the header part grows by one
+ * unit per further 512 B of key. Extents of either format are read; a store mixes them.
  * The 64-byte little-endian header holds a magic, a format number, flags (dead), the key
  * length, the value length, the object version (u64), the value CRC32C, the extent id, the
  * record's own offset and the extent's nonce, and a CRC32C of the header and key: a header
@@ -95,11 +100,12 @@
  * kept while the filesystem is full (capacity_limit below capacity).
  *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
- * is dropped and counted (a bad header is skipped by searching the following 4 KiB blocks for
+ * is dropped and counted (a bad header is skipped by searching the following record units for
  * the next header that verifies at that very offset); garbage after the last good record (a
  * torn append) is counted and truncated away; an extent with no live record is deleted; one of
- * an older format or with a damaged superblock is logged, counted (skipped_extents) and left on
- * disk. Appends always go to a fresh extent after a restart.
+ * format 1, of a format newer than this version knows, or with a damaged superblock is logged
+ * (naming the format), counted (skipped_extents) and left on disk. Appends always go to a fresh
+ * extent after a restart.
  *
  * Durability: nothing is fsync'd. Once a call returns, its writes are on the device (O_DIRECT),
  * so a process crash loses nothing acknowledged; a power loss can lose recent acknowledged
@@ -165,6 +171,9 @@ struct mc_disk_store_config {
     int no_recycle;          /* 1: an evicted extent's file is deleted; default 0: up to two
                                 are kept as spares and written over (see Space above) */
     int test_refuse_odirect; /* test builds only: the O_DIRECT probe fails with EINVAL */
+    /* Record unit of new extents: 512 or 4096 (4096 writes the format-2 layout of earlier
+     * versions); 0 -> the smallest the directory takes O_DIRECT I/O at (probed at open). */
+    unsigned record_align;
 };
 
 /* An append. crc must be the CRC32C of data[0..len) (checked; CHECKSUM_MISMATCH if not). */
@@ -230,6 +239,7 @@ struct mc_disk_usage {
                                    the filesystem has less room (after ENOSPC) */
     uint64_t reclaimed_extents; /* extents deleted as soon as they held no live record */
     uint64_t corrupt_dropped;   /* records dropped because a read found their value damaged */
+    uint32_t record_unit;       /* record alignment of new extents: 512 or 4096 bytes */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if

@@ -158,7 +158,7 @@ static int extent_create_locked(struct mc_disk_store *s, struct disk_extent **ou
         rc = -ENOMEM;
         goto fail;
     }
-    disk_sb_encode(blk, id, nonce, recycled ? DISK_SB_RECYCLED : 0);
+    disk_sb_encode(blk, id, nonce, recycled ? DISK_SB_RECYCLED : 0, s->align);
     ssize_t w = pwrite(fd, blk, MC_DISK_BLOCK, 0);
     if (w != MC_DISK_BLOCK) {
         rc = w < 0 ? -errno : -ENOSPC;
@@ -205,7 +205,7 @@ static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
         struct wjob *j = &jobs[i];
         if (j->result != MC_OK)
             continue;
-        uint64_t rec = disk_record_size(j->key_len, j->len);
+        uint64_t rec = disk_record_size(s->align, j->key_len, j->len);
         struct disk_extent *x = s->active;
         if (!x || x->sealed || (x->size > MC_DISK_BLOCK && x->size + rec > s->cfg.extent_size)) {
             if (x)
@@ -286,11 +286,12 @@ static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_ki
 static void zero_header(struct disk_ring *r, struct wjob *j)
 {
     int heap = 0;
-    void *z = disk_ring_scratch(r, MC_DISK_BLOCK, &heap);
+    uint64_t hb = disk_hdr_block(j->x->align, j->key_len); /* not past its own record */
+    void *z = disk_ring_scratch(r, hb, &heap);
     if (!z)
         return;
-    memset(z, 0, MC_DISK_BLOCK);
-    if (pwrite(j->x->fd, z, MC_DISK_BLOCK, (off_t)j->off) != MC_DISK_BLOCK)
+    memset(z, 0, hb);
+    if (pwrite(j->x->fd, z, hb, (off_t)j->off) != (ssize_t)hb)
         mc_warn(DISK_COMP, "cannot zero failed record", "extent=%" PRIu64 " off=%" PRIu64, j->x->id,
                 j->off);
     if (heap)
@@ -306,7 +307,8 @@ static void zero_header(struct disk_ring *r, struct wjob *j)
 /* Encodes job j's record into buf (disk_record_size bytes). */
 static void record_encode(char *buf, const struct wjob *j)
 {
-    uint64_t hb = disk_hdr_block(j->key_len), rec = disk_record_size(j->key_len, j->len);
+    uint64_t hb = disk_hdr_block(j->x->align, j->key_len),
+             rec = disk_record_size(j->x->align, j->key_len, j->len);
     struct disk_hdr h = {.key_len = j->key_len,
                          .value_len = j->len,
                          .version = j->version,
@@ -314,7 +316,7 @@ static void record_encode(char *buf, const struct wjob *j)
                          .ext_id = j->x->id,
                          .off = j->off,
                          .nonce = j->x->nonce};
-    disk_hdr_encode(buf, &h, j->key);
+    disk_hdr_encode(buf, &h, j->key, j->x->align);
     if (j->len) {
         memcpy(buf + hb, j->data, j->len);
         memset(buf + hb + j->len, 0, rec - hb - j->len);
@@ -382,7 +384,7 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
             j->err = ENOMEM; /* never written: its space goes back */
             continue;
         }
-        uint64_t rec = disk_record_size(j->key_len, j->len);
+        uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
         j->at = at;
         j->tried = 1;
         struct disk_io *prev = nio ? &c->ios[nio - 1] : NULL;
@@ -424,7 +426,7 @@ static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wj
                 "path=%s records=%zu", s->path, nsplit);
         for (size_t k = 0; k < nsplit; k++) {
             struct wjob *j = c->members[k];
-            uint64_t rec = disk_record_size(j->key_len, j->len);
+            uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
             c->ios[k] = (struct disk_io){.fd = j->x->fd,
                                          .slot = j->x->slot,
                                          .buf = buf + j->at,
@@ -456,7 +458,7 @@ static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n
             struct wjob *j = &jobs[i];
             if (!j->x || j->err == 0 || j->rolled_back)
                 continue;
-            uint64_t rec = disk_record_size(j->key_len, j->len);
+            uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
             if (j->off + rec != j->x->size)
                 continue;
             j->x->size = j->off;
@@ -542,7 +544,7 @@ static int batch_admit_locked(struct wbatch *b)
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
-        uint64_t rec = disk_record_size(j->key_len, j->len);
+        uint64_t rec = disk_record_size(s->align, j->key_len, j->len);
         if (e && e->version > j->version) {
             j->result = MC_ERR_INVALID_VERSION;
         } else if (need + rec > room) {
@@ -593,7 +595,7 @@ static void batch_write_unlocked(struct wbatch *b)
         uint64_t bytes = 0;
         while (to < b->n && (to == from || bytes < WINDOW_BYTES)) {
             if (b->jobs[to].result == MC_OK)
-                bytes += disk_record_size(b->jobs[to].key_len, b->jobs[to].len);
+                bytes += disk_record_size(b->s->align, b->jobs[to].key_len, b->jobs[to].len);
             to++;
         }
         b->run.failed = 0;
@@ -738,7 +740,7 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
                            .len = p->len};
         if (!p->key || p->key_len == 0 || p->key_len > MC_DISK_MAX_KEY_LEN ||
             p->len > DISK_MAX_VALUE || (p->len > 0 && !p->data) ||
-            disk_record_size(p->key_len, p->len) + MC_DISK_BLOCK > s->cfg.capacity)
+            disk_record_size(s->align, p->key_len, p->len) + MC_DISK_BLOCK > s->cfg.capacity)
             j->result = MC_ERR_INVALID_PARAMS;
         else if ((p->len ? mc_crc32c(p->data, p->len) : 0) != p->crc)
             j->result = MC_ERR_CHECKSUM_MISMATCH;

@@ -11,11 +11,13 @@
  * round moved entries, by version in one walk over the shard's entries) and revalidated with
  * ev_classify() on bits recomputed from the object; a grouped one takes its group along or
  * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
- * many next-oldest ones (the reserve). On the selective path an exhausted frontier is refilled
- * once with every eligible object past the cutoff that was not materialized yet. Large rounds
- * spread their shards over the eviction threads; the objects a shard's round erases are unlinked
- * from it together before its lock is dropped (mc_shard_unlink_many when they are a share of the
- * shard), and each worker frees its buffers after dropping the shard lock.
+ * many next-oldest ones (the reserve). A round takes at most MC_EVICT_SLICE candidates (a
+ * large target goes in slices, the holders' polls answered between them). On the selective path an
+ * exhausted frontier is refilled once with every eligible object past the cutoff that was not
+ * materialized yet. Large rounds spread their shards over the eviction threads; the objects a
+ * shard's round erases are unlinked from it together before its lock is dropped
+ * (mc_shard_unlink_many when they are a share of the shard), and each worker frees its buffers
+ * after dropping the shard lock.
  *
  * Threads: one cycle at a time per master (cycle_lock); the census and big rounds use up to
  * eviction_threads workers (default max(1, ncpu - 1)), spawned per phase, and only for tables of
@@ -476,6 +478,11 @@ static uint64_t run_pass(struct ev_cycle *cy, struct ev_candv *v, size_t *pos, u
         }
         size_t left = v->n - *pos;
         size_t d = want - got < left ? (size_t)(want - got) : left;
+        size_t slice = cy->ev->opts.slice_objects ? cy->ev->opts.slice_objects : MC_EVICT_SLICE;
+        if (d > slice)
+            d = slice;
+        if (cy->st->slices++ > 0)
+            mc_obj_ev_unlocked(cy->m); /* the previous slice's offloads go out now */
         select_oldest(cy, v, *pos, d);
         got += evict_round(cy, v->v + *pos, d, soft_phase);
         *pos += d;

@@ -69,7 +69,13 @@ struct mc_evict_stats {
     uint64_t evicted;       /* objects that lost their MEMORY replicas */
     uint64_t evicted_bytes; /* bytes of DRAM released */
     uint64_t duration_ns;   /* wall time of the cycle */
+    uint64_t slices;        /* eviction rounds run (each at most MC_EVICT_SLICE objects) */
 };
+
+/* A large target is evicted in slices of at most this many objects, oldest first; between
+ * slices the object events' unlocked hook runs (holders' polls woken by the slice's offloads
+ * are answered, so their copies start while the cycle goes on). */
+#define MC_EVICT_SLICE 65536u
 
 /* One BatchEvict cycle with explicit ratios (both in [0,1]; lower above target is clamped to
  * target). out may be NULL. Returns MC_OK or INVALID_PARAMS. */
@@ -87,6 +93,8 @@ struct mc_evict_test_opts {
     /* Tables of at least this many objects use the eviction threads (0: the default, 65536);
      * tests set 1 to run the parallel code on small tables. */
     uint32_t parallel_min_objects;
+    /* The slice size (0: MC_EVICT_SLICE); tests set small ones. */
+    uint32_t slice_objects;
 };
 void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
 

@@ -28,10 +28,11 @@
  * batch, up to 64 MiB) into a store of --data bytes that evicts its oldest extents when full:
  * case write_<size>, to be compared with fio's sequential O_DIRECT write of the same block.
  * bytes_per_s counts value bytes (what the offload moves); disk_bytes_per_s counts the record
- * bytes written (values plus the 4 KiB header block each, and padding), the figure fio's
- * write bandwidth corresponds to. With --keep the store directory stays between invocations
- * (as fio's file does between its rounds): a later run reopens the full store and appends
- * over it, the steady state of a disk tier that evicts as it offloads.
+ * bytes written (values plus the header unit each, and padding), the figure fio's
+ * write bandwidth corresponds to; disk_bytes_per_value and disk_ratio are what one value takes
+ * on disk (live record bytes per record) and that over the value size. With --keep the store
+ * directory stays between invocations (as fio's file does between its rounds): a later run reopens
+ * the full store and appends over it, the steady state of a disk tier that evicts as it offloads.
  *
  * --evict: the cost of an eviction with second chance. A store of 8 extents of 64 MiB (high
  * watermark 0.5) is appended to in batches of 16 values; after each extent's worth, every live

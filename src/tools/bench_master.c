@@ -77,6 +77,9 @@
 #define MAX_DEPTH 64
 #define MAX_SAMPLES (1u << 20)
 
+/* --segment_bytes: the fake segment's size (default 1 TiB: nothing is ever evicted) */
+static uint64_t g_segment_bytes = SEG_SIZE;
+
 const char *const mc_bm_op_names[] = {"get", "exist", "batch_get", "put", "remove", "batch_remove"};
 
 /* ---- set-up: version, mount, prefill, pinger ------------------------------------------------ */
@@ -110,7 +113,7 @@ static int mount_segment(struct mc_rpc_client *c, struct mc_id client, const cha
     seg.id = &su;
     seg.name = name;
     seg.base_addr = FAKE_BASE;
-    seg.size = SEG_SIZE;
+    seg.size = g_segment_bytes;
     seg.endpoint = "127.0.0.1:9";
     Mc__MountSegmentRequest req = MC__MOUNT_SEGMENT_REQUEST__INIT;
     req.segment = &seg;
@@ -298,7 +301,7 @@ struct loop {
     int first_conn;
     uint64_t rng;
     /* results of the current run */
-    uint64_t objects, calls, errors, decoded, misses;
+    uint64_t objects, calls, errors, decoded, misses, refused;
     double *lat_ms;
     size_t nlat;
     pthread_t th;
@@ -494,6 +497,8 @@ static int drain_frames(struct loop *l, struct conn *c)
         uint64_t objs = 0, bad = 0, miss = 0;
         if (h.status == MC_ERR_OBJECT_NOT_FOUND && o->op != OP_PUT) {
             miss = 1; /* a key evicted or removed since the prefill: served, counted apart */
+        } else if (h.status == MC_ERR_NO_AVAILABLE_HANDLE && o->op == OP_PUT) {
+            l->refused += measuring; /* no space yet: eviction's to make; counted apart */
         } else if (h.status != 0) {
             bad = o->op == OP_BATCH_GET ? (uint64_t)o->batch : 1;
         } else if (o->op == OP_PUT) {
@@ -642,7 +647,7 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         l->first_conn = o->conns * t / o->threads;
         l->nconns = o->conns * (t + 1) / o->threads - l->first_conn;
         l->conns = conns + l->first_conn;
-        l->objects = l->calls = l->errors = l->decoded = l->misses = 0;
+        l->objects = l->calls = l->errors = l->decoded = l->misses = l->refused = 0;
         l->nlat = 0;
         pthread_create(&l->th, NULL, loop_main, l);
     }
@@ -669,6 +674,7 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         calls += loops[t].calls;
         *errors += loops[t].errors;
         sh->misses += loops[t].misses;
+        sh->refused += loops[t].refused;
         size_t room = MAX_SAMPLES - *nlat_all;
         size_t take = loops[t].nlat < room ? loops[t].nlat : room;
         memcpy(lat_all + *nlat_all, loops[t].lat_ms, take * sizeof(double));
@@ -750,12 +756,14 @@ static void usage(void)
             "       [--op=get|exist|batch_get|put|remove|batch_remove] [--disk_holder]\n"
             "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
             "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n"
-            "       [--bench_id=mooncake_bench] [--probe_hz=0]\n"
+            "       [--bench_id=mooncake_bench] [--probe_hz=0] [--segment_bytes=2^40]\n"
             "  --bench_id  names the bench's client and its 1 TiB fake segment: a run with\n"
             "              the same id reuses them (same capacity, same keys)\n"
             "  --probe_hz  open-loop probe Gets per second during the runs: reports\n"
             "              probe_max_ms / probe_p99_ms measured from their scheduled times\n"
-            "  Gets of keys not found (evicted since the prefill) count as misses.\n");
+            "  Gets of keys not found (evicted since the prefill) count as misses;\n"
+            "  PutStarts refused for space count as put_refused (a small\n"
+            "  --segment_bytes keeps eviction cycles running).\n");
 }
 
 int mc_bench_master(int argc, char **argv)
@@ -786,6 +794,7 @@ int mc_bench_master(int argc, char **argv)
                                        {"disk_holder", no_argument, NULL, 'D'},
                                        {"bench_id", required_argument, NULL, 'I'},
                                        {"probe_hz", required_argument, NULL, 'P'},
+                                       {"segment_bytes", required_argument, NULL, 'B'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch, bad = 0;
@@ -841,6 +850,10 @@ int mc_bench_master(int argc, char **argv)
             break;
         case 'P':
             o.probe_hz = atof(optarg);
+            break;
+        case 'B':
+            g_segment_bytes = strtoull(optarg, NULL, 0);
+            bad = g_segment_bytes < (1u << 20);
             break;
         case 'h':
             usage();
@@ -948,6 +961,8 @@ int mc_bench_master(int argc, char **argv)
     mc_bench_add_num(&res, "calls_per_s", mc_bench_median(cps, (size_t)o.runs));
     mc_bench_add_num(&res, "bytes_per_object", bpo > 0 ? bpo : 0);
     mc_bench_add_num(&res, "misses", (double)sh.misses);
+    if (o.op == OP_PUT)
+        mc_bench_add_num(&res, "put_refused", (double)sh.refused);
     mc_bench_add_num(&res, "max_ms", mc_bench_percentile(lat, nlat, 100));
     if (o.probe_hz > 0) {
         mc_bench_add_num(&res, "probe_hz", o.probe_hz);

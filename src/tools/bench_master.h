@@ -46,7 +46,8 @@ struct shared {
     _Atomic int stop;
     _Atomic int measuring;
     unsigned run_no;
-    uint64_t misses; /* Gets of keys not found (evicted or removed since the prefill) */
+    uint64_t misses;  /* Gets of keys not found (evicted or removed since the prefill) */
+    uint64_t refused; /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
 };
 
 /* The open-loop probe (bench_master_probe.c): one blocking connection sends a GetReplicaList of

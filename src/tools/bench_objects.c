@@ -5,8 +5,10 @@
  * N keys of --key-len bytes (default 40) Put with one replica of --value bytes (default 64),
  * then N random Gets, N random keys as BatchGetReplicaList calls of 16 (`batch_get`, ops/s are
  * keys/s), N Exists, N Removes, and (the N keys Put again) one RemoveAll, single-threaded; the
- * remove_all line's bytes figure is what stays resident per object after it. Reported per phase:
- * ops/s; and for the table itself the resident bytes per object beyond the key bytes
+ * remove_all line's bytes figure is what stays resident per object after it. --remove_all_only
+ * skips every phase between the Puts and the RemoveAll (the scale case of RemoveAll alone).
+ * Reported per phase: ops/s; and for the table itself the resident bytes per object beyond the key
+ * bytes
  * ((RSS after the Puts - RSS before) / N - key length; target <= 128): this includes the object
  * record, the shard index and entry array, malloc overhead and the segment allocator's node.
  * No reference runs beside it (redis-benchmark is measured against the daemon by
@@ -29,6 +31,9 @@
 #include "master/master.h"
 #include "mooncake/errors.h"
 #include "tools/bench_util.h"
+
+/* --remove_all_only: the Puts, then one RemoveAll of that table (no other phase) */
+static bool g_remove_all_only;
 
 static void make_key(char *buf, size_t key_len, uint64_t i)
 {
@@ -128,6 +133,8 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
         }
     }
 
+    if (g_remove_all_only)
+        goto remove_all_phase; /* the table as the Puts left it */
     uint64_t rng = seed;
     t0 = mc_now_ns();
     for (uint64_t i = 0; i < n; i++) {
@@ -206,6 +213,7 @@ static int run(uint64_t n, size_t key_len, uint64_t value, uint64_t seed)
             goto out;
         }
     }
+remove_all_phase:;
     uint64_t removed = 0;
     t0 = mc_now_ns();
     if (mc_master_remove_all(m, true, &removed) != MC_OK || removed != n) {
@@ -228,7 +236,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: mooncake_bench objects [--objects 1000000,10000000] [--key-len 40]\n"
                     "                              [--value 64] [--seed S]\n"
-                    "                              [--promotion off|on|disk_only]\n");
+                    "                              [--promotion off|on|disk_only]\n"
+                    "                              [--remove_all_only]\n");
 }
 
 int mc_bench_objects(int argc, char **argv)
@@ -238,10 +247,15 @@ int mc_bench_objects(int argc, char **argv)
     size_t key_len = 40;
     uint64_t value = 64, seed = 0x2545f4914f6cdd1dull;
     static const struct option opts[] = {
-        {"objects", required_argument, 0, 'n'}, {"key-len", required_argument, 0, 'k'},
-        {"value", required_argument, 0, 'v'},   {"seed", required_argument, 0, 's'},
-        {"runs", required_argument, 0, 'r'},    {"promotion", required_argument, 0, 'p'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"objects", required_argument, 0, 'n'},
+        {"key-len", required_argument, 0, 'k'},
+        {"value", required_argument, 0, 'v'},
+        {"seed", required_argument, 0, 's'},
+        {"runs", required_argument, 0, 'r'},
+        {"promotion", required_argument, 0, 'p'},
+        {"remove_all_only", no_argument, 0, 'R'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     optind = 1;
     int ch;
@@ -270,6 +284,9 @@ int mc_bench_objects(int argc, char **argv)
                 usage();
                 return 2;
             }
+            break;
+        case 'R':
+            g_remove_all_only = true;
             break;
         case 'h':
             usage();
