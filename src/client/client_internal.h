@@ -46,6 +46,7 @@ struct mc_client {
     char endpoint[128]; /* host:port of the peer server (= the segment name) */
 
     struct mc_auth_key auth; /* from cfg.auth_token_file; unset = none */
+    struct mc_tls_ctx *tls;  /* from cfg.tls_*_file; NULL = plain TCP */
     struct mc_id id;
     struct mc_segment_mem seg;
     struct mc_id seg_id;
