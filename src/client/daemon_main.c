@@ -286,6 +286,8 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint16_t por
     /* who may read it (common/http.h): loopback only unless a token or --metrics_public */
     hc.public_reads = F.metrics_public || F.auth_token_file[0];
     hc.protected_mode_off = !F.protected_mode;
+    hc.tls_cert_file = F.tls_cert_file; /* HTTPS with the peer port's certificate */
+    hc.tls_key_file = F.tls_key_file;
 
     /* the library's registry (its puts, gets, errors, latencies), with the daemon's series */
     st->m = mc_client_registry(client);

@@ -820,6 +820,8 @@ int main(int argc, char **argv)
     hcfg.public_reads = F.metrics_public;
     hcfg.protected_mode_off = !F.protected_mode;
     hcfg.public_paths = g_http_public_paths; /* the admin API's public routes */
+    hcfg.tls_cert_file = F.tls_cert_file;    /* HTTPS with the RPC port's certificate */
+    hcfg.tls_key_file = F.tls_key_file;
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
