@@ -12,8 +12,9 @@
  *   no_client_cert    a client that trusts the CA but shows no certificate is refused
  *   wrong_ca          a client whose certificate another CA signed is refused; a client that
  *                     trusts only the other CA refuses the master
- *   https             the master's HTTP port speaks HTTPS with its certificate (curl, when
- *                     installed, checks it against the CA); plain HTTP gets no answer
+ *   https             the master's HTTP port speaks HTTPS with its certificate: mooncake_cli
+ *                     metrics reads it with the TLS flags, and curl (when installed) checks
+ *                     it against the CA; plain HTTP gets no answer
  *   relay             an on-path relay passes the TLS handshake and the token handshake, then
  *                     injects a plain-text RemoveAll(force), or flips one byte of a record: the
  *                     master closes the connection and every key is still there. The same
@@ -526,6 +527,24 @@ static void test_relay(void **state)
 static void test_https(void **state)
 {
     (void)state;
+    /* mooncake_cli metrics: the HTTP port from the master over TLS, then HTTPS */
+    char m[128], ce[200], ke[200], ca[200];
+    snprintf(m, sizeof(m), "--master=%s", g.cl.rpc);
+    const char *met[] = {g.cl.cli_bin,
+                         m,
+                         g.tok_flag,
+                         flag(ce, sizeof(ce), "tls_cert_file", g.t_cert),
+                         flag(ke, sizeof(ke), "tls_key_file", g.t_key),
+                         flag(ca, sizeof(ca), "tls_ca_file", g.ca),
+                         "metrics",
+                         NULL};
+    struct cu_run mr;
+    cu_run(&mr, g.cl.dir, met, NULL, CLI_MS);
+    if (mr.status != 0)
+        fprintf(stderr, "cli metrics: %s\n", mr.err);
+    assert_int_equal(mr.status, 0);
+    assert_non_null(strstr(mr.out, "master_rpc_auth_failures_total"));
+    cu_run_free(&mr);
     if (system("curl --version >/dev/null 2>&1") != 0) {
         fprintf(stderr, "test_https: no curl, skipped\n");
         return;
