@@ -12,6 +12,7 @@
  *   no_client_cert    a client that trusts the CA but shows no certificate is refused
  *   wrong_ca          a client whose certificate another CA signed is refused; a client that
  *                     trusts only the other CA refuses the master
+ *   shared_connection eight threads share one TLS rpc connection: 2,400 calls all answered
  *   https             the master's HTTP port speaks HTTPS with its certificate: mooncake_cli
  *                     metrics reads it with the TLS flags, and curl (when installed) checks
  *                     it against the CA; plain HTTP gets no answer
@@ -334,6 +335,41 @@ static void test_wrong_ca(void **state)
     mc_tls_ctx_free(ctx);
 }
 
+struct caller {
+    struct mc_rpc_client *c;
+    pthread_t tid;
+    int fails;
+};
+
+static void *caller_main(void *arg)
+{
+    struct caller *k = arg;
+    for (int i = 0; i < 300; i++)
+        k->fails += exist_key(k->c, "tls/0") != 0;
+    return NULL;
+}
+
+/* Eight threads share one TLS connection (one reads for all while others write). */
+static void test_shared_connection(void **state)
+{
+    (void)state;
+    struct mc_tls_ctx *ctx;
+    struct mc_rpc_client *c = rpc(g.cl.rpc, g.t_cert, g.t_key, g.ca, &ctx);
+    struct caller k[8];
+    for (int i = 0; i < 8; i++) {
+        k[i] = (struct caller){.c = c};
+        assert_int_equal(pthread_create(&k[i].tid, NULL, caller_main, &k[i]), 0);
+    }
+    int fails = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(k[i].tid, NULL);
+        fails += k[i].fails;
+    }
+    assert_int_equal(fails, 0);
+    mc_rpc_client_free(c);
+    mc_tls_ctx_free(ctx);
+}
+
 /* ---- the relay ---------------------------------------------------------------------------- */
 
 enum { RELAY_PASS = 0, RELAY_INJECT, RELAY_FLIP };
@@ -568,9 +604,13 @@ static void test_https(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),     cmocka_unit_test(test_plain_refused),
-        cmocka_unit_test(test_no_client_cert), cmocka_unit_test(test_wrong_ca),
-        cmocka_unit_test(test_https),          cmocka_unit_test(test_relay),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_plain_refused),
+        cmocka_unit_test(test_no_client_cert),
+        cmocka_unit_test(test_wrong_ca),
+        cmocka_unit_test(test_shared_connection),
+        cmocka_unit_test(test_https),
+        cmocka_unit_test(test_relay),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -42,6 +42,7 @@ static void conn_set_events(struct io_thread *io, struct conn *c)
     /* out_paused polls for output even with an empty queue: the loop then resumes reading */
     uint32_t want = (c->paused || c->out_paused ? 0 : EPOLLIN) |
                     (c->out_head || c->out_paused || mc_rpcs_wants_write(c) ? EPOLLOUT : 0);
+    io->tls_more |= !c->closed && (want & EPOLLIN) && mc_rpcs_has_pending(c); /* no event */
     if (c->closed || want == c->events)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
