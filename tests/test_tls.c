@@ -13,6 +13,7 @@
  *   wrong_ca          a client whose certificate another CA signed is refused; a client that
  *                     trusts only the other CA refuses the master
  *   shared_connection eight threads share one TLS rpc connection: 2,400 calls all answered
+ *   no_sigpipe        writing on a TLS connection the master closed fails without SIGPIPE
  *   https             the master's HTTP port speaks HTTPS with its certificate: mooncake_cli
  *                     metrics reads it with the TLS flags, and curl (when installed) checks
  *                     it against the CA; plain HTTP gets no answer
@@ -44,6 +45,7 @@
 
 #include "cluster_util.h"
 #include "common/auth.h"
+#include "common/net.h"
 #include "common/rpc_client.h"
 #include "common/tls.h"
 #include "common/wire.h"
@@ -345,6 +347,37 @@ static void test_wrong_ca(void **state)
     mc_tls_ctx_free(ctx);
 }
 
+/* A TLS connection the master closed (it sent garbage): writing to it fails, raising no
+ * SIGPIPE (OpenSSL's own socket BIO would: this test process does not ignore it). */
+static void test_no_sigpipe(void **state)
+{
+    (void)state;
+    struct mc_tls_files f = {g.t_cert, g.t_key, g.ca};
+    struct mc_tls_ctx *ctx = NULL;
+    char err[256], host[64];
+    assert_int_equal(mc_tls_ctx_new(&f, false, &ctx, err, sizeof(err)), 0);
+    struct mc_rpc_client_config cfg;
+    assert_int_equal(mc_rpc_parse_endpoint(g.cl.rpc, host, sizeof(host), &cfg), 0);
+    struct mc_net_connect_opts o = {.connect_timeout_ms = 3000, .send_timeout_ms = 3000};
+    int fd = -1;
+    assert_int_equal(mc_net_connect(cfg.host, cfg.port, &o, &fd), MC_NET_OK);
+    assert_int_equal(mc_tls_sock_connect(ctx, fd, 3000, "test", g.cl.rpc), 0);
+    const char junk[] = "\x17\x03\x03\x00\x05hello"; /* a record the master cannot open */
+    assert_true(send(fd, junk, sizeof(junk) - 1, MSG_NOSIGNAL) > 0);
+    cu_sleep_ms(300); /* the master closes */
+    uint8_t buf[4096];
+    memset(buf, 1, sizeof(buf));
+    int fails = 0;
+    for (int i = 0; i < 50 && !fails; i++) {
+        struct iovec v = {.iov_base = buf, .iov_len = sizeof(buf)};
+        fails = mc_net_send_iov(fd, &v, 1) != 0;
+        cu_sleep_ms(10);
+    }
+    assert_true(fails); /* and the process is still here */
+    mc_tls_sock_close(fd);
+    mc_tls_ctx_free(ctx);
+}
+
 struct caller {
     struct mc_rpc_client *c;
     pthread_t tid;
@@ -619,6 +652,7 @@ int main(void)
         cmocka_unit_test(test_no_client_cert),
         cmocka_unit_test(test_wrong_ca),
         cmocka_unit_test(test_shared_connection),
+        cmocka_unit_test(test_no_sigpipe),
         cmocka_unit_test(test_https),
         cmocka_unit_test(test_relay),
     };

@@ -150,6 +150,60 @@ bool mc_tls_ctx_verifies_clients(const struct mc_tls_ctx *ctx)
     return ctx && ctx->has_ca;
 }
 
+/* ---- the socket BIO, without SIGPIPE ------------------------------------------------------
+ * OpenSSL's socket BIO writes with send(fd, buf, n, 0): a peer that has gone raises SIGPIPE,
+ * which kills a program that embeds the library and did not ignore it. Ours is that BIO with
+ * its write replaced by send(..., MSG_NOSIGNAL). */
+
+static BIO_METHOD *g_bio_method;
+static pthread_once_t g_bio_once = PTHREAD_ONCE_INIT;
+
+static int nosig_write(BIO *b, const char *in, size_t len, size_t *written)
+{
+    int fd = -1;
+    BIO_get_fd(b, &fd);
+    errno = 0;
+    ssize_t r = send(fd, in, len, MSG_NOSIGNAL);
+    BIO_clear_retry_flags(b);
+    if (r <= 0) {
+        if (BIO_sock_should_retry((int)r))
+            BIO_set_retry_write(b);
+        *written = 0;
+        return 0;
+    }
+    *written = (size_t)r;
+    return 1;
+}
+
+static void make_bio_method(void)
+{
+    const BIO_METHOD *sock = BIO_s_socket();
+    BIO_METHOD *m = BIO_meth_new(BIO_TYPE_SOCKET, "socket without SIGPIPE");
+    if (!m)
+        return;
+    if (BIO_meth_set_write_ex(m, nosig_write) != 1 ||
+        BIO_meth_set_read(m, BIO_meth_get_read(sock)) != 1 ||
+        BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) != 1 ||
+        BIO_meth_set_create(m, BIO_meth_get_create(sock)) != 1 ||
+        BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock)) != 1) {
+        BIO_meth_free(m);
+        return;
+    }
+    g_bio_method = m;
+}
+
+/* Attaches fd to ssl through the BIO above. false: out of memory. */
+static bool attach_fd(SSL *ssl, int fd)
+{
+    pthread_once(&g_bio_once, make_bio_method);
+    BIO *b = g_bio_method ? BIO_new(g_bio_method) : NULL;
+    if (!b)
+        return false;
+    BIO_set_fd(b, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, b, b);
+    return true;
+}
+
 /* ---- sessions ---------------------------------------------------------------------------- */
 
 static struct mc_tls *session_new(struct mc_tls_ctx *ctx, int fd, bool server)
@@ -158,7 +212,7 @@ static struct mc_tls *session_new(struct mc_tls_ctx *ctx, int fd, bool server)
     if (!t)
         return NULL;
     t->ssl = SSL_new(ctx->ssl);
-    if (!t->ssl || SSL_set_fd(t->ssl, fd) != 1) {
+    if (!t->ssl || !attach_fd(t->ssl, fd)) {
         if (t->ssl)
             SSL_free(t->ssl);
         free(t);
