@@ -107,6 +107,15 @@ struct mc_client_config {
     /* Peer connections in all (default 10000, as mooncake_client --max_connections; 0 = the
      * default); more are accepted and closed at once. */
     uint32_t peer_max_conns;
+    /* TLS (README "Security") on every connection this client opens or serves over TCP (the
+     * master and the peers; RDMA transfers are outside it): PEM files of this client's
+     * certificate and key (needed to serve peers, and shown to servers that require client
+     * certificates) and of the CA that signed the cluster's certificates (servers' certificates
+     * are verified against it; with it the peer server also requires client certificates).
+     * All NULL (default) = plain TCP. The auth token handshake, when set, runs inside TLS. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
+    const char *tls_ca_file;
 };
 
 /* Fills the first `size` bytes of cfg (the sizeof the caller was compiled with) with the defaults

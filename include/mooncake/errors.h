@@ -7,7 +7,8 @@
  * Codes from -2000 on have no upstream counterpart: UNAUTHENTICATED (the peer requires the shared
  * auth token, or refused ours) and PROTECTED_MODE (a server without a token serves loopback
  * peers only), NOT_LEADER (this master is a standby of a high-availability cluster: ask it
- * GetLeader for the leader's address and epoch, or read the cluster's etcd).
+ * GetLeader for the leader's address and epoch, or read the cluster's etcd), TLS_REQUIRED (the
+ * server speaks TLS only: configure this side's TLS files).
  */
 #ifndef MOONCAKE_ERRORS_H
 #define MOONCAKE_ERRORS_H
@@ -67,7 +68,8 @@ extern "C" {
     X(MC_ERR_DESERIALIZE_FAIL, -1502, "DESERIALIZE_FAIL")                                          \
     X(MC_ERR_UNAUTHENTICATED, -2000, "UNAUTHENTICATED")                                            \
     X(MC_ERR_PROTECTED_MODE, -2001, "PROTECTED_MODE")                                              \
-    X(MC_ERR_NOT_LEADER, -2002, "NOT_LEADER")
+    X(MC_ERR_NOT_LEADER, -2002, "NOT_LEADER")                                                      \
+    X(MC_ERR_TLS_REQUIRED, -2003, "TLS_REQUIRED")
 
 enum mc_error {
 #define MC_ERROR_ENUM_(sym, val, name) sym = (val),

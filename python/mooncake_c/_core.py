@@ -137,7 +137,8 @@ class Core(BatchCalls):
              bind_address=None, disk_path=None, disk_capacity=0, checksums=None,
              huge_pages=False, connect_timeout_ms=None, rpc_timeout_ms=None, log_level=None,
              auth_token_file=None, protected_mode=None, rdma_devices=None,
-             rdma_ack_timeout=None, rdma_tos=None, rdma_qp_pool=None):
+             rdma_ack_timeout=None, rdma_tos=None, rdma_qp_pool=None, tls_cert_file=None,
+             tls_key_file=None, tls_ca_file=None):
         if self.handle is not None:
             return INVALID_PARAMS
         view, area = _native.new_config(_native.ClientConfig, lib.mc_client_config_init,
@@ -172,7 +173,10 @@ class Core(BatchCalls):
             if _native.field_covered(view, "log_level"):
                 view.log_level = _native.LOG_LEVELS[log_level]
         for name, v in (("auth_token_file", auth_token_file), ("protected_mode", protected_mode),
-                        ("rdma_devices", rdma_devices or None)):
+                        ("rdma_devices", rdma_devices or None),
+                        ("tls_cert_file", tls_cert_file or None),
+                        ("tls_key_file", tls_key_file or None),
+                        ("tls_ca_file", tls_ca_file or None)):
             if v is None:
                 continue
             if not _native.field_covered(view, name):

@@ -57,6 +57,10 @@ class ClientConfig(ctypes.Structure):
         ("rdma_ack_timeout", ctypes.c_int32),
         ("rdma_tos", ctypes.c_int32),
         ("rdma_qp_pool", c_uint32),
+        ("peer_max_conns", c_uint32),
+        ("tls_cert_file", c_char_p),
+        ("tls_key_file", c_char_p),
+        ("tls_ca_file", c_char_p),
     ]
 
 

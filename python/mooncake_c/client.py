@@ -9,8 +9,8 @@ context manager.
         buf = bytearray(c.size("k"))
         c.get_into("k", buf)           # reads into any writable buffer, returns the size
 log_level ("debug", "info", "warn", "error", "off"; the library's default is "warn") filters the
-library's log lines on stderr; auth_token_file and protected_mode are the client options of the
-same names (README "Security").
+library's log lines on stderr; auth_token_file, protected_mode, tls_cert_file, tls_key_file and
+tls_ca_file are the client options of the same names (README "Security").
 """
 
 from . import _core
@@ -22,7 +22,7 @@ class Client:
                  segment_size=0, protocol="tcp", bind_address=None, disk_path=None,
                  disk_capacity=0, checksums=None, huge_pages=False, connect_timeout_ms=None,
                  rpc_timeout_ms=None, log_level=None, auth_token_file=None,
-                 protected_mode=None):
+                 protected_mode=None, tls_cert_file=None, tls_key_file=None, tls_ca_file=None):
         self._core = _core.Core()
         check(self._core.open(master, host=host, data_port=data_port,
                               segment_size=segment_size, protocol=protocol,
@@ -31,7 +31,8 @@ class Client:
                               huge_pages=huge_pages, connect_timeout_ms=connect_timeout_ms,
                               rpc_timeout_ms=rpc_timeout_ms, log_level=log_level,
                               auth_token_file=auth_token_file,
-                              protected_mode=protected_mode), "open")
+                              protected_mode=protected_mode, tls_cert_file=tls_cert_file,
+                              tls_key_file=tls_key_file, tls_ca_file=tls_ca_file), "open")
 
     @property
     def endpoint(self):

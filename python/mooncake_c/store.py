@@ -123,6 +123,9 @@ class MooncakeDistributedStore:
             extra = d
         rdma_opts = {k: extra.pop(k) for k in ("rdma_ack_timeout", "rdma_tos", "rdma_qp_pool")
                      if k in extra}
+        # TLS (README "Security"): this client's certificate, key and the cluster's CA (PEM)
+        tls_opts = {k: extra.pop(k) for k in ("tls_cert_file", "tls_key_file", "tls_ca_file")
+                    if k in extra}
         try:
             host, port = split_hostname(local_hostname)
             seg = parse_size(global_segment_size)
@@ -155,7 +158,7 @@ class MooncakeDistributedStore:
                              segment_size=seg, protocol=protocol or "tcp",
                              disk_path=disk_path, disk_capacity=disk_cap,
                              rdma_devices=rdma_devices if protocol == "rdma" else None,
-                             **(rdma_opts if protocol == "rdma" else {}))
+                             **(rdma_opts if protocol == "rdma" else {}), **tls_opts)
         if rc == 0 and enable_client_http_server:
             self._start_http(host, client_http_port)
         return rc

@@ -82,3 +82,55 @@ def test_client_auth_token(tmp_path):
             Client(addr, connect_timeout_ms=1000, rpc_timeout_ms=1000, log_level="off")
     finally:
         m.stop()
+
+
+def _make_tls(d):
+    """A throwaway CA and two certificates (master, client) made with the openssl tool."""
+    import shutil
+    import subprocess
+    if not shutil.which("openssl"):
+        pytest.skip("no openssl tool")
+    ext = d / "san.ext"
+    ext.write_text("subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    run = lambda *a: subprocess.run(a, check=True, capture_output=True)  # noqa: E731
+    run("openssl", "req", "-x509", *ec, "-keyout", str(d / "ca.key"), "-out", str(d / "ca.pem"),
+        "-days", "2", "-subj", "/CN=ca")
+    for n in ("master", "client"):
+        run("openssl", "req", *ec, "-keyout", str(d / (n + ".key")), "-out",
+            str(d / (n + ".csr")), "-subj", "/CN=" + n)
+        run("openssl", "x509", "-req", "-in", str(d / (n + ".csr")), "-CA", str(d / "ca.pem"),
+            "-CAkey", str(d / "ca.key"), "-CAcreateserial", "-extfile", str(ext), "-out",
+            str(d / (n + ".pem")), "-days", "2")
+
+
+def test_client_tls(tmp_path):
+    """Against a TLS master that requires client certificates: Client and the store's setup
+    with the TLS files work; a client without them is refused with TLS_REQUIRED."""
+    import os
+    from conftest import BIN, Proc
+    from mooncake_c.store import MooncakeDistributedStore
+    _make_tls(tmp_path)
+    p = lambda n: str(tmp_path / n)  # noqa: E731
+    m = Proc([os.path.join(BIN, "mooncake_master"), "--rpc_port=0", "--rpc_address=127.0.0.1",
+              "--metrics_port=0", "--metrics_host=127.0.0.1", "--log_level=off",
+              "--tls_cert_file=" + p("master.pem"), "--tls_key_file=" + p("master.key"),
+              "--tls_ca_file=" + p("ca.pem")])
+    try:
+        addr = m.ready["rpc"]
+        tls = dict(tls_cert_file=p("client.pem"), tls_key_file=p("client.key"),
+                   tls_ca_file=p("ca.pem"))
+        with Client(addr, segment_size=16 << 20, **tls) as c:
+            v = os.urandom(1 << 20)
+            c.put("tls-key", v)
+            assert c.get("tls-key") == v
+        s = MooncakeDistributedStore()
+        assert s.setup("127.0.0.1", global_segment_size=16 << 20, master_server_addr=addr,
+                       **tls) == 0
+        assert s.get("tls-key") is not None
+        s.close()
+        with pytest.raises(MooncakeError) as ei:
+            Client(addr, connect_timeout_ms=1000, rpc_timeout_ms=1000, log_level="off")
+        assert ei.value.name == "TLS_REQUIRED"
+    finally:
+        m.stop()

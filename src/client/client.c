@@ -28,6 +28,7 @@
 #include "client/client_internal.h"
 #include "common/auth.h"
 #include "common/lock_order.h"
+#include "common/tls.h"
 #include "common/log.h"
 #include "common/rpc_server.h"
 #include "common/wire.h"
@@ -403,6 +404,15 @@ static int open_auth(struct mc_client *c, const struct mc_client_config *cfg)
             return rc;
         }
     }
+    if (cfg->struct_size >= offsetof(struct mc_client_config, tls_ca_file) + sizeof(char *)) {
+        struct mc_tls_files f = {cfg->tls_cert_file, cfg->tls_key_file, cfg->tls_ca_file};
+        char err[256];
+        if (mc_tls_files_set(&f) && mc_tls_ctx_new(&f, true, &c->tls, err, sizeof(err)) != 0) {
+            mc_error("client", "cannot set up TLS", "reason=\"%s\"", err);
+            return MC_ERR_INVALID_PARAMS;
+        }
+    }
+    c->cfg.tls_cert_file = c->cfg.tls_key_file = c->cfg.tls_ca_file = NULL;
     if (!c->auth.set && !c->cfg.protected_mode)
         mc_warn("client",
                 "protected mode is off and no auth token is set: any host that reaches the peer "
@@ -451,6 +461,7 @@ static int open_peer_server(struct mc_client *c, const struct mc_client_config *
     struct mc_peer_server_config pc = {.bind_addr = c->bind_address,
                                        .port = c->cfg.data_port,
                                        .auth = &c->auth,
+                                       .tls = c->tls,
                                        .protected_mode_off = !c->cfg.protected_mode,
                                        .idle_timeout_ms = c->cfg.peer_idle_timeout_ms,
                                        .max_conns_per_addr = c->cfg.peer_max_conns_per_addr,
@@ -477,6 +488,7 @@ static int open_transports(struct mc_client *c, const struct mc_client_config *c
     tc.connect_timeout_ms = c->cfg.connect_timeout_ms;
     tc.io_timeout_ms = c->cfg.rpc_timeout_ms;
     tc.auth = &c->auth;
+    tc.tls = c->tls;
     int rc = mc_transport_local_new(c->ps, &c->local);
     if (!rc)
         rc = mc_transport_tcp_new(&tc, &c->tcp);
@@ -506,6 +518,7 @@ static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
         .rpc_timeout_ms = c->cfg.rpc_timeout_ms,
         .ping_interval_ms = c->cfg.ping_interval_ms,
         .auth = &c->master_auth,
+        .tls = c->tls,
         .on_mount_epoch = on_mount_epoch,
         .on_tick = on_tick,
         .on_remounted = on_remounted,
@@ -670,6 +683,7 @@ void mc_client_close(struct mc_client *c)
     mc_transport_free(c->tcp);
     mc_transport_free(c->local);
     mc_peer_server_free(c->ps);
+    mc_tls_ctx_free(c->tls); /* after every connection that used it */
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);

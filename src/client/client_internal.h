@@ -48,6 +48,7 @@ struct mc_client {
     struct mc_auth_key auth;        /* from cfg.auth_token_file; unset = none */
     struct mc_auth_key master_auth; /* auth with the client credential: master links only */
     struct mc_auth_cred *cred;      /* this client's credential (with a token) */
+    struct mc_tls_ctx *tls;         /* from cfg.tls_*_file; NULL = plain TCP */
     struct mc_id id;
     struct mc_segment_mem seg;
     struct mc_id seg_id;

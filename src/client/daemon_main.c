@@ -70,6 +70,7 @@ static struct {
     int32_t metrics_port;
     const char *log_level;
     const char *auth_token_file;
+    const char *tls_cert_file, *tls_key_file, *tls_ca_file;
     bool protected_mode;
     const char *master_wait;
     const char *idle_timeout;
@@ -115,6 +116,17 @@ static const struct mc_flag g_flags[] = {
                  &F.checksums),
     MC_INT32_FLAG("metrics_port", "0", "HTTP /metrics and /health port (0 = off)", &F.metrics_port),
     MC_STRING_FLAG("log_level", "info", "debug|info|warn|error|off", &F.log_level),
+    MC_STRING_FLAG("tls_cert_file", "",
+                   "TLS: this daemon's certificate (PEM); with --tls_key_file and --tls_ca_file "
+                   "every TCP connection (master, peers, the peer and HTTP ports) is TLS; empty = "
+                   "plain TCP",
+                   &F.tls_cert_file),
+    MC_STRING_FLAG("tls_key_file", "", "TLS: the private key of --tls_cert_file (PEM)",
+                   &F.tls_key_file),
+    MC_STRING_FLAG("tls_ca_file", "",
+                   "TLS: CA bundle (PEM) the master's and peers' certificates are checked "
+                   "against; peers of this daemon's peer port must show a certificate it signed",
+                   &F.tls_ca_file),
     MC_STRING_FLAG("auth_token_file", "",
                    "file holding the cluster's shared secret: every connection (master, peers) "
                    "proves it; empty = none",
@@ -274,6 +286,8 @@ static int start_metrics(struct daemon_stats *st, const char *addr, uint16_t por
     /* who may read it (common/http.h): loopback only unless a token or --metrics_public */
     hc.public_reads = F.metrics_public || F.auth_token_file[0];
     hc.protected_mode_off = !F.protected_mode;
+    hc.tls_cert_file = F.tls_cert_file; /* HTTPS with the peer port's certificate */
+    hc.tls_key_file = F.tls_key_file;
 
     /* the library's registry (its puts, gets, errors, latencies), with the daemon's series */
     st->m = mc_client_registry(client);
@@ -456,6 +470,9 @@ int main(int argc, char **argv)
     cfg.checksums = F.checksums;
     cfg.log_level = (int)mc_log_get_level(); /* --log_level (info by default), not the library's */
     cfg.auth_token_file = F.auth_token_file[0] ? F.auth_token_file : NULL;
+    cfg.tls_cert_file = F.tls_cert_file[0] ? F.tls_cert_file : NULL;
+    cfg.tls_key_file = F.tls_key_file[0] ? F.tls_key_file : NULL;
+    cfg.tls_ca_file = F.tls_ca_file[0] ? F.tls_ca_file : NULL;
     mc_auth_allow_readable_token_file(F.allow_readable_token_file);
     cfg.protected_mode = F.protected_mode;
     cfg.peer_idle_timeout_ms = (uint32_t)idle_ms;

@@ -490,6 +490,7 @@ int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_maste
         rc.call_timeout_ms = cfg->rpc_timeout_ms;
     rc.name = "master-conn";
     rc.auth = cfg->auth;
+    rc.tls = cfg->tls;
     r = mc_master_link_new(mc->address, &rc, &mc->link);
     if (r)
         goto fail;

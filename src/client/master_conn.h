@@ -34,6 +34,7 @@
 
 struct mc_master_conn;
 struct mc_auth_key;
+struct mc_tls_ctx;
 
 /* Segments one connection keeps mounted (and mounts again after a master restart); a further
  * mc_master_conn_mount is NO_AVAILABLE_HANDLE. */
@@ -46,6 +47,7 @@ struct mc_master_conn_config {
     uint32_t rpc_timeout_ms;
     uint32_t ping_interval_ms;
     const struct mc_auth_key *auth; /* shared secret (common/auth.h); NULL/unset = none */
+    struct mc_tls_ctx *tls;         /* TLS to the master (common/tls.h); NULL = plain */
     /* Called (may be NULL) with the mount epoch of one of this client's segments: on the ping
      * thread with 0 for each remembered segment when a Ping asks for a re-mount (before the
      * ReMount goes out) and with each segment's new epoch after a successful ReMountSegment;

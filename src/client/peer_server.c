@@ -534,6 +534,7 @@ int mc_peer_server_new(const struct mc_peer_server_config *cfg, struct mc_peer_s
         rc.max_frame_bytes = cfg->max_frame_bytes;
     rc.name = "peer";
     rc.auth = cfg->auth;
+    rc.tls = cfg->tls;
     rc.protected_mode = !cfg->protected_mode_off;
     rc.idle_timeout_ms = cfg->idle_timeout_ms;
     rc.max_conns_per_addr = cfg->max_conns_per_addr;

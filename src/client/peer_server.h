@@ -58,6 +58,7 @@
 
 struct mc_peer_server;
 struct mc_auth_key;
+struct mc_tls_ctx;
 struct mc_rpc_call;
 
 struct mc_peer_server_config {
@@ -69,6 +70,7 @@ struct mc_peer_server_config {
      * loopback peers are served unless protected_mode_off */
     const struct mc_auth_key *auth;
     bool protected_mode_off;
+    struct mc_tls_ctx *tls; /* TLS on the peer port (common/tls.h; not owned); NULL = plain */
     /* close a peer connection idle this long; 0 = never (the client passes its config's
      * peer_idle_timeout_ms, 5 min by default; the transports' pools drop theirs after 30 s) */
     uint32_t idle_timeout_ms;

@@ -44,6 +44,7 @@
 
 struct mc_peer_server;
 struct mc_auth_key;
+struct mc_tls_ctx;
 
 /* Where the bytes live: a segment (by id) at an offset, served at endpoint "host:port", under
  * the mount epoch of the replica descriptor (the peer refuses another one: REPLICA_IS_GONE). */
@@ -136,6 +137,7 @@ struct mc_tcp_transport_config {
     void *now_arg;
     const struct mc_auth_key *auth; /* shared secret (copied): every new connection proves it
                                      * (common/auth.h); NULL/unset = none */
+    struct mc_tls_ctx *tls; /* TLS to peers (common/tls.h; not owned, outlives t); NULL = plain */
 };
 void mc_tcp_transport_config_init(struct mc_tcp_transport_config *cfg);
 int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_transport **out);

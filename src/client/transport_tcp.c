@@ -42,6 +42,7 @@
 #include "client/transport.h"
 #include "client/transport_tcp_internal.h"
 #include "common/auth.h"
+#include "common/tls.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
 #include "common/lock_order.h"
@@ -124,7 +125,7 @@ static uint64_t now_ms(const struct tcp_transport *t)
 static void conn_close(struct conn *c)
 {
     if (c) {
-        close(c->fd);
+        mc_tls_sock_close(c->fd);
         free(c);
     }
 }
@@ -148,10 +149,17 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
             mc_debug("tcp", "cannot connect to peer", "endpoint=%s errno=%d", endpoint, errno);
         return MC_ERR_TRANSFER_FAIL;
     }
+    int tr = t->cfg.tls
+                 ? mc_tls_sock_connect(t->cfg.tls, fd, t->cfg.connect_timeout_ms, "tcp", endpoint)
+                 : 0;
+    if (tr) {
+        close(fd);
+        return tr == MC_ERR_UNAUTHENTICATED ? tr : MC_ERR_TRANSFER_FAIL;
+    }
     if (t->auth.set) {
         int ar = mc_auth_client_handshake(fd, &t->auth, t->cfg.connect_timeout_ms, "tcp", endpoint);
         if (ar) {
-            close(fd);
+            mc_tls_sock_close(fd);
             return ar == MC_ERR_UNAUTHENTICATED || ar == MC_ERR_PROTECTED_MODE
                        ? ar
                        : MC_ERR_TRANSFER_FAIL;
@@ -159,7 +167,7 @@ static int dial(struct tcp_transport *t, const char *endpoint, struct conn **out
     }
     struct conn *c = calloc(1, sizeof(*c));
     if (!c) {
-        close(fd);
+        mc_tls_sock_close(fd);
         return MC_ERR_TRANSFER_FAIL;
     }
     c->fd = fd;
@@ -310,7 +318,7 @@ static int recv_all(int fd, void *buf, size_t len)
 {
     uint8_t *p = buf;
     while (len) {
-        ssize_t n = recv(fd, p, len, 0);
+        ssize_t n = mc_tls_sock_recv(fd, p, len, 0);
         if (n == 0)
             return -1;
         if (n < 0) {
@@ -595,6 +603,7 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
         if (cfg->max_conn_age_ms)
             t->cfg.max_conn_age_ms = cfg->max_conn_age_ms;
         t->cfg.now_ms = cfg->now_ms;
+        t->cfg.tls = cfg->tls;
         t->cfg.now_arg = cfg->now_arg;
         if (cfg->auth && cfg->auth->set)
             t->auth = *cfg->auth;

@@ -24,6 +24,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 
@@ -312,6 +313,8 @@ bool mc_auth_mac_equal(const uint8_t *a, const uint8_t *b)
 /* Waits for fd to be ready for `events` until deadline. 0, or MC_ERR_RPC_TIMEOUT / RPC_FAIL. */
 static int wait_fd(int fd, short events, uint64_t deadline)
 {
+    if (events == POLLIN && mc_tls_sock_pending(fd))
+        return 0; /* decrypted already: the socket will not say */
     for (;;) {
         uint64_t now = mc_now_ms();
         if (now >= deadline)
@@ -339,7 +342,7 @@ static int send_frame(int fd, uint16_t method, const uint8_t *body, uint32_t len
         int rc = wait_fd(fd, POLLOUT, deadline);
         if (rc)
             return rc;
-        ssize_t w = send(fd, buf + off, total - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = mc_tls_sock_send(fd, buf + off, total - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (w <= 0)
@@ -356,7 +359,7 @@ static int recv_all(int fd, uint8_t *buf, size_t n, uint64_t deadline)
         int rc = wait_fd(fd, POLLIN, deadline);
         if (rc)
             return rc;
-        ssize_t r = recv(fd, buf + off, n - off, MSG_DONTWAIT);
+        ssize_t r = mc_tls_sock_recv(fd, buf + off, n - off, MSG_DONTWAIT);
         if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
             continue;
         if (r <= 0)
@@ -392,7 +395,9 @@ static int recv_answer(int fd, uint16_t method, uint8_t *body, uint32_t want, in
 
 static int refusal(int32_t status, const char *who, const char *peer, const char *step)
 {
-    int rc = status == MC_ERR_PROTECTED_MODE ? MC_ERR_PROTECTED_MODE : MC_ERR_UNAUTHENTICATED;
+    int rc = status == MC_ERR_PROTECTED_MODE || status == MC_ERR_TLS_REQUIRED
+                 ? status
+                 : MC_ERR_UNAUTHENTICATED;
     if (status == MC_ERR_NOT_SUPPORTED)
         mc_error(who,
                  "the server has no auth token but this process has one: give both the "
@@ -452,6 +457,9 @@ const char *mc_auth_hint(int code)
         return "the server runs in protected mode (no auth token) and accepts loopback peers "
                "only: give every process the same --auth_token_file (or start the server with "
                "--protected_mode=false on a trusted network)";
+    if (code == MC_ERR_TLS_REQUIRED)
+        return "the server speaks TLS only: give this process the cluster's --tls_ca_file (and "
+               "--tls_cert_file/--tls_key_file when the server requires client certificates)";
     if (code == MC_ERR_UNAUTHENTICATED)
         return "the server requires the shared auth token: give this process the same "
                "--auth_token_file as the server (auth_token_file in mc_client_config)";

@@ -50,7 +50,28 @@ struct mc_http_server {
     struct mc_auth_key admin;
     uint16_t port;
     char addr[INET6_ADDRSTRLEN + 16];
+    char *tls_cert, *tls_key; /* HTTPS: the PEM texts, kept while the daemon runs */
 };
+
+/* A PEM file's text, NUL-terminated (malloc'd), or NULL. */
+static char *read_pem(const char *path)
+{
+    FILE *f = path && *path ? fopen(path, "r") : NULL;
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (buf)
+        n = fread(buf, 1, cap, f);
+    bool whole = buf && feof(f) && !ferror(f);
+    fclose(f);
+    if (!whole) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
 
 struct reply_header {
     char name[64];
@@ -339,18 +360,36 @@ int mc_http_server_new(const struct mc_http_config *cfg, struct mc_http_server *
         s->port = ntohs(a->sin_port);
         snprintf(s->addr, sizeof(s->addr), "%s:%u", host, (unsigned)s->port);
     }
-    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    bool https = cfg->tls_cert_file && *cfg->tls_cert_file;
+    if (https) {
+        s->tls_cert = read_pem(cfg->tls_cert_file);
+        s->tls_key = read_pem(cfg->tls_key_file);
+        if (!s->tls_cert || !s->tls_key) {
+            mc_error("http", "cannot read the TLS certificate or key", "cert=%s key=%s",
+                     cfg->tls_cert_file, cfg->tls_key_file ? cfg->tls_key_file : "");
+            err = MC_ERR_INVALID_PARAMS;
+            goto fail;
+        }
+    }
+    flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG | MHD_USE_ITC |
+            (https ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls_opts[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    struct MHD_OptionItem no_opts[] = {{MHD_OPTION_END, 0, NULL}};
     if (family == AF_INET6)
         flags |= MHD_USE_IPv6;
     unsigned int per_addr =
         cfg->max_conns_per_addr ? cfg->max_conns_per_addr : MC_HTTP_DEFAULT_CONNS_PER_ADDR;
     unsigned int timeout =
         cfg->header_timeout_s ? cfg->header_timeout_s : MC_HTTP_DEFAULT_HEADER_TIMEOUT_S;
-    s->daemon = MHD_start_daemon(flags, 0, accept_policy, s, handle, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 mhd_logger, NULL, MHD_OPTION_LISTEN_SOCKET, fd,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MC_HTTP_MAX_CONNS,
-                                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_addr,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, timeout, MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(
+        flags, 0, accept_policy, s, handle, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, NULL,
+        MHD_OPTION_LISTEN_SOCKET, fd, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)MC_HTTP_MAX_CONNS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_addr, MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+        MHD_OPTION_ARRAY, https ? tls_opts : no_opts, MHD_OPTION_END);
     if (!s->daemon) {
         mc_error("http", "microhttpd failed to start", "addr=%s", s->addr);
         err = MC_ERR_INTERNAL_ERROR;
@@ -362,6 +401,10 @@ int mc_http_server_new(const struct mc_http_config *cfg, struct mc_http_server *
 fail:
     if (fd >= 0)
         close(fd);
+    if (s) {
+        free(s->tls_cert);
+        free(s->tls_key);
+    }
     free(s);
     return err;
 }
@@ -372,6 +415,8 @@ void mc_http_server_free(struct mc_http_server *s)
         return;
     if (s->daemon)
         MHD_stop_daemon(s->daemon);
+    free(s->tls_cert);
+    free(s->tls_key);
     free(s);
 }
 

@@ -61,6 +61,11 @@ struct mc_http_config {
     bool protected_mode_off;             /* --protected_mode=false and no token: all open */
     uint32_t max_conns_per_addr;         /* 0 = MC_HTTP_DEFAULT_CONNS_PER_ADDR */
     uint32_t header_timeout_s;           /* 0 = MC_HTTP_DEFAULT_HEADER_TIMEOUT_S */
+    /* HTTPS (microhttpd's TLS, GnuTLS underneath): PEM files of the certificate and its key,
+     * read once at start. Both NULL/"" = plain HTTP. No client certificate is asked here: the
+     * admin routes need the Bearer token, and Prometheus scrapes need no certificate. */
+    const char *tls_cert_file;
+    const char *tls_key_file;
 };
 
 #define MC_HTTP_DEFAULT_CONNS_PER_ADDR 16

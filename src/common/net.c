@@ -18,6 +18,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "common/tls.h"
+
 #define MAX_SEND_IOV 64
 
 static void set_timeout(int fd, int opt, uint32_t ms)
@@ -84,6 +86,8 @@ out:
 
 int mc_net_send_iov(int fd, struct iovec *iov, int n)
 {
+    if (mc_tls_sock_is_tls(fd))
+        return mc_tls_sock_send_iov(fd, iov, n);
     while (n > 0) {
         struct msghdr mh = {.msg_iov = iov,
                             .msg_iovlen = (size_t)(n > MAX_SEND_IOV ? MAX_SEND_IOV : n)};

@@ -44,6 +44,7 @@
 #include "common/net.h"
 #include "common/pb_budget.h"
 #include "common/rpc_client_internal.h"
+#include "common/tls.h"
 #include "mooncake/errors.h"
 
 /* ---- waiters (under lock) ---------------------------------------------------------------- */
@@ -312,7 +313,7 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
         if (me->done)
             break;
         /* need bytes: wait for them (until our deadline), then read */
-        if (poll_first) {
+        if (poll_first && !mc_tls_sock_pending(fd)) {
             uint64_t now = mc_now_ms();
             if (now >= deadline_ms) {
                 rpcc_lock(c);
@@ -353,7 +354,7 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
             to = rx->buf + rx->len;
             want = RBUF_SIZE - rx->len;
         }
-        ssize_t n = recv(fd, to, want, MSG_DONTWAIT);
+        ssize_t n = mc_tls_sock_recv(fd, to, want, MSG_DONTWAIT);
         if (n == 0)
             goto broken;
         if (n < 0) {
@@ -363,7 +364,7 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
                 poll_first = true;
                 continue;
             }
-            why = "read failed";
+            why = errno == EPROTO ? "TLS error" : "read failed"; /* common/tls.c logs why */
             goto broken;
         }
         poll_first = (size_t)n < want; /* the socket is drained: wait before the next read */
@@ -527,7 +528,7 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
         rc = mc_rpcc_ensure_connected(c, deadline, &gen);
         if (rc) {
             bool keep = rc == MC_ERR_RPC_TIMEOUT || rc == MC_ERR_UNAUTHENTICATED ||
-                        rc == MC_ERR_PROTECTED_MODE;
+                        rc == MC_ERR_PROTECTED_MODE || rc == MC_ERR_TLS_REQUIRED;
             p->status = keep ? rc : MC_ERR_RPC_FAIL;
             return;
         }
@@ -632,7 +633,9 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     if (p->cut && p->status == MC_ERR_RPC_FAIL)
         p->status = MC_ERR_RPC_TIMEOUT;
     rpcc_unlock(c);
-    if ((p->status == MC_ERR_PROTECTED_MODE || p->status == MC_ERR_UNAUTHENTICATED) && !c->auth.set)
+    if (p->status == MC_ERR_TLS_REQUIRED ||
+        ((p->status == MC_ERR_PROTECTED_MODE || p->status == MC_ERR_UNAUTHENTICATED) &&
+         !c->auth.set))
         mc_error(c->name, "the server refused the connection", "server=%s:%u status=%s hint=\"%s\"",
                  c->cfg.host, c->cfg.port, mc_strerror(p->status), mc_auth_hint(p->status));
 }

@@ -44,6 +44,7 @@
 
 struct mc_rpc_client;
 struct mc_auth_key;
+struct mc_tls_ctx;
 
 #define MC_RPC_DEFAULT_SPIN_US 50
 
@@ -59,6 +60,7 @@ struct mc_rpc_client_config {
     uint32_t spin_us; /* a waiting caller polls the socket without sleeping this long before it
                        * blocks (a reply often comes back within tens of microseconds, and
                        * waking a sleeping thread can cost more than that); 0 = never spin */
+    struct mc_tls_ctx *tls;         /* TLS client context (common/tls.h; not owned); NULL = plain */
     const struct mc_auth_key *auth; /* shared secret (copied); NULL/unset = no handshake. With
                                      * one, every (re)connect runs the handshake of common/auth.h
                                      * and a refusal fails the call with UNAUTHENTICATED or

@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/net.h"
 #include "common/rpc_client_internal.h"
+#include "common/tls.h"
 #include "mooncake/errors.h"
 
 /* ---- config ------------------------------------------------------------------------------ */
@@ -70,13 +71,15 @@ static int connect_fd(struct mc_rpc_client *c, int *out)
         mc_warn(c->name, "cannot resolve server", "host=%s", c->cfg.host ? c->cfg.host : "");
     if (rc != MC_NET_OK)
         return rc == MC_NET_ETIMEOUT ? MC_ERR_RPC_TIMEOUT : MC_ERR_RPC_FAIL;
-    if (!c->auth.set)
-        return 0;
     char peer[128];
     snprintf(peer, sizeof(peer), "%s:%u", c->cfg.host, c->cfg.port);
-    rc = mc_auth_client_handshake(*out, &c->auth, c->cfg.connect_timeout_ms, c->name, peer);
+    rc = c->cfg.tls
+             ? mc_tls_sock_connect(c->cfg.tls, *out, c->cfg.connect_timeout_ms, c->name, peer)
+             : 0;
+    if (!rc && c->auth.set)
+        rc = mc_auth_client_handshake(*out, &c->auth, c->cfg.connect_timeout_ms, c->name, peer);
     if (rc) {
-        close(*out);
+        mc_tls_sock_close(*out);
         *out = -1;
     }
     return rc;
@@ -150,7 +153,7 @@ static void check_idle_locked(struct mc_rpc_client *c)
     if (!c->up || c->reading || c->fd < 0)
         return;
     uint8_t b;
-    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    ssize_t n = mc_tls_sock_recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
         mc_rpcc_conn_broken_locked(c, c->gen, n == 0 ? "closed by server" : "socket error");
 }
@@ -168,7 +171,7 @@ static int reconnect_serialized(struct mc_rpc_client *c)
     c->fd = -1;
     rpcc_unlock(c);
     if (old >= 0)
-        close(old); /* down: no reader holds it; send_lock: no sender uses it */
+        mc_tls_sock_close(old); /* down: no reader holds it; send_lock: no sender uses it */
     rpcc_send_unlock(c);
 
     int fd = -1;
@@ -321,7 +324,7 @@ void mc_rpc_client_free(struct mc_rpc_client *c)
     if (!c)
         return;
     if (c->fd >= 0)
-        close(c->fd);
+        mc_tls_sock_close(c->fd);
     free(c->rx.body);
     free(c->rx.buf);
     pthread_mutex_destroy(&c->lock);

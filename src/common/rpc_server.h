@@ -49,6 +49,8 @@ struct mc_rpc_server;
 struct mc_rpc_call;
 struct mc_auth_key;
 
+struct mc_tls_ctx;
+
 struct mc_rpc_server_config {
     const char *bind_addr;     /* IPv4 address or host name; NULL/"" = 0.0.0.0 */
     uint16_t port;             /* 0 = ephemeral; mc_rpc_server_port() reports it */
@@ -110,6 +112,10 @@ struct mc_rpc_server_config {
      * --admin_token_file) is an admin one (mc_rpc_call_is_admin); proofs with auth are data
      * ones. NULL or unset: every connection is admin (one token for everything). */
     const struct mc_auth_key *admin_auth;
+    /* TLS (common/tls.h): every connection is a TLS server session of this context (not
+     * owned; it outlives the server), and the handshake above runs inside it. A client that
+     * speaks plain text gets one MC_ERR_TLS_REQUIRED frame and is closed. NULL = plain TCP. */
+    struct mc_tls_ctx *tls;
 };
 
 #define MC_RPC_MAX_KEY_BYTES 4096

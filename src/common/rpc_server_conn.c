@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,8 +40,9 @@ static void process_input(struct io_thread *io, struct conn *c);
 static void conn_set_events(struct io_thread *io, struct conn *c)
 {
     /* out_paused polls for output even with an empty queue: the loop then resumes reading */
-    uint32_t want =
-        (c->paused || c->out_paused ? 0 : EPOLLIN) | (c->out_head || c->out_paused ? EPOLLOUT : 0);
+    uint32_t want = (c->paused || c->out_paused ? 0 : EPOLLIN) |
+                    (c->out_head || c->out_paused || mc_rpcs_wants_write(c) ? EPOLLOUT : 0);
+    io->tls_more |= !c->closed && (want & EPOLLIN) && mc_rpcs_has_pending(c); /* no event */
     if (c->closed || want == c->events)
         return;
     struct epoll_event ev = {.events = want, .data.ptr = c};
@@ -60,8 +60,7 @@ static void conn_flush(struct io_thread *io, struct conn *c)
             for (int i = it->idx; i < it->niov && n < MAX_IOV; i++)
                 if (it->iov[i].iov_len)
                     iov[n++] = it->iov[i];
-        struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-        ssize_t w = n ? sendmsg(c->fd, &mh, MSG_NOSIGNAL) : 0;
+        ssize_t w = n ? mc_rpcs_send(c, iov, n) : 0;
         if (w < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
@@ -342,13 +341,6 @@ static void protocol_error(struct io_thread *io, struct conn *c, const struct mc
     conn_close(io, c, "protocol error");
 }
 
-/* Bytes received on fd and not yet read (0 when unknown). */
-static size_t socket_queued(int fd)
-{
-    int n = 0;
-    return ioctl(fd, FIONREAD, &n) == 0 && n > 0 ? (size_t)n : 0;
-}
-
 /* Parses and dispatches every complete frame in the read buffer. */
 static void process_input(struct io_thread *io, struct conn *c)
 {
@@ -400,7 +392,7 @@ static void process_input(struct io_thread *io, struct conn *c)
          * bytes allocated ahead stay within body_ahead_bytes: a header's claim alone can
          * never make the server allocate more than that in all. */
         size_t have = avail - MC_WIRE_HEADER_SIZE;
-        size_t arrived = have + socket_queued(c->fd);
+        size_t arrived = have + mc_rpcs_queued(c);
         size_t cap = arrived < BODY_MIN_CHUNK ? BODY_MIN_CHUNK : arrived;
         size_t ahead_want = h.body_length < BODY_FIRST_CHUNK ? h.body_length : BODY_FIRST_CHUNK;
         c->body_ahead = 0;
@@ -454,7 +446,7 @@ static void body_done(struct mc_rpc_server *s, struct conn *c)
 static bool body_grow(struct mc_rpc_server *s, struct conn *c)
 {
     size_t want = c->body_cap * 2;
-    size_t queued = c->body_got + socket_queued(c->fd);
+    size_t queued = c->body_got + mc_rpcs_queued(c);
     if (want < queued)
         want = queued;
     if (want > c->cur.body_length)
@@ -481,7 +473,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
         if (c->in_body && c->body_got == c->body_cap) {
             uint8_t probe;
-            if (!socket_queued(c->fd)) { /* grow when more bytes are there, not ahead of them */
+            if (!mc_rpcs_queued(c)) { /* grow when more bytes are there, not ahead of them */
                 ssize_t p = recv(c->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
                 if (p == 0 ||
                     (p < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
@@ -498,10 +490,10 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         }
         if (c->in_body) {
             want = c->body_cap - c->body_got;
-            n = read(c->fd, c->body + c->body_got, want);
+            n = mc_rpcs_read(io->srv, c, c->body + c->body_got, want);
         } else {
             want = RBUF_SIZE - c->rlen;
-            n = read(c->fd, c->rbuf + c->rlen, want);
+            n = mc_rpcs_read(io->srv, c, c->rbuf + c->rlen, want);
         }
         if (n == 0) {
             bool mid = c->in_body || c->rlen > c->rpos;
@@ -512,7 +504,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                conn_close(io, c, "read failed");
+                conn_close(io, c, errno == EPROTO ? "TLS error" : "read failed");
             break;
         }
         c->last_active_ms = mc_now_ms();
@@ -530,7 +522,8 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         }
         process_input(io, c);
         /* A short read took all the socket had: the next read would only say EAGAIN (one
-         * wasted syscall per request); epoll (level-triggered) reports the bytes that come. */
+         * wasted syscall per request); epoll (level-triggered) reports the bytes that come, and
+         * what a TLS session holds decrypted is read by tls_catch_up (tls_more below). */
         if ((size_t)n < want)
             break;
     }
@@ -539,6 +532,18 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         conn_flush(io, c);
     if (!c->closed && c->out_paused && c->out_bytes <= io->srv->cfg.out_soft_bytes / 2)
         conn_resume(io, c);
+    io->tls_more |= !c->closed && mc_rpcs_has_pending(c); /* epoll will not say */
+}
+
+/* Reads what TLS sessions hold decrypted, which no socket event announces. */
+static void tls_catch_up(struct io_thread *io)
+{
+    io->tls_more = false;
+    for (struct conn *c = io->conns, *next; c; c = next) {
+        next = c->next;
+        if (!c->paused && !c->out_paused && mc_rpcs_has_pending(c))
+            conn_on_readable(io, c);
+    }
 }
 
 /* ---- connections ------------------------------------------------------------------------- */
@@ -554,6 +559,7 @@ static void conn_close(struct io_thread *io, struct conn *c, const char *why)
         io->batch_conn = NULL;
     epoll_ctl(io->epfd, EPOLL_CTL_DEL, c->fd, NULL);
     close(c->fd);
+    mc_rpcs_tls_detach(c);
     mc_rpcs_gate_closed(s, c);
     if (c->in_body)
         body_done(s, c);
@@ -702,7 +708,8 @@ static void do_accept(struct io_thread *io0)
             continue;
         }
         uint8_t *rbuf = malloc(RBUF_SIZE);
-        if (!rbuf) {
+        if (!rbuf || !mc_rpcs_tls_attach(s, c)) {
+            free(rbuf);
             mc_rpcs_gate_closed(s, c);
             close(fd);
             free(c);
@@ -856,7 +863,7 @@ static void sweep(struct io_thread *io)
 /* The epoll timeout: the sooner of the accept resume and the next sweep. */
 static int loop_timeout(struct io_thread *io)
 {
-    int t = accept_resume(io);
+    int t = io->tls_more ? 0 : accept_resume(io);
     uint64_t now = mc_now_ms();
     if (!io->next_sweep_ms)
         io->next_sweep_ms = now + sweep_interval_ms(io->srv);
@@ -890,6 +897,8 @@ void *mc_rpcs_io_main(void *arg)
                 if (!c->closed && (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)))
                     conn_on_readable(io, c);
                 if (!c->closed && (evs[i].events & EPOLLOUT)) {
+                    if (mc_rpcs_wants_write(c))
+                        conn_on_readable(io, c); /* the TLS handshake goes on */
                     conn_flush(io, c);
                     if (!c->closed && c->out_paused)
                         conn_resume(io, c);
@@ -898,6 +907,8 @@ void *mc_rpcs_io_main(void *arg)
                     conn_close(io, c, "hangup");
             }
         }
+        if (io->tls_more)
+            tls_catch_up(io);
         sweep(io);
         bury(io);
     }

@@ -29,6 +29,7 @@
 
 #include "common/auth.h"
 #include "common/rpc_server.h"
+#include "common/tls.h"
 #include "common/wire.h"
 
 enum { CALL_PENDING = 0, CALL_DONE = 1 };
@@ -82,6 +83,8 @@ struct conn {
     bool client_proven;
     uint8_t client_id[16];
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
+    struct mc_tls *tls; /* the TLS session (cfg.tls), NULL on a plain server */
+    bool tls_checked;   /* the first byte was a TLS handshake record */
 };
 
 struct mc_rpc_call {
@@ -116,6 +119,7 @@ struct io_thread {
     uint64_t accept_log_ms;     /* when the last "accept failed" line was written */
     uint64_t accept_suppressed; /* failures since that line */
     uint64_t next_sweep_ms;     /* idle / handshake timeouts are checked then */
+    bool tls_more;              /* a connection holds decrypted bytes its socket will not signal */
 };
 
 /* Connections per peer address (rpc_server_gate.c), shared by the I/O threads. */
@@ -187,6 +191,7 @@ static inline void conn_unref(struct conn *c)
     if (atomic_fetch_sub(&c->refs, 1) == 1) {
         free(c->rbuf);
         mc_rpcs_body_free(c->body);
+        mc_tls_free(c->tls);
         free(c);
     }
 }
@@ -249,6 +254,23 @@ void mc_rpcs_gate_frame(struct mc_rpc_server *s, struct conn *c, const struct mc
  * handshake (after our proof, before its own: it did not accept ours, so it holds another
  * token) counts as a failure. */
 void mc_rpcs_gate_closed(struct mc_rpc_server *s, struct conn *c);
+
+/* ---- rpc_server_tls.c: the socket, plain or TLS ----------------------------------------- */
+
+/* At accept: c's TLS session when the server has a context. false: out of memory. */
+bool mc_rpcs_tls_attach(struct mc_rpc_server *s, struct conn *c);
+/* read(2) / sendmsg(2) of c's socket, through its session if any (-1 with errno EAGAIN,
+ * EPROTO after a TLS failure, which is logged). */
+ssize_t mc_rpcs_read(struct mc_rpc_server *s, struct conn *c, void *buf, size_t len);
+ssize_t mc_rpcs_send(struct conn *c, const struct iovec *iov, int n);
+/* Bytes received and not yet read, decrypted ones included (0 when unknown). */
+size_t mc_rpcs_queued(const struct conn *c);
+/* Whether c waits for its socket to be writable to go on reading (TLS handshake). */
+bool mc_rpcs_wants_write(const struct conn *c);
+/* Decrypted bytes c holds (epoll will not report them). */
+bool mc_rpcs_has_pending(const struct conn *c);
+/* At close: frees the session. */
+void mc_rpcs_tls_detach(struct conn *c);
 
 /* ---- rpc_server_conn.c ------------------------------------------------------------------- */
 

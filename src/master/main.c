@@ -44,6 +44,7 @@
 #include <unistd.h>
 
 #include "common/auth.h"
+#include "common/tls.h"
 #include "common/flags.h"
 #include "common/http.h"
 #include "common/log.h"
@@ -92,6 +93,7 @@ static struct {
     bool check_segment_endpoint;
     uint32_t max_segments_per_client;
     const char *admin_token_file;
+    const char *tls_cert_file, *tls_key_file, *tls_ca_file;
     /* not implemented yet: must keep their defaults */
     bool enable_offload;
     bool offload_on_evict;
@@ -174,6 +176,16 @@ static const struct mc_flag g_flags[] = {
                    "HTTP admin endpoints need it; an admin tool's own token file lists the admin "
                    "token first and the data token second. Empty = one token for everything",
                    &F.admin_token_file),
+    MC_STRING_FLAG("tls_cert_file", "",
+                   "TLS: this master's certificate (PEM, chain first); with --tls_key_file the "
+                   "RPC and HTTP ports speak TLS only (empty = plain TCP)",
+                   &F.tls_cert_file),
+    MC_STRING_FLAG("tls_key_file", "", "TLS: the private key of --tls_cert_file (PEM)",
+                   &F.tls_key_file),
+    MC_STRING_FLAG("tls_ca_file", "",
+                   "TLS: CA bundle (PEM); given, RPC clients must show a certificate it signed "
+                   "(empty = any TLS client; the token decides)",
+                   &F.tls_ca_file),
     MC_UINT32_FLAG("max_segments_per_client", "64",
                    "segments one client may have mounted (0 = no limit)",
                    &F.max_segments_per_client),
@@ -688,6 +700,7 @@ int main(int argc, char **argv)
     struct mc_master_service *svc = NULL;
     struct mc_rpc_server *srv = NULL;
     struct mc_http_server *http = NULL;
+    struct mc_tls_ctx *tls = NULL;
     struct loops loops = {0};
     bool loops_running = false;
     struct mc_ha *ha = NULL;
@@ -770,6 +783,17 @@ int main(int argc, char **argv)
     rcfg.out_soft_bytes = rcfg.out_hard_bytes / 4;
     if (rcfg.out_hard_bytes < (1u << 20))
         mc_flags_die("flag --output_buffer_limit must be at least 1MiB");
+    struct mc_tls_files tls_files = {F.tls_cert_file, F.tls_key_file, F.tls_ca_file};
+    if (mc_tls_files_set(&tls_files)) {
+        char err[256];
+        if (mc_tls_ctx_new(&tls_files, true, &tls, err, sizeof(err)) != 0) {
+            mc_error(COMP, "cannot set up TLS", "reason=\"%s\"", err);
+            goto out;
+        }
+        rcfg.tls = tls;
+        mc_info(COMP, "TLS on the RPC and HTTP ports", "client_certificates=%s",
+                mc_tls_ctx_verifies_clients(tls) ? "required" : "not asked");
+    }
     if (mc_rpc_server_new(&rcfg, &srv) != 0 || mc_master_service_register(svc, srv) != 0) {
         mc_error(COMP, "cannot create the RPC server", "addr=%s", F.rpc_address);
         goto out;
@@ -796,6 +820,8 @@ int main(int argc, char **argv)
     hcfg.public_reads = F.metrics_public;
     hcfg.protected_mode_off = !F.protected_mode;
     hcfg.public_paths = g_http_public_paths; /* the admin API's public routes */
+    hcfg.tls_cert_file = F.tls_cert_file;    /* HTTPS with the RPC port's certificate */
+    hcfg.tls_key_file = F.tls_key_file;
     if (mc_http_server_new(&hcfg, &http) != 0) {
         mc_error(COMP, "cannot serve HTTP metrics", "addr=%s port=%u", F.metrics_host,
                  metrics_port);
@@ -848,6 +874,7 @@ out:
     if (m)
         mc_master_free(m);
     mc_rpc_server_free(srv);
+    mc_tls_ctx_free(tls);
     mc_master_service_free(svc);
     mc_ha_free(ha);
     if (sfd >= 0)

@@ -121,7 +121,8 @@ uint64_t mc_bench_rss_bytes(void);
     X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
     X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")          \
     X(failover, "HA: leader SIGKILL -> first Put, -> all objects back (etcd + two masters)")       \
-    X(crc, "CRC32C, copy then CRC, and the copy fused with the CRC, vs memcpy")
+    X(crc, "CRC32C, copy then CRC, and the copy fused with the CRC, vs memcpy")                    \
+    X(tls, "TLS vs plain TCP side by side: 4 MiB Get between processes, GetReplicaList ops/s")
 
 #define BENCH_DECL(name, help) int mc_bench_##name(int argc, char **argv);
 MC_BENCHES(BENCH_DECL)

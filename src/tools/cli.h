@@ -39,8 +39,9 @@ struct mc_cli_opts {
     const char *value;   /* put --value STRING; NULL = a file or stdin */
     uint32_t timeout_ms; /* per-call timeout; 0 = the library's default */
     const char *auth_token_file; /* shared secret for every connection; NULL = none */
-    const char *protocol;        /* put/get/exist/rm client: "tcp" (default) or "rdma" */
-    const char *host;            /* the client's advertised address (rdma: the RDMA NIC's) */
+    const char *tls_cert_file, *tls_key_file, *tls_ca_file; /* TLS (PEM); NULL = plain TCP */
+    const char *protocol; /* put/get/exist/rm client: "tcp" (default) or "rdma" */
+    const char *host;     /* the client's advertised address (rdma: the RDMA NIC's) */
     bool json, all, force;
     int iterations; /* top: frames to draw, 0 = until q / a signal */
     const char *cmd;

@@ -22,6 +22,7 @@
 #include "common/parse.h"
 #include "common/rpc_client.h"
 #include "common/service_ready.h"
+#include "common/tls.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 #include "tools/cli.h"
@@ -52,6 +53,18 @@ int mc_cli_admin_connect(const struct mc_cli_opts *o, struct mc_rpc_client **out
         }
         cfg.auth = &key;
     }
+    /* one TLS context for the tool's life (it outlives every client it opens) */
+    static struct mc_tls_ctx *tls;
+    struct mc_tls_files tf = {o->tls_cert_file, o->tls_key_file, o->tls_ca_file};
+    if (!tls && mc_tls_files_set(&tf)) {
+        char err[256];
+        rc = mc_tls_ctx_new(&tf, false, &tls, err, sizeof(err));
+        if (rc) {
+            fprintf(stderr, "mooncake_cli: TLS: %s\n", err);
+            return rc;
+        }
+    }
+    cfg.tls = tls;
     rc = mc_rpc_client_new(&cfg, &c);
     if (rc)
         return rc;

@@ -42,6 +42,9 @@ static int open_client(const struct mc_cli_opts *o, struct mc_client **out)
     cfg.segment_size = 0;
     cfg.log_level = (int)mc_log_get_level(); /* the client logs at --log_level */
     cfg.auth_token_file = o->auth_token_file;
+    cfg.tls_cert_file = o->tls_cert_file;
+    cfg.tls_key_file = o->tls_key_file;
+    cfg.tls_ca_file = o->tls_ca_file;
     if (o->protocol)
         cfg.protocol = o->protocol;
     if (o->host)

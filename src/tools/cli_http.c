@@ -21,6 +21,7 @@
 
 #include "common/clock.h"
 #include "common/rpc_client.h"
+#include "common/tls.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
@@ -48,6 +49,8 @@ static int parse_target(const char *spec, const char *master, struct http_target
     } else {
         if (!strncmp(s, "http://", 7))
             s += 7;
+        else if (!strncmp(s, "https://", 8))
+            s += 8;
         slash = strchr(s, '/');
     }
     snprintf(t->path, sizeof(t->path), "%s", slash ? slash : "/metrics");
@@ -86,6 +89,8 @@ static int parse_target(const char *spec, const char *master, struct http_target
 
 static int wait_fd(int fd, short ev, uint64_t deadline_ms)
 {
+    if (ev == POLLIN && mc_tls_sock_pending(fd))
+        return 0; /* decrypted already: poll would not see it */
     for (;;) {
         uint64_t now = mc_now_ms();
         struct pollfd p = {.fd = fd, .events = ev};
@@ -133,7 +138,7 @@ static int connect_to(const struct http_target *t, uint64_t deadline_ms, int *ou
 static int send_all(int fd, const char *buf, size_t len, uint64_t deadline_ms)
 {
     while (len) {
-        ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+        ssize_t n = mc_tls_sock_send(fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             buf += n;
             len -= (size_t)n;
@@ -172,7 +177,7 @@ static int recv_all(int fd, uint64_t deadline_ms, char **out, size_t *out_len)
             }
             buf = nb;
         }
-        n = recv(fd, buf + len, cap - len, 0);
+        n = mc_tls_sock_recv(fd, buf + len, cap - len, MSG_DONTWAIT);
         if (n > 0) {
             len += (size_t)n;
         } else if (n == 0) {
@@ -228,6 +233,7 @@ int mc_cli_metrics(const struct mc_cli_opts *o)
     char *resp = NULL, *body;
     size_t resp_len = 0;
     int fd = -1, rc, status = 0, n;
+    struct mc_tls_ctx *tls_ctx = NULL; /* HTTPS (--tls_ca_file) */
 
     if (parse_target(o->metrics, o->master, &t)) {
         fprintf(stderr,
@@ -249,6 +255,23 @@ int mc_cli_metrics(const struct mc_cli_opts *o)
     rc = connect_to(&t, deadline, &fd);
     if (rc)
         return mc_cli_fail("metrics", rc);
+    if (o->tls_ca_file) { /* HTTPS: the master's HTTP port uses its TLS certificate */
+        struct mc_tls_files tf = {o->tls_cert_file, o->tls_key_file, o->tls_ca_file};
+        struct mc_tls_ctx *tls = NULL;
+        char err[256], peer[300];
+        rc = mc_tls_ctx_new(&tf, false, &tls, err, sizeof(err));
+        if (rc)
+            fprintf(stderr, "mooncake_cli: TLS: %s\n", err);
+        snprintf(peer, sizeof(peer), "%s:%s", t.host, t.port);
+        if (!rc)
+            rc = mc_tls_sock_connect(tls, fd, (uint32_t)(deadline - mc_now_ms()), "cli", peer);
+        if (rc) {
+            mc_tls_sock_close(fd);
+            mc_tls_ctx_free(tls);
+            return mc_cli_fail("metrics", rc);
+        }
+        tls_ctx = tls;
+    }
     n = snprintf(req, sizeof(req),
                  "GET %s HTTP/1.0\r\nHost: %s:%s\r\nAccept: text/plain\r\nConnection: "
                  "close\r\n\r\n",
@@ -256,7 +279,8 @@ int mc_cli_metrics(const struct mc_cli_opts *o)
     rc = send_all(fd, req, (size_t)n, deadline);
     if (!rc)
         rc = recv_all(fd, deadline, &resp, &resp_len);
-    close(fd);
+    mc_tls_sock_close(fd);
+    mc_tls_ctx_free(tls_ctx);
     if (rc)
         return mc_cli_fail("metrics", rc);
     body = strstr(resp, "\r\n\r\n");

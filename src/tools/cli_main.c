@@ -70,6 +70,11 @@ static void usage(FILE *f)
             "  --iterations=N         top: draw N frames, then exit\n"
             "  --timeout=MS           connect and per-call timeout (default: library's)\n"
             "  --auth_token_file=FILE the cluster's shared secret (when the master has one)\n"
+            "  --tls_ca_file=FILE     TLS: the CA that signed the master's certificate (PEM);\n"
+            "                         the master, peers and (metrics) the HTTP port are\n"
+            "                         reached over TLS\n"
+            "  --tls_cert_file=FILE   TLS: this tool's certificate (when the master requires\n"
+            "  --tls_key_file=FILE    client certificates, and for put/get: peers verify it)\n"
             "  --protocol=tcp|rdma    data plane of put/get (default tcp; rdma needs a device)\n"
             "  --host=ADDR            this machine's address for peers (default 127.0.0.1;\n"
             "                         rdma: the address of the RDMA NIC's interface)\n"
@@ -105,6 +110,9 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"log_level", required_argument, NULL, 'L'},
         {"auth_token_file", required_argument, NULL, 'A'},
+        {"tls_cert_file", required_argument, NULL, 'C'},
+        {"tls_key_file", required_argument, NULL, 'K'},
+        {"tls_ca_file", required_argument, NULL, 'R'},
         {"protocol", required_argument, NULL, 'P'},
         {"host", required_argument, NULL, 'H'},
         {"value", required_argument, NULL, 'v'},
@@ -155,6 +163,15 @@ int main(int argc, char **argv)
         }
         case 'A':
             o.auth_token_file = optarg;
+            break;
+        case 'C':
+            o.tls_cert_file = optarg;
+            break;
+        case 'K':
+            o.tls_key_file = optarg;
+            break;
+        case 'R':
+            o.tls_ca_file = optarg;
             break;
         case 'P':
             if (strcmp(optarg, "tcp") != 0 && strcmp(optarg, "rdma") != 0)
