@@ -4,3 +4,8 @@ if(TARGET mc_client_static AND NOT MC_SANITIZE)
   mc_add_test(test_holder_index SOURCES test_holder_index.c alloc_meter.c LIBS mc_client_static
               TIMEOUT 60)
 endif()
+# The stream against a real master: the index lists what the segment holds (content checked),
+# Removes drop entries, --holder_stream=false streams nothing.
+mc_add_test(test_holder_stream SOURCES test_holder_stream.c test_client_util.c cluster_util.c
+            LIBS mc_client_static Threads::Threads TIMEOUT 60)
+add_dependencies(test_holder_stream mooncake_master)

@@ -401,6 +401,17 @@ out:
     return rc;
 }
 
+size_t mc_holder_index_clear(struct mc_holder_index *ix)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&ix->mu);
+    for (size_t i = 0; i < MC_HIDX_MAX_SEGMENTS; i++)
+        if (ix->segs[i].used)
+            n += drop_range_locked(ix, &ix->segs[i], 0, ix->segs[i].size);
+    pthread_mutex_unlock(&ix->mu);
+    return n;
+}
+
 void mc_holder_index_stats(struct mc_holder_index *ix, struct mc_hidx_stats *st)
 {
     pthread_mutex_lock(&ix->mu);

@@ -90,6 +90,9 @@ bool mc_holder_index_drop_exact(struct mc_holder_index *ix, struct mc_id seg, co
 int mc_holder_index_list(struct mc_holder_index *ix, struct mc_id seg, struct mc_hidx_entry **out,
                          size_t *n, char **keys_out);
 
+/* Drops every entry of every segment (the master fenced this holder's index). Returns how many. */
+size_t mc_holder_index_clear(struct mc_holder_index *ix);
+
 void mc_holder_index_stats(struct mc_holder_index *ix, struct mc_hidx_stats *st);
 
 #endif

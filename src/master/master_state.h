@@ -61,6 +61,7 @@ struct mc_upserts;
 struct mc_clients;
 struct mc_discard_list;
 struct mc_delwait;
+struct mc_holder_stream;
 struct mc_obj_subscriber;
 
 /* The subscriber table of object_events.h: per event, its subscribers in order (written by
@@ -87,12 +88,13 @@ struct mc_master {
     _Atomic bool sweep_pending; /* an UnmountSegment left replicas on a dead segment: the next
                                  * monitor tick sweeps them (clients.c) */
     struct mc_master_counters c;
-    struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */
-    struct mc_histogram *value_size; /* master_value_size_bytes, observed at PutEnd */
-    struct mc_evictor *evictor;      /* eviction.c's state (NULL when eviction.c is not linked) */
-    struct mc_offload *offload;      /* offload.c's state (NULL unless cfg.enable_offload) */
-    struct mc_promoter *promoter;    /* promotion.c's state */
-    struct mc_mailboxes *mailboxes;  /* offload's mailbox table (NULL without it) */
+    struct mc_metrics *metrics;       /* the master's own registry (upstream metric names) */
+    struct mc_histogram *value_size;  /* master_value_size_bytes, observed at PutEnd */
+    struct mc_evictor *evictor;       /* eviction.c's state (NULL when eviction.c is not linked) */
+    struct mc_offload *offload;       /* offload.c's state (NULL unless cfg.enable_offload) */
+    struct mc_promoter *promoter;     /* promotion.c's state */
+    struct mc_mailboxes *mailboxes;   /* offload's mailbox table (NULL without it) */
+    struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
     struct mc_upserts *_Atomic upserts; /* upsert.c's reservations (made on first use) */
 
     struct mc_clients *clients;      /* the client registry (clients.h) */

@@ -1,0 +1,57 @@
+/*
+ * holder_stream.h - the per-holder stream of the DRAM tier (DESIGN.md §7 "Holder index").
+ *
+ * Every process that mounts a DRAM segment long-polls HolderIndexHeartbeat; the stream answers
+ * it with what happened to the replicas in that process's segments, in order: a commit at
+ * PutEnd (key, version, segment, mount epoch, offset, size, CRC32C), and a drop when the object
+ * is erased (no acknowledgement awaited). The holder files commits in its index
+ * (client/holder_index.h), which it re-registers after a master restart.
+ *
+ * Batching: commits are pushed quietly under the shard lock into the holder's mailbox (its own
+ * table, kind MC_TASK_DELETE: fire and forget, a pull hands the items out and forgets them);
+ * parked polls are woken at most every holder_index_flush_ms (on the UNLOCKED event once that
+ * much time passed since the last wake, and from the eviction tick), so one answer carries a
+ * flush interval's commits. A crash loses at most the last interval: misses, never wrong bytes.
+ *
+ * Backlog: at most holder_backlog_limit items wait per holder. A push past it fences the
+ * holder's index: its mailbox is closed (the backlog dropped), and its next poll is answered
+ * REPLICA_IS_GONE, on which the holder drops its whole index (nothing it holds can come back
+ * after a restart) and polls again into a fresh mailbox.
+ *
+ * A subscriber of the object events (the last in the table); off with holder_stream = false.
+ */
+#ifndef MC_MASTER_HOLDER_STREAM_H
+#define MC_MASTER_HOLDER_STREAM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/id.h"
+#include "master/mailbox.h"
+
+struct mc_master;
+
+struct mc_holder_stream_stats {
+    uint64_t commits; /* items queued (commits and drops) */
+    uint64_t dropped; /* items for a holder that never polled (no mailbox) */
+    uint64_t fenced;  /* holders whose backlog passed the limit */
+    uint64_t polls;
+};
+
+int mc_holder_stream_init(struct mc_master *m);
+void mc_holder_stream_destroy(struct mc_master *m);
+int mc_holder_stream_subscribe(struct mc_master *m);
+/* Wakes the holders the last flush interval's commits fed (the eviction loop's tick). */
+void mc_holder_stream_tick(struct mc_master *m);
+void mc_holder_stream_stats(struct mc_master *m, struct mc_holder_stream_stats *st);
+/* The stream's mailbox table (NULL with the stream off), for the RPC layer's poll checks. */
+struct mc_mailboxes *mc_holder_stream_mailboxes(struct mc_master *m);
+
+/* HolderIndexHeartbeat: opens client's stream on its first poll, then answers (reply, arg) with
+ * up to max items, at once when some are queued, else when some arrive or wait_ms passes.
+ * Negative: the error, reply not called: NOT_SUPPORTED with the stream off, REPLICA_IS_GONE
+ * once after a fence (the holder drops its index). */
+int mc_master_holder_heartbeat(struct mc_master *m, struct mc_id client, uint32_t max,
+                               uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
+
+#endif

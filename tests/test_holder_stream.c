@@ -1,0 +1,162 @@
+/*
+ * test_holder_stream.c - the DRAM holder stream end to end, against a real mooncake_master:
+ * a process that mounts a DRAM segment (no disk tier) runs the stream, and its holder index
+ * lists exactly the objects committed in its segment, each at the offset where its bytes are
+ * (checked against the value's content); a Remove drops the entry; with --holder_stream=false
+ * nothing is streamed and Puts still work.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "client/holder_index.h"
+#include "client/holder_index_stream.h"
+#include "common/clock.h"
+#include "mooncake/client.h"
+#include "test_client_util.h"
+
+#define MiB (1u << 20)
+#define VLEN 4096u
+#define NKEYS 64
+
+static struct mc_client *open_client(const char *master, uint64_t seg)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = master;
+    cfg.segment_size = seg;
+    cfg.ping_interval_ms = 100;
+    cfg.rpc_timeout_ms = 2000;
+    struct mc_client *c = NULL;
+    int rc = mc_client_open(&cfg, &c);
+    if (rc)
+        fail_msg("mc_client_open: %s", mc_strerror(rc));
+    return c;
+}
+
+static int put_on(struct mc_client *c, struct mc_client *owner, const char *key, const void *v,
+                  size_t n)
+{
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *p[1] = {mc_client_endpoint(owner)};
+    rc.preferred_segments = p;
+    rc.preferred_segments_count = 1;
+    return mc_put(c, key, v, n, &rc);
+}
+
+static uint64_t entries(struct mc_client *c)
+{
+    struct mc_hidx_stats st;
+    mc_holder_index_stats(c->hidx, &st);
+    return st.entries;
+}
+
+static bool wait_entries(struct mc_client *c, uint64_t want, uint64_t ms)
+{
+    uint64_t deadline = mc_now_ms() + ms;
+    while (entries(c) != want && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    return entries(c) == want;
+}
+
+static void test_index_follows_commits(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    struct mc_client *owner = open_client(m.addr, 8 * MiB); /* the only DRAM segment */
+    struct mc_client *peer = open_client(m.addr, 0);        /* writes over tcp */
+    assert_non_null(owner->hidx);
+    assert_null(peer->hidx);
+    uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "hs/%d", i);
+        tm_fill(v, VLEN, (uint32_t)i + 1);
+        /* half written by the peer (PeerWrite), half by the owner itself (memcpy transport) */
+        assert_int_equal(put_on(i % 2 ? peer : owner, owner, key, v, VLEN), 0);
+    }
+    if (!wait_entries(owner, NKEYS, 10000)) {
+        struct mc_hidx_stream_stats hs0;
+        mc_hidx_stream_stats(owner->hstream, &hs0);
+        struct mc_hidx_stats is;
+        mc_holder_index_stats(owner->hidx, &is);
+        fail_msg("index has %llu of %d entries (polls=%llu items=%llu commits=%llu errors=%llu "
+                 "stale=%llu)",
+                 (unsigned long long)is.entries, NKEYS, (unsigned long long)hs0.polls,
+                 (unsigned long long)hs0.items, (unsigned long long)hs0.commits,
+                 (unsigned long long)hs0.errors, (unsigned long long)is.stale);
+    }
+
+    /* every entry names its own bytes */
+    struct mc_hidx_entry *e;
+    size_t n;
+    char *keys;
+    assert_int_equal(mc_holder_index_list(owner->hidx, mc_client_segment_id(owner), &e, &n, &keys),
+                     0);
+    assert_int_equal(n, NKEYS);
+    for (size_t i = 0; i < n; i++) {
+        int k = atoi(e[i].key + 3);
+        assert_true(strncmp(e[i].key, "hs/", 3) == 0 && k >= 0 && k < NKEYS);
+        assert_int_equal(e[i].len, VLEN);
+        tm_fill(v, VLEN, (uint32_t)k + 1);
+        assert_true(e[i].offset + VLEN <= owner->seg.size);
+        assert_memory_equal(owner->seg.base + e[i].offset, v, VLEN);
+        assert_true(e[i].version != 0);
+    }
+    free(e);
+    free(keys);
+
+    /* a Remove drops the entry */
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "hs/%d", i);
+        assert_int_equal(mc_remove(peer, key, false), 0);
+    }
+    assert_true(wait_entries(owner, NKEYS - 8, 10000));
+
+    struct mc_hidx_stream_stats hs;
+    mc_hidx_stream_stats(owner->hstream, &hs);
+    assert_true(hs.commits >= NKEYS);
+    mc_client_close(peer);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+static void test_stream_off(void **state)
+{
+    (void)state;
+    struct test_master m;
+    const char *extra[] = {"--holder_stream=false", NULL};
+    assert_int_equal(tm_start(&m, 0, extra), 0);
+    struct mc_client *owner = open_client(m.addr, 8 * MiB);
+    uint8_t v[VLEN], out[VLEN];
+    tm_fill(v, VLEN, 7);
+    assert_int_equal(put_on(owner, owner, "off/1", v, VLEN), 0);
+    assert_int_equal(mc_get(owner, "off/1", out, VLEN), VLEN);
+    assert_memory_equal(out, v, VLEN);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    assert_int_equal(entries(owner), 0);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_index_follows_commits),
+        cmocka_unit_test(test_stream_off),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
