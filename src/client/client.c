@@ -246,8 +246,13 @@ static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
     if (mc_id_is_zero(segment_id))
         return;
     mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
-    if (c->hidx) /* a new mount: the master knows none of the old mount's objects */
-        mc_holder_index_set_epoch(c->hidx, segment_id, epoch, false);
+    if (c->hidx) {
+        /* the entries stay through a re-mount (epoch 0 accepts no commit meanwhile); the new
+         * mount's master is told of them by the stream's thread (re-registration) */
+        mc_holder_index_set_epoch(c->hidx, segment_id, epoch, true);
+        if (epoch)
+            mc_hidx_stream_reregister(atomic_load(&c->hstream), segment_id, epoch);
+    }
     mc_client_rdma_fence(c, segment_id, epoch);
 }
 
@@ -604,7 +609,10 @@ static int open_holder_stream(struct mc_client *c, const struct mc_client_config
     (void)cfg;
     if (!c->hidx)
         return 0;
-    return mc_hidx_stream_start(c->mc, c->id, c->hidx, 0, &c->hstream);
+    struct mc_hidx_stream *s = NULL;
+    int rc = mc_hidx_stream_start(c->mc, c->id, c->hidx, c->ps, 0, &s);
+    atomic_store(&c->hstream, s);
+    return rc;
 }
 
 /* Open step: the ping thread (already running with disk_path: starting it again is a no-op). */
@@ -660,8 +668,7 @@ void mc_client_close(struct mc_client *c)
     const struct mc_logger *prev = mc_log_set_current(&c->logger);
     mc_worker_stop(c->worker);
     c->worker = NULL;
-    mc_hidx_stream_stop(c->hstream);
-    c->hstream = NULL;
+    mc_hidx_stream_stop(atomic_exchange(&c->hstream, NULL));
     struct mc_disk_tier *disk = atomic_load(&c->disk);
     if (disk && c->mc)
         mc_disk_tier_unmount(disk);

@@ -13,17 +13,21 @@
 
 #include "client/holder_index.h"
 #include "client/master_conn.h"
+#include "client/peer_server.h"
+#include "common/crc32c.h"
 #include "common/log.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 
 #define RETRY_MS 200u
+#define REREG_BATCH 4096u
 
 struct mc_hidx_stream {
     struct mc_master_conn *mc;
     struct mc_id client_id;
     struct mc_holder_index *ix;
+    struct mc_peer_server *ps;
     uint32_t wait_ms;
     const struct mc_logger *logger;
     pthread_t thread;
@@ -31,6 +35,9 @@ struct mc_hidx_stream {
     pthread_cond_t cv;
     _Atomic bool stop;
     struct mc_hidx_stream_stats st; /* under mu */
+    bool rereg_pending;             /* under mu: seg/epoch to re-register */
+    struct mc_id rereg_seg;
+    uint64_t rereg_epoch;
 };
 
 static void pause_ms(struct mc_hidx_stream *s, uint32_t ms)
@@ -44,7 +51,7 @@ static void pause_ms(struct mc_hidx_stream *s, uint32_t ms)
         ts.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&s->mu);
-    while (!atomic_load(&s->stop))
+    while (!atomic_load(&s->stop) && !s->rereg_pending)
         if (pthread_cond_timedwait(&s->cv, &s->mu, &ts) == ETIMEDOUT)
             break;
     pthread_mutex_unlock(&s->mu);
@@ -85,11 +92,133 @@ static void apply(struct mc_hidx_stream *s, const Mc__HolderIndexHeartbeatRespon
     pthread_mutex_unlock(&s->mu);
 }
 
+/* Sends entries e[0..n) of seg (mount epoch) to the master; drops the refused ones. */
+static void rereg_batch(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epoch,
+                        const struct mc_hidx_entry *e, size_t n, uint64_t *ok, uint64_t *refused)
+{
+    Mc__OffloadTaskItem *items = calloc(n, sizeof(*items));
+    Mc__OffloadTaskItem **ip = calloc(n, sizeof(*ip));
+    Mc__MemoryLocation *locs = calloc(n, sizeof(*locs));
+    ProtobufCMessage *m = NULL;
+    if (!items || !ip || !locs)
+        goto out;
+    for (size_t i = 0; i < n; i++) {
+        mc__offload_task_item__init(&items[i]);
+        mc__memory_location__init(&locs[i]);
+        locs[i].offset = e[i].offset;
+        locs[i].size = e[i].len;
+        items[i].key = (char *)e[i].key;
+        items[i].version = e[i].version;
+        items[i].size = e[i].len;
+        items[i].crc32c = e[i].crc32c;
+        items[i].crc_valid = e[i].crc_valid;
+        items[i].source = &locs[i];
+        ip[i] = &items[i];
+    }
+    Mc__Uuid cu = MC__UUID__INIT, su = MC__UUID__INIT;
+    cu.hi = s->client_id.hi;
+    cu.lo = s->client_id.lo;
+    su.hi = seg.hi;
+    su.lo = seg.lo;
+    Mc__HolderReregisterRequest req = MC__HOLDER_REREGISTER_REQUEST__INIT;
+    req.client_id = &cu;
+    req.segment_id = &su;
+    req.mount_epoch = epoch;
+    req.n_items = n;
+    req.items = ip;
+    int rc = mc_master_conn_call(s->mc, MC_METHOD_HOLDER_REREGISTER, &req.base,
+                                 &mc__holder_reregister_response__descriptor, &m);
+    const Mc__HolderReregisterResponse *r = (const Mc__HolderReregisterResponse *)m;
+    if (rc || r->n_statuses != n) {
+        /* the master may or may not have them: drop them (a miss, never two owners of a range) */
+        mc_warn("holder", "re-registration batch failed; its entries are dropped",
+                "entries=%zu rc=%s", n, mc_strerror(rc ? rc : MC_ERR_RPC_FAIL));
+        for (size_t i = 0; i < n; i++)
+            mc_holder_index_drop_exact(s->ix, seg, e[i].key, e[i].key_len, e[i].version,
+                                       e[i].offset);
+        *refused += n;
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (r->statuses[i] == 0) {
+            (*ok)++;
+            continue;
+        }
+        (*refused)++;
+        mc_holder_index_drop_exact(s->ix, seg, e[i].key, e[i].key_len, e[i].version, e[i].offset);
+    }
+out:
+    if (m)
+        protobuf_c_message_free_unpacked(m, NULL);
+    free(items);
+    free(ip);
+    free(locs);
+}
+
+/* Re-registers seg's entries whose bytes still match their CRC (the others are dropped). */
+static void reregister(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epoch)
+{
+    struct mc_hidx_entry *e = NULL;
+    size_t n = 0;
+    char *keys = NULL;
+    if (mc_holder_index_list(s->ix, seg, &e, &n, &keys) != 0 || n == 0)
+        goto out;
+    uint64_t ok = 0, refused = 0, bad = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint8_t *p = NULL;
+        bool good = mc_peer_server_resolve(s->ps, seg, epoch, e[i].offset, e[i].len, &p) == 0;
+        if (good && e[i].crc_valid)
+            good = mc_crc32c(p, e[i].len) == e[i].crc32c;
+        if (!good) {
+            bad++;
+            mc_holder_index_drop_exact(s->ix, seg, e[i].key, e[i].key_len, e[i].version,
+                                       e[i].offset);
+            continue;
+        }
+        e[k++] = e[i];
+    }
+    for (size_t i = 0; i < k; i += REREG_BATCH)
+        rereg_batch(s, seg, epoch, e + i, k - i < REREG_BATCH ? k - i : REREG_BATCH, &ok, &refused);
+    mc_info("holder", "DRAM replicas re-registered",
+            "entries=%zu back=%llu refused=%llu "
+            "bad_crc=%llu",
+            n, (unsigned long long)ok, (unsigned long long)refused, (unsigned long long)bad);
+    pthread_mutex_lock(&s->mu);
+    s->st.reregistered += ok;
+    s->st.rereg_refused += refused;
+    s->st.rereg_bad_crc += bad;
+    pthread_mutex_unlock(&s->mu);
+out:
+    free(e);
+    free(keys);
+}
+
+void mc_hidx_stream_reregister(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epoch)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->rereg_pending = true;
+    s->rereg_seg = seg;
+    s->rereg_epoch = epoch;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *loop(void *arg)
 {
     struct mc_hidx_stream *s = arg;
     mc_log_set_current(s->logger);
     while (!atomic_load(&s->stop)) {
+        pthread_mutex_lock(&s->mu);
+        bool rr = s->rereg_pending;
+        struct mc_id rseg = s->rereg_seg;
+        uint64_t repoch = s->rereg_epoch;
+        s->rereg_pending = false;
+        pthread_mutex_unlock(&s->mu);
+        if (rr)
+            reregister(s, rseg, repoch);
         Mc__Uuid u = MC__UUID__INIT;
         u.hi = s->client_id.hi;
         u.lo = s->client_id.lo;
@@ -127,10 +256,11 @@ static void *loop(void *arg)
 }
 
 int mc_hidx_stream_start(struct mc_master_conn *mc, struct mc_id client_id,
-                         struct mc_holder_index *ix, uint32_t wait_ms, struct mc_hidx_stream **out)
+                         struct mc_holder_index *ix, struct mc_peer_server *ps, uint32_t wait_ms,
+                         struct mc_hidx_stream **out)
 {
     *out = NULL;
-    if (!mc || !ix)
+    if (!mc || !ix || !ps)
         return MC_ERR_INVALID_PARAMS;
     struct mc_hidx_stream *s = calloc(1, sizeof(*s));
     if (!s)
@@ -138,6 +268,7 @@ int mc_hidx_stream_start(struct mc_master_conn *mc, struct mc_id client_id,
     s->mc = mc;
     s->client_id = client_id;
     s->ix = ix;
+    s->ps = ps;
     s->wait_ms = wait_ms ? wait_ms : 1000;
     s->logger = mc_log_current();
     pthread_mutex_init(&s->mu, NULL);

@@ -22,7 +22,7 @@ struct mc_holder_stream {
     struct mc_mailboxes *mb;
     uint32_t flush_ms;
     _Atomic uint64_t last_wake_ms;
-    _Atomic uint64_t commits, dropped, fenced, polls;
+    _Atomic uint64_t commits, dropped, fenced, polls, rereg, rereg_refused;
     pthread_mutex_t mu; /* a leaf: guards fenced[] */
     struct mc_id fenced_ids[HS_MAX_FENCED];
     size_t nfenced;
@@ -184,6 +184,16 @@ void mc_holder_stream_stats(struct mc_master *m, struct mc_holder_stream_stats *
     st->dropped = atomic_load(&hs->dropped);
     st->fenced = atomic_load(&hs->fenced);
     st->polls = atomic_load(&hs->polls);
+    st->reregistered = atomic_load(&hs->rereg);
+    st->rereg_refused = atomic_load(&hs->rereg_refused);
+}
+
+void mc_holder_stream_count_rereg(struct mc_master *m, uint64_t ok, uint64_t refused)
+{
+    if (!m->hstream)
+        return;
+    atomic_fetch_add_explicit(&m->hstream->rereg, ok, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->hstream->rereg_refused, refused, memory_order_relaxed);
 }
 
 struct mc_mailboxes *mc_holder_stream_mailboxes(struct mc_master *m)

@@ -36,6 +36,7 @@ struct mc_holder_stream_stats {
     uint64_t dropped; /* items for a holder that never polled (no mailbox) */
     uint64_t fenced;  /* holders whose backlog passed the limit */
     uint64_t polls;
+    uint64_t reregistered, rereg_refused; /* DRAM replicas re-registered / refused */
 };
 
 int mc_holder_stream_init(struct mc_master *m);
@@ -53,5 +54,21 @@ struct mc_mailboxes *mc_holder_stream_mailboxes(struct mc_master *m);
  * once after a fence (the holder drops its index). */
 int mc_master_holder_heartbeat(struct mc_master *m, struct mc_id client, uint32_t max,
                                uint32_t wait_ms, mc_mailbox_reply_fn reply, void *arg);
+
+/* One replica a holder re-registers (holder_rereg.c). */
+struct mc_hrereg_item {
+    const char *key;
+    size_t key_len;
+    uint64_t version, offset, size;
+    uint32_t crc32c;
+    bool crc_valid;
+};
+/* HolderReregister: items[0..n) of client's segment seg_id, mounted now with mount_epoch; one
+ * status per item in statuses (0: the object is back with that MEMORY replica; otherwise the
+ * holder drops the entry). MC_OK, NOT_SUPPORTED (stream off) or INVALID_PARAMS. */
+int mc_master_holder_reregister(struct mc_master *m, struct mc_id client, struct mc_id seg_id,
+                                uint64_t mount_epoch, const struct mc_hrereg_item *items, size_t n,
+                                int *statuses);
+void mc_holder_stream_count_rereg(struct mc_master *m, uint64_t ok, uint64_t refused);
 
 #endif
