@@ -126,8 +126,18 @@ static void rereg_batch(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epo
     req.mount_epoch = epoch;
     req.n_items = n;
     req.items = ip;
-    int rc = mc_master_conn_call(s->mc, MC_METHOD_HOLDER_REREGISTER, &req.base,
+    int rc = MC_ERR_RPC_FAIL;
+    /* the link may still be failing fast just after the re-mount: retry a while (a retry of a
+     * batch the master did apply is refused item by item, and those entries are dropped: misses,
+     * never a range with two owners) */
+    for (int tries = 0; tries < 50 && !atomic_load(&s->stop); tries++) {
+        rc = mc_master_conn_call(s->mc, MC_METHOD_HOLDER_REREGISTER, &req.base,
                                  &mc__holder_reregister_response__descriptor, &m);
+        if (rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT)
+            break;
+        struct timespec ts = {0, 100 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     const Mc__HolderReregisterResponse *r = (const Mc__HolderReregisterResponse *)m;
     if (rc || r->n_statuses != n) {
         /* the master may or may not have them: drop them (a miss, never two owners of a range) */
