@@ -598,7 +598,8 @@ static int open_disk_tier(struct mc_client *c, const struct mc_client_config *cf
     }
     if (rc)
         return rc;
-    struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
+    struct mc_worker_config wc = {
+        .mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps, .hidx = c->hidx};
     return mc_worker_start(&wc, &c->worker);
 }
 
