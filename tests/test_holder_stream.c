@@ -269,6 +269,57 @@ static void test_rereg_races_puts(void **state)
     tm_stop(&m);
 }
 
+/* A holder that dies with the master gets nothing back (its bytes died with it); the one that
+ * lives gets all of its objects back. */
+static void test_holder_killed_with_master(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    uint16_t port = m.port;
+    struct mc_client *live = open_client(m.addr, 8 * MiB);
+    struct mc_client *dies = open_client(m.addr, 8 * MiB);
+    struct mc_client *peer = open_client(m.addr, 0);
+    uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "%s/%d", i % 2 ? "dies" : "live", i);
+        tm_fill(v, VLEN, 300u + (uint32_t)i);
+        assert_int_equal(put_on(peer, i % 2 ? dies : live, key, v, VLEN), 0);
+    }
+    assert_true(wait_entries(live, NKEYS / 2, 10000));
+    assert_true(wait_entries(dies, NKEYS / 2, 10000));
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    tm_kill(&m);
+    mc_client_close(dies); /* gone with the master: its segment's bytes with it */
+    assert_int_equal(tm_start(&m, port, NULL), 0);
+    uint64_t deadline = mc_now_ms() + 20000;
+    struct mc_hidx_stream_stats hs;
+    do {
+        mc_hidx_stream_stats(live->hstream, &hs);
+        if (hs.reregistered + hs.rereg_refused + hs.rereg_bad_crc >= NKEYS / 2)
+            break;
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    assert_int_equal(hs.reregistered, NKEYS / 2);
+    uint8_t out[VLEN];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "%s/%d", i % 2 ? "dies" : "live", i);
+        int64_t got = mc_get(peer, key, out, VLEN);
+        if (i % 2) {
+            assert_int_equal(got, MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        tm_fill(v, VLEN, 300u + (uint32_t)i);
+        assert_int_equal(got, VLEN);
+        assert_memory_equal(out, v, VLEN);
+    }
+    mc_client_close(peer);
+    mc_client_close(live);
+    tm_stop(&m);
+}
+
 static void test_stream_off(void **state)
 {
     (void)state;
@@ -291,10 +342,9 @@ static void test_stream_off(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_index_follows_commits),
-        cmocka_unit_test(test_stream_off),
-        cmocka_unit_test(test_master_restart_keeps_dram),
-        cmocka_unit_test(test_rereg_races_puts),
+        cmocka_unit_test(test_index_follows_commits),     cmocka_unit_test(test_stream_off),
+        cmocka_unit_test(test_master_restart_keeps_dram), cmocka_unit_test(test_rereg_races_puts),
+        cmocka_unit_test(test_holder_killed_with_master),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
