@@ -9,3 +9,5 @@ endif()
 mc_add_test(test_holder_stream SOURCES test_holder_stream.c test_client_util.c cluster_util.c
             LIBS mc_client_static Threads::Threads TIMEOUT 60)
 add_dependencies(test_holder_stream mooncake_master)
+# The master's side on the core (injected clock): the backlog fence, re-registration's rules.
+mc_add_test(test_holder_rereg SOURCES test_holder_rereg.c LIBS mc_master_core TIMEOUT 60)
