@@ -22,6 +22,7 @@ struct mc_holder_stream {
     struct mc_mailboxes *mb;
     uint32_t flush_ms;
     _Atomic uint64_t last_wake_ms;
+    _Atomic bool urgent; /* a drop was queued: wake at the next unlock, not at the interval */
     _Atomic uint64_t commits, dropped, fenced, polls, rereg, rereg_refused;
     pthread_mutex_t mu; /* a leaf: guards fenced[] */
     struct mc_id fenced_ids[HS_MAX_FENCED];
@@ -72,6 +73,8 @@ static void push_locked(struct mc_master *m, struct mc_object *o, bool drop)
                                        0, drop ? NULL : &src, NULL);
         if (rc == MC_OK) {
             atomic_fetch_add_explicit(&hs->commits, 1, memory_order_relaxed);
+            if (drop)
+                atomic_store_explicit(&hs->urgent, true, memory_order_relaxed);
         } else if (rc == MC_ERR_TASK_PENDING_LIMIT_EXCEEDED) {
             /* past the backlog: the holder's index is void (closed under the mailbox locks,
              * which nest below the shard's) */
@@ -112,7 +115,8 @@ static void on_unlocked(struct mc_master *m)
 {
     struct mc_holder_stream *hs = m->hstream;
     uint64_t now = mc_clock_now_ms(m->clock);
-    if (now - atomic_load_explicit(&hs->last_wake_ms, memory_order_relaxed) >= hs->flush_ms)
+    if (atomic_exchange_explicit(&hs->urgent, false, memory_order_relaxed) ||
+        now - atomic_load_explicit(&hs->last_wake_ms, memory_order_relaxed) >= hs->flush_ms)
         wake_now(m, now);
 }
 

@@ -12,6 +12,7 @@
  * parked polls are woken at most every holder_index_flush_ms (on the UNLOCKED event once that
  * much time passed since the last wake, and from the eviction tick), so one answer carries a
  * flush interval's commits. A crash loses at most the last interval: misses, never wrong bytes.
+ * A drop wakes the holder at the next unlock (it is not acknowledged yet: see docs/design.md).
  *
  * Backlog: at most holder_backlog_limit items wait per holder. A push past it fences the
  * holder's index: its mailbox is closed (the backlog dropped), and its next poll is answered
