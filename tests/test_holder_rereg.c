@@ -29,6 +29,8 @@ struct cap {
     size_t n;
     struct mc_hrereg_item items[64];
     char keys[64][16];
+    uint64_t drop_ids[64];
+    size_t ndrops;
 };
 
 static void capture(void *arg, struct mc_task_list *tasks)
@@ -36,8 +38,11 @@ static void capture(void *arg, struct mc_task_list *tasks)
     struct cap *c = arg;
     c->calls++;
     for (struct mc_task *t = tasks->head; t && c->n < 64; t = t->next) {
-        if (!t->has_src)
+        if (!t->has_src) {
+            if (t->task_id && c->ndrops < 64)
+                c->drop_ids[c->ndrops++] = t->task_id;
             continue;
+        }
         snprintf(c->keys[c->n], sizeof(c->keys[0]), "%s", t->key);
         c->items[c->n] = (struct mc_hrereg_item){.key = c->keys[c->n],
                                                  .key_len = t->key_len,
@@ -156,11 +161,55 @@ static void test_reregister_rules(void **state)
     mc_master_free(m);
 }
 
+static void done_cb(void *arg, int rc)
+{
+    int *d = arg;
+    *d = rc == MC_OK ? 1 : -1;
+}
+
+/* The delete rule for DRAM copies (no disk tier): a Remove answers once the holder acked its
+ * drop; a holder silent past holder_delete_timeout is fenced and the Remove answers. */
+static void test_remove_waits_for_holder(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(tm_put(m, a, "k1", 4096), MC_OK);
+    assert_int_equal(tm_put(m, a, "k2", 4096), MC_OK);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k1", 2, false, done_cb, &done), MC_MASTER_PENDING);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_true(c.ndrops >= 1);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids, c.ndrops), 1);
+    assert_int_equal(done, 1);
+
+    /* silent holder: fenced after the timeout, then the Remove answers */
+    done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k2", 2, false, done_cb, &done), MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&fc, 1000);
+    mc_master_tick_eviction(m);
+    assert_int_equal(done, 0);
+    mc_fake_clock_advance_ms(&fc, 1500);
+    mc_master_tick_eviction(m);
+    assert_int_equal(done, 1);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), MC_ERR_REPLICA_IS_GONE);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backlog_fences),
         cmocka_unit_test(test_reregister_rules),
+        cmocka_unit_test(test_remove_waits_for_holder),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

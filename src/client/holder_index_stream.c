@@ -57,8 +57,10 @@ static void pause_ms(struct mc_hidx_stream *s, uint32_t ms)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Files one answer's items in order. */
-static void apply(struct mc_hidx_stream *s, const Mc__HolderIndexHeartbeatResponse *r)
+/* Files one answer's items in order; the ids of the drops that carry one (a Remove waits for
+ * them) are appended to acks (room for r->n_items), *nacks counting them. */
+static void apply(struct mc_hidx_stream *s, const Mc__HolderIndexHeartbeatResponse *r,
+                  uint64_t *acks, size_t *nacks)
 {
     uint64_t commits = 0, drops = 0;
     for (size_t i = 0; i < r->n_items; i++) {
@@ -70,6 +72,8 @@ static void apply(struct mc_hidx_stream *s, const Mc__HolderIndexHeartbeatRespon
             continue;
         if (it->drop) {
             drops += mc_holder_index_drop_key(s->ix, it->key, klen, it->version);
+            if (it->task_id && acks)
+                acks[(*nacks)++] = it->task_id;
             continue;
         }
         const Mc__MemoryLocation *loc = it->source;
@@ -220,6 +224,8 @@ static void *loop(void *arg)
 {
     struct mc_hidx_stream *s = arg;
     mc_log_set_current(s->logger);
+    uint64_t *acks = NULL;
+    size_t nacks = 0;
     while (!atomic_load(&s->stop)) {
         pthread_mutex_lock(&s->mu);
         bool rr = s->rereg_pending;
@@ -235,6 +241,8 @@ static void *loop(void *arg)
         Mc__HolderIndexHeartbeatRequest req = MC__HOLDER_INDEX_HEARTBEAT_REQUEST__INIT;
         req.client_id = &u;
         req.wait_ms = s->wait_ms;
+        req.n_acked_delete_task_ids = nacks;
+        req.acked_delete_task_ids = acks;
         ProtobufCMessage *m = NULL;
         int rc = mc_master_conn_call_wait(s->mc, MC_METHOD_HOLDER_INDEX_HEARTBEAT, &req.base,
                                           &mc__holder_index_heartbeat_response__descriptor,
@@ -245,10 +253,17 @@ static void *loop(void *arg)
             s->st.errors++;
         pthread_mutex_unlock(&s->mu);
         if (rc == 0) {
-            apply(s, (const Mc__HolderIndexHeartbeatResponse *)m);
+            /* the acks reached the master; this answer's drops are acked by the next poll,
+             * which goes out at once */
+            const Mc__HolderIndexHeartbeatResponse *r = (const Mc__HolderIndexHeartbeatResponse *)m;
+            free(acks);
+            nacks = 0;
+            acks = r->n_items ? calloc(r->n_items, sizeof(*acks)) : NULL;
+            apply(s, r, acks, &nacks);
             protobuf_c_message_free_unpacked(m, NULL);
             continue;
         }
+        /* a failed poll keeps its acks: they are sent again (an ack twice is harmless) */
         if (rc == MC_ERR_REPLICA_IS_GONE) {
             size_t n = mc_holder_index_clear(s->ix);
             mc_warn("holder", "the master fenced this holder's index (backlog past its limit)",
@@ -262,6 +277,7 @@ static void *loop(void *arg)
                     : rc == MC_ERR_RPC_TIMEOUT ? 0
                                                : RETRY_MS);
     }
+    free(acks);
     return NULL;
 }
 

@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "master/delwait.h"
 #include "master/master_state.h"
+#include "master/offload.h"
 #include "master/object_events.h"
 #include "master/object_record.h"
 #include "mooncake/errors.h"
@@ -27,6 +29,8 @@ struct mc_holder_stream {
     pthread_mutex_t mu; /* a leaf: guards fenced[] */
     struct mc_id fenced_ids[HS_MAX_FENCED];
     size_t nfenced;
+    struct mc_delwait *own_dw; /* m->delwait when there is no LOCAL_DISK tier to share it */
+    uint64_t delete_timeout_ms;
 };
 
 static void mark_fenced(struct mc_holder_stream *hs, struct mc_id holder)
@@ -54,6 +58,20 @@ static bool take_fenced(struct mc_holder_stream *hs, struct mc_id holder)
     return found;
 }
 
+/* Voids holder's index: its mailbox closed (the backlog dropped), its next poll answered
+ * REPLICA_IS_GONE, on which it drops every entry. */
+static void fence_index(struct mc_holder_stream *hs, struct mc_id holder, const char *why)
+{
+    struct mc_task_list l = {0};
+    (void)mc_mailbox_close(hs->mb, holder, &l);
+    mc_task_list_free(&l);
+    mark_fenced(hs, holder);
+    atomic_fetch_add_explicit(&hs->fenced, 1, memory_order_relaxed);
+    char idb[40];
+    mc_warn("holder_stream", "holder index fenced", "holder=%s why=%s", mc_id_format(holder, idb),
+            why);
+}
+
 /* Queues one item for the owner of each MEMORY replica of o (quiet: woken once unlocked). */
 static void push_locked(struct mc_master *m, struct mc_object *o, bool drop)
 {
@@ -76,17 +94,10 @@ static void push_locked(struct mc_master *m, struct mc_object *o, bool drop)
             if (drop)
                 atomic_store_explicit(&hs->urgent, true, memory_order_relaxed);
         } else if (rc == MC_ERR_TASK_PENDING_LIMIT_EXCEEDED) {
-            /* past the backlog: the holder's index is void (closed under the mailbox locks,
-             * which nest below the shard's) */
-            struct mc_task_list l = {0};
-            if (mc_mailbox_close(hs->mb, seg->owner, &l) == MC_OK) {
-                mark_fenced(hs, seg->owner);
-                atomic_fetch_add_explicit(&hs->fenced, 1, memory_order_relaxed);
-                char idb[40];
-                mc_warn("holder_stream", "holder index backlog past its limit: index fenced",
-                        "holder=%s", mc_id_format(seg->owner, idb));
-            }
-            mc_task_list_free(&l);
+            /* past the backlog: the holder's index is void (the mailbox locks nest below the
+             * shard's) */
+            if (mc_mailbox_exists(hs->mb, seg->owner))
+                fence_index(hs, seg->owner, "backlog past its limit");
         } else {
             atomic_fetch_add_explicit(&hs->dropped, 1, memory_order_relaxed);
         }
@@ -97,6 +108,45 @@ static void on_put_end(struct mc_master *m, struct mc_shard *s, struct mc_object
 {
     (void)s;
     push_locked(m, o, false);
+}
+
+/* The delete rule for DRAM copies: a Remove (op) waits until each owner of o's MEMORY replicas
+ * acknowledges dropping its index entry (or is fenced after holder_delete_timeout). An owner
+ * with no stream to this master cannot be waited for: its index is fenced. */
+static int on_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            const struct mc_obj_remove_ev *ev)
+{
+    (void)s;
+    struct mc_holder_stream *hs = m->hstream;
+    if (!ev->op || !m->delwait)
+        return 0;
+    struct mc_mailboxes *ids = m->offload ? mc_offload_mailboxes(m) : hs->mb;
+    const char *key = mc_obj_key(o);
+    for (uint32_t i = 0; i < o->nrep; i++) {
+        const struct mc_replica *r = &o->rep[i];
+        if (r->type != MC_REPLICA_TYPE_MEMORY || !r->u.seg)
+            continue;
+        struct mc_id owner = r->u.seg->owner;
+        if (!mc_mailbox_exists(hs->mb, owner)) {
+            mark_fenced(hs, owner);
+            continue;
+        }
+        /* one id space with the disk deletes (a holder acks both kinds in one table) */
+        uint64_t id = mc_mailboxes_reserve_id(ids);
+        uint64_t deadline = mc_clock_now_ms(m->clock) + hs->delete_timeout_ms;
+        bool recorded = mc_delwait_add(m->delwait, ev->op, id, owner, key, o->key_len, o->version,
+                                       deadline) == 0;
+        int rc = mc_mailbox_push_quiet_id(hs->mb, owner, HS_KIND, key, o->key_len, o->version, 0, 0,
+                                          false, 0, id);
+        if (rc == MC_OK) {
+            atomic_store_explicit(&hs->urgent, true, memory_order_relaxed);
+            continue;
+        }
+        if (recorded)
+            mc_delwait_forget(m->delwait, owner, id);
+        fence_index(hs, owner, "a delete could not be queued");
+    }
+    return 0;
 }
 
 static void on_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
@@ -131,13 +181,43 @@ void mc_holder_stream_tick(struct mc_master *m)
 {
     if (!m || !m->hstream)
         return;
-    wake_now(m, mc_clock_now_ms(m->clock));
-    mc_mailboxes_tick_polls(m->hstream->mb); /* polls past their wait answered empty */
+    struct mc_holder_stream *hs = m->hstream;
+    uint64_t now = mc_clock_now_ms(m->clock);
+    if (hs->own_dw) {
+        /* no disk tier: this stream's deletes are the only ones; with it, offload's tick fences
+         * the overdue holders and resends (its worker drops the index entries too) */
+        struct mc_delwait_overdue *v;
+        size_t n = mc_delwait_overdue(hs->own_dw, now, &v);
+        for (size_t i = 0; i < n; i++) {
+            fence_index(hs, v[i].holder, "a delete was not acknowledged in time");
+            mc_delwait_settle_holder(hs->own_dw, v[i].holder, v[i].version);
+        }
+        free(v);
+        uint64_t iv = hs->delete_timeout_ms / 4 ? hs->delete_timeout_ms / 4 : 1;
+        struct mc_delwait_resend *rv;
+        n = mc_delwait_due_resend(hs->own_dw, now, iv, hs->delete_timeout_ms - iv, 1024, &rv);
+        for (size_t i = 0; i < n; i++)
+            (void)mc_mailbox_push_id(hs->mb, rv[i].holder, HS_KIND, rv[i].key, rv[i].key_len,
+                                     rv[i].version, 0, 0, false, 0, rv[i].task_id);
+        mc_delwait_resend_free(rv, n);
+    }
+    wake_now(m, now);
+    mc_mailboxes_tick_polls(hs->mb); /* polls past their wait answered empty */
+}
+
+int mc_master_holder_ack(struct mc_master *m, struct mc_id client, const uint64_t *ids, size_t n)
+{
+    if (!m->hstream || !m->delwait)
+        return MC_ERR_NOT_SUPPORTED;
+    if (n && !ids)
+        return MC_ERR_INVALID_PARAMS;
+    return (int)mc_delwait_ack(m->delwait, client, ids, n);
 }
 
 static const struct mc_obj_subscriber holder_stream_sub = {
     .name = "holder_stream",
     .put_end = on_put_end,
+    .before_remove = on_before_remove,
     .erased = on_erased,
     .client_expired = on_client_expired,
     .unlocked = on_unlocked,
@@ -157,6 +237,17 @@ int mc_holder_stream_init(struct mc_master *m)
     }
     mc_mailboxes_set_limit(hs->mb, HS_KIND, m->cfg.holder_backlog_limit);
     hs->flush_ms = m->cfg.holder_index_flush_ms;
+    hs->delete_timeout_ms =
+        m->cfg.holder_delete_timeout_ms ? m->cfg.holder_delete_timeout_ms : 2000;
+    if (!m->delwait) { /* no LOCAL_DISK tier: the delete rule's table is this stream's */
+        hs->own_dw = mc_delwait_new();
+        if (!hs->own_dw) {
+            mc_mailboxes_free(hs->mb);
+            free(hs);
+            return -1;
+        }
+        m->delwait = hs->own_dw;
+    }
     pthread_mutex_init(&hs->mu, NULL);
     m->hstream = hs;
     return 0;
@@ -168,6 +259,10 @@ void mc_holder_stream_destroy(struct mc_master *m)
     if (!hs)
         return;
     m->hstream = NULL;
+    if (hs->own_dw) {
+        m->delwait = NULL;
+        mc_delwait_free(hs->own_dw); /* the waiting Removes complete */
+    }
     mc_mailboxes_free(hs->mb);
     pthread_mutex_destroy(&hs->mu);
     free(hs);

@@ -12,7 +12,13 @@
  * parked polls are woken at most every holder_index_flush_ms (on the UNLOCKED event once that
  * much time passed since the last wake, and from the eviction tick), so one answer carries a
  * flush interval's commits. A crash loses at most the last interval: misses, never wrong bytes.
- * A drop wakes the holder at the next unlock (it is not acknowledged yet: see docs/design.md).
+ * A drop wakes the holder at the next unlock.
+ *
+ * The delete rule (DESIGN.md §7): a Remove's BEFORE_REMOVE queues, per owner of a MEMORY
+ * replica, a drop with a task id recorded in m->delwait (shared with the disk deletes, one id
+ * space; the stream creates the table when there is no LOCAL_DISK tier); the holder drops the
+ * entries and acks the id in its next poll, sent at once. A holder silent past
+ * holder_delete_timeout_ms is fenced (its index voided as above) and the Remove completes.
  *
  * Backlog: at most holder_backlog_limit items wait per holder. A push past it fences the
  * holder's index: its mailbox is closed (the backlog dropped), and its next poll is answered
@@ -46,6 +52,9 @@ int mc_holder_stream_subscribe(struct mc_master *m);
 /* Wakes the holders the last flush interval's commits fed (the eviction loop's tick). */
 void mc_holder_stream_tick(struct mc_master *m);
 void mc_holder_stream_stats(struct mc_master *m, struct mc_holder_stream_stats *st);
+/* The acknowledgements of a HolderIndexHeartbeat (drops the holder applied): the Removes that
+ * waited for them complete. Returns how many settled, or NOT_SUPPORTED / INVALID_PARAMS. */
+int mc_master_holder_ack(struct mc_master *m, struct mc_id client, const uint64_t *ids, size_t n);
 /* The stream's mailbox table (NULL with the stream off), for the RPC layer's poll checks. */
 struct mc_mailboxes *mc_holder_stream_mailboxes(struct mc_master *m);
 

@@ -52,8 +52,16 @@ void mc_svc_holder_index_heartbeat(void *arg, struct mc_rpc_call *call)
     UNPACK(HolderIndexHeartbeatRequest, holder_index_heartbeat_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     uint32_t wait_ms = req->wait_ms, max = req->max_items;
-    FREE_REQ(req);
     int rc = mc_svc_check_client(call, client);
+    if (rc == 0 && req->n_acked_delete_task_ids > MC_SERVICE_MAX_BATCH)
+        rc = MC_ERR_INVALID_PARAMS;
+    if (rc == 0 && req->n_acked_delete_task_ids > 0) {
+        int k = mc_master_holder_ack(svc->m, client, req->acked_delete_task_ids,
+                                     req->n_acked_delete_task_ids);
+        if (k < 0)
+            rc = k;
+    }
+    FREE_REQ(req);
     if (rc == 0)
         rc = mc_master_holder_heartbeat(svc->m, client, max, wait_ms, holder_reply, call);
     if (rc < 0) /* the reply callback was not called */
