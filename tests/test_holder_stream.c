@@ -69,7 +69,20 @@ static bool wait_entries(struct mc_client *c, uint64_t want, uint64_t ms)
         struct timespec ts = {0, 10 * 1000000L};
         nanosleep(&ts, NULL);
     }
-    return entries(c) == want;
+    if (entries(c) == want)
+        return true;
+    struct mc_hidx_stream_stats hs;
+    mc_hidx_stream_stats(c->hstream, &hs);
+    struct mc_hidx_stats is;
+    mc_holder_index_stats(c->hidx, &is);
+    print_message(
+        "index has %llu of %llu entries (polls=%llu items=%llu commits=%llu "
+        "errors=%llu stale=%llu fenced=%llu overlap=%llu write=%llu)\n",
+        (unsigned long long)is.entries, (unsigned long long)want, (unsigned long long)hs.polls,
+        (unsigned long long)hs.items, (unsigned long long)hs.commits, (unsigned long long)hs.errors,
+        (unsigned long long)is.stale, (unsigned long long)hs.fenced,
+        (unsigned long long)is.dropped_by_overlap, (unsigned long long)is.dropped_by_write);
+    return false;
 }
 
 static void test_index_follows_commits(void **state)

@@ -38,6 +38,8 @@ struct mc_hidx_stream {
     bool rereg_pending;             /* under mu: seg/epoch to re-register */
     struct mc_id rereg_seg;
     uint64_t rereg_epoch;
+    uint64_t *acks; /* the thread's: drops to acknowledge in the next poll */
+    size_t nacks;
 };
 
 static void pause_ms(struct mc_hidx_stream *s, uint32_t ms)
@@ -220,12 +222,53 @@ void mc_hidx_stream_reregister(struct mc_hidx_stream *s, struct mc_id seg, uint6
     pthread_mutex_unlock(&s->mu);
 }
 
+/* One poll (wait_ms 0: answered at once; the first one opens this holder's stream at the
+ * master): its acks sent, its answer filed. Returns the call's status. */
+static int poll_once(struct mc_hidx_stream *s, uint32_t wait_ms)
+{
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = s->client_id.hi;
+    u.lo = s->client_id.lo;
+    Mc__HolderIndexHeartbeatRequest req = MC__HOLDER_INDEX_HEARTBEAT_REQUEST__INIT;
+    req.client_id = &u;
+    req.wait_ms = wait_ms;
+    req.n_acked_delete_task_ids = s->nacks;
+    req.acked_delete_task_ids = s->acks;
+    ProtobufCMessage *m = NULL;
+    int rc =
+        mc_master_conn_call_wait(s->mc, MC_METHOD_HOLDER_INDEX_HEARTBEAT, &req.base,
+                                 &mc__holder_index_heartbeat_response__descriptor, wait_ms, &m);
+    pthread_mutex_lock(&s->mu);
+    s->st.polls++;
+    if (rc)
+        s->st.errors++;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0) {
+        /* the acks reached the master; this answer's drops are acked by the next poll, which
+         * goes out at once */
+        const Mc__HolderIndexHeartbeatResponse *r = (const Mc__HolderIndexHeartbeatResponse *)m;
+        free(s->acks);
+        s->nacks = 0;
+        s->acks = r->n_items ? calloc(r->n_items, sizeof(*s->acks)) : NULL;
+        apply(s, r, s->acks, &s->nacks);
+        protobuf_c_message_free_unpacked(m, NULL);
+        return 0;
+    }
+    /* a failed poll keeps its acks: they are sent again (an ack twice is harmless) */
+    if (rc == MC_ERR_REPLICA_IS_GONE) {
+        size_t n = mc_holder_index_clear(s->ix);
+        mc_warn("holder", "the master fenced this holder's index", "entries_dropped=%zu", n);
+        pthread_mutex_lock(&s->mu);
+        s->st.fenced++;
+        pthread_mutex_unlock(&s->mu);
+    }
+    return rc;
+}
+
 static void *loop(void *arg)
 {
     struct mc_hidx_stream *s = arg;
     mc_log_set_current(s->logger);
-    uint64_t *acks = NULL;
-    size_t nacks = 0;
     while (!atomic_load(&s->stop)) {
         pthread_mutex_lock(&s->mu);
         bool rr = s->rereg_pending;
@@ -233,51 +276,19 @@ static void *loop(void *arg)
         uint64_t repoch = s->rereg_epoch;
         s->rereg_pending = false;
         pthread_mutex_unlock(&s->mu);
-        if (rr)
+        if (rr) {
+            /* open the stream at the new master first: commits of Puts made meanwhile are
+             * queued for this holder, not dropped */
+            (void)poll_once(s, 0);
             reregister(s, rseg, repoch);
-        Mc__Uuid u = MC__UUID__INIT;
-        u.hi = s->client_id.hi;
-        u.lo = s->client_id.lo;
-        Mc__HolderIndexHeartbeatRequest req = MC__HOLDER_INDEX_HEARTBEAT_REQUEST__INIT;
-        req.client_id = &u;
-        req.wait_ms = s->wait_ms;
-        req.n_acked_delete_task_ids = nacks;
-        req.acked_delete_task_ids = acks;
-        ProtobufCMessage *m = NULL;
-        int rc = mc_master_conn_call_wait(s->mc, MC_METHOD_HOLDER_INDEX_HEARTBEAT, &req.base,
-                                          &mc__holder_index_heartbeat_response__descriptor,
-                                          s->wait_ms, &m);
-        pthread_mutex_lock(&s->mu);
-        s->st.polls++;
-        if (rc)
-            s->st.errors++;
-        pthread_mutex_unlock(&s->mu);
-        if (rc == 0) {
-            /* the acks reached the master; this answer's drops are acked by the next poll,
-             * which goes out at once */
-            const Mc__HolderIndexHeartbeatResponse *r = (const Mc__HolderIndexHeartbeatResponse *)m;
-            free(acks);
-            nacks = 0;
-            acks = r->n_items ? calloc(r->n_items, sizeof(*acks)) : NULL;
-            apply(s, r, acks, &nacks);
-            protobuf_c_message_free_unpacked(m, NULL);
-            continue;
         }
-        /* a failed poll keeps its acks: they are sent again (an ack twice is harmless) */
-        if (rc == MC_ERR_REPLICA_IS_GONE) {
-            size_t n = mc_holder_index_clear(s->ix);
-            mc_warn("holder", "the master fenced this holder's index (backlog past its limit)",
-                    "entries_dropped=%zu", n);
-            pthread_mutex_lock(&s->mu);
-            s->st.fenced++;
-            pthread_mutex_unlock(&s->mu);
+        int rc = poll_once(s, s->wait_ms);
+        if (rc == 0 || rc == MC_ERR_REPLICA_IS_GONE)
             continue;
-        }
         pause_ms(s, rc == MC_ERR_NOT_SUPPORTED ? s->wait_ms
                     : rc == MC_ERR_RPC_TIMEOUT ? 0
                                                : RETRY_MS);
     }
-    free(acks);
     return NULL;
 }
 
@@ -303,7 +314,11 @@ int mc_hidx_stream_start(struct mc_master_conn *mc, struct mc_id client_id,
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->cv, &ca);
     pthread_condattr_destroy(&ca);
+    /* opens this holder's stream at the master before the caller mounts its segment, so the
+     * first commits are not dropped (an older master answers NOT_SUPPORTED: no stream) */
+    (void)poll_once(s, 0);
     if (pthread_create(&s->thread, NULL, loop, s) != 0) {
+        free(s->acks);
         pthread_cond_destroy(&s->cv);
         pthread_mutex_destroy(&s->mu);
         free(s);
@@ -322,6 +337,7 @@ void mc_hidx_stream_stop(struct mc_hidx_stream *s)
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+    free(s->acks);
     pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);

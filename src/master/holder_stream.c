@@ -124,7 +124,8 @@ static int on_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_o
     const char *key = mc_obj_key(o);
     for (uint32_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
-        if (r->type != MC_REPLICA_TYPE_MEMORY || !r->u.seg)
+        /* a dead segment (unmounted, its owner expired) holds nothing to drop */
+        if (r->type != MC_REPLICA_TYPE_MEMORY || !r->u.seg || !mc_segment_alive(r->u.seg))
             continue;
         struct mc_id owner = r->u.seg->owner;
         if (!mc_mailbox_exists(hs->mb, owner)) {
