@@ -88,13 +88,12 @@ struct mc_master {
     _Atomic bool sweep_pending; /* an UnmountSegment left replicas on a dead segment: the next
                                  * monitor tick sweeps them (clients.c) */
     struct mc_master_counters c;
-    struct mc_metrics *metrics;       /* the master's own registry (upstream metric names) */
-    struct mc_histogram *value_size;  /* master_value_size_bytes, observed at PutEnd */
-    struct mc_evictor *evictor;       /* eviction.c's state (NULL when eviction.c is not linked) */
-    struct mc_offload *offload;       /* offload.c's state (NULL unless cfg.enable_offload) */
-    struct mc_promoter *promoter;     /* promotion.c's state */
-    struct mc_mailboxes *mailboxes;   /* offload's mailbox table (NULL without it) */
-    struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
+    struct mc_metrics *metrics;      /* the master's own registry (upstream metric names) */
+    struct mc_histogram *value_size; /* master_value_size_bytes, observed at PutEnd */
+    struct mc_evictor *evictor;      /* eviction.c's state (NULL when eviction.c is not linked) */
+    struct mc_offload *offload;      /* offload.c's state (NULL unless cfg.enable_offload) */
+    struct mc_promoter *promoter;    /* promotion.c's state */
+    struct mc_mailboxes *mailboxes;  /* offload's mailbox table (NULL without it) */
     struct mc_upserts *_Atomic upserts; /* upsert.c's reservations (made on first use) */
 
     struct mc_clients *clients;      /* the client registry (clients.h) */
@@ -109,6 +108,8 @@ struct mc_master {
 
     uint64_t next_soft_pin_sweep_ms;
     _Atomic uint64_t reaper_shard_locks; /* shards the reaper write-locked (tests read it) */
+
+    struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
 };
 
 /* A PutStart refused for space asks for one eviction cycle and wakes the eviction loop
