@@ -37,6 +37,7 @@ static struct mc_master *new_master(struct mc_fake_clock *fc, bool offload, bool
     c.enable_offload = offload;
     c.offload_on_evict = on_evict;
     c.promotion_on_hit = promote;
+    c.holder_stream = false; /* the tables below without the DRAM holder stream */
     struct mc_master *m = NULL;
     assert_int_equal(mc_master_new(&c, &m), MC_OK);
     return m;
@@ -61,6 +62,21 @@ static void test_table_per_config(void **state)
     assert_int_equal(m->events.n[MC_OBJ_EV_CLIENT_EXPIRED], 0);
     assert_int_equal(m->events.n[MC_OBJ_EV_ERASED], 1);
     assert_string_equal(sub_name(m, MC_OBJ_EV_ERASED, 0), "promotion");
+    mc_master_free(m);
+
+    /* The DRAM holder stream (on by default) subscribes last: commits at PutEnd, drops at
+     * erasure, its holders' mailboxes at expiry, its wakes once unlocked. */
+    struct mc_master_config hc;
+    mc_master_config_init(&hc);
+    hc.clock = &fc.clock;
+    hc.manual_ticks = true;
+    assert_true(hc.holder_stream);
+    assert_int_equal(mc_master_new(&hc, &m), MC_OK);
+    assert_int_equal(m->events.n[MC_OBJ_EV_PUT_END], 1);
+    assert_string_equal(sub_name(m, MC_OBJ_EV_PUT_END, 0), "holder_stream");
+    assert_int_equal(m->events.n[MC_OBJ_EV_ERASED], 2);
+    assert_string_equal(sub_name(m, MC_OBJ_EV_ERASED, 1), "holder_stream");
+    assert_string_equal(sub_name(m, MC_OBJ_EV_CLIENT_EXPIRED, 0), "holder_stream");
     mc_master_free(m);
 
     /* Mode A with promotion on hit: promotion first, then offload, wherever both listen. */
@@ -376,8 +392,7 @@ static void test_client_expiry_events(void **state)
 static void test_table_full(void **state)
 {
     struct fx *f = *state;
-    /* promotion and the recorder hold two of the four places of ERASED */
-    assert_int_equal(mc_obj_events_register(f->m, &recorder), 0);
+    /* promotion, the holder stream and the recorder hold three of the four places of ERASED */
     assert_int_equal(mc_obj_events_register(f->m, &recorder), 0);
     uint8_t before = f->m->events.n[MC_OBJ_EV_PUT_END];
     assert_int_equal(mc_obj_events_register(f->m, &recorder), -1);

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "client/holder_index.h"
+#include "client/holder_index_stream.h"
 #include "client/client_id.h"
 #include "client/client_internal.h"
 #include "common/auth.h"
@@ -246,6 +248,13 @@ static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
     if (mc_id_is_zero(segment_id))
         return;
     mc_peer_server_set_segment_epoch(c->ps, segment_id, epoch);
+    if (c->hidx) {
+        /* the entries stay through a re-mount (epoch 0 accepts no commit meanwhile); the new
+         * mount's master is told of them by the stream's thread (re-registration) */
+        mc_holder_index_set_epoch(c->hidx, segment_id, epoch, true);
+        if (epoch)
+            mc_hidx_stream_reregister(atomic_load(&c->hstream), segment_id, epoch);
+    }
     mc_client_rdma_fence(c, segment_id, epoch);
 }
 
@@ -551,6 +560,13 @@ static int open_segment(struct mc_client *c, const struct mc_client_config *cfg)
     rc = mc_peer_server_add_segment(c->ps, c->seg_id, c->seg.base, c->seg.size);
     if (rc)
         return rc;
+    c->hidx = mc_holder_index_new();
+    if (!c->hidx)
+        return MC_ERR_INTERNAL_ERROR;
+    rc = mc_holder_index_add_segment(c->hidx, c->seg_id, c->seg.size);
+    if (rc)
+        return rc;
+    mc_peer_server_set_index(c->ps, c->hidx);
     struct mc_mounted_segment ms = {
         .id = c->seg_id, .base = (uint64_t)(uintptr_t)c->seg.base, .size = c->seg.size};
     rc = mc_client_rdma_mount_keys(c, &ms);
@@ -605,8 +621,22 @@ static int open_disk_tier(struct mc_client *c, const struct mc_client_config *cf
     }
     if (rc)
         return rc;
-    struct mc_worker_config wc = {.mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps};
+    struct mc_worker_config wc = {
+        .mc = c->mc, .client_id = c->id, .tier = t, .ps = c->ps, .hidx = c->hidx};
     return mc_worker_start(&wc, &c->worker);
+}
+
+/* Open step: with a DRAM segment, the holder stream that feeds its index (every such process
+ * runs it, disk tier or not). */
+static int open_holder_stream(struct mc_client *c, const struct mc_client_config *cfg)
+{
+    (void)cfg;
+    if (!c->hidx)
+        return 0;
+    struct mc_hidx_stream *s = NULL;
+    int rc = mc_hidx_stream_start(c->mc, c->id, c->hidx, c->ps, 0, &s);
+    atomic_store(&c->hstream, s);
+    return rc;
 }
 
 /* Open step: the ping thread (already running with disk_path: starting it again is a no-op). */
@@ -619,8 +649,9 @@ static int open_ping(struct mc_client *c, const struct mc_client_config *cfg)
 /* mc_client_open's steps, in order (the order is explained at the top of this file); the
  * first that fails ends the open, and mc_client_close undoes what the earlier ones did. */
 static int (*const open_steps[])(struct mc_client *, const struct mc_client_config *) = {
-    open_logging,    open_config, open_auth,    open_identity,  open_rdma, open_peer_server,
-    open_transports, open_master, open_segment, open_disk_tier, open_ping,
+    open_logging, open_config,      open_auth,          open_identity,
+    open_rdma,    open_peer_server, open_transports,    open_master,
+    open_segment, open_disk_tier,   open_holder_stream, open_ping,
 };
 
 int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
@@ -661,6 +692,7 @@ void mc_client_close(struct mc_client *c)
     const struct mc_logger *prev = mc_log_set_current(&c->logger);
     mc_worker_stop(c->worker);
     c->worker = NULL;
+    mc_hidx_stream_stop(atomic_exchange(&c->hstream, NULL));
     struct mc_disk_tier *disk = atomic_load(&c->disk);
     if (disk && c->mc)
         mc_disk_tier_unmount(disk);
@@ -683,6 +715,7 @@ void mc_client_close(struct mc_client *c)
     mc_transport_free(c->tcp);
     mc_transport_free(c->local);
     mc_peer_server_free(c->ps);
+    mc_holder_index_free(c->hidx); /* after the peer server: no write announces itself now */
     mc_tls_ctx_free(c->tls); /* after every connection that used it */
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);

@@ -61,7 +61,10 @@ struct mc_client {
     /* LOCAL_DISK tier (disk_path set): set once before its mount, read by the peer server's
      * PeerDiskRead handler */
     struct mc_disk_tier *_Atomic disk;
-    struct mc_worker *worker; /* offload and promotion loops (with the disk tier) */
+    struct mc_worker *worker;               /* offload and promotion loops (with the disk tier) */
+    struct mc_holder_index *hidx;           /* what the DRAM segment holds (holder_index.h) */
+    struct mc_hidx_stream *_Atomic hstream; /* feeds hidx (holder_index_stream.h); read by
+                                             * the ping thread's mount-epoch callback */
 
     pthread_mutex_t buf_lock;
     struct mc_reg_buffer *bufs;

@@ -6,6 +6,7 @@
  * until the owner has stopped the server).
  */
 #include "client/peer_server.h"
+#include "client/holder_index.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -51,6 +52,7 @@ struct mc_peer_server {
     _Atomic uint64_t requests, rejected, stale_epoch, bytes_written, bytes_read;
     pthread_mutex_t copy_lock; /* TSan builds only: orders segment copies for the sanitizer */
     uint32_t lo_idx;           /* tells servers apart in the lock-order checker */
+    struct mc_holder_index *_Atomic hidx; /* told of every write (holder_index.h); NULL: none */
 };
 
 /* The segment table's rwlock goes through these (a leaf of the lock order, common/lock_order.h:
@@ -166,6 +168,19 @@ int mc_peer_server_resolve(struct mc_peer_server *ps, struct mc_id id, uint64_t 
     return lookup(ps, id, true, epoch, offset, length, out);
 }
 
+void mc_peer_server_set_index(struct mc_peer_server *ps, struct mc_holder_index *ix)
+{
+    atomic_store(&ps->hidx, ix);
+}
+
+void mc_peer_server_note_write(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
+                               uint64_t len)
+{
+    struct mc_holder_index *ix = atomic_load_explicit(&ps->hidx, memory_order_acquire);
+    if (ix && len)
+        mc_holder_index_drop_range(ix, id, offset, len);
+}
+
 int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
                                  uint64_t offset, const void *src, size_t len)
 {
@@ -183,6 +198,7 @@ int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uin
     } else if (offset > e->size || len > e->size - offset) {
         rc = MC_ERR_INVALID_PARAMS;
     } else {
+        mc_peer_server_note_write(ps, id, offset, len);
         mc_peer_server_copy_in(ps, e->base + offset, src, len);
         rc = 0;
     }
@@ -292,6 +308,7 @@ static void on_write(void *arg, struct mc_rpc_call *call)
     if (rc) {
         reject(ps, "write", rc, mc_rpc_call_conn_id(call));
     } else {
+        mc_peer_server_note_write(ps, uuid_id(req->segment_id), req->offset, plen);
         if (plen)
             mc_peer_server_copy_in(ps, dst, payload, plen);
         atomic_fetch_add(&ps->bytes_written, plen);
@@ -387,6 +404,7 @@ static void on_batch_write(void *arg, struct mc_rpc_call *call)
         st[i] = mc_peer_server_resolve(ps, uuid_id(s->segment_id), s->mount_epoch, s->offset,
                                        s->length, &dst);
         if (st[i] == 0) {
+            mc_peer_server_note_write(ps, uuid_id(s->segment_id), s->offset, s->length);
             if (s->length)
                 mc_peer_server_copy_in(ps, dst, p, s->length);
             atomic_fetch_add(&ps->bytes_written, s->length);

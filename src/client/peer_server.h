@@ -60,6 +60,7 @@ struct mc_peer_server;
 struct mc_auth_key;
 struct mc_tls_ctx;
 struct mc_rpc_call;
+struct mc_holder_index;
 
 struct mc_peer_server_config {
     const char *bind_addr;    /* NULL/"" = 0.0.0.0 */
@@ -131,6 +132,13 @@ uint64_t mc_peer_server_max_payload(const struct mc_peer_server *ps);
  * was stopped, and mounted again or is about to) lands nowhere. Unlike resolve, a segment
  * whose epoch was never set refuses too (a promotion always names a mount). Returns 0,
  * SEGMENT_NOT_FOUND (not ours), REPLICA_IS_GONE (another mount) or INVALID_PARAMS. */
+/* The holder index every write to a served segment is announced to (NULL: none): the entries a
+ * write overlaps are dropped before its bytes land (holder_index.h). */
+void mc_peer_server_set_index(struct mc_peer_server *ps, struct mc_holder_index *ix);
+/* Announces a write of [offset, offset + len) to segment id (the write paths call it; so must
+ * any other code that writes a served segment). */
+void mc_peer_server_note_write(struct mc_peer_server *ps, struct mc_id id, uint64_t offset,
+                               uint64_t len);
 int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
                                  uint64_t offset, const void *src, size_t len);
 /* Whether id is one of this server's segments (whatever its epoch). */

@@ -22,8 +22,10 @@ static int local_write(struct mc_transport *t, const struct mc_xfer_loc *dst, co
     uint8_t *p = NULL;
     int rc =
         mc_peer_server_resolve(lt->ps, dst->segment_id, dst->mount_epoch, dst->offset, len, &p);
-    if (rc == 0 && len)
+    if (rc == 0 && len) {
+        mc_peer_server_note_write(lt->ps, dst->segment_id, dst->offset, len);
         mc_peer_server_copy_in(lt->ps, p, src, len);
+    }
     return rc;
 }
 

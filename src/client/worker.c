@@ -19,6 +19,7 @@
 
 #include "client/disk_store.h"
 #include "client/disk_tier.h"
+#include "client/holder_index.h"
 #include "client/master_conn.h"
 #include "client/peer_server.h"
 #include "common/crc32c.h"
@@ -342,6 +343,8 @@ static size_t run_answer(struct mc_worker *w, const Mc__OffloadObjectHeartbeatRe
     if (nd)
         (void)mc_disk_tier_delete_many(tier, dk, dv, nd, drc);
     for (size_t i = 0; i < nd; i++) {
+        if (w->cfg.hidx) /* the DRAM copy's index entry goes before the ack as well */
+            (void)mc_holder_index_drop_key(w->cfg.hidx, dk[i], strlen(dk[i]), dv[i]);
         if (drc[i] == 0) {
             deleted++;
             if (did[i]) /* an older master sends none: nothing waits */

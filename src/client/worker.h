@@ -68,6 +68,9 @@ struct mc_worker_config {
      * tasks run at once (0 = 4) */
     uint32_t promote_max_items;
     uint32_t promote_threads;
+    /* this client's DRAM holder index (NULL: none): a delete drops the key's entries there too
+     * before it is acknowledged, so a removed key is not re-registered from DRAM either */
+    struct mc_holder_index *hidx;
 };
 
 int mc_worker_start(const struct mc_worker_config *cfg, struct mc_worker **out);

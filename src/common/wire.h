@@ -120,6 +120,8 @@ enum mc_wire_kind {
     MASTER(NOTIFY_OFFLOAD_SUCCESS, 67, "NotifyOffloadSuccess", notify_offload_success)             \
     MASTER(EVICT_DISK_REPLICA, 68, "EvictDiskReplica", evict_disk_replica)                         \
     MASTER(BATCH_EVICT_DISK_REPLICA, 69, "BatchEvictDiskReplica", batch_evict_disk_replica)        \
+    MASTER(HOLDER_INDEX_HEARTBEAT, 72, "HolderIndexHeartbeat", holder_index_heartbeat)             \
+    MASTER(HOLDER_REREGISTER, 73, "HolderReregister", holder_reregister)                           \
     MASTER(PROMOTION_OBJECT_HEARTBEAT, 80, "PromotionObjectHeartbeat", promotion_heartbeat)        \
     MASTER(PROMOTION_ALLOC_START, 81, "PromotionAllocStart", promotion_alloc_start)                \
     MASTER(NOTIFY_PROMOTION_SUCCESS, 82, "NotifyPromotionSuccess", notify_promotion_success)       \

@@ -102,6 +102,9 @@ static struct {
     uint64_t delete_queue_limit;
     uint64_t holder_delete_timeout_ms;
     uint64_t disk_recovery_window_sec;
+    bool holder_stream;
+    uint64_t holder_index_flush_ms;
+    uint64_t holder_backlog_limit;
     double offload_cap_ratio;
     bool promotion_on_hit;
     int32_t promotion_admission_threshold;
@@ -249,6 +252,21 @@ static const struct mc_flag g_flags[] = {
                    "window are remembered so a slower holder's record of a removed key stays "
                    "removed; in 1..86400",
                    &F.disk_recovery_window_sec),
+    MC_BOOL_FLAG("holder_stream", "true",
+                 "stream every DRAM holder the commits and drops of the replicas in its "
+                 "segments, for the holder index it re-registers after a master restart "
+                 "(false: DRAM objects are lost at a master restart)",
+                 &F.holder_stream),
+    MC_UINT64_FLAG("holder_index_flush_ms", "10",
+                   "the holder stream answers parked polls at most this often, so one answer "
+                   "carries this long's commits (a master crash loses at most the last "
+                   "interval: misses, never wrong bytes), in 1..10000",
+                   &F.holder_index_flush_ms),
+    MC_UINT64_FLAG("holder_backlog_limit", "1000000",
+                   "holder stream items one holder may have waiting; past it the holder's index "
+                   "is fenced (dropped: its DRAM objects do not come back after a restart), "
+                   "0 = no limit, at most 4294967295",
+                   &F.holder_backlog_limit),
     MC_DOUBLE_FLAG("offload_cap_ratio", "0.5",
                    "per-cycle offload cap = offloading_queue_limit x ratio, in [0,1]",
                    &F.offload_cap_ratio),
@@ -413,6 +431,13 @@ static void config_from_flags(struct mc_master_config *c, uint32_t *max_frame)
     if (F.disk_recovery_window_sec == 0 || F.disk_recovery_window_sec > 86400)
         mc_flags_die("flag --disk_recovery_window_sec must be in 1..86400");
     c->disk_recovery_window_ms = F.disk_recovery_window_sec * 1000;
+    c->holder_stream = F.holder_stream;
+    if (F.holder_index_flush_ms == 0 || F.holder_index_flush_ms > 10000)
+        mc_flags_die("flag --holder_index_flush_ms must be in 1..10000");
+    c->holder_index_flush_ms = (uint32_t)F.holder_index_flush_ms;
+    if (F.holder_backlog_limit > UINT32_MAX)
+        mc_flags_die("flag --holder_backlog_limit must be in 0..4294967295");
+    c->holder_backlog_limit = (uint32_t)F.holder_backlog_limit;
     c->offload_cap_ratio = F.offload_cap_ratio;
     promotion_from_flags(c);
     c->manual_ticks = false;

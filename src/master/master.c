@@ -23,6 +23,7 @@
 #include "master/discard.h"
 #include "master/freelist.h"
 #include "master/eviction.h"
+#include "master/holder_stream.h"
 #include "master/master_state.h"
 #include "master/object_events.h"
 #include "master/offload_internal.h"
@@ -73,6 +74,9 @@ void mc_master_config_init(struct mc_master_config *c)
     c->offload_cap_ratio = 0.5;
     c->offloading_queue_limit = 50000;
     c->delete_queue_limit = 1000000;
+    c->holder_stream = true;
+    c->holder_index_flush_ms = 10;
+    c->holder_backlog_limit = 1000000;
 }
 
 static int check_config(const struct mc_master_config *c)
@@ -123,7 +127,8 @@ static uint64_t derive_version_base(const struct mc_clock *wall)
  * needs. */
 static int subscribe(struct mc_master *m)
 {
-    if (mc_promotion_subscribe(m) != 0 || mc_offload_subscribe(m) != 0) {
+    if (mc_promotion_subscribe(m) != 0 || mc_offload_subscribe(m) != 0 ||
+        mc_holder_stream_subscribe(m) != 0) {
         mc_error("master", "object events: subscriber table full", "max=%d", MC_OBJ_SUBS_MAX);
         return -1;
     }
@@ -158,7 +163,7 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     if (!m->discard || !m->segs || !m->metrics || mc_shards_init(m) != 0 ||
         mc_routes_init(m) != 0 || mc_clients_init(m) != 0 || register_metrics(m) != 0 ||
         mc_offload_init(m) != 0 || mc_eviction_init(m) != 0 || mc_promotion_init(m) != 0 ||
-        subscribe(m) != 0) {
+        mc_holder_stream_init(m) != 0 || subscribe(m) != 0) {
         mc_master_free(m);
         return MC_ERR_INTERNAL_ERROR;
     }
@@ -183,6 +188,7 @@ void mc_master_free(struct mc_master *m)
      * queues nothing */
     mc_promotion_destroy(m);
     mc_offload_destroy(m);
+    mc_holder_stream_destroy(m);
     struct mc_freelist fl;
     mc_freelist_init(&fl);
     if (m->shards) {

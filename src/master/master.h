@@ -104,6 +104,12 @@ struct mc_master_config {
      * remembered so that a slower holder's older record of a removed key is refused
      * (tombstone.h). 0 = 60000. */
     uint64_t disk_recovery_window_ms;
+    /* The DRAM holders' stream (holder_stream.h): commits and drops of the replicas in each
+     * holder's segments, for its holder index. */
+    bool holder_stream;             /* true */
+    uint32_t holder_index_flush_ms; /* parked polls woken at most this often (10) */
+    uint32_t holder_backlog_limit;  /* items waiting per holder; past it its index is fenced
+                                     * (1000000; 0 = no limit) */
 
     /* Promotion on hit (src/master/promotion.c, promotion.h). The daemon turns it off unless
      * offload is on (a LOCAL_DISK replica only exists then). */

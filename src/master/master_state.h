@@ -61,6 +61,7 @@ struct mc_upserts;
 struct mc_clients;
 struct mc_discard_list;
 struct mc_delwait;
+struct mc_holder_stream;
 struct mc_obj_subscriber;
 
 /* The subscriber table of object_events.h: per event, its subscribers in order (written by
@@ -107,6 +108,8 @@ struct mc_master {
 
     uint64_t next_soft_pin_sweep_ms;
     _Atomic uint64_t reaper_shard_locks; /* shards the reaper write-locked (tests read it) */
+
+    struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
 };
 
 /* A PutStart refused for space asks for one eviction cycle and wakes the eviction loop

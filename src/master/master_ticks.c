@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "master/eviction.h"
+#include "master/holder_stream.h"
 #include "master/master.h"
 #include "master/master_state.h"
 #include "master/offload.h"
@@ -25,6 +26,7 @@ int mc_master_tick_eviction(struct mc_master *m)
     if (m) {
         mc_master_promotion_tick(m);
         mc_offload_census_step(m, 1); /* master_disk_only_key_count, one shard a tick */
+        mc_holder_stream_tick(m);     /* the flush interval's commits to their holders */
     }
     return n;
 }

@@ -384,3 +384,60 @@ void mc_offset_alloc_stats(const struct mc_offset_alloc *a, struct mc_oa_stats *
     out->used_blocks = a->used_blocks;
     out->free_blocks = a->free_blocks;
 }
+
+/* ---- claim: a given range (re-registration) ------------------------------------------------ */
+
+/* Any node in use or free (not pooled), to start an address-order walk from. */
+static uint32_t any_node(const struct mc_offset_alloc *a, uint32_t hint)
+{
+    if (hint != NIL && handle_in_pool(a, hint) && node_at(a, hint)->state != NODE_POOLED)
+        return hint;
+    for (uint32_t c = 0; c < a->nchunks; c++)
+        for (uint32_t k = 0; k < MC_OA_CHUNK_NODES; k++)
+            if (a->chunks[c][k].state != NODE_POOLED)
+                return (c << MC_OA_CHUNK_SHIFT) | k;
+    return NIL;
+}
+
+int mc_offset_alloc_claim(struct mc_offset_alloc *a, uint64_t offset, uint64_t size, uint32_t hint,
+                          struct mc_oa_allocation *out)
+{
+    uint64_t mask = (1ull << a->align_shift) - 1;
+    if (size == 0 || (offset & mask) || size > UINT64_MAX - mask)
+        return MC_ERR_INVALID_PARAMS;
+    uint64_t u0 = offset >> a->align_shift, units = (size + mask) >> a->align_shift;
+    if (u0 >= a->capacity_units || units > a->capacity_units - u0)
+        return MC_ERR_INVALID_PARAMS;
+    uint32_t i = any_node(a, hint);
+    if (i == NIL)
+        return MC_ERR_INTERNAL_ERROR;
+    /* walk in address order to the block holding u0 */
+    while ((uint64_t)node_at(a, i)->offset > u0)
+        i = node_at(a, i)->nb_prev;
+    while ((uint64_t)node_at(a, i)->offset + (uint64_t)node_at(a, i)->size <= u0)
+        i = node_at(a, i)->nb_next;
+    struct oa_node *n = node_at(a, i);
+    if (n->state != NODE_FREE || (uint64_t)n->offset + (uint64_t)n->size < u0 + units)
+        return MC_ERR_NO_AVAILABLE_HANDLE; /* (part of) the range is in use */
+    if ((uint64_t)n->offset < u0) {
+        /* the left part stays free in n; a new node starts at u0 */
+        uint32_t r = node_get(a);
+        if (r == NIL)
+            return MC_ERR_INTERNAL_ERROR;
+        n = node_at(a, i);
+        bin_remove(a, i);
+        struct oa_node *rn = node_at(a, r);
+        rn->offset = u0;
+        rn->size = n->offset + n->size - u0;
+        rn->nb_prev = i;
+        rn->nb_next = n->nb_next;
+        if (n->nb_next != NIL)
+            node_at(a, n->nb_next)->nb_prev = r;
+        n->nb_next = r;
+        n->size = u0 - n->offset;
+        bin_insert(a, i);
+        bin_insert(a, r);
+        i = r;
+    }
+    return take(a, i, units, out);
+}

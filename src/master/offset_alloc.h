@@ -57,6 +57,14 @@ void mc_offset_alloc_free(struct mc_offset_alloc *a);
  * when the node pool cannot grow. The offset is a multiple of the alignment. */
 int mc_offset_alloc_alloc(struct mc_offset_alloc *a, uint64_t size, struct mc_oa_allocation *out);
 
+/* Allocates exactly [offset, offset + size) (offset aligned): a range a holder re-registers
+ * after a master restart. hint: a live handle near offset (the previous claim's), or
+ * MC_OA_INVALID_HANDLE; the walk to offset goes from it in address order, so claims in
+ * ascending order cost O(1) each. 0 and *out, NO_AVAILABLE_HANDLE when part of the range is in
+ * use, INVALID_PARAMS for a range outside the allocator or unaligned. */
+int mc_offset_alloc_claim(struct mc_offset_alloc *a, uint64_t offset, uint64_t size, uint32_t hint,
+                          struct mc_oa_allocation *out);
+
 /* Frees an allocation by its handle. Returns 0, or MC_ERR_INVALID_PARAMS for a handle that is
  * not a live allocation (double free, garbage). */
 int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle);

@@ -155,8 +155,7 @@ static int validate(const struct mc_segment_desc *d)
         char qn[MC_LOG_QUOTE_MAX];
         mc_warn("segments", "mount refused: segment larger than a replica offset can address",
                 "name=%s size=%llu limit=%llu", mc_log_quote(d->name, qn, sizeof(qn)),
-                (unsigned long long)d->size,
-                (unsigned long long)MC_SEGMENT_MAX_SIZE);
+                (unsigned long long)d->size, (unsigned long long)MC_SEGMENT_MAX_SIZE);
         return MC_ERR_INVALID_PARAMS;
     }
     return MC_OK;
@@ -200,8 +199,8 @@ int mc_segments_mount(struct mc_segments *t, const struct mc_segment_desc *d, st
         char qn[MC_LOG_QUOTE_MAX];
         mc_warn("segments", "mount refused: total capacity would exceed its limit",
                 "name=%s size=%llu capacity=%llu limit=%llu", mc_log_quote(d->name, qn, sizeof(qn)),
-                (unsigned long long)d->size,
-                (unsigned long long)cap, (unsigned long long)MC_SEGMENTS_MAX_CAPACITY);
+                (unsigned long long)d->size, (unsigned long long)cap,
+                (unsigned long long)MC_SEGMENTS_MAX_CAPACITY);
         rc = MC_ERR_INVALID_PARAMS;
         goto out;
     }
@@ -465,6 +464,44 @@ int mc_segments_allocate_owned(struct mc_segments *t, uint64_t size, struct mc_i
     }
     table_unlock(t);
     return p.n ? MC_OK : MC_ERR_NO_AVAILABLE_HANDLE;
+}
+
+int mc_segments_claim(struct mc_segments *t, struct mc_id seg_id, struct mc_id owner,
+                      uint64_t mount_epoch, uint64_t offset, uint64_t size, uint32_t hint,
+                      struct mc_segment_alloc *out)
+{
+    if (size == 0 || mc_id_is_zero(owner))
+        return MC_ERR_INVALID_PARAMS;
+    int rc = MC_ERR_SEGMENT_NOT_FOUND;
+    table_rdlock(t);
+    for (size_t i = 0; i < t->n; i++) {
+        struct mc_segment *s = t->segs[i];
+        if (!mc_id_eq(s->desc.id, seg_id))
+            continue;
+        if (!mc_id_eq(s->owner, owner) || s->mount_epoch != mount_epoch) {
+            rc = MC_ERR_REPLICA_IS_GONE; /* another owner's, or another mount of it */
+            break;
+        }
+        struct mc_oa_allocation a;
+        seg_lock(s);
+        rc = atomic_load_explicit(&s->dead, memory_order_relaxed)
+                 ? MC_ERR_SEGMENT_NOT_FOUND
+                 : mc_offset_alloc_claim(s->alloc, offset, size, hint, &a);
+        if (rc == MC_OK) {
+            atomic_fetch_add_explicit(&s->refs, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->allocated, size, memory_order_relaxed);
+            atomic_fetch_add_explicit(&s->nallocs, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&t->allocated, size, memory_order_relaxed);
+            out->seg = s;
+            out->offset = a.offset;
+            out->size = size;
+            out->handle = a.handle;
+        }
+        seg_unlock(s);
+        break;
+    }
+    table_unlock(t);
+    return rc;
 }
 
 bool mc_segments_owner_mounted(struct mc_segments *t, struct mc_id owner)

@@ -108,6 +108,14 @@ int mc_segments_allocate_owned(struct mc_segments *t, uint64_t size, struct mc_i
                                struct mc_segment_alloc *out);
 /* Whether owner has a mounted (live) segment. */
 bool mc_segments_owner_mounted(struct mc_segments *t, struct mc_id owner);
+/* Allocates exactly [offset, offset + size) of segment seg_id, which owner mounted with
+ * mount_epoch (a DRAM holder re-registering a replica after a master restart). hint: the
+ * previous claim's handle on that segment (or MC_OA_INVALID_HANDLE). MC_OK and *out (holds a
+ * segment reference), SEGMENT_NOT_FOUND, REPLICA_IS_GONE (another owner or mount),
+ * NO_AVAILABLE_HANDLE (part of the range is in use), INVALID_PARAMS. */
+int mc_segments_claim(struct mc_segments *t, struct mc_id seg_id, struct mc_id owner,
+                      uint64_t mount_epoch, uint64_t offset, uint64_t size, uint32_t hint,
+                      struct mc_segment_alloc *out);
 
 /* Releases a buffer (its allocator slot and its segment reference). Safe on dead segments. */
 void mc_segment_alloc_release(const struct mc_segment_alloc *a);

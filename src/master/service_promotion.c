@@ -6,6 +6,7 @@
  * core keeps the reply callback (the call is its argument) until a task arrives or the wait
  * passes, and calls it with no master lock held; mc_svc_reply_tasks encodes the answer.
  */
+#include "master/holder_stream.h"
 #include "master/offload.h"
 #include "master/promotion.h"
 #include "master/service_internal.h"
@@ -37,12 +38,16 @@ void mc_svc_watch_polls(struct mc_master *m)
     struct mc_mailboxes *mb = mc_offload_mailboxes(m);
     if (mb)
         mc_mailboxes_set_alive(mb, poll_alive);
+    if ((mb = mc_holder_stream_mailboxes(m)) != NULL) /* the DRAM holders' polls too */
+        mc_mailboxes_set_alive(mb, poll_alive);
 }
 
 void mc_svc_drop_dead_polls(struct mc_master *m)
 {
     struct mc_mailboxes *mb = mc_offload_mailboxes(m);
     if (mb)
+        mc_mailboxes_drop_dead_polls(mb);
+    if ((mb = mc_holder_stream_mailboxes(m)) != NULL)
         mc_mailboxes_drop_dead_polls(mb);
 }
 

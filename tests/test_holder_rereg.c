@@ -1,0 +1,215 @@
+/*
+ * test_holder_rereg.c - the master's side of the DRAM holder stream, on the core with the
+ * injected clock: commits carry each replica's place; a holder whose backlog passes
+ * holder_backlog_limit is fenced (its next poll REPLICA_IS_GONE); re-registration into a new
+ * master claims the exact ranges, refuses a range already taken, a version of this
+ * incarnation and a key it has, and later Puts never overlap a re-registered range.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "master/holder_stream.h"
+#include "master/master_state.h"
+#include "master/objects.h"
+#include "mooncake/errors.h"
+#include "test_master_util.h"
+
+#define MIB (1ull << 20)
+
+struct cap {
+    int calls;
+    size_t n;
+    struct mc_hrereg_item items[64];
+    char keys[64][16];
+    uint64_t drop_ids[64];
+    size_t ndrops;
+};
+
+static void capture(void *arg, struct mc_task_list *tasks)
+{
+    struct cap *c = arg;
+    c->calls++;
+    for (struct mc_task *t = tasks->head; t && c->n < 64; t = t->next) {
+        if (!t->has_src) {
+            if (t->task_id && c->ndrops < 64)
+                c->drop_ids[c->ndrops++] = t->task_id;
+            continue;
+        }
+        snprintf(c->keys[c->n], sizeof(c->keys[0]), "%s", t->key);
+        c->items[c->n] = (struct mc_hrereg_item){.key = c->keys[c->n],
+                                                 .key_len = t->key_len,
+                                                 .version = t->version,
+                                                 .offset = t->src.offset,
+                                                 .size = t->size,
+                                                 .crc32c = t->crc32c,
+                                                 .crc_valid = t->crc_valid};
+        c->n++;
+    }
+    mc_task_list_free(tasks);
+}
+
+static struct mc_master *new_master(struct mc_fake_clock *fc, uint32_t backlog)
+{
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    c.clock = &fc->clock;
+    c.manual_ticks = true;
+    c.holder_backlog_limit = backlog;
+    struct mc_master *m = NULL;
+    assert_int_equal(mc_master_new(&c, &m), MC_OK);
+    return m;
+}
+
+static void test_backlog_fences(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 4);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0); /* opens it */
+    assert_int_equal(c.calls, 1);
+    char key[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(tm_put(m, a, key, 4096), MC_OK);
+    }
+    struct mc_holder_stream_stats st;
+    mc_holder_stream_stats(m, &st);
+    assert_int_equal(st.fenced, 1);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0); /* fresh again */
+    mc_master_free(m);
+}
+
+static void test_reregister_rules(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(tm_put(m, a, key, 4096 * (uint64_t)(i + 1)), MC_OK);
+    }
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(c.n, 8);
+    mc_master_free(m);
+
+    /* a new incarnation (a later version base), the same segment mounted again */
+    struct timespec ts = {0, 3 * 1000000L};
+    nanosleep(&ts, NULL);
+    m = new_master(&fc, 0);
+    uint64_t epoch = 0;
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
+    int st[64];
+    /* the wrong mount epoch: refused */
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch + 1, c.items, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, c.n, st), MC_OK);
+    for (size_t i = 0; i < c.n; i++)
+        assert_int_equal(st[i], MC_OK);
+    for (size_t i = 0; i < c.n; i++) {
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, c.items[i].key, c.items[i].key_len, &g),
+                         MC_OK);
+        assert_int_equal(g.version, c.items[i].version);
+        assert_int_equal(g.replicas[0].u.mem.offset, c.items[i].offset);
+        assert_int_equal(g.replicas[0].u.mem.mount_epoch, epoch);
+    }
+    /* again: the key exists; another key on a taken range; a version of this incarnation */
+    struct mc_hrereg_item bad[3] = {c.items[0], c.items[1], c.items[2]};
+    bad[1].key = "other";
+    bad[1].key_len = 5;
+    bad[2].key = "newer";
+    bad[2].key_len = 5;
+    bad[2].version = m->version_base + 1;
+    bad[2].offset = 900 * 1024;
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, bad, 3, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_INVALID_VERSION);
+    assert_int_equal(st[1], MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(st[2], MC_ERR_OBJECT_NOT_FOUND);
+    /* new Puts fill the rest and never overlap a re-registered range */
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof(key), "n%d", i);
+        if (tm_put(m, a, key, 4096) != MC_OK)
+            break;
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
+        uint64_t off = g.replicas[0].u.mem.offset;
+        for (size_t k = 0; k < c.n; k++)
+            assert_false(off < c.items[k].offset + c.items[k].size &&
+                         c.items[k].offset < off + 4096);
+    }
+    mc_master_free(m);
+}
+
+static void done_cb(void *arg, int rc)
+{
+    int *d = arg;
+    *d = rc == MC_OK ? 1 : -1;
+}
+
+/* The delete rule for DRAM copies (no disk tier): a Remove answers once the holder acked its
+ * drop; a holder silent past holder_delete_timeout is fenced and the Remove answers. */
+static void test_remove_waits_for_holder(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(tm_put(m, a, "k1", 4096), MC_OK);
+    assert_int_equal(tm_put(m, a, "k2", 4096), MC_OK);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k1", 2, false, done_cb, &done), MC_MASTER_PENDING);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_true(c.ndrops >= 1);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids, c.ndrops), 1);
+    assert_int_equal(done, 1);
+
+    /* silent holder: fenced after the timeout, then the Remove answers */
+    done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k2", 2, false, done_cb, &done), MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&fc, 1000);
+    mc_master_tick_eviction(m);
+    assert_int_equal(done, 0);
+    mc_fake_clock_advance_ms(&fc, 1500);
+    mc_master_tick_eviction(m);
+    assert_int_equal(done, 1);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), MC_ERR_REPLICA_IS_GONE);
+    mc_master_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_backlog_fences),
+        cmocka_unit_test(test_reregister_rules),
+        cmocka_unit_test(test_remove_waits_for_holder),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,376 @@
+/*
+ * test_holder_stream.c - the DRAM holder stream end to end, against a real mooncake_master:
+ * a process that mounts a DRAM segment (no disk tier) runs the stream, and its holder index
+ * lists exactly the objects committed in its segment, each at the offset where its bytes are
+ * (checked against the value's content); a Remove drops the entry, and one made immediately
+ * before a master SIGKILL never comes back; with --holder_stream=false
+ * nothing is streamed and Puts still work.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "client/client_internal.h"
+#include "client/holder_index.h"
+#include "client/holder_index_stream.h"
+#include "common/clock.h"
+#include "mooncake/client.h"
+#include "test_client_util.h"
+
+#define MiB (1u << 20)
+#define VLEN 4096u
+#define NKEYS 64
+#define NREMOVED 8
+
+static struct mc_client *open_client(const char *master, uint64_t seg)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = master;
+    cfg.segment_size = seg;
+    cfg.ping_interval_ms = 100;
+    cfg.rpc_timeout_ms = 2000;
+    struct mc_client *c = NULL;
+    int rc = mc_client_open(&cfg, &c);
+    if (rc)
+        fail_msg("mc_client_open: %s", mc_strerror(rc));
+    return c;
+}
+
+static int put_on(struct mc_client *c, struct mc_client *owner, const char *key, const void *v,
+                  size_t n)
+{
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *p[1] = {mc_client_endpoint(owner)};
+    rc.preferred_segments = p;
+    rc.preferred_segments_count = 1;
+    return mc_put(c, key, v, n, &rc);
+}
+
+static uint64_t entries(struct mc_client *c)
+{
+    struct mc_hidx_stats st;
+    mc_holder_index_stats(c->hidx, &st);
+    return st.entries;
+}
+
+static bool wait_entries(struct mc_client *c, uint64_t want, uint64_t ms)
+{
+    uint64_t deadline = mc_now_ms() + ms;
+    while (entries(c) != want && mc_now_ms() < deadline) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    if (entries(c) == want)
+        return true;
+    struct mc_hidx_stream_stats hs;
+    mc_hidx_stream_stats(c->hstream, &hs);
+    struct mc_hidx_stats is;
+    mc_holder_index_stats(c->hidx, &is);
+    print_message(
+        "index has %llu of %llu entries (polls=%llu items=%llu commits=%llu "
+        "errors=%llu stale=%llu fenced=%llu overlap=%llu write=%llu)\n",
+        (unsigned long long)is.entries, (unsigned long long)want, (unsigned long long)hs.polls,
+        (unsigned long long)hs.items, (unsigned long long)hs.commits, (unsigned long long)hs.errors,
+        (unsigned long long)is.stale, (unsigned long long)hs.fenced,
+        (unsigned long long)is.dropped_by_overlap, (unsigned long long)is.dropped_by_write);
+    return false;
+}
+
+static void test_index_follows_commits(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    struct mc_client *owner = open_client(m.addr, 8 * MiB); /* the only DRAM segment */
+    struct mc_client *peer = open_client(m.addr, 0);        /* writes over tcp */
+    assert_non_null(owner->hidx);
+    assert_null(peer->hidx);
+    uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "hs/%d", i);
+        tm_fill(v, VLEN, (uint32_t)i + 1);
+        /* half written by the peer (PeerWrite), half by the owner itself (memcpy transport) */
+        assert_int_equal(put_on(i % 2 ? peer : owner, owner, key, v, VLEN), 0);
+    }
+    if (!wait_entries(owner, NKEYS, 10000)) {
+        struct mc_hidx_stream_stats hs0;
+        mc_hidx_stream_stats(owner->hstream, &hs0);
+        struct mc_hidx_stats is;
+        mc_holder_index_stats(owner->hidx, &is);
+        fail_msg("index has %llu of %d entries (polls=%llu items=%llu commits=%llu errors=%llu "
+                 "stale=%llu)",
+                 (unsigned long long)is.entries, NKEYS, (unsigned long long)hs0.polls,
+                 (unsigned long long)hs0.items, (unsigned long long)hs0.commits,
+                 (unsigned long long)hs0.errors, (unsigned long long)is.stale);
+    }
+
+    /* every entry names its own bytes */
+    struct mc_hidx_entry *e;
+    size_t n;
+    char *keys;
+    assert_int_equal(mc_holder_index_list(owner->hidx, mc_client_segment_id(owner), &e, &n, &keys),
+                     0);
+    assert_int_equal(n, NKEYS);
+    for (size_t i = 0; i < n; i++) {
+        int k = atoi(e[i].key + 3);
+        assert_true(strncmp(e[i].key, "hs/", 3) == 0 && k >= 0 && k < NKEYS);
+        assert_int_equal(e[i].len, VLEN);
+        tm_fill(v, VLEN, (uint32_t)k + 1);
+        assert_true(e[i].offset + VLEN <= owner->seg.size);
+        assert_memory_equal(owner->seg.base + e[i].offset, v, VLEN);
+        assert_true(e[i].version != 0);
+    }
+    free(e);
+    free(keys);
+
+    /* a Remove drops the entry */
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "hs/%d", i);
+        assert_int_equal(mc_remove(peer, key, false), 0);
+    }
+    assert_true(wait_entries(owner, NKEYS - 8, 10000));
+
+    struct mc_hidx_stream_stats hs;
+    mc_hidx_stream_stats(owner->hstream, &hs);
+    assert_true(hs.commits >= NKEYS);
+    mc_client_close(peer);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+static void check_all(struct mc_client *c, const char *prefix, int from, int to, uint32_t seed0)
+{
+    uint8_t v[VLEN], out[VLEN];
+    char key[32];
+    for (int i = from; i < to; i++) {
+        snprintf(key, sizeof(key), "%s%d", prefix, i);
+        tm_fill(v, VLEN, seed0 + (uint32_t)i);
+        memset(out, 0, VLEN);
+        int64_t got = mc_get(c, key, out, VLEN);
+        if (got != VLEN)
+            fail_msg("%s: get returned %lld (%s)", key, (long long)got,
+                     got < 0 ? mc_strerror((int)got) : "short");
+        assert_memory_equal(out, v, VLEN);
+    }
+}
+
+/* Objects put (and streamed) before a master SIGKILL are read back byte-equal after the restart:
+ * the holder remounts its segment and re-registers its index. New Puts after the restart land
+ * in the free space only (every old and new value read back equal). */
+static void test_master_restart_keeps_dram(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    uint16_t port = m.port;
+    struct mc_client *owner = open_client(m.addr, 8 * MiB);
+    struct mc_client *peer = open_client(m.addr, 0);
+    uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "rs/%d", i);
+        tm_fill(v, VLEN, 1000u + (uint32_t)i);
+        assert_int_equal(put_on(i % 2 ? peer : owner, owner, key, v, VLEN), 0);
+    }
+    assert_true(wait_entries(owner, NKEYS, 10000));
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    /* removed immediately before the kill: the Removes answered once the holder dropped them
+     * (the delete rule), so none comes back */
+    for (int i = 0; i < NREMOVED; i++) {
+        snprintf(key, sizeof(key), "rs/%d", i);
+        assert_int_equal(mc_remove(peer, key, false), 0);
+    }
+
+    tm_kill(&m);
+    assert_int_equal(tm_start(&m, port, NULL), 0);
+    uint64_t deadline = mc_now_ms() + 20000;
+    struct mc_hidx_stream_stats hs;
+    do {
+        mc_hidx_stream_stats(owner->hstream, &hs);
+        if (hs.reregistered + hs.rereg_refused + hs.rereg_bad_crc >= NKEYS - NREMOVED)
+            break;
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    assert_int_equal(hs.reregistered, NKEYS - NREMOVED);
+    check_all(peer, "rs/", NREMOVED, NKEYS, 1000u);
+    check_all(owner, "rs/", NREMOVED, NKEYS, 1000u);
+    uint8_t out[VLEN];
+    for (int i = 0; i < NREMOVED; i++) {
+        snprintf(key, sizeof(key), "rs/%d", i);
+        assert_int_equal(mc_get(peer, key, out, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+    }
+
+    /* new Puts after the restart never land on a re-registered range */
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        tm_fill(v, VLEN, 5000u + (uint32_t)i);
+        assert_int_equal(put_on(peer, owner, key, v, VLEN), 0);
+    }
+    check_all(peer, "rs/", NREMOVED, NKEYS, 1000u);
+    check_all(peer, "new/", 0, NKEYS, 5000u);
+    mc_client_close(peer);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+/* Re-registration racing new Puts from another client: random sizes, new Puts started the
+ * moment the master is back. Every new value reads back equal; every old one reads back equal
+ * or is missing (its range was taken first, or its entry refused), never other bytes. */
+static void test_rereg_races_puts(void **state)
+{
+    (void)state;
+    unsigned seed = (unsigned)time(NULL);
+    print_message("seed %u\n", seed);
+    srand(seed);
+    enum { N = 200, MAXLEN = 16384 };
+    static uint32_t lens[N], nlens[N];
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    uint16_t port = m.port;
+    struct mc_client *owner = open_client(m.addr, 8 * MiB);
+    struct mc_client *peer = open_client(m.addr, 0);
+    uint8_t *v = malloc(MAXLEN), *out = malloc(MAXLEN);
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        lens[i] = 1 + (uint32_t)(rand() % MAXLEN);
+        nlens[i] = 1 + (uint32_t)(rand() % MAXLEN);
+        snprintf(key, sizeof(key), "old/%d", i);
+        tm_fill(v, lens[i], 100u + (uint32_t)i);
+        assert_int_equal(put_on(i % 3 ? peer : owner, owner, key, v, lens[i]), 0);
+    }
+    assert_true(wait_entries(owner, N, 10000));
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    tm_kill(&m);
+    assert_int_equal(tm_start(&m, port, NULL), 0);
+    uint64_t deadline = mc_now_ms() + 20000;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        tm_fill(v, nlens[i], 9000u + (uint32_t)i);
+        int rc;
+        while ((rc = put_on(peer, owner, key, v, nlens[i])) != 0 && mc_now_ms() < deadline)
+            nanosleep(&(struct timespec){0, 5 * 1000000L}, NULL);
+        assert_int_equal(rc, 0);
+    }
+    struct mc_hidx_stream_stats hs;
+    do {
+        mc_hidx_stream_stats(owner->hstream, &hs);
+        if (hs.reregistered + hs.rereg_refused + hs.rereg_bad_crc >= N)
+            break;
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    int back = 0;
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "new/%d", i);
+        tm_fill(v, nlens[i], 9000u + (uint32_t)i);
+        assert_int_equal(mc_get(peer, key, out, MAXLEN), (int64_t)nlens[i]);
+        assert_memory_equal(out, v, nlens[i]);
+        snprintf(key, sizeof(key), "old/%d", i);
+        tm_fill(v, lens[i], 100u + (uint32_t)i);
+        int64_t got = mc_get(peer, key, out, MAXLEN);
+        if (got == MC_ERR_OBJECT_NOT_FOUND)
+            continue;
+        assert_int_equal(got, (int64_t)lens[i]);
+        assert_memory_equal(out, v, lens[i]);
+        back++;
+    }
+    print_message("old objects back: %d of %d (re-registered %llu, refused %llu)\n", back, N,
+                  (unsigned long long)hs.reregistered, (unsigned long long)hs.rereg_refused);
+    assert_int_equal((uint64_t)back, hs.reregistered);
+    free(v);
+    free(out);
+    mc_client_close(peer);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+/* A holder that dies with the master gets nothing back (its bytes died with it); the one that
+ * lives gets all of its objects back. */
+static void test_holder_killed_with_master(void **state)
+{
+    (void)state;
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, NULL), 0);
+    uint16_t port = m.port;
+    struct mc_client *live = open_client(m.addr, 8 * MiB);
+    struct mc_client *dies = open_client(m.addr, 8 * MiB);
+    struct mc_client *peer = open_client(m.addr, 0);
+    uint8_t v[VLEN];
+    char key[32];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "%s/%d", i % 2 ? "dies" : "live", i);
+        tm_fill(v, VLEN, 300u + (uint32_t)i);
+        assert_int_equal(put_on(peer, i % 2 ? dies : live, key, v, VLEN), 0);
+    }
+    assert_true(wait_entries(live, NKEYS / 2, 10000));
+    assert_true(wait_entries(dies, NKEYS / 2, 10000));
+    struct timespec ts = {0, 100 * 1000000L};
+    nanosleep(&ts, NULL);
+    tm_kill(&m);
+    mc_client_close(dies); /* gone with the master: its segment's bytes with it */
+    assert_int_equal(tm_start(&m, port, NULL), 0);
+    uint64_t deadline = mc_now_ms() + 20000;
+    struct mc_hidx_stream_stats hs;
+    do {
+        mc_hidx_stream_stats(live->hstream, &hs);
+        if (hs.reregistered + hs.rereg_refused + hs.rereg_bad_crc >= NKEYS / 2)
+            break;
+        nanosleep(&ts, NULL);
+    } while (mc_now_ms() < deadline);
+    assert_int_equal(hs.reregistered, NKEYS / 2);
+    uint8_t out[VLEN];
+    for (int i = 0; i < NKEYS; i++) {
+        snprintf(key, sizeof(key), "%s/%d", i % 2 ? "dies" : "live", i);
+        int64_t got = mc_get(peer, key, out, VLEN);
+        if (i % 2) {
+            assert_int_equal(got, MC_ERR_OBJECT_NOT_FOUND);
+            continue;
+        }
+        tm_fill(v, VLEN, 300u + (uint32_t)i);
+        assert_int_equal(got, VLEN);
+        assert_memory_equal(out, v, VLEN);
+    }
+    mc_client_close(peer);
+    mc_client_close(live);
+    tm_stop(&m);
+}
+
+static void test_stream_off(void **state)
+{
+    (void)state;
+    struct test_master m;
+    const char *extra[] = {"--holder_stream=false", NULL};
+    assert_int_equal(tm_start(&m, 0, extra), 0);
+    struct mc_client *owner = open_client(m.addr, 8 * MiB);
+    uint8_t v[VLEN], out[VLEN];
+    tm_fill(v, VLEN, 7);
+    assert_int_equal(put_on(owner, owner, "off/1", v, VLEN), 0);
+    assert_int_equal(mc_get(owner, "off/1", out, VLEN), VLEN);
+    assert_memory_equal(out, v, VLEN);
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    assert_int_equal(entries(owner), 0);
+    mc_client_close(owner);
+    tm_stop(&m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_index_follows_commits),     cmocka_unit_test(test_stream_off),
+        cmocka_unit_test(test_master_restart_keeps_dram), cmocka_unit_test(test_rereg_races_puts),
+        cmocka_unit_test(test_holder_killed_with_master),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
