@@ -52,7 +52,7 @@ void mc_svc_holder_index_heartbeat(void *arg, struct mc_rpc_call *call)
     UNPACK(HolderIndexHeartbeatRequest, holder_index_heartbeat_request, req);
     struct mc_id client = mc_svc_id_from_pb(req->client_id);
     uint32_t wait_ms = req->wait_ms, max = req->max_items;
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0 && req->n_acked_delete_task_ids > MC_SERVICE_MAX_BATCH)
         rc = MC_ERR_INVALID_PARAMS;
     if (rc == 0 && req->n_acked_delete_task_ids > 0) {
@@ -78,7 +78,7 @@ void mc_svc_holder_reregister(void *arg, struct mc_rpc_call *call)
     struct mc_hrereg_item *items = NULL;
     int32_t *st = NULL;
     int *rcs = NULL;
-    int rc = mc_svc_check_client(call, client);
+    int rc = mc_svc_check_client(svc->m, call, client);
     if (rc == 0 && n > MC_SERVICE_MAX_BATCH)
         rc = MC_ERR_INVALID_PARAMS;
     if (rc == 0 && n) {
