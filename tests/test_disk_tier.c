@@ -371,8 +371,11 @@ static void test_master_restart(void **state)
         cu_sleep_ms(50);
     assert_true(i >= 0);
     int ondisk = 0;
-    for (int k = 0; k < NKEYS / 2; k++)
-        ondisk += (tiers_of(k) & CU_TIER_DISK) != 0;
+    static bool was_on_disk[NKEYS];
+    for (int k = 0; k < NKEYS; k++) {
+        was_on_disk[k] = k < NKEYS / 2 && (tiers_of(k) & CU_TIER_DISK) != 0;
+        ondisk += was_on_disk[k];
+    }
     assert_int_equal(cu_stop(&g.master, SIGKILL, 5000), 128 + SIGKILL);
     uint64_t deadline = cu_now_ms() + START_MS;
     while (start_master(port) != 0) {
@@ -389,7 +392,9 @@ static void test_master_restart(void **state)
         if (g.gen[k] < 0)
             continue;
         check_key(k, true);
-        if (tiers_of(k) == CU_TIER_DISK)
+        /* every record on disk before the kill is listed again (a key that also had a DRAM copy
+         * may have that back too, the holder index; offloads after the restart add more) */
+        if (was_on_disk[k] && (tiers_of(k) & CU_TIER_DISK))
             back++;
     }
     fprintf(stderr, "master_restart: %d of %d disk objects re-registered\n", back, ondisk);

@@ -603,7 +603,8 @@ static void serve(struct mc_disk_tier *t, struct mc_rpc_call *call)
         items[j] = (struct mc_disk_read_item){.key = d->key,
                                               .size = d->size,
                                               .version = d->version,
-                                              .buf = (uint8_t *)rb->mem + at[j]};
+                                              /* all sizes 0: nothing allocated */
+                                              .buf = rb->mem ? (uint8_t *)rb->mem + at[j] : NULL};
     }
     store_read(t, items, m, true);
     int niov = 0;
