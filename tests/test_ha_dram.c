@@ -5,12 +5,13 @@
  * without DRAM, both given the cluster as --master=etcd://127.0.0.1:P/t_had.
  *
  *   W puts N objects (they land in the holder's DRAM; the holder stream files them in the
- *   holder's index), waits past the index's flush interval, removes a few of them, and the
- *   leader is SIGKILLed. The standby takes over with a higher epoch, the holder finds it through
- *   etcd, re-mounts its segment with the same range and re-registers its index: every object
- *   that was not removed reads back through W with its exact bytes (content hash and full
- *   compare), every removed one stays removed, and a new Put lands beside them.
- * Deadlines are generous liveness bounds. Exit 77 when etcd is not installed.
+ *   holder's index), waits past the index's flush interval, removes a few of them, removes one
+ *   more while the holder is SIGSTOPped (answered once the holder is fenced), and the leader is
+ *   SIGKILLed; the holder is continued. The standby takes over with a higher epoch, the holder
+ * finds it through etcd, re-mounts its segment with the same range and re-registers its index:
+ * every object that was not removed reads back through W with its exact bytes (content hash and
+ * full compare), every removed one stays removed, and a new Put lands beside them. Deadlines are
+ * generous liveness bounds. Exit 77 when etcd is not installed.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -33,7 +34,9 @@
 #include "test_skip.h"
 
 #define N 32
-#define NREMOVED 4
+#define NREMOVED 4           /* dram-0..3: removed just before the kill */
+#define STOPPED_KEY NREMOVED /* dram-4: removed while the holder is SIGSTOPped */
+#define FIRST_KEPT (NREMOVED + 1)
 #define VLEN (64u * 1024u)
 #define WAIT_MS 30000
 
@@ -47,7 +50,12 @@ static void start_master(struct cu_proc *p, char *rpc)
 {
     char ep[300];
     snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", g_etcd.endpoints);
-    const char *flags[] = {"--enable_ha", ep, "--cluster_id=t_had", "--ha_lease_ttl_sec=2", NULL};
+    const char *flags[] = {"--enable_ha",
+                           ep,
+                           "--cluster_id=t_had",
+                           "--ha_lease_ttl_sec=2",
+                           "--holder_delete_timeout_ms=500",
+                           NULL};
     assert_int_equal(cu_start_master(&g_c, p, 0, flags, 10000), 0);
     snprintf(rpc, 64, "%s", g_c.rpc);
 }
@@ -175,16 +183,23 @@ static void test_dram_survives_failover(void **state)
         assert_int_equal(mc_remove(w, key, false), 0);
     }
 
+    /* removed while the holder is stopped: answered after --holder_delete_timeout_ms (the
+     * holder's index fenced), then the leader dies before the holder runs again */
+    assert_int_equal(kill(g_holder.pid, SIGSTOP), 0);
+    snprintf(key, sizeof(key), "dram-%d", STOPPED_KEY);
+    int stopped_rm = mc_remove(w, key, false);
     assert_int_equal(cu_stop(&g_ma, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(kill(g_holder.pid, SIGCONT), 0);
+    assert_int_equal(stopped_rm, 0);
     uint64_t e2 = wait_leads(g_rpc_b);
     assert_true(e2 > e1);
 
     /* every object not removed reads back, exact bytes, through the new leader (misses while
      * the holder re-mounts and re-registers) */
-    for (int i = NREMOVED; i < N; i++)
+    for (int i = FIRST_KEPT; i < N; i++)
         check_key(w, i, want, buf, WAIT_MS);
     /* the re-registration has been applied (it is one batch): the removed keys stay removed */
-    for (int i = 0; i < NREMOVED; i++) {
+    for (int i = 0; i < FIRST_KEPT; i++) {
         snprintf(key, sizeof(key), "dram-%d", i);
         assert_int_equal(mc_get(w, key, buf, VLEN), MC_ERR_OBJECT_NOT_FOUND);
     }
@@ -194,7 +209,7 @@ static void test_dram_survives_failover(void **state)
         value_of(i, want);
         assert_int_equal(cu_put_retry(w, key, want, VLEN, NULL, WAIT_MS), 0);
     }
-    for (int i = NREMOVED; i < 2 * N; i++)
+    for (int i = FIRST_KEPT; i < 2 * N; i++)
         check_key(w, i, want, buf, 0);
 
     mc_client_close(w);
