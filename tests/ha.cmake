@@ -47,3 +47,11 @@ if(TARGET mooncake_master AND TARGET mc_client_daemon)
   set_tests_properties(test_ha_fence_cluster PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_ha_fence_cluster mooncake_master mc_client_daemon)
 endif()
+# DRAM objects survive a fail-over: a DRAM-only holder daemon re-registers its holder index with
+# the new leader; every object reads back byte-equal, keys removed before the kill stay removed.
+if(TARGET mooncake_master AND TARGET mc_client_daemon)
+  mc_add_test(test_ha_dram SOURCES test_ha_dram.c etcd_util.c cluster_util.c cluster_data.c
+              LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  set_tests_properties(test_ha_dram PROPERTIES SKIP_RETURN_CODE 77)
+  add_dependencies(test_ha_dram mooncake_master mc_client_daemon)
+endif()

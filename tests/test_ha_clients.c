@@ -8,7 +8,7 @@
  *   one has its LOCAL_DISK copy, the leader is SIGKILLed. The standby takes over (higher epoch),
  *   the holder and W find it through etcd, the holder re-mounts and re-registers its disk
  *   objects, and every object reads back through W with its exact bytes; a new Put succeeds.
- *   DRAM copies do not survive a fail-over yet: only the disk copies are checked.
+ *   Only the disk copies are checked here; test_ha_dram checks DRAM copies.
  *   `mooncake_cli --master=etcd://...` reads one object through the new leader too.
  * Deadlines are generous liveness bounds. Exit 77 when etcd is not installed.
  */

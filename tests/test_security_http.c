@@ -27,6 +27,7 @@
 #include "common/auth.h"
 #include "common/http.h"
 #include "common/log.h"
+#include "test_skip.h"
 
 static const char g_token[] = "http-admin-token-0123456789abcdef0123456789";
 
@@ -193,8 +194,7 @@ static void test_protected_mode_non_loopback(void **state)
     (void)state;
     char ip[INET_ADDRSTRLEN];
     if (!local_ipv4(ip, sizeof(ip))) {
-        print_message("no non-loopback IPv4 address here: case skipped\n");
-        skip();
+        MC_SKIP("no non-loopback IPv4 address here");
     }
     struct mc_http_server *s = server("0.0.0.0", NULL, false, 0);
     uint16_t port = mc_http_server_port(s);
@@ -220,5 +220,5 @@ int main(void)
         cmocka_unit_test(test_admin_routes),
         cmocka_unit_test(test_protected_mode_non_loopback),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return MC_RUN_TESTS(tests, NULL, NULL);
 }
