@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "master/holder_stream.h"
+#include "master/fence.h"
 #include "master/master_state.h"
 #include "master/objects.h"
 #include "mooncake/errors.h"
@@ -204,12 +205,63 @@ static void test_remove_waits_for_holder(void **state)
     mc_master_free(m);
 }
 
+/* A holder fenced for a drop it never acknowledged keeps its fence record (holder, version) in
+ * the master's fence table (in etcd under HA). A master that knows the record (HA: loaded from
+ * etcd at the take-over) refuses that holder's re-registered copies at or below the version, so
+ * the removed key does not come back; without the record the same items are taken. */
+static void test_fenced_holder_reregisters_nothing_removed(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(tm_put(m, a, "k1", 4096), MC_OK);
+    assert_int_equal(tm_put(m, a, "k2", 4096), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(c.n, 2); /* the holder's index: k1 and k2 */
+    uint64_t v2 = strcmp(c.items[1].key, "k2") == 0 ? c.items[1].version : c.items[0].version;
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k2", 2, false, done_cb, &done), MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&fc, 2500); /* the holder is silent past the timeout */
+    mc_master_tick_eviction(m);
+    assert_int_equal(done, 1);
+    struct mc_fences *f = mc_master_fences(m);
+    assert_non_null(f);
+    uint64_t fv = mc_fences_get(f, a);
+    assert_true(fv >= v2);
+    mc_master_free(m);
+
+    for (int loaded = 1; loaded >= 0; loaded--) {
+        struct timespec ts = {0, 3 * 1000000L};
+        nanosleep(&ts, NULL);
+        m = new_master(&fc, 0);
+        if (loaded)
+            assert_int_equal(mc_fences_load(mc_master_fences(m), a, fv), 0);
+        uint64_t epoch = 0;
+        assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
+        int st[64];
+        assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, c.n, st), MC_OK);
+        for (size_t i = 0; i < c.n; i++)
+            assert_int_equal(st[i], loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, "k2", 2, &g),
+                         loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
+        mc_master_free(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backlog_fences),
         cmocka_unit_test(test_reregister_rules),
         cmocka_unit_test(test_remove_waits_for_holder),
+        cmocka_unit_test(test_fenced_holder_reregisters_nothing_removed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

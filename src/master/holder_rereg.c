@@ -22,6 +22,8 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "master/fence.h"
+#include "master/master.h"
 #include "master/master_state.h"
 #include "master/object_record.h"
 #include "master/objslab.h"
@@ -35,6 +37,10 @@ static int reregister_one(struct mc_master *m, struct mc_id client, struct mc_id
         it->size > MC_OBJECT_SIZE_MAX)
         return MC_ERR_INVALID_PARAMS;
     if (it->version == 0 || it->version > m->version_base)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    /* fenced: a delete of a copy at or below this version was never acknowledged */
+    struct mc_fences *f = mc_master_fences(m);
+    if (f && mc_fences_voids(f, client, it->version))
         return MC_ERR_OBJECT_NOT_FOUND;
     uint64_t hk = mc_hash_key(it->key, it->key_len);
     struct mc_shard *s = &m->shards[mc_master_key_shard(m, hk)];

@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "master/delwait.h"
+#include "master/fence.h"
 #include "master/master_state.h"
 #include "master/offload.h"
 #include "master/object_events.h"
@@ -189,9 +190,20 @@ void mc_holder_stream_tick(struct mc_master *m)
          * the overdue holders and resends (its worker drops the index entries too) */
         struct mc_delwait_overdue *v;
         size_t n = mc_delwait_overdue(hs->own_dw, now, &v);
+        struct mc_fences *f = mc_master_fences(m);
         for (size_t i = 0; i < n; i++) {
-            fence_index(hs, v[i].holder, "a delete was not acknowledged in time");
-            mc_delwait_settle_holder(hs->own_dw, v[i].holder, v[i].version);
+            /* a fence record (holder, version): re-registration refuses that holder's copies at
+             * or below it, here and, under HA, at the next leader (the record is in etcd before
+             * the Remove answers) */
+            struct mc_id id = v[i].holder;
+            if (!f || v[i].version > mc_fences_get(f, id)) {
+                if (f && mc_fences_raise(f, id, v[i].version) != 0)
+                    mc_error("holder_stream", "cannot record a fence (out of memory)",
+                             "version=%llu", (unsigned long long)v[i].version);
+                fence_index(hs, id, "a delete was not acknowledged in time");
+            }
+            if (!f || mc_fences_durable(f, id, v[i].version)) /* else a later tick settles */
+                mc_delwait_settle_holder(hs->own_dw, id, v[i].version);
         }
         free(v);
         uint64_t iv = hs->delete_timeout_ms / 4 ? hs->delete_timeout_ms / 4 : 1;
@@ -249,6 +261,18 @@ int mc_holder_stream_init(struct mc_master *m)
         }
         m->delwait = hs->own_dw;
     }
+    if (!mc_master_fences(m)) { /* no offload: the fences of DRAM holders are kept here */
+        m->own_fences = mc_fences_new();
+        if (!m->own_fences) {
+            if (hs->own_dw) {
+                m->delwait = NULL;
+                mc_delwait_free(hs->own_dw);
+            }
+            mc_mailboxes_free(hs->mb);
+            free(hs);
+            return -1;
+        }
+    }
     pthread_mutex_init(&hs->mu, NULL);
     m->hstream = hs;
     return 0;
@@ -265,6 +289,8 @@ void mc_holder_stream_destroy(struct mc_master *m)
         mc_delwait_free(hs->own_dw); /* the waiting Removes complete */
     }
     mc_mailboxes_free(hs->mb);
+    mc_fences_free(m->own_fences);
+    m->own_fences = NULL;
     pthread_mutex_destroy(&hs->mu);
     free(hs);
 }

@@ -110,6 +110,7 @@ struct mc_master {
     _Atomic uint64_t reaper_shard_locks; /* shards the reaper write-locked (tests read it) */
 
     struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
+    struct mc_fences *own_fences;     /* the stream's fences when there is no offload (fence.h) */
 };
 
 /* A PutStart refused for space asks for one eviction cycle and wakes the eviction loop

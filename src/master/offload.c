@@ -848,5 +848,5 @@ int mc_offload_subscribe(struct mc_master *m)
 
 struct mc_fences *mc_master_fences(struct mc_master *m)
 {
-    return m->offload ? m->offload->fences : NULL;
+    return m->offload ? m->offload->fences : m->own_fences;
 }
