@@ -35,8 +35,11 @@
 # for its kills (the window must give each 5 s) runs without them, and says so.
 #
 # The last line is the summary: seed, wrong_bytes, resurrections (both must be 0), errors,
-# fault_errors, kills done (master, holder), and the resurrections split by the kill that lost
-# their acknowledgement (see tests/soak_load.c).
+# fault_errors, kills done (master, holder), the resurrections split by the kill that lost
+# their acknowledgement, and the DRAM keys across master kills: those with a DRAM copy just
+# before a kill, those (not written since) that read back their own bytes after the restart
+# (the holders re-registered them) and those that missed; a re-registered key that reads back
+# other bytes is wrong_bytes (see tests/soak_load.c).
 #
 # Every 5 s it samples the RSS and open descriptors of the master and each daemon, per
 # incarnation ($OUT/samples.csv). It fails (exit 1) when:
@@ -406,6 +409,9 @@ echo "== soak summary: seed=$seed wrong_bytes=${wrong:-?} resurrections=${resurr
   "acked_before_holder_kill=$(field res_acked_before_holder_kill)" \
   "acked_after_master_restart=$(field res_acked_after_master_restart)" \
   "acked_after_holder_restart=$(field res_acked_after_holder_restart)" \
-  "no_kill=$(field res_no_kill) ack_to_kill_max_ms=$(field res_ack_to_kill_max_ms)"
+  "no_kill=$(field res_no_kill) ack_to_kill_max_ms=$(field res_ack_to_kill_max_ms)" \
+  "| dram_before_master_kill=$(field dram_before_master_kill)" \
+  "dram_back_after_master_kill=$(field dram_back_after_master_kill)" \
+  "dram_missed_after_master_kill=$(field dram_missed_after_master_kill)"
 [ $status -eq 0 ] && echo "== soak: passed" || echo "== soak: FAILED (replay: MC_SOAK_SEED=$seed scripts/soak.sh $dur)" >&2
 exit $status

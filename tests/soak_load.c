@@ -61,6 +61,13 @@
  * usually read many times: resurrected_keys counts keys. ok_after_faults counts acknowledged
  * Puts and verified hits that started after the last fault window and its grace: the cluster
  * serves again.
+ * Master kills: at "begin master" a thread (dram_check) lists the keys with a complete DRAM
+ * copy (one BatchGetReplicaList), and once the restarted master is READY plus --grace_ms reads
+ * each once: a hit must be the key's own bytes (else WRONG BYTES: a re-registered range must
+ * never hand back another value); dram_before_master_kill counts the listed keys,
+ * dram_back_after_master_kill those that read back a value from before the kill (from DRAM
+ * re-registered by its holder, or from the LOCAL_DISK tier), dram_missed_after_master_kill
+ * those that missed with no acknowledged Put or Remove since the listing (summed over kills).
  * Exit status: 0 when errors, wrong_bytes and resurrections are all 0, 1 otherwise, 2 on bad
  * usage.
  */
@@ -83,7 +90,8 @@
 #define HDR 32
 #define LOG_MAX 20 /* log lines per kind */
 
-#define MAX_FAULTS 256 /* fault windows remembered, for blame() */
+#define MAX_FAULTS 256     /* fault windows remembered, for blame() */
+#define MAX_DRAM_CHECKS 64 /* master kills checked by dram_check */
 
 enum {
     RES_NO_KILL,
@@ -118,6 +126,10 @@ static struct {
     _Atomic uint64_t ops, gets, hits, puts, puts_ok, exists, removes, removes_ok, replaces,
         not_found, not_ready, busy, no_space, fault_errors, errors, wrong_bytes, checksum_mismatch,
         res_removed, res_older, ok_after_faults, bytes_verified, res_sweep, fault_tail_ms;
+    /* the DRAM check of master kills (dram_check): keys with a DRAM copy at "begin master",
+     * those of them read back (their own bytes, written before the kill) or missed after it */
+    _Atomic uint64_t dram_before_kill, dram_back, dram_missed;
+    _Atomic int dram_check_pending; /* set by poll_control at "begin master" */
     /* what fault n (mod 64) was and when it began, set before it is counted */
     char fault_what[MAX_FAULTS][32];
     /* the notice, the SIGKILL ("kill WHAT"), the restarted process READY; 0: not yet */
@@ -301,6 +313,8 @@ static void poll_control(FILE *f)
             atomic_store(&g.fault_kill_ms[atomic_load(&g.fault_begins) % MAX_FAULTS], 0);
             atomic_fetch_add(&g.fault_begins, 1);
             atomic_fetch_add(&g.fault_active, 1);
+            if (strcmp(what, "master") == 0)
+                atomic_store(&g.dram_check_pending, 1);
             fprintf(stderr, "soak_load: t=%.1fs fault begins: %s", (double)run_ms() / 1000, line);
         } else if (strncmp(line, "kill ", 5) == 0) {
             uint64_t nf = atomic_load(&g.fault_begins);
@@ -317,6 +331,114 @@ static void poll_control(FILE *f)
         }
     }
     clearerr(f);
+}
+
+/* ---- DRAM keys across a master kill ----------------------------------------------------- */
+
+/* Run by its own thread for each master kill (the soak writes "begin master" 100 ms before the
+ * SIGKILL): lists the keys with a complete DRAM copy and the highest sequence attempted on each,
+ * waits until the restarted master is READY plus the grace (the holders re-mount and
+ * re-register), then reads each of them once. A hit must be the key's own bytes (else WRONG
+ * BYTES) and not older than an acknowledged Remove or replacement (else a RESURRECTION); a hit
+ * whose sequence is at or below the highest attempted at the listing is a value from before
+ * the kill (dram_back); a miss of a key with no acknowledged Put or Remove since the listing is
+ * dram_missed. */
+static void *dram_check(void *arg)
+{
+    (void)arg;
+    uint32_t n = g.keys;
+    char(*names)[32] = calloc(n, sizeof(*names));
+    const char **keys = calloc(n, sizeof(*keys));
+    struct mc_object_info *info = calloc(n, sizeof(*info));
+    int *res = calloc(n, sizeof(*res));
+    uint64_t *seen = calloc(n, sizeof(*seen)), *listed_floor = calloc(n, sizeof(*listed_floor));
+    size_t cap = (size_t)g.value_kb << 10; /* value_len's bound */
+    uint8_t *buf = malloc(cap), *scratch = malloc(cap);
+    if (!names || !keys || !info || !res || !seen || !listed_floor || !buf || !scratch)
+        goto out;
+    for (uint32_t k = 0; k < n; k++) {
+        snprintf(names[k], sizeof(names[k]), "soak/%u", k);
+        keys[k] = names[k];
+    }
+    uint64_t nf = atomic_load(&g.fault_begins);
+    if (mc_batch_query(g.client, n, keys, info, res) != 0)
+        goto out;
+    uint64_t listed = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (res[k] != 0)
+            continue;
+        bool dram = false;
+        for (size_t r = 0; r < info[k].replica_count; r++)
+            dram |= info[k].replicas[r].type == MC_REPLICA_MEMORY &&
+                    info[k].replicas[r].status == MC_REPLICA_COMPLETE;
+        mc_object_info_free(&info[k]);
+        if (!dram)
+            continue;
+        /* after the listing: the listed value's sequence is at or below it */
+        seen[k] = atomic_load(&g.ks[k].attempted);
+        listed_floor[k] = atomic_load(&g.ks[k].floor);
+        listed++;
+    }
+    atomic_fetch_add(&g.dram_before_kill, listed);
+    /* the restarted master READY ("end master"), then the grace */
+    while (!atomic_load(&g.stop) &&
+           (nf == 0 || atomic_load(&g.fault_end_ms[(nf - 1) % MAX_FAULTS]) == 0)) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t until = run_ms() + g.grace_ms;
+    while (!atomic_load(&g.stop) && run_ms() < until) {
+        struct timespec ts = {0, 20 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    uint64_t back = 0, missed = 0;
+    for (uint32_t k = 0; k < n && !atomic_load(&g.stop); k++) {
+        if (!seen[k])
+            continue;
+        uint64_t floor = atomic_load(&g.ks[k].floor); /* before the Get, as do_get */
+        int64_t got = mc_get(g.client, keys[k], buf, cap);
+        if (got >= 0) {
+            uint64_t seq = verify(k, buf, (size_t)got, scratch);
+            if (seq == 0 || seq > atomic_load(&g.ks[k].attempted)) {
+                if (atomic_fetch_add(&g.wrong_bytes, 1) < LOG_MAX)
+                    fprintf(stderr,
+                            "soak_load: t=%.1fs WRONG BYTES in soak/%u after the master kill "
+                            "(%" PRId64 " bytes)\n",
+                            (double)run_ms() / 1000, k, got);
+            } else if (seq < floor >> 1) {
+                atomic_fetch_add(floor & 1 ? &g.res_removed : &g.res_older, 1);
+                if (!atomic_exchange(&g.ks[k].resurrected, 1))
+                    atomic_fetch_add(&g.res_keys, 1);
+                fprintf(stderr,
+                        "soak_load: t=%.1fs RESURRECTION soak/%u after the master kill: read "
+                        "sequence %" PRIu64 ", floor %" PRIu64 "\n",
+                        (double)run_ms() / 1000, k, seq, floor >> 1);
+            } else if (seq <= seen[k]) {
+                back++; /* a value written before the listing, so before the kill */
+            }
+        } else if (got == MC_ERR_OBJECT_NOT_FOUND && floor == listed_floor[k]) {
+            missed++; /* no acknowledged Put or Remove since the listing */
+        } else if (got == MC_ERR_CHECKSUM_MISMATCH) {
+            atomic_fetch_add(&g.wrong_bytes, 1);
+            atomic_fetch_add(&g.checksum_mismatch, 1);
+        }
+    }
+    atomic_fetch_add(&g.dram_back, back);
+    atomic_fetch_add(&g.dram_missed, missed);
+    fprintf(stderr,
+            "soak_load: t=%.1fs master kill: %" PRIu64 " keys had a DRAM copy, %" PRIu64
+            " of those read back their own bytes from before the kill, %" PRIu64 " missed\n",
+            (double)run_ms() / 1000, listed, back, missed);
+out:
+    free(names);
+    free(keys);
+    free(info);
+    free(res);
+    free(seen);
+    free(listed_floor);
+    free(buf);
+    free(scratch);
+    return NULL;
 }
 
 /* ---- operations --------------------------------------------------------------------------- */
@@ -580,6 +702,9 @@ static void report(double t, bool final)
         {"fault_error_tail_ms", atomic_load(&g.fault_tail_ms)},
         {"ok_after_faults", atomic_load(&g.ok_after_faults)},
         {"bytes_verified", atomic_load(&g.bytes_verified)},
+        {"dram_before_master_kill", atomic_load(&g.dram_before_kill)},
+        {"dram_back_after_master_kill", atomic_load(&g.dram_back)},
+        {"dram_missed_after_master_kill", atomic_load(&g.dram_missed)},
     };
     printf("{\"t_s\":%.1f", t);
     for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
@@ -728,6 +853,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < g.threads; i++)
         pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)i);
     uint64_t next = g.t0 + (uint64_t)g.report_s * 1000;
+    pthread_t dram_th[MAX_DRAM_CHECKS];
+    int ndram = 0;
     while (now_ms() - g.t0 < (uint64_t)g.seconds * 1000) {
         struct timespec ts = {0, 20 * 1000000};
         int sig = sigtimedwait(&sigs, NULL, &ts);
@@ -739,6 +866,11 @@ int main(int argc, char **argv)
         }
         if (ctl)
             poll_control(ctl);
+        if (atomic_exchange(&g.dram_check_pending, 0)) {
+            if (ndram < MAX_DRAM_CHECKS &&
+                pthread_create(&dram_th[ndram], NULL, dram_check, NULL) == 0)
+                ndram++;
+        }
         if (now_ms() >= next) {
             report((double)(now_ms() - g.t0) / 1000.0, false);
             next += (uint64_t)g.report_s * 1000;
@@ -747,6 +879,8 @@ int main(int argc, char **argv)
     atomic_store(&g.stop, 1);
     for (int i = 0; i < g.threads; i++)
         pthread_join(th[i], NULL);
+    for (int i = 0; i < ndram; i++)
+        pthread_join(dram_th[i], NULL);
     report((double)(now_ms() - g.t0) / 1000.0, true);
     mc_client_close(g.client);
     if (ctl)

@@ -3,10 +3,12 @@
  * a process that mounts a DRAM segment (no disk tier) runs the stream, and its holder index
  * lists exactly the objects committed in its segment, each at the offset where its bytes are
  * (checked against the value's content); a Remove drops the entry, and one made immediately
- * before a master SIGKILL never comes back; with --holder_stream=false
+ * before a master SIGKILL never comes back, nor one removed while its holder daemon was
+ * SIGSTOPped past --holder_delete_timeout_ms (fenced); with --holder_stream=false
  * nothing is streamed and Puts still work.
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -16,10 +18,12 @@
 #include <cmocka.h>
 #include <stdio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client/client_internal.h"
 #include "client/holder_index.h"
 #include "client/holder_index_stream.h"
+#include "cluster_util.h"
 #include "common/clock.h"
 #include "mooncake/client.h"
 #include "test_client_util.h"
@@ -365,12 +369,195 @@ static void test_stream_off(void **state)
     tm_stop(&m);
 }
 
+/* ---- a removed key's holder SIGSTOPped past --holder_delete_timeout_ms ------------------ */
+
+#define FKEYS 16
+
+/* The last line of the file at path that contains what (malloc'd), or NULL. */
+static char *last_line_with(const char *path, const char *what)
+{
+    char *text = cu_slurp(path, NULL);
+    if (!text)
+        return NULL;
+    char *found = NULL;
+    for (char *line = text; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (nl)
+            *nl = '\0';
+        if (strstr(line, what)) {
+            free(found);
+            found = strdup(line);
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    free(text);
+    return found;
+}
+
+/* Waits up to ms for a line of the log at path containing what and field=value (value a
+ * number); returns the number, or -1. */
+static long long wait_log_field(const char *path, const char *what, const char *field, int ms)
+{
+    uint64_t deadline = mc_now_ms() + (uint64_t)ms;
+    do {
+        char *line = last_line_with(path, what);
+        const char *f = line ? strstr(line, field) : NULL;
+        if (f) {
+            long long v = atoll(f + strlen(field));
+            free(line);
+            return v;
+        }
+        free(line);
+        cu_sleep_ms(20);
+    } while (mc_now_ms() < deadline);
+    return -1;
+}
+
+static void start_holder(const char *dir, const char *name, const char *master, struct cu_proc *p,
+                         char *log, size_t logcap, char *ep, size_t epcap)
+{
+    char bin[512], master_arg[128];
+    const char *bindir = getenv("MC_BIN_DIR");
+    snprintf(bin, sizeof(bin), "%s/mooncake_client", bindir ? bindir : ".");
+    snprintf(master_arg, sizeof(master_arg), "--master=%s", master);
+    snprintf(log, logcap, "%s/%s.log", dir, name);
+    const char *argv[] = {
+        bin, master_arg, "--segment_size=8MiB", "--host=127.0.0.1", "--log_level=info", NULL};
+    assert_int_equal(cu_spawn(p, argv, log), 0);
+    struct mc_proc_ready ready;
+    if (cu_await_ready(p, MC_PROC_READY_DAEMON, &ready, name, 10000) != 0)
+        fail_msg("%s did not get ready: '%s'", name, ready.line);
+    snprintf(ep, epcap, "%s", ready.endpoint);
+}
+
+static int put_ep(struct mc_client *c, const char *ep, const char *key, const void *v, size_t n)
+{
+    struct mc_replicate_config rc;
+    mc_replicate_config_init(&rc);
+    const char *p[1] = {ep};
+    rc.preferred_segments = p;
+    rc.preferred_segments_count = 1;
+    return mc_put(c, key, v, n, &rc);
+}
+
+/* A key removed while its holder (a mooncake_client daemon) is SIGSTOPped: the Remove completes
+ * once --holder_delete_timeout_ms passes (the holder is fenced); SIGCONT, the holder's next poll
+ * is answered REPLICA_IS_GONE and it drops its whole index; the master is SIGKILLed and
+ * restarted. Asserted: the removed key never comes back; the fenced holder's other keys, which
+ * read back their own bytes before the kill (the master still had them), miss after the
+ * restart (their index entries went with the fence: the holder re-registers nothing); a second
+ * holder, never stopped, gets all of its keys back byte-equal; new Puts to either holder work. */
+static void test_removed_while_holder_stopped(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc-hstop-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    static const char *const flags[] = {"--holder_delete_timeout_ms=500", NULL};
+    struct test_master m;
+    assert_int_equal(tm_start(&m, 0, flags), 0);
+    uint16_t port = m.port;
+    struct cu_proc fen, live;
+    char flog[256], llog[256], fep[300], lep[300];
+    start_holder(dir, "fenced", m.addr, &fen, flog, sizeof(flog), fep, sizeof(fep));
+    start_holder(dir, "live", m.addr, &live, llog, sizeof(llog), lep, sizeof(lep));
+    struct mc_client *peer = open_client(m.addr, 0);
+    uint8_t v[VLEN], out[VLEN];
+    char key[32];
+    for (int i = 0; i < FKEYS; i++) {
+        snprintf(key, sizeof(key), "f/%d", i);
+        tm_fill(v, VLEN, 700u + (uint32_t)i);
+        assert_int_equal(put_ep(peer, fep, key, v, VLEN), 0);
+        snprintf(key, sizeof(key), "l/%d", i);
+        tm_fill(v, VLEN, 800u + (uint32_t)i);
+        assert_int_equal(put_ep(peer, lep, key, v, VLEN), 0);
+    }
+    cu_sleep_ms(200); /* past the flush interval: both holders have indexed their commits */
+
+    /* f/0 removed while its holder is stopped: answered once the holder is fenced */
+    assert_int_equal(kill(fen.pid, SIGSTOP), 0);
+    uint64_t t0 = mc_now_ms();
+    int rrc = mc_remove(peer, "f/0", false);
+    uint64_t took = mc_now_ms() - t0;
+    assert_int_equal(kill(fen.pid, SIGCONT), 0);
+    print_message("Remove with the holder stopped: %s after %llu ms\n", mc_strerror(rrc),
+                  (unsigned long long)took);
+    assert_int_equal(rrc, 0);
+    assert_int_equal(mc_get(peer, "f/0", out, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+    /* the holder, resumed, learns of the fence and drops its index */
+    long long dropped =
+        wait_log_field(flog, "the master fenced this holder's index", "entries_dropped=", 10000);
+    if (dropped < 0) {
+        cu_dump_log(&fen, "fenced holder");
+        fail_msg("the resumed holder never saw the fence");
+    }
+    print_message("fenced holder dropped %lld index entries\n", dropped);
+    /* the master still has the other keys: their own bytes */
+    for (int i = 1; i < FKEYS; i++) {
+        snprintf(key, sizeof(key), "f/%d", i);
+        tm_fill(v, VLEN, 700u + (uint32_t)i);
+        memset(out, 0, VLEN);
+        assert_int_equal(mc_get(peer, key, out, VLEN), VLEN);
+        assert_memory_equal(out, v, VLEN);
+    }
+
+    /* no re-registration yet (the first mount has none): the lines awaited below are the
+     * restart's */
+    char *early = last_line_with(flog, "DRAM replicas re-registered");
+    if (!early)
+        early = last_line_with(llog, "DRAM replicas re-registered");
+    if (early)
+        fail_msg("re-registration logged before the restart: %s", early);
+
+    tm_kill(&m);
+    assert_int_equal(tm_start(&m, port, flags), 0);
+    /* both holders re-mount and re-register: the fenced one nothing, the live one all */
+    long long fback = wait_log_field(flog, "DRAM replicas re-registered", "entries=", 20000);
+    long long lback = wait_log_field(llog, "DRAM replicas re-registered", "back=", 20000);
+    if (fback < 0 || lback < 0) {
+        cu_dump_log(&fen, "fenced holder");
+        cu_dump_log(&live, "live holder");
+        fail_msg("no re-registration logged (fenced %lld, live %lld)", fback, lback);
+    }
+    assert_int_equal(fback, 0);
+    assert_int_equal(lback, FKEYS);
+    for (int i = 0; i < FKEYS; i++) {
+        snprintf(key, sizeof(key), "f/%d", i);
+        assert_int_equal(mc_get(peer, key, out, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+        snprintf(key, sizeof(key), "l/%d", i);
+        tm_fill(v, VLEN, 800u + (uint32_t)i);
+        memset(out, 0, VLEN);
+        assert_int_equal(mc_get(peer, key, out, VLEN), VLEN);
+        assert_memory_equal(out, v, VLEN);
+    }
+    /* both take new Puts, read back equal */
+    for (int i = 0; i < FKEYS; i++) {
+        snprintf(key, sizeof(key), "n/%d", i);
+        tm_fill(v, VLEN, 900u + (uint32_t)i);
+        assert_int_equal(put_ep(peer, i % 2 ? fep : lep, key, v, VLEN), 0);
+    }
+    for (int i = 0; i < FKEYS; i++) {
+        snprintf(key, sizeof(key), "n/%d", i);
+        tm_fill(v, VLEN, 900u + (uint32_t)i);
+        memset(out, 0, VLEN);
+        assert_int_equal(mc_get(peer, key, out, VLEN), VLEN);
+        assert_memory_equal(out, v, VLEN);
+    }
+    mc_client_close(peer);
+    assert_int_equal(cu_stop(&fen, SIGTERM, 5000), 0);
+    assert_int_equal(cu_stop(&live, SIGTERM, 5000), 0);
+    tm_stop(&m);
+    cu_rm_rf(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_index_follows_commits),     cmocka_unit_test(test_stream_off),
-        cmocka_unit_test(test_master_restart_keeps_dram), cmocka_unit_test(test_rereg_races_puts),
+        cmocka_unit_test(test_index_follows_commits),
+        cmocka_unit_test(test_stream_off),
+        cmocka_unit_test(test_master_restart_keeps_dram),
+        cmocka_unit_test(test_rereg_races_puts),
         cmocka_unit_test(test_holder_killed_with_master),
+        cmocka_unit_test(test_removed_while_holder_stopped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

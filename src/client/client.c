@@ -252,8 +252,11 @@ static void on_mount_epoch(void *arg, struct mc_id segment_id, uint64_t epoch)
         /* the entries stay through a re-mount (epoch 0 accepts no commit meanwhile); the new
          * mount's master is told of them by the stream's thread (re-registration) */
         mc_holder_index_set_epoch(c->hidx, segment_id, epoch, true);
-        if (epoch)
+        if (epoch) {
+            pthread_mutex_lock(&c->hstream_lock);
             mc_hidx_stream_reregister(atomic_load(&c->hstream), segment_id, epoch);
+            pthread_mutex_unlock(&c->hstream_lock);
+        }
     }
     mc_client_rdma_fence(c, segment_id, epoch);
 }
@@ -635,7 +638,9 @@ static int open_holder_stream(struct mc_client *c, const struct mc_client_config
         return 0;
     struct mc_hidx_stream *s = NULL;
     int rc = mc_hidx_stream_start(c->mc, c->id, c->hidx, c->ps, 0, &s);
+    pthread_mutex_lock(&c->hstream_lock);
     atomic_store(&c->hstream, s);
+    pthread_mutex_unlock(&c->hstream_lock);
     return rc;
 }
 
@@ -668,6 +673,7 @@ int mc_client_open(const struct mc_client_config *cfg, struct mc_client **out)
     const struct mc_logger *prev_logger = mc_log_current();
     c->logger.level = MC_LOG_WARN; /* until the config is read */
     pthread_mutex_init(&c->buf_lock, NULL);
+    pthread_mutex_init(&c->hstream_lock, NULL);
     int rc = 0;
     for (size_t i = 0; rc == 0 && i < sizeof(open_steps) / sizeof(open_steps[0]); i++)
         rc = open_steps[i](c, cfg);
@@ -692,7 +698,12 @@ void mc_client_close(struct mc_client *c)
     const struct mc_logger *prev = mc_log_set_current(&c->logger);
     mc_worker_stop(c->worker);
     c->worker = NULL;
-    mc_hidx_stream_stop(atomic_exchange(&c->hstream, NULL));
+    /* taken under the lock the mount-epoch callback holds while it uses the stream: once
+     * it is NULL no re-mount can reach the stream, and only then is it stopped and freed */
+    pthread_mutex_lock(&c->hstream_lock);
+    struct mc_hidx_stream *hs = atomic_exchange(&c->hstream, NULL);
+    pthread_mutex_unlock(&c->hstream_lock);
+    mc_hidx_stream_stop(hs);
     struct mc_disk_tier *disk = atomic_load(&c->disk);
     if (disk && c->mc)
         mc_disk_tier_unmount(disk);
@@ -720,6 +731,7 @@ void mc_client_close(struct mc_client *c)
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
+    pthread_mutex_destroy(&c->hstream_lock);
     mc_client_metrics_destroy(&c->metrics);
     mc_auth_cred_free(c->cred);
     mc_log_set_current(prev);

@@ -65,6 +65,9 @@ struct mc_client {
     struct mc_holder_index *hidx;           /* what the DRAM segment holds (holder_index.h) */
     struct mc_hidx_stream *_Atomic hstream; /* feeds hidx (holder_index_stream.h); read by
                                              * the ping thread's mount-epoch callback */
+    /* held while the mount-epoch callback uses hstream and while close takes it away, so the
+     * stream is never freed under a re-mount (order: hstream_lock, then the stream's own) */
+    pthread_mutex_t hstream_lock;
 
     pthread_mutex_t buf_lock;
     struct mc_reg_buffer *bufs;
