@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "common/hash.h"
+#include "common/lock_owner.h"
+#include "common/mc_assert.h"
 #include "mooncake/errors.h"
 
 #define F_CRC_VALID 0x1u
@@ -45,7 +47,8 @@ struct hseg {
 
 struct mc_holder_index {
     pthread_mutex_t mu;
-    struct hent **table; /* key hash, power of two */
+    struct mc_lock_owner mu_owner; /* who holds mu (the _locked asserts) */
+    struct hent **table;           /* key hash, power of two */
     size_t mask;
     struct hseg segs[MC_HIDX_MAX_SEGMENTS];
     struct mc_hidx_stats st;
@@ -97,6 +100,7 @@ void mc_holder_index_free(struct mc_holder_index *ix)
 
 static struct hseg *find_seg_locked(struct mc_holder_index *ix, struct mc_id id)
 {
+    MC_ASSERT(mc_owner_is_me(&ix->mu_owner));
     for (size_t i = 0; i < MC_HIDX_MAX_SEGMENTS; i++)
         if (ix->segs[i].used && mc_id_eq(ix->segs[i].id, id))
             return &ix->segs[i];
@@ -108,7 +112,7 @@ int mc_holder_index_add_segment(struct mc_holder_index *ix, struct mc_id seg, ui
     if (!ix || mc_id_is_zero(seg) || size == 0)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_ERR_NO_AVAILABLE_HANDLE;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     if (find_seg_locked(ix, seg)) {
         rc = MC_ERR_SEGMENT_ALREADY_EXISTS;
         goto out;
@@ -138,13 +142,14 @@ int mc_holder_index_add_segment(struct mc_holder_index *ix, struct mc_id seg, ui
         break;
     }
 out:
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return rc;
 }
 
 /* Unlinks e from its key chain and its bucket and frees it. */
 static void unlink_free_locked(struct mc_holder_index *ix, struct hent *e)
 {
+    MC_ASSERT(mc_owner_is_me(&ix->mu_owner));
     size_t h = (size_t)mc_hash_key(e->key, e->key_len) & ix->mask;
     for (struct hent **pp = &ix->table[h]; *pp; pp = &(*pp)->hnext)
         if (*pp == e) {
@@ -168,6 +173,7 @@ static void unlink_free_locked(struct mc_holder_index *ix, struct hent *e)
 static size_t drop_range_locked(struct mc_holder_index *ix, struct hseg *s, uint64_t off,
                                 uint64_t len)
 {
+    MC_ASSERT(mc_owner_is_me(&ix->mu_owner));
     if (len == 0 || off >= s->size)
         return 0;
     uint64_t end = len > s->size - off ? s->size : off + len;
@@ -204,6 +210,7 @@ static size_t drop_range_locked(struct mc_holder_index *ix, struct hseg *s, uint
 
 static void grow_locked(struct mc_holder_index *ix)
 {
+    MC_ASSERT(mc_owner_is_me(&ix->mu_owner));
     size_t nsz = (ix->mask + 1) * 2;
     struct hent **nt = calloc(nsz, sizeof(*nt));
     if (!nt)
@@ -227,7 +234,7 @@ size_t mc_holder_index_commit(struct mc_holder_index *ix, struct mc_id seg, uint
 {
     size_t filed = 0;
     uint32_t now = now_s();
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     if (!s || s->epoch == 0 || s->epoch != epoch) {
         ix->st.stale += n;
@@ -270,7 +277,7 @@ size_t mc_holder_index_commit(struct mc_holder_index *ix, struct mc_id seg, uint
             grow_locked(ix);
     }
 out:
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return filed;
 }
 
@@ -279,18 +286,18 @@ void mc_holder_index_drop_range(struct mc_holder_index *ix, struct mc_id seg, ui
 {
     if (!ix)
         return;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     if (s && ix->st.entries)
         ix->st.dropped_by_write += drop_range_locked(ix, s, offset, len);
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
 }
 
 size_t mc_holder_index_drop_key(struct mc_holder_index *ix, const char *key, size_t key_len,
                                 uint64_t version)
 {
     size_t n = 0;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     size_t h = (size_t)mc_hash_key(key, key_len) & ix->mask;
     for (struct hent *e = ix->table[h], *nx; e; e = nx) {
         nx = e->hnext;
@@ -300,7 +307,7 @@ size_t mc_holder_index_drop_key(struct mc_holder_index *ix, const char *key, siz
         }
     }
     ix->st.dropped_by_delete += n;
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return n;
 }
 
@@ -308,7 +315,7 @@ bool mc_holder_index_drop_exact(struct mc_holder_index *ix, struct mc_id seg, co
                                 size_t key_len, uint64_t version, uint64_t offset)
 {
     bool dropped = false;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     size_t h = (size_t)mc_hash_key(key, key_len) & ix->mask;
     for (struct hent *e = ix->table[h]; s && e; e = e->hnext)
@@ -318,7 +325,7 @@ bool mc_holder_index_drop_exact(struct mc_holder_index *ix, struct mc_id seg, co
             dropped = true;
             break;
         }
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return dropped;
 }
 
@@ -326,7 +333,7 @@ int mc_holder_index_set_epoch(struct mc_holder_index *ix, struct mc_id seg, uint
                               bool keep)
 {
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     if (s) {
         if (!keep)
@@ -334,16 +341,16 @@ int mc_holder_index_set_epoch(struct mc_holder_index *ix, struct mc_id seg, uint
         s->epoch = epoch;
         rc = 0;
     }
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return rc;
 }
 
 uint64_t mc_holder_index_epoch(struct mc_holder_index *ix, struct mc_id seg)
 {
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     uint64_t e = s ? s->epoch : 0;
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return e;
 }
 
@@ -354,7 +361,7 @@ int mc_holder_index_list(struct mc_holder_index *ix, struct mc_id seg, struct mc
     *n = 0;
     *keys_out = NULL;
     int rc = 0;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     struct hseg *s = find_seg_locked(ix, seg);
     if (!s) {
         rc = MC_ERR_SEGMENT_NOT_FOUND;
@@ -397,24 +404,24 @@ int mc_holder_index_list(struct mc_holder_index *ix, struct mc_id seg, struct mc
     *n = cnt;
     *keys_out = keys;
 out:
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return rc;
 }
 
 size_t mc_holder_index_clear(struct mc_holder_index *ix)
 {
     size_t n = 0;
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     for (size_t i = 0; i < MC_HIDX_MAX_SEGMENTS; i++)
         if (ix->segs[i].used)
             n += drop_range_locked(ix, &ix->segs[i], 0, ix->segs[i].size);
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return n;
 }
 
 void mc_holder_index_stats(struct mc_holder_index *ix, struct mc_hidx_stats *st)
 {
-    pthread_mutex_lock(&ix->mu);
+    mc_owner_lock(&ix->mu, &ix->mu_owner);
     *st = ix->st;
-    pthread_mutex_unlock(&ix->mu);
+    mc_owner_unlock(&ix->mu, &ix->mu_owner);
 }

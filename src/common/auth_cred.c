@@ -16,6 +16,8 @@
 #include <openssl/crypto.h>
 
 #include "common/auth.h"
+#include "common/lock_owner.h"
+#include "common/mc_assert.h"
 #include "common/log.h"
 
 #define HEX_ID (2 * MC_AUTH_ID_BYTES)
@@ -24,6 +26,7 @@
 
 struct mc_auth_cred {
     pthread_mutex_t lock;
+    struct mc_lock_owner lock_owner; /* who holds lock (save_locked asserts it) */
     bool set;
     uint8_t id[MC_AUTH_ID_BYTES];
     uint8_t cred[MC_AUTH_CRED_BYTES];
@@ -94,6 +97,7 @@ static void load(struct mc_auth_cred *c)
 /* Writes c's credential to its file (temp file, fsync, rename). Called with c->lock held. */
 static void save_locked(const struct mc_auth_cred *c)
 {
+    MC_ASSERT(mc_owner_is_me(&c->lock_owner));
     char tmp[PATH_MAX], text[FILE_LEN];
     if (snprintf(tmp, sizeof(tmp), "%s.tmp", c->path) >= (int)sizeof(tmp))
         return;
@@ -150,7 +154,7 @@ void mc_auth_cred_learn(struct mc_auth_cred *c, const uint8_t *cred, size_t len)
 {
     if (!c || !cred || len != MC_AUTH_CRED_BYTES)
         return;
-    pthread_mutex_lock(&c->lock);
+    mc_owner_lock(&c->lock, &c->lock_owner);
     bool changed = !c->set || CRYPTO_memcmp(c->cred, cred, MC_AUTH_CRED_BYTES) != 0;
     if (changed) {
         memcpy(c->cred, cred, MC_AUTH_CRED_BYTES);
@@ -158,19 +162,19 @@ void mc_auth_cred_learn(struct mc_auth_cred *c, const uint8_t *cred, size_t len)
         if (c->path)
             save_locked(c);
     }
-    pthread_mutex_unlock(&c->lock);
+    mc_owner_unlock(&c->lock, &c->lock_owner);
 }
 
 bool mc_auth_cred_get(struct mc_auth_cred *c, uint8_t *id, uint8_t *cred)
 {
     if (!c)
         return false;
-    pthread_mutex_lock(&c->lock);
+    mc_owner_lock(&c->lock, &c->lock_owner);
     bool set = c->set;
     if (set) {
         memcpy(id, c->id, MC_AUTH_ID_BYTES);
         memcpy(cred, c->cred, MC_AUTH_CRED_BYTES);
     }
-    pthread_mutex_unlock(&c->lock);
+    mc_owner_unlock(&c->lock, &c->lock_owner);
     return set;
 }

@@ -27,6 +27,8 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/lock_owner.h"
+#include "common/mc_assert.h"
 #include "mooncake/errors.h"
 
 #define GATHER_BYTES 16384 /* one TLS record of plaintext */
@@ -40,6 +42,7 @@ struct mc_tls {
     SSL *ssl;
     int fd;
     pthread_mutex_t lock;
+    struct mc_lock_owner lock_owner; /* who holds lock (settle_locked asserts it) */
     bool want_write;
     int rcv_ms, snd_ms; /* client sessions: the socket's timeouts (-1 = none) */
     char reason[192];
@@ -253,6 +256,7 @@ void mc_tls_free(struct mc_tls *t)
  * socket's), or 0 for the peer's orderly end. */
 static ssize_t settle_locked(struct mc_tls *t, int r)
 {
+    MC_ASSERT(mc_owner_is_me(&t->lock_owner));
     int e = SSL_get_error(t->ssl, r);
     int saved = errno;
     t->want_write = false;
@@ -292,14 +296,14 @@ static ssize_t read_some(struct mc_tls *t, void *buf, size_t len, bool peek)
 {
     if (len > INT32_MAX)
         len = INT32_MAX;
-    pthread_mutex_lock(&t->lock);
+    mc_owner_lock(&t->lock, &t->lock_owner);
     ERR_clear_error();
     errno = 0;
     int r = peek ? SSL_peek(t->ssl, buf, (int)len) : SSL_read(t->ssl, buf, (int)len);
     ssize_t out = r > 0 ? r : settle_locked(t, r);
     if (r > 0)
         t->want_write = false;
-    pthread_mutex_unlock(&t->lock);
+    mc_owner_unlock(&t->lock, &t->lock_owner);
     return out;
 }
 
@@ -343,14 +347,14 @@ ssize_t mc_tls_writev(struct mc_tls *t, const struct iovec *iov, int n)
         }
         if (len > INT32_MAX)
             len = INT32_MAX;
-        pthread_mutex_lock(&t->lock);
+        mc_owner_lock(&t->lock, &t->lock_owner);
         ERR_clear_error();
         errno = 0;
         int r = SSL_write(t->ssl, p, (int)len);
         ssize_t bad = r > 0 ? 0 : settle_locked(t, r);
         if (r > 0)
             t->want_write = false;
-        pthread_mutex_unlock(&t->lock);
+        mc_owner_unlock(&t->lock, &t->lock_owner);
         if (r <= 0) {
             if (total)
                 return (ssize_t)total;
@@ -377,9 +381,9 @@ ssize_t mc_tls_writev(struct mc_tls *t, const struct iovec *iov, int n)
 
 size_t mc_tls_pending(struct mc_tls *t)
 {
-    pthread_mutex_lock(&t->lock);
+    mc_owner_lock(&t->lock, &t->lock_owner);
     int n = SSL_pending(t->ssl);
-    pthread_mutex_unlock(&t->lock);
+    mc_owner_unlock(&t->lock, &t->lock_owner);
     return n > 0 ? (size_t)n : 0;
 }
 
@@ -482,7 +486,13 @@ int mc_tls_sock_connect(struct mc_tls_ctx *ctx, int fd, uint32_t timeout_ms, con
         int r = SSL_do_handshake(t->ssl);
         if (r == 1)
             break;
+        /* the session is this thread's alone until the handshake ends; the lock is what
+         * settle_locked asserts (pthread_mutex_lock leaves errno as the SSL call set it) */
+        mc_owner_lock(&t->lock, &t->lock_owner);
         ssize_t s = settle_locked(t, r);
+        int err = errno;
+        mc_owner_unlock(&t->lock, &t->lock_owner);
+        errno = err;
         if (s == 0 || errno != EAGAIN) {
             if (s == 0)
                 snprintf(t->reason, sizeof(t->reason), "the server closed the connection");

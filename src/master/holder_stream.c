@@ -8,13 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/lock_order.h"
 #include "common/log.h"
+#include "common/mc_assert.h"
 #include "master/delwait.h"
 #include "master/fence.h"
 #include "master/master_state.h"
 #include "master/offload.h"
 #include "master/object_events.h"
 #include "master/object_record.h"
+#include "master/shard.h"
 #include "mooncake/errors.h"
 
 #define HS_KIND MC_TASK_DELETE /* fire and forget: a pull hands items out and forgets them */
@@ -74,8 +77,9 @@ static void fence_index(struct mc_holder_stream *hs, struct mc_id holder, const 
 }
 
 /* Queues one item for the owner of each MEMORY replica of o (quiet: woken once unlocked). */
-static void push_locked(struct mc_master *m, struct mc_object *o, bool drop)
+static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, bool drop)
 {
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, false));
     struct mc_holder_stream *hs = m->hstream;
     const char *key = mc_obj_key(o);
     for (uint32_t i = 0; i < o->nrep; i++) {
@@ -107,8 +111,7 @@ static void push_locked(struct mc_master *m, struct mc_object *o, bool drop)
 
 static void on_put_end(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    (void)s;
-    push_locked(m, o, false);
+    push_locked(m, s, o, false);
 }
 
 /* The delete rule for DRAM copies: a Remove (op) waits until each owner of o's MEMORY replicas
@@ -153,8 +156,7 @@ static int on_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_o
 
 static void on_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    (void)s;
-    push_locked(m, o, true);
+    push_locked(m, s, o, true);
 }
 
 static void wake_now(struct mc_master *m, uint64_t now)
