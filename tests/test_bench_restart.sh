@@ -6,7 +6,7 @@
 set -u
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-"$1" restart --objects 500 --runs 2 --pause_ms 200 >"$out"
+"$1" restart --objects 500 --runs 2 --pause_ms 200 --wait 30 >"$out"
 rc=$?
 cat "$out"
 [ "$rc" -eq 0 ] || { echo "mooncake_bench restart exited $rc" >&2; exit 1; }
