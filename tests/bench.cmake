@@ -60,3 +60,8 @@ add_test(NAME test_headline_objects
                  HEADLINE_LOG_DIR=${CMAKE_CURRENT_BINARY_DIR}/headline_logs bash ${CMAKE_SOURCE_DIR}/scripts/bench/headline.sh
                  --rows objects --bin-dir $<TARGET_FILE_DIR:mooncake_bench>)
 set_tests_properties(test_headline_objects PROPERTIES TIMEOUT 300)
+# mooncake_bench restart on 500 objects over 2 daemons, the master SIGKILLed and restarted twice:
+# the JSON line parses, every object is back with its bytes (back == objects, wrong == 0).
+add_test(NAME test_bench_restart COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_restart.sh
+                                         $<TARGET_FILE:mooncake_bench>)
+set_tests_properties(test_bench_restart PROPERTIES TIMEOUT 120)

@@ -26,6 +26,7 @@
  * heartbeat, so each object has a LOCAL_DISK copy before it is removed and each Remove waits
  * for the holder's round trip (the delete rule). The holder writes nothing: the figures are the
  * protocol's cost, without the holder's dead-mark write.
+ * The fake segment answers the DRAM holder stream too (bench_master_hstream.c).
  * Bodies are encoded by hand (they are a repeated field-1 string) or with protobuf-c (put);
  * every response's frame status is checked and one response in 64 is decoded fully (per-key
  * statuses, replica count). Any failure is counted and reported; the run fails if there are any.
@@ -887,6 +888,7 @@ int mc_bench_master(int argc, char **argv)
     struct shared sh = {.o = &o, .client = mc_bm_derived_id(o.bench_id, "client")};
     struct mc_bm_probe probe = {0};
     struct pinger pg = {.sh = &sh};
+    struct mc_bm_hstream hs = {0};
     struct loop *loops = calloc((size_t)o.threads, sizeof(*loops));
     double *rates = calloc((size_t)o.runs, sizeof(double));
     double *cps = calloc((size_t)o.runs, sizeof(double));
@@ -908,6 +910,8 @@ int mc_bench_master(int argc, char **argv)
     pthread_cond_init(&pg.cv, NULL);
     pthread_create(&pg.th, NULL, pinger_main, &pg);
     pinger_up = 1;
+    if (mc_bm_hstream_start(&hs, &sh) != 0)
+        goto out; /* said why */
     if (o.op == OP_REMOVE || o.op == OP_BATCH_REMOVE) {
         rc = mc_bm_run_remove(&sh, pg.c);
         goto out;
@@ -975,6 +979,7 @@ int mc_bench_master(int argc, char **argv)
     rc = 0;
 out:
     mc_bm_probe_stop(&probe);
+    mc_bm_hstream_stop(&hs);
     if (pinger_up) {
         pthread_mutex_lock(&pg.mu);
         pg.stop = 1;

@@ -67,6 +67,19 @@ struct mc_bm_probe {
 };
 int mc_bm_probe_start(struct mc_bm_probe *p, struct shared *sh, double hz);
 void mc_bm_probe_stop(struct mc_bm_probe *p);
+/* The fake segment's side of the DRAM holder stream (bench_master_hstream.c): a thread that
+ * long-polls HolderIndexHeartbeat for the bench's client and acknowledges every drop on its
+ * next poll, for the whole invocation. */
+struct mc_bm_hstream {
+    struct shared *sh;
+    struct mc_rpc_client *c;
+    pthread_t th;
+    int started;
+    _Atomic int stop, off;
+    _Atomic uint64_t polls, items, acked, fenced;
+};
+int mc_bm_hstream_start(struct mc_bm_hstream *h, struct shared *sh);
+void mc_bm_hstream_stop(struct mc_bm_hstream *h);
 /* The bench's client and segment ids, derived from --bench_id: a second invocation with the same
  * id mounts the same segment again (the master answers "the same mount") instead of adding
  * another 1 TiB of capacity. */

@@ -121,6 +121,7 @@ uint64_t mc_bench_rss_bytes(void);
     X(promotion, "promotion on hit: disk-only vs promoted read latency")                           \
     X(replay, "a Mooncake trace against a cluster: hit ratio vs exact LRU and unbounded")          \
     X(failover, "HA: leader SIGKILL -> first Put, -> all objects back (etcd + two masters)")       \
+    X(restart, "master SIGKILL + restart: -> first Get, -> all DRAM objects back")                 \
     X(crc, "CRC32C, copy then CRC, and the copy fused with the CRC, vs memcpy")                    \
     X(tls, "TLS vs plain TCP side by side: 4 MiB Get between processes, GetReplicaList ops/s")
 
