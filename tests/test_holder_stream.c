@@ -473,6 +473,13 @@ static void test_removed_while_holder_stopped(void **state)
     }
     cu_sleep_ms(200); /* past the flush interval: both holders have indexed their commits */
 
+    /* f/0 lives in the fenced holder's segment (what the rest of the case is about) */
+    struct mc_object_info qi;
+    assert_int_equal(mc_query(peer, "f/0", &qi), 0);
+    assert_int_equal(qi.replica_count, 1);
+    if (strcmp(qi.replicas[0].endpoint, fep) != 0)
+        fail_msg("f/0 was placed at %s, not at the fenced holder %s", qi.replicas[0].endpoint, fep);
+    mc_object_info_free(&qi);
     /* f/0 removed while its holder is stopped: answered once the holder is fenced */
     assert_int_equal(kill(fen.pid, SIGSTOP), 0);
     uint64_t t0 = mc_now_ms();
