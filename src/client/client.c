@@ -727,7 +727,7 @@ void mc_client_close(struct mc_client *c)
     mc_transport_free(c->local);
     mc_peer_server_free(c->ps);
     mc_holder_index_free(c->hidx); /* after the peer server: no write announces itself now */
-    mc_tls_ctx_free(c->tls); /* after every connection that used it */
+    mc_tls_ctx_free(c->tls);       /* after every connection that used it */
     mc_segment_mem_destroy(&c->seg);
     free(c->bufs);
     pthread_mutex_destroy(&c->buf_lock);
