@@ -152,6 +152,21 @@ static void test_index_follows_commits(void **state)
     tm_stop(&m);
 }
 
+/* A Get through the library just after the master came back: while its link is still down it
+ * fails fast (RPC_FAIL / RPC_TIMEOUT); those are retried (a liveness wait), any other answer is
+ * the answer. */
+static int64_t get_settled(struct mc_client *c, const char *key, void *out, size_t n)
+{
+    uint64_t until = mc_now_ms() + 20000;
+    int64_t r;
+    while ((r = mc_get(c, key, out, n)) == MC_ERR_RPC_FAIL || r == MC_ERR_RPC_TIMEOUT) {
+        if (mc_now_ms() > until)
+            break;
+        cu_sleep_ms(50);
+    }
+    return r;
+}
+
 static void check_all(struct mc_client *c, const char *prefix, int from, int to, uint32_t seed0)
 {
     uint8_t v[VLEN], out[VLEN];
@@ -160,7 +175,7 @@ static void check_all(struct mc_client *c, const char *prefix, int from, int to,
         snprintf(key, sizeof(key), "%s%d", prefix, i);
         tm_fill(v, VLEN, seed0 + (uint32_t)i);
         memset(out, 0, VLEN);
-        int64_t got = mc_get(c, key, out, VLEN);
+        int64_t got = get_settled(c, key, out, VLEN);
         if (got != VLEN)
             fail_msg("%s: get returned %lld (%s)", key, (long long)got,
                      got < 0 ? mc_strerror((int)got) : "short");
@@ -212,7 +227,7 @@ static void test_master_restart_keeps_dram(void **state)
     uint8_t out[VLEN];
     for (int i = 0; i < NREMOVED; i++) {
         snprintf(key, sizeof(key), "rs/%d", i);
-        assert_int_equal(mc_get(peer, key, out, VLEN), MC_ERR_OBJECT_NOT_FOUND);
+        assert_int_equal(get_settled(peer, key, out, VLEN), MC_ERR_OBJECT_NOT_FOUND);
     }
 
     /* new Puts after the restart never land on a re-registered range */
@@ -336,7 +351,7 @@ static void test_holder_killed_with_master(void **state)
     uint8_t out[VLEN];
     for (int i = 0; i < NKEYS; i++) {
         snprintf(key, sizeof(key), "%s/%d", i % 2 ? "dies" : "live", i);
-        int64_t got = mc_get(peer, key, out, VLEN);
+        int64_t got = get_settled(peer, key, out, VLEN);
         if (i % 2) {
             assert_int_equal(got, MC_ERR_OBJECT_NOT_FOUND);
             continue;
@@ -447,21 +462,6 @@ static int put_ep(struct mc_client *c, const char *ep, const char *key, const vo
  * read back their own bytes before the kill (the master still had them), miss after the
  * restart (their index entries went with the fence: the holder re-registers nothing); a second
  * holder, never stopped, gets all of its keys back byte-equal; new Puts to either holder work. */
-/* A Get through the library just after the master came back: while its link is still down it
- * fails fast (RPC_FAIL / RPC_TIMEOUT); those are retried (a liveness wait), any other answer is
- * the answer. */
-static int64_t get_settled(struct mc_client *c, const char *key, void *out, size_t n)
-{
-    uint64_t until = mc_now_ms() + 20000;
-    int64_t r;
-    while ((r = mc_get(c, key, out, n)) == MC_ERR_RPC_FAIL || r == MC_ERR_RPC_TIMEOUT) {
-        if (mc_now_ms() > until)
-            break;
-        cu_sleep_ms(50);
-    }
-    return r;
-}
-
 static void test_removed_while_holder_stopped(void **state)
 {
     (void)state;
