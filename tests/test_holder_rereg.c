@@ -17,9 +17,11 @@
 #include <cmocka.h>
 
 #include "master/holder_stream.h"
+#include "master/mailbox.h"
 #include "master/fence.h"
 #include "master/master_state.h"
 #include "master/objects.h"
+#include "master/offload.h"
 #include "mooncake/errors.h"
 #include "test_master_util.h"
 
@@ -255,6 +257,55 @@ static void test_fenced_holder_reregisters_nothing_removed(void **state)
     }
 }
 
+/* With a disk tier configured, a Remove's tracked drop draws its id from offload's table; the
+ * drops every erasure sends draw theirs from the same table. A holder acks each drop by id and an
+ * ack settles the waiting delete of that id, so two drops may never share one: an ack for one
+ * key's drop would complete another key's Remove before its holder dropped it. */
+static void test_drop_ids_unique_with_offload(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master_config cfg;
+    mc_master_config_init(&cfg);
+    cfg.clock = &fc.clock;
+    cfg.manual_ticks = true;
+    cfg.enable_offload = true;
+    struct mc_master *m = NULL;
+    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "u%d", i);
+        assert_int_equal(tm_put(m, a, key, 4096), MC_OK);
+    }
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    /* offload tasks handed to a disk holder draw from offload's table too: a few of them */
+    for (int i = 0; i < 8; i++)
+        (void)mc_mailboxes_reserve_id(mc_offload_mailboxes(m));
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "u%d", i);
+        int done = 0;
+        assert_int_equal(mc_master_remove_wait(m, key, strlen(key), false, done_cb, &done),
+                         MC_MASTER_PENDING);
+        size_t before = c.ndrops;
+        assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+        assert_true(c.ndrops > before);
+        assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids + before, c.ndrops - before), 1);
+        assert_int_equal(done, 1);
+    }
+    for (size_t i = 0; i < c.ndrops; i++)
+        for (size_t j = i + 1; j < c.ndrops; j++)
+            if (c.drop_ids[i] == c.drop_ids[j])
+                fail_msg("drops %zu and %zu share the id %llu", i, j,
+                         (unsigned long long)c.drop_ids[i]);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_reregister_rules),
         cmocka_unit_test(test_remove_waits_for_holder),
         cmocka_unit_test(test_fenced_holder_reregisters_nothing_removed),
+        cmocka_unit_test(test_drop_ids_unique_with_offload),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

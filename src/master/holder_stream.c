@@ -91,9 +91,20 @@ static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
         const struct mc_segment *seg = r->u.seg;
         struct mc_task_src src = {
             .segment = seg->desc.id, .mount_epoch = seg->mount_epoch, .offset = r->offset};
-        int rc = mc_mailbox_push_quiet(hs->mb, seg->owner, HS_KIND, key, o->key_len, o->version,
-                                       drop ? 0 : o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0,
-                                       0, drop ? NULL : &src, NULL);
+        int rc;
+        if (drop) {
+            /* the holder acks every drop by its id, and an ack settles the waiting delete of
+             * that id (delwait): a drop's id comes from the one space the tracked deletes use
+             * (offload's table when there is one), or a holder's ack of this drop would settle
+             * another key's Remove that drew the same number from the other table */
+            struct mc_mailboxes *ids = m->offload ? mc_offload_mailboxes(m) : hs->mb;
+            rc = mc_mailbox_push_quiet_id(hs->mb, seg->owner, HS_KIND, key, o->key_len, o->version,
+                                          0, 0, false, 0, mc_mailboxes_reserve_id(ids));
+        } else {
+            rc = mc_mailbox_push_quiet(hs->mb, seg->owner, HS_KIND, key, o->key_len, o->version,
+                                       o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0, 0, &src,
+                                       NULL);
+        }
         if (rc == MC_OK) {
             atomic_fetch_add_explicit(&hs->commits, 1, memory_order_relaxed);
             if (drop)
