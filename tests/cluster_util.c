@@ -5,10 +5,12 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
@@ -32,6 +34,17 @@ int cu_spawn(struct cu_proc *p, const char *const *argv, const char *log_path)
 int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms)
 {
     return mc_proc_read_line(p, line, cap, timeout_ms);
+}
+
+int cu_freeze(pid_t pid)
+{
+    if (kill(pid, SIGSTOP) != 0)
+        return -1;
+    int st;
+    pid_t r;
+    while ((r = waitpid(pid, &st, WUNTRACED)) < 0 && errno == EINTR)
+        ;
+    return r == pid && WIFSTOPPED(st) ? 0 : -1;
 }
 
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms)

@@ -43,6 +43,10 @@ int cu_read_line(struct cu_proc *p, char *line, size_t cap, int timeout_ms);
 /* Sends sig and waits up to timeout_ms (then SIGKILL). Returns the exit status, 128 + signal
  * when killed by one, or -1 when it was not running. */
 int cu_stop(struct cu_proc *p, int sig, int timeout_ms);
+/* SIGSTOP to a child, returning once every one of its threads has stopped (waitpid
+ * WUNTRACED): kill() alone returns before the group stop reaches threads that are running or
+ * waking, and such a thread may still answer a request it already received. 0, or -1. */
+int cu_freeze(pid_t pid);
 /* Prints the last bytes of the child's log on stderr (diagnostics). */
 void cu_dump_log(const struct cu_proc *p, const char *what);
 /* Reads the child's first stdout line within timeout_ms and parses it (tools/ready_line.h).

@@ -185,7 +185,7 @@ static void test_dram_survives_failover(void **state)
 
     /* removed while the holder is stopped: answered after --holder_delete_timeout_ms (the
      * holder's index fenced), then the leader dies before the holder runs again */
-    assert_int_equal(kill(g_holder.pid, SIGSTOP), 0);
+    assert_int_equal(cu_freeze(g_holder.pid), 0); /* every thread stopped, not just signalled */
     snprintf(key, sizeof(key), "dram-%d", STOPPED_KEY);
     int stopped_rm = mc_remove(w, key, false);
     assert_int_equal(cu_stop(&g_ma, SIGKILL, 5000), 128 + SIGKILL);

@@ -496,7 +496,7 @@ static void test_removed_while_holder_stopped(void **state)
         fail_msg("f/0 was placed at %s, not at the fenced holder %s", qi.replicas[0].endpoint, fep);
     mc_object_info_free(&qi);
     /* f/0 removed while its holder is stopped: answered once the holder is fenced */
-    assert_int_equal(kill(fen.pid, SIGSTOP), 0);
+    assert_int_equal(cu_freeze(fen.pid), 0); /* every thread stopped, not just signalled */
     uint64_t t0 = mc_now_ms();
     int rrc = mc_remove(peer, "f/0", false);
     uint64_t took = mc_now_ms() - t0;
