@@ -306,6 +306,55 @@ static void test_drop_ids_unique_with_offload(void **state)
     mc_master_free(m);
 }
 
+/* After a restart, a key re-registered, then removed (answered: its holder acked), must not
+ * come back when another copy of it is re-registered later (a second holder's, a late batch):
+ * the removal is a tombstone of the recovery window, which DRAM re-registration honours as disk
+ * re-registration does. */
+static void test_removed_key_not_recreated(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master_config cfg;
+    mc_master_config_init(&cfg);
+    cfg.clock = &fc.clock;
+    cfg.manual_ticks = true;
+    cfg.enable_offload = true;
+    struct mc_master *m = NULL;
+    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(tm_put(m, a, "gone", 4096), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(c.n, 1);
+    mc_master_free(m);
+
+    struct timespec ts = {0, 3 * 1000000L};
+    nanosleep(&ts, NULL);
+    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    uint64_t epoch = 0;
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    int st[4];
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "gone", 4, false, done_cb, &done), MC_MASTER_PENDING);
+    size_t before = c.ndrops;
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids + before, c.ndrops - before), 1);
+    assert_int_equal(done, 1);
+    /* the same copy again (its range is free again): refused, the key stays removed */
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(m, "gone", 4, &g), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -314,6 +363,7 @@ int main(void)
         cmocka_unit_test(test_remove_waits_for_holder),
         cmocka_unit_test(test_fenced_holder_reregisters_nothing_removed),
         cmocka_unit_test(test_drop_ids_unique_with_offload),
+        cmocka_unit_test(test_removed_key_not_recreated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,11 +22,13 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "master/delwait.h"
 #include "master/fence.h"
 #include "master/master.h"
 #include "master/master_state.h"
 #include "master/object_record.h"
 #include "master/objslab.h"
+#include "master/offload.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
 
@@ -48,6 +50,14 @@ static int reregister_one(struct mc_master *m, struct mc_id client, struct mc_id
     mc_shard_wrlock(s);
     if (mc_shard_find(s, hk, it->key, it->key_len)) {
         rc = MC_ERR_INVALID_VERSION;
+        goto out;
+    }
+    /* removed since this master started (the key absent now): its deletes still outstanding,
+     * or a tombstone of the recovery window. Checked under the shard lock, which every removal
+     * holds while it records both, so a Remove cannot slip between the check and the insert. */
+    if ((m->delwait && mc_delwait_blocks(m->delwait, it->key, it->key_len, it->version)) ||
+        mc_offload_recovery_removed(m, hk, it->version)) {
+        rc = MC_ERR_OBJECT_NOT_FOUND;
         goto out;
     }
     struct mc_segment_alloc a;

@@ -81,6 +81,12 @@ void mc_offload_recovery_note_removal(struct mc_master *m, struct mc_object *o)
         recovery_close(m, "tombstones_full");
 }
 
+bool mc_offload_recovery_removed(struct mc_master *m, uint64_t key_hash, uint64_t version)
+{
+    struct mc_offload *off = m->offload;
+    return off && recovery_open(m) && mc_tombs_blocks(off->tombs, key_hash, version);
+}
+
 /* The tick's part: the window closes once its time is over. */
 void mc_offload_recovery_tick(struct mc_master *m)
 {
