@@ -59,16 +59,24 @@ static void capture(void *arg, struct mc_task_list *tasks)
     mc_task_list_free(tasks);
 }
 
-static struct mc_master *new_master(struct mc_fake_clock *fc, uint32_t backlog)
+/* A master on the fake clock; with_offload configures a disk tier (its id space, tombstones). */
+static struct mc_master *new_master_with(struct mc_fake_clock *fc, uint32_t backlog,
+                                         bool with_offload)
 {
     struct mc_master_config c;
     mc_master_config_init(&c);
     c.clock = &fc->clock;
     c.manual_ticks = true;
     c.holder_backlog_limit = backlog;
+    c.enable_offload = with_offload;
     struct mc_master *m = NULL;
     assert_int_equal(mc_master_new(&c, &m), MC_OK);
     return m;
+}
+
+static struct mc_master *new_master(struct mc_fake_clock *fc, uint32_t backlog)
+{
+    return new_master_with(fc, backlog, false);
 }
 
 static void test_backlog_fences(void **state)
@@ -266,13 +274,7 @@ static void test_drop_ids_unique_with_offload(void **state)
     (void)state;
     struct mc_fake_clock fc;
     mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master_config cfg;
-    mc_master_config_init(&cfg);
-    cfg.clock = &fc.clock;
-    cfg.manual_ticks = true;
-    cfg.enable_offload = true;
-    struct mc_master *m = NULL;
-    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    struct mc_master *m = new_master_with(&fc, 0, true);
     struct mc_id a = tm_id(1);
     struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
     assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
@@ -315,13 +317,7 @@ static void test_removed_key_not_recreated(void **state)
     (void)state;
     struct mc_fake_clock fc;
     mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master_config cfg;
-    mc_master_config_init(&cfg);
-    cfg.clock = &fc.clock;
-    cfg.manual_ticks = true;
-    cfg.enable_offload = true;
-    struct mc_master *m = NULL;
-    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    struct mc_master *m = new_master_with(&fc, 0, true);
     struct mc_id a = tm_id(1);
     struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
     assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
@@ -334,7 +330,7 @@ static void test_removed_key_not_recreated(void **state)
 
     struct timespec ts = {0, 3 * 1000000L};
     nanosleep(&ts, NULL);
-    assert_int_equal(mc_master_new(&cfg, &m), MC_OK);
+    m = new_master_with(&fc, 0, true);
     uint64_t epoch = 0;
     assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
     assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
