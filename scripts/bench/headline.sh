@@ -85,8 +85,10 @@ for row in ${ROWS//,/ }; do
     c="scripts/bench/transfer_vs_iperf.sh --rounds $R --seconds $S --runs $RUNS --sizes 4MiB"
     run_row transfer "$c"
     f=$LOGDIR/transfer.log
-    emit "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB (checksums on)" \
-      "$(cell "$f" '^\| Get, same process \|' 5)" "$c" transfer
+    emit "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB, both over 1 GiB of sources (past the caches; checksums on)" \
+      "$(cell "$f" '^\| Get, same process, cold sources' 5)" "$c" transfer
+    emit "the same with one warm key vs a warm memcpy" \
+      "$(cell "$f" '^\| Get, same process, one warm key \|' 5)" "(same run)" transfer
     emit "4 MiB Get between processes, MB/s vs iperf3 (loopback, one stream; checksums on)" \
       "$(cell "$f" '^\| Get, between processes \|' 5)" "(same run)" transfer
     ;;
