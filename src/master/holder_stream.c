@@ -33,7 +33,7 @@ struct mc_holder_stream {
     _Atomic uint64_t last_wake_ms;
     _Atomic bool urgent; /* a drop was queued: wake at the next unlock, not at the interval */
     _Atomic uint64_t commits, dropped, fenced, polls, rereg, rereg_refused, unlisted;
-    pthread_mutex_t mu; /* a leaf: guards fenced[] */
+    pthread_mutex_t mu; /* a leaf: guards fenced[] and listings */
     struct mc_id fenced_ids[HS_MAX_FENCED];
     size_t nfenced;
     struct mc_hlisting *listings; /* under mu: per segment, its last listing */
