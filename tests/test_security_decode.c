@@ -481,6 +481,23 @@ static void test_segments_per_client_capped(void **state)
     msf_close(&x);
 }
 
+/* RemoveByRegex(".*", force) on a fresh connection with key. */
+static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+{
+    struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
+    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
+    req.pattern = ".*";
+    req.force = 1;
+    uint8_t buf[64];
+    size_t n = mc__remove_by_regex_request__pack(&req, buf);
+    void *resp = NULL;
+    size_t rl = 0;
+    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_BY_REGEX, buf, n, 0, &resp, &rl);
+    free(resp);
+    mc_rpc_client_free(c);
+    return rc;
+}
+
 static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
 {
     struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
@@ -495,9 +512,9 @@ static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
     return rc;
 }
 
-/* Roles: with an admin key, RemoveAll needs a connection that proved it (an admin tool holds
- * the admin token first and the data token second); the data token alone is refused. Without
- * an admin key the one token does everything. */
+/* Roles: with an admin key, the mass deletes (RemoveAll, RemoveByRegex) need a connection that
+ * proved it (an admin tool holds the admin token first and the data token second); the data
+ * token alone is refused. Without an admin key the one token does everything. */
 static void test_remove_all_needs_admin_token(void **state)
 {
     (void)state;
@@ -520,8 +537,11 @@ static void test_remove_all_needs_admin_token(void **state)
         if (with_admin) {
             assert_int_equal(remove_all_as(&x, &data), MC_ERR_UNAUTHENTICATED);
             assert_int_equal(remove_all_as(&x, &tool), 0);
+            assert_int_equal(remove_regex_as(&x, &data), MC_ERR_UNAUTHENTICATED);
+            assert_int_equal(remove_regex_as(&x, &tool), 0);
         } else {
             assert_int_equal(remove_all_as(&x, &data), 0);
+            assert_int_equal(remove_regex_as(&x, &data), 0);
         }
         msf_close(&x);
     }
