@@ -538,6 +538,8 @@ static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
         .cb_arg = c,
     };
     int rc = mc_master_conn_open(&mcc, &c->mc);
+    if (rc == 0) /* with a token and no credential: become the id the master mints */
+        rc = mc_client_id_adopt(c->mc, c->cred, c->cfg.disk_path, &c->id);
     if (rc || !c->cfg.disk_path)
         return rc;
     rc = unmount_previous_segments(c);
