@@ -28,6 +28,7 @@
 #include "common/etcd.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
+#include "tools/bench_procs.h"
 #include "tools/bench_util.h"
 #include "tools/proc_harness.h"
 
@@ -97,52 +98,28 @@ static int start_etcd(const struct fo_opts *o, struct mc_proc *p, char *endpoint
 
 static int start_master(const struct fo_opts *o, const char *endpoints, struct fo_master *m)
 {
-    char path[PATH_MAX + 32], ep[300], ttl[48], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_master", o->bin);
+    const struct mc_bench_procs b = {.bench = "failover", .bin = o->bin, .dir = o->dir};
+    char ep[300], ttl[48];
     snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", endpoints);
     snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", o->ttl);
-    snprintf(log, sizeof(log), "%s/master.log", o->dir);
-    const char *argv[] = {path,
-                          "--rpc_port=0",
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          "--enable_offload",
-                          "--enable_ha",
-                          "--cluster_id=bench",
-                          ep,
-                          ttl,
-                          NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(&m->p, argv, &io, MC_PROC_READY_MASTER, &r, 20000) != 0) {
-        fprintf(stderr, "failover: could not start %s\n", path);
+    const char *const extra[] = {
+        "--enable_offload", "--enable_ha", "--cluster_id=bench", ep, ttl, NULL};
+    uint16_t port;
+    if (mc_bench_start_master(&b, 0, extra, 0, &m->p, &port) != 0)
         return -1;
-    }
-    snprintf(m->rpc, sizeof(m->rpc), "127.0.0.1:%u", r.rpc_port);
+    snprintf(m->rpc, sizeof(m->rpc), "127.0.0.1:%u", port);
     return 0;
 }
 
 static int start_holder(const struct fo_opts *o, const char *url, struct mc_proc *p)
 {
-    char path[PATH_MAX + 32], m[400], seg[64], dp[PATH_MAX + 32], cap[64], log[PATH_MAX + 32];
+    const struct mc_bench_procs b = {.bench = "failover", .bin = o->bin, .dir = o->dir};
+    char dp[PATH_MAX + 32], cap[64];
     uint64_t need = (uint64_t)o->objects * (o->size + 8192) * 2 + (256ull << 20);
-    snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
-    snprintf(m, sizeof(m), "--master=%s", url);
-    snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)(need / 2));
     snprintf(dp, sizeof(dp), "--disk_path=%s/disk", o->dir);
     snprintf(cap, sizeof(cap), "--disk_capacity=%llu", (unsigned long long)need);
-    snprintf(log, sizeof(log), "%s/holder.log", o->dir);
-    const char *argv[] = {path, m,   "--host=127.0.0.1", "--data_port=0",     seg,
-                          dp,   cap, "--log_level=warn", "--master_wait=20s", NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(p, argv, &io, MC_PROC_READY_DAEMON, &r, 30000) != 0) {
-        fprintf(stderr, "failover: could not start %s\n", path);
-        return -1;
-    }
-    return 0;
+    const char *const extra[] = {dp, cap, NULL};
+    return mc_bench_start_daemon(&b, "holder", url, need / 2, extra, p);
 }
 
 /* ---- data ----------------------------------------------------------------------------------- */
@@ -237,16 +214,7 @@ static int parse(int argc, char **argv, struct fo_opts *o)
     o->size = 4096;
     o->ttl = 3;
     snprintf(o->etcd_bin, sizeof(o->etcd_bin), "etcd");
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    snprintf(o->bin, sizeof(o->bin), ".");
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf(o->bin, sizeof(o->bin), "%s", self);
-    }
+    mc_bench_self_dir(o->bin, sizeof(o->bin));
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {

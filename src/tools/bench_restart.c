@@ -27,6 +27,7 @@
 
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
+#include "tools/bench_procs.h"
 #include "tools/bench_util.h"
 #include "tools/proc_harness.h"
 
@@ -56,49 +57,21 @@ struct rs_state {
 
 static int start_master(struct rs_state *s)
 {
-    char path[PATH_MAX + 32], port[32], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_master", s->o.bindir);
-    snprintf(port, sizeof(port), "--rpc_port=%u", (unsigned)s->port);
-    snprintf(log, sizeof(log), "%s/master.log", s->o.tmp);
-    const char *argv[] = {path,
-                          port,
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    /* the port of the killed master may still be in TIME_WAIT for a moment: retry */
-    for (uint64_t end = mc_proc_now_ms() + 20000; mc_proc_now_ms() < end; mc_proc_sleep_ms(20))
-        if (mc_proc_start(&s->master, argv, &io, MC_PROC_READY_MASTER, &r, 20000) == 0) {
-            s->port = r.rpc_port;
-            return 0;
-        }
-    fprintf(stderr, "restart: could not start %s\n", path);
-    return -1;
+    const struct mc_bench_procs b = {.bench = "restart", .bin = s->o.bindir, .dir = s->o.tmp};
+    /* the port of the killed master may still be in TIME_WAIT for a moment: retried */
+    return mc_bench_start_master(&b, s->port, NULL, 20000, &s->master, &s->port);
 }
 
 static int start_daemon(struct rs_state *s, int i)
 {
+    const struct mc_bench_procs b = {.bench = "restart", .bin = s->o.bindir, .dir = s->o.tmp};
     /* twice the daemon's share of the data: the master's placement need not be even */
     uint64_t seg =
         (uint64_t)s->o.objects * (s->o.size + 64) * 2 / (uint64_t)s->o.daemons + (64ull << 20);
-    char path[PATH_MAX + 32], m[64], sz[64], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_client", s->o.bindir);
-    snprintf(m, sizeof(m), "--master=127.0.0.1:%u", (unsigned)s->port);
-    snprintf(sz, sizeof(sz), "--segment_size=%llu", (unsigned long long)seg);
-    snprintf(log, sizeof(log), "%s/daemon%d.log", s->o.tmp, i);
-    const char *argv[] = {
-        path, m, "--host=127.0.0.1", "--data_port=0", sz, "--log_level=warn", "--master_wait=20s",
-        NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(&s->daemon[i], argv, &io, MC_PROC_READY_DAEMON, &r, 30000) != 0) {
-        fprintf(stderr, "restart: could not start %s\n", path);
-        return -1;
-    }
-    return 0;
+    char master[64], name[32];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", (unsigned)s->port);
+    snprintf(name, sizeof(name), "daemon%d", i);
+    return mc_bench_start_daemon(&b, name, master, seg, NULL, &s->daemon[i]);
 }
 
 /* ---- data ----------------------------------------------------------------------------------- */
@@ -271,20 +244,10 @@ static int parse(int argc, char **argv, struct rs_opts *o)
         mc_bench_opts_usage(stderr, &cli);
         return 2;
     }
-    if (o->bin[0]) {
+    if (o->bin[0])
         snprintf(o->bindir, sizeof(o->bindir), "%s", o->bin);
-    } else {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        snprintf(o->bindir, sizeof(o->bindir), ".");
-        if (n > 0) {
-            self[n] = '\0';
-            char *slash = strrchr(self, '/');
-            if (slash)
-                *slash = '\0';
-            snprintf(o->bindir, sizeof(o->bindir), "%s", self);
-        }
-    }
+    else
+        mc_bench_self_dir(o->bindir, sizeof(o->bindir));
     return 0;
 }
 
