@@ -53,6 +53,15 @@ void hx_start_master(struct hx *h, struct cu_proc *p, char *rpc, const char *con
     snprintf(rpc, 64, "%s", h->c.rpc);
 }
 
+uint64_t hx_start_pair(struct hx *h, const char *const *flags, int timeout_ms)
+{
+    hx_start_master(h, &h->ma, h->rpc_a, flags);
+    uint64_t epoch = hx_wait_leads(h->rpc_a, timeout_ms);
+    hx_start_master(h, &h->mb, h->rpc_b, flags);
+    hx_name_cluster(h);
+    return epoch;
+}
+
 void hx_name_cluster(struct hx *h)
 {
     snprintf(h->url, sizeof(h->url), "etcd://%s/%s", h->etcd.endpoints, h->cluster_id);

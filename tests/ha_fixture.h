@@ -34,6 +34,9 @@ void hx_teardown(struct hx *h);
  * --ha_lease_ttl_sec=2, then flags (NULL-terminated, may be NULL); its RPC address into rpc
  * (64 bytes). Asserts it started. */
 void hx_start_master(struct hx *h, struct cu_proc *p, char *rpc, const char *const *flags);
+/* The usual start: master A (h->ma) started and leading, then master B (h->mb) standing by,
+ * both with flags, and the cluster named (hx_name_cluster). Returns A's epoch. */
+uint64_t hx_start_pair(struct hx *h, const char *const *flags, int timeout_ms);
 /* From here on the daemons and clients started by cu_start_daemon / cu_open_client name the
  * cluster (h->url) instead of one master. */
 void hx_name_cluster(struct hx *h);

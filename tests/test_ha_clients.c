@@ -61,10 +61,8 @@ static void test_sigkill_leader(void **state)
     if (g.etcd_rc == 77)
         skip();
     assert_int_equal(g.etcd_rc, 0);
-    hx_start_master(&g, &g.ma, g.rpc_a, g_master_flags);
-    uint64_t e1 = hx_wait_leads(g.rpc_a, WAIT_MS);
-    hx_start_master(&g, &g.mb, g.rpc_b, g_master_flags);
-    hx_name_cluster(&g); /* the daemons and W name the cluster */
+    uint64_t e1 =
+        hx_start_pair(&g, g_master_flags, WAIT_MS); /* the daemons and W name the cluster */
 
     char disk[300], ep[256];
     snprintf(disk, sizeof(disk), "--disk_path=%s/disk", g.c.dir);

@@ -90,10 +90,7 @@ static void test_dram_survives_failover(void **state)
         MC_SKIP("etcd is not installed");
     assert_int_equal(g.etcd_rc, 0);
     const char *mflags[] = {"--holder_delete_timeout_ms=500", NULL};
-    hx_start_master(&g, &g.ma, g.rpc_a, mflags);
-    uint64_t e1 = hx_wait_leads(g.rpc_a, WAIT_MS);
-    hx_start_master(&g, &g.mb, g.rpc_b, mflags);
-    hx_name_cluster(&g); /* the daemon and W name the cluster */
+    uint64_t e1 = hx_start_pair(&g, mflags, WAIT_MS); /* the daemon and W name the cluster */
 
     char ep[256];
     const char *hflags[] = {"--segment_size=16MiB", "--master_wait=20s", NULL};
