@@ -30,10 +30,11 @@
 #include "mooncake/errors.h"
 #include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_values.h"
 #include "tools/proc_harness.h"
 
 #define MAX_RUNS 64
-#define BATCH 256
+#define BATCH MC_BENCH_VALUES_BATCH
 
 struct fo_opts {
     int objects, runs, ttl;
@@ -124,22 +125,6 @@ static int start_holder(const struct fo_opts *o, const char *url, struct mc_proc
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
-static void key_of(int i, char *k, size_t cap)
-{
-    snprintf(k, cap, "fo-%08d", i);
-}
-
-static void fill(uint8_t *b, uint64_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 static bool has_disk_copy(struct mc_client *c, const char *key)
 {
     struct mc_object_info info;
@@ -151,48 +136,6 @@ static bool has_disk_copy(struct mc_client *c, const char *key)
                info.replicas[k].status == MC_REPLICA_COMPLETE;
     mc_object_info_free(&info);
     return yes;
-}
-
-/* Reads every object not yet back (back[i]) in batches; returns how many are back now. */
-static int read_pass(const struct fo_opts *o, struct mc_client *c, bool *back, uint8_t *bufs,
-                     uint8_t *want)
-{
-    char kb[BATCH][24];
-    const char *keys[BATCH];
-    void *bp[BATCH];
-    int64_t res[BATCH];
-    size_t caps[BATCH];
-    int idx[BATCH], nback = 0;
-    for (int i = 0; i < o->objects;) {
-        int n = 0;
-        for (; i < o->objects && n < BATCH; i++) {
-            if (back[i]) {
-                nback++;
-                continue;
-            }
-            key_of(i, kb[n], sizeof(kb[n]));
-            keys[n] = kb[n];
-            bp[n] = bufs + (size_t)n * o->size;
-            caps[n] = o->size;
-            res[n] = -1;
-            idx[n++] = i;
-        }
-        if (!n)
-            break;
-        (void)mc_batch_get(c, (size_t)n, keys, bp, caps, res); /* per-key results below */
-        for (int j = 0; j < n; j++) {
-            if (res[j] != (int64_t)o->size)
-                continue;
-            fill(want, o->size, (uint64_t)idx[j]);
-            if (memcmp(bp[j], want, o->size) != 0) {
-                fprintf(stderr, "failover: %s read back other bytes\n", keys[j]);
-                exit(1); /* never acceptable */
-            }
-            back[idx[j]] = true;
-            nback++;
-        }
-    }
-    return nback;
 }
 
 /* ---- the bench ------------------------------------------------------------------------------ */
@@ -320,10 +263,12 @@ int mc_bench_failover(int argc, char **argv)
         fprintf(stderr, "failover: cannot open a client of %s\n", url);
         goto out;
     }
-    char key[24];
+    const struct mc_bench_values v = {
+        .bench = "failover", .prefix = "fo", .objects = o.objects, .size = o.size};
+    char key[32];
     for (int i = 0; i < o.objects; i++) {
-        key_of(i, key, sizeof(key));
-        fill(want, o.size, (uint64_t)i);
+        mc_bench_value_key(&v, i, key, sizeof(key));
+        mc_bench_value_fill(want, o.size, (uint64_t)i);
         int rc = -1;
         for (uint64_t end = now_ms() + 10000; rc != 0 && now_ms() < end;)
             if ((rc = mc_put(c, key, want, o.size, NULL)) != 0)
@@ -334,7 +279,7 @@ int mc_bench_failover(int argc, char **argv)
         }
     }
     for (int i = 0; i < o.objects; i++) {
-        key_of(i, key, sizeof(key));
+        mc_bench_value_key(&v, i, key, sizeof(key));
         uint64_t end = now_ms() + 60000;
         while (!has_disk_copy(c, key) && now_ms() < end)
             mc_proc_sleep_ms(10);
@@ -348,16 +293,23 @@ int mc_bench_failover(int argc, char **argv)
         int rc = -1;
         char fresh[32];
         snprintf(fresh, sizeof(fresh), "fo-fresh-%d", r);
-        fill(want, o.size, 1000000007u + (uint64_t)r);
+        mc_bench_value_fill(want, o.size, 1000000007u + (uint64_t)r);
         while (rc != 0 && now_ms() < t0 + 120000)
             if ((rc = mc_put(c, fresh, want, o.size, NULL)) != 0)
                 mc_proc_sleep_ms(5);
         first_ms[r] = (double)(now_ms() - t0);
         memset(back, 0, (size_t)o.objects * sizeof(bool));
         int nb = 0;
-        while (nb < o.objects && now_ms() < t0 + 300000)
-            if ((nb = read_pass(&o, c, back, bufs, want)) < o.objects)
+        uint64_t wrong = 0;
+        while (nb < o.objects && !wrong && now_ms() < t0 + 300000) {
+            int got = mc_bench_read_pass(c, &v, back, bufs, want, &wrong);
+            if (got > nb)
+                nb = got;
+            if (nb < o.objects)
                 mc_proc_sleep_ms(5);
+        }
+        if (wrong)
+            goto out; /* other bytes are never acceptable */
         all_ms[r] = (double)(now_ms() - t0);
         fprintf(stderr, "  run %d: first put %.0f ms, %d/%d back in %.0f ms\n", r, first_ms[r], nb,
                 o.objects, all_ms[r]);

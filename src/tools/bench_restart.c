@@ -29,11 +29,12 @@
 #include "mooncake/errors.h"
 #include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_values.h"
 #include "tools/proc_harness.h"
 
 #define MAX_RUNS 64
 #define MAX_DAEMONS 16
-#define BATCH 256
+#define BATCH MC_BENCH_VALUES_BATCH
 
 struct rs_opts {
     int objects, daemons, runs, wait_s, pause_ms;
@@ -44,6 +45,7 @@ struct rs_opts {
 
 struct rs_state {
     struct rs_opts o;
+    struct mc_bench_values v; /* the objects: keys rs-%08d */
     struct mc_proc master;
     uint16_t port;
     struct mc_proc daemon[MAX_DAEMONS];
@@ -76,22 +78,6 @@ static int start_daemon(struct rs_state *s, int i)
 
 /* ---- data ----------------------------------------------------------------------------------- */
 
-static void key_of(int i, char *k, size_t cap)
-{
-    snprintf(k, cap, "rs-%08d", i);
-}
-
-static void fill(uint8_t *b, uint64_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
-
 static int put_all(struct rs_state *s)
 {
     const struct rs_opts *o = &s->o;
@@ -103,9 +89,9 @@ static int put_all(struct rs_state *s)
     for (int i0 = 0; i0 < o->objects; i0 += BATCH) {
         int n = o->objects - i0 < BATCH ? o->objects - i0 : BATCH;
         for (int j = 0; j < n; j++) {
-            key_of(i0 + j, kb[j], sizeof(kb[j]));
+            mc_bench_value_key(&s->v, i0 + j, kb[j], sizeof(kb[j]));
             keys[j] = kb[j];
-            fill(s->bufs + (size_t)j * o->size, o->size, (uint64_t)(i0 + j));
+            mc_bench_value_fill(s->bufs + (size_t)j * o->size, o->size, (uint64_t)(i0 + j));
             bp[j] = s->bufs + (size_t)j * o->size;
             lens[j] = o->size;
         }
@@ -118,51 +104,6 @@ static int put_all(struct rs_state *s)
         }
     }
     return 0;
-}
-
-/* Reads every object not yet back in batches; returns how many are back now, or -1 when the
- * master did not answer a batch (try again later). */
-static int read_pass(struct rs_state *s)
-{
-    const struct rs_opts *o = &s->o;
-    char kb[BATCH][24];
-    const char *keys[BATCH];
-    void *bp[BATCH];
-    int64_t res[BATCH];
-    size_t caps[BATCH];
-    int idx[BATCH], nback = 0;
-    for (int i = 0; i < o->objects;) {
-        int n = 0;
-        for (; i < o->objects && n < BATCH; i++) {
-            if (s->back[i]) {
-                nback++;
-                continue;
-            }
-            key_of(i, kb[n], sizeof(kb[n]));
-            keys[n] = kb[n];
-            bp[n] = s->bufs + (size_t)n * o->size;
-            caps[n] = o->size;
-            res[n] = -1;
-            idx[n++] = i;
-        }
-        if (!n)
-            break;
-        if (mc_batch_get(s->c, (size_t)n, keys, bp, caps, res) != 0)
-            return -1;
-        for (int j = 0; j < n; j++) {
-            if (res[j] < 0)
-                continue; /* not back yet */
-            fill(s->want, o->size, (uint64_t)idx[j]);
-            if (res[j] != (int64_t)o->size || memcmp(bp[j], s->want, o->size) != 0) {
-                fprintf(stderr, "restart: %s read back other bytes\n", keys[j]);
-                s->wrong++;
-                continue;
-            }
-            s->back[idx[j]] = true;
-            nback++;
-        }
-    }
-    return nback;
 }
 
 /* ---- the bench ------------------------------------------------------------------------------ */
@@ -256,11 +197,11 @@ static int parse(int argc, char **argv, struct rs_opts *o)
 static void first_get(struct rs_state *s, int i)
 {
     char key[24];
-    key_of(i, key, sizeof(key));
+    mc_bench_value_key(&s->v, i, key, sizeof(key));
     int64_t got = mc_get(s->c, key, s->bufs, s->o.size);
     if (got < 0)
         return;
-    fill(s->want, s->o.size, (uint64_t)i);
+    mc_bench_value_fill(s->want, s->o.size, (uint64_t)i);
     if (got != (int64_t)s->o.size || memcmp(s->bufs, s->want, s->o.size) != 0) {
         fprintf(stderr, "restart: %s read back other bytes\n", key);
         s->wrong++;
@@ -284,7 +225,7 @@ static int exist_pass(struct rs_state *s)
                 nknown++;
                 continue;
             }
-            key_of(i, kb[n], sizeof(kb[n]));
+            mc_bench_value_key(&s->v, i, kb[n], sizeof(kb[n]));
             keys[n] = kb[n];
             res[n] = 0;
             idx[n++] = i;
@@ -328,7 +269,7 @@ static int one_run(struct rs_state *s, int run, double *first, double *all, doub
     }
     uint64_t t_all = mc_proc_now_ms();
     while (nb < o->objects && mc_proc_now_ms() < t_end) {
-        int got = read_pass(s);
+        int got = mc_bench_read_pass(s->c, &s->v, s->back, s->bufs, s->want, &s->wrong);
         if (got > nb)
             nb = got;
         if (nb < o->objects)
@@ -358,6 +299,8 @@ int mc_bench_restart(int argc, char **argv)
         return prc == 1 ? 0 : 2;
     }
     struct rs_opts *o = &s->o;
+    s->v = (struct mc_bench_values){
+        .bench = "restart", .prefix = "rs", .objects = o->objects, .size = o->size};
     if (mc_proc_mkdtemp(o->tmp, sizeof(o->tmp), o->dir[0] ? o->dir : NULL, "mc_bench_restart") !=
         0) {
         fprintf(stderr, "restart: cannot create a directory\n");
