@@ -13,7 +13,6 @@
  * --runs, in ms, with the TTL beside them (the goals: first Put <= TTL + 1 s, all back <=
  * TTL + 5 s at 100k objects).
  */
-#include <arpa/inet.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -22,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/etcd.h"
@@ -52,24 +50,11 @@ static uint64_t now_ms(void)
     return mc_proc_now_ms();
 }
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* ---- processes ------------------------------------------------------------------------------ */
 
 static int start_etcd(const struct fo_opts *o, struct mc_proc *p, char *endpoints, size_t cap)
 {
-    int cp = free_port(), pp = free_port();
+    int cp = mc_proc_free_port(), pp = mc_proc_free_port();
     char data[PATH_MAX + 16], lc[64], ac[64], lp[64], ap[64], cl[96], log[PATH_MAX + 16];
     snprintf(data, sizeof(data), "--data-dir=%s/etcd", o->dir);
     snprintf(lc, sizeof(lc), "--listen-client-urls=http://127.0.0.1:%d", cp);
