@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "common/rpc_client.h"
 
 uint64_t cu_now_ms(void)
 {
@@ -272,6 +273,19 @@ int cu_start_holder(struct cu_cluster *c, struct cu_proc *p, const char *disk_pa
 int cu_free_port(void)
 {
     return mc_proc_free_port();
+}
+
+int cu_admin_open(const char *addr, int call_timeout_ms, struct mc_rpc_client **out)
+{
+    struct mc_rpc_client_config rc;
+    char host[64]; /* copied by mc_rpc_client_new */
+
+    *out = NULL;
+    mc_rpc_client_config_init(&rc);
+    if (mc_rpc_parse_endpoint(addr, host, sizeof(host), &rc) != 0)
+        return -1;
+    rc.call_timeout_ms = call_timeout_ms;
+    return mc_rpc_client_new(&rc, out) == 0 ? 0 : -1;
 }
 
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed)

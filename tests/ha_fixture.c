@@ -71,14 +71,8 @@ void hx_name_cluster(struct hx *h)
 
 struct mc_rpc_client *hx_admin(const char *addr)
 {
-    static char host[4][64]; /* the config points into it while the client lives */
-    static int next;
-    struct mc_rpc_client_config cfg;
-    mc_rpc_client_config_init(&cfg);
-    assert_int_equal(mc_rpc_parse_endpoint(addr, host[next++ % 4], 64, &cfg), 0);
-    cfg.call_timeout_ms = 3000;
-    struct mc_rpc_client *c;
-    assert_int_equal(mc_rpc_client_new(&cfg, &c), 0);
+    struct mc_rpc_client *c = NULL;
+    assert_int_equal(cu_admin_open(addr, 3000, &c), 0);
     return c;
 }
 

@@ -744,13 +744,7 @@ static int group_setup(void **state)
     snprintf(disk, sizeof(disk), "%s/p_disk", g.dir);
     if (open_client(SEG, disk, 1ull << 30, &g.p) != 0 || open_client(0, NULL, 0, &g.r) != 0)
         return -1;
-    struct mc_rpc_client_config rc;
-    char host[64];
-    mc_rpc_client_config_init(&rc);
-    if (mc_rpc_parse_endpoint(g.m.addr, host, sizeof(host), &rc) != 0)
-        return -1;
-    rc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rc, &g.adm);
+    return cu_admin_open(g.m.addr, 5000, &g.adm);
 }
 
 static int group_teardown(void **state)

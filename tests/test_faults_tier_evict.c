@@ -296,13 +296,7 @@ static int group_setup(void **state)
     unsetenv("MC_TEST_DISK_EXTENT_SIZE");
     if (rc != 0 || open_client(0, NULL, 0, &g.r) != 0)
         return -1;
-    struct mc_rpc_client_config rcc;
-    char host[64];
-    mc_rpc_client_config_init(&rcc);
-    if (mc_rpc_parse_endpoint(g.m.addr, host, sizeof(host), &rcc) != 0)
-        return -1;
-    rcc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rcc, &g.adm);
+    return cu_admin_open(g.m.addr, 5000, &g.adm);
 }
 
 static int group_teardown(void **state)
