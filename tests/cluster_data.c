@@ -87,6 +87,21 @@ int64_t cu_read_tier(struct mc_client *c, const char *key, void *buf, size_t cap
     return res;
 }
 
+int cu_get_checked(struct mc_client *c, const char *key, void *buf, const void *want, size_t len,
+                   const char *what)
+{
+    int64_t n = cu_read(c, key, buf, len);
+
+    if (n == (int64_t)len) {
+        if (memcmp(buf, want, len) != 0)
+            fail_msg("%s: get %s returned other bytes", what, key);
+        return 1;
+    }
+    if (n >= 0)
+        fail_msg("%s: get %s returned %lld bytes", what, key, (long long)n);
+    return n == MC_ERR_OBJECT_NOT_FOUND ? 0 : (int)n;
+}
+
 void cu_assert_value(const char *key, int64_t got, const void *buf, const void *want, size_t len)
 {
     if (got != (int64_t)len)

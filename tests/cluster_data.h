@@ -38,6 +38,11 @@ int64_t cu_read(struct mc_client *c, const char *key, void *buf, size_t cap);
  * the tier that served it into *tier and the reads made into *reads (either may be NULL). */
 int64_t cu_read_tier(struct mc_client *c, const char *key, void *buf, size_t cap, int *tier,
                      int *reads);
+/* A checked read of key (cu_read) against want[0..len): 1 when it returned those bytes, 0 when
+ * OBJECT_NOT_FOUND, else the negative error. Other bytes or another length fail the test at
+ * once, the message headed by what. */
+int cu_get_checked(struct mc_client *c, const char *key, void *buf, const void *want, size_t len,
+                   const char *what);
 /* Asserts got == len and buf[0..len) == want[0..len) (says which key and why first). */
 void cu_assert_value(const char *key, int64_t got, const void *buf, const void *want, size_t len);
 

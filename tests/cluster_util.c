@@ -2,18 +2,16 @@
  * cluster_util.c - child processes (on the shared harness, tools/proc_harness.h) and a strict
  * JSON reader for the multi-process tests. See cluster_util.h.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cluster_util.h"
+#include "common/rpc_client.h"
 
 uint64_t cu_now_ms(void)
 {
@@ -274,16 +272,20 @@ int cu_start_holder(struct cu_cluster *c, struct cu_proc *p, const char *disk_pa
 
 int cu_free_port(void)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+    return mc_proc_free_port();
+}
 
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
+int cu_admin_open(const char *addr, int call_timeout_ms, struct mc_rpc_client **out)
+{
+    struct mc_rpc_client_config rc;
+    char host[64]; /* copied by mc_rpc_client_new */
+
+    *out = NULL;
+    mc_rpc_client_config_init(&rc);
+    if (mc_rpc_parse_endpoint(addr, host, sizeof(host), &rc) != 0)
+        return -1;
+    rc.call_timeout_ms = call_timeout_ms;
+    return mc_rpc_client_new(&rc, out) == 0 ? 0 : -1;
 }
 
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed)

@@ -30,6 +30,8 @@
 #include "tools/metrics_scrape.h" /* mc_metrics_value: a sample of mooncake_cli metrics */
 #include "tools/proc_harness.h"
 
+struct mc_rpc_client; /* common/rpc_client.h: cu_admin_open */
+
 /* ---- processes ------------------------------------------------------------------------- */
 
 /* A child is the harness's handle: pid (0 when not running), out_fd (read end of its stdout
@@ -122,6 +124,10 @@ int cu_start_holder(struct cu_cluster *c, struct cu_proc *p, const char *disk_pa
 /* A loopback TCP port that was free a moment ago (--metrics_port=0 means "off" for a daemon,
  * so a test picks one); -1 on error. */
 int cu_free_port(void);
+/* An RPC client of the master at addr ("HOST:PORT") with call_timeout_ms per call and the rest
+ * of the defaults: the tests' admin link (GetStats, replica queries, GetLeader). Returns 0, or
+ * -1 with *out NULL (a bad address). */
+int cu_admin_open(const char *addr, int call_timeout_ms, struct mc_rpc_client **out);
 /* A deterministic byte pattern of seed (xorshift64, 8 bytes a step). */
 void cu_fill(uint8_t *buf, size_t len, uint64_t seed);
 

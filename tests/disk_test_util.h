@@ -19,6 +19,7 @@
 #include "client/disk_store.h"
 #include "common/crc32c.h"
 #include "mooncake/errors.h"
+#include "tools/proc_harness.h"
 
 #define KIB 1024ull
 #define MIB (1024ull * 1024)
@@ -28,21 +29,10 @@ struct env {
     struct mc_disk_store *s;
 };
 
+/* rm -rf of a store directory (the harness's: a symlink is removed, never followed). */
 static inline void rm_rf(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char p[512];
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
+    mc_proc_rm_rf(dir);
 }
 
 static inline int setup(void **state)

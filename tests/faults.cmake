@@ -15,13 +15,13 @@ add_dependencies(test_master_link_stale mooncake_master)
 # Connection drops at every step of the LOCAL_DISK tier (offload, disk-only Get, promotion)
 # with the holder's worker in the test's process, against a real mooncake_master.
 mc_add_test(test_faults_tier SOURCES test_faults_tier.c test_client_util.c cluster_util.c
-            tier_query.c
+            cluster_data.c tier_query.c
             LIBS mc_client_static Threads::Threads TIMEOUT 600)
 add_dependencies(test_faults_tier mooncake_master mc_client_daemon)
 # Connection drops of the LOCAL_DISK tier's capacity-eviction report (small extents, a small
 # disk) with the holder's tier in the test's process, against a real mooncake_master.
 mc_add_test(test_faults_tier_evict SOURCES test_faults_tier_evict.c test_client_util.c
-            cluster_util.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
+            cluster_util.c cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 300)
 add_dependencies(test_faults_tier_evict mooncake_master mc_client_daemon)
 # Processes of the LOCAL_DISK tier killed while offloads run: the holder daemon (kill -9,
 # restart on its --disk_path) and the master (kill -9, restart on its port).

@@ -17,7 +17,7 @@ endif()
 # Clients follow the leader: a holder daemon and a library client named etcd://..., SIGKILL of
 # the leader, LOCAL_DISK objects read back through the new one.
 if(TARGET mooncake_master AND TARGET mc_client_daemon)
-  mc_add_test(test_ha_clients SOURCES test_ha_clients.c etcd_util.c cluster_util.c
+  mc_add_test(test_ha_clients SOURCES test_ha_clients.c ha_fixture.c etcd_util.c cluster_util.c
               cluster_data.c tier_query.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
   set_tests_properties(test_ha_clients PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_ha_clients mooncake_master mc_client_daemon mooncake_cli)
@@ -50,8 +50,8 @@ endif()
 # DRAM objects survive a fail-over: a DRAM-only holder daemon re-registers its holder index with
 # the new leader; every object reads back byte-equal, keys removed before the kill stay removed.
 if(TARGET mooncake_master AND TARGET mc_client_daemon)
-  mc_add_test(test_ha_dram SOURCES test_ha_dram.c etcd_util.c cluster_util.c cluster_data.c
-              LIBS mc_client_static Threads::Threads TIMEOUT 180)
+  mc_add_test(test_ha_dram SOURCES test_ha_dram.c ha_fixture.c etcd_util.c cluster_util.c
+              cluster_data.c LIBS mc_client_static Threads::Threads TIMEOUT 180)
   set_tests_properties(test_ha_dram PROPERTIES SKIP_RETURN_CODE 77)
   add_dependencies(test_ha_dram mooncake_master mc_client_daemon)
 endif()

@@ -85,15 +85,8 @@ static int start_holder(void)
 
 static int admin_open(void)
 {
-    struct mc_rpc_client_config rc;
-    char host[64];
     mc_rpc_client_free(g.adm);
-    g.adm = NULL;
-    mc_rpc_client_config_init(&rc);
-    if (mc_rpc_parse_endpoint(g.cl.rpc, host, sizeof(host), &rc) != 0)
-        return -1;
-    rc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rc, &g.adm);
+    return cu_admin_open(g.cl.rpc, 5000, &g.adm);
 }
 
 /* The version of key k when the master lists a COMPLETE LOCAL_DISK replica of it, else 0. */

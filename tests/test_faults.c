@@ -375,13 +375,7 @@ static int group_setup(void **state)
     cfg.log_level = MC_CLIENT_LOG_ERROR;
     if (mc_client_open(&cfg, &g.c) != 0)
         return -1;
-    struct mc_rpc_client_config rc;
-    char host[64];
-    mc_rpc_client_config_init(&rc);
-    if (mc_rpc_parse_endpoint(g.m.addr, host, sizeof(host), &rc) != 0)
-        return -1;
-    rc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rc, &g.adm);
+    return cu_admin_open(g.m.addr, 5000, &g.adm);
 }
 
 static int group_teardown(void **state)

@@ -38,7 +38,7 @@
 #include "client/client_internal.h"
 #include "client/disk_store.h"
 #include "client/disk_tier.h"
-#include "cluster_util.h"
+#include "cluster_data.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/rpc_client.h"
@@ -141,20 +141,8 @@ static void put_new(int n, const char *tag)
  * fail the test at once. */
 static int get_one(int k, const char *what)
 {
-    int64_t n = 0;
     tm_fill(g.want, VLEN, g.seeds[k]);
-    for (int t = 0; t < 5 && (t == 0 || n == MC_ERR_LEASE_EXPIRED); t++) {
-        memset(g.buf, 0, VLEN);
-        n = mc_get(g.r, g.keys[k], g.buf, VLEN);
-    }
-    if (n == (int64_t)VLEN) {
-        if (memcmp(g.buf, g.want, VLEN) != 0)
-            fail_msg("%s: get %s returned other bytes", what, g.keys[k]);
-        return 1;
-    }
-    if (n >= 0)
-        fail_msg("%s: get %s returned %lld bytes", what, g.keys[k], (long long)n);
-    return n == MC_ERR_OBJECT_NOT_FOUND ? 0 : (int)n;
+    return cu_get_checked(g.r, g.keys[k], g.buf, g.want, VLEN, what);
 }
 
 /* Every object ever put: its bytes, or a clean miss the master does not list; every LOCAL_DISK
@@ -296,13 +284,7 @@ static int group_setup(void **state)
     unsetenv("MC_TEST_DISK_EXTENT_SIZE");
     if (rc != 0 || open_client(0, NULL, 0, &g.r) != 0)
         return -1;
-    struct mc_rpc_client_config rcc;
-    char host[64];
-    mc_rpc_client_config_init(&rcc);
-    if (mc_rpc_parse_endpoint(g.m.addr, host, sizeof(host), &rcc) != 0)
-        return -1;
-    rcc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rcc, &g.adm);
+    return cu_admin_open(g.m.addr, 5000, &g.adm);
 }
 
 static int group_teardown(void **state)

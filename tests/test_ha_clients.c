@@ -26,73 +26,16 @@
 #include "client/master_conn.h"
 #include "client/master_follow.h"
 #include "cluster_data.h"
-#include "common/rpc_client.h"
-#include "common/wire.h"
-#include "etcd_util.h"
+#include "ha_fixture.h"
 #include "mooncake/client.h"
-#include "proto/master.pb-c.h"
 #include "tier_query.h"
 
 #define N 8
 #define VLEN (64u * 1024u)
 #define WAIT_MS 30000
 
-static struct eu_etcd g_etcd;
-static int g_etcd_rc;
-static struct cu_cluster g_c;
-static struct cu_proc g_ma, g_mb, g_holder;
-static char g_rpc_a[64], g_rpc_b[64], g_url[300];
-
-static void start_master(struct cu_proc *p, char *rpc)
-{
-    char ep[300];
-    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", g_etcd.endpoints);
-    const char *flags[] = {"--enable_ha",      ep,  "--cluster_id=t_hac", "--ha_lease_ttl_sec=2",
-                           "--enable_offload", NULL};
-    assert_int_equal(cu_start_master(&g_c, p, 0, flags, 10000), 0);
-    snprintf(rpc, 64, "%s", g_c.rpc);
-}
-
-static struct mc_rpc_client *admin(const char *addr)
-{
-    static char host[4][64];
-    static int next;
-    struct mc_rpc_client_config cfg;
-    mc_rpc_client_config_init(&cfg);
-    assert_int_equal(mc_rpc_parse_endpoint(addr, host[next++ % 4], 64, &cfg), 0);
-    cfg.call_timeout_ms = 3000;
-    struct mc_rpc_client *c;
-    assert_int_equal(mc_rpc_client_new(&cfg, &c), 0);
-    return c;
-}
-
-static bool leads(const char *addr, uint64_t *epoch)
-{
-    struct mc_rpc_client *c = admin(addr);
-    Mc__GetLeaderRequest req = MC__GET_LEADER_REQUEST__INIT;
-    Mc__GetLeaderResponse *r = NULL;
-    bool yes = false;
-    if (mc_rpc_client_call_msg(c, MC_METHOD_GET_LEADER, &req.base,
-                               &mc__get_leader_response__descriptor, 0,
-                               (ProtobufCMessage **)&r) == 0) {
-        yes = strcmp(r->role, "leader") == 0;
-        *epoch = r->epoch;
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    }
-    mc_rpc_client_free(c);
-    return yes;
-}
-
-static uint64_t wait_leads(const char *addr)
-{
-    uint64_t deadline = cu_now_ms() + WAIT_MS, e = 0;
-    while (!leads(addr, &e)) {
-        if (cu_now_ms() > deadline)
-            fail_msg("%s never led", addr);
-        cu_sleep_ms(20);
-    }
-    return e;
-}
+static struct hx g;
+static const char *const g_master_flags[] = {"--enable_offload", NULL};
 
 static void value_of(int i, uint8_t *buf)
 {
@@ -102,43 +45,32 @@ static void value_of(int i, uint8_t *buf)
 static int setup(void **state)
 {
     (void)state;
-    g_etcd_rc = eu_start(&g_etcd, 1, 20000);
-    if (g_etcd_rc != 0)
-        return 0;
-    return cu_cluster_init(&g_c, "mc-hac");
+    return hx_setup(&g, "mc-hac", "t_hac");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    cu_stop(&g_holder, SIGKILL, 5000);
-    cu_stop(&g_ma, SIGKILL, 5000);
-    cu_stop(&g_mb, SIGKILL, 5000);
-    eu_stop(&g_etcd);
-    cu_cluster_destroy(&g_c);
+    hx_teardown(&g);
     return 0;
 }
 
 static void test_sigkill_leader(void **state)
 {
     (void)state;
-    if (g_etcd_rc == 77)
+    if (g.etcd_rc == 77)
         skip();
-    assert_int_equal(g_etcd_rc, 0);
-    start_master(&g_ma, g_rpc_a);
-    uint64_t e1 = wait_leads(g_rpc_a);
-    start_master(&g_mb, g_rpc_b);
-    snprintf(g_url, sizeof(g_url), "etcd://%s/t_hac", g_etcd.endpoints);
-    assert_true(strlen(g_url) < sizeof(g_c.rpc));
-    memcpy(g_c.rpc, g_url, strlen(g_url) + 1); /* the daemons and W name the cluster */
+    assert_int_equal(g.etcd_rc, 0);
+    uint64_t e1 =
+        hx_start_pair(&g, g_master_flags, WAIT_MS); /* the daemons and W name the cluster */
 
     char disk[300], ep[256];
-    snprintf(disk, sizeof(disk), "--disk_path=%s/disk", g_c.dir);
+    snprintf(disk, sizeof(disk), "--disk_path=%s/disk", g.c.dir);
     const char *hflags[] = {"--segment_size=16MiB", disk, "--disk_capacity=256MiB",
                             "--master_wait=20s", NULL};
-    assert_int_equal(cu_start_daemon(&g_c, &g_holder, "holder", hflags, ep, sizeof(ep), 20000), 0);
+    assert_int_equal(cu_start_daemon(&g.c, &g.holder, "holder", hflags, ep, sizeof(ep), 20000), 0);
     struct mc_client *w = NULL;
-    assert_int_equal(cu_open_client(&g_c, 0, NULL, 0, 0, &w), 0);
+    assert_int_equal(cu_open_client(&g.c, 0, NULL, 0, 0, &w), 0);
 
     uint8_t *want = malloc(VLEN), *buf = malloc(VLEN);
     char key[32];
@@ -148,7 +80,7 @@ static void test_sigkill_leader(void **state)
         assert_int_equal(cu_put_retry(w, key, want, VLEN, NULL, WAIT_MS), 0);
     }
     /* every object has its disk copy before the leader dies */
-    struct mc_rpc_client *adm = admin(g_rpc_a);
+    struct mc_rpc_client *adm = hx_admin(g.rpc_a);
     for (int i = 0; i < N; i++) {
         snprintf(key, sizeof(key), "ha-%d", i);
         uint64_t deadline = cu_now_ms() + WAIT_MS, v;
@@ -161,8 +93,8 @@ static void test_sigkill_leader(void **state)
     }
     mc_rpc_client_free(adm);
 
-    assert_int_equal(cu_stop(&g_ma, SIGKILL, 5000), 128 + SIGKILL);
-    uint64_t e2 = wait_leads(g_rpc_b);
+    assert_int_equal(cu_stop(&g.ma, SIGKILL, 5000), 128 + SIGKILL);
+    uint64_t e2 = hx_wait_leads(g.rpc_b, WAIT_MS);
     assert_true(e2 > e1);
 
     /* every object reads back, exact bytes, through the new leader (retryable errors while the
@@ -183,10 +115,10 @@ static void test_sigkill_leader(void **state)
 
     /* the CLI finds the leader through etcd too */
     char mopt[320];
-    snprintf(mopt, sizeof(mopt), "--master=%s", g_url);
-    const char *argv[] = {g_c.cli_bin, mopt, "exist", "ha-3", NULL};
+    snprintf(mopt, sizeof(mopt), "--master=%s", g.url);
+    const char *argv[] = {g.c.cli_bin, mopt, "exist", "ha-3", NULL};
     struct cu_run run;
-    cu_run(&run, g_c.dir, argv, NULL, 10000);
+    cu_run(&run, g.c.dir, argv, NULL, 10000);
     if (run.status != 0)
         fprintf(stderr, "cli: %s %s\n", run.out, run.err);
     assert_int_equal(run.status, 0);
@@ -239,22 +171,22 @@ static void test_link_rules(void **state)
 static void test_watch_moves_client(void **state)
 {
     (void)state;
-    if (g_etcd_rc == 77)
+    if (g.etcd_rc == 77)
         skip();
-    assert_int_equal(g_etcd_rc, 0);
-    assert_true(g_url[0]);
-    start_master(&g_ma, g_rpc_a); /* stands by: B leads */
-    uint64_t eb = wait_leads(g_rpc_b);
+    assert_int_equal(g.etcd_rc, 0);
+    assert_true(g.url[0]);
+    hx_start_master(&g, &g.ma, g.rpc_a, g_master_flags); /* stands by: B leads */
+    uint64_t eb = hx_wait_leads(g.rpc_b, WAIT_MS);
     struct mc_master_conn_config cfg = {
-        .address = g_url, .client_id = mc_id_random(), .ping_interval_ms = 60000};
+        .address = g.url, .client_id = mc_id_random(), .ping_interval_ms = 60000};
     struct mc_master_conn *mc = NULL;
     assert_int_equal(mc_master_conn_open(&cfg, &mc), 0);
     assert_int_equal(mc_master_conn_start(mc), 0);
     struct mc_master_conn_stats st;
     mc_master_conn_get_stats(mc, &st);
     assert_int_equal(st.reconnects, 0);
-    assert_int_equal(cu_stop(&g_mb, SIGTERM, 10000), 0);
-    uint64_t ea = wait_leads(g_rpc_a);
+    assert_int_equal(cu_stop(&g.mb, SIGTERM, 10000), 0);
+    uint64_t ea = hx_wait_leads(g.rpc_a, WAIT_MS);
     assert_true(ea > eb);
     /* a liveness bound far below the ping interval */
     uint64_t deadline = cu_now_ms() + 10000;
@@ -276,7 +208,7 @@ int main(void)
         cmocka_unit_test(test_watch_moves_client),
     };
     int failed = cmocka_run_group_tests(tests, setup, teardown);
-    if (failed == 0 && g_etcd_rc == 77)
+    if (failed == 0 && g.etcd_rc == 77)
         return 77;
     return failed;
 }

@@ -25,12 +25,9 @@
 #include <cmocka.h>
 
 #include "cluster_data.h"
-#include "common/rpc_client.h"
-#include "common/wire.h"
-#include "etcd_util.h"
+#include "ha_fixture.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
-#include "proto/master.pb-c.h"
 #include "test_skip.h"
 
 #define N 32
@@ -40,59 +37,7 @@
 #define VLEN (64u * 1024u)
 #define WAIT_MS 30000
 
-static struct eu_etcd g_etcd;
-static int g_etcd_rc;
-static struct cu_cluster g_c;
-static struct cu_proc g_ma, g_mb, g_holder;
-static char g_rpc_a[64], g_rpc_b[64], g_url[300];
-
-static void start_master(struct cu_proc *p, char *rpc)
-{
-    char ep[300];
-    snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", g_etcd.endpoints);
-    const char *flags[] = {"--enable_ha",
-                           ep,
-                           "--cluster_id=t_had",
-                           "--ha_lease_ttl_sec=2",
-                           "--holder_delete_timeout_ms=500",
-                           NULL};
-    assert_int_equal(cu_start_master(&g_c, p, 0, flags, 10000), 0);
-    snprintf(rpc, 64, "%s", g_c.rpc);
-}
-
-static bool leads(const char *addr, uint64_t *epoch)
-{
-    char host[64];
-    struct mc_rpc_client_config cfg;
-    mc_rpc_client_config_init(&cfg);
-    assert_int_equal(mc_rpc_parse_endpoint(addr, host, sizeof(host), &cfg), 0);
-    cfg.call_timeout_ms = 3000;
-    struct mc_rpc_client *c;
-    assert_int_equal(mc_rpc_client_new(&cfg, &c), 0);
-    Mc__GetLeaderRequest req = MC__GET_LEADER_REQUEST__INIT;
-    Mc__GetLeaderResponse *r = NULL;
-    bool yes = false;
-    if (mc_rpc_client_call_msg(c, MC_METHOD_GET_LEADER, &req.base,
-                               &mc__get_leader_response__descriptor, 0,
-                               (ProtobufCMessage **)&r) == 0) {
-        yes = strcmp(r->role, "leader") == 0;
-        *epoch = r->epoch;
-        protobuf_c_message_free_unpacked(&r->base, NULL);
-    }
-    mc_rpc_client_free(c);
-    return yes;
-}
-
-static uint64_t wait_leads(const char *addr)
-{
-    uint64_t deadline = cu_now_ms() + WAIT_MS, e = 0;
-    while (!leads(addr, &e)) {
-        if (cu_now_ms() > deadline)
-            fail_msg("%s never led", addr);
-        cu_sleep_ms(20);
-    }
-    return e;
-}
+static struct hx g;
 
 static void value_of(int i, uint8_t *buf)
 {
@@ -128,43 +73,30 @@ static void check_key(struct mc_client *w, int i, uint8_t *want, uint8_t *buf, i
 static int setup(void **state)
 {
     (void)state;
-    g_etcd_rc = eu_start(&g_etcd, 1, 20000);
-    if (g_etcd_rc != 0)
-        return 0;
-    return cu_cluster_init(&g_c, "mc-had");
+    return hx_setup(&g, "mc-had", "t_had");
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    cu_stop(&g_holder, SIGKILL, 5000);
-    cu_stop(&g_ma, SIGKILL, 5000);
-    cu_stop(&g_mb, SIGKILL, 5000);
-    if (g_etcd_rc == 0) {
-        eu_stop(&g_etcd);
-        cu_cluster_destroy(&g_c);
-    }
+    hx_teardown(&g);
     return 0;
 }
 
 static void test_dram_survives_failover(void **state)
 {
     (void)state;
-    if (g_etcd_rc == 77)
+    if (g.etcd_rc == 77)
         MC_SKIP("etcd is not installed");
-    assert_int_equal(g_etcd_rc, 0);
-    start_master(&g_ma, g_rpc_a);
-    uint64_t e1 = wait_leads(g_rpc_a);
-    start_master(&g_mb, g_rpc_b);
-    snprintf(g_url, sizeof(g_url), "etcd://%s/t_had", g_etcd.endpoints);
-    assert_true(strlen(g_url) < sizeof(g_c.rpc));
-    memcpy(g_c.rpc, g_url, strlen(g_url) + 1); /* the daemon and W name the cluster */
+    assert_int_equal(g.etcd_rc, 0);
+    const char *mflags[] = {"--holder_delete_timeout_ms=500", NULL};
+    uint64_t e1 = hx_start_pair(&g, mflags, WAIT_MS); /* the daemon and W name the cluster */
 
     char ep[256];
     const char *hflags[] = {"--segment_size=16MiB", "--master_wait=20s", NULL};
-    assert_int_equal(cu_start_daemon(&g_c, &g_holder, "holder", hflags, ep, sizeof(ep), 20000), 0);
+    assert_int_equal(cu_start_daemon(&g.c, &g.holder, "holder", hflags, ep, sizeof(ep), 20000), 0);
     struct mc_client *w = NULL;
-    assert_int_equal(cu_open_client(&g_c, 0, NULL, 0, 0, &w), 0);
+    assert_int_equal(cu_open_client(&g.c, 0, NULL, 0, 0, &w), 0);
 
     uint8_t *want = malloc(VLEN), *buf = malloc(VLEN);
     char key[32];
@@ -185,13 +117,13 @@ static void test_dram_survives_failover(void **state)
 
     /* removed while the holder is stopped: answered after --holder_delete_timeout_ms (the
      * holder's index fenced), then the leader dies before the holder runs again */
-    assert_int_equal(cu_freeze(g_holder.pid), 0); /* every thread stopped, not just signalled */
+    assert_int_equal(cu_freeze(g.holder.pid), 0); /* every thread stopped, not just signalled */
     snprintf(key, sizeof(key), "dram-%d", STOPPED_KEY);
     int stopped_rm = mc_remove(w, key, false);
-    assert_int_equal(cu_stop(&g_ma, SIGKILL, 5000), 128 + SIGKILL);
-    assert_int_equal(kill(g_holder.pid, SIGCONT), 0);
+    assert_int_equal(cu_stop(&g.ma, SIGKILL, 5000), 128 + SIGKILL);
+    assert_int_equal(kill(g.holder.pid, SIGCONT), 0);
     assert_int_equal(stopped_rm, 0);
-    uint64_t e2 = wait_leads(g_rpc_b);
+    uint64_t e2 = hx_wait_leads(g.rpc_b, WAIT_MS);
     assert_true(e2 > e1);
 
     /* every object not removed reads back, exact bytes, through the new leader (misses while

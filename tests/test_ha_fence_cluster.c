@@ -110,13 +110,8 @@ static int start_holder(void)
 
 static struct mc_rpc_client *admin(const char *addr)
 {
-    struct mc_rpc_client_config rc;
-    char host[64];
     struct mc_rpc_client *c = NULL;
-    mc_rpc_client_config_init(&rc);
-    assert_int_equal(mc_rpc_parse_endpoint(addr, host, sizeof(host), &rc), 0);
-    rc.call_timeout_ms = 5000;
-    assert_int_equal(mc_rpc_client_new(&rc, &c), 0);
+    assert_int_equal(cu_admin_open(addr, 5000, &c), 0);
     return c;
 }
 

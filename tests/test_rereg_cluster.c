@@ -79,15 +79,8 @@ static int start_holder(struct cu_proc *p, const char *name, const char *path)
 
 static int admin_open(void)
 {
-    struct mc_rpc_client_config rc;
-    char host[64];
     mc_rpc_client_free(g.adm);
-    g.adm = NULL;
-    mc_rpc_client_config_init(&rc);
-    if (mc_rpc_parse_endpoint(g.cl.rpc, host, sizeof(host), &rc) != 0)
-        return -1;
-    rc.call_timeout_ms = 5000;
-    return mc_rpc_client_new(&rc, &g.adm);
+    return cu_admin_open(g.cl.rpc, 5000, &g.adm);
 }
 
 static void restart_master(void)

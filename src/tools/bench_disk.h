@@ -15,6 +15,7 @@
 
 #include "client/disk_store.h"
 #include "mooncake/errors.h"
+#include "tools/proc_harness.h"
 
 #define BATCH_BYTES_MAX (64ull << 20)
 
@@ -39,21 +40,10 @@ static inline double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* rm -rf of a store directory (the harness's: a symlink is removed, never followed). */
 static inline void rm_rf(const char *dir)
 {
-    DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    char p[4500];
-    while ((de = readdir(d))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
-        unlink(p);
-    }
-    closedir(d);
-    rmdir(dir);
+    mc_proc_rm_rf(dir);
 }
 
 /* Opens the store of cfg, or says why not and returns NULL. */

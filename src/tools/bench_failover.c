@@ -13,7 +13,6 @@
  * --runs, in ms, with the TTL beside them (the goals: first Put <= TTL + 1 s, all back <=
  * TTL + 5 s at 100k objects).
  */
-#include <arpa/inet.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
@@ -22,17 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/etcd.h"
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
+#include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_values.h"
 #include "tools/proc_harness.h"
 
 #define MAX_RUNS 64
-#define BATCH 256
+#define BATCH MC_BENCH_VALUES_BATCH
 
 struct fo_opts {
     int objects, runs, ttl;
@@ -50,24 +50,11 @@ static uint64_t now_ms(void)
     return mc_proc_now_ms();
 }
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 /* ---- processes ------------------------------------------------------------------------------ */
 
 static int start_etcd(const struct fo_opts *o, struct mc_proc *p, char *endpoints, size_t cap)
 {
-    int cp = free_port(), pp = free_port();
+    int cp = mc_proc_free_port(), pp = mc_proc_free_port();
     char data[PATH_MAX + 16], lc[64], ac[64], lp[64], ap[64], cl[96], log[PATH_MAX + 16];
     snprintf(data, sizeof(data), "--data-dir=%s/etcd", o->dir);
     snprintf(lc, sizeof(lc), "--listen-client-urls=http://127.0.0.1:%d", cp);
@@ -97,71 +84,31 @@ static int start_etcd(const struct fo_opts *o, struct mc_proc *p, char *endpoint
 
 static int start_master(const struct fo_opts *o, const char *endpoints, struct fo_master *m)
 {
-    char path[PATH_MAX + 32], ep[300], ttl[48], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_master", o->bin);
+    const struct mc_bench_procs b = {.bench = "failover", .bin = o->bin, .dir = o->dir};
+    char ep[300], ttl[48];
     snprintf(ep, sizeof(ep), "--etcd_endpoints=%s", endpoints);
     snprintf(ttl, sizeof(ttl), "--ha_lease_ttl_sec=%d", o->ttl);
-    snprintf(log, sizeof(log), "%s/master.log", o->dir);
-    const char *argv[] = {path,
-                          "--rpc_port=0",
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          "--enable_offload",
-                          "--enable_ha",
-                          "--cluster_id=bench",
-                          ep,
-                          ttl,
-                          NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(&m->p, argv, &io, MC_PROC_READY_MASTER, &r, 20000) != 0) {
-        fprintf(stderr, "failover: could not start %s\n", path);
+    const char *const extra[] = {
+        "--enable_offload", "--enable_ha", "--cluster_id=bench", ep, ttl, NULL};
+    uint16_t port;
+    if (mc_bench_start_master(&b, 0, extra, 0, &m->p, &port) != 0)
         return -1;
-    }
-    snprintf(m->rpc, sizeof(m->rpc), "127.0.0.1:%u", r.rpc_port);
+    snprintf(m->rpc, sizeof(m->rpc), "127.0.0.1:%u", port);
     return 0;
 }
 
 static int start_holder(const struct fo_opts *o, const char *url, struct mc_proc *p)
 {
-    char path[PATH_MAX + 32], m[400], seg[64], dp[PATH_MAX + 32], cap[64], log[PATH_MAX + 32];
+    const struct mc_bench_procs b = {.bench = "failover", .bin = o->bin, .dir = o->dir};
+    char dp[PATH_MAX + 32], cap[64];
     uint64_t need = (uint64_t)o->objects * (o->size + 8192) * 2 + (256ull << 20);
-    snprintf(path, sizeof(path), "%s/mooncake_client", o->bin);
-    snprintf(m, sizeof(m), "--master=%s", url);
-    snprintf(seg, sizeof(seg), "--segment_size=%llu", (unsigned long long)(need / 2));
     snprintf(dp, sizeof(dp), "--disk_path=%s/disk", o->dir);
     snprintf(cap, sizeof(cap), "--disk_capacity=%llu", (unsigned long long)need);
-    snprintf(log, sizeof(log), "%s/holder.log", o->dir);
-    const char *argv[] = {path, m,   "--host=127.0.0.1", "--data_port=0",     seg,
-                          dp,   cap, "--log_level=warn", "--master_wait=20s", NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(p, argv, &io, MC_PROC_READY_DAEMON, &r, 30000) != 0) {
-        fprintf(stderr, "failover: could not start %s\n", path);
-        return -1;
-    }
-    return 0;
+    const char *const extra[] = {dp, cap, NULL};
+    return mc_bench_start_daemon(&b, "holder", url, need / 2, extra, p);
 }
 
 /* ---- data ----------------------------------------------------------------------------------- */
-
-static void key_of(int i, char *k, size_t cap)
-{
-    snprintf(k, cap, "fo-%08d", i);
-}
-
-static void fill(uint8_t *b, uint64_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
 
 static bool has_disk_copy(struct mc_client *c, const char *key)
 {
@@ -174,48 +121,6 @@ static bool has_disk_copy(struct mc_client *c, const char *key)
                info.replicas[k].status == MC_REPLICA_COMPLETE;
     mc_object_info_free(&info);
     return yes;
-}
-
-/* Reads every object not yet back (back[i]) in batches; returns how many are back now. */
-static int read_pass(const struct fo_opts *o, struct mc_client *c, bool *back, uint8_t *bufs,
-                     uint8_t *want)
-{
-    char kb[BATCH][24];
-    const char *keys[BATCH];
-    void *bp[BATCH];
-    int64_t res[BATCH];
-    size_t caps[BATCH];
-    int idx[BATCH], nback = 0;
-    for (int i = 0; i < o->objects;) {
-        int n = 0;
-        for (; i < o->objects && n < BATCH; i++) {
-            if (back[i]) {
-                nback++;
-                continue;
-            }
-            key_of(i, kb[n], sizeof(kb[n]));
-            keys[n] = kb[n];
-            bp[n] = bufs + (size_t)n * o->size;
-            caps[n] = o->size;
-            res[n] = -1;
-            idx[n++] = i;
-        }
-        if (!n)
-            break;
-        (void)mc_batch_get(c, (size_t)n, keys, bp, caps, res); /* per-key results below */
-        for (int j = 0; j < n; j++) {
-            if (res[j] != (int64_t)o->size)
-                continue;
-            fill(want, o->size, (uint64_t)idx[j]);
-            if (memcmp(bp[j], want, o->size) != 0) {
-                fprintf(stderr, "failover: %s read back other bytes\n", keys[j]);
-                exit(1); /* never acceptable */
-            }
-            back[idx[j]] = true;
-            nback++;
-        }
-    }
-    return nback;
 }
 
 /* ---- the bench ------------------------------------------------------------------------------ */
@@ -237,16 +142,7 @@ static int parse(int argc, char **argv, struct fo_opts *o)
     o->size = 4096;
     o->ttl = 3;
     snprintf(o->etcd_bin, sizeof(o->etcd_bin), "etcd");
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    snprintf(o->bin, sizeof(o->bin), ".");
-    if (n > 0) {
-        self[n] = '\0';
-        char *slash = strrchr(self, '/');
-        if (slash)
-            *slash = '\0';
-        snprintf(o->bin, sizeof(o->bin), "%s", self);
-    }
+    mc_bench_self_dir(o->bin, sizeof(o->bin));
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -352,10 +248,12 @@ int mc_bench_failover(int argc, char **argv)
         fprintf(stderr, "failover: cannot open a client of %s\n", url);
         goto out;
     }
-    char key[24];
+    const struct mc_bench_values v = {
+        .bench = "failover", .prefix = "fo", .objects = o.objects, .size = o.size};
+    char key[32];
     for (int i = 0; i < o.objects; i++) {
-        key_of(i, key, sizeof(key));
-        fill(want, o.size, (uint64_t)i);
+        mc_bench_value_key(&v, i, key, sizeof(key));
+        mc_bench_value_fill(want, o.size, (uint64_t)i);
         int rc = -1;
         for (uint64_t end = now_ms() + 10000; rc != 0 && now_ms() < end;)
             if ((rc = mc_put(c, key, want, o.size, NULL)) != 0)
@@ -366,7 +264,7 @@ int mc_bench_failover(int argc, char **argv)
         }
     }
     for (int i = 0; i < o.objects; i++) {
-        key_of(i, key, sizeof(key));
+        mc_bench_value_key(&v, i, key, sizeof(key));
         uint64_t end = now_ms() + 60000;
         while (!has_disk_copy(c, key) && now_ms() < end)
             mc_proc_sleep_ms(10);
@@ -380,16 +278,23 @@ int mc_bench_failover(int argc, char **argv)
         int rc = -1;
         char fresh[32];
         snprintf(fresh, sizeof(fresh), "fo-fresh-%d", r);
-        fill(want, o.size, 1000000007u + (uint64_t)r);
+        mc_bench_value_fill(want, o.size, 1000000007u + (uint64_t)r);
         while (rc != 0 && now_ms() < t0 + 120000)
             if ((rc = mc_put(c, fresh, want, o.size, NULL)) != 0)
                 mc_proc_sleep_ms(5);
         first_ms[r] = (double)(now_ms() - t0);
         memset(back, 0, (size_t)o.objects * sizeof(bool));
         int nb = 0;
-        while (nb < o.objects && now_ms() < t0 + 300000)
-            if ((nb = read_pass(&o, c, back, bufs, want)) < o.objects)
+        uint64_t wrong = 0;
+        while (nb < o.objects && !wrong && now_ms() < t0 + 300000) {
+            int got = mc_bench_read_pass(c, &v, back, bufs, want, &wrong);
+            if (got > nb)
+                nb = got;
+            if (nb < o.objects)
                 mc_proc_sleep_ms(5);
+        }
+        if (wrong)
+            goto out; /* other bytes are never acceptable */
         all_ms[r] = (double)(now_ms() - t0);
         fprintf(stderr, "  run %d: first put %.0f ms, %d/%d back in %.0f ms\n", r, first_ms[r], nb,
                 o.objects, all_ms[r]);

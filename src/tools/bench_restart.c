@@ -27,12 +27,14 @@
 
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
+#include "tools/bench_procs.h"
 #include "tools/bench_util.h"
+#include "tools/bench_values.h"
 #include "tools/proc_harness.h"
 
 #define MAX_RUNS 64
 #define MAX_DAEMONS 16
-#define BATCH 256
+#define BATCH MC_BENCH_VALUES_BATCH
 
 struct rs_opts {
     int objects, daemons, runs, wait_s, pause_ms;
@@ -43,6 +45,7 @@ struct rs_opts {
 
 struct rs_state {
     struct rs_opts o;
+    struct mc_bench_values v; /* the objects: keys rs-%08d */
     struct mc_proc master;
     uint16_t port;
     struct mc_proc daemon[MAX_DAEMONS];
@@ -56,68 +59,24 @@ struct rs_state {
 
 static int start_master(struct rs_state *s)
 {
-    char path[PATH_MAX + 32], port[32], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_master", s->o.bindir);
-    snprintf(port, sizeof(port), "--rpc_port=%u", (unsigned)s->port);
-    snprintf(log, sizeof(log), "%s/master.log", s->o.tmp);
-    const char *argv[] = {path,
-                          port,
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    /* the port of the killed master may still be in TIME_WAIT for a moment: retry */
-    for (uint64_t end = mc_proc_now_ms() + 20000; mc_proc_now_ms() < end; mc_proc_sleep_ms(20))
-        if (mc_proc_start(&s->master, argv, &io, MC_PROC_READY_MASTER, &r, 20000) == 0) {
-            s->port = r.rpc_port;
-            return 0;
-        }
-    fprintf(stderr, "restart: could not start %s\n", path);
-    return -1;
+    const struct mc_bench_procs b = {.bench = "restart", .bin = s->o.bindir, .dir = s->o.tmp};
+    /* the port of the killed master may still be in TIME_WAIT for a moment: retried */
+    return mc_bench_start_master(&b, s->port, NULL, 20000, &s->master, &s->port);
 }
 
 static int start_daemon(struct rs_state *s, int i)
 {
+    const struct mc_bench_procs b = {.bench = "restart", .bin = s->o.bindir, .dir = s->o.tmp};
     /* twice the daemon's share of the data: the master's placement need not be even */
     uint64_t seg =
         (uint64_t)s->o.objects * (s->o.size + 64) * 2 / (uint64_t)s->o.daemons + (64ull << 20);
-    char path[PATH_MAX + 32], m[64], sz[64], log[PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/mooncake_client", s->o.bindir);
-    snprintf(m, sizeof(m), "--master=127.0.0.1:%u", (unsigned)s->port);
-    snprintf(sz, sizeof(sz), "--segment_size=%llu", (unsigned long long)seg);
-    snprintf(log, sizeof(log), "%s/daemon%d.log", s->o.tmp, i);
-    const char *argv[] = {
-        path, m, "--host=127.0.0.1", "--data_port=0", sz, "--log_level=warn", "--master_wait=20s",
-        NULL};
-    const struct mc_proc_io io = {.err_path = log, .err_append = true};
-    struct mc_proc_ready r;
-    if (mc_proc_start(&s->daemon[i], argv, &io, MC_PROC_READY_DAEMON, &r, 30000) != 0) {
-        fprintf(stderr, "restart: could not start %s\n", path);
-        return -1;
-    }
-    return 0;
+    char master[64], name[32];
+    snprintf(master, sizeof(master), "127.0.0.1:%u", (unsigned)s->port);
+    snprintf(name, sizeof(name), "daemon%d", i);
+    return mc_bench_start_daemon(&b, name, master, seg, NULL, &s->daemon[i]);
 }
 
 /* ---- data ----------------------------------------------------------------------------------- */
-
-static void key_of(int i, char *k, size_t cap)
-{
-    snprintf(k, cap, "rs-%08d", i);
-}
-
-static void fill(uint8_t *b, uint64_t len, uint64_t seed)
-{
-    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (uint64_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        b[i] = (uint8_t)x;
-    }
-}
 
 static int put_all(struct rs_state *s)
 {
@@ -130,9 +89,9 @@ static int put_all(struct rs_state *s)
     for (int i0 = 0; i0 < o->objects; i0 += BATCH) {
         int n = o->objects - i0 < BATCH ? o->objects - i0 : BATCH;
         for (int j = 0; j < n; j++) {
-            key_of(i0 + j, kb[j], sizeof(kb[j]));
+            mc_bench_value_key(&s->v, i0 + j, kb[j], sizeof(kb[j]));
             keys[j] = kb[j];
-            fill(s->bufs + (size_t)j * o->size, o->size, (uint64_t)(i0 + j));
+            mc_bench_value_fill(s->bufs + (size_t)j * o->size, o->size, (uint64_t)(i0 + j));
             bp[j] = s->bufs + (size_t)j * o->size;
             lens[j] = o->size;
         }
@@ -145,51 +104,6 @@ static int put_all(struct rs_state *s)
         }
     }
     return 0;
-}
-
-/* Reads every object not yet back in batches; returns how many are back now, or -1 when the
- * master did not answer a batch (try again later). */
-static int read_pass(struct rs_state *s)
-{
-    const struct rs_opts *o = &s->o;
-    char kb[BATCH][24];
-    const char *keys[BATCH];
-    void *bp[BATCH];
-    int64_t res[BATCH];
-    size_t caps[BATCH];
-    int idx[BATCH], nback = 0;
-    for (int i = 0; i < o->objects;) {
-        int n = 0;
-        for (; i < o->objects && n < BATCH; i++) {
-            if (s->back[i]) {
-                nback++;
-                continue;
-            }
-            key_of(i, kb[n], sizeof(kb[n]));
-            keys[n] = kb[n];
-            bp[n] = s->bufs + (size_t)n * o->size;
-            caps[n] = o->size;
-            res[n] = -1;
-            idx[n++] = i;
-        }
-        if (!n)
-            break;
-        if (mc_batch_get(s->c, (size_t)n, keys, bp, caps, res) != 0)
-            return -1;
-        for (int j = 0; j < n; j++) {
-            if (res[j] < 0)
-                continue; /* not back yet */
-            fill(s->want, o->size, (uint64_t)idx[j]);
-            if (res[j] != (int64_t)o->size || memcmp(bp[j], s->want, o->size) != 0) {
-                fprintf(stderr, "restart: %s read back other bytes\n", keys[j]);
-                s->wrong++;
-                continue;
-            }
-            s->back[idx[j]] = true;
-            nback++;
-        }
-    }
-    return nback;
 }
 
 /* ---- the bench ------------------------------------------------------------------------------ */
@@ -271,20 +185,10 @@ static int parse(int argc, char **argv, struct rs_opts *o)
         mc_bench_opts_usage(stderr, &cli);
         return 2;
     }
-    if (o->bin[0]) {
+    if (o->bin[0])
         snprintf(o->bindir, sizeof(o->bindir), "%s", o->bin);
-    } else {
-        char self[PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        snprintf(o->bindir, sizeof(o->bindir), ".");
-        if (n > 0) {
-            self[n] = '\0';
-            char *slash = strrchr(self, '/');
-            if (slash)
-                *slash = '\0';
-            snprintf(o->bindir, sizeof(o->bindir), "%s", self);
-        }
-    }
+    else
+        mc_bench_self_dir(o->bindir, sizeof(o->bindir));
     return 0;
 }
 
@@ -293,11 +197,11 @@ static int parse(int argc, char **argv, struct rs_opts *o)
 static void first_get(struct rs_state *s, int i)
 {
     char key[24];
-    key_of(i, key, sizeof(key));
+    mc_bench_value_key(&s->v, i, key, sizeof(key));
     int64_t got = mc_get(s->c, key, s->bufs, s->o.size);
     if (got < 0)
         return;
-    fill(s->want, s->o.size, (uint64_t)i);
+    mc_bench_value_fill(s->want, s->o.size, (uint64_t)i);
     if (got != (int64_t)s->o.size || memcmp(s->bufs, s->want, s->o.size) != 0) {
         fprintf(stderr, "restart: %s read back other bytes\n", key);
         s->wrong++;
@@ -321,7 +225,7 @@ static int exist_pass(struct rs_state *s)
                 nknown++;
                 continue;
             }
-            key_of(i, kb[n], sizeof(kb[n]));
+            mc_bench_value_key(&s->v, i, kb[n], sizeof(kb[n]));
             keys[n] = kb[n];
             res[n] = 0;
             idx[n++] = i;
@@ -365,7 +269,7 @@ static int one_run(struct rs_state *s, int run, double *first, double *all, doub
     }
     uint64_t t_all = mc_proc_now_ms();
     while (nb < o->objects && mc_proc_now_ms() < t_end) {
-        int got = read_pass(s);
+        int got = mc_bench_read_pass(s->c, &s->v, s->back, s->bufs, s->want, &s->wrong);
         if (got > nb)
             nb = got;
         if (nb < o->objects)
@@ -395,6 +299,8 @@ int mc_bench_restart(int argc, char **argv)
         return prc == 1 ? 0 : 2;
     }
     struct rs_opts *o = &s->o;
+    s->v = (struct mc_bench_values){
+        .bench = "restart", .prefix = "rs", .objects = o->objects, .size = o->size};
     if (mc_proc_mkdtemp(o->tmp, sizeof(o->tmp), o->dir[0] ? o->dir : NULL, "mc_bench_restart") !=
         0) {
         fprintf(stderr, "restart: cannot create a directory\n");

@@ -152,21 +152,6 @@ out:
 
 /* ---- reference: redis-benchmark against a scratch redis-server --------------------------- */
 
-static uint16_t free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof(sa);
-    uint16_t port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &sl) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static int port_open(uint16_t port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -181,9 +166,10 @@ static int port_open(uint16_t port)
 /* Requests/s of redis-benchmark PING_MBULK with `conns` clients, or -1. */
 static double run_ref(const struct opts *o, long calls)
 {
-    uint16_t port = free_port();
-    if (!port)
+    int fp = mc_proc_free_port();
+    if (fp <= 0)
         return -1;
+    uint16_t port = (uint16_t)fp;
     char ports[8];
     snprintf(ports, sizeof(ports), "%u", port);
     const char *argv[] = {"redis-server", "--port", ports,          "--bind", "127.0.0.1",

@@ -1,7 +1,7 @@
 /*
  * proc_harness.h - the one child-process harness of the tests and the bench tools: start a
  * program, read and parse its READY line with a deadline, wait for it, stop and reap it, and
- * make and remove the temporary directories its files live in.
+ * make and remove the temporary directories its files live in, and pick a free loopback port.
  *
  * Spawning. fork + execvp, not posix_spawn: between the two the child asks the kernel for
  * SIGKILL when its parent dies (PR_SET_PDEATHSIG) and checks that the parent did not die before
@@ -85,6 +85,9 @@ int mc_proc_start(struct mc_proc *p, const char *const *argv, const struct mc_pr
 
 uint64_t mc_proc_now_ms(void); /* CLOCK_MONOTONIC */
 void mc_proc_sleep_ms(int ms);
+/* A loopback TCP port that was free a moment ago (bound to port 0 and closed), for a child
+ * that must be told its port; -1 on error. */
+int mc_proc_free_port(void);
 /* Creates PARENT/PREFIX.XXXXXX (PARENT NULL: $TMPDIR, else /tmp) into out. Returns 0 or -1. */
 int mc_proc_mkdtemp(char *out, size_t cap, const char *parent, const char *prefix);
 /* rm -rf of a directory tree (never follows a symlink; removes the link). */
