@@ -43,6 +43,7 @@
  * the latency cases; the Zipf runs are in bench_promotion_zipf.c, the oscillation run in
  * bench_promotion_osc.c (what they share: bench_promotion.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -292,6 +293,96 @@ int mc_promo_put_keys(struct mc_client *c, const char *prefix, int n, uint64_t s
     return 0;
 }
 
+/* ---- CPU of the cluster's processes --------------------------------------------------------- */
+
+/* CPU time (ns) of every live thread of pid, from /proc/PID/task/TID/schedstat (exact, unlike
+ * the 10 ms ticks of /proc/PID/stat); 0 when it cannot be read. */
+static uint64_t proc_cpu_ns(pid_t pid)
+{
+    char path[64];
+    uint64_t sum = 0;
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = pid > 0 ? opendir(path) : NULL;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[128];
+        snprintf(f, sizeof(f), "/proc/%d/task/%.32s/schedstat", (int)pid, e->d_name);
+        FILE *fp = fopen(f, "r");
+        unsigned long long ns = 0;
+        if (fp) {
+            if (fscanf(fp, "%llu", &ns) == 1)
+                sum += ns;
+            fclose(fp);
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+struct cpu_mark {
+    uint64_t master_ns, holder_ns, at_us;
+};
+
+static void cpu_mark(const struct promo_cluster *cl, struct cpu_mark *c)
+{
+    c->master_ns = proc_cpu_ns(cl->master.pid);
+    c->holder_ns = proc_cpu_ns(cl->daemon.pid);
+    c->at_us = mc_promo_now_us();
+}
+
+/* Waits (bounded) until the master counts want more completed or failed promotions than base:
+ * its /metrics, polled every 10 ms, so the wait costs the master almost nothing (no Query per
+ * key). Returns the completed ones. */
+static int wait_promoted(const struct promo_cluster *cl, double base_done, double base_fail,
+                         int want)
+{
+    uint64_t deadline = mc_now_ms() + 20000;
+    double done = 0;
+    while (mc_now_ms() < deadline) {
+        done = mc_promo_metric(cl, "master_promotion_completed_total") - base_done;
+        double failed = mc_promo_metric(cl, "master_promotion_failed_total") - base_fail;
+        if (done + failed >= want)
+            break;
+        usleep(10000);
+    }
+    return (int)done;
+}
+
+/* The promotion CPU of the remote case, master + holder: the CPU of the second read pass and
+ * the promotions it admitted (b -> c) less that of the first pass (a -> b), the same reads from
+ * the disk that admit nothing; each side less its idle CPU (idle_*: ns per us, measured before)
+ * over the two windows. */
+static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_mark *b,
+                     const struct cpu_mark *c, double idle_m, double idle_h, int promoted)
+{
+    char name[96], sz[32];
+    struct mc_bench_result r;
+    double w1 = (double)(b->at_us - a->at_us), w2 = (double)(c->at_us - b->at_us);
+    double m = ((double)(c->master_ns - b->master_ns) - idle_m * w2) -
+               ((double)(b->master_ns - a->master_ns) - idle_m * w1);
+    double h = ((double)(c->holder_ns - b->holder_ns) - idle_h * w2) -
+               ((double)(b->holder_ns - a->holder_ns) - idle_h * w1);
+    double per = promoted > 0 ? 1.0 / promoted / 1e3 : 0; /* ns total -> us per promotion */
+    double la[3] = {0, 0, 0};
+    size_name(size, sz, sizeof(sz));
+    snprintf(name, sizeof(name), "cpu/remote/%s", sz);
+    mc_bench_result_init(&r, "promotion", name);
+    r.runs = promoted;
+    r.ms = (m + h) * per / 1e3;
+    mc_bench_add_num(&r, "size", (double)size);
+    mc_bench_add_num(&r, "promoted", promoted);
+    mc_bench_add_num(&r, "cpu_us_per_promotion", (m + h) * per);
+    mc_bench_add_num(&r, "master_us_per_promotion", m * per);
+    mc_bench_add_num(&r, "holder_us_per_promotion", h * per);
+    if (getloadavg(la, 3) > 0)
+        mc_bench_add_num(&r, "loadavg1", la[0]);
+    mc_bench_emit(&r);
+}
+
 /* ---- latency ------------------------------------------------------------------------------- */
 
 static void emit_lat(const char *phase, const char *reader, uint64_t size, double *lat, int n,
@@ -365,8 +456,24 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
     }
     struct hist h0, h1;
     lag_hist(&cl, &h0);
+    /* remote: the CPU of both processes around the passes (emit_cpu); idle rates first */
+    struct cpu_mark cm[3] = {{0}}, idle0, idle1;
+    double idle_m = 0, idle_h = 0, done0 = 0, fail0 = 0;
+    if (remote) {
+        cpu_mark(&cl, &idle0);
+        usleep(300000);
+        cpu_mark(&cl, &idle1);
+        double w = (double)(idle1.at_us - idle0.at_us);
+        idle_m = w > 0 ? (double)(idle1.master_ns - idle0.master_ns) / w : 0;
+        idle_h = w > 0 ? (double)(idle1.holder_ns - idle0.holder_ns) / w : 0;
+        done0 = mc_promo_metric(&cl, "master_promotion_completed_total");
+        fail0 = mc_promo_metric(&cl, "master_promotion_failed_total");
+        cpu_mark(&cl, &cm[0]);
+    }
     int nd = 0, np = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
+        if (remote && pass == 1)
+            cpu_mark(&cl, &cm[1]);
         for (int k = 0; k < nhot; k++) {
             double ms;
             int tier = -1;
@@ -375,6 +482,12 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
             if (n == (int64_t)size && tier == MC_REPLICA_LOCAL_DISK)
                 dlat[nd++] = ms;
         }
+    }
+    if (remote) {
+        int done = wait_promoted(&cl, done0, fail0, nhot);
+        cpu_mark(&cl, &cm[2]);
+        emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
+    }
     /* every hot key promoted (bounded wait) */
     int promoted = 0;
     deadline = mc_now_ms() + 20000;
