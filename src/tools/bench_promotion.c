@@ -60,7 +60,10 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
 #include "mooncake/client.h"
+#include "proto/master.pb-c.h"
 #include "tools/bench_util.h"
 #include "tools/metrics_scrape.h"
 #include "tools/proc_harness.h"
@@ -383,6 +386,65 @@ static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_m
     mc_bench_emit(&r);
 }
 
+/* GetReplicaList of "lat-<i>" for each i of idx over a bare RPC connection: the master's
+ * read (and admission) only, no bytes moved, so the holder does nothing for it. */
+static void bare_gets(struct mc_rpc_client *rc, const int *idx, int n)
+{
+    char key[64];
+    for (int k = 0; k < n; k++) {
+        snprintf(key, sizeof(key), "lat-%d", idx[k]);
+        Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+        req.key = key;
+        ProtobufCMessage *resp = NULL;
+        (void)mc_rpc_client_call_msg(rc, MC_METHOD_GET_REPLICA_LIST, &req.base,
+                                     &mc__get_replica_list_response__descriptor, 0, &resp);
+        if (resp)
+            protobuf_c_message_free_unpacked(resp, NULL);
+    }
+}
+
+/* CPU per promotion, master + holder (case cpu/remote/<size>): keys idx[0..n) read twice with
+ * bare GetReplicaList calls (the second pass admits each), then the wait for their promotions.
+ * The promotions' CPU = (second pass + wait) - (first pass), each less the processes' idle CPU
+ * measured just before. */
+static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uint64_t size)
+{
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    char host[64];
+    snprintf(host, sizeof(host), "%s", cl->rpc);
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return;
+    *colon = '\0';
+    cc.host = host;
+    cc.port = (uint16_t)atoi(colon + 1);
+    cc.call_timeout_ms = 30000;
+    struct mc_rpc_client *rc = NULL;
+    if (mc_rpc_client_new(&cc, &rc) != 0 || mc_rpc_client_connect(rc) != 0) {
+        fprintf(stderr, "promotion: cpu: cannot connect to %s\n", cl->rpc);
+        mc_rpc_client_free(rc);
+        return;
+    }
+    struct cpu_mark cm[3], idle0, idle1;
+    cpu_mark(cl, &idle0);
+    usleep(300000);
+    cpu_mark(cl, &idle1);
+    double w = (double)(idle1.at_us - idle0.at_us);
+    double idle_m = w > 0 ? (double)(idle1.master_ns - idle0.master_ns) / w : 0;
+    double idle_h = w > 0 ? (double)(idle1.holder_ns - idle0.holder_ns) / w : 0;
+    double done0 = mc_promo_metric(cl, "master_promotion_completed_total");
+    double fail0 = mc_promo_metric(cl, "master_promotion_failed_total");
+    cpu_mark(cl, &cm[0]);
+    bare_gets(rc, idx, n);
+    cpu_mark(cl, &cm[1]);
+    bare_gets(rc, idx, n);
+    int done = wait_promoted(cl, done0, fail0, n);
+    cpu_mark(cl, &cm[2]);
+    emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
+    mc_rpc_client_free(rc);
+}
+
 /* ---- latency ------------------------------------------------------------------------------- */
 
 static void emit_lat(const char *phase, const char *reader, uint64_t size, double *lat, int n,
@@ -456,24 +518,14 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
     }
     struct hist h0, h1;
     lag_hist(&cl, &h0);
-    /* remote: the CPU of both processes around the passes (emit_cpu); idle rates first */
-    struct cpu_mark cm[3] = {{0}}, idle0, idle1;
-    double idle_m = 0, idle_h = 0, done0 = 0, fail0 = 0;
-    if (remote) {
-        cpu_mark(&cl, &idle0);
-        usleep(300000);
-        cpu_mark(&cl, &idle1);
-        double w = (double)(idle1.at_us - idle0.at_us);
-        idle_m = w > 0 ? (double)(idle1.master_ns - idle0.master_ns) / w : 0;
-        idle_h = w > 0 ? (double)(idle1.holder_ns - idle0.holder_ns) / w : 0;
-        done0 = mc_promo_metric(&cl, "master_promotion_completed_total");
-        fail0 = mc_promo_metric(&cl, "master_promotion_failed_total");
-        cpu_mark(&cl, &cm[0]);
+    /* remote: half the hot keys measure the CPU of their promotions, the rest the latency */
+    if (remote && nhot >= 2) {
+        int half = nhot / 2;
+        cpu_phase(&cl, hot + half, nhot - half, size);
+        nhot = half;
     }
     int nd = 0, np = 0;
     for (int pass = 0; pass < 2; pass++) {
-        if (remote && pass == 1)
-            cpu_mark(&cl, &cm[1]);
         for (int k = 0; k < nhot; k++) {
             double ms;
             int tier = -1;
@@ -482,11 +534,6 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
             if (n == (int64_t)size && tier == MC_REPLICA_LOCAL_DISK)
                 dlat[nd++] = ms;
         }
-    }
-    if (remote) {
-        int done = wait_promoted(&cl, done0, fail0, nhot);
-        cpu_mark(&cl, &cm[2]);
-        emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
     }
     /* every hot key promoted (bounded wait) */
     int promoted = 0;
