@@ -37,7 +37,7 @@ FLOORS = [
         "delwait.[ch]", "fence.[ch]", "tombstone.[ch]",
     ]),
     (2, "object operations", [
-        "objects.[ch]", "objects_batch.c", "object_events.[ch]",
+        "objects.[ch]", "objects_batch.c", "objects_rereg.c", "object_events.[ch]",
         "upsert.[ch]", "remove_regex.[ch]",  # Upsert and RemoveByRegex: object operations
     ]),
     (3, "clients, eviction census", [

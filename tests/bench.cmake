@@ -78,3 +78,18 @@ set_tests_properties(test_headline_objects PROPERTIES TIMEOUT 300)
 add_test(NAME test_bench_restart COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_restart.sh
                                          $<TARGET_FILE:mooncake_bench>)
 set_tests_properties(test_bench_restart PROPERTIES TIMEOUT 120)
+# mooncake_bench transfer --working_set: the Get series reads 4 keys (16 MiB / 4 MiB) in rotation,
+# every byte of the first read checked (a wrong byte fails the run), the case named /cold with
+# its working set and a memcpy reference over the same bytes; a working set that would not fit
+# half the segment is refused as usage.
+add_test(NAME test_bench_transfer_cold
+         COMMAND ${MC_EXPECT} 0
+                 "\"case\":\"get/same/4MiB/cold\",.*\"ref\":[1-9].*\"working_set\":16777216}"
+                 -- $<TARGET_FILE:mooncake_bench> transfer --mode same --sizes 4MiB --runs 8
+                 --working_set 16MiB --segment_size 64MiB)
+add_test(NAME test_bench_transfer_cold_refused
+         COMMAND ${MC_EXPECT} 2 "--working_set must be at most half of --segment_size" --
+                 $<TARGET_FILE:mooncake_bench> transfer --mode same --sizes 4MiB
+                 --working_set 48MiB --segment_size 64MiB)
+set_tests_properties(test_bench_transfer_cold test_bench_transfer_cold_refused
+                     PROPERTIES TIMEOUT 120)

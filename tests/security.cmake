@@ -1,7 +1,7 @@
 # Who may connect (README "Security"): the shared-token handshake with real processes
 # (test_security), protected mode in a network namespace of its own (test_protected_mode).
-mc_add_test(test_security SOURCES test_security.c cluster_util.c LIBS mc_client_static
-            TIMEOUT 120)
+mc_add_test(test_security SOURCES test_security.c security_fixture.c cluster_util.c
+            LIBS mc_client_static TIMEOUT 120)
 add_dependencies(test_security mooncake_master mc_client_daemon mooncake_cli)
 mc_add_test(test_protected_mode SOURCES test_protected_mode.c cluster_util.c
             LIBS mc_client_static TIMEOUT 120)
@@ -22,10 +22,10 @@ mc_add_test(test_security_conn SOURCES test_security_conn.c LIBS Threads::Thread
 mc_add_test(test_security_http SOURCES test_security_http.c TIMEOUT 60)
 # The token file: length, permissions, entropy warning, two tokens for rotation.
 mc_add_test(test_security_token SOURCES test_security_token.c TIMEOUT 60)
-# A client's id is tied to its credential: hijack refused, kept across master and client
-# restarts (real processes).
-mc_add_test(test_security_cred SOURCES test_security_cred.c cluster_util.c LIBS mc_client_static
-            TIMEOUT 120)
+# A client's id is tied to its credential: hijack refused (also in the window after a master
+# crash), ids minted by RegisterClient, kept across master and client restarts (real processes).
+mc_add_test(test_security_cred SOURCES test_security_cred.c security_fixture.c cluster_util.c
+            LIBS mc_client_static TIMEOUT 180)
 add_dependencies(test_security_cred mooncake_master mc_client_daemon)
 # TLS on the RPC and peer ports (README "Security"): certificates made at test time with the
 # openssl tool (77 without it), a TLS cluster, refusals, and an on-path relay that cannot inject.

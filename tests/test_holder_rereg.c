@@ -34,6 +34,7 @@ struct cap {
     char keys[64][16];
     uint64_t drop_ids[64];
     size_t ndrops;
+    size_t drop_items; /* every drop handed out, with an id or not */
 };
 
 static void capture(void *arg, struct mc_task_list *tasks)
@@ -42,6 +43,7 @@ static void capture(void *arg, struct mc_task_list *tasks)
     c->calls++;
     for (struct mc_task *t = tasks->head; t && c->n < 64; t = t->next) {
         if (!t->has_src) {
+            c->drop_items++;
             if (t->task_id && c->ndrops < 64)
                 c->drop_ids[c->ndrops++] = t->task_id;
             continue;
@@ -145,8 +147,12 @@ static void test_reregister_rules(void **state)
         assert_int_equal(g.replicas[0].u.mem.offset, c.items[i].offset);
         assert_int_equal(g.replicas[0].u.mem.mount_epoch, epoch);
     }
-    /* again: the key exists; another key on a taken range; a version of this incarnation */
+    /* again: the same replica is confirmed; the key elsewhere (the master has it); another key on
+     * a taken range; a version of this incarnation */
+    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
     struct mc_hrereg_item bad[3] = {c.items[0], c.items[1], c.items[2]};
+    bad[0].offset = 800 * 1024;
     bad[1].key = "other";
     bad[1].key_len = 5;
     bad[2].key = "newer";
@@ -351,6 +357,223 @@ static void test_removed_key_not_recreated(void **state)
     mc_master_free(m);
 }
 
+/* A new incarnation on the same fake clock (its version base above the last one's). */
+static struct mc_master *restart(struct mc_master *m, struct mc_fake_clock *fc, bool with_offload)
+{
+    mc_master_free(m);
+    struct timespec ts = {0, 3 * 1000000L};
+    nanosleep(&ts, NULL);
+    return new_master_with(fc, 0, with_offload);
+}
+
+static size_t item_of(const struct cap *c, const char *key)
+{
+    for (size_t i = 0; i < c->n; i++)
+        if (strcmp(c->keys[i], key) == 0)
+            return i;
+    fail_msg("no item of %s", key);
+    return 0;
+}
+
+/* No disk tier: a key with two DRAM replicas (holders a and b) is re-registered by a, then
+ * removed (a acks its drop); b's copy, re-registered after the Remove answered, must not bring
+ * it back (the removal is a tombstone of the recovery window, kept by the holder stream when
+ * there is no offload). After the window nothing absent is recreated at all. */
+static void test_dram_only_removal_is_a_tombstone(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1), b = tm_id(2);
+    struct mc_segment_desc sa = tm_seg(1, 1 * MIB), sb = tm_seg(2, 1 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &sa, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, b, &sb, NULL), MC_OK);
+    struct cap ca = {0}, cb = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    struct mc_master_replicate_config rc2;
+    mc_master_replicate_config_init(&rc2);
+    rc2.replica_num = 2;
+    const char *keys[] = {"twice", "late"};
+    for (int i = 0; i < 2; i++) {
+        struct mc_put_start_result r;
+        assert_int_equal(mc_master_put_start(m, a, keys[i], strlen(keys[i]), 4096, &rc2, &r),
+                         MC_OK);
+        assert_int_equal(r.nreplicas, 2);
+        assert_int_equal(mc_master_put_end(m, a, keys[i], strlen(keys[i]), r.version, 77, true),
+                         MC_OK);
+    }
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    assert_int_equal(ca.n, 2);
+    assert_int_equal(cb.n, 2);
+
+    m = restart(m, &fc, false);
+    uint64_t ea = 0, eb = 0;
+    assert_int_equal(mc_master_mount_segment(m, a, &sa, &ea), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, b, &sb, &eb), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    int st[4];
+    assert_int_equal(mc_master_holder_reregister(m, a, sa.id, ea, ca.items, ca.n, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(st[1], MC_OK);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "twice", 5, false, done_cb, &done),
+                     MC_MASTER_PENDING);
+    size_t before = ca.ndrops;
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids + before, ca.ndrops - before), 1);
+    assert_int_equal(done, 1);
+    /* b's copy of the removed key comes later: refused; its copy of the other key is fine */
+    size_t tw = item_of(&cb, "twice"), lt = item_of(&cb, "late");
+    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[tw], 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(m, "twice", 5, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[lt], 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_INVALID_VERSION); /* a's copy has the key */
+
+    /* past --disk_recovery_window_sec (60 s) nothing absent is recreated: "late" removed
+     * after the window, then b's copy listed again */
+    mc_fake_clock_advance_ms(&fc, 61000);
+    mc_master_tick_eviction(m);
+    done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "late", 4, false, done_cb, &done), MC_MASTER_PENDING);
+    before = ca.ndrops;
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids + before, ca.ndrops - before), 1);
+    assert_int_equal(done, 1);
+    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[lt], 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_free(m);
+}
+
+/* A Remove sends each holder of a MEMORY replica exactly one drop: the tracked one it waits for
+ * (the erasure that follows sends no second, untracked drop); an erasure nobody waits for still
+ * sends its one untracked drop. */
+static void test_remove_sends_one_drop(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1), b = tm_id(2);
+    struct mc_segment_desc sa = tm_seg(1, 1 * MIB), sb = tm_seg(2, 1 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &sa, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(m, b, &sb, NULL), MC_OK);
+    struct cap ca = {0}, cb = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    struct mc_master_replicate_config rc2;
+    mc_master_replicate_config_init(&rc2);
+    rc2.replica_num = 2;
+    struct mc_put_start_result r;
+    assert_int_equal(mc_master_put_start(m, a, "k", 1, 4096, &rc2, &r), MC_OK);
+    assert_int_equal(r.nreplicas, 2);
+    assert_int_equal(mc_master_put_end(m, a, "k", 1, r.version, 5, true), MC_OK);
+    assert_int_equal(tm_put(m, a, "single", 4096), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    assert_int_equal(ca.drop_items + cb.drop_items, 0);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, "k", 1, false, done_cb, &done), MC_MASTER_PENDING);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    assert_int_equal(ca.drop_items, 1);
+    assert_int_equal(cb.drop_items, 1);
+    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids, ca.ndrops), 1);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_ack(m, b, cb.drop_ids, cb.ndrops), 1);
+    assert_int_equal(done, 1);
+    /* a Remove nobody waits for: its erasure sends the one untracked drop */
+    assert_int_equal(mc_master_remove(m, "single", 6, false), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
+    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    assert_int_equal(ca.drop_items + cb.drop_items, 3); /* on whichever segment it landed */
+    mc_master_free(m);
+}
+
+/* A holder's complete listing is authoritative for its segment's mount: a second listing of
+ * the same mount confirms what it names, and what the first brought back and the second left
+ * out is dropped, its range freed; a Put made since the restart is untouched; a listing not
+ * marked complete drops nothing. */
+static void test_listing_is_authoritative(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = new_master(&fc, 0);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct cap c = {0};
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    const char *keys[] = {"l0", "l1", "l2", "l3"};
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(tm_put(m, a, keys[i], 8192), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(c.n, 4);
+
+    m = restart(m, &fc, false);
+    uint64_t epoch = 0;
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    struct mc_hrereg_batch bt = {
+        .client = a, .segment = s1.id, .mount_epoch = epoch, .listing = 1, .complete = true};
+    int st[8];
+    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, c.items, 4, st), MC_OK);
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(st[i], MC_OK);
+    assert_int_equal(tm_put(m, a, "fresh", 4096), MC_OK); /* a Put of this incarnation */
+
+    /* the same mount listed again (a repeated ReMount answers the same epoch), l2 left out */
+    uint64_t again = 0;
+    assert_int_equal(mc_master_mount_segment(m, a, &s1, &again), MC_OK);
+    assert_int_equal(again, epoch);
+    size_t l2 = item_of(&c, "l2");
+    struct mc_hrereg_item second[3];
+    size_t n2 = 0;
+    for (size_t i = 0; i < 4; i++)
+        if (i != l2)
+            second[n2++] = c.items[i];
+    bt.listing = 2;
+    bt.complete = false; /* not the end yet: nothing dropped */
+    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, second, 2, st), MC_OK);
+    assert_int_equal(st[0], MC_OK); /* confirmed, not refused as a key the master has */
+    assert_int_equal(st[1], MC_OK);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(m, "l2", 2, &g), MC_OK);
+    bt.complete = true;
+    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, second + 2, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    assert_int_equal(mc_master_get_replica_list(m, "l2", 2, &g), MC_ERR_OBJECT_NOT_FOUND);
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(mc_master_get_replica_list(m, second[i].key, second[i].key_len, &g),
+                         MC_OK);
+        assert_int_equal(g.replicas[0].u.mem.offset, second[i].offset);
+    }
+    assert_int_equal(mc_master_get_replica_list(m, "fresh", 5, &g), MC_OK);
+    struct mc_holder_stream_stats hs;
+    mc_holder_stream_stats(m, &hs);
+    assert_int_equal(hs.unlisted, 1);
+    /* l2's range is free again: another old copy may claim exactly it */
+    struct mc_hrereg_item other = c.items[l2];
+    other.key = "other";
+    other.key_len = 5;
+    bt.listing = 3;
+    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, &other, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    /* that listing named only "other": the three confirmed by listing 2 go, "fresh" stays */
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(mc_master_get_replica_list(m, second[i].key, second[i].key_len, &g),
+                         MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replica_list(m, "fresh", 5, &g), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(m, "other", 5, &g), MC_OK);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -360,6 +583,9 @@ int main(void)
         cmocka_unit_test(test_fenced_holder_reregisters_nothing_removed),
         cmocka_unit_test(test_drop_ids_unique_with_offload),
         cmocka_unit_test(test_removed_key_not_recreated),
+        cmocka_unit_test(test_dram_only_removal_is_a_tombstone),
+        cmocka_unit_test(test_remove_sends_one_drop),
+        cmocka_unit_test(test_listing_is_authoritative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

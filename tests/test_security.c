@@ -13,9 +13,9 @@
  *                      from the master by an authenticated connection), a peer without the
  *                      token or with another one can neither read nor write the daemon's
  *                      segment; the bytes are unchanged; the same descriptor works with the token
- *   forged_client_id   a connection with the token, bound to its own client id, names the
- *                      daemon's id in Ping, UnmountSegment, PutStart and RemoveAll: each is
- *                      ILLEGAL_CLIENT and nothing changes
+ *   forged_client_id   a connection with the token, bound to the id the master minted for it
+ *                      (RegisterClient), names the daemon's id in Ping, UnmountSegment,
+ *                      PutStart and RemoveAll: each is ILLEGAL_CLIENT and nothing changes
  *   metrics            the refusals are counted on the master's and the daemon's /metrics
  *
  * Every process dies with the test; the temporary directory is removed.
@@ -45,6 +45,7 @@
 #include "common/wire.h"
 #include "mooncake/client.h"
 #include "proto/master.pb-c.h"
+#include "security_fixture.h"
 
 #define START_MS 20000
 #define CLI_MS 30000
@@ -60,19 +61,6 @@ static struct {
     int d_metrics;
     struct mc_auth_key key, bad_key;
 } g;
-
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
 
 static int start_master(void)
 {
@@ -99,7 +87,7 @@ static int start_master(void)
 static int start_daemon(void)
 {
     char master[128], log[128], mport[64];
-    g.d_metrics = free_port();
+    g.d_metrics = sec_free_port();
     snprintf(master, sizeof(master), "--master=%s", g.rpc);
     snprintf(mport, sizeof(mport), "--metrics_port=%d", g.d_metrics);
     const char *argv[] = {g.daemon_bin,
@@ -155,16 +143,8 @@ static void fill(uint8_t *buf, size_t len, uint32_t seed)
 /* An rpc client to the master with `key` (NULL = none). */
 static struct mc_rpc_client *master_rpc(const struct mc_auth_key *key)
 {
-    struct mc_rpc_client_config cc;
-    char host[64];
-    struct mc_rpc_client *c = NULL;
-    mc_rpc_client_config_init(&cc);
-    assert_int_equal(mc_rpc_parse_endpoint(g.rpc, host, sizeof(host), &cc), 0);
-    cc.auth = key;
-    cc.call_timeout_ms = 5000;
-    cc.reconnect_min_ms = 1;
-    cc.reconnect_max_ms = 1;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    struct mc_rpc_client *c = sec_master_rpc(g.rpc, key);
+    assert_non_null(c);
     return c;
 }
 
@@ -473,10 +453,12 @@ static void test_forged_client_id(void **state)
     seg.hi = lr->segments[0]->id->hi;
     seg.lo = lr->segments[0]->id->lo;
     protobuf_c_message_free_unpacked(m, NULL);
-    own.hi = 0x600d;
-    own.lo = 0xc0de;
 
-    /* bind the connection to its own id */
+    /* bind the connection to its own id (minted by the master: an invented one is refused) */
+    struct mc_id mine;
+    assert_int_equal(sec_register(c, &mine, NULL, NULL), 0);
+    own.hi = mine.hi;
+    own.lo = mine.lo;
     Mc__PingRequest ping = MC__PING_REQUEST__INIT;
     ping.client_id = &own;
     assert_int_equal(mc_rpc_client_call_msg(c, MC_METHOD_PING, &ping.base,
@@ -580,15 +562,8 @@ static int group_setup(void **state)
         return -1;
     snprintf(g.tok, sizeof(g.tok), "%s/token", g.dir);
     snprintf(g.bad_tok, sizeof(g.bad_tok), "%s/other_token", g.dir);
-    const char tok[] = "s3cret-shared-by-the-cluster-0123456789\n";
-    const char bad[] = "s3cret-shared-by-the-cluster-0123456788\n";
-    if (cu_write_file(g.tok, tok, strlen(tok)) || cu_write_file(g.bad_tok, bad, strlen(bad)))
-        return -1;
-    chmod(g.tok, 0600);
-    chmod(g.bad_tok, 0600);
-    char err[160];
-    if (mc_auth_key_load(g.tok, &g.key, err, sizeof(err)) ||
-        mc_auth_key_load(g.bad_tok, &g.bad_key, err, sizeof(err)))
+    if (sec_make_token(g.tok, "s3cret-shared-by-the-cluster-0123456789\n", &g.key) ||
+        sec_make_token(g.bad_tok, "s3cret-shared-by-the-cluster-0123456788\n", &g.bad_key))
         return -1;
     snprintf(g.tok_flag, sizeof(g.tok_flag), "--auth_token_file=%s", g.tok);
     snprintf(g.bad_tok_flag, sizeof(g.bad_tok_flag), "--auth_token_file=%s", g.bad_tok);

@@ -6,14 +6,23 @@
  *   hijack             a fresh connection with the data token that names the victim's id in a
  *                      Ping or a PutStart gets ILLEGAL_CLIENT (before: it became the victim); so
  *                      does one that presents a forged credential; the credential the daemon
- *                      kept in disk_path is HMAC(admin key, id), and a new id's Ping answer
- *                      carries its own
+ *                      kept in disk_path is HMAC(admin key, id)
+ *   register           an id the master does not know is not given to the first connection that
+ *                      names it: RegisterClient mints a fresh id and its credential, binds the
+ *                      asking connection, and only that credential proves the id elsewhere
  *   listing_admin_only ListSegments with the data token lists only the caller's own segments
  *                      (the admin token: all); RemoveAll with the data token is refused
  *   master_restart     a restarted master hands out the same credential (no state), the daemon
  *                      re-registers, and the hijack is still refused
+ *   master_kill_window the master is SIGKILLed and restarted while the victim is stopped: a
+ *                      connection naming the victim's id without its credential is refused even
+ *                      before the victim reconnects (before: first-come took it); resumed, the
+ *                      victim comes back as itself with its segment and the value put through
+ *                      it, byte for byte
  *   daemon_restart     a daemon killed and restarted on the same disk_path, while its old
  *                      registration is live, presents the kept credential and comes back
+ *   minted_id          a daemon whose disk_path holds an id but no credential takes the id the
+ *                      master mints, and keeps both in disk_path
  *
  * Every process dies with the test; the temporary directory is removed.
  */
@@ -40,8 +49,10 @@
 #include "common/log.h"
 #include "common/rpc_client.h"
 #include "common/wire.h"
+#include "mooncake/client.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "security_fixture.h"
 
 #define START_MS 20000
 
@@ -49,26 +60,13 @@ static struct {
     char dir[64];
     char master_bin[600], daemon_bin[600];
     char tok[128], admin_tok[128], disk[128];
-    char tok_flag[160], admin_flag[160], port_flag[64], disk_flag[160];
-    struct cu_proc master, d;
+    char tok_flag[160], admin_flag[160], port_flag[64];
+    struct cu_proc master, d, d2;
     char rpc[64];
     int rpc_port;
     struct mc_auth_key key, admin;
     struct mc_id victim;
 } g;
-
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
 
 static int start_master(void)
 {
@@ -90,10 +88,12 @@ static int start_master(void)
     return cu_await_ready(&g.master, MC_PROC_READY_MASTER, &r, "master", START_MS);
 }
 
-static int start_daemon(void)
+/* A daemon on disk directory dir (the victim: g.d on g.disk). */
+static int start_daemon_on(struct cu_proc *p, const char *dir, const char *name)
 {
-    char master[128], log[128];
+    char master[128], log[128], disk_flag[160];
     snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    snprintf(disk_flag, sizeof(disk_flag), "--disk_path=%s", dir);
     const char *argv[] = {g.daemon_bin,
                           master,
                           "--host=127.0.0.1",
@@ -101,31 +101,28 @@ static int start_daemon(void)
                           "--segment_size=16MiB",
                           "--log_level=warn",
                           "--metrics_port=0",
-                          g.disk_flag,
+                          disk_flag,
                           "--disk_capacity=64MiB",
                           g.tok_flag,
                           NULL};
-    snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
-    if (cu_spawn(&g.d, argv, log) != 0)
+    snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
+    if (cu_spawn(p, argv, log) != 0)
         return -1;
     struct mc_proc_ready r;
-    return cu_await_ready(&g.d, MC_PROC_READY_DAEMON, &r, "daemon", START_MS);
+    return cu_await_ready(p, MC_PROC_READY_DAEMON, &r, name, START_MS);
+}
+
+static int start_daemon(void)
+{
+    return start_daemon_on(&g.d, g.disk, "daemon");
 }
 
 /* An rpc client to the master with `key` (NULL = none); its credential holder, if any, is the
  * key's. */
 static struct mc_rpc_client *master_rpc(const struct mc_auth_key *key)
 {
-    struct mc_rpc_client_config cc;
-    char host[64];
-    struct mc_rpc_client *c = NULL;
-    mc_rpc_client_config_init(&cc);
-    assert_int_equal(mc_rpc_parse_endpoint(g.rpc, host, sizeof(host), &cc), 0);
-    cc.auth = key;
-    cc.call_timeout_ms = 5000;
-    cc.reconnect_min_ms = 1;
-    cc.reconnect_max_ms = 1;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    struct mc_rpc_client *c = sec_master_rpc(g.rpc, key);
+    assert_non_null(c);
     return c;
 }
 
@@ -175,11 +172,30 @@ static int put_start_as(const struct mc_auth_key *key, struct mc_id id, const ch
     return rc;
 }
 
-/* The credential the daemon kept (DIR/client_cred: "<id hex> <cred hex>\n"). */
-static void kept_cred(uint8_t *cred)
+/* The id a daemon keeps in dir (DIR/client_id). */
+static struct mc_id kept_id(const char *dir)
+{
+    char path[160], *text;
+    size_t len = 0;
+    struct mc_id id = {0, 0};
+    snprintf(path, sizeof(path), "%s/client_id", dir);
+    if (!(text = cu_slurp(path, &len)) || len < 32) {
+        free(text);
+        return id;
+    }
+    text[32] = '\0';
+    if (mc_id_parse(text, &id) != 0)
+        id.hi = id.lo = 0;
+    free(text);
+    return id;
+}
+
+/* The credential a daemon kept in dir (DIR/client_cred: "<id hex> <cred hex>\n"), which must
+ * be for id. */
+static void kept_cred_in(const char *dir, struct mc_id want_id, uint8_t *cred)
 {
     char path[160];
-    snprintf(path, sizeof(path), "%s/%s", g.disk, MC_AUTH_CRED_FILE);
+    snprintf(path, sizeof(path), "%s/%s", dir, MC_AUTH_CRED_FILE);
     size_t len = 0;
     char *text = NULL;
     for (int i = 0; i < 200 && !(text = cu_slurp(path, &len)); i++)
@@ -191,7 +207,7 @@ static void kept_cred(uint8_t *cred)
     idhex[32] = '\0';
     struct mc_id id;
     assert_int_equal(mc_id_parse(idhex, &id), 0);
-    assert_true(mc_id_eq(id, g.victim));
+    assert_true(mc_id_eq(id, want_id));
     for (int i = 0; i < MC_AUTH_CRED_BYTES; i++) {
         unsigned v;
         assert_int_equal(sscanf(text + 33 + 2 * i, "%2x", &v), 1);
@@ -203,24 +219,21 @@ static void kept_cred(uint8_t *cred)
     assert_int_equal(st.st_mode & 077, 0); /* nobody else reads it */
 }
 
-/* ListSegments on a fresh connection with key (after a Ping as `as`, unless zero): how many
+static void kept_cred(uint8_t *cred)
+{
+    kept_cred_in(g.disk, g.victim, cred);
+}
+
+/* ListSegments on a fresh connection with key (after RegisterClient when reg): how many
  * segments and LOCAL_DISK entries it lists, and how many of them are the victim's. */
-static int list_as(const struct mc_auth_key *key, struct mc_id as, size_t *n, size_t *victims)
+static int list_as(const struct mc_auth_key *key, bool reg, size_t *n, size_t *victims)
 {
     struct mc_rpc_client *c = master_rpc(key);
     ProtobufCMessage *m = NULL;
     int rc = 0;
-    if (!mc_id_is_zero(as)) {
-        Mc__Uuid u = MC__UUID__INIT;
-        u.hi = as.hi;
-        u.lo = as.lo;
-        Mc__PingRequest ping = MC__PING_REQUEST__INIT;
-        ping.client_id = &u;
-        rc = mc_rpc_client_call_msg(c, MC_METHOD_PING, &ping.base, &mc__ping_response__descriptor,
-                                    0, &m);
-        if (m)
-            protobuf_c_message_free_unpacked(m, NULL);
-        m = NULL;
+    if (reg) {
+        struct mc_id as;
+        rc = sec_register(c, &as, NULL, NULL);
     }
     Mc__ListSegmentsRequest ls = MC__LIST_SEGMENTS_REQUEST__INIT;
     if (rc == 0)
@@ -315,18 +328,64 @@ static void test_hijack(void **state)
     mc_auth_cred_learn(h, cred, sizeof(cred));
     assert_int_equal(ping_as(&k, g.victim, NULL, NULL), 0);
     mc_auth_cred_free(h);
+}
 
-    /* a new id registers and is handed its own credential */
-    struct mc_id fresh = mc_id_random();
-    uint8_t got[MC_AUTH_CRED_BYTES];
-    size_t got_len = 0;
-    assert_int_equal(ping_as(&g.key, fresh, got, &got_len), 0);
-    assert_int_equal(got_len, MC_AUTH_CRED_BYTES);
-    mc_id_to_bytes(fresh, id);
-    mc_auth_cred_mint(&g.admin, id, want);
-    assert_memory_equal(got, want, sizeof(want));
-    /* and is then bound to it: a second connection without it is refused */
-    assert_int_equal(ping_as(&g.key, fresh, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+/* An id is never first-come: RegisterClient mints one with its credential; an invented id, or
+ * the minted one on another connection without the credential, is refused. */
+static void test_register(void **state)
+{
+    (void)state;
+    /* an invented id (first-come before): refused, though no master knows it */
+    assert_int_equal(ping_as(&g.key, mc_id_random(), NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+
+    struct mc_rpc_client *c = master_rpc(&g.key);
+    struct mc_id a, b;
+    uint8_t cred[MC_AUTH_CRED_BYTES], cred_b[MC_AUTH_CRED_BYTES], want[MC_AUTH_CRED_BYTES];
+    uint8_t id[MC_AUTH_ID_BYTES];
+    size_t len = 0;
+    assert_int_equal(sec_register(c, &a, cred, &len), 0);
+    assert_false(mc_id_is_zero(a));
+    assert_int_equal(len, MC_AUTH_CRED_BYTES);
+    mc_id_to_bytes(a, id);
+    mc_auth_cred_mint(&g.admin, id, want); /* HMAC(admin key, id): any master checks it */
+    assert_memory_equal(cred, want, sizeof(want));
+    /* the asking connection acts for it at once */
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = a.hi;
+    u.lo = a.lo;
+    Mc__PingRequest req = MC__PING_REQUEST__INIT;
+    req.client_id = &u;
+    ProtobufCMessage *m = NULL;
+    assert_int_equal(
+        mc_rpc_client_call_msg(c, MC_METHOD_PING, &req.base, &mc__ping_response__descriptor, 0, &m),
+        0);
+    protobuf_c_message_free_unpacked(m, NULL);
+    /* and takes no second identity */
+    assert_int_equal(sec_register(c, &b, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+    mc_rpc_client_free(c);
+
+    /* each registration is a new id */
+    c = master_rpc(&g.key);
+    assert_int_equal(sec_register(c, &b, cred_b, &len), 0);
+    assert_false(mc_id_eq(a, b));
+    assert_memory_not_equal(cred, cred_b, sizeof(cred));
+    mc_rpc_client_free(c);
+
+    /* elsewhere the id needs its credential */
+    assert_int_equal(ping_as(&g.key, a, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+    assert_int_equal(put_start_as(&g.key, a, "cred/reg"), MC_ERR_ILLEGAL_CLIENT);
+    struct mc_auth_cred *h = mc_auth_cred_new(id, NULL);
+    mc_auth_cred_learn(h, cred_b, sizeof(cred_b)); /* b's credential does not prove a */
+    struct mc_auth_key k = g.key;
+    k.cred = h;
+    assert_int_equal(ping_as(&k, a, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+    mc_auth_cred_learn(h, cred, sizeof(cred));
+    assert_int_equal(ping_as(&k, a, NULL, NULL), 0);
+    /* a connection that proved an id registers no other */
+    c = master_rpc(&k);
+    assert_int_equal(sec_register(c, &b, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+    mc_rpc_client_free(c);
+    mc_auth_cred_free(h);
 }
 
 /* ListSegments names every client's ids and endpoints: with an admin token, a data connection
@@ -334,14 +393,13 @@ static void test_hijack(void **state)
 static void test_listing_admin_only(void **state)
 {
     (void)state;
-    struct mc_id none = {0, 0}, other = mc_id_random();
     size_t n = 0, victims = 0;
     struct mc_auth_key tool = admin_tool();
-    assert_int_equal(list_as(&tool, none, &n, &victims), 0);
+    assert_int_equal(list_as(&tool, false, &n, &victims), 0);
     assert_int_equal(victims, 1); /* the admin sees the victim's segment */
-    assert_int_equal(list_as(&g.key, none, &n, &victims), 0);
+    assert_int_equal(list_as(&g.key, false, &n, &victims), 0);
     assert_int_equal(n, 0); /* a data connection acting for nobody sees nothing */
-    assert_int_equal(list_as(&g.key, other, &n, &victims), 0);
+    assert_int_equal(list_as(&g.key, true, &n, &victims), 0);
     assert_int_equal(n, 0); /* nor one acting for a client without segments */
     /* the victim itself (its kept credential) sees its own */
     uint8_t cred[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES];
@@ -351,7 +409,7 @@ static void test_listing_admin_only(void **state)
     mc_auth_cred_learn(h, cred, sizeof(cred));
     struct mc_auth_key k = g.key;
     k.cred = h;
-    assert_int_equal(list_as(&k, none, &n, &victims), 0);
+    assert_int_equal(list_as(&k, false, &n, &victims), 0);
     assert_int_equal(victims, 1);
     assert_int_equal(n, victims);
     mc_auth_cred_free(h);
@@ -398,7 +456,117 @@ static void test_daemon_restart(void **state)
      * the kept credential lets it (it would be ILLEGAL_CLIENT for a minute otherwise) */
     assert_int_equal(start_daemon(), 0);
     assert_true(victim_mounted(START_MS));
+    assert_true(mc_id_eq(kept_id(g.disk), g.victim)); /* the same client, not a new one */
     assert_hijack_refused();
+}
+
+static void fill(uint8_t *buf, size_t len, uint32_t seed)
+{
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (uint8_t)x;
+    }
+}
+
+/* An in-test library client with the data token and no DRAM of its own. */
+static struct mc_client *data_client(void)
+{
+    struct mc_client_config cfg;
+    struct mc_client *c = NULL;
+    mc_client_config_init(&cfg);
+    cfg.master_address = g.rpc;
+    cfg.segment_size = 0;
+    cfg.auth_token_file = g.tok;
+    assert_int_equal(mc_client_open(&cfg, &c), 0);
+    return c;
+}
+
+/* The window the credential closes: after a master crash every id is unknown to the new
+ * master until its client reconnects. The victim is stopped across the restart, so the attack
+ * surely runs inside that window. */
+static void test_master_kill_window(void **state)
+{
+    (void)state;
+    enum { LEN = 64 << 10 };
+    static uint8_t val[LEN], back[LEN];
+    fill(val, LEN, 37);
+    /* settle: after the previous test's restart the victim's holder stream must be open at
+     * this master before the Put, or the commit has no stream to go to (a miss after the
+     * next restart, never wrong bytes: README Reliability) */
+    usleep(1500 * 1000);
+    struct mc_client *c = data_client();
+    assert_int_equal(mc_put(c, "cred/window", val, LEN, NULL), 0); /* into the victim's DRAM */
+    mc_client_close(c);
+    /* settle: the commit reaches the victim's holder index through its stream (batches every
+     * 10 ms; the stream may still be re-opening after the previous test's restart) */
+    usleep(1500 * 1000);
+
+    assert_int_equal(cu_freeze(g.d.pid), 0);
+    cu_stop(&g.master, SIGKILL, 10000); /* its status is the signal */
+    assert_int_equal(start_master(), 0);
+    /* the victim is still stopped: the new master has never seen its id */
+    assert_hijack_refused();
+    uint8_t cred[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES], forged[MC_AUTH_CRED_BYTES];
+    kept_cred(cred);
+    mc_id_to_bytes(g.victim, id);
+    mc_auth_cred_mint(&g.key, id, forged); /* what a data-token holder can compute */
+    struct mc_auth_cred *h = mc_auth_cred_new(id, NULL);
+    mc_auth_cred_learn(h, forged, sizeof(forged));
+    struct mc_auth_key k = g.key;
+    k.cred = h;
+    assert_int_equal(ping_as(&k, g.victim, NULL, NULL), MC_ERR_ILLEGAL_CLIENT);
+    mc_auth_cred_free(h);
+
+    /* resumed, the victim reconnects as itself: its segment and the value come back */
+    assert_int_equal(kill(g.d.pid, SIGCONT), 0);
+    assert_true(victim_mounted(START_MS));
+    assert_true(mc_id_eq(kept_id(g.disk), g.victim));
+    c = data_client();
+    int64_t got = -1;
+    for (int i = 0; i < 200 && got != LEN; i++) {
+        memset(back, 0, sizeof(back));
+        got = mc_get(c, "cred/window", back, LEN);
+        if (got != LEN)
+            usleep(100 * 1000); /* re-registration follows the re-mount */
+    }
+    assert_int_equal(got, LEN);
+    assert_memory_equal(back, val, LEN);
+    mc_client_close(c);
+    assert_hijack_refused();
+}
+
+/* A disk_path written before credentials (an id, no credential) cannot prove its id after a
+ * master restart: the daemon takes the id the master mints instead and keeps it with its
+ * credential; restarted, it stays that client. */
+static void test_minted_id(void **state)
+{
+    (void)state;
+    char dir[160], path[200];
+    snprintf(dir, sizeof(dir), "%s/disk2", g.dir);
+    assert_int_equal(mkdir(dir, 0755), 0);
+    struct mc_id old = mc_id_random(), now;
+    char text[MC_ID_STRLEN + 1];
+    mc_id_format(old, text);
+    text[MC_ID_STRLEN - 1] = '\n';
+    snprintf(path, sizeof(path), "%s/client_id", dir);
+    assert_int_equal(cu_write_file(path, text, MC_ID_STRLEN), 0);
+    assert_int_equal(start_daemon_on(&g.d2, dir, "daemon2"), 0);
+    now = kept_id(dir);
+    assert_false(mc_id_is_zero(now));
+    assert_false(mc_id_eq(now, old));
+    uint8_t cred[MC_AUTH_CRED_BYTES], want[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES];
+    kept_cred_in(dir, now, cred);
+    mc_id_to_bytes(now, id);
+    mc_auth_cred_mint(&g.admin, id, want);
+    assert_memory_equal(cred, want, sizeof(want));
+    /* restarted on the same directory it presents what it kept: same id */
+    assert_int_equal(cu_stop(&g.d2, SIGTERM, 10000), 0);
+    assert_int_equal(start_daemon_on(&g.d2, dir, "daemon2"), 0);
+    assert_true(mc_id_eq(kept_id(dir), now));
+    assert_int_equal(cu_stop(&g.d2, SIGTERM, 10000), 0);
 }
 
 /* ---- setup / teardown -------------------------------------------------------------------- */
@@ -408,7 +576,7 @@ static int group_setup(void **state)
     (void)state;
     const char *bin = getenv("MC_BIN_DIR");
     memset(&g, 0, sizeof(g));
-    g.master.out_fd = g.d.out_fd = -1;
+    g.master.out_fd = g.d.out_fd = g.d2.out_fd = -1;
     if (!bin)
         return -1;
     snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
@@ -419,46 +587,25 @@ static int group_setup(void **state)
     snprintf(g.tok, sizeof(g.tok), "%s/token", g.dir);
     snprintf(g.admin_tok, sizeof(g.admin_tok), "%s/admin_token", g.dir);
     snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
-    uint8_t r[2][32];
-    char tok[2][66];
-    if (mc_auth_random(r, sizeof(r)) != 0)
+    if (sec_make_token(g.tok, NULL, &g.key) || sec_make_token(g.admin_tok, NULL, &g.admin))
         return -1;
-    for (int t = 0; t < 2; t++) {
-        for (int i = 0; i < 32; i++)
-            snprintf(tok[t] + 2 * i, 3, "%02x", r[t][i]);
-        tok[t][64] = '\n';
-        tok[t][65] = '\0';
-    }
-    if (cu_write_file(g.tok, tok[0], 65) || cu_write_file(g.admin_tok, tok[1], 65))
-        return -1;
-    chmod(g.tok, 0600);
-    chmod(g.admin_tok, 0600);
-    char err[160];
-    if (mc_auth_key_load(g.tok, &g.key, err, sizeof(err)) ||
-        mc_auth_key_load(g.admin_tok, &g.admin, err, sizeof(err)))
-        return -1;
-    g.rpc_port = free_port();
+    g.rpc_port = sec_free_port();
     snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1:%d", g.rpc_port);
     snprintf(g.port_flag, sizeof(g.port_flag), "--rpc_port=%d", g.rpc_port);
     snprintf(g.tok_flag, sizeof(g.tok_flag), "--auth_token_file=%s", g.tok);
     snprintf(g.admin_flag, sizeof(g.admin_flag), "--admin_token_file=%s", g.admin_tok);
-    snprintf(g.disk_flag, sizeof(g.disk_flag), "--disk_path=%s", g.disk);
     if (start_master() != 0 || start_daemon() != 0)
         return -1;
-    char path[160], *text;
-    size_t len = 0;
-    snprintf(path, sizeof(path), "%s/client_id", g.disk);
-    if (!(text = cu_slurp(path, &len)) || len < 32)
-        return -1;
-    text[32] = '\0';
-    int rc = mc_id_parse(text, &g.victim);
-    free(text);
-    return rc;
+    g.victim = kept_id(g.disk);
+    return mc_id_is_zero(g.victim) ? -1 : 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
+    if (g.d.pid)
+        kill(g.d.pid, SIGCONT); /* a failed test may leave it stopped */
+    cu_stop(&g.d2, SIGTERM, 10000);
     cu_stop(&g.d, SIGTERM, 10000);
     cu_stop(&g.master, SIGTERM, 10000);
     if (g.dir[0])
@@ -472,8 +619,11 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hijack),
         cmocka_unit_test(test_listing_admin_only),
+        cmocka_unit_test(test_register),
         cmocka_unit_test(test_master_restart),
+        cmocka_unit_test(test_master_kill_window),
         cmocka_unit_test(test_daemon_restart),
+        cmocka_unit_test(test_minted_id),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -22,6 +22,9 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "alloc_meter.h"
 #include "client/peer_server.h"
@@ -478,6 +481,23 @@ static void test_segments_per_client_capped(void **state)
     msf_close(&x);
 }
 
+/* RemoveByRegex(".*", force) on a fresh connection with key. */
+static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+{
+    struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
+    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
+    req.pattern = ".*";
+    req.force = 1;
+    uint8_t buf[64];
+    size_t n = mc__remove_by_regex_request__pack(&req, buf);
+    void *resp = NULL;
+    size_t rl = 0;
+    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_BY_REGEX, buf, n, 0, &resp, &rl);
+    free(resp);
+    mc_rpc_client_free(c);
+    return rc;
+}
+
 static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
 {
     struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
@@ -492,9 +512,9 @@ static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
     return rc;
 }
 
-/* Roles: with an admin key, RemoveAll needs a connection that proved it (an admin tool holds
- * the admin token first and the data token second); the data token alone is refused. Without
- * an admin key the one token does everything. */
+/* Roles: with an admin key, the mass deletes (RemoveAll, RemoveByRegex) need a connection that
+ * proved it (an admin tool holds the admin token first and the data token second); the data
+ * token alone is refused. Without an admin key the one token does everything. */
 static void test_remove_all_needs_admin_token(void **state)
 {
     (void)state;
@@ -517,8 +537,11 @@ static void test_remove_all_needs_admin_token(void **state)
         if (with_admin) {
             assert_int_equal(remove_all_as(&x, &data), MC_ERR_UNAUTHENTICATED);
             assert_int_equal(remove_all_as(&x, &tool), 0);
+            assert_int_equal(remove_regex_as(&x, &data), MC_ERR_UNAUTHENTICATED);
+            assert_int_equal(remove_regex_as(&x, &tool), 0);
         } else {
             assert_int_equal(remove_all_as(&x, &data), 0);
+            assert_int_equal(remove_regex_as(&x, &data), 0);
         }
         msf_close(&x);
     }
@@ -588,6 +611,101 @@ static void test_client_reply_of_empty_messages(void **state)
     mc_rpc_server_free(srv);
 }
 
+/* A "server" that answers the first request with a header claiming `claim` body bytes, sends
+ * 4 KiB of them and then nothing until the test lets it close. */
+struct liar {
+    int lfd;
+    uint32_t claim;
+    int done[2]; /* the test writes a byte: close */
+};
+
+static bool read_full(int fd, void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n) {
+        ssize_t r = read(fd, b, n);
+        if (r <= 0)
+            return false;
+        b += r;
+        n -= (size_t)r;
+    }
+    return true;
+}
+
+static void *liar_main(void *arg)
+{
+    struct liar *l = arg;
+    int fd = accept(l->lfd, NULL, NULL);
+    uint8_t hb[MC_WIRE_HEADER_SIZE], junk[4096];
+    struct mc_wire_header h;
+    if (fd >= 0 && read_full(fd, hb, sizeof(hb))) {
+        mc_wire_decode_header(hb, &h);
+        for (uint32_t left = h.body_length; left > 0;) {
+            uint32_t n = left < sizeof(junk) ? left : (uint32_t)sizeof(junk);
+            if (!read_full(fd, junk, n))
+                break;
+            left -= n;
+        }
+        struct mc_wire_header r;
+        mc_wire_header_init(&r, MC_WIRE_RESPONSE, h.method, h.request_id, 0, l->claim);
+        mc_wire_encode_header(&r, hb);
+        memset(junk, 0x5a, sizeof(junk));
+        ssize_t w = write(fd, hb, sizeof(hb));
+        w = write(fd, junk, sizeof(junk));
+        (void)w;
+        char c;
+        ssize_t rd = read(l->done[0], &c, 1); /* hold the connection open */
+        (void)rd;
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* A reply header claims 60 MiB (under the 64 MiB frame limit) and 4 KiB follow: the client
+ * sizes the body's buffer by the bytes that arrived, not by the claim, and the call times out
+ * cleanly (before: 60 MiB allocated at the header). */
+static void test_client_reply_claims_large_body(void **state)
+{
+    (void)state;
+    struct liar l = {.claim = 60u * MIB};
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    l.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(l.lfd >= 0);
+    assert_int_equal(bind(l.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(l.lfd, 1), 0);
+    assert_int_equal(getsockname(l.lfd, (struct sockaddr *)&sa, &sl), 0);
+    assert_int_equal(pipe(l.done), 0);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, liar_main, &l), 0);
+
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = ntohs(sa.sin_port);
+    cc.call_timeout_ms = 500;
+    struct mc_rpc_client *c;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    size_t base = mc_alloc_meter_live();
+    mc_alloc_meter_reset_peak();
+    void *resp = NULL;
+    size_t rl = 0;
+    assert_int_equal(mc_rpc_client_call(c, MC_METHOD_LIST_SEGMENTS, NULL, 0, 0, &resp, &rl),
+                     MC_ERR_RPC_TIMEOUT);
+    size_t peak = mc_alloc_meter_peak() - base;
+    print_message("reply claiming %u bytes, 4096 sent: client peak %zu bytes\n", l.claim, peak);
+    assert_null(resp);
+    assert_true(peak < 1 * MIB);
+    char one = 1;
+    assert_int_equal(write(l.done[1], &one, 1), 1);
+    pthread_join(t, NULL);
+    mc_rpc_client_free(c);
+    close(l.done[0]);
+    close(l.done[1]);
+    close(l.lfd);
+}
+
 int main(void)
 {
     mc_log_set_level(MC_LOG_ERROR);
@@ -602,6 +720,7 @@ int main(void)
         cmocka_unit_test(test_segments_per_client_capped),
         cmocka_unit_test(test_remove_all_needs_admin_token),
         cmocka_unit_test(test_client_reply_of_empty_messages),
+        cmocka_unit_test(test_client_reply_claims_large_body),
     };
     return MC_RUN_TESTS(tests, NULL, NULL);
 }

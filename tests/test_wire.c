@@ -73,6 +73,7 @@ static void test_method_names(void **state)
                                    MC_METHOD_UNMOUNT_SEGMENT,
                                    MC_METHOD_AUTH_CHALLENGE,
                                    MC_METHOD_AUTH_PROVE,
+                                   MC_METHOD_REGISTER_CLIENT,
                                    MC_METHOD_PUT_START,
                                    MC_METHOD_PUT_END,
                                    MC_METHOD_PUT_REVOKE,
@@ -119,7 +120,8 @@ static void test_method_names(void **state)
     assert_string_equal(mc_method_name(MC_METHOD_PEER_READ), "PeerRead");
     assert_string_equal(mc_method_name(0x305), "Test");
     assert_null(mc_method_name(0));
-    assert_null(mc_method_name(9)); /* 1..8 are the session methods; 9 is unassigned */
+    assert_string_equal(mc_method_name(MC_METHOD_REGISTER_CLIENT), "RegisterClient");
+    assert_null(mc_method_name(10)); /* 1..9 are the session methods; 10 is unassigned */
     assert_null(mc_method_name(0xFFFF));
 }
 

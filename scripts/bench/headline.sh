@@ -169,8 +169,10 @@ for row in ${ROWS//,/ }; do
   case "$row" in
   transfer)
     row transfer "scripts/bench/transfer_vs_iperf.sh --rounds $R --seconds $S --runs $RUNS --sizes 4MiB" \
-      "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB (checksums on)" \
-      'cell "$f" "^\| Get, same process \|" 5' \
+      "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB, both over 1 GiB of sources (past the caches; checksums on)" \
+      'cell "$f" "^\| Get, same process, cold sources" 5' \
+      "the same with one warm key vs a warm memcpy" \
+      'cell "$f" "^\| Get, same process, one warm key \|" 5' \
       "4 MiB Get between processes, MB/s vs iperf3 (loopback, one stream; checksums on)" \
       'cell "$f" "^\| Get, between processes \|" 5'
     ;;

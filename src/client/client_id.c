@@ -10,6 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "client/master_conn.h"
+#include "common/auth.h"
 #include "common/log.h"
 #include "mooncake/errors.h"
 
@@ -58,13 +60,13 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-static int create_id(const char *dir, const char *path, struct mc_id *out)
+/* Writes id to path (temp file, fsync, rename, fsync of dir). */
+static int write_id(const char *dir, const char *path, struct mc_id id)
 {
     char tmp[4200];
     int rc = MC_ERR_INTERNAL_ERROR, fd = -1, dfd = -1;
     if (snprintf(tmp, sizeof(tmp), "%s/.%s.tmp", dir, MC_CLIENT_ID_FILE) >= (int)sizeof(tmp))
         return MC_ERR_INVALID_PARAMS;
-    struct mc_id id = mc_id_random();
     char text[MC_ID_STRLEN + 1];
     mc_id_format(id, text);
     text[MC_ID_STRLEN - 1] = '\n';
@@ -81,7 +83,6 @@ static int create_id(const char *dir, const char *path, struct mc_id *out)
     dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) != 0)
         goto out;
-    *out = id;
     rc = 0;
 out:
     if (rc) {
@@ -95,12 +96,25 @@ out:
     return rc;
 }
 
+static int id_path(const char *dir, char *path, size_t cap)
+{
+    if (!dir || !*dir || snprintf(path, cap, "%s/%s", dir, MC_CLIENT_ID_FILE) >= (int)cap)
+        return MC_ERR_INVALID_PARAMS;
+    return 0;
+}
+
+int mc_client_id_store(const char *dir, struct mc_id id)
+{
+    char path[4200];
+    int rc = id_path(dir, path, sizeof(path));
+    return rc ? rc : write_id(dir, path, id);
+}
+
 int mc_client_id_load_or_create(const char *dir, struct mc_id *out, bool *created)
 {
     char path[4200];
     *created = false;
-    if (!dir || !*dir ||
-        snprintf(path, sizeof(path), "%s/%s", dir, MC_CLIENT_ID_FILE) >= (int)sizeof(path))
+    if (id_path(dir, path, sizeof(path)))
         return MC_ERR_INVALID_PARAMS;
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
         mc_error("client", "cannot create the disk directory", "path=%s errno=%d", dir, errno);
@@ -116,8 +130,43 @@ int mc_client_id_load_or_create(const char *dir, struct mc_id *out, bool *create
         mc_error("client", "cannot open the client id file", "path=%s errno=%d", path, errno);
         return MC_ERR_INTERNAL_ERROR;
     }
-    int rc = create_id(dir, path, out);
-    if (!rc)
+    struct mc_id id = mc_id_random();
+    int rc = write_id(dir, path, id);
+    if (!rc) {
+        *out = id;
         *created = true;
+    }
     return rc;
+}
+
+int mc_client_id_adopt(struct mc_master_conn *mc, struct mc_auth_cred *holder, const char *dir,
+                       struct mc_id *id)
+{
+    uint8_t idb[MC_AUTH_ID_BYTES], cred[MC_AUTH_CRED_BYTES];
+    if (!holder || mc_auth_cred_get(holder, idb, cred))
+        return 0; /* no token, or a credential to present */
+    struct mc_id nid;
+    int rc = mc_master_conn_register(mc, &nid, cred);
+    if (rc == MC_ERR_NOT_SUPPORTED) {
+        mc_warn("client",
+                "the master is too old to mint a client id and credential: keeping our own id "
+                "(that master gives an id to the first connection that names it)",
+                "rc=%s", mc_strerror(rc));
+        return 0;
+    }
+    if (rc) {
+        mc_error("client", "cannot register with the master (RegisterClient)", "rc=%s",
+                 mc_strerror(rc));
+        return rc;
+    }
+    if (dir && *dir && (rc = mc_client_id_store(dir, nid)) != 0)
+        return rc;
+    mc_id_to_bytes(nid, idb);
+    mc_auth_cred_adopt(holder, idb, cred);
+    char was[MC_ID_STRLEN], now[MC_ID_STRLEN];
+    mc_info("client", "took the client id the master minted, with its credential",
+            "was=%s id=%s kept=%d", mc_id_format(*id, was), mc_id_format(nid, now),
+            dir && *dir ? 1 : 0);
+    *id = nid;
+    return 0;
 }

@@ -3,6 +3,8 @@
  */
 #include "client/holder_index.h"
 
+#include "client/holder_index_arena.h"
+
 #include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,7 +18,7 @@
 
 #define F_CRC_VALID 0x1u
 #define F_SOFT_PIN 0x2u
-#define MIN_BUCKET_SHIFT 12u
+#define MIN_BUCKET_SHIFT 13u
 #define MAX_BUCKETS (1u << 20)
 
 struct hent {
@@ -51,8 +53,14 @@ struct mc_holder_index {
     struct hent **table;           /* key hash, power of two */
     size_t mask;
     struct hseg segs[MC_HIDX_MAX_SEGMENTS];
-    struct mc_hidx_stats st;
+    struct mc_hidx_arena arena; /* the entries (holder_index_arena.h) */
+    struct mc_hidx_stats st;    /* st.bytes: the tables; the arena's are added when read */
 };
+
+static size_t ent_bytes(size_t key_len)
+{
+    return sizeof(struct hent) + key_len;
+}
 
 static uint32_t now_s(void)
 {
@@ -89,8 +97,9 @@ void mc_holder_index_free(struct mc_holder_index *ix)
     for (size_t i = 0; i <= ix->mask; i++)
         for (struct hent *e = ix->table[i], *nx; e; e = nx) {
             nx = e->hnext;
-            free(e);
+            mc_hidx_arena_free(&ix->arena, e, ent_bytes(e->key_len));
         }
+    mc_hidx_arena_reset(&ix->arena);
     for (size_t i = 0; i < MC_HIDX_MAX_SEGMENTS; i++)
         free(ix->segs[i].buckets);
     free(ix->table);
@@ -165,8 +174,7 @@ static void unlink_free_locked(struct mc_holder_index *ix, struct hent *e)
         }
     ix->st.entries--;
     ix->st.key_bytes -= e->key_len;
-    ix->st.bytes -= usable(e);
-    free(e);
+    mc_hidx_arena_free(&ix->arena, e, ent_bytes(e->key_len));
 }
 
 /* Drops every entry of s overlapping [off, off + len); returns how many. */
@@ -248,7 +256,7 @@ size_t mc_holder_index_commit(struct mc_holder_index *ix, struct mc_id seg, uint
             continue;
         }
         ix->st.dropped_by_overlap += drop_range_locked(ix, s, x->offset, x->len);
-        struct hent *h = malloc(sizeof(*h) + (size_t)x->key_len);
+        struct hent *h = mc_hidx_arena_alloc(&ix->arena, ent_bytes(x->key_len));
         if (!h)
             break; /* a miss after a restart, never wrong bytes */
         h->version = x->version;
@@ -271,7 +279,6 @@ size_t mc_holder_index_commit(struct mc_holder_index *ix, struct mc_id seg, uint
         ix->st.entries++;
         ix->st.committed++;
         ix->st.key_bytes += h->key_len;
-        ix->st.bytes += usable(h);
         filed++;
         if (ix->st.entries > ix->mask + 1)
             grow_locked(ix);
@@ -338,6 +345,8 @@ int mc_holder_index_set_epoch(struct mc_holder_index *ix, struct mc_id seg, uint
     if (s) {
         if (!keep)
             (void)drop_range_locked(ix, s, 0, s->size);
+        if (ix->st.entries == 0)
+            mc_hidx_arena_reset(&ix->arena); /* nothing live: the chunks go back */
         s->epoch = epoch;
         rc = 0;
     }
@@ -415,6 +424,7 @@ size_t mc_holder_index_clear(struct mc_holder_index *ix)
     for (size_t i = 0; i < MC_HIDX_MAX_SEGMENTS; i++)
         if (ix->segs[i].used)
             n += drop_range_locked(ix, &ix->segs[i], 0, ix->segs[i].size);
+    mc_hidx_arena_reset(&ix->arena); /* nothing live: the chunks go back */
     mc_owner_unlock(&ix->mu, &ix->mu_owner);
     return n;
 }
@@ -423,5 +433,6 @@ void mc_holder_index_stats(struct mc_holder_index *ix, struct mc_hidx_stats *st)
 {
     mc_owner_lock(&ix->mu, &ix->mu_owner);
     *st = ix->st;
+    st->bytes += ix->arena.bytes;
     mc_owner_unlock(&ix->mu, &ix->mu_owner);
 }

@@ -40,6 +40,7 @@ struct mc_hidx_stream {
     uint64_t rereg_epoch;
     uint64_t *acks; /* the thread's: drops to acknowledge in the next poll */
     size_t nacks;
+    uint64_t listing; /* the thread's: the number of its last listing (never 0) */
 };
 
 static void pause_ms(struct mc_hidx_stream *s, uint32_t ms)
@@ -98,13 +99,15 @@ static void apply(struct mc_hidx_stream *s, const Mc__HolderIndexHeartbeatRespon
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Sends entries e[0..n) of seg (mount epoch) to the master; drops the refused ones. */
+/* Sends entries e[0..n) of seg (mount epoch) to the master, a batch of listing s->listing
+ * (complete: its last); drops the refused ones. */
 static void rereg_batch(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epoch,
-                        const struct mc_hidx_entry *e, size_t n, uint64_t *ok, uint64_t *refused)
+                        const struct mc_hidx_entry *e, size_t n, bool complete, uint64_t *ok,
+                        uint64_t *refused)
 {
-    Mc__OffloadTaskItem *items = calloc(n, sizeof(*items));
-    Mc__OffloadTaskItem **ip = calloc(n, sizeof(*ip));
-    Mc__MemoryLocation *locs = calloc(n, sizeof(*locs));
+    Mc__OffloadTaskItem *items = calloc(n ? n : 1, sizeof(*items));
+    Mc__OffloadTaskItem **ip = calloc(n ? n : 1, sizeof(*ip));
+    Mc__MemoryLocation *locs = calloc(n ? n : 1, sizeof(*locs));
     ProtobufCMessage *m = NULL;
     if (!items || !ip || !locs)
         goto out;
@@ -132,6 +135,8 @@ static void rereg_batch(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epo
     req.mount_epoch = epoch;
     req.n_items = n;
     req.items = ip;
+    req.listing = s->listing;
+    req.complete = complete;
     int rc = MC_ERR_RPC_FAIL;
     /* the link may still be failing fast just after the re-mount: retry a while (a retry of a
      * batch the master did apply is refused item by item, and those entries are dropped: misses,
@@ -196,8 +201,16 @@ static void reregister(struct mc_hidx_stream *s, struct mc_id seg, uint64_t epoc
         }
         e[k++] = e[i];
     }
-    for (size_t i = 0; i < k; i += REREG_BATCH)
-        rereg_batch(s, seg, epoch, e + i, k - i < REREG_BATCH ? k - i : REREG_BATCH, &ok, &refused);
+    /* one listing, its last batch marked complete (an empty listing is one empty batch): the
+     * master then drops what an earlier listing of this mount brought back and this one left
+     * out */
+    s->listing++;
+    size_t sent = 0;
+    do {
+        size_t b = k - sent < REREG_BATCH ? k - sent : REREG_BATCH;
+        rereg_batch(s, seg, epoch, k ? e + sent : NULL, b, sent + b == k, &ok, &refused);
+        sent += b;
+    } while (sent < k);
     mc_info("holder", "DRAM replicas re-registered",
             "entries=%zu back=%llu refused=%llu "
             "bad_crc=%llu",

@@ -153,6 +153,35 @@ int mc_master_conn_call_wait(struct mc_master_conn *mc, uint16_t method,
     return rc;
 }
 
+int mc_master_conn_register(struct mc_master_conn *mc, struct mc_id *id, uint8_t *cred)
+{
+    if (mc->started)
+        return MC_ERR_INVALID_PARAMS; /* the ping thread reads the id unlocked */
+    Mc__RegisterClientRequest req = MC__REGISTER_CLIENT_REQUEST__INIT;
+    ProtobufCMessage *m = NULL;
+    int rc = mc_master_conn_call(mc, MC_METHOD_REGISTER_CLIENT, &req.base,
+                                 &mc__register_client_response__descriptor, &m);
+    if (rc)
+        return rc;
+    const Mc__RegisterClientResponse *r = (const Mc__RegisterClientResponse *)m;
+    struct mc_id got = {0, 0};
+    if (r->client_id) {
+        got.hi = r->client_id->hi;
+        got.lo = r->client_id->lo;
+    }
+    if (mc_id_is_zero(got) || r->credential.len != MC_AUTH_CRED_BYTES) {
+        mc_error("client", "RegisterClient answer without an id and a credential", "master=%s",
+                 mc->address);
+        rc = MC_ERR_INVALID_VERSION;
+    } else {
+        memcpy(cred, r->credential.data, MC_AUTH_CRED_BYTES);
+        *id = got;
+        mc->cfg.client_id = got;
+    }
+    protobuf_c_message_free_unpacked(m, NULL);
+    return rc;
+}
+
 /* ---- segments ----------------------------------------------------------------------------- */
 
 static void fill_segment(struct mc_master_conn *mc, const struct mc_mounted_segment *s,

@@ -84,6 +84,11 @@ struct mc_mounted_segment {
  * (master unreachable), INVALID_VERSION, INVALID_PARAMS (bad address). */
 int mc_master_conn_open(const struct mc_master_conn_config *cfg, struct mc_master_conn **out);
 int mc_master_conn_start(struct mc_master_conn *mc); /* starts the ping thread */
+/* RegisterClient (with a token, for a client that holds no credential): the master mints a
+ * fresh client id and its credential (MC_AUTH_CRED_BYTES into cred); this link acts for that id
+ * from now on. Before mc_master_conn_start only. NOT_SUPPORTED from an older master;
+ * INVALID_VERSION for an answer without both. */
+int mc_master_conn_register(struct mc_master_conn *mc, struct mc_id *id, uint8_t *cred);
 /* Makes the ping thread ping now (e.g. a held-back re-mount can go out). */
 void mc_master_conn_kick(struct mc_master_conn *mc);
 

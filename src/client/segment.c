@@ -45,6 +45,12 @@ int mc_segment_mem_init(struct mc_segment_mem *s, uint64_t size, bool huge_pages
                  errno);
         return MC_ERR_INTERNAL_ERROR;
     }
+    /* Transparent huge pages where the kernel gives them only on request (the "madvise" mode,
+     * Debian's default): a 4 MiB value then spans two TLB entries instead of 1,024, which a
+     * Get's copy out of the segment and a Put's copy in pay for on every call. No effect under
+     * "never"; refused (EINVAL) by kernels without THP, which changes nothing. */
+    if (madvise(p, len, MADV_HUGEPAGE) != 0 && errno != EINVAL)
+        mc_debug("client", "no transparent huge pages for the segment", "errno=%d", errno);
     s->base = p;
     s->size = size;
     s->map_len = len;

@@ -101,7 +101,9 @@ int mc_auth_client_handshake(int fd, const struct mc_auth_key *key, uint32_t tim
 /*
  * Client credential: a client proves its client id with cred = HMAC(K, label | id), where K is
  * the master's admin key (or its data key without one), so any master holding that token checks
- * it without state. A master hands it out in Ping and MountSegment answers; the client keeps it
+ * it without state. A client that holds none asks RegisterClient, which mints a fresh id and
+ * its credential; Ping and MountSegment answers hand it out again (the credential under the
+ * first token, for rotation). The client keeps it
  * (mc_auth_cred, persisted beside its id in disk_path) and presents it, with its id, in the
  * handshake's AuthProve body (MAC | id | cred, MC_AUTH_PROVE_CRED_BYTES) on every connection to
  * a master. The server records a claim whose credential checks (mc_auth_cred_check) as the
@@ -126,6 +128,9 @@ void mc_auth_cred_free(struct mc_auth_cred *c);
 /* Keeps a credential a master handed out (len must be MC_AUTH_CRED_BYTES; other lengths, e.g. 0
  * from a master without a token, are ignored). Persists it when it changed. */
 void mc_auth_cred_learn(struct mc_auth_cred *c, const uint8_t *cred, size_t len);
+/* Takes a new identity: id (16 bytes) and its credential, both minted by a master
+ * (RegisterClient); persisted like a learnt credential. */
+void mc_auth_cred_adopt(struct mc_auth_cred *c, const uint8_t *id, const uint8_t *cred);
 /* Copies the id and credential out; false while none is held. */
 bool mc_auth_cred_get(struct mc_auth_cred *c, uint8_t *id, uint8_t *cred);
 #define MC_AUTH_CRED_FILE "client_cred"

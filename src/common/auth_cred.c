@@ -165,6 +165,19 @@ void mc_auth_cred_learn(struct mc_auth_cred *c, const uint8_t *cred, size_t len)
     mc_owner_unlock(&c->lock, &c->lock_owner);
 }
 
+void mc_auth_cred_adopt(struct mc_auth_cred *c, const uint8_t *id, const uint8_t *cred)
+{
+    if (!c)
+        return;
+    mc_owner_lock(&c->lock, &c->lock_owner);
+    memcpy(c->id, id, MC_AUTH_ID_BYTES);
+    memcpy(c->cred, cred, MC_AUTH_CRED_BYTES);
+    c->set = true;
+    if (c->path)
+        save_locked(c);
+    mc_owner_unlock(&c->lock, &c->lock_owner);
+}
+
 bool mc_auth_cred_get(struct mc_auth_cred *c, uint8_t *id, uint8_t *cred)
 {
     if (!c)

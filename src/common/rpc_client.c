@@ -16,7 +16,10 @@
  * middle of a large body) and the next leader continues where it stopped. A large body is read
  * straight into its destination: a peer payload into the caller's buffer (that entry is marked
  * `receiving` meanwhile and its caller never leaves while it is), an ordinary body into a
- * malloc'd buffer. A leader whose deadline passes while its own payload is being received
+ * malloc'd buffer sized by the bytes that arrived (RX_BODY_MIN at least) and doubled only once
+ * they fill it (so it stays within twice what arrived): a header's claimed length is never
+ * allocated ahead of its bytes, and a server that claims 60 MiB and sends little costs the
+ * client little. A leader whose deadline passes while its own payload is being received
  * switches the rest of that frame to "discard" (the stream stays in sync) and returns
  * RPC_TIMEOUT. A follower whose deadline passes while a leader fills its buffer cuts the
  * connection (the stream position is then lost) and returns only once the buffer is let go.
@@ -84,6 +87,29 @@ static void wake_successor(struct mc_rpc_client *c)
 }
 
 /* ---- receive (token holder only, unless noted) ------------------------------------------- */
+
+/* An ordinary body's first buffer; it doubles (up to the body's length) as bytes fill it. */
+#define RX_BODY_MIN (64u << 10)
+
+/* Before reading into an ordinary body: makes room for the next bytes when the buffer is full
+ * (doubling, at most up to the body's length). false when out of memory. */
+static bool rx_body_room(struct rx *rx)
+{
+    if (!rx->big || rx->big_peer || !rx->dst || !rx->body)
+        return true;
+    size_t got = (size_t)(rx->dst - rx->body);
+    if (got < rx->body_cap)
+        return true;
+    size_t total = rx->h.body_length;
+    size_t cap = rx->body_cap * 2 < total ? rx->body_cap * 2 : total;
+    uint8_t *b = realloc(rx->body, cap);
+    if (!b)
+        return false;
+    rx->body = b;
+    rx->body_cap = cap;
+    rx->dst = b + got;
+    return true;
+}
 
 /* Starts reading the rest (`left` bytes, some of the frame being already consumed) to dst. */
 static void rx_big(struct rx *rx, bool peer, struct pending *target, uint8_t *dst, size_t left)
@@ -194,19 +220,23 @@ static int rx_parse(struct mc_rpc_client *c, struct pending *me, const char **wh
             if (!whole && MC_WIRE_HEADER_SIZE + blen <= RBUF_SIZE)
                 return RX_MORE;
             uint8_t *body = NULL;
+            size_t have = avail - MC_WIRE_HEADER_SIZE < blen ? avail - MC_WIRE_HEADER_SIZE : blen;
+            size_t cap = have > RX_BODY_MIN ? have : RX_BODY_MIN; /* not blen: see the top */
+            if (cap > blen)
+                cap = blen;
             if (blen) {
-                body = malloc(blen);
+                body = malloc(cap);
                 if (!body) {
                     *why = "out of memory";
                     return RX_BROKEN;
                 }
             }
-            size_t have = avail - MC_WIRE_HEADER_SIZE < blen ? avail - MC_WIRE_HEADER_SIZE : blen;
             if (have)
                 memcpy(body, f + MC_WIRE_HEADER_SIZE, have);
             rx->pos += MC_WIRE_HEADER_SIZE + have;
             rx->h = h;
             rx->body = body;
+            rx->body_cap = cap;
             if (have < blen) {
                 rx_big(rx, false, NULL, body + have, blen - have);
                 return RX_MORE;
@@ -341,8 +371,16 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
         uint8_t *to;
         size_t want;
         if (rx->big) {
+            if (!rx_body_room(rx)) {
+                why = "out of memory";
+                goto broken;
+            }
             to = rx->dst ? rx->dst : scratch;
             want = rx->dst ? rx->left : (rx->left < sizeof(scratch) ? rx->left : sizeof(scratch));
+            if (rx->dst && !rx->big_peer && rx->body) {
+                size_t room = rx->body_cap - (size_t)(rx->dst - rx->body);
+                want = want < room ? want : room;
+            }
         } else {
             if (rx->pos == rx->len) {
                 rx->pos = rx->len = 0;

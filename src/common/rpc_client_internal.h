@@ -65,6 +65,7 @@ struct rx {
     struct pending *target;  /* big_peer: the receiving entry; NULL = discard */
     struct mc_wire_header h; /* !big_peer: the frame, for delivery by id */
     uint8_t *body;           /* !big_peer: the malloc'd body (NULL = discard) */
+    size_t body_cap;         /* !big_peer: body's size so far (grows as bytes arrive) */
     uint8_t *dst;            /* where the next bytes go; NULL = discard */
     size_t left;
 };

@@ -96,6 +96,7 @@ enum mc_wire_kind {
     OTHER(AUTH_CHALLENGE, 6, "AuthChallenge")                                                      \
     OTHER(AUTH_PROVE, 7, "AuthProve")                                                              \
     MASTER(GET_LEADER, 8, "GetLeader", get_leader)                                                 \
+    MASTER(REGISTER_CLIENT, 9, "RegisterClient", register_client)                                  \
     MASTER(PUT_START, 16, "PutStart", put_start)                                                   \
     MASTER(PUT_END, 17, "PutEnd", put_end)                                                         \
     MASTER(PUT_REVOKE, 18, "PutRevoke", put_revoke)                                                \

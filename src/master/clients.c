@@ -165,16 +165,6 @@ int mc_clients_touch(struct mc_master *m, struct mc_id id)
     return c ? MC_OK : MC_ERR_INTERNAL_ERROR;
 }
 
-bool mc_clients_live(struct mc_master *m, struct mc_id id)
-{
-    uint64_t now = mc_master_now_ms(m);
-    registry_lock(m);
-    const struct mc_client_rec *c = client_find(m, id);
-    bool live = c && c->deadline_ms > now;
-    registry_unlock(m);
-    return live;
-}
-
 int mc_master_mount_segment(struct mc_master *m, struct mc_id client,
                             const struct mc_segment_desc *seg, uint64_t *mount_epoch)
 {

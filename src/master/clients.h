@@ -35,9 +35,6 @@ void mc_clients_destroy(struct mc_master *m);
 /* Registers id if unknown (NEED_REMOUNT, as a Ping does) and refreshes its liveness: for
  * MountLocalDiskSegment (offload.c). MC_OK or INTERNAL_ERROR (out of memory). */
 int mc_clients_touch(struct mc_master *m, struct mc_id id);
-/* Whether id is registered here and not past its liveness deadline (the credential check of
- * a connection that presented none: service_segments.c). */
-bool mc_clients_live(struct mc_master *m, struct mc_id id);
 /* Registered clients (GetStats, metrics). */
 uint64_t mc_master_active_clients(struct mc_master *m);
 

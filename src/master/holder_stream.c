@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "common/lock_order.h"
 #include "common/log.h"
 #include "common/mc_assert.h"
@@ -18,22 +19,27 @@
 #include "master/object_events.h"
 #include "master/object_record.h"
 #include "master/shard.h"
+#include "master/tombstone.h"
 #include "mooncake/errors.h"
 
 #define HS_KIND MC_TASK_DELETE /* fire and forget: a pull hands items out and forgets them */
 #define HS_MAX_PER_POLL 4096u
 #define HS_MAX_FENCED 1024
+#define HS_MAX_LISTINGS 4096 /* segments whose listing is remembered (the oldest forgotten) */
 
 struct mc_holder_stream {
     struct mc_mailboxes *mb;
     uint32_t flush_ms;
     _Atomic uint64_t last_wake_ms;
     _Atomic bool urgent; /* a drop was queued: wake at the next unlock, not at the interval */
-    _Atomic uint64_t commits, dropped, fenced, polls, rereg, rereg_refused;
-    pthread_mutex_t mu; /* a leaf: guards fenced[] */
+    _Atomic uint64_t commits, dropped, fenced, polls, rereg, rereg_refused, unlisted;
+    pthread_mutex_t mu; /* a leaf: guards fenced[] and listings */
     struct mc_id fenced_ids[HS_MAX_FENCED];
     size_t nfenced;
-    struct mc_delwait *own_dw; /* m->delwait when there is no LOCAL_DISK tier to share it */
+    struct mc_hlisting *listings; /* under mu: per segment, its last listing */
+    size_t nlistings;
+    struct mc_delwait *own_dw;        /* m->delwait when there is no LOCAL_DISK tier to share it */
+    struct mc_recovery *own_recovery; /* m->recovery when there is no LOCAL_DISK tier */
     uint64_t delete_timeout_ms;
 };
 
@@ -76,8 +82,15 @@ static void fence_index(struct mc_holder_stream *hs, struct mc_id holder, const 
             why);
 }
 
-/* Queues one item for the owner of each MEMORY replica of o (quiet: woken once unlocked). */
-static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, bool drop)
+/* The object whose Remove just queued its holders' tracked drops (BEFORE_REMOVE, this thread):
+ * its erasure, which follows at once under the same shard lock, sends those holders no second,
+ * untracked drop. */
+static _Thread_local const struct mc_object *drops_queued_for;
+
+/* Queues one item for the owner of each MEMORY replica of o (quiet: woken once unlocked);
+ * skip_live: a drop only for the replicas on dead segments (the live ones got tracked drops). */
+static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o, bool drop,
+                        bool skip_live)
 {
     MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, false));
     struct mc_holder_stream *hs = m->hstream;
@@ -85,6 +98,8 @@ static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
     for (uint32_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
         if (r->type != MC_REPLICA_TYPE_MEMORY || !r->u.seg)
+            continue;
+        if (skip_live && mc_segment_alive(r->u.seg))
             continue;
         if (!drop && r->status != MC_REPLICA_STATUS_COMPLETE)
             continue;
@@ -122,7 +137,7 @@ static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
 
 static void on_put_end(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    push_locked(m, s, o, false);
+    push_locked(m, s, o, false, false);
 }
 
 /* The delete rule for DRAM copies: a Remove (op) waits until each owner of o's MEMORY replicas
@@ -133,6 +148,11 @@ static int on_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_o
 {
     (void)s;
     struct mc_holder_stream *hs = m->hstream;
+    /* no disk tier: this stream keeps the recovery window's tombstones (with one, offload's
+     * BEFORE_REMOVE, earlier in the table, notes them) */
+    if (hs->own_recovery)
+        mc_recovery_note_removal(hs->own_recovery, mc_clock_now_ms(m->clock),
+                                 mc_hash_key(mc_obj_key(o), o->key_len), o->version);
     if (!ev->op || !m->delwait)
         return 0;
     struct mc_mailboxes *ids = m->offload ? mc_offload_mailboxes(m) : hs->mb;
@@ -162,12 +182,15 @@ static int on_before_remove(struct mc_master *m, struct mc_shard *s, struct mc_o
             mc_delwait_forget(m->delwait, owner, id);
         fence_index(hs, owner, "a delete could not be queued");
     }
+    drops_queued_for = o;
     return 0;
 }
 
 static void on_erased(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
 {
-    push_locked(m, s, o, true);
+    bool tracked = drops_queued_for == o;
+    drops_queued_for = NULL;
+    push_locked(m, s, o, true, tracked);
 }
 
 static void wake_now(struct mc_master *m, uint64_t now)
@@ -198,6 +221,8 @@ void mc_holder_stream_tick(struct mc_master *m)
         return;
     struct mc_holder_stream *hs = m->hstream;
     uint64_t now = mc_clock_now_ms(m->clock);
+    if (hs->own_recovery)
+        mc_recovery_tick(hs->own_recovery, now);
     if (hs->own_dw) {
         /* no disk tier: this stream's deletes are the only ones; with it, offload's tick fences
          * the overdue holders and resends (its worker drops the index entries too) */
@@ -276,19 +301,29 @@ int mc_holder_stream_init(struct mc_master *m)
     }
     if (!mc_master_fences(m)) { /* no offload: the fences of DRAM holders are kept here */
         m->own_fences = mc_fences_new();
-        if (!m->own_fences) {
-            if (hs->own_dw) {
-                m->delwait = NULL;
-                mc_delwait_free(hs->own_dw);
-            }
-            mc_mailboxes_free(hs->mb);
-            free(hs);
-            return -1;
-        }
+        if (!m->own_fences)
+            goto fail;
+    }
+    if (!m->recovery) { /* no offload: the recovery window of DRAM re-registration is here */
+        hs->own_recovery = mc_recovery_new(mc_clock_now_ms(m->clock),
+                                           m->cfg.disk_recovery_window_ms, MC_RECOVERY_TOMBS_MAX);
+        if (!hs->own_recovery)
+            goto fail;
+        m->recovery = hs->own_recovery;
     }
     pthread_mutex_init(&hs->mu, NULL);
     m->hstream = hs;
     return 0;
+fail:
+    mc_fences_free(m->own_fences);
+    m->own_fences = NULL;
+    if (hs->own_dw) {
+        m->delwait = NULL;
+        mc_delwait_free(hs->own_dw);
+    }
+    mc_mailboxes_free(hs->mb);
+    free(hs);
+    return -1;
 }
 
 void mc_holder_stream_destroy(struct mc_master *m)
@@ -304,7 +339,12 @@ void mc_holder_stream_destroy(struct mc_master *m)
     mc_mailboxes_free(hs->mb);
     mc_fences_free(m->own_fences);
     m->own_fences = NULL;
+    if (hs->own_recovery) {
+        m->recovery = NULL;
+        mc_recovery_free(hs->own_recovery);
+    }
     pthread_mutex_destroy(&hs->mu);
+    free(hs->listings);
     free(hs);
 }
 
@@ -325,6 +365,7 @@ void mc_holder_stream_stats(struct mc_master *m, struct mc_holder_stream_stats *
     st->polls = atomic_load(&hs->polls);
     st->reregistered = atomic_load(&hs->rereg);
     st->rereg_refused = atomic_load(&hs->rereg_refused);
+    st->unlisted = atomic_load(&hs->unlisted);
 }
 
 void mc_holder_stream_count_rereg(struct mc_master *m, uint64_t ok, uint64_t refused)
@@ -333,6 +374,12 @@ void mc_holder_stream_count_rereg(struct mc_master *m, uint64_t ok, uint64_t ref
         return;
     atomic_fetch_add_explicit(&m->hstream->rereg, ok, memory_order_relaxed);
     atomic_fetch_add_explicit(&m->hstream->rereg_refused, refused, memory_order_relaxed);
+}
+
+void mc_holder_stream_count_unlisted(struct mc_master *m, uint64_t n)
+{
+    if (m->hstream)
+        atomic_fetch_add_explicit(&m->hstream->unlisted, n, memory_order_relaxed);
 }
 
 struct mc_mailboxes *mc_holder_stream_mailboxes(struct mc_master *m)
@@ -359,4 +406,40 @@ int mc_master_holder_heartbeat(struct mc_master *m, struct mc_id client, uint32_
         max = HS_MAX_PER_POLL;
     int rc = mc_mailbox_park(hs->mb, client, HS_KIND, max, wait_ms, reply, arg);
     return rc < 0 ? rc : 0;
+}
+
+void mc_holder_stream_listing_note(struct mc_master *m, struct mc_id segment, uint64_t mount_epoch,
+                                   uint64_t listing, uint32_t next_rid, struct mc_hlisting *out)
+{
+    struct mc_holder_stream *hs = m->hstream;
+    const struct mc_hlisting fresh = {.segment = segment,
+                                      .mount_epoch = mount_epoch,
+                                      .listing = listing,
+                                      .start_rid = next_rid,
+                                      .prior = false};
+    *out = fresh;
+    pthread_mutex_lock(&hs->mu);
+    struct mc_hlisting *l = NULL;
+    for (size_t i = 0; i < hs->nlistings && !l; i++)
+        if (mc_id_eq(hs->listings[i].segment, segment))
+            l = &hs->listings[i];
+    if (!l) {
+        if (!hs->listings)
+            hs->listings = calloc(HS_MAX_LISTINGS, sizeof(*hs->listings));
+        if (!hs->listings)
+            goto out; /* forgotten: a later listing of this mount drops nothing (safe) */
+        if (hs->nlistings == HS_MAX_LISTINGS)
+            memmove(hs->listings, hs->listings + 1, --hs->nlistings * sizeof(*hs->listings));
+        l = &hs->listings[hs->nlistings++];
+        *l = fresh;
+    } else if (l->mount_epoch != mount_epoch) {
+        *l = fresh; /* a new mount: nothing an earlier listing made is on it */
+    } else if (l->listing != listing) {
+        l->listing = listing; /* another listing of the same mount */
+        l->start_rid = next_rid;
+        l->prior = true;
+    }
+    *out = *l;
+out:
+    pthread_mutex_unlock(&hs->mu);
 }

@@ -44,6 +44,7 @@ struct mc_holder_stream_stats {
     uint64_t fenced;  /* holders whose backlog passed the limit */
     uint64_t polls;
     uint64_t reregistered, rereg_refused; /* DRAM replicas re-registered / refused */
+    uint64_t unlisted;                    /* DRAM replicas a complete listing left out, dropped */
 };
 
 int mc_holder_stream_init(struct mc_master *m);
@@ -73,12 +74,40 @@ struct mc_hrereg_item {
     uint32_t crc32c;
     bool crc_valid;
 };
-/* HolderReregister: items[0..n) of client's segment seg_id, mounted now with mount_epoch; one
- * status per item in statuses (0: the object is back with that MEMORY replica; otherwise the
- * holder drops the entry). MC_OK, NOT_SUPPORTED (stream off) or INVALID_PARAMS. */
+/* One HolderReregister batch: whose segment, its mount, and the listing it belongs to. */
+struct mc_hrereg_batch {
+    struct mc_id client, segment;
+    uint64_t mount_epoch;
+    uint64_t listing; /* the holder's number for this listing of the segment (0: untracked) */
+    bool complete;    /* the listing's last batch: its segment's copies it left out go */
+};
+/* HolderReregister: items[0..n) of b->client's segment, mounted now with b->mount_epoch; one
+ * status per item in statuses (0: the object is back, or still there, with that MEMORY replica;
+ * otherwise the holder drops the entry). A listing is authoritative for its segment's mount:
+ * when it completes, the replicas on that mount that an earlier listing brought back and this
+ * one did not list are dropped (their ranges freed); Puts since the restart are untouched. MC_OK,
+ * NOT_SUPPORTED (stream off) or INVALID_PARAMS. */
+int mc_master_holder_reregister_batch(struct mc_master *m, const struct mc_hrereg_batch *b,
+                                      const struct mc_hrereg_item *items, size_t n, int *statuses);
+/* The same, untracked (listing 0). */
 int mc_master_holder_reregister(struct mc_master *m, struct mc_id client, struct mc_id seg_id,
                                 uint64_t mount_epoch, const struct mc_hrereg_item *items, size_t n,
                                 int *statuses);
 void mc_holder_stream_count_rereg(struct mc_master *m, uint64_t ok, uint64_t refused);
+void mc_holder_stream_count_unlisted(struct mc_master *m, uint64_t n);
+
+/* Where a segment's listing stands (holder_rereg.c keeps it in the stream, under its leaf
+ * lock): replicas with ids from start_rid on were made or confirmed by the current listing;
+ * prior: an earlier listing of the same mount began (it may have brought copies back). */
+struct mc_hlisting {
+    struct mc_id segment;
+    uint64_t mount_epoch, listing;
+    uint32_t start_rid;
+    bool prior;
+};
+/* Notes a batch of (segment, mount_epoch, listing): a new listing starts at replica id
+ * next_rid. Its state in *out. */
+void mc_holder_stream_listing_note(struct mc_master *m, struct mc_id segment, uint64_t mount_epoch,
+                                   uint64_t listing, uint32_t next_rid, struct mc_hlisting *out);
 
 #endif

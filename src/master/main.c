@@ -245,11 +245,12 @@ static const struct mc_flag g_flags[] = {
                    "clients' RPC timeout, 5 s by default)",
                    &F.holder_delete_timeout_ms),
     MC_UINT64_FLAG("disk_recovery_window_sec", "60",
-                   "after the master starts, disk holders that register within this many "
-                   "seconds get their LOCAL_DISK objects back (objects this master does not "
-                   "know are recreated from their records); a holder that registers later gets "
-                   "nothing recreated, as one that came back after its TTL. Removals made in the "
-                   "window are remembered so a slower holder's record of a removed key stays "
+                   "after the master starts (or takes over), holders that re-register within "
+                   "this many seconds get their objects back, LOCAL_DISK records and DRAM "
+                   "replicas alike (objects this master does not know are recreated from their "
+                   "copies); a holder that re-registers later gets nothing recreated, as one that "
+                   "came back after its TTL. Removals made in the window are remembered, with or "
+                   "without a disk tier, so a slower holder's copy of a removed key stays "
                    "removed; in 1..86400",
                    &F.disk_recovery_window_sec),
     MC_BOOL_FLAG("holder_stream", "true",

@@ -31,6 +31,7 @@
 #include "master/offload.h"
 #include "master/promotion_core.h"
 #include "master/shard.h"
+#include "master/tombstone.h"
 #include "master/upsert.h"
 #include "mooncake/errors.h"
 
@@ -228,8 +229,8 @@ void mc_master_take_over(struct mc_master *m, uint64_t epoch)
     uint64_t vb = derive_version_base(NULL);
     if (vb > m->version_base)
         m->version_base = vb;
-    if (m->offload)
-        mc_offload_recovery_restart(m);
+    if (m->recovery) /* the disk tier's or the DRAM holder stream's (tombstone.h) */
+        mc_recovery_restart(m->recovery, mc_master_now_ms(m));
     mc_info("master", "serving as the leader", "epoch=%llu version_base=%llu",
             (unsigned long long)epoch, (unsigned long long)m->version_base);
 }

@@ -62,6 +62,7 @@ struct mc_clients;
 struct mc_discard_list;
 struct mc_delwait;
 struct mc_holder_stream;
+struct mc_recovery;
 struct mc_obj_subscriber;
 
 /* The subscriber table of object_events.h: per event, its subscribers in order (written by
@@ -111,6 +112,8 @@ struct mc_master {
 
     struct mc_holder_stream *hstream; /* the DRAM holders' stream (holder_stream.h; NULL: off) */
     struct mc_fences *own_fences;     /* the stream's fences when there is no offload (fence.h) */
+    struct mc_recovery *recovery;     /* the recovery window (tombstone.h): offload's, else the
+                                       * stream's; NULL with neither */
 };
 
 /* A PutStart refused for space asks for one eviction cycle and wakes the eviction loop

@@ -95,6 +95,26 @@ uint64_t mc_master_evict_object(struct mc_master *m, struct mc_shard *s, struct 
 uint64_t mc_master_evict_memory(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                                 struct mc_freelist *fl, struct mc_unlink_batch *ub);
 
+/* ---- an object re-registered by a holder (objects_rereg.c, write lock) ----------------------- */
+
+/* What a holder's copy says of the object it brings back. */
+struct mc_restored {
+    const char *key;
+    size_t key_len;
+    uint64_t version, size;
+    uint32_t crc32c;
+    bool crc_valid;
+    enum mc_master_replica_type type; /* of its one replica */
+};
+/* A new complete object of c with one COMPLETE replica of c->type (its id set), no lease, not in
+ * the shard yet: the caller fills the replica's location, then inserts it. NULL: out of memory. */
+struct mc_object *mc_obj_new_restored(struct mc_master *m, struct mc_shard *s,
+                                      const struct mc_restored *c);
+/* Inserts o (from mc_obj_new_restored, its replica filled) under key_hash and counts it. MC_OK,
+ * or INTERNAL_ERROR with o freed (the caller releases what its replica refers to). */
+int mc_obj_insert_restored(struct mc_master *m, struct mc_shard *s, uint64_t key_hash,
+                           struct mc_object *o);
+
 /* ---- whole-table walks ------------------------------------------------------------------------
  */
 

@@ -61,10 +61,6 @@
 #define BACKOFF_LOG_MS 10000u
 #define OBJ_MAX_FULL_NACKS 3u
 
-/* Removals remembered in a recovery window at most (16 bytes each at half load: 128 MiB);
- * past it the window closes early. */
-#define TOMBS_MAX (4u << 20)
-
 /* Records id as seen (table lock held); true when it was not seen before. An allocation failure
  * counts as seen: the safe answer (no recreation). */
 static bool seen_first(struct mc_offload *off, struct mc_id id)
@@ -374,7 +370,7 @@ int mc_master_tick_offload(struct mc_master *m)
         return 0;
     mc_mailboxes_tick_polls(m->offload->mb);
     mc_mailboxes_wake(m->offload->mb);
-    mc_offload_recovery_tick(m);
+    mc_recovery_tick(m->offload->recovery, mc_master_now_ms(m));
     return (int)mc_offload_delete_tick(m);
 }
 
@@ -747,16 +743,15 @@ int mc_offload_init(struct mc_master *m)
     }
     off->fences = mc_fences_new();
     off->dw = mc_delwait_new();
-    off->tombs = mc_tombs_new(TOMBS_MAX);
-    off->recovery_end_ms =
-        mc_master_now_ms(m) +
-        (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000);
+    off->recovery =
+        mc_recovery_new(mc_master_now_ms(m), m->cfg.disk_recovery_window_ms, MC_RECOVERY_TOMBS_MAX);
     off->delete_timeout_ms =
         m->cfg.holder_delete_timeout_ms ? m->cfg.holder_delete_timeout_ms : 2000;
     off->cycle_cap = (uint64_t)((double)m->cfg.offloading_queue_limit * m->cfg.offload_cap_ratio);
     m->offload = off;
     m->delwait = off->dw;
-    if (!off->mb || !off->fences || !off->dw || !off->tombs ||
+    m->recovery = off->recovery;
+    if (!off->mb || !off->fences || !off->dw || !off->recovery ||
         mc_offload_register_metrics(m, off) != 0)
         return -1;
     mc_info(COMP, "offload enabled", "mode=%s queue_limit=%u cycle_cap=%llu",
@@ -786,7 +781,8 @@ void mc_offload_destroy(struct mc_master *m)
     m->delwait = NULL;
     mc_delwait_free(off->dw); /* waiting Removes get UNAVAILABLE_IN_CURRENT_STATUS */
     mc_fences_free(off->fences);
-    mc_tombs_free(off->tombs);
+    m->recovery = NULL;
+    mc_recovery_free(off->recovery);
     for (size_t i = 0; i < off->n; i++) {
         atomic_store(&off->v[i].h->dead, true);
         mc_holder_unref(off->v[i].h);

@@ -69,10 +69,6 @@ int mc_offload_remove_copies_locked(struct mc_master *m, struct mc_shard *s, str
                                     struct mc_delop *op, struct mc_freelist *fl);
 /* The operations of the delete rule's waits (delwait.h); NULL without the tier. */
 struct mc_delwait *mc_offload_delwait(struct mc_master *m);
-/* Whether an absent key at version was removed during the recovery window (a tombstone): a
- * copy of it re-registered now (disk or DRAM) must not bring it back. Call with the key's shard
- * write-locked, as removals note their tombstones under it. False without a disk tier. */
-bool mc_offload_recovery_removed(struct mc_master *m, uint64_t key_hash, uint64_t version);
 /* Whether the delete rule refuses a re-registered record (holder, key, version): OBJECT_NOT_FOUND
  * when holder is fenced at or above version (the copy is void), or when key is absent and a
  * Remove of it at or above version is still waiting for its deletes; MC_OK otherwise. No lock

@@ -87,10 +87,7 @@ struct mc_offload {
     struct mc_fences *fences;      /* the delete rule: holders fenced (fence.h) */
     struct mc_delwait *dw;         /* the delete rule: deletes awaiting acks (delwait.h) */
     uint64_t delete_timeout_ms;    /* holder_delete_timeout */
-    struct mc_tombs *tombs;        /* removals of the recovery window (tombstone.h) */
-    /* master clock: the recovery window ends here (written by the HA thread at a take-over) */
-    _Atomic uint64_t recovery_end_ms;
-    _Atomic bool recovery_closed; /* the window ended (or its tombstones ran out) */
+    struct mc_recovery *recovery;  /* the recovery window and its tombstones (tombstone.h) */
 #define X(f, n, h) _Atomic uint64_t f;
     MC_OFFLOAD_COUNTERS(X)
 #undef X
@@ -193,10 +190,6 @@ size_t mc_offload_delete_tick(struct mc_master *m);
 
 /* A removal of o while the recovery window is open (see offload_rereg.c). */
 void mc_offload_recovery_note_removal(struct mc_master *m, struct mc_object *o);
-/* The tick's part of the recovery window: it closes once its time is over. */
-void mc_offload_recovery_tick(struct mc_master *m);
-/* A standby became the leader: the window runs again from now (ha.h). */
-void mc_offload_recovery_restart(struct mc_master *m);
 
 /* ---- offload_stats.c ----------------------------------------------------------------------- */
 

@@ -1,7 +1,7 @@
 /*
  * offload_rereg.c - re-registration of a holder's disk records (see offload.h, offload.c):
  * each record checked by version, attached, recreated or refused, a holder's complete listing
- * dropping the copies it left out, and the recovery window with its tombstones.
+ * dropping the copies it left out, and the removals noted in the recovery window (tombstone.h).
  *
  * Versions (DESIGN.md §11): a LOCAL_DISK replica is attached only to the version it holds; a
  * re-registered record of an absent object recreates it only if its version predates this
@@ -46,63 +46,12 @@
 
 /* ---- the recovery window ------------------------------------------------------------------- */
 
-/* Whether records of absent keys may still be recreated (tombstone.h): the window is open until
- * recovery_end_ms, or until its tombstones ran out. Closing empties the tombstones: from then on
- * no record recreates anything, so none is needed. */
-static bool recovery_open(struct mc_master *m)
-{
-    struct mc_offload *off = m->offload;
-    if (atomic_load_explicit(&off->recovery_closed, memory_order_relaxed))
-        return false;
-    if (mc_master_now_ms(m) < atomic_load(&off->recovery_end_ms))
-        return true;
-    return false;
-}
-
-static void recovery_close(struct mc_master *m, const char *why)
-{
-    struct mc_offload *off = m->offload;
-    if (atomic_exchange(&off->recovery_closed, true))
-        return;
-    size_t n = mc_tombs_count(off->tombs);
-    mc_tombs_clear(off->tombs);
-    mc_info(COMP, "disk recovery window closed: records of unknown keys are no longer recreated",
-            "why=%s tombstones=%zu", why, n);
-}
-
-/* A removal of o while the window is open: a slower holder's record of it at or below this
- * version must not bring it back. No room left: the window closes (safe: nothing recreated). */
+/* A removal of o while the window is open (tombstone.h): a slower holder's record of it at or
+ * below this version must not bring it back. */
 void mc_offload_recovery_note_removal(struct mc_master *m, struct mc_object *o)
 {
-    struct mc_offload *off = m->offload;
-    if (!recovery_open(m))
-        return;
-    if (!mc_tombs_add(off->tombs, mc_hash_key(mc_obj_key(o), o->key_len), o->version))
-        recovery_close(m, "tombstones_full");
-}
-
-bool mc_offload_recovery_removed(struct mc_master *m, uint64_t key_hash, uint64_t version)
-{
-    struct mc_offload *off = m->offload;
-    return off && recovery_open(m) && mc_tombs_blocks(off->tombs, key_hash, version);
-}
-
-/* The tick's part: the window closes once its time is over. */
-void mc_offload_recovery_tick(struct mc_master *m)
-{
-    if (!atomic_load_explicit(&m->offload->recovery_closed, memory_order_relaxed) &&
-        !recovery_open(m))
-        recovery_close(m, "window_ended");
-}
-
-void mc_offload_recovery_restart(struct mc_master *m)
-{
-    struct mc_offload *off = m->offload;
-    /* the HA thread's (a take-over) while the ticks read it: the end first, then the flag */
-    atomic_store(&off->recovery_end_ms,
-                 mc_master_now_ms(m) +
-                     (m->cfg.disk_recovery_window_ms ? m->cfg.disk_recovery_window_ms : 60000));
-    atomic_store(&off->recovery_closed, false);
+    mc_recovery_note_removal(m->offload->recovery, mc_master_now_ms(m),
+                             mc_hash_key(mc_obj_key(o), o->key_len), o->version);
 }
 
 /* ---- re-registration ----------------------------------------------------------------------- */
@@ -112,32 +61,24 @@ void mc_offload_recovery_restart(struct mc_master *m)
 static int create_from_record(struct mc_master *m, struct mc_shard *s, uint64_t hk,
                               struct mc_holder *h, uint32_t gen, const struct mc_offload_result *it)
 {
-    struct mc_object *o = mc_obj_alloc(s, sizeof(*o) + sizeof(o->rep[0]) + it->key_len);
+    const struct mc_restored c = {.key = it->key,
+                                  .key_len = it->key_len,
+                                  .version = it->version,
+                                  .size = it->size,
+                                  .crc32c = it->crc32c,
+                                  .crc_valid = it->crc_valid,
+                                  .type = MC_REPLICA_TYPE_LOCAL_DISK};
+    struct mc_object *o = mc_obj_new_restored(m, s, &c);
     if (!o)
         return MC_ERR_INTERNAL_ERROR;
-    o->size = it->size;
-    o->version = it->version;
-    o->ent = MC_NO_INDEX;
-    o->key_len = (uint16_t)it->key_len;
-    o->nrep = 1;
-    o->flags |= MC_OBJ_COMPLETE | (it->crc_valid ? MC_OBJ_HAS_CRC : 0);
-    o->crc = it->crc_valid ? it->crc32c : 0;
-    struct mc_replica *r = &o->rep[0];
-    memset(r, 0, sizeof(*r));
-    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
-    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
-    r->status = MC_REPLICA_STATUS_COMPLETE;
-    r->handle = gen;
-    r->u.holder = h;
-    memcpy(mc_obj_key(o), it->key, it->key_len);
-    if (mc_shard_insert(s, hk, o) != 0) {
-        mc_obj_free_locked(s, o);
-        return MC_ERR_INTERNAL_ERROR;
-    }
+    o->rep[0].handle = gen;
+    o->rep[0].u.holder = h;
+    int rc = mc_obj_insert_restored(m, s, hk, o);
+    if (rc != MC_OK)
+        return rc;
     atomic_fetch_add_explicit(&h->refs, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->nreplicas, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&h->bytes, (int64_t)o->size, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->c.key_count, 1, memory_order_relaxed);
     return MC_OK;
 }
 
@@ -196,7 +137,8 @@ static int reregister(struct mc_master *m, struct mc_holder *h, uint32_t gen, bo
         rc = MC_ERR_INVALID_VERSION; /* the master's is newer, or written by this incarnation */
     } else if (it->version > m->version_base) {
         rc = MC_ERR_OBJECT_NOT_FOUND; /* written by this incarnation, removed since */
-    } else if (!may_recreate || !recovery_open(m) || mc_tombs_blocks(off->tombs, hk, it->version)) {
+    } else if (!may_recreate ||
+               !mc_recovery_may_recreate(off->recovery, mc_master_now_ms(m), hk, it->version)) {
         /* this incarnation dropped it since it saw the holder, removed it while recovering, or
          * the recovery window is over: never resurrected */
         rc = o ? MC_ERR_INVALID_VERSION : MC_ERR_OBJECT_NOT_FOUND;

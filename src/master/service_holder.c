@@ -102,8 +102,13 @@ void mc_svc_holder_reregister(void *arg, struct mc_rpc_call *call)
                                            .crc32c = it->crc32c,
                                            .crc_valid = it->crc_valid};
     }
+    const struct mc_hrereg_batch b = {.client = client,
+                                      .segment = seg,
+                                      .mount_epoch = req->mount_epoch,
+                                      .listing = req->listing,
+                                      .complete = req->complete};
     if (rc == 0)
-        rc = mc_master_holder_reregister(svc->m, client, seg, req->mount_epoch, items, n, rcs);
+        rc = mc_master_holder_reregister_batch(svc->m, &b, items, n, rcs);
     FREE_REQ(req);
     Mc__HolderReregisterResponse r = MC__HOLDER_REREGISTER_RESPONSE__INIT;
     if (rc == 0) {

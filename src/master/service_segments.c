@@ -9,7 +9,8 @@
  *
  * The binding is the rpc_server's per-connection context: the first non-zero client id a
  * request names binds the connection, whatever the method, and mc_master_service_on_close
- * frees it.
+ * frees it. With a token the id must be the one the connection proved with its credential;
+ * RegisterClient mints an id and its credential for a client that holds none.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,12 +47,12 @@ static void bind_client(struct mc_rpc_call *call, struct mc_id id)
     *ctx = b;
 }
 
-/* With a token, who an unbound connection may act for (auth.h, client credentials): the id it
- * proved in its handshake; or, having proved none, an id that is not a live client here (a
- * first registration, or a client whose credential this master cannot check: the Ping and
- * MountSegment answers then hand one out). A live client's id without its credential is the
- * review's hijack. */
-static int cred_gate(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id)
+/* With a token, who an unbound connection may act for (auth.h, client credentials): only the
+ * id it proved in its handshake. An id is never given to a connection that did not prove it,
+ * live here or not: after a master restart or a failover every id is unknown to the new master
+ * until its client reconnects, and first-come would let any data-token holder take it then. A
+ * client that holds no credential asks RegisterClient for a fresh id and its credential. */
+static int cred_gate(struct mc_rpc_call *call, struct mc_id id)
 {
     if (mc_id_is_zero(id) || !mc_rpc_call_creds_on(call))
         return 0;
@@ -60,12 +61,11 @@ static int cred_gate(struct mc_master *m, struct mc_rpc_call *call, struct mc_id
     bool has = mc_rpc_call_proven_client(call, proven);
     if (has && memcmp(want, proven, sizeof(want)) == 0)
         return 0;
-    if (!has && !mc_clients_live(m, id))
-        return 0;
     char buf[MC_ID_STRLEN];
     mc_warn(COMP,
             has ? "request names another client than the connection's credential"
-                : "request names a live client without its credential (hijack?)",
+                : "request names a client id without its credential (hijack, or a client too "
+                  "old to register: it must call RegisterClient first)",
             "method=%s conn=%llu named=%s", mc_method_name(mc_rpc_call_method(call)),
             (unsigned long long)mc_rpc_call_conn_id(call), mc_id_format(id, buf));
     return MC_ERR_ILLEGAL_CLIENT;
@@ -76,9 +76,10 @@ static int cred_gate(struct mc_master *m, struct mc_rpc_call *call, struct mc_id
  * the first one must pass cred_gate. */
 int mc_svc_check_client(struct mc_master *m, struct mc_rpc_call *call, struct mc_id id)
 {
+    (void)m;
     struct conn_bind *b = *mc_rpc_call_conn_ctx(call);
     if (!b) {
-        int rc = cred_gate(m, call, id);
+        int rc = cred_gate(call, id);
         if (rc == 0)
             bind_client(call, id);
         return rc;
@@ -195,6 +196,45 @@ void mc_svc_ping(void *arg, struct mc_rpc_call *call)
         r.credential.data = cred;
         r.credential.len = sizeof(cred);
     }
+    mc_rpc_reply_msg(call, 0, &r.base);
+}
+
+/* RegisterClient: a fresh id (random, never zero) and, with a token, its credential; the
+ * connection acts for that id from now on. A connection that already acts for a client may
+ * not take another identity. */
+void mc_svc_register_client(void *arg, struct mc_rpc_call *call)
+{
+    (void)arg;
+    UNPACK(RegisterClientRequest, register_client_request, req);
+    FREE_REQ(req);
+    struct mc_id bound;
+    if (mc_svc_conn_client(call, &bound)) {
+        char buf[MC_ID_STRLEN];
+        mc_warn(COMP, "RegisterClient refused: the connection already acts for a client",
+                "conn=%llu client=%s", (unsigned long long)mc_rpc_call_conn_id(call),
+                mc_id_format(bound, buf));
+        mc_rpc_reply_status(call, MC_ERR_ILLEGAL_CLIENT);
+        return;
+    }
+    struct mc_id id = mc_id_random();
+    bind_client(call, id);
+    if (!*mc_rpc_call_conn_ctx(call)) {
+        mc_rpc_reply_status(call, MC_ERR_INTERNAL_ERROR); /* logged by bind_client */
+        return;
+    }
+    Mc__RegisterClientResponse r = MC__REGISTER_CLIENT_RESPONSE__INIT;
+    Mc__Uuid u = MC__UUID__INIT;
+    mc_svc_id_to_pb(id, &u);
+    r.client_id = &u;
+    uint8_t idb[MC_AUTH_ID_BYTES], cred[MC_AUTH_CRED_BYTES];
+    mc_id_to_bytes(id, idb);
+    if (mc_rpc_call_mint_cred(call, idb, cred)) {
+        r.credential.data = cred;
+        r.credential.len = sizeof(cred);
+    }
+    char buf[MC_ID_STRLEN];
+    mc_info(COMP, "client registered with a minted id", "conn=%llu client=%s",
+            (unsigned long long)mc_rpc_call_conn_id(call), mc_id_format(id, buf));
     mc_rpc_reply_msg(call, 0, &r.base);
 }
 

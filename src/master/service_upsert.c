@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/log.h"
 #include "master/remove_regex.h"
 #include "master/upsert.h"
 #include "master/service_internal.h"
@@ -30,6 +31,13 @@ void mc_svc_remove_by_regex(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
     UNPACK(RemoveByRegexRequest, remove_by_regex_request, req);
+    if (!mc_rpc_call_is_admin(call)) { /* --admin_token_file: a mass delete, as RemoveAll */
+        mc_warn("master", "RemoveByRegex refused: the connection did not prove the admin token",
+                "conn=%llu", (unsigned long long)mc_rpc_call_conn_id(call));
+        FREE_REQ(req);
+        mc_rpc_reply_status(call, MC_ERR_UNAUTHENTICATED);
+        return;
+    }
     struct regex_wait *w = calloc(1, sizeof(*w));
     int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
     if (rc == 0 && !w)

@@ -57,7 +57,7 @@ enum get_tier { TIER_MEM, TIER_DISK, TIER_MIXED, TIER_NONE, NTIER };
 static const char *const tier_name[NTIER] = {"mem", "disk", "mixed", "none"};
 
 struct opts {
-    const char *trace, *master, *label, *key_prefix;
+    const char *trace, *master, *label, *key_prefix, *auth_token_file;
     uint64_t block_size, seed;
     int workers;
     size_t limit;
@@ -394,6 +394,7 @@ static void usage(FILE *f)
         "  --key_prefix      keys are <prefix><block id> (default replay/<seed>/)\n"
         "  --label           appended to the JSON case name (e.g. the cluster's mode)\n"
         "  --progress        on|off|auto: a progress line on stderr (auto: on a terminal)\n"
+        "  --auth_token_file the cluster's shared secret (when its master has one)\n"
         "Exit status: 0, 1 when a byte read back was wrong or the replay could not run, 2 "
         "usage.\n");
 }
@@ -421,6 +422,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         {"key_prefix", required_argument, NULL, 'P'},
         {"label", required_argument, NULL, 'L'},
         {"progress", required_argument, NULL, 'p'},
+        {"auth_token_file", required_argument, NULL, 'A'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -442,6 +444,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case 'M':
             o->master = optarg;
+            break;
+        case 'A':
+            o->auth_token_file = optarg;
             break;
         case 'D':
             if (parse_sizes_list(optarg, o->dram, &o->ndram) != 0) {
@@ -738,6 +743,7 @@ int mc_bench_replay(int argc, char **argv)
         snprintf(r.prefix, sizeof(r.prefix), "replay/%llu/", (unsigned long long)o.seed);
     mc_client_config_init(&cfg);
     cfg.master_address = o.master;
+    cfg.auth_token_file = o.auth_token_file;
     cfg.segment_size = 0; /* a prefill node of the cluster: every byte goes to the daemons */
     int orc = mc_client_open(&cfg, &r.client);
     if (orc != 0) {

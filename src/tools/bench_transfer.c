@@ -20,8 +20,13 @@
  *
  * Reference: for the same-process 4 MiB case, a plain memcpy of 4 MiB between the same warm
  * buffers, timed the same way; the put and get lines carry ref (memcpy bytes/s) and ratio
- * (ours / memcpy). scripts/bench/transfer_vs_iperf.sh puts the between-process lines beside
- * iperf3 on loopback.
+ * (ours / memcpy).
+ *
+ * Cold sources (--working_set W > 0): the Get series stores K = W / size keys and reads them in
+ * rotation, so with W past the last-level cache each Get's source is cold as a served value's
+ * is; the memcpy reference then copies 4 MiB slices of a W-byte buffer in the same rotation.
+ * Case names gain "/cold" and the JSON carries working_set. Put series are unchanged.
+ * scripts/bench/transfer_vs_iperf.sh puts the between-process lines beside iperf3 on loopback.
  *
  * Batches (--batch N, N > 1): every timed call is mc_batch_put of N new keys (removed, untimed,
  * right after) or mc_batch_get of the same N keys, each of the given size; latencies are per
@@ -41,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/clock.h"
@@ -63,6 +69,7 @@ struct opts {
     int checksums;      /* the reading client verifies CRC32C: 0 off, 1 on, 2 both (A/B) */
     char bin[PATH_MAX];
     uint64_t segment_size;
+    uint64_t working_set; /* > 0: Gets and the memcpy reference rotate over this many bytes */
 };
 
 /* --protocol and --host: the bench's clients and its daemon (rdma needs the NIC's address) */
@@ -137,17 +144,20 @@ static void size_name(uint64_t size, char *buf, size_t cap)
 /* The reading client's checksums setting for the series being reported, and whether case
  * names carry it (--checksums both). */
 static bool g_crc = true, g_crc_tagged;
+/* --working_set: the bytes the Get series and the memcpy reference rotate over (0: warm) */
+static uint64_t g_cold;
 
 static void report(const char *op, const char *mode, uint64_t size, int batch, double *lat_ms,
                    int n, double ref)
 {
-    const char *tag = !g_crc_tagged ? "" : g_crc ? "/crc_on" : "/crc_off";
+    const char *crc = !g_crc_tagged ? "" : g_crc ? "/crc_on" : "/crc_off";
     struct mc_bench_result r;
-    char name[96], sz[32];
+    char name[96], sz[32], tag[32];
     double total = 0;
 
     for (int i = 0; i < n; i++)
         total += lat_ms[i];
+    snprintf(tag, sizeof(tag), "%s%s", g_cold && !strcmp(op, "get") ? "/cold" : "", crc);
     size_name(size, sz, sizeof(sz));
     if (batch > 1)
         snprintf(name, sizeof(name), "%s/%s/%s/b%d%s", op, mode, sz, batch, tag);
@@ -167,24 +177,35 @@ static void report(const char *op, const char *mode, uint64_t size, int batch, d
     mc_bench_add_num(&r, "size", (double)size);
     mc_bench_add_num(&r, "batch", batch);
     mc_bench_add_num(&r, "checksums", g_crc ? 1 : 0);
+    if (g_cold && !strcmp(op, "get"))
+        mc_bench_add_num(&r, "working_set", (double)g_cold);
     mc_bench_emit(&r);
 }
 
-/* memcpy of size bytes between the warm buffers, timed like the store: bytes/s. */
-static double memcpy_ref(uint8_t *dst, const uint8_t *src, uint64_t size, int runs, double *lat)
+/* memcpy of size bytes into dst from slice i % nsrc of src (nsrc slices of size bytes: 1 = the
+ * same warm buffer each time), timed like the store: bytes/s. */
+static double memcpy_ref(uint8_t *dst, const uint8_t *src, size_t nsrc, uint64_t size, int runs,
+                         double *lat)
 {
     double total = 0;
 
     for (int i = 0; i < 3; i++)
-        memcpy(dst, src, size);
+        memcpy(dst, src + (size_t)i % nsrc * size, size);
     for (int i = 0; i < runs; i++) {
+        const uint8_t *from = src + (size_t)(i + 3) % nsrc * size;
         uint64_t t0 = mc_now_ns();
-        memcpy(dst, src, size);
+        memcpy(dst, from, size);
         __asm__ volatile("" : : "r"(dst) : "memory"); /* keep the copy */
         lat[i] = (double)(mc_now_ns() - t0) / 1e6;
         total += lat[i];
     }
     return total > 0 ? (double)size * runs / (total / 1e3) : 0;
+}
+
+/* The name of the Get series' key number k. */
+static void get_key(char *key, size_t cap, const char *mode, uint64_t size, size_t k)
+{
+    snprintf(key, cap, "bench-transfer-%s-%llu-get-%zu", mode, (unsigned long long)size, k);
 }
 
 /* Put and Get series of every size through client c; placement preferred on segment pref. */
@@ -206,6 +227,7 @@ static int measure(const struct opts *o, struct mc_client *c, const char *mode, 
         double *lat = calloc((size_t)runs, sizeof(double));
         double *glat = calloc((size_t)runs, sizeof(double)), ref = 0;
         char key[96];
+        size_t nkeys;
         int64_t n;
 
         if (!src || !dst || !lat || !glat) {
@@ -236,15 +258,22 @@ static int measure(const struct opts *o, struct mc_client *c, const char *mode, 
             mc_remove(c, key, true);
         }
 
-        /* Get: one key, read runs times into the same warm buffer. */
-        snprintf(key, sizeof(key), "bench-transfer-%s-%llu-get", mode, (unsigned long long)size);
-        mc_remove(c, key, true);
-        if ((status = mc_put(c, key, src, size, &rc)) != 0) {
-            fprintf(stderr, "transfer: put %s: %s\n", key, mc_strerror(status));
-            status = 1;
-            goto next;
+        /* Get: one key read runs times into the same warm buffer, or (--working_set) nkeys
+         * keys read in rotation. */
+        nkeys = g_cold ? (size_t)(g_cold / size) : 1;
+        if (nkeys == 0)
+            nkeys = 1;
+        for (size_t k = 0; k < nkeys; k++) {
+            get_key(key, sizeof(key), mode, size, k);
+            mc_remove(c, key, true);
+            if ((status = mc_put(c, key, src, size, &rc)) != 0) {
+                fprintf(stderr, "transfer: put %s: %s\n", key, mc_strerror(status));
+                status = 1;
+                goto next;
+            }
         }
         for (int i = -warm; i < runs; i++) {
+            get_key(key, sizeof(key), mode, size, (size_t)(i + warm) % nkeys);
             uint64_t t0 = mc_now_ns();
             n = mc_get(c, key, dst, size);
             if (i >= 0)
@@ -256,16 +285,27 @@ static int measure(const struct opts *o, struct mc_client *c, const char *mode, 
                 goto next;
             }
         }
-        mc_remove(c, key, true);
+        for (size_t k = 0; k < nkeys; k++) {
+            get_key(key, sizeof(key), mode, size, k);
+            mc_remove(c, key, true);
+        }
 
-        /* The reference runs last, on the same buffers, as warm as the get's. */
+        /* The reference runs last, on the same buffers, as warm (or as cold) as the get's. */
         if (!strcmp(mode, "same") && size == REF_SIZE) {
             double *rl = calloc((size_t)runs, sizeof(double));
-            if (rl)
-                ref = memcpy_ref(dst, src, size, runs, rl);
+            /* huge pages where the kernel gives them, as the segment asks for them */
+            uint8_t *pool = nkeys > 1 ? aligned_alloc(2u << 20, nkeys * (size_t)size) : NULL;
+            if (pool)
+                (void)madvise(pool, nkeys * (size_t)size, MADV_HUGEPAGE);
+            if (pool)
+                for (size_t k = 0; k < nkeys; k++)
+                    memcpy(pool + k * size, src, size);
+            if (rl && (nkeys == 1 || pool))
+                ref = memcpy_ref(dst, pool ? pool : src, pool ? nkeys : 1, size, runs, rl);
+            free(pool);
             free(rl);
         }
-        report("put", mode, size, 1, lat, runs, ref);
+        report("put", mode, size, 1, lat, runs, g_cold ? 0 : ref);
         report("get", mode, size, 1, glat, runs, ref);
     next:
         free(src);
@@ -397,6 +437,7 @@ static void usage(FILE *f)
             "SIZE]\n"
             "                               [--batch N] [--checksums on|off|both]\n"
             "                               [--protocol tcp|rdma] [--host ADDR]\n"
+            "                               [--working_set SIZE]\n"
             "  --sizes         object sizes (default 4KiB,64KiB,1MiB,4MiB,16MiB)\n"
             "  --runs          calls per series (default: ~512 MiB of data, 20..2000)\n"
             "  --mode          same (local segment), between (a daemon's segment), both\n"
@@ -412,18 +453,29 @@ static void usage(FILE *f)
             "  --protocol      tcp (default) or rdma: the data plane of the bench's clients and\n"
             "                  daemon (scripts/rdma_selftest.sh)\n"
             "  --host          the address they serve on (default 127.0.0.1; rdma needs the\n"
-            "                  RDMA NIC's)\n");
+            "                  RDMA NIC's)\n"
+            "  --working_set   bytes the Get series and the 4 MiB memcpy reference rotate over\n"
+            "                  (default 0: one key, warm); past the last-level cache each\n"
+            "                  Get's source is cold, as a served value's is; needs a segment\n"
+            "                  of at least twice it (case names gain /cold)\n");
 }
 
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
     static const struct option lo[] = {
-        {"sizes", required_argument, NULL, 's'},    {"runs", required_argument, NULL, 'r'},
-        {"mode", required_argument, NULL, 'm'},     {"master", required_argument, NULL, 'M'},
-        {"bin", required_argument, NULL, 'b'},      {"segment_size", required_argument, NULL, 'S'},
-        {"batch", required_argument, NULL, 'B'},    {"checksums", required_argument, NULL, 'C'},
-        {"protocol", required_argument, NULL, 'P'}, {"host", required_argument, NULL, 'H'},
-        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+        {"sizes", required_argument, NULL, 's'},
+        {"runs", required_argument, NULL, 'r'},
+        {"mode", required_argument, NULL, 'm'},
+        {"master", required_argument, NULL, 'M'},
+        {"bin", required_argument, NULL, 'b'},
+        {"segment_size", required_argument, NULL, 'S'},
+        {"batch", required_argument, NULL, 'B'},
+        {"checksums", required_argument, NULL, 'C'},
+        {"protocol", required_argument, NULL, 'P'},
+        {"host", required_argument, NULL, 'H'},
+        {"working_set", required_argument, NULL, 'W'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     const char *sizes = "4KiB,64KiB,1MiB,4MiB,16MiB", *mode = "both";
     char exe[PATH_MAX];
@@ -486,6 +538,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             if (mc_parse_size(optarg, &o->segment_size, NULL, 0) != 0 || !o->segment_size)
                 return 2;
             break;
+        case 'W':
+            if (mc_parse_size(optarg, &g_cold, NULL, 0) != 0)
+                return 2;
+            break;
         case 'h':
             usage(stdout);
             return 1;
@@ -501,6 +557,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     for (int i = 0; i < o->nsizes; i++)
         if (o->sizes[i] == 0 || o->sizes[i] * 2 * (uint64_t)o->batch > o->segment_size)
             return 2;
+    if (g_cold && (g_cold > o->segment_size / 2 || o->batch > 1)) {
+        fprintf(stderr, "transfer: --working_set must be at most half of --segment_size (the "
+                        "keys must not be evicted), and only with --batch 1\n");
+        return 2;
+    }
     o->same = !strcmp(mode, "same") || !strcmp(mode, "both");
     o->between = !strcmp(mode, "between") || !strcmp(mode, "both");
     return o->same || o->between ? 0 : 2;
