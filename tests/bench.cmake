@@ -39,6 +39,19 @@ add_test(NAME test_bench_opts_bad_value
                  "^usage: mooncake_bench promotion" --
                  $<TARGET_FILE:mooncake_bench> promotion --runs x)
 set_tests_properties(test_bench_opts_help test_bench_opts_bad_value PROPERTIES TIMEOUT 30)
+# bench promotion's CPU case: with DRAM room made first (--cpu_room 1), the 8 keys of its half
+# of the hot set are admitted by bare GetReplicaList calls and all promoted, and the line gives
+# the CPU per promotion; --cpu_room takes 0 or 1 only.
+add_test(NAME test_bench_promotion_cpu
+         COMMAND ${MC_EXPECT} 0
+                 "\"case\":\"cpu/remote/64KiB\",\"runs\":8,.*\"promoted\":8,\"cpu_us_per_promotion\":"
+                 -- $<TARGET_FILE:mooncake_bench> promotion --sizes 64KiB --keys 16 --reader remote
+                 --zipf_objects 0 --runs 1 --segment_size 8MiB --cpu_room 1)
+add_test(NAME test_bench_promotion_cpu_room_value
+         COMMAND ${MC_EXPECT} 2 "bench promotion: --cpu_room must be 0 or 1" --
+                 $<TARGET_FILE:mooncake_bench> promotion --cpu_room 2)
+set_tests_properties(test_bench_promotion_cpu test_bench_promotion_cpu_room_value
+                     PROPERTIES TIMEOUT 120)
 # mooncake_bench master against a real master: one reused segment across invocations, Gets of
 # missing keys counted as misses, the open-loop probe's figures.
 mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)

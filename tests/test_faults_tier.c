@@ -13,8 +13,10 @@
  *   offload    OffloadObjectHeartbeat, NotifyOffloadSuccess, and the disk append (an injected
  *              EIO: the task is NACKed)
  *   disk read  PeerDiskRead of a disk-only Get
- *   promotion  PromotionObjectHeartbeat, PromotionAllocStart, NotifyPromotionSuccess, and
- *              NotifyPromotionFailure (of a task whose record was removed from P's store)
+ *   promotion  PromotionObjectHeartbeat (the master stages each task's replica as it hands it
+ *              out, and the outcomes ride on the next heartbeat: no AllocStart or Notify of
+ *              their own), also while it carries the failure of a task whose record was
+ *              removed from P's store
  *   remote     none: with P's segment full of hard-pinned objects and a DRAM-only daemon D, a
  *              promotion is never staged on D (it fails in AllocStart; staged space is the
  *              holder's own)
@@ -475,17 +477,14 @@ static void promotion_case(uint16_t method, int when)
 static void test_promotion_steps(void **state)
 {
     (void)state;
-    const uint16_t steps[] = {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, MC_METHOD_PROMOTION_ALLOC_START,
-                              MC_METHOD_NOTIFY_PROMOTION_SUCCESS};
+    /* the only RPC of a staged promotion: tasks out, outcomes (success) back */
+    const uint16_t steps[] = {MC_METHOD_PROMOTION_OBJECT_HEARTBEAT};
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
         promotion_case(steps[i], MC_RPC_TEST_DROP_BEFORE_SEND);
         promotion_case(steps[i], MC_RPC_TEST_DROP_AFTER_REPLY);
     }
 }
 
-/* NotifyPromotionFailure dropped: a disk-only key whose record was removed from P's store is
- * read hot; its task fails at the holder and the failure report is lost; the master reaps the
- * task. Then another such key's failure reaches the master. */
 /* Removes key k's record from P's store (the master still lists it): its promotion fails at
  * the holder as a bad source. */
 static void drop_record(int k)
@@ -520,18 +519,20 @@ static bool bad_sources_until(const uint64_t *fired, const char *what)
     return false;
 }
 
-/* NotifyPromotionFailure dropped: a disk-only key whose record was removed from P's store is
- * read hot; its task fails at the holder and the failure report is lost; the master reaps the
- * task. Then another such key's failure reaches the master. */
+/* A heartbeat dropped while failures ride on it: a disk-only key whose record was removed from
+ * P's store is read hot; its task fails at the holder and the heartbeat carrying the report is
+ * lost (before sent: P carries it again; after the reply: the master applied it). Then another
+ * such key's failure reaches the master. */
 static void test_promotion_failure_report(void **state)
 {
     (void)state;
     for (int when = MC_RPC_TEST_DROP_BEFORE_SEND; when <= MC_RPC_TEST_DROP_AFTER_REPLY; when++) {
         char what[96];
-        snprintf(what, sizeof(what), "promotion, drop NotifyPromotionFailure %s", when_name(when));
+        snprintf(what, sizeof(what), "promotion failure, drop PromotionObjectHeartbeat %s",
+                 when_name(when));
         settle(what);
         uint64_t fired = mc_rpc_test_drops_fired();
-        mc_rpc_test_drop_next(MC_METHOD_NOTIFY_PROMOTION_FAILURE, (enum mc_rpc_test_drop)when);
+        mc_rpc_test_drop_next(MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, (enum mc_rpc_test_drop)when);
         bad_sources_until(&fired, what);
         wait_fired(fired, what);
         settle(what);

@@ -9,6 +9,8 @@ struct promo_hb {
     struct mc_rpc_client *c;
     Mc__Uuid *client;
     uint32_t wait_ms;
+    bool stage;                  /* ask for each task's staged replica */
+    Mc__PromotionResult *result; /* a report to carry (NULL: none) */
     int rc;
     uint64_t ms;
     Mc__PromotionObjectHeartbeatResponse *resp;
@@ -20,6 +22,11 @@ static void *promo_hb_thread(void *arg)
     Mc__PromotionObjectHeartbeatRequest req = MC__PROMOTION_OBJECT_HEARTBEAT_REQUEST__INIT;
     req.client_id = h->client;
     req.wait_ms = h->wait_ms;
+    req.stage = h->stage;
+    if (h->result) {
+        req.n_results = 1;
+        req.results = &h->result;
+    }
     uint64_t t0 = mc_now_ms();
     ProtobufCMessage *resp = NULL;
     h->rc = mc_rpc_client_call_msg(h->c, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &req.base,
@@ -324,11 +331,79 @@ static void test_promotion_rpcs(void **state)
     md_stop_ok(d);
 }
 
+/* A heartbeat that asks for staging gets the task with its staged replica (the holder's own
+ * segment, PROCESSING, invisible to Get: no AllocStart), and the next heartbeat's report
+ * commits it (no NotifyPromotionSuccess); a report again on the ended task changes nothing. */
+static void test_promotion_staged_heartbeat(void **state)
+{
+    struct daemon *d = *state;
+    struct promo_x x = {.d = d, .a = md_uuid(1, 2), .b = md_uuid(3, 4), .seg_id = md_uuid(7, 8)};
+    promo_setup(&x);
+    promo_disk_only(&x);
+    struct promo_hb h = {.c = x.c2, .client = &x.a, .wait_ms = 20000, .stage = true};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, promo_hb_thread, &h), 0);
+    struct timespec park = {0, 100 * 1000000L};
+    nanosleep(&park, NULL);
+    assert_false(get_lists_memory(d->c, "m1")); /* below the threshold */
+    assert_false(get_lists_memory(d->c, "m1")); /* admitted */
+    pthread_join(th, NULL);
+    assert_int_equal(h.rc, 0);
+    assert_non_null(h.resp);
+    assert_int_equal(h.resp->n_items, 1);
+    const Mc__PromotionTaskItem *it = h.resp->items[0];
+    assert_string_equal(it->key, "m1");
+    assert_non_null(it->staged);
+    assert_int_equal(it->staged->type, MC__REPLICA_TYPE__RT_MEMORY);
+    assert_int_equal(it->staged->status, MC__REPLICA_STATUS__RS_PROCESSING);
+    assert_string_equal(it->staged->memory->segment_name, "seg0");
+    assert_true(it->staged->memory->mount_epoch != 0);
+    uint64_t task_id = it->task_id;
+    FREE_MSG(h.resp);
+    int staged = 0;
+    assert_int_equal(query_memory(d->c, "m1", &staged), 0);
+    assert_int_equal(staged, 1);
+    assert_false(get_lists_memory(d->c, "m1")); /* invisible to readers */
+
+    /* the outcome rides on the next heartbeat */
+    Mc__PromotionResult res = MC__PROMOTION_RESULT__INIT;
+    res.task_id = task_id;
+    res.key = "m1";
+    res.status = 0;
+    struct promo_hb h2 = {.c = x.c2, .client = &x.a, .wait_ms = 0, .stage = true, .result = &res};
+    promo_hb_thread(&h2);
+    assert_int_equal(h2.rc, 0);
+    assert_int_equal(h2.resp->n_items, 0);
+    FREE_MSG(h2.resp);
+    assert_true(get_lists_memory(d->c, "m1"));
+    assert_int_equal(query_memory(d->c, "m1", &staged), 1);
+    assert_int_equal(staged, 0);
+
+    /* the same report again (a heartbeat sent twice): the task ended, nothing changes */
+    struct promo_hb h3 = {.c = x.c2, .client = &x.a, .wait_ms = 0, .stage = true, .result = &res};
+    promo_hb_thread(&h3);
+    assert_int_equal(h3.rc, 0);
+    FREE_MSG(h3.resp);
+    assert_int_equal(query_memory(d->c, "m1", &staged), 1);
+    assert_int_equal(staged, 0);
+    assert_int_equal(md_http_get(d->metrics_port, "/metrics", &d->body), 200);
+    int found = 0;
+    assert_true(md_metric_value(d->body, "master_promotion_completed_total", &found) == 1.0);
+    assert_true(found);
+    assert_true(md_metric_value(d->body, "master_promotion_in_flight", &found) == 0.0);
+    free(d->body);
+    d->body = NULL;
+    mc_rpc_client_free(x.c2);
+    mc_rpc_client_free(x.c3);
+    md_stop_ok(d);
+}
+
 int main(void)
 {
     md_main_init();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_promotion_rpcs, md_setup, md_teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_staged_heartbeat, md_setup, md_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,15 @@
 #   disk      LOCAL_DISK random reads and offload writes vs fio (scripts/bench/disk_vs_fio.sh)
 #   objects   the master's bytes per object with 64-byte keys (mooncake_bench objects; a figure
 #             against its goal of 120, not a ratio)
+#   evict     BatchEvict, one cycle vs upstream's batch_evict_bench at targets 0.5 / 0.1 / 0.01
+#             (HEADLINE_OBJECTS objects; the two alternated, HEADLINE_ROUNDS rounds, medians)
+#   steady    BatchEvict steady cycles at the 1% target: the forced full path's median / the
+#             selective path's (mooncake_bench evict --targets 0.01,0.5 --runs 3)
+#   promotion CPU per promotion of a 64 KiB value, master + holder, from /proc (mooncake_bench
+#             promotion, the cpu/remote case; a figure against its goal of 100 us; median of
+#             HEADLINE_ROUNDS runs)
+#   replay    the replay's Get p50 with promotion on / off (scripts/bench/replay.sh --modes
+#             disk,promotion,disk, alternated HEADLINE_ROUNDS times; medians of each mode)
 # Short by default; scale with HEADLINE_ROUNDS (default 1), HEADLINE_SECONDS (default 2; the
 # disk row runs at least 5), HEADLINE_OBJECTS (default 1000000), HEADLINE_RUNS (transfer runs per
 # round, default 100). Each row's full output is kept under HEADLINE_LOG_DIR (default a new
@@ -22,13 +31,14 @@
 # Paste the table into README.md; append the run to docs/performance.md with its load average.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-ROWS=transfer,upstream,redis,disk,objects
+ROWS=transfer,upstream,redis,disk,objects,evict,steady,promotion,replay
+UP=${MC_UPSTREAM_DIR:-../shared/upstream}
 BIN_DIR=${BUILD_DIR:-build}/bin
 while [ $# -gt 0 ]; do
   case "$1" in
     --rows) ROWS=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +48,7 @@ for v in R S N RUNS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "HEADLINE setting $v must be a positive integer" >&2; exit 2; }
 done
 for row in ${ROWS//,/ }; do
-  case "$row" in transfer|upstream|redis|disk|objects) ;;
+  case "$row" in transfer|upstream|redis|disk|objects|evict|steady|promotion|replay) ;;
     *) echo "unknown row: $row" >&2; exit 2 ;; esac
 done
 DS=$((S < 5 ? 5 : S))
@@ -79,66 +89,141 @@ emit() { # what value command
   printf '| %s | %s | %s, `%s` | `%s` |\n' "$1" "$v" "$DATE" "$COMMIT" "$3" >>"$OUT"
 }
 
+# One row: runs COMMAND once (output in LOGDIR/NAME.log, in $f for the extractors), then emits
+# each (WHAT, EXTRACTOR) pair, EXTRACTOR a shell snippet printing the cell's value; the first
+# line shows the command, the others "(same run)".
+row() { # name command what1 extractor1 [what2 extractor2 ...]
+  local name=$1 cmd=$2 shown=$2
+  shift 2
+  run_row "$name" "$cmd"
+  f=$LOGDIR/$name.log
+  while [ $# -ge 2 ]; do
+    emit "$1" "$(eval "$2")" "$shown" "$name"
+    shown="(same run)"
+    shift 2
+  done
+}
+
+# A figure from the JSON lines of FILE: python expression EXPR over `rows` (the parsed lines),
+# printed as is; nothing when it fails.
+json_fig() { # file expr
+  python3 - "$@" <<'PY' 2>/dev/null
+import json, statistics, sys
+rows = []
+for line in open(sys.argv[1], errors="replace"):
+    line = line.strip()
+    if line.startswith("{"):
+        try:
+            rows.append(json.loads(line))
+        except ValueError:
+            pass
+med = statistics.median
+def mode(r):  # a replay line's mode (its case's last part when it has no mode field)
+    return r.get("mode") or r.get("case", "").rsplit("/", 1)[-1]
+try:
+    v = eval(sys.argv[2])
+    print(v if v not in (None, "") else "")
+except Exception:
+    pass
+PY
+}
+
+# The evict row: ours and upstream's one cycle per target, alternated for R rounds; prints one
+# line per run ("ours T ms" / "upstream T ms") for json_fig-free parsing below.
+evict_rounds() {
+  local t i lb
+  for i in $(seq "$R"); do
+    for t in 0.5 0.1 0.01; do
+      lb=$(python3 -c "print($t / 2)")
+      "$BIN_DIR/mooncake_bench" evict --objects "$N" --targets "$t" --runs 1 |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    if l.startswith("{"):
+        d = json.loads(l)
+        if d.get("mode") == "selective" and "target" in d:
+            print("ours", d["target"], d["ms"])'
+      "$UP/run" batch_evict_bench --num_objects="$N" --evict_ratio_target="$t" \
+        --evict_ratio_lowerbound="$lb" 2>/dev/null |
+        awk -F, -v t="$t" '$1 ~ /^[0-9]+$/ && NF >= 2 { print "upstream", t, $2 / 1000 }'
+    done
+  done
+}
+
+evict_ratios() { # log: "a / b / c", upstream median ms / ours median ms per target
+  python3 - "$1" <<'PY'
+import statistics, sys
+d = {}
+for line in open(sys.argv[1], errors="replace"):
+    p = line.split()
+    if len(p) == 3 and p[0] in ("ours", "upstream"):
+        d.setdefault((p[0], float(p[1])), []).append(float(p[2]))
+out = []
+for t in (0.5, 0.1, 0.01):
+    o, u = d.get(("ours", t)), d.get(("upstream", t))
+    out.append("%.1f" % (statistics.median(u) / statistics.median(o)) if o and u and statistics.median(o) > 0 else "")
+print(" / ".join(out) if all(out) else "")
+PY
+}
+
 for row in ${ROWS//,/ }; do
   case "$row" in
   transfer)
-    c="scripts/bench/transfer_vs_iperf.sh --rounds $R --seconds $S --runs $RUNS --sizes 4MiB"
-    run_row transfer "$c"
-    f=$LOGDIR/transfer.log
-    emit "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB, both over 1 GiB of sources (past the caches; checksums on)" \
-      "$(cell "$f" '^\| Get, same process, cold sources' 5)" "$c" transfer
-    emit "the same with one warm key vs a warm memcpy" \
-      "$(cell "$f" '^\| Get, same process, one warm key \|' 5)" "(same run)" transfer
-    emit "4 MiB Get between processes, MB/s vs iperf3 (loopback, one stream; checksums on)" \
-      "$(cell "$f" '^\| Get, between processes \|' 5)" "(same run)" transfer
+    row transfer "scripts/bench/transfer_vs_iperf.sh --rounds $R --seconds $S --runs $RUNS --sizes 4MiB" \
+      "4 MiB Get in the same process, MB/s vs a memcpy of 4 MiB, both over 1 GiB of sources (past the caches; checksums on)" \
+      'cell "$f" "^\| Get, same process, cold sources" 5' \
+      "the same with one warm key vs a warm memcpy" \
+      'cell "$f" "^\| Get, same process, one warm key \|" 5' \
+      "4 MiB Get between processes, MB/s vs iperf3 (loopback, one stream; checksums on)" \
+      'cell "$f" "^\| Get, between processes \|" 5'
     ;;
   upstream)
-    c="scripts/bench/master_vs_upstream.sh --bin-dir $BIN_DIR --rounds $R --seconds $S"
-    run_row upstream "$c"
-    f=$LOGDIR/upstream.log
-    emit "GetReplicaList objects/s vs upstream's master under its master_bench (16 callers; master on CPU 0, bench on CPU 1)" \
-      "$(cell "$f" '^\| GetReplicaList, objects/s \|' 4)" "$c" upstream
-    emit "BatchGetReplicaList x128 keys/s vs upstream" \
-      "$(cell "$f" '^\| BatchGetReplicaList x128, keys/s \|' 4)" "(same run)" upstream
-    emit "Put (PutStart + PutEnd) objects/s vs upstream" \
-      "$(cell "$f" '^\| Put \(PutStart \+ PutEnd\)' 4)" "(same run)" upstream
+    row upstream "scripts/bench/master_vs_upstream.sh --bin-dir $BIN_DIR --rounds $R --seconds $S" \
+      "GetReplicaList objects/s vs upstream's master under its master_bench (16 callers; master on CPU 0, bench on CPU 1)" \
+      'cell "$f" "^\| GetReplicaList, objects/s \|" 4' \
+      "BatchGetReplicaList x128 keys/s vs upstream" \
+      'cell "$f" "^\| BatchGetReplicaList x128, keys/s \|" 4' \
+      "Put (PutStart + PutEnd) objects/s vs upstream" \
+      'cell "$f" "^\| Put \(PutStart \+ PutEnd\)" 4'
     ;;
   redis)
-    c="KEYS=200000 SECONDS_PER_RUN=$S ROUNDS=$R scripts/bench/master_vs_redis.sh --bin-dir $BIN_DIR"
-    run_row redis "$c"
-    f=$LOGDIR/redis.log
-    emit "GetReplicaList objects/s vs redis GET/s (50 connections, server on one core)" \
-      "$(cell "$f" '^\| GetReplicaList vs GET' 4)" "$c" redis
-    emit "BatchGetReplicaList x16 keys/s vs redis GET -P 16" \
-      "$(cell "$f" '^\| BatchGetReplicaList x16' 4)" "(same run)" redis
+    row redis "KEYS=200000 SECONDS_PER_RUN=$S ROUNDS=$R scripts/bench/master_vs_redis.sh --bin-dir $BIN_DIR" \
+      "GetReplicaList objects/s vs redis GET/s (50 connections, server on one core)" \
+      'cell "$f" "^\| GetReplicaList vs GET" 4' \
+      "BatchGetReplicaList x16 keys/s vs redis GET -P 16" \
+      'cell "$f" "^\| BatchGetReplicaList x16" 4'
     ;;
   disk)
-    c="scripts/bench/disk_vs_fio.sh --rounds $R --seconds $DS"
-    run_row disk "$c"
-    f=$LOGDIR/disk.log
     # the last row of a case is its line in the medians table (column 5: median of the rounds)
-    emit "LOCAL_DISK random reads (32 in flight), MB/s vs fio, 64 KiB / 1 MiB" \
-      "$(cell "$f" '^\| randread \| 64 KiB \|' 5) / $(cell "$f" '^\| randread \| 1 MiB \|' 5)" \
-      "$c" disk
-    emit "LOCAL_DISK offload writes, MB/s vs fio's sequential write, 64 KiB / 1 MiB" \
-      "$(cell "$f" '^\| write \| 64 KiB \|' 5) / $(cell "$f" '^\| write \| 1 MiB \|' 5)" \
-      "(same run)" disk
+    row disk "scripts/bench/disk_vs_fio.sh --rounds $R --seconds $DS" \
+      "LOCAL_DISK random reads (32 in flight), MB/s vs fio, 64 KiB / 1 MiB" \
+      'echo "$(cell "$f" "^\| randread \| 64 KiB \|" 5) / $(cell "$f" "^\| randread \| 1 MiB \|" 5)"' \
+      "LOCAL_DISK offload writes, MB/s vs fio's sequential write, 64 KiB / 1 MiB" \
+      'echo "$(cell "$f" "^\| write \| 64 KiB \|" 5) / $(cell "$f" "^\| write \| 1 MiB \|" 5)"'
     ;;
   objects)
-    c="$BIN_DIR/mooncake_bench objects --objects $N --key-len 64"
-    run_row objects "$c"
-    v=$(python3 - "$LOGDIR/objects.log" <<'PY'
-import json, sys
-for line in open(sys.argv[1], errors="replace"):
-    if line.startswith("{"):
-        d = json.loads(line)
-        if d.get("case", "").startswith("put") and "bytes_per_object" in d:
-            print("%.1f" % d["bytes_per_object"])
-            break
-PY
-)
-    emit "master bytes per object beyond the key, $N objects, 64-byte keys (a figure; goal <= 120)" \
-      "$v" "$c" objects
+    row objects "$BIN_DIR/mooncake_bench objects --objects $N --key-len 64" \
+      "master bytes per object beyond the key, $N objects, 64-byte keys (a figure; goal <= 120)" \
+      'json_fig "$f" "\"%.1f\" % [r[\"bytes_per_object\"] for r in rows if r.get(\"case\", \"\").startswith(\"put\") and \"bytes_per_object\" in r][0]"'
+    ;;
+  evict)
+    row evict "evict_rounds # mooncake_bench evict --objects $N --targets T --runs 1 beside $UP/run batch_evict_bench --num_objects=$N --evict_ratio_target=T --evict_ratio_lowerbound=T/2, T = 0.5, 0.1, 0.01, $R rounds" \
+      "BatchEvict, $N objects, one cycle vs upstream's batch_evict_bench, targets 0.5 / 0.1 / 0.01 (goal >= 20 each)" \
+      'evict_ratios "$f"'
+    ;;
+  steady)
+    row steady "$BIN_DIR/mooncake_bench evict --objects $N --targets 0.01,0.5 --runs 3" \
+      "BatchEvict $N objects, 1% target, steady cycles: forced full / selective (goal >= 3)" \
+      'json_fig "$f" "\"%.2f\" % ([r[\"ms\"] for r in rows if r.get(\"mode\") == \"full\" and r.get(\"target\") == 0.01][0] / [r[\"ms\"] for r in rows if r.get(\"mode\") == \"selective\" and r.get(\"target\") == 0.01][0])"'
+    ;;
+  promotion)
+    row promotion "for i in \$(seq $R); do $BIN_DIR/mooncake_bench promotion --sizes 64KiB --keys 600 --reader remote --zipf_objects 0 --runs 1 --segment_size 64MiB; done" \
+      "CPU per promotion of a 64 KiB value, master + holder, us (a figure; goal <= 100)" \
+      'json_fig "$f" "\"%.0f\" % med([r[\"cpu_us_per_promotion\"] for r in rows if r.get(\"case\", \"\").startswith(\"cpu/\")])"'
+    ;;
+  replay)
+    row replay "scripts/bench/replay.sh --bin $BIN_DIR --modes disk,promotion,disk --rounds $R --json $LOGDIR/replay.json" \
+      "replay Get p50, promotion on / off (medians of alternated modes; goal <= 1.0)" \
+      'json_fig "$LOGDIR/replay.json" "\"%.2f\" % (med([r[\"get_p50_ms\"] for r in rows if mode(r).startswith(\"promotion\") and \"get_p50_ms\" in r]) / med([r[\"get_p50_ms\"] for r in rows if mode(r) == \"disk\" and \"get_p50_ms\" in r]))"'
     ;;
   esac
 done

@@ -89,7 +89,7 @@ struct mc_worker_stats {
     /* promotion */
     uint64_t promo_heartbeats; /* promotion heartbeats answered */
     uint64_t promo_tasks;      /* promotion tasks received */
-    uint64_t promoted;         /* committed (NotifyPromotionSuccess answered OK) */
+    uint64_t promoted;         /* committed, or (staged) written and reported on the heartbeat */
     uint64_t promo_failed;     /* ended with NotifyPromotionFailure */
     uint64_t promo_bad_source; /* of those: record gone, other version/size, CRC failure */
     uint64_t promo_local;      /* staged replicas written (memcpy into this process's segment) */

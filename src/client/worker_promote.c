@@ -9,10 +9,16 @@
  *      store checks each value against its stored CRC, and the task's version, size and CRC
  *      are checked here. A task whose source fails any check is a bad source;
  *   2. run: the chunk's tasks are handed to the task pool (promote_threads threads plus the
- *      loop's own), each doing, for a good source, PromotionAllocStart -> write the bytes into
- *      the staged replica -> NotifyPromotionSuccess, and NotifyPromotionFailure for a bad
- *      source or on any error after AllocStart (so nothing waits for the master's reaper);
- *   3. the records are unpinned and the buffers freed.
+ *      loop's own). The heartbeat asks the master to stage each task's replica as it hands the
+ *      task out (stage): a task that comes with its staged replica is written there and its
+ *      outcome (0, or why not) is kept for the next heartbeat, which carries it (results) — no
+ *      RPC of its own. A task without one (a master that does not stage, or could not place
+ *      it) takes the per-task RPCs: PromotionAllocStart -> write -> NotifyPromotionSuccess,
+ *      NotifyPromotionFailure for a bad source or on any error after AllocStart (so nothing
+ *      waits for the master's reaper);
+ *   3. the records are unpinned and the buffers freed; the chunk's outcomes join the reports
+ *      the next heartbeat carries. Reports survive a heartbeat lost on the way (RPC_FAIL,
+ *      RPC_TIMEOUT: sent again; applying one twice is harmless) and are dropped on a refusal.
  * The loop thread waits for the chunk's last task before the next chunk (bounded memory:
  * batch_bytes of buffers at a time).
  *
@@ -49,7 +55,18 @@ struct promo_job {
     void *buf;   /* the value, 4 KiB-aligned, read from the disk store */
     int source;  /* 0 = the bytes are good; else why the source is unusable */
     bool pinned; /* the record is pinned in the store */
+    bool report; /* staged task: result goes out with the next heartbeat */
+    int result;  /* its outcome: 0 written, else why not */
 };
+
+/* An outcome waiting for the next heartbeat (the loop thread's own: no lock). */
+struct promo_report {
+    uint64_t task_id;
+    int status;
+    char *key;
+};
+
+#define MAX_REPORTS 4096u /* reports one heartbeat carries (the master takes up to 8192) */
 
 struct mc_promote_pool {
     struct mc_worker *w;
@@ -60,6 +77,8 @@ struct mc_promote_pool {
     bool stop;
     struct promo_job *jobs; /* the chunk being run; NULL between chunks */
     size_t njobs, next, done;
+    struct promo_report *rep; /* outcomes for the next heartbeat (loop thread only) */
+    size_t nrep, caprep;
 };
 
 static size_t round_block(uint64_t n)
@@ -152,10 +171,52 @@ static int notify_success(struct mc_worker *w, const Mc__PromotionTaskItem *t)
     return rc;
 }
 
+/* A staged task: the bytes into the replica the master placed with the task; the outcome in
+ * j->result, reported by the next heartbeat. */
+static void run_staged(struct mc_worker *w, struct promo_job *j)
+{
+    const Mc__PromotionTaskItem *t = j->task;
+    const Mc__ReplicaDescriptor *d = t->staged;
+    j->report = true;
+    if (j->source) {
+        mc_debug("worker", "promotion source unusable: task failed", "key=%s task=%llu rc=%s",
+                 t->key, (unsigned long long)t->task_id, mc_strerror(j->source));
+        mc_worker_count(w, &w->st.promo_bad_source, 1);
+        mc_worker_count(w, &w->st.promo_failed, 1);
+        j->result = j->source;
+        return;
+    }
+    int rc = MC_OK;
+    if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
+        (d->memory->size && d->memory->size < t->size))
+        rc = MC_ERR_INVALID_REPLICA;
+#ifdef MC_TEST_HOOKS
+    if (rc == MC_OK && w->test_promote_stall_ms)
+        mc_worker_pause_ms(w, w->test_promote_stall_ms);
+#endif
+    if (rc == MC_OK)
+        rc = write_staged(w, d, j->buf, (size_t)t->size);
+    j->result = rc;
+    if (rc == MC_OK) {
+        worker_lock(w);
+        w->st.promoted++;
+        w->st.promo_bytes += t->size;
+        worker_unlock(w);
+        return;
+    }
+    mc_debug("worker", "promotion failed", "key=%s task=%llu rc=%s", t->key,
+             (unsigned long long)t->task_id, mc_strerror(rc));
+    mc_worker_count(w, &w->st.promo_failed, 1);
+}
+
 /* One task, start to end (any thread of the pool). */
 static void run_job(struct mc_worker *w, struct promo_job *j)
 {
     const Mc__PromotionTaskItem *t = j->task;
+    if (t->staged) {
+        run_staged(w, j);
+        return;
+    }
     if (j->source) {
         mc_debug("worker", "promotion source unusable: task failed", "key=%s task=%llu rc=%s",
                  t->key, (unsigned long long)t->task_id, mc_strerror(j->source));
@@ -244,6 +305,15 @@ static void *pool_main(void *arg)
 static void run_chunk(struct mc_worker *w, struct promo_job *jobs, size_t n)
 {
     struct mc_promote_pool *p = w->pool;
+    /* staged tasks make no RPC: a memcpy each, cheaper on this thread than handing them out */
+    size_t staged = 0;
+    for (size_t i = 0; i < n; i++)
+        staged += jobs[i].task->staged != NULL;
+    if (staged == n) {
+        for (size_t i = 0; i < n; i++)
+            run_job(w, &jobs[i]);
+        return;
+    }
     pool_lock(p);
     p->jobs = jobs;
     p->njobs = n;
@@ -305,6 +375,10 @@ void mc_worker_promote_destroy(struct mc_worker *w)
     pthread_cond_destroy(&p->work_cv);
     pthread_cond_destroy(&p->done_cv);
     pthread_mutex_destroy(&p->mu);
+    /* unsent reports: their tasks end at the master (the holder's unmount, or the reaper) */
+    for (size_t i = 0; i < p->nrep; i++)
+        free(p->rep[i].key);
+    free(p->rep);
     free(p);
     w->pool = NULL;
 }
@@ -358,6 +432,38 @@ out:
     free(gi);
 }
 
+/* Keeps t's outcome for the next heartbeat. Out of memory it is reported at once instead. */
+static void add_report(struct mc_worker *w, const Mc__PromotionTaskItem *t, int status)
+{
+    struct mc_promote_pool *p = w->pool;
+    char *key = strdup(t->key);
+    if (key && p->nrep == p->caprep) {
+        size_t ncap = p->caprep ? p->caprep * 2 : 64;
+        struct promo_report *nv = realloc(p->rep, ncap * sizeof(*nv));
+        if (nv) {
+            p->rep = nv;
+            p->caprep = ncap;
+        }
+    }
+    if (!key || p->nrep == p->caprep) {
+        free(key);
+        if (status == 0 && notify_success(w, t) == 0)
+            return;
+        notify_failure(w, t, status ? status : MC_ERR_INTERNAL_ERROR);
+        return;
+    }
+    p->rep[p->nrep++] = (struct promo_report){.task_id = t->task_id, .status = status, .key = key};
+}
+
+/* The first k reports were delivered (or refused): drop them. */
+static void drop_reports(struct mc_promote_pool *p, size_t k)
+{
+    for (size_t i = 0; i < k; i++)
+        free(p->rep[i].key);
+    memmove(p->rep, p->rep + k, (p->nrep - k) * sizeof(*p->rep));
+    p->nrep -= k;
+}
+
 static void promote_chunk(struct mc_worker *w, Mc__PromotionTaskItem **tasks, size_t n)
 {
     struct promo_job *jobs = calloc(n, sizeof(*jobs));
@@ -375,6 +481,8 @@ static void promote_chunk(struct mc_worker *w, Mc__PromotionTaskItem **tasks, si
         if (jobs[i].pinned)
             mc_disk_store_unpin(s, tasks[i]->key, (uint32_t)strlen(tasks[i]->key));
         free(jobs[i].buf);
+        if (jobs[i].report)
+            add_report(w, tasks[i], jobs[i].result);
     }
     free(jobs);
 }
@@ -386,10 +494,36 @@ void mc_worker_promote_step(struct mc_worker *w)
     req.client_id = mc_worker_uuid(w->cfg.client_id, &u);
     req.wait_ms = w->cfg.wait_ms;
     req.max_items = w->cfg.promote_max_items;
+    req.stage = true;
+    /* the outcomes of the tasks staged by earlier heartbeats ride on this one */
+    struct mc_promote_pool *p = w->pool;
+    size_t nr = p->nrep < MAX_REPORTS ? p->nrep : MAX_REPORTS;
+    Mc__PromotionResult *res = nr ? calloc(nr, sizeof(*res) + sizeof(void *)) : NULL;
+    if (res) {
+        Mc__PromotionResult **ptrs = (Mc__PromotionResult **)(res + nr);
+        for (size_t i = 0; i < nr; i++) {
+            mc__promotion_result__init(&res[i]);
+            res[i].task_id = p->rep[i].task_id;
+            res[i].key = p->rep[i].key;
+            res[i].status = p->rep[i].status;
+            ptrs[i] = &res[i];
+        }
+        req.n_results = nr;
+        req.results = ptrs;
+        if (nr < p->nrep)
+            req.wait_ms = 0; /* more to carry: the next heartbeat follows at once */
+    } else {
+        nr = 0; /* out of memory: the next heartbeat tries again */
+    }
     ProtobufCMessage *m = NULL;
     int rc = mc_master_conn_call_wait(w->cfg.mc, MC_METHOD_PROMOTION_OBJECT_HEARTBEAT, &req.base,
                                       &mc__promotion_object_heartbeat_response__descriptor,
-                                      w->cfg.wait_ms, &m);
+                                      req.wait_ms, &m);
+    free(res);
+    /* delivered, or refused by the master (which then applied none: their tasks expire there);
+     * a heartbeat lost on the way carries them again */
+    if (nr && rc != MC_ERR_RPC_FAIL && rc != MC_ERR_RPC_TIMEOUT)
+        drop_reports(p, nr);
     if (rc) {
         mc_worker_count(w, &w->st.promo_errors, 1);
         if (rc == MC_ERR_SEGMENT_NOT_FOUND) {

@@ -240,6 +240,11 @@ void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c)
     return &c->conn->ctx;
 }
 
+void *mc_rpc_call_handler_arg(const struct mc_rpc_call *c)
+{
+    return c->conn->io->srv->handlers[c->method].arg;
+}
+
 /* Decodes an untrusted body within the server's limits (common/pb_budget.h); on failure logs
  * and answers (INVALID_PARAMS for a repeated field over the batch cap, as a handler checking the
  * count would; DESERIALIZE_FAIL otherwise). */

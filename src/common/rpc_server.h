@@ -217,6 +217,9 @@ bool mc_rpc_call_mint_cred(const struct mc_rpc_call *c, const uint8_t *id, uint8
 /* A per-connection slot a higher layer may set (e.g. the client id bound to this connection).
  * Read and write it only from the handler (the connection's I/O thread); on_close receives it. */
 void **mc_rpc_call_conn_ctx(struct mc_rpc_call *c);
+/* The arg its handler was registered with (any thread, until the call is completed): for a
+ * parked call's later answer, made away from the handler. */
+void *mc_rpc_call_handler_arg(const struct mc_rpc_call *c);
 
 /* Decodes the body as `desc`. On failure logs, answers DESERIALIZE_FAIL (completing the call)
  * and returns NULL: the handler must then just return. Free the result with

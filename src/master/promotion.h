@@ -196,6 +196,22 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
                                     const char *const *preferred, size_t npreferred,
                                     struct mc_replica_desc *out);
 
+/* A Get handler brackets its core call and reply with these: admissions made in between push
+ * their task quietly, and _wake_after (called once the reply is sent, no master lock held)
+ * answers the holder's parked poll, so the holder's work never delays the Get's answer. Per
+ * thread; without the bracket an admission answers the poll at once. */
+void mc_master_promotion_defer_wake(void);
+void mc_master_promotion_wake_after(struct mc_master *m);
+
+/* The staged replica of task task_id (key's), placed when the task is handed out to a holder
+ * that asked for it (PromotionObjectHeartbeat's stage): as AllocStart, for the task's own holder
+ * and size; a task staged already (handed out again) gets its existing range. No master lock
+ * may be held. Errors: INVALID_KEY; OBJECT_NOT_FOUND, REPLICA_IS_NOT_READY (no such task: stale;
+ * the staged replica gone); NO_AVAILABLE_HANDLE (no room in the holder's own DRAM: the holder
+ * may still ask AllocStart, or report failure). */
+int mc_master_promotion_stage(struct mc_master *m, uint64_t task_id, const char *key,
+                              size_t key_len, struct mc_replica_desc *out);
+
 /* NotifyPromotionSuccess: commits the staged replica. Errors: INVALID_KEY; REPLICA_IS_NOT_READY
  * (no such task or object: stale; not staged yet — the task stays; the staged replica's segment
  * is gone — the task is cancelled); INVALID_PARAMS (not the holder). */

@@ -17,6 +17,26 @@
 #include "master/sketch.h"
 #include "mooncake/errors.h"
 
+/* A Get handler's admissions push quietly and the holder's parked poll is answered after the
+ * Get's reply is sent (mc_master_promotion_defer_wake / _wake_after): per thread, so a Get that
+ * admitted nothing touches no shared state. */
+static _Thread_local bool t_wake_deferred, t_wake_pending;
+
+void mc_master_promotion_defer_wake(void)
+{
+    t_wake_deferred = true;
+}
+
+void mc_master_promotion_wake_after(struct mc_master *m)
+{
+    t_wake_deferred = false;
+    if (!t_wake_pending)
+        return;
+    t_wake_pending = false;
+    if (m->mailboxes)
+        mc_mailboxes_wake(m->mailboxes);
+}
+
 enum admit_rc {
     ADMIT_OK,
     ADMIT_TRANSIENT, /* watermark or cap: worth retrying */
@@ -241,8 +261,14 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
     bool has_crc = (o->flags & MC_OBJ_HAS_CRC) != 0;
     mc_shard_unlock(s);
 
-    int prc = mc_mailbox_push_id(m->mailboxes, t.holder, MC_TASK_PROMOTION, key, len, t.version,
-                                 t.size, crc, has_crc, 0, t.task_id);
+    int prc = mc_mailbox_push_quiet_id(m->mailboxes, t.holder, MC_TASK_PROMOTION, key, len,
+                                       t.version, t.size, crc, has_crc, 0, t.task_id);
+    if (prc == MC_OK) {
+        if (t_wake_deferred)
+            t_wake_pending = true; /* the Get's reply goes first (mc_master_promotion_wake_after) */
+        else
+            mc_mailboxes_wake(m->mailboxes);
+    }
     if (prc != MC_OK) {
         /* the holder's mailbox went away in between (unmount, expiry): undo as a cancel */
         struct mc_freelist fl;

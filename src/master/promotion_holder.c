@@ -75,6 +75,40 @@ static void forget_stale(struct mc_master *m, struct mc_id holder, uint64_t task
         free(mc_mailbox_remove(m->mailboxes, holder, task_id, key, len));
 }
 
+/* Places t's staged MEMORY replica in one of its holder's own segments (promotion.h, "Staged
+ * space"; preferred names are never followed: a range elsewhere would outlive a stopped holder's
+ * mount) and fills *out. s write-locked; *op may move (the object record grows). */
+static int stage_locked(struct mc_master *m, struct mc_shard *s, struct mc_object **op,
+                        struct promo_task *t, struct mc_replica_desc *out)
+{
+    struct mc_object *o = *op;
+    if (o->nrep >= MC_MAX_REPLICAS)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    struct mc_segment_alloc al;
+    if (mc_segments_allocate_owned(m->segs, t->size, t->holder, &al) != MC_OK)
+        return MC_ERR_NO_AVAILABLE_HANDLE;
+    struct mc_object *no = mc_shard_obj_grow(s, o); /* o moves: nobody keeps its address */
+    if (!no) {
+        mc_segment_alloc_release(&al);
+        return MC_ERR_INTERNAL_ERROR;
+    }
+    *op = o = no;
+    struct mc_replica *r = &o->rep[o->nrep - 1];
+    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+    if (r->id == 0) /* 0 means "not staged" in a task */
+        r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
+    r->type = MC_REPLICA_TYPE_MEMORY;
+    r->status = MC_REPLICA_STATUS_PROCESSING;
+    r->u.seg = al.seg;
+    r->offset = al.offset;
+    r->handle = al.handle;
+    mc_shard_refresh_bits(s, o);
+    t->staged_id = r->id;
+    t->start_ms = mc_master_now_ms(m); /* a fresh reaper window for the transfer */
+    mc_replica_fill_desc(o, r, out);
+    return MC_OK;
+}
+
 int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, uint64_t task_id,
                                     const char *key, size_t key_len, uint64_t size,
                                     const char *const *preferred, size_t npreferred,
@@ -91,49 +125,41 @@ int mc_master_promotion_alloc_start(struct mc_master *m, struct mc_id holder, ui
             forget_stale(m, holder, task_id, key, key_len);
         return rc;
     }
-    if (size != t->size) {
+    if (size != t->size)
         rc = MC_ERR_INVALID_PARAMS;
-        goto unlock;
-    }
-    if (t->staged_id) {
+    else if (t->staged_id)
         rc = MC_ERR_REPLICA_IS_NOT_READY;
-        goto unlock;
+    else
+        rc = stage_locked(m, s, &o, t, out);
+    mc_shard_unlock(s);
+    return rc;
+}
+
+int mc_master_promotion_stage(struct mc_master *m, uint64_t task_id, const char *key,
+                              size_t key_len, struct mc_replica_desc *out)
+{
+    if (!out || !m->promoter)
+        return MC_ERR_INVALID_PARAMS;
+    int rc = mc_master_check_key(m, key, key_len);
+    if (rc != MC_OK)
+        return rc;
+    struct mc_shard *s;
+    struct mc_object *o = mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
+    if (!o)
+        return MC_ERR_OBJECT_NOT_FOUND;
+    struct promo_task *t = task_by_id(&m->promoter->tab[s->index], task_id);
+    if (!t || t->version != o->version) {
+        rc = MC_ERR_REPLICA_IS_NOT_READY;
+    } else if (t->staged_id) {
+        /* handed out again (its first answer went to a closed connection): the same range */
+        int ri = replica_index(o, t->staged_id);
+        if (ri >= 0 && mc_replica_valid(&o->rep[ri]))
+            mc_replica_fill_desc(o, &o->rep[ri], out);
+        else
+            rc = MC_ERR_REPLICA_IS_NOT_READY;
+    } else {
+        rc = stage_locked(m, s, &o, t, out);
     }
-    if (o->nrep >= MC_MAX_REPLICAS) {
-        rc = MC_ERR_NO_AVAILABLE_HANDLE;
-        goto unlock;
-    }
-    /* the holder's own segments only (promotion.h, "Staged space"); preferred names are not
-     * followed: a range elsewhere would outlive a stopped holder's mount */
-    (void)preferred;
-    (void)npreferred;
-    struct mc_segment_alloc al;
-    rc = mc_segments_allocate_owned(m->segs, size, holder, &al);
-    if (rc != MC_OK) {
-        rc = MC_ERR_NO_AVAILABLE_HANDLE;
-        goto unlock;
-    }
-    struct mc_object *no = mc_shard_obj_grow(s, o); /* o moves: nobody keeps its address */
-    if (!no) {
-        mc_segment_alloc_release(&al);
-        rc = MC_ERR_INTERNAL_ERROR;
-        goto unlock;
-    }
-    o = no;
-    struct mc_replica *r = &o->rep[o->nrep - 1];
-    r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
-    if (r->id == 0) /* 0 means "not staged" in a task */
-        r->id = (uint32_t)atomic_fetch_add_explicit(&m->next_replica_id, 1, memory_order_relaxed);
-    r->type = MC_REPLICA_TYPE_MEMORY;
-    r->status = MC_REPLICA_STATUS_PROCESSING;
-    r->u.seg = al.seg;
-    r->offset = al.offset;
-    r->handle = al.handle;
-    mc_shard_refresh_bits(s, o);
-    t->staged_id = r->id;
-    t->start_ms = mc_master_now_ms(m); /* a fresh reaper window for the transfer */
-    mc_replica_fill_desc(o, r, out);
-unlock:
     mc_shard_unlock(s);
     return rc;
 }

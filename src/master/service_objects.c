@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/promotion.h"
 #include "master/service_internal.h"
 #include "mooncake/errors.h"
 
@@ -287,18 +288,20 @@ void mc_svc_get_replica_list(void *arg, struct mc_rpc_call *call)
     struct mc_get_result g;
     struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(get_replica_list_request), req->key);
     int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
+    mc_master_promotion_defer_wake(); /* a promotion it admits: the holder after the reply */
     if (rc == 0)
         rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
     FREE_REQ(req);
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
-        return;
+    } else {
+        Mc__GetReplicaListResponse r;
+        struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
+        Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
+        get_fill(0, &g, &r, reps, ptrs);
+        mc_rpc_reply_msg(call, 0, &r.base);
     }
-    Mc__GetReplicaListResponse r;
-    struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
-    Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
-    get_fill(0, &g, &r, reps, ptrs);
-    mc_rpc_reply_msg(call, 0, &r.base);
+    mc_master_promotion_wake_after(svc->m);
 }
 
 #define BGET_WINDOW 64
@@ -424,7 +427,9 @@ void mc_svc_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
         .encode = batch_get_encode,
     };
     struct bget g = {0};
+    mc_master_promotion_defer_wake(); /* a promotion it admits: the holder after the reply */
     mc_svc_batch(arg, call, &spec, &g);
+    mc_master_promotion_wake_after(((struct mc_master_service *)arg)->m);
     for (struct bget_chunk *c = g.chunks, *nx; c; c = nx) {
         nx = c->next;
         free(c);

@@ -43,6 +43,7 @@
  * the latency cases; the Zipf runs are in bench_promotion_zipf.c, the oscillation run in
  * bench_promotion_osc.c (what they share: bench_promotion.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -59,7 +60,10 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/rpc_client.h"
+#include "common/wire.h"
 #include "mooncake/client.h"
+#include "proto/master.pb-c.h"
 #include "tools/bench_util.h"
 #include "tools/metrics_scrape.h"
 #include "tools/proc_harness.h"
@@ -292,6 +296,182 @@ int mc_promo_put_keys(struct mc_client *c, const char *prefix, int n, uint64_t s
     return 0;
 }
 
+/* ---- CPU of the cluster's processes --------------------------------------------------------- */
+
+#define MAX_THREADS 512
+
+/* The CPU time (ns) of each live thread of a process, from /proc/PID/task/TID/schedstat (exact,
+ * unlike the 10 ms ticks of /proc/PID/stat). */
+struct thr_cpu {
+    int n;
+    int tid[MAX_THREADS];
+    uint64_t ns[MAX_THREADS];
+};
+
+static void thr_cpu_read(pid_t pid, struct thr_cpu *t)
+{
+    char path[64];
+    t->n = 0;
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = pid > 0 ? opendir(path) : NULL;
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && t->n < MAX_THREADS) {
+        if (e->d_name[0] == '.')
+            continue;
+        char f[128];
+        snprintf(f, sizeof(f), "/proc/%d/task/%.32s/schedstat", (int)pid, e->d_name);
+        FILE *fp = fopen(f, "r");
+        unsigned long long ns = 0;
+        if (fp) {
+            if (fscanf(fp, "%llu", &ns) == 1) {
+                t->tid[t->n] = atoi(e->d_name);
+                t->ns[t->n++] = ns;
+            }
+            fclose(fp);
+        }
+    }
+    closedir(d);
+}
+
+/* CPU (ns) the process used from a to b: per thread, a thread born since counting whole; a
+ * thread that ended in between loses only its time since a (it cannot be read any more). */
+static double thr_cpu_delta(const struct thr_cpu *a, const struct thr_cpu *b)
+{
+    double sum = 0;
+    for (int i = 0; i < b->n; i++) {
+        uint64_t base = 0;
+        for (int j = 0; j < a->n; j++)
+            if (a->tid[j] == b->tid[i]) {
+                base = a->ns[j] <= b->ns[i] ? a->ns[j] : b->ns[i];
+                break;
+            }
+        sum += (double)(b->ns[i] - base);
+    }
+    return sum;
+}
+
+struct cpu_mark {
+    struct thr_cpu master, holder;
+    uint64_t at_us;
+};
+
+static void cpu_mark(const struct promo_cluster *cl, struct cpu_mark *c)
+{
+    thr_cpu_read(cl->master.pid, &c->master);
+    thr_cpu_read(cl->daemon.pid, &c->holder);
+    c->at_us = mc_promo_now_us();
+}
+
+/* Waits (bounded) until the master counts want more completed or failed promotions than base:
+ * its /metrics, polled every 10 ms, so the wait costs the master almost nothing (no Query per
+ * key). Returns the completed ones. */
+static int wait_promoted(const struct promo_cluster *cl, double base_done, double base_fail,
+                         int want)
+{
+    uint64_t deadline = mc_now_ms() + 20000;
+    double done = 0;
+    while (mc_now_ms() < deadline) {
+        done = mc_promo_metric(cl, "master_promotion_completed_total") - base_done;
+        double failed = mc_promo_metric(cl, "master_promotion_failed_total") - base_fail;
+        if (done + failed >= want)
+            break;
+        usleep(10000);
+    }
+    return (int)done;
+}
+
+/* The promotion CPU of the remote case, master + holder: the CPU of the second read pass and
+ * the promotions it admitted (b -> c) less that of the first pass (a -> b), the same reads from
+ * the disk that admit nothing; each side less its idle CPU (idle_*: ns per us, measured before)
+ * over the two windows. */
+static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_mark *b,
+                     const struct cpu_mark *c, double idle_m, double idle_h, int promoted)
+{
+    char name[96], sz[32];
+    struct mc_bench_result r;
+    double w1 = (double)(b->at_us - a->at_us), w2 = (double)(c->at_us - b->at_us);
+    double m = (thr_cpu_delta(&b->master, &c->master) - idle_m * w2) -
+               (thr_cpu_delta(&a->master, &b->master) - idle_m * w1);
+    double h = (thr_cpu_delta(&b->holder, &c->holder) - idle_h * w2) -
+               (thr_cpu_delta(&a->holder, &b->holder) - idle_h * w1);
+    double per = promoted > 0 ? 1.0 / promoted / 1e3 : 0; /* ns total -> us per promotion */
+    double la[3] = {0, 0, 0};
+    size_name(size, sz, sizeof(sz));
+    snprintf(name, sizeof(name), "cpu/remote/%s", sz);
+    mc_bench_result_init(&r, "promotion", name);
+    r.runs = promoted;
+    r.ms = (m + h) * per / 1e3;
+    mc_bench_add_num(&r, "size", (double)size);
+    mc_bench_add_num(&r, "promoted", promoted);
+    mc_bench_add_num(&r, "cpu_us_per_promotion", (m + h) * per);
+    mc_bench_add_num(&r, "master_us_per_promotion", m * per);
+    mc_bench_add_num(&r, "holder_us_per_promotion", h * per);
+    if (getloadavg(la, 3) > 0)
+        mc_bench_add_num(&r, "loadavg1", la[0]);
+    mc_bench_emit(&r);
+}
+
+/* GetReplicaList of "lat-<i>" for each i of idx over a bare RPC connection: the master's
+ * read (and admission) only, no bytes moved, so the holder does nothing for it. */
+static void bare_gets(struct mc_rpc_client *rc, const int *idx, int n)
+{
+    char key[64];
+    for (int k = 0; k < n; k++) {
+        snprintf(key, sizeof(key), "lat-%d", idx[k]);
+        Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
+        req.key = key;
+        ProtobufCMessage *resp = NULL;
+        (void)mc_rpc_client_call_msg(rc, MC_METHOD_GET_REPLICA_LIST, &req.base,
+                                     &mc__get_replica_list_response__descriptor, 0, &resp);
+        if (resp)
+            protobuf_c_message_free_unpacked(resp, NULL);
+    }
+}
+
+/* CPU per promotion, master + holder (case cpu/remote/<size>): keys idx[0..n) read twice with
+ * bare GetReplicaList calls (the second pass admits each), then the wait for their promotions.
+ * The promotions' CPU = (second pass + wait) - (first pass), each less the processes' idle CPU
+ * measured just before. */
+static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uint64_t size)
+{
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    char host[64];
+    snprintf(host, sizeof(host), "%s", cl->rpc);
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        return;
+    *colon = '\0';
+    cc.host = host;
+    cc.port = (uint16_t)atoi(colon + 1);
+    cc.call_timeout_ms = 30000;
+    struct mc_rpc_client *rc = NULL;
+    if (mc_rpc_client_new(&cc, &rc) != 0 || mc_rpc_client_connect(rc) != 0) {
+        fprintf(stderr, "promotion: cpu: cannot connect to %s\n", cl->rpc);
+        mc_rpc_client_free(rc);
+        return;
+    }
+    static struct cpu_mark cm[3], idle0, idle1; /* 16 KiB each: off the stack */
+    cpu_mark(cl, &idle0);
+    usleep(300000);
+    cpu_mark(cl, &idle1);
+    double w = (double)(idle1.at_us - idle0.at_us);
+    double idle_m = w > 0 ? thr_cpu_delta(&idle0.master, &idle1.master) / w : 0;
+    double idle_h = w > 0 ? thr_cpu_delta(&idle0.holder, &idle1.holder) / w : 0;
+    double done0 = mc_promo_metric(cl, "master_promotion_completed_total");
+    double fail0 = mc_promo_metric(cl, "master_promotion_failed_total");
+    cpu_mark(cl, &cm[0]);
+    bare_gets(rc, idx, n);
+    cpu_mark(cl, &cm[1]);
+    bare_gets(rc, idx, n);
+    int done = wait_promoted(cl, done0, fail0, n);
+    cpu_mark(cl, &cm[2]);
+    emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
+    mc_rpc_client_free(rc);
+}
+
 /* ---- latency ------------------------------------------------------------------------------- */
 
 static void emit_lat(const char *phase, const char *reader, uint64_t size, double *lat, int n,
@@ -321,6 +501,26 @@ static void emit_lat(const char *phase, const char *reader, uint64_t size, doubl
         mc_bench_add_num(&r, "lag_p99_ms", lag99);
     }
     mc_bench_emit(&r);
+}
+
+/* --cpu_room: Removes every "lat-<i>" that is not a hot key (force: their leases), then lets
+ * the deletes settle, so the promotions measured find DRAM room and cause no eviction. */
+static void free_dram(struct mc_client *c, const int *hot, int nhot, int nkeys)
+{
+    char key[64];
+    bool *is_hot = calloc((size_t)nkeys, sizeof(*is_hot));
+    if (!is_hot)
+        return;
+    for (int k = 0; k < nhot; k++)
+        is_hot[hot[k]] = true;
+    for (int i = 0; i < nkeys; i++) {
+        if (is_hot[i])
+            continue;
+        snprintf(key, sizeof(key), "lat-%d", i);
+        (void)mc_remove(c, key, true);
+    }
+    free(is_hot);
+    usleep(500000);
 }
 
 static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
@@ -365,8 +565,16 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
     }
     struct hist h0, h1;
     lag_hist(&cl, &h0);
+    /* remote: half the hot keys measure the CPU of their promotions, the rest the latency */
+    if (remote && nhot >= 2) {
+        int half = nhot / 2;
+        if (o->cpu_room)
+            free_dram(c, hot, nhot, nkeys);
+        cpu_phase(&cl, hot + half, nhot - half, size);
+        nhot = half;
+    }
     int nd = 0, np = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++) {
         for (int k = 0; k < nhot; k++) {
             double ms;
             int tier = -1;
@@ -375,6 +583,7 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
             if (n == (int64_t)size && tier == MC_REPLICA_LOCAL_DISK)
                 dlat[nd++] = ms;
         }
+    }
     /* every hot key promoted (bounded wait) */
     int promoted = 0;
     deadline = mc_now_ms() + 20000;
@@ -538,6 +747,11 @@ static int parse(int argc, char **argv, struct promo_opts *o)
          .dst = &o->lease_ms,
          .arg = "MS",
          .help = "the master's read lease (--default_kv_lease_ttl)"},
+        {.name = "cpu_room",
+         .type = MC_BENCH_INT,
+         .dst = &o->cpu_room,
+         .arg = "0|1",
+         .help = "1: the CPU case first Removes every non-hot key (promotions cause no eviction)"},
         {.name = "bin",
          .type = MC_BENCH_STR,
          .dst = &bin,
@@ -584,6 +798,7 @@ static int parse(int argc, char **argv, struct promo_opts *o)
         : o->osc_seconds < 0                       ? "--osc_seconds must not be negative"
         : o->osc_hot < 1                           ? "--osc_hot must be at least 1"
         : o->lease_ms < 1                          ? "--lease_ms must be at least 1"
+        : o->cpu_room != 0 && o->cpu_room != 1     ? "--cpu_room must be 0 or 1"
                                                    : NULL;
     if (bad) {
         fprintf(stderr, "bench promotion: %s\n", bad);

@@ -28,6 +28,7 @@ struct promo_opts {
     int warmup, seconds, threads;
     int osc_seconds, osc_hot;
     int lease_ms;
+    int cpu_room; /* 1: the CPU case frees DRAM first (Removes every non-hot key) */
     bool holder, remote;
     uint64_t seed;
     char bin[PATH_MAX];
