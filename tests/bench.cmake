@@ -65,3 +65,9 @@ set_tests_properties(test_headline_objects PROPERTIES TIMEOUT 300)
 add_test(NAME test_bench_restart COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_bench_restart.sh
                                          $<TARGET_FILE:mooncake_bench>)
 set_tests_properties(test_bench_restart PROPERTIES TIMEOUT 120)
+# scripts/bench/scale.sh, every case at tiny sizes (test_scale_script.sh checks each case's JSON
+# figures; the restart case where the Python binding is built): the script cannot rot.
+add_test(NAME test_scale_script
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_scale_script.sh
+                 $<TARGET_FILE_DIR:mooncake_master> ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_scale_script PROPERTIES TIMEOUT 450)
