@@ -38,7 +38,8 @@
 #               one record, then every key), records_per_s (keys / seconds_to_all), and
 #               reregistered == keys (the counter counts each record once).
 # For the report figures: SCALE_RA_OBJECTS=1000000,10000000 SCALE_EVICT_KEYS=10000000
-# SCALE_EVICT_SEGMENT=$((48<<30)) (about 10 GiB of memory for the master at 10M keys)
+# SCALE_EVICT_SEGMENT=$((39<<30)) (10M x 4 KiB fill 98% of it: above the 90% watermark, so
+# cycles of ~5% run; 48 GiB would never evict) (about 2 GiB of memory for the master at 10M keys)
 # SCALE_SCRAPE_KEYS=10000000 SCALE_IDLE_DAEMONS=200 SCALE_RESTART_KEYS=1000000.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -59,7 +60,7 @@ ID_SECS=${SCALE_IDLE_SECONDS:-10}
 RS_KEYS=${SCALE_RESTART_KEYS:-20000}
 RS_DAEMONS=${SCALE_RESTART_DAEMONS:-2}
 RS_VALUE=${SCALE_RESTART_VALUE:-512}
-case "${1:-}" in -h|--help) sed -n '2,46p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,43p' "$0"; exit 0 ;; esac
 for b in mooncake_bench mooncake_master mooncake_client; do
   [ -x "$BIN/$b" ] || { echo "no $BIN/$b (build first, or pass BIN_DIR)" >&2; exit 1; }
 done

@@ -18,15 +18,19 @@
  * The slab pool (process-wide, one mutex, taken only to get or give back a whole slab: once per
  * ~100 records, never per record) carves slabs from MC_SLAB_ARENA mappings, so alignment costs
  * nothing (posix_memalign would waste up to a slab per slab). Free slabs stay in the pool for
- * reuse; once POOL_KEEP + TRIM_BATCH of them have their pages, the pages of all but POOL_KEEP go
- * back to the system (MADV_DONTNEED, one call per run of adjacent slabs: trim_locked) and their
- * addresses wait in an array (a link inside them would fault a page back in). A large removal
+ * reuse; once POOL_KEEP + TRIM_BATCH of them have their pages, the next
+ * mc_objslab_pool_trim_if_over (called by every freelist flush, so with no shard lock held:
+ * the madvise calls never run under a shard lock) gives back the pages of all but POOL_KEEP
+ * (MADV_DONTNEED, one call per run of adjacent slabs: trim_locked); their addresses wait in an
+ * array (a link inside them would fault a page back in). A large removal
  * holds the trims off (mc_objslab_pool_hold) and trims once at its end, when the freed slabs
  * form long runs.
  *
  * Under AddressSanitizer freed records are poisoned, so a use after release still reports.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -65,8 +69,8 @@ _Static_assert(sizeof(struct mc_slab) <= SLAB_HDR, "slab header fits before the 
 _Static_assert(sizeof(struct mc_object) >= sizeof(void *), "a free record holds a pointer");
 
 #define ARENA_SIZE (4u << 20)
-#define POOL_KEEP 8192u  /* free slabs kept with their pages (64 MiB) */
-#define TRIM_BATCH 2048u /* past POOL_KEEP, pages go back this many slabs at a time */
+#define POOL_KEEP 8192u /* free slabs kept with their pages (64 MiB) */
+#define TRIM_BATCH 512u /* past POOL_KEEP, pages go back this many slabs at a time */
 
 /* The pool: a bump range of the current arena and a stack of free slabs (leaf lock). */
 static struct {
@@ -78,8 +82,9 @@ static struct {
      * a slab would bring a page back (and MADV_DONTNEED zeroes one written before) */
     struct mc_slab **cold;
     size_t ncold, cold_cap;
-    size_t carved;  /* slabs taken from the arenas' bump ranges */
-    unsigned holds; /* mc_objslab_pool_hold calls not yet ended: no trim meanwhile */
+    size_t carved;     /* slabs taken from the arenas' bump ranges */
+    unsigned holds;    /* mc_objslab_pool_hold calls not yet ended: no trim meanwhile */
+    _Atomic bool over; /* nwarm reached POOL_KEEP + TRIM_BATCH: the next check trims */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void *arena_map(void)
@@ -195,8 +200,19 @@ static void pool_put(struct mc_slab *sl)
     pool.warm = sl;
     pool.nwarm++;
     POISON(sl, MC_SLAB_SIZE);
+    if (pool.nwarm >= POOL_KEEP + TRIM_BATCH)
+        atomic_store_explicit(&pool.over, true, memory_order_relaxed);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void mc_objslab_pool_trim_if_over(void)
+{
+    if (!atomic_load_explicit(&pool.over, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&pool.lock);
     if (!pool.holds && pool.nwarm >= POOL_KEEP + TRIM_BATCH)
         trim_locked(POOL_KEEP);
+    atomic_store_explicit(&pool.over, false, memory_order_relaxed);
     pthread_mutex_unlock(&pool.lock);
 }
 

@@ -30,6 +30,9 @@ void mc_obj_free(struct mc_object *o);
  * madvise per batch of slabs), and when the last hold ends it gives back the pages of all but
  * min(keep, its usual bound) free slabs in one pass (few long runs). */
 void mc_objslab_pool_hold(void);
+/* Gives back the pages of the pool's free slabs past its bound once enough gathered (call with
+ * no shard lock held: mc_freelist_flush does). Cheap when there is nothing to do. */
+void mc_objslab_pool_trim_if_over(void);
 void mc_objslab_pool_unhold(size_t keep);
 /* The slab pool's figures (tests): free slabs with their pages (warm) and without (cold), and
  * slabs carved from fresh mappings so far. */
