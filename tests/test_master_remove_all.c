@@ -4,7 +4,8 @@
  * removable object goes exactly once, the leased ones stay and are not counted, and a second
  * RemoveAll after the leases end takes the rest. Keys are chosen to land in one shard. The
  * buffers it frees are released per segment in handle order (remove_all.c): exactly the removed
- * objects' ones, and a whole table's memory comes back (allocator nodes, slab pages).
+ * objects' ones, and a whole table's memory comes back (allocator nodes, slab pages); outside
+ * RemoveAll the slab pool stays within its bound.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -211,12 +212,44 @@ static void test_remove_all_keeps_leased_buffers(void **state)
     mc_master_free(m);
 }
 
+/* Outside RemoveAll the pool keeps at most POOL_KEEP (8192) free slabs with their pages, plus
+ * TRIM_BATCH (512) gathered before a trim: Removes one at a time of a table of ~13k slabs leave
+ * the rest's pages given back (cold). 440-byte keys make 504-byte records, 16 per slab. */
+static void test_removes_trim_the_slab_pool(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = tm_master(&fc, 7);
+    assert_non_null(m);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc sd = tm_seg(1, 512 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    struct mc_objslab_pool_stats before, after;
+    mc_objslab_pool_stats(&before);
+    char k[448];
+    for (int i = 0; i < N; i++) {
+        snprintf(k, sizeof(k), "long-%0435d", i);
+        assert_int_equal(tm_put(m, a, k, 64), MC_OK);
+    }
+    for (int i = 0; i < N; i++) {
+        snprintf(k, sizeof(k), "long-%0435d", i);
+        assert_int_equal(mc_master_remove(m, k, strlen(k), true), MC_OK);
+    }
+    mc_objslab_pool_stats(&after);
+    assert_true(after.warm <= 8192 + 512);
+    assert_true(after.cold >= before.cold + 1000);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_remove_all_steps_through_a_large_shard),
         cmocka_unit_test(test_remove_all_returns_memory),
         cmocka_unit_test(test_remove_all_keeps_leased_buffers),
+        cmocka_unit_test(test_removes_trim_the_slab_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
