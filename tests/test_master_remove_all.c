@@ -1,5 +1,5 @@
 /*
- * test_master_remove_all.c - RemoveAll over a shard larger than its step (objects.c removes at
+ * test_master_remove_all.c - RemoveAll over a shard larger than its step (remove_all.c removes at
  * most REMOVE_ALL_STEP objects per shard write lock, resuming below where it stopped): every
  * removable object goes exactly once, the leased ones stay and are not counted, and a second
  * RemoveAll after the leases end takes the rest. Keys are chosen to land in one shard. The
