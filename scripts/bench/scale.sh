@@ -17,8 +17,9 @@
 #               segment of SCALE_EVICT_SEGMENT bytes (default 64 MiB) of SCALE_EVICT_VALUE-byte
 #               values (default 4096) for SCALE_EVICT_SECONDS (default 5) with an open-loop probe
 #               of SCALE_PROBE_HZ Gets/s (default 200), after a prefill of SCALE_EVICT_KEYS keys
-#               (default 100000): put_refused (PutStarts refused for space while eviction
-#               cycles run), max_ms, probe_p99_ms, probe_max_ms, and the master's cycle count.
+#               (default 100000, a run of its own): put_refused (PutStarts refused for space
+#               while eviction cycles run), max_ms, probe_p99_ms, probe_max_ms, and the master's
+#               cycles and evicted keys (value: since its start, during_puts: while the Puts ran).
 #   scrape      a mooncake_master (--enable_offload, one RPC thread) with SCALE_SCRAPE_KEYS keys
 #               (default 200000) that all have a LOCAL_DISK copy (mooncake_bench master
 #               --prefill --disk_holder); scrape_ms (median, max of 20 /metrics scrapes), then
@@ -38,8 +39,9 @@
 #               one record, then every key), records_per_s (keys / seconds_to_all), and
 #               reregistered == keys (the counter counts each record once).
 # For the report figures: SCALE_RA_OBJECTS=1000000,10000000 SCALE_EVICT_KEYS=10000000
-# SCALE_EVICT_SEGMENT=$((39<<30)) (10M x 4 KiB fill 98% of it: above the 90% watermark, so
-# cycles of ~5% run; 48 GiB would never evict) (about 2 GiB of memory for the master at 10M keys)
+# SCALE_EVICT_SEGMENT=$((39<<30)) SCALE_EVICT_SECONDS=30 (10M x 4 KiB fill 98% of it: the
+# prefill runs two cycles of 5% and the Puts start at 88.7%, so 30 s of Puts cross the 90%
+# watermark again; 48 GiB would never evict) (about 2 GiB of memory for the master at 10M keys)
 # SCALE_SCRAPE_KEYS=10000000 SCALE_IDLE_DAEMONS=200 SCALE_RESTART_KEYS=1000000.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -60,7 +62,7 @@ ID_SECS=${SCALE_IDLE_SECONDS:-10}
 RS_KEYS=${SCALE_RESTART_KEYS:-20000}
 RS_DAEMONS=${SCALE_RESTART_DAEMONS:-2}
 RS_VALUE=${SCALE_RESTART_VALUE:-512}
-case "${1:-}" in -h|--help) sed -n '2,43p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,45p' "$0"; exit 0 ;; esac
 for b in mooncake_bench mooncake_master mooncake_client; do
   [ -x "$BIN/$b" ] || { echo "no $BIN/$b (build first, or pass BIN_DIR)" >&2; exit 1; }
 done
@@ -125,20 +127,26 @@ for c in $CASES; do
       "$BIN/mooncake_bench" objects --objects "$RA" --remove_all_only 2>>"$TMP/objects.log" |
         grep '^{' ;;
     evict)
-      mc_start_ready "$TMP" master "$BIN/mooncake_master" --rpc_port=0 --metrics_port=0 \
-        --rpc_address=127.0.0.1 --metrics_host=127.0.0.1 --rpc_thread_num=1 --client_ttl=1h \
-        --log_level=warn || { echo "evict: $MC_WHY" >&2; exit 1; }
-      rpc=$MC_READY_RPC met=$MC_READY_METRICS
+      start_master master --rpc_thread_num=1
+      # the prefill first (a short Get run), then the Puts with the probe: the cycles counted
+      # are the ones that ran while the Puts and the probe did
+      mc_bounded $((EV_KEYS / 2000 + 600)) "$TMP/evict_prefill.json" "$BIN/mooncake_bench" master \
+        --master="$rpc" --bench_id=scale-evict --segment_bytes="$EV_SEG" --value_size="$EV_VAL" \
+        --keys="$EV_KEYS" --prefill --conns=8 --op=get --seconds=0.2 ||
+        echo "evict: the prefill did not create every key (Puts refused before eviction ran)" >&2
+      names="master_successful_evictions_total master_evicted_key_count"
+      mc_scrape "$met" "$TMP/metrics0.txt" 10
       "$BIN/mooncake_bench" master --master="$rpc" --bench_id=scale-evict \
-        --segment_bytes="$EV_SEG" --value_size="$EV_VAL" --keys="$EV_KEYS" --prefill \
+        --segment_bytes="$EV_SEG" --value_size="$EV_VAL" --keys="$EV_KEYS" \
         --conns=8 --op=put --seconds="$EV_SECS" --probe_hz="$PROBE_HZ" 2>>"$TMP/evict.log" |
         grep '^{'
       mc_scrape "$met" "$TMP/metrics.txt" 10 || true
-      for name in master_successful_evictions_total master_evicted_key_count; do
+      for name in $names; do
+        v0=$(mc_metric "$TMP/metrics0.txt" "$name" || echo 0)
         v=$(mc_metric "$TMP/metrics.txt" "$name" || true)
-        echo "{\"bench\":\"scale\",\"case\":\"evict\",\"metric\":\"$name\",\"value\":${v:-null}}"
+        echo "{\"bench\":\"scale\",\"case\":\"evict\",\"metric\":\"$name\",\"value\":${v:-null},\"during_puts\":$(python3 -c "print(int(float('${v:-0}') - float('$v0')))")}"
       done
-      mc_stop "$MC_PID" ;;
+      mc_stop "$mpid"; mc_forget "$mpid" ;;
     scrape)
       start_master scrape --rpc_thread_num=1 --enable_offload \
         --offloading_queue_limit=$((SC_KEYS + 1000))
