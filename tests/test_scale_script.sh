@@ -40,9 +40,9 @@ assert set(ev) == {"master_successful_evictions_total", "master_evicted_key_coun
 sc = [l for l in lines if l.get("case") == "scrape"]
 assert sc[0]["keys"] == 2000 and 0 < sc[0]["scrape_median_ms"] <= sc[0]["scrape_max_ms"], sc
 runs = [l for l in sc if "get_ops_per_s" in l]
-assert [l["scrape_loop"] for l in runs] == [False, True], runs
+assert [l["loop"] for l in runs] == ["none", "metrics", "health"], runs
 assert all(l["get_ops_per_s"] > 0 for l in runs), runs
-assert any("get_ratio_scraped" in l for l in sc), sc
+assert any("get_ratio_scraped" in l and "get_ratio_health" in l for l in sc), sc
 idle = [l for l in lines if l.get("case") == "idle"]
 assert len(idle) == 1 and idle[0]["daemons"] == 2, idle
 assert idle[0]["cpu_percent"] >= 0 and idle[0]["threads"] > 0 and idle[0]["fds"] > 2, idle

@@ -23,9 +23,11 @@
 #   scrape      a mooncake_master (--enable_offload, one RPC thread) with SCALE_SCRAPE_KEYS keys
 #               (default 200000) that all have a LOCAL_DISK copy (mooncake_bench master
 #               --prefill --disk_holder); scrape_ms (median, max of 20 /metrics scrapes), then
-#               SCALE_SCRAPE_ROUNDS (default 2) alternated pairs of Get runs of
-#               SCALE_SCRAPE_SECONDS (default 2) each, without and with a /metrics scrape every
-#               100 ms: get_ops_per_s per run and the ratio with/without per round.
+#               SCALE_SCRAPE_ROUNDS (default 2) rounds of three Get runs of SCALE_SCRAPE_SECONDS
+#               (default 2) each: alone (loop "none"), with a curl of /metrics every 100 ms
+#               ("metrics") and, as the control, of /health every 100 ms ("health": the same
+#               processes and requests without the scrape's work); get_ops_per_s per run,
+#               get_ratio_scraped and get_ratio_health (each over "none") per round.
 #   idle        a mooncake_master and SCALE_IDLE_DAEMONS mooncake_client daemons (default 20)
 #               with a LOCAL_DISK tier each (--disk_capacity 64MiB, --segment_size 16MiB), idle
 #               once all are mounted: the master's CPU % over SCALE_IDLE_SECONDS (default 10),
@@ -64,7 +66,7 @@ ID_SECS=${SCALE_IDLE_SECONDS:-10}
 RS_KEYS=${SCALE_RESTART_KEYS:-20000}
 RS_DAEMONS=${SCALE_RESTART_DAEMONS:-2}
 RS_VALUE=${SCALE_RESTART_VALUE:-512}
-case "${1:-}" in -h|--help) sed -n '2,47p' "$0"; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,49p' "$0"; exit 0 ;; esac
 command -v curl >/dev/null || { echo "curl not found (the scrape case uses it)" >&2; exit 1; }
 for b in mooncake_bench mooncake_master mooncake_client; do
   [ -x "$BIN/$b" ] || { echo "no $BIN/$b (build first, or pass BIN_DIR)" >&2; exit 1; }
@@ -147,6 +149,7 @@ for c in $CASES; do
       done
       mc_stop "$mpid"; mc_forget "$mpid" ;;
     scrape)
+      declare -A ops
       start_master scrape --rpc_thread_num=1 --enable_offload \
         --offloading_queue_limit=$((SC_KEYS + 1000))
       mc_bounded $((SC_KEYS / 1000 + 600)) "$TMP/prefill.json" "$BIN/mooncake_bench" master \
@@ -157,10 +160,10 @@ for c in $CASES; do
       emit scrape keys "$SC_KEYS" scrape_median_ms "$(mc_median <"$TMP/scrapes")" \
         scrape_max_ms "$(tail -n 1 "$TMP/scrapes")"
       for ((r = 1; r <= SC_ROUNDS; r++)); do
-        for loop in 0 1; do
+        for loop in none metrics health; do
           spid=""
-          if [ "$loop" = 1 ]; then
-            ( while :; do scrape_ms "$met" >/dev/null || true; sleep 0.1; done ) &
+          if [ "$loop" != none ]; then
+            ( while :; do curl -sf -o /dev/null "http://$met/$loop" || true; sleep 0.1; done ) &
             spid=$!
             MC_CHILDREN+=("$spid")
           fi
@@ -169,11 +172,12 @@ for c in $CASES; do
             --seconds="$SC_SECS" --op=get || { echo "scrape: get failed; see $LOG" >&2; exit 1; }
           if [ -n "$spid" ]; then mc_stop "$spid"; mc_forget "$spid"; fi
           ops[$loop]=$(json_field ops_per_s "$TMP/get.json")
-          emit scrape keys "$SC_KEYS" round "$r" scrape_loop "$([ "$loop" = 1 ] && echo true || echo false)" \
+          emit scrape keys "$SC_KEYS" round "$r" loop "\"$loop\"" \
             get_ops_per_s "${ops[$loop]}" get_p99_ms "$(json_field p99_ms "$TMP/get.json")"
         done
         emit scrape keys "$SC_KEYS" round "$r" \
-          get_ratio_scraped "$(python3 -c "print(round(${ops[1]} / ${ops[0]}, 3))")"
+          get_ratio_scraped "$(python3 -c "print(round(${ops[metrics]} / ${ops[none]}, 3))")" \
+          get_ratio_health "$(python3 -c "print(round(${ops[health]} / ${ops[none]}, 3))")"
       done
       mc_stop "$mpid"; mc_forget "$mpid" ;;
     idle)
