@@ -39,6 +39,7 @@ FLOORS = [
     (2, "object operations", [
         "objects.[ch]", "objects_batch.c", "objects_rereg.c", "object_events.[ch]",
         "upsert.[ch]", "remove_regex.[ch]",  # Upsert and RemoveByRegex: object operations
+        "remove_all.c",                      # RemoveAll's walk
     ]),
     (3, "clients, eviction census", [
         "clients.[ch]", "eviction.h", "eviction_internal.h", "eviction_census.c",

@@ -56,6 +56,12 @@ set_tests_properties(test_bench_promotion_cpu test_bench_promotion_cpu_room_valu
 # missing keys counted as misses, the open-loop probe's figures.
 mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)
 add_dependencies(test_bench_master mooncake_master mooncake_bench mooncake_cli)
+# scripts/bench/scale.sh, every case at tiny sizes (test_scale_script.sh checks each case's JSON
+# figures; the restart case where the Python binding is built): the script cannot rot.
+add_test(NAME test_scale_script
+         COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_scale_script.sh
+                 $<TARGET_FILE_DIR:mooncake_master> ${CMAKE_SOURCE_DIR})
+set_tests_properties(test_scale_script PROPERTIES TIMEOUT 450)
 # scripts/bench/master_vs_upstream.sh, a very short smoke run against upstream's master and its
 # master_bench (skipped, 77, where those binaries are absent): exit 0, one well-formed line per
 # side and op, one table row per op.

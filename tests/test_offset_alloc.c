@@ -3,7 +3,8 @@
  *
  * Random alloc/free sequences are checked against a shadow bitmap of the segment (no overlap, in
  * range, aligned); full reuse, coalescing, exhaustion, alignment, bin edges, multi-TiB
- * capacities, bad handles, and a fragmentation figure for a mixed workload (printed).
+ * capacities, bad handles, and a fragmentation figure for a mixed workload (printed); releasing
+ * every allocation at once (what a RemoveAll of a whole segment does).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -320,6 +321,40 @@ static void test_fragmentation_figure(void **state)
     mc_offset_alloc_free(a);
 }
 
+/* release_all: every allocation goes at once, the node chunks past the first are freed (the
+ * handle bound is one chunk again), and the allocator works as new afterwards. */
+static void test_release_all(void **state)
+{
+    (void)state;
+    enum { N = 10000, CHUNK = 4096 };
+    struct mc_offset_alloc *a = mc_offset_alloc_new(1ull << 30, 64);
+    assert_non_null(a);
+    assert_int_equal(mc_offset_alloc_handle_bound(a), CHUNK);
+    struct mc_oa_allocation o;
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mc_offset_alloc_alloc(a, 4096, &o), MC_OK);
+    assert_int_equal(mc_offset_alloc_used_blocks(a), N);
+    assert_true(mc_offset_alloc_handle_bound(a) >= 3 * CHUNK); /* N + 1 nodes: 3 chunks */
+    mc_offset_alloc_release_all(a);
+    struct mc_oa_stats st;
+    mc_offset_alloc_stats(a, &st);
+    assert_int_equal(st.used_blocks, 0);
+    assert_int_equal(st.allocated, 0);
+    assert_int_equal(st.free_blocks, 1);
+    assert_int_equal(st.largest_free, 1ull << 30);
+    assert_int_equal(mc_offset_alloc_handle_bound(a), CHUNK);
+    assert_int_equal(mc_offset_alloc_release(a, o.handle), MC_ERR_INVALID_PARAMS);
+    /* the whole capacity is one block again, and handles come from the kept chunk first */
+    assert_int_equal(mc_offset_alloc_alloc(a, 1ull << 30, &o), MC_OK);
+    assert_int_equal(o.offset, 0);
+    assert_true(o.handle < CHUNK);
+    assert_int_equal(mc_offset_alloc_release(a, o.handle), MC_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(mc_offset_alloc_alloc(a, 4096, &o), MC_OK);
+    assert_int_equal(mc_offset_alloc_used_blocks(a), N);
+    mc_offset_alloc_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -332,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_bin_edges),
         cmocka_unit_test(test_multi_tib),
         cmocka_unit_test(test_fragmentation_figure),
+        cmocka_unit_test(test_release_all),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

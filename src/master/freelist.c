@@ -115,4 +115,5 @@ void mc_freelist_flush(struct mc_freelist *fl)
     if (fl->ents != fl->inline_ents)
         free(fl->ents);
     mc_freelist_init(fl);
+    mc_objslab_pool_trim_if_over(); /* the slab pool's madvise calls, outside any shard lock */
 }

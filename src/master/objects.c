@@ -11,7 +11,6 @@
  * is parked on the deferred-free list (discard.h). See master.h for the contract of each call,
  * objects.h for the record and shard.h for the table layout.
  */
-#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -873,73 +872,9 @@ uint64_t mc_master_each_object(struct mc_master *m, mc_object_visit_fn fn, void 
     return hits;
 }
 
-struct remove_all_arg {
-    bool force;
-    uint64_t now;
-    struct mc_delop *op;
-};
-
-static bool remove_all_visit(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
-                             struct mc_freelist *fl, void *arg)
-{
-    const struct remove_all_arg *ra = arg;
-    return mc_master_remove_locked(m, s, o, ra->force, ra->now, fl, ra->op) == MC_OK;
-}
-
-/* RemoveAll's step: at most this many objects per shard write lock, so a Put or Get on the
- * shard waits for one step, not for the whole shard, however large it grows. */
-#define REMOVE_ALL_STEP 4096u
-
-/* Removes every object of s it may, in steps of REMOVE_ALL_STEP under the write lock; returns
- * how many went. Downwards: an erase moves the last entry (already visited) into the hole; an
- * entry a concurrent erase moves below i between steps is visited then (a removal that failed
- * fails again, uncounted). */
-static uint64_t remove_all_shard(struct mc_master *m, struct mc_shard *s,
-                                 const struct remove_all_arg *ra, struct mc_freelist *fl)
-{
-    uint64_t hits = 0;
-    mc_shard_wrlock(s);
-    uint32_t i = s->n;
-    while (i > 0) {
-        uint32_t stop = i > REMOVE_ALL_STEP ? i - REMOVE_ALL_STEP : 0;
-        for (; i-- > stop;) {
-            hits += remove_all_visit(m, s, mc_ent_obj(mc_shard_ent(s, i)), fl, (void *)ra);
-        }
-        i = stop;
-        if (i == 0)
-            break;
-        mc_shard_unlock(s);
-        mc_freelist_flush(fl);
-        mc_obj_ev_unlocked(m);
-        mc_shard_wrlock(s);
-        if (i > s->n)
-            i = s->n; /* entries went meanwhile */
-    }
-    mc_shard_unlock(s);
-    mc_freelist_flush(fl);
-    mc_obj_ev_unlocked(m); /* deletes pushed under the lock */
-    return hits;
-}
-
-static uint64_t remove_all(struct mc_master *m, bool force, struct mc_delop *op)
-{
-    CNT_INC(m, remove_all_requests);
-    struct remove_all_arg ra = {.force = force, .now = mc_master_now_ms(m), .op = op};
-    struct mc_freelist fl;
-    mc_freelist_init(&fl);
-    uint64_t n = 0;
-    for (uint32_t si = 0; si < MC_NSHARDS; si++)
-        n += remove_all_shard(m, &m->shards[si], &ra, &fl);
-    /* the emptied shards freed their tables (shard_shrink); hand the malloc heaps' free pages
-     * back too, or most of a large table's memory stays resident after RemoveAll */
-    if (n >= 65536)
-        malloc_trim(0);
-    return n;
-}
-
 int mc_master_remove_all(struct mc_master *m, bool force, uint64_t *removed)
 {
-    uint64_t count = remove_all(m, force, NULL);
+    uint64_t count = mc_master_remove_all_run(m, force, NULL);
     if (removed)
         *removed = count;
     return MC_OK;
@@ -952,7 +887,7 @@ int mc_master_remove_all_wait(struct mc_master *m, bool force, uint64_t *removed
     struct mc_delop *op = op_begin(m, done, arg, &rc);
     if (rc != MC_OK)
         return rc;
-    uint64_t count = remove_all(m, force, op);
+    uint64_t count = mc_master_remove_all_run(m, force, op);
     if (removed)
         *removed = count;
     return op_end(m, op, MC_OK);

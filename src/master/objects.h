@@ -70,6 +70,11 @@ struct mc_delop;
 int mc_master_remove_locked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                             bool force, uint64_t now, struct mc_freelist *fl, struct mc_delop *op);
 
+/* RemoveAll's walk (remove_all.c): removes every object the Remove rules allow (force as in
+ * RemoveAll), the deletes of disk copies recorded for op (NULL: nobody waits); no lock held.
+ * Returns how many went. */
+uint64_t mc_master_remove_all_run(struct mc_master *m, bool force, struct mc_delop *op);
+
 /* ---- erasure and eviction of one object (write lock) ----------------------------------------- */
 
 /* Erases o from s: hooks, counters, unlink, everything to fl. */

@@ -18,11 +18,19 @@
  * The slab pool (process-wide, one mutex, taken only to get or give back a whole slab: once per
  * ~100 records, never per record) carves slabs from MC_SLAB_ARENA mappings, so alignment costs
  * nothing (posix_memalign would waste up to a slab per slab). Free slabs stay in the pool for
- * reuse; past POOL_KEEP of them, the extra ones' pages go back to the system (MADV_DONTNEED).
+ * reuse; once POOL_KEEP + TRIM_BATCH of them have their pages, the next
+ * mc_objslab_pool_trim_if_over (called by every freelist flush, so with no shard lock held:
+ * the madvise calls never run under a shard lock) gives back the pages of all but POOL_KEEP
+ * (MADV_DONTNEED, one call per run of adjacent slabs: trim_locked); their addresses wait in an
+ * array (a link inside them would fault a page back in). A large removal
+ * holds the trims off (mc_objslab_pool_hold) and trims once at its end, when the freed slabs
+ * form long runs.
  *
  * Under AddressSanitizer freed records are poisoned, so a use after release still reports.
  */
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -62,14 +70,21 @@ _Static_assert(sizeof(struct mc_object) >= sizeof(void *), "a free record holds 
 
 #define ARENA_SIZE (4u << 20)
 #define POOL_KEEP 8192u /* free slabs kept with their pages (64 MiB) */
+#define TRIM_BATCH 512u /* past POOL_KEEP, pages go back this many slabs at a time */
 
 /* The pool: a bump range of the current arena and a stack of free slabs (leaf lock). */
 static struct {
     pthread_mutex_t lock;
     char *bump, *end;
     struct mc_slab *warm; /* free slabs with their pages, chained through next */
-    struct mc_slab *cold; /* free slabs whose pages went back to the system */
     size_t nwarm;
+    /* free slabs whose pages went back to the system: an array, since a link written into such
+     * a slab would bring a page back (and MADV_DONTNEED zeroes one written before) */
+    struct mc_slab **cold;
+    size_t ncold, cold_cap;
+    size_t carved;     /* slabs taken from the arenas' bump ranges */
+    unsigned holds;    /* mc_objslab_pool_hold calls not yet ended: no trim meanwhile */
+    _Atomic bool over; /* nwarm reached POOL_KEEP + TRIM_BATCH: the next check trims */
 } pool = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void *arena_map(void)
@@ -91,13 +106,14 @@ static struct mc_slab *pool_get(void)
 {
     struct mc_slab *sl = NULL;
     pthread_mutex_lock(&pool.lock);
-    if (pool.warm || pool.cold) {
-        struct mc_slab **top = pool.warm ? &pool.warm : &pool.cold;
-        sl = *top;
+    if (pool.warm) {
+        sl = pool.warm;
         UNPOISON(sl, SLAB_HDR);
-        *top = sl->next;
-        if (top == &pool.warm)
-            pool.nwarm--;
+        pool.warm = sl->next;
+        pool.nwarm--;
+    } else if (pool.ncold) {
+        sl = pool.cold[--pool.ncold];
+        UNPOISON(sl, SLAB_HDR);
     } else {
         if (pool.bump == pool.end) {
             char *a = arena_map();
@@ -109,23 +125,119 @@ static struct mc_slab *pool_get(void)
         if (pool.bump != pool.end) {
             sl = (struct mc_slab *)(void *)pool.bump;
             pool.bump += MC_SLAB_SIZE;
+            pool.carved++;
         }
     }
     pthread_mutex_unlock(&pool.lock);
     return sl;
 }
 
+static int cmp_addr(const void *x, const void *y)
+{
+    uintptr_t a = (uintptr_t) * (void *const *)x, b = (uintptr_t) * (void *const *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Room for want cold slabs (pool lock held); false when the array cannot grow. */
+static bool cold_reserve_locked(size_t want)
+{
+    if (want <= pool.cold_cap)
+        return true;
+    size_t ncap = pool.cold_cap ? pool.cold_cap : 1024;
+    while (ncap < want)
+        ncap *= 2;
+    struct mc_slab **nc = realloc(pool.cold, ncap * sizeof(*nc));
+    if (!nc)
+        return false;
+    pool.cold = nc;
+    pool.cold_cap = ncap;
+    return true;
+}
+
+static struct mc_slab *warm_pop_locked(void)
+{
+    struct mc_slab *sl = pool.warm;
+    UNPOISON(sl, SLAB_HDR);
+    pool.warm = sl->next;
+    pool.nwarm--;
+    POISON(sl, SLAB_HDR);
+    return sl;
+}
+
+/* Moves the warm slabs past keep to the cold array and gives their pages back (pool lock held).
+ * Each madvise call costs a TLB shootdown on every CPU whatever its length (most of a large
+ * RemoveAll's time when made per slab), so the moved slabs are sorted by address and each run
+ * of adjacent ones is one call: a whole arena's worth after a RemoveAll. When the array cannot
+ * grow, a slab's pages go back all the same and only its address is lost. */
+static void trim_locked(size_t keep)
+{
+    if (pool.nwarm <= keep)
+        return;
+    size_t want = pool.nwarm - keep;
+    if (!cold_reserve_locked(pool.ncold + want)) {
+        while (pool.nwarm > keep)
+            madvise(warm_pop_locked(), MC_SLAB_SIZE, MADV_DONTNEED);
+        return;
+    }
+    size_t base = pool.ncold;
+    while (pool.nwarm > keep)
+        pool.cold[pool.ncold++] = warm_pop_locked();
+    qsort(pool.cold + base, want, sizeof(*pool.cold), cmp_addr);
+    for (size_t i = base; i < pool.ncold;) {
+        char *start = (char *)pool.cold[i];
+        size_t j = i + 1;
+        while (j < pool.ncold && (char *)pool.cold[j] == start + (j - i) * MC_SLAB_SIZE)
+            j++;
+        madvise(start, (j - i) * MC_SLAB_SIZE, MADV_DONTNEED);
+        i = j;
+    }
+}
+
 static void pool_put(struct mc_slab *sl)
 {
     pthread_mutex_lock(&pool.lock);
-    bool warm = pool.nwarm < POOL_KEEP;
-    struct mc_slab **top = warm ? &pool.warm : &pool.cold;
-    sl->next = *top;
-    *top = sl;
-    pool.nwarm += warm;
+    sl->next = pool.warm;
+    pool.warm = sl;
+    pool.nwarm++;
     POISON(sl, MC_SLAB_SIZE);
-    if (!warm) /* keep the address (its pages come back zeroed on reuse), not the pages */
-        madvise(sl, MC_SLAB_SIZE, MADV_DONTNEED);
+    if (pool.nwarm >= POOL_KEEP + TRIM_BATCH)
+        atomic_store_explicit(&pool.over, true, memory_order_relaxed);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void mc_objslab_pool_trim_if_over(void)
+{
+    if (!atomic_load_explicit(&pool.over, memory_order_relaxed))
+        return;
+    pthread_mutex_lock(&pool.lock);
+    if (!pool.holds && pool.nwarm >= POOL_KEEP + TRIM_BATCH)
+        trim_locked(POOL_KEEP);
+    atomic_store_explicit(&pool.over, false, memory_order_relaxed);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void mc_objslab_pool_hold(void)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.holds++;
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void mc_objslab_pool_unhold(size_t keep)
+{
+    pthread_mutex_lock(&pool.lock);
+    pool.holds--;
+    if (!pool.holds)
+        trim_locked(keep < POOL_KEEP ? keep : POOL_KEEP);
+    pthread_mutex_unlock(&pool.lock);
+}
+
+void mc_objslab_pool_stats(struct mc_objslab_pool_stats *out)
+{
+    pthread_mutex_lock(&pool.lock);
+    out->warm = pool.nwarm;
+    out->cold = pool.ncold;
+    out->carved = pool.carved;
     pthread_mutex_unlock(&pool.lock);
 }
 

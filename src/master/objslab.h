@@ -26,6 +26,20 @@ struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes);
 void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o);
 /* Releases o's record with no shard lock held (takes the owning shard's lock). */
 void mc_obj_free(struct mc_object *o);
+/* A large removal brackets itself with these: meanwhile the pool keeps freed slabs' pages (no
+ * madvise per batch of slabs), and when the last hold ends it gives back the pages of all but
+ * min(keep, its usual bound) free slabs in one pass (few long runs). */
+void mc_objslab_pool_hold(void);
+/* Gives back the pages of the pool's free slabs past its bound once enough gathered (call with
+ * no shard lock held: mc_freelist_flush does). Cheap when there is nothing to do. */
+void mc_objslab_pool_trim_if_over(void);
+void mc_objslab_pool_unhold(size_t keep);
+/* The slab pool's figures (tests): free slabs with their pages (warm) and without (cold), and
+ * slabs carved from fresh mappings so far. */
+struct mc_objslab_pool_stats {
+    size_t warm, cold, carved;
+};
+void mc_objslab_pool_stats(struct mc_objslab_pool_stats *out);
 /* Frees s's slabs (the shard is being destroyed; its records are released already). */
 void mc_objslab_destroy(struct mc_shard *s);
 

@@ -95,6 +95,17 @@ static inline struct oa_node *node_at(const struct mc_offset_alloc *a, uint32_t 
     return &a->chunks[i >> MC_OA_CHUNK_SHIFT][i & (MC_OA_CHUNK_NODES - 1)];
 }
 
+/* Chains chunk c's nodes on the pool stack, low indices on top. */
+static void pool_push_chunk(struct mc_offset_alloc *a, uint32_t c)
+{
+    uint32_t base = c << MC_OA_CHUNK_SHIFT;
+    for (uint32_t k = MC_OA_CHUNK_NODES; k-- > 0;) {
+        a->chunks[c][k].state = NODE_POOLED;
+        a->chunks[c][k].bin_next = a->pool_head;
+        a->pool_head = base + k;
+    }
+}
+
 static int pool_grow(struct mc_offset_alloc *a)
 {
     if (a->nchunks >= (UINT32_MAX >> MC_OA_CHUNK_SHIFT))
@@ -110,14 +121,8 @@ static int pool_grow(struct mc_offset_alloc *a)
     struct oa_node *c = malloc(MC_OA_CHUNK_NODES * sizeof(*c));
     if (!c)
         return -1;
-    uint32_t base = a->nchunks << MC_OA_CHUNK_SHIFT;
     a->chunks[a->nchunks++] = c;
-    /* Push in reverse so low indices are handed out first. */
-    for (uint32_t k = MC_OA_CHUNK_NODES; k-- > 0;) {
-        c[k].state = NODE_POOLED;
-        c[k].bin_next = a->pool_head;
-        a->pool_head = base + k;
-    }
+    pool_push_chunk(a, a->nchunks - 1); /* low indices are handed out first */
     return 0;
 }
 
@@ -337,6 +342,37 @@ int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle)
     }
     bin_insert(a, handle);
     return MC_OK;
+}
+
+uint32_t mc_offset_alloc_handle_bound(const struct mc_offset_alloc *a)
+{
+    return a->nchunks << MC_OA_CHUNK_SHIFT;
+}
+
+uint64_t mc_offset_alloc_used_blocks(const struct mc_offset_alloc *a)
+{
+    return a->used_blocks;
+}
+
+void mc_offset_alloc_release_all(struct mc_offset_alloc *a)
+{
+    /* chunk 0 stays: the one free block needs a node, and getting it cannot fail */
+    for (uint32_t c = 1; c < a->nchunks; c++)
+        free(a->chunks[c]);
+    a->nchunks = 1;
+    a->used_units = a->used_blocks = a->free_blocks = 0;
+    a->top_bits = 0;
+    memset(a->leaf_bits, 0, sizeof(a->leaf_bits));
+    for (int b = 0; b < MC_OA_NBINS; b++)
+        a->bin_head[b] = NIL;
+    a->pool_head = NIL;
+    pool_push_chunk(a, 0);
+    uint32_t first = node_get(a);
+    struct oa_node *n = node_at(a, first);
+    n->offset = 0;
+    n->size = a->capacity_units;
+    n->nb_prev = n->nb_next = NIL;
+    bin_insert(a, first);
 }
 
 void mc_offset_alloc_prefetch(const struct mc_offset_alloc *a, uint32_t handle, bool neighbours)

@@ -69,6 +69,17 @@ int mc_offset_alloc_claim(struct mc_offset_alloc *a, uint64_t offset, uint64_t s
  * not a live allocation (double free, garbage). */
 int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle);
 
+/* Every live handle is below this bound (a bitmap of that many bits covers them all). */
+uint32_t mc_offset_alloc_handle_bound(const struct mc_offset_alloc *a);
+
+/* Live allocations (used blocks). */
+uint64_t mc_offset_alloc_used_blocks(const struct mc_offset_alloc *a);
+
+/* Frees every allocation at once: the allocator is as new (one free block) and gives back the
+ * node chunks past its first. Every live handle becomes invalid, so only a caller that owns all
+ * of them (used_blocks of them) may call it. */
+void mc_offset_alloc_release_all(struct mc_offset_alloc *a);
+
 /* A cache hint before releasing handle: its node, or (once the node is in cache) the nodes of
  * its address-order neighbours, which a release may merge with. Any handle value is harmless. */
 void mc_offset_alloc_prefetch(const struct mc_offset_alloc *a, uint32_t handle, bool neighbours);

@@ -560,6 +560,55 @@ void mc_segment_release_many(struct mc_segment *s, const uint32_t *handles, cons
         segment_destroy(s);
 }
 
+uint32_t mc_segment_handle_bound(struct mc_segment *s)
+{
+    seg_lock(s);
+    uint32_t b = mc_offset_alloc_handle_bound(s->alloc);
+    seg_unlock(s);
+    return b;
+}
+
+void mc_segment_release_set(struct mc_segment *s, const uint64_t *bits, size_t nwords,
+                            uint64_t count, uint64_t bytes)
+{
+    if (count == 0)
+        return;
+    enum { RELEASE_SET_RUN = 65536 };
+    struct mc_segments *t = s->table;
+    uint64_t done = 0;
+    uint32_t run = 0;
+    seg_lock(s);
+    if (mc_offset_alloc_used_blocks(s->alloc) == count) {
+        mc_offset_alloc_release_all(s->alloc); /* the set is every live allocation */
+        done = count;
+    } else {
+        for (size_t w = 0; w < nwords; w++) {
+            for (uint64_t b = bits[w]; b; b &= b - 1) {
+                uint32_t h = (uint32_t)(w * 64 + (size_t)__builtin_ctzll(b));
+                if (mc_offset_alloc_release(s->alloc, h) == MC_OK)
+                    done++;
+                else
+                    mc_error("segments", "bad release", "name=%s handle=%u", s->desc.name, h);
+                if (++run == RELEASE_SET_RUN) { /* a Put placing here waits one run at most */
+                    seg_unlock(s);
+                    seg_lock(s);
+                    run = 0;
+                }
+            }
+        }
+    }
+    if (done != count) /* only after a bad release: the accounting follows the set */
+        mc_error("segments", "released fewer than the set", "name=%s released=%llu set=%llu",
+                 s->desc.name, (unsigned long long)done, (unsigned long long)count);
+    atomic_fetch_sub_explicit(&s->allocated, bytes, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&s->nallocs, count, memory_order_relaxed);
+    if (!atomic_load_explicit(&s->dead, memory_order_relaxed))
+        atomic_fetch_sub_explicit(&t->allocated, bytes, memory_order_relaxed);
+    seg_unlock(s);
+    if (atomic_fetch_sub_explicit(&s->refs, (uint32_t)count, memory_order_acq_rel) == count)
+        segment_destroy(s);
+}
+
 void mc_segment_alloc_release(const struct mc_segment_alloc *a)
 {
     mc_segment_release(a->seg, a->handle, a->size);

@@ -125,6 +125,15 @@ void mc_segment_release(struct mc_segment *seg, uint32_t handle, uint64_t size);
 void mc_segment_release_many(struct mc_segment *seg, const uint32_t *handles, const uint64_t *sizes,
                              size_t n);
 
+/* Releases count buffers of seg (bytes requested in all) whose handles are the bits set in
+ * bits[0..nwords), in handle order, so a large set walks the allocator's nodes in memory order
+ * instead of at random; when they are every live allocation of seg, all at once (the allocator
+ * starts afresh and gives its node memory back). Drops count segment references. */
+void mc_segment_release_set(struct mc_segment *seg, const uint64_t *bits, size_t nwords,
+                            uint64_t count, uint64_t bytes);
+/* The bound every handle of seg's live allocations is below (seg's lock is taken). */
+uint32_t mc_segment_handle_bound(struct mc_segment *seg);
+
 void mc_segment_ref(struct mc_segment *seg);
 void mc_segment_unref(struct mc_segment *seg);
 static inline bool mc_segment_alive(const struct mc_segment *seg)
