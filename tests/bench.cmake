@@ -62,6 +62,9 @@ add_test(NAME test_scale_script
          COMMAND sh ${CMAKE_CURRENT_SOURCE_DIR}/test_scale_script.sh
                  $<TARGET_FILE_DIR:mooncake_master> ${CMAKE_SOURCE_DIR})
 set_tests_properties(test_scale_script PROPERTIES TIMEOUT 450)
+if(MC_SANITIZE)
+  set_tests_properties(test_scale_script PROPERTIES ENVIRONMENT MC_SCALE_SANITIZED=1)
+endif()
 # scripts/bench/master_vs_upstream.sh, a very short smoke run against upstream's master and its
 # master_bench (skipped, 77, where those binaries are absent): exit 0, one well-formed line per
 # side and op, one table row per op.
