@@ -342,6 +342,9 @@ static void test_listing_drops_unlisted_holder_restart(void **state)
     assert_int_equal(ostats(f).unlisted_dropped, 0);
     assert_int_equal(complete_listing(f, f->h1), MC_OK);
     query(f, "q", MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_master_stats ms;
+    mc_master_get_stats(f->m, &ms);
+    assert_int_equal(ms.key_count, 2); /* q and r erased with their last copy: p and s are left */
     kp = query(f, "p", MC_OK);
     assert_int_equal(kp.nreplicas, 1);
     assert_true(has_disk_of(&kp, f->h1));
