@@ -17,6 +17,17 @@
 #include "common/wire.h"
 #include "proto/master.pb-c.h"
 
+void sec_fill(uint8_t *buf, size_t len, uint32_t seed)
+{
+    uint32_t x = seed | 1;
+    for (size_t i = 0; i < len; i++) {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        buf[i] = (uint8_t)x;
+    }
+}
+
 int sec_free_port(void)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};

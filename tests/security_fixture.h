@@ -1,7 +1,7 @@
 /*
  * security_fixture.h - what the process tests of README "Security" (test_security,
  * test_security_cred) share: token files made and loaded, a free loopback port, an rpc client
- * to the master with a given key, and RegisterClient.
+ * to the master with a given key, RegisterClient, and the values they put and read back.
  */
 #ifndef MC_TESTS_SECURITY_FIXTURE_H
 #define MC_TESTS_SECURITY_FIXTURE_H
@@ -14,6 +14,9 @@
 
 struct mc_rpc_client;
 
+/* len bytes of the xorshift sequence of seed into buf: a value whose bytes are checked on the
+ * way back. */
+void sec_fill(uint8_t *buf, size_t len, uint32_t seed);
 /* A loopback TCP port free right now (bound then released), or -1. */
 int sec_free_port(void);
 /* Writes a token file at path (mode 600): text, or when NULL 32 random bytes as 64 hex digits

@@ -129,17 +129,6 @@ static void cli(struct cu_run *r, const char *tok_flag, const char *in_path, ...
     cu_run(r, g.dir, argv, in_path, CLI_MS);
 }
 
-static void fill(uint8_t *buf, size_t len, uint32_t seed)
-{
-    uint32_t x = seed | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (uint8_t)x;
-    }
-}
-
 /* An rpc client to the master with `key` (NULL = none). */
 static struct mc_rpc_client *master_rpc(const struct mc_auth_key *key)
 {
@@ -201,7 +190,7 @@ static void test_right_token(void **state)
     uint8_t *buf = malloc(VALUE_LEN), *back = malloc(VALUE_LEN);
     assert_non_null(buf);
     assert_non_null(back);
-    fill(buf, VALUE_LEN, 7);
+    sec_fill(buf, VALUE_LEN, 7);
     snprintf(in, sizeof(in), "%s/in.bin", g.dir);
     snprintf(out, sizeof(out), "%s/out.bin", g.dir);
     assert_int_equal(cu_write_file(in, buf, VALUE_LEN), 0);
@@ -414,7 +403,7 @@ static void test_peer_no_token(void **state)
     uint8_t *want = malloc(VALUE_LEN), *buf = malloc(VALUE_LEN);
     assert_non_null(want);
     assert_non_null(buf);
-    fill(want, VALUE_LEN, 7);
+    sec_fill(want, VALUE_LEN, 7);
     const struct mc_auth_key *keys[2] = {NULL, &g.bad_key};
     for (int i = 0; i < 2; i++) {
         struct mc_transport *t = peer_transport(keys[i]);

@@ -460,17 +460,6 @@ static void test_daemon_restart(void **state)
     assert_hijack_refused();
 }
 
-static void fill(uint8_t *buf, size_t len, uint32_t seed)
-{
-    uint32_t x = seed | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (uint8_t)x;
-    }
-}
-
 /* An in-test library client with the data token and no DRAM of its own. */
 static struct mc_client *data_client(void)
 {
@@ -492,7 +481,7 @@ static void test_master_kill_window(void **state)
     (void)state;
     enum { LEN = 64 << 10 };
     static uint8_t val[LEN], back[LEN];
-    fill(val, LEN, 37);
+    sec_fill(val, LEN, 37);
     /* settle: after the previous test's restart the victim's holder stream must be open at
      * this master before the Put, or the commit has no stream to go to (a miss after the
      * next restart, never wrong bytes: README Reliability) */

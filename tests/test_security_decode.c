@@ -481,35 +481,35 @@ static void test_segments_per_client_capped(void **state)
     msf_close(&x);
 }
 
-/* RemoveByRegex(".*", force) on a fresh connection with key. */
-static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+/* One call of method with req on a fresh connection with key: its status. */
+static int call_as(struct msf *x, const struct mc_auth_key *key, uint16_t method,
+                   const ProtobufCMessage *req)
 {
     struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
-    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
-    req.pattern = ".*";
-    req.force = 1;
     uint8_t buf[64];
-    size_t n = mc__remove_by_regex_request__pack(&req, buf);
+    assert_true(protobuf_c_message_get_packed_size(req) <= sizeof(buf));
+    size_t n = protobuf_c_message_pack(req, buf);
     void *resp = NULL;
     size_t rl = 0;
-    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_BY_REGEX, buf, n, 0, &resp, &rl);
+    int rc = mc_rpc_client_call(c, method, buf, n, 0, &resp, &rl);
     free(resp);
     mc_rpc_client_free(c);
     return rc;
 }
 
+/* RemoveByRegex(".*", force) on a fresh connection with key. */
+static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+{
+    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
+    req.pattern = ".*";
+    req.force = 1;
+    return call_as(x, key, MC_METHOD_REMOVE_BY_REGEX, &req.base);
+}
+
 static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
 {
-    struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
     Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
-    uint8_t buf[64];
-    size_t n = mc__remove_all_request__pack(&req, buf);
-    void *resp = NULL;
-    size_t rl = 0;
-    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_ALL, buf, n, 0, &resp, &rl);
-    free(resp);
-    mc_rpc_client_free(c);
-    return rc;
+    return call_as(x, key, MC_METHOD_REMOVE_ALL, &req.base);
 }
 
 /* Roles: with an admin key, the mass deletes (RemoveAll, RemoveByRegex) need a connection that
