@@ -11,6 +11,7 @@ mc_add_test(test_client_batch SOURCES test_client_batch.c test_client_util.c
 add_dependencies(test_client_batch mooncake_master)
 # The client-expiry case stops and continues a mooncake_client daemon process.
 mc_add_test(test_client_epoch SOURCES test_client_epoch.c test_client_util.c cluster_util.c
+            cluster_data.c
             LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
 add_dependencies(test_client_epoch mooncake_master mc_client_daemon)
 set(MC_HELLO_CFLAGS "")
