@@ -19,8 +19,6 @@
 
 #include <cmocka.h>
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -42,6 +40,7 @@
 #include "proto/master.pb-c.h"
 #include "proto/peer.pb-c.h"
 #include "test_skip.h"
+#include "tools/proc_harness.h"
 
 #define MIB (1u << 20)
 #define ATTACK_BODY (4u * MIB) /* 2 Mi empty elements: ~150 MiB decoded without the guards */
@@ -340,24 +339,6 @@ static void test_segment_names_logged_quoted(void **state)
     mc_master_free(m);
 }
 
-/* A non-loopback IPv4 address of this host, or false. */
-static bool local_ipv4(char *out, size_t cap)
-{
-    struct ifaddrs *ifs = NULL;
-    bool found = false;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
-            !(i->ifa_flags & IFF_UP))
-            continue;
-        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
-                          (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
 static int mount_seg(struct mc_rpc_client *c, uint64_t client, uint64_t seg_no,
                      const char *endpoint);
 
@@ -399,7 +380,7 @@ static void test_segment_endpoint_must_be_callers(void **state)
 {
     (void)state;
     char ip[INET_ADDRSTRLEN];
-    if (!local_ipv4(ip, sizeof(ip))) {
+    if (!mc_proc_local_ipv4(ip, sizeof(ip))) {
         MC_SKIP("no non-loopback IPv4 address here");
     }
     struct mc_master_config mc = msf_master_config();
