@@ -441,39 +441,39 @@ static void test_out_of_order_completions(void **state)
     free(dst);
 }
 
+/* Writes n bytes of pattern seed at the remote's start, which must arrive as they are; the
+ * transport's stats afterwards. */
+static struct mc_rdma_transport_stats write_ok(struct fx *x, size_t n, uint32_t seed)
+{
+    uint8_t *src = malloc(n);
+    assert_non_null(src);
+    fill(src, n, seed);
+    struct mc_xfer_loc l = at(x, 0);
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
+    assert_memory_equal(x->remote, src, n);
+    free(src);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(x->t, &st);
+    return st;
+}
+
 static void test_cq_event_with_nothing_to_poll(void **state)
 {
     struct fx *x = *state;
     x->f.spurious = 2;
-    size_t n = 6 * 4096;
-    uint8_t *src = malloc(n);
-    fill(src, n, 7);
-    struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
-    assert_memory_equal(x->remote, src, n);
-    struct mc_rdma_transport_stats st;
-    mc_transport_rdma_get_stats(x->t, &st);
+    struct mc_rdma_transport_stats st = write_ok(x, 6 * 4096, 7);
     assert_int_equal(st.empty_events, 2);
     assert_int_equal(x->f.spurious, 0);
     assert_int_equal(st.teardowns, 0);
-    free(src);
 }
 
 static void test_stray_completion_ignored(void **state)
 {
     struct fx *x = *state;
     x->f.stray = 1;
-    size_t n = 2 * 4096;
-    uint8_t *src = malloc(n);
-    fill(src, n, 11);
-    struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
-    assert_memory_equal(x->remote, src, n);
-    struct mc_rdma_transport_stats st;
-    mc_transport_rdma_get_stats(x->t, &st);
+    struct mc_rdma_transport_stats st = write_ok(x, 2 * 4096, 11);
     assert_int_equal(st.stray, 1);
     assert_int_equal(st.completed, 2);
-    free(src);
 }
 
 static void test_dead_device_times_out(void **state)
