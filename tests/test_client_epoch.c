@@ -102,8 +102,8 @@ static void test_stale_descriptor_after_master_restart(void **state)
     const char *no_stream[] = {"--holder_stream=false", NULL};
     assert_int_equal(tm_start(&m, 0, no_stream), 0);
     uint16_t port = m.port;
-    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB); /* the only DRAM segment */
-    struct mc_client *peer = cu_open_client_at(m.addr, 0);        /* reads and writes over tcp */
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true); /* the only DRAM segment */
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true); /* reads and writes over tcp */
     uint8_t *a = malloc(VLEN), *b = malloc(VLEN), *out = malloc(VLEN);
     tm_fill(a, VLEN, 1);
     tm_fill(b, VLEN, 2);
@@ -238,7 +238,8 @@ static void test_stale_descriptor_after_client_expiry(void **state)
         fail_msg("mooncake_client did not get ready: '%s'", ready.line);
     const char *endpoint = ready.endpoint;
 
-    struct mc_client *peer = cu_open_client_at(m.addr, 0); /* no DRAM: reads and writes over tcp */
+    struct mc_client *peer =
+        cu_open_client_at(m.addr, 0, true); /* no DRAM: reads and writes over tcp */
     uint8_t *a = malloc(VLEN), *b = malloc(VLEN), *out = malloc(VLEN);
     tm_fill(a, VLEN, 3);
     tm_fill(b, VLEN, 4);
