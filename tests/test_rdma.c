@@ -1192,6 +1192,23 @@ static void test_disk_store_served_over_rdma(void **state)
     rm_rf(dir);
 }
 
+/* A peer server on 127.0.0.1 that serves tier's disk reads (its endpoint into ep) and a TCP
+ * transport to call it with (*tcp). */
+static struct mc_peer_server *disk_peer(struct mc_disk_tier *tier, char *ep, size_t cap,
+                                        struct mc_transport **tcp)
+{
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    snprintf(ep, cap, "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    assert_int_equal(mc_transport_tcp_new(&tc, tcp), 0);
+    return ps;
+}
+
 /* A LOCAL_DISK read in RDMA mode end to end, short of the client: the reader (tcp transport and
  * rdma transport R, listening at RDR) sends PeerDiskRead to the holder's peer server; the
  * holder's disk tier reads its store into its rdma transport's staging buffer and RDMA-writes
@@ -1221,17 +1238,9 @@ static void test_disk_read_rdma_mode(void **state)
         rm_rf(dir);
         MC_SKIP("disk store unavailable here");
     }
-    struct mc_peer_server_config pc = {
-        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
-    struct mc_peer_server *ps = NULL;
-    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
-    assert_int_equal(mc_peer_server_start(ps), 0);
     char hep[64];
-    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc);
     struct mc_transport *tcp = NULL;
-    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    struct mc_peer_server *ps = disk_peer(tier, hep, sizeof(hep), &tcp);
 
     enum { N = 4 };
     const size_t sizes[N] = {1, 5000, 8192, 3000};
@@ -1323,17 +1332,9 @@ static void test_disk_read_rdma_mode_unsupported(void **state)
         rm_rf(dir);
         MC_SKIP("disk store unavailable here");
     }
-    struct mc_peer_server_config pc = {
-        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
-    struct mc_peer_server *ps = NULL;
-    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
-    assert_int_equal(mc_peer_server_start(ps), 0);
     char hep[64];
-    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc);
     struct mc_transport *tcp = NULL;
-    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    struct mc_peer_server *ps = disk_peer(tier, hep, sizeof(hep), &tcp);
     uint8_t buf[100];
     uint32_t rkey = 77;
     struct mc_disk_read_item it = {.key = "k", .size = 100, .version = 1, .buf = buf};
