@@ -9,9 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #include "common/rpc_client.h"
@@ -100,19 +97,6 @@ void sec_fill(uint8_t *buf, size_t len, uint32_t seed)
         x ^= x << 5;
         buf[i] = (uint8_t)x;
     }
-}
-
-int sec_free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 int sec_make_token(const char *path, const char *text, struct mc_auth_key *key)

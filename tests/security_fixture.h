@@ -1,8 +1,8 @@
 /*
  * security_fixture.h - what the process tests of README "Security" (test_security,
- * test_security_cred) share: token files made and loaded, a free loopback port, an rpc client
- * to the master with a given key, RegisterClient, the values they put and read back, and the
- * master and daemon processes started on loopback in a private directory.
+ * test_security_cred) share: token files made and loaded, an rpc client to the master with a
+ * given key, RegisterClient, the values they put and read back, and the master and daemon
+ * processes started on loopback in a private directory (free ports: cu_free_port).
  */
 #ifndef MC_TESTS_SECURITY_FIXTURE_H
 #define MC_TESTS_SECURITY_FIXTURE_H
@@ -48,8 +48,6 @@ int sec_data_client(const char *rpc, const char *tok, struct mc_client **out);
 /* len bytes of the xorshift sequence of seed into buf: a value whose bytes are checked on the
  * way back. */
 void sec_fill(uint8_t *buf, size_t len, uint32_t seed);
-/* A loopback TCP port free right now (bound then released), or -1. */
-int sec_free_port(void);
 /* Writes a token file at path (mode 600): text, or when NULL 32 random bytes as 64 hex digits
  * and a newline; loads it into key. 0, or -1. */
 int sec_make_token(const char *path, const char *text, struct mc_auth_key *key);

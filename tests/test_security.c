@@ -74,7 +74,7 @@ static int start_master(void)
 static int start_daemon(void)
 {
     char mport[64];
-    g.d_metrics = sec_free_port();
+    g.d_metrics = cu_free_port();
     snprintf(mport, sizeof(mport), "--metrics_port=%d", g.d_metrics);
     const char *flags[] = {"--segment_size=64MiB", mport, g.tok_flag, NULL};
     struct mc_proc_ready r;

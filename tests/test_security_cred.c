@@ -547,7 +547,7 @@ static int group_setup(void **state)
     snprintf(g.disk, sizeof(g.disk), "%s/disk", g.e.dir);
     if (sec_make_token(g.tok, NULL, &g.key) || sec_make_token(g.admin_tok, NULL, &g.admin))
         return -1;
-    g.rpc_port = sec_free_port();
+    g.rpc_port = cu_free_port();
     snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1:%d", g.rpc_port);
     snprintf(g.port_flag, sizeof(g.port_flag), "--rpc_port=%d", g.rpc_port);
     snprintf(g.tok_flag, sizeof(g.tok_flag), "--auth_token_file=%s", g.tok);
