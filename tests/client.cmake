@@ -2,7 +2,7 @@
 # mooncake_master, and the install + pkg-config check with examples/hello.c.
 mc_add_test(test_transport SOURCES test_transport.c LIBS mc_client_static Threads::Threads
             LABELS tsan TIMEOUT 60)
-mc_add_test(test_client SOURCES test_client.c test_client_util.c
+mc_add_test(test_client SOURCES test_client.c test_client_util.c cluster_util.c cluster_data.c
             LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 180)
 add_dependencies(test_client mooncake_master)
 # The connector batch calls (client_batch.c, client_upsert.c) against a real master.
@@ -11,6 +11,7 @@ mc_add_test(test_client_batch SOURCES test_client_batch.c test_client_util.c
 add_dependencies(test_client_batch mooncake_master)
 # The client-expiry case stops and continues a mooncake_client daemon process.
 mc_add_test(test_client_epoch SOURCES test_client_epoch.c test_client_util.c cluster_util.c
+            cluster_data.c
             LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 60)
 add_dependencies(test_client_epoch mooncake_master mc_client_daemon)
 set(MC_HELLO_CFLAGS "")

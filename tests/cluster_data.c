@@ -32,6 +32,22 @@ int cu_open_client(const struct cu_cluster *cl, uint64_t segment_size, const cha
     return mc_client_open(&cfg, out);
 }
 
+struct mc_client *cu_open_client_at(const char *addr, uint64_t seg, bool checksums)
+{
+    struct mc_client_config cfg;
+    mc_client_config_init(&cfg);
+    cfg.master_address = addr;
+    cfg.segment_size = seg;
+    cfg.checksums = checksums;
+    cfg.ping_interval_ms = 100;
+    cfg.rpc_timeout_ms = 2000;
+    struct mc_client *c = NULL;
+    int rc = mc_client_open(&cfg, &c);
+    if (rc)
+        fail_msg("mc_client_open: %s", mc_strerror(rc));
+    return c;
+}
+
 int cu_put_retry(struct mc_client *c, const char *key, const void *buf, size_t len,
                  const struct mc_replicate_config *rc, int timeout_ms)
 {

@@ -1,6 +1,7 @@
 /*
  * cluster_data.h - checked reads and retried writes of the cluster tests (test_cluster.c,
- * test_disk_tier.c, test_promotion_cluster.c): the part of their shared fixture that talks to
+ * test_disk_tier.c, test_promotion_cluster.c; their client opener also test_client.c,
+ * test_client_epoch.c and test_holder_stream.c): the part of their shared fixture that talks to
  * the store through libmooncake_client, so it lives apart from cluster_util.c, which tests
  * without the client library link too.
  *
@@ -11,6 +12,7 @@
 #ifndef MC_TESTS_CLUSTER_DATA_H
 #define MC_TESTS_CLUSTER_DATA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +27,9 @@
  * none), put_retry_window_ms (0: the library's default). Returns mc_client_open's result. */
 int cu_open_client(const struct cu_cluster *cl, uint64_t segment_size, const char *disk_path,
                    uint64_t disk_capacity, uint32_t put_retry_window_ms, struct mc_client **out);
+/* A client of the master at addr ("HOST:PORT") with seg bytes of DRAM (0: none), checksums on
+ * or off, a Ping every 100 ms and 2 s calls; fails the test when it does not open. */
+struct mc_client *cu_open_client_at(const char *addr, uint64_t seg, bool checksums);
 /* mc_put, again every 20 ms while it fails (eviction and offload make room) within
  * timeout_ms. Returns the last result. */
 int cu_put_retry(struct mc_client *c, const char *key, const void *buf, size_t len,

@@ -34,4 +34,5 @@ if(MC_SANITIZE STREQUAL "" AND TARGET mooncake_master AND TARGET mc_client_daemo
 endif()
 
 # The master's paged key listing (/get_all_keys) on the master core, fake clock.
-mc_add_test(test_admin_keys SOURCES test_admin_keys.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_admin_keys SOURCES test_admin_keys.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)

@@ -3,4 +3,5 @@ mc_add_test(test_eviction SOURCES test_eviction.c LIBS mc_master_core TIMEOUT 12
 mc_add_test(test_eviction_concurrency SOURCES test_eviction_concurrency.c LIBS mc_master_core
             Threads::Threads LABELS tsan TIMEOUT 300)
 # A large target evicted in slices, oldest first.
-mc_add_test(test_eviction_slices SOURCES test_eviction_slices.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_eviction_slices SOURCES test_eviction_slices.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)

@@ -8,6 +8,7 @@ endif()
 # Removes drop entries, --holder_stream=false streams nothing; a key removed while its holder
 # daemon is SIGSTOPped (fenced) stays removed after a master SIGKILL.
 mc_add_test(test_holder_stream SOURCES test_holder_stream.c test_client_util.c cluster_util.c
+            cluster_data.c
             LIBS mc_client_static Threads::Threads TIMEOUT 120)
 add_dependencies(test_holder_stream mooncake_master mc_client_daemon)
 # The master's side on the core (injected clock): the backlog fence, re-registration's rules.

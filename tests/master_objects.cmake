@@ -1,11 +1,13 @@
 # Master core: object table, leases, pins, groups, clients (issue 5).
-mc_add_test(test_master_objects SOURCES test_master_objects.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_master_objects SOURCES test_master_objects.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)
 mc_add_test(test_master_clients SOURCES test_master_clients.c LIBS mc_master_core TIMEOUT 60)
 mc_add_test(test_master_concurrency SOURCES test_master_concurrency.c LIBS mc_master_core
             Threads::Threads LABELS tsan TIMEOUT 120)
 # Master core: Put versions, ownership after completion, versions across restarts, deferred free
 # of force-removed objects, the reaper's idle tick.
-mc_add_test(test_master_safety SOURCES test_master_safety.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_master_safety SOURCES test_master_safety.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)
 # The master's RPC adapters in-process: what a large BatchGetReplicaList allocates (a counting
 # allocator through the linker's --wrap).
 mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS mc_master_core
@@ -21,8 +23,10 @@ foreach(t trigger holder cancel parked race candidates)
               LIBS mc_master_core Threads::Threads LABELS tsan TIMEOUT 60)
 endforeach()
 # RemoveByRegex (src/master/remove_regex.c): anchored POSIX patterns, the Remove rules per key.
-mc_add_test(test_remove_regex SOURCES test_remove_regex.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_remove_regex SOURCES test_remove_regex.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)
 # Upsert (src/master/upsert.c): reservations, the one-step swap, the old value's space vs readers.
-mc_add_test(test_upsert SOURCES test_upsert.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_upsert SOURCES test_upsert.c master_fixture.c LIBS mc_master_core TIMEOUT 60)
 # RemoveAll in bounded steps through a shard larger than one step.
-mc_add_test(test_master_remove_all SOURCES test_master_remove_all.c LIBS mc_master_core TIMEOUT 60)
+mc_add_test(test_master_remove_all SOURCES test_master_remove_all.c master_fixture.c
+            LIBS mc_master_core TIMEOUT 60)

@@ -15,40 +15,22 @@
 #include <cmocka.h>
 
 #include "master/admin_keys.h"
-#include "test_master_util.h"
+#include "master_fixture.h"
 
 #define NKEYS 300
 
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a;
-};
-
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 3);
-    f->a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
+    struct fx *f = mfx_new(3, 64 * MIB, 0);
+    if (!f)
         return -1;
+    *state = f;
     char k[32];
     for (int i = 0; i < NKEYS; i++) {
         snprintf(k, sizeof(k), "key-%04d", i);
         if (tm_put(f->m, f->a, k, 64) != MC_OK)
             return -1;
     }
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -174,10 +156,10 @@ static void test_bad_arguments(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_pages_cover_every_key_once, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_put_in_flight_not_listed, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_changes_between_pages, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pages_cover_every_key_once, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_put_in_flight_not_listed, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_changes_between_pages, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,45 @@ check "last line" [ "$(mc_metric "$tmp/m.txt" c)" = 7 ]
 check "a prefix is not the name" not mc_metric "$tmp/m.txt" a
 check "a comment is not a sample" not mc_metric "$tmp/m.txt" HELP
 
+# ---- mc_parse_opts / mc_need_bins / mc_workdir --------------------------------------------
+printf '%s\n' '#!/bin/sh' '# usage: drv [--rounds N] [--working-set B]' '#   --rounds  rounds' \
+  'body' >"$tmp/drv.sh"
+ROUNDS=3 WS=1GiB
+mc_parse_opts 3 rounds=ROUNDS working-set=WS -- --working-set 2GiB --rounds 7
+check "option set" [ "$ROUNDS" = 7 ]
+check "dashed option set" [ "$WS" = 2GiB ]
+mc_parse_opts 3 rounds=ROUNDS -- --rounds ""
+check "an empty value is a value" [ -z "$ROUNDS" ]
+opts() { (mc_parse_opts 3 rounds=ROUNDS working-set=WS -- "$@") >"$tmp/opts.out" 2>&1; }
+( opts --bogus 1 ) && st=0 || st=$?
+check "unknown option: exit 2" [ "$st" = 2 ]
+check "unknown option: said" grep -q "unknown argument: --bogus" "$tmp/opts.out"
+( opts --rounds ) && st=0 || st=$?
+check "missing value: exit 2" [ "$st" = 2 ]
+check "missing value: said" grep -q -- "--rounds needs a value" "$tmp/opts.out"
+bash -c '. "$1"; mc_parse_opts 3 rounds=R -- --help' "$tmp/drv.sh" \
+  "$here/../scripts/bench/lib.sh" >"$tmp/help.out" 2>&1 && st=0 || st=$?
+check "help: exit 0" [ "$st" = 0 ]
+check "help: the usage lines" [ "$(cat "$tmp/help.out")" = "$(sed -n 2,3p "$tmp/drv.sh")" ]
+mkdir "$tmp/bin"
+printf '#!/bin/sh\n' >"$tmp/bin/tool_a"
+printf '#!/bin/sh\n' >"$tmp/bin/tool_b"
+chmod +x "$tmp/bin/tool_a"
+check "bins there" mc_need_bins "$tmp/bin" tool_a
+( mc_need_bins "$tmp/bin" tool_a tool_b ) 2>"$tmp/need.out" && st=0 || st=$?
+check "not executable: exit 1" [ "$st" = 1 ]
+check "not executable: named" grep -q "tool_b not found in $tmp/bin" "$tmp/need.out"
+( mc_need_bins "$tmp/bin" nothing_here ) 2>/dev/null && st=0 || st=$?
+check "missing: exit 1" [ "$st" = 1 ]
+: >"$tmp/wd.out"
+(TMPDIR=$tmp; mc_workdir wd; [ -d "$TMP" ] && [ -f "$LOG" ] && echo "$TMP $LOG" >"$tmp/wd.out") || :
+check "workdir made" [ -s "$tmp/wd.out" ]
+read -r wd_tmp wd_log <"$tmp/wd.out" || :
+check "workdir under TMPDIR" [ "${wd_tmp#"$tmp"/mc_wd.}" != "$wd_tmp" ]
+check "workdir removed at exit" [ ! -e "$wd_tmp" ]
+check "its log kept" [ -f "$wd_log" ]
+rm -f "$wd_log"
+
 # ---- mc_start_ready / mc_stop_checked / mc_cleanup ------------------------------------------
 mc_start_ready "$tmp" good sh -c 'echo starting >&2; echo "READY endpoint=127.0.0.1:4242"; exec sleep 30'
 check "started" [ "$MC_READY_ENDPOINT" = 127.0.0.1:4242 ] && [ "$MC_READY" = "READY endpoint=127.0.0.1:4242" ]

@@ -37,6 +37,7 @@
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "mooncake/client.h"
+#include "cluster_data.h"
 #include "test_client_util.h"
 
 #define MiB (1u << 20)
@@ -48,22 +49,6 @@ struct fx {
     struct mc_client *c1, *c2;
 };
 
-static struct mc_client *open_client(const char *master, uint64_t seg, bool checksums)
-{
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = master;
-    cfg.segment_size = seg;
-    cfg.checksums = checksums;
-    cfg.ping_interval_ms = 100;
-    cfg.rpc_timeout_ms = 2000;
-    struct mc_client *c = NULL;
-    int rc = mc_client_open(&cfg, &c);
-    if (rc)
-        fail_msg("mc_client_open: %s", mc_strerror(rc));
-    return c;
-}
-
 static int group_setup(void **state)
 {
     struct fx *f = calloc(1, sizeof(*f));
@@ -72,10 +57,10 @@ static int group_setup(void **state)
         free(f);
         return -1;
     }
-    f->c1 = open_client(f->m.addr, 80 * MiB, true);
+    f->c1 = cu_open_client_at(f->m.addr, 80 * MiB, true);
     /* c2 holds test_sizes_round_trip's objects: 81 MiB in all, whose space a forced removal
      * of a just-read object keeps until the read lease ends (below 100 MiB: see no_space) */
-    f->c2 = open_client(f->m.addr, 96 * MiB, true);
+    f->c2 = cu_open_client_at(f->m.addr, 96 * MiB, true);
     *state = f;
     return 0;
 }
@@ -399,7 +384,7 @@ static void test_batch_one_round_trip_per_endpoint(void **state)
 {
     struct fx *f = *state;
     enum { N = 10, LEN = 20000 };
-    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, true);
+    struct mc_client *c3 = cu_open_client_at(f->m.addr, 8 * MiB, true);
     char keys[N][32];
     const char *kp[N];
     uint8_t *vals[N], *outs[N];
@@ -516,7 +501,7 @@ static void test_batch_put_no_space_one_window(void **state)
 static void test_replicas_preferred_and_loss(void **state)
 {
     struct fx *f = *state;
-    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, false);
+    struct mc_client *c3 = cu_open_client_at(f->m.addr, 8 * MiB, false);
     uint8_t v[300000], out[300000];
     tm_fill(v, sizeof(v), 5);
     put_pref(f->c1, "rep/two", v, sizeof(v), mc_client_endpoint(c3), 2);
@@ -606,7 +591,7 @@ static void test_checksum_mismatch(void **state)
     assert_int_equal(mc_get(f->c1, "crc/k", out, sizeof(out)), (int64_t)sizeof(v));
     assert_memory_equal(out, v, sizeof(v));
     /* without checksums the same corruption goes unnoticed: the check is what catches it */
-    struct mc_client *nc = open_client(f->m.addr, 0, false);
+    struct mc_client *nc = cu_open_client_at(f->m.addr, 0, false);
     mc_client_test_corrupt_reads(nc, 1);
     assert_int_equal(mc_get(nc, "crc/k", out, sizeof(out)), (int64_t)sizeof(v));
     assert_memory_not_equal(out, v, sizeof(v));
@@ -805,7 +790,7 @@ static void test_config_init_never_overruns(void **state)
 static void test_failed_write_revokes_and_read_fails_over(void **state)
 {
     struct fx *f = *state;
-    struct mc_client *c3 = open_client(f->m.addr, 8 * MiB, false);
+    struct mc_client *c3 = cu_open_client_at(f->m.addr, 8 * MiB, false);
     uint8_t v[200000], out[200000];
     tm_fill(v, sizeof(v), 31);
     /* both replicas readable first: c3's and c1's; then c3's peer server dies */
@@ -915,7 +900,7 @@ static void test_lease_expiry_mid_read(void **state)
     struct test_master m;
     const char *extra[] = {"--default_kv_lease_ttl=200", NULL};
     assert_int_equal(tm_start(&m, 0, extra), 0);
-    struct mc_client *c = open_client(m.addr, 8 * MiB, false);
+    struct mc_client *c = cu_open_client_at(m.addr, 8 * MiB, false);
     uint8_t v[10000], out[10000];
     tm_fill(v, sizeof(v), 3);
     assert_int_equal(mc_put(c, "lease/k", v, sizeof(v), NULL), 0);
@@ -942,7 +927,7 @@ static void test_master_down_and_restart(void **state)
     uint16_t port = m.port;
     char addr[64];
     snprintf(addr, sizeof(addr), "%s", m.addr);
-    struct mc_client *c = open_client(addr, 8 * MiB, false);
+    struct mc_client *c = cu_open_client_at(addr, 8 * MiB, false);
     uint8_t v[70000], out[70000];
     tm_fill(v, sizeof(v), 4);
     assert_int_equal(mc_put(c, "mr/before", v, sizeof(v), NULL), 0);

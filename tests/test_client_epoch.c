@@ -35,25 +35,11 @@
 #include "common/wire.h"
 #include "mooncake/client.h"
 #include "cluster_util.h"
+#include "cluster_data.h"
 #include "test_client_util.h"
 
 #define MiB (1u << 20)
 #define VLEN (64u * 1024u)
-
-static struct mc_client *open_client(const char *master, uint64_t seg)
-{
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = master;
-    cfg.segment_size = seg;
-    cfg.ping_interval_ms = 100;
-    cfg.rpc_timeout_ms = 2000;
-    struct mc_client *c = NULL;
-    int rc = mc_client_open(&cfg, &c);
-    if (rc)
-        fail_msg("mc_client_open: %s", mc_strerror(rc));
-    return c;
-}
 
 /* Put into the segment named endpoint (the only one in the cluster with DRAM). */
 static int put_on_ep(struct mc_client *c, const char *endpoint, const char *key, const void *v,
@@ -116,8 +102,8 @@ static void test_stale_descriptor_after_master_restart(void **state)
     const char *no_stream[] = {"--holder_stream=false", NULL};
     assert_int_equal(tm_start(&m, 0, no_stream), 0);
     uint16_t port = m.port;
-    struct mc_client *owner = open_client(m.addr, 8 * MiB); /* the only DRAM segment */
-    struct mc_client *peer = open_client(m.addr, 0);        /* reads and writes over tcp */
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true); /* the only DRAM segment */
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true); /* reads and writes over tcp */
     uint8_t *a = malloc(VLEN), *b = malloc(VLEN), *out = malloc(VLEN);
     tm_fill(a, VLEN, 1);
     tm_fill(b, VLEN, 2);
@@ -252,7 +238,8 @@ static void test_stale_descriptor_after_client_expiry(void **state)
         fail_msg("mooncake_client did not get ready: '%s'", ready.line);
     const char *endpoint = ready.endpoint;
 
-    struct mc_client *peer = open_client(m.addr, 0); /* no DRAM: reads and writes over tcp */
+    struct mc_client *peer =
+        cu_open_client_at(m.addr, 0, true); /* no DRAM: reads and writes over tcp */
     uint8_t *a = malloc(VLEN), *b = malloc(VLEN), *out = malloc(VLEN);
     tm_fill(a, VLEN, 3);
     tm_fill(b, VLEN, 4);

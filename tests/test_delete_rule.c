@@ -97,16 +97,7 @@ static void offload_all(struct fx *f)
     while ((h = pull(f)).n > 0) {
         for (size_t i = 0; i < h.n; i++) {
             assert_false(h.it[i].drop);
-            struct mc_offload_result it = {.task_id = h.it[i].task_id,
-                                           .key = h.it[i].key,
-                                           .key_len = strlen(h.it[i].key),
-                                           .size = h.it[i].size,
-                                           .version = h.it[i].version,
-                                           .crc32c = h.it[i].crc,
-                                           .crc_valid = true};
-            int rc = -1;
-            assert_int_equal(mc_master_notify_offload(f->m, f->a, &it, 1, false, &rc), MC_OK);
-            assert_int_equal(rc, MC_OK);
+            tm_notify(f->m, f->a, &h, i, 0);
         }
     }
     mc_fake_clock_advance_ms(&f->fc, 1); /* past PutEnd's zero-length lease */

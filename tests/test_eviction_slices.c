@@ -15,7 +15,7 @@
 
 #include "master/eviction.h"
 #include "master/master_internal.h"
-#include "test_master_util.h"
+#include "master_fixture.h"
 
 #define N 6000
 
@@ -27,13 +27,10 @@ static void key_of(char *buf, size_t len, int i)
 static void test_large_target_in_slices_oldest_first(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 7);
-    assert_non_null(m);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    struct fx *f = mfx_new(7, 256 * MIB, 0);
+    assert_non_null(f);
+    struct mc_master *m = f->m;
+    struct mc_id a = f->a;
     char key[32];
     for (int i = 0; i < N; i++) {
         key_of(key, sizeof(key), i);
@@ -44,9 +41,9 @@ static void test_large_target_in_slices_oldest_first(void **state)
         key_of(key, sizeof(key), i);
         struct mc_get_result g;
         assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
-        mc_fake_clock_advance_ms(&fc, 1);
+        mc_fake_clock_advance_ms(&f->fc, 1);
     }
-    mc_fake_clock_advance_ms(&fc, 3600 * 1000); /* every lease over */
+    mc_fake_clock_advance_ms(&f->fc, 3600 * 1000); /* every lease over */
     struct mc_evict_test_opts o = {.slice_objects = 700};
     mc_master_evict_set_test_opts(m, &o);
     struct mc_evict_stats st;
@@ -59,7 +56,7 @@ static void test_large_target_in_slices_oldest_first(void **state)
         assert_int_equal(mc_master_exist_key(m, key, strlen(key), &ex), MC_OK);
         assert_int_equal(ex, i >= N / 2); /* the older half went, slice after slice */
     }
-    mc_master_free(m);
+    mfx_free(f);
 }
 
 int main(void)

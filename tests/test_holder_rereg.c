@@ -76,285 +76,54 @@ static struct mc_master *new_master_with(struct mc_fake_clock *fc, uint32_t back
     return m;
 }
 
-static struct mc_master *new_master(struct mc_fake_clock *fc, uint32_t backlog)
-{
-    return new_master_with(fc, backlog, false);
-}
-
-static void test_backlog_fences(void **state)
-{
-    (void)state;
+/* A test's master and holders: a (tm_id(1), segment sa = tm_seg(1, ...)) and, in the tests of
+ * two, b (tm_id(2), sb); what each one's heartbeats brought (ca, cb). */
+struct rig {
     struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 4);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0); /* opens it */
-    assert_int_equal(c.calls, 1);
-    char key[16];
-    for (int i = 0; i < 10; i++) {
-        snprintf(key, sizeof(key), "k%d", i);
-        assert_int_equal(tm_put(m, a, key, 4096), MC_OK);
-    }
-    struct mc_holder_stream_stats st;
-    mc_holder_stream_stats(m, &st);
-    assert_int_equal(st.fenced, 1);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), MC_ERR_REPLICA_IS_GONE);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0); /* fresh again */
-    mc_master_free(m);
+    struct mc_master *m;
+    struct mc_id a, b;
+    struct mc_segment_desc sa, sb;
+    struct cap ca, cb;
+    int holders; /* 1 or 2 */
+};
+
+/* A heartbeat of each holder, its tasks into its capture. */
+static void beat(struct rig *r)
+{
+    assert_int_equal(mc_master_holder_heartbeat(r->m, r->a, 0, 0, capture, &r->ca), 0);
+    if (r->holders > 1)
+        assert_int_equal(mc_master_holder_heartbeat(r->m, r->b, 0, 0, capture, &r->cb), 0);
 }
 
-static void test_reregister_rules(void **state)
+/* The clock at 1000 s, a master (backlog, with_offload), and holders (1: a; 2: a and b) each
+ * with a segment of seg_bytes mounted and its stream opened (the first heartbeat). */
+static void rig_start(struct rig *r, uint32_t backlog, bool with_offload, uint64_t seg_bytes,
+                      int holders)
 {
-    (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    char key[16];
-    for (int i = 0; i < 8; i++) {
-        snprintf(key, sizeof(key), "k%d", i);
-        assert_int_equal(tm_put(m, a, key, 4096 * (uint64_t)(i + 1)), MC_OK);
-    }
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(c.n, 8);
-    mc_master_free(m);
-
-    /* a new incarnation (a later version base), the same segment mounted again */
-    struct timespec ts = {0, 3 * 1000000L};
-    nanosleep(&ts, NULL);
-    m = new_master(&fc, 0);
-    uint64_t epoch = 0;
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
-    int st[64];
-    /* the wrong mount epoch: refused */
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch + 1, c.items, 1, st), MC_OK);
-    assert_int_equal(st[0], MC_ERR_REPLICA_IS_GONE);
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, c.n, st), MC_OK);
-    for (size_t i = 0; i < c.n; i++)
-        assert_int_equal(st[i], MC_OK);
-    for (size_t i = 0; i < c.n; i++) {
-        struct mc_get_result g;
-        assert_int_equal(mc_master_get_replica_list(m, c.items[i].key, c.items[i].key_len, &g),
-                         MC_OK);
-        assert_int_equal(g.version, c.items[i].version);
-        assert_int_equal(g.replicas[0].u.mem.offset, c.items[i].offset);
-        assert_int_equal(g.replicas[0].u.mem.mount_epoch, epoch);
-    }
-    /* again: the same replica is confirmed; the key elsewhere (the master has it); another key on
-     * a taken range; a version of this incarnation */
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
-    assert_int_equal(st[0], MC_OK);
-    struct mc_hrereg_item bad[3] = {c.items[0], c.items[1], c.items[2]};
-    bad[0].offset = 800 * 1024;
-    bad[1].key = "other";
-    bad[1].key_len = 5;
-    bad[2].key = "newer";
-    bad[2].key_len = 5;
-    bad[2].version = m->version_base + 1;
-    bad[2].offset = 900 * 1024;
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, bad, 3, st), MC_OK);
-    assert_int_equal(st[0], MC_ERR_INVALID_VERSION);
-    assert_int_equal(st[1], MC_ERR_NO_AVAILABLE_HANDLE);
-    assert_int_equal(st[2], MC_ERR_OBJECT_NOT_FOUND);
-    /* new Puts fill the rest and never overlap a re-registered range */
-    for (int i = 0; i < 200; i++) {
-        snprintf(key, sizeof(key), "n%d", i);
-        if (tm_put(m, a, key, 4096) != MC_OK)
-            break;
-        struct mc_get_result g;
-        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
-        uint64_t off = g.replicas[0].u.mem.offset;
-        for (size_t k = 0; k < c.n; k++)
-            assert_false(off < c.items[k].offset + c.items[k].size &&
-                         c.items[k].offset < off + 4096);
-    }
-    mc_master_free(m);
+    memset(r, 0, sizeof(*r));
+    r->holders = holders;
+    mc_fake_clock_init(&r->fc, 1000ull * 1000000000ull);
+    r->m = new_master_with(&r->fc, backlog, with_offload);
+    r->a = tm_id(1);
+    r->b = tm_id(2);
+    r->sa = tm_seg(1, seg_bytes);
+    r->sb = tm_seg(2, seg_bytes);
+    assert_int_equal(mc_master_mount_segment(r->m, r->a, &r->sa, NULL), MC_OK);
+    if (holders > 1)
+        assert_int_equal(mc_master_mount_segment(r->m, r->b, &r->sb, NULL), MC_OK);
+    beat(r);
 }
 
-static void done_cb(void *arg, int rc)
+/* A Put by a of key with two replicas, one on each holder's segment. */
+static void put_twice(struct rig *r, const char *key, uint32_t crc)
 {
-    int *d = arg;
-    *d = rc == MC_OK ? 1 : -1;
-}
-
-/* The delete rule for DRAM copies (no disk tier): a Remove answers once the holder acked its
- * drop; a holder silent past holder_delete_timeout is fenced and the Remove answers. */
-static void test_remove_waits_for_holder(void **state)
-{
-    (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(tm_put(m, a, "k1", 4096), MC_OK);
-    assert_int_equal(tm_put(m, a, "k2", 4096), MC_OK);
-    int done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "k1", 2, false, done_cb, &done), MC_MASTER_PENDING);
-    assert_int_equal(done, 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_true(c.ndrops >= 1);
-    assert_int_equal(done, 0);
-    assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids, c.ndrops), 1);
-    assert_int_equal(done, 1);
-
-    /* silent holder: fenced after the timeout, then the Remove answers */
-    done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "k2", 2, false, done_cb, &done), MC_MASTER_PENDING);
-    mc_fake_clock_advance_ms(&fc, 1000);
-    mc_master_tick_eviction(m);
-    assert_int_equal(done, 0);
-    mc_fake_clock_advance_ms(&fc, 1500);
-    mc_master_tick_eviction(m);
-    assert_int_equal(done, 1);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), MC_ERR_REPLICA_IS_GONE);
-    mc_master_free(m);
-}
-
-/* A holder fenced for a drop it never acknowledged keeps its fence record (holder, version) in
- * the master's fence table (in etcd under HA). A master that knows the record (HA: loaded from
- * etcd at the take-over) refuses that holder's re-registered copies at or below the version, so
- * the removed key does not come back; without the record the same items are taken. */
-static void test_fenced_holder_reregisters_nothing_removed(void **state)
-{
-    (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(tm_put(m, a, "k1", 4096), MC_OK);
-    assert_int_equal(tm_put(m, a, "k2", 4096), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(c.n, 2); /* the holder's index: k1 and k2 */
-    uint64_t v2 = strcmp(c.items[1].key, "k2") == 0 ? c.items[1].version : c.items[0].version;
-    int done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "k2", 2, false, done_cb, &done), MC_MASTER_PENDING);
-    mc_fake_clock_advance_ms(&fc, 2500); /* the holder is silent past the timeout */
-    mc_master_tick_eviction(m);
-    assert_int_equal(done, 1);
-    struct mc_fences *f = mc_master_fences(m);
-    assert_non_null(f);
-    uint64_t fv = mc_fences_get(f, a);
-    assert_true(fv >= v2);
-    mc_master_free(m);
-
-    for (int loaded = 1; loaded >= 0; loaded--) {
-        struct timespec ts = {0, 3 * 1000000L};
-        nanosleep(&ts, NULL);
-        m = new_master(&fc, 0);
-        if (loaded)
-            assert_int_equal(mc_fences_load(mc_master_fences(m), a, fv), 0);
-        uint64_t epoch = 0;
-        assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
-        int st[64];
-        assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, c.n, st), MC_OK);
-        for (size_t i = 0; i < c.n; i++)
-            assert_int_equal(st[i], loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
-        struct mc_get_result g;
-        assert_int_equal(mc_master_get_replica_list(m, "k2", 2, &g),
-                         loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
-        mc_master_free(m);
-    }
-}
-
-/* With a disk tier configured, a Remove's tracked drop draws its id from offload's table; the
- * drops every erasure sends draw theirs from the same table. A holder acks each drop by id and an
- * ack settles the waiting delete of that id, so two drops may never share one: an ack for one
- * key's drop would complete another key's Remove before its holder dropped it. */
-static void test_drop_ids_unique_with_offload(void **state)
-{
-    (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master_with(&fc, 0, true);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    char key[16];
-    for (int i = 0; i < 8; i++) {
-        snprintf(key, sizeof(key), "u%d", i);
-        assert_int_equal(tm_put(m, a, key, 4096), MC_OK);
-    }
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    /* offload tasks handed to a disk holder draw from offload's table too: a few of them */
-    for (int i = 0; i < 8; i++)
-        (void)mc_mailboxes_reserve_id(mc_offload_mailboxes(m));
-    for (int i = 0; i < 8; i++) {
-        snprintf(key, sizeof(key), "u%d", i);
-        int done = 0;
-        assert_int_equal(mc_master_remove_wait(m, key, strlen(key), false, done_cb, &done),
-                         MC_MASTER_PENDING);
-        size_t before = c.ndrops;
-        assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-        assert_true(c.ndrops > before);
-        assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids + before, c.ndrops - before), 1);
-        assert_int_equal(done, 1);
-    }
-    for (size_t i = 0; i < c.ndrops; i++)
-        for (size_t j = i + 1; j < c.ndrops; j++)
-            if (c.drop_ids[i] == c.drop_ids[j])
-                fail_msg("drops %zu and %zu share the id %llu", i, j,
-                         (unsigned long long)c.drop_ids[i]);
-    mc_master_free(m);
-}
-
-/* After a restart, a key re-registered, then removed (answered: its holder acked), must not
- * come back when another copy of it is re-registered later (a second holder's, a late batch):
- * the removal is a tombstone of the recovery window, which DRAM re-registration honours as disk
- * re-registration does. */
-static void test_removed_key_not_recreated(void **state)
-{
-    (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master_with(&fc, 0, true);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(tm_put(m, a, "gone", 4096), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(c.n, 1);
-    mc_master_free(m);
-
-    struct timespec ts = {0, 3 * 1000000L};
-    nanosleep(&ts, NULL);
-    m = new_master_with(&fc, 0, true);
-    uint64_t epoch = 0;
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    int st[4];
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
-    assert_int_equal(st[0], MC_OK);
-    int done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "gone", 4, false, done_cb, &done), MC_MASTER_PENDING);
-    size_t before = c.ndrops;
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(mc_master_holder_ack(m, a, c.drop_ids + before, c.ndrops - before), 1);
-    assert_int_equal(done, 1);
-    /* the same copy again (its range is free again): refused, the key stays removed */
-    assert_int_equal(mc_master_holder_reregister(m, a, s1.id, epoch, c.items, 1, st), MC_OK);
-    assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
-    struct mc_get_result g;
-    assert_int_equal(mc_master_get_replica_list(m, "gone", 4, &g), MC_ERR_OBJECT_NOT_FOUND);
-    mc_master_free(m);
+    struct mc_master_replicate_config rc2;
+    mc_master_replicate_config_init(&rc2);
+    rc2.replica_num = 2;
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(r->m, r->a, key, strlen(key), 4096, &rc2, &ps), MC_OK);
+    assert_int_equal(ps.nreplicas, 2);
+    assert_int_equal(mc_master_put_end(r->m, r->a, key, strlen(key), ps.version, crc, true), MC_OK);
 }
 
 /* A new incarnation on the same fake clock (its version base above the last one's). */
@@ -364,6 +133,260 @@ static struct mc_master *restart(struct mc_master *m, struct mc_fake_clock *fc, 
     struct timespec ts = {0, 3 * 1000000L};
     nanosleep(&ts, NULL);
     return new_master_with(fc, 0, with_offload);
+}
+
+static void test_backlog_fences(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 4, false, 64 * MIB, 1);
+    assert_int_equal(rg.ca.calls, 1);
+    char key[16];
+    for (int i = 0; i < 10; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(tm_put(rg.m, rg.a, key, 4096), MC_OK);
+    }
+    struct mc_holder_stream_stats st;
+    mc_holder_stream_stats(rg.m, &st);
+    assert_int_equal(st.fenced, 1);
+    assert_int_equal(mc_master_holder_heartbeat(rg.m, rg.a, 0, 0, capture, &rg.ca),
+                     MC_ERR_REPLICA_IS_GONE);
+    beat(&rg); /* fresh again */
+    mc_master_free(rg.m);
+}
+
+static void test_reregister_rules(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 0, false, 1 * MIB, 1);
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "k%d", i);
+        assert_int_equal(tm_put(rg.m, rg.a, key, 4096 * (uint64_t)(i + 1)), MC_OK);
+    }
+    beat(&rg);
+    assert_int_equal(rg.ca.n, 8);
+
+    /* a new incarnation (a later version base), the same segment mounted again */
+    rg.m = restart(rg.m, &rg.fc, false);
+    uint64_t epoch = 0;
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &epoch), MC_OK);
+    int st[64];
+    /* the wrong mount epoch: refused */
+    assert_int_equal(
+        mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch + 1, rg.ca.items, 1, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_REPLICA_IS_GONE);
+    assert_int_equal(
+        mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, rg.ca.items, rg.ca.n, st), MC_OK);
+    for (size_t i = 0; i < rg.ca.n; i++)
+        assert_int_equal(st[i], MC_OK);
+    for (size_t i = 0; i < rg.ca.n; i++) {
+        struct mc_get_result g;
+        assert_int_equal(
+            mc_master_get_replica_list(rg.m, rg.ca.items[i].key, rg.ca.items[i].key_len, &g),
+            MC_OK);
+        assert_int_equal(g.version, rg.ca.items[i].version);
+        assert_int_equal(g.replicas[0].u.mem.offset, rg.ca.items[i].offset);
+        assert_int_equal(g.replicas[0].u.mem.mount_epoch, epoch);
+    }
+    /* again: the same replica is confirmed; the key elsewhere (the master has it); another key on
+     * a taken range; a version of this incarnation */
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, rg.ca.items, 1, st),
+                     MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    struct mc_hrereg_item bad[3] = {rg.ca.items[0], rg.ca.items[1], rg.ca.items[2]};
+    bad[0].offset = 800 * 1024;
+    bad[1].key = "other";
+    bad[1].key_len = 5;
+    bad[2].key = "newer";
+    bad[2].key_len = 5;
+    bad[2].version = rg.m->version_base + 1;
+    bad[2].offset = 900 * 1024;
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, bad, 3, st), MC_OK);
+    assert_int_equal(st[0], MC_ERR_INVALID_VERSION);
+    assert_int_equal(st[1], MC_ERR_NO_AVAILABLE_HANDLE);
+    assert_int_equal(st[2], MC_ERR_OBJECT_NOT_FOUND);
+    /* new Puts fill the rest and never overlap a re-registered range */
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof(key), "n%d", i);
+        if (tm_put(rg.m, rg.a, key, 4096) != MC_OK)
+            break;
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(rg.m, key, strlen(key), &g), MC_OK);
+        uint64_t off = g.replicas[0].u.mem.offset;
+        for (size_t k = 0; k < rg.ca.n; k++)
+            assert_false(off < rg.ca.items[k].offset + rg.ca.items[k].size &&
+                         rg.ca.items[k].offset < off + 4096);
+    }
+    mc_master_free(rg.m);
+}
+
+static void done_cb(void *arg, int rc)
+{
+    int *d = arg;
+    *d = rc == MC_OK ? 1 : -1;
+}
+
+/* A Remove of key that holder a (its heartbeats into c) acknowledges: pending until a's next
+ * heartbeat brings the drop and a acks it, then answered. */
+static void remove_acked(struct mc_master *m, struct mc_id a, struct cap *c, const char *key)
+{
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(m, key, strlen(key), false, done_cb, &done),
+                     MC_MASTER_PENDING);
+    size_t before = c->ndrops;
+    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, c), 0);
+    assert_true(c->ndrops > before);
+    assert_int_equal(mc_master_holder_ack(m, a, c->drop_ids + before, c->ndrops - before), 1);
+    assert_int_equal(done, 1);
+}
+
+/* The delete rule for DRAM copies (no disk tier): a Remove answers once the holder acked its
+ * drop; a holder silent past holder_delete_timeout is fenced and the Remove answers. */
+static void test_remove_waits_for_holder(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 0, false, 64 * MIB, 1);
+    assert_int_equal(tm_put(rg.m, rg.a, "k1", 4096), MC_OK);
+    assert_int_equal(tm_put(rg.m, rg.a, "k2", 4096), MC_OK);
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(rg.m, "k1", 2, false, done_cb, &done),
+                     MC_MASTER_PENDING);
+    assert_int_equal(done, 0);
+    beat(&rg);
+    assert_true(rg.ca.ndrops >= 1);
+    assert_int_equal(done, 0);
+    assert_int_equal(mc_master_holder_ack(rg.m, rg.a, rg.ca.drop_ids, rg.ca.ndrops), 1);
+    assert_int_equal(done, 1);
+
+    /* silent holder: fenced after the timeout, then the Remove answers */
+    done = 0;
+    assert_int_equal(mc_master_remove_wait(rg.m, "k2", 2, false, done_cb, &done),
+                     MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&rg.fc, 1000);
+    mc_master_tick_eviction(rg.m);
+    assert_int_equal(done, 0);
+    mc_fake_clock_advance_ms(&rg.fc, 1500);
+    mc_master_tick_eviction(rg.m);
+    assert_int_equal(done, 1);
+    assert_int_equal(mc_master_holder_heartbeat(rg.m, rg.a, 0, 0, capture, &rg.ca),
+                     MC_ERR_REPLICA_IS_GONE);
+    mc_master_free(rg.m);
+}
+
+/* A holder fenced for a drop it never acknowledged keeps its fence record (holder, version) in
+ * the master's fence table (in etcd under HA). A master that knows the record (HA: loaded from
+ * etcd at the take-over) refuses that holder's re-registered copies at or below the version, so
+ * the removed key does not come back; without the record the same items are taken. */
+static void test_fenced_holder_reregisters_nothing_removed(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 0, false, 64 * MIB, 1);
+    assert_int_equal(tm_put(rg.m, rg.a, "k1", 4096), MC_OK);
+    assert_int_equal(tm_put(rg.m, rg.a, "k2", 4096), MC_OK);
+    beat(&rg);
+    assert_int_equal(rg.ca.n, 2); /* the holder's index: k1 and k2 */
+    uint64_t v2 =
+        strcmp(rg.ca.items[1].key, "k2") == 0 ? rg.ca.items[1].version : rg.ca.items[0].version;
+    int done = 0;
+    assert_int_equal(mc_master_remove_wait(rg.m, "k2", 2, false, done_cb, &done),
+                     MC_MASTER_PENDING);
+    mc_fake_clock_advance_ms(&rg.fc, 2500); /* the holder is silent past the timeout */
+    mc_master_tick_eviction(rg.m);
+    assert_int_equal(done, 1);
+    struct mc_fences *f = mc_master_fences(rg.m);
+    assert_non_null(f);
+    uint64_t fv = mc_fences_get(f, rg.a);
+    assert_true(fv >= v2);
+
+    for (int loaded = 1; loaded >= 0; loaded--) {
+        rg.m = restart(rg.m, &rg.fc, false);
+        if (loaded)
+            assert_int_equal(mc_fences_load(mc_master_fences(rg.m), rg.a, fv), 0);
+        uint64_t epoch = 0;
+        assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &epoch), MC_OK);
+        int st[64];
+        assert_int_equal(
+            mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, rg.ca.items, rg.ca.n, st),
+            MC_OK);
+        for (size_t i = 0; i < rg.ca.n; i++)
+            assert_int_equal(st[i], loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(rg.m, "k2", 2, &g),
+                         loaded ? MC_ERR_OBJECT_NOT_FOUND : MC_OK);
+    }
+    mc_master_free(rg.m);
+}
+
+/* With a disk tier configured, a Remove's tracked drop draws its id from offload's table; the
+ * drops every erasure sends draw theirs from the same table. A holder acks each drop by id and an
+ * ack settles the waiting delete of that id, so two drops may never share one: an ack for one
+ * key's drop would complete another key's Remove before its holder dropped it. */
+static void test_drop_ids_unique_with_offload(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 0, true, 64 * MIB, 1);
+    char key[16];
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "u%d", i);
+        assert_int_equal(tm_put(rg.m, rg.a, key, 4096), MC_OK);
+    }
+    beat(&rg);
+    /* offload tasks handed to a disk holder draw from offload's table too: a few of them */
+    for (int i = 0; i < 8; i++)
+        (void)mc_mailboxes_reserve_id(mc_offload_mailboxes(rg.m));
+    for (int i = 0; i < 8; i++) {
+        snprintf(key, sizeof(key), "u%d", i);
+        remove_acked(rg.m, rg.a, &rg.ca, key);
+    }
+    for (size_t i = 0; i < rg.ca.ndrops; i++)
+        for (size_t j = i + 1; j < rg.ca.ndrops; j++)
+            if (rg.ca.drop_ids[i] == rg.ca.drop_ids[j])
+                fail_msg("drops %zu and %zu share the id %llu", i, j,
+                         (unsigned long long)rg.ca.drop_ids[i]);
+    mc_master_free(rg.m);
+}
+
+/* After a restart, a key re-registered, then removed (answered: its holder acked), must not
+ * come back when another copy of it is re-registered later (a second holder's, a late batch):
+ * the removal is a tombstone of the recovery window, which DRAM re-registration honours as disk
+ * re-registration does. */
+static void test_removed_key_not_recreated(void **state)
+{
+    (void)state;
+    struct rig rg;
+    rig_start(&rg, 0, true, 1 * MIB, 1);
+    assert_int_equal(tm_put(rg.m, rg.a, "gone", 4096), MC_OK);
+    beat(&rg);
+    assert_int_equal(rg.ca.n, 1);
+
+    rg.m = restart(rg.m, &rg.fc, true);
+    uint64_t epoch = 0;
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &epoch), MC_OK);
+    beat(&rg);
+    int st[4];
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, rg.ca.items, 1, st),
+                     MC_OK);
+    assert_int_equal(st[0], MC_OK);
+    remove_acked(rg.m, rg.a, &rg.ca, "gone");
+    /* the same copy again (its range is free again): refused, the key stays removed */
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, epoch, rg.ca.items, 1, st),
+                     MC_OK);
+    assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_get_result g;
+    assert_int_equal(mc_master_get_replica_list(rg.m, "gone", 4, &g), MC_ERR_OBJECT_NOT_FOUND);
+    mc_master_free(rg.m);
+}
+
+static uint64_t key_count(struct mc_master *m)
+{
+    struct mc_master_stats ms;
+    mc_master_get_stats(m, &ms);
+    return ms.key_count;
 }
 
 static size_t item_of(const struct cap *c, const char *key)
@@ -382,72 +405,45 @@ static size_t item_of(const struct cap *c, const char *key)
 static void test_dram_only_removal_is_a_tombstone(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1), b = tm_id(2);
-    struct mc_segment_desc sa = tm_seg(1, 1 * MIB), sb = tm_seg(2, 1 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sa, NULL), MC_OK);
-    assert_int_equal(mc_master_mount_segment(m, b, &sb, NULL), MC_OK);
-    struct cap ca = {0}, cb = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    struct mc_master_replicate_config rc2;
-    mc_master_replicate_config_init(&rc2);
-    rc2.replica_num = 2;
-    const char *keys[] = {"twice", "late"};
-    for (int i = 0; i < 2; i++) {
-        struct mc_put_start_result r;
-        assert_int_equal(mc_master_put_start(m, a, keys[i], strlen(keys[i]), 4096, &rc2, &r),
-                         MC_OK);
-        assert_int_equal(r.nreplicas, 2);
-        assert_int_equal(mc_master_put_end(m, a, keys[i], strlen(keys[i]), r.version, 77, true),
-                         MC_OK);
-    }
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    assert_int_equal(ca.n, 2);
-    assert_int_equal(cb.n, 2);
+    struct rig rg;
+    rig_start(&rg, 0, false, 1 * MIB, 2);
+    put_twice(&rg, "twice", 77);
+    put_twice(&rg, "late", 77);
+    beat(&rg);
+    assert_int_equal(rg.ca.n, 2);
+    assert_int_equal(rg.cb.n, 2);
 
-    m = restart(m, &fc, false);
+    rg.m = restart(rg.m, &rg.fc, false);
     uint64_t ea = 0, eb = 0;
-    assert_int_equal(mc_master_mount_segment(m, a, &sa, &ea), MC_OK);
-    assert_int_equal(mc_master_mount_segment(m, b, &sb, &eb), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &ea), MC_OK);
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.b, &rg.sb, &eb), MC_OK);
+    beat(&rg);
     int st[4];
-    assert_int_equal(mc_master_holder_reregister(m, a, sa.id, ea, ca.items, ca.n, st), MC_OK);
+    assert_int_equal(
+        mc_master_holder_reregister(rg.m, rg.a, rg.sa.id, ea, rg.ca.items, rg.ca.n, st), MC_OK);
     assert_int_equal(st[0], MC_OK);
     assert_int_equal(st[1], MC_OK);
-    int done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "twice", 5, false, done_cb, &done),
-                     MC_MASTER_PENDING);
-    size_t before = ca.ndrops;
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids + before, ca.ndrops - before), 1);
-    assert_int_equal(done, 1);
+    remove_acked(rg.m, rg.a, &rg.ca, "twice");
     /* b's copy of the removed key comes later: refused; its copy of the other key is fine */
-    size_t tw = item_of(&cb, "twice"), lt = item_of(&cb, "late");
-    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[tw], 1, st), MC_OK);
+    size_t tw = item_of(&rg.cb, "twice"), lt = item_of(&rg.cb, "late");
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.b, rg.sb.id, eb, &rg.cb.items[tw], 1, st),
+                     MC_OK);
     assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
     struct mc_get_result g;
-    assert_int_equal(mc_master_get_replica_list(m, "twice", 5, &g), MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[lt], 1, st), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "twice", 5, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.b, rg.sb.id, eb, &rg.cb.items[lt], 1, st),
+                     MC_OK);
     assert_int_equal(st[0], MC_ERR_INVALID_VERSION); /* a's copy has the key */
 
     /* past --disk_recovery_window_sec (60 s) nothing absent is recreated: "late" removed
      * after the window, then b's copy listed again */
-    mc_fake_clock_advance_ms(&fc, 61000);
-    mc_master_tick_eviction(m);
-    done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "late", 4, false, done_cb, &done), MC_MASTER_PENDING);
-    before = ca.ndrops;
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids + before, ca.ndrops - before), 1);
-    assert_int_equal(done, 1);
-    assert_int_equal(mc_master_holder_reregister(m, b, sb.id, eb, &cb.items[lt], 1, st), MC_OK);
+    mc_fake_clock_advance_ms(&rg.fc, 61000);
+    mc_master_tick_eviction(rg.m);
+    remove_acked(rg.m, rg.a, &rg.ca, "late");
+    assert_int_equal(mc_master_holder_reregister(rg.m, rg.b, rg.sb.id, eb, &rg.cb.items[lt], 1, st),
+                     MC_OK);
     assert_int_equal(st[0], MC_ERR_OBJECT_NOT_FOUND);
-    mc_master_free(m);
+    mc_master_free(rg.m);
 }
 
 /* A Remove sends each holder of a MEMORY replica exactly one drop: the tracked one it waits for
@@ -456,43 +452,26 @@ static void test_dram_only_removal_is_a_tombstone(void **state)
 static void test_remove_sends_one_drop(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1), b = tm_id(2);
-    struct mc_segment_desc sa = tm_seg(1, 1 * MIB), sb = tm_seg(2, 1 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sa, NULL), MC_OK);
-    assert_int_equal(mc_master_mount_segment(m, b, &sb, NULL), MC_OK);
-    struct cap ca = {0}, cb = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    struct mc_master_replicate_config rc2;
-    mc_master_replicate_config_init(&rc2);
-    rc2.replica_num = 2;
-    struct mc_put_start_result r;
-    assert_int_equal(mc_master_put_start(m, a, "k", 1, 4096, &rc2, &r), MC_OK);
-    assert_int_equal(r.nreplicas, 2);
-    assert_int_equal(mc_master_put_end(m, a, "k", 1, r.version, 5, true), MC_OK);
-    assert_int_equal(tm_put(m, a, "single", 4096), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    assert_int_equal(ca.drop_items + cb.drop_items, 0);
+    struct rig rg;
+    rig_start(&rg, 0, false, 1 * MIB, 2);
+    put_twice(&rg, "k", 5);
+    assert_int_equal(tm_put(rg.m, rg.a, "single", 4096), MC_OK);
+    beat(&rg);
+    assert_int_equal(rg.ca.drop_items + rg.cb.drop_items, 0);
     int done = 0;
-    assert_int_equal(mc_master_remove_wait(m, "k", 1, false, done_cb, &done), MC_MASTER_PENDING);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    assert_int_equal(ca.drop_items, 1);
-    assert_int_equal(cb.drop_items, 1);
-    assert_int_equal(mc_master_holder_ack(m, a, ca.drop_ids, ca.ndrops), 1);
+    assert_int_equal(mc_master_remove_wait(rg.m, "k", 1, false, done_cb, &done), MC_MASTER_PENDING);
+    beat(&rg);
+    assert_int_equal(rg.ca.drop_items, 1);
+    assert_int_equal(rg.cb.drop_items, 1);
+    assert_int_equal(mc_master_holder_ack(rg.m, rg.a, rg.ca.drop_ids, rg.ca.ndrops), 1);
     assert_int_equal(done, 0);
-    assert_int_equal(mc_master_holder_ack(m, b, cb.drop_ids, cb.ndrops), 1);
+    assert_int_equal(mc_master_holder_ack(rg.m, rg.b, rg.cb.drop_ids, rg.cb.ndrops), 1);
     assert_int_equal(done, 1);
     /* a Remove nobody waits for: its erasure sends the one untracked drop */
-    assert_int_equal(mc_master_remove(m, "single", 6, false), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &ca), 0);
-    assert_int_equal(mc_master_holder_heartbeat(m, b, 0, 0, capture, &cb), 0);
-    assert_int_equal(ca.drop_items + cb.drop_items, 3); /* on whichever segment it landed */
-    mc_master_free(m);
+    assert_int_equal(mc_master_remove(rg.m, "single", 6, false), MC_OK);
+    beat(&rg);
+    assert_int_equal(rg.ca.drop_items + rg.cb.drop_items, 3); /* on whichever segment it landed */
+    mc_master_free(rg.m);
 }
 
 /* A holder's complete listing is authoritative for its segment's mount: a second listing of
@@ -502,76 +481,72 @@ static void test_remove_sends_one_drop(void **state)
 static void test_listing_is_authoritative(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = new_master(&fc, 0);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 1 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
-    struct cap c = {0};
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    struct rig rg;
+    rig_start(&rg, 0, false, 1 * MIB, 1);
     const char *keys[] = {"l0", "l1", "l2", "l3"};
     for (int i = 0; i < 4; i++)
-        assert_int_equal(tm_put(m, a, keys[i], 8192), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
-    assert_int_equal(c.n, 4);
+        assert_int_equal(tm_put(rg.m, rg.a, keys[i], 8192), MC_OK);
+    beat(&rg);
+    assert_int_equal(rg.ca.n, 4);
 
-    m = restart(m, &fc, false);
+    rg.m = restart(rg.m, &rg.fc, false);
     uint64_t epoch = 0;
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, &epoch), MC_OK);
-    assert_int_equal(mc_master_holder_heartbeat(m, a, 0, 0, capture, &c), 0);
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &epoch), MC_OK);
+    beat(&rg);
     struct mc_hrereg_batch bt = {
-        .client = a, .segment = s1.id, .mount_epoch = epoch, .listing = 1, .complete = true};
+        .client = rg.a, .segment = rg.sa.id, .mount_epoch = epoch, .listing = 1, .complete = true};
     int st[8];
-    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, c.items, 4, st), MC_OK);
+    assert_int_equal(mc_master_holder_reregister_batch(rg.m, &bt, rg.ca.items, 4, st), MC_OK);
     for (int i = 0; i < 4; i++)
         assert_int_equal(st[i], MC_OK);
-    assert_int_equal(tm_put(m, a, "fresh", 4096), MC_OK); /* a Put of this incarnation */
+    assert_int_equal(tm_put(rg.m, rg.a, "fresh", 4096), MC_OK); /* a Put of this incarnation */
 
     /* the same mount listed again (a repeated ReMount answers the same epoch), l2 left out */
     uint64_t again = 0;
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, &again), MC_OK);
+    assert_int_equal(mc_master_mount_segment(rg.m, rg.a, &rg.sa, &again), MC_OK);
     assert_int_equal(again, epoch);
-    size_t l2 = item_of(&c, "l2");
+    size_t l2 = item_of(&rg.ca, "l2");
     struct mc_hrereg_item second[3];
     size_t n2 = 0;
     for (size_t i = 0; i < 4; i++)
         if (i != l2)
-            second[n2++] = c.items[i];
+            second[n2++] = rg.ca.items[i];
     bt.listing = 2;
     bt.complete = false; /* not the end yet: nothing dropped */
-    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, second, 2, st), MC_OK);
+    assert_int_equal(mc_master_holder_reregister_batch(rg.m, &bt, second, 2, st), MC_OK);
     assert_int_equal(st[0], MC_OK); /* confirmed, not refused as a key the master has */
     assert_int_equal(st[1], MC_OK);
     struct mc_get_result g;
-    assert_int_equal(mc_master_get_replica_list(m, "l2", 2, &g), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "l2", 2, &g), MC_OK);
     bt.complete = true;
-    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, second + 2, 1, st), MC_OK);
+    assert_int_equal(mc_master_holder_reregister_batch(rg.m, &bt, second + 2, 1, st), MC_OK);
     assert_int_equal(st[0], MC_OK);
-    assert_int_equal(mc_master_get_replica_list(m, "l2", 2, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "l2", 2, &g), MC_ERR_OBJECT_NOT_FOUND);
+    assert_int_equal(key_count(rg.m), 4); /* l2 erased with its one copy */
     for (size_t i = 0; i < 3; i++) {
-        assert_int_equal(mc_master_get_replica_list(m, second[i].key, second[i].key_len, &g),
+        assert_int_equal(mc_master_get_replica_list(rg.m, second[i].key, second[i].key_len, &g),
                          MC_OK);
         assert_int_equal(g.replicas[0].u.mem.offset, second[i].offset);
     }
-    assert_int_equal(mc_master_get_replica_list(m, "fresh", 5, &g), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "fresh", 5, &g), MC_OK);
     struct mc_holder_stream_stats hs;
-    mc_holder_stream_stats(m, &hs);
+    mc_holder_stream_stats(rg.m, &hs);
     assert_int_equal(hs.unlisted, 1);
     /* l2's range is free again: another old copy may claim exactly it */
-    struct mc_hrereg_item other = c.items[l2];
+    struct mc_hrereg_item other = rg.ca.items[l2];
     other.key = "other";
     other.key_len = 5;
     bt.listing = 3;
-    assert_int_equal(mc_master_holder_reregister_batch(m, &bt, &other, 1, st), MC_OK);
+    assert_int_equal(mc_master_holder_reregister_batch(rg.m, &bt, &other, 1, st), MC_OK);
     assert_int_equal(st[0], MC_OK);
     /* that listing named only "other": the three confirmed by listing 2 go, "fresh" stays */
     for (size_t i = 0; i < 3; i++)
-        assert_int_equal(mc_master_get_replica_list(m, second[i].key, second[i].key_len, &g),
+        assert_int_equal(mc_master_get_replica_list(rg.m, second[i].key, second[i].key_len, &g),
                          MC_ERR_OBJECT_NOT_FOUND);
-    assert_int_equal(mc_master_get_replica_list(m, "fresh", 5, &g), MC_OK);
-    assert_int_equal(mc_master_get_replica_list(m, "other", 5, &g), MC_OK);
-    mc_master_free(m);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "fresh", 5, &g), MC_OK);
+    assert_int_equal(mc_master_get_replica_list(rg.m, "other", 5, &g), MC_OK);
+    assert_int_equal(key_count(rg.m), 2);
+    mc_master_free(rg.m);
 }
 
 int main(void)

@@ -26,27 +26,13 @@
 #include "cluster_util.h"
 #include "common/clock.h"
 #include "mooncake/client.h"
+#include "cluster_data.h"
 #include "test_client_util.h"
 
 #define MiB (1u << 20)
 #define VLEN 4096u
 #define NKEYS 64
 #define NREMOVED 8
-
-static struct mc_client *open_client(const char *master, uint64_t seg)
-{
-    struct mc_client_config cfg;
-    mc_client_config_init(&cfg);
-    cfg.master_address = master;
-    cfg.segment_size = seg;
-    cfg.ping_interval_ms = 100;
-    cfg.rpc_timeout_ms = 2000;
-    struct mc_client *c = NULL;
-    int rc = mc_client_open(&cfg, &c);
-    if (rc)
-        fail_msg("mc_client_open: %s", mc_strerror(rc));
-    return c;
-}
 
 static int put_on(struct mc_client *c, struct mc_client *owner, const char *key, const void *v,
                   size_t n)
@@ -94,8 +80,8 @@ static void test_index_follows_commits(void **state)
     (void)state;
     struct test_master m;
     assert_int_equal(tm_start(&m, 0, NULL), 0);
-    struct mc_client *owner = open_client(m.addr, 8 * MiB); /* the only DRAM segment */
-    struct mc_client *peer = open_client(m.addr, 0);        /* writes over tcp */
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true); /* the only DRAM segment */
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true);        /* writes over tcp */
     assert_non_null(owner->hidx);
     assert_null(peer->hidx);
     uint8_t v[VLEN];
@@ -192,8 +178,8 @@ static void test_master_restart_keeps_dram(void **state)
     struct test_master m;
     assert_int_equal(tm_start(&m, 0, NULL), 0);
     uint16_t port = m.port;
-    struct mc_client *owner = open_client(m.addr, 8 * MiB);
-    struct mc_client *peer = open_client(m.addr, 0);
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true);
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true);
     uint8_t v[VLEN];
     char key[32];
     for (int i = 0; i < NKEYS; i++) {
@@ -257,8 +243,8 @@ static void test_rereg_races_puts(void **state)
     struct test_master m;
     assert_int_equal(tm_start(&m, 0, NULL), 0);
     uint16_t port = m.port;
-    struct mc_client *owner = open_client(m.addr, 8 * MiB);
-    struct mc_client *peer = open_client(m.addr, 0);
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true);
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true);
     uint8_t *v = malloc(MAXLEN), *out = malloc(MAXLEN);
     char key[32];
     for (int i = 0; i < N; i++) {
@@ -322,9 +308,9 @@ static void test_holder_killed_with_master(void **state)
     struct test_master m;
     assert_int_equal(tm_start(&m, 0, NULL), 0);
     uint16_t port = m.port;
-    struct mc_client *live = open_client(m.addr, 8 * MiB);
-    struct mc_client *dies = open_client(m.addr, 8 * MiB);
-    struct mc_client *peer = open_client(m.addr, 0);
+    struct mc_client *live = cu_open_client_at(m.addr, 8 * MiB, true);
+    struct mc_client *dies = cu_open_client_at(m.addr, 8 * MiB, true);
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true);
     uint8_t v[VLEN];
     char key[32];
     for (int i = 0; i < NKEYS; i++) {
@@ -371,7 +357,7 @@ static void test_stream_off(void **state)
     struct test_master m;
     const char *extra[] = {"--holder_stream=false", NULL};
     assert_int_equal(tm_start(&m, 0, extra), 0);
-    struct mc_client *owner = open_client(m.addr, 8 * MiB);
+    struct mc_client *owner = cu_open_client_at(m.addr, 8 * MiB, true);
     uint8_t v[VLEN], out[VLEN];
     tm_fill(v, VLEN, 7);
     assert_int_equal(put_on(owner, owner, "off/1", v, VLEN), 0);
@@ -475,7 +461,7 @@ static void test_removed_while_holder_stopped(void **state)
     char flog[256], llog[256], fep[300], lep[300];
     start_holder(dir, "fenced", m.addr, &fen, flog, sizeof(flog), fep, sizeof(fep));
     start_holder(dir, "live", m.addr, &live, llog, sizeof(llog), lep, sizeof(lep));
-    struct mc_client *peer = open_client(m.addr, 0);
+    struct mc_client *peer = cu_open_client_at(m.addr, 0, true);
     uint8_t v[VLEN], out[VLEN];
     char key[32];
     for (int i = 0; i < FKEYS; i++) {

@@ -22,35 +22,12 @@
 #include "master/objects.h"
 #include "master/objslab.h"
 #include "master/shard.h"
-#include "test_master_util.h"
-
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a, b;
-};
+#include "master_fixture.h"
 
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 7);
-    f->a = tm_id(1);
-    f->b = tm_id(2);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB), s2 = tm_seg(2, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK ||
-        mc_master_mount_segment(f->m, f->b, &s2, NULL) != MC_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
-    return 0;
+    *state = mfx_new(7, 64 * MIB, 64 * MIB);
+    return *state ? 0 : -1;
 }
 
 static void test_config_errors(void **state)
@@ -1052,21 +1029,21 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_errors),
-        cmocka_unit_test_setup_teardown(test_put_get_roundtrip, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_error_codes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_lease_blocks_remove, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_stale_put_takeover, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pins, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_versions_and_epoch, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_groups, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_record_sizes, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batches, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_unmount_drops_objects, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shard_churn, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_shard_bulk_unlink, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_metrics_series_move, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_object_records, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_get_roundtrip, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_error_codes, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_lease_blocks_remove, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_stale_put_takeover, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_pins, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_versions_and_epoch, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_groups, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_record_sizes, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_batches, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_unmount_drops_objects, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_query_no_side_effects, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_shard_churn, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_shard_bulk_unlink, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_metrics_series_move, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_object_records, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

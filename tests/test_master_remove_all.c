@@ -22,7 +22,7 @@
 #include "master/objslab.h"
 #include "master/segments.h"
 #include "master/shard.h"
-#include "test_master_util.h"
+#include "master_fixture.h"
 
 #define SHARD 5u
 #define NKEYS 10000 /* > 2 steps of 4096 */
@@ -31,13 +31,10 @@
 static void test_remove_all_steps_through_a_large_shard(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 7);
-    assert_non_null(m);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc sd = tm_seg(1, 512 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    struct fx *f = mfx_new(7, 512 * MIB, 0);
+    assert_non_null(f);
+    struct mc_master *m = f->m;
+    struct mc_id a = f->a;
     char(*keys)[KEYLEN] = calloc(NKEYS, KEYLEN);
     assert_non_null(keys);
     int n = 0;
@@ -71,14 +68,14 @@ static void test_remove_all_steps_through_a_large_shard(void **state)
     struct mc_master_stats st;
     mc_master_get_stats(m, &st);
     assert_int_equal(st.key_count, (uint64_t)leased);
-    mc_fake_clock_advance_ms(&fc, 60 * 1000);
+    mc_fake_clock_advance_ms(&f->fc, 60 * 1000);
     assert_int_equal(mc_master_remove_all(m, false, &removed), MC_OK);
     assert_int_equal(removed, (uint64_t)leased);
     mc_master_get_stats(m, &st);
     assert_int_equal(st.key_count, 0);
     assert_int_equal(st.allocated_bytes, 0);
     free(keys);
-    mc_master_free(m);
+    mfx_free(f);
 }
 
 /* A RemoveAll of a whole table gives its memory back: the segment's allocator starts afresh (its
@@ -113,13 +110,10 @@ static void put_range(struct mc_master *m, struct mc_id a, const char *prefix, i
 static void test_remove_all_returns_memory(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 7);
-    assert_non_null(m);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc sd = tm_seg(1, 512 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    struct fx *f = mfx_new(7, 512 * MIB, 0);
+    assert_non_null(f);
+    struct mc_master *m = f->m;
+    struct mc_id a = f->a;
     put_range(m, a, "big", NBIG);
     char k0[128];
     key_of(k0, sizeof(k0), "big", 0);
@@ -146,7 +140,7 @@ static void test_remove_all_returns_memory(void **state)
     assert_true(ps.carved < before.carved + 50);
     assert_int_equal(mc_master_remove_all(m, true, &removed), MC_OK);
     assert_int_equal(removed, NBIG);
-    mc_master_free(m);
+    mfx_free(f);
 }
 
 /* The buffers RemoveAll holds back and releases per segment in handle order are exactly the
@@ -162,13 +156,11 @@ static void test_remove_all_keeps_leased_buffers(void **state)
 {
     (void)state;
     enum { N = 20000, SEGBYTES = N * 64 }; /* each segment holds N 64-byte values */
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 7);
-    assert_non_null(m);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, SEGBYTES), s2 = tm_seg(2, SEGBYTES);
-    assert_int_equal(mc_master_mount_segment(m, a, &s1, NULL), MC_OK);
+    struct fx *f = mfx_new(7, SEGBYTES, 0);
+    assert_non_null(f);
+    struct mc_master *m = f->m;
+    struct mc_id a = f->a;
+    struct mc_segment_desc s2 = tm_seg(2, SEGBYTES);
     assert_int_equal(mc_master_mount_segment(m, a, &s2, NULL), MC_OK);
     put_range(m, a, "k", N);
     /* every seventh key leased: its buffer stays */
@@ -209,7 +201,7 @@ static void test_remove_all_keeps_leased_buffers(void **state)
         assert_true(ex);
     }
     free(kept);
-    mc_master_free(m);
+    mfx_free(f);
 }
 
 /* Outside RemoveAll the pool keeps at most POOL_KEEP (8192) free slabs with their pages, plus
@@ -219,13 +211,10 @@ static void test_removes_trim_the_slab_pool(void **state)
 {
     (void)state;
     enum { N = 200000 };
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 7);
-    assert_non_null(m);
-    struct mc_id a = tm_id(1);
-    struct mc_segment_desc sd = tm_seg(1, 512 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    struct fx *f = mfx_new(7, 512 * MIB, 0);
+    assert_non_null(f);
+    struct mc_master *m = f->m;
+    struct mc_id a = f->a;
     struct mc_objslab_pool_stats before, after;
     mc_objslab_pool_stats(&before);
     char k[448];
@@ -240,7 +229,7 @@ static void test_removes_trim_the_slab_pool(void **state)
     mc_objslab_pool_stats(&after);
     assert_true(after.warm <= 8192 + 512);
     assert_true(after.cold >= before.cold + 1000);
-    mc_master_free(m);
+    mfx_free(f);
 }
 
 int main(void)

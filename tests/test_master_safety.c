@@ -16,34 +16,12 @@
 #include <cmocka.h>
 
 #include "master/master_internal.h"
-#include "test_master_util.h"
-
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a, b;
-};
+#include "master_fixture.h"
 
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 7);
-    f->a = tm_id(1);
-    f->b = tm_id(2);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
-    return 0;
+    *state = mfx_new(7, 64 * MIB, 0);
+    return *state ? 0 : -1;
 }
 
 static bool complete(struct fx *f, const char *k, uint64_t *version)
@@ -348,14 +326,14 @@ static void test_versions_increase_across_restarts(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_late_put_end_same_owner, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_late_put_end_two_owners, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_versions, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_put_end_non_owner_on_complete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_late_put_end_same_owner, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_late_put_end_two_owners, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_versions, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_put_end_non_owner_on_complete, setup, mfx_teardown),
         cmocka_unit_test(test_versions_increase_across_restarts),
-        cmocka_unit_test_setup_teardown(test_forced_remove_defers_free, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_forced_remove_unleased_frees_now, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reaper_idle_locks_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_forced_remove_defers_free, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_forced_remove_unleased_frees_now, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_reaper_idle_locks_nothing, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

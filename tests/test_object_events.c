@@ -22,7 +22,7 @@
 #include "master/objects.h"
 #include "master/shard.h"
 #include "mooncake/errors.h"
-#include "test_master_util.h"
+#include "master_fixture.h"
 
 /* ---- the table mc_master_new registers ------------------------------------------------------ */
 
@@ -241,35 +241,17 @@ static const struct mc_obj_subscriber recorder = {
     .unlocked = r_unlocked,
 };
 
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a;
-};
-
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 7);
-    f->a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
+    struct fx *f = mfx_new(7, 64 * MIB, 0);
+    if (!f)
         return -1;
+    *state = f;
     /* a test registers after mc_master_new, single-threaded, as mc_master_new itself does */
     if (mc_obj_events_register(f->m, &recorder) != 0)
         return -1;
     memset(&R, 0, sizeof(R));
     R.lock_ok = true;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
     return 0;
 }
 
@@ -404,10 +386,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_per_config),
-        cmocka_unit_test_setup_teardown(test_put_read_remove, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_eviction_events, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_client_expiry_events, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_table_full, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_put_read_remove, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_eviction_events, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_client_expiry_events, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_table_full, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

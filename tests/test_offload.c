@@ -1088,6 +1088,9 @@ static void test_evict_disk_replica(void **state)
     assert_int_equal(rcs[2], MC_ERR_OBJECT_NOT_FOUND);
     query(f, "e1", MC_ERR_OBJECT_NOT_FOUND);
     query(f, "e2", MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_master_stats ms;
+    mc_master_get_stats(f->m, &ms);
+    assert_int_equal(ms.key_count, 0); /* erased with their last copy (e0 went with the eviction) */
     struct mc_offload_stats st = ostats(f);
     assert_int_equal(st.disk_replicas, 0);
     assert_int_equal(st.deletes_queued, 0);

@@ -342,6 +342,9 @@ static void test_listing_drops_unlisted_holder_restart(void **state)
     assert_int_equal(ostats(f).unlisted_dropped, 0);
     assert_int_equal(complete_listing(f, f->h1), MC_OK);
     query(f, "q", MC_ERR_OBJECT_NOT_FOUND);
+    struct mc_master_stats ms;
+    mc_master_get_stats(f->m, &ms);
+    assert_int_equal(ms.key_count, 2); /* q and r erased with their last copy: p and s are left */
     kp = query(f, "p", MC_OK);
     assert_int_equal(kp.nreplicas, 1);
     assert_true(has_disk_of(&kp, f->h1));
@@ -488,15 +491,7 @@ static void full_disk_backs_off(enum mode mode)
             if (h.it[i].drop)
                 continue;
             tasks++;
-            struct mc_offload_result it = {.task_id = h.it[i].task_id,
-                                           .key = h.it[i].key,
-                                           .key_len = strlen(h.it[i].key),
-                                           .status = MC_ERR_UNABLE_OFFLOAD,
-                                           .size = h.it[i].size,
-                                           .version = h.it[i].version};
-            int rc;
-            assert_int_equal(mc_master_notify_offload(f->m, f->h1, &it, 1, false, &rc), MC_OK);
-            assert_int_equal(rc, MC_OK);
+            tm_notify(f->m, f->h1, &h, i, MC_ERR_UNABLE_OFFLOAD);
         }
     }
     struct mc_offload_stats st = ostats(f);
@@ -552,17 +547,7 @@ static void put_answer(struct fx *f, int *seq, int status, size_t want_tasks)
     assert_int_equal(h.n, want_tasks);
     if (!h.n)
         return;
-    struct mc_offload_result it = {.task_id = h.it[0].task_id,
-                                   .key = h.it[0].key,
-                                   .key_len = strlen(h.it[0].key),
-                                   .status = status,
-                                   .size = h.it[0].size,
-                                   .version = h.it[0].version,
-                                   .crc32c = h.it[0].crc,
-                                   .crc_valid = status == 0};
-    int rc;
-    assert_int_equal(mc_master_notify_offload(f->m, f->h1, &it, 1, false, &rc), MC_OK);
-    assert_int_equal(rc, MC_OK);
+    tm_notify(f->m, f->h1, &h, 0, status);
 }
 
 /* Offload at PutEnd: a holder that NACKs with UNABLE_OFFLOAD gets no task for 500 ms, then 1 s

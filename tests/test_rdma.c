@@ -441,39 +441,39 @@ static void test_out_of_order_completions(void **state)
     free(dst);
 }
 
+/* Writes n bytes of pattern seed at the remote's start, which must arrive as they are; the
+ * transport's stats afterwards. */
+static struct mc_rdma_transport_stats write_ok(struct fx *x, size_t n, uint32_t seed)
+{
+    uint8_t *src = malloc(n);
+    assert_non_null(src);
+    fill(src, n, seed);
+    struct mc_xfer_loc l = at(x, 0);
+    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
+    assert_memory_equal(x->remote, src, n);
+    free(src);
+    struct mc_rdma_transport_stats st;
+    mc_transport_rdma_get_stats(x->t, &st);
+    return st;
+}
+
 static void test_cq_event_with_nothing_to_poll(void **state)
 {
     struct fx *x = *state;
     x->f.spurious = 2;
-    size_t n = 6 * 4096;
-    uint8_t *src = malloc(n);
-    fill(src, n, 7);
-    struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
-    assert_memory_equal(x->remote, src, n);
-    struct mc_rdma_transport_stats st;
-    mc_transport_rdma_get_stats(x->t, &st);
+    struct mc_rdma_transport_stats st = write_ok(x, 6 * 4096, 7);
     assert_int_equal(st.empty_events, 2);
     assert_int_equal(x->f.spurious, 0);
     assert_int_equal(st.teardowns, 0);
-    free(src);
 }
 
 static void test_stray_completion_ignored(void **state)
 {
     struct fx *x = *state;
     x->f.stray = 1;
-    size_t n = 2 * 4096;
-    uint8_t *src = malloc(n);
-    fill(src, n, 11);
-    struct mc_xfer_loc l = at(x, 0);
-    assert_int_equal(mc_transport_write(x->t, &l, src, n), 0);
-    assert_memory_equal(x->remote, src, n);
-    struct mc_rdma_transport_stats st;
-    mc_transport_rdma_get_stats(x->t, &st);
+    struct mc_rdma_transport_stats st = write_ok(x, 2 * 4096, 11);
     assert_int_equal(st.stray, 1);
     assert_int_equal(st.completed, 2);
-    free(src);
 }
 
 static void test_dead_device_times_out(void **state)
@@ -1192,6 +1192,23 @@ static void test_disk_store_served_over_rdma(void **state)
     rm_rf(dir);
 }
 
+/* A peer server on 127.0.0.1 that serves tier's disk reads (its endpoint into ep) and a TCP
+ * transport to call it with (*tcp). */
+static struct mc_peer_server *disk_peer(struct mc_disk_tier *tier, char *ep, size_t cap,
+                                        struct mc_transport **tcp)
+{
+    struct mc_peer_server_config pc = {
+        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
+    struct mc_peer_server *ps = NULL;
+    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
+    assert_int_equal(mc_peer_server_start(ps), 0);
+    snprintf(ep, cap, "127.0.0.1:%u", mc_peer_server_port(ps));
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    assert_int_equal(mc_transport_tcp_new(&tc, tcp), 0);
+    return ps;
+}
+
 /* A LOCAL_DISK read in RDMA mode end to end, short of the client: the reader (tcp transport and
  * rdma transport R, listening at RDR) sends PeerDiskRead to the holder's peer server; the
  * holder's disk tier reads its store into its rdma transport's staging buffer and RDMA-writes
@@ -1221,17 +1238,9 @@ static void test_disk_read_rdma_mode(void **state)
         rm_rf(dir);
         MC_SKIP("disk store unavailable here");
     }
-    struct mc_peer_server_config pc = {
-        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
-    struct mc_peer_server *ps = NULL;
-    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
-    assert_int_equal(mc_peer_server_start(ps), 0);
     char hep[64];
-    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc);
     struct mc_transport *tcp = NULL;
-    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    struct mc_peer_server *ps = disk_peer(tier, hep, sizeof(hep), &tcp);
 
     enum { N = 4 };
     const size_t sizes[N] = {1, 5000, 8192, 3000};
@@ -1323,17 +1332,9 @@ static void test_disk_read_rdma_mode_unsupported(void **state)
         rm_rf(dir);
         MC_SKIP("disk store unavailable here");
     }
-    struct mc_peer_server_config pc = {
-        .bind_addr = "127.0.0.1", .on_disk_read = mc_disk_tier_on_peer_read, .disk_arg = tier};
-    struct mc_peer_server *ps = NULL;
-    assert_int_equal(mc_peer_server_new(&pc, &ps), 0);
-    assert_int_equal(mc_peer_server_start(ps), 0);
     char hep[64];
-    snprintf(hep, sizeof(hep), "127.0.0.1:%u", mc_peer_server_port(ps));
-    struct mc_tcp_transport_config tc;
-    mc_tcp_transport_config_init(&tc);
     struct mc_transport *tcp = NULL;
-    assert_int_equal(mc_transport_tcp_new(&tc, &tcp), 0);
+    struct mc_peer_server *ps = disk_peer(tier, hep, sizeof(hep), &tcp);
     uint8_t buf[100];
     uint32_t rkey = 77;
     struct mc_disk_read_item it = {.key = "k", .size = 100, .version = 1, .buf = buf};

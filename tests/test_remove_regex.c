@@ -15,33 +15,12 @@
 #include <cmocka.h>
 
 #include "master/remove_regex.h"
-#include "test_master_util.h"
-
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a;
-};
+#include "master_fixture.h"
 
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 3);
-    f->a = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
-    return 0;
+    *state = mfx_new(3, 64 * MIB, 0);
+    return *state ? 0 : -1;
 }
 
 static bool exists(struct fx *f, const char *k)
@@ -133,9 +112,9 @@ static void test_bad_patterns(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_anchored_match, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_remove_rules, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_bad_patterns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_anchored_match, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_remove_rules, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_patterns, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,13 +47,11 @@
 #include "proto/master.pb-c.h"
 #include "security_fixture.h"
 
-#define START_MS 20000
 #define CLI_MS 30000
 #define VALUE_LEN (256u << 10)
 
 static struct {
-    char dir[64];
-    char master_bin[600], daemon_bin[600], cli_bin[600];
+    struct sec_env e;
     char tok[128], bad_tok[128];
     char tok_flag[160], bad_tok_flag[160];
     struct cu_proc master, d;
@@ -64,20 +62,9 @@ static struct {
 
 static int start_master(void)
 {
-    char log[128];
-    const char *argv[] = {g.master_bin,
-                          "--rpc_port=0",
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          g.tok_flag,
-                          NULL};
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, argv, log) != 0)
-        return -1;
+    const char *flags[] = {"--rpc_port=0", g.tok_flag, NULL};
     struct mc_proc_ready r;
-    if (cu_await_ready(&g.master, MC_PROC_READY_MASTER, &r, "master", START_MS) != 0)
+    if (sec_start_master(&g.e, &g.master, flags, &r) != 0)
         return -1;
     snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1:%u", r.rpc_port);
     snprintf(g.metrics, sizeof(g.metrics), "127.0.0.1:%u", r.metrics_port);
@@ -86,24 +73,12 @@ static int start_master(void)
 
 static int start_daemon(void)
 {
-    char master[128], log[128], mport[64];
-    g.d_metrics = sec_free_port();
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    char mport[64];
+    g.d_metrics = cu_free_port();
     snprintf(mport, sizeof(mport), "--metrics_port=%d", g.d_metrics);
-    const char *argv[] = {g.daemon_bin,
-                          master,
-                          "--host=127.0.0.1",
-                          "--data_port=0",
-                          "--segment_size=64MiB",
-                          "--log_level=warn",
-                          mport,
-                          g.tok_flag,
-                          NULL};
-    snprintf(log, sizeof(log), "%s/daemon.log", g.dir);
-    if (cu_spawn(&g.d, argv, log) != 0)
-        return -1;
+    const char *flags[] = {"--segment_size=64MiB", mport, g.tok_flag, NULL};
     struct mc_proc_ready r;
-    if (cu_await_ready(&g.d, MC_PROC_READY_DAEMON, &r, "daemon", START_MS) != 0)
+    if (sec_start_daemon(&g.e, &g.d, "daemon", g.rpc, flags, &r) != 0)
         return -1;
     snprintf(g.ep, sizeof(g.ep), "%s", r.endpoint);
     return 0;
@@ -116,7 +91,7 @@ static void cli(struct cu_run *r, const char *tok_flag, const char *in_path, ...
     char master[128];
     int n = 0;
     snprintf(master, sizeof(master), "--master=%s", g.rpc);
-    argv[n++] = g.cli_bin;
+    argv[n++] = g.e.cli_bin;
     argv[n++] = master;
     if (tok_flag)
         argv[n++] = tok_flag;
@@ -126,18 +101,7 @@ static void cli(struct cu_run *r, const char *tok_flag, const char *in_path, ...
         argv[n++] = a;
     va_end(ap);
     argv[n] = NULL;
-    cu_run(r, g.dir, argv, in_path, CLI_MS);
-}
-
-static void fill(uint8_t *buf, size_t len, uint32_t seed)
-{
-    uint32_t x = seed | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (uint8_t)x;
-    }
+    cu_run(r, g.e.dir, argv, in_path, CLI_MS);
 }
 
 /* An rpc client to the master with `key` (NULL = none). */
@@ -157,7 +121,7 @@ static void test_token_file(void **state)
     (void)state;
     char p[128], err[160];
     struct mc_auth_key k;
-    snprintf(p, sizeof(p), "%s/t2", g.dir);
+    snprintf(p, sizeof(p), "%s/t2", g.e.dir);
     const char same[] = "s3cret-shared-by-the-cluster-0123456789 \r\n\n";
     assert_int_equal(cu_write_file(p, same, strlen(same)), 0);
     chmod(p, 0600);
@@ -186,9 +150,9 @@ static void test_token_file(void **state)
     /* a master given a bad token file refuses to start (exit 2) */
     char flag[200];
     snprintf(flag, sizeof(flag), "--auth_token_file=%s", p);
-    const char *argv[] = {g.master_bin, "--rpc_port=0", "--metrics_port=0", flag, NULL};
+    const char *argv[] = {g.e.master_bin, "--rpc_port=0", "--metrics_port=0", flag, NULL};
     struct cu_run r;
-    cu_run(&r, g.dir, argv, NULL, CLI_MS);
+    cu_run(&r, g.e.dir, argv, NULL, CLI_MS);
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.err, "auth token"));
     cu_run_free(&r);
@@ -201,9 +165,9 @@ static void test_right_token(void **state)
     uint8_t *buf = malloc(VALUE_LEN), *back = malloc(VALUE_LEN);
     assert_non_null(buf);
     assert_non_null(back);
-    fill(buf, VALUE_LEN, 7);
-    snprintf(in, sizeof(in), "%s/in.bin", g.dir);
-    snprintf(out, sizeof(out), "%s/out.bin", g.dir);
+    sec_fill(buf, VALUE_LEN, 7);
+    snprintf(in, sizeof(in), "%s/in.bin", g.e.dir);
+    snprintf(out, sizeof(out), "%s/out.bin", g.e.dir);
     assert_int_equal(cu_write_file(in, buf, VALUE_LEN), 0);
     struct cu_run r;
     cli(&r, g.tok_flag, NULL, "put", "sec/a", in, NULL);
@@ -222,25 +186,17 @@ static void test_right_token(void **state)
     free(got);
 
     /* the library with the token, reading from the daemon's segment over its peer port */
-    struct mc_client_config cfg;
     struct mc_client *c = NULL;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 0;
-    cfg.auth_token_file = g.tok;
-    assert_int_equal(mc_client_open(&cfg, &c), 0);
+    assert_int_equal(sec_data_client(g.rpc, g.tok, &c), 0);
     assert_int_equal(mc_get(c, "sec/a", back, VALUE_LEN), VALUE_LEN);
     assert_memory_equal(back, buf, VALUE_LEN);
     assert_int_equal(mc_put(c, "sec/b", buf, 4096, NULL), 0);
     mc_client_close(c);
 
     /* the library without a token cannot even open */
-    cfg.auth_token_file = NULL;
-    c = NULL;
-    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_UNAUTHENTICATED);
+    assert_int_equal(sec_data_client(g.rpc, NULL, &c), MC_ERR_UNAUTHENTICATED);
     assert_null(c);
-    cfg.auth_token_file = g.bad_tok;
-    assert_int_equal(mc_client_open(&cfg, &c), MC_ERR_UNAUTHENTICATED);
+    assert_int_equal(sec_data_client(g.rpc, g.bad_tok, &c), MC_ERR_UNAUTHENTICATED);
     assert_null(c);
     free(buf);
     free(back);
@@ -414,7 +370,7 @@ static void test_peer_no_token(void **state)
     uint8_t *want = malloc(VALUE_LEN), *buf = malloc(VALUE_LEN);
     assert_non_null(want);
     assert_non_null(buf);
-    fill(want, VALUE_LEN, 7);
+    sec_fill(want, VALUE_LEN, 7);
     const struct mc_auth_key *keys[2] = {NULL, &g.bad_key};
     for (int i = 0; i < 2; i++) {
         struct mc_transport *t = peer_transport(keys[i]);
@@ -549,19 +505,12 @@ static void test_metrics(void **state)
 static int group_setup(void **state)
 {
     (void)state;
-    const char *bin = getenv("MC_BIN_DIR");
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.d.out_fd = -1;
-    if (!bin)
+    if (sec_env_init(&g.e, "mc_security") != 0)
         return -1;
-    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
-    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
-    snprintf(g.cli_bin, sizeof(g.cli_bin), "%s/mooncake_cli", bin);
-    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_security.XXXXXX");
-    if (!mkdtemp(g.dir))
-        return -1;
-    snprintf(g.tok, sizeof(g.tok), "%s/token", g.dir);
-    snprintf(g.bad_tok, sizeof(g.bad_tok), "%s/other_token", g.dir);
+    snprintf(g.tok, sizeof(g.tok), "%s/token", g.e.dir);
+    snprintf(g.bad_tok, sizeof(g.bad_tok), "%s/other_token", g.e.dir);
     if (sec_make_token(g.tok, "s3cret-shared-by-the-cluster-0123456789\n", &g.key) ||
         sec_make_token(g.bad_tok, "s3cret-shared-by-the-cluster-0123456788\n", &g.bad_key))
         return -1;
@@ -575,10 +524,8 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    cu_stop(&g.d, SIGTERM, 10000);
-    cu_stop(&g.master, SIGTERM, 10000);
-    if (g.dir[0])
-        cu_rm_rf(g.dir);
+    struct cu_proc *const procs[] = {&g.d, &g.master};
+    sec_env_close(&g.e, procs, 2);
     return 0;
 }
 

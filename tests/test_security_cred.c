@@ -54,11 +54,8 @@
 #include "proto/master.pb-c.h"
 #include "security_fixture.h"
 
-#define START_MS 20000
-
 static struct {
-    char dir[64];
-    char master_bin[600], daemon_bin[600];
+    struct sec_env e;
     char tok[128], admin_tok[128], disk[128];
     char tok_flag[160], admin_flag[160], port_flag[64];
     struct cu_proc master, d, d2;
@@ -70,46 +67,20 @@ static struct {
 
 static int start_master(void)
 {
-    char log[128];
-    const char *argv[] = {g.master_bin,
-                          g.port_flag,
-                          "--rpc_address=127.0.0.1",
-                          "--metrics_port=0",
-                          "--metrics_host=127.0.0.1",
-                          "--log_level=warn",
-                          "--client_ttl=60",
-                          g.tok_flag,
-                          g.admin_flag,
-                          NULL};
-    snprintf(log, sizeof(log), "%s/master.log", g.dir);
-    if (cu_spawn(&g.master, argv, log) != 0)
-        return -1;
+    const char *flags[] = {g.port_flag, "--client_ttl=60", g.tok_flag, g.admin_flag, NULL};
     struct mc_proc_ready r;
-    return cu_await_ready(&g.master, MC_PROC_READY_MASTER, &r, "master", START_MS);
+    return sec_start_master(&g.e, &g.master, flags, &r);
 }
 
 /* A daemon on disk directory dir (the victim: g.d on g.disk). */
 static int start_daemon_on(struct cu_proc *p, const char *dir, const char *name)
 {
-    char master[128], log[128], disk_flag[160];
-    snprintf(master, sizeof(master), "--master=%s", g.rpc);
+    char disk_flag[200];
     snprintf(disk_flag, sizeof(disk_flag), "--disk_path=%s", dir);
-    const char *argv[] = {g.daemon_bin,
-                          master,
-                          "--host=127.0.0.1",
-                          "--data_port=0",
-                          "--segment_size=16MiB",
-                          "--log_level=warn",
-                          "--metrics_port=0",
-                          disk_flag,
-                          "--disk_capacity=64MiB",
-                          g.tok_flag,
-                          NULL};
-    snprintf(log, sizeof(log), "%s/%s.log", g.dir, name);
-    if (cu_spawn(p, argv, log) != 0)
-        return -1;
+    const char *flags[] = {"--segment_size=16MiB",  "--metrics_port=0", disk_flag,
+                           "--disk_capacity=64MiB", g.tok_flag,         NULL};
     struct mc_proc_ready r;
-    return cu_await_ready(p, MC_PROC_READY_DAEMON, &r, name, START_MS);
+    return sec_start_daemon(&g.e, p, name, g.rpc, flags, &r);
 }
 
 static int start_daemon(void)
@@ -126,13 +97,20 @@ static struct mc_rpc_client *master_rpc(const struct mc_auth_key *key)
     return c;
 }
 
+/* The wire form of id. */
+static Mc__Uuid uuid_of(struct mc_id id)
+{
+    Mc__Uuid u = MC__UUID__INIT;
+    u.hi = id.hi;
+    u.lo = id.lo;
+    return u;
+}
+
 /* Ping as id on a fresh connection with key; the status, and the answer's credential. */
 static int ping_as(const struct mc_auth_key *key, struct mc_id id, uint8_t *cred, size_t *cred_len)
 {
     struct mc_rpc_client *c = master_rpc(key);
-    Mc__Uuid u = MC__UUID__INIT;
-    u.hi = id.hi;
-    u.lo = id.lo;
+    Mc__Uuid u = uuid_of(id);
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = &u;
     ProtobufCMessage *m = NULL;
@@ -156,9 +134,7 @@ static int ping_as(const struct mc_auth_key *key, struct mc_id id, uint8_t *cred
 static int put_start_as(const struct mc_auth_key *key, struct mc_id id, const char *k)
 {
     struct mc_rpc_client *c = master_rpc(key);
-    Mc__Uuid u = MC__UUID__INIT;
-    u.hi = id.hi;
-    u.lo = id.lo;
+    Mc__Uuid u = uuid_of(id);
     Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
     ps.client_id = &u;
     ps.key = (char *)k;
@@ -222,6 +198,20 @@ static void kept_cred_in(const char *dir, struct mc_id want_id, uint8_t *cred)
 static void kept_cred(uint8_t *cred)
 {
     kept_cred_in(g.disk, g.victim, cred);
+}
+
+/* The data key that proves the victim's id with its kept credential (copied into cred); *h is
+ * the credential holder, freed by the caller (mc_auth_cred_free). */
+static struct mc_auth_key victim_key(uint8_t *cred, struct mc_auth_cred **h)
+{
+    uint8_t id[MC_AUTH_ID_BYTES];
+    kept_cred(cred);
+    mc_id_to_bytes(g.victim, id);
+    *h = mc_auth_cred_new(id, NULL);
+    mc_auth_cred_learn(*h, cred, MC_AUTH_CRED_BYTES);
+    struct mc_auth_key k = g.key;
+    k.cred = *h;
+    return k;
 }
 
 /* ListSegments on a fresh connection with key (after RegisterClient when reg): how many
@@ -302,7 +292,7 @@ static void assert_hijack_refused(void)
 static void test_hijack(void **state)
 {
     (void)state;
-    assert_true(victim_mounted(START_MS));
+    assert_true(victim_mounted(SEC_START_MS));
     uint8_t cred[MC_AUTH_CRED_BYTES], want[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES];
     kept_cred(cred);
     mc_id_to_bytes(g.victim, id);
@@ -350,9 +340,7 @@ static void test_register(void **state)
     mc_auth_cred_mint(&g.admin, id, want); /* HMAC(admin key, id): any master checks it */
     assert_memory_equal(cred, want, sizeof(want));
     /* the asking connection acts for it at once */
-    Mc__Uuid u = MC__UUID__INIT;
-    u.hi = a.hi;
-    u.lo = a.lo;
+    Mc__Uuid u = uuid_of(a);
     Mc__PingRequest req = MC__PING_REQUEST__INIT;
     req.client_id = &u;
     ProtobufCMessage *m = NULL;
@@ -402,13 +390,9 @@ static void test_listing_admin_only(void **state)
     assert_int_equal(list_as(&g.key, true, &n, &victims), 0);
     assert_int_equal(n, 0); /* nor one acting for a client without segments */
     /* the victim itself (its kept credential) sees its own */
-    uint8_t cred[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES];
-    kept_cred(cred);
-    mc_id_to_bytes(g.victim, id);
-    struct mc_auth_cred *h = mc_auth_cred_new(id, NULL);
-    mc_auth_cred_learn(h, cred, sizeof(cred));
-    struct mc_auth_key k = g.key;
-    k.cred = h;
+    uint8_t cred[MC_AUTH_CRED_BYTES];
+    struct mc_auth_cred *h;
+    struct mc_auth_key k = victim_key(cred, &h);
     assert_int_equal(list_as(&k, false, &n, &victims), 0);
     assert_int_equal(victims, 1);
     assert_int_equal(n, victims);
@@ -430,16 +414,12 @@ static void test_master_restart(void **state)
     (void)state;
     assert_int_equal(cu_stop(&g.master, SIGTERM, 10000), 0);
     assert_int_equal(start_master(), 0);
-    assert_true(victim_mounted(START_MS)); /* re-registered through its credential */
+    assert_true(victim_mounted(SEC_START_MS)); /* re-registered through its credential */
     assert_hijack_refused();
     /* the new master hands out the same credential for the same id */
-    uint8_t cred[MC_AUTH_CRED_BYTES], id[MC_AUTH_ID_BYTES], got[MC_AUTH_CRED_BYTES];
-    kept_cred(cred);
-    mc_id_to_bytes(g.victim, id);
-    struct mc_auth_cred *h = mc_auth_cred_new(id, NULL);
-    mc_auth_cred_learn(h, cred, sizeof(cred));
-    struct mc_auth_key k = g.key;
-    k.cred = h;
+    uint8_t cred[MC_AUTH_CRED_BYTES], got[MC_AUTH_CRED_BYTES];
+    struct mc_auth_cred *h;
+    struct mc_auth_key k = victim_key(cred, &h);
     size_t got_len = 0;
     assert_int_equal(ping_as(&k, g.victim, got, &got_len), 0);
     assert_int_equal(got_len, MC_AUTH_CRED_BYTES);
@@ -455,32 +435,16 @@ static void test_daemon_restart(void **state)
     /* the restarted daemon unmounts its previous segments and mounts anew as the same id: only
      * the kept credential lets it (it would be ILLEGAL_CLIENT for a minute otherwise) */
     assert_int_equal(start_daemon(), 0);
-    assert_true(victim_mounted(START_MS));
+    assert_true(victim_mounted(SEC_START_MS));
     assert_true(mc_id_eq(kept_id(g.disk), g.victim)); /* the same client, not a new one */
     assert_hijack_refused();
-}
-
-static void fill(uint8_t *buf, size_t len, uint32_t seed)
-{
-    uint32_t x = seed | 1;
-    for (size_t i = 0; i < len; i++) {
-        x ^= x << 13;
-        x ^= x >> 17;
-        x ^= x << 5;
-        buf[i] = (uint8_t)x;
-    }
 }
 
 /* An in-test library client with the data token and no DRAM of its own. */
 static struct mc_client *data_client(void)
 {
-    struct mc_client_config cfg;
     struct mc_client *c = NULL;
-    mc_client_config_init(&cfg);
-    cfg.master_address = g.rpc;
-    cfg.segment_size = 0;
-    cfg.auth_token_file = g.tok;
-    assert_int_equal(mc_client_open(&cfg, &c), 0);
+    assert_int_equal(sec_data_client(g.rpc, g.tok, &c), 0);
     return c;
 }
 
@@ -492,7 +456,7 @@ static void test_master_kill_window(void **state)
     (void)state;
     enum { LEN = 64 << 10 };
     static uint8_t val[LEN], back[LEN];
-    fill(val, LEN, 37);
+    sec_fill(val, LEN, 37);
     /* settle: after the previous test's restart the victim's holder stream must be open at
      * this master before the Put, or the commit has no stream to go to (a miss after the
      * next restart, never wrong bytes: README Reliability) */
@@ -522,7 +486,7 @@ static void test_master_kill_window(void **state)
 
     /* resumed, the victim reconnects as itself: its segment and the value come back */
     assert_int_equal(kill(g.d.pid, SIGCONT), 0);
-    assert_true(victim_mounted(START_MS));
+    assert_true(victim_mounted(SEC_START_MS));
     assert_true(mc_id_eq(kept_id(g.disk), g.victim));
     c = data_client();
     int64_t got = -1;
@@ -545,7 +509,7 @@ static void test_minted_id(void **state)
 {
     (void)state;
     char dir[160], path[200];
-    snprintf(dir, sizeof(dir), "%s/disk2", g.dir);
+    snprintf(dir, sizeof(dir), "%s/disk2", g.e.dir);
     assert_int_equal(mkdir(dir, 0755), 0);
     struct mc_id old = mc_id_random(), now;
     char text[MC_ID_STRLEN + 1];
@@ -574,22 +538,16 @@ static void test_minted_id(void **state)
 static int group_setup(void **state)
 {
     (void)state;
-    const char *bin = getenv("MC_BIN_DIR");
     memset(&g, 0, sizeof(g));
     g.master.out_fd = g.d.out_fd = g.d2.out_fd = -1;
-    if (!bin)
+    if (sec_env_init(&g.e, "mc_sec_cred") != 0)
         return -1;
-    snprintf(g.master_bin, sizeof(g.master_bin), "%s/mooncake_master", bin);
-    snprintf(g.daemon_bin, sizeof(g.daemon_bin), "%s/mooncake_client", bin);
-    snprintf(g.dir, sizeof(g.dir), "/tmp/mc_sec_cred.XXXXXX");
-    if (!mkdtemp(g.dir))
-        return -1;
-    snprintf(g.tok, sizeof(g.tok), "%s/token", g.dir);
-    snprintf(g.admin_tok, sizeof(g.admin_tok), "%s/admin_token", g.dir);
-    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.dir);
+    snprintf(g.tok, sizeof(g.tok), "%s/token", g.e.dir);
+    snprintf(g.admin_tok, sizeof(g.admin_tok), "%s/admin_token", g.e.dir);
+    snprintf(g.disk, sizeof(g.disk), "%s/disk", g.e.dir);
     if (sec_make_token(g.tok, NULL, &g.key) || sec_make_token(g.admin_tok, NULL, &g.admin))
         return -1;
-    g.rpc_port = sec_free_port();
+    g.rpc_port = cu_free_port();
     snprintf(g.rpc, sizeof(g.rpc), "127.0.0.1:%d", g.rpc_port);
     snprintf(g.port_flag, sizeof(g.port_flag), "--rpc_port=%d", g.rpc_port);
     snprintf(g.tok_flag, sizeof(g.tok_flag), "--auth_token_file=%s", g.tok);
@@ -605,11 +563,8 @@ static int group_teardown(void **state)
     (void)state;
     if (g.d.pid)
         kill(g.d.pid, SIGCONT); /* a failed test may leave it stopped */
-    cu_stop(&g.d2, SIGTERM, 10000);
-    cu_stop(&g.d, SIGTERM, 10000);
-    cu_stop(&g.master, SIGTERM, 10000);
-    if (g.dir[0])
-        cu_rm_rf(g.dir);
+    struct cu_proc *const procs[] = {&g.d2, &g.d, &g.master};
+    sec_env_close(&g.e, procs, 3);
     return 0;
 }
 

@@ -19,8 +19,6 @@
 
 #include <cmocka.h>
 #include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -42,6 +40,7 @@
 #include "proto/master.pb-c.h"
 #include "proto/peer.pb-c.h"
 #include "test_skip.h"
+#include "tools/proc_harness.h"
 
 #define MIB (1u << 20)
 #define ATTACK_BODY (4u * MIB) /* 2 Mi empty elements: ~150 MiB decoded without the guards */
@@ -340,24 +339,6 @@ static void test_segment_names_logged_quoted(void **state)
     mc_master_free(m);
 }
 
-/* A non-loopback IPv4 address of this host, or false. */
-static bool local_ipv4(char *out, size_t cap)
-{
-    struct ifaddrs *ifs = NULL;
-    bool found = false;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
-            !(i->ifa_flags & IFF_UP))
-            continue;
-        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
-                          (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
 static int mount_seg(struct mc_rpc_client *c, uint64_t client, uint64_t seg_no,
                      const char *endpoint);
 
@@ -399,7 +380,7 @@ static void test_segment_endpoint_must_be_callers(void **state)
 {
     (void)state;
     char ip[INET_ADDRSTRLEN];
-    if (!local_ipv4(ip, sizeof(ip))) {
+    if (!mc_proc_local_ipv4(ip, sizeof(ip))) {
         MC_SKIP("no non-loopback IPv4 address here");
     }
     struct mc_master_config mc = msf_master_config();
@@ -481,35 +462,35 @@ static void test_segments_per_client_capped(void **state)
     msf_close(&x);
 }
 
-/* RemoveByRegex(".*", force) on a fresh connection with key. */
-static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+/* One call of method with req on a fresh connection with key: its status. */
+static int call_as(struct msf *x, const struct mc_auth_key *key, uint16_t method,
+                   const ProtobufCMessage *req)
 {
     struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
-    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
-    req.pattern = ".*";
-    req.force = 1;
     uint8_t buf[64];
-    size_t n = mc__remove_by_regex_request__pack(&req, buf);
+    assert_true(protobuf_c_message_get_packed_size(req) <= sizeof(buf));
+    size_t n = protobuf_c_message_pack(req, buf);
     void *resp = NULL;
     size_t rl = 0;
-    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_BY_REGEX, buf, n, 0, &resp, &rl);
+    int rc = mc_rpc_client_call(c, method, buf, n, 0, &resp, &rl);
     free(resp);
     mc_rpc_client_free(c);
     return rc;
 }
 
+/* RemoveByRegex(".*", force) on a fresh connection with key. */
+static int remove_regex_as(struct msf *x, const struct mc_auth_key *key)
+{
+    Mc__RemoveByRegexRequest req = MC__REMOVE_BY_REGEX_REQUEST__INIT;
+    req.pattern = ".*";
+    req.force = 1;
+    return call_as(x, key, MC_METHOD_REMOVE_BY_REGEX, &req.base);
+}
+
 static int remove_all_as(struct msf *x, const struct mc_auth_key *key)
 {
-    struct mc_rpc_client *c = msf_client(x, "127.0.0.1", key);
     Mc__RemoveAllRequest req = MC__REMOVE_ALL_REQUEST__INIT;
-    uint8_t buf[64];
-    size_t n = mc__remove_all_request__pack(&req, buf);
-    void *resp = NULL;
-    size_t rl = 0;
-    int rc = mc_rpc_client_call(c, MC_METHOD_REMOVE_ALL, buf, n, 0, &resp, &rl);
-    free(resp);
-    mc_rpc_client_free(c);
-    return rc;
+    return call_as(x, key, MC_METHOD_REMOVE_ALL, &req.base);
 }
 
 /* Roles: with an admin key, the mass deletes (RemoveAll, RemoveByRegex) need a connection that

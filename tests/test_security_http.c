@@ -18,8 +18,6 @@
 #include <cmocka.h>
 #include <arpa/inet.h>
 #include <errno.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -28,6 +26,7 @@
 #include "common/http.h"
 #include "common/log.h"
 #include "test_skip.h"
+#include "tools/proc_harness.h"
 
 static const char g_token[] = "http-admin-token-0123456789abcdef0123456789";
 
@@ -169,31 +168,13 @@ static void test_admin_routes(void **state)
     mc_http_server_free(s);
 }
 
-/* A non-loopback IPv4 address of this host, or false. */
-static bool local_ipv4(char *out, size_t cap)
-{
-    struct ifaddrs *ifs = NULL;
-    bool found = false;
-    if (getifaddrs(&ifs) != 0)
-        return false;
-    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
-        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
-            !(i->ifa_flags & IFF_UP))
-            continue;
-        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
-                          (socklen_t)cap) != NULL;
-    }
-    freeifaddrs(ifs);
-    return found;
-}
-
 /* Without a token, a non-loopback peer gets nothing (closed at accept); with public reads it
  * gets the public routes and a 403 on admin ones. */
 static void test_protected_mode_non_loopback(void **state)
 {
     (void)state;
     char ip[INET_ADDRSTRLEN];
-    if (!local_ipv4(ip, sizeof(ip))) {
+    if (!mc_proc_local_ipv4(ip, sizeof(ip))) {
         MC_SKIP("no non-loopback IPv4 address here");
     }
     struct mc_http_server *s = server("0.0.0.0", NULL, false, 0);

@@ -20,34 +20,12 @@
 #include <cmocka.h>
 
 #include "master/upsert.h"
-#include "test_master_util.h"
-
-struct fx {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id a, b;
-};
+#include "master_fixture.h"
 
 static int setup(void **state)
 {
-    struct fx *f = calloc(1, sizeof(*f));
-    mc_fake_clock_init(&f->fc, 1000ull * 1000000000ull);
-    f->m = tm_master(&f->fc, 5);
-    f->a = tm_id(1);
-    f->b = tm_id(2);
-    struct mc_segment_desc s1 = tm_seg(1, 64 * MIB);
-    if (!f->m || mc_master_mount_segment(f->m, f->a, &s1, NULL) != MC_OK)
-        return -1;
-    *state = f;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    struct fx *f = *state;
-    mc_master_free(f->m);
-    free(f);
-    return 0;
+    *state = mfx_new(5, 64 * MIB, 0);
+    return *state ? 0 : -1;
 }
 
 /* Bytes allocated in the one segment. */
@@ -241,12 +219,13 @@ static void test_batch_end(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_swap_is_one_step, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_old_space_outlives_reader_lease, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_put_in_flight_is_not_replaced, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_reservations_belong_to_their_client, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_abandoned_reservation_expires, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_batch_end, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_swap_is_one_step, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_old_space_outlives_reader_lease, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_put_in_flight_is_not_replaced, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_reservations_belong_to_their_client, setup,
+                                        mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_abandoned_reservation_expires, setup, mfx_teardown),
+        cmocka_unit_test_setup_teardown(test_batch_end, setup, mfx_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,26 +16,11 @@
 # are kept in the log it names. Every exit path stops what is still running (lib.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-ROUNDS=5 RUNS=200 SIZE=4MiB BIN=${BUILD_DIR:-build}/bin
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --rounds) ROUNDS=$2; shift 2 ;;
-    --runs) RUNS=$2; shift 2 ;;
-    --size) SIZE=$2; shift 2 ;;
-    --bin) BIN=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "unknown argument: $1" >&2; exit 2 ;;
-  esac
-done
-for p in mooncake_bench mooncake_master mooncake_client; do
-  [ -x "$BIN/$p" ] || { echo "$p not found in $BIN (build first or pass --bin)" >&2; exit 1; }
-done
-
 . scripts/bench/lib.sh
-LOG=$(mktemp /tmp/mc_hstream_put_ab.XXXXXX.log)
-TMP=$(mktemp -d /tmp/mc_hstream_put_ab.XXXXXX)
-rm_tmp() { rm -rf "$TMP"; }
-mc_install_traps rm_tmp
+ROUNDS=5 RUNS=200 SIZE=4MiB BIN=${BUILD_DIR:-build}/bin
+mc_parse_opts 16 rounds=ROUNDS runs=RUNS size=SIZE bin=BIN -- "$@"
+mc_need_bins "$BIN" mooncake_bench mooncake_master mooncake_client
+mc_workdir hstream_put_ab
 RES=$TMP/results.txt
 : >"$RES"
 LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -44,6 +44,49 @@ mc_install_traps() { # [extra cleanup function, run after the children are stopp
   trap 'exit 143' TERM
 }
 
+# ---- a driver's start: options, the build it measures, its scratch -----------------------------
+
+# Parses a driver's "--NAME VALUE" options: each SPEC is NAME=VAR, and --NAME VALUE sets $VAR
+# (e.g. rounds=ROUNDS, working-set=WS). -h or --help prints the usage at the top of the driver
+# (lines 2 to LAST of $0) and exits 0; an unknown option, or one without its value, exits 2.
+mc_parse_opts() { # last-usage-line spec... -- args...
+  local _mc_last=$1 _mc_spec _mc_var
+  local -a _mc_specs=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do _mc_specs+=("$1"); shift; done
+  [ $# -eq 0 ] || shift
+  while [ $# -gt 0 ]; do
+    case "$1" in -h | --help) sed -n "2,${_mc_last}p" "$0"; exit 0 ;; esac
+    _mc_var=""
+    for _mc_spec in "${_mc_specs[@]}"; do
+      if [ "$1" = "--${_mc_spec%%=*}" ]; then _mc_var=${_mc_spec#*=}; break; fi
+    done
+    [ -n "$_mc_var" ] || { echo "unknown argument: $1" >&2; exit 2; }
+    [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }
+    printf -v "$_mc_var" '%s' "$2"
+    shift 2
+  done
+}
+
+# Exits 1, naming the first one missing, unless every PROG is an executable in DIR: the build a
+# driver measures must be there.
+mc_need_bins() { # dir prog...
+  local dir=$1 p
+  shift
+  for p in "$@"; do
+    [ -x "$dir/$p" ] || { echo "$p not found in $dir (build first or pass --bin)" >&2; exit 1; }
+  done
+}
+
+# A driver's scratch: TMP, a private directory removed at exit, and LOG, where the children's
+# stderr goes (kept: the driver names it in its report). Installs the traps (mc_install_traps).
+mc_workdir() { # name
+  LOG=$(mktemp "${TMPDIR:-/tmp}/mc_$1.XXXXXX.log")
+  TMP=$(mktemp -d "${TMPDIR:-/tmp}/mc_$1.XXXXXX")
+  mc_install_traps mc_rm_workdir
+}
+mc_rm_workdir() { rm -rf "$TMP"; }
+
 # Runs cmd under timeout(1) in the background and waits for it; a trapped signal interrupts the
 # wait and mc_cleanup stops it. stdout goes to the file OUT, stderr to $LOG. Returns cmd's status
 # (124 when it ran past SECONDS).

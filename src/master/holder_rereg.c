@@ -140,10 +140,11 @@ struct unconfirmed {
 };
 
 /* Whether replica r of o is one an earlier listing of the segment's mount brought back and the
- * completed one left out (not pinned: an offload reading it keeps it). */
+ * completed one left out (not pinned: an offload reading it keeps it); arg: the listing. */
 static bool left_out(const struct mc_master *m, const struct mc_object *o,
-                     const struct mc_replica *r, const struct unconfirmed *u)
+                     const struct mc_replica *r, const void *arg)
 {
+    const struct unconfirmed *u = arg;
     return r->type == MC_REPLICA_TYPE_MEMORY && r->u.seg &&
            r->status == MC_REPLICA_STATUS_COMPLETE && r->refcnt == 0 &&
            o->version <= m->version_base && (int32_t)(r->id - u->start_rid) < 0 &&
@@ -156,30 +157,7 @@ static bool left_out(const struct mc_master *m, const struct mc_object *o,
 static bool drop_unconfirmed(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                              struct mc_freelist *fl, void *arg)
 {
-    const struct unconfirmed *u = arg;
-    uint8_t i;
-    for (i = 0; i < o->nrep && !left_out(m, o, &o->rep[i], u); i++)
-        ;
-    if (i == o->nrep)
-        return false;
-    const struct mc_obj_drop_ev ev = {.fl = fl, .storage_lost = false};
-    mc_obj_ev_replica_dropping(m, s, o, &ev);
-    for (i = 0; i < o->nrep;) {
-        if (left_out(m, o, &o->rep[i], u)) {
-            mc_freelist_add_replica(fl, &o->rep[i], o->size);
-            mc_obj_drop_replica(o, i);
-        } else {
-            i++;
-        }
-    }
-    bool valid = false;
-    for (i = 0; i < o->nrep && !valid; i++)
-        valid = mc_replica_valid(&o->rep[i]);
-    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
-        mc_master_erase_object(m, s, o, fl);
-    else
-        mc_shard_refresh_bits(s, o);
-    return true;
+    return mc_obj_drop_picked(m, s, o, fl, left_out, arg, false) > 0;
 }
 
 int mc_master_holder_reregister_batch(struct mc_master *m, const struct mc_hrereg_batch *b,

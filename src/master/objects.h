@@ -120,6 +120,17 @@ struct mc_object *mc_obj_new_restored(struct mc_master *m, struct mc_shard *s,
 int mc_obj_insert_restored(struct mc_master *m, struct mc_shard *s, uint64_t key_hash,
                            struct mc_object *o);
 
+/* Whether replica r of o is one to drop (mc_obj_drop_picked; any lock o's callers hold). */
+typedef bool (*mc_replica_pick_fn)(const struct mc_master *m, const struct mc_object *o,
+                                   const struct mc_replica *r, const void *arg);
+/* Drops o's replicas pick chooses, or only the first of them with first_only (write lock): the
+ * policies are told first (a copy that goes may be a task's source), each buffer goes to fl.
+ * Then o settles: erased when no valid replica is left and no Put is in flight, else its shard
+ * bits refreshed. Returns how many were dropped; o is untouched when pick chose none. */
+unsigned mc_obj_drop_picked(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
+                            struct mc_freelist *fl, mc_replica_pick_fn pick, const void *arg,
+                            bool first_only);
+
 /* ---- whole-table walks ------------------------------------------------------------------------
  */
 

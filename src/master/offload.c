@@ -652,6 +652,16 @@ int mc_master_notify_offload(struct mc_master *m, struct mc_id client,
 
 /* ---- disk evictions ------------------------------------------------------------------------ */
 
+/* Whether replica r is the LOCAL_DISK copy of the holder *arg (a struct mc_id). */
+static bool holders_disk_copy(const struct mc_master *m, const struct mc_object *o,
+                              const struct mc_replica *r, const void *arg)
+{
+    (void)m;
+    (void)o;
+    return r->type == MC_REPLICA_TYPE_LOCAL_DISK &&
+           mc_id_eq(r->u.holder->id, *(const struct mc_id *)arg);
+}
+
 int mc_master_evict_disk_replica(struct mc_master *m, struct mc_id client, const char *key,
                                  size_t key_len, uint64_t version)
 {
@@ -668,38 +678,10 @@ int mc_master_evict_disk_replica(struct mc_master *m, struct mc_id client, const
     struct mc_object *o = mc_master_lock_find(m, mc_hash_key(key, key_len), key, key_len, true, &s);
     if (!o)
         return MC_ERR_OBJECT_NOT_FOUND;
-    rc = MC_ERR_REPLICA_NOT_FOUND;
-    if (version && o->version != version) {
+    if (version && o->version != version)
         rc = MC_ERR_INVALID_VERSION;
-        goto unlock;
-    }
-    for (uint8_t i = 0; i < o->nrep; i++)
-        if (o->rep[i].type == MC_REPLICA_TYPE_LOCAL_DISK &&
-            mc_id_eq(o->rep[i].u.holder->id, client)) {
-            /* the copy may be a task's pinned source: the policies end such tasks first */
-            const struct mc_obj_drop_ev ev = {.fl = &fl, .storage_lost = false};
-            mc_obj_ev_replica_dropping(m, s, o, &ev);
-            break;
-        }
-    for (uint8_t i = 0; i < o->nrep; i++) {
-        struct mc_replica *r = &o->rep[i];
-        if (r->type != MC_REPLICA_TYPE_LOCAL_DISK || !mc_id_eq(r->u.holder->id, client))
-            continue;
-        mc_freelist_add_replica(&fl, r, o->size);
-        mc_obj_drop_replica(o, i);
-        rc = MC_OK;
-        break;
-    }
-    if (rc != MC_OK)
-        goto unlock;
-    bool valid = false;
-    for (uint8_t i = 0; i < o->nrep && !valid; i++)
-        valid = mc_replica_valid(&o->rep[i]);
-    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
-        mc_master_erase_object(m, s, o, &fl);
-    else
-        mc_shard_refresh_bits(s, o);
-unlock:
+    else if (mc_obj_drop_picked(m, s, o, &fl, holders_disk_copy, &client, true) == 0)
+        rc = MC_ERR_REPLICA_NOT_FOUND;
     mc_shard_unlock(s);
     mc_freelist_flush(&fl);
     return rc;

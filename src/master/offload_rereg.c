@@ -166,42 +166,24 @@ struct unlisted {
     uint32_t gen; /* its listing: replicas carrying another generation were left out */
 };
 
+/* Whether replica r of o is a->holder's LOCAL_DISK copy that its listing left out. */
+static bool is_unlisted(const struct mc_master *m, const struct mc_object *o,
+                        const struct mc_replica *r, const void *arg)
+{
+    (void)m;
+    (void)o;
+    const struct unlisted *a = arg;
+    return r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
+           r->handle != a->gen;
+}
+
 /* Drops o's LOCAL_DISK replica of a->holder that its listing left out (write lock): a promotion
  * reading it is cancelled first, and o is erased when no valid replica is left and no Put is in
  * flight. True when one was dropped. */
 static bool drop_unlisted(struct mc_master *m, struct mc_shard *s, struct mc_object *o,
                           struct mc_freelist *fl, void *arg)
 {
-    const struct unlisted *a = arg;
-    uint8_t i;
-    for (i = 0; i < o->nrep; i++) {
-        const struct mc_replica *r = &o->rep[i];
-        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
-            r->handle != a->gen)
-            break;
-    }
-    if (i == o->nrep)
-        return false;
-    /* the copy that goes may be a promotion's source: the policies end such tasks first */
-    const struct mc_obj_drop_ev ev = {.fl = fl, .storage_lost = false};
-    mc_obj_ev_replica_dropping(m, s, o, &ev);
-    for (i = 0; i < o->nrep; i++) {
-        struct mc_replica *r = &o->rep[i];
-        if (r->type == MC_REPLICA_TYPE_LOCAL_DISK && mc_id_eq(r->u.holder->id, a->holder) &&
-            r->handle != a->gen) {
-            mc_freelist_add_replica(fl, r, o->size);
-            mc_obj_drop_replica(o, i);
-            break;
-        }
-    }
-    bool valid = false;
-    for (i = 0; i < o->nrep && !valid; i++)
-        valid = mc_replica_valid(&o->rep[i]);
-    if (!valid && !(o->flags & MC_OBJ_PROCESSING))
-        mc_master_erase_object(m, s, o, fl);
-    else
-        mc_shard_refresh_bits(s, o);
-    return true;
+    return mc_obj_drop_picked(m, s, o, fl, is_unlisted, arg, true) > 0;
 }
 
 /* The holder's listing gen is complete: its copies the listing did not confirm are dropped (a

@@ -7,7 +7,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <limits.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -49,6 +51,23 @@ int mc_proc_free_port(void)
     if (fd >= 0)
         close(fd);
     return port;
+}
+
+bool mc_proc_local_ipv4(char *out, size_t cap)
+{
+    struct ifaddrs *ifs = NULL;
+    bool found = false;
+    if (getifaddrs(&ifs) != 0)
+        return false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK) ||
+            !(i->ifa_flags & IFF_UP))
+            continue;
+        found = inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, out,
+                          (socklen_t)cap) != NULL;
+    }
+    freeifaddrs(ifs);
+    return found;
 }
 
 /* ---- spawning ------------------------------------------------------------------------------ */

@@ -88,6 +88,9 @@ void mc_proc_sleep_ms(int ms);
 /* A loopback TCP port that was free a moment ago (bound to port 0 and closed), for a child
  * that must be told its port; -1 on error. */
 int mc_proc_free_port(void);
+/* A non-loopback IPv4 address of this host that is up, as text into out (cap bytes), for a test
+ * that needs a caller which is not 127.0.0.1. False when there is none. */
+bool mc_proc_local_ipv4(char *out, size_t cap);
 /* Creates PARENT/PREFIX.XXXXXX (PARENT NULL: $TMPDIR, else /tmp) into out. Returns 0 or -1. */
 int mc_proc_mkdtemp(char *out, size_t cap, const char *parent, const char *prefix);
 /* rm -rf of a directory tree (never follows a symlink; removes the link). */
