@@ -15,10 +15,16 @@
  * key, GetReplicaList of a fixed key, MountSegment of a fresh segment, in turn — and records its
  * latency while nothing else runs (baseline, 300 ms before the cycles) and while a cycle runs.
  *
+ * --modes selective (or full) times one mode only; --no-probe runs no probe thread (upstream's
+ * batch_evict_bench has nothing else in its process). With --runs 1 the one cycle is a fresh
+ * table's first, which is what upstream's bench times.
+ *
  * Output: one JSON line per (N, t, mode) with ms (median of runs), p50/p99 over runs, objects,
  * target, path (selective | full, what the cycle did), cycle_path (selective | full_bypass |
  * full_fallback), materialized, refills, k, evicted, census, ns_per_census_obj,
- * ns_per_evicted; one "probe" line per N; and the gates, checked here (exit 1 if one fails):
+ * ns_per_evicted, first_ms (the first run), user_ms / sys_ms / minflt (the cycle thread's CPU
+ * and minor page faults, medians: on a loaded machine CPU time moves less than wall time);
+ * one "probe" line per N; and the gates, checked here (exit 1 if one fails):
  *   - selective cycles: materialized <= 1.1 * k + refills;
  *   - at t = 0.01: selective median ms <= full median ms;
  *   - probe p99 during cycles <= max(5 ms, 2 x probe p99 without a cycle).
