@@ -228,15 +228,16 @@ void ev_scan_run(struct ev_scan *sc, unsigned nthreads)
 
 /* ---- k-th selection ------------------------------------------------------------------------- */
 
-bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
-                   struct ev_u64v *scratch, uint32_t *hist)
+bool ev_select_kth_strided(const uint64_t *v, size_t stride, size_t n, size_t k, uint64_t *kth,
+                           size_t *less, struct ev_u64v *scratch, uint32_t *hist)
 {
     const uint64_t *cur = v;
-    size_t cn = n, below = 0;
+    size_t cn = n, below = 0, st = stride; /* st: the stride of cur (1 once in scratch) */
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
+        uint64_t x = v[i * stride];
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
     }
     for (;;) {
         if (lo == hi) {
@@ -250,7 +251,7 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
         size_t nb = (size_t)(range >> shift) + 1;
         memset(hist, 0, nb * sizeof(*hist));
         for (size_t i = 0; i < cn; i++)
-            hist[(cur[i] - lo) >> shift]++;
+            hist[(cur[i * st] - lo) >> shift]++;
         size_t b = 0, cum = 0;
         while (cum + hist[b] < k)
             cum += hist[b++];
@@ -270,7 +271,7 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
         size_t w = 0;
         uint64_t nlo = UINT64_MAX, nhi = 0;
         for (size_t i = 0; i < cn; i++) {
-            uint64_t x = cur[i];
+            uint64_t x = cur[i * st];
             if (((x - lo) >> shift) != b)
                 continue;
             out[w++] = x;
@@ -278,10 +279,17 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
             nhi = x > nhi ? x : nhi;
         }
         cur = out;
+        st = 1;
         cn = w;
         lo = nlo;
         hi = nhi;
     }
+}
+
+bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
+                   struct ev_u64v *scratch, uint32_t *hist)
+{
+    return ev_select_kth_strided(v, 1, n, k, kth, less, scratch, hist);
 }
 
 /* ---- seen set ------------------------------------------------------------------------------- */
