@@ -504,11 +504,7 @@ static void select_oldest(struct ev_cycle *cy, struct ev_candv *v, size_t pos, s
     size_t less;
     /* the deadlines are read in place (copying them out cost a pass and, in a fresh master's
      * first cycle, the page faults of an 8 MB buffer per million candidates) */
-    _Static_assert(offsetof(struct ev_cand, lease) == 0 &&
-                       sizeof(struct ev_cand) % sizeof(uint64_t) == 0,
-                   "ev_cand: lease first, 8-byte multiple");
-    bool ok = ev_select_kth_strided(&v->v[pos].lease, sizeof(struct ev_cand) / sizeof(uint64_t),
-                                    cnt, d, &cut, &less, &ev->scratch, ev->hist);
+    bool ok = ev_select_kth_cand(v->v + pos, cnt, d, &cut, &less, &ev->scratch, ev->hist);
     if (!ok) { /* out of memory: sort in place instead */
         qsort(v->v + pos, cnt, sizeof(*v->v), cmp_lease);
         return;

@@ -15,6 +15,7 @@
  * per round: one counting pass over all values, then rounds over the (small) bucket that holds
  * the k-th value. Deadlines are milliseconds, so two or three rounds settle any table.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "master/eviction_internal.h"
@@ -228,8 +229,12 @@ void ev_scan_run(struct ev_scan *sc, unsigned nthreads)
 
 /* ---- k-th selection ------------------------------------------------------------------------- */
 
-bool ev_select_kth_strided(const uint64_t *v, size_t stride, size_t n, size_t k, uint64_t *kth,
-                           size_t *less, struct ev_u64v *scratch, uint32_t *hist)
+/* Inlined into each caller below with a constant stride, so the counting passes stay as tight
+ * as a plain array's. */
+static inline __attribute__((always_inline)) bool select_kth(const uint64_t *v, size_t stride,
+                                                             size_t n, size_t k, uint64_t *kth,
+                                                             size_t *less, struct ev_u64v *scratch,
+                                                             uint32_t *hist)
 {
     const uint64_t *cur = v;
     size_t cn = n, below = 0, st = stride; /* st: the stride of cur (1 once in scratch) */
@@ -289,7 +294,15 @@ bool ev_select_kth_strided(const uint64_t *v, size_t stride, size_t n, size_t k,
 bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
                    struct ev_u64v *scratch, uint32_t *hist)
 {
-    return ev_select_kth_strided(v, 1, n, k, kth, less, scratch, hist);
+    return select_kth(v, 1, n, k, kth, less, scratch, hist);
+}
+
+bool ev_select_kth_cand(const struct ev_cand *c, size_t n, size_t k, uint64_t *kth, size_t *less,
+                        struct ev_u64v *scratch, uint32_t *hist)
+{
+    _Static_assert(offsetof(struct ev_cand, lease) == 0 && sizeof(struct ev_cand) == 24,
+                   "ev_cand: the lease first, 24 bytes");
+    return select_kth(&c->lease, sizeof(*c) / sizeof(uint64_t), n, k, kth, less, scratch, hist);
 }
 
 /* ---- seen set ------------------------------------------------------------------------------- */
