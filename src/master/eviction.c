@@ -7,16 +7,18 @@
  * `want - got` oldest remaining candidates are moved to the front of what is left (radix select
  * on their deadlines plus one partition pass, never a full sort), counting-sorted by shard, and
  * each shard holding some of them is write-locked once. Under that lock every candidate is
- * found again (at its entry if that still holds its version; else, when a Remove or an earlier
- * round moved entries, by version in one walk over the shard's entries) and revalidated with
+ * found again (at its entry if that still holds its version; else along the moves this
+ * cycle's unlinks made, struct ev_fwd; else, when a Remove or Put moved entries between rounds,
+ * by version in one walk over the shard's entries) and revalidated with
  * ev_classify() on bits recomputed from the object; a grouped one takes its group along or
  * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
  * many next-oldest ones (the reserve). A round takes at most MC_EVICT_SLICE candidates (a
- * large target goes in slices, the holders' polls answered between them). On the selective path an
+ * large target goes in slices, the holders' polls answered between them; a pass of several
+ * slices selects all it wants once, and each slice within that). On the selective path an
  * exhausted frontier is refilled once with every eligible object past the cutoff that was not
  * materialized yet. Large rounds spread their shards over the eviction threads; the objects a
  * shard's round erases are unlinked from it together before its lock is dropped
- * (mc_shard_unlink_many when they are a share of the shard), and each worker frees its buffers
+ * (mc_shard_unlink_many when they are a quarter of the shard), and each worker frees its buffers
  * after dropping the shard lock.
  *
  * Threads: one cycle at a time per master (cycle_lock); the census and big rounds use up to
