@@ -309,7 +309,13 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
                 fwd_set(f, j, w->map[j]);
     } else {
+        enum { AHEAD = 8 }; /* each unlink moves the tail object: its key is hashed */
+        for (uint32_t k = 1; k <= AHEAD && k <= s->n; k++)
+            __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - k)) + 64);
         for (size_t i = 0; i < ub->n; i++) {
+            if (s->n > AHEAD + 1)
+                __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - 1 - AHEAD)) +
+                                   64);
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
             if (last != to)
