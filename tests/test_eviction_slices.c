@@ -1,7 +1,10 @@
 /*
  * test_eviction_slices.c - a large eviction target goes in slices (eviction.c run_pass: at most
  * MC_EVICT_SLICE objects a round, here a test slice of 700): the cycle counts its slices, still
- * evicts exactly the oldest objects by lease deadline, and reaches its target.
+ * evicts exactly the oldest objects by lease deadline, and reaches its target; candidates that
+ * fail their revalidation inside a slice (leased after the census) are replaced by the next
+ * oldest ones, so the victims stay exactly the oldest eligible objects. Entries that a slice's
+ * unlinks moved are followed to their new position, without a walk over their shard.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -50,6 +53,9 @@ static void test_large_target_in_slices_oldest_first(void **state)
     assert_int_equal(mc_master_batch_evict(m, 0.5, 0.5, &st), MC_OK);
     assert_int_equal(st.evicted, N / 2);
     assert_true(st.slices >= (N / 2 + 699) / 700); /* 3000 objects: 5 slices at least */
+    /* entries the earlier slices' unlinks moved are followed, not searched for by a walk over
+     * their shard (no Remove or Put ran between the slices) */
+    assert_int_equal(st.moved_walks, 0);
     for (int i = 0; i < N; i++) {
         key_of(key, sizeof(key), i);
         bool ex = false;
@@ -59,10 +65,65 @@ static void test_large_target_in_slices_oldest_first(void **state)
     mfx_free(f);
 }
 
+/* Leases every 7th of the oldest half between the census and the rounds. */
+static void lease_some(struct mc_master *m, void *arg)
+{
+    (void)arg;
+    char key[32];
+    for (int i = 0; i < N / 2; i += 7) {
+        key_of(key, sizeof(key), i);
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
+    }
+}
+
+static void test_skipped_candidates_replaced_oldest_first(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = tm_master(&fc, 7);
+    assert_non_null(m);
+    struct mc_id a = tm_id(1);
+    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, a, &sd, NULL), MC_OK);
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        key_of(key, sizeof(key), i);
+        assert_int_equal(tm_put(m, a, key, 4096), MC_OK);
+    }
+    /* key order is lease order, shuffled over the entries by the shards' hashing */
+    for (int i = 0; i < N; i++) {
+        key_of(key, sizeof(key), i);
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
+        mc_fake_clock_advance_ms(&fc, 1);
+    }
+    mc_fake_clock_advance_ms(&fc, 3600 * 1000);
+    struct mc_evict_test_opts o = {.slice_objects = 700, .after_census = lease_some};
+    mc_master_evict_set_test_opts(m, &o);
+    struct mc_evict_stats st;
+    /* the full path (target >= 10/44): every eligible object is a candidate */
+    assert_int_equal(mc_master_batch_evict(m, 0.5, 0.5, &st), MC_OK);
+    int leased = (N / 2 + 6) / 7;
+    assert_int_equal(st.evicted, N / 2);
+    assert_true(st.slices >= (N / 2 + 699) / 700 + 1); /* the replacements took one more */
+    for (int i = 0; i < N; i++) {
+        key_of(key, sizeof(key), i);
+        bool ex = false;
+        assert_int_equal(mc_master_exist_key(m, key, strlen(key), &ex), MC_OK);
+        bool leased_now = i < N / 2 && i % 7 == 0;
+        /* the oldest N/2 + leased eligible objects went, the leased ones stayed */
+        assert_int_equal(ex, leased_now || i >= N / 2 + leased);
+    }
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_large_target_in_slices_oldest_first),
+        cmocka_unit_test(test_skipped_candidates_replaced_oldest_first),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,16 +7,18 @@
  * `want - got` oldest remaining candidates are moved to the front of what is left (radix select
  * on their deadlines plus one partition pass, never a full sort), counting-sorted by shard, and
  * each shard holding some of them is write-locked once. Under that lock every candidate is
- * found again (at its entry if that still holds its version; else, when a Remove or an earlier
- * round moved entries, by version in one walk over the shard's entries) and revalidated with
+ * found again (at its entry if that still holds its version; else along the moves this
+ * cycle's unlinks made, struct ev_fwd; else, when a Remove or Put moved entries between rounds,
+ * by version in one walk over the shard's entries) and revalidated with
  * ev_classify() on bits recomputed from the object; a grouped one takes its group along or
  * is skipped whole. Candidates that fail are simply not counted, so the next round takes as
  * many next-oldest ones (the reserve). A round takes at most MC_EVICT_SLICE candidates (a
- * large target goes in slices, the holders' polls answered between them). On the selective path an
+ * large target goes in slices, the holders' polls answered between them; a pass of several
+ * slices selects all it wants once, and each slice within that). On the selective path an
  * exhausted frontier is refilled once with every eligible object past the cutoff that was not
  * materialized yet. Large rounds spread their shards over the eviction threads; the objects a
  * shard's round erases are unlinked from it together before its lock is dropped
- * (mc_shard_unlink_many when they are a share of the shard), and each worker frees its buffers
+ * (mc_shard_unlink_many when they are a quarter of the shard), and each worker frees its buffers
  * after dropping the shard lock.
  *
  * Threads: one cycle at a time per master (cycle_lock); the census and big rounds use up to
@@ -24,6 +26,7 @@
  * EV_PARALLEL_MIN_OBJECTS objects or more.
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -38,8 +41,8 @@
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
 #define EV_PARALLEL_MIN_OBJECTS 65536u
 #define EV_PARALLEL_MIN_ROUND 8192u
-#define EV_BULK_UNLINK_MIN 8u    /* erased objects in one shard for a bulk unlink */
-#define EV_BULK_UNLINK_SHARE 32u /* ... and at least 1/32 of the shard */
+#define EV_BULK_UNLINK_MIN 8u   /* erased objects in one shard for a bulk unlink */
+#define EV_BULK_UNLINK_SHARE 4u /* ... and at least 1/4 of the shard */
 
 /* A candidate whose entry moved: its version and index in the shard's candidates. */
 struct ev_moved {
@@ -58,8 +61,23 @@ struct ev_worker {
     size_t map_cap;
     struct ev_moved *moved; /* find_moved scratch */
     size_t moved_cap;
-    uint64_t evicted, bytes;
+    uint64_t evicted, bytes, walks;
     uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
+};
+
+/* Where this cycle's unlinks moved one shard's entries: an unlink fills the holes it leaves with
+ * entries from the shard's tail, so a candidate of a later round may no longer be at its
+ * census position. fwd[top - 1 - j] is where the entry at position j went (NONE: not moved);
+ * top is the shard's entry count when the cycle first locked it, so every census position
+ * below it has a slot, and the array only spans the positions the unlinks emptied (the tail).
+ * A candidate is followed along these moves (an entry moved twice is a chain); what a Remove or
+ * a Put moved between rounds is not here and costs a walk over the shard (find_moved). */
+#define EV_FWD_NONE UINT32_MAX
+#define EV_FWD_HOPS 64
+struct ev_fwd {
+    uint32_t *v;
+    size_t cap;
+    uint32_t len, top; /* len: slots set (NONE or a position); top 0: not locked this cycle */
 };
 
 struct mc_evictor {
@@ -68,12 +86,13 @@ struct mc_evictor {
     unsigned nthreads;
     struct ev_part *parts;     /* nthreads */
     struct ev_worker *workers; /* nthreads */
-    struct ev_u64v leases, scratch, tmp;
+    struct ev_u64v leases, scratch;
     struct ev_candv plain, soft, round;
     uint32_t *hist; /* EV_HIST_SIZE */
     uint32_t off[MC_NSHARDS + 1];
     uint32_t cur[MC_NSHARDS];
     struct ev_blocks blocks[MC_NSHARDS]; /* the census's per-block deadline minima */
+    struct ev_fwd fwd[MC_NSHARDS];
     struct mc_counter *cycles[3];
     struct mc_counter *materialized, *refilled;
     struct mc_histogram *duration;
@@ -248,19 +267,60 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
     }
 }
 
+/* Records that the entry at position from moved to position to (write lock held). A move the
+ * array cannot take (a position a Put added after the cycle began, or no memory) is simply not
+ * followed: its candidate is then found by the walk. */
+static void fwd_set(struct ev_fwd *f, uint32_t from, uint32_t to)
+{
+    if (from >= f->top)
+        return;
+    uint32_t i = f->top - 1 - from;
+    if (i >= f->len) {
+        if (i >= f->cap && !ev_reserve((void **)&f->v, &f->cap, (size_t)i + 1, sizeof(*f->v)))
+            return;
+        for (uint32_t k = f->len; k <= i; k++)
+            f->v[k] = EV_FWD_NONE;
+        f->len = i + 1;
+    }
+    f->v[i] = to;
+}
+
+/* Where the entry at position e went in this cycle's last move from e, or NONE. */
+static uint32_t fwd_follow(const struct ev_fwd *f, uint32_t e)
+{
+    if (e >= f->top || f->top - 1 - e >= f->len)
+        return EV_FWD_NONE;
+    return f->v[f->top - 1 - e];
+}
+
 /* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
- * a share of the shard, else one by one (a bulk pass costs a walk over the shard's entries and
- * slots). */
+ * a large share of the shard, else one by one (a bulk pass costs a walk over the shard's entries
+ * and slots, one by one two key hashes per object). The entries moved into the holes are noted
+ * in f. */
 static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_worker *w,
-                          struct mc_freelist *fl)
+                          struct mc_freelist *fl, struct ev_fwd *f)
 {
     struct mc_unlink_batch *ub = &w->ub;
+    uint32_t n0 = s->n;
     if (ub->n >= EV_BULK_UNLINK_MIN && ub->n * EV_BULK_UNLINK_SHARE >= s->n &&
         (s->n <= w->map_cap || ev_reserve((void **)&w->map, &w->map_cap, s->n, sizeof(*w->map)))) {
         mc_shard_unlink_many(s, ub->objs, ub->n, w->map);
+        for (uint32_t j = s->n; j < n0; j++) /* map[j]: its new position, or UINT32_MAX: dead */
+            if (w->map[j] != UINT32_MAX && w->map[j] != j)
+                fwd_set(f, j, w->map[j]);
     } else {
-        for (size_t i = 0; i < ub->n; i++)
+        enum { AHEAD = 8 }; /* each unlink moves the tail object: its key is hashed */
+        for (uint32_t k = 1; k <= AHEAD && k <= s->n; k++)
+            __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - k)) + 64);
+        for (size_t i = 0; i < ub->n; i++) {
+            if (s->n > AHEAD + 1)
+                __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - 1 - AHEAD)) +
+                                   64);
+            uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
+            if (last != to)
+                fwd_set(f, last, to);
+        }
     }
     for (size_t i = 0; i < ub->n; i++) {
         ub->objs[i]->flags &= ~(uint64_t)MC_OBJ_UNLINKING;
@@ -275,9 +335,10 @@ static int cmp_moved(const void *a, const void *b)
     return x->version < y->version ? -1 : x->version > y->version;
 }
 
-/* Candidates of s whose entry no longer holds them (a Remove, or an earlier round's unlink,
- * moved another entry there; or they are gone): found by version in one walk over the shard's
- * entries (write lock). Few: compared directly; many: sorted and searched. Gone: stay NULL. */
+/* Candidates of s whose entry no longer holds them and that their moves did not lead to (a
+ * Remove or a Put moved entries between rounds; or they are gone): found by version in one walk
+ * over the shard's entries (write lock), whose objects are mostly cold. Few: compared directly;
+ * many: sorted and searched. Gone: stay NULL. */
 static void find_moved(struct mc_shard *s, const struct ev_cand *c, size_t cnt, struct ev_worker *w,
                        size_t nmoved)
 {
@@ -320,6 +381,22 @@ static void find_moved(struct mc_shard *s, const struct ev_cand *c, size_t cnt, 
     }
 }
 
+/* The candidate c of s (write lock) where this cycle's unlinks moved it, or NULL. */
+static struct mc_object *follow_moves(struct mc_shard *s, const struct ev_fwd *f,
+                                      const struct ev_cand *c)
+{
+    uint32_t e = c->ent;
+    for (uint32_t hop = 0; hop < EV_FWD_HOPS; hop++) {
+        e = fwd_follow(f, e);
+        if (e == EV_FWD_NONE)
+            return NULL;
+        struct mc_object *o = mc_shard_revalidate(s, e, c->version);
+        if (o)
+            return o;
+    }
+    return NULL;
+}
+
 static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
                         struct ev_worker *w, struct mc_freelist *fl)
 {
@@ -328,16 +405,23 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         return;
     }
     size_t nmoved = 0;
+    struct ev_fwd *f = &r->cy->ev->fwd[s->index];
     mc_shard_wrlock(s);
+    if (!f->top)
+        f->top = s->n ? s->n : 1;
     /* Resolve every candidate before the first eviction moves entries around. */
     for (size_t i = 0; i < cnt; i++) {
         if (i + 8 < cnt && c[i + 8].ent < s->n)
             __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[i + 8].ent)));
         w->objs[i] = mc_shard_revalidate(s, c[i].ent, c[i].version);
+        if (!w->objs[i] && f->len)
+            w->objs[i] = follow_moves(s, f, &c[i]);
         nmoved += !w->objs[i];
     }
-    if (nmoved)
+    if (nmoved) {
         find_moved(s, c, cnt, w, nmoved);
+        w->walks++;
+    }
     for (size_t i = 0; i < cnt; i++) {
         if (i + 4 < cnt && w->objs[i + 4])
             __builtin_prefetch((const char *)w->objs[i + 4] + 64);
@@ -348,7 +432,7 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
             continue;
         evict_candidate(r->cy, r->soft_phase, s, o, w, fl);
     }
-    unlink_erased(r->cy->m, s, w, fl);
+    unlink_erased(r->cy->m, s, w, fl, f);
     mc_shard_unlock(s);
     mc_freelist_flush(fl); /* buffers go back outside the shard lock */
 }
@@ -394,7 +478,8 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
     unsigned nw =
         d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
     for (unsigned i = 0; i < nw; i++)
-        ev->workers[i].evicted = ev->workers[i].bytes = ev->workers[i].victim_freq = 0;
+        ev->workers[i].evicted = ev->workers[i].bytes = ev->workers[i].walks =
+            ev->workers[i].victim_freq = 0;
     if (nw <= 1)
         round_worker(&r, 0);
     else
@@ -403,6 +488,7 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
     for (unsigned i = 0; i < nw; i++) {
         got += ev->workers[i].evicted;
         cy->st->evicted_bytes += ev->workers[i].bytes;
+        cy->st->moved_walks += ev->workers[i].walks;
         cy->victim_freq += ev->workers[i].victim_freq;
     }
     cy->st->evicted += got;
@@ -415,27 +501,24 @@ static int cmp_lease(const void *a, const void *b)
     return x->lease < y->lease ? -1 : x->lease > y->lease;
 }
 
-/* Moves the d oldest of v[pos..n) to v[pos..pos+d). */
-static void select_oldest(struct ev_cycle *cy, struct ev_candv *v, size_t pos, size_t d)
+/* Moves the d oldest of v[pos..end) to v[pos..pos+d). */
+static void select_oldest(struct ev_cycle *cy, struct ev_candv *v, size_t pos, size_t end, size_t d)
 {
     struct mc_evictor *ev = cy->ev;
-    size_t cnt = v->n - pos;
+    size_t cnt = end - pos;
     if (d >= cnt)
         return;
     uint64_t cut;
     size_t less;
-    bool ok = ev_u64v_reserve(&ev->tmp, cnt);
-    if (ok) {
-        for (size_t i = 0; i < cnt; i++)
-            ev->tmp.v[i] = v->v[pos + i].lease;
-        ok = ev_select_kth(ev->tmp.v, cnt, d, &cut, &less, &ev->scratch, ev->hist);
-    }
+    /* the deadlines are read in place (copying them out cost a pass and, in a fresh master's
+     * first cycle, the page faults of an 8 MB buffer per million candidates) */
+    bool ok = ev_select_kth_cand(v->v + pos, cnt, d, &cut, &less, &ev->scratch, ev->hist);
     if (!ok) { /* out of memory: sort in place instead */
         qsort(v->v + pos, cnt, sizeof(*v->v), cmp_lease);
         return;
     }
     size_t quota = d - less, j = pos;
-    for (size_t i = pos; i < v->n; i++) {
+    for (size_t i = pos; i < end; i++) {
         struct ev_cand c = v->v[i];
         bool take = c.lease < cut;
         if (!take && c.lease == cut && quota > 0) {
@@ -463,11 +546,17 @@ static void refill(struct ev_cycle *cy)
     cy->st->materialized += added;
 }
 
-/* Evicts up to want objects from v[*pos..], oldest first. Returns the objects evicted. */
+/* Evicts up to want objects from v[*pos..], oldest first. Returns the objects evicted.
+ * A pass of several slices first moves all it wants, the oldest, to the front (one selection
+ * over every remaining candidate), and each slice then selects only within that front: the
+ * same victims in the same order as selecting each slice from everything left, without a
+ * selection over the whole vector per slice. */
 static uint64_t run_pass(struct ev_cycle *cy, struct ev_candv *v, size_t *pos, uint64_t want,
                          bool soft_phase)
 {
     uint64_t got = 0;
+    size_t front = *pos; /* v[*pos..front) holds the oldest remaining candidates */
+    size_t slice = cy->ev->opts.slice_objects ? cy->ev->opts.slice_objects : MC_EVICT_SLICE;
     while (got < want && !atomic_load_explicit(&cy->oom, memory_order_relaxed)) {
         if (*pos == v->n) {
             if (!soft_phase && cy->frontier && !cy->refilled) {
@@ -478,14 +567,20 @@ static uint64_t run_pass(struct ev_cycle *cy, struct ev_candv *v, size_t *pos, u
         }
         size_t left = v->n - *pos;
         size_t d = want - got < left ? (size_t)(want - got) : left;
-        size_t slice = cy->ev->opts.slice_objects ? cy->ev->opts.slice_objects : MC_EVICT_SLICE;
-        if (d > slice)
-            d = slice;
+        size_t ds = d < slice ? d : slice;
+        if (front < *pos + ds) { /* the front cannot supply this slice (skipped candidates) */
+            if (d > ds) {
+                select_oldest(cy, v, *pos, v->n, d);
+                front = *pos + d;
+            } else {
+                front = v->n; /* one slice: it selects from everything left */
+            }
+        }
         if (cy->st->slices++ > 0)
             mc_obj_ev_unlocked(cy->m); /* the previous slice's offloads go out now */
-        select_oldest(cy, v, *pos, d);
-        got += evict_round(cy, v->v + *pos, d, soft_phase);
-        *pos += d;
+        select_oldest(cy, v, *pos, front, ds);
+        got += evict_round(cy, v->v + *pos, ds, soft_phase);
+        *pos += ds;
     }
     return got;
 }
@@ -544,6 +639,19 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
         int64_t keys = atomic_load_explicit(&m->c.key_count, memory_order_relaxed);
         if (cy->nthreads == 1 && keys > 0)
             (void)ev_u64v_reserve(w0, (size_t)keys + (size_t)keys / 16);
+    } else {
+        /* The same for the candidates the full path's census materializes (24 bytes each):
+         * grown by doubling from nothing they cost the first cycle a copy of every step and
+         * twice the page faults. */
+        struct ev_candv *w0 = &ev->parts[0].plain;
+        if (ev->plain.cap > w0->cap) {
+            struct ev_candv t = *w0;
+            *w0 = ev->plain;
+            ev->plain = t;
+        }
+        int64_t keys = atomic_load_explicit(&m->c.key_count, memory_order_relaxed);
+        if (cy->nthreads == 1 && keys > 0)
+            (void)ev_candv_reserve(w0, (size_t)keys + (size_t)keys / 16);
     }
 
     /* 1. census: counts, plain deadlines (selective) or plain candidates (bypass), soft ones. */
@@ -650,6 +758,8 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
         .now = mc_master_now_ms(m),
         .nthreads = keys >= (int64_t)par_min ? ev->nthreads : 1,
     };
+    for (unsigned i = 0; i < MC_NSHARDS; i++)
+        ev->fwd[i].len = ev->fwd[i].top = 0;
     mc_obj_ev_evict_cycle_begin(m);
     run_cycle(&cy, target_ratio, lower_ratio);
     st.duration_ns = mc_now_ns() - t0;
@@ -791,13 +901,14 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].map);
         free(ev->workers[i].moved);
     }
-    for (unsigned i = 0; i < MC_NSHARDS; i++)
+    for (unsigned i = 0; i < MC_NSHARDS; i++) {
         free(ev->blocks[i].min);
+        free(ev->fwd[i].v);
+    }
     free(ev->parts);
     free(ev->workers);
     free(ev->leases.v);
     free(ev->scratch.v);
-    free(ev->tmp.v);
     free(ev->plain.v);
     free(ev->soft.v);
     free(ev->round.v);

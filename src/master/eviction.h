@@ -70,6 +70,8 @@ struct mc_evict_stats {
     uint64_t evicted_bytes; /* bytes of DRAM released */
     uint64_t duration_ns;   /* wall time of the cycle */
     uint64_t slices;        /* eviction rounds run (each at most MC_EVICT_SLICE objects) */
+    uint64_t moved_walks;   /* shard walks to find candidates whose entry moved (a Remove or
+                             * Put between rounds; this cycle's own unlinks are followed) */
 };
 
 /* A large target is evicted in slices of at most this many objects, oldest first; between

@@ -15,6 +15,7 @@
  * per round: one counting pass over all values, then rounds over the (small) bucket that holds
  * the k-th value. Deadlines are milliseconds, so two or three rounds settle any table.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "master/eviction_internal.h"
@@ -228,15 +229,20 @@ void ev_scan_run(struct ev_scan *sc, unsigned nthreads)
 
 /* ---- k-th selection ------------------------------------------------------------------------- */
 
-bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
-                   struct ev_u64v *scratch, uint32_t *hist)
+/* Inlined into each caller below with a constant stride, so the counting passes stay as tight
+ * as a plain array's. */
+static inline __attribute__((always_inline)) bool select_kth(const uint64_t *v, size_t stride,
+                                                             size_t n, size_t k, uint64_t *kth,
+                                                             size_t *less, struct ev_u64v *scratch,
+                                                             uint32_t *hist)
 {
     const uint64_t *cur = v;
-    size_t cn = n, below = 0;
+    size_t cn = n, below = 0, st = stride; /* st: the stride of cur (1 once in scratch) */
     uint64_t lo = UINT64_MAX, hi = 0;
     for (size_t i = 0; i < n; i++) {
-        lo = v[i] < lo ? v[i] : lo;
-        hi = v[i] > hi ? v[i] : hi;
+        uint64_t x = v[i * stride];
+        lo = x < lo ? x : lo;
+        hi = x > hi ? x : hi;
     }
     for (;;) {
         if (lo == hi) {
@@ -250,7 +256,7 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
         size_t nb = (size_t)(range >> shift) + 1;
         memset(hist, 0, nb * sizeof(*hist));
         for (size_t i = 0; i < cn; i++)
-            hist[(cur[i] - lo) >> shift]++;
+            hist[(cur[i * st] - lo) >> shift]++;
         size_t b = 0, cum = 0;
         while (cum + hist[b] < k)
             cum += hist[b++];
@@ -270,7 +276,7 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
         size_t w = 0;
         uint64_t nlo = UINT64_MAX, nhi = 0;
         for (size_t i = 0; i < cn; i++) {
-            uint64_t x = cur[i];
+            uint64_t x = cur[i * st];
             if (((x - lo) >> shift) != b)
                 continue;
             out[w++] = x;
@@ -278,10 +284,25 @@ bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t 
             nhi = x > nhi ? x : nhi;
         }
         cur = out;
+        st = 1;
         cn = w;
         lo = nlo;
         hi = nhi;
     }
+}
+
+bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
+                   struct ev_u64v *scratch, uint32_t *hist)
+{
+    return select_kth(v, 1, n, k, kth, less, scratch, hist);
+}
+
+bool ev_select_kth_cand(const struct ev_cand *c, size_t n, size_t k, uint64_t *kth, size_t *less,
+                        struct ev_u64v *scratch, uint32_t *hist)
+{
+    _Static_assert(offsetof(struct ev_cand, lease) == 0 && sizeof(struct ev_cand) == 24,
+                   "ev_cand: the lease first, 24 bytes");
+    return select_kth(&c->lease, sizeof(*c) / sizeof(uint64_t), n, k, kth, less, scratch, hist);
 }
 
 /* ---- seen set ------------------------------------------------------------------------------- */

@@ -155,6 +155,9 @@ void ev_scan_run(struct ev_scan *sc, unsigned nthreads);
  * modified); *less = how many are strictly smaller. false when out of memory. */
 bool ev_select_kth(const uint64_t *v, size_t n, size_t k, uint64_t *kth, size_t *less,
                    struct ev_u64v *scratch, uint32_t *hist);
+/* The same over the lease deadlines of c[0..n), read in place. */
+bool ev_select_kth_cand(const struct ev_cand *c, size_t n, size_t k, uint64_t *kth, size_t *less,
+                        struct ev_u64v *scratch, uint32_t *hist);
 
 bool ev_seen_build(struct ev_seen *s, const struct ev_cand *c, size_t n);
 bool ev_seen_has(const struct ev_seen *s, uint64_t version);

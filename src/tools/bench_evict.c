@@ -15,10 +15,16 @@
  * key, GetReplicaList of a fixed key, MountSegment of a fresh segment, in turn — and records its
  * latency while nothing else runs (baseline, 300 ms before the cycles) and while a cycle runs.
  *
+ * --modes selective (or full) times one mode only; --no-probe runs no probe thread (upstream's
+ * batch_evict_bench has nothing else in its process). With --runs 1 the one cycle is a fresh
+ * table's first, which is what upstream's bench times.
+ *
  * Output: one JSON line per (N, t, mode) with ms (median of runs), p50/p99 over runs, objects,
  * target, path (selective | full, what the cycle did), cycle_path (selective | full_bypass |
  * full_fallback), materialized, refills, k, evicted, census, ns_per_census_obj,
- * ns_per_evicted; one "probe" line per N; and the gates, checked here (exit 1 if one fails):
+ * ns_per_evicted, first_ms (the first run), user_ms / sys_ms / minflt (the cycle thread's CPU
+ * and minor page faults, medians: on a loaded machine CPU time moves less than wall time);
+ * one "probe" line per N; and the gates, checked here (exit 1 if one fails):
  *   - selective cycles: materialized <= 1.1 * k + refills;
  *   - at t = 0.01: selective median ms <= full median ms;
  *   - probe p99 during cycles <= max(5 ms, 2 x probe p99 without a cycle).
@@ -30,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "common/clock.h"
@@ -265,16 +272,38 @@ static void table_free(struct table *t)
 struct cell {
     double ms[MAX_RUNS];
     struct mc_evict_stats st[MAX_RUNS];
+    double user_ms[MAX_RUNS], sys_ms[MAX_RUNS], minflt[MAX_RUNS]; /* the cycle thread's */
     int runs;
 };
+
+struct usage {
+    double user_ms, sys_ms, minflt;
+};
+
+static struct usage usage_now(void)
+{
+    struct rusage ru;
+    struct usage u = {0, 0, 0};
+    if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+        u.user_ms = (double)ru.ru_utime.tv_sec * 1e3 + (double)ru.ru_utime.tv_usec / 1e3;
+        u.sys_ms = (double)ru.ru_stime.tv_sec * 1e3 + (double)ru.ru_stime.tv_usec / 1e3;
+        u.minflt = (double)ru.ru_minflt;
+    }
+    return u;
+}
 
 static void usage(void)
 {
     fprintf(stderr,
             "usage: mooncake_bench evict [--objects N,N,...] [--targets t,t,...] [--runs R]\n"
-            "                            [--threads T] [--seed S]\n"
+            "                            [--threads T] [--seed S] [--modes selective,full]\n"
+            "                            [--no-probe]\n"
             "  defaults: --objects 100000,1000000 --targets 0.01,0.05,0.5 --runs 3\n"
-            "  --threads: eviction threads (0 = library default max(1, ncpu - 1))\n");
+            "  --threads: eviction threads (0 = library default max(1, ncpu - 1))\n"
+            "  --modes: the cycles to time, the library's own choice (selective) and/or the\n"
+            "           forced full path (full); default both\n"
+            "  --no-probe: no control-op probe thread beside the cycles (as upstream's\n"
+            "           batch_evict_bench runs: nothing else in the process)\n");
 }
 
 static void emit_cell(uint64_t n, double t, const char *mode, struct cell *c, double *median)
@@ -303,6 +332,16 @@ static void emit_cell(uint64_t n, double t, const char *mode, struct cell *c, do
     mc_bench_add_num(&r, "census", (double)st->census);
     mc_bench_add_num(&r, "ns_per_census_obj", st->census ? r.ms * 1e6 / (double)st->census : 0);
     mc_bench_add_num(&r, "ns_per_evicted", st->evicted ? r.ms * 1e6 / (double)st->evicted : 0);
+    /* the first cycle's figures apart (a fresh table's first cycle is what upstream's bench
+     * times), then CPU and page faults of the process during the cycles (medians) */
+    mc_bench_add_num(&r, "first_ms", c->ms[0]);
+    double u[MAX_RUNS], sy[MAX_RUNS], f[MAX_RUNS];
+    memcpy(u, c->user_ms, sizeof(double) * (size_t)c->runs);
+    memcpy(sy, c->sys_ms, sizeof(double) * (size_t)c->runs);
+    memcpy(f, c->minflt, sizeof(double) * (size_t)c->runs);
+    mc_bench_add_num(&r, "user_ms", mc_bench_median(u, (size_t)c->runs));
+    mc_bench_add_num(&r, "sys_ms", mc_bench_median(sy, (size_t)c->runs));
+    mc_bench_add_num(&r, "minflt", mc_bench_median(f, (size_t)c->runs));
     mc_bench_emit(&r);
     *median = r.ms;
 }
@@ -337,12 +376,20 @@ static void sleep_ms(unsigned ms)
     nanosleep(&ts, NULL);
 }
 
-static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, uint32_t threads,
+struct opts {
+    int runs;
+    uint32_t threads;
+    bool modes[2]; /* selective, full */
+    bool probe;
+};
+
+static int bench_one(uint64_t n, const double *targets, int ntargets, const struct opts *op,
                      uint64_t seed, bool *all_ok)
 {
     struct table t;
     uint64_t t_fill = mc_now_ns();
-    if (table_init(&t, n, threads, &seed) != 0) {
+    int runs = op->runs;
+    if (table_init(&t, n, op->threads, &seed) != 0) {
         fprintf(stderr, "evict: cannot build a table of %llu objects\n", (unsigned long long)n);
         if (t.m)
             table_free(&t);
@@ -360,15 +407,19 @@ static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, 
     struct mc_put_start_result pr;
     mc_master_put_start(t.m, PROBE_CLIENT, "probe-anchor", 12, 64, &hard, &pr);
     mc_master_put_end(t.m, PROBE_CLIENT, "probe-anchor", 12, 0, 0, false);
-    bool probing = pthread_create(&p.th, NULL, probe_main, &p) == 0;
-    atomic_store(&p.phase, PHASE_IDLE);
-    sleep_ms(300);
-    atomic_store(&p.phase, PHASE_OTHER);
+    bool probing = op->probe && pthread_create(&p.th, NULL, probe_main, &p) == 0;
+    if (probing) {
+        atomic_store(&p.phase, PHASE_IDLE);
+        sleep_ms(300);
+        atomic_store(&p.phase, PHASE_OTHER);
+    }
 
     int rc = 0;
     for (int ti = 0; ti < ntargets && rc == 0; ti++) {
         double med[2] = {0, 0};
         for (int mode = 0; mode < 2 && rc == 0; mode++) {
+            if (!op->modes[mode])
+                continue;
             struct mc_evict_test_opts o = {.force_full = mode == 1};
             mc_master_evict_set_test_opts(t.m, &o);
             struct cell c = {.runs = 0};
@@ -376,9 +427,14 @@ static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, 
                 t.now_ms += 2; /* every lease expired */
                 mc_fake_clock_set_ns(&t.fc, t.now_ms * 1000000ull);
                 atomic_store(&p.phase, PHASE_CYCLE);
+                struct usage u0 = usage_now();
                 uint64_t t0 = mc_now_ns();
                 mc_master_batch_evict(t.m, targets[ti], targets[ti] / 2, &c.st[r]);
                 c.ms[r] = (double)(mc_now_ns() - t0) / 1e6;
+                struct usage u1 = usage_now();
+                c.user_ms[r] = u1.user_ms - u0.user_ms;
+                c.sys_ms[r] = u1.sys_ms - u0.sys_ms;
+                c.minflt[r] = u1.minflt - u0.minflt;
                 atomic_store(&p.phase, PHASE_OTHER);
                 c.runs++;
                 if (table_refill(&t, c.st[r].evicted) != 0) {
@@ -405,7 +461,8 @@ static int bench_one(uint64_t n, const double *targets, int ntargets, int runs, 
                 }
             }
         }
-        if (rc == 0 && targets[ti] > 0.0099 && targets[ti] < 0.0101) {
+        if (rc == 0 && op->modes[0] && op->modes[1] && targets[ti] > 0.0099 &&
+            targets[ti] < 0.0101) {
             char name[64];
             snprintf(name, sizeof(name), "n=%llu t=0.01 selective<=full", (unsigned long long)n);
             *all_ok &= gate(name, med[0] <= med[1], "%.3f ms <= %.3f ms", med[0], med[1]);
@@ -454,14 +511,16 @@ int mc_bench_evict(int argc, char **argv)
         {"runs", required_argument, NULL, 'r'},
         {"threads", required_argument, NULL, 'j'},
         {"seed", required_argument, NULL, 's'},
+        {"modes", required_argument, NULL, 'm'},
+        {"no-probe", no_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     uint64_t objects[MAX_LIST] = {100000, 1000000};
     int nobjects = 2;
     double targets[MAX_LIST] = {0.01, 0.05, 0.5};
-    int ntargets = 3, runs = 3;
-    uint32_t threads = 0;
+    int ntargets = 3;
+    struct opts op = {.runs = 3, .modes = {true, true}, .probe = true};
     uint64_t seed = 0x5eed5eedull;
     int c;
     optind = 1;
@@ -474,10 +533,17 @@ int mc_bench_evict(int argc, char **argv)
             ntargets = mc_bench_parse_doubles(optarg, targets, MAX_LIST);
             break;
         case 'r':
-            runs = atoi(optarg);
+            op.runs = atoi(optarg);
             break;
         case 'j':
-            threads = (uint32_t)atoi(optarg);
+            op.threads = (uint32_t)atoi(optarg);
+            break;
+        case 'm':
+            op.modes[0] = strstr(optarg, "selective") != NULL;
+            op.modes[1] = strstr(optarg, "full") != NULL;
+            break;
+        case 'P':
+            op.probe = false;
             break;
         case 's':
             seed = strtoull(optarg, NULL, 0);
@@ -490,7 +556,8 @@ int mc_bench_evict(int argc, char **argv)
             return 2;
         }
     }
-    if (nobjects <= 0 || ntargets <= 0 || runs < 1 || runs > MAX_RUNS || !seed) {
+    if (nobjects <= 0 || ntargets <= 0 || op.runs < 1 || op.runs > MAX_RUNS || !seed ||
+        !(op.modes[0] || op.modes[1])) {
         usage();
         return 2;
     }
@@ -507,8 +574,7 @@ int mc_bench_evict(int argc, char **argv)
     mc_log_set_level(MC_LOG_WARN);
     bool all_ok = true;
     for (int i = 0; i < nobjects; i++)
-        if (bench_one(objects[i], targets, ntargets, runs, threads, seed + (uint64_t)i, &all_ok) !=
-            0)
+        if (bench_one(objects[i], targets, ntargets, &op, seed + (uint64_t)i, &all_ok) != 0)
             return 1;
     fprintf(stderr, "evict: gates %s\n", all_ok ? "all passed" : "FAILED");
     return all_ok ? 0 : 1;
