@@ -28,7 +28,7 @@ void wb_rpc_conn_broken_unlocked(void)
 
 void wb_rpc_check_idle_unlocked(void)
 {
-    check_idle_locked(client());
+    check_idle_locked(client(), false);
 }
 
 void wb_rpc_lead_timeout_unlocked(void)
@@ -52,7 +52,7 @@ void wb_rpc_all_locked(void)
     memset(&p, 0, sizeof(p));
     p.id = 5;
     rpcc_lock(c);
-    check_idle_locked(c);
+    check_idle_locked(c, false);
     mc_rpcc_conn_broken_locked(c, c->gen, "test");
     lead_timeout_locked(c, &p);
     rpcc_unlock(c);

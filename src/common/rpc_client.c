@@ -9,8 +9,9 @@
  * connection; it is the leader. The leader reads frames into a shared 64 KiB buffer (`rx`),
  * hands every reply to its call (waking that caller) and keeps reading until its own reply is
  * in or its own deadline passes; then it passes the token to a waiting follower. A lone caller
- * (the common case) thus sends, polls and reads its own reply without any thread hand-off; with
- * several callers in flight each reply costs at most one wake-up (leader -> its caller).
+ * (the common case) thus sends and reads its own reply without any thread hand-off (on a plain
+ * socket the read itself waits: recv_wait); with several callers in flight each reply costs at
+ * most one wake-up (leader -> its caller).
  *
  * The read state lives in `rx`, not on a stack, so a leader may leave at any point (even in the
  * middle of a large body) and the next leader continues where it stopped. A large body is read
@@ -26,18 +27,21 @@
  *
  * Liveness without a receiver: a caller that finds no leader first peeks at the idle socket
  * (MSG_PEEK | MSG_DONTWAIT); a connection the server closed is then replaced before the request
- * is sent, as the receiver thread used to notice it.
+ * is sent, as the receiver thread used to notice it. The peek is skipped when the connection
+ * delivered bytes within RPCC_FRESH_MS (back-to-back calls).
  */
 #include "common/rpc_client.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -327,6 +331,71 @@ static void lead_timeout_locked(struct mc_rpc_client *c, struct pending *me)
     }
 }
 
+/* Callers of this process spinning now, and how many may (one core is left to the threads
+ * whose replies they wait for: more spinners than that only take CPU from them). */
+static _Atomic int g_spinners;
+static _Atomic int g_max_spinners;
+
+static int max_spinners(void)
+{
+    int n = atomic_load_explicit(&g_max_spinners, memory_order_relaxed);
+    if (!n) {
+        long p = sysconf(_SC_NPROCESSORS_ONLN);
+        n = p > 2 ? (int)p - 1 : 1;
+        atomic_store_explicit(&g_max_spinners, n, memory_order_relaxed);
+    }
+    return n;
+}
+
+/*
+ * Token holder, plain socket, nothing buffered: waits for bytes (at most ms) and reads them in
+ * the same syscall. First it spins on non-blocking reads for spin_us (when fewer callers of the
+ * process spin than max_spinners), then one blocking recv bounded by SO_RCVTIMEO, which is set
+ * only when the socket's is longer than the time left, or less than half of it (so calls with
+ * the same timeout set it once per connection). A reply thus costs one recv, not a poll and a
+ * recv. Returns recv's result; -1 with EAGAIN when the time ran out.
+ */
+static ssize_t recv_wait(struct mc_rpc_client *c, int fd, void *to, size_t want, uint64_t ms)
+{
+    struct rx *rx = &c->rx;
+    if (c->cfg.spin_us) {
+        bool spin = atomic_fetch_add(&g_spinners, 1) < max_spinners();
+        ssize_t n = -1;
+        int err = EAGAIN;
+        if (spin) {
+            uint64_t until = mc_now_ns() + (uint64_t)c->cfg.spin_us * 1000u;
+            do {
+                n = recv(fd, to, want, MSG_DONTWAIT);
+                err = errno;
+            } while (n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) &&
+                     mc_now_ns() < until);
+        }
+        atomic_fetch_sub(&g_spinners, 1);
+        if (n >= 0 || (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)) {
+            errno = err;
+            return n;
+        }
+    }
+    uint32_t r = ms > INT32_MAX ? INT32_MAX : ms ? (uint32_t)ms : 1;
+    if (!rx->rcv_ms || rx->rcv_ms > r || rx->rcv_ms < r / 2) {
+        struct timeval tv = {.tv_sec = (time_t)(r / 1000),
+                             .tv_usec = (suseconds_t)(r % 1000) * 1000};
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0) {
+            /* cannot bound a blocking read: wait with poll, then read what is there */
+            struct pollfd pfd = {.fd = fd, .events = POLLIN};
+            int pr = poll(&pfd, 1, (int)r);
+            if (pr <= 0) {
+                if (pr == 0)
+                    errno = EAGAIN;
+                return -1;
+            }
+            return recv(fd, to, want, MSG_DONTWAIT);
+        }
+        rx->rcv_ms = r;
+    }
+    return recv(fd, to, want, 0);
+}
+
 /*
  * The leader: holds the token of connection gen (socket fd), reads and dispatches replies until
  * me is done or its deadline passes, then releases the token (waking a successor).
@@ -336,6 +405,7 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
 {
     struct rx *rx = &c->rx;
     const char *why = "closed by server";
+    const bool plain = !mc_tls_sock_is_tls(fd);
     bool poll_first = true;
     for (;;) {
         if (!rx->big && rx_parse(c, me, &why) == RX_BROKEN)
@@ -343,7 +413,8 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
         if (me->done)
             break;
         /* need bytes: wait for them (until our deadline), then read */
-        if (poll_first && !mc_tls_sock_pending(fd)) {
+        uint64_t wait_ms = 0; /* plain socket: recv_wait waits this long, reading at once */
+        if (poll_first && (plain || !mc_tls_sock_pending(fd))) {
             uint64_t now = mc_now_ms();
             if (now >= deadline_ms) {
                 rpcc_lock(c);
@@ -351,21 +422,25 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
                 rpcc_unlock(c);
                 break;
             }
-            struct pollfd pfd = {.fd = fd, .events = POLLIN};
-            int pr = 0;
-            if (c->cfg.spin_us) {
-                uint64_t until = mc_now_ns() + (uint64_t)c->cfg.spin_us * 1000u;
-                while ((pr = poll(&pfd, 1, 0)) == 0 && mc_now_ns() < until)
-                    ;
+            if (plain) {
+                wait_ms = deadline_ms - now;
+            } else {
+                struct pollfd pfd = {.fd = fd, .events = POLLIN};
+                int pr = 0;
+                if (c->cfg.spin_us) {
+                    uint64_t until = mc_now_ns() + (uint64_t)c->cfg.spin_us * 1000u;
+                    while ((pr = poll(&pfd, 1, 0)) == 0 && mc_now_ns() < until)
+                        ;
+                }
+                if (pr == 0)
+                    pr = poll(&pfd, 1, (int)(deadline_ms - now));
+                if (pr < 0 && errno != EINTR) {
+                    why = "poll failed";
+                    goto broken;
+                }
+                if (pr <= 0)
+                    continue; /* timeout (checked above) or EINTR */
             }
-            if (pr == 0)
-                pr = poll(&pfd, 1, (int)(deadline_ms - now));
-            if (pr < 0 && errno != EINTR) {
-                why = "poll failed";
-                goto broken;
-            }
-            if (pr <= 0)
-                continue; /* timeout (checked above) or EINTR */
         }
         uint8_t scratch[16384];
         uint8_t *to;
@@ -392,7 +467,8 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
             to = rx->buf + rx->len;
             want = RBUF_SIZE - rx->len;
         }
-        ssize_t n = mc_tls_sock_recv(fd, to, want, MSG_DONTWAIT);
+        ssize_t n = wait_ms ? recv_wait(c, fd, to, want, wait_ms)
+                            : mc_tls_sock_recv(fd, to, want, MSG_DONTWAIT);
         if (n == 0)
             goto broken;
         if (n < 0) {
@@ -405,6 +481,7 @@ static void lead(struct mc_rpc_client *c, struct pending *me, int fd, uint64_t g
             why = errno == EPROTO ? "TLS error" : "read failed"; /* common/tls.c logs why */
             goto broken;
         }
+        c->last_rx_ms = mc_now_ms();
         poll_first = (size_t)n < want; /* the socket is drained: wait before the next read */
         if (rx->big) {
             if (rx->dst)

@@ -8,9 +8,11 @@
  * order. There is no receiver thread: callers read the socket themselves, one at a time
  * (leader/follower, see rpc_client.c). The caller holding the read token reads responses and
  * hands each to its call (waking that caller); when its own is in, it passes the token on. A
- * lone caller thus reads its own reply with no thread hand-off. A peer call may name a receive
- * buffer: the reader lands the reply payload straight in it (a 64 MiB Get lands in the user's
- * buffer with no intermediate copy).
+ * lone caller thus reads its own reply with no thread hand-off: on a plain socket a call is one
+ * sendmsg and one recv (a blocking read bounded by SO_RCVTIMEO, no poll before it; the idle
+ * liveness peek is skipped while the connection delivered bytes in the last 20 ms). A peer call may
+ * name a receive buffer: the reader lands the reply payload straight in it (a 64 MiB Get lands in
+ * the user's buffer with no intermediate copy).
  *
  * Timeouts. A call waits at most call_timeout_ms + server_wait_ms (server_wait_ms is how long
  * the call asked the server to hold it, e.g. a long-poll heartbeat) and then fails with
@@ -57,9 +59,10 @@ struct mc_rpc_client_config {
     uint32_t reconnect_max_ms;   /* 0 = 2000 */
     uint32_t max_frame_bytes;    /* largest response accepted; 0 = 64 MiB */
     const char *name;            /* log component; NULL = "rpc" */
-    uint32_t spin_us; /* a waiting caller polls the socket without sleeping this long before it
+    uint32_t spin_us; /* a waiting caller reads the socket without sleeping this long before it
                        * blocks (a reply often comes back within tens of microseconds, and
-                       * waking a sleeping thread can cost more than that); 0 = never spin */
+                       * waking a sleeping thread can cost more than that); at most one caller
+                       * per CPU but one spins at a time in a process; 0 = never spin */
     struct mc_tls_ctx *tls;         /* TLS client context (common/tls.h; not owned); NULL = plain */
     const struct mc_auth_key *auth; /* shared secret (copied); NULL/unset = no handshake. With
                                      * one, every (re)connect runs the handshake of common/auth.h

@@ -38,6 +38,10 @@
 
 #define NBUCKETS 256
 #define RBUF_SIZE (64u << 10)
+/* A call skips the idle connection's liveness peek when bytes came in this recently: a server
+ * that closed the connection so soon after answering on it is indistinguishable from one that
+ * closes it while the call is in flight, which fails the call either way. */
+#define RPCC_FRESH_MS 20
 
 struct pending {
     uint64_t id;
@@ -68,6 +72,7 @@ struct rx {
     size_t body_cap;         /* !big_peer: body's size so far (grows as bytes arrive) */
     uint8_t *dst;            /* where the next bytes go; NULL = discard */
     size_t left;
+    uint32_t rcv_ms; /* the SO_RCVTIMEO the socket has now (plain sockets; 0: none set) */
 };
 
 struct mc_rpc_client {
@@ -84,6 +89,8 @@ struct mc_rpc_client {
     uint64_t next_id;
     uint32_t backoff_ms;
     uint64_t next_attempt_ms;
+    uint64_t last_rx_ms; /* when the token holder last read bytes (written under the token,
+                          * read under `lock` while nobody holds it) */
     struct pending *buckets[NBUCKETS];
     struct pending *waiters;
     struct rx rx;

@@ -11,12 +11,13 @@
  *
  * Replies. A call is answered exactly once with one of mc_rpc_reply*(). The frame is built by
  * the caller (so protobuf encoding never happens under a core lock, nor on the I/O thread for
- * deferred replies) and queued to the connection's I/O thread, which writes it with writev (a
- * raw payload is written from the caller's memory without a copy). A reply on the I/O thread
- * itself skips the queue. Completing a call whose connection has closed only frees it. On
- * mc_rpc_server_stop() every call not yet answered gets UNAVAILABLE_IN_CURRENT_STATUS; later
- * mc_rpc_reply*() on such calls only free them. Every call handed to a handler must eventually
- * be completed (reply or mc_rpc_call_drop) or it leaks.
+ * deferred replies) and queued to the connection's I/O thread, which writes it with sendmsg (a
+ * raw payload is written from the caller's memory without a copy); the replies of one epoll
+ * round on plain connections go out together in one io_uring submission (rpc_server_out.c). A
+ * reply on the I/O thread itself skips the queue. Completing a call whose connection has closed
+ * only frees it. On mc_rpc_server_stop() every call not yet answered gets
+ * UNAVAILABLE_IN_CURRENT_STATUS; later mc_rpc_reply*() on such calls only free them. Every call
+ * handed to a handler must eventually be completed (reply or mc_rpc_call_drop) or it leaks.
  *
  * Limits and bad input. A large body's buffer is sized by the bytes that arrived (64 KiB at
  * least) and grows as more arrive; what is allocated ahead of the bytes (2 MiB per body at

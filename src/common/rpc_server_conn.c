@@ -23,7 +23,6 @@
 #include "mooncake/errors.h"
 
 #define RBUF_SIZE (64u << 10)
-#define MAX_IOV 64
 #define READS_PER_EVENT 16
 #define STOP_FLUSH_MS 200
 #define SWEEP_MS 1000               /* idle / handshake timeout checks, at most this far apart */
@@ -32,133 +31,7 @@
 
 static __thread struct io_thread *tls_io;
 
-static void conn_close(struct io_thread *io, struct conn *c, const char *why);
 static void process_input(struct io_thread *io, struct conn *c);
-
-/* ---- output ------------------------------------------------------------------------------ */
-
-static void conn_set_events(struct io_thread *io, struct conn *c)
-{
-    /* out_paused polls for output even with an empty queue: the loop then resumes reading */
-    uint32_t want = (c->paused || c->out_paused ? 0 : EPOLLIN) |
-                    (c->out_head || c->out_paused || mc_rpcs_wants_write(c) ? EPOLLOUT : 0);
-    io->tls_more |= !c->closed && (want & EPOLLIN) && mc_rpcs_has_pending(c); /* no event */
-    if (c->closed || want == c->events)
-        return;
-    struct epoll_event ev = {.events = want, .data.ptr = c};
-    if (epoll_ctl(io->epfd, EPOLL_CTL_MOD, c->fd, &ev) == 0)
-        c->events = want;
-}
-
-/* Writes as much of the output queue as the socket takes. */
-static void conn_flush(struct io_thread *io, struct conn *c)
-{
-    while (!c->closed && c->out_head) {
-        struct iovec iov[MAX_IOV];
-        int n = 0;
-        for (struct out_item *it = c->out_head; it && n < MAX_IOV; it = it->next)
-            for (int i = it->idx; i < it->niov && n < MAX_IOV; i++)
-                if (it->iov[i].iov_len)
-                    iov[n++] = it->iov[i];
-        ssize_t w = n ? mc_rpcs_send(c, iov, n) : 0;
-        if (w < 0) {
-            if (errno == EAGAIN || errno == EWOULDBLOCK)
-                break;
-            if (errno == EINTR)
-                continue;
-            mc_warn(io->srv->name, "write failed", "conn=%llu errno=%d", (unsigned long long)c->id,
-                    errno);
-            conn_close(io, c, "write failed");
-            return;
-        }
-        if (w > 0) {
-            c->last_active_ms = c->last_write_ms = mc_now_ms();
-            c->out_bytes -= (size_t)w;
-            atomic_fetch_sub(&io->srv->out_bytes_queued, (int64_t)w);
-        }
-        size_t left = (size_t)w;
-        while (c->out_head) {
-            struct out_item *it = c->out_head;
-            while (it->idx < it->niov) {
-                struct iovec *v = &it->iov[it->idx];
-                if (v->iov_len > left) {
-                    v->iov_base = (uint8_t *)v->iov_base + left;
-                    v->iov_len -= left;
-                    left = 0;
-                    break;
-                }
-                left -= v->iov_len;
-                v->iov_len = 0;
-                it->idx++;
-            }
-            if (it->idx < it->niov)
-                break;
-            c->out_head = it->next;
-            if (!c->out_head)
-                c->out_tail = NULL;
-            item_free(it);
-        }
-    }
-    if (c->closed)
-        return;
-    if (!c->out_head && c->close_after_flush) {
-        conn_close(io, c, "protocol error");
-        return;
-    }
-    conn_set_events(io, c);
-}
-
-/* Appends it to c's output queue and counts its bytes. */
-static void out_append(struct io_thread *io, struct conn *c, struct out_item *it)
-{
-    size_t n = 0;
-    for (int i = it->idx; i < it->niov; i++)
-        n += it->iov[i].iov_len;
-    it->next = NULL;
-    if (c->out_tail)
-        c->out_tail->next = it;
-    else
-        c->out_head = it;
-    if (!c->out_tail)
-        c->last_write_ms = mc_now_ms(); /* the queue's stall clock starts now */
-    c->out_tail = it;
-    c->out_bytes += n;
-    atomic_fetch_add(&io->srv->out_bytes_queued, (int64_t)n);
-}
-
-/* The output-buffer limits (rpc_server.h, out_soft_bytes): false when c was closed. */
-static bool out_limits(struct io_thread *io, struct conn *c)
-{
-    struct mc_rpc_server *s = io->srv;
-    if (c->out_bytes > s->cfg.out_hard_bytes && c->out_head != c->out_tail) {
-        atomic_fetch_add(&s->out_closed_total, 1);
-        mc_warn(s->name, "replies not read: output buffer over its hard limit, closing",
-                "peer=%s conn=%llu queued=%zu hard_limit=%llu", c->peer, (unsigned long long)c->id,
-                c->out_bytes, (unsigned long long)s->cfg.out_hard_bytes);
-        conn_close(io, c, "output buffer over its hard limit");
-        return false;
-    }
-    if (!c->out_paused && c->out_bytes > s->cfg.out_soft_bytes) {
-        c->out_paused = true;
-        atomic_fetch_add(&s->out_paused_total, 1);
-        mc_debug(s->name, "replies piling up: not reading requests until they drain",
-                 "peer=%s conn=%llu queued=%zu", c->peer, (unsigned long long)c->id, c->out_bytes);
-    }
-    return true;
-}
-
-static void conn_push_out(struct io_thread *io, struct conn *c, struct out_item *it)
-{
-    if (c->closed) {
-        item_free(it);
-        return;
-    }
-    out_append(io, c, it);
-    if (!out_limits(io, c))
-        return;
-    if (io->batch_conn != c)
-        conn_flush(io, c);
-}
 
 /* Reads c's requests again once its replies drained below half the soft limit and it has
  * room for calls: what is already in the read buffer is processed now (no new byte may come
@@ -178,7 +51,7 @@ static void conn_resume(struct io_thread *io, struct conn *c)
         io->batch_conn = NULL;
         if (c->closed)
             return;
-        conn_flush(io, c);
+        mc_rpcs_flush(io, c);
         if (c->closed || !c->out_paused || c->out_bytes > s->cfg.out_soft_bytes / 2)
             return;
         c->out_paused = false; /* the socket took it all at once: go on */
@@ -207,7 +80,7 @@ static void finish_call(struct io_thread *io, struct mc_rpc_call *call, struct o
 {
     struct conn *c = call->conn;
     if (reply)
-        conn_push_out(io, c, reply);
+        mc_rpcs_push_out(io, c, reply);
     call_list_remove(c, call);
     call_unref(call); /* the owner's reference */
 }
@@ -265,16 +138,16 @@ static void gate_answer(struct io_thread *io, struct conn *c, const struct mc_wi
 {
     struct out_item *it = mc_rpcs_frame_new(h->method, h->request_id, r->status, r->body, r->len);
     if (!it) {
-        conn_close(io, c, "out of memory");
+        mc_rpcs_conn_close(io, c, "out of memory");
         return;
     }
     if (r->close) {
         c->paused = true;
         c->close_after_flush = true;
     }
-    conn_push_out(io, c, it);
+    mc_rpcs_push_out(io, c, it);
     if (r->close && io->batch_conn == c)
-        conn_flush(io, c);
+        mc_rpcs_flush(io, c);
 }
 
 static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
@@ -291,7 +164,7 @@ static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_
     struct mc_rpc_call *call = calloc(1, sizeof(*call));
     if (!call) {
         mc_rpcs_body_free(body);
-        conn_close(io, c, "out of memory");
+        mc_rpcs_conn_close(io, c, "out of memory");
         return;
     }
     atomic_fetch_add(&s->requests, 1);
@@ -332,13 +205,13 @@ static void protocol_error(struct io_thread *io, struct conn *c, const struct mc
         c->paused = true;
         c->close_after_flush = true;
         if (it) {
-            conn_push_out(io, c, it);
+            mc_rpcs_push_out(io, c, it);
             if (io->batch_conn == c)
-                conn_flush(io, c);
+                mc_rpcs_flush(io, c);
             return;
         }
     }
-    conn_close(io, c, "protocol error");
+    mc_rpcs_conn_close(io, c, "protocol error");
 }
 
 /* Parses and dispatches every complete frame in the read buffer. */
@@ -374,7 +247,7 @@ static void process_input(struct io_thread *io, struct conn *c)
             if (h.body_length) {
                 body = mc_rpcs_body_alloc(s->bodies, h.body_length);
                 if (!body) {
-                    conn_close(io, c, "out of memory");
+                    mc_rpcs_conn_close(io, c, "out of memory");
                     return;
                 }
                 memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, h.body_length);
@@ -409,7 +282,7 @@ static void process_input(struct io_thread *io, struct conn *c)
             cap = h.body_length;
         uint8_t *body = mc_rpcs_body_alloc(s->bodies, cap);
         if (!body) {
-            conn_close(io, c, "out of memory");
+            mc_rpcs_conn_close(io, c, "out of memory");
             return;
         }
         memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, have);
@@ -477,14 +350,14 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
                 ssize_t p = recv(c->fd, &probe, 1, MSG_PEEK | MSG_DONTWAIT);
                 if (p == 0 ||
                     (p < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-                    conn_close(io, c, p == 0 ? "peer closed mid-frame" : "read failed");
+                    mc_rpcs_conn_close(io, c, p == 0 ? "peer closed mid-frame" : "read failed");
                     break;
                 }
                 if (p < 0)
                     break;
             }
             if (!body_grow(io->srv, c)) {
-                conn_close(io, c, "out of memory");
+                mc_rpcs_conn_close(io, c, "out of memory");
                 break;
             }
         }
@@ -497,14 +370,14 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
         }
         if (n == 0) {
             bool mid = c->in_body || c->rlen > c->rpos;
-            conn_close(io, c, mid ? "peer closed mid-frame" : "peer closed");
+            mc_rpcs_conn_close(io, c, mid ? "peer closed mid-frame" : "peer closed");
             break;
         }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
-                conn_close(io, c, errno == EPROTO ? "TLS error" : "read failed");
+                mc_rpcs_conn_close(io, c, errno == EPROTO ? "TLS error" : "read failed");
             break;
         }
         c->last_active_ms = mc_now_ms();
@@ -529,7 +402,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     }
     io->batch_conn = NULL;
     if (!c->closed)
-        conn_flush(io, c);
+        mc_rpcs_defer_flush(io, c); /* written with the round's others (rpc_server_out.c) */
     if (!c->closed && c->out_paused && c->out_bytes <= io->srv->cfg.out_soft_bytes / 2)
         conn_resume(io, c);
     io->tls_more |= !c->closed && mc_rpcs_has_pending(c); /* epoll will not say */
@@ -548,7 +421,7 @@ static void tls_catch_up(struct io_thread *io)
 
 /* ---- connections ------------------------------------------------------------------------- */
 
-static void conn_close(struct io_thread *io, struct conn *c, const char *why)
+void mc_rpcs_conn_close(struct io_thread *io, struct conn *c, const char *why)
 {
     if (c->closed)
         return;
@@ -802,10 +675,10 @@ static void stop_thread(struct io_thread *io)
             struct out_item *it = mc_rpcs_frame_new(call->method, call->id,
                                                     MC_ERR_UNAVAILABLE_IN_CURRENT_STATUS, NULL, 0);
             if (it)
-                out_append(io, c, it);
+                mc_rpcs_out_append(io, c, it);
         }
         c->paused = true;
-        conn_flush(io, c);
+        mc_rpcs_flush(io, c);
     }
     uint64_t deadline = mc_now_ms() + STOP_FLUSH_MS;
     for (;;) {
@@ -813,7 +686,7 @@ static void stop_thread(struct io_thread *io)
         for (struct conn *c = io->conns; c; c = next) {
             next = c->next;
             if (!c->closed && c->out_head) {
-                conn_flush(io, c);
+                mc_rpcs_flush(io, c);
                 pending = pending || (!c->closed && c->out_head);
             }
         }
@@ -823,7 +696,7 @@ static void stop_thread(struct io_thread *io)
         epoll_wait(io->epfd, evs, 16, 10);
     }
     while (io->conns)
-        conn_close(io, io->conns, "server stopping");
+        mc_rpcs_conn_close(io, io->conns, "server stopping");
     (void)s;
 }
 
@@ -855,7 +728,7 @@ static void sweep(struct io_thread *io)
         atomic_fetch_add(&s->idle_closed, 1);
         mc_info(s->name, "closing connection", "peer=%s conn=%llu reason=\"%s\"", c->peer,
                 (unsigned long long)c->id, why);
-        conn_close(io, c, why);
+        mc_rpcs_conn_close(io, c, why);
     }
     atomic_fetch_add(&s->idle_sweeps, 1);
 }
@@ -878,6 +751,7 @@ void *mc_rpcs_io_main(void *arg)
     tls_io = io;
     mc_log_set_current(s->logger);
     struct epoll_event evs[64];
+    mc_rpcs_ring_init(io);
     while (!atomic_load(&s->stopping)) {
         int n = epoll_wait(io->epfd, evs, 64, loop_timeout(io));
         if (n < 0) {
@@ -886,6 +760,7 @@ void *mc_rpcs_io_main(void *arg)
             mc_error(s->name, "epoll_wait failed", "errno=%d", errno);
             break;
         }
+        io->in_round = true;
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
             if (p == &s->lfd) {
@@ -899,21 +774,25 @@ void *mc_rpcs_io_main(void *arg)
                 if (!c->closed && (evs[i].events & EPOLLOUT)) {
                     if (mc_rpcs_wants_write(c))
                         conn_on_readable(io, c); /* the TLS handshake goes on */
-                    conn_flush(io, c);
+                    mc_rpcs_flush(io, c);
                     if (!c->closed && c->out_paused)
                         conn_resume(io, c);
                 }
                 if (!c->closed && (evs[i].events & (EPOLLHUP | EPOLLERR)) && c->paused)
-                    conn_close(io, c, "hangup");
+                    mc_rpcs_conn_close(io, c, "hangup");
             }
         }
         if (io->tls_more)
             tls_catch_up(io);
+        io->in_round = false;
+        mc_rpcs_flush_round(io);
         sweep(io);
         bury(io);
     }
+    mc_rpcs_flush_round(io); /* a round cut short by an epoll error */
     stop_thread(io);
     bury(io);
+    mc_rpcs_ring_free(io);
     tls_io = NULL;
     return NULL;
 }
@@ -982,13 +861,13 @@ int mc_rpc_server_test_feed(struct mc_rpc_server *s, const uint8_t *data, size_t
         bool was_paused = c->paused;
         conn_on_readable(io, c);
         if (!c->closed)
-            conn_flush(io, c);
+            mc_rpcs_flush(io, c);
         drain_replies(sv[1]);
         mc_rpcs_drain_queue(io, false);
         idle_rounds = (w == 0 && (was_paused || c->paused)) || off == len ? idle_rounds + 1 : 0;
     }
     if (!c->closed)
-        conn_close(io, c, "test feed done");
+        mc_rpcs_conn_close(io, c, "test feed done");
     bury(io);
     tls_io = saved;
     conn_unref(c);

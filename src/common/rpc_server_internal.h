@@ -85,6 +85,8 @@ struct conn {
     uint8_t cnonce[MC_AUTH_NONCE_BYTES], snonce[MC_AUTH_NONCE_BYTES];
     struct mc_tls *tls; /* the TLS session (cfg.tls), NULL on a plain server */
     bool tls_checked;   /* the first byte was a TLS handshake record */
+    bool fqueued;       /* on its I/O thread's flushq (rpc_server_out.c), holding a reference */
+    struct conn *fnext;
 };
 
 struct mc_rpc_call {
@@ -120,6 +122,11 @@ struct io_thread {
     uint64_t accept_suppressed; /* failures since that line */
     uint64_t next_sweep_ms;     /* idle / handshake timeouts are checked then */
     bool tls_more;              /* a connection holds decrypted bytes its socket will not signal */
+    /* rpc_server_out.c: connections answered during this round's events, written together at
+     * its end through the thread's ring (NULL: io_uring unavailable, one sendmsg each) */
+    bool in_round;
+    struct conn *flushq;
+    struct mc_rpcs_ring *ring;
 };
 
 /* Connections per peer address (rpc_server_gate.c), shared by the I/O threads. */
@@ -272,7 +279,32 @@ bool mc_rpcs_has_pending(const struct conn *c);
 /* At close: frees the session. */
 void mc_rpcs_tls_detach(struct conn *c);
 
+/* ---- rpc_server_out.c: the reply queue and its writes ----------------------------------- */
+
+/* The epoll events c needs now (reading unless paused, writing while replies wait). */
+void mc_rpcs_set_events(struct io_thread *io, struct conn *c);
+/* Writes as much of c's output queue as the socket takes (then polls for the rest). */
+void mc_rpcs_flush(struct io_thread *io, struct conn *c);
+/* Appends it to c's output queue and counts its bytes. */
+void mc_rpcs_out_append(struct io_thread *io, struct conn *c, struct out_item *it);
+/* The output-buffer limits (rpc_server.h, out_soft_bytes): false when c was closed. */
+bool mc_rpcs_out_limits(struct io_thread *io, struct conn *c);
+/* Queues a reply on c and writes it unless c's replies are being batched (batch_conn). */
+void mc_rpcs_push_out(struct io_thread *io, struct conn *c, struct out_item *it);
+/* During a round of events: c's replies are written at the round's end with the others';
+ * otherwise (or for a TLS, paused or closing connection) now. */
+void mc_rpcs_defer_flush(struct io_thread *io, struct conn *c);
+/* The round's end: writes every connection queued by mc_rpcs_defer_flush. */
+void mc_rpcs_flush_round(struct io_thread *io);
+/* The I/O thread's ring, made and freed on that thread (none when io_uring is unavailable). */
+void mc_rpcs_ring_init(struct io_thread *io);
+void mc_rpcs_ring_free(struct io_thread *io);
+
 /* ---- rpc_server_conn.c ------------------------------------------------------------------- */
+
+/* Closes c (once): its calls are dropped, its queue freed, its memory kept until the round's
+ * end. */
+void mc_rpcs_conn_close(struct io_thread *io, struct conn *c, const char *why);
 
 /* A reply frame with `buflen` bytes of its own (iov[0]) and room for `npayload` caller iovecs;
  * NULL when out of memory. */
