@@ -168,7 +168,7 @@ fio_old() { # what bs
   fi
 }
 # What the store's run did, for fio_like: its values' alignment (reads; 4096 from a build that
-# does not say), its write size rounded down to 4 KiB and its writes per append call (writes;
+# does not say), its write size rounded down to 4 KiB and its writes per append call rounded to the nearest (writes;
 # the value size and 32 from a build that does not say).
 store_shape() { # what bs
   if [ "$1" = randread ]; then
@@ -176,7 +176,7 @@ store_shape() { # what bs
     [ "$MC_UNIT" != 0 ] || MC_UNIT=4096
   else
     MC_WBS=$(mc_bw write_io_bytes | awk -v bs="$2" '{ b = int($1 / 4096) * 4096; print (b > 0 ? b : bs) }')
-    MC_WQD=$(mc_bw write_ios_per_call | awk '{ q = int($1 + 0.999); print (q < 1 ? 32 : (q > 32 ? 32 : q)) }')
+    MC_WQD=$(mc_bw write_ios_per_call | awk '{ q = int($1 + 0.5); print (q < 1 ? 32 : (q > 32 ? 32 : q)) }')
   fi
 }
 # One comparison: ROUNDS rounds of the store (then the --ab store, the two in turn first), then
