@@ -36,3 +36,9 @@ set_tests_properties(test_disk_full PROPERTIES SKIP_RETURN_CODE 77)
 # appended in the last 3/4 of its capacity.
 mc_add_test(test_disk_extent_size SOURCES test_disk_extent_size.c LIBS mc_client_static
             Threads::Threads TIMEOUT 60)
+# Large appends in 512-byte units padded to 4 KiB with dead fillers, writes cut at aligned
+# offsets: sizes, a failed straddling write, a bad CRC written dead, a torn record after a
+# filler; every case across a restart. Exits 77 where 512-byte O_DIRECT I/O is refused.
+mc_add_test(test_disk_align SOURCES test_disk_align.c LIBS mc_client_static Threads::Threads
+            TIMEOUT 60)
+set_tests_properties(test_disk_align PROPERTIES SKIP_RETURN_CODE 77)

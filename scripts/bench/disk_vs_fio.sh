@@ -1,20 +1,25 @@
 #!/usr/bin/env bash
-# LOCAL_DISK store vs fio (DESIGN.md §12), time-based: random reads of exactly 64 KiB and 1 MiB
-# (queue depth 32, one job, O_DIRECT + io_uring on both sides, on the same data set), and writes: the store's batched appends (the offload worker's path) vs
-# fio's sequential O_DIRECT write of the same block size. Every measurement runs --seconds (at
-# least 5) and each round runs fio then the store, alternating, so drift of a shared machine
-# hits both; the tables show each round's figures and ratio, then the medians. Writes: fio's
-# file stays from round to round (fio writes over it), and so does the store's directory
-# (mooncake_bench disk --write --keep: a full store appending over its evicted extents), so
-# round 1 starts empty on both sides and the later rounds are steady state on both.
-# Reads: the store is read by --readers threads (default 2), each with a ring of 32 / readers, so
-# at most 32 reads are in flight, as with fio's one job at iodepth 32; a single synchronous
-# batch reader drains its ring at the end of every batch, which fio's stream never does, so its
-# figure is measured in the same round too and shown beside (the "1 reader" columns). fio reads
-# the store's own extent files (its runs come after the store's in each round, the first of
-# which writes them), so both sides read the same blocks: on a virtual disk the host's cache
-# otherwise serves a file fio has just laid out at several times the device's speed, some
-# rounds and not others (seen here: 1.8 to 5.1 GB/s for fio's own file within one run).
+# LOCAL_DISK store vs fio (DESIGN.md §12), time-based, like for like: random reads of exactly
+# 64 KiB and 1 MiB with 32 in flight on both sides (the store's --readers threads with a ring of
+# 32 / readers each, fio --readers jobs at iodepth 32 / readers, O_DIRECT + io_uring on both),
+# fio at the alignment the store's values lie at (its record unit, which the store reports) on
+# the store's own extent files; and writes: the store's batched appends (the offload worker's
+# path) vs fio's sequential O_DIRECT write at the store's own write size and writes in flight
+# (both taken from the store's run in the same round: it merges records into writes of up to
+# 4 MiB and keeps one append call's writes in flight). The earlier reference (fio's one job at
+# iodepth 32 with the value size as its block, reads at fio's default bs alignment) is measured
+# in the same round and shown beside. Every measurement runs --seconds (at least 5); each round
+# runs the store, then fio, so drift of a shared machine hits both; the tables show each
+# round's figures and ratio, then the medians. Writes: fio's file stays from round to round
+# (fio writes over it), and so does the store's directory (mooncake_bench disk --write --keep:
+# a full store appending over its evicted extents), so round 1 starts empty on both sides
+# (fresh preallocated blocks) and the later rounds are steady state on both.
+# Reads: a single synchronous batch reader drains its ring at the end of every batch, which
+# fio's stream never does, so its figure is measured in the same round too and shown beside
+# (the "1 reader" columns). fio reads the store's own extent files (the first store run of
+# each size writes them), so both sides read the same blocks: on a virtual disk the host's
+# cache otherwise serves a file fio has just laid out at several times the device's speed,
+# some rounds and not others (seen here: 1.8 to 5.1 GB/s for fio's own file within one run).
 #
 # usage: scripts/bench/disk_vs_fio.sh [--data 1GiB] [--rounds 3] [--seconds 5] [--dir DIR]
 #                                      [--bin PATH] [--ab PATH] [--timeout 900] [--no-write]
@@ -117,54 +122,96 @@ store_run() { # bin what bs dir [readers]
 }
 
 SUMMARY=()
-# One comparison: ROUNDS rounds of fio then the store (then the --ab store, the two in turn
-# first); a row per round, then the medians.
+# Each sets F_OUT to fio's bytes/s (not called in $(...): see lib.sh).
+# fio like for like with the store's run just measured (MC_UNIT, MC_WBS, MC_WQD from its JSON):
+# reads with --readers jobs x (32 / readers) in flight at the store's value alignment, writes
+# at the store's own write size and writes in flight per append call.
+fio_like() { # what bs
+  local what=$1 bs=$2
+  if [ "$what" = randread ] && [ "$FIO_ON" = own ]; then
+    run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
+      --direct=1 --rw=randread --bs="$bs" --iodepth=$((32 / READERS)) --numjobs="$READERS" \
+      --group_reporting --randrepeat=0 --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw read)
+  elif [ "$what" = randread ]; then
+    run_json fio --name=ref --filename="$FILES" --readonly --ioengine=io_uring \
+      --direct=1 --rw=randread --bs="$bs" --blockalign="$MC_UNIT" --iodepth=$((32 / READERS)) \
+      --numjobs="$READERS" --group_reporting --randrepeat=0 --file_service_type=random \
+      --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw read)
+  else
+    run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
+      --direct=1 --rw=write --bs="$MC_WBS" --iodepth="$MC_WQD" --numjobs=1 \
+      --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw write)
+  fi
+}
+# The earlier reference, beside: fio's one job at queue depth 32 and the value size as its
+# block (reads bs-aligned, as fio places them by default).
+fio_old() { # what bs
+  local what=$1 bs=$2
+  if [ "$what" = randread ] && [ "$FIO_ON" = own ]; then
+    run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
+      --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
+      --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw read)
+  elif [ "$what" = randread ]; then
+    run_json fio --name=ref --filename="$FILES" --readonly --ioengine=io_uring \
+      --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
+      --file_service_type=random --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw read)
+  else
+    run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
+      --direct=1 --rw=write --bs="$bs" --iodepth=32 --numjobs=1 \
+      --time_based --runtime="$SECS" --output-format=json
+    F_OUT=$(fio_bw write)
+  fi
+}
+# What the store's run did, for fio_like: its values' alignment (reads; 4096 from a build that
+# does not say), its write size rounded down to 4 KiB and its writes per append call rounded to the nearest (writes;
+# the value size and 32 from a build that does not say).
+store_shape() { # what bs
+  if [ "$1" = randread ]; then
+    MC_UNIT=$(mc_bw record_unit)
+    [ "$MC_UNIT" != 0 ] || MC_UNIT=4096
+  else
+    MC_WBS=$(mc_bw write_io_bytes | awk -v bs="$2" '{ b = int($1 / 4096) * 4096; print (b > 0 ? b : bs) }')
+    MC_WQD=$(mc_bw write_ios_per_call | awk '{ q = int($1 + 0.5); print (q < 1 ? 32 : (q > 32 ? 32 : q)) }')
+  fi
+}
+# One comparison: ROUNDS rounds of the store (then the --ab store, the two in turn first), then
+# fio like for like, then fio as before; a row per round, then the medians.
 compare() { # what bs
   local what=$1 bs=$2 r f g m a d o=0 FIO=() MC=() AR=() RATIOS=() ABR=() DR=() ONE=() F4=()
+  local shape
   for ((r = 1; r <= ROUNDS; r++)); do
-    if [ "$what" = randread ] && [ "$FIO_ON" = own ]; then
-      run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
-        --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
-        --time_based --runtime="$SECS" --output-format=json
-      f=$(fio_bw read)
-    elif [ "$what" = randread ]; then
-      f= # after the store's run below: fio reads the files it wrote
-    else
-      run_json fio --name=ref --filename="$ROOT/fio.dat" --size="$BYTES" --ioengine=io_uring \
-        --direct=1 --rw=write --bs="$bs" --iodepth=32 --numjobs=1 \
-        --time_based --runtime="$SECS" --output-format=json
-      f=$(fio_bw write)
-    fi
     if [ -n "$AB" ] && [ $((r % 2)) = 0 ]; then
       store_run "$AB" "$what" "$bs" "$ROOT/ab"; a=$MC_OUT
       store_run "$BIN" "$what" "$bs" "$ROOT/mc"; m=$MC_OUT d=$MC_DISK
+      store_shape "$what" "$bs"
     else
       store_run "$BIN" "$what" "$bs" "$ROOT/mc"; m=$MC_OUT d=$MC_DISK
+      store_shape "$what" "$bs"
       if [ -n "$AB" ]; then store_run "$AB" "$what" "$bs" "$ROOT/ab"; a=$MC_OUT; fi
     fi
     if [ "$what" = randread ] && [ "$READERS" != 1 ]; then
       store_run "$BIN" "$what" "$bs" "$ROOT/mc" 1; o=$MC_OUT
     fi
-    if [ -z "$f" ]; then
-      # the store's own extent files, read by fio: the same blocks of the same device, so
-      # whatever caches or places blocks below the guest treats both sides alike
-      local files
-      # (all but the newest: it is the one the last records went to, mostly never written,
-      # and unwritten preallocated blocks read back as zeros without touching the device)
-      files=$(find "$ROOT/mc/v$bs" -maxdepth 1 -name '*.ext' | sort | head -n -1 | paste -sd: -)
-      [ -n "$files" ] || { echo "no store extent files under $ROOT/mc/v$bs" >&2; exit 1; }
-      run_json fio --name=ref --filename="$files" --readonly --ioengine=io_uring \
-        --direct=1 --rw=randread --bs="$bs" --iodepth=32 --numjobs=1 --randrepeat=0 \
-        --file_service_type=random --time_based --runtime="$SECS" --output-format=json
-      f=$(fio_bw read)
-      # and at offsets 4 KiB-aligned only, as the store's values lie (each after its 4 KiB
-      # header block): what the device gives reads placed as the store's are
-      run_json fio --name=ref4k --filename="$files" --readonly --ioengine=io_uring \
-        --direct=1 --rw=randread --bs="$bs" --blockalign=4k --iodepth=32 --numjobs=1 \
-        --randrepeat=0 --file_service_type=random --time_based --runtime="$SECS" \
-        --output-format=json
-      g=$(fio_bw read)
-      F4+=("$(ratio "$m" "$g")")
+    if [ "$what" = randread ] && [ "$FIO_ON" != own ]; then
+      # fio reads the store's own extent files: the same blocks of the same device, so
+      # whatever caches or places blocks below the guest treats both sides alike (all but the
+      # newest: it is the one the last records went to, mostly never written, and unwritten
+      # preallocated blocks read back as zeros without touching the device)
+      FILES=$(find "$ROOT/mc/v$bs" -maxdepth 1 -name '*.ext' | sort | head -n -1 | paste -sd: -)
+      [ -n "$FILES" ] || { echo "no store extent files under $ROOT/mc/v$bs" >&2; exit 1; }
+    fi
+    fio_like "$what" "$bs"; f=$F_OUT
+    fio_old "$what" "$bs"; g=$F_OUT
+    F4+=("$(ratio "$m" "$g")")
+    if [ "$what" = randread ]; then
+      shape="fio ${READERS} jobs x qd $((32 / READERS)), blockalign ${MC_UNIT}"
+    else
+      shape="fio bs ${MC_WBS} x qd ${MC_WQD}"
     fi
     [ "$what" != randread ] || [ "$READERS" = 1 ] || ONE+=("$(ratio "$o" "$f")")
     FIO+=("$f") MC+=("$m") RATIOS+=("$(ratio "$m" "$f")")
@@ -177,24 +224,21 @@ compare() { # what bs
     else
       row+=" - | - |"
     fi
-    if [ ${#F4[@]} -gt 0 ]; then
-      row+=$(awk -v g="$g" -v m="$m" 'BEGIN { printf " %.0f | %.2f |", g/1e6, m/g }')
-    else
-      row+=" - | - |"
-    fi
+    row+=$(awk -v g="$g" -v m="$m" 'BEGIN { printf " %.0f | %.2f |", g/1e6, m/g }')
+    row+=" $shape |"
     if [ -n "$AB" ]; then
       AR+=("$a") ABR+=("$(ratio "$a" "$f")")
       row+=$(awk -v f="$f" -v a="$a" -v m="$m" 'BEGIN { printf " %.0f | %.2f | %.2f |", a/1e6, a/f, m/a }')
     fi
     echo "$row"
-    echo "round $r $what bs=$bs fio=$f fio_4k_aligned=${g:-} store=$m readers=$READERS one_reader=$o record_bytes=$d ab=${a:-}" >> "$LOG"
+    echo "round $r $what bs=$bs fio=$f fio_old=$g store=$m readers=$READERS one_reader=$o record_bytes=$d ab=${a:-} $shape load=$(cut -d' ' -f1-3 /proc/loadavg)" >> "$LOG"
   done
   local line
   line=$(awk -v w="$what" -v s="$(size_name "$bs")" -v f="$(med "${FIO[@]}")" \
     -v m="$(med "${MC[@]}")" -v r="$(med "${RATIOS[@]}")" -v all="${RATIOS[*]}" 'BEGIN {
       printf "| %s | %s | %.0f | %.0f | %.2f | %s |", w, s, f/1e6, m/1e6, r, all }')
   if [ ${#ONE[@]} -gt 0 ]; then line+=" $(med "${ONE[@]}") (${ONE[*]}) |"; else line+=" - |"; fi
-  if [ ${#F4[@]} -gt 0 ]; then line+=" $(med "${F4[@]}") (${F4[*]}) |"; else line+=" - |"; fi
+  line+=" $(med "${F4[@]}") (${F4[*]}) |"
   if [ "$what" = randread ]; then line+=" - |"; else line+=" $(med "${DR[@]}") (${DR[*]}) |"; fi
   if [ -n "$AB" ]; then
     line+=$(awk -v a="$(med "${AR[@]}")" -v r="$(med "${ABR[@]}")" -v all="${ABR[*]}" 'BEGIN {
@@ -206,10 +250,10 @@ compare() { # what bs
 }
 
 if [ -n "$AB" ]; then
-  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 4 KiB-aligned MB/s | store / fio 4 KiB-aligned | --ab MB/s | --ab / fio | store / --ab |\n'
-  printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 1 job x 32, value-size blocks MB/s | store / that | fio like for like |  --ab MB/s | --ab / fio | store / --ab |\n'
+  printf '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 else
-  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 4 KiB-aligned MB/s | store / fio 4 KiB-aligned |\n|---|---|---|---|---|---|---|---|---|---|\n'
+  printf '| case | size | round | fio MB/s | store MB/s | store / fio | 1 reader MB/s | 1 reader / fio | fio 1 job x 32, value-size blocks MB/s | store / that | fio like for like |\n|---|---|---|---|---|---|---|---|---|---|---|\n'
 fi
 if [ "$READ" = 1 ]; then
   for BS in $SIZES; do compare randread "$BS"; done
@@ -217,11 +261,11 @@ fi
 if [ "$WRITE" = 1 ]; then
   for BS in $SIZES; do compare write "$BS"; done
 fi
-printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios | 1 reader / fio: median (rounds) | store / fio 4 KiB-aligned: median (rounds) | record bytes / fio (writes) |'
+printf '\n| case | size | fio MB/s (median) | store MB/s (median) | median of round ratios | round ratios | 1 reader / fio: median (rounds) | store / fio 1 job x 32 at the value size: median (rounds) | record bytes / fio (writes) |'
 if [ -n "$AB" ]; then
   printf ' --ab MB/s (median) | --ab: median of round ratios | --ab round ratios |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n'
 else
   printf '\n|---|---|---|---|---|---|---|---|---|\n'
 fi
 printf '%s\n' "${SUMMARY[@]}"
-echo "data set ${DATA} per size, ${ROUNDS} rounds of ${SECS} s per side, iodepth 32 (fio: 1 job; store reads: ${READERS} readers x qd $((32 / READERS))); log: $LOG" >&2
+echo "data set ${DATA} per size, ${ROUNDS} rounds of ${SECS} s per side; reads: 32 in flight (store ${READERS} readers x qd $((32 / READERS)), fio ${READERS} jobs x iodepth $((32 / READERS)) at the store's value alignment); writes: fio at the store's write size and writes in flight per append; log: $LOG" >&2

@@ -3,6 +3,7 @@
  *   disk_store.c   open/close, read, pins, extent and entry bookkeeping
  *   disk_evict.c   capacity eviction, second-chance moves, extent deletion/reclaim and spares
  *   disk_write.c   append, remove
+ *   disk_append_io.c an append's window: record encoding, 4 KiB-aligned writes, retries
  *   disk_dead.c    dead marks (headers rewritten in place)
  *   disk_index.c   the key -> record hash index
  *   disk_uring.c   the ring pool and the batched io_uring engine (+ fault injection)
@@ -226,6 +227,46 @@ void *disk_ring_scratch(struct disk_ring *r, size_t len, int *heap);
 void *disk_ring_window(struct mc_disk_store *s, struct disk_ring *r, size_t len, int *own);
 void disk_ring_window_release(void *buf, size_t len, int own);
 
+/* ---- an append's records on their way to disk (disk_write.c places and commits them,
+ * disk_append_io.c encodes and writes them) ---- */
+struct disk_wjob {
+    const char *key;
+    uint32_t key_len;
+    uint64_t version;
+    uint32_t crc;
+    const void *data;
+    uint64_t len;
+    int result;
+    int err; /* errno of a failed write */
+    int rolled_back;
+    struct disk_extent *x;
+    uint64_t off;       /* the record's start in its extent */
+    uint32_t pre, post; /* dead filler bytes reserved just before / after the record (they keep
+                         * a large append's writes 4 KiB-aligned: disk_append_io.c) */
+    uint64_t at;        /* where its record is encoded in the window buffer */
+    int tried;          /* its record went out in a write */
+    int encoded;        /* its bytes are in the window buffer */
+    int retry;          /* a write holding part of it failed: rewritten on its own */
+    int wres;           /* that write's result */
+};
+/* The bytes a placed job holds in its extent: fillers and the record. */
+static inline uint64_t disk_wjob_span(const struct disk_wjob *j)
+{
+    return j->pre + disk_record_size(j->x->align, j->key_len, j->len) + j->post;
+}
+/* Write I/O of appends, for the usage counters. */
+struct disk_wstats {
+    uint64_t ios;   /* writes issued (first attempts) */
+    uint64_t bytes; /* bytes they carried */
+};
+/* Encodes and writes the placed jobs [from, to) that are still MC_OK (no lock held; each holds
+ * a writer on its extent): one window buffer, writes of up to 4 MiB cut at 4 KiB-aligned
+ * offsets of the extent. A job whose bytes do not match its CRC is written as a dead record
+ * and fails with CHECKSUM_MISMATCH; one whose write fails gets FILE_WRITE_FAIL or
+ * UNABLE_OFFLOAD (err set) and its header zeroed on disk. */
+void disk_append_window(struct mc_disk_store *s, struct disk_ring *r, struct disk_wjob *jobs,
+                        size_t from, size_t to, struct disk_wstats *st);
+
 /* ---- the store ---- */
 struct mc_disk_store {
     struct mc_disk_store_config cfg;
@@ -277,8 +318,9 @@ struct mc_disk_store {
         int fd;
     } spares[DISK_MAX_SPARES];
     unsigned nspares;
-    uint64_t recycled_extents; /* extents created from a spare */
-    uint32_t lo_idx;           /* tells stores apart in the lock-order checker */
+    uint64_t recycled_extents;                     /* extents created from a spare */
+    uint64_t write_ios, write_bytes, filler_bytes; /* appends' writes (usage) */
+    uint32_t lo_idx; /* tells stores apart in the lock-order checker */
 };
 
 /* s->mu, s->pool_mu and the fault hook's mutex: every take and drop goes through these, so a

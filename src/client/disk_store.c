@@ -491,6 +491,9 @@ void mc_disk_store_usage(struct mc_disk_store *s, struct mc_disk_usage *u)
     u->reclaimed_extents = s->reclaimed_extents;
     u->corrupt_dropped = s->corrupt_dropped;
     u->record_unit = s->align;
+    u->write_ios = s->write_ios;
+    u->write_bytes = s->write_bytes;
+    u->filler_bytes = s->filler_bytes;
     disk_unlock(s);
     disk_pool_lock(s);
     u->registered_buffers = s->last_buf_registered;

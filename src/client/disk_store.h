@@ -99,6 +99,16 @@
  * up to two extents more than the capacity) and are deleted at open and close, and none is
  * kept while the filesystem is full (capacity_limit below capacity).
  *
+ * Writes. An append's records go out from one aligned buffer in writes of up to 4 MiB cut at
+ * 4 KiB-aligned offsets of the extent (a record may straddle two writes), and an append of 256
+ * KiB or more in 512-byte units starts and ends on a 4 KiB boundary: dead filler records (at
+ * most 3.5 KiB each, usage.filler_bytes) take the gaps. On ext4 a direct write that is not
+ * aligned to the filesystem block into never written (preallocated) blocks takes the inode
+ * exclusively and waits for every direct I/O in flight on the file, which ran a fresh extent's
+ * writes one at a time. Each value is copied into the buffer and its CRC computed in the same
+ * pass; a value that does not match its CRC is written as a dead record and its item fails with
+ * CHECKSUM_MISMATCH (the others are stored).
+ *
  * Start-up. Every extent is scanned and verified; a record whose header or value fails its CRC
  * is dropped and counted (a bad header is skipped by searching the following record units for
  * the next header that verifies at that very offset); garbage after the last good record (a
@@ -240,6 +250,10 @@ struct mc_disk_usage {
     uint64_t reclaimed_extents; /* extents deleted as soon as they held no live record */
     uint64_t corrupt_dropped;   /* records dropped because a read found their value damaged */
     uint32_t record_unit;       /* record alignment of new extents: 512 or 4096 bytes */
+    uint64_t write_ios;         /* writes the appends issued (first attempts, merged records) */
+    uint64_t write_bytes;       /* bytes those writes carried (records and fillers) */
+    uint64_t filler_bytes;      /* dead filler bytes appends reserved to keep their writes
+                                   4 KiB-aligned (see Writes in the header comment) */
 };
 
 /* Opens (and recovers) the store. On failure returns an error code, *out = NULL, and err (if

@@ -8,8 +8,10 @@
  * extent file, with its superblock, when it is full) and count a writer on the extent. Without
  * the lock, encode the records back to back into an aligned buffer (the ring's staging, or the
  * window buffer the ring keeps between calls: disk_ring_window) and write the batch through a
- * ring, records adjacent on disk merged into writes of up to MERGE_BYTES (a failed merged write
- * is retried record by record, so a fault costs only the records it really hits). Under
+ * ring, records adjacent on disk merged into writes of up to 4 MiB cut at 4 KiB-aligned offsets
+ * (disk_append_io.c; an append of PAD_MIN_BYTES or more is padded with dead filler records to
+ * start and end on a 4 KiB boundary; a failed merged write is retried record by record, so a
+ * fault costs only the records it really hits). Under
  * the lock again, commit the records that were written in full to the index (newest version
  * wins). A failed record is never indexed: its reservation is rolled back (the extent shrinks
  * back and is reused) when nothing was reserved after it, else its header block is zeroed (best
@@ -46,22 +48,6 @@
 
 #define WINDOW_BYTES DISK_WINDOW_BYTES
 #define NOSPACE_HEADROOM (1u << 20) /* free bytes beyond an append to resume after ENOSPC */
-
-struct wjob {
-    const char *key;
-    uint32_t key_len;
-    uint64_t version;
-    uint32_t crc;
-    const void *data;
-    uint64_t len;
-    int result;
-    int err; /* errno of a failed write */
-    int rolled_back;
-    struct disk_extent *x;
-    uint64_t off;
-    uint64_t at; /* where its record is encoded in the window buffer */
-    int tried;   /* its record went out in a write */
-};
 
 /* Whether the filesystem under the store has room for need more bytes (and some headroom). */
 static int fs_has_room(struct mc_disk_store *s, uint64_t need)
@@ -197,12 +183,38 @@ fail:
     return rc;
 }
 
-/* Places jobs with result MC_OK in extents. s->mu held. */
-static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+/* Appends of at least this many bytes start and end on a 4 KiB boundary of their extent: dead
+ * filler records (at most 3.5 KiB each) take the gap when the record unit is smaller
+ * (disk_append_io.c says why). A smaller append is written as it falls: fillers would cost it
+ * up to twice its space. */
+#define PAD_MIN_BYTES (256u << 10)
+
+/* The filler that brings x's end to a 4 KiB boundary with more bytes to follow within the
+ * extent (0: none needed, or it would not fit). s->mu held. */
+static uint32_t pad_to_block_locked(const struct mc_disk_store *s, const struct disk_extent *x,
+                                    uint64_t more)
 {
     DISK_ASSERT_LOCKED(s);
+    uint64_t r = x->size & (MC_DISK_BLOCK - 1);
+    if (x->align >= MC_DISK_BLOCK || r == 0)
+        return 0;
+    uint32_t pad = (uint32_t)(MC_DISK_BLOCK - r); /* a multiple of the unit: >= one header */
+    return x->size + pad + more <= s->cfg.extent_size ? pad : 0;
+}
+
+/* Places jobs with result MC_OK in extents (fillers around a large append: PAD_MIN_BYTES).
+ * s->mu held. */
+static void place_locked(struct mc_disk_store *s, struct disk_wjob *jobs, size_t n)
+{
+    DISK_ASSERT_LOCKED(s);
+    uint64_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        if (jobs[i].result == MC_OK)
+            total += disk_record_size(s->align, jobs[i].key_len, jobs[i].len);
+    int pad = s->align < MC_DISK_BLOCK && total >= PAD_MIN_BYTES;
+    struct disk_wjob *last = NULL;
     for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
+        struct disk_wjob *j = &jobs[i];
         if (j->result != MC_OK)
             continue;
         uint64_t rec = disk_record_size(s->align, j->key_len, j->len);
@@ -224,11 +236,20 @@ static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
             }
             s->active = x;
         }
+        j->pre = pad && (!last || last->x != x) ? pad_to_block_locked(s, x, rec) : 0;
         j->x = x;
-        j->off = x->size;
-        x->size += rec;
-        s->bytes_used += rec;
+        j->off = x->size + j->pre;
+        x->size += j->pre + rec;
+        s->bytes_used += j->pre + rec;
+        s->filler_bytes += j->pre;
         x->writers++;
+        last = j;
+    }
+    if (pad && last && last->x == s->active) {
+        last->post = pad_to_block_locked(s, last->x, 0);
+        last->x->size += last->post;
+        s->bytes_used += last->post;
+        s->filler_bytes += last->post;
     }
 }
 
@@ -236,7 +257,7 @@ static void place_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
 
 /* Commits a written record; fills *k (returns 1) when a record must be marked dead: the one it
  * replaces, or itself when it lost to a newer version. */
-static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_kill *k)
+static int commit_locked(struct mc_disk_store *s, struct disk_wjob *j, struct disk_kill *k)
 {
     DISK_ASSERT_LOCKED(s);
     struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
@@ -282,194 +303,31 @@ static int commit_locked(struct mc_disk_store *s, struct wjob *j, struct disk_ki
     return kill;
 }
 
-/* Zeroes a failed record's header block so a restart cannot mistake it for a record. */
-static void zero_header(struct disk_ring *r, struct wjob *j)
-{
-    int heap = 0;
-    uint64_t hb = disk_hdr_block(j->x->align, j->key_len); /* not past its own record */
-    void *z = disk_ring_scratch(r, hb, &heap);
-    if (!z)
-        return;
-    memset(z, 0, hb);
-    if (pwrite(j->x->fd, z, hb, (off_t)j->off) != (ssize_t)hb)
-        mc_warn(DISK_COMP, "cannot zero failed record", "extent=%" PRIu64 " off=%" PRIu64, j->x->id,
-                j->off);
-    if (heap)
-        free(z);
-}
-
-/* Records placed back to back in one extent go out as one write of up to MERGE_BYTES (a record
- * larger than that goes alone). On ext4 an O_DIRECT write into preallocated (unwritten) blocks
- * converts them to written when it completes, a journaled metadata update per write: one write
- * per 64 KiB record spends most of the device's time on those, one per few MiB does not. */
-#define MERGE_BYTES (4u << 20)
-
-/* Encodes job j's record into buf (disk_record_size bytes). */
-static void record_encode(char *buf, const struct wjob *j)
-{
-    uint64_t hb = disk_hdr_block(j->x->align, j->key_len),
-             rec = disk_record_size(j->x->align, j->key_len, j->len);
-    struct disk_hdr h = {.key_len = j->key_len,
-                         .value_len = j->len,
-                         .version = j->version,
-                         .value_crc = j->crc,
-                         .ext_id = j->x->id,
-                         .off = j->off,
-                         .nonce = j->x->nonce};
-    disk_hdr_encode(buf, &h, j->key, j->x->align);
-    if (j->len) {
-        memcpy(buf + hb, j->data, j->len);
-        memset(buf + hb + j->len, 0, rec - hb - j->len);
-    }
-}
-
-/* The ios of a window: io k covers members[first[k] .. first[k] + count[k]). */
-struct wrun {
-    struct disk_io *ios;
-    struct wjob **members;
-    size_t *first, *count;
-    size_t failed;
-    char *buf; /* the window's records, back to back (at wjob.at) */
-};
-
-/* Encodes io k's records just before it goes out (disk_ring_run_fed), so copying the values
- * overlaps the writes already in flight. */
-static void run_fill(void *ctx, size_t k)
-{
-    struct wrun *c = ctx;
-    for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
-        record_encode(c->buf + c->members[m]->at, c->members[m]);
-}
-
-static void run_fail(struct wjob *j, const struct disk_io *io, size_t *failed)
-{
-    j->err = io->res < 0 ? -io->res : EIO;
-    j->result =
-        j->err == ENOSPC || j->err == EDQUOT ? MC_ERR_UNABLE_OFFLOAD : MC_ERR_FILE_WRITE_FAIL;
-    if ((*failed)++ == 0)
-        mc_warn(DISK_COMP, "record write failed",
-                "extent=%" PRIu64 " off=%" PRIu64 " len=%u res=%d", j->x->id, j->off, io->len,
-                io->res);
-}
-
-/* A merged write that fails is retried record by record (write_window), so only a record that
- * fails on its own is lost; here a failed single-record write fails its record. */
-static void run_done(void *ctx, size_t k)
-{
-    struct wrun *c = ctx;
-    struct disk_io *io = &c->ios[k];
-    if (io->res == (int)io->len || c->count[k] != 1)
-        return;
-    run_fail(c->members[c->first[k]], io, &c->failed);
-}
-
-/* Writes one window of placed jobs [from, to): runs of records adjacent on disk become single
- * writes from one buffer (bytes long) where each record is encoded as its write goes out. ios,
- * members, first and count hold to - from entries. */
-static void write_window(struct mc_disk_store *s, struct disk_ring *r, struct wjob *jobs,
-                         size_t from, size_t to, uint64_t bytes, struct wrun *c)
-{
-    r->staging_used = 0;
-    int own = 0;
-    char *buf = bytes ? disk_ring_window(s, r, bytes, &own) : NULL;
-    size_t nio = 0, nm = 0;
-    uint64_t at = 0;
-    c->failed = 0;
-    for (size_t i = from; i < to; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->result != MC_OK)
-            continue;
-        if (!buf) {
-            j->result = MC_ERR_INTERNAL_ERROR;
-            j->err = ENOMEM; /* never written: its space goes back */
-            continue;
-        }
-        uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
-        j->at = at;
-        j->tried = 1;
-        struct disk_io *prev = nio ? &c->ios[nio - 1] : NULL;
-        if (prev && prev->fd == j->x->fd && prev->off + prev->len == j->off &&
-            (char *)prev->buf + prev->len == buf + at && prev->len + rec <= MERGE_BYTES) {
-            prev->len += (uint32_t)rec;
-            c->count[nio - 1]++;
-        } else {
-            c->ios[nio] = (struct disk_io){.fd = j->x->fd,
-                                           .slot = j->x->slot,
-                                           .buf = buf + at,
-                                           .len = (uint32_t)rec,
-                                           .off = j->off,
-                                           .write = 1};
-            c->first[nio] = nm;
-            c->count[nio++] = 1;
-        }
-        c->members[nm++] = j;
-        at += rec;
-    }
-    c->buf = buf;
-    disk_ring_run_fed(r, c->ios, nio, &s->faults, run_fill, run_done, c);
-    /* Failed merged writes: again one write per record (not when the ring itself failed: the
-     * batch fails then, as a single write would). */
-    size_t nsplit = 0;
-    for (size_t k = 0; k < nio; k++) {
-        if (c->ios[k].res == (int)c->ios[k].len || c->count[k] == 1)
-            continue;
-        if (r->broken) {
-            for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
-                run_fail(c->members[m], &c->ios[k], &c->failed);
-            continue;
-        }
-        for (size_t m = c->first[k]; m < c->first[k] + c->count[k]; m++)
-            c->members[nsplit++] = c->members[m]; /* nsplit <= m: in place */
-    }
-    if (nsplit > 0) {
-        mc_info(DISK_COMP, "merged record write failed, retrying record by record",
-                "path=%s records=%zu", s->path, nsplit);
-        for (size_t k = 0; k < nsplit; k++) {
-            struct wjob *j = c->members[k];
-            uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
-            c->ios[k] = (struct disk_io){.fd = j->x->fd,
-                                         .slot = j->x->slot,
-                                         .buf = buf + j->at,
-                                         .len = (uint32_t)rec,
-                                         .off = j->off,
-                                         .write = 1};
-            c->first[k] = k;
-            c->count[k] = 1;
-        }
-        disk_ring_run(r, c->ios, nsplit, &s->faults, run_done, c);
-    }
-    if (c->failed > 1)
-        mc_warn(DISK_COMP, "record writes failed", "path=%s failed=%zu", s->path, c->failed);
-    for (size_t i = from; i < to; i++)
-        if (jobs[i].tried && jobs[i].result != MC_OK)
-            zero_header(r, &jobs[i]);
-    disk_ring_window_release(buf, bytes, own);
-}
-
 /* Gives back the space of failed records that nothing was reserved after (newest first, so a
  * run of failures at an extent's end all go), cutting the file back so no partial record stays
  * past the end. s->mu held. */
-static void rollback_locked(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+static void rollback_locked(struct mc_disk_store *s, struct disk_wjob *jobs, size_t n)
 {
     DISK_ASSERT_LOCKED(s);
     for (int progress = 1; progress;) {
         progress = 0;
         for (size_t i = 0; i < n; i++) {
-            struct wjob *j = &jobs[i];
+            struct disk_wjob *j = &jobs[i];
             if (!j->x || j->err == 0 || j->rolled_back)
                 continue;
-            uint64_t rec = disk_record_size(j->x->align, j->key_len, j->len);
-            if (j->off + rec != j->x->size)
+            uint64_t span = disk_wjob_span(j), start = j->off - j->pre;
+            if (start + span != j->x->size)
                 continue;
-            j->x->size = j->off;
-            s->bytes_used -= rec;
+            j->x->size = start;
+            s->bytes_used -= span;
             j->rolled_back = 1;
             progress = 1;
         }
     }
     for (size_t i = 0; i < n; i++) {
-        struct wjob *j = &jobs[i];
-        if (j->rolled_back && j->x->size <= j->off && ftruncate(j->x->fd, (off_t)j->x->size) != 0)
+        struct disk_wjob *j = &jobs[i];
+        if (j->rolled_back && j->x->size <= j->off - j->pre &&
+            ftruncate(j->x->fd, (off_t)j->x->size) != 0)
             mc_warn(DISK_COMP, "cannot cut failed record off", "path=%s extent=%" PRIu64 " err=%d",
                     s->path, j->x->id, errno);
     }
@@ -497,10 +355,10 @@ static uint64_t room_after_eviction_locked(const struct mc_disk_store *s)
  * and the dead marks hold n entries each. */
 struct wbatch {
     struct mc_disk_store *s;
-    struct wjob *jobs;
+    struct disk_wjob *jobs;
     size_t n;
     struct disk_ring *r; /* NULL once given back */
-    struct wrun run;
+    struct disk_wstats io;
     struct disk_kill *kills;
     size_t nk;
 };
@@ -514,17 +372,13 @@ static void batch_fail_rest(struct wbatch *b, int rc)
 }
 
 /* The ring and the scratch; on failure every job fails (INTERNAL_ERROR). */
-static int batch_init(struct wbatch *b, struct mc_disk_store *s, struct wjob *jobs, size_t n)
+static int batch_init(struct wbatch *b, struct mc_disk_store *s, struct disk_wjob *jobs, size_t n)
 {
     size_t cap = n ? n : 1;
     *b = (struct wbatch){.s = s, .jobs = jobs, .n = n};
     b->r = disk_ring_get(s);
-    b->run.ios = calloc(cap, sizeof(*b->run.ios));
-    b->run.members = calloc(cap, sizeof(*b->run.members));
-    b->run.first = calloc(cap, sizeof(*b->run.first));
-    b->run.count = calloc(cap, sizeof(*b->run.count));
     b->kills = calloc(cap, sizeof(*b->kills));
-    if (b->r && b->run.ios && b->run.members && b->run.first && b->run.count && b->kills)
+    if (b->r && b->kills)
         return MC_OK;
     batch_fail_rest(b, MC_ERR_INTERNAL_ERROR);
     return MC_ERR_INTERNAL_ERROR;
@@ -540,7 +394,7 @@ static int batch_admit_locked(struct wbatch *b)
     uint64_t need = 0, room = room_after_eviction_locked(s);
     size_t cut = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct wjob *j = &b->jobs[i];
+        struct disk_wjob *j = &b->jobs[i];
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
@@ -560,6 +414,8 @@ static int batch_admit_locked(struct wbatch *b)
         mc_warn(DISK_COMP, "batch larger than the store can hold, the rest refused",
                 "path=%s refused=%zu of=%zu accepted_bytes=%" PRIu64 " capacity=%" PRIu64, s->path,
                 cut, b->n, need, s->cfg.capacity);
+    if (s->align < MC_DISK_BLOCK && need >= PAD_MIN_BYTES)
+        need += 2 * MC_DISK_BLOCK; /* its fillers (place_locked) */
     int rc = MC_OK;
     if (need > 0 && s->no_space && !fs_has_room(s, need)) {
         /* Full: make room against the filesystem's room (cap_limit), then refuse without
@@ -595,12 +451,10 @@ static void batch_write_unlocked(struct wbatch *b)
         uint64_t bytes = 0;
         while (to < b->n && (to == from || bytes < WINDOW_BYTES)) {
             if (b->jobs[to].result == MC_OK)
-                bytes += disk_record_size(b->s->align, b->jobs[to].key_len, b->jobs[to].len);
+                bytes += disk_wjob_span(&b->jobs[to]);
             to++;
         }
-        b->run.failed = 0;
-        b->run.buf = NULL;
-        write_window(b->s, b->r, b->jobs, from, to, bytes, &b->run);
+        disk_append_window(b->s, b->r, b->jobs, from, to, &b->io);
         from = to;
     }
 }
@@ -613,7 +467,7 @@ static void batch_commit_locked(struct wbatch *b)
     DISK_ASSERT_LOCKED(s);
     int any_ok = 0, any_nospace = 0;
     for (size_t i = 0; i < b->n; i++) {
-        struct wjob *j = &b->jobs[i];
+        struct disk_wjob *j = &b->jobs[i];
         if (!j->x)
             continue;
         if (j->result == MC_OK) {
@@ -625,6 +479,8 @@ static void batch_commit_locked(struct wbatch *b)
         }
     }
     rollback_locked(s, b->jobs, b->n);
+    s->write_ios += b->io.ios;
+    s->write_bytes += b->io.bytes;
     if (any_nospace)
         set_no_space_locked(s, 1);
     else if (any_ok)
@@ -666,7 +522,7 @@ static void batch_release_locked(struct wbatch *b)
      * report found nothing to drop, and reporting it stored now would list a replica without
      * bytes. It fails instead. */
     for (size_t i = 0; i < b->n; i++) {
-        struct wjob *j = &b->jobs[i];
+        struct disk_wjob *j = &b->jobs[i];
         if (j->result != MC_OK)
             continue;
         struct disk_entry *e = disk_index_find(&s->idx, j->key, j->key_len);
@@ -685,10 +541,6 @@ static int batch_end(struct wbatch *b)
         batch_put_ring_locked(b);
         disk_unlock(b->s);
     }
-    free(b->run.ios);
-    free(b->run.members);
-    free(b->run.first);
-    free(b->run.count);
     free(b->kills);
     for (size_t i = 0; i < b->n; i++)
         if (b->jobs[i].result != MC_OK)
@@ -698,7 +550,7 @@ static int batch_end(struct wbatch *b)
 
 /* Appends a batch: admitted and placed under the lock, written without it, committed under
  * it, dead marks written without it, writer counts dropped under it. */
-static int write_jobs(struct mc_disk_store *s, struct wjob *jobs, size_t n)
+static int write_jobs(struct mc_disk_store *s, struct disk_wjob *jobs, size_t n)
 {
     struct wbatch b;
     if (batch_init(&b, s, jobs, n) != MC_OK)
@@ -726,23 +578,23 @@ int mc_disk_store_append(struct mc_disk_store *s, const struct mc_disk_put *item
 {
     if (!s || (n > 0 && !items))
         return MC_ERR_INVALID_PARAMS;
-    struct wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
+    struct disk_wjob *jobs = calloc(n ? n : 1, sizeof(*jobs));
     if (!jobs)
         return MC_ERR_INTERNAL_ERROR;
     for (size_t i = 0; i < n; i++) {
         const struct mc_disk_put *p = &items[i];
-        struct wjob *j = &jobs[i];
-        *j = (struct wjob){.key = p->key,
-                           .key_len = p->key_len,
-                           .version = p->version,
-                           .crc = p->crc,
-                           .data = p->data,
-                           .len = p->len};
+        struct disk_wjob *j = &jobs[i];
+        *j = (struct disk_wjob){.key = p->key,
+                                .key_len = p->key_len,
+                                .version = p->version,
+                                .crc = p->crc,
+                                .data = p->data,
+                                .len = p->len};
         if (!p->key || p->key_len == 0 || p->key_len > MC_DISK_MAX_KEY_LEN ||
             p->len > DISK_MAX_VALUE || (p->len > 0 && !p->data) ||
             disk_record_size(s->align, p->key_len, p->len) + MC_DISK_BLOCK > s->cfg.capacity)
             j->result = MC_ERR_INVALID_PARAMS;
-        else if ((p->len ? mc_crc32c(p->data, p->len) : 0) != p->crc)
+        else if (p->len == 0 && p->crc != 0) /* (a value's CRC is checked as it is copied) */
             j->result = MC_ERR_CHECKSUM_MISMATCH;
     }
     int rc = write_jobs(s, jobs, n);

@@ -352,6 +352,7 @@ static int read_runs(const struct disk_opts *o, struct mc_disk_store *s, struct 
         mc_disk_store_usage(s, &u);
         mc_bench_add_num(&res, "registered_buffers", u.registered_buffers);
         mc_bench_add_num(&res, "registered_files", u.registered_files);
+        mc_bench_add_num(&res, "record_unit", u.record_unit); /* the values' alignment */
     }
     mc_bench_emit(&res);
     ret = 0;

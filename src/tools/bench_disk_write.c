@@ -120,6 +120,13 @@ int mc_bench_disk_write(const char *root, const struct disk_opts *o, uint64_t vs
     mc_bench_add_num(&res, "evicted_extents", (double)u.evicted_extents);
     mc_bench_add_num(&res, "recycled_extents", (double)u.recycled_extents);
     mc_bench_add_num(&res, "window_maps", (double)u.window_maps);
+    /* the store's own write I/O: what fio is set to for a like-for-like reference */
+    uint64_t calls = nlat ? nlat : 1, dios = u.write_ios - u0.write_ios;
+    mc_bench_add_num(&res, "write_ios", (double)dios);
+    mc_bench_add_num(&res, "write_io_bytes",
+                     dios ? (double)(u.write_bytes - u0.write_bytes) / (double)dios : 0);
+    mc_bench_add_num(&res, "write_ios_per_call", (double)dios / (double)calls);
+    mc_bench_add_num(&res, "filler_bytes", (double)(u.filler_bytes - u0.filler_bytes));
     mc_bench_emit(&res);
     ret = 0;
 out:
