@@ -8,11 +8,8 @@
 
 #define POLY 0x82f63b78u /* reflected Castagnoli polynomial */
 
-/* mc_crc32c_copy's step: a chunk is copied, then its CRC is taken while it is still in L1, in
- * pieces, each piece followed by prefetches of its share of the next chunk's source. */
-#define COPY_CHUNK (16u << 10)
-#define CRC_PIECE (4u << 10)
-#define LINE 64u
+/* mc_crc32c_copy's step: a chunk is copied, then its CRC is taken while it is still in L1. */
+#define COPY_CHUNK (32u << 10)
 /* crc32_iscsi takes an int length. */
 #define ISAL_MAX ((size_t)1 << 30)
 
@@ -66,10 +63,6 @@ uint32_t mc_crc32c_extend(uint32_t crc, const void *data, size_t len)
     return ~reg;
 }
 
-/* Without the prefetches a chunk's CRC leaves the memory bus idle: the source of a served
- * value is cold (out of every cache), so the copy of each chunk would wait on DRAM with nothing
- * in flight while the previous chunk's CRC ran. Prefetching the next chunk during this one's
- * CRC overlaps the two (the hardware prefetcher sees only a stream that stops and starts). */
 uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
 {
     uint8_t *d = dst;
@@ -77,16 +70,7 @@ uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len)
     while (len) {
         size_t k = len < COPY_CHUNK ? len : COPY_CHUNK;
         memcpy(d, s, k);
-        const uint8_t *next = s + k;
-        size_t nlen = len - k < COPY_CHUNK ? len - k : COPY_CHUNK;
-        size_t pieces = (k + CRC_PIECE - 1) / CRC_PIECE;
-        size_t share = (nlen + pieces - 1) / pieces, pf = 0;
-        for (size_t off = 0; off < k; off += CRC_PIECE) {
-            size_t end = pf + share < nlen ? pf + share : nlen;
-            for (; pf < end; pf += LINE)
-                __builtin_prefetch(next + pf, 0, 3);
-            crc = mc_crc32c_extend(crc, d + off, k - off < CRC_PIECE ? k - off : CRC_PIECE);
-        }
+        crc = mc_crc32c_extend(crc, d, k);
         d += k;
         s += k;
         len -= k;

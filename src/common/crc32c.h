@@ -22,8 +22,7 @@ static inline uint32_t mc_crc32c(const void *data, size_t len)
     return mc_crc32c_extend(0, data, len);
 }
 /* Copies len bytes from src to dst (which must not overlap) and returns crc extended over
- * them, with one pass over memory (16 KiB at a time: copied, then checksummed while in L1,
- * the next 16 KiB of src prefetched meanwhile):
+ * them, with one pass over memory (32 KiB at a time: copied, then checksummed while in L1):
  * mc_crc32c_copy(c, d, s, n) == (memcpy(d, s, n), mc_crc32c_extend(c, s, n)). */
 uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 /* A slicing-by-8 table implementation, independent of ISA-L: the tests' and bench's reference. */
