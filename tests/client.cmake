@@ -5,6 +5,10 @@ mc_add_test(test_transport SOURCES test_transport.c LIBS mc_client_static Thread
 mc_add_test(test_client SOURCES test_client.c test_client_util.c cluster_util.c cluster_data.c
             LIBS mc_client_static Threads::Threads LABELS tsan TIMEOUT 180)
 add_dependencies(test_client mooncake_master)
+# The same-process Get's one-pass copy and check: a damaged stored byte, odd sizes, odd buffers.
+mc_add_test(test_client_get_local SOURCES test_client_get_local.c test_client_util.c
+            LIBS mc_client_static Threads::Threads TIMEOUT 60)
+add_dependencies(test_client_get_local mooncake_master)
 # The connector batch calls (client_batch.c, client_upsert.c) against a real master.
 mc_add_test(test_client_batch SOURCES test_client_batch.c test_client_util.c
             LIBS mc_client_static Threads::Threads TIMEOUT 60)

@@ -78,25 +78,36 @@ static int read_disk_replica(struct mc_client *c, const char *key,
     return it.status;
 }
 
-/* A MEMORY replica d of r held in this process's own segment, copied into buf and checked
- * against r's CRC32C in one pass (the CRC is taken chunk by chunk while the copy is in L1):
- * 0, CHECKSUM_MISMATCH, or the read's error. */
-static int read_local_checked(struct mc_client *c, const Mc__GetReplicaListResponse *r,
-                              const Mc__ReplicaDescriptor *d, void *buf, size_t size)
+/* The bytes of r at loc, a replica in this process's own segment, copied into buf; with
+ * checksums on they are checked against r's CRC32C in the same pass over memory (the CRC is
+ * taken chunk by chunk while the copy is in cache: mc_crc32c_copy). 0, CHECKSUM_MISMATCH, or
+ * the read's error. */
+static int local_copy_checked(struct mc_client *c, const Mc__GetReplicaListResponse *r,
+                              const struct mc_xfer_loc *loc, void *buf, size_t size)
 {
-    struct mc_xfer_loc loc;
-    bool local;
+    if (!c->cfg.checksums || !r->crc_valid) {
+        int rc = mc_transport_read(c->local, loc, buf, size);
+        return rc ? rc : check_bytes(c, r, buf, size);
+    }
     uint32_t crc;
-    int rc = mc_client_replica_loc(c, d, size, &loc, &local);
-    if (rc == 0 && !local)
-        rc = MC_ERR_SEGMENT_NOT_FOUND; /* unmounted since has_segment said yes */
-    if (rc == 0)
-        rc = mc_transport_local_read_crc(c->local, &loc, buf, size, &crc);
+    int rc = mc_transport_local_read_crc(c->local, loc, buf, size, &crc);
     if (rc)
         return rc;
     if (corrupt_hook(c, buf, size))
         crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
     return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
+}
+
+/* A MEMORY replica d of r held in this process's own segment, copied into buf and checked. */
+static int read_local_checked(struct mc_client *c, const Mc__GetReplicaListResponse *r,
+                              const Mc__ReplicaDescriptor *d, void *buf, size_t size)
+{
+    struct mc_xfer_loc loc;
+    bool local;
+    int rc = mc_client_replica_loc(c, d, size, &loc, &local);
+    if (rc == 0 && !local)
+        rc = MC_ERR_SEGMENT_NOT_FOUND; /* unmounted since has_segment said yes */
+    return rc ? rc : local_copy_checked(c, r, &loc, buf, size);
 }
 
 /* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
@@ -118,7 +129,7 @@ static int read_some_replica(struct mc_client *c, const char *key,
             if (local != (pass == 0))
                 continue;
             int x;
-            if (local && c->cfg.checksums && r->crc_valid) {
+            if (local) {
                 x = read_local_checked(c, r, d, buf, size); /* copied and checked */
             } else {
                 x = mc_client_replica_io(c, d, false, buf, size);
@@ -255,6 +266,32 @@ static int replica_list(struct mc_client *c, const char *key, Mc__GetReplicaList
     *out = r;
     return 0;
 }
+
+#ifdef MC_TEST_HOOKS
+int mc_client_test_flip_stored(struct mc_client *c, const char *key, size_t at)
+{
+    Mc__GetReplicaListResponse *r = NULL;
+    int rc = replica_list(c, key, &r);
+    if (rc)
+        return rc;
+    uint64_t size = answer_size(r);
+    rc = at < size ? MC_ERR_REPLICA_NOT_FOUND : MC_ERR_INVALID_PARAMS;
+    for (size_t i = 0; rc == MC_ERR_REPLICA_NOT_FOUND && i < r->n_replicas; i++) {
+        struct mc_xfer_loc loc;
+        bool local = false;
+        uint8_t *p = NULL;
+        if (mc_client_replica_loc(c, r->replicas[i], (size_t)size, &loc, &local) != 0 || !local)
+            continue;
+        if (mc_peer_server_resolve(c->ps, loc.segment_id, loc.mount_epoch, loc.offset, size, &p) ==
+            0) {
+            p[at] ^= 0x5a;
+            rc = 0;
+        }
+    }
+    protobuf_c_message_free_unpacked(&r->base, NULL);
+    return rc;
+}
+#endif
 
 int64_t mc_get_ex(struct mc_client *c, const char *key, void *buf, size_t cap, size_t *needed)
 {
@@ -474,7 +511,7 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
         int k = pick_replica(c, ri, (size_t)sizes[i], &loc, &local);
         const Mc__ReplicaDescriptor *dd = k < 0 ? disk_replica(ri) : NULL;
         int x = k < 0   ? (dd ? 2 : -1)
-                : local ? mc_transport_read(c->local, &loc, bufs[i], (size_t)sizes[i])
+                : local ? local_copy_checked(c, ri, &loc, bufs[i], (size_t)sizes[i])
                 : mc_client_replica_is_rdma(c, ri->replicas[k]) ? 3
                                                                 : 1;
         if (x == 3) { /* rdma: into the rdma batch */
@@ -488,13 +525,12 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
                 .key = keys[i], .size = (uint64_t)sizes[i], .version = ri->version, .buf = bufs[i]};
             dloc[nd] = dd->local_disk;
             downer[nd++] = i;
-        } else if (x == 0) {
-            results[i] = get_finish(c, ri, bufs[i], (size_t)sizes[i], t0);
+        } else if (x == 0) { /* copied and checked in one pass */
+            results[i] = lease_check(c, ri, (size_t)sizes[i], t0);
             tiers[i] = MC_REPLICA_MEMORY;
-            if (results[i] == MC_ERR_CHECKSUM_MISMATCH)
-                results[i] = PENDING; /* bad bytes: every replica in turn, below */
         }
-        /* else: no usable replica, or the local one failed: the single path below */
+        /* else: no usable replica, or the local one failed (its bytes the checksum included):
+         * every replica in turn, the single path below */
     }
     if (nr) /* a failed key stays PENDING: the single path tries every replica, below */
         mc_transport_batch(c->rdma, false, ritems, nr);

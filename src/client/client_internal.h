@@ -161,6 +161,9 @@ struct mc_transport *mc_client_tcp_transport(struct mc_client *c);
 void mc_client_test_set_read_delay(struct mc_client *c, uint32_t ms);
 /* The next n reads flip one byte of the value after the transfer (as a bad wire would). */
 void mc_client_test_corrupt_reads(struct mc_client *c, int n);
+/* Flips byte `at` of key's value where this process's own segment stores it (a damaged
+ * segment, not a bad copy); again to mend it. 0, or why not (no such local replica). */
+int mc_client_test_flip_stored(struct mc_client *c, const char *key, size_t at);
 /* The RDMA ops table the next mc_client_open calls use with protocol rdma (NULL = the real
  * libraries): the tests pass their loopback test provider (tests/rdma_fake.h). */
 void mc_client_test_set_rdma_ops(const struct mc_rdma_ops *ops);

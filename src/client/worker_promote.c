@@ -171,31 +171,12 @@ static int notify_success(struct mc_worker *w, const Mc__PromotionTaskItem *t)
     return rc;
 }
 
-/* A staged task: the bytes into the replica the master placed with the task; the outcome in
- * j->result, reported by the next heartbeat. */
-static void run_staged(struct mc_worker *w, struct promo_job *j)
+/* The end of one task, staged or not: a success counted (promoted, promo_bytes), a failure
+ * logged and counted; an unstaged task's failure is also told to the master at once (a staged
+ * one's outcome rides on the next heartbeat: j->report). */
+static void task_done(struct mc_worker *w, struct promo_job *j, int rc)
 {
     const Mc__PromotionTaskItem *t = j->task;
-    const Mc__ReplicaDescriptor *d = t->staged;
-    j->report = true;
-    if (j->source) {
-        mc_debug("worker", "promotion source unusable: task failed", "key=%s task=%llu rc=%s",
-                 t->key, (unsigned long long)t->task_id, mc_strerror(j->source));
-        mc_worker_count(w, &w->st.promo_bad_source, 1);
-        mc_worker_count(w, &w->st.promo_failed, 1);
-        j->result = j->source;
-        return;
-    }
-    int rc = MC_OK;
-    if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
-        (d->memory->size && d->memory->size < t->size))
-        rc = MC_ERR_INVALID_REPLICA;
-#ifdef MC_TEST_HOOKS
-    if (rc == MC_OK && w->test_promote_stall_ms)
-        mc_worker_pause_ms(w, w->test_promote_stall_ms);
-#endif
-    if (rc == MC_OK)
-        rc = write_staged(w, d, j->buf, (size_t)t->size);
     j->result = rc;
     if (rc == MC_OK) {
         worker_lock(w);
@@ -204,26 +185,37 @@ static void run_staged(struct mc_worker *w, struct promo_job *j)
         worker_unlock(w);
         return;
     }
-    mc_debug("worker", "promotion failed", "key=%s task=%llu rc=%s", t->key,
-             (unsigned long long)t->task_id, mc_strerror(rc));
-    mc_worker_count(w, &w->st.promo_failed, 1);
+    /* REPLICA_IS_NOT_READY from AllocStart or Success: the task is stale (reaped, cancelled);
+     * the failure report is then a no-op at the master, and harmless */
+    mc_debug("worker", j->source ? "promotion source unusable: task failed" : "promotion failed",
+             "key=%s task=%llu rc=%s", t->key, (unsigned long long)t->task_id, mc_strerror(rc));
+    if (j->source)
+        mc_worker_count(w, &w->st.promo_bad_source, 1);
+    if (j->report)
+        mc_worker_count(w, &w->st.promo_failed, 1);
+    else
+        notify_failure(w, t, rc); /* counts promo_failed */
 }
 
-/* One task, start to end (any thread of the pool). */
-static void run_job(struct mc_worker *w, struct promo_job *j)
+/* A staged task: the bytes into the replica the master placed with the task. */
+static int run_staged(struct mc_worker *w, const struct promo_job *j)
 {
     const Mc__PromotionTaskItem *t = j->task;
-    if (t->staged) {
-        run_staged(w, j);
-        return;
-    }
-    if (j->source) {
-        mc_debug("worker", "promotion source unusable: task failed", "key=%s task=%llu rc=%s",
-                 t->key, (unsigned long long)t->task_id, mc_strerror(j->source));
-        mc_worker_count(w, &w->st.promo_bad_source, 1);
-        notify_failure(w, t, j->source);
-        return;
-    }
+    const Mc__ReplicaDescriptor *d = t->staged;
+    if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
+        (d->memory->size && d->memory->size < t->size))
+        return MC_ERR_INVALID_REPLICA;
+#ifdef MC_TEST_HOOKS
+    if (w->test_promote_stall_ms)
+        mc_worker_pause_ms(w, w->test_promote_stall_ms);
+#endif
+    return write_staged(w, d, j->buf, (size_t)t->size);
+}
+
+/* A task without a staged replica: PromotionAllocStart -> write -> NotifyPromotionSuccess. */
+static int run_unstaged(struct mc_worker *w, const struct promo_job *j)
+{
+    const Mc__PromotionTaskItem *t = j->task;
     ProtobufCMessage *m = NULL;
     int rc = alloc_start(w, t, &m);
     if (rc == 0) {
@@ -238,18 +230,16 @@ static void run_job(struct mc_worker *w, struct promo_job *j)
         protobuf_c_message_free_unpacked(m, NULL);
     if (rc == 0)
         rc = notify_success(w, t);
-    if (rc == 0) {
-        worker_lock(w);
-        w->st.promoted++;
-        w->st.promo_bytes += t->size;
-        worker_unlock(w);
-        return;
-    }
-    /* REPLICA_IS_NOT_READY from AllocStart or Success: the task is stale (reaped, cancelled);
-     * the failure report is then a no-op at the master, and harmless */
-    mc_debug("worker", "promotion failed", "key=%s task=%llu rc=%s", t->key,
-             (unsigned long long)t->task_id, mc_strerror(rc));
-    notify_failure(w, t, rc);
+    return rc;
+}
+
+/* One task, start to end (any thread of the pool); a staged task's outcome is kept in
+ * j->result for the next heartbeat. */
+static void run_job(struct mc_worker *w, struct promo_job *j)
+{
+    j->report = j->task->staged != NULL;
+    int rc = j->source ? j->source : j->task->staged ? run_staged(w, j) : run_unstaged(w, j);
+    task_done(w, j, rc);
 }
 
 /* ---- the task pool ------------------------------------------------------------------------- */
