@@ -15,7 +15,8 @@
 #   objects   the master's bytes per object with 64-byte keys (mooncake_bench objects; a figure
 #             against its goal of 120, not a ratio)
 #   evict     BatchEvict, one cycle vs upstream's batch_evict_bench at targets 0.5 / 0.1 / 0.01
-#             (HEADLINE_OBJECTS objects; the two alternated, HEADLINE_ROUNDS rounds, medians)
+#             (HEADLINE_OBJECTS objects, the library's own cycle with no probe thread beside it, as
+#             upstream's bench runs; the two alternated, HEADLINE_ROUNDS rounds, medians)
 #   steady    BatchEvict steady cycles at the 1% target: the forced full path's median / the
 #             selective path's (mooncake_bench evict --targets 0.01,0.5 --runs 3)
 #   promotion CPU per promotion of a 64 KiB value, master + holder, from /proc (mooncake_bench
@@ -38,7 +39,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --rows) ROWS=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -135,7 +136,7 @@ evict_rounds() {
   for i in $(seq "$R"); do
     for t in 0.5 0.1 0.01; do
       lb=$(python3 -c "print($t / 2)")
-      "$BIN_DIR/mooncake_bench" evict --objects "$N" --targets "$t" --runs 1 |
+      "$BIN_DIR/mooncake_bench" evict --objects "$N" --targets "$t" --runs 1 --modes selective --no-probe |
         python3 -c 'import json,sys
 for l in sys.stdin:
     if l.startswith("{"):
@@ -206,7 +207,7 @@ for row in ${ROWS//,/ }; do
       'json_fig "$f" "\"%.1f\" % [r[\"bytes_per_object\"] for r in rows if r.get(\"case\", \"\").startswith(\"put\") and \"bytes_per_object\" in r][0]"'
     ;;
   evict)
-    row evict "evict_rounds # mooncake_bench evict --objects $N --targets T --runs 1 beside $UP/run batch_evict_bench --num_objects=$N --evict_ratio_target=T --evict_ratio_lowerbound=T/2, T = 0.5, 0.1, 0.01, $R rounds" \
+    row evict "evict_rounds # mooncake_bench evict --objects $N --targets T --runs 1 --modes selective --no-probe beside $UP/run batch_evict_bench --num_objects=$N --evict_ratio_target=T --evict_ratio_lowerbound=T/2, T = 0.5, 0.1, 0.01, $R rounds" \
       "BatchEvict, $N objects, one cycle vs upstream's batch_evict_bench, targets 0.5 / 0.1 / 0.01 (goal >= 20 each)" \
       'evict_ratios "$f"'
     ;;
