@@ -52,6 +52,12 @@
 #define WAIT_MS 20000
 #define KILLS 3
 #define SEED 20261202u
+/* The holder's disk holds every key the load can write (MAX_KEYS values, each with its record
+ * header and its padding to the 4 KiB write alignment) below the store's 90% high watermark:
+ * a noted disk object must come back, and one the holder evicted for room would not. */
+#define DISK_CAP_MIB 2048
+_Static_assert((uint64_t)MAX_KEYS *(VLEN + 8192u) < (uint64_t)DISK_CAP_MIB * 1024 * 1024 / 10 * 9,
+               "the load would fill the holder's disk past its high watermark");
 
 static struct {
     struct cu_cluster cl;
@@ -101,10 +107,11 @@ static int start_master(int port)
 
 static int start_holder(void)
 {
-    char disk[160];
-    const char *flags[] = {"--segment_size=16MiB", disk, "--disk_capacity=1GiB", "--log_level=warn",
+    char disk[160], cap[48];
+    const char *flags[] = {"--segment_size=16MiB", disk, cap, "--log_level=warn",
                            "--master_wait=20s",    NULL};
     snprintf(disk, sizeof(disk), "--disk_path=%s", g.disk);
+    snprintf(cap, sizeof(cap), "--disk_capacity=%dMiB", DISK_CAP_MIB);
     return cu_start_daemon(&g.cl, &g.h, "holder", flags, g.ep, sizeof(g.ep), START_MS);
 }
 
