@@ -47,7 +47,7 @@
 #include "tier_query.h"
 
 #define VLEN (256u * 1024u)
-#define MAX_KEYS 4096
+#define MAX_KEYS 8192
 #define START_MS 20000
 #define WAIT_MS 20000
 #define KILLS 3
@@ -55,7 +55,7 @@
 /* The holder's disk holds every key the load can write (MAX_KEYS values, each with its record
  * header and its padding to the 4 KiB write alignment) below the store's 90% high watermark:
  * a noted disk object must come back, and one the holder evicted for room would not. */
-#define DISK_CAP_MIB 2048
+#define DISK_CAP_MIB 4096
 _Static_assert((uint64_t)MAX_KEYS *(VLEN + 8192u) < (uint64_t)DISK_CAP_MIB * 1024 * 1024 / 10 * 9,
                "the load would fill the holder's disk past its high watermark");
 
@@ -280,7 +280,8 @@ static void after_restart(const char *what, int noted)
     bool ok = offload_completes(s.offload_completed, WAIT_MS);
     load_stop();
     if (!ok)
-        fail_msg("%s: no offload completed after the restart", what);
+        fail_msg("%s: no offload completed after the restart (%d of %d keys written)", what,
+                 atomic_load(&g.nkeys), MAX_KEYS);
     settle(what);
 }
 
@@ -292,7 +293,8 @@ static void load_until_offloading(const char *what)
     load_start();
     if (!offload_completes(s.offload_completed, WAIT_MS)) {
         load_stop();
-        fail_msg("%s: no offload before the kill", what);
+        fail_msg("%s: no offload before the kill (%d of %d keys written)", what,
+                 atomic_load(&g.nkeys), MAX_KEYS);
     }
     cu_sleep_ms((int)(rnd() % 700));
 }
