@@ -258,9 +258,6 @@ static void test_rereg_higher_after_first_registration_refused_with_version(void
 
 /* ---- a complete listing is authoritative ---------------------------------------------------- */
 
-/* A holder restarts while the master lives (same id, within its TTL): its listing leaves out a
- * record lost at recovery. Until the listing is complete nothing goes; then the unlisted copy
- * goes, the disk-only object with it, and the key can be Put again. */
 /* A restarted master recovers: H2 lists K (newer), K is removed (H2 acknowledges the delete),
  * then H1, slower, lists its older record of K in its first registration. K stays removed: the
  * removal is remembered for the recovery window. The same for a key Put by this master and
@@ -294,6 +291,9 @@ static void test_removed_in_recovery_stays_removed(void **state)
     fx_free(f);
 }
 
+/* A holder restarts while the master lives (same id, within its TTL): its listing leaves out a
+ * record lost at recovery. Until the listing is complete nothing goes; then the unlisted copy
+ * goes, the disk-only object with it, and the key can be Put again. */
 static void test_listing_drops_unlisted_holder_restart(void **state)
 {
     (void)state;
