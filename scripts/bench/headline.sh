@@ -196,9 +196,9 @@ for row in ${ROWS//,/ }; do
   disk)
     # the last row of a case is its line in the medians table (column 5: median of the rounds)
     row disk "scripts/bench/disk_vs_fio.sh --rounds $R --seconds $DS" \
-      "LOCAL_DISK random reads (32 in flight), MB/s vs fio, 64 KiB / 1 MiB" \
+      "LOCAL_DISK random reads, MB/s vs fio with the same jobs x depth (2 x 16) on the store's extent files, 64 KiB / 1 MiB" \
       'echo "$(cell "$f" "^\| randread \| 64 KiB \|" 5) / $(cell "$f" "^\| randread \| 1 MiB \|" 5)"' \
-      "LOCAL_DISK offload writes, MB/s vs fio's sequential write, 64 KiB / 1 MiB" \
+      "LOCAL_DISK offload writes, MB/s vs fio's sequential write at the store's write size and depth, 64 KiB / 1 MiB values" \
       'echo "$(cell "$f" "^\| write \| 64 KiB \|" 5) / $(cell "$f" "^\| write \| 1 MiB \|" 5)"'
     ;;
   objects)
