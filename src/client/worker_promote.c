@@ -52,7 +52,7 @@
 
 struct promo_job {
     const Mc__PromotionTaskItem *task;
-    void *buf;   /* the value, 4 KiB-aligned, read from the disk store */
+    void *buf;   /* the value, 4 KiB-aligned, read from the disk store (the pool's arena) */
     int source;  /* 0 = the bytes are good; else why the source is unusable */
     bool pinned; /* the record is pinned in the store */
     bool report; /* staged task: result goes out with the next heartbeat */
@@ -79,7 +79,14 @@ struct mc_promote_pool {
     size_t njobs, next, done;
     struct promo_report *rep; /* outcomes for the next heartbeat (loop thread only) */
     size_t nrep, caprep;
+    void *arena; /* the chunk's read buffers, kept between chunks (loop thread only) */
+    size_t arena_cap;
 };
+
+/* Read buffers up to this size are kept from one chunk to the next: a fresh 4 KiB-aligned
+ * buffer per task cost a heap grow, page faults and the kernel's slow page pinning on every
+ * O_DIRECT read, more CPU than the copy of the value itself. */
+#define ARENA_KEEP_BYTES (4u << 20)
 
 static size_t round_block(uint64_t n)
 {
@@ -369,34 +376,68 @@ void mc_worker_promote_destroy(struct mc_worker *w)
     for (size_t i = 0; i < p->nrep; i++)
         free(p->rep[i].key);
     free(p->rep);
+    free(p->arena);
     free(p);
     w->pool = NULL;
 }
 
 /* ---- one chunk ----------------------------------------------------------------------------- */
 
-/* Pins and reads every job's record in one store call, and checks what came back. */
+/* The pool's arena with room for need bytes (4 KiB-aligned), or NULL. */
+static void *arena_get(struct mc_promote_pool *p, size_t need)
+{
+    if (need <= p->arena_cap)
+        return p->arena;
+    free(p->arena);
+    p->arena = NULL;
+    p->arena_cap = 0;
+    if (posix_memalign(&p->arena, MC_DISK_BLOCK, need) != 0) {
+        p->arena = NULL;
+        return NULL;
+    }
+    p->arena_cap = need;
+    return p->arena;
+}
+
+/* After a chunk: an arena grown past ARENA_KEEP_BYTES (a chunk of large values) is let go. */
+static void arena_trim(struct mc_promote_pool *p)
+{
+    if (p->arena_cap > ARENA_KEEP_BYTES) {
+        free(p->arena);
+        p->arena = NULL;
+        p->arena_cap = 0;
+    }
+}
+
+/* Pins and reads every job's record in one store call, and checks what came back. Each job's
+ * buffer is its 4 KiB-aligned slice of the pool's arena (valid until the next chunk). */
 static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
 {
     struct mc_disk_store *s = mc_disk_tier_store(w->cfg.tier);
     struct mc_disk_get *g = calloc(n, sizeof(*g));
     size_t *gi = calloc(n, sizeof(*gi));
-    size_t m = 0;
-    if (!g || !gi) {
+    size_t m = 0, need = 0;
+    char *arena = NULL;
+    if (g && gi) {
+        for (size_t i = 0; i < n && need != SIZE_MAX; i++) {
+            uint64_t sz = jobs[i].task->size;
+            size_t cap = sz > SIZE_MAX / 4 ? SIZE_MAX : round_block(sz);
+            need = cap > SIZE_MAX - need ? SIZE_MAX : need + cap;
+        }
+        arena = need == SIZE_MAX ? NULL : arena_get(w->pool, need);
+    }
+    if (!arena) {
         for (size_t i = 0; i < n; i++)
             jobs[i].source = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, at = 0; i < n; i++) {
         struct promo_job *j = &jobs[i];
         const Mc__PromotionTaskItem *t = j->task;
         size_t cap = round_block(t->size);
         uint32_t klen = (uint32_t)strlen(t->key);
-        if (t->size > SIZE_MAX / 2 || posix_memalign(&j->buf, MC_DISK_BLOCK, cap) != 0) {
-            j->buf = NULL;
-            j->source = MC_ERR_INTERNAL_ERROR;
-            continue;
-        }
+        j->buf = arena + at;
+        at += cap;
         j->pinned = mc_disk_store_pin(s, t->key, klen, NULL) == 0;
         g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .buf = j->buf, .cap = cap};
         gi[m++] = i;
@@ -470,10 +511,10 @@ static void promote_chunk(struct mc_worker *w, Mc__PromotionTaskItem **tasks, si
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].pinned)
             mc_disk_store_unpin(s, tasks[i]->key, (uint32_t)strlen(tasks[i]->key));
-        free(jobs[i].buf);
         if (jobs[i].report)
             add_report(w, tasks[i], jobs[i].result);
     }
+    arena_trim(w->pool);
     free(jobs);
 }
 
