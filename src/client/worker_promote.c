@@ -55,6 +55,9 @@ struct promo_job {
     void *buf;   /* the value, 4 KiB-aligned, read from the disk store (the pool's arena) */
     int source;  /* 0 = the bytes are good; else why the source is unusable */
     bool pinned; /* the record is pinned in the store */
+    bool direct; /* staged: the store's read hands the bytes to stage_sink, no buffer */
+    bool sunk;   /* direct: stage_sink wrote (or tried to write) the replica */
+    int wrote;   /* sunk: the write's outcome (0 written, else why not) */
     bool report; /* staged task: result goes out with the next heartbeat */
     int result;  /* its outcome: 0 written, else why not */
 };
@@ -144,11 +147,12 @@ static int alloc_start(struct mc_worker *w, const Mc__PromotionTaskItem *t, Prot
  * finds its segment fenced or mounted again and writes nothing; a descriptor of another
  * process's segment (a master that places elsewhere) is refused, never written remotely. */
 static int write_staged(struct mc_worker *w, const Mc__ReplicaDescriptor *d, const void *buf,
-                        size_t len)
+                        size_t len, uint32_t *crc)
 {
     const Mc__MemoryLocation *m = d->memory;
     struct mc_id sid = {m->segment_id->hi, m->segment_id->lo};
-    int rc = mc_peer_server_write_current(w->cfg.ps, sid, m->mount_epoch, m->offset, buf, len);
+    int rc =
+        mc_peer_server_write_current_crc(w->cfg.ps, sid, m->mount_epoch, m->offset, buf, len, crc);
     if (rc == 0) {
         mc_worker_count(w, &w->st.promo_local, 1);
         return 0;
@@ -204,19 +208,57 @@ static void task_done(struct mc_worker *w, struct promo_job *j, int rc)
         notify_failure(w, t, rc); /* counts promo_failed */
 }
 
-/* A staged task: the bytes into the replica the master placed with the task. */
+/* Whether a staged task's replica is one this process can write t's bytes into. */
+static bool staged_usable(const Mc__PromotionTaskItem *t)
+{
+    const Mc__ReplicaDescriptor *d = t->staged;
+    return d->type == MC__REPLICA_TYPE__RT_MEMORY && d->memory && d->memory->segment_id &&
+           (!d->memory->size || d->memory->size >= t->size);
+}
+
+/* A staged task read into a buffer: the bytes into the replica the master placed with it. */
 static int run_staged(struct mc_worker *w, const struct promo_job *j)
 {
     const Mc__PromotionTaskItem *t = j->task;
-    const Mc__ReplicaDescriptor *d = t->staged;
-    if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
-        (d->memory->size && d->memory->size < t->size))
+    if (!staged_usable(t))
         return MC_ERR_INVALID_REPLICA;
 #ifdef MC_TEST_HOOKS
     if (w->test_promote_stall_ms)
         mc_worker_pause_ms(w, w->test_promote_stall_ms);
 #endif
-    return write_staged(w, d, j->buf, (size_t)t->size);
+    return write_staged(w, t->staged, j->buf, (size_t)t->size, NULL);
+}
+
+struct sink_ctx {
+    struct mc_worker *w;
+    struct promo_job *job;
+};
+
+/* The store's read of a direct job (mc_disk_sink_fn): the value goes from the store's staging
+ * straight into the staged replica, its CRC taken in the same pass (the store checks it). Only
+ * a value of exactly the task's size is written (never past the staged range); a version or
+ * CRC the task does not expect is refused after the read (read_sources), and the task then
+ * fails: the range is the task's own, invisible to readers until the master commits it. Never
+ * returns CHECKSUM_MISMATCH (which would make the store drop a good record). */
+static int stage_sink(void *ctx, const struct mc_disk_get *g, const void *bytes, uint32_t *crc)
+{
+    struct sink_ctx *c = ctx;
+    const Mc__PromotionTaskItem *t = c->job->task;
+    int rc;
+    if (g->len != t->size) {
+        rc = MC_ERR_REPLICA_NOT_FOUND; /* not the record the task names */
+    } else {
+#ifdef MC_TEST_HOOKS
+        if (c->w->test_promote_stall_ms)
+            mc_worker_pause_ms(c->w, c->w->test_promote_stall_ms);
+#endif
+        rc = write_staged(c->w, t->staged, bytes, (size_t)g->len, crc);
+        if (rc == MC_ERR_CHECKSUM_MISMATCH)
+            rc = MC_ERR_INTERNAL_ERROR;
+        c->job->sunk = true;
+        c->job->wrote = rc;
+    }
+    return rc;
 }
 
 /* A task without a staged replica: PromotionAllocStart -> write -> NotifyPromotionSuccess. */
@@ -231,7 +273,7 @@ static int run_unstaged(struct mc_worker *w, const struct promo_job *j)
             mc_worker_pause_ms(w, w->test_promote_stall_ms);
 #endif
         rc = write_staged(w, ((const Mc__PromotionAllocStartResponse *)m)->replica, j->buf,
-                          (size_t)t->size);
+                          (size_t)t->size, NULL);
     }
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
@@ -245,7 +287,10 @@ static int run_unstaged(struct mc_worker *w, const struct promo_job *j)
 static void run_job(struct mc_worker *w, struct promo_job *j)
 {
     j->report = j->task->staged != NULL;
-    int rc = j->source ? j->source : j->task->staged ? run_staged(w, j) : run_unstaged(w, j);
+    int rc = j->source         ? j->source
+             : j->direct       ? j->wrote
+             : j->task->staged ? run_staged(w, j)
+                               : run_unstaged(w, j);
     task_done(w, j, rc);
 }
 
@@ -409,24 +454,34 @@ static void arena_trim(struct mc_promote_pool *p)
     }
 }
 
-/* Pins and reads every job's record in one store call, and checks what came back. Each job's
- * buffer is its 4 KiB-aligned slice of the pool's arena (valid until the next chunk). */
+/* Pins and reads every job's record in one store call, and checks what came back. A staged
+ * task whose replica this process can write (direct) is read straight into it: the store hands
+ * the bytes from its registered staging to stage_sink, one pass that copies and takes the CRC.
+ * Every other job's buffer is its 4 KiB-aligned slice of the pool's arena (valid until the next
+ * chunk). */
 static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
 {
     struct mc_disk_store *s = mc_disk_tier_store(w->cfg.tier);
     struct mc_disk_get *g = calloc(n, sizeof(*g));
+    struct sink_ctx *sc = calloc(n, sizeof(*sc));
     size_t *gi = calloc(n, sizeof(*gi));
     size_t m = 0, need = 0;
     char *arena = NULL;
-    if (g && gi) {
-        for (size_t i = 0; i < n && need != SIZE_MAX; i++) {
-            uint64_t sz = jobs[i].task->size;
-            size_t cap = sz > SIZE_MAX / 4 ? SIZE_MAX : round_block(sz);
-            need = cap > SIZE_MAX - need ? SIZE_MAX : need + cap;
+    bool ok = g && sc && gi;
+    for (size_t i = 0; ok && i < n; i++) {
+        struct promo_job *j = &jobs[i];
+        const Mc__PromotionTaskItem *t = j->task;
+        if (t->size > SIZE_MAX / 4) {
+            ok = false;
+            break;
         }
-        arena = need == SIZE_MAX ? NULL : arena_get(w->pool, need);
+        j->direct = t->size > 0 && t->staged && staged_usable(t);
+        if (!j->direct)
+            need += round_block(t->size);
     }
-    if (!arena) {
+    if (ok && need)
+        ok = (arena = arena_get(w->pool, need)) != NULL;
+    if (!ok) {
         for (size_t i = 0; i < n; i++)
             jobs[i].source = MC_ERR_INTERNAL_ERROR;
         goto out;
@@ -436,10 +491,17 @@ static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
         const Mc__PromotionTaskItem *t = j->task;
         size_t cap = round_block(t->size);
         uint32_t klen = (uint32_t)strlen(t->key);
-        j->buf = arena + at;
-        at += cap;
+        g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .cap = cap};
+        if (j->direct) {
+            sc[i] = (struct sink_ctx){.w = w, .job = j};
+            g[m].sink = stage_sink;
+            g[m].sink_ctx = &sc[i];
+        } else {
+            j->buf = arena + at;
+            g[m].buf = j->buf;
+            at += cap;
+        }
         j->pinned = mc_disk_store_pin(s, t->key, klen, NULL) == 0;
-        g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .buf = j->buf, .cap = cap};
         gi[m++] = i;
     }
     if (m)
@@ -448,18 +510,25 @@ static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
         struct promo_job *j = &jobs[gi[k]];
         const Mc__PromotionTaskItem *t = j->task;
         int st = g[k].result;
-        if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_BUFFER_OVERFLOW)
+        if (j->sunk && j->wrote != 0 && st == j->wrote) {
+            st = 0; /* the source was good; the write was refused: the task's outcome */
+        } else if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_BUFFER_OVERFLOW ||
+                   (j->direct && st == MC_ERR_REPLICA_NOT_FOUND)) {
             st = MC_ERR_REPLICA_NOT_FOUND; /* the record is gone */
-        else if (st == 0 && t->version && g[k].version != t->version)
+        } else if (st == 0 && t->version && g[k].version != t->version) {
             st = MC_ERR_INVALID_VERSION; /* another version: never promoted */
-        else if (st == 0 && g[k].len != t->size)
+        } else if (st == 0 && g[k].len != t->size) {
             st = MC_ERR_REPLICA_NOT_FOUND;
-        else if (st == 0 && t->crc_valid && g[k].crc != t->crc32c)
+        } else if (st == 0 && t->crc_valid && g[k].crc != t->crc32c) {
             st = MC_ERR_CHECKSUM_MISMATCH; /* not the bytes the master knows */
+        }
         j->source = st;
+        if (j->direct && st == 0 && !j->sunk)
+            j->source = MC_ERR_INTERNAL_ERROR; /* nothing was written (cannot happen) */
     }
 out:
     free(g);
+    free(sc);
     free(gi);
 }
 
