@@ -344,6 +344,10 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
             struct rjob *j = &jobs[to];
             if (g->result != MC_OK || !j->x)
                 continue;
+            /* a sink's bytes stay in the (registered) staging: the window ends where it is full
+             * rather than spilling into heap buffers */
+            if (g->sink && nio > 0 && r->staging_len - r->staging_used < disk_round_up(j->padded))
+                break;
             if (g->len == 0) {
                 if (g->crc != 0) /* CRC32C of no bytes */
                     g->result = MC_ERR_CHECKSUM_MISMATCH;
