@@ -22,6 +22,9 @@ mc_add_test(test_disk_recovery SOURCES test_disk_recovery.c LIBS mc_client_stati
 # LOCAL_DISK reads through the holder (disk_tier.c + transport_tcp_disk.c), no master needed.
 mc_add_test(test_disk_read SOURCES test_disk_read.c LIBS mc_client_static Threads::Threads
             TIMEOUT 60)
+# The store's read into a consumer (a promotion's staged replica): bytes, CRC check, refusal.
+mc_add_test(test_promotion_sink SOURCES test_promotion_sink.c LIBS mc_client_static
+            Threads::Threads TIMEOUT 60)
 # What the write path reuses: the ring's kept window buffer, evicted extent files as spares
 # (steady state, a killed writer over a reused file, no_recycle).
 mc_add_test(test_disk_reuse SOURCES test_disk_reuse.c LIBS mc_client_static Threads::Threads

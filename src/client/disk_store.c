@@ -155,6 +155,16 @@ static void read_done(void *ctx, size_t k)
         g->result = MC_ERR_FILE_READ_FAIL;
         mc_warn(DISK_COMP, "record read failed", "extent=%" PRIu64 " off=%" PRIu64 " res=%d",
                 j->x->id, io->off, io->res);
+    } else if (g->sink) {
+        /* the consumer copies out of staging, taking the CRC in the same pass */
+        uint32_t crc = 0;
+        int rc = g->sink(g->sink_ctx, g, io->buf, &crc);
+        if (rc == 0 && crc == g->crc)
+            return;
+        g->result = rc ? rc : MC_ERR_CHECKSUM_MISMATCH;
+        if (!rc)
+            mc_error(DISK_COMP, "value checksum mismatch",
+                     "extent=%" PRIu64 " off=%" PRIu64 " len=%" PRIu64, j->x->id, io->off, g->len);
     } else if (mc_crc32c(io->buf, g->len) != g->crc) {
         g->result = MC_ERR_CHECKSUM_MISMATCH;
         mc_error(DISK_COMP, "value checksum mismatch",
@@ -310,7 +320,7 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
         g->len = e->value_len;
         g->version = e->version;
         g->crc = e->crc;
-        if (e->value_len > g->cap || (e->value_len > 0 && !g->buf)) {
+        if (e->value_len > g->cap || (e->value_len > 0 && !g->buf && !g->sink)) {
             g->result = MC_ERR_BUFFER_OVERFLOW;
             continue;
         }
@@ -334,13 +344,17 @@ int mc_disk_store_read(struct mc_disk_store *s, struct mc_disk_get *items, size_
             struct rjob *j = &jobs[to];
             if (g->result != MC_OK || !j->x)
                 continue;
+            /* a sink's bytes stay in the (registered) staging: the window ends where it is full
+             * rather than spilling into heap buffers */
+            if (g->sink && nio > 0 && r->staging_len - r->staging_used < disk_round_up(j->padded))
+                break;
             if (g->len == 0) {
                 if (g->crc != 0) /* CRC32C of no bytes */
                     g->result = MC_ERR_CHECKSUM_MISMATCH;
                 continue;
             }
             char *dst = g->buf;
-            if (((uintptr_t)dst & (MC_DISK_BLOCK - 1)) || g->cap < j->padded) {
+            if (g->sink || ((uintptr_t)dst & (MC_DISK_BLOCK - 1)) || g->cap < j->padded) {
                 dst = j->bounce = disk_ring_scratch(r, j->padded, &j->heap);
                 if (!dst) {
                     g->result = MC_ERR_INTERNAL_ERROR;

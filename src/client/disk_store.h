@@ -201,6 +201,15 @@ struct mc_disk_put {
  * its CRC (CHECKSUM_MISMATCH) is dropped: marked dead, out of the index, reported through
  * cfg.drop_cb, so the next read of the key finds OBJECT_NOT_FOUND instead of the same bad
  * bytes forever. */
+struct mc_disk_get;
+/* A read's consumer instead of buf (mc_disk_get.sink): called once the value's bytes are in the
+ * store's own (registered) staging, with g's len/version/crc filled in; it copies the len bytes
+ * where it wants them and returns 0 with *crc the CRC32C of what it copied (taken in the same
+ * pass), which the store then checks as it checks its own reads; or an error code when it did
+ * not copy, which becomes g->result. */
+typedef int (*mc_disk_sink_fn)(void *ctx, const struct mc_disk_get *g, const void *bytes,
+                               uint32_t *crc);
+
 struct mc_disk_get {
     const char *key;
     uint32_t key_len;
@@ -210,6 +219,8 @@ struct mc_disk_get {
     uint64_t version;
     uint32_t crc;
     int result; /* MC_OK, OBJECT_NOT_FOUND, BUFFER_OVERFLOW, CHECKSUM_MISMATCH, FILE_READ_FAIL */
+    mc_disk_sink_fn sink; /* NULL: the value lands in buf; else buf is unused (cap still bounds) */
+    void *sink_ctx;
 };
 
 struct mc_disk_record_info {

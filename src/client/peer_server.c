@@ -184,6 +184,12 @@ void mc_peer_server_note_write(struct mc_peer_server *ps, struct mc_id id, uint6
 int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
                                  uint64_t offset, const void *src, size_t len)
 {
+    return mc_peer_server_write_current_crc(ps, id, epoch, offset, src, len, NULL);
+}
+
+int mc_peer_server_write_current_crc(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                                     uint64_t offset, const void *src, size_t len, uint32_t *crc)
+{
     if (mc_id_is_zero(id) || epoch == 0)
         return MC_ERR_INVALID_PARAMS;
     int rc = MC_ERR_SEGMENT_NOT_FOUND;
@@ -199,7 +205,10 @@ int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uin
         rc = MC_ERR_INVALID_PARAMS;
     } else {
         mc_peer_server_note_write(ps, id, offset, len);
-        mc_peer_server_copy_in(ps, e->base + offset, src, len);
+        if (crc)
+            *crc = mc_peer_server_copy_out_crc(ps, e->base + offset, src, len);
+        else
+            mc_peer_server_copy_in(ps, e->base + offset, src, len);
         rc = 0;
     }
     segs_unlock(ps);

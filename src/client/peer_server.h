@@ -141,6 +141,9 @@ void mc_peer_server_note_write(struct mc_peer_server *ps, struct mc_id id, uint6
                                uint64_t len);
 int mc_peer_server_write_current(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
                                  uint64_t offset, const void *src, size_t len);
+/* The same, the CRC32C of the bytes taken in the same pass as the copy (*crc). */
+int mc_peer_server_write_current_crc(struct mc_peer_server *ps, struct mc_id id, uint64_t epoch,
+                                     uint64_t offset, const void *src, size_t len, uint32_t *crc);
 /* Whether id is one of this server's segments (whatever its epoch). */
 int mc_peer_server_has_segment(struct mc_peer_server *ps, struct mc_id id);
 

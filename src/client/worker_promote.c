@@ -52,9 +52,12 @@
 
 struct promo_job {
     const Mc__PromotionTaskItem *task;
-    void *buf;   /* the value, 4 KiB-aligned, read from the disk store */
+    void *buf;   /* the value, 4 KiB-aligned, read from the disk store (the pool's arena) */
     int source;  /* 0 = the bytes are good; else why the source is unusable */
     bool pinned; /* the record is pinned in the store */
+    bool direct; /* staged: the store's read hands the bytes to stage_sink, no buffer */
+    bool sunk;   /* direct: stage_sink wrote (or tried to write) the replica */
+    int wrote;   /* sunk: the write's outcome (0 written, else why not) */
     bool report; /* staged task: result goes out with the next heartbeat */
     int result;  /* its outcome: 0 written, else why not */
 };
@@ -79,7 +82,14 @@ struct mc_promote_pool {
     size_t njobs, next, done;
     struct promo_report *rep; /* outcomes for the next heartbeat (loop thread only) */
     size_t nrep, caprep;
+    void *arena; /* the chunk's read buffers, kept between chunks (loop thread only) */
+    size_t arena_cap;
 };
+
+/* Read buffers up to this size are kept from one chunk to the next: a fresh 4 KiB-aligned
+ * buffer per task cost a heap grow, page faults and the kernel's slow page pinning on every
+ * O_DIRECT read, more CPU than the copy of the value itself. */
+#define ARENA_KEEP_BYTES (4u << 20)
 
 static size_t round_block(uint64_t n)
 {
@@ -137,11 +147,12 @@ static int alloc_start(struct mc_worker *w, const Mc__PromotionTaskItem *t, Prot
  * finds its segment fenced or mounted again and writes nothing; a descriptor of another
  * process's segment (a master that places elsewhere) is refused, never written remotely. */
 static int write_staged(struct mc_worker *w, const Mc__ReplicaDescriptor *d, const void *buf,
-                        size_t len)
+                        size_t len, uint32_t *crc)
 {
     const Mc__MemoryLocation *m = d->memory;
     struct mc_id sid = {m->segment_id->hi, m->segment_id->lo};
-    int rc = mc_peer_server_write_current(w->cfg.ps, sid, m->mount_epoch, m->offset, buf, len);
+    int rc =
+        mc_peer_server_write_current_crc(w->cfg.ps, sid, m->mount_epoch, m->offset, buf, len, crc);
     if (rc == 0) {
         mc_worker_count(w, &w->st.promo_local, 1);
         return 0;
@@ -197,19 +208,57 @@ static void task_done(struct mc_worker *w, struct promo_job *j, int rc)
         notify_failure(w, t, rc); /* counts promo_failed */
 }
 
-/* A staged task: the bytes into the replica the master placed with the task. */
+/* Whether a staged task's replica is one this process can write t's bytes into. */
+static bool staged_usable(const Mc__PromotionTaskItem *t)
+{
+    const Mc__ReplicaDescriptor *d = t->staged;
+    return d->type == MC__REPLICA_TYPE__RT_MEMORY && d->memory && d->memory->segment_id &&
+           (!d->memory->size || d->memory->size >= t->size);
+}
+
+/* A staged task read into a buffer: the bytes into the replica the master placed with it. */
 static int run_staged(struct mc_worker *w, const struct promo_job *j)
 {
     const Mc__PromotionTaskItem *t = j->task;
-    const Mc__ReplicaDescriptor *d = t->staged;
-    if (d->type != MC__REPLICA_TYPE__RT_MEMORY || !d->memory || !d->memory->segment_id ||
-        (d->memory->size && d->memory->size < t->size))
+    if (!staged_usable(t))
         return MC_ERR_INVALID_REPLICA;
 #ifdef MC_TEST_HOOKS
     if (w->test_promote_stall_ms)
         mc_worker_pause_ms(w, w->test_promote_stall_ms);
 #endif
-    return write_staged(w, d, j->buf, (size_t)t->size);
+    return write_staged(w, t->staged, j->buf, (size_t)t->size, NULL);
+}
+
+struct sink_ctx {
+    struct mc_worker *w;
+    struct promo_job *job;
+};
+
+/* The store's read of a direct job (mc_disk_sink_fn): the value goes from the store's staging
+ * straight into the staged replica, its CRC taken in the same pass (the store checks it). Only
+ * a value of exactly the task's size is written (never past the staged range); a version or
+ * CRC the task does not expect is refused after the read (read_sources), and the task then
+ * fails: the range is the task's own, invisible to readers until the master commits it. Never
+ * returns CHECKSUM_MISMATCH (which would make the store drop a good record). */
+static int stage_sink(void *ctx, const struct mc_disk_get *g, const void *bytes, uint32_t *crc)
+{
+    struct sink_ctx *c = ctx;
+    const Mc__PromotionTaskItem *t = c->job->task;
+    int rc;
+    if (g->len != t->size) {
+        rc = MC_ERR_REPLICA_NOT_FOUND; /* not the record the task names */
+    } else {
+#ifdef MC_TEST_HOOKS
+        if (c->w->test_promote_stall_ms)
+            mc_worker_pause_ms(c->w, c->w->test_promote_stall_ms);
+#endif
+        rc = write_staged(c->w, t->staged, bytes, (size_t)g->len, crc);
+        if (rc == MC_ERR_CHECKSUM_MISMATCH)
+            rc = MC_ERR_INTERNAL_ERROR;
+        c->job->sunk = true;
+        c->job->wrote = rc;
+    }
+    return rc;
 }
 
 /* A task without a staged replica: PromotionAllocStart -> write -> NotifyPromotionSuccess. */
@@ -224,7 +273,7 @@ static int run_unstaged(struct mc_worker *w, const struct promo_job *j)
             mc_worker_pause_ms(w, w->test_promote_stall_ms);
 #endif
         rc = write_staged(w, ((const Mc__PromotionAllocStartResponse *)m)->replica, j->buf,
-                          (size_t)t->size);
+                          (size_t)t->size, NULL);
     }
     if (m)
         protobuf_c_message_free_unpacked(m, NULL);
@@ -238,7 +287,10 @@ static int run_unstaged(struct mc_worker *w, const struct promo_job *j)
 static void run_job(struct mc_worker *w, struct promo_job *j)
 {
     j->report = j->task->staged != NULL;
-    int rc = j->source ? j->source : j->task->staged ? run_staged(w, j) : run_unstaged(w, j);
+    int rc = j->source         ? j->source
+             : j->direct       ? j->wrote
+             : j->task->staged ? run_staged(w, j)
+                               : run_unstaged(w, j);
     task_done(w, j, rc);
 }
 
@@ -369,36 +421,87 @@ void mc_worker_promote_destroy(struct mc_worker *w)
     for (size_t i = 0; i < p->nrep; i++)
         free(p->rep[i].key);
     free(p->rep);
+    free(p->arena);
     free(p);
     w->pool = NULL;
 }
 
 /* ---- one chunk ----------------------------------------------------------------------------- */
 
-/* Pins and reads every job's record in one store call, and checks what came back. */
+/* The pool's arena with room for need bytes (4 KiB-aligned), or NULL. */
+static void *arena_get(struct mc_promote_pool *p, size_t need)
+{
+    if (need <= p->arena_cap)
+        return p->arena;
+    free(p->arena);
+    p->arena = NULL;
+    p->arena_cap = 0;
+    if (posix_memalign(&p->arena, MC_DISK_BLOCK, need) != 0) {
+        p->arena = NULL;
+        return NULL;
+    }
+    p->arena_cap = need;
+    return p->arena;
+}
+
+/* After a chunk: an arena grown past ARENA_KEEP_BYTES (a chunk of large values) is let go. */
+static void arena_trim(struct mc_promote_pool *p)
+{
+    if (p->arena_cap > ARENA_KEEP_BYTES) {
+        free(p->arena);
+        p->arena = NULL;
+        p->arena_cap = 0;
+    }
+}
+
+/* Pins and reads every job's record in one store call, and checks what came back. A staged
+ * task whose replica this process can write (direct) is read straight into it: the store hands
+ * the bytes from its registered staging to stage_sink, one pass that copies and takes the CRC.
+ * Every other job's buffer is its 4 KiB-aligned slice of the pool's arena (valid until the next
+ * chunk). */
 static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
 {
     struct mc_disk_store *s = mc_disk_tier_store(w->cfg.tier);
     struct mc_disk_get *g = calloc(n, sizeof(*g));
+    struct sink_ctx *sc = calloc(n, sizeof(*sc));
     size_t *gi = calloc(n, sizeof(*gi));
-    size_t m = 0;
-    if (!g || !gi) {
+    size_t m = 0, need = 0;
+    char *arena = NULL;
+    bool ok = g && sc && gi;
+    for (size_t i = 0; ok && i < n; i++) {
+        struct promo_job *j = &jobs[i];
+        const Mc__PromotionTaskItem *t = j->task;
+        if (t->size > SIZE_MAX / 4) {
+            ok = false;
+            break;
+        }
+        j->direct = t->size > 0 && t->staged && staged_usable(t);
+        if (!j->direct)
+            need += round_block(t->size);
+    }
+    if (ok && need)
+        ok = (arena = arena_get(w->pool, need)) != NULL;
+    if (!ok) {
         for (size_t i = 0; i < n; i++)
             jobs[i].source = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0, at = 0; i < n; i++) {
         struct promo_job *j = &jobs[i];
         const Mc__PromotionTaskItem *t = j->task;
         size_t cap = round_block(t->size);
         uint32_t klen = (uint32_t)strlen(t->key);
-        if (t->size > SIZE_MAX / 2 || posix_memalign(&j->buf, MC_DISK_BLOCK, cap) != 0) {
-            j->buf = NULL;
-            j->source = MC_ERR_INTERNAL_ERROR;
-            continue;
+        g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .cap = cap};
+        if (j->direct) {
+            sc[i] = (struct sink_ctx){.w = w, .job = j};
+            g[m].sink = stage_sink;
+            g[m].sink_ctx = &sc[i];
+        } else {
+            j->buf = arena + at;
+            g[m].buf = j->buf;
+            at += cap;
         }
         j->pinned = mc_disk_store_pin(s, t->key, klen, NULL) == 0;
-        g[m] = (struct mc_disk_get){.key = t->key, .key_len = klen, .buf = j->buf, .cap = cap};
         gi[m++] = i;
     }
     if (m)
@@ -407,18 +510,25 @@ static void read_sources(struct mc_worker *w, struct promo_job *jobs, size_t n)
         struct promo_job *j = &jobs[gi[k]];
         const Mc__PromotionTaskItem *t = j->task;
         int st = g[k].result;
-        if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_BUFFER_OVERFLOW)
+        if (j->sunk && j->wrote != 0 && st == j->wrote) {
+            st = 0; /* the source was good; the write was refused: the task's outcome */
+        } else if (st == MC_ERR_OBJECT_NOT_FOUND || st == MC_ERR_BUFFER_OVERFLOW ||
+                   (j->direct && st == MC_ERR_REPLICA_NOT_FOUND)) {
             st = MC_ERR_REPLICA_NOT_FOUND; /* the record is gone */
-        else if (st == 0 && t->version && g[k].version != t->version)
+        } else if (st == 0 && t->version && g[k].version != t->version) {
             st = MC_ERR_INVALID_VERSION; /* another version: never promoted */
-        else if (st == 0 && g[k].len != t->size)
+        } else if (st == 0 && g[k].len != t->size) {
             st = MC_ERR_REPLICA_NOT_FOUND;
-        else if (st == 0 && t->crc_valid && g[k].crc != t->crc32c)
+        } else if (st == 0 && t->crc_valid && g[k].crc != t->crc32c) {
             st = MC_ERR_CHECKSUM_MISMATCH; /* not the bytes the master knows */
+        }
         j->source = st;
+        if (j->direct && st == 0 && !j->sunk)
+            j->source = MC_ERR_INTERNAL_ERROR; /* nothing was written (cannot happen) */
     }
 out:
     free(g);
+    free(sc);
     free(gi);
 }
 
@@ -470,10 +580,10 @@ static void promote_chunk(struct mc_worker *w, Mc__PromotionTaskItem **tasks, si
     for (size_t i = 0; i < n; i++) {
         if (jobs[i].pinned)
             mc_disk_store_unpin(s, tasks[i]->key, (uint32_t)strlen(tasks[i]->key));
-        free(jobs[i].buf);
         if (jobs[i].report)
             add_report(w, tasks[i], jobs[i].result);
     }
+    arena_trim(w->pool);
     free(jobs);
 }
 

@@ -39,6 +39,10 @@
  *   (master_promotion_admitted_total over the window), max_admitted_per_key (the most
  *   transitions of one key seen by the poller), hot_keys, cold_puts, seconds.
  *
+ * Profiling: MC_BENCH_PROMO_PROFILE_S=S in the environment prints the master's and the holder's
+ * pids before the remote case's CPU phase and waits S seconds, for `perf record -p`; after it,
+ * it says so and waits S seconds again.
+ *
  * Files: this one holds the options (one table, bench_opts.c), the processes, the metrics and
  * the latency cases; the Zipf runs are in bench_promotion_zipf.c, the oscillation run in
  * bench_promotion_osc.c (what they share: bench_promotion.h).
@@ -462,12 +466,24 @@ static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uin
     double idle_h = w > 0 ? thr_cpu_delta(&idle0.holder, &idle1.holder) / w : 0;
     double done0 = mc_promo_metric(cl, "master_promotion_completed_total");
     double fail0 = mc_promo_metric(cl, "master_promotion_failed_total");
+    /* MC_BENCH_PROMO_PROFILE_S=S: name the two processes and wait S s first, so a profiler
+     * can attach to them for this phase (the figures printed stay comparable) */
+    const char *hold = getenv("MC_BENCH_PROMO_PROFILE_S");
+    if (hold && atoi(hold) > 0) {
+        fprintf(stderr, "promotion: cpu phase in %d s: master=%d holder=%d\n", atoi(hold),
+                (int)cl->master.pid, (int)cl->daemon.pid);
+        sleep((unsigned)atoi(hold));
+    }
     cpu_mark(cl, &cm[0]);
     bare_gets(rc, idx, n);
     cpu_mark(cl, &cm[1]);
     bare_gets(rc, idx, n);
     int done = wait_promoted(cl, done0, fail0, n);
     cpu_mark(cl, &cm[2]);
+    if (hold && atoi(hold) > 0) {
+        fprintf(stderr, "promotion: cpu phase done\n");
+        sleep((unsigned)atoi(hold));
+    }
     emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
     mc_rpc_client_free(rc);
 }
