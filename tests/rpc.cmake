@@ -9,3 +9,6 @@ mc_add_test(test_rpc_leader SOURCES test_rpc_leader.c LABELS tsan TIMEOUT 60)
 mc_add_test(test_rpc_syscalls SOURCES test_rpc_syscalls.c LABELS tsan TIMEOUT 60)
 target_link_options(test_rpc_syscalls PRIVATE -Wl,--wrap=recv -Wl,--wrap=poll -Wl,--wrap=sendmsg
                     -Wl,--wrap=io_uring_submit -Wl,--wrap=read)
+# A call sent on a connection the server has just closed: sent again on a new connection when
+# the server's socket never took its bytes, failed (never sent twice) when it may have read it.
+mc_add_test(test_rpc_reconnect SOURCES test_rpc_reconnect.c LABELS tsan TIMEOUT 60)
