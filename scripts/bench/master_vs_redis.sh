@@ -77,9 +77,9 @@ HZ=$(getconf CLK_TCK)
 cpu_begin() { T0=$(ticks "$1"); }
 cpu_end() { # server_pid
   read -r u s e <"$TMP/time"
-  CLIENT_CPU=$(awk -v u="$u" -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", e > 0 ? (u + s) / e : 0 }')
+  CLIENT_CPU=$(awk -v u="$u" -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", (e > 0 ? (u + s) / e : 0) }')
   SERVER_CPU=$(awk -v a="$T0" -v b="$(ticks "$1")" -v hz="$HZ" -v e="$e" \
-    'BEGIN { printf "%.2f", e > 0 ? (b - a) / hz / e : 0 }')
+    'BEGIN { printf "%.2f", (e > 0 ? (b - a) / hz / e : 0) }')
 }
 TIMED=(/usr/bin/time -o "$TMP/time" -f '%U %S %e')
 
