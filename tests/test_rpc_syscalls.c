@@ -9,8 +9,11 @@
  *  - client: a lone caller's call is one sendmsg and one recv (no liveness peek while the
  *    connection just answered, no poll before the read);
  *  - server: the replies of one epoll round go out in one io_uring submission, not one
- *    sendmsg per connection; replies larger than a socket buffer arrive whole through that
- *    path; many requests pipelined on one connection are answered in order.
+ *    sendmsg per connection, and the requests of the connections one round finds readable are
+ *    read in one submission too, not one read(2) each; replies larger than a socket buffer
+ *    arrive whole through that path; many requests pipelined on one connection, frames split
+ *    across reads and bodies larger than the read buffer are answered in order, byte for
+ *    byte.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -49,10 +52,12 @@ ssize_t __real_sendmsg(int fd, const struct msghdr *m, int flags);
 ssize_t __wrap_sendmsg(int fd, const struct msghdr *m, int flags);
 int __real_io_uring_submit(struct io_uring *r);
 int __wrap_io_uring_submit(struct io_uring *r);
+ssize_t __real_read(int fd, void *b, size_t n);
+ssize_t __wrap_read(int fd, void *b, size_t n);
 
 static _Atomic bool g_counting;
 static pthread_t g_caller; /* client counts: this thread only; server counts: any other */
-static _Atomic uint64_t c_recv, c_poll, c_sendmsg, s_sendmsg, s_submit;
+static _Atomic uint64_t c_recv, c_poll, c_sendmsg, s_sendmsg, s_submit, s_read;
 
 static bool is_caller(void)
 {
@@ -87,8 +92,16 @@ int __wrap_io_uring_submit(struct io_uring *r)
     return __real_io_uring_submit(r);
 }
 
+ssize_t __wrap_read(int fd, void *b, size_t n)
+{
+    if (atomic_load(&g_counting) && !is_caller())
+        atomic_fetch_add(&s_read, 1);
+    return __real_read(fd, b, n);
+}
+
 static void counters_reset(void)
 {
+    atomic_store(&s_read, 0);
     atomic_store(&c_recv, 0);
     atomic_store(&c_poll, 0);
     atomic_store(&c_sendmsg, 0);
@@ -426,6 +439,136 @@ static void test_server_pipelined_replies_in_order(void **state)
     mc_rpc_server_free(s);
 }
 
+/* One request frame (header and body) at buf; returns its length. */
+static size_t frame(uint8_t *buf, uint64_t id, const void *body, size_t len)
+{
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, MC_METHOD_ECHO, id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, buf);
+    memcpy(buf + MC_WIRE_HEADER_SIZE, body, len);
+    return MC_WIRE_HEADER_SIZE + len;
+}
+
+/* NCONN connections each hold three whole requests and half of a fourth while the I/O thread
+ * is held; released, the thread reads all of them in one submission (no read(2) per
+ * connection: before, NCONN reads), answers the three of each in order, and the fourth once
+ * its second half comes in a later round. */
+static void test_server_round_reads_in_one_submission(void **state)
+{
+    (void)state;
+    if (!uring_usable()) {
+        MC_SKIP("io_uring is not available here");
+        return;
+    }
+    struct mc_rpc_server *s = start_server();
+    uint16_t port = mc_rpc_server_port(s);
+    int holder = raw_connect(port);
+    int fds[NCONN];
+    char body[NCONN][4][24];
+    uint8_t buf[NCONN][4 * (MC_WIRE_HEADER_SIZE + 24)];
+    size_t len[NCONN], half[NCONN];
+    for (int i = 0; i < NCONN; i++) {
+        fds[i] = raw_connect(port);
+        send_request(fds[i], MC_METHOD_ECHO, 7, "hi", 2); /* accepted and served once */
+        expect_reply(fds[i], 7, "hi", 2);
+        len[i] = 0;
+        for (int j = 0; j < 4; j++) {
+            int n = snprintf(body[i][j], sizeof(body[i][j]), "conn-%d-req-%d-%s", i, j,
+                             j == 3 ? "split" : "whole");
+            if (j == 3)
+                half[i] = len[i] + MC_WIRE_HEADER_SIZE + (size_t)n / 2; /* mid-body */
+            len[i] += frame(buf[i] + len[i], 200 + (uint64_t)j, body[i][j], (size_t)n);
+        }
+    }
+    hold(holder);
+    for (int i = 0; i < NCONN; i++)
+        send_all(fds[i], buf[i], half[i]);
+    counters_reset();
+    atomic_store(&g_counting, true);
+    release();
+    expect_reply(holder, 1, "held", 4);
+    for (int i = 0; i < NCONN; i++)
+        for (int j = 0; j < 3; j++)
+            expect_reply(fds[i], 200 + (uint64_t)j, body[i][j], strlen(body[i][j]));
+    atomic_store(&g_counting, false);
+    uint64_t reads = atomic_load(&s_read), submits = atomic_load(&s_submit);
+    print_message("server: %d connections read in one round: read=%llu io_uring_submit=%llu\n",
+                  NCONN, (unsigned long long)reads, (unsigned long long)submits);
+    assert_true(reads < NCONN / 2);
+    assert_true(submits >= 1 && submits <= 3); /* the reads, the replies (the held one alone) */
+    for (int i = 0; i < NCONN; i++)            /* the second halves, each alone in its round */
+        send_all(fds[i], buf[i] + half[i], len[i] - half[i]);
+    for (int i = 0; i < NCONN; i++)
+        expect_reply(fds[i], 203, body[i][3], strlen(body[i][3]));
+    for (int i = 0; i < NCONN; i++)
+        close(fds[i]);
+    close(holder);
+    mc_rpc_server_free(s);
+}
+
+/* Requests around a body larger than the read buffer, on NCONN connections read together:
+ * the ring's read fills the buffer, the rest of the body is read straight into its own
+ * buffer, and every reply comes whole and in order. */
+#define MID (200u << 10)
+struct mid_arg {
+    int fd;
+    uint8_t *buf;
+    size_t len;
+};
+
+static void *mid_sender(void *arg)
+{
+    struct mid_arg *a = arg;
+    send_all(a->fd, a->buf, a->len);
+    return NULL;
+}
+
+static void test_server_ring_reads_large_frames(void **state)
+{
+    (void)state;
+    struct mc_rpc_server *s = start_server();
+    uint16_t port = mc_rpc_server_port(s);
+    int holder = raw_connect(port);
+    uint8_t *big = malloc(MID);
+    assert_non_null(big);
+    for (size_t k = 0; k < MID; k++)
+        big[k] = (uint8_t)(k * 131 + 7);
+    struct mid_arg a[NCONN];
+    pthread_t th[NCONN];
+    for (int i = 0; i < NCONN; i++) {
+        a[i].fd = raw_connect(port);
+        send_request(a[i].fd, MC_METHOD_ECHO, 7, "hi", 2);
+        expect_reply(a[i].fd, 7, "hi", 2);
+        a[i].buf = malloc(MID + 4 * MC_WIRE_HEADER_SIZE + 64);
+        assert_non_null(a[i].buf);
+        a[i].len = frame(a[i].buf, 1, "one", 3);
+        a[i].len += frame(a[i].buf + a[i].len, 2, "two", 3);
+        big[0] = (uint8_t)i; /* each connection's own bytes */
+        a[i].len += frame(a[i].buf + a[i].len, 3, big, MID);
+        a[i].len += frame(a[i].buf + a[i].len, 4, "four", 4);
+    }
+    hold(holder);
+    for (int i = 0; i < NCONN; i++)
+        pthread_create(&th[i], NULL, mid_sender, &a[i]);
+    release();
+    expect_reply(holder, 1, "held", 4);
+    for (int i = 0; i < NCONN; i++) {
+        expect_reply(a[i].fd, 1, "one", 3);
+        expect_reply(a[i].fd, 2, "two", 3);
+        big[0] = (uint8_t)i;
+        expect_reply(a[i].fd, 3, big, MID);
+        expect_reply(a[i].fd, 4, "four", 4);
+    }
+    for (int i = 0; i < NCONN; i++) {
+        pthread_join(th[i], NULL);
+        close(a[i].fd);
+        free(a[i].buf);
+    }
+    free(big);
+    close(holder);
+    mc_rpc_server_free(s);
+}
+
 /* Many callers on one client connection (leader/follower): every caller gets its own reply. */
 struct caller {
     struct mc_rpc_client *c;
@@ -482,6 +625,8 @@ int main(void)
         cmocka_unit_test(test_server_round_is_one_submission),
         cmocka_unit_test(test_server_large_replies_whole),
         cmocka_unit_test(test_server_pipelined_replies_in_order),
+        cmocka_unit_test(test_server_round_reads_in_one_submission),
+        cmocka_unit_test(test_server_ring_reads_large_frames),
     };
     return MC_RUN_TESTS(tests, NULL, NULL);
 }

@@ -13,7 +13,9 @@
 #   GetReplicaList, 1 call in flight per connection   vs  redis-benchmark -t get
 #   BatchGetReplicaList of 16 keys (keys/s)             vs  redis-benchmark -t get -P 16
 # Each round runs ours then redis for each case (A/B alternating); the table shows the median of
-# ROUNDS rounds and ours/redis.
+# ROUNDS rounds and ours/redis, and per side the CPU its load generator used (a fraction of its
+# core, from /usr/bin/time) and the CPU its server used over the run (/proc): a client near 1.0
+# could not have sent more, so that side's figure is a lower bound.
 #
 # usage: scripts/bench/master_vs_redis.sh [--keys N] [--seconds S] [--rounds R] [--bin-dir DIR]
 #   KEYS=N, SECONDS_PER_RUN=S, ROUNDS=R environment variables do the same (defaults 1000000, 5, 3)
@@ -35,7 +37,7 @@ while [ $# -gt 0 ]; do
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-for t in redis-server redis-benchmark redis-cli taskset python3 timeout; do
+for t in redis-server redis-benchmark redis-cli taskset python3 timeout /usr/bin/time; do
   command -v "$t" >/dev/null || { echo "$t not found" >&2; exit 1; }
 done
 MASTER=$BIN_DIR/mooncake_master BENCH=$BIN_DIR/mooncake_bench
@@ -65,13 +67,28 @@ mc_start taskset -c $SRV_CPU "$MASTER" --rpc_port=0 --metrics_port=0 --rpc_addre
 read -r -t 20 line <&3 || { echo "mooncake_master did not start" >&2; exit 1; }
 mc_parse_ready "$line" && [ "$MC_READY_KIND" = master ] ||
   { echo "mooncake_master: unexpected first line: $line" >&2; exit 1; }
-RPC=$MC_READY_RPC
+RPC=$MC_READY_RPC M_PID=$MC_PID
 echo "master: $line" >> "$LOG"
 
+# CPU of one client run: CLIENT_CPU (its user + system time over its wall time, from
+# /usr/bin/time's file $TMP/time) and SERVER_CPU (the server's over the same wall time).
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+HZ=$(getconf CLK_TCK)
+cpu_begin() { T0=$(ticks "$1"); }
+cpu_end() { # server_pid
+  read -r u s e <"$TMP/time"
+  CLIENT_CPU=$(awk -v u="$u" -v s="$s" -v e="$e" 'BEGIN { printf "%.2f", (e > 0 ? (u + s) / e : 0) }')
+  SERVER_CPU=$(awk -v a="$T0" -v b="$(ticks "$1")" -v hz="$HZ" -v e="$e" \
+    'BEGIN { printf "%.2f", (e > 0 ? (b - a) / hz / e : 0) }')
+}
+TIMED=(/usr/bin/time -o "$TMP/time" -f '%U %S %e')
+
 ours() { # op [extra args]: one bench run, its JSON line in $TMP/ours.json (and the log)
-  mc_bounded "$TMO" "$TMP/ours.json" taskset -c $GEN_CPU "$BENCH" master --master="$RPC" \
-    --conns=50 --keys="$KEYS" --seconds="$SECS" --op="$@" ||
+  cpu_begin "$M_PID"
+  mc_bounded "$TMO" "$TMP/ours.json" "${TIMED[@]}" taskset -c $GEN_CPU "$BENCH" master \
+    --master="$RPC" --conns=50 --keys="$KEYS" --seconds="$SECS" --op="$@" ||
     { echo "mooncake_bench master --op=$1 failed; see $LOG" >&2; exit 1; }
+  cpu_end "$M_PID"
   cat "$TMP/ours.json" >>"$LOG"
 }
 echo "prefilling $KEYS keys into mooncake_master" >&2
@@ -115,18 +132,20 @@ start_redis() { # value_size
   cat "$TMP/pipe.out" >>"$LOG"
   got=$(timeout 20 redis-cli -p "$port" dbsize)
   [ "$got" = "$KEYS" ] || { echo "redis prefill: $got keys, wanted $KEYS" >&2; exit 1; }
-  R_PORT=$port
+  R_PORT=$port R_PID=$MC_PID
 }
 echo "prefilling two redis servers ($D_GET B and $D_BATCH B values)" >&2
 start_redis "$D_GET"
-R_GET=$R_PORT
+R_GET=$R_PORT R_GET_PID=$R_PID
 start_redis "$D_BATCH"
-R_BATCH=$R_PORT
+R_BATCH=$R_PORT R_BATCH_PID=$R_PID
 
-theirs() { # port value_size pipeline requests: sets REDIS_RATE (requests/s)
-  mc_bounded "$TMO" "$TMP/redis.csv" taskset -c $GEN_CPU redis-benchmark -h 127.0.0.1 -p "$1" \
-    -c 50 -n "$4" -r "$KEYS" -d "$2" -P "$3" -t get --csv ||
+theirs() { # port value_size pipeline requests server_pid: sets REDIS_RATE (requests/s)
+  cpu_begin "$5"
+  mc_bounded "$TMO" "$TMP/redis.csv" "${TIMED[@]}" taskset -c $GEN_CPU redis-benchmark \
+    -h 127.0.0.1 -p "$1" -c 50 -n "$4" -r "$KEYS" -d "$2" -P "$3" -t get --csv ||
     { echo "redis-benchmark failed; see $LOG" >&2; exit 1; }
+  cpu_end "$5"
   cat "$TMP/redis.csv" >>"$LOG"
   REDIS_RATE=$(python3 -c 'import csv,sys
 for row in csv.reader(open(sys.argv[1])):
@@ -135,29 +154,34 @@ for row in csv.reader(open(sys.argv[1])):
 }
 
 G_OURS=() G_REDIS=() B_OURS=() B_REDIS=()
+GC=() GS=() BC=() BS=() # CPU per run: "ours redis" pairs, client and server
 for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r/$ROUNDS" >&2
   ours get
-  g=$(json ops_per_s "$TMP/ours.json")
+  g=$(json ops_per_s "$TMP/ours.json") oc=$CLIENT_CPU os=$SERVER_CPU
   n=$(python3 -c "print(max(100000, int($g * $SECS)))")
-  theirs "$R_GET" "$D_GET" 1 "$n"
-  G_OURS+=("$g") G_REDIS+=("$REDIS_RATE")
+  theirs "$R_GET" "$D_GET" 1 "$n" "$R_GET_PID"
+  G_OURS+=("$g") G_REDIS+=("$REDIS_RATE") GC+=("$oc/$CLIENT_CPU") GS+=("$os/$SERVER_CPU")
   ours batch_get --batch=16
-  b=$(json ops_per_s "$TMP/ours.json")
+  b=$(json ops_per_s "$TMP/ours.json") oc=$CLIENT_CPU os=$SERVER_CPU
   n=$(python3 -c "print(max(200000, int($b * $SECS)))")
-  theirs "$R_BATCH" "$D_BATCH" 16 "$n"
-  B_OURS+=("$b") B_REDIS+=("$REDIS_RATE")
-  echo "round $r: get ours=$g redis=${G_REDIS[-1]}; batch ours=$b redis=${B_REDIS[-1]}" >> "$LOG"
+  theirs "$R_BATCH" "$D_BATCH" 16 "$n" "$R_BATCH_PID"
+  B_OURS+=("$b") B_REDIS+=("$REDIS_RATE") BC+=("$oc/$CLIENT_CPU") BS+=("$os/$SERVER_CPU")
+  echo "round $r: get ours=$g redis=${G_REDIS[-1]} client cpu ${GC[-1]} server cpu ${GS[-1]};" \
+    "batch ours=$b redis=${B_REDIS[-1]} client cpu ${BC[-1]} server cpu ${BS[-1]}" | tee -a "$LOG" >&2
 done
 
-row() { # label ours[] redis[]
+row() { # label "client cpu per round" "server cpu per round" ours[] redis[]
   local o t
-  o=$(printf '%s\n' "${@:2:ROUNDS}" | mc_median)
-  t=$(printf '%s\n' "${@:2+ROUNDS:ROUNDS}" | mc_median)
-  awk -v l="$1" -v o="$o" -v t="$t" 'BEGIN { printf "| %s | %.0f | %.0f | %.2f |\n", l, o, t, o/t }'
+  o=$(printf '%s\n' "${@:4:ROUNDS}" | mc_median)
+  t=$(printf '%s\n' "${@:4+ROUNDS:ROUNDS}" | mc_median)
+  awk -v l="$1" -v o="$o" -v t="$t" -v c="$2" -v s="$3" \
+    'BEGIN { printf "| %s | %.0f | %.0f | %.2f | %s | %s |\n", l, o, t, o/t, c, s }'
 }
-printf '| case (50 connections, server on 1 core) | mooncake_master objects/s | redis GETs/s | ratio |\n'
-printf '|---|---|---|---|\n'
-row "GetReplicaList vs GET (reply ${D_GET} B)" "${G_OURS[@]}" "${G_REDIS[@]}"
-row "BatchGetReplicaList x16 vs GET -P 16 (${D_BATCH} B/key)" "${B_OURS[@]}" "${B_REDIS[@]}"
+printf '| case (50 connections, server on 1 core) | mooncake_master objects/s | redis GETs/s | ratio |'
+printf ' client CPU ours/redis, per round | server CPU ours/redis, per round |\n'
+printf '|---|---|---|---|---|---|\n'
+row "GetReplicaList vs GET (reply ${D_GET} B)" "${GC[*]}" "${GS[*]}" "${G_OURS[@]}" "${G_REDIS[@]}"
+row "BatchGetReplicaList x16 vs GET -P 16 (${D_BATCH} B/key)" "${BC[*]}" "${BS[*]}" \
+  "${B_OURS[@]}" "${B_REDIS[@]}"
 echo "keys=$KEYS seconds=$SECS rounds=$ROUNDS (medians); log: $LOG" >&2

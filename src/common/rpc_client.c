@@ -621,12 +621,9 @@ static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int w
 
 /* ---- calls ------------------------------------------------------------------------------- */
 
-/*
- * The one call path. iov[0] must be left free for the header; iov[1..n) is the body.
- * On return p holds the result (p->status) and any response bytes.
- */
-static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov, int niov,
-                    uint32_t server_wait_ms, struct pending *p)
+/* One attempt of do_call. */
+static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *iov, int niov,
+                      uint32_t server_wait_ms, struct pending *p)
 {
     uint64_t start = mc_now_ms();
     uint64_t deadline = start + c->cfg.call_timeout_ms + server_wait_ms;
@@ -679,6 +676,10 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
     rpcc_unlock(c);
     int sr = !same ? -1 : drop == 1 /* before send */ ? 0 : mc_net_send_iov(fd, iov, niov);
+    if (!sr && same && drop != 1) { /* its place in the stream, for mark_not_taken_locked */
+        p->tx_len = sizeof(hb) + body_len;
+        atomic_store(&p->tx_end, atomic_fetch_add(&c->tx_bytes, p->tx_len) + p->tx_len);
+    }
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);
@@ -753,6 +754,34 @@ static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov,
          !c->auth.set))
         mc_error(c->name, "the server refused the connection", "server=%s:%u status=%s hint=\"%s\"",
                  c->cfg.host, c->cfg.port, mc_strerror(p->status), mc_auth_hint(p->status));
+}
+
+/*
+ * The one call path. iov[0] must be left free for the header; iov[1..n) is the body.
+ * On return p holds the result (p->status) and any response bytes.
+ *
+ * A call sent on a connection the server had just closed (a restart: within RPCC_FRESH_MS of
+ * the last reply no liveness peek is made before sending) fails with the break; when the
+ * server's socket never took a byte of the request (not_taken, rpc_client_conn.c) the server
+ * cannot have run it, and the call is made once more on a new connection.
+ */
+static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov, int niov,
+                    uint32_t server_wait_ms, struct pending *p)
+{
+    call_once(c, method, iov, niov, server_wait_ms, p);
+    if (p->status != MC_ERR_RPC_FAIL || !p->not_taken)
+        return;
+    mc_info(c->name, "request not taken by a closed connection, sending it again",
+            "server=%s:%u method=%s", c->cfg.host, c->cfg.port,
+            mc_method_name(method) ? mc_method_name(method) : "?");
+    free(p->resp);
+    p->resp = NULL;
+    p->resp_len = p->recv_len = 0;
+    p->done = p->receiving = p->cut = p->not_taken = false;
+    p->status = 0;
+    p->tx_len = 0;
+    atomic_store(&p->tx_end, 0);
+    call_once(c, method, iov, niov, server_wait_ms, p);
 }
 
 static void pending_init(struct pending *p)

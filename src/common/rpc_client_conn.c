@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -118,6 +120,37 @@ static void fail_all(struct mc_rpc_client *c, uint64_t gen)
     }
 }
 
+/*
+ * Under lock, connection `gen` just broke: marks its one pending call not_taken when the
+ * server's socket never took (acknowledged) a byte of its request, so that the call may be sent
+ * again on a new connection without being run twice. The kernel acknowledges every byte it
+ * receives before the server can read it, and the segment that closes a connection (FIN)
+ * acknowledges all it received; bytes that reach a closed socket are answered with a reset and
+ * never read. So when the unacknowledged tail of the stream (SIOCOUTQ) covers the whole request
+ * (and nothing was written after it), the server never read any of it. Only with one call
+ * pending (no other sender in the middle of a write) and on a plain socket (TLS adds its own
+ * bytes); otherwise nothing is marked and the call fails as before.
+ */
+static void mark_not_taken_locked(struct mc_rpc_client *c, uint64_t gen)
+{
+    struct pending *only = NULL;
+    int n = 0;
+    for (int i = 0; i < NBUCKETS && n < 2; i++)
+        for (struct pending *p = c->buckets[i]; p && n < 2; p = p->next)
+            if (p->gen == gen) {
+                only = p;
+                n++;
+            }
+    if (n != 1 || c->cfg.tls || c->fd < 0 || only->receiving || only->cut)
+        return;
+    uint64_t end = atomic_load(&only->tx_end);
+    int outq = 0;
+    if (!end || ioctl(c->fd, SIOCOUTQ, &outq) != 0 || outq < 0)
+        return;
+    uint64_t tail = atomic_load(&c->tx_bytes) - (end - only->tx_len); /* from its first byte */
+    only->not_taken = tail > 0 && (uint64_t)outq >= tail;
+}
+
 /* Under lock (token holder, or nobody holds the token): connection `gen` is dead. Fails every
  * call of it, the receiving one included, and resets the read state. */
 void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const char *why)
@@ -125,6 +158,8 @@ void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const cha
     RPCC_ASSERT_LOCKED(c);
     if (c->gen != gen)
         return;
+    if (c->up)
+        mark_not_taken_locked(c, gen);
     if (c->up) {
         c->up = false;
         mc_info(c->name, "connection lost", "server=%s:%u reason=\"%s\"", c->cfg.host, c->cfg.port,

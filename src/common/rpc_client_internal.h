@@ -25,6 +25,7 @@
 #define MC_COMMON_RPC_CLIENT_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -57,6 +58,11 @@ struct pending {
     bool peer;
     void *recv_buf;
     size_t recv_cap, recv_len;
+    /* the request's bytes and the connection's byte count once they were written (tx_bytes;
+     * 0: not written yet), for the not-taken check at a break (rpc_client_conn.c) */
+    uint64_t tx_len;
+    _Atomic uint64_t tx_end;
+    bool not_taken; /* failed by a break that the server's socket never took its bytes from */
 };
 
 /* Read state of the current connection; touched only by the token holder. */
@@ -89,8 +95,9 @@ struct mc_rpc_client {
     uint64_t next_id;
     uint32_t backoff_ms;
     uint64_t next_attempt_ms;
-    uint64_t last_rx_ms; /* when the token holder last read bytes (written under the token,
-                          * read under `lock` while nobody holds it) */
+    uint64_t last_rx_ms;       /* when the token holder last read bytes (written under the token,
+                                * read under `lock` while nobody holds it) */
+    _Atomic uint64_t tx_bytes; /* bytes written on the current connection (under send_lock) */
     struct pending *buckets[NBUCKETS];
     struct pending *waiters;
     struct rx rx;

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -335,13 +336,27 @@ static bool body_grow(struct mc_rpc_server *s, struct conn *c)
     return true;
 }
 
-static void conn_on_readable(struct io_thread *io, struct conn *c)
+/* Reads c's socket and processes what came. pre >= 0 or -errno: the result of a read of
+ * RBUF_SIZE - rlen bytes into the read buffer already made for this event (ring_read_round);
+ * PRE_NONE: none made. */
+#define PRE_NONE INT32_MIN
+static void conn_read(struct io_thread *io, struct conn *c, int pre)
 {
     io->batch_conn = c;
-    for (int round = 0; round < READS_PER_EVENT && !c->closed && !c->paused && !c->out_paused;
+    /* bytes already read are taken even if a call of another connection paused c since */
+    for (int round = 0; round < READS_PER_EVENT && !c->closed &&
+                        (pre != PRE_NONE || (!c->paused && !c->out_paused));
          round++) {
         ssize_t n;
         size_t want;
+        if (pre != PRE_NONE) { /* read already, straight into the read buffer */
+            want = RBUF_SIZE - c->rlen;
+            n = pre < 0 ? -1 : pre;
+            if (pre < 0)
+                errno = -pre;
+            pre = PRE_NONE;
+            goto got;
+        }
         if (!c->in_body && c->rlen == RBUF_SIZE)
             break; /* only whole frames waiting for dispatch can fill it; never read 0 bytes */
         if (c->in_body && c->body_got == c->body_cap) {
@@ -368,6 +383,7 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
             want = RBUF_SIZE - c->rlen;
             n = mc_rpcs_read(io->srv, c, c->rbuf + c->rlen, want);
         }
+    got:
         if (n == 0) {
             bool mid = c->in_body || c->rlen > c->rpos;
             mc_rpcs_conn_close(io, c, mid ? "peer closed mid-frame" : "peer closed");
@@ -406,6 +422,63 @@ static void conn_on_readable(struct io_thread *io, struct conn *c)
     if (!c->closed && c->out_paused && c->out_bytes <= io->srv->cfg.out_soft_bytes / 2)
         conn_resume(io, c);
     io->tls_more |= !c->closed && mc_rpcs_has_pending(c); /* epoll will not say */
+}
+
+static void conn_on_readable(struct io_thread *io, struct conn *c)
+{
+    conn_read(io, c, PRE_NONE);
+}
+
+/* Whether c's next read goes into its read buffer and may be made through the ring. */
+static bool ring_readable(const struct conn *c)
+{
+    return !c->closed && !c->tls && !c->in_body && !c->paused && !c->out_paused &&
+           !c->close_after_flush && c->rlen < RBUF_SIZE;
+}
+
+/*
+ * The reads of one round in one submission. The plain connections epoll reported readable are
+ * read together through the thread's ring (one io_uring_enter instead of one read(2) each) and
+ * processed at once, in the order epoll gave, before the round's other events: nothing else
+ * touches their read buffers between the submission and the processing. Those events are then
+ * marked done (data.ptr NULL) for the loop, unless they also asked for output. A round with
+ * fewer than two such connections, TLS connections and connections in the middle of a large
+ * body read the ordinary way.
+ */
+static void ring_read_round(struct io_thread *io, struct epoll_event *evs, int n)
+{
+    struct mc_rpc_server *s = io->srv;
+    struct conn *cs[MC_RPCS_RING_READS];
+    void *bufs[MC_RPCS_RING_READS];
+    size_t lens[MC_RPCS_RING_READS];
+    int res[MC_RPCS_RING_READS], at[MC_RPCS_RING_READS];
+    int k = 0;
+    if (!io->ring || n < 2)
+        return;
+    for (int i = 0; i < n && k < MC_RPCS_RING_READS; i++) {
+        void *p = evs[i].data.ptr;
+        if (p == &s->lfd || p == io || !(evs[i].events & EPOLLIN) ||
+            (evs[i].events & (EPOLLHUP | EPOLLERR)) || !ring_readable(p))
+            continue;
+        struct conn *c = p;
+        cs[k] = c;
+        bufs[k] = c->rbuf + c->rlen;
+        lens[k] = RBUF_SIZE - c->rlen;
+        at[k++] = i;
+    }
+    if (k < 2 || !mc_rpcs_ring_recv(io, cs, bufs, lens, k, res))
+        return;
+    for (int j = 0; j < k; j++) {
+        struct conn *c = cs[j];
+        struct epoll_event *ev = &evs[at[j]];
+        if (c->closed) /* by a call of an earlier one: the bytes go with it */
+            ev->data.ptr = NULL;
+        else
+            conn_read(io, c, res[j]);
+        ev->events &= ~(uint32_t)EPOLLIN;
+        if (!(ev->events & EPOLLOUT))
+            ev->data.ptr = NULL;
+    }
 }
 
 /* Reads what TLS sessions hold decrypted, which no socket event announces. */
@@ -761,8 +834,11 @@ void *mc_rpcs_io_main(void *arg)
             break;
         }
         io->in_round = true;
+        ring_read_round(io, evs, n);
         for (int i = 0; i < n; i++) {
             void *p = evs[i].data.ptr;
+            if (!p)
+                continue; /* read through the ring */
             if (p == &s->lfd) {
                 do_accept(io);
             } else if (p == io) {

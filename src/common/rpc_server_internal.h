@@ -296,6 +296,14 @@ void mc_rpcs_push_out(struct io_thread *io, struct conn *c, struct out_item *it)
 void mc_rpcs_defer_flush(struct io_thread *io, struct conn *c);
 /* The round's end: writes every connection queued by mc_rpcs_defer_flush. */
 void mc_rpcs_flush_round(struct io_thread *io);
+/* Reads of one round through the ring (rpc_server_conn.c): at most this many connections. */
+#define MC_RPCS_RING_READS 64
+/* Reads bufs[i] (lens[i] bytes) from c[i]'s socket for i < n (n <= MC_RPCS_RING_READS) in one
+ * io_uring submission, without waiting for bytes: res[i] is what read(2) would return (bytes,
+ * 0 at end of stream) or -errno. false: nothing was read (no ring, or the submission failed):
+ * read them the ordinary way. */
+bool mc_rpcs_ring_recv(struct io_thread *io, struct conn *const *c, void *const *bufs,
+                       const size_t *lens, int n, int *res);
 /* The I/O thread's ring, made and freed on that thread (none when io_uring is unavailable). */
 void mc_rpcs_ring_init(struct io_thread *io);
 void mc_rpcs_ring_free(struct io_thread *io);

@@ -298,6 +298,49 @@ static void ring_batch(struct io_thread *io)
         mc_rpcs_ring_free(io);
 }
 
+/* ---- a round's reads in one submission (for rpc_server_conn.c) --------------------------- */
+
+bool mc_rpcs_ring_recv(struct io_thread *io, struct conn *const *c, void *const *bufs,
+                       const size_t *lens, int n, int *res)
+{
+    struct mc_rpcs_ring *r = io->ring;
+    /* the ring is empty between rounds, so there is room; a read prepared and not taken
+     * would lose its bytes, hence the check before preparing any */
+    if (!r || n <= 0 || n > MC_RPCS_RING_READS || io_uring_sq_space_left(&r->ring) < (unsigned)n)
+        return false;
+    for (int i = 0; i < n; i++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
+        /* MSG_DONTWAIT: an empty socket completes at once with -EAGAIN, never waits */
+        io_uring_prep_recv(sqe, c[i]->fd, bufs[i], lens[i], MSG_DONTWAIT);
+        io_uring_sqe_set_data64(sqe, (uint64_t)i);
+        res[i] = -EAGAIN;
+    }
+    int submitted;
+    do
+        submitted = io_uring_submit(&r->ring);
+    while (submitted == -EINTR || submitted == -EAGAIN || submitted == -EBUSY);
+    if (submitted < 0) {
+        mc_warn(io->srv->name, "io_uring submit failed: requests read one read(2) each", "errno=%d",
+                -submitted);
+        mc_rpcs_ring_free(io); /* the ring goes, its unsubmitted entries with it */
+        return false;
+    }
+    for (int k = 0; k < submitted;) {
+        struct io_uring_cqe *cqe = NULL;
+        int rc = io_uring_wait_cqe(&r->ring, &cqe); /* MSG_DONTWAIT: done in the submit */
+        if (rc == -EINTR)
+            continue;
+        if (rc < 0)
+            break;
+        uint64_t i = io_uring_cqe_get_data64(cqe);
+        if (i < (uint64_t)n)
+            res[i] = cqe->res;
+        io_uring_cqe_seen(&r->ring, cqe);
+        k++;
+    }
+    return true;
+}
+
 void mc_rpcs_flush_round(struct io_thread *io)
 {
     while (io->flushq) {
