@@ -72,6 +72,10 @@ struct mc_evict_stats {
     uint64_t slices;        /* eviction rounds run (each at most MC_EVICT_SLICE objects) */
     uint64_t moved_walks;   /* shard walks to find candidates whose entry moved (a Remove or
                              * Put between rounds; this cycle's own unlinks are followed) */
+    bool sampled;           /* the cutoff came from the sampled census: census counts the
+                             * entries it visited, eligible the plain ones at or below its
+                             * guess (a lower bound), soft_eligible is 0 unless needed */
+    uint32_t sample_tries;  /* low censuses the sampled census ran (0: not tried) */
 };
 
 /* A large target is evicted in slices of at most this many objects, oldest first; between
@@ -97,6 +101,9 @@ struct mc_evict_test_opts {
     uint32_t parallel_min_objects;
     /* The slice size (0: MC_EVICT_SLICE); tests set small ones. */
     uint32_t slice_objects;
+    /* Selective cycles on tables of at least this many objects try the sampled census (0: the
+     * default, 65536; UINT32_MAX: never); tests set 1 to run it on small tables. */
+    uint32_t sample_min_objects;
 };
 void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
 

@@ -1,0 +1,269 @@
+/*
+ * test_eviction_sample.c - the sampled census of a selective BatchEvict cycle
+ * (src/master/eviction_sample.c) picks the same victims, cycle after cycle, as the census of
+ * every entry.
+ *
+ * Two masters on fake clocks get the same operations from one seeded generator: objects with
+ * random distinct lease deadlines, hard- and soft-pinned ones, in-flight Puts, two-replica
+ * objects of which some keep a LOCAL_DISK copy, objects whose lease is still held, and between
+ * cycles churn (Removes, which move entries into holes, new Puts, reads). One master takes the
+ * sampled census on every selective cycle, the other the census of every entry; after each
+ * cycle every key's state (gone, or its MEMORY and LOCAL_DISK replica counts) must be the same
+ * on both. Small slices make a cycle evict in several rounds, oldest first, so the order across
+ * rounds is compared too. The test checks that the sampled census ran and skipped blocks
+ * (visited fewer entries than the table holds), so the lease floors it relies on are exercised.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "common/hash.h"
+#include "master/eviction.h"
+#include "master/master_internal.h"
+#include "master/objects.h"
+#include "master/segments.h"
+#include "master/shard.h"
+#include "test_master_util.h"
+
+#define T0_MS 1000000ull
+#define TTL_MS 1000ull
+#define OBJ_SIZE 256ull
+#define NKEYS 40000 /* about 39 entries (five blocks) per shard */
+#define NCYCLES 10
+
+struct side {
+    struct mc_fake_clock fc;
+    struct mc_master *m;
+    struct mc_id client;
+};
+
+static void side_init(struct side *s, bool sampled)
+{
+    mc_fake_clock_init(&s->fc, T0_MS * 1000000ull);
+    struct mc_master_config c;
+    mc_master_config_init(&c);
+    c.clock = &s->fc.clock;
+    c.manual_ticks = true;
+    c.epoch = 3;
+    c.default_kv_lease_ttl_ms = TTL_MS;
+    c.allow_evict_soft_pinned_objects = true;
+    c.eviction_threads = 1;
+    c.eviction_reserve_min = 4;
+    assert_int_equal(mc_master_new(&c, &s->m), MC_OK);
+    s->client = tm_id(1);
+    struct mc_segment_desc s1 = tm_seg(1, 256 * MIB), s2 = tm_seg(2, 256 * MIB);
+    assert_int_equal(mc_master_mount_segment(s->m, s->client, &s1, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(s->m, s->client, &s2, NULL), MC_OK);
+    struct mc_evict_test_opts o = {
+        .sample_min_objects = sampled ? 1 : UINT32_MAX,
+        .slice_objects = 37,
+    };
+    mc_master_evict_set_test_opts(s->m, &o);
+}
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+static const char *key(int i)
+{
+    static char buf[4][32];
+    static int slot;
+    char *b = buf[slot++ & 3];
+    snprintf(b, 32, "k-%06d", i);
+    return b;
+}
+
+static void set_now(struct side *s, uint64_t ms)
+{
+    mc_fake_clock_set_ns(&s->fc, ms * 1000000ull);
+}
+
+/* Turns the second MEMORY replica of k into a COMPLETE LOCAL_DISK one (what a finished offload
+ * leaves), through the core's internal header as test_eviction.c does. */
+static void make_disk_copy(struct side *s, const char *k)
+{
+    struct mc_shard *sh;
+    struct mc_object *o =
+        mc_master_lock_find(s->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &sh);
+    assert_non_null(o);
+    assert_int_equal(o->nrep, 2);
+    struct mc_replica *r = &o->rep[1];
+    mc_segment_release(r->u.seg, r->handle, o->size);
+    struct mc_holder *h = calloc(1, sizeof(*h));
+    assert_non_null(h);
+    atomic_init(&h->refs, 1);
+    atomic_init(&h->dead, false);
+    h->id = tm_id(9);
+    snprintf(h->endpoint, sizeof(h->endpoint), "10.0.0.9:17009");
+    r->u.holder = h;
+    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
+    r->status = MC_REPLICA_STATUS_COMPLETE;
+    r->handle = 0;
+    r->offset = 0;
+    mc_shard_refresh_bits(sh, o);
+    mc_shard_unlock(sh);
+}
+
+enum kind { K_PLAIN, K_HARD, K_SOFT, K_TWO, K_DISK, K_INFLIGHT, K_NKINDS };
+
+/* Key i's Put of the given kind (the same on both sides). */
+static void put_kind(struct side *s, int i, enum kind kd)
+{
+    const char *k = key(i);
+    struct mc_master_replicate_config c;
+    mc_master_replicate_config_init(&c);
+    c.with_hard_pin = kd == K_HARD;
+    c.with_soft_pin = kd == K_SOFT;
+    if (kd == K_TWO || kd == K_DISK)
+        c.replica_num = 2;
+    struct mc_put_start_result r;
+    assert_int_equal(mc_master_put_start(s->m, s->client, k, strlen(k), OBJ_SIZE, &c, &r), MC_OK);
+    if (kd == K_INFLIGHT)
+        return;
+    assert_int_equal(mc_master_put_end(s->m, s->client, k, strlen(k), 0, 7, true), MC_OK);
+    if (kd == K_DISK)
+        make_disk_copy(s, k);
+}
+
+static void read_at(struct side *s, int i, uint64_t ms)
+{
+    set_now(s, ms);
+    struct mc_get_result g;
+    const char *k = key(i);
+    (void)mc_master_get_replica_list(s->m, k, strlen(k), &g); /* in-flight ones fail: fine */
+}
+
+/* A key's state: -1 gone, else MEMORY replicas * 8 + LOCAL_DISK replicas. */
+static int state_of(struct side *s, int i)
+{
+    struct mc_key_info ki;
+    const char *k = key(i);
+    if (mc_master_query_key(s->m, k, strlen(k), &ki) != MC_OK)
+        return -1;
+    int mem = 0, disk = 0;
+    for (uint32_t r = 0; r < ki.nreplicas; r++) {
+        mem += ki.replicas[r].type == MC_REPLICA_TYPE_MEMORY;
+        disk += ki.replicas[r].type == MC_REPLICA_TYPE_LOCAL_DISK;
+    }
+    return mem * 8 + disk;
+}
+
+static void test_sampled_matches_census(void **state)
+{
+    (void)state;
+    static struct side sides[2];
+    side_init(&sides[0], true);
+    side_init(&sides[1], false);
+    uint64_t seed = 0x5eed5a3b1e;
+    int nkeys = NKEYS;
+    uint32_t *when = malloc(NKEYS * sizeof(*when)); /* a permutation: distinct read times */
+    assert_non_null(when);
+    for (int i = 0; i < NKEYS; i++)
+        when[i] = (uint32_t)i;
+    for (int i = NKEYS - 1; i > 0; i--) {
+        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
+        uint32_t t = when[i];
+        when[i] = when[j];
+        when[j] = t;
+    }
+    enum kind *kinds = malloc(NKEYS * 2 * sizeof(*kinds));
+    assert_non_null(kinds);
+    for (int i = 0; i < NKEYS; i++) {
+        uint64_t x = rnd(&seed) % 100;
+        kinds[i] = x < 70   ? K_PLAIN
+                   : x < 75 ? K_HARD
+                   : x < 80 ? K_SOFT
+                   : x < 88 ? K_TWO
+                   : x < 96 ? K_DISK
+                            : K_INFLIGHT;
+    }
+    for (int sd = 0; sd < 2; sd++) {
+        for (int i = 0; i < NKEYS; i++)
+            put_kind(&sides[sd], i, kinds[i]);
+        for (int i = 0; i < NKEYS; i++)
+            read_at(&sides[sd], i, T0_MS + when[i]);
+    }
+    uint64_t now = T0_MS + NKEYS + TTL_MS + 1;
+    int sampled_cycles = 0, skipping_cycles = 0;
+    uint64_t evicted_total = 0;
+    const double targets[NCYCLES] = {0.05, 0.10, 0.15, 0.02, 0.20, 0.10, 0.20, 0.15, 0.20, 0.10};
+    for (int cyc = 0; cyc < NCYCLES; cyc++) {
+        /* some leases still held at the cycle: read just before it */
+        int held = (int)(rnd(&seed) % 50);
+        int held_keys[50];
+        for (int h = 0; h < held; h++)
+            held_keys[h] = (int)(rnd(&seed) % (uint64_t)nkeys);
+        struct mc_evict_stats st[2];
+        for (int sd = 0; sd < 2; sd++) {
+            for (int h = 0; h < held; h++)
+                read_at(&sides[sd], held_keys[h], now - 10);
+            set_now(&sides[sd], now);
+            assert_int_equal(
+                mc_master_batch_evict(sides[sd].m, targets[cyc], targets[cyc] / 2, &st[sd]), MC_OK);
+        }
+        assert_int_equal(st[0].path, MC_EVICT_SELECTIVE);
+        assert_int_equal(st[0].evictable, st[1].evictable);
+        assert_int_equal(st[0].primary, st[1].primary);
+        assert_int_equal(st[0].k, st[1].k);
+        assert_int_equal(st[0].evicted, st[1].evicted);
+        assert_true(st[0].evicted > 0);
+        evicted_total += st[0].evicted;
+        sampled_cycles += st[0].sampled;
+        skipping_cycles += st[0].sampled && st[0].census < (uint64_t)nkeys;
+        for (int i = 0; i < nkeys; i++) {
+            int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+            if (a != b)
+                fail_msg("cycle %d key %d: sampled %d census %d", cyc, i, a, b);
+        }
+        /* churn: Removes move the shards' last entries into the holes; new Puts; reads */
+        now += 1;
+        int nrm = 100 + (int)(rnd(&seed) % 200), nput = 60 + (int)(rnd(&seed) % 80);
+        int nread = 200 + (int)(rnd(&seed) % 200);
+        int rm[300], rd[400];
+        for (int j = 0; j < nrm; j++)
+            rm[j] = (int)(rnd(&seed) % (uint64_t)nkeys);
+        for (int j = 0; j < nread; j++)
+            rd[j] = (int)(rnd(&seed) % (uint64_t)(nkeys + nput));
+        for (int j = 0; j < nput; j++)
+            kinds[nkeys + j] = rnd(&seed) % 4 == 0 ? K_DISK : K_PLAIN;
+        for (int sd = 0; sd < 2; sd++) {
+            struct side *s = &sides[sd];
+            set_now(s, now);
+            for (int j = 0; j < nrm; j++) {
+                const char *k = key(rm[j]);
+                (void)mc_master_remove(s->m, k, strlen(k), true);
+            }
+            for (int j = 0; j < nput; j++)
+                put_kind(s, nkeys + j, kinds[nkeys + j]);
+            for (int j = 0; j < nread; j++)
+                read_at(s, rd[j], now + 1 + (uint64_t)j);
+        }
+        nkeys += nput;
+        now += (uint64_t)nread + TTL_MS + 2;
+    }
+    assert_true(evicted_total > 0);
+    assert_int_equal(sampled_cycles, NCYCLES);
+    assert_true(skipping_cycles >= NCYCLES / 2);
+    for (int sd = 0; sd < 2; sd++)
+        mc_master_free(sides[sd].m);
+    free(when);
+    free(kinds);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sampled_matches_census),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
