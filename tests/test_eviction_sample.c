@@ -260,10 +260,81 @@ static void test_sampled_matches_census(void **state)
     free(kinds);
 }
 
+/* Churn between the census and the frontier: the hook removes every 23rd key (moving the shards'
+ * last entries into the holes, so the low census's positions go stale: the sampled path must
+ * notice and scan) and reads a few old keys (their leases are then held). */
+struct churn {
+    struct side *s;
+    int nkeys;
+};
+
+static void churn_hook(struct mc_master *m, void *arg)
+{
+    struct churn *c = arg;
+    (void)m;
+    for (int i = 5; i < c->nkeys; i += 23) {
+        const char *k = key(i);
+        (void)mc_master_remove(c->s->m, k, strlen(k), true);
+    }
+    struct mc_get_result g;
+    for (int i = 0; i < c->nkeys; i += 997) {
+        const char *k = key(i);
+        (void)mc_master_get_replica_list(c->s->m, k, strlen(k), &g);
+    }
+}
+
+static void test_sampled_churn_after_census(void **state)
+{
+    (void)state;
+    static struct side sides[2];
+    static struct churn ch[2];
+    uint64_t seed = 0xc4c4e;
+    int n = NKEYS;
+    uint32_t *when = malloc(NKEYS * sizeof(*when));
+    assert_non_null(when);
+    for (int i = 0; i < n; i++)
+        when[i] = (uint32_t)i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
+        uint32_t t = when[i];
+        when[i] = when[j];
+        when[j] = t;
+    }
+    struct mc_evict_stats st[2];
+    for (int sd = 0; sd < 2; sd++) {
+        side_init(&sides[sd], sd == 0);
+        for (int i = 0; i < n; i++)
+            put_kind(&sides[sd], i, K_PLAIN);
+        for (int i = 0; i < n; i++)
+            read_at(&sides[sd], i, T0_MS + when[i]);
+        ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
+        struct mc_evict_test_opts o = {
+            .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
+            .after_census = churn_hook,
+            .arg = &ch[sd],
+        };
+        mc_master_evict_set_test_opts(sides[sd].m, &o);
+        set_now(&sides[sd], T0_MS + NKEYS + TTL_MS + 1);
+        assert_int_equal(mc_master_batch_evict(sides[sd].m, 0.05, 0.025, &st[sd]), MC_OK);
+    }
+    assert_true(st[0].sampled);
+    assert_int_equal(st[0].evicted, st[1].evicted);
+    assert_true(st[0].evicted > 0);
+    for (int i = 0; i < n; i++) {
+        int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+        if (a != b)
+            fail_msg("key %d: sampled %d census %d", i, a, b);
+    }
+    for (int sd = 0; sd < 2; sd++)
+        mc_master_free(sides[sd].m);
+    free(when);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampled_matches_census),
+        cmocka_unit_test(test_sampled_churn_after_census),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

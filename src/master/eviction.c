@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
@@ -93,7 +94,8 @@ struct mc_evictor {
     uint32_t *hist; /* EV_HIST_SIZE */
     uint32_t off[MC_NSHARDS + 1];
     uint32_t cur[MC_NSHARDS];
-    uint32_t salt; /* moves the sample's offsets from cycle to cycle */
+    uint32_t salt;             /* moves the sample's offsets from cycle to cycle */
+    uint32_t gens[MC_NSHARDS]; /* the shards' gens the low census saw */
     struct ev_fwd fwd[MC_NSHARDS];
     struct mc_counter *cycles[3];
     struct mc_counter *materialized, *refilled;
@@ -238,6 +240,33 @@ static uint32_t fwd_follow(const struct ev_fwd *f, uint32_t e)
     return f->v[f->top - 1 - e];
 }
 
+static uint64_t key_hash_of(struct mc_object *o)
+{
+    return mc_hash_key(mc_obj_key(o), o->key_len);
+}
+
+/* Before unlinking ub's objects one by one (write lock): each unlink hashes its object's key and
+ * the key of the shard's last object (moved into the hole) and finds both in the index. Those
+ * keys are fetched together first, then the index slots their hashes lead to, so the misses
+ * overlap instead of coming one after another (the tail objects are the likely ones to move). */
+static void warm_unlinks(struct mc_shard *s, const struct mc_unlink_batch *ub)
+{
+    uint32_t tails = ub->n < s->n ? (uint32_t)ub->n : s->n;
+    for (size_t i = 0; i < ub->n; i++) {
+        __builtin_prefetch(ub->objs[i]);
+        __builtin_prefetch((const char *)ub->objs[i] + 64);
+    }
+    for (uint32_t j = 1; j <= tails; j++) {
+        const char *o = (const char *)mc_ent_obj(mc_shard_ent(s, s->n - j));
+        __builtin_prefetch(o);
+        __builtin_prefetch(o + 64);
+    }
+    for (size_t i = 0; i < ub->n; i++)
+        mc_shard_prefetch(s, key_hash_of(ub->objs[i]), 0);
+    for (uint32_t j = 1; j <= tails; j++)
+        mc_shard_prefetch(s, key_hash_of(mc_ent_obj(mc_shard_ent(s, s->n - j))), 0);
+}
+
 /* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
  * a large share of the shard, else one by one (a bulk pass costs a walk over the shard's entries
  * and slots, one by one two key hashes per object). The entries moved into the holes are noted
@@ -254,13 +283,8 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
                 fwd_set(f, j, w->map[j]);
     } else {
-        enum { AHEAD = 8 }; /* each unlink moves the tail object: its key is hashed */
-        for (uint32_t k = 1; k <= AHEAD && k <= s->n; k++)
-            __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - k)) + 64);
+        warm_unlinks(s, ub);
         for (size_t i = 0; i < ub->n; i++) {
-            if (s->n > AHEAD + 1)
-                __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - 1 - AHEAD)) +
-                                   64);
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
             if (last != to)
@@ -576,7 +600,8 @@ static bool run_sampled(struct ev_cycle *cy, double target, double lower, uint64
         .nthreads = cy->nthreads,
         .parts = ev->parts,
         .sample = &ev->sample,
-        .leases = &ev->leases,
+        .cands = &ev->plain,
+        .gens = ev->gens,
         .scratch = &ev->scratch,
         .hist = ev->hist,
     };
@@ -602,7 +627,10 @@ static bool run_sampled(struct ev_cycle *cy, double target, double lower, uint64
     if (rc == EV_SAMPLE_NONE)
         return true;
     st->k = o.k;
-    materialize(cy, EV_PLAIN_FRONTIER, o.cut, (int64_t)(o.k - o.less), NULL);
+    if (!ev_sample_frontier(m, &ev->plain, ev->gens, o.cut, o.k - o.less)) {
+        ev->plain.n = 0; /* a shard lost entries since the low census: scan for the frontier */
+        materialize(cy, EV_PLAIN_FRONTIER, o.cut, (int64_t)(o.k - o.less), NULL);
+    }
     if (ev->plain.n < st->primary) { /* churn between the scans: the frontier is short */
         st->path = MC_EVICT_FULL_FALLBACK;
         ev->plain.n = 0;

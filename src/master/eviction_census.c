@@ -93,6 +93,8 @@ static bool want_plain(struct ev_scan *sc, uint64_t lease, const struct mc_objec
                atomic_fetch_sub_explicit(&sc->eq_quota, 1, memory_order_relaxed) > 0;
     case EV_PLAIN_REFILL:
         return lease >= sc->cutoff && !ev_seen_has(sc->seen, o->version);
+    case EV_PLAIN_LOW:
+        return lease <= sc->cutoff;
     case EV_PLAIN_NONE:
         break;
     }
@@ -109,7 +111,29 @@ static bool scan_plain(struct ev_scan *sc, struct ev_part *p, struct mc_obj_ent 
         return false;
     if (sc->filter == EV_PLAIN_NONE)
         return true;
+    if (sc->filter == EV_PLAIN_LOW) {
+        if (lease > sc->cutoff)
+            return true;
+        struct ev_cand *cd = ev_candv_push(&p->plain);
+        if (!cd)
+            return false;
+        *cd = (struct ev_cand){.lease = lease, .ent = ent, .shard = (uint16_t)shard};
+        return true;
+    }
     struct mc_object *o = mc_ent_obj(e);
+    if (sc->filter == EV_PLAIN_FRONTIER) {
+        /* decided by the deadline alone: the object's version is read at the end of the shard
+         * (resolve_versions), its line fetched from now on, so the misses overlap */
+        if (!want_plain(sc, lease, NULL))
+            return true;
+        __builtin_prefetch(o);
+        struct ev_cand *cd = ev_candv_push(&p->plain);
+        if (!cd)
+            return false;
+        *cd = (struct ev_cand){
+            .lease = lease, .version = (uintptr_t)o, .ent = ent, .shard = (uint16_t)shard};
+        return true;
+    }
     if (!want_plain(sc, lease, o))
         return true;
     struct ev_cand *cd = ev_candv_push(&p->plain);
@@ -119,14 +143,25 @@ static bool scan_plain(struct ev_scan *sc, struct ev_part *p, struct mc_obj_ent 
     return true;
 }
 
+/* The frontier candidates c[0..n) of the shard being scanned (its lock held) hold their object's
+ * address in version: the version itself goes there now. */
+static void resolve_versions(struct ev_cand *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        c[i].version = ((const struct mc_object *)(uintptr_t)c[i].version)->version;
+}
+
 static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
 {
     const uint64_t now = sc->now;
     const bool prefetch = sc->filter == EV_PLAIN_ALL;
     mc_shard_rdlock(s);
     uint32_t n = s->n;
+    size_t first = p->plain.n;
     if (sc->count)
         p->census += n;
+    if (sc->gens)
+        sc->gens[s->index] = s->gen;
     for (uint32_t base = 0, c = 0; base < n && !p->oom; base += MC_ENT_CHUNK, c++) {
         struct mc_obj_ent *chunk = s->chunks[c];
         uint64_t *floors = (uint64_t *)(chunk + MC_ENT_CHUNK);
@@ -175,6 +210,8 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
                 *floor = bm;
         }
     }
+    if (sc->filter == EV_PLAIN_FRONTIER && p->plain.n > first)
+        resolve_versions(p->plain.v + first, p->plain.n - first);
     mc_shard_unlock(s);
 }
 

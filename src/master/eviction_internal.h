@@ -109,6 +109,7 @@ enum ev_plain_filter {
     EV_PLAIN_ALL,      /* every eligible plain object (full path) */
     EV_PLAIN_FRONTIER, /* lease < cutoff, and lease == cutoff while eq_quota lasts */
     EV_PLAIN_REFILL,   /* lease >= cutoff and not materialized before (seen set) */
+    EV_PLAIN_LOW,      /* lease <= cutoff, version left 0 (the low census: objects untouched) */
 };
 
 /* One worker's output of a scan. */
@@ -140,6 +141,7 @@ struct ev_scan {
     uint64_t skip_above;
     _Atomic int64_t eq_quota;
     const struct ev_seen *seen;
+    uint32_t *gens; /* EV_PLAIN_LOW: each shard's gen when scanned (MC_NSHARDS) */
     _Atomic uint32_t next_shard;
     struct ev_part *parts; /* one per worker */
 };

@@ -16,17 +16,21 @@
  *   1. samples every stride-th entry (about EV_SAMPLE_TARGET of them) and sums the population;
  *   2. takes as a guess c0 the sample deadline whose rank is k / stride plus a margin of three
  *      standard deviations and a quarter;
- *   3. runs the low census: every block whose floor is <= c0 is visited and the deadlines of its
- *      plain eligible entries <= c0 are copied (the predicate is the census's, ev_classify);
- *      every other block holds nothing <= c0, so this is every plain deadline <= c0;
+ *   3. runs the low census: every block whose floor is <= c0 is visited and its plain eligible
+ *      entries with a deadline <= c0 are recorded as {deadline, shard, position} (the predicate
+ *      is the census's, ev_classify; no object is touched); every other block holds nothing
+ *      <= c0, so these are all the plain deadlines <= c0;
  *   4. if it found at least k, the k-th smallest of them is the k-th smallest plain deadline of
  *      the table (the correction: exact, whatever the sample said); else the guess was low and
  *      step 2 doubles the rank (twice at most) before the cycle falls back to the census.
- * The frontier materialization that follows is the census path's, with the same cutoff and tie
- * quota, so the victims and their order are the census's. What the sampled census does not
- * know is the number of plain eligible objects: it found >= k of them, so min(ideal, plain) is
- * ideal, and the path choice (k against a quarter of them) uses the sample's estimate; when that
- * estimate says the full path would be taken, or the guess stays low, the cycle takes the
+ * The frontier is then the recorded entries below the cutoff, and those at it up to the tie
+ * quota: the census path's set, so the victims and their order are the census's. Their
+ * versions are read under each shard's read lock while its gen (bumped by removals only) is
+ * what the low census saw, so a position still names the same object; if any shard's gen moved,
+ * the census path's frontier scan builds the frontier instead (eviction.c). What the sampled census
+ * does not know is the number of plain eligible objects: it found >= k of them, so min(ideal,
+ * plain) is ideal, and the path choice (k against a quarter of them) uses the sample's estimate;
+ * when that estimate says the full path would be taken, or the guess stays low, the cycle takes the
  * census as before.
  */
 #include <math.h>
@@ -42,24 +46,26 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
-/* The low census at c0: every plain eligible deadline <= c0 into leases. */
-static bool low_census(const struct ev_sample_in *in, uint64_t c0, struct ev_u64v *leases,
-                       uint64_t *visited)
+/* The low census at c0: every plain eligible entry with a deadline <= c0, as a candidate
+ * without its version (the object is not touched), and each shard's gen. */
+static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *visited)
 {
     struct ev_scan sc;
     memset(&sc, 0, sizeof(sc));
     sc.m = in->m;
     sc.now = in->now;
-    sc.collect_lease = true;
-    sc.filter = EV_PLAIN_NONE;
+    sc.filter = EV_PLAIN_LOW;
+    sc.cutoff = c0;
     sc.lease_max = c0;
     sc.skip_above = c0;
+    sc.gens = in->gens;
     sc.parts = in->parts;
     ev_scan_run(&sc, in->nthreads);
     for (unsigned i = 0; i < in->nthreads; i++)
         *visited += in->parts[i].visited;
-    leases->n = 0;
-    return !ev_parts_oom(in->parts, in->nthreads) && ev_merge_u64(leases, in->parts, in->nthreads);
+    in->cands->n = 0;
+    return !ev_parts_oom(in->parts, in->nthreads) &&
+           ev_merge_cands(in->cands, in->parts, in->nthreads, false);
 }
 
 enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_sample_out *out)
@@ -93,16 +99,51 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
             return EV_SAMPLE_OOM;
         if (c0 == UINT64_MAX)
             return EV_SAMPLE_CENSUS; /* the guess covers the whole table: the census is cheaper */
-        if (!low_census(in, c0, in->leases, &out->visited))
+        if (!low_census(in, c0, &out->visited))
             return EV_SAMPLE_OOM;
         out->tries = (uint32_t)t + 1;
-        out->low = in->leases->n;
+        out->low = in->cands->n;
         if (out->low < out->k)
             continue;
-        if (!ev_select_kth(in->leases->v, in->leases->n, out->k, &out->cut, &out->less, in->scratch,
-                           in->hist))
+        if (!ev_select_kth_cand(in->cands->v, in->cands->n, out->k, &out->cut, &out->less,
+                                in->scratch, in->hist))
             return EV_SAMPLE_OOM;
         return EV_SAMPLE_OK;
     }
     return EV_SAMPLE_CENSUS;
+}
+
+/* Keeps the low census's entries (plain, in scan order, versions unset) that belong to the
+ * frontier: deadline < cut, and = cut while quota lasts. Then reads their versions, shard run by
+ * shard run under the read lock, while each shard's gen is what the low census saw. false when
+ * one moved (the caller scans instead). */
+bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
+                        uint64_t cut, uint64_t quota)
+{
+    struct ev_cand *c = plain->v;
+    size_t n = 0;
+    for (size_t i = 0; i < plain->n; i++) {
+        if (c[i].lease > cut || (c[i].lease == cut && quota == 0))
+            continue;
+        quota -= c[i].lease == cut;
+        c[n++] = c[i];
+    }
+    plain->n = n;
+    for (size_t i = 0; i < n;) {
+        struct mc_shard *s = &m->shards[c[i].shard];
+        size_t e = i;
+        while (e < n && c[e].shard == c[i].shard)
+            e++;
+        mc_shard_rdlock(s);
+        bool same = s->gen == gens[s->index];
+        for (size_t j = i; same && j < e; j++)
+            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
+        for (size_t j = i; same && j < e; j++)
+            c[j].version = mc_ent_obj(mc_shard_ent(s, c[j].ent))->version;
+        mc_shard_unlock(s);
+        if (!same)
+            return false;
+        i = e;
+    }
+    return true;
 }

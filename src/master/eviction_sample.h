@@ -18,7 +18,8 @@ struct ev_sample_in {
     unsigned nthreads;
     struct ev_part *parts;  /* nthreads */
     struct ev_u64v *sample; /* scratch: the sampled plain deadlines */
-    struct ev_u64v *leases; /* out: every plain deadline <= the guess */
+    struct ev_candv *cands; /* out: every plain entry with a deadline <= the guess (no version) */
+    uint32_t *gens;         /* out: each shard's gen when the low census read it (MC_NSHARDS) */
     struct ev_u64v *scratch;
     uint32_t *hist;
 };
@@ -43,5 +44,12 @@ enum ev_sample_rc {
 };
 
 enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_sample_out *out);
+
+/* Keeps the low census's entries (plain, in scan order, versions unset) that belong to the
+ * frontier (deadline < cut, and = cut while quota lasts) and reads their versions under each
+ * shard's read lock while its gen is the one in gens. false when a shard's gen moved (the caller
+ * scans for the frontier instead). */
+bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
+                        uint64_t cut, uint64_t quota);
 
 #endif

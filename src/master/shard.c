@@ -272,7 +272,6 @@ int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
         htab_reserve(s, s->n + 1) != 0)
         return -1;
     uint32_t ent = s->n++;
-    s->gen++;
     struct mc_obj_ent *e = mc_shard_ent(s, ent);
     atomic_init(&e->lease_ms, 0);
     *mc_shard_floor(s, ent) = 0;

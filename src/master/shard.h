@@ -119,7 +119,8 @@ struct mc_pending {
 struct mc_shard {
     pthread_rwlock_t lock;
     uint32_t index;
-    uint32_t gen;  /* bumped by every insert and removal (write lock) */
+    uint32_t gen;  /* bumped by every removal (write lock): while it holds, no entry has moved
+                    * (inserts only append), so a position names the same object */
     uint32_t npop; /* entries whose cached bits are in eviction's population (mc_ent_in_pop) */
     /* ents */
     struct mc_obj_ent **chunks;
