@@ -310,6 +310,8 @@ static void test_sampled_churn_after_census(void **state)
         ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
         struct mc_evict_test_opts o = {
             .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
+            /* side 0 also runs the large-round code: buffers released in handle order */
+            .parallel_min_objects = sd == 0 ? 1 : 0,
             .after_census = churn_hook,
             .arg = &ch[sd],
         };
@@ -325,6 +327,10 @@ static void test_sampled_churn_after_census(void **state)
         if (a != b)
             fail_msg("key %d: sampled %d census %d", i, a, b);
     }
+    /* every evicted buffer went back to its segment on both sides */
+    assert_true(mc_segments_used_ratio(sides[0].m->segs) ==
+                mc_segments_used_ratio(sides[1].m->segs));
+    assert_true(mc_segments_used_ratio(sides[0].m->segs) > 0.0);
     for (int sd = 0; sd < 2; sd++)
         mc_master_free(sides[sd].m);
     free(when);

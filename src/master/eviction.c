@@ -35,6 +35,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/eviction_release.h"
 #include "master/eviction_sample.h"
 #include "master/freelist.h"
 #include "master/object_events.h"
@@ -43,6 +44,7 @@
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
 #define EV_PARALLEL_MIN_OBJECTS 65536u
 #define EV_PARALLEL_MIN_ROUND 8192u
+#define EV_HOLD_MIN_ROUND 8192u      /* rounds this large release their buffers in handle order */
 #define EV_SAMPLE_MIN_OBJECTS 65536u /* smaller tables take the census */
 #define EV_BULK_UNLINK_MIN 8u        /* erased objects in one shard for a bulk unlink */
 #define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
@@ -66,6 +68,7 @@ struct ev_worker {
     size_t moved_cap;
     uint64_t evicted, bytes, walks;
     uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
+    struct ev_held held;  /* a large round's buffers, released in handle order at its end */
 };
 
 /* Where this cycle's unlinks moved one shard's entries: an unlink fills the holes it leaves with
@@ -158,6 +161,7 @@ static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, ui
 struct ev_round {
     struct ev_cycle *cy;
     bool soft_phase;
+    bool hold; /* a large round: buffers held back and released in handle order */
     _Atomic uint32_t next;
 };
 
@@ -403,7 +407,10 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     }
     unlink_erased(r->cy->m, s, w, fl, f);
     mc_shard_unlock(s);
-    mc_freelist_flush(fl); /* buffers go back outside the shard lock */
+    if (r->hold)
+        ev_held_drain(&w->held, fl); /* buffers go back at the round's end, in handle order */
+    else
+        mc_freelist_flush(fl); /* buffers go back outside the shard lock */
 }
 
 static void round_worker(void *arg, unsigned worker)
@@ -421,6 +428,7 @@ static void round_worker(void *arg, unsigned worker)
         if (b != e)
             evict_shard(r, &r->cy->m->shards[si], &ev->round.v[b], e - b, w, &fl);
     }
+    ev_held_release(&w->held);
 }
 
 /* Evicts the candidates c[0..d) (any order); returns the objects evicted. */
@@ -442,7 +450,9 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
         ev->round.v[ev->cur[c[i].shard]++] = c[i];
     ev->round.n = d;
 
-    struct ev_round r = {.cy = cy, .soft_phase = soft_phase};
+    struct ev_round r = {.cy = cy,
+                         .soft_phase = soft_phase,
+                         .hold = d >= EV_HOLD_MIN_ROUND || cy->ev->opts.parallel_min_objects};
     atomic_init(&r.next, 0);
     unsigned nw =
         d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
@@ -963,6 +973,7 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].ub.objs);
         free(ev->workers[i].map);
         free(ev->workers[i].moved);
+        ev_held_free(&ev->workers[i].held);
     }
     for (unsigned i = 0; i < MC_NSHARDS; i++) {
         free(ev->fwd[i].v);
