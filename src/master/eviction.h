@@ -28,6 +28,15 @@
  *      is exhausted a refill scan materializes everything past the cutoff;
  *   5. second pass: up to the lower count from the remaining plain candidates, then soft-pinned
  *      ones (oldest first) when allow_evict_soft_pinned_objects.
+ * Selective cycles on tables of EV_SAMPLE_MIN_OBJECTS (65536) objects or more first try the
+ * sampled census instead of steps 1-3 (eviction_sample.c): the population count from the
+ * shards' counters, a guess at the cutoff from a sample of ~16k entries, and a low census that
+ * visits only the blocks whose lease floor is at or below the guess, recording positions; the
+ * exact k-th deadline is then taken from what it found and the frontier cut from it in memory.
+ * Same cutoff, same tie quota, so the same victims in the same order; it falls back to the
+ * census when the guess stays low or the target is large, and collects soft-pinned candidates
+ * only when the soft-pinned phase runs. A round of 8192+ victims gives its buffers back in
+ * handle order at its end (eviction_release.c).
  * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
  * a lease; a group with a soft-pinned member is a soft-pinned victim as a whole: skipped in the
  * passes over plain candidates (selective and full paths alike), evicted whole only when the
