@@ -31,11 +31,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "common/hash.h"
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
 #include "master/eviction_release.h"
+#include "master/eviction_unlink.h"
 #include "master/eviction_sample.h"
 #include "master/freelist.h"
 #include "master/object_events.h"
@@ -244,33 +244,6 @@ static uint32_t fwd_follow(const struct ev_fwd *f, uint32_t e)
     return f->v[f->top - 1 - e];
 }
 
-static uint64_t key_hash_of(struct mc_object *o)
-{
-    return mc_hash_key(mc_obj_key(o), o->key_len);
-}
-
-/* Before unlinking ub's objects one by one (write lock): each unlink hashes its object's key and
- * the key of the shard's last object (moved into the hole) and finds both in the index. Those
- * keys are fetched together first, then the index slots their hashes lead to, so the misses
- * overlap instead of coming one after another (the tail objects are the likely ones to move). */
-static void warm_unlinks(struct mc_shard *s, const struct mc_unlink_batch *ub)
-{
-    uint32_t tails = ub->n < s->n ? (uint32_t)ub->n : s->n;
-    for (size_t i = 0; i < ub->n; i++) {
-        __builtin_prefetch(ub->objs[i]);
-        __builtin_prefetch((const char *)ub->objs[i] + 64);
-    }
-    for (uint32_t j = 1; j <= tails; j++) {
-        const char *o = (const char *)mc_ent_obj(mc_shard_ent(s, s->n - j));
-        __builtin_prefetch(o);
-        __builtin_prefetch(o + 64);
-    }
-    for (size_t i = 0; i < ub->n; i++)
-        mc_shard_prefetch(s, key_hash_of(ub->objs[i]), 0);
-    for (uint32_t j = 1; j <= tails; j++)
-        mc_shard_prefetch(s, key_hash_of(mc_ent_obj(mc_shard_ent(s, s->n - j))), 0);
-}
-
 /* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
  * a large share of the shard, else one by one (a bulk pass costs a walk over the shard's entries
  * and slots, one by one two key hashes per object). The entries moved into the holes are noted
@@ -287,12 +260,14 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
                 fwd_set(f, j, w->map[j]);
     } else {
-        warm_unlinks(s, ub);
+        ev_warm_unlinks(s, ub);
         for (size_t i = 0; i < ub->n; i++) {
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
             if (last != to)
                 fwd_set(f, last, to);
+            if (to < s->n)
+                ev_refloor(s, to);
         }
     }
     for (size_t i = 0; i < ub->n; i++) {
