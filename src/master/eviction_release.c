@@ -17,7 +17,7 @@
 #include "master/eviction_release.h"
 #include "master/segments.h"
 
-/* seg's set, made on first sight (a round's buffers come from a few segments: a linear
+/* seg's list, made on first sight (a round's buffers come from a few segments: a linear
  * search); NULL when out of memory. */
 static struct ev_held_seg *held_seg(struct ev_held *h, struct mc_segment *seg)
 {
@@ -29,35 +29,27 @@ static struct ev_held_seg *held_seg(struct ev_held *h, struct mc_segment *seg)
         struct ev_held_seg *nv = realloc(h->v, ncap * sizeof(*nv));
         if (!nv)
             return NULL;
+        memset(nv + h->cap, 0, (ncap - h->cap) * sizeof(*nv));
         h->v = nv;
         h->cap = ncap;
     }
     struct ev_held_seg *e = &h->v[h->n++];
-    memset(e, 0, sizeof(*e));
     e->seg = seg;
+    e->n = 0;
     return e;
 }
 
-/* Sets handle in e (grown to the segment's handle bound); false when it cannot grow or the bit
- * is set already (the caller releases the buffer itself). */
-static bool held_set(struct ev_held_seg *e, uint32_t handle)
+static bool held_push(struct ev_held_seg *e, uint32_t handle, uint64_t size)
 {
-    size_t w = handle / 64;
-    if (w >= e->nwords) {
-        size_t nw = (size_t)mc_segment_handle_bound(e->seg) / 64 + 1;
-        if (nw <= w)
-            nw = w + 1;
-        uint64_t *nb = realloc(e->bits, nw * sizeof(*nb));
+    if (e->n == e->cap) {
+        size_t ncap = e->cap ? e->cap * 2 : 1024;
+        struct ev_held_buf *nb = realloc(e->b, ncap * sizeof(*nb));
         if (!nb)
             return false;
-        memset(nb + e->nwords, 0, (nw - e->nwords) * sizeof(*nb));
-        e->bits = nb;
-        e->nwords = nw;
+        e->b = nb;
+        e->cap = ncap;
     }
-    uint64_t bit = 1ull << (handle % 64);
-    if (e->bits[w] & bit)
-        return false;
-    e->bits[w] |= bit;
+    e->b[e->n++] = (struct ev_held_buf){.handle = handle, .size = size};
     return true;
 }
 
@@ -69,24 +61,63 @@ void ev_held_drain(struct ev_held *h, struct mc_freelist *fl)
         struct ev_held_seg *e = NULL;
         if (fe->r.type == MC_REPLICA_TYPE_MEMORY)
             e = held_seg(h, fe->r.u.seg);
-        if (e && held_set(e, fe->r.handle)) {
-            e->count++;
-            e->bytes += fe->size;
-        } else {
+        if (!e || !held_push(e, fe->r.handle, fe->size))
             fl->ents[keep++] = *fe;
-        }
     }
     fl->n = keep;
     mc_freelist_flush(fl);
 }
 
+/* Sorts b[0..n) by handle: two counting passes over 16 bits each (tmp: n more, hist: 2^16).
+ * false when out of memory (b unchanged). */
+static bool sort_by_handle(struct ev_held_buf *b, size_t n)
+{
+    struct ev_held_buf *tmp = malloc(n * sizeof(*tmp));
+    uint32_t *hist = malloc(65536 * sizeof(*hist));
+    if (!tmp || !hist) {
+        free(tmp);
+        free(hist);
+        return false;
+    }
+    struct ev_held_buf *src = b, *dst = tmp;
+    for (int shift = 0; shift < 32; shift += 16) {
+        memset(hist, 0, 65536 * sizeof(*hist));
+        for (size_t i = 0; i < n; i++)
+            hist[(src[i].handle >> shift) & 0xffff]++;
+        uint32_t sum = 0;
+        for (size_t d = 0; d < 65536; d++) {
+            uint32_t c = hist[d];
+            hist[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[hist[(src[i].handle >> shift) & 0xffff]++] = src[i];
+        struct ev_held_buf *t = src;
+        src = dst;
+        dst = t;
+    }
+    free(tmp); /* two passes: the sorted data is back in b */
+    free(hist);
+    return true;
+}
+
 void ev_held_release(struct ev_held *h)
 {
+    enum { RUN = 4096 }; /* buffers per allocator lock (a Put placing there waits one run) */
+    uint32_t handles[RUN];
+    uint64_t sizes[RUN];
     for (size_t i = 0; i < h->n; i++) {
         struct ev_held_seg *e = &h->v[i];
-        if (e->count)
-            mc_segment_release_set(e->seg, e->bits, e->nwords, e->count, e->bytes);
-        free(e->bits);
+        (void)sort_by_handle(e->b, e->n); /* unsorted (no memory): released all the same */
+        for (size_t j = 0; j < e->n;) {
+            size_t k = 0;
+            for (; j < e->n && k < RUN; j++, k++) {
+                handles[k] = e->b[j].handle;
+                sizes[k] = e->b[j].size;
+            }
+            mc_segment_release_many(e->seg, handles, sizes, k);
+        }
+        e->n = 0;
     }
     h->n = 0;
 }
@@ -94,6 +125,8 @@ void ev_held_release(struct ev_held *h)
 void ev_held_free(struct ev_held *h)
 {
     ev_held_release(h);
+    for (size_t i = 0; i < h->cap; i++)
+        free(h->v[i].b);
     free(h->v);
     h->v = NULL;
     h->cap = 0;

@@ -23,6 +23,11 @@ void ev_warm_unlinks(struct mc_shard *s, const struct mc_unlink_batch *ub)
     for (size_t i = 0; i < ub->n; i++) {
         __builtin_prefetch(ub->objs[i]);
         __builtin_prefetch((const char *)ub->objs[i] + 64);
+        uint32_t b0 = ub->objs[i]->ent & ~(MC_ENT_BLOCK - 1); /* ev_refloor reads the block */
+        __builtin_prefetch(mc_shard_floor(s, b0));
+        __builtin_prefetch(mc_shard_ent(s, b0));
+        if (b0 + 4 < s->n)
+            __builtin_prefetch(mc_shard_ent(s, b0 + 4));
     }
     for (uint32_t j = 1; j <= tails; j++) {
         const char *o = (const char *)mc_ent_obj(mc_shard_ent(s, s->n - j));
