@@ -35,8 +35,8 @@
  * exact k-th deadline is then taken from what it found and the frontier cut from it in memory.
  * Same cutoff, same tie quota, so the same victims in the same order; it falls back to the
  * census when the guess stays low or the target is large, and collects soft-pinned candidates
- * only when the soft-pinned phase runs. A round of 8192+ victims gives its buffers back in
- * handle order at its end (eviction_release.c).
+ * only when the soft-pinned phase runs. A round of 8192+ victims gives its buffers back sorted
+ * by handle at its end (eviction_release.c).
  * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
  * a lease; a group with a soft-pinned member is a soft-pinned victim as a whole: skipped in the
  * passes over plain candidates (selective and full paths alike), evicted whole only when the
