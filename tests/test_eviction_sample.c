@@ -11,7 +11,11 @@
  * cycle every key's state (gone, or its MEMORY and LOCAL_DISK replica counts) must be the same
  * on both. Small slices make a cycle evict in several rounds, oldest first, so the order across
  * rounds is compared too. The test checks that the sampled census ran and skipped blocks
- * (visited fewer entries than the table holds), so the lease floors it relies on are exercised.
+ * (visited fewer entries than the table holds), so the lease floors it relies on are exercised,
+ * and after every cycle and every churn that each block's floor is at most its deadlines and
+ * each shard's population count is exact. Two more cases: churn between the census and the
+ * frontier (the recorded positions go stale), and an insert into a block whose floor is above
+ * the new key's deadline.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -112,6 +116,28 @@ static void make_disk_copy(struct side *s, const char *k)
     r->offset = 0;
     mc_shard_refresh_bits(sh, o);
     mc_shard_unlock(sh);
+}
+
+/* What the sampled census relies on, checked over every shard (read lock): each block's lease
+ * floor is at most every deadline in it, and npop counts the entries in the population. */
+static void check_floors_and_counts(struct side *s)
+{
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *sh = &s->m->shards[si];
+        mc_shard_rdlock(sh);
+        uint32_t pop = 0;
+        for (uint32_t e = 0; e < sh->n; e++) {
+            struct mc_obj_ent *en = mc_shard_ent(sh, e);
+            uint64_t lease = atomic_load(&en->lease_ms);
+            pop += mc_ent_in_pop(en->obj_bits);
+            if (*mc_shard_floor(sh, e) > lease)
+                fail_msg("shard %u entry %u: floor %llu above deadline %llu", si, e,
+                         (unsigned long long)*mc_shard_floor(sh, e), (unsigned long long)lease);
+        }
+        if (pop != sh->npop)
+            fail_msg("shard %u: npop %u, entries in the population %u", si, sh->npop, pop);
+        mc_shard_unlock(sh);
+    }
 }
 
 enum kind { K_PLAIN, K_HARD, K_SOFT, K_TWO, K_DISK, K_INFLIGHT, K_NKINDS };
@@ -225,6 +251,7 @@ static void test_sampled_matches_census(void **state)
             if (a != b)
                 fail_msg("cycle %d key %d: sampled %d census %d", cyc, i, a, b);
         }
+        check_floors_and_counts(&sides[0]);
         /* churn: Removes move the shards' last entries into the holes; new Puts; reads */
         now += 1;
         int nrm = 100 + (int)(rnd(&seed) % 200), nput = 60 + (int)(rnd(&seed) % 80);
@@ -248,6 +275,7 @@ static void test_sampled_matches_census(void **state)
             for (int j = 0; j < nread; j++)
                 read_at(s, rd[j], now + 1 + (uint64_t)j);
         }
+        check_floors_and_counts(&sides[0]); /* after Removes, Puts and reads */
         nkeys += nput;
         now += (uint64_t)nread + TTL_MS + 2;
     }
@@ -336,11 +364,67 @@ static void test_sampled_churn_after_census(void **state)
     free(when);
 }
 
+/* An insert lowers its block's floor: a shard's tail block gets an exact floor from a census
+ * (its keys' leases still held, far ahead), loses its keys, and a key Put now lands there with
+ * an older deadline than that floor. */
+static void test_insert_lowers_floor(void **state)
+{
+    (void)state;
+    static struct side sd;
+    side_init(&sd, true);
+    char names[16][32];
+    int got = 0;
+    uint32_t shard = UINT32_MAX;
+    for (int i = 0; got < 17 && i < 1000000; i++) {
+        char k[32];
+        snprintf(k, sizeof(k), "f-%07d", i);
+        uint32_t si = mc_master_key_shard(sd.m, mc_hash_key(k, strlen(k)));
+        if (shard == UINT32_MAX)
+            shard = si;
+        if (si != shard)
+            continue;
+        if (got < 16)
+            memcpy(names[got], k, sizeof(k));
+        got++;
+        if (got == 17) { /* the 17th: the key Put after the removals */
+            for (int j = 0; j < 16; j++) {
+                struct mc_put_start_result r;
+                assert_int_equal(mc_master_put_start(sd.m, sd.client, names[j], strlen(names[j]),
+                                                     OBJ_SIZE, NULL, &r),
+                                 MC_OK);
+                assert_int_equal(
+                    mc_master_put_end(sd.m, sd.client, names[j], strlen(names[j]), 0, 7, true),
+                    MC_OK);
+            }
+            struct mc_get_result g;
+            set_now(&sd, T0_MS + 5000); /* leases up to T0 + 6000 */
+            for (int j = 0; j < 16; j++)
+                assert_int_equal(mc_master_get_replica_list(sd.m, names[j], strlen(names[j]), &g),
+                                 MC_OK);
+            set_now(&sd, T0_MS + 5100); /* every lease held: a census, every floor exact */
+            struct mc_evict_stats st;
+            assert_int_equal(mc_master_batch_evict(sd.m, 0.5, 0.25, &st), MC_OK);
+            assert_int_equal(st.evicted, 0);
+            check_floors_and_counts(&sd);
+            for (int j = 8; j < 16; j++) /* the tail block empties */
+                assert_int_equal(mc_master_remove(sd.m, names[j], strlen(names[j]), true), MC_OK);
+            struct mc_put_start_result r;
+            assert_int_equal(mc_master_put_start(sd.m, sd.client, k, strlen(k), OBJ_SIZE, NULL, &r),
+                             MC_OK);
+            assert_int_equal(mc_master_put_end(sd.m, sd.client, k, strlen(k), 0, 7, true), MC_OK);
+            check_floors_and_counts(&sd); /* its deadline T0 + 5100 < the old floor */
+        }
+    }
+    assert_int_equal(got, 17);
+    mc_master_free(sd.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampled_matches_census),
         cmocka_unit_test(test_sampled_churn_after_census),
+        cmocka_unit_test(test_insert_lowers_floor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
