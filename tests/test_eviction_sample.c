@@ -46,7 +46,7 @@ struct side {
     struct mc_id client;
 };
 
-static void side_init(struct side *s, bool sampled)
+static void side_init_threads(struct side *s, bool sampled, uint32_t threads)
 {
     mc_fake_clock_init(&s->fc, T0_MS * 1000000ull);
     struct mc_master_config c;
@@ -56,7 +56,7 @@ static void side_init(struct side *s, bool sampled)
     c.epoch = 3;
     c.default_kv_lease_ttl_ms = TTL_MS;
     c.allow_evict_soft_pinned_objects = true;
-    c.eviction_threads = 1;
+    c.eviction_threads = threads;
     c.eviction_reserve_min = 4;
     assert_int_equal(mc_master_new(&c, &s->m), MC_OK);
     s->client = tm_id(1);
@@ -66,8 +66,14 @@ static void side_init(struct side *s, bool sampled)
     struct mc_evict_test_opts o = {
         .sample_min_objects = sampled ? 1 : UINT32_MAX,
         .slice_objects = 37,
+        .parallel_min_objects = threads > 1 ? 1 : 0, /* the workers on a small table */
     };
     mc_master_evict_set_test_opts(s->m, &o);
+}
+
+static void side_init(struct side *s, bool sampled)
+{
+    side_init_threads(s, sampled, 1);
 }
 
 static uint64_t rnd(uint64_t *x)
@@ -188,7 +194,7 @@ static void test_sampled_matches_census(void **state)
 {
     (void)state;
     static struct side sides[2];
-    side_init(&sides[0], true);
+    side_init_threads(&sides[0], true, 2); /* two workers: scans and rounds in parallel */
     side_init(&sides[1], false);
     uint64_t seed = 0x5eed5a3b1e;
     int nkeys = NKEYS;
@@ -330,7 +336,7 @@ static void test_sampled_churn_after_census(void **state)
     }
     struct mc_evict_stats st[2];
     for (int sd = 0; sd < 2; sd++) {
-        side_init(&sides[sd], sd == 0);
+        side_init_threads(&sides[sd], sd == 0, sd == 0 ? 3 : 1); /* side 0: 3 scan workers */
         for (int i = 0; i < n; i++)
             put_kind(&sides[sd], i, K_PLAIN);
         for (int i = 0; i < n; i++)
@@ -338,7 +344,8 @@ static void test_sampled_churn_after_census(void **state)
         ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
         struct mc_evict_test_opts o = {
             .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
-            /* side 0 also runs the large-round code: buffers released in handle order */
+            /* side 0 also runs the parallel and large-round code (3 workers, buffers held and
+             * released sorted by handle) */
             .parallel_min_objects = sd == 0 ? 1 : 0,
             .after_census = churn_hook,
             .arg = &ch[sd],
