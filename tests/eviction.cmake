@@ -5,3 +5,6 @@ mc_add_test(test_eviction_concurrency SOURCES test_eviction_concurrency.c LIBS m
 # A large target evicted in slices, oldest first.
 mc_add_test(test_eviction_slices SOURCES test_eviction_slices.c master_fixture.c
             LIBS mc_master_core TIMEOUT 60)
+# The sampled census picks the census's victims (same operations on two masters).
+mc_add_test(test_eviction_sample SOURCES test_eviction_sample.c LIBS mc_master_core
+            Threads::Threads LABELS tsan TIMEOUT 120)

@@ -34,6 +34,9 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/eviction_release.h"
+#include "master/eviction_unlink.h"
+#include "master/eviction_sample.h"
 #include "master/freelist.h"
 #include "master/object_events.h"
 #include "mooncake/errors.h"
@@ -41,8 +44,10 @@
 #define EV_BYPASS_RATIO (10.0 / 44.0) /* 1.1 * t > 1/4: the reserve outgrows the frontier */
 #define EV_PARALLEL_MIN_OBJECTS 65536u
 #define EV_PARALLEL_MIN_ROUND 8192u
-#define EV_BULK_UNLINK_MIN 8u   /* erased objects in one shard for a bulk unlink */
-#define EV_BULK_UNLINK_SHARE 4u /* ... and at least 1/4 of the shard */
+#define EV_HOLD_MIN_ROUND 8192u      /* rounds this large release their buffers in handle order */
+#define EV_SAMPLE_MIN_OBJECTS 65536u /* smaller tables take the census */
+#define EV_BULK_UNLINK_MIN 8u        /* erased objects in one shard for a bulk unlink */
+#define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
 
 /* A candidate whose entry moved: its version and index in the shard's candidates. */
 struct ev_moved {
@@ -63,6 +68,7 @@ struct ev_worker {
     size_t moved_cap;
     uint64_t evicted, bytes, walks;
     uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
+    struct ev_held held;  /* a large round's buffers, released in handle order at its end */
 };
 
 /* Where this cycle's unlinks moved one shard's entries: an unlink fills the holes it leaves with
@@ -86,12 +92,13 @@ struct mc_evictor {
     unsigned nthreads;
     struct ev_part *parts;     /* nthreads */
     struct ev_worker *workers; /* nthreads */
-    struct ev_u64v leases, scratch;
+    struct ev_u64v leases, scratch, sample;
     struct ev_candv plain, soft, round;
     uint32_t *hist; /* EV_HIST_SIZE */
     uint32_t off[MC_NSHARDS + 1];
     uint32_t cur[MC_NSHARDS];
-    struct ev_blocks blocks[MC_NSHARDS]; /* the census's per-block deadline minima */
+    uint32_t salt;             /* moves the sample's offsets from cycle to cycle */
+    uint32_t gens[MC_NSHARDS]; /* the shards' gens the low census saw */
     struct ev_fwd fwd[MC_NSHARDS];
     struct mc_counter *cycles[3];
     struct mc_counter *materialized, *refilled;
@@ -106,6 +113,7 @@ struct ev_cycle {
     unsigned nthreads;
     bool frontier; /* candidates are the frontier (selective path): refill is possible */
     bool refilled;
+    bool soft_later;  /* soft-pinned candidates not collected yet (sampled census) */
     _Atomic bool oom; /* set by any worker: the cycle stops early */
     uint64_t cutoff;
     uint64_t victim_freq; /* the workers' victim_freq, summed */
@@ -124,65 +132,6 @@ const char *mc_evict_path_name(enum mc_evict_path p)
     return "unknown";
 }
 
-/* ---- merging the workers' scan output ------------------------------------------------------- */
-
-static bool merge_u64(struct ev_u64v *dst, struct ev_part *parts, unsigned n)
-{
-    unsigned first = 0;
-    if (dst->n == 0) { /* adopt worker 0's buffer instead of copying it */
-        struct ev_u64v t = *dst;
-        *dst = parts[0].leases;
-        parts[0].leases = t;
-        parts[0].leases.n = 0;
-        first = 1;
-    }
-    size_t total = dst->n;
-    for (unsigned i = first; i < n; i++)
-        total += parts[i].leases.n;
-    if (!ev_u64v_reserve(dst, total))
-        return false;
-    for (unsigned i = first; i < n; i++) {
-        if (parts[i].leases.n)
-            memcpy(dst->v + dst->n, parts[i].leases.v, parts[i].leases.n * sizeof(*dst->v));
-        dst->n += parts[i].leases.n;
-    }
-    return true;
-}
-
-static bool merge_cands(struct ev_candv *dst, struct ev_part *parts, unsigned n, bool soft)
-{
-    unsigned first = 0;
-#define PART_VEC(i) (soft ? &parts[i].soft : &parts[i].plain)
-    if (dst->n == 0) {
-        struct ev_candv t = *dst;
-        *dst = *PART_VEC(0);
-        *PART_VEC(0) = t;
-        PART_VEC(0)->n = 0;
-        first = 1;
-    }
-    size_t total = dst->n;
-    for (unsigned i = first; i < n; i++)
-        total += PART_VEC(i)->n;
-    if (!ev_candv_reserve(dst, total))
-        return false;
-    for (unsigned i = first; i < n; i++) {
-        struct ev_candv *src = PART_VEC(i);
-        if (src->n)
-            memcpy(dst->v + dst->n, src->v, src->n * sizeof(*dst->v));
-        dst->n += src->n;
-    }
-#undef PART_VEC
-    return true;
-}
-
-static bool parts_oom(const struct ev_part *parts, unsigned n)
-{
-    for (unsigned i = 0; i < n; i++)
-        if (parts[i].oom)
-            return true;
-    return false;
-}
-
 /* Materialization scan of plain candidates with a filter, appended to ev->plain. */
 static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, uint64_t cutoff,
                             int64_t eq_quota, const struct ev_seen *seen)
@@ -195,13 +144,14 @@ static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, ui
     sc.cutoff = cutoff;
     atomic_init(&sc.eq_quota, eq_quota);
     sc.seen = seen;
-    sc.blocks = cy->ev->blocks;
+    sc.lease_max = UINT64_MAX;
+    sc.skip_above = filter == EV_PLAIN_FRONTIER ? cutoff : UINT64_MAX;
     sc.parts = cy->ev->parts;
     size_t before = cy->ev->plain.n;
     ev_scan_run(&sc, cy->nthreads);
-    if (parts_oom(sc.parts, cy->nthreads))
+    if (ev_parts_oom(sc.parts, cy->nthreads))
         cy->oom = true;
-    if (!merge_cands(&cy->ev->plain, sc.parts, cy->nthreads, false))
+    if (!ev_merge_cands(&cy->ev->plain, sc.parts, cy->nthreads, false))
         cy->oom = true;
     return cy->ev->plain.n - before;
 }
@@ -211,6 +161,7 @@ static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, ui
 struct ev_round {
     struct ev_cycle *cy;
     bool soft_phase;
+    bool hold; /* a large round: buffers held back and released in handle order */
     _Atomic uint32_t next;
 };
 
@@ -309,17 +260,14 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
                 fwd_set(f, j, w->map[j]);
     } else {
-        enum { AHEAD = 8 }; /* each unlink moves the tail object: its key is hashed */
-        for (uint32_t k = 1; k <= AHEAD && k <= s->n; k++)
-            __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - k)) + 64);
+        ev_warm_unlinks(s, ub);
         for (size_t i = 0; i < ub->n; i++) {
-            if (s->n > AHEAD + 1)
-                __builtin_prefetch((const char *)mc_ent_obj(mc_shard_ent(s, s->n - 1 - AHEAD)) +
-                                   64);
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
             if (last != to)
                 fwd_set(f, last, to);
+            if (to < s->n)
+                ev_refloor(s, to);
         }
     }
     for (size_t i = 0; i < ub->n; i++) {
@@ -434,7 +382,10 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     }
     unlink_erased(r->cy->m, s, w, fl, f);
     mc_shard_unlock(s);
-    mc_freelist_flush(fl); /* buffers go back outside the shard lock */
+    if (r->hold)
+        ev_held_drain(&w->held, fl); /* buffers go back at the round's end, in handle order */
+    else
+        mc_freelist_flush(fl); /* buffers go back outside the shard lock */
 }
 
 static void round_worker(void *arg, unsigned worker)
@@ -452,6 +403,7 @@ static void round_worker(void *arg, unsigned worker)
         if (b != e)
             evict_shard(r, &r->cy->m->shards[si], &ev->round.v[b], e - b, w, &fl);
     }
+    ev_held_release(&w->held);
 }
 
 /* Evicts the candidates c[0..d) (any order); returns the objects evicted. */
@@ -473,7 +425,9 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
         ev->round.v[ev->cur[c[i].shard]++] = c[i];
     ev->round.n = d;
 
-    struct ev_round r = {.cy = cy, .soft_phase = soft_phase};
+    struct ev_round r = {.cy = cy,
+                         .soft_phase = soft_phase,
+                         .hold = d >= EV_HOLD_MIN_ROUND || cy->ev->opts.parallel_min_objects};
     atomic_init(&r.next, 0);
     unsigned nw =
         d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
@@ -587,12 +541,6 @@ static uint64_t run_pass(struct ev_cycle *cy, struct ev_candv *v, size_t *pos, u
 
 /* ---- one cycle ------------------------------------------------------------------------------ */
 
-static uint64_t count_of(uint64_t base, double ratio)
-{
-    double x = (double)base * ratio - 1e-9;
-    return x <= 0 ? 0 : (uint64_t)ceil(x);
-}
-
 static uint64_t ceil_div(uint64_t a, uint64_t b)
 {
     return (a + b - 1) / b;
@@ -618,6 +566,104 @@ static void account(struct mc_master *m, struct mc_evictor *ev, const struct mc_
         mc_histogram_observe(ev->duration, (double)st->duration_ns / 1e6);
 }
 
+/* The selective path's cutoff from the sampled census (eviction_sample.c) instead of a census
+ * of every entry: true when it set the cycle up (frontier materialized, or nothing to do),
+ * false when the census must run (nothing changed but stats). */
+static bool run_sampled(struct ev_cycle *cy, double target, double lower, uint64_t keys)
+{
+    struct mc_master *m = cy->m;
+    struct mc_evictor *ev = cy->ev;
+    struct mc_evict_stats *st = cy->st;
+    const struct ev_sample_in in = {
+        .m = m,
+        .now = cy->now,
+        .keys = keys,
+        .target = target,
+        .reserve_min = m->cfg.eviction_reserve_min,
+        .frontier_min = m->cfg.eviction_frontier_min,
+        .salt = ev->salt++,
+        .nthreads = cy->nthreads,
+        .parts = ev->parts,
+        .sample = &ev->sample,
+        .cands = &ev->plain,
+        .gens = ev->gens,
+        .scratch = &ev->scratch,
+        .hist = ev->hist,
+    };
+    struct ev_sample_out o;
+    enum ev_sample_rc rc = ev_sample_census(&in, &o);
+    st->sample_tries = o.tries;
+    if (rc == EV_SAMPLE_CENSUS)
+        return false;
+    if (rc == EV_SAMPLE_OOM) {
+        cy->oom = true;
+        return true;
+    }
+    st->path = MC_EVICT_SELECTIVE;
+    st->sampled = true;
+    st->census = o.visited;
+    st->evictable = o.base;
+    st->eligible = o.low; /* a lower bound: those at or below the guess */
+    st->lower = ev_count_of(o.base, lower);
+    st->primary = o.ideal; /* found >= k > ideal plain ones: min(ideal, plain) is ideal */
+    cy->soft_later = m->cfg.allow_evict_soft_pinned_objects;
+    if (ev->opts.after_census)
+        ev->opts.after_census(m, ev->opts.arg);
+    if (rc == EV_SAMPLE_NONE)
+        return true;
+    st->k = o.k;
+    if (!ev_sample_frontier(m, &ev->plain, ev->gens, o.cut, o.k - o.less)) {
+        ev->plain.n = 0; /* a shard lost entries since the low census: scan for the frontier */
+        materialize(cy, EV_PLAIN_FRONTIER, o.cut, (int64_t)(o.k - o.less), NULL);
+    }
+    if (ev->plain.n < st->primary) { /* churn between the scans: the frontier is short */
+        st->path = MC_EVICT_FULL_FALLBACK;
+        ev->plain.n = 0;
+        materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
+    } else {
+        cy->frontier = true;
+        cy->cutoff = o.cut;
+    }
+    st->materialized = ev->plain.n;
+    return true;
+}
+
+/* The sampled census left the soft-pinned candidates for when they are needed: one scan of
+ * every entry for them, now. */
+static void collect_soft(struct ev_cycle *cy)
+{
+    struct ev_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.m = cy->m;
+    sc.now = cy->now;
+    sc.collect_soft = true;
+    sc.filter = EV_PLAIN_NONE;
+    sc.lease_max = sc.skip_above = UINT64_MAX;
+    sc.parts = cy->ev->parts;
+    cy->soft_later = false;
+    ev_scan_run(&sc, cy->nthreads);
+    if (ev_parts_oom(sc.parts, cy->nthreads) ||
+        !ev_merge_cands(&cy->ev->soft, sc.parts, cy->nthreads, true))
+        cy->oom = true;
+    cy->st->soft_eligible = cy->ev->soft.n;
+}
+
+/* 4. first pass to the target, 5. second pass to the lower bound, then soft-pinned ones. */
+static void run_passes(struct ev_cycle *cy)
+{
+    struct mc_evictor *ev = cy->ev;
+    struct mc_evict_stats *st = cy->st;
+    size_t pos = 0, spos = 0;
+    uint64_t got = run_pass(cy, &ev->plain, &pos, st->primary, false);
+    if (got < st->lower)
+        got += run_pass(cy, &ev->plain, &pos, st->lower - got, false);
+    if (got < st->lower && cy->m->cfg.allow_evict_soft_pinned_objects) {
+        if (cy->soft_later)
+            collect_soft(cy);
+        run_pass(cy, &ev->soft, &spos, st->lower - got, true);
+    }
+}
+
 static void run_cycle(struct ev_cycle *cy, double target, double lower)
 {
     struct mc_master *m = cy->m;
@@ -626,6 +672,15 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     bool allow_soft = m->cfg.allow_evict_soft_pinned_objects;
     bool bypass = ev->opts.force_full || target >= EV_BYPASS_RATIO;
     ev->leases.n = ev->plain.n = ev->soft.n = 0;
+    int64_t nkeys = atomic_load_explicit(&m->c.key_count, memory_order_relaxed);
+    uint32_t smin =
+        ev->opts.sample_min_objects ? ev->opts.sample_min_objects : EV_SAMPLE_MIN_OBJECTS;
+    if (!bypass && nkeys >= (int64_t)smin && run_sampled(cy, target, lower, (uint64_t)nkeys)) {
+        if (!atomic_load_explicit(&cy->oom, memory_order_relaxed) && st->evictable)
+            run_passes(cy);
+        return;
+    }
+    ev->leases.n = 0; /* the sampled census's low deadlines, if it ran */
     if (!bypass) {
         /* merge_u64 adopts worker 0's deadlines: give the adopted buffer back so that one
          * large buffer is reused cycle after cycle (not a second one grown from scratch,
@@ -663,7 +718,7 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     sc.collect_lease = !bypass;
     sc.collect_soft = allow_soft;
     sc.filter = bypass ? EV_PLAIN_ALL : EV_PLAIN_NONE;
-    sc.blocks = ev->blocks;
+    sc.lease_max = sc.skip_above = UINT64_MAX;
     sc.parts = ev->parts;
     ev_scan_run(&sc, cy->nthreads);
     uint64_t base = 0, nplain = 0;
@@ -676,10 +731,10 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     st->evictable = base;
     st->eligible = nplain;
     st->path = bypass ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE;
-    if (parts_oom(sc.parts, cy->nthreads) ||
-        (!bypass && !merge_u64(&ev->leases, sc.parts, cy->nthreads)) ||
-        (bypass && !merge_cands(&ev->plain, sc.parts, cy->nthreads, false)) ||
-        !merge_cands(&ev->soft, sc.parts, cy->nthreads, true)) {
+    if (ev_parts_oom(sc.parts, cy->nthreads) ||
+        (!bypass && !ev_merge_u64(&ev->leases, sc.parts, cy->nthreads)) ||
+        (bypass && !ev_merge_cands(&ev->plain, sc.parts, cy->nthreads, false)) ||
+        !ev_merge_cands(&ev->soft, sc.parts, cy->nthreads, true)) {
         cy->oom = true;
         return;
     }
@@ -689,8 +744,8 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
         return;
 
     /* 2. counts from the evictable population. */
-    uint64_t ideal = count_of(base, target);
-    st->lower = count_of(base, lower);
+    uint64_t ideal = ev_count_of(base, target);
+    st->lower = ev_count_of(base, lower);
     st->primary = ideal < nplain ? ideal : nplain;
 
     /* 3. materialization. */
@@ -725,14 +780,7 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
         }
     }
     st->materialized = ev->plain.n;
-
-    /* 4. first pass to the target, 5. second pass to the lower bound, then soft-pinned ones. */
-    size_t pos = 0, spos = 0;
-    uint64_t got = run_pass(cy, &ev->plain, &pos, st->primary, false);
-    if (got < st->lower)
-        got += run_pass(cy, &ev->plain, &pos, st->lower - got, false);
-    if (got < st->lower && allow_soft)
-        run_pass(cy, &ev->soft, &spos, st->lower - got, true);
+    run_passes(cy);
 }
 
 int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower_ratio,
@@ -900,15 +948,16 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].ub.objs);
         free(ev->workers[i].map);
         free(ev->workers[i].moved);
+        ev_held_free(&ev->workers[i].held);
     }
     for (unsigned i = 0; i < MC_NSHARDS; i++) {
-        free(ev->blocks[i].min);
         free(ev->fwd[i].v);
     }
     free(ev->parts);
     free(ev->workers);
     free(ev->leases.v);
     free(ev->scratch.v);
+    free(ev->sample.v);
     free(ev->plain.v);
     free(ev->soft.v);
     free(ev->round.v);

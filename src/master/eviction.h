@@ -28,6 +28,15 @@
  *      is exhausted a refill scan materializes everything past the cutoff;
  *   5. second pass: up to the lower count from the remaining plain candidates, then soft-pinned
  *      ones (oldest first) when allow_evict_soft_pinned_objects.
+ * Selective cycles on tables of EV_SAMPLE_MIN_OBJECTS (65536) objects or more first try the
+ * sampled census instead of steps 1-3 (eviction_sample.c): the population count from the
+ * shards' counters, a guess at the cutoff from a sample of ~16k entries, and a low census that
+ * visits only the blocks whose lease floor is at or below the guess, recording positions; the
+ * exact k-th deadline is then taken from what it found and the frontier cut from it in memory.
+ * Same cutoff, same tie quota, so the same victims in the same order; it falls back to the
+ * census when the guess stays low or the target is large, and collects soft-pinned candidates
+ * only when the soft-pinned phase runs. A round of 8192+ victims gives its buffers back sorted
+ * by handle at its end (eviction_release.c).
  * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
  * a lease; a group with a soft-pinned member is a soft-pinned victim as a whole: skipped in the
  * passes over plain candidates (selective and full paths alike), evicted whole only when the
@@ -72,6 +81,10 @@ struct mc_evict_stats {
     uint64_t slices;        /* eviction rounds run (each at most MC_EVICT_SLICE objects) */
     uint64_t moved_walks;   /* shard walks to find candidates whose entry moved (a Remove or
                              * Put between rounds; this cycle's own unlinks are followed) */
+    bool sampled;           /* the cutoff came from the sampled census: census counts the
+                             * entries it visited, eligible the plain ones at or below its
+                             * guess (a lower bound), soft_eligible is 0 unless needed */
+    uint32_t sample_tries;  /* low censuses the sampled census ran (0: not tried) */
 };
 
 /* A large target is evicted in slices of at most this many objects, oldest first; between
@@ -97,6 +110,9 @@ struct mc_evict_test_opts {
     uint32_t parallel_min_objects;
     /* The slice size (0: MC_EVICT_SLICE); tests set small ones. */
     uint32_t slice_objects;
+    /* Selective cycles on tables of at least this many objects try the sampled census (0: the
+     * default, 65536; UINT32_MAX: never); tests set 1 to run it on small tables. */
+    uint32_t sample_min_objects;
 };
 void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
 

@@ -7,8 +7,8 @@
  * and copies lease deadlines, touching an object only when the entry says it is soft-pinned
  * (to check the deadline). Materialization scans touch an object only when its entry passes the
  * predicate and the filter (at or below the cutoff, say), to copy its version.
- * The census of the selective path also writes each shard's per-block deadline minima
- * (ev_blocks), which let the frontier scan skip blocks that hold nothing at or below the cutoff.
+ * Every scan raises the lease floors (shard.h) of the blocks it visits to their exact minima;
+ * the low census and the frontier scan skip blocks whose floor is past what they look for.
  * Workers take shards from an atomic cursor in chunks, each writing to its own ev_part.
  *
  * Selection (ev_select_kth) is a radix select over [min, max] of the values with 2^16 buckets
@@ -93,25 +93,62 @@ static bool want_plain(struct ev_scan *sc, uint64_t lease, const struct mc_objec
                atomic_fetch_sub_explicit(&sc->eq_quota, 1, memory_order_relaxed) > 0;
     case EV_PLAIN_REFILL:
         return lease >= sc->cutoff && !ev_seen_has(sc->seen, o->version);
+    case EV_PLAIN_LOW:
+        return lease <= sc->cutoff;
     case EV_PLAIN_NONE:
         break;
     }
     return false;
 }
 
-/* The census's block minima for shard s: storage for its n entries, or NULL (no skipping). */
-static uint64_t *blocks_for_census(struct ev_blocks *bk, uint32_t n)
+/* o is plain eligible at lease: pushes what the scan wants of it. false when out of memory. */
+static bool scan_plain(struct ev_scan *sc, struct ev_part *p, struct mc_obj_ent *e, uint64_t lease,
+                       uint32_t shard, uint32_t ent)
 {
-    bk->valid = false;
-    uint32_t want = (n + EV_BLOCK - 1) >> EV_BLOCK_SHIFT;
-    if (want > bk->cap) {
-        uint64_t *nv = realloc(bk->min, (size_t)want * sizeof(*nv));
-        if (!nv)
-            return NULL;
-        bk->min = nv;
-        bk->cap = want;
+    if (sc->count)
+        p->nplain++;
+    if (sc->collect_lease && lease <= sc->lease_max && !ev_u64v_push(&p->leases, lease))
+        return false;
+    if (sc->filter == EV_PLAIN_NONE)
+        return true;
+    if (sc->filter == EV_PLAIN_LOW) {
+        if (lease > sc->cutoff)
+            return true;
+        struct ev_cand *cd = ev_candv_push(&p->plain);
+        if (!cd)
+            return false;
+        *cd = (struct ev_cand){.lease = lease, .ent = ent, .shard = (uint16_t)shard};
+        return true;
     }
-    return bk->min;
+    struct mc_object *o = mc_ent_obj(e);
+    if (sc->filter == EV_PLAIN_FRONTIER) {
+        /* decided by the deadline alone: the object's version is read at the end of the shard
+         * (resolve_versions), its line fetched from now on, so the misses overlap */
+        if (!want_plain(sc, lease, NULL))
+            return true;
+        __builtin_prefetch(o);
+        struct ev_cand *cd = ev_candv_push(&p->plain);
+        if (!cd)
+            return false;
+        *cd = (struct ev_cand){
+            .lease = lease, .version = (uintptr_t)o, .ent = ent, .shard = (uint16_t)shard};
+        return true;
+    }
+    if (!want_plain(sc, lease, o))
+        return true;
+    struct ev_cand *cd = ev_candv_push(&p->plain);
+    if (!cd)
+        return false;
+    make_cand(cd, o, shard, ent, lease, false);
+    return true;
+}
+
+/* The frontier candidates c[0..n) of the shard being scanned (its lock held) hold their object's
+ * address in version: the version itself goes there now. */
+static void resolve_versions(struct ev_cand *c, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        c[i].version = ((const struct mc_object *)(uintptr_t)c[i].version)->version;
 }
 
 static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
@@ -120,30 +157,22 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
     const bool prefetch = sc->filter == EV_PLAIN_ALL;
     mc_shard_rdlock(s);
     uint32_t n = s->n;
+    size_t first = p->plain.n;
     if (sc->count)
         p->census += n;
-    struct ev_blocks *bk = sc->blocks ? &sc->blocks[s->index] : NULL;
-    uint64_t *track = NULL;      /* census: write the block minima here */
-    const uint64_t *skip = NULL; /* frontier: skip blocks whose minimum is past the cutoff */
-    if (bk && sc->collect_lease)
-        track = blocks_for_census(bk, n);
-    else if (bk && sc->filter == EV_PLAIN_FRONTIER && bk->valid && bk->gen == s->gen)
-        skip = bk->min;
+    if (sc->gens)
+        sc->gens[s->index] = s->gen;
     for (uint32_t base = 0, c = 0; base < n && !p->oom; base += MC_ENT_CHUNK, c++) {
         struct mc_obj_ent *chunk = s->chunks[c];
+        uint64_t *floors = (uint64_t *)(chunk + MC_ENT_CHUNK);
         uint32_t lim = n - base < MC_ENT_CHUNK ? n - base : MC_ENT_CHUNK;
-        for (uint32_t b0 = 0; b0 < lim && !p->oom; b0 += EV_BLOCK) {
-            uint32_t bl = lim - b0 < EV_BLOCK ? lim : b0 + EV_BLOCK;
-            if (track) {
-                uint64_t bm = UINT64_MAX;
-                for (uint32_t j = b0; j < bl; j++) {
-                    uint64_t l = atomic_load_explicit(&chunk[j].lease_ms, memory_order_relaxed);
-                    bm = l < bm ? l : bm;
-                }
-                track[(base + b0) >> EV_BLOCK_SHIFT] = bm;
-            } else if (skip && skip[(base + b0) >> EV_BLOCK_SHIFT] > sc->cutoff) {
+        for (uint32_t b0 = 0; b0 < lim && !p->oom; b0 += MC_ENT_BLOCK) {
+            uint64_t *floor = &floors[b0 >> MC_ENT_BLOCK_SHIFT];
+            if (*floor > sc->skip_above)
                 continue;
-            }
+            uint32_t bl = lim - b0 < MC_ENT_BLOCK ? lim : b0 + MC_ENT_BLOCK;
+            uint64_t bm = UINT64_MAX;
+            p->visited += bl - b0;
             for (uint32_t j = b0; j < bl; j++) {
                 struct mc_obj_ent *e = &chunk[j];
                 if (prefetch && j + EV_PREFETCH < lim) {
@@ -152,32 +181,20 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
                     __builtin_prefetch(ahead);
                     __builtin_prefetch(ahead + 64);
                 }
+                uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
+                bm = lease < bm ? lease : bm;
                 unsigned bits = mc_ent_bits(e);
                 if (!(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
-                    continue; /* EV_OUT without touching the lease */
-                uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
+                    continue; /* EV_OUT */
                 struct mc_object *o = (bits & MC_ENT_SOFT_PIN) ? mc_ent_obj(e) : NULL;
                 enum ev_class cls = ev_classify(bits, lease, now, o);
                 if (sc->count)
                     p->base++;
                 if (cls == EV_PLAIN) {
-                    if (sc->count)
-                        p->nplain++;
-                    if (sc->collect_lease && !ev_u64v_push(&p->leases, lease)) {
+                    if (!scan_plain(sc, p, e, lease, s->index, base + j)) {
                         p->oom = true;
                         break;
                     }
-                    if (sc->filter == EV_PLAIN_NONE)
-                        continue;
-                    o = mc_ent_obj(e);
-                    if (!want_plain(sc, lease, o))
-                        continue;
-                    struct ev_cand *cd = ev_candv_push(&p->plain);
-                    if (!cd) {
-                        p->oom = true;
-                        break;
-                    }
-                    make_cand(cd, o, s->index, base + j, lease, false);
                 } else if (cls == EV_SOFT && sc->collect_soft) {
                     if (sc->count)
                         p->nsoft++;
@@ -189,12 +206,12 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
                     make_cand(cd, o, s->index, base + j, lease, true);
                 }
             }
+            if (!p->oom) /* the block's exact minimum (only raises: leases only grow) */
+                *floor = bm;
         }
     }
-    if (track && !p->oom) {
-        bk->gen = s->gen;
-        bk->valid = true;
-    }
+    if (sc->filter == EV_PLAIN_FRONTIER && p->plain.n > first)
+        resolve_versions(p->plain.v + first, p->plain.n - first);
     mc_shard_unlock(s);
 }
 
@@ -218,13 +235,105 @@ void ev_scan_run(struct ev_scan *sc, unsigned nthreads)
     for (unsigned i = 0; i < nthreads; i++) {
         struct ev_part *p = &sc->parts[i];
         p->leases.n = p->plain.n = p->soft.n = 0;
-        p->census = p->base = p->nplain = p->nsoft = 0;
+        p->census = p->base = p->nplain = p->nsoft = p->visited = 0;
         p->oom = false;
     }
     if (nthreads <= 1)
         scan_worker(sc, 0);
     else
         ev_parallel(nthreads, scan_worker, sc);
+}
+
+/* ---- merging the workers' scan output ------------------------------------------------------- */
+
+bool ev_merge_u64(struct ev_u64v *dst, struct ev_part *parts, unsigned n)
+{
+    unsigned first = 0;
+    if (dst->n == 0) { /* adopt worker 0's buffer instead of copying it */
+        struct ev_u64v t = *dst;
+        *dst = parts[0].leases;
+        parts[0].leases = t;
+        parts[0].leases.n = 0;
+        first = 1;
+    }
+    size_t total = dst->n;
+    for (unsigned i = first; i < n; i++)
+        total += parts[i].leases.n;
+    if (!ev_u64v_reserve(dst, total))
+        return false;
+    for (unsigned i = first; i < n; i++) {
+        if (parts[i].leases.n)
+            memcpy(dst->v + dst->n, parts[i].leases.v, parts[i].leases.n * sizeof(*dst->v));
+        dst->n += parts[i].leases.n;
+    }
+    return true;
+}
+
+bool ev_merge_cands(struct ev_candv *dst, struct ev_part *parts, unsigned n, bool soft)
+{
+    unsigned first = 0;
+#define PART_VEC(i) (soft ? &parts[i].soft : &parts[i].plain)
+    if (dst->n == 0) {
+        struct ev_candv t = *dst;
+        *dst = *PART_VEC(0);
+        *PART_VEC(0) = t;
+        PART_VEC(0)->n = 0;
+        first = 1;
+    }
+    size_t total = dst->n;
+    for (unsigned i = first; i < n; i++)
+        total += PART_VEC(i)->n;
+    if (!ev_candv_reserve(dst, total))
+        return false;
+    for (unsigned i = first; i < n; i++) {
+        struct ev_candv *src = PART_VEC(i);
+        if (src->n)
+            memcpy(dst->v + dst->n, src->v, src->n * sizeof(*dst->v));
+        dst->n += src->n;
+    }
+#undef PART_VEC
+    return true;
+}
+
+bool ev_parts_oom(const struct ev_part *parts, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (parts[i].oom)
+            return true;
+    return false;
+}
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+bool ev_sample_run(struct mc_master *m, uint64_t now, uint32_t stride, uint32_t salt,
+                   struct ev_u64v *out, uint64_t *base)
+{
+    uint64_t pop = 0;
+    bool ok = true;
+    out->n = 0;
+    for (uint32_t si = 0; si < MC_NSHARDS && ok; si++) {
+        struct mc_shard *s = &m->shards[si];
+        mc_shard_rdlock(s);
+        pop += s->npop;
+        uint32_t n = s->n;
+        for (uint32_t j = (si * 2654435761u + salt) % stride; j < n; j += stride) {
+            struct mc_obj_ent *e = mc_shard_ent(s, j);
+            if (j + 4 * stride < n)
+                __builtin_prefetch(mc_shard_ent(s, j + 4 * stride));
+            unsigned bits = mc_ent_bits(e);
+            if (!(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
+                continue;
+            uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
+            struct mc_object *o = (bits & MC_ENT_SOFT_PIN) ? mc_ent_obj(e) : NULL;
+            if (ev_classify(bits, lease, now, o) == EV_PLAIN && !ev_u64v_push(out, lease)) {
+                ok = false;
+                break;
+            }
+        }
+        mc_shard_unlock(s);
+    }
+    *base = pop;
+    return ok;
 }
 
 /* ---- k-th selection ------------------------------------------------------------------------- */

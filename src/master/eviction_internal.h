@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -47,6 +48,13 @@ static inline enum ev_class ev_classify(unsigned bits, uint64_t lease_ms, uint64
     if ((bits & MC_ENT_SOFT_PIN) && mc_obj_soft_pinned(o, now_ms))
         return EV_SOFT;
     return EV_PLAIN;
+}
+
+/* The counts' rounding: ceil(base * ratio - 1e-9). */
+static inline uint64_t ev_count_of(uint64_t base, double ratio)
+{
+    double x = (double)base * ratio - 1e-9;
+    return x <= 0 ? 0 : (uint64_t)ceil(x);
 }
 
 /* ---- candidates and vectors ----------------------------------------------------------------- */
@@ -101,18 +109,7 @@ enum ev_plain_filter {
     EV_PLAIN_ALL,      /* every eligible plain object (full path) */
     EV_PLAIN_FRONTIER, /* lease < cutoff, and lease == cutoff while eq_quota lasts */
     EV_PLAIN_REFILL,   /* lease >= cutoff and not materialized before (seen set) */
-};
-
-/* Per-shard minima of the lease deadlines of every EV_BLOCK consecutive entries (whatever their
- * class), written by the census of the selective path. The frontier scan skips a block whose
- * minimum is past the cutoff; it trusts a shard's minima only while the shard's gen (bumped by
- * every insert and removal) is what the census saw, since deadlines only ever grow in place. */
-#define EV_BLOCK_SHIFT 4
-#define EV_BLOCK (1u << EV_BLOCK_SHIFT)
-struct ev_blocks {
-    uint64_t *min;
-    uint32_t cap, gen;
-    bool valid;
+    EV_PLAIN_LOW,      /* lease <= cutoff, version left 0 (the low census: objects untouched) */
 };
 
 /* One worker's output of a scan. */
@@ -120,6 +117,7 @@ struct ev_part {
     struct ev_u64v leases;
     struct ev_candv plain, soft;
     uint64_t census, base, nplain, nsoft;
+    uint64_t visited; /* entries in the blocks the scan did not skip */
     bool oom;
 };
 
@@ -133,13 +131,17 @@ struct ev_scan {
     struct mc_master *m;
     uint64_t now;
     bool count;         /* census: fill census/base/nplain/nsoft */
-    bool collect_lease; /* census of the selective path: plain leases */
+    bool collect_lease; /* plain leases at or below lease_max (census, low census) */
     bool collect_soft;  /* soft-pinned eligible candidates (census, when allowed) */
     enum ev_plain_filter filter;
     uint64_t cutoff;
+    uint64_t lease_max; /* collect_lease: only deadlines <= this (UINT64_MAX: all) */
+    /* Blocks whose lease floor (shard.h) is above this are skipped (UINT64_MAX: none). Every
+     * block a scan visits gets its floor raised to its exact minimum. */
+    uint64_t skip_above;
     _Atomic int64_t eq_quota;
     const struct ev_seen *seen;
-    struct ev_blocks *blocks; /* MC_NSHARDS: census fills them, the frontier scan reads them */
+    uint32_t *gens; /* EV_PLAIN_LOW: each shard's gen when scanned (MC_NSHARDS) */
     _Atomic uint32_t next_shard;
     struct ev_part *parts; /* one per worker */
 };
@@ -150,6 +152,19 @@ void ev_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned worker), void
 
 /* Scans every shard (read lock, one shard at a time) with nthreads workers into sc->parts[]. */
 void ev_scan_run(struct ev_scan *sc, unsigned nthreads);
+
+/* The workers' output merged into dst (worker 0's buffer adopted when dst is empty): the plain
+ * deadlines, or the plain / soft candidates. false when out of memory. */
+bool ev_merge_u64(struct ev_u64v *dst, struct ev_part *parts, unsigned n);
+bool ev_merge_cands(struct ev_candv *dst, struct ev_part *parts, unsigned n, bool soft);
+bool ev_parts_oom(const struct ev_part *parts, unsigned n);
+
+/* The sampled census's first step: every shard read-locked in turn, its population count
+ * (mc_shard.npop) summed into *base, and every stride-th entry (from a per-shard offset
+ * that moves with salt) classified: the deadlines of the plain eligible ones go to out.
+ * false when out of memory. */
+bool ev_sample_run(struct mc_master *m, uint64_t now, uint32_t stride, uint32_t salt,
+                   struct ev_u64v *out, uint64_t *base);
 
 /* The k-th smallest (1 <= k <= n) of v[0..n) by radix selection over the value range (v is not
  * modified); *less = how many are strictly smaller. false when out of memory. */

@@ -254,9 +254,12 @@ static int ents_reserve(struct mc_shard *s, uint32_t want)
             s->chunks = nc;
             s->chunks_cap = ncap;
         }
-        struct mc_obj_ent *c = malloc(MC_ENT_CHUNK * sizeof(*c));
+        /* the chunk's entries, then their blocks' lease floors (shard.h) */
+        struct mc_obj_ent *c =
+            malloc(MC_ENT_CHUNK * sizeof(*c) + (MC_ENT_CHUNK / MC_ENT_BLOCK) * sizeof(uint64_t));
         if (!c)
             return -1;
+        memset(c + MC_ENT_CHUNK, 0, (MC_ENT_CHUNK / MC_ENT_BLOCK) * sizeof(uint64_t));
         s->chunks[s->nchunks++] = c;
     }
     return 0;
@@ -269,9 +272,9 @@ int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
         htab_reserve(s, s->n + 1) != 0)
         return -1;
     uint32_t ent = s->n++;
-    s->gen++;
     struct mc_obj_ent *e = mc_shard_ent(s, ent);
     atomic_init(&e->lease_ms, 0);
+    *mc_shard_floor(s, ent) = 0;
     e->obj_bits = (uintptr_t)o;
     o->ent = ent;
     uint32_t i = slot_home(key_hash, s->mask);
@@ -286,7 +289,10 @@ int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o)
 
 void mc_shard_refresh_bits(struct mc_shard *s, struct mc_object *o)
 {
-    mc_shard_ent(s, o->ent)->obj_bits = (uintptr_t)o | mc_obj_ent_bits(o);
+    struct mc_obj_ent *e = mc_shard_ent(s, o->ent);
+    unsigned bits = mc_obj_ent_bits(o);
+    s->npop += mc_ent_in_pop(bits) - mc_ent_in_pop(e->obj_bits);
+    e->obj_bits = (uintptr_t)o | bits;
 }
 
 struct mc_object *mc_shard_revalidate(struct mc_shard *s, uint32_t ent, uint64_t version)
@@ -488,9 +494,11 @@ static void shard_shrink(struct mc_shard *s)
 static void ent_move(struct mc_shard *s, uint32_t from_i, uint32_t to_i)
 {
     struct mc_obj_ent *from = mc_shard_ent(s, from_i), *to = mc_shard_ent(s, to_i);
-    atomic_store_explicit(&to->lease_ms,
-                          atomic_load_explicit(&from->lease_ms, memory_order_relaxed),
-                          memory_order_relaxed);
+    uint64_t lease = atomic_load_explicit(&from->lease_ms, memory_order_relaxed);
+    atomic_store_explicit(&to->lease_ms, lease, memory_order_relaxed);
+    uint64_t *floor = mc_shard_floor(s, to_i);
+    if (lease < *floor)
+        *floor = lease;
     to->obj_bits = from->obj_bits;
     mc_ent_obj(to)->ent = to_i;
 }
@@ -508,6 +516,7 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
     mc_shard_detach(m, s, o);
     uint32_t ent = o->ent;
     htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
+    s->npop -= mc_ent_in_pop(mc_shard_ent(s, ent)->obj_bits);
     uint32_t last = --s->n;
     s->gen++;
     if (ent != last) {
@@ -530,8 +539,10 @@ void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, siz
     const uint32_t n = s->n, nn = n - (uint32_t)cnt;
     for (uint32_t e = 0; e < n; e++)
         map[e] = e;
-    for (size_t k = 0; k < cnt; k++)
+    for (size_t k = 0; k < cnt; k++) {
         map[objs[k]->ent] = MAP_DEAD;
+        s->npop -= mc_ent_in_pop(mc_shard_ent(s, objs[k]->ent)->obj_bits);
+    }
     /* Fill the holes below the new end with the live entries at or above it. */
     uint32_t j = nn;
     for (size_t k = 0; k < cnt; k++) {

@@ -119,8 +119,9 @@ struct mc_pending {
 struct mc_shard {
     pthread_rwlock_t lock;
     uint32_t index;
-    uint32_t gen; /* bumped by every insert and removal (write lock): eviction's per-block
-                   * deadline minima of a shard stay valid while gen is unchanged */
+    uint32_t gen;  /* bumped by every removal (write lock): while it holds, no entry has moved
+                    * (inserts only append), so a position names the same object */
+    uint32_t npop; /* entries whose cached bits are in eviction's population (mc_ent_in_pop) */
     /* ents */
     struct mc_obj_ent **chunks;
     uint32_t nchunks, chunks_cap;
@@ -147,6 +148,26 @@ struct mc_shard {
 static inline struct mc_obj_ent *mc_shard_ent(const struct mc_shard *s, uint32_t i)
 {
     return &s->chunks[i >> MC_ENT_SHIFT][i & (MC_ENT_CHUNK - 1)];
+}
+
+/* Lease floors for eviction (eviction_census.c): every MC_ENT_BLOCK consecutive entries have a
+ * floor, stored after their chunk's entries, that is <= the lease deadline of each of them.
+ * Deadlines only grow in place (atomic max), so only what puts a lower deadline into a block has
+ * to lower its floor: an insert (deadline 0) and an entry moved into a hole (write lock, here).
+ * Eviction's scans raise a floor to its block's exact minimum (read lock; a concurrent raise only
+ * makes the floor lower than needed). Whoever lowers a deadline in place must lower the floor. */
+#define MC_ENT_BLOCK_SHIFT 3
+#define MC_ENT_BLOCK (1u << MC_ENT_BLOCK_SHIFT)
+static inline uint64_t *mc_shard_floor(const struct mc_shard *s, uint32_t i)
+{
+    uint64_t *floors = (uint64_t *)(s->chunks[i >> MC_ENT_SHIFT] + MC_ENT_CHUNK);
+    return &floors[(i & (MC_ENT_CHUNK - 1)) >> MC_ENT_BLOCK_SHIFT];
+}
+
+/* In eviction's population (its counts' base): evictable and not hard-pinned, by cached bits. */
+static inline unsigned mc_ent_in_pop(uintptr_t bits)
+{
+    return (bits & (MC_ENT_EVICTABLE | MC_ENT_HARD_PIN)) == MC_ENT_EVICTABLE;
 }
 
 /* Every shard lock goes through these (lock_order.h checks the order in checking builds). */

@@ -1,0 +1,149 @@
+/*
+ * eviction_sample.c - the sampled census of a selective BatchEvict cycle: the exact k-th oldest
+ * plain lease deadline (the frontier's cutoff) without visiting every entry when the target is
+ * small.
+ *
+ * The census of the selective path visits every entry to count the evictable population and
+ * to copy every plain deadline, only to pick the k-th smallest, k ~ 1.1 * target of them. Two
+ * things kept on the write path replace the visit:
+ *   - each shard's population count (mc_shard.npop: entries whose cached bits are evictable and
+ *     not hard-pinned), kept where the bits change (mc_shard_refresh_bits) and where entries
+ *     go (unlink, unlink_many): the counts' base, exact, from 1024 integers;
+ *   - each block of MC_ENT_BLOCK entries' lease floor (shard.h), a lower bound of its entries'
+ *     deadlines, lowered where an insert or a move puts a lower deadline into the block (O(1),
+ *     write lock) and raised to the exact minimum by every eviction scan that visits the block.
+ * The cycle then
+ *   1. samples every stride-th entry (about EV_SAMPLE_TARGET of them) and sums the population;
+ *   2. takes as a guess c0 the sample deadline whose rank is k / stride plus a margin of three
+ *      standard deviations and a quarter;
+ *   3. runs the low census: every block whose floor is <= c0 is visited and its plain eligible
+ *      entries with a deadline <= c0 are recorded as {deadline, shard, position} (the predicate
+ *      is the census's, ev_classify; no object is touched); every other block holds nothing
+ *      <= c0, so these are all the plain deadlines <= c0;
+ *   4. if it found at least k, the k-th smallest of them is the k-th smallest plain deadline of
+ *      the table (the correction: exact, whatever the sample said); else the guess was low and
+ *      step 2 doubles the rank (twice at most) before the cycle falls back to the census.
+ * The frontier is then the recorded entries below the cutoff, and those at it up to the tie
+ * quota: the census path's set, so the victims and their order are the census's. Their
+ * versions are read under each shard's read lock while its gen (bumped by removals only) is
+ * what the low census saw, so a position still names the same object; if any shard's gen moved,
+ * the census path's frontier scan builds the frontier instead (eviction.c). What the sampled census
+ * does not know is the number of plain eligible objects: it found >= k of them, so min(ideal,
+ * plain) is ideal, and the path choice (k against a quarter of them) uses the sample's estimate;
+ * when that estimate says the full path would be taken, or the guess stays low, the cycle takes the
+ * census as before.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "master/eviction_sample.h"
+
+#define EV_SAMPLE_TARGET 16384u /* entries sampled per cycle */
+#define EV_SAMPLE_TRIES 3
+
+static uint64_t ceil_div(uint64_t a, uint64_t b)
+{
+    return (a + b - 1) / b;
+}
+
+/* The low census at c0: every plain eligible entry with a deadline <= c0, as a candidate
+ * without its version (the object is not touched), and each shard's gen. */
+static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *visited)
+{
+    struct ev_scan sc;
+    memset(&sc, 0, sizeof(sc));
+    sc.m = in->m;
+    sc.now = in->now;
+    sc.filter = EV_PLAIN_LOW;
+    sc.cutoff = c0;
+    sc.lease_max = c0;
+    sc.skip_above = c0;
+    sc.gens = in->gens;
+    sc.parts = in->parts;
+    ev_scan_run(&sc, in->nthreads);
+    for (unsigned i = 0; i < in->nthreads; i++)
+        *visited += in->parts[i].visited;
+    in->cands->n = 0;
+    return !ev_parts_oom(in->parts, in->nthreads) &&
+           ev_merge_cands(in->cands, in->parts, in->nthreads, false);
+}
+
+enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_sample_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    uint64_t keys = in->keys ? in->keys : 1;
+    uint32_t stride = keys > EV_SAMPLE_TARGET ? (uint32_t)(keys / EV_SAMPLE_TARGET) : 1;
+    if (!ev_sample_run(in->m, in->now, stride, in->salt, in->sample, &out->base))
+        return EV_SAMPLE_OOM;
+    out->samples = in->sample->n;
+    out->ideal = ev_count_of(out->base, in->target);
+    if (out->ideal == 0)
+        return EV_SAMPLE_NONE;
+    uint64_t reserve = ceil_div(out->ideal, 10);
+    if (reserve < in->reserve_min)
+        reserve = in->reserve_min;
+    out->k = out->ideal + reserve;
+    uint64_t est_plain = (uint64_t)in->sample->n * stride;
+    uint64_t flimit = ceil_div(est_plain, 4);
+    if (flimit < in->frontier_min)
+        flimit = in->frontier_min;
+    if (out->k > flimit)
+        return EV_SAMPLE_CENSUS; /* the census would take the full path */
+    uint64_t r = ceil_div(out->k, stride);
+    uint64_t rank = r + r / 4 + (uint64_t)(3.0 * sqrt((double)r)) + 8;
+    for (int t = 0; t < EV_SAMPLE_TRIES; t++, rank *= 2) {
+        uint64_t c0 = UINT64_MAX;
+        size_t less;
+        if (rank <= in->sample->n &&
+            !ev_select_kth(in->sample->v, in->sample->n, rank, &c0, &less, in->scratch, in->hist))
+            return EV_SAMPLE_OOM;
+        if (c0 == UINT64_MAX)
+            return EV_SAMPLE_CENSUS; /* the guess covers the whole table: the census is cheaper */
+        if (!low_census(in, c0, &out->visited))
+            return EV_SAMPLE_OOM;
+        out->tries = (uint32_t)t + 1;
+        out->low = in->cands->n;
+        if (out->low < out->k)
+            continue;
+        if (!ev_select_kth_cand(in->cands->v, in->cands->n, out->k, &out->cut, &out->less,
+                                in->scratch, in->hist))
+            return EV_SAMPLE_OOM;
+        return EV_SAMPLE_OK;
+    }
+    return EV_SAMPLE_CENSUS;
+}
+
+/* Keeps the low census's entries (plain, in scan order, versions unset) that belong to the
+ * frontier: deadline < cut, and = cut while quota lasts. Then reads their versions, shard run by
+ * shard run under the read lock, while each shard's gen is what the low census saw. false when
+ * one moved (the caller scans instead). */
+bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
+                        uint64_t cut, uint64_t quota)
+{
+    struct ev_cand *c = plain->v;
+    size_t n = 0;
+    for (size_t i = 0; i < plain->n; i++) {
+        if (c[i].lease > cut || (c[i].lease == cut && quota == 0))
+            continue;
+        quota -= c[i].lease == cut;
+        c[n++] = c[i];
+    }
+    plain->n = n;
+    for (size_t i = 0; i < n;) {
+        struct mc_shard *s = &m->shards[c[i].shard];
+        size_t e = i;
+        while (e < n && c[e].shard == c[i].shard)
+            e++;
+        mc_shard_rdlock(s);
+        bool same = s->gen == gens[s->index];
+        for (size_t j = i; same && j < e; j++)
+            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
+        for (size_t j = i; same && j < e; j++)
+            c[j].version = mc_ent_obj(mc_shard_ent(s, c[j].ent))->version;
+        mc_shard_unlock(s);
+        if (!same)
+            return false;
+        i = e;
+    }
+    return true;
+}
