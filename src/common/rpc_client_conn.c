@@ -158,7 +158,12 @@ void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const cha
     RPCC_ASSERT_LOCKED(c);
     if (c->gen != gen)
         return;
-    if (c->up)
+    /* only a break the kernel saw (the server closed, or the connection failed): when the
+     * client itself gives up on a live connection (a protocol error, out of memory, a
+     * reconnect) its unacknowledged bytes may still be delivered after it closes, and a
+     * request sent again could then run twice */
+    if (c->up && (!strcmp(why, "closed by server") || !strcmp(why, "read failed") ||
+                  !strcmp(why, "socket error")))
         mark_not_taken_locked(c, gen);
     if (c->up) {
         c->up = false;
