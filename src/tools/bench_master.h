@@ -1,7 +1,8 @@
 /*
- * bench_master.h - what the two files of `mooncake_bench master` share (bench_master.c: set-up,
- * the event-loop load and the command line; bench_master_remove.c: the remove ops and their
- * holder thread). Internal to mooncake_bench.
+ * bench_master.h - what the files of `mooncake_bench master` share (bench_master.c: the
+ * event-loop load and the command line; bench_master_setup.c: client, mount, prefill, pinger;
+ * bench_master_remove.c: the remove ops and their holder thread; bench_master_probe.c and
+ * bench_master_hstream.c: the probe and the holder stream). Internal to mooncake_bench.
  */
 #ifndef MC_TOOLS_BENCH_MASTER_H
 #define MC_TOOLS_BENCH_MASTER_H
@@ -92,6 +93,23 @@ int mc_bm_key_exists(struct mc_rpc_client *c, const char *key);
 struct mc_rpc_client *mc_bm_new_client(const struct opts *o);
 /* Creates the --keys objects KEY_FMT (BatchPutStart/BatchPutEnd); 0 or -1. */
 int mc_bm_prefill(struct shared *sh);
+/* Mounts the bench's fake segment of segment_bytes (named by bench_id); 0 or -1. */
+int mc_bm_mount_segment(struct mc_rpc_client *c, struct mc_id client, const char *bench_id,
+                        uint64_t segment_bytes);
+/* Response bytes per object of one sample call (header included), for redis-benchmark -d; 0 if
+ * no key was found (misses), -1 on failure (said why). */
+double mc_bm_sample_bytes_per_object(struct mc_rpc_client *c, const struct opts *o);
+/* The pinger: a Ping for the bench's client every second on c, for the whole invocation. */
+struct mc_bm_pinger {
+    struct shared *sh;
+    struct mc_rpc_client *c;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, started;
+    pthread_t th;
+};
+int mc_bm_pinger_start(struct mc_bm_pinger *p);
+void mc_bm_pinger_stop(struct mc_bm_pinger *p); /* a no-op if not started */
 /* The remove ops (bench_master_remove.c): 0 or 1 (failed). */
 int mc_bm_run_remove(struct shared *sh, struct mc_rpc_client *c);
 /* --prefill with --disk_holder for the other ops: every object gets a LOCAL_DISK copy. */
