@@ -71,6 +71,11 @@ if [ ! -x "$UP_MASTER" ] || [ ! -x "$UP_BENCH" ]; then
   exit 77
 fi
 export LD_LIBRARY_PATH="$UP/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# upstream's run wrapper installs its Debian runtime libraries on first use: let it, once
+if ldd "$UP_MASTER" "$UP_BENCH" 2>/dev/null | grep -q 'not found' && [ -x "$UP/run" ]; then
+  echo "installing upstream's runtime libraries ($UP/run)" >&2
+  "$UP/run" master_bench --help >/dev/null 2>&1 || true
+fi
 if ldd "$UP_MASTER" "$UP_BENCH" 2>/dev/null | grep -q 'not found'; then
   echo "SKIP: upstream's runtime libraries are missing (run $UP/run once to install them)" >&2
   exit 77
