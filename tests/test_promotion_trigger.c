@@ -308,58 +308,6 @@ static void test_watermark_gate_records_candidate(void **state)
     fx_free(f);
 }
 
-/* A burst of admissions below the watermark promises no more DRAM than is left below it: the
- * tasks admitted and not staged yet count as used, so with 80 of 100 objects' room used and the
- * watermark at 90, 10 of 20 hot disk-only keys are admitted and the other 10 wait as candidates;
- * once the 10 are staged (and the room is really used) the gate still refuses, and once they
- * fail (their room given back) the candidates are admitted on the next tick. */
-static void test_watermark_counts_unstaged_tasks(void **state)
-{
-    (void)state;
-    struct mc_master_config c;
-    cfg_defaults(&c);
-    c.promotion_admission_threshold = 1;
-    c.eviction_high_watermark_ratio = 0.9;
-    struct fx *f = fx_new_cfg(&c, 100 * OBJ, 0);
-    for (int i = 0; i < 20; i++)
-        disk_only(f, key("hot", i), OBJ);
-    for (int i = 0; i < 80; i++)
-        put_n(f, key("fill", i), OBJ, 1);
-    for (int i = 0; i < 80; i++) /* leased: eviction cannot make room */
-        get_n(f, key("fill", i), 1);
-    for (int i = 0; i < 20; i++)
-        get_n(f, key("hot", i), 1);
-    struct mc_promotion_stats st = stats(f);
-    assert_int_equal(st.admitted, 10);
-    assert_int_equal(st.rejected_watermark, 10);
-    assert_int_equal(st.candidates, 10);
-    assert_int_equal(mc_segments_allocated(f->m->segs), 80 * OBJ); /* nothing staged yet */
-    check_funnel(f);
-    /* the holder takes the 10 and stages them: the room is used now, the gate still refuses */
-    struct hb h;
-    assert_int_equal(pull(f, 0, &h), 10);
-    struct mc_replica_desc d;
-    for (size_t i = 0; i < h.n; i++)
-        assert_int_equal(alloc_start(f, f->holder, h.ids[i], h.keys[i], OBJ, &d), MC_OK);
-    assert_int_equal(mc_segments_allocated(f->m->segs), 90 * OBJ);
-    advance(f, 10);
-    mc_master_tick_eviction(f->m);
-    assert_int_equal(stats(f).admitted, 10);
-    check_funnel(f);
-    /* they fail: their room is given back, and the candidates take it */
-    for (size_t i = 0; i < h.n; i++)
-        assert_int_equal(failure(f, f->holder, h.ids[i], h.keys[i]), MC_OK);
-    assert_int_equal(mc_segments_allocated(f->m->segs), 80 * OBJ);
-    advance(f, 1000);
-    mc_master_tick_eviction(f->m);
-    st = stats(f);
-    assert_int_equal(st.admitted, 20);
-    assert_int_equal(st.candidate_admitted, 10);
-    assert_int_equal(st.candidates, 0);
-    check_funnel(f);
-    fx_free(f);
-}
-
 /* Two keys whose objects live in the same shard (same = true) or in different shards. */
 static void two_keys(const char *p, bool same, char *k1, char *k2)
 {
@@ -479,7 +427,6 @@ int main(void)
         cmocka_unit_test(test_batch_threshold_windowed),
         cmocka_unit_test(test_batch_threshold_zero_and_clamp),
         cmocka_unit_test(test_watermark_gate_records_candidate),
-        cmocka_unit_test(test_watermark_counts_unstaged_tasks),
         cmocka_unit_test(test_cap_same_shard_success),
         cmocka_unit_test(test_cap_cross_shard_failure),
         cmocka_unit_test(test_threshold_clamped),

@@ -218,8 +218,6 @@ void mc_promo_task_end(struct mc_master *m, struct mc_shard *s, struct promo_tas
     }
     struct mc_id holder = t->holder;
     uint64_t id = t->task_id, size = t->size, admit = t->admit_ms;
-    if (!t->staged_id) /* never staged: the room it was promised is not needed any more */
-        atomic_fetch_sub_explicit(&p->unstaged_bytes, size, memory_order_relaxed);
     task_del(ps, t);
     struct mc_task *mt = !m->mailboxes ? NULL
                          : how == END_COMPLETED || how == END_FAILED
@@ -552,9 +550,6 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
         struct mc_shard *s = &m->shards[si];
         mc_shard_rdlock(s);
         out->tasks += p->tab[si].n;
-        for (uint32_t i = 0; i < p->tab[si].n; i++)
-            if (!p->tab[si].v[i].staged_id)
-                out->unstaged_task_bytes += p->tab[si].v[i].size;
         for (uint32_t i = 0; i < s->n; i++) {
             struct mc_object *o = mc_ent_obj(mc_shard_ent(s, i));
             for (uint8_t r = 0; r < o->nrep; r++) {
@@ -573,7 +568,6 @@ void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_d
     out->candidates = p->f.candidates;
     out->parked = p->f.parked;
     funnel_unlock(p);
-    out->unstaged_bytes = atomic_load_explicit(&p->unstaged_bytes, memory_order_relaxed);
 }
 
 /* ---- the object events promotion subscribes to (object_events.h) ---------------------------- */

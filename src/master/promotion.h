@@ -171,9 +171,7 @@ struct mc_promotion_debug {
     uint64_t staged;        /* PROCESSING MEMORY replicas of complete objects */
     uint64_t mailbox_tasks; /* MC_TASK_PROMOTION tasks queued or in flight in the mailboxes */
     uint64_t candidates;
-    uint64_t parked;              /* parked staged ranges */
-    uint64_t unstaged_bytes;      /* what the watermark gate counts as promised DRAM */
-    uint64_t unstaged_task_bytes; /* value bytes of the tasks in the tables not staged yet */
+    uint64_t parked; /* parked staged ranges */
 };
 void mc_master_promotion_debug_counts(struct mc_master *m, struct mc_promotion_debug *out);
 

@@ -185,22 +185,6 @@ static bool request_room(struct mc_master *m, struct mc_promoter *p, uint64_t h,
     return true;
 }
 
-/* Whether DRAM is at or past the high watermark, counting the tasks admitted and not staged yet
- * as used: their replicas take that room when the holder polls, so a burst of admissions below
- * the watermark must not promise more DRAM than is left below it (each promotion past it makes
- * eviction run, and with offload on evict, offload what it evicts). As before, a task admitted
- * just below the watermark may end a little past it. Nothing mounted: not at the watermark (the
- * holder is then not eligible anyway). */
-static bool at_watermark(struct mc_master *m, struct mc_promoter *p)
-{
-    uint64_t cap = mc_segments_capacity(m->segs);
-    if (!cap)
-        return false;
-    uint64_t used = mc_segments_allocated(m->segs) +
-                    atomic_load_explicit(&p->unstaged_bytes, memory_order_relaxed);
-    return (double)used >= m->cfg.eviction_high_watermark_ratio * (double)cap;
-}
-
 /* Gates 2-4 and the admission itself (gate 1, the sketch, is the caller's). decision: this is a
  * Get's admission decision, whose refusals are counted (a retry of a candidate is not one). */
 static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uint64_t h,
@@ -208,7 +192,7 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
 {
     struct mc_promoter *p = m->promoter;
     *watermark = false;
-    if (at_watermark(m, p)) {
+    if (mc_segments_used_ratio(m->segs) >= m->cfg.eviction_high_watermark_ratio) {
         if (decision)
             FUNNEL_INC(p, rejected_watermark);
         *watermark = true;
@@ -271,7 +255,6 @@ static enum admit_rc admit(struct mc_master *m, const char *key, size_t len, uin
     p->f.admitted++;
     atomic_store_explicit(&p->in_flight, p->f.in_flight, memory_order_relaxed);
     funnel_unlock(p);
-    atomic_fetch_add_explicit(&p->unstaged_bytes, t.size, memory_order_relaxed);
     src->refcnt++;
     o->flags |= MC_OBJ_PROMOTING;
     uint32_t crc = o->crc;

@@ -104,8 +104,6 @@ static int stage_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
     r->handle = al.handle;
     mc_shard_refresh_bits(s, o);
     t->staged_id = r->id;
-    /* its room is taken now: counted in the segments' allocation, no longer as promised */
-    atomic_fetch_sub_explicit(&m->promoter->unstaged_bytes, t->size, memory_order_relaxed);
     t->start_ms = mc_master_now_ms(m); /* a fresh reaper window for the transfer */
     mc_replica_fill_desc(o, r, out);
     return MC_OK;

@@ -80,10 +80,6 @@ struct mc_promoter {
     uint64_t limit, timeout_ms;
     struct promo_shard tab[MC_NSHARDS];
     _Atomic uint64_t in_flight; /* mirror of f.in_flight for lock-free skips */
-    /* value bytes of the tasks admitted and not staged yet: DRAM they are about to take, which
-     * the watermark gate counts as used (added at admission, taken off when the task is staged
-     * or ends unstaged; each under the task's shard lock) */
-    _Atomic uint64_t unstaged_bytes;
 
     pthread_mutex_t funnel_lock;
     struct funnel f;
