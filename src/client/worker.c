@@ -3,8 +3,9 @@
  *
  * The loops: a table of {name, step}; each runs on its own thread, calling step until stop.
  * A step long-polls once (bounded by wait_ms) and runs what came back, so stop is seen within
- * wait_ms plus one batch. This file holds the table, the offload step and the lifecycle; the
- * promotion step is worker_promote.c.
+ * wait_ms plus one batch. The loop threads are named (mc-offload, mc-promote), so a tool can
+ * tell the holder's offload CPU from its promotion CPU (mooncake_bench promotion does). This file
+ * holds the table, the offload step and the lifecycle; the promotion step is worker_promote.c.
  */
 #include "client/worker.h"
 #include "client/worker_internal.h"
