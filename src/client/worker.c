@@ -3,8 +3,9 @@
  *
  * The loops: a table of {name, step}; each runs on its own thread, calling step until stop.
  * A step long-polls once (bounded by wait_ms) and runs what came back, so stop is seen within
- * wait_ms plus one batch. This file holds the table, the offload step and the lifecycle; the
- * promotion step is worker_promote.c.
+ * wait_ms plus one batch. The loop threads are named (mc-offload, mc-promote), so a tool can
+ * tell the holder's offload CPU from its promotion CPU (mooncake_bench promotion does). This file
+ * holds the table, the offload step and the lifecycle; the promotion step is worker_promote.c.
  */
 #include "client/worker.h"
 #include "client/worker_internal.h"
@@ -34,10 +35,11 @@ static void offload_step(struct mc_worker *w);
  * other's long-poll, so offload and promotion both make progress when both are pending. */
 static const struct {
     const char *name;
+    const char *thread; /* its thread's name (at most 15 characters): tools tell them apart */
     void (*step)(struct mc_worker *w);
 } g_loops[MC_WORKER_LOOPS] = {
-    {"offload", offload_step},
-    {"promotion", mc_worker_promote_step},
+    {"offload", "mc-offload", offload_step},
+    {"promotion", "mc-promote", mc_worker_promote_step},
 };
 
 struct loop_arg {
@@ -106,8 +108,8 @@ static int copy_out(struct mc_worker *w, struct job *j, struct mc_id sid, uint64
     j->data = malloc(t->size ? (size_t)t->size : 1);
     if (!j->data)
         return MC_ERR_INTERNAL_ERROR;
-    mc_peer_server_copy_out(w->cfg.ps, j->data, src, (size_t)t->size);
-    j->crc = mc_crc32c(j->data, (size_t)t->size);
+    /* the copy and the CRC in one pass over the value */
+    j->crc = mc_peer_server_copy_out_crc(w->cfg.ps, j->data, src, (size_t)t->size);
     return t->crc_valid && j->crc != t->crc32c ? MC_ERR_CHECKSUM_MISMATCH : 0;
 }
 
@@ -463,6 +465,7 @@ static void *loop_main(void *arg)
     size_t i = la->i;
     free(la);
     mc_log_set_current(w->logger);
+    (void)pthread_setname_np(pthread_self(), g_loops[i].thread);
     while (!atomic_load(&w->stop))
         g_loops[i].step(w);
     return NULL;

@@ -39,6 +39,17 @@
  *   (master_promotion_admitted_total over the window), max_admitted_per_key (the most
  *   transitions of one key seen by the poller), hot_keys, cold_puts, seconds.
  *
+ * cpu (remote reader only): CPU per promotion, master + holder, of half the hot keys (case
+ *   cpu/remote/<size>, see cpu_phase). --cpu_settle 1 (default) first waits until the master has
+ *   no offload task in flight. DRAM is full, so each promotion's staged replica makes eviction
+ *   run, and with offload on evict a DRAM-only victim is written to disk before it goes: the
+ *   line also carries the master's counters over the phase (admitted, completed,
+ *   rejected_watermark, candidate_retried, evicted, eviction_cycles, offload_queued,
+ *   offload_completed, ...), the holder's offload loop's CPU per promotion (its thread is named
+ *   mc-offload; holder_offload_loop_us) and the figure without it (cpu_us_less_offload_loop):
+ *   one eviction cycle that finds DRAM-only victims queues an offload for every one it can take,
+ *   so whether such a burst falls into the phase moves the full figure 2-3x.
+ *
  * Profiling: MC_BENCH_PROMO_PROFILE_S=S in the environment prints the master's and the holder's
  * pids before the remote case's CPU phase and waits S seconds, for `perf record -p`; after it,
  * it says so and waits S seconds again.
@@ -310,6 +321,7 @@ struct thr_cpu {
     int n;
     int tid[MAX_THREADS];
     uint64_t ns[MAX_THREADS];
+    bool offload[MAX_THREADS]; /* the holder's offload loop (its thread is named mc-offload) */
 };
 
 static void thr_cpu_read(pid_t pid, struct thr_cpu *t)
@@ -330,6 +342,15 @@ static void thr_cpu_read(pid_t pid, struct thr_cpu *t)
         unsigned long long ns = 0;
         if (fp) {
             if (fscanf(fp, "%llu", &ns) == 1) {
+                char comm[32] = "";
+                snprintf(f, sizeof(f), "/proc/%d/task/%.32s/comm", (int)pid, e->d_name);
+                FILE *cp = fopen(f, "r");
+                if (cp) {
+                    if (!fgets(comm, sizeof(comm), cp))
+                        comm[0] = '\0';
+                    fclose(cp);
+                }
+                t->offload[t->n] = strncmp(comm, "mc-offload", 10) == 0;
                 t->tid[t->n] = atoi(e->d_name);
                 t->ns[t->n++] = ns;
             }
@@ -340,11 +361,14 @@ static void thr_cpu_read(pid_t pid, struct thr_cpu *t)
 }
 
 /* CPU (ns) the process used from a to b: per thread, a thread born since counting whole; a
- * thread that ended in between loses only its time since a (it cannot be read any more). */
-static double thr_cpu_delta(const struct thr_cpu *a, const struct thr_cpu *b)
+ * thread that ended in between loses only its time since a (it cannot be read any more).
+ * offload_only: only the offload loop's thread. */
+static double thr_cpu_delta_sel(const struct thr_cpu *a, const struct thr_cpu *b, bool offload_only)
 {
     double sum = 0;
     for (int i = 0; i < b->n; i++) {
+        if (offload_only && !b->offload[i])
+            continue;
         uint64_t base = 0;
         for (int j = 0; j < a->n; j++)
             if (a->tid[j] == b->tid[i]) {
@@ -356,10 +380,53 @@ static double thr_cpu_delta(const struct thr_cpu *a, const struct thr_cpu *b)
     return sum;
 }
 
+static double thr_cpu_delta(const struct thr_cpu *a, const struct thr_cpu *b)
+{
+    return thr_cpu_delta_sel(a, b, false);
+}
+
 struct cpu_mark {
     struct thr_cpu master, holder;
     uint64_t at_us;
 };
+
+/* The master's counters around the CPU phase (one scrape each side, outside the windows): what
+ * the promotions' CPU paid for. */
+static const char *const cpu_counters[][2] = {
+    {"master_promotion_admitted_total", "admitted"},
+    {"master_promotion_completed_total", "completed"},
+    {"master_promotion_rejected_watermark_total", "rejected_watermark"},
+    {"master_promotion_candidate_retried_total", "candidate_retried"},
+    {"master_promotion_candidate_dropped_total", "candidate_dropped"},
+    {"master_evicted_key_count", "evicted"},
+    {"master_successful_evictions_total", "eviction_cycles"},
+    {"master_offload_queued_total", "offload_queued"},
+    {"master_offload_completed_total", "offload_completed"},
+};
+#define NCPU_COUNTERS (sizeof(cpu_counters) / sizeof(cpu_counters[0]))
+
+static void counters_read(const struct promo_cluster *cl, double *v)
+{
+    char *t = NULL;
+    for (size_t i = 0; i < NCPU_COUNTERS; i++)
+        v[i] = -1;
+    if (scrape(cl, &t) != 0)
+        return;
+    for (size_t i = 0; i < NCPU_COUNTERS; i++)
+        v[i] = mc_metrics_value(t, cpu_counters[i][0]);
+    free(t);
+}
+
+/* Waits (bounded, 20 s) until the master has no offload task in flight: the eviction offloads
+ * the Puts before the phase caused are then done, and the phase's CPU is not theirs. */
+static double settle_offloads(const struct promo_cluster *cl)
+{
+    uint64_t deadline = mc_now_ms() + 20000;
+    double f = 0;
+    while (mc_now_ms() < deadline && (f = mc_promo_metric(cl, "master_offload_in_flight")) > 0)
+        usleep(10000);
+    return f;
+}
 
 static void cpu_mark(const struct promo_cluster *cl, struct cpu_mark *c)
 {
@@ -391,7 +458,8 @@ static int wait_promoted(const struct promo_cluster *cl, double base_done, doubl
  * the disk that admit nothing; each side less its idle CPU (idle_*: ns per us, measured before)
  * over the two windows. */
 static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_mark *b,
-                     const struct cpu_mark *c, double idle_m, double idle_h, int promoted)
+                     const struct cpu_mark *c, double idle_m, double idle_h, int promoted,
+                     const double *before, const double *after, double offload_left)
 {
     char name[96], sz[32];
     struct mc_bench_result r;
@@ -400,6 +468,10 @@ static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_m
                (thr_cpu_delta(&a->master, &b->master) - idle_m * w1);
     double h = (thr_cpu_delta(&b->holder, &c->holder) - idle_h * w2) -
                (thr_cpu_delta(&a->holder, &b->holder) - idle_h * w1);
+    /* the holder's offload loop: the offloads of what the promotions' evictions displaced
+     * (mode B writes a DRAM-only victim to disk before it goes); its idle CPU is nil */
+    double ho = thr_cpu_delta_sel(&b->holder, &c->holder, true) -
+                thr_cpu_delta_sel(&a->holder, &b->holder, true);
     double per = promoted > 0 ? 1.0 / promoted / 1e3 : 0; /* ns total -> us per promotion */
     double la[3] = {0, 0, 0};
     size_name(size, sz, sizeof(sz));
@@ -412,6 +484,12 @@ static void emit_cpu(uint64_t size, const struct cpu_mark *a, const struct cpu_m
     mc_bench_add_num(&r, "cpu_us_per_promotion", (m + h) * per);
     mc_bench_add_num(&r, "master_us_per_promotion", m * per);
     mc_bench_add_num(&r, "holder_us_per_promotion", h * per);
+    mc_bench_add_num(&r, "holder_offload_loop_us", ho * per);
+    mc_bench_add_num(&r, "cpu_us_less_offload_loop", (m + h - ho) * per);
+    for (size_t i = 0; i < NCPU_COUNTERS; i++)
+        if (before[i] >= 0 && after[i] >= 0)
+            mc_bench_add_num(&r, cpu_counters[i][1], after[i] - before[i]);
+    mc_bench_add_num(&r, "offload_in_flight_at_start", offload_left);
     if (getloadavg(la, 3) > 0)
         mc_bench_add_num(&r, "loadavg1", la[0]);
     mc_bench_emit(&r);
@@ -438,7 +516,8 @@ static void bare_gets(struct mc_rpc_client *rc, const int *idx, int n)
  * bare GetReplicaList calls (the second pass admits each), then the wait for their promotions.
  * The promotions' CPU = (second pass + wait) - (first pass), each less the processes' idle CPU
  * measured just before. */
-static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uint64_t size)
+static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uint64_t size,
+                      bool settle)
 {
     struct mc_rpc_client_config cc;
     mc_rpc_client_config_init(&cc);
@@ -458,6 +537,8 @@ static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uin
         return;
     }
     static struct cpu_mark cm[3], idle0, idle1; /* 16 KiB each: off the stack */
+    double before[NCPU_COUNTERS], after[NCPU_COUNTERS];
+    double left = settle ? settle_offloads(cl) : mc_promo_metric(cl, "master_offload_in_flight");
     cpu_mark(cl, &idle0);
     usleep(300000);
     cpu_mark(cl, &idle1);
@@ -474,17 +555,19 @@ static void cpu_phase(const struct promo_cluster *cl, const int *idx, int n, uin
                 (int)cl->master.pid, (int)cl->daemon.pid);
         sleep((unsigned)atoi(hold));
     }
+    counters_read(cl, before);
     cpu_mark(cl, &cm[0]);
     bare_gets(rc, idx, n);
     cpu_mark(cl, &cm[1]);
     bare_gets(rc, idx, n);
     int done = wait_promoted(cl, done0, fail0, n);
     cpu_mark(cl, &cm[2]);
+    counters_read(cl, after);
     if (hold && atoi(hold) > 0) {
         fprintf(stderr, "promotion: cpu phase done\n");
         sleep((unsigned)atoi(hold));
     }
-    emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done);
+    emit_cpu(size, &cm[0], &cm[1], &cm[2], idle_m, idle_h, done, before, after, left);
     mc_rpc_client_free(rc);
 }
 
@@ -586,7 +669,7 @@ static int latency_case(const struct promo_opts *o, uint64_t size, bool remote)
         int half = nhot / 2;
         if (o->cpu_room)
             free_dram(c, hot, nhot, nkeys);
-        cpu_phase(&cl, hot + half, nhot - half, size);
+        cpu_phase(&cl, hot + half, nhot - half, size, o->cpu_settle != 0);
         nhot = half;
     }
     int nd = 0, np = 0;
@@ -684,6 +767,7 @@ static int parse(int argc, char **argv, struct promo_opts *o)
                              .threads = 4,
                              .osc_hot = 8,
                              .lease_ms = 100,
+                             .cpu_settle = 1,
                              .seed = 0x5eed};
     const struct mc_bench_opt opts[] = {
         {.name = "sizes",
@@ -768,6 +852,11 @@ static int parse(int argc, char **argv, struct promo_opts *o)
          .dst = &o->cpu_room,
          .arg = "0|1",
          .help = "1: the CPU case first Removes every non-hot key (promotions cause no eviction)"},
+        {.name = "cpu_settle",
+         .type = MC_BENCH_INT,
+         .dst = &o->cpu_settle,
+         .arg = "0|1",
+         .help = "1: the CPU case waits until no offload task is in flight before it measures"},
         {.name = "bin",
          .type = MC_BENCH_STR,
          .dst = &bin,
@@ -815,6 +904,7 @@ static int parse(int argc, char **argv, struct promo_opts *o)
         : o->osc_hot < 1                           ? "--osc_hot must be at least 1"
         : o->lease_ms < 1                          ? "--lease_ms must be at least 1"
         : o->cpu_room != 0 && o->cpu_room != 1     ? "--cpu_room must be 0 or 1"
+        : o->cpu_settle != 0 && o->cpu_settle != 1 ? "--cpu_settle must be 0 or 1"
                                                    : NULL;
     if (bad) {
         fprintf(stderr, "bench promotion: %s\n", bad);

@@ -28,7 +28,8 @@ struct promo_opts {
     int warmup, seconds, threads;
     int osc_seconds, osc_hot;
     int lease_ms;
-    int cpu_room; /* 1: the CPU case frees DRAM first (Removes every non-hot key) */
+    int cpu_room;   /* 1: the CPU case frees DRAM first (Removes every non-hot key) */
+    int cpu_settle; /* 1: the CPU case waits for the earlier offloads to end first */
     bool holder, remote;
     uint64_t seed;
     char bin[PATH_MAX];
