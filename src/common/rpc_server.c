@@ -180,9 +180,15 @@ void mc_rpc_reply_peer(struct mc_rpc_call *call, int32_t status, const ProtobufC
         it->iov[1 + i] = payload[i];
     it->release = release;
     it->release_arg = release_arg;
-    it->req_body = call->body; /* the payload may point into it: keep it until written */
-    call->body = NULL;
-    call->len = 0;
+    /* the payload may point into the request body: keep it until written */
+    if (call->body_inline) {
+        it->req_call = call; /* the body lives as long as its call */
+        atomic_fetch_add(&call->refs, 1);
+    } else {
+        it->req_body = call->body;
+        call->body = NULL;
+        call->len = 0;
+    }
     mc_rpcs_complete(call, it);
 }
 
