@@ -100,41 +100,43 @@ void mc_rpc_reply_msg(struct mc_rpc_call *call, int32_t status, const ProtobufCM
 
 uint8_t *mc_rpc_draft_room(struct mc_rpc_draft *d, size_t need)
 {
+    struct out_item *it = d->item;
     if (need > UINT32_MAX)
         return NULL;
-    if (!d->it || need > d->cap) {
+    if (!it || need > d->cap) {
         size_t head = sizeof(struct out_item) + sizeof(struct iovec);
-        size_t cap = d->it && d->cap * 2 > need ? d->cap * 2 : need;
-        struct out_item *it = realloc(d->it, head + MC_WIRE_HEADER_SIZE + (cap ? cap : 1));
-        if (!it)
+        size_t cap = it && d->cap * 2 > need ? d->cap * 2 : need;
+        struct out_item *nit = realloc(it, head + MC_WIRE_HEADER_SIZE + (cap ? cap : 1));
+        if (!nit)
             return NULL;
-        if (!d->it)
-            memset(it, 0, head);
+        if (!it)
+            memset(nit, 0, head);
+        it = nit;
         it->buf = (uint8_t *)it + head; /* the block may have moved */
         it->niov = 1;
         it->iov[0].iov_base = it->buf;
-        d->it = it;
+        d->item = it;
         d->cap = cap;
     }
-    return d->it->buf + MC_WIRE_HEADER_SIZE;
+    return it->buf + MC_WIRE_HEADER_SIZE;
 }
 
 void mc_rpc_draft_free(struct mc_rpc_draft *d)
 {
-    free(d->it);
-    d->it = NULL;
+    free(d->item);
+    d->item = NULL;
     d->cap = 0;
 }
 
 void mc_rpc_reply_draft(struct mc_rpc_call *call, struct mc_rpc_draft *d, size_t len)
 {
-    if ((!d->it && !mc_rpc_draft_room(d, 0)) || len > d->cap) {
+    if ((!d->item && !mc_rpc_draft_room(d, 0)) || len > d->cap) {
         mc_rpc_draft_free(d);
         reply_oom(call);
         return;
     }
-    struct out_item *it = d->it;
-    d->it = NULL;
+    struct out_item *it = d->item;
+    d->item = NULL;
     d->cap = 0;
     struct mc_wire_header h;
     mc_wire_header_init(&h, MC_WIRE_RESPONSE, call->method, call->id, 0, (uint32_t)len);

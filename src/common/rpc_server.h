@@ -253,10 +253,9 @@ void mc_rpc_reply_peer(struct mc_rpc_call *c, int32_t status, const ProtobufCMes
  * returns), NULL when out of memory (the draft is kept as it was). mc_rpc_reply_draft answers
  * status 0 with the first len bytes and empties the draft; mc_rpc_draft_free drops an unsent
  * one (an error answered instead). */
-struct out_item;
 struct mc_rpc_draft {
-    struct out_item *it;
-    size_t cap;
+    void *item; /* the server's reply item (rpc_server_internal.h), NULL when empty */
+    size_t cap; /* body bytes it has room for */
 };
 uint8_t *mc_rpc_draft_room(struct mc_rpc_draft *d, size_t need);
 void mc_rpc_reply_draft(struct mc_rpc_call *c, struct mc_rpc_draft *d, size_t len);
