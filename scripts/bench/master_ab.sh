@@ -2,18 +2,20 @@
 # master_ab.sh - two builds of mooncake_master side by side under `mooncake_bench master`.
 #
 #   scripts/bench/master_ab.sh --a DIR_A --b DIR_B [--keys N] [--seconds S] [--rounds R]
-#                              [--ops get,exist,batch_get,put]
+#                              [--ops get,exist,batch_get,put] [--batch K]
 #
 # DIR_A and DIR_B hold mooncake_master and mooncake_bench (e.g. build/bin of two checkouts).
 # Per round and per build, in alternating order (A then B in odd rounds, B then A in even ones):
 # a fresh master (one RPC thread, on CPU 0) is prefilled with N keys, then every op runs for S
-# seconds from the bench on CPU 1 (50 connections; batch_get in calls of 16 keys). The table
-# gives the median objects/s (keys/s for batch_get) per build and the ratio B / A.
+# seconds from the bench on CPU 1 (50 connections; batch_get in calls of K keys, 16 unless
+# --batch). The tables give the median objects/s (keys/s for batch_get) per build and the ratio
+# B / A, then the same per second of the master's CPU (user + system from /proc over the bench
+# run: the figure that the master's own code moves when the machine is shared).
 # MC_AB_FLAGS_A / MC_AB_FLAGS_B: extra mooncake_master flags for that side (e.g. the same build
 # with --enable_offload --promotion_on_hit on one side).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-A="" B="" KEYS=200000 SECS=3 ROUNDS=3 OPS=get,exist,batch_get,put
+A="" B="" KEYS=200000 SECS=3 ROUNDS=3 OPS=get,exist,batch_get,put BATCH=16
 while [ $# -gt 0 ]; do
   case "$1" in
     --a) A=$2; shift 2 ;;
@@ -22,7 +24,8 @@ while [ $# -gt 0 ]; do
     --seconds) SECS=$2; shift 2 ;;
     --rounds) ROUNDS=$2; shift 2 ;;
     --ops) OPS=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --batch) BATCH=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
@@ -41,6 +44,8 @@ rm_tmp() { rm -rf "$TMP"; }
 mc_install_traps rm_tmp
 TMO=$((SECS * 10 + 300))
 json() { python3 -c 'import json,sys; print(json.loads(open(sys.argv[2]).readline())[sys.argv[1]])' "$@"; }
+HZ=$(getconf CLK_TCK)
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # the master's user + system
 
 RES=$TMP/results.txt
 : > "$RES"
@@ -64,12 +69,14 @@ one_build() { # label dir
     { echo "$label: prefill failed; see $LOG" >&2; exit 1; }
   for op in ${OPS//,/ }; do
     extra=""
-    [ "$op" = batch_get ] && extra="--batch=16"
+    [ "$op" = batch_get ] && extra="--batch=$BATCH"
+    t0=$(cpu_ticks "$mpid")
     mc_bounded "$TMO" "$TMP/op.json" taskset -c $GEN_CPU "$dir/mooncake_bench" master \
       --master="$rpc" --conns=50 --keys="$KEYS" --seconds="$SECS" --op="$op" $extra ||
       { echo "$label: --op=$op failed; see $LOG" >&2; exit 1; }
+    t1=$(cpu_ticks "$mpid")
     cat "$TMP/op.json" >>"$LOG"
-    echo "$label $op $(json ops_per_s "$TMP/op.json")" >>"$RES"
+    echo "$label $op $(json ops_per_s "$TMP/op.json") $(((t1 - t0) * 1000 / HZ))" >>"$RES"
   done
   mc_stop "$mpid"
   mc_forget "$mpid"
@@ -79,15 +86,22 @@ for ((r = 1; r <= ROUNDS; r++)); do
   echo "round $r/$ROUNDS" >&2
   if ((r % 2)); then one_build A "$A"; one_build B "$B"; else one_build B "$B"; one_build A "$A"; fi
 done
-python3 - "$RES" "$OPS" <<'EOF'
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+python3 - "$RES" "$OPS" "$SECS" <<'EOF'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
-print("| op | A objects/s (median) | B objects/s (median) | B / A | rounds A | rounds B |")
-print("|---|---|---|---|---|---|")
-for op in sys.argv[2].split(","):
-    a = [float(v) for lab, o, v in rows if lab == "A" and o == op]
-    b = [float(v) for lab, o, v in rows if lab == "B" and o == op]
-    ma, mb = statistics.median(a), statistics.median(b)
-    print("| %s | %.0f | %.0f | %.2f | %s | %s |" % (op, ma, mb, mb / ma,
-          " ".join("%.0f" % x for x in a), " ".join("%.0f" % x for x in b)))
+secs = float(sys.argv[3])
+def table(title, val):
+    print("| op | A %s (median) | B %s (median) | B / A | rounds A | rounds B |" % (title, title))
+    print("|---|---|---|---|---|---|")
+    for op in sys.argv[2].split(","):
+        a = [val(r) for r in rows if r[0] == "A" and r[1] == op]
+        b = [val(r) for r in rows if r[0] == "B" and r[1] == op]
+        ma, mb = statistics.median(a), statistics.median(b)
+        print("| %s | %.0f | %.0f | %.2f | %s | %s |" % (op, ma, mb, mb / ma,
+              " ".join("%.0f" % x for x in a), " ".join("%.0f" % x for x in b)))
+table("objects/s", lambda r: float(r[2]))
+print()
+# objects the run served over the master's CPU-seconds in it (connection set-up included)
+table("objects per master CPU-s", lambda r: float(r[2]) * secs / max(float(r[3]) / 1000, 1e-3))
 EOF

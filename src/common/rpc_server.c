@@ -98,6 +98,53 @@ void mc_rpc_reply_msg(struct mc_rpc_call *call, int32_t status, const ProtobufCM
     mc_rpcs_complete(call, it);
 }
 
+uint8_t *mc_rpc_draft_room(struct mc_rpc_draft *d, size_t need)
+{
+    struct out_item *it = d->item;
+    if (need > UINT32_MAX)
+        return NULL;
+    if (!it || need > d->cap) {
+        size_t head = sizeof(struct out_item) + sizeof(struct iovec);
+        size_t cap = it && d->cap * 2 > need ? d->cap * 2 : need;
+        struct out_item *nit = realloc(it, head + MC_WIRE_HEADER_SIZE + (cap ? cap : 1));
+        if (!nit)
+            return NULL;
+        if (!it)
+            memset(nit, 0, head);
+        it = nit;
+        it->buf = (uint8_t *)it + head; /* the block may have moved */
+        it->niov = 1;
+        it->iov[0].iov_base = it->buf;
+        d->item = it;
+        d->cap = cap;
+    }
+    return it->buf + MC_WIRE_HEADER_SIZE;
+}
+
+void mc_rpc_draft_free(struct mc_rpc_draft *d)
+{
+    free(d->item);
+    d->item = NULL;
+    d->cap = 0;
+}
+
+void mc_rpc_reply_draft(struct mc_rpc_call *call, struct mc_rpc_draft *d, size_t len)
+{
+    if ((!d->item && !mc_rpc_draft_room(d, 0)) || len > d->cap) {
+        mc_rpc_draft_free(d);
+        reply_oom(call);
+        return;
+    }
+    struct out_item *it = d->item;
+    d->item = NULL;
+    d->cap = 0;
+    struct mc_wire_header h;
+    mc_wire_header_init(&h, MC_WIRE_RESPONSE, call->method, call->id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, it->buf);
+    it->iov[0].iov_len = MC_WIRE_HEADER_SIZE + len;
+    mc_rpcs_complete(call, it);
+}
+
 void mc_rpc_reply_peer(struct mc_rpc_call *call, int32_t status, const ProtobufCMessage *ctl,
                        const struct iovec *payload, int niov, void (*release)(void *),
                        void *release_arg)
@@ -135,9 +182,15 @@ void mc_rpc_reply_peer(struct mc_rpc_call *call, int32_t status, const ProtobufC
         it->iov[1 + i] = payload[i];
     it->release = release;
     it->release_arg = release_arg;
-    it->req_body = call->body; /* the payload may point into it: keep it until written */
-    call->body = NULL;
-    call->len = 0;
+    /* the payload may point into the request body: keep it until written */
+    if (call->body_inline) {
+        it->req_call = call; /* the body lives as long as its call */
+        atomic_fetch_add(&call->refs, 1);
+    } else {
+        it->req_body = call->body;
+        call->body = NULL;
+        call->len = 0;
+    }
     mc_rpcs_complete(call, it);
 }
 
@@ -267,6 +320,15 @@ static ProtobufCMessage *unpack_bounded(struct mc_rpc_call *c,
     mc_rpc_reply_status(c, rep.verdict == MC_PB_TOO_MANY ? MC_ERR_INVALID_PARAMS
                                                          : MC_ERR_DESERIALIZE_FAIL);
     return NULL;
+}
+
+void mc_rpc_call_refuse_body(struct mc_rpc_call *c, const char *why)
+{
+    struct mc_rpc_server *s = c->conn->io->srv;
+    mc_warn(s->name, "undecodable request body", "method=%s conn=%llu peer=%s len=%zu reason=%s",
+            mc_method_name(c->method) ? mc_method_name(c->method) : "?",
+            (unsigned long long)c->conn->id, c->conn->peer, c->len, why ? why : "-");
+    mc_rpc_reply_status(c, MC_ERR_DESERIALIZE_FAIL);
 }
 
 ProtobufCMessage *mc_rpc_call_unpack(struct mc_rpc_call *c, const ProtobufCMessageDescriptor *desc)

@@ -247,6 +247,22 @@ void mc_rpc_reply_msg(struct mc_rpc_call *c, int32_t status, const ProtobufCMess
 void mc_rpc_reply_peer(struct mc_rpc_call *c, int32_t status, const ProtobufCMessage *ctl,
                        const struct iovec *payload, int niov, void (*release)(void *),
                        void *release_arg);
+/* A reply body written in place by a hand encoder (no message struct, no copy): the draft is
+ * the reply frame being built. Start from {0}. mc_rpc_draft_room gives room for at least `need`
+ * body bytes, keeping the bytes written so far (the block may move: write through the pointer it
+ * returns), NULL when out of memory (the draft is kept as it was). mc_rpc_reply_draft answers
+ * status 0 with the first len bytes and empties the draft; mc_rpc_draft_free drops an unsent
+ * one (an error answered instead). */
+struct mc_rpc_draft {
+    void *item; /* the server's reply item (rpc_server_internal.h), NULL when empty */
+    size_t cap; /* body bytes it has room for */
+};
+uint8_t *mc_rpc_draft_room(struct mc_rpc_draft *d, size_t need);
+void mc_rpc_reply_draft(struct mc_rpc_call *c, struct mc_rpc_draft *d, size_t len);
+void mc_rpc_draft_free(struct mc_rpc_draft *d);
+/* For a handler that decodes its body itself: logs why the body is refused (with the method,
+ * connection and length) and answers DESERIALIZE_FAIL, as mc_rpc_call_unpack does. */
+void mc_rpc_call_refuse_body(struct mc_rpc_call *c, const char *why);
 /* Answers an error (empty body). */
 static inline void mc_rpc_reply_status(struct mc_rpc_call *c, int32_t status)
 {

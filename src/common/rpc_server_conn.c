@@ -151,22 +151,33 @@ static void gate_answer(struct io_thread *io, struct conn *c, const struct mc_wi
         mc_rpcs_flush(io, c);
 }
 
+/* Hands frame h to its handler as a call. The body is either `body` (its own buffer, owned
+ * from here: a large one read apart) or the bytes at `src` (still in the read buffer: copied
+ * into the call's own block, one allocation for both). */
 static void dispatch(struct io_thread *io, struct conn *c, const struct mc_wire_header *h,
-                     uint8_t *body)
+                     uint8_t *body, const uint8_t *src)
 {
     struct mc_rpc_server *s = io->srv;
     if (c->gate != MC_GATE_OPEN) {
         struct mc_rpcs_gate_reply r;
-        mc_rpcs_gate_frame(s, c, h, body, &r);
+        mc_rpcs_gate_frame(s, c, h, body ? body : src, &r);
         mc_rpcs_body_free(body);
         gate_answer(io, c, h, &r);
         return;
     }
-    struct mc_rpc_call *call = calloc(1, sizeof(*call));
+    size_t inl = body ? 0 : h->body_length;
+    struct mc_rpc_call *call = malloc(sizeof(*call) + inl);
     if (!call) {
         mc_rpcs_body_free(body);
         mc_rpcs_conn_close(io, c, "out of memory");
         return;
+    }
+    memset(call, 0, sizeof(*call));
+    if (!body) {
+        call->body_inline = true;
+        body = inl ? call->inline_body : NULL;
+        if (inl)
+            memcpy(body, src, inl);
     }
     atomic_fetch_add(&s->requests, 1);
     call->conn = c;
@@ -244,17 +255,9 @@ static void process_input(struct io_thread *io, struct conn *c)
         }
         size_t total = MC_WIRE_HEADER_SIZE + (size_t)h.body_length;
         if (avail >= total) {
-            uint8_t *body = NULL;
-            if (h.body_length) {
-                body = mc_rpcs_body_alloc(s->bodies, h.body_length);
-                if (!body) {
-                    mc_rpcs_conn_close(io, c, "out of memory");
-                    return;
-                }
-                memcpy(body, c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE, h.body_length);
-            }
-            c->rpos += total;
-            dispatch(io, c, &h, body);
+            const uint8_t *src = c->rbuf + c->rpos + MC_WIRE_HEADER_SIZE;
+            c->rpos += total; /* the bytes stay put until the next read: dispatch copies them */
+            dispatch(io, c, &h, NULL, src);
             continue;
         }
         if (total <= RBUF_SIZE)
@@ -404,7 +407,7 @@ static void conn_read(struct io_thread *io, struct conn *c, int pre)
                 c->body = NULL;
                 c->in_body = false;
                 body_done(io->srv, c);
-                dispatch(io, c, &c->cur, body);
+                dispatch(io, c, &c->cur, body, NULL);
             }
         } else {
             c->rlen += (size_t)n;

@@ -38,6 +38,7 @@ struct out_item {
     struct out_item *next;
     uint8_t *buf;      /* header (+ peer prefix + control, or body): inside the item's block */
     uint8_t *req_body; /* owned: the request body, which a peer payload may point into */
+    struct mc_rpc_call *req_call; /* a reference: the call whose inline body it may point into */
     void (*release)(void *);
     void *release_arg;
     int niov, idx;
@@ -96,10 +97,12 @@ struct mc_rpc_call {
     bool in_list;
     uint16_t method;
     uint64_t id;
+    bool body_inline; /* body is inline_body (freed with the call), else its own buffer */
     uint8_t *body;
     size_t len;
     struct out_item *reply;
     struct mc_rpc_call *qnext, *lnext, *lprev;
+    uint8_t inline_body[]; /* a body that arrived whole in the read buffer, copied with the call */
 };
 
 struct io_thread {
@@ -206,7 +209,8 @@ static inline void conn_unref(struct conn *c)
 static inline void call_unref(struct mc_rpc_call *call)
 {
     if (atomic_fetch_sub(&call->refs, 1) == 1) {
-        mc_rpcs_body_free(call->body);
+        if (!call->body_inline)
+            mc_rpcs_body_free(call->body);
         conn_unref(call->conn);
         free(call);
     }
@@ -219,6 +223,8 @@ static inline void item_free(struct out_item *it)
     if (it->release)
         it->release(it->release_arg);
     mc_rpcs_body_free(it->req_body);
+    if (it->req_call)
+        call_unref(it->req_call);
     free(it);
 }
 

@@ -85,6 +85,33 @@ struct mc_key_ref mc_svc_key_from_pb(struct mc_rpc_call *call, uint32_t num, con
 void mc_svc_mark_nul_keys(struct mc_rpc_call *call, uint32_t num, uint32_t sub, bool single,
                           struct mc_key_ref *keys, size_t n);
 
+/* ---- service_encode.c: GetReplicaListResponse by hand --------------------------------------- */
+
+/* One reply's sizes, computed once (mc_svc_get_reply_plan), then written (..._put): the bytes
+ * protobuf-c packs from the view mc_svc_get_fill makes, without building it. */
+struct mc_svc_rep_plan {
+    size_t uuid, loc, desc;  /* bodies: the Uuid, the location, the ReplicaDescriptor */
+    size_t name_len, ep_len; /* segment_name (memory only), endpoint */
+    uint64_t type, prot;     /* enum values as written */
+};
+struct mc_svc_get_plan {
+    int status;
+    const struct mc_get_result *g; /* not read when status != 0 */
+    uint32_t n;                    /* replicas written */
+    size_t size;                   /* bytes of the GetReplicaListResponse */
+    struct mc_svc_rep_plan reps[MC_MAX_REPLICAS];
+};
+void mc_svc_get_reply_plan(int status, const struct mc_get_result *g, struct mc_svc_get_plan *pl);
+/* Writes pl->size bytes at p; returns p + pl->size. */
+uint8_t *mc_svc_get_reply_put(uint8_t *p, const struct mc_svc_get_plan *pl);
+/* The same as one element of BatchGetReplicaListResponse.results (tag and length first). */
+size_t mc_svc_batch_item_size(const struct mc_svc_get_plan *pl);
+uint8_t *mc_svc_batch_item_put(uint8_t *p, const struct mc_svc_get_plan *pl);
+/* The protobuf-c view of one result (service_objects.c), replicas in reps/ptrs (room for
+ * MC_MAX_REPLICAS, or for g->nreplicas when fewer): what the encoder above must match. */
+void mc_svc_get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,
+                     struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs);
+
 /* ---- service_segments.c: the connection's client binding (service.h) ---------------------- */
 
 /* ILLEGAL_CLIENT when the connection is bound to another client, or (with a token) when it is
@@ -125,8 +152,8 @@ struct mc_svc_batch_spec {
     /* Optional, before the client check: a non-zero status fails the whole call. */
     int (*check)(struct mc_svc_batch *b);
     /* The core call: fills rcs (and res); a non-zero status fails the whole call, but
-     * MC_SVC_DEFERRED: the core took the call and answers it later (it copied what it needs:
-     * b's arrays are freed when mc_svc_batch returns). */
+     * MC_SVC_DEFERRED: the core took the call and answered it, or answers it later (it copied what
+     * it needs: b's arrays are freed when mc_svc_batch returns). */
     int (*core)(struct mc_svc_batch *b);
     /* Optional: sets what the reply carries besides its "statuses" field (set to rcs when
      * resp has one). */

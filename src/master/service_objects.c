@@ -6,16 +6,17 @@
  * which owns the strings). Batches go through mc_svc_batch (service_batch.c): each one here is
  * a spec plus the core call and, where the reply carries more than statuses, its encoding.
  *
- * BatchGetReplicaList replies are sized by what is there: the core answers windows of
- * BGET_WINDOW keys into one fixed scratch, and each key's reply takes one response struct plus,
- * from an arena, one descriptor per replica it actually has; the segment names and endpoints the
- * descriptors point to are copied once per distinct string (a few segments serve most keys).
+ * GetReplicaList and BatchGetReplicaList replies are written by hand (service_encode.c) into
+ * the reply frame itself: the core answers a batch in windows of BGET_WINDOW keys into one fixed
+ * scratch, and each window is encoded before the next one reuses it, so the reply costs its own
+ * bytes and nothing per key besides.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "master/promotion.h"
 #include "master/service_internal.h"
+#include "master/service_wire.h"
 #include "mooncake/errors.h"
 
 /* ---- conversions --------------------------------------------------------------------------- */
@@ -60,9 +61,9 @@ static int check_replica_type(Mc__ReplicaType t)
     return t == MC__REPLICA_TYPE__RT_LOCAL_DISK ? MC_ERR_NOT_SUPPORTED : MC_ERR_INVALID_PARAMS;
 }
 
-/* Protobuf view of one get result (GetReplicaListResponse), replicas in reps/ptrs (room for
- * MC_MAX_REPLICAS, or for g->nreplicas when fewer). */
-static void get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,
+/* Protobuf view of one get result (service_internal.h): no longer what the replies are packed
+ * from (service_encode.c writes them by hand), but what those bytes must equal. */
+void mc_svc_get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,
                      struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs)
 {
     mc__get_replica_list_response__init(r);
@@ -284,115 +285,62 @@ void mc_svc_batch_put_revoke(void *arg, struct mc_rpc_call *call)
 void mc_svc_get_replica_list(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
-    UNPACK(GetReplicaListRequest, get_replica_list_request, req);
+    struct mc_key_ref key;
+    struct mc_id client;
+    size_t blen;
+    const uint8_t *body = mc_rpc_call_body(call, &blen);
+    const char *bad = mc_svc_decode_key_request(body, blen, MC_SVC_GET_KEY_FIELD,
+                                                MC_SVC_GET_CLIENT_FIELD, &key, &client);
+    if (bad) {
+        mc_rpc_call_refuse_body(call, bad);
+        return;
+    }
     struct mc_get_result g;
-    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(get_replica_list_request), req->key);
-    int rc = mc_svc_check_client(svc->m, call, mc_svc_id_from_pb(req->client_id));
+    int rc = mc_svc_check_client(svc->m, call, client);
     mc_master_promotion_defer_wake(); /* a promotion it admits: the holder after the reply */
     if (rc == 0)
         rc = mc_master_get_replica_list(svc->m, key.data, key.len, &g);
-    FREE_REQ(req);
     if (rc != 0) {
         mc_rpc_reply_status(call, rc);
     } else {
-        Mc__GetReplicaListResponse r;
-        struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
-        Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
-        get_fill(0, &g, &r, reps, ptrs);
-        mc_rpc_reply_msg(call, 0, &r.base);
+        struct mc_svc_get_plan pl;
+        struct mc_rpc_draft d = {0};
+        mc_svc_get_reply_plan(0, &g, &pl);
+        uint8_t *p = mc_rpc_draft_room(&d, pl.size);
+        if (p)
+            mc_svc_get_reply_put(p, &pl);
+        mc_rpc_reply_draft(call, &d, p ? pl.size : SIZE_MAX); /* no room: INTERNAL_ERROR */
     }
     mc_master_promotion_wake_after(svc->m);
 }
 
 #define BGET_WINDOW 64
-#define BGET_CHUNK 65536
-#define BGET_STRS 16
+#define BGET_GUESS 160 /* bytes per key to reserve first: one replica with short strings */
 
-struct bget_chunk {
-    struct bget_chunk *next;
-    size_t used, cap;
-    max_align_t data[];
-};
-
-/* The arena of one BatchGetReplicaList reply (the batch's ctx); views = one response per key. */
+/* One BatchGetReplicaList reply, written by hand window by window into its frame. */
 struct bget {
-    struct mc_svc_batch *b;
-    struct bget_chunk *chunks;
-    size_t first_cap; /* the first chunk's size: a guess from the key count */
-    const char *strs[BGET_STRS];
-    unsigned nstrs, next_str;
+    struct mc_rpc_draft d;
+    size_t used;
 };
-
-static void *bget_alloc(struct bget *g, size_t n)
-{
-    n = (n + sizeof(max_align_t) - 1) & ~(sizeof(max_align_t) - 1);
-    struct bget_chunk *c = g->chunks;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = c ? BGET_CHUNK : g->first_cap;
-        if (cap < n)
-            cap = n;
-        if (!(c = malloc(sizeof(*c) + cap)))
-            return NULL;
-        c->next = g->chunks;
-        c->used = 0;
-        c->cap = cap;
-        g->chunks = c;
-    }
-    void *p = (char *)c->data + c->used;
-    c->used += n;
-    return p;
-}
-
-/* A copy of s that lives as long as the reply, shared with the keys that had the same string. */
-static char *bget_str(struct bget *g, const char *s)
-{
-    for (unsigned i = 0; i < g->nstrs; i++)
-        if (!strcmp(g->strs[i], s))
-            return (char *)g->strs[i];
-    size_t len = strlen(s) + 1;
-    char *d = bget_alloc(g, len);
-    if (!d)
-        return NULL;
-    memcpy(d, s, len);
-    g->strs[g->next_str] = d;
-    g->next_str = (g->next_str + 1) % BGET_STRS;
-    if (g->nstrs < BGET_STRS)
-        g->nstrs++;
-    return d;
-}
 
 static int bget_emit(void *arg, size_t first, size_t cnt, const struct mc_get_result *out,
                      const int *rcs)
 {
+    (void)first;
     struct bget *g = arg;
-    Mc__GetReplicaListResponse *items = g->b->views;
     for (size_t j = 0; j < cnt; j++) {
-        Mc__GetReplicaListResponse *r = &items[first + j];
-        g->b->ptrs[first + j] = r;
-        uint32_t n = rcs[j] != 0                          ? 0
-                     : out[j].nreplicas < MC_MAX_REPLICAS ? out[j].nreplicas
-                                                          : MC_MAX_REPLICAS;
-        struct mc_svc_pb_replica *reps = NULL;
-        Mc__ReplicaDescriptor **ptrs = NULL;
-        if (n && (!(reps = bget_alloc(g, n * sizeof(*reps))) ||
-                  !(ptrs = bget_alloc(g, n * sizeof(*ptrs)))))
+        struct mc_svc_get_plan pl;
+        mc_svc_get_reply_plan(rcs[j], &out[j], &pl);
+        uint8_t *base = mc_rpc_draft_room(&g->d, g->used + mc_svc_batch_item_size(&pl));
+        if (!base)
             return MC_ERR_INTERNAL_ERROR;
-        get_fill(rcs[j], &out[j], r, reps, ptrs);
-        for (uint32_t k = 0; k < n; k++) { /* the strings out[] holds are reused next window */
-            if (reps[k].d.memory) {
-                reps[k].mem.segment_name = bget_str(g, reps[k].mem.segment_name);
-                reps[k].mem.endpoint = bget_str(g, reps[k].mem.endpoint);
-                if (!reps[k].mem.segment_name || !reps[k].mem.endpoint)
-                    return MC_ERR_INTERNAL_ERROR;
-            } else if (reps[k].d.local_disk) {
-                if (!(reps[k].disk.endpoint = bget_str(g, reps[k].disk.endpoint)))
-                    return MC_ERR_INTERNAL_ERROR;
-            }
-        }
+        g->used = (size_t)(mc_svc_batch_item_put(base + g->used, &pl) - base);
     }
     return 0;
 }
 
+/* Answers the call itself (MC_SVC_DEFERRED) once every window is written; a whole-call error
+ * is returned for mc_svc_batch to answer. */
 static int batch_get_core(struct mc_svc_batch *b)
 {
     if (b->n == 0)
@@ -400,20 +348,17 @@ static int batch_get_core(struct mc_svc_batch *b)
     struct bget *g = b->ctx;
     size_t w = b->n < BGET_WINDOW ? b->n : BGET_WINDOW;
     struct mc_get_result *out = malloc(w * sizeof(*out));
-    if (!out)
+    if (!out || !mc_rpc_draft_room(&g->d, b->n * BGET_GUESS)) {
+        free(out);
         return MC_ERR_INTERNAL_ERROR;
-    g->b = b;
-    /* ~1 replica of ~200 bytes of descriptors per key; later chunks are BGET_CHUNK */
-    g->first_cap = b->n * 256 < BGET_CHUNK ? b->n * 256 : BGET_CHUNK;
+    }
     int rc = mc_master_batch_get_replica_list_windowed(b->m, b->keys, b->n, w, out, b->rcs,
                                                        bget_emit, g);
-    free(out); /* before encoding: the reply holds no pointer into it */
-    return rc;
-}
-
-static void batch_get_encode(struct mc_svc_batch *b, ProtobufCMessage *resp)
-{
-    mc_svc_set_repeated(resp, "results", b->n, b->ptrs);
+    free(out);
+    if (rc != 0)
+        return rc;
+    mc_rpc_reply_draft(b->call, &g->d, g->used);
+    return MC_SVC_DEFERRED;
 }
 
 void mc_svc_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
@@ -422,18 +367,13 @@ void mc_svc_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
         .req = &mc__batch_get_replica_list_request__descriptor,
         .resp = &mc__batch_get_replica_list_response__descriptor,
         .items = "keys",
-        .view_size = sizeof(Mc__GetReplicaListResponse),
         .core = batch_get_core,
-        .encode = batch_get_encode,
     };
-    struct bget g = {0};
+    struct bget g = {{0}, 0};
     mc_master_promotion_defer_wake(); /* a promotion it admits: the holder after the reply */
     mc_svc_batch(arg, call, &spec, &g);
     mc_master_promotion_wake_after(((struct mc_master_service *)arg)->m);
-    for (struct bget_chunk *c = g.chunks, *nx; c; c = nx) {
-        nx = c->next;
-        free(c);
-    }
+    mc_rpc_draft_free(&g.d); /* an error was answered instead */
 }
 
 /* ---- Exist --------------------------------------------------------------------------------- */
@@ -441,11 +381,16 @@ void mc_svc_batch_get_replica_list(void *arg, struct mc_rpc_call *call)
 void mc_svc_exist_key(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
-    UNPACK(ExistKeyRequest, exist_key_request, req);
+    struct mc_key_ref key;
+    size_t blen;
+    const uint8_t *body = mc_rpc_call_body(call, &blen);
+    const char *bad = mc_svc_decode_key_request(body, blen, MC_SVC_EXIST_KEY_FIELD, 0, &key, NULL);
+    if (bad) {
+        mc_rpc_call_refuse_body(call, bad);
+        return;
+    }
     bool exists = false;
-    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(exist_key_request), req->key);
     int rc = mc_master_exist_key(svc->m, key.data, key.len, &exists);
-    FREE_REQ(req);
     Mc__ExistKeyResponse r = MC__EXIST_KEY_RESPONSE__INIT;
     r.exists = exists;
     mc_rpc_reply_msg(call, rc, &r.base);

@@ -93,3 +93,129 @@ void mc_svc_mark_nul_strings(const uint8_t *p, size_t blen, uint32_t num, uint32
     if (single && nul)
         keys[0].len = 0;
 }
+
+/* ---- single-key requests, decoded in place ---------------------------------------------- */
+
+/* protobuf-c's limits, which decide what it refuses: a tag of at most 5 bytes whose field
+ * number is not 0, a varint of at most 10 bytes, a length prefix of at most 5 bytes and INT_MAX,
+ * wire types 0, 1, 2 and 5 (groups are refused). */
+static const char *pb_varint(const uint8_t **p, const uint8_t *end, unsigned max, uint64_t *v)
+{
+    *v = 0;
+    for (unsigned i = 0; i < max; i++) {
+        if (*p == end)
+            return "truncated varint";
+        uint8_t b = *(*p)++;
+        if (i < 10)
+            *v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80))
+            return NULL;
+    }
+    return "varint too long";
+}
+
+/* The next field: its number and wire type, its bytes for a length-delimited one, its value
+ * for a varint. */
+static const char *pb_field(const uint8_t **p, const uint8_t *end, uint32_t *num, unsigned *wt,
+                            const uint8_t **data, size_t *len, uint64_t *val)
+{
+    uint64_t tag;
+    const char *why = pb_varint(p, end, 5, &tag);
+    if (why)
+        return why;
+    if ((tag >> 3) == 0)
+        return "field number 0";
+    *num = (uint32_t)(tag >> 3);
+    *wt = (unsigned)(tag & 7);
+    *data = NULL;
+    *len = 0;
+    *val = 0;
+    switch (*wt) {
+    case 0:
+        return pb_varint(p, end, 10, val);
+    case 1:
+    case 5: {
+        size_t w = *wt == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < w)
+            return "truncated fixed-width field";
+        *p += w;
+        return NULL;
+    }
+    case 2: {
+        uint64_t n;
+        if ((why = pb_varint(p, end, 5, &n)))
+            return why;
+        if (n > 0x7fffffff || n > (uint64_t)(end - *p))
+            return "length past the body";
+        *data = *p;
+        *len = (size_t)n;
+        *p += n;
+        return NULL;
+    }
+    default:
+        return "unsupported wire type";
+    }
+}
+
+/* One Uuid (hi = 1, lo = 2, uint64 varints), the last of each field counting. */
+static const char *pb_uuid(const uint8_t *p, size_t len, struct mc_id *id)
+{
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint32_t num;
+        unsigned wt;
+        const uint8_t *d;
+        size_t n;
+        uint64_t v;
+        const char *why = pb_field(&p, end, &num, &wt, &d, &n, &v);
+        if (why)
+            return why;
+        if (num != 1 && num != 2)
+            continue; /* unknown: skipped */
+        if (wt != 0)
+            return "wrong wire type for a uuid field";
+        if (num == 1)
+            id->hi = v;
+        else
+            id->lo = v;
+    }
+    return NULL;
+}
+
+const char *mc_svc_decode_key_request(const uint8_t *body, size_t len, uint32_t key_num,
+                                      uint32_t client_num, struct mc_key_ref *key,
+                                      struct mc_id *client)
+{
+    key->data = "";
+    key->len = 0;
+    if (client)
+        client->hi = client->lo = 0;
+    const uint8_t *p = body, *end = body + len;
+    while (p < end) {
+        uint32_t num;
+        unsigned wt;
+        const uint8_t *d;
+        size_t n;
+        uint64_t v;
+        const char *why = pb_field(&p, end, &num, &wt, &d, &n, &v);
+        if (why)
+            return why;
+        if (num == key_num) {
+            if (wt != 2)
+                return "wrong wire type for the key";
+            /* the last occurrence counts; one holding a NUL is no key (INVALID_KEY) */
+            key->data = n ? (const char *)d : "";
+            key->len = memchr(d, 0, n) ? 0 : n;
+        } else if (client_num && num == client_num) {
+            if (wt != 2)
+                return "wrong wire type for the client id";
+            /* the last occurrence counts whole, as in protobuf-c 1.4 (it does not merge) */
+            struct mc_id id = {0, 0};
+            if ((why = pb_uuid(d, n, &id)))
+                return why;
+            if (client)
+                *client = id;
+        }
+    }
+    return NULL;
+}
