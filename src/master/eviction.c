@@ -620,8 +620,8 @@ static bool run_sampled(struct ev_cycle *cy, double target, double lower, uint64
     if (rc == EV_SAMPLE_NONE)
         return true;
     st->k = o.k;
-    if (!ev_sample_frontier(m, &ev->plain, ev->gens, o.cut, o.k - o.less)) {
-        ev->plain.n = 0; /* a shard lost entries since the low census: scan for the frontier */
+    if (!ev_sample_frontier(m, cy->now, &ev->plain, &ev->parts[0], ev->gens, o.cut, o.k - o.less)) {
+        ev->plain.n = 0; /* out of memory there: scan every shard for the frontier */
         materialize(cy, EV_PLAIN_FRONTIER, o.cut, (int64_t)(o.k - o.less), NULL);
     }
     if (ev->plain.n < st->primary) { /* churn between the scans: the frontier is short */

@@ -215,6 +215,11 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
     mc_shard_unlock(s);
 }
 
+void ev_scan_one(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
+{
+    scan_shard(sc, s, p);
+}
+
 static void scan_worker(void *arg, unsigned worker)
 {
     struct ev_scan *sc = arg;

@@ -117,33 +117,58 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
  * frontier: deadline < cut, and = cut while quota lasts. Then reads their versions, shard run by
  * shard run under the read lock, while each shard's gen is what the low census saw. false when
  * one moved (the caller scans instead). */
-bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
-                        uint64_t cut, uint64_t quota)
+bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plain,
+                        struct ev_part *part, const uint32_t *gens, uint64_t cut, uint64_t quota)
 {
-    struct ev_cand *c = plain->v;
-    size_t n = 0;
-    for (size_t i = 0; i < plain->n; i++) {
-        if (c[i].lease > cut || (c[i].lease == cut && quota == 0))
-            continue;
-        quota -= c[i].lease == cut;
-        c[n++] = c[i];
-    }
-    plain->n = n;
-    for (size_t i = 0; i < n;) {
+    const struct ev_cand *c = plain->v;
+    struct ev_candv *out = &part->plain;
+    out->n = 0;
+    part->oom = false;
+    if (!ev_candv_reserve(out, plain->n))
+        return false;
+    struct ev_scan sc; /* a changed shard's frontier scan */
+    memset(&sc, 0, sizeof(sc));
+    sc.m = m;
+    sc.now = now;
+    sc.filter = EV_PLAIN_FRONTIER;
+    sc.cutoff = cut;
+    sc.lease_max = UINT64_MAX;
+    sc.skip_above = cut;
+    for (size_t i = 0; i < plain->n;) {
         struct mc_shard *s = &m->shards[c[i].shard];
         size_t e = i;
-        while (e < n && c[e].shard == c[i].shard)
+        while (e < plain->n && c[e].shard == c[i].shard)
             e++;
         mc_shard_rdlock(s);
         bool same = s->gen == gens[s->index];
-        for (size_t j = i; same && j < e; j++)
-            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
-        for (size_t j = i; same && j < e; j++)
-            c[j].version = mc_ent_obj(mc_shard_ent(s, c[j].ent))->version;
+        if (same) {
+            size_t first = out->n;
+            for (size_t j = i; j < e; j++) {
+                if (c[j].lease > cut || (c[j].lease == cut && quota == 0))
+                    continue;
+                quota -= c[j].lease == cut;
+                __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
+                out->v[out->n++] = c[j]; /* out has room for every record */
+            }
+            for (size_t j = first; j < out->n; j++)
+                out->v[j].version = mc_ent_obj(mc_shard_ent(s, out->v[j].ent))->version;
+        }
         mc_shard_unlock(s);
-        if (!same)
-            return false;
+        if (!same) {
+            /* its candidates may now outnumber its records (Puts since the low census append
+             * entries at deadline 0): the rest of the records go after them, so make room */
+            atomic_init(&sc.eq_quota, (int64_t)quota);
+            ev_scan_one(&sc, s, part);
+            int64_t left = atomic_load_explicit(&sc.eq_quota, memory_order_relaxed);
+            quota = left > 0 ? (uint64_t)left : 0;
+            if (part->oom || !ev_candv_reserve(out, out->n + (plain->n - e)))
+                return false;
+        }
         i = e;
     }
+    struct ev_candv t = *plain;
+    *plain = *out;
+    *out = t;
+    out->n = 0;
     return true;
 }
