@@ -371,6 +371,69 @@ static void test_sampled_churn_after_census(void **state)
     free(when);
 }
 
+/* Ties at the cutoff with churn: deadlines shared by 8 keys each, every 31st key removed after
+ * the census (its shard's entries move, so the sampled side scans that shard again for its
+ * frontier with the tie quota left). One worker on both sides, so both take tied entries in
+ * shard and position order: the victims must be the same keys. */
+static void remove_hook(struct mc_master *m, void *arg)
+{
+    struct churn *c = arg;
+    (void)m;
+    for (int i = 3; i < c->nkeys; i += 31) {
+        const char *k = key(i);
+        (void)mc_master_remove(c->s->m, k, strlen(k), true);
+    }
+}
+
+static void test_sampled_churn_with_ties(void **state)
+{
+    (void)state;
+    static struct side sides[2];
+    static struct churn ch[2];
+    uint64_t seed = 0x71e5;
+    int n = NKEYS;
+    uint32_t *when = malloc(NKEYS * sizeof(*when));
+    assert_non_null(when);
+    for (int i = 0; i < n; i++)
+        when[i] = (uint32_t)i / 7; /* 7 keys per deadline: the k-th (2200) falls inside a group */
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
+        uint32_t t = when[i];
+        when[i] = when[j];
+        when[j] = t;
+    }
+    struct mc_evict_stats st[2];
+    for (int sd = 0; sd < 2; sd++) {
+        side_init(&sides[sd], sd == 0);
+        for (int i = 0; i < n; i++)
+            put_kind(&sides[sd], i, K_PLAIN);
+        for (int i = 0; i < n; i++)
+            read_at(&sides[sd], i, T0_MS + when[i]);
+        ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
+        struct mc_evict_test_opts o = {
+            .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
+            .after_census = remove_hook,
+            .arg = &ch[sd],
+        };
+        mc_master_evict_set_test_opts(sides[sd].m, &o);
+        set_now(&sides[sd], T0_MS + NKEYS + TTL_MS + 1);
+        assert_int_equal(mc_master_batch_evict(sides[sd].m, 0.05, 0.025, &st[sd]), MC_OK);
+    }
+    assert_true(st[0].sampled);
+    assert_int_equal(st[0].k, st[1].k);
+    assert_int_equal(st[0].materialized, st[1].materialized);
+    assert_int_equal(st[0].evicted, st[1].evicted);
+    assert_true(st[0].evicted > 0);
+    for (int i = 0; i < n; i++) {
+        int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+        if (a != b)
+            fail_msg("key %d: sampled %d census %d", i, a, b);
+    }
+    for (int sd = 0; sd < 2; sd++)
+        mc_master_free(sides[sd].m);
+    free(when);
+}
+
 /* An insert lowers its block's floor: a shard's tail block gets an exact floor from a census
  * (its keys' leases still held, far ahead), loses its keys, and a key Put now lands there with
  * an older deadline than that floor. */
@@ -431,6 +494,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampled_matches_census),
         cmocka_unit_test(test_sampled_churn_after_census),
+        cmocka_unit_test(test_sampled_churn_with_ties),
         cmocka_unit_test(test_insert_lowers_floor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

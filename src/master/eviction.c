@@ -61,8 +61,9 @@ struct ev_worker {
     size_t objs_cap;
     struct mc_object **members;
     size_t members_cap;
-    struct mc_unlink_batch ub; /* the shard's erased objects, unlinked together */
-    uint32_t *map;             /* mc_shard_unlink_many scratch */
+    struct mc_unlink_batch ub;  /* the shard's erased objects, unlinked together */
+    struct ev_unlink_hashes uh; /* their keys' hashes, for one-by-one unlinks */
+    uint32_t *map;              /* mc_shard_unlink_many scratch */
     size_t map_cap;
     struct ev_moved *moved; /* find_moved scratch */
     size_t moved_cap;
@@ -246,10 +247,10 @@ static uint32_t fwd_follow(const struct ev_fwd *f, uint32_t e)
 
 /* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
  * a large share of the shard, else one by one (a bulk pass costs a walk over the shard's entries
- * and slots, one by one two key hashes per object). The entries moved into the holes are noted
- * in f. */
-static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_worker *w,
-                          struct mc_freelist *fl, struct ev_fwd *f)
+ * and slots, one by one two key hashes per object, each hashed once). The entries moved into the
+ * holes are noted in f. */
+static void unlink_erased(struct mc_shard *s, struct ev_worker *w, struct mc_freelist *fl,
+                          struct ev_fwd *f)
 {
     struct mc_unlink_batch *ub = &w->ub;
     uint32_t n0 = s->n;
@@ -260,10 +261,10 @@ static void unlink_erased(struct mc_master *m, struct mc_shard *s, struct ev_wor
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
                 fwd_set(f, j, w->map[j]);
     } else {
-        ev_warm_unlinks(s, ub);
+        ev_warm_unlinks(s, ub, &w->uh);
         for (size_t i = 0; i < ub->n; i++) {
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
-            mc_shard_unlink(m, s, ub->objs[i]); /* detached already: only the index and ents */
+            ev_unlink_one(s, ub, i, &w->uh); /* detached already: only the index and ents */
             if (last != to)
                 fwd_set(f, last, to);
             if (to < s->n)
@@ -357,8 +358,15 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     mc_shard_wrlock(s);
     if (!f->top)
         f->top = s->n ? s->n : 1;
-    /* Resolve every candidate before the first eviction moves entries around. */
+    /* Resolve every candidate before the first eviction moves entries around. The candidates'
+     * entries lie at random in the shard and their objects at random in memory: the entries are
+     * fetched 16 ahead, the objects (read through the entries, which are cached by then) 8. */
+    for (size_t i = 0; i < cnt && i < 16; i++)
+        if (c[i].ent < s->n)
+            __builtin_prefetch(mc_shard_ent(s, c[i].ent));
     for (size_t i = 0; i < cnt; i++) {
+        if (i + 16 < cnt && c[i + 16].ent < s->n)
+            __builtin_prefetch(mc_shard_ent(s, c[i + 16].ent));
         if (i + 8 < cnt && c[i + 8].ent < s->n)
             __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[i + 8].ent)));
         w->objs[i] = mc_shard_revalidate(s, c[i].ent, c[i].version);
@@ -380,7 +388,7 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
             continue;
         evict_candidate(r->cy, r->soft_phase, s, o, w, fl);
     }
-    unlink_erased(r->cy->m, s, w, fl, f);
+    unlink_erased(s, w, fl, f);
     mc_shard_unlock(s);
     if (r->hold)
         ev_held_drain(&w->held, fl); /* buffers go back at the round's end, in handle order */
@@ -612,8 +620,8 @@ static bool run_sampled(struct ev_cycle *cy, double target, double lower, uint64
     if (rc == EV_SAMPLE_NONE)
         return true;
     st->k = o.k;
-    if (!ev_sample_frontier(m, &ev->plain, ev->gens, o.cut, o.k - o.less)) {
-        ev->plain.n = 0; /* a shard lost entries since the low census: scan for the frontier */
+    if (!ev_sample_frontier(m, cy->now, &ev->plain, &ev->parts[0], ev->gens, o.cut, o.k - o.less)) {
+        ev->plain.n = 0; /* out of memory there: scan every shard for the frontier */
         materialize(cy, EV_PLAIN_FRONTIER, o.cut, (int64_t)(o.k - o.less), NULL);
     }
     if (ev->plain.n < st->primary) { /* churn between the scans: the frontier is short */
@@ -947,6 +955,7 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].members);
         free(ev->workers[i].ub.objs);
         free(ev->workers[i].map);
+        ev_unlink_hashes_free(&ev->workers[i].uh);
         free(ev->workers[i].moved);
         ev_held_free(&ev->workers[i].held);
     }

@@ -21,7 +21,7 @@
 #include "master/eviction_internal.h"
 
 #define SHARDS_PER_GRAB 8u
-#define EV_PREFETCH 8u
+#define EV_PREFETCH 24u
 
 bool ev_reserve(void **v, size_t *cap, size_t want, size_t elem)
 {
@@ -176,10 +176,10 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
             for (uint32_t j = b0; j < bl; j++) {
                 struct mc_obj_ent *e = &chunk[j];
                 if (prefetch && j + EV_PREFETCH < lim) {
-                    /* full materialization touches most objects: fetch ahead (header, key) */
-                    const char *ahead = (const char *)mc_ent_obj(&chunk[j + EV_PREFETCH]);
-                    __builtin_prefetch(ahead);
-                    __builtin_prefetch(ahead + 64);
+                    /* full materialization reads most objects' versions (the header's first
+                     * line; the rest is read only by the rounds, long after): fetch far enough
+                     * ahead that a miss with its page walk is over when the entry comes up */
+                    __builtin_prefetch(mc_ent_obj(&chunk[j + EV_PREFETCH]));
                 }
                 uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
                 bm = lease < bm ? lease : bm;
@@ -213,6 +213,11 @@ static void scan_shard(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p
     if (sc->filter == EV_PLAIN_FRONTIER && p->plain.n > first)
         resolve_versions(p->plain.v + first, p->plain.n - first);
     mc_shard_unlock(s);
+}
+
+void ev_scan_one(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p)
+{
+    scan_shard(sc, s, p);
 }
 
 static void scan_worker(void *arg, unsigned worker)

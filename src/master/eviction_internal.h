@@ -150,6 +150,8 @@ struct ev_scan {
  * started are simply missing, so fn must share work through an atomic cursor. */
 void ev_parallel(unsigned nthreads, void (*fn)(void *arg, unsigned worker), void *arg);
 
+/* Scans one shard (read lock) into p (appended; the caller resets p's counts). */
+void ev_scan_one(struct ev_scan *sc, struct mc_shard *s, struct ev_part *p);
 /* Scans every shard (read lock, one shard at a time) with nthreads workers into sc->parts[]. */
 void ev_scan_run(struct ev_scan *sc, unsigned nthreads);
 

@@ -117,33 +117,78 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
  * frontier: deadline < cut, and = cut while quota lasts. Then reads their versions, shard run by
  * shard run under the read lock, while each shard's gen is what the low census saw. false when
  * one moved (the caller scans instead). */
-bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
-                        uint64_t cut, uint64_t quota)
+/* The records c[i..e) of s (read-locked, gen unchanged) that belong to the frontier, appended
+ * to dst at *dn (dst may be c itself: *dn <= i), with their versions. */
+static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, size_t e,
+                         uint64_t cut, uint64_t *quota, struct ev_cand *dst, size_t *dn)
+{
+    size_t first = *dn;
+    for (size_t j = i; j < e; j++) {
+        if (c[j].lease > cut || (c[j].lease == cut && *quota == 0))
+            continue;
+        *quota -= c[j].lease == cut;
+        __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
+        dst[(*dn)++] = c[j];
+    }
+    for (size_t j = first; j < *dn; j++)
+        dst[j].version = mc_ent_obj(mc_shard_ent(s, dst[j].ent))->version;
+}
+
+bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plain,
+                        struct ev_part *part, const uint32_t *gens, uint64_t cut, uint64_t quota)
 {
     struct ev_cand *c = plain->v;
-    size_t n = 0;
-    for (size_t i = 0; i < plain->n; i++) {
-        if (c[i].lease > cut || (c[i].lease == cut && quota == 0))
-            continue;
-        quota -= c[i].lease == cut;
-        c[n++] = c[i];
-    }
-    plain->n = n;
-    for (size_t i = 0; i < n;) {
+    const size_t nrec = plain->n;
+    size_t n = 0;                /* kept in place while no shard changed */
+    struct ev_candv *out = NULL; /* part->plain from the first changed shard on */
+    struct ev_scan sc;           /* a changed shard's frontier scan */
+    memset(&sc, 0, sizeof(sc));
+    sc.m = m;
+    sc.now = now;
+    sc.filter = EV_PLAIN_FRONTIER;
+    sc.cutoff = cut;
+    sc.lease_max = UINT64_MAX;
+    sc.skip_above = cut;
+    for (size_t i = 0; i < nrec;) {
         struct mc_shard *s = &m->shards[c[i].shard];
         size_t e = i;
-        while (e < n && c[e].shard == c[i].shard)
+        while (e < nrec && c[e].shard == c[i].shard)
             e++;
         mc_shard_rdlock(s);
         bool same = s->gen == gens[s->index];
-        for (size_t j = i; same && j < e; j++)
-            __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
-        for (size_t j = i; same && j < e; j++)
-            c[j].version = mc_ent_obj(mc_shard_ent(s, c[j].ent))->version;
+        if (same && !out)
+            take_records(s, c, i, e, cut, &quota, c, &n);
+        else if (same) /* out has room for every record left */
+            take_records(s, c, i, e, cut, &quota, out->v, &out->n);
         mc_shard_unlock(s);
-        if (!same)
-            return false;
+        if (!same) {
+            /* its candidates may now outnumber its records (Puts since the low census append
+             * entries at deadline 0), so the result moves to a vector of its own */
+            if (!out) {
+                out = &part->plain;
+                out->n = 0;
+                part->oom = false;
+                if (!ev_candv_reserve(out, n + (nrec - i)))
+                    return false;
+                memcpy(out->v, c, n * sizeof(*c));
+                out->n = n;
+            }
+            atomic_init(&sc.eq_quota, (int64_t)quota);
+            ev_scan_one(&sc, s, part);
+            int64_t left = atomic_load_explicit(&sc.eq_quota, memory_order_relaxed);
+            quota = left > 0 ? (uint64_t)left : 0;
+            if (part->oom || !ev_candv_reserve(out, out->n + (nrec - e)))
+                return false;
+        }
         i = e;
     }
+    if (!out) {
+        plain->n = n;
+        return true;
+    }
+    struct ev_candv t = *plain;
+    *plain = *out;
+    *out = t;
+    out->n = 0;
     return true;
 }

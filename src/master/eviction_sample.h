@@ -47,9 +47,11 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
 
 /* Keeps the low census's entries (plain, in scan order, versions unset) that belong to the
  * frontier (deadline < cut, and = cut while quota lasts) and reads their versions under each
- * shard's read lock while its gen is the one in gens. false when a shard's gen moved (the caller
- * scans for the frontier instead). */
-bool ev_sample_frontier(struct mc_master *m, struct ev_candv *plain, const uint32_t *gens,
-                        uint64_t cut, uint64_t quota);
+ * shard's read lock while its gen is the one in gens; a shard whose gen moved (a removal moved
+ * its entries) is scanned again for its frontier with the quota left (the frontier scan's rule,
+ * for that shard alone). The result is built in part->plain and swapped into *plain. false when
+ * out of memory (the caller scans every shard for the frontier instead). */
+bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plain,
+                        struct ev_part *part, const uint32_t *gens, uint64_t cut, uint64_t quota);
 
 #endif

@@ -446,9 +446,25 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         return MC_ERR_INVALID_PARAMS;
     struct answers ans;
     answers_init(&ans);
+    /* The mailbox and its limit first: a push for a holder with no mailbox (a segment whose
+     * owner keeps no stream: every erased object of such a segment comes here) or past its
+     * limit costs no task allocation. The task is built under the mailbox's lock. */
+    struct mc_mbox *b = mbox_get(t, holder);
+    if (!b)
+        return MC_ERR_CLIENT_NOT_FOUND;
+    uint32_t limit = atomic_load_explicit(&t->limit[kind], memory_order_relaxed);
+    if (limit && b->nqueued[kind] + b->nflight[kind] >= limit) {
+        mbox_unlock(b);
+        atomic_fetch_add(&t->refused, 1);
+        atomic_fetch_add(&t->refused_kind[kind], 1);
+        return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
+    }
     struct mc_task *x = malloc(sizeof(*x) + key_len + 1u);
-    if (!x)
+    if (!x || mc_task_index_reserve(&b->ix) != 0) {
+        mbox_unlock(b);
+        free(x);
         return MC_ERR_INTERNAL_ERROR;
+    }
     memset(x, 0, sizeof(*x));
     memcpy(x->key, key, key_len);
     x->key[key_len] = '\0';
@@ -462,25 +478,6 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
     if (src) {
         x->has_src = true;
         x->src = *src;
-    }
-
-    struct mc_mbox *b = mbox_get(t, holder);
-    if (!b) {
-        free(x);
-        return MC_ERR_CLIENT_NOT_FOUND;
-    }
-    uint32_t limit = atomic_load_explicit(&t->limit[kind], memory_order_relaxed);
-    if (limit && b->nqueued[kind] + b->nflight[kind] >= limit) {
-        mbox_unlock(b);
-        free(x);
-        atomic_fetch_add(&t->refused, 1);
-        atomic_fetch_add(&t->refused_kind[kind], 1);
-        return MC_ERR_TASK_PENDING_LIMIT_EXCEEDED;
-    }
-    if (mc_task_index_reserve(&b->ix) != 0) {
-        mbox_unlock(b);
-        free(x);
-        return MC_ERR_INTERNAL_ERROR;
     }
     x->task_id = id ? id : atomic_fetch_add(&t->next_id, 1);
     if (task_id)

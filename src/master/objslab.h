@@ -10,6 +10,7 @@
 #define MC_MASTER_OBJSLAB_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define MC_SLAB_SIZE 8192u /* one slab, aligned to its size */
 #define MC_SLAB_GRAIN 16u  /* size-class step (records stay 16-byte aligned) */
@@ -22,6 +23,12 @@ struct mc_slab;
 /* A record of bytes (>= sizeof(struct mc_object)) for shard s (write lock): the header zeroed
  * except MC_OBJ_HEAP in flags (keep it). NULL when out of memory. */
 struct mc_object *mc_obj_alloc(struct mc_shard *s, size_t bytes);
+/* A cache hint for a later mc_obj_free_locked of o: its slab's header (a record allocated
+ * with malloc, MC_OBJ_HEAP, has none: the hint then reads nothing useful, and faults never). */
+static inline void mc_objslab_prefetch(const void *o)
+{
+    __builtin_prefetch((const void *)((uintptr_t)o & ~(uintptr_t)(MC_SLAB_SIZE - 1)), 1);
+}
 /* Releases o's record; s (o's shard, the one that allocated it) is write-locked. */
 void mc_obj_free_locked(struct mc_shard *s, struct mc_object *o);
 /* Releases o's record with no shard lock held (takes the owning shard's lock). */

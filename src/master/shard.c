@@ -511,21 +511,29 @@ void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *
     mc_shard_pend_remove(s, o);
 }
 
-void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+void mc_shard_unlink_hashed(struct mc_shard *s, struct mc_object *o, uint64_t oh,
+                            const struct mc_object *last_obj, uint64_t lh)
 {
-    mc_shard_detach(m, s, o);
+    MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, true)); /* write lock */
     uint32_t ent = o->ent;
-    htab_delete_at(s, htab_slot_of(s, obj_hash(o), ent));
+    htab_delete_at(s, htab_slot_of(s, oh, ent));
     s->npop -= mc_ent_in_pop(mc_shard_ent(s, ent)->obj_bits);
     uint32_t last = --s->n;
     s->gen++;
     if (ent != last) {
-        uint64_t mh = obj_hash(mc_ent_obj(mc_shard_ent(s, last)));
+        struct mc_object *lo = mc_ent_obj(mc_shard_ent(s, last));
+        uint64_t mh = lo == last_obj ? lh : obj_hash(lo);
         s->slots[htab_slot_of(s, mh, last)] = slot_make(mh, ent);
         ent_move(s, last, ent);
     }
     o->ent = MC_NO_INDEX;
     shard_shrink(s);
+}
+
+void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o)
+{
+    mc_shard_detach(m, s, o);
+    mc_shard_unlink_hashed(s, o, obj_hash(o), NULL, 0);
 }
 
 #define MAP_DEAD UINT32_MAX

@@ -207,6 +207,12 @@ void mc_shard_prefetch(const struct mc_shard *s, uint64_t key_hash, int stage);
 int mc_shard_insert(struct mc_shard *s, uint64_t key_hash, struct mc_object *o);
 /* Unlink an object from htab, ents, pend and its group (write lock); the caller owns it. */
 void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
+/* mc_shard_unlink of a detached o with the hash of its key known (oh), and the hash of the
+ * shard's last object's key too when that object is last_obj (lh; any other last object's key is
+ * hashed here): an eviction round hashes its victims' and the tail's keys once, to warm their
+ * index slots, and hands the hashes over (write lock). */
+void mc_shard_unlink_hashed(struct mc_shard *s, struct mc_object *o, uint64_t oh,
+                            const struct mc_object *last_obj, uint64_t lh);
 /* The first half of an unlink: takes o out of its group and the pending Puts (write lock). */
 void mc_shard_detach(struct mc_master *m, struct mc_shard *s, struct mc_object *o);
 /* The second half, for many objects at once (write lock): removes objs[0..cnt) (distinct,

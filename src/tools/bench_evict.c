@@ -23,7 +23,9 @@
  * target, path (selective | full, what the cycle did), cycle_path (selective | full_bypass |
  * full_fallback), materialized, refills, k, evicted, census, ns_per_census_obj,
  * ns_per_evicted, first_ms (the first run), user_ms / sys_ms / minflt (the cycle thread's CPU
- * and minor page faults, medians: on a loaded machine CPU time moves less than wall time);
+ * and minor page faults, medians: on a loaded machine CPU time moves less than wall time),
+ * runs_ms / runs_cpu_ms / runs_census (each run's wall ms, CPU ms, census entries, "/"-joined;
+ * at most 256 characters each);
  * one "probe" line per N; and the gates, checked here (exit 1 if one fails):
  *   - selective cycles: materialized <= 1.1 * k + refills;
  *   - at t = 0.01: selective median ms <= full median ms;
@@ -342,6 +344,22 @@ static void emit_cell(uint64_t n, double t, const char *mode, struct cell *c, do
     mc_bench_add_num(&r, "user_ms", mc_bench_median(u, (size_t)c->runs));
     mc_bench_add_num(&r, "sys_ms", mc_bench_median(sy, (size_t)c->runs));
     mc_bench_add_num(&r, "minflt", mc_bench_median(f, (size_t)c->runs));
+    /* every run's wall ms, cycle-thread CPU ms (user + sys) and census entries, in run order:
+     * a median of a few runs hides the first cycles' warm-up (the sampled census's floors are
+     * restored by the first rounds); 12 characters a run is room for each */
+    char runs_ms[MAX_RUNS * 12], runs_cpu[MAX_RUNS * 12], runs_census[MAX_RUNS * 12];
+    size_t a = 0, b = 0, k = 0;
+    for (int i = 0; i < c->runs; i++) {
+        const char *sep = i ? "/" : "";
+        a += (size_t)snprintf(runs_ms + a, sizeof(runs_ms) - a, "%s%.1f", sep, c->ms[i]);
+        b += (size_t)snprintf(runs_cpu + b, sizeof(runs_cpu) - b, "%s%.1f", sep,
+                              c->user_ms[i] + c->sys_ms[i]);
+        k += (size_t)snprintf(runs_census + k, sizeof(runs_census) - k, "%s%llu", sep,
+                              (unsigned long long)c->st[i].census);
+    }
+    mc_bench_add_str(&r, "runs_ms", runs_ms);
+    mc_bench_add_str(&r, "runs_cpu_ms", runs_cpu);
+    mc_bench_add_str(&r, "runs_census", runs_census);
     mc_bench_emit(&r);
     *median = r.ms;
 }
