@@ -509,7 +509,8 @@ static void test_request_cases(void **state)
         uint8_t b[256];
         size_t n = protobuf_c_message_pack(&gr.base, b);
         check_request(b, n, get, &v);
-        check_request(b, 0, get, &v); /* empty: no key */
+        check_request(b, 0, get, &v);    /* empty: no key */
+        check_request(NULL, 0, get, &v); /* an empty body the server passes as NULL */
         for (size_t cut = 1; cut < n; cut++)
             check_request(b, cut, get, &v); /* truncated anywhere */
         static const uint8_t cases[][14] = {

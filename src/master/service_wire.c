@@ -190,6 +190,8 @@ const char *mc_svc_decode_key_request(const uint8_t *body, size_t len, uint32_t 
     key->len = 0;
     if (client)
         client->hi = client->lo = 0;
+    if (len == 0)
+        return NULL; /* an empty body (it may come as NULL): every field at its default */
     const uint8_t *p = body, *end = body + len;
     while (p < end) {
         uint32_t num;
