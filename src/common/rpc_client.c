@@ -611,6 +611,7 @@ static void test_drop_apply(struct mc_rpc_client *c, int fd, uint64_t gen, int w
             when == MC_RPC_TEST_DROP_AFTER_REPLY ? "after_reply" : "before_send");
     rpcc_lock(c);
     if (c->gen == gen && c->up) {
+        atomic_store(&c->shut_local, true);
         shutdown(fd, SHUT_RDWR);
         if (!c->reading)
             mc_rpcc_conn_broken_locked(c, gen, "test hook: connection dropped");
@@ -683,6 +684,7 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
     if (sr && same) {
         mc_warn(c->name, "send failed, dropping connection", "method=%s errno=%d",
                 mc_method_name(method) ? mc_method_name(method) : "?", errno);
+        atomic_store(&c->shut_local, true);
         shutdown(fd, SHUT_RDWR); /* a partial frame poisons the stream */
     }
     rpcc_send_unlock(c);
@@ -733,6 +735,7 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
             /* the leader is writing into the caller's buffer: cut the stream, wait for it */
             if (!p->cut) {
                 p->cut = true;
+                atomic_store(&c->shut_local, true);
                 shutdown(c->fd, SHUT_RDWR);
             }
             waiter_add(c, p);

@@ -160,10 +160,12 @@ void mc_rpcc_conn_broken_locked(struct mc_rpc_client *c, uint64_t gen, const cha
         return;
     /* only a break the kernel saw (the server closed, or the connection failed): when the
      * client itself gives up on a live connection (a protocol error, out of memory, a
-     * reconnect) its unacknowledged bytes may still be delivered after it closes, and a
-     * request sent again could then run twice */
-    if (c->up && (!strcmp(why, "closed by server") || !strcmp(why, "read failed") ||
-                  !strcmp(why, "socket error")))
+     * reconnect, a shutdown of its own, after which its reads end as a server's close would)
+     * its unacknowledged bytes may still be delivered, or may have been read by a server whose
+     * ACK was delayed, and a request sent again could then run twice */
+    if (c->up && !atomic_load(&c->shut_local) &&
+        (!strcmp(why, "closed by server") || !strcmp(why, "read failed") ||
+         !strcmp(why, "socket error")))
         mark_not_taken_locked(c, gen);
     if (c->up) {
         c->up = false;
@@ -234,6 +236,7 @@ static int reconnect_serialized(struct mc_rpc_client *c)
     c->fd = fd;
     c->gen++;
     c->up = true;
+    atomic_store(&c->shut_local, false);
     c->last_rx_ms = 0; /* a new connection: its first call peeks */
     rx_reset(&c->rx);
     rpcc_unlock(c);
@@ -343,8 +346,10 @@ int mc_rpc_client_connect(struct mc_rpc_client *c)
 void mc_rpc_client_disconnect(struct mc_rpc_client *c)
 {
     rpcc_lock(c);
-    if (c->up && c->fd >= 0)
+    if (c->up && c->fd >= 0) {
+        atomic_store(&c->shut_local, true);
         shutdown(c->fd, SHUT_RDWR);
+    }
     rpcc_unlock(c);
 }
 

@@ -98,6 +98,10 @@ struct mc_rpc_client {
     uint64_t last_rx_ms;       /* when the token holder last read bytes (written under the token,
                                 * read under `lock` while nobody holds it) */
     _Atomic uint64_t tx_bytes; /* bytes written on the current connection (under send_lock) */
+    _Atomic bool shut_local;   /* this side shut the current connection down itself (a
+                                * disconnect, a failed send, a cut): its reads then end with 0
+                                * as if the server had closed, but they prove nothing about what
+                                * the server read (its ACKs may be delayed) */
     struct pending *buckets[NBUCKETS];
     struct pending *waiters;
     struct rx rx;
