@@ -80,6 +80,8 @@ struct ev_candv {
 };
 
 bool ev_reserve(void **v, size_t *cap, size_t want, size_t elem);
+/* Asks for transparent huge pages on a block of 4 MiB or more (advice; nothing on failure). */
+void ev_ask_huge(void *v, size_t bytes);
 static inline bool ev_u64v_reserve(struct ev_u64v *a, size_t want)
 {
     return want <= a->cap || ev_reserve((void **)&a->v, &a->cap, want, sizeof(*a->v));

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "master/eviction_internal.h"
 #include "master/eviction_release.h"
 #include "master/segments.h"
 
@@ -46,6 +47,7 @@ static bool held_push(struct ev_held_seg *e, uint32_t handle, uint64_t size)
         struct ev_held_buf *nb = realloc(e->b, ncap * sizeof(*nb));
         if (!nb)
             return false;
+        ev_ask_huge(nb, ncap * sizeof(*nb));
         e->b = nb;
         e->cap = ncap;
     }
@@ -79,6 +81,7 @@ static bool sort_by_handle(struct ev_held_buf *b, size_t n)
         free(hist);
         return false;
     }
+    ev_ask_huge(tmp, n * sizeof(*tmp));
     struct ev_held_buf *src = b, *dst = tmp;
     for (int shift = 0; shift < 32; shift += 16) {
         memset(hist, 0, 65536 * sizeof(*hist));
