@@ -82,8 +82,8 @@ void mc_svc_mark_nul_strings(const uint8_t *p, size_t blen, uint32_t num, uint32
         if (f != num || !d)
             continue;
         bool this_nul = sub ? wire_str_has_nul(d, len, sub) : memchr(d, 0, len) != NULL;
-        /* a singular string: its last occurrence counts; a singular message merges them all */
-        nul = single && sub ? nul || this_nul : this_nul;
+        /* a singular field: its last occurrence counts (protobuf-c replaces, even a message) */
+        nul = this_nul;
         if (!single) {
             if (nul)
                 keys[i].len = 0;
@@ -217,6 +217,61 @@ const char *mc_svc_decode_key_request(const uint8_t *body, size_t len, uint32_t 
                 return why;
             if (client)
                 *client = id;
+        }
+    }
+    return NULL;
+}
+
+/* ---- PutEndRequest / PutRevokeRequest, decoded in place --------------------------------- */
+
+const char *mc_svc_decode_put_end(const uint8_t *body, size_t len, bool end,
+                                  struct mc_svc_put_end_req *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->key.data = "";
+    if (len == 0)
+        return NULL; /* an empty body (it may come as NULL): every field at its default */
+    const uint8_t *p = body, *end_p = body + len;
+    while (p < end_p) {
+        uint32_t num;
+        unsigned wt;
+        const uint8_t *d, *start = p;
+        size_t n;
+        uint64_t v;
+        const char *why = pb_field(&p, end_p, &num, &wt, &d, &n, &v);
+        if (why)
+            return why;
+        if (num == MC_SVC_PUT_END_KEY_FIELD) {
+            if (wt != 2)
+                return "wrong wire type for the key";
+            r->key.data = n ? (const char *)d : ""; /* the last occurrence counts */
+            r->key.len = memchr(d, 0, n) ? 0 : n;
+        } else if (num == MC_SVC_PUT_END_CLIENT_FIELD) {
+            if (wt != 2)
+                return "wrong wire type for the client id";
+            struct mc_id id = {0, 0}; /* the last occurrence counts whole (protobuf-c 1.4) */
+            if ((why = pb_uuid(d, n, &id)))
+                return why;
+            r->client = id;
+        } else if (end && num == MC_SVC_PUT_END_CRC_VALID_FIELD) {
+            /* protobuf-c's bool takes any wire type and is true when any byte after the tag
+             * (a length prefix too) has one of its seven payload bits set */
+            uint64_t tag;
+            pb_varint(&start, end_p, 5, &tag); /* start: now the first byte after the tag */
+            bool b = false;
+            for (; start < p; start++)
+                b = b || (*start & 0x7f);
+            r->crc_valid = b;
+        } else if (num == MC_SVC_PUT_END_TYPE_FIELD || num == MC_SVC_PUT_END_VERSION_FIELD ||
+                   (end && num == MC_SVC_PUT_END_CRC_FIELD)) {
+            if (wt != 0)
+                return "wrong wire type for a varint field";
+            if (num == MC_SVC_PUT_END_TYPE_FIELD)
+                r->replica_type = (int32_t)(uint32_t)v; /* an enum is an int32: no range check */
+            else if (num == MC_SVC_PUT_END_VERSION_FIELD)
+                r->version = v;
+            else
+                r->crc32c = (uint32_t)v;
         }
     }
     return NULL;
