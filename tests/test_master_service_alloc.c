@@ -270,11 +270,104 @@ static void test_get_allocations_and_reads_per_call(void **state)
     mc_master_free(m);
 }
 
+#define NPUTS 400
+#define MAX_PUT_ALLOCS 10.5
+
+/* Server allocations per Put (PutStart + PutEnd of a new key), counted as above. What the
+ * project's code allocates: the two calls (each with its body), the PutStart reply written in
+ * place, the PutEnd status reply, the object's record and what the core keeps for it, and the
+ * PutStartRequest's decode through the bounded allocator (pb_budget.c, project code). PutEnd's
+ * body is read in place and its reply is not packed from a message. */
+static void test_put_allocations_per_call(void **state)
+{
+    (void)state;
+    struct mc_fake_clock fc;
+    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
+    struct mc_master *m = tm_master(&fc, 5);
+    assert_non_null(m);
+    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
+    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &sd, NULL), MC_OK);
+
+    struct mc_master_service *svc = NULL;
+    assert_int_equal(mc_master_service_new(m, &svc), 0);
+    struct mc_rpc_server_config rcfg;
+    mc_rpc_server_config_init(&rcfg);
+    rcfg.bind_addr = "127.0.0.1";
+    rcfg.port = 0;
+    rcfg.io_threads = 1;
+    rcfg.name = "master";
+    rcfg.on_close = mc_master_service_on_close;
+    rcfg.on_close_arg = svc;
+    struct mc_rpc_server *srv = NULL;
+    assert_int_equal(mc_rpc_server_new(&rcfg, &srv), 0);
+    assert_int_equal(mc_master_service_register(svc, srv), 0);
+    assert_int_equal(mc_rpc_server_start(srv), 0);
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = mc_rpc_server_port(srv);
+    cc.call_timeout_ms = 20000;
+    struct mc_rpc_client *c = NULL;
+    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
+    assert_int_equal(mc_rpc_client_connect(c), 0);
+
+    g_caller = pthread_self();
+    atomic_store(&g_bytes, 0);
+    atomic_store(&g_calls, 0);
+    for (int i = 0; i < NPUTS; i++) {
+        char key[32];
+        snprintf(key, sizeof(key), "put:%08d", i);
+        Mc__Uuid id = MC__UUID__INIT;
+        id.hi = tm_id(1).hi;
+        id.lo = tm_id(1).lo;
+        Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
+        ps.client_id = &id;
+        ps.key = key;
+        ps.value_length = 4096;
+        ProtobufCMessage *resp = NULL;
+        atomic_store(&g_counting, i > 0); /* the first call also sets the connection up */
+        int rc = mc_rpc_client_call_msg(c, MC_METHOD_PUT_START, &ps.base,
+                                        &mc__put_start_response__descriptor, 0, &resp);
+        assert_int_equal(rc, 0);
+        Mc__PutStartResponse *r = (Mc__PutStartResponse *)resp;
+        assert_int_equal(r->n_replicas, 1);
+        assert_non_null(r->replicas[0]->memory);
+        uint64_t version = r->version;
+        protobuf_c_message_free_unpacked(resp, NULL);
+        Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+        pe.client_id = &id;
+        pe.key = key;
+        pe.version = version;
+        resp = NULL;
+        rc = mc_rpc_client_call_msg(c, MC_METHOD_PUT_END, &pe.base,
+                                    &mc__put_end_response__descriptor, 0, &resp);
+        atomic_store(&g_counting, false);
+        assert_int_equal(rc, 0);
+        if (resp)
+            protobuf_c_message_free_unpacked(resp, NULL);
+        struct mc_get_result g;
+        assert_int_equal(mc_master_get_replica_list(m, key, strlen(key), &g), MC_OK);
+    }
+    double allocs = (double)atomic_load(&g_calls) / (NPUTS - 1);
+    print_message("per Put (PutStart + PutEnd): %.2f allocations\n", allocs);
+    /* measured 10.3, 13.3 before (PutEnd decoded by protobuf-c through the bounded allocator:
+     * the message, its key and its uuid); the fraction: the core's tables growing now and then. The
+     * bound has no room for one more allocation per Put */
+    assert_true(allocs <= MAX_PUT_ALLOCS);
+
+    mc_rpc_client_free(c);
+    mc_rpc_server_stop(srv);
+    mc_rpc_server_free(srv);
+    mc_master_service_free(svc);
+    mc_master_free(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batch_get_allocation_follows_the_reply),
         cmocka_unit_test(test_get_allocations_and_reads_per_call),
+        cmocka_unit_test(test_put_allocations_per_call),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,6 +8,9 @@
  * generated packer makes from the view the adapters used to build (mc_svc_get_fill), and the
  * generated unpacker must read them back field by field as the result says.
  *
+ * PutStartResponse is written by hand too (mc_svc_put_start_reply_*): fixed and random results
+ * against protobuf-c's packing of mc_svc_put_start_fill's view, and decoded back.
+ *
  * Requests: GetReplicaListRequest and ExistKeyRequest are read in place
  * (mc_svc_decode_key_request). Valid bodies packed by protobuf-c, then with unknown fields of
  * every wire type, repeated keys and client ids, and then mutated at random (bytes flipped,
@@ -104,6 +107,9 @@ static void rnd_result(struct mc_get_result *g)
         rnd_replica(&g->replicas[i]);
 }
 
+static void check_replicas(Mc__ReplicaDescriptor *const *reps, const struct mc_replica_desc *src,
+                           uint32_t n);
+
 /* The generated decoder's reading of the hand-written bytes, field by field. */
 static void check_decoded(const Mc__GetReplicaListResponse *r, int status,
                           const struct mc_get_result *g)
@@ -120,9 +126,16 @@ static void check_decoded(const Mc__GetReplicaListResponse *r, int status,
     assert_true(r->version == g->version);
     assert_int_equal(r->crc32c, g->crc32c);
     assert_int_equal(!!r->crc_valid, !!g->has_crc);
-    for (uint32_t i = 0; i < g->nreplicas; i++) {
-        const struct mc_replica_desc *s = &g->replicas[i];
-        const Mc__ReplicaDescriptor *d = r->replicas[i];
+    check_replicas(r->replicas, g->replicas, g->nreplicas);
+}
+
+/* The generated decoder's replicas against the ones they were written from. */
+static void check_replicas(Mc__ReplicaDescriptor *const *reps, const struct mc_replica_desc *src,
+                           uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const struct mc_replica_desc *s = &src[i];
+        const Mc__ReplicaDescriptor *d = reps[i];
         assert_true(d->id == s->id);
         assert_int_equal(d->status, s->status);
         if (s->type == MC_REPLICA_TYPE_LOCAL_DISK) {
@@ -277,6 +290,69 @@ static void test_get_reply_random(void **state)
         rnd_result(&g);
         int status = rnd() % 4 == 0 ? -(int)(rnd() % 1000) : 0;
         check_one(status, &g);
+    }
+}
+
+/* PutStartResponse: the same bytes as protobuf-c packs from mc_svc_put_start_fill's view, read
+ * back by the generated decoder as the result says. */
+static void check_put_start(const struct mc_put_start_result *ps)
+{
+    struct mc_svc_put_start_plan pl;
+    mc_svc_put_start_reply_plan(ps, &pl);
+    uint8_t *hand = malloc(pl.size + 1);
+    assert_non_null(hand);
+    assert_ptr_equal(mc_svc_put_start_reply_put(hand, &pl), hand + pl.size);
+
+    Mc__PutStartResponse v;
+    struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
+    Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
+    mc_svc_put_start_fill(ps, &v, reps, ptrs);
+    size_t n = protobuf_c_message_get_packed_size(&v.base);
+    uint8_t *gen = malloc(n + 1);
+    assert_non_null(gen);
+    assert_int_equal(protobuf_c_message_pack(&v.base, gen), n);
+    assert_int_equal(pl.size, n);
+    assert_memory_equal(hand, gen, n);
+
+    Mc__PutStartResponse *r = mc__put_start_response__unpack(NULL, pl.size, hand);
+    assert_non_null(r);
+    assert_true(r->version == ps->version);
+    assert_int_equal(r->n_replicas, ps->nreplicas);
+    check_replicas(r->replicas, ps->replicas, ps->nreplicas);
+    mc__put_start_response__free_unpacked(r, NULL);
+    free(hand);
+    free(gen);
+}
+
+static void test_put_start_reply(void **state)
+{
+    (void)state;
+    static struct mc_put_start_result ps;
+    memset(&ps, 0, sizeof(ps));
+    check_put_start(&ps); /* nothing set: an empty message */
+    ps.version = 1;
+    ps.nreplicas = 1;
+    mem_replica(&ps.replicas[0], 1, "tcp");
+    ps.replicas[0].status = 1; /* PROCESSING */
+    check_put_start(&ps);
+    mem_replica(&ps.replicas[0], 1, "rdma");
+    check_put_start(&ps);
+    ps.nreplicas = MC_MAX_REPLICAS;
+    for (uint32_t i = 0; i < MC_MAX_REPLICAS; i++)
+        mem_replica(&ps.replicas[i], 10 + i, i % 2 ? "rdma" : "tcp");
+    memset(&ps.replicas[3], 0, sizeof(ps.replicas[3])); /* zero ids, empty strings */
+    check_put_start(&ps);
+    ps.version = UINT64_MAX;
+    ps.replicas[0].id = ps.replicas[0].size = ps.replicas[0].u.mem.addr = UINT64_MAX;
+    check_put_start(&ps);
+    for (int i = 0; i < 3000; i++) { /* random ones, disk replicas included */
+        static struct mc_get_result g;
+        rnd_result(&g);
+        memset(&ps, 0, sizeof(ps));
+        ps.version = rnd_val();
+        ps.nreplicas = g.nreplicas;
+        memcpy(ps.replicas, g.replicas, sizeof(ps.replicas));
+        check_put_start(&ps);
     }
 }
 
@@ -582,12 +658,193 @@ static void test_request_random(void **state)
     assert_true(v.accepted > 1000 && v.refused > 1000);
 }
 
+/* ---- PutEndRequest / PutRevokeRequest in place ------------------------------------------ */
+
+static void dump(const char *what, const uint8_t *b, size_t len)
+{
+    fprintf(stderr, "%s (%zu bytes):", what, len);
+    for (size_t i = 0; i < len; i++)
+        fprintf(stderr, " %02x", b[i]);
+    fprintf(stderr, "\n");
+}
+
+/* One body through both decoders: the same verdict and, when accepted, the same fields. */
+static void check_put_end(const uint8_t *b, size_t len, bool end, struct verdicts *v)
+{
+    const ProtobufCMessageDescriptor *desc =
+        end ? &mc__put_end_request__descriptor : &mc__put_revoke_request__descriptor;
+    struct mc_pb_limits lim = {0};
+    ProtobufCMessage *m = mc_pb_unpack_bounded(desc, b, len, &lim, NULL);
+    struct mc_svc_put_end_req r;
+    const char *why = mc_svc_decode_put_end(b, len, end, &r);
+    if (!m) {
+        if (!why)
+            dump("accepted a body protobuf-c refuses", b, len);
+        assert_non_null(why);
+        v->refused++;
+        return;
+    }
+    if (why)
+        dump(why, b, len);
+    assert_null(why);
+    v->accepted++;
+    const char *k;
+    struct mc_id id;
+    int32_t type;
+    uint64_t version;
+    uint32_t crc = 0;
+    bool crc_valid = false;
+    if (end) {
+        const Mc__PutEndRequest *q = (const void *)m;
+        k = q->key;
+        id = mc_svc_id_from_pb(q->client_id);
+        type = q->replica_type;
+        version = q->version;
+        crc = q->crc32c;
+        crc_valid = q->crc_valid;
+    } else {
+        const Mc__PutRevokeRequest *q = (const void *)m;
+        k = q->key;
+        id = mc_svc_id_from_pb(q->client_id);
+        type = q->replica_type;
+        version = q->version;
+    }
+    struct mc_key_ref ref = {.data = k ? k : "", .len = k ? strlen(k) : 0};
+    mc_svc_mark_nul_strings(b, len, MC_SVC_PUT_END_KEY_FIELD, 0, true, &ref, 1);
+    bool same = r.key.len == ref.len && memcmp(r.key.data, ref.data, ref.len) == 0 &&
+                r.client.hi == id.hi && r.client.lo == id.lo && r.replica_type == type &&
+                r.version == version && r.crc32c == crc && r.crc_valid == crc_valid;
+    if (!same)
+        dump("decoded otherwise than protobuf-c", b, len);
+    assert_true(same);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
+
+/* A random varint value as raw bytes: one to ten of them, the tenth with any bits (those past
+ * bit 63 make a bool true in protobuf-c and nothing else). */
+static void put_raw_varint(uint8_t *b, size_t *n)
+{
+    size_t len = 1 + rnd() % 10;
+    for (size_t i = 0; i < len; i++)
+        b[(*n)++] = (uint8_t)((rnd() % 3 == 0 ? 0 : rnd() & 0x7f) | (i + 1 < len ? 0x80 : 0));
+}
+
+static size_t rnd_put_end_body(uint8_t *b)
+{
+    size_t n = 0;
+    int fields = (int)(rnd() % 8);
+    for (int f = 0; f < fields; f++) {
+        uint32_t num = 1 + (uint32_t)(rnd() % 8); /* 7, 8: unknown */
+        unsigned wt = rnd() % 8 == 0 ? (unsigned[]){0, 1, 2, 5}[rnd() % 4] : 0;
+        if (num == 1 && !wt) {
+            uint8_t u[64];
+            size_t un = 0;
+            int uf = (int)(rnd() % 4);
+            for (int i = 0; i < uf; i++)
+                put_field(u, &un, 1 + (uint32_t)(rnd() % 3), 0, NULL, 0, rnd_val());
+            put_field(b, &n, 1, 2, u, un, 0);
+        } else if (num == 2 && !wt) {
+            char key[24];
+            size_t kl = rnd() % sizeof(key);
+            for (size_t i = 0; i < kl; i++)
+                key[i] = rnd() % 16 == 0 ? 0 : (char)('a' + rnd() % 26);
+            put_field(b, &n, 2, 2, key, kl, 0);
+        } else if (wt == 0) {
+            n += put_varint(b + n, (uint64_t)num << 3);
+            put_raw_varint(b, &n);
+        } else {
+            uint8_t junk[8];
+            for (size_t i = 0; i < sizeof(junk); i++)
+                junk[i] = (uint8_t)rnd();
+            put_field(b, &n, num, wt, junk, rnd() % sizeof(junk), rnd_val());
+        }
+    }
+    return n;
+}
+
+static void test_put_end_request(void **state)
+{
+    (void)state;
+    struct verdicts v = {0, 0};
+    for (int end = 0; end < 2; end++) {
+        Mc__Uuid id = MC__UUID__INIT;
+        id.hi = 42;
+        id.lo = UINT64_MAX;
+        Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
+        pe.key = "key:000000000001";
+        pe.client_id = &id;
+        pe.replica_type = MC__REPLICA_TYPE__RT_MEMORY;
+        pe.version = 1ull << 40;
+        pe.crc32c = 0xdeadbeef;
+        pe.crc_valid = true;
+        uint8_t b[1024];
+        size_t n = protobuf_c_message_pack(&pe.base, b);
+        check_put_end(b, n, end, &v);
+        check_put_end(b, 0, end, &v);
+        check_put_end(NULL, 0, end, &v);
+        for (size_t cut = 1; cut < n; cut++)
+            check_put_end(b, cut, end, &v);
+        static const uint8_t cases[][14] = {
+            {12, 0x30, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+             0x02}, /* bool bit 64 */
+            {11, 0x30, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x00},
+            {4, 0x30, 0x02, 0x30, 0x00}, /* two bools: the last */
+            {11, 0x18, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}, /* type -1 */
+            {6, 0x28, 0xff, 0xff, 0xff, 0xff, 0x7f},             /* crc past 32 bits */
+            {5, 0x2d, 1, 2, 3, 4},                               /* crc as fixed32 */
+            {3, 0x1a, 0x01, 0x00},                               /* type as a string */
+            {8, 0x0a, 0x02, 0x08, 0x01, 0x0a, 0x02, 0x10, 0x02}, /* two client ids: the last */
+            {5, 0x12, 0x03, 'a', 0, 'b'},                        /* a key holding a NUL */
+            {2, 0x08, 0x01},                                     /* client id as a varint */
+            {3, 0x33, 0x34, 0x00},                               /* a group */
+            {5, 0x35, 0x80, 0x80, 0x80, 0x80}, /* bool as fixed32, no payload bit */
+            {5, 0x35, 0x80, 0x01, 0x00, 0x00}, /* bool as fixed32 */
+            {3, 0x32, 0x80, 0x00},             /* bool as an empty string */
+            {3, 0x32, 0x01, 0x80},             /* bool: its length prefix counts */
+            {9, 0x31, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80}, /* bool as fixed64 */
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            check_put_end(cases[i] + 1, cases[i][0], end, &v);
+        for (int i = 0; i < 100000; i++) {
+            n = rnd_put_end_body(b);
+            switch (rnd() % 6) {
+            case 0:
+                if (n)
+                    b[rnd() % n] = (uint8_t)rnd();
+                break;
+            case 1:
+                if (n)
+                    n = rnd() % n;
+                break;
+            default:
+                break;
+            }
+            check_put_end(b, n, end, &v);
+        }
+    }
+    print_message("put end/revoke requests: %u accepted, %u refused\n", v.accepted, v.refused);
+    assert_true(v.accepted > 1000 && v.refused > 1000);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "client_id"), 1);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "key"), 2);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "replica_type"), 3);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "version"), 4);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "crc32c"), 5);
+    assert_int_equal(mc_svc_field_num(&mc__put_end_request__descriptor, "crc_valid"), 6);
+    assert_int_equal(mc__put_end_request__descriptor.n_fields, 6);
+    assert_int_equal(mc_svc_field_num(&mc__put_revoke_request__descriptor, "client_id"), 1);
+    assert_int_equal(mc_svc_field_num(&mc__put_revoke_request__descriptor, "key"), 2);
+    assert_int_equal(mc_svc_field_num(&mc__put_revoke_request__descriptor, "replica_type"), 3);
+    assert_int_equal(mc_svc_field_num(&mc__put_revoke_request__descriptor, "version"), 4);
+    assert_int_equal(mc__put_revoke_request__descriptor.n_fields, 4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_get_reply_cases), cmocka_unit_test(test_get_reply_random),
         cmocka_unit_test(test_batch_reply),     cmocka_unit_test(test_field_numbers),
         cmocka_unit_test(test_request_cases),   cmocka_unit_test(test_request_random),
+        cmocka_unit_test(test_put_start_reply), cmocka_unit_test(test_put_end_request),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,9 @@
 /*
- * service_encode.c - GetReplicaListResponse written by hand, straight from the core's result.
+ * service_encode.c - GetReplicaListResponse and PutStartResponse written by hand, straight from the
+ * core's result.
+ *
+ * PutStartResponse (its replicas and version) is written the same way, from struct
+ * mc_put_start_result.
  *
  * Why. A GetReplicaList reply went core result -> protobuf-c view (a descriptor, a location and
  * a uuid struct per replica) -> protobuf-c's generic packer, which walks the descriptors field
@@ -131,10 +135,11 @@ static void rep_plan(const struct mc_replica_desc *r, struct mc_svc_rep_plan *pl
                vfield_size(enum_wire((Mc__ReplicaStatus)r->status)) + lfield_size(pl->loc);
 }
 
-static uint8_t *rep_put(uint8_t *p, const struct mc_replica_desc *r,
+/* One ReplicaDescriptor as field num of the enclosing message (its tag and length first). */
+static uint8_t *rep_put(uint8_t *p, unsigned num, const struct mc_replica_desc *r,
                         const struct mc_svc_rep_plan *pl)
 {
-    p = lfield_head(p, 2, pl->desc); /* GetReplicaListResponse.replicas */
+    p = lfield_head(p, num, pl->desc);
     p = vfield_put(p, 1, r->id);
     p = vfield_put(p, 2, pl->type);
     p = vfield_put(p, 3, enum_wire((Mc__ReplicaStatus)r->status));
@@ -181,7 +186,7 @@ uint8_t *mc_svc_get_reply_put(uint8_t *p, const struct mc_svc_get_plan *pl)
     if (pl->status != 0)
         return p;
     for (uint32_t i = 0; i < pl->n; i++)
-        p = rep_put(p, &g->replicas[i], &pl->reps[i]);
+        p = rep_put(p, 2, &g->replicas[i], &pl->reps[i]); /* GetReplicaListResponse.replicas */
     p = vfield_put(p, 3, g->lease_ttl_ms);
     p = vfield_put(p, 4, g->size);
     p = vfield_put(p, 5, g->version);
@@ -202,4 +207,26 @@ uint8_t *mc_svc_batch_item_put(uint8_t *p, const struct mc_svc_get_plan *pl)
 {
     p = lfield_head(p, 1, pl->size); /* BatchGetReplicaListResponse.results */
     return mc_svc_get_reply_put(p, pl);
+}
+
+/* ---- PutStartResponse -------------------------------------------------------------------- */
+
+void mc_svc_put_start_reply_plan(const struct mc_put_start_result *ps,
+                                 struct mc_svc_put_start_plan *pl)
+{
+    pl->ps = ps;
+    pl->n = ps->nreplicas < MC_MAX_REPLICAS ? ps->nreplicas : MC_MAX_REPLICAS;
+    size_t n = vfield_size(ps->version);
+    for (uint32_t i = 0; i < pl->n; i++) {
+        rep_plan(&ps->replicas[i], &pl->reps[i]);
+        n += lfield_size(pl->reps[i].desc);
+    }
+    pl->size = n;
+}
+
+uint8_t *mc_svc_put_start_reply_put(uint8_t *p, const struct mc_svc_put_start_plan *pl)
+{
+    for (uint32_t i = 0; i < pl->n; i++) /* PutStartResponse.replicas */
+        p = rep_put(p, 1, &pl->ps->replicas[i], &pl->reps[i]);
+    return vfield_put(p, 2, pl->ps->version); /* PutStartResponse.version */
 }

@@ -107,6 +107,20 @@ uint8_t *mc_svc_get_reply_put(uint8_t *p, const struct mc_svc_get_plan *pl);
 /* The same as one element of BatchGetReplicaListResponse.results (tag and length first). */
 size_t mc_svc_batch_item_size(const struct mc_svc_get_plan *pl);
 uint8_t *mc_svc_batch_item_put(uint8_t *p, const struct mc_svc_get_plan *pl);
+/* PutStartResponse the same way: the bytes protobuf-c packs from mc_svc_put_start_fill's view. */
+struct mc_svc_put_start_plan {
+    const struct mc_put_start_result *ps;
+    uint32_t n;  /* replicas written */
+    size_t size; /* bytes of the PutStartResponse */
+    struct mc_svc_rep_plan reps[MC_MAX_REPLICAS];
+};
+void mc_svc_put_start_reply_plan(const struct mc_put_start_result *ps,
+                                 struct mc_svc_put_start_plan *pl);
+uint8_t *mc_svc_put_start_reply_put(uint8_t *p, const struct mc_svc_put_start_plan *pl);
+/* The protobuf-c view of a PutStart result (service_objects.c), replicas in reps/ptrs (room for
+ * MC_MAX_REPLICAS): what the encoder above must match. */
+void mc_svc_put_start_fill(const struct mc_put_start_result *ps, Mc__PutStartResponse *r,
+                           struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs);
 /* The protobuf-c view of one result (service_objects.c), replicas in reps/ptrs (room for
  * MC_MAX_REPLICAS, or for g->nreplicas when fewer): what the encoder above must match. */
 void mc_svc_get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaListResponse *r,

@@ -79,7 +79,7 @@ void mc_svc_get_fill(int status, const struct mc_get_result *g, Mc__GetReplicaLi
     r->crc_valid = g->has_crc;
 }
 
-/* The replicas of a PutStart answer. */
+/* The replicas of a BatchPutStart item. */
 struct pb_put_start {
     struct mc_svc_pb_replica reps[MC_MAX_REPLICAS];
     Mc__ReplicaDescriptor *ptrs[MC_MAX_REPLICAS];
@@ -90,6 +90,16 @@ static void put_start_to_pb(const struct mc_put_start_result *ps, struct pb_put_
 {
     *n_out = mc_svc_replicas_to_pb(ps->replicas, ps->nreplicas, p->reps, p->ptrs);
     *out = p->ptrs;
+}
+
+/* Protobuf view of a PutStart answer: what service_encode.c's PutStartResponse must equal. */
+void mc_svc_put_start_fill(const struct mc_put_start_result *ps, Mc__PutStartResponse *r,
+                           struct mc_svc_pb_replica *reps, Mc__ReplicaDescriptor **ptrs)
+{
+    mc__put_start_response__init(r);
+    r->n_replicas = mc_svc_replicas_to_pb(ps->replicas, ps->nreplicas, reps, ptrs);
+    r->replicas = ptrs;
+    r->version = ps->version;
 }
 
 /* ---- Put ----------------------------------------------------------------------------------- */
@@ -114,44 +124,53 @@ void mc_svc_put_start(void *arg, struct mc_rpc_call *call)
         mc_rpc_reply_status(call, rc);
         return;
     }
-    Mc__PutStartResponse r = MC__PUT_START_RESPONSE__INIT;
-    struct pb_put_start p;
-    put_start_to_pb(&ps, &p, &r.n_replicas, &r.replicas);
-    r.version = ps.version;
-    mc_rpc_reply_msg(call, 0, &r.base);
+    struct mc_svc_put_start_plan pl;
+    struct mc_rpc_draft d = {0};
+    mc_svc_put_start_reply_plan(&ps, &pl);
+    uint8_t *p = mc_rpc_draft_room(&d, pl.size);
+    if (p)
+        mc_svc_put_start_reply_put(p, &pl);
+    mc_rpc_reply_draft(call, &d, p ? pl.size : SIZE_MAX); /* no room: INTERNAL_ERROR */
+}
+
+/* PutEnd and PutRevoke: read in place (service_wire.h), no protobuf-c message. */
+static bool put_end_decode(struct mc_rpc_call *call, bool end, struct mc_svc_put_end_req *r)
+{
+    size_t blen;
+    const uint8_t *body = mc_rpc_call_body(call, &blen);
+    const char *bad = mc_svc_decode_put_end(body, blen, end, r);
+    if (bad)
+        mc_rpc_call_refuse_body(call, bad);
+    return bad == NULL;
 }
 
 void mc_svc_put_end(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
-    UNPACK(PutEndRequest, put_end_request, req);
-    struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    int rc = check_replica_type(req->replica_type);
+    struct mc_svc_put_end_req req;
+    if (!put_end_decode(call, true, &req))
+        return;
+    int rc = check_replica_type((Mc__ReplicaType)req.replica_type);
     if (rc == 0)
-        rc = mc_svc_check_client(svc->m, call, client);
-    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_end_request), req->key);
+        rc = mc_svc_check_client(svc->m, call, req.client);
     if (rc == 0)
-        rc = mc_master_put_end(svc->m, client, key.data, key.len, req->version, req->crc32c,
-                               req->crc_valid);
-    FREE_REQ(req);
-    Mc__PutEndResponse r = MC__PUT_END_RESPONSE__INIT;
-    mc_rpc_reply_msg(call, rc, &r.base);
+        rc = mc_master_put_end(svc->m, req.client, req.key.data, req.key.len, req.version,
+                               req.crc32c, req.crc_valid);
+    mc_rpc_reply_status(call, rc); /* PutEndResponse has no fields: an empty body either way */
 }
 
 void mc_svc_put_revoke(void *arg, struct mc_rpc_call *call)
 {
     struct mc_master_service *svc = arg;
-    UNPACK(PutRevokeRequest, put_revoke_request, req);
-    struct mc_id client = mc_svc_id_from_pb(req->client_id);
-    int rc = check_replica_type(req->replica_type);
+    struct mc_svc_put_end_req req;
+    if (!put_end_decode(call, false, &req))
+        return;
+    int rc = check_replica_type((Mc__ReplicaType)req.replica_type);
     if (rc == 0)
-        rc = mc_svc_check_client(svc->m, call, client);
-    struct mc_key_ref key = mc_svc_key_from_pb(call, KEY(put_revoke_request), req->key);
+        rc = mc_svc_check_client(svc->m, call, req.client);
     if (rc == 0)
-        rc = mc_master_put_revoke(svc->m, client, key.data, key.len, req->version);
-    FREE_REQ(req);
-    Mc__PutRevokeResponse r = MC__PUT_REVOKE_RESPONSE__INIT;
-    mc_rpc_reply_msg(call, rc, &r.base);
+        rc = mc_master_put_revoke(svc->m, req.client, req.key.data, req.key.len, req.version);
+    mc_rpc_reply_status(call, rc); /* PutRevokeResponse has no fields either */
 }
 
 /* BatchPutStart: res = the core's results, views = one PutStartResult (and its replicas) per

@@ -19,8 +19,8 @@
 
 /* Sets len = 0 in keys[i] when the i-th occurrence of field num of the body (a string; or, with
  * sub != 0, a message whose string field sub is the one looked at) holds a NUL. single (n = 1):
- * a singular field: for a string its last occurrence counts (the decoded one), for a message
- * any occurrence (protobuf merges them). */
+ * a singular field: its last occurrence counts, the one protobuf-c 1.4 decodes (it replaces an
+ * earlier one whole, a message too: it does not merge them). */
 void mc_svc_mark_nul_strings(const uint8_t *body, size_t len, uint32_t num, uint32_t sub,
                              bool single, struct mc_key_ref *keys, size_t n);
 
@@ -39,5 +39,27 @@ void mc_svc_mark_nul_strings(const uint8_t *body, size_t len, uint32_t num, uint
 const char *mc_svc_decode_key_request(const uint8_t *body, size_t len, uint32_t key_num,
                                       uint32_t client_num, struct mc_key_ref *key,
                                       struct mc_id *client);
+
+/* PutEndRequest (end = true) and PutRevokeRequest (end = false: fields 5 and 6 are unknown
+ * there) read in place, with the same rules as mc_svc_decode_key_request; replica_type as the
+ * int32 protobuf-c stores (no check of the value), crc_valid as protobuf-c's bool: of any wire
+ * type, true when any byte after its tag has a payload bit set (bits past 63 of a varint, a
+ * length prefix). */
+#define MC_SVC_PUT_END_CLIENT_FIELD 1    /* PutEndRequest.client_id, PutRevokeRequest.client_id */
+#define MC_SVC_PUT_END_KEY_FIELD 2       /* .key */
+#define MC_SVC_PUT_END_TYPE_FIELD 3      /* .replica_type */
+#define MC_SVC_PUT_END_VERSION_FIELD 4   /* .version */
+#define MC_SVC_PUT_END_CRC_FIELD 5       /* PutEndRequest.crc32c */
+#define MC_SVC_PUT_END_CRC_VALID_FIELD 6 /* PutEndRequest.crc_valid */
+struct mc_svc_put_end_req {
+    struct mc_key_ref key;
+    struct mc_id client;
+    int32_t replica_type;
+    uint64_t version;
+    uint32_t crc32c;
+    bool crc_valid;
+};
+const char *mc_svc_decode_put_end(const uint8_t *body, size_t len, bool end,
+                                  struct mc_svc_put_end_req *r);
 
 #endif
