@@ -60,6 +60,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <liburing.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -98,6 +99,8 @@ struct conn {
     uint64_t sent_ns[MAX_DEPTH];
     unsigned put_seq; /* put: objects started on this connection */
     int idx;
+    int recv_armed, send_armed; /* --io=uring: an SQE of that kind is in the ring */
+    size_t send_len;            /* --io=uring: bytes of out the armed send covers */
 };
 
 struct loop {
@@ -111,12 +114,19 @@ struct loop {
     double *lat_ms;
     size_t nlat;
     pthread_t th;
+    struct io_uring *ring; /* --io=uring: the loop's ring (NULL: epoll) */
+    uint64_t syscalls;     /* epoll_wait/recv/send or io_uring_enter calls while measuring */
 };
+
+/* this thread's send/recv/epoll_wait/io_uring_enter calls (one load loop per thread) */
+static _Thread_local uint64_t t_syscalls;
 
 static int out_reserve(struct conn *c, size_t n)
 {
     if (c->out_len + n <= c->out_cap)
         return 0;
+    if (c->send_armed)
+        return -1; /* the ring still reads the buffer: never move it under an armed send */
     size_t cap = c->out_cap ? c->out_cap : 4096;
     while (cap < c->out_len + n)
         cap *= 2;
@@ -234,6 +244,7 @@ static int flush(struct conn *c)
 {
     while (c->out_off < c->out_len) {
         ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+        t_syscalls++;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -337,7 +348,7 @@ static int drain_frames(struct loop *l, struct conn *c)
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;
-    return flush(c);
+    return l->ring ? 0 : flush(c);
 }
 
 static int on_readable(struct loop *l, struct conn *c)
@@ -353,6 +364,7 @@ static int on_readable(struct loop *l, struct conn *c)
         }
         size_t want = c->in_cap - c->in_len;
         ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
+        t_syscalls++;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -387,10 +399,139 @@ static int tcp_connect(const struct opts *o)
     return fd;
 }
 
+/* ---- --io=uring: the same loop on io_uring ----------------------------------------------------
+ * Each connection keeps one recv in the ring and, when it has bytes to send, one send; a round
+ * hands every new SQE to the kernel and waits for the next completions in ONE io_uring_enter,
+ * where the epoll loop pays an epoll_wait plus a recv and a send per call. Same requests, same
+ * frame checks (drain_frames), same depth. */
+
+#define UD_SEND ((uintptr_t)1)
+
+static int uring_arm(struct loop *l, struct conn *c)
+{
+    struct io_uring_sqe *sqe;
+    if (!c->send_armed && c->out_len > c->out_off) {
+        if (!(sqe = io_uring_get_sqe(l->ring)))
+            return -1;
+        c->send_len = c->out_len - c->out_off;
+        io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->send_len, MSG_NOSIGNAL);
+        io_uring_sqe_set_data(sqe, (void *)((uintptr_t)c | UD_SEND));
+        c->send_armed = 1;
+    }
+    if (!c->recv_armed) {
+        if (c->in_cap - c->in_len < 16384) {
+            size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+            uint8_t *p = realloc(c->in, cap);
+            if (!p)
+                return -1;
+            c->in = p;
+            c->in_cap = cap;
+        }
+        if (!(sqe = io_uring_get_sqe(l->ring)))
+            return -1;
+        io_uring_prep_recv(sqe, c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+        io_uring_sqe_set_data(sqe, c);
+        c->recv_armed = 1;
+    }
+    return 0;
+}
+
+static int uring_complete(struct loop *l, struct io_uring_cqe *cqe)
+{
+    uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
+    struct conn *c = (struct conn *)(ud & ~UD_SEND);
+    if (cqe->res <= 0) {
+        errno = cqe->res < 0 ? -cqe->res : EPIPE;
+        return -1;
+    }
+    if (ud & UD_SEND) {
+        c->send_armed = 0;
+        c->out_off += (size_t)cqe->res;
+        if (c->out_off == c->out_len)
+            c->out_off = c->out_len = 0;
+    } else {
+        c->recv_armed = 0;
+        c->in_len += (size_t)cqe->res;
+        if (drain_frames(l, c) != 0)
+            return -1;
+    }
+    return uring_arm(l, c);
+}
+
+static void *loop_main_uring(struct loop *l)
+{
+    const struct opts *o = l->sh->o;
+    struct io_uring ring;
+    struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
+    unsigned entries = 64;
+    while (entries < 4u * (unsigned)l->nconns)
+        entries *= 2;
+    int rc = io_uring_queue_init_params(entries, &ring, &p);
+    if (rc < 0) {
+        memset(&p, 0, sizeof(p));
+        rc = io_uring_queue_init_params(entries, &ring, &p); /* an older kernel */
+    }
+    if (rc < 0) {
+        errno = -rc;
+        goto fail_noring;
+    }
+    l->ring = &ring;
+    for (int i = 0; i < l->nconns; i++) {
+        struct conn *c = &l->conns[i];
+        for (int d = 0; d < o->depth; d++)
+            if (issue(l, c, 0) != 0)
+                goto fail;
+        if (uring_arm(l, c) != 0)
+            goto fail;
+    }
+    for (;;) {
+        int stopping = atomic_load(&l->sh->stop);
+        int busy = 0;
+        for (int i = 0; i < l->nconns; i++)
+            busy |= l->conns[i].inflight > 0 || l->conns[i].send_armed;
+        if (stopping && !busy)
+            break;
+        int measuring = atomic_load_explicit(&l->sh->measuring, memory_order_relaxed);
+        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
+        struct io_uring_cqe *cqe;
+        rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
+        l->syscalls += measuring;
+        if (rc < 0 && rc != -ETIME && rc != -EINTR) {
+            errno = -rc;
+            goto fail;
+        }
+        unsigned head, seen = 0;
+        int bad = 0;
+        io_uring_for_each_cqe(&ring, head, cqe)
+        {
+            seen++;
+            if (uring_complete(l, cqe) != 0) {
+                bad = 1;
+                break;
+            }
+        }
+        io_uring_cq_advance(&ring, seen);
+        if (bad)
+            goto fail;
+    }
+    io_uring_queue_exit(&ring); /* cancels the idle recvs */
+    l->ring = NULL;
+    return NULL;
+fail:
+    io_uring_queue_exit(&ring);
+    l->ring = NULL;
+fail_noring:
+    fprintf(stderr, "bench master: a connection failed (errno %d)\n", errno);
+    l->errors += 1;
+    return (void *)1;
+}
+
 static void *loop_main(void *arg)
 {
     struct loop *l = arg;
     const struct opts *o = l->sh->o;
+    if (o->io_uring)
+        return loop_main_uring(l);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         goto fail;
@@ -413,7 +554,10 @@ static void *loop_main(void *arg)
             busy |= l->conns[i].inflight > 0;
         if (stopping && !busy)
             break;
+        uint64_t before = t_syscalls;
+        int measuring = atomic_load_explicit(&l->sh->measuring, memory_order_relaxed);
         int n = epoll_wait(ep, evs, 64, 100);
+        t_syscalls++;
         if (n < 0 && errno != EINTR)
             goto fail;
         for (int i = 0; i < n; i++) {
@@ -423,6 +567,8 @@ static void *loop_main(void *arg)
             if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && on_readable(l, c) != 0)
                 goto fail;
         }
+        if (measuring)
+            l->syscalls += t_syscalls - before;
     }
     close(ep);
     return NULL;
@@ -461,6 +607,7 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         l->conns = conns + l->first_conn;
         l->objects = l->calls = l->errors = l->decoded = l->misses = l->refused = 0;
         l->nlat = 0;
+        l->syscalls = 0;
         pthread_create(&l->th, NULL, loop_main, l);
     }
     /* a short warm-up, then the measured window */
@@ -484,6 +631,8 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         failed |= ret != NULL;
         objects += loops[t].objects;
         calls += loops[t].calls;
+        sh->syscalls += loops[t].syscalls;
+        sh->calls += loops[t].calls;
         *errors += loops[t].errors;
         sh->misses += loops[t].misses;
         sh->refused += loops[t].refused;
@@ -513,6 +662,7 @@ static void usage(void)
             "usage: mooncake_bench master --master=HOST:PORT\n"
             "       [--op=get|exist|batch_get|put|remove|batch_remove] [--disk_holder]\n"
             "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
+            "       [--io=epoll|uring]\n"
             "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n"
             "       [--bench_id=mooncake_bench] [--probe_hz=0] [--segment_bytes=2^40]\n"
             "  --bench_id  names the bench's client and its 1 TiB fake segment: a run with\n"
@@ -553,6 +703,7 @@ int mc_bench_master(int argc, char **argv)
                                        {"bench_id", required_argument, NULL, 'I'},
                                        {"probe_hz", required_argument, NULL, 'P'},
                                        {"segment_bytes", required_argument, NULL, 'B'},
+                                       {"io", required_argument, NULL, 'i'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch, bad = 0;
@@ -578,6 +729,12 @@ int mc_bench_master(int argc, char **argv)
             break;
         case 'd':
             o.depth = atoi(optarg);
+            break;
+        case 'i':
+            if (strcmp(optarg, "uring") == 0)
+                o.io_uring = 1;
+            else if (strcmp(optarg, "epoll") != 0)
+                bad = 1;
             break;
         case 'b':
             o.batch = atoi(optarg);
@@ -723,6 +880,8 @@ int mc_bench_master(int argc, char **argv)
     mc_bench_add_num(&res, "calls_per_s", mc_bench_median(cps, (size_t)o.runs));
     mc_bench_add_num(&res, "bytes_per_object", bpo > 0 ? bpo : 0);
     mc_bench_add_num(&res, "misses", (double)sh.misses);
+    mc_bench_add_str(&res, "io", o.io_uring ? "uring" : "epoll");
+    mc_bench_add_num(&res, "syscalls_per_call", sh.calls ? (double)sh.syscalls / sh.calls : 0);
     if (o.op == OP_PUT)
         mc_bench_add_num(&res, "put_refused", (double)sh.refused);
     mc_bench_add_num(&res, "max_ms", mc_bench_percentile(lat, nlat, 100));

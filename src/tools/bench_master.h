@@ -39,6 +39,7 @@ struct opts {
     uint64_t seed;
     const char *bench_id; /* --bench_id: names the client and its segment (reused across runs) */
     double probe_hz;      /* --probe_hz: open-loop probe Gets per second (0: none) */
+    int io_uring;         /* --io=uring: the load loops on io_uring (default: epoll) */
 };
 
 struct shared {
@@ -50,6 +51,7 @@ struct shared {
     int pid;          /* this process's, in put keys (read once: getpid(2) is a syscall) */
     uint64_t misses;  /* Gets of keys not found (evicted or removed since the prefill) */
     uint64_t refused; /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
+    uint64_t syscalls, calls; /* the load loops' syscalls and calls while measuring */
 };
 
 /* The open-loop probe (bench_master_probe.c): one blocking connection sends a GetReplicaList of
