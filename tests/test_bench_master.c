@@ -4,7 +4,9 @@
  *     capacity stays 1 TiB after the second (each used to add another 1 TiB);
  *   - a Get run over more keys than were prefilled counts the missing ones as misses and exits
  *     0 (it used to fail the run);
- *   - --probe_hz reports the open-loop probe's calls and max latency.
+ *   - --probe_hz reports the open-loop probe's calls and max latency;
+ *   - --io=uring drives the same calls: Gets of missing keys counted as misses, Puts that land
+ *     in the master (its allocated bytes grow), io and syscalls_per_call in the JSON.
  * The master is stopped in teardown and the temporary directory removed.
  */
 #include <setjmp.h>
@@ -50,13 +52,15 @@ static int teardown(void **state)
 }
 
 /* One bench run; its JSON line parsed (the first stdout line starting with '{'). */
-static struct cu_json *bench(const char *keys, bool prefill, const char *probe)
+static struct cu_json *bench_op(const char *keys, bool prefill, const char *probe, const char *op,
+                                const char *io)
 {
     char master[128];
     snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
-    const char *argv[12] = {g.bench,         "master",   master, "--conns=2",
-                            "--seconds=0.3", "--op=get", keys};
+    const char *argv[12] = {g.bench, "master", master, "--conns=2", "--seconds=0.3", op, keys};
     int n = 7;
+    if (io)
+        argv[n++] = io;
     if (prefill)
         argv[n++] = "--prefill";
     if (probe)
@@ -76,6 +80,11 @@ static struct cu_json *bench(const char *keys, bool prefill, const char *probe)
     assert_non_null(j);
     cu_run_free(&r);
     return j;
+}
+
+static struct cu_json *bench(const char *keys, bool prefill, const char *probe)
+{
+    return bench_op(keys, prefill, probe, "--op=get", NULL);
 }
 
 static void test_reused_segment_misses_probe(void **state)
@@ -101,10 +110,43 @@ static void test_reused_segment_misses_probe(void **state)
     assert_true(cu_master_metric(&g.cl, "master_segment_count") == 1);
 }
 
+static void test_io_uring(void **state)
+{
+    (void)state;
+    /* the segment and the first 500 keys are there from the test before (one master) */
+    struct cu_json *j = bench_op("--keys=1000", false, NULL, "--op=get", "--io=uring");
+    const char *io = NULL;
+    uint64_t v = 0;
+    assert_true(cu_json_str(j, "io", &io));
+    assert_string_equal(io, "uring");
+    assert_true(cu_json_u64(j, "misses", &v));
+    assert_true(v > 0);
+    assert_true(cu_json_u64(j, "calls_per_s", &v));
+    assert_true(v > 0);
+    const struct cu_json *sc = cu_json_get(j, "syscalls_per_call");
+    assert_non_null(sc);
+    cu_json_free(j);
+
+    double before = cu_master_metric(&g.cl, "master_allocated_bytes");
+    j = bench_op("--keys=1000", false, NULL, "--op=put", "--io=uring");
+    assert_true(cu_json_str(j, "io", &io));
+    assert_string_equal(io, "uring");
+    assert_true(cu_json_u64(j, "calls_per_s", &v));
+    assert_true(v > 0);
+    cu_json_free(j);
+    assert_true(cu_master_metric(&g.cl, "master_allocated_bytes") >= before + 4096);
+
+    j = bench_op("--keys=1000", false, NULL, "--op=batch_get", "--io=uring");
+    assert_true(cu_json_u64(j, "calls_per_s", &v));
+    assert_true(v > 0);
+    cu_json_free(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reused_segment_misses_probe),
+        cmocka_unit_test(test_io_uring),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -48,9 +48,9 @@ struct shared {
     _Atomic int stop;
     _Atomic int measuring;
     unsigned run_no;
-    int pid;          /* this process's, in put keys (read once: getpid(2) is a syscall) */
-    uint64_t misses;  /* Gets of keys not found (evicted or removed since the prefill) */
-    uint64_t refused; /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
+    int pid;                  /* this process's, in put keys (read once: getpid(2) is a syscall) */
+    uint64_t misses;          /* Gets of keys not found (evicted or removed since the prefill) */
+    uint64_t refused;         /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
     uint64_t syscalls, calls; /* the load loops' syscalls and calls while measuring */
 };
 
