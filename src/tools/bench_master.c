@@ -9,8 +9,9 @@
  * the client alive while the bench runs (start the master with a long --client_ttl if separate
  * invocations must share one prefill).
  *
- * Load: --threads event loops (epoll), each driving its share of --conns raw connections that
- * each keep --depth requests in flight (default 1, like redis-benchmark without -P). Requests
+ * Load: --threads event loops (io_uring, or epoll with --io=epoll or --depth > 1), each driving
+ * its share of --conns raw connections that each keep --depth requests in flight (default 1,
+ * like redis-benchmark without -P). Requests
  * pick uniformly random keys among the --keys prefilled ones:
  *   get        GetReplicaList(key)                       one object per call
  *   exist      ExistKey(key)                             one object per call
