@@ -545,7 +545,9 @@ static void *loop_uring(struct loop *l)
     /* the completions' task work runs when this thread waits, not in the master's sends */
     struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
     int ret = io_uring_queue_init_params((unsigned)(4 * l->nconns), &ring, &p);
-    if (ret < 0) {
+    if (ret < 0) { /* e.g. a kernel before 6.1 (DEFER_TASKRUN) or io_uring disabled */
+        fprintf(stderr, "bench master: no io_uring (errno %d); --io=epoll runs without one\n",
+                -ret);
         errno = -ret;
         goto fail_noring;
     }
