@@ -9,8 +9,9 @@
  * the client alive while the bench runs (start the master with a long --client_ttl if separate
  * invocations must share one prefill).
  *
- * Load: --threads event loops (epoll), each driving its share of --conns raw connections that
- * each keep --depth requests in flight (default 1, like redis-benchmark without -P). Requests
+ * Load: --threads event loops (io_uring, or epoll with --io=epoll or --depth > 1), each driving
+ * its share of --conns raw connections that each keep --depth requests in flight (default 1,
+ * like redis-benchmark without -P). Requests
  * pick uniformly random keys among the --keys prefilled ones:
  *   get        GetReplicaList(key)                       one object per call
  *   exist      ExistKey(key)                             one object per call
@@ -27,7 +28,8 @@
  * for the holder's round trip (the delete rule). The holder writes nothing: the figures are the
  * protocol's cost, without the holder's dead-mark write.
  * The fake segment answers the DRAM holder stream too (bench_master_hstream.c).
- * Bodies are encoded by hand (they are a repeated field-1 string) or with protobuf-c (put);
+ * Bodies and keys are written by hand (bench_master_enc.c: the generated packer's bytes without
+ * its descriptor walk, and no snprintf), or with --encode=pb by snprintf and protobuf-c;
  * every response's frame status is checked and one response in 64 is decoded fully (per-key
  * statuses, replica count). Any failure is counted and reported; the run fails if there are any.
  *
@@ -65,6 +67,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
 #include "common/clock.h"
 #include "common/id.h"
 #include "common/log.h"
@@ -74,6 +78,7 @@
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 #include "tools/bench_master.h"
+#include "tools/bench_master_enc.h"
 #include "tools/bench_util.h"
 
 #define MAX_DEPTH 64
@@ -81,6 +86,13 @@
 
 /* --segment_bytes: the fake segment's size (default 1 TiB: nothing is ever evicted) */
 static uint64_t g_segment_bytes = SEG_SIZE;
+/* --encode=hand (default): bodies and keys written by bench_master_enc.c; --encode=pb: keys by
+ * snprintf and bodies by the generated protobuf-c packer (the classic path, kept for A/B runs) */
+static int g_encode_pb;
+/* --io=uring (default): each event loop is an io_uring whose one io_uring_enter submits the round's
+ * sends and re-armed recvs and reaps their completions; --io=epoll: the classic loop (edge-
+ * triggered epoll, a recv and a send syscall per call), kept for A/B runs and --depth > 1 */
+static int g_io_epoll;
 
 const char *const mc_bm_op_names[] = {"get", "exist", "batch_get", "put", "remove", "batch_remove"};
 
@@ -128,6 +140,20 @@ static int out_reserve(struct conn *c, size_t n)
     return 0;
 }
 
+/* Writes the header of the body of `len` bytes at hdr + MC_WIRE_HEADER_SIZE and counts the
+ * request as sent. */
+static int finish_request(struct conn *c, uint16_t method, uint8_t *hdr, size_t len)
+{
+    struct mc_wire_header h;
+    uint64_t id = c->next_id++;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, hdr);
+    c->out_len += MC_WIRE_HEADER_SIZE + len;
+    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
+    c->inflight++;
+    return 0;
+}
+
 /* Appends a frame asking for `count` random keys: GetReplicaList / ExistKey (one key) or
  * BatchGetReplicaList, packed by the generated protobuf-c code. */
 static int append_key_request(struct loop *l, struct conn *c, uint16_t method, int count)
@@ -137,6 +163,24 @@ static int append_key_request(struct loop *l, struct conn *c, uint16_t method, i
     static _Thread_local char *keys[MAX_BATCH];
     if (count < 1 || count > MAX_BATCH)
         return -1;
+    if (!g_encode_pb) {
+        static _Thread_local size_t lens[MAX_BATCH];
+        for (int i = 0; i < count; i++) {
+            memcpy(keybuf[i], "key:", 4);
+            lens[i] = 4 + mc_bm_enc_u64_dec((uint8_t *)keybuf[i] + 4,
+                                            (unsigned)(mc_bench_rand(&l->rng) % o->keys), 12);
+            keys[i] = keybuf[i];
+        }
+        size_t room = 0;
+        for (int i = 0; i < count; i++)
+            room += lens[i] + MC_BM_ENC_FIELD_OVERHEAD;
+        if (out_reserve(c, MC_WIRE_HEADER_SIZE + room) != 0)
+            return -1;
+        uint8_t *hdr = c->out + c->out_len;
+        size_t len = mc_bm_enc_keys(hdr + MC_WIRE_HEADER_SIZE, (const char *const *)keys, lens,
+                                    (size_t)count);
+        return finish_request(c, method, hdr, len);
+    }
     for (int i = 0; i < count; i++) {
         snprintf(keybuf[i], sizeof(keybuf[i]), KEY_FMT,
                  (unsigned)(mc_bench_rand(&l->rng) % o->keys));
@@ -176,6 +220,25 @@ static int append_key_request(struct loop *l, struct conn *c, uint16_t method, i
 static int append_put_request(struct loop *l, struct conn *c, int end)
 {
     char key[64];
+    uint16_t method = end ? MC_METHOD_PUT_END : MC_METHOD_PUT_START;
+    if (!g_encode_pb) {
+        uint8_t *k = (uint8_t *)key;
+        size_t kl = 0;
+        memcpy(k, "put:", 4);
+        kl = 4 + mc_bm_enc_u64_dec(k + 4, (unsigned)l->sh->pid, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, l->sh->run_no, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, (unsigned)c->idx, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, c->put_seq, 0);
+        if (out_reserve(c, MC_WIRE_HEADER_SIZE + kl + MC_BM_ENC_PUT_OVERHEAD) != 0)
+            return -1;
+        uint8_t *hdr = c->out + c->out_len;
+        size_t len = mc_bm_enc_put(hdr + MC_WIRE_HEADER_SIZE, end, l->sh->client.hi,
+                                   l->sh->client.lo, key, kl, l->sh->o->value_size);
+        return finish_request(c, method, hdr, len);
+    }
     snprintf(key, sizeof(key), "put:%d:%u:%d:%u", l->sh->pid, l->sh->run_no, c->idx, c->put_seq);
     Mc__Uuid cu = MC__UUID__INIT;
     cu.hi = l->sh->client.hi;
@@ -183,18 +246,15 @@ static int append_put_request(struct loop *l, struct conn *c, int end)
     ProtobufCMessage *msg;
     Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
     Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    uint16_t method;
     if (!end) {
         ps.client_id = &cu;
         ps.key = key;
         ps.value_length = l->sh->o->value_size;
         msg = &ps.base;
-        method = MC_METHOD_PUT_START;
     } else {
         pe.client_id = &cu;
         pe.key = key;
         msg = &pe.base;
-        method = MC_METHOD_PUT_END;
     }
     size_t len = protobuf_c_message_get_packed_size(msg);
     if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
@@ -337,7 +397,7 @@ static int drain_frames(struct loop *l, struct conn *c)
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;
-    return flush(c);
+    return 0;
 }
 
 static int on_readable(struct loop *l, struct conn *c)
@@ -360,7 +420,7 @@ static int on_readable(struct loop *l, struct conn *c)
         if (n <= 0)
             return -1;
         c->in_len += (size_t)n;
-        if (drain_frames(l, c) != 0)
+        if (drain_frames(l, c) != 0 || flush(c) != 0)
             return -1;
         /* A short read took all the socket had (a stream socket, epoll edge-triggered: bytes
          * that arrive later raise a new edge), so reading again would only say EAGAIN: one
@@ -387,10 +447,14 @@ static int tcp_connect(const struct opts *o)
     return fd;
 }
 
+static void *loop_uring(struct loop *l);
+
 static void *loop_main(void *arg)
 {
     struct loop *l = arg;
     const struct opts *o = l->sh->o;
+    if (!g_io_epoll)
+        return loop_uring(l);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         goto fail;
@@ -430,6 +494,116 @@ fail:
     if (ep >= 0)
         close(ep);
     fprintf(stderr, "bench master: a connection failed (errno %d)\n", errno);
+    l->errors += 1;
+    return (void *)1;
+}
+
+/* ---- load on an io_uring ---------------------------------------------------------------------
+ * One recv stays armed per connection (into the free tail of c->in) and one send is in flight
+ * while c->out holds unsent bytes; a completion's frames are handled as on the epoll loop, and
+ * the requests they issue are sent by the next io_uring_submit_and_wait, together with every
+ * other connection's sends and recvs of the round. --depth 1 only: c->out is not appended to
+ * (nor moved by a realloc) while its send is in flight. */
+
+#define UR_RECV 1ull
+#define UR_SEND 2ull
+
+static int ur_arm_recv(struct io_uring *r, struct conn *c, int i)
+{
+    if (c->in_cap - c->in_len < 16384) {
+        size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+        uint8_t *p = realloc(c->in, cap);
+        if (!p)
+            return -1;
+        c->in = p;
+        c->in_cap = cap;
+    }
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (!sqe)
+        return -1;
+    io_uring_prep_recv(sqe, c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    /* armed right after a reply, before the next request is sent: no reply can be there yet, so
+     * the inline attempt would only say EAGAIN; wait for readiness first */
+    sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_RECV);
+    return 0;
+}
+
+static int ur_arm_send(struct io_uring *r, struct conn *c, int i)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (!sqe)
+        return -1;
+    io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_SEND);
+    return 0;
+}
+
+static void *loop_uring(struct loop *l)
+{
+    struct io_uring ring;
+    /* the completions' task work runs when this thread waits, not in the master's sends */
+    struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
+    int ret = io_uring_queue_init_params((unsigned)(4 * l->nconns), &ring, &p);
+    if (ret < 0) { /* e.g. a kernel before 6.1 (DEFER_TASKRUN) or io_uring disabled */
+        fprintf(stderr, "bench master: no io_uring (errno %d); --io=epoll runs without one\n",
+                -ret);
+        errno = -ret;
+        goto fail_noring;
+    }
+    for (int i = 0; i < l->nconns; i++) {
+        struct conn *c = &l->conns[i];
+        if (issue(l, c, 0) != 0 || ur_arm_send(&ring, c, i) != 0 || ur_arm_recv(&ring, c, i) != 0)
+            goto fail;
+    }
+    for (;;) {
+        int stopping = atomic_load_explicit(&l->sh->stop, memory_order_relaxed);
+        int busy = 0;
+        for (int i = 0; i < l->nconns; i++)
+            busy |= l->conns[i].inflight > 0;
+        if (stopping && !busy)
+            break;
+        ret = io_uring_submit_and_wait(&ring, 1);
+        if (ret < 0 && ret != -EINTR && ret != -ETIME) {
+            errno = -ret;
+            goto fail;
+        }
+        struct io_uring_cqe *cqe;
+        unsigned head, seen = 0;
+        io_uring_for_each_cqe(&ring, head, cqe)
+        {
+            seen++;
+            uint64_t ud = io_uring_cqe_get_data64(cqe);
+            struct conn *c = &l->conns[ud >> 2];
+            int i = (int)(ud >> 2);
+            if (cqe->res <= 0 && cqe->res != -EINTR && cqe->res != -EAGAIN) {
+                errno = cqe->res < 0 ? -cqe->res : ECONNRESET;
+                goto fail;
+            }
+            int n = cqe->res > 0 ? cqe->res : 0;
+            if ((ud & 3) == UR_SEND) {
+                c->out_off += (size_t)n;
+                if (c->out_off == c->out_len)
+                    c->out_off = c->out_len = 0;
+                else if (ur_arm_send(&ring, c, i) != 0)
+                    goto fail;
+                continue;
+            }
+            c->in_len += (size_t)n;
+            int was_idle = c->out_len == 0;
+            if (drain_frames(l, c) != 0 || ur_arm_recv(&ring, c, i) != 0)
+                goto fail;
+            if (was_idle && c->out_len > 0 && ur_arm_send(&ring, c, i) != 0)
+                goto fail;
+        }
+        io_uring_cq_advance(&ring, seen);
+    }
+    io_uring_queue_exit(&ring);
+    return NULL;
+fail:
+    io_uring_queue_exit(&ring);
+fail_noring:
+    fprintf(stderr, "bench master: a connection failed on the io_uring loop (errno %d)\n", errno);
     l->errors += 1;
     return (void *)1;
 }
@@ -515,6 +689,11 @@ static void usage(void)
             "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
             "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n"
             "       [--bench_id=mooncake_bench] [--probe_hz=0] [--segment_bytes=2^40]\n"
+            "       [--encode=hand|pb] [--io=uring|epoll]\n"
+            "  --io        the load loops: io_uring (default; --depth=1 only, else epoll)\n"
+            "              or edge-triggered epoll (the old loop, for A/B runs)\n"
+            "  --encode    request bodies and keys written by hand (default) or by\n"
+            "              snprintf + the protobuf-c packer (the old path, for A/B runs)\n"
             "  --bench_id  names the bench's client and its 1 TiB fake segment: a run with\n"
             "              the same id reuses them (same capacity, same keys)\n"
             "  --probe_hz  open-loop probe Gets per second during the runs: reports\n"
@@ -553,6 +732,8 @@ int mc_bench_master(int argc, char **argv)
                                        {"bench_id", required_argument, NULL, 'I'},
                                        {"probe_hz", required_argument, NULL, 'P'},
                                        {"segment_bytes", required_argument, NULL, 'B'},
+                                       {"encode", required_argument, NULL, 'E'},
+                                       {"io", required_argument, NULL, 'i'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
     int ch, bad = 0;
@@ -613,6 +794,14 @@ int mc_bench_master(int argc, char **argv)
             g_segment_bytes = strtoull(optarg, NULL, 0);
             bad = g_segment_bytes < (1u << 20);
             break;
+        case 'i':
+            g_io_epoll = !strcmp(optarg, "epoll");
+            bad = !g_io_epoll && strcmp(optarg, "uring") != 0;
+            break;
+        case 'E':
+            g_encode_pb = !strcmp(optarg, "pb");
+            bad = !g_encode_pb && strcmp(optarg, "hand") != 0;
+            break;
         case 'h':
             usage();
             return 0;
@@ -631,6 +820,8 @@ int mc_bench_master(int argc, char **argv)
     }
     if (o.op != OP_BATCH_GET && o.op != OP_BATCH_REMOVE)
         o.batch = 1;
+    if (o.depth > 1)
+        g_io_epoll = 1; /* the io_uring loop keeps one request in flight per connection */
     struct mc_rpc_client_config ep;
     if (mc_rpc_parse_endpoint(o.master, o.host, sizeof(o.host), &ep) != 0) {
         fprintf(stderr, "bench master: bad --master '%s'\n", o.master);
@@ -726,6 +917,8 @@ int mc_bench_master(int argc, char **argv)
     if (o.op == OP_PUT)
         mc_bench_add_num(&res, "put_refused", (double)sh.refused);
     mc_bench_add_num(&res, "max_ms", mc_bench_percentile(lat, nlat, 100));
+    mc_bench_add_str(&res, "encode", g_encode_pb ? "pb" : "hand");
+    mc_bench_add_str(&res, "io", g_io_epoll ? "epoll" : "uring");
     if (o.probe_hz > 0) {
         mc_bench_add_num(&res, "probe_hz", o.probe_hz);
         mc_bench_add_num(&res, "probe_calls", (double)probe.calls);
