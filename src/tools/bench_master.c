@@ -507,8 +507,48 @@ fail:
 
 #define UR_RECV 1ull
 #define UR_SEND 2ull
+#define UR_RING_FLAGS (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
 
-static int ur_arm_recv(struct io_uring *r, struct conn *c, int i)
+/* Whether a ring of the loop's kind can be made here (the JSON's "io" names the loop that ran). */
+static bool ur_available(void)
+{
+    struct io_uring ring;
+    struct io_uring_params p = {.flags = UR_RING_FLAGS};
+    if (io_uring_queue_init_params(4, &ring, &p) < 0)
+        return false;
+    io_uring_queue_exit(&ring);
+    return true;
+}
+
+/* Cancels every request still armed (*armed of them) and reaps them all before the ring and
+ * the connections' buffers go: a recv armed into c->in must not outlive it. Gives up (logged)
+ * after a second without completions. */
+static void ur_quiesce(struct io_uring *r, int *armed)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (sqe) {
+        io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+        io_uring_sqe_set_data64(sqe, 0); /* low bits 0: neither a recv nor a send */
+    }
+    (void)io_uring_submit(r);
+    while (*armed > 0) {
+        struct io_uring_cqe *cqe;
+        struct __kernel_timespec ts = {.tv_sec = 1};
+        int ret = io_uring_wait_cqe_timeout(r, &cqe, &ts);
+        if (ret == -EINTR)
+            continue;
+        if (ret < 0) {
+            fprintf(stderr, "bench master: %d io_uring requests not reaped (errno %d)\n", *armed,
+                    -ret);
+            return;
+        }
+        if (io_uring_cqe_get_data64(cqe) & 3)
+            (*armed)--;
+        io_uring_cqe_seen(r, cqe);
+    }
+}
+
+static int ur_arm_recv(struct io_uring *r, struct conn *c, int i, int *armed)
 {
     if (c->in_cap - c->in_len < 16384) {
         size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
@@ -526,16 +566,18 @@ static int ur_arm_recv(struct io_uring *r, struct conn *c, int i)
      * the inline attempt would only say EAGAIN; wait for readiness first */
     sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
     io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_RECV);
+    (*armed)++;
     return 0;
 }
 
-static int ur_arm_send(struct io_uring *r, struct conn *c, int i)
+static int ur_arm_send(struct io_uring *r, struct conn *c, int i, int *armed)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(r);
     if (!sqe)
         return -1;
     io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
     io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_SEND);
+    (*armed)++;
     return 0;
 }
 
@@ -543,7 +585,9 @@ static void *loop_uring(struct loop *l)
 {
     struct io_uring ring;
     /* the completions' task work runs when this thread waits, not in the master's sends */
-    struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
+    struct io_uring_params p = {.flags = UR_RING_FLAGS};
+    int armed = 0;     /* recvs and sends submitted or queued, not yet reaped */
+    unsigned seen = 0; /* completions of the current batch handled, not yet advanced past */
     int ret = io_uring_queue_init_params((unsigned)(4 * l->nconns), &ring, &p);
     if (ret < 0) { /* e.g. a kernel before 6.1 (DEFER_TASKRUN) or io_uring disabled */
         fprintf(stderr, "bench master: no io_uring (errno %d); --io=epoll runs without one\n",
@@ -553,7 +597,8 @@ static void *loop_uring(struct loop *l)
     }
     for (int i = 0; i < l->nconns; i++) {
         struct conn *c = &l->conns[i];
-        if (issue(l, c, 0) != 0 || ur_arm_send(&ring, c, i) != 0 || ur_arm_recv(&ring, c, i) != 0)
+        if (issue(l, c, 0) != 0 || ur_arm_send(&ring, c, i, &armed) != 0 ||
+            ur_arm_recv(&ring, c, i, &armed) != 0)
             goto fail;
     }
     for (;;) {
@@ -569,11 +614,13 @@ static void *loop_uring(struct loop *l)
             goto fail;
         }
         struct io_uring_cqe *cqe;
-        unsigned head, seen = 0;
+        unsigned head;
+        seen = 0;
         io_uring_for_each_cqe(&ring, head, cqe)
         {
             seen++;
             uint64_t ud = io_uring_cqe_get_data64(cqe);
+            armed--;
             struct conn *c = &l->conns[ud >> 2];
             int i = (int)(ud >> 2);
             if (cqe->res <= 0 && cqe->res != -EINTR && cqe->res != -EAGAIN) {
@@ -585,23 +632,29 @@ static void *loop_uring(struct loop *l)
                 c->out_off += (size_t)n;
                 if (c->out_off == c->out_len)
                     c->out_off = c->out_len = 0;
-                else if (ur_arm_send(&ring, c, i) != 0)
+                else if (ur_arm_send(&ring, c, i, &armed) != 0)
                     goto fail;
                 continue;
             }
             c->in_len += (size_t)n;
             int was_idle = c->out_len == 0;
-            if (drain_frames(l, c) != 0 || ur_arm_recv(&ring, c, i) != 0)
+            if (drain_frames(l, c) != 0 || ur_arm_recv(&ring, c, i, &armed) != 0)
                 goto fail;
-            if (was_idle && c->out_len > 0 && ur_arm_send(&ring, c, i) != 0)
+            if (was_idle && c->out_len > 0 && ur_arm_send(&ring, c, i, &armed) != 0)
                 goto fail;
         }
         io_uring_cq_advance(&ring, seen);
+        seen = 0;
     }
+    ur_quiesce(&ring, &armed);
     io_uring_queue_exit(&ring);
     return NULL;
 fail:
+    ret = errno;
+    io_uring_cq_advance(&ring, seen); /* the batch's completions handled so far */
+    ur_quiesce(&ring, &armed);
     io_uring_queue_exit(&ring);
+    errno = ret;
 fail_noring:
     fprintf(stderr, "bench master: a connection failed on the io_uring loop (errno %d)\n", errno);
     l->errors += 1;
@@ -822,6 +875,11 @@ int mc_bench_master(int argc, char **argv)
         o.batch = 1;
     if (o.depth > 1)
         g_io_epoll = 1; /* the io_uring loop keeps one request in flight per connection */
+    if (!g_io_epoll && !ur_available()) {
+        fprintf(stderr, "bench master: this kernel gives no io_uring with deferred task work "
+                        "(6.1 or later, io_uring not disabled): the epoll loop runs instead\n");
+        g_io_epoll = 1;
+    }
     struct mc_rpc_client_config ep;
     if (mc_rpc_parse_endpoint(o.master, o.host, sizeof(o.host), &ep) != 0) {
         fprintf(stderr, "bench master: bad --master '%s'\n", o.master);
