@@ -5,8 +5,8 @@
  *   - a Get run over more keys than were prefilled counts the missing ones as misses and exits
  *     0 (it used to fail the run);
  *   - --probe_hz reports the open-loop probe's calls and max latency;
- *   - --io=uring drives the same calls: Gets of missing keys counted as misses, Puts that land
- *     in the master (its allocated bytes grow), io and syscalls_per_call in the JSON.
+ *   - the io_uring loop with hand-written bodies (default) and the epoll loop with protobuf-c
+ *     (--io=epoll --encode=pb) both count Get hits and misses and complete Puts.
  * The master is stopped in teardown and the temporary directory removed.
  */
 #include <setjmp.h>
@@ -51,20 +51,19 @@ static int teardown(void **state)
     return 0;
 }
 
-/* One bench run; its JSON line parsed (the first stdout line starting with '{'). */
-static struct cu_json *bench_op(const char *keys, bool prefill, const char *probe, const char *op,
-                                const char *io)
+/* One bench run with up to three extra flags (NULL: none); its JSON line parsed (the first
+ * stdout line starting with '{'). */
+static struct cu_json *bench_with(const char *op, const char *keys, const char *x1, const char *x2,
+                                  const char *x3)
 {
     char master[128];
     snprintf(master, sizeof(master), "--master=%s", g.cl.rpc);
     const char *argv[12] = {g.bench, "master", master, "--conns=2", "--seconds=0.3", op, keys};
     int n = 7;
-    if (io)
-        argv[n++] = io;
-    if (prefill)
-        argv[n++] = "--prefill";
-    if (probe)
-        argv[n++] = probe;
+    const char *x[] = {x1, x2, x3};
+    for (int i = 0; i < 3; i++)
+        if (x[i])
+            argv[n++] = x[i];
     argv[n] = NULL;
     struct cu_run r;
     cu_run(&r, g.cl.dir, argv, NULL, RUN_MS);
@@ -84,7 +83,7 @@ static struct cu_json *bench_op(const char *keys, bool prefill, const char *prob
 
 static struct cu_json *bench(const char *keys, bool prefill, const char *probe)
 {
-    return bench_op(keys, prefill, probe, "--op=get", NULL);
+    return bench_with("--op=get", keys, prefill ? "--prefill" : NULL, probe, NULL);
 }
 
 static void test_reused_segment_misses_probe(void **state)
@@ -110,48 +109,51 @@ static void test_reused_segment_misses_probe(void **state)
     assert_true(cu_master_metric(&g.cl, "master_segment_count") == 1);
 }
 
-/* A number member of the bench's JSON (asserted present and numeric). */
-static double num(const struct cu_json *j, const char *key)
+static double ops_per_s(const struct cu_json *j)
 {
-    const struct cu_json *v = cu_json_get(j, key);
-    assert_non_null(v);
-    assert_int_equal(v->type, CU_JNUM);
-    return strtod(v->str, NULL);
+    const struct cu_json *m = cu_json_get(j, "ops_per_s");
+    assert_non_null(m);
+    assert_int_equal(m->type, CU_JNUM);
+    return strtod(m->str, NULL);
 }
 
-static void test_io_uring(void **state)
+/* The io_uring loop with hand-written bodies (the default) and the old epoll loop with the
+ * protobuf-c packer both drive Gets whose replies are counted (hits as objects, keys beyond the
+ * prefill as misses) and Puts that complete; the JSON says which loop and encoder ran. */
+static void test_loops_and_encoders(void **state)
 {
     (void)state;
-    /* the segment and the first 500 keys are there from the test before (one master) */
-    struct cu_json *j = bench_op("--keys=1000", false, NULL, "--op=get", "--io=uring");
-    const char *io = NULL;
-    uint64_t v = 0;
-    assert_true(cu_json_str(j, "io", &io));
-    assert_string_equal(io, "uring");
-    assert_true(cu_json_u64(j, "misses", &v));
-    assert_true(v > 0);
-    assert_true(num(j, "calls_per_s") > 0);
-    assert_true(num(j, "syscalls_per_call") > 0);
-    cu_json_free(j);
+    static const char *const io[][2] = {{NULL, NULL}, {"--io=epoll", "--encode=pb"}};
+    static const char *const want[][2] = {{"uring", "hand"}, {"epoll", "pb"}};
+    cu_json_free(bench("--keys=500", true, NULL)); /* Gets over 1000 keys: some miss */
+    for (int i = 0; i < 2; i++) {
+        struct cu_json *j = bench_with("--op=get", "--keys=1000", io[i][0], io[i][1], NULL);
+        const char *s = NULL;
+        uint64_t v = 0;
+        assert_true(cu_json_str(j, "io", &s));
+        assert_string_equal(s, want[i][0]);
+        assert_true(cu_json_str(j, "encode", &s));
+        assert_string_equal(s, want[i][1]);
+        assert_true(cu_json_u64(j, "misses", &v));
+        assert_true(v > 0);
+        assert_true(ops_per_s(j) > 0);
+        cu_json_free(j);
 
-    double before = cu_master_metric(&g.cl, "master_allocated_bytes");
-    j = bench_op("--keys=1000", false, NULL, "--op=put", "--io=uring");
-    assert_true(cu_json_str(j, "io", &io));
-    assert_string_equal(io, "uring");
-    assert_true(num(j, "calls_per_s") > 0);
-    cu_json_free(j);
-    assert_true(cu_master_metric(&g.cl, "master_allocated_bytes") >= before + 4096);
-
-    j = bench_op("--keys=1000", false, NULL, "--op=batch_get", "--io=uring");
-    assert_true(num(j, "calls_per_s") > 0);
-    cu_json_free(j);
+        j = bench_with("--op=put", "--keys=1000", io[i][0], io[i][1], NULL);
+        assert_true(cu_json_str(j, "io", &s));
+        assert_string_equal(s, want[i][0]);
+        assert_true(cu_json_u64(j, "put_refused", &v));
+        assert_int_equal(v, 0);
+        assert_true(ops_per_s(j) > 0);
+        cu_json_free(j);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reused_segment_misses_probe),
-        cmocka_unit_test(test_io_uring),
+        cmocka_unit_test(test_loops_and_encoders),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

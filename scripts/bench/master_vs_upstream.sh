@@ -4,7 +4,7 @@
 #
 #   scripts/bench/master_vs_upstream.sh [--rounds R] [--seconds S] [--callers N]
 #       [--keys-per-caller K] [--batch B] [--ops get,batch_get,put] [--bin-dir DIR]
-#       [--upstream DIR] [--io uring|epoll]
+#       [--upstream DIR]
 #   ROUNDS, SECONDS_PER_RUN, CALLERS, KEYS_PER_CALLER environment variables do the same
 #   (defaults 3, 5, 16, 12500).
 #
@@ -29,9 +29,6 @@
 # also divides each run's rate by its master's CPU (operations per master CPU-second), a
 # figure a shared machine moves less than ops/s.
 #
-# --io: our bench's event loop (mooncake_bench master --io; default uring: one io_uring_enter
-#   per round of completions where epoll paid an epoll_wait, a recv and a send per call, so the
-#   bench's core stops being the limit first; epoll: the classic loop, for an A/B).
 # --bin-dir: our mooncake_master and mooncake_bench (default $BUILD_DIR/bin, BUILD_DIR=build).
 # --upstream: upstream's build kept for comparison, with bin/ and lib/ (default
 #   $MC_UPSTREAM_DIR, else ../shared/upstream from the repository root); its runtime libraries must be installed
@@ -41,7 +38,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROUNDS=${ROUNDS:-3} SECS=${SECONDS_PER_RUN:-5} CALLERS=${CALLERS:-16}
-KPC=${KEYS_PER_CALLER:-12500} BATCH=128 OPS=get,batch_get,put IO=${MC_BENCH_IO:-uring}
+KPC=${KEYS_PER_CALLER:-12500} BATCH=128 OPS=get,batch_get,put
 BIN_DIR=${BUILD_DIR:-build}/bin UP=${MC_UPSTREAM_DIR:-../shared/upstream}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -53,12 +50,10 @@ while [ $# -gt 0 ]; do
     --ops) OPS=$2; shift 2 ;;
     --bin-dir) BIN_DIR=$2; shift 2 ;;
     --upstream) UP=$2; shift 2 ;;
-    --io) IO=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
 done
-[[ $IO =~ ^(uring|epoll)$ ]] || { echo "--io must be uring or epoll: $IO" >&2; exit 2; }
 for v in ROUNDS SECS CALLERS KPC BATCH; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { echo "${v,,} must be a positive integer: ${!v}" >&2; exit 2; }
 done
@@ -156,7 +151,7 @@ ours() { # round
     $CW --out "$TMP/op.json" --err "$TMP/op.err" --window "$WINDOW" --delay 0.5 \
       --watch "$mpid" --cores "$SRV_CPU,$GEN_CPU" --timeout "$TMO" -- \
       taskset -c $GEN_CPU "$BENCH" master --master="$rpc" --conns="$CALLERS" --threads=1 \
-      --depth=1 --keys=$((CALLERS * KPC)) --seconds="$SECS" --op="$op" --io="$IO" $extra >"$TMP/cw.json" ||
+      --depth=1 --keys=$((CALLERS * KPC)) --seconds="$SECS" --op="$op" $extra >"$TMP/cw.json" ||
       { cat "$TMP/op.err" >>"$LOG"; echo "ours: --op=$op failed; see $LOG" >&2; exit 1; }
     cat "$TMP/op.json" "$TMP/op.err" >>"$LOG"
     read -r ops < <(fields "$TMP/op.json" ops_per_s)

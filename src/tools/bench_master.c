@@ -9,8 +9,9 @@
  * the client alive while the bench runs (start the master with a long --client_ttl if separate
  * invocations must share one prefill).
  *
- * Load: --threads event loops (epoll), each driving its share of --conns raw connections that
- * each keep --depth requests in flight (default 1, like redis-benchmark without -P). Requests
+ * Load: --threads event loops (io_uring, or epoll with --io=epoll or --depth > 1), each driving
+ * its share of --conns raw connections that each keep --depth requests in flight (default 1,
+ * like redis-benchmark without -P). Requests
  * pick uniformly random keys among the --keys prefilled ones:
  *   get        GetReplicaList(key)                       one object per call
  *   exist      ExistKey(key)                             one object per call
@@ -27,7 +28,8 @@
  * for the holder's round trip (the delete rule). The holder writes nothing: the figures are the
  * protocol's cost, without the holder's dead-mark write.
  * The fake segment answers the DRAM holder stream too (bench_master_hstream.c).
- * Bodies are encoded by hand (they are a repeated field-1 string) or with protobuf-c (put);
+ * Bodies and keys are written by hand (bench_master_enc.c: the generated packer's bytes without
+ * its descriptor walk, and no snprintf), or with --encode=pb by snprintf and protobuf-c;
  * every response's frame status is checked and one response in 64 is decoded fully (per-key
  * statuses, replica count). Any failure is counted and reported; the run fails if there are any.
  *
@@ -60,11 +62,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <liburing.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <liburing.h>
 
 #include "common/clock.h"
 #include "common/id.h"
@@ -75,6 +78,7 @@
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 #include "tools/bench_master.h"
+#include "tools/bench_master_enc.h"
 #include "tools/bench_util.h"
 
 #define MAX_DEPTH 64
@@ -82,6 +86,13 @@
 
 /* --segment_bytes: the fake segment's size (default 1 TiB: nothing is ever evicted) */
 static uint64_t g_segment_bytes = SEG_SIZE;
+/* --encode=hand (default): bodies and keys written by bench_master_enc.c; --encode=pb: keys by
+ * snprintf and bodies by the generated protobuf-c packer (the classic path, kept for A/B runs) */
+static int g_encode_pb;
+/* --io=uring (default): each event loop is an io_uring whose one io_uring_enter submits the round's
+ * sends and re-armed recvs and reaps their completions; --io=epoll: the classic loop (edge-
+ * triggered epoll, a recv and a send syscall per call), kept for A/B runs and --depth > 1 */
+static int g_io_epoll;
 
 const char *const mc_bm_op_names[] = {"get", "exist", "batch_get", "put", "remove", "batch_remove"};
 
@@ -99,8 +110,6 @@ struct conn {
     uint64_t sent_ns[MAX_DEPTH];
     unsigned put_seq; /* put: objects started on this connection */
     int idx;
-    int recv_armed, send_armed; /* --io=uring: an SQE of that kind is in the ring */
-    size_t send_len;            /* --io=uring: bytes of out the armed send covers */
 };
 
 struct loop {
@@ -114,19 +123,12 @@ struct loop {
     double *lat_ms;
     size_t nlat;
     pthread_t th;
-    struct io_uring *ring; /* --io=uring: the loop's ring (NULL: epoll) */
-    uint64_t syscalls;     /* epoll_wait/recv/send or io_uring_enter calls while measuring */
 };
-
-/* this thread's send/recv/epoll_wait/io_uring_enter calls (one load loop per thread) */
-static _Thread_local uint64_t t_syscalls;
 
 static int out_reserve(struct conn *c, size_t n)
 {
     if (c->out_len + n <= c->out_cap)
         return 0;
-    if (c->send_armed)
-        return -1; /* the ring still reads the buffer: never move it under an armed send */
     size_t cap = c->out_cap ? c->out_cap : 4096;
     while (cap < c->out_len + n)
         cap *= 2;
@@ -135,6 +137,20 @@ static int out_reserve(struct conn *c, size_t n)
         return -1;
     c->out = p;
     c->out_cap = cap;
+    return 0;
+}
+
+/* Writes the header of the body of `len` bytes at hdr + MC_WIRE_HEADER_SIZE and counts the
+ * request as sent. */
+static int finish_request(struct conn *c, uint16_t method, uint8_t *hdr, size_t len)
+{
+    struct mc_wire_header h;
+    uint64_t id = c->next_id++;
+    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
+    mc_wire_encode_header(&h, hdr);
+    c->out_len += MC_WIRE_HEADER_SIZE + len;
+    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
+    c->inflight++;
     return 0;
 }
 
@@ -147,6 +163,24 @@ static int append_key_request(struct loop *l, struct conn *c, uint16_t method, i
     static _Thread_local char *keys[MAX_BATCH];
     if (count < 1 || count > MAX_BATCH)
         return -1;
+    if (!g_encode_pb) {
+        static _Thread_local size_t lens[MAX_BATCH];
+        for (int i = 0; i < count; i++) {
+            memcpy(keybuf[i], "key:", 4);
+            lens[i] = 4 + mc_bm_enc_u64_dec((uint8_t *)keybuf[i] + 4,
+                                            (unsigned)(mc_bench_rand(&l->rng) % o->keys), 12);
+            keys[i] = keybuf[i];
+        }
+        size_t room = 0;
+        for (int i = 0; i < count; i++)
+            room += lens[i] + MC_BM_ENC_FIELD_OVERHEAD;
+        if (out_reserve(c, MC_WIRE_HEADER_SIZE + room) != 0)
+            return -1;
+        uint8_t *hdr = c->out + c->out_len;
+        size_t len = mc_bm_enc_keys(hdr + MC_WIRE_HEADER_SIZE, (const char *const *)keys, lens,
+                                    (size_t)count);
+        return finish_request(c, method, hdr, len);
+    }
     for (int i = 0; i < count; i++) {
         snprintf(keybuf[i], sizeof(keybuf[i]), KEY_FMT,
                  (unsigned)(mc_bench_rand(&l->rng) % o->keys));
@@ -186,6 +220,25 @@ static int append_key_request(struct loop *l, struct conn *c, uint16_t method, i
 static int append_put_request(struct loop *l, struct conn *c, int end)
 {
     char key[64];
+    uint16_t method = end ? MC_METHOD_PUT_END : MC_METHOD_PUT_START;
+    if (!g_encode_pb) {
+        uint8_t *k = (uint8_t *)key;
+        size_t kl = 0;
+        memcpy(k, "put:", 4);
+        kl = 4 + mc_bm_enc_u64_dec(k + 4, (unsigned)l->sh->pid, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, l->sh->run_no, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, (unsigned)c->idx, 0);
+        k[kl++] = ':';
+        kl += mc_bm_enc_u64_dec(k + kl, c->put_seq, 0);
+        if (out_reserve(c, MC_WIRE_HEADER_SIZE + kl + MC_BM_ENC_PUT_OVERHEAD) != 0)
+            return -1;
+        uint8_t *hdr = c->out + c->out_len;
+        size_t len = mc_bm_enc_put(hdr + MC_WIRE_HEADER_SIZE, end, l->sh->client.hi,
+                                   l->sh->client.lo, key, kl, l->sh->o->value_size);
+        return finish_request(c, method, hdr, len);
+    }
     snprintf(key, sizeof(key), "put:%d:%u:%d:%u", l->sh->pid, l->sh->run_no, c->idx, c->put_seq);
     Mc__Uuid cu = MC__UUID__INIT;
     cu.hi = l->sh->client.hi;
@@ -193,18 +246,15 @@ static int append_put_request(struct loop *l, struct conn *c, int end)
     ProtobufCMessage *msg;
     Mc__PutStartRequest ps = MC__PUT_START_REQUEST__INIT;
     Mc__PutEndRequest pe = MC__PUT_END_REQUEST__INIT;
-    uint16_t method;
     if (!end) {
         ps.client_id = &cu;
         ps.key = key;
         ps.value_length = l->sh->o->value_size;
         msg = &ps.base;
-        method = MC_METHOD_PUT_START;
     } else {
         pe.client_id = &cu;
         pe.key = key;
         msg = &pe.base;
-        method = MC_METHOD_PUT_END;
     }
     size_t len = protobuf_c_message_get_packed_size(msg);
     if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
@@ -244,7 +294,6 @@ static int flush(struct conn *c)
 {
     while (c->out_off < c->out_len) {
         ssize_t n = send(c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
-        t_syscalls++;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -348,7 +397,7 @@ static int drain_frames(struct loop *l, struct conn *c)
     }
     memmove(c->in, c->in + off, c->in_len - off);
     c->in_len -= off;
-    return l->ring ? 0 : flush(c);
+    return 0;
 }
 
 static int on_readable(struct loop *l, struct conn *c)
@@ -364,7 +413,6 @@ static int on_readable(struct loop *l, struct conn *c)
         }
         size_t want = c->in_cap - c->in_len;
         ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
-        t_syscalls++;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -372,7 +420,7 @@ static int on_readable(struct loop *l, struct conn *c)
         if (n <= 0)
             return -1;
         c->in_len += (size_t)n;
-        if (drain_frames(l, c) != 0)
+        if (drain_frames(l, c) != 0 || flush(c) != 0)
             return -1;
         /* A short read took all the socket had (a stream socket, epoll edge-triggered: bytes
          * that arrive later raise a new edge), so reading again would only say EAGAIN: one
@@ -399,139 +447,14 @@ static int tcp_connect(const struct opts *o)
     return fd;
 }
 
-/* ---- --io=uring: the same loop on io_uring ----------------------------------------------------
- * Each connection keeps one recv in the ring and, when it has bytes to send, one send; a round
- * hands every new SQE to the kernel and waits for the next completions in ONE io_uring_enter,
- * where the epoll loop pays an epoll_wait plus a recv and a send per call. Same requests, same
- * frame checks (drain_frames), same depth. */
-
-#define UD_SEND ((uintptr_t)1)
-
-static int uring_arm(struct loop *l, struct conn *c)
-{
-    struct io_uring_sqe *sqe;
-    if (!c->send_armed && c->out_len > c->out_off) {
-        if (!(sqe = io_uring_get_sqe(l->ring)))
-            return -1;
-        c->send_len = c->out_len - c->out_off;
-        io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->send_len, MSG_NOSIGNAL);
-        io_uring_sqe_set_data(sqe, (void *)((uintptr_t)c | UD_SEND));
-        c->send_armed = 1;
-    }
-    if (!c->recv_armed) {
-        if (c->in_cap - c->in_len < 16384) {
-            size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
-            uint8_t *p = realloc(c->in, cap);
-            if (!p)
-                return -1;
-            c->in = p;
-            c->in_cap = cap;
-        }
-        if (!(sqe = io_uring_get_sqe(l->ring)))
-            return -1;
-        io_uring_prep_recv(sqe, c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
-        io_uring_sqe_set_data(sqe, c);
-        c->recv_armed = 1;
-    }
-    return 0;
-}
-
-static int uring_complete(struct loop *l, struct io_uring_cqe *cqe)
-{
-    uintptr_t ud = (uintptr_t)io_uring_cqe_get_data(cqe);
-    struct conn *c = (struct conn *)(ud & ~UD_SEND);
-    if (cqe->res <= 0) {
-        errno = cqe->res < 0 ? -cqe->res : EPIPE;
-        return -1;
-    }
-    if (ud & UD_SEND) {
-        c->send_armed = 0;
-        c->out_off += (size_t)cqe->res;
-        if (c->out_off == c->out_len)
-            c->out_off = c->out_len = 0;
-    } else {
-        c->recv_armed = 0;
-        c->in_len += (size_t)cqe->res;
-        if (drain_frames(l, c) != 0)
-            return -1;
-    }
-    return uring_arm(l, c);
-}
-
-static void *loop_main_uring(struct loop *l)
-{
-    const struct opts *o = l->sh->o;
-    struct io_uring ring;
-    struct io_uring_params p = {.flags = IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN};
-    unsigned entries = 64;
-    while (entries < 4u * (unsigned)l->nconns)
-        entries *= 2;
-    int rc = io_uring_queue_init_params(entries, &ring, &p);
-    if (rc < 0) {
-        memset(&p, 0, sizeof(p));
-        rc = io_uring_queue_init_params(entries, &ring, &p); /* an older kernel */
-    }
-    if (rc < 0) {
-        errno = -rc;
-        goto fail_noring;
-    }
-    l->ring = &ring;
-    for (int i = 0; i < l->nconns; i++) {
-        struct conn *c = &l->conns[i];
-        for (int d = 0; d < o->depth; d++)
-            if (issue(l, c, 0) != 0)
-                goto fail;
-        if (uring_arm(l, c) != 0)
-            goto fail;
-    }
-    for (;;) {
-        int stopping = atomic_load(&l->sh->stop);
-        int busy = 0;
-        for (int i = 0; i < l->nconns; i++)
-            busy |= l->conns[i].inflight > 0 || l->conns[i].send_armed;
-        if (stopping && !busy)
-            break;
-        int measuring = atomic_load_explicit(&l->sh->measuring, memory_order_relaxed);
-        struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000000L};
-        struct io_uring_cqe *cqe;
-        rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
-        l->syscalls += measuring;
-        if (rc < 0 && rc != -ETIME && rc != -EINTR) {
-            errno = -rc;
-            goto fail;
-        }
-        unsigned head, seen = 0;
-        int bad = 0;
-        io_uring_for_each_cqe(&ring, head, cqe)
-        {
-            seen++;
-            if (uring_complete(l, cqe) != 0) {
-                bad = 1;
-                break;
-            }
-        }
-        io_uring_cq_advance(&ring, seen);
-        if (bad)
-            goto fail;
-    }
-    io_uring_queue_exit(&ring); /* cancels the idle recvs */
-    l->ring = NULL;
-    return NULL;
-fail:
-    io_uring_queue_exit(&ring);
-    l->ring = NULL;
-fail_noring:
-    fprintf(stderr, "bench master: a connection failed (errno %d)\n", errno);
-    l->errors += 1;
-    return (void *)1;
-}
+static void *loop_uring(struct loop *l);
 
 static void *loop_main(void *arg)
 {
     struct loop *l = arg;
     const struct opts *o = l->sh->o;
-    if (o->io_uring)
-        return loop_main_uring(l);
+    if (!g_io_epoll)
+        return loop_uring(l);
     int ep = epoll_create1(EPOLL_CLOEXEC);
     if (ep < 0)
         goto fail;
@@ -554,10 +477,7 @@ static void *loop_main(void *arg)
             busy |= l->conns[i].inflight > 0;
         if (stopping && !busy)
             break;
-        uint64_t before = t_syscalls;
-        int measuring = atomic_load_explicit(&l->sh->measuring, memory_order_relaxed);
         int n = epoll_wait(ep, evs, 64, 100);
-        t_syscalls++;
         if (n < 0 && errno != EINTR)
             goto fail;
         for (int i = 0; i < n; i++) {
@@ -567,8 +487,6 @@ static void *loop_main(void *arg)
             if ((evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && on_readable(l, c) != 0)
                 goto fail;
         }
-        if (measuring)
-            l->syscalls += t_syscalls - before;
     }
     close(ep);
     return NULL;
@@ -576,6 +494,169 @@ fail:
     if (ep >= 0)
         close(ep);
     fprintf(stderr, "bench master: a connection failed (errno %d)\n", errno);
+    l->errors += 1;
+    return (void *)1;
+}
+
+/* ---- load on an io_uring ---------------------------------------------------------------------
+ * One recv stays armed per connection (into the free tail of c->in) and one send is in flight
+ * while c->out holds unsent bytes; a completion's frames are handled as on the epoll loop, and
+ * the requests they issue are sent by the next io_uring_submit_and_wait, together with every
+ * other connection's sends and recvs of the round. --depth 1 only: c->out is not appended to
+ * (nor moved by a realloc) while its send is in flight. */
+
+#define UR_RECV 1ull
+#define UR_SEND 2ull
+#define UR_RING_FLAGS (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN)
+
+/* Whether a ring of the loop's kind can be made here (the JSON's "io" names the loop that ran). */
+static bool ur_available(void)
+{
+    struct io_uring ring;
+    struct io_uring_params p = {.flags = UR_RING_FLAGS};
+    if (io_uring_queue_init_params(4, &ring, &p) < 0)
+        return false;
+    io_uring_queue_exit(&ring);
+    return true;
+}
+
+/* Cancels every request still armed (*armed of them) and reaps them all before the ring and
+ * the connections' buffers go: a recv armed into c->in must not outlive it. Gives up (logged)
+ * after a second without completions. */
+static void ur_quiesce(struct io_uring *r, int *armed)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (sqe) {
+        io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+        io_uring_sqe_set_data64(sqe, 0); /* low bits 0: neither a recv nor a send */
+    }
+    (void)io_uring_submit(r);
+    while (*armed > 0) {
+        struct io_uring_cqe *cqe;
+        struct __kernel_timespec ts = {.tv_sec = 1};
+        int ret = io_uring_wait_cqe_timeout(r, &cqe, &ts);
+        if (ret == -EINTR)
+            continue;
+        if (ret < 0) {
+            fprintf(stderr, "bench master: %d io_uring requests not reaped (errno %d)\n", *armed,
+                    -ret);
+            return;
+        }
+        if (io_uring_cqe_get_data64(cqe) & 3)
+            (*armed)--;
+        io_uring_cqe_seen(r, cqe);
+    }
+}
+
+static int ur_arm_recv(struct io_uring *r, struct conn *c, int i, int *armed)
+{
+    if (c->in_cap - c->in_len < 16384) {
+        size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+        uint8_t *p = realloc(c->in, cap);
+        if (!p)
+            return -1;
+        c->in = p;
+        c->in_cap = cap;
+    }
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (!sqe)
+        return -1;
+    io_uring_prep_recv(sqe, c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+    /* armed right after a reply, before the next request is sent: no reply can be there yet, so
+     * the inline attempt would only say EAGAIN; wait for readiness first */
+    sqe->ioprio |= IORING_RECVSEND_POLL_FIRST;
+    io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_RECV);
+    (*armed)++;
+    return 0;
+}
+
+static int ur_arm_send(struct io_uring *r, struct conn *c, int i, int *armed)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(r);
+    if (!sqe)
+        return -1;
+    io_uring_prep_send(sqe, c->fd, c->out + c->out_off, c->out_len - c->out_off, MSG_NOSIGNAL);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i << 2 | UR_SEND);
+    (*armed)++;
+    return 0;
+}
+
+static void *loop_uring(struct loop *l)
+{
+    struct io_uring ring;
+    /* the completions' task work runs when this thread waits, not in the master's sends */
+    struct io_uring_params p = {.flags = UR_RING_FLAGS};
+    int armed = 0;     /* recvs and sends submitted or queued, not yet reaped */
+    unsigned seen = 0; /* completions of the current batch handled, not yet advanced past */
+    int ret = io_uring_queue_init_params((unsigned)(4 * l->nconns), &ring, &p);
+    if (ret < 0) { /* e.g. a kernel before 6.1 (DEFER_TASKRUN) or io_uring disabled */
+        fprintf(stderr, "bench master: no io_uring (errno %d); --io=epoll runs without one\n",
+                -ret);
+        errno = -ret;
+        goto fail_noring;
+    }
+    for (int i = 0; i < l->nconns; i++) {
+        struct conn *c = &l->conns[i];
+        if (issue(l, c, 0) != 0 || ur_arm_send(&ring, c, i, &armed) != 0 ||
+            ur_arm_recv(&ring, c, i, &armed) != 0)
+            goto fail;
+    }
+    for (;;) {
+        int stopping = atomic_load_explicit(&l->sh->stop, memory_order_relaxed);
+        int busy = 0;
+        for (int i = 0; i < l->nconns; i++)
+            busy |= l->conns[i].inflight > 0;
+        if (stopping && !busy)
+            break;
+        ret = io_uring_submit_and_wait(&ring, 1);
+        if (ret < 0 && ret != -EINTR && ret != -ETIME) {
+            errno = -ret;
+            goto fail;
+        }
+        struct io_uring_cqe *cqe;
+        unsigned head;
+        seen = 0;
+        io_uring_for_each_cqe(&ring, head, cqe)
+        {
+            seen++;
+            uint64_t ud = io_uring_cqe_get_data64(cqe);
+            armed--;
+            struct conn *c = &l->conns[ud >> 2];
+            int i = (int)(ud >> 2);
+            if (cqe->res <= 0 && cqe->res != -EINTR && cqe->res != -EAGAIN) {
+                errno = cqe->res < 0 ? -cqe->res : ECONNRESET;
+                goto fail;
+            }
+            int n = cqe->res > 0 ? cqe->res : 0;
+            if ((ud & 3) == UR_SEND) {
+                c->out_off += (size_t)n;
+                if (c->out_off == c->out_len)
+                    c->out_off = c->out_len = 0;
+                else if (ur_arm_send(&ring, c, i, &armed) != 0)
+                    goto fail;
+                continue;
+            }
+            c->in_len += (size_t)n;
+            int was_idle = c->out_len == 0;
+            if (drain_frames(l, c) != 0 || ur_arm_recv(&ring, c, i, &armed) != 0)
+                goto fail;
+            if (was_idle && c->out_len > 0 && ur_arm_send(&ring, c, i, &armed) != 0)
+                goto fail;
+        }
+        io_uring_cq_advance(&ring, seen);
+        seen = 0;
+    }
+    ur_quiesce(&ring, &armed);
+    io_uring_queue_exit(&ring);
+    return NULL;
+fail:
+    ret = errno;
+    io_uring_cq_advance(&ring, seen); /* the batch's completions handled so far */
+    ur_quiesce(&ring, &armed);
+    io_uring_queue_exit(&ring);
+    errno = ret;
+fail_noring:
+    fprintf(stderr, "bench master: a connection failed on the io_uring loop (errno %d)\n", errno);
     l->errors += 1;
     return (void *)1;
 }
@@ -607,7 +688,6 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         l->conns = conns + l->first_conn;
         l->objects = l->calls = l->errors = l->decoded = l->misses = l->refused = 0;
         l->nlat = 0;
-        l->syscalls = 0;
         pthread_create(&l->th, NULL, loop_main, l);
     }
     /* a short warm-up, then the measured window */
@@ -631,8 +711,6 @@ static double one_run(struct shared *sh, struct loop *loops, double *lat_all, si
         failed |= ret != NULL;
         objects += loops[t].objects;
         calls += loops[t].calls;
-        sh->syscalls += loops[t].syscalls;
-        sh->calls += loops[t].calls;
         *errors += loops[t].errors;
         sh->misses += loops[t].misses;
         sh->refused += loops[t].refused;
@@ -662,9 +740,13 @@ static void usage(void)
             "usage: mooncake_bench master --master=HOST:PORT\n"
             "       [--op=get|exist|batch_get|put|remove|batch_remove] [--disk_holder]\n"
             "       [--conns=50] [--threads=1] [--depth=1] [--batch=16] [--keys=100000]\n"
-            "       [--io=epoll|uring]\n"
             "       [--prefill] [--value_size=4096] [--seconds=5] [--runs=1] [--seed=N]\n"
             "       [--bench_id=mooncake_bench] [--probe_hz=0] [--segment_bytes=2^40]\n"
+            "       [--encode=hand|pb] [--io=uring|epoll]\n"
+            "  --io        the load loops: io_uring (default; --depth=1 only, else epoll)\n"
+            "              or edge-triggered epoll (the old loop, for A/B runs)\n"
+            "  --encode    request bodies and keys written by hand (default) or by\n"
+            "              snprintf + the protobuf-c packer (the old path, for A/B runs)\n"
             "  --bench_id  names the bench's client and its 1 TiB fake segment: a run with\n"
             "              the same id reuses them (same capacity, same keys)\n"
             "  --probe_hz  open-loop probe Gets per second during the runs: reports\n"
@@ -703,6 +785,7 @@ int mc_bench_master(int argc, char **argv)
                                        {"bench_id", required_argument, NULL, 'I'},
                                        {"probe_hz", required_argument, NULL, 'P'},
                                        {"segment_bytes", required_argument, NULL, 'B'},
+                                       {"encode", required_argument, NULL, 'E'},
                                        {"io", required_argument, NULL, 'i'},
                                        {"help", no_argument, NULL, 'h'},
                                        {NULL, 0, NULL, 0}};
@@ -729,12 +812,6 @@ int mc_bench_master(int argc, char **argv)
             break;
         case 'd':
             o.depth = atoi(optarg);
-            break;
-        case 'i':
-            if (strcmp(optarg, "uring") == 0)
-                o.io_uring = 1;
-            else if (strcmp(optarg, "epoll") != 0)
-                bad = 1;
             break;
         case 'b':
             o.batch = atoi(optarg);
@@ -770,6 +847,14 @@ int mc_bench_master(int argc, char **argv)
             g_segment_bytes = strtoull(optarg, NULL, 0);
             bad = g_segment_bytes < (1u << 20);
             break;
+        case 'i':
+            g_io_epoll = !strcmp(optarg, "epoll");
+            bad = !g_io_epoll && strcmp(optarg, "uring") != 0;
+            break;
+        case 'E':
+            g_encode_pb = !strcmp(optarg, "pb");
+            bad = !g_encode_pb && strcmp(optarg, "hand") != 0;
+            break;
         case 'h':
             usage();
             return 0;
@@ -788,6 +873,13 @@ int mc_bench_master(int argc, char **argv)
     }
     if (o.op != OP_BATCH_GET && o.op != OP_BATCH_REMOVE)
         o.batch = 1;
+    if (o.depth > 1)
+        g_io_epoll = 1; /* the io_uring loop keeps one request in flight per connection */
+    if (!g_io_epoll && !ur_available()) {
+        fprintf(stderr, "bench master: this kernel gives no io_uring with deferred task work "
+                        "(6.1 or later, io_uring not disabled): the epoll loop runs instead\n");
+        g_io_epoll = 1;
+    }
     struct mc_rpc_client_config ep;
     if (mc_rpc_parse_endpoint(o.master, o.host, sizeof(o.host), &ep) != 0) {
         fprintf(stderr, "bench master: bad --master '%s'\n", o.master);
@@ -880,11 +972,11 @@ int mc_bench_master(int argc, char **argv)
     mc_bench_add_num(&res, "calls_per_s", mc_bench_median(cps, (size_t)o.runs));
     mc_bench_add_num(&res, "bytes_per_object", bpo > 0 ? bpo : 0);
     mc_bench_add_num(&res, "misses", (double)sh.misses);
-    mc_bench_add_str(&res, "io", o.io_uring ? "uring" : "epoll");
-    mc_bench_add_num(&res, "syscalls_per_call", sh.calls ? (double)sh.syscalls / sh.calls : 0);
     if (o.op == OP_PUT)
         mc_bench_add_num(&res, "put_refused", (double)sh.refused);
     mc_bench_add_num(&res, "max_ms", mc_bench_percentile(lat, nlat, 100));
+    mc_bench_add_str(&res, "encode", g_encode_pb ? "pb" : "hand");
+    mc_bench_add_str(&res, "io", g_io_epoll ? "epoll" : "uring");
     if (o.probe_hz > 0) {
         mc_bench_add_num(&res, "probe_hz", o.probe_hz);
         mc_bench_add_num(&res, "probe_calls", (double)probe.calls);

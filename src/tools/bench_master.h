@@ -39,7 +39,6 @@ struct opts {
     uint64_t seed;
     const char *bench_id; /* --bench_id: names the client and its segment (reused across runs) */
     double probe_hz;      /* --probe_hz: open-loop probe Gets per second (0: none) */
-    int io_uring;         /* --io=uring: the load loops on io_uring (default: epoll) */
 };
 
 struct shared {
@@ -48,10 +47,9 @@ struct shared {
     _Atomic int stop;
     _Atomic int measuring;
     unsigned run_no;
-    int pid;                  /* this process's, in put keys (read once: getpid(2) is a syscall) */
-    uint64_t misses;          /* Gets of keys not found (evicted or removed since the prefill) */
-    uint64_t refused;         /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
-    uint64_t syscalls, calls; /* the load loops' syscalls and calls while measuring */
+    int pid;          /* this process's, in put keys (read once: getpid(2) is a syscall) */
+    uint64_t misses;  /* Gets of keys not found (evicted or removed since the prefill) */
+    uint64_t refused; /* PutStarts refused for space (NO_AVAILABLE_HANDLE) */
 };
 
 /* The open-loop probe (bench_master_probe.c): one blocking connection sends a GetReplicaList of
