@@ -70,6 +70,7 @@ struct ev_worker {
     uint64_t evicted, bytes, walks;
     uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
     struct ev_held held;  /* a large round's buffers, released in handle order at its end */
+    struct ev_candv shard_cands; /* one shard's candidates of the round, gathered in order */
 };
 
 /* Where this cycle's unlinks moved one shard's entries: an unlink fills the holes it leaves with
@@ -94,7 +95,11 @@ struct mc_evictor {
     struct ev_part *parts;     /* nthreads */
     struct ev_worker *workers; /* nthreads */
     struct ev_u64v leases, scratch, sample;
-    struct ev_candv plain, soft, round;
+    struct ev_candv plain, soft;
+    /* A round's candidates grouped by shard, as indices into the round's array: 4 bytes each
+     * where a copy of the candidates was 24 (12 MB of fresh pages in a first 0.5 cycle). */
+    uint32_t *ridx;
+    size_t ridx_cap;
     uint32_t *hist; /* EV_HIST_SIZE */
     uint32_t off[MC_NSHARDS + 1];
     uint32_t cur[MC_NSHARDS];
@@ -161,6 +166,7 @@ static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, ui
 
 struct ev_round {
     struct ev_cycle *cy;
+    const struct ev_cand *c; /* the round's candidates; ev->ridx groups them by shard */
     bool soft_phase;
     bool hold; /* a large round: buffers held back and released in handle order */
     _Atomic uint32_t next;
@@ -408,8 +414,15 @@ static void round_worker(void *arg, unsigned worker)
         if (si >= MC_NSHARDS)
             break;
         uint32_t b = ev->off[si], e = ev->off[si + 1];
-        if (b != e)
-            evict_shard(r, &r->cy->m->shards[si], &ev->round.v[b], e - b, w, &fl);
+        if (b == e)
+            continue;
+        if (!ev_candv_reserve(&w->shard_cands, e - b)) {
+            r->cy->oom = true;
+            continue;
+        }
+        for (uint32_t i = b; i < e; i++)
+            w->shard_cands.v[i - b] = r->c[ev->ridx[i]];
+        evict_shard(r, &r->cy->m->shards[si], w->shard_cands.v, e - b, w, &fl);
     }
     ev_held_release(&w->held);
 }
@@ -418,7 +431,8 @@ static void round_worker(void *arg, unsigned worker)
 static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t d, bool soft_phase)
 {
     struct mc_evictor *ev = cy->ev;
-    if (!ev_candv_reserve(&ev->round, d)) {
+    if (d > UINT32_MAX || (d > ev->ridx_cap &&
+                           !ev_reserve((void **)&ev->ridx, &ev->ridx_cap, d, sizeof(*ev->ridx)))) {
         cy->oom = true;
         return 0;
     }
@@ -430,10 +444,10 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
         ev->cur[i] = ev->off[i];
     }
     for (size_t i = 0; i < d; i++)
-        ev->round.v[ev->cur[c[i].shard]++] = c[i];
-    ev->round.n = d;
+        ev->ridx[ev->cur[c[i].shard]++] = (uint32_t)i;
 
     struct ev_round r = {.cy = cy,
+                         .c = c,
                          .soft_phase = soft_phase,
                          .hold = d >= EV_HOLD_MIN_ROUND || cy->ev->opts.parallel_min_objects};
     atomic_init(&r.next, 0);
@@ -958,6 +972,7 @@ void mc_eviction_destroy(struct mc_master *m)
         ev_unlink_hashes_free(&ev->workers[i].uh);
         free(ev->workers[i].moved);
         ev_held_free(&ev->workers[i].held);
+        free(ev->workers[i].shard_cands.v);
     }
     for (unsigned i = 0; i < MC_NSHARDS; i++) {
         free(ev->fwd[i].v);
@@ -969,7 +984,7 @@ void mc_eviction_destroy(struct mc_master *m)
     free(ev->sample.v);
     free(ev->plain.v);
     free(ev->soft.v);
-    free(ev->round.v);
+    free(ev->ridx);
     free(ev->hist);
     pthread_mutex_destroy(&ev->cycle_lock);
     free(ev);

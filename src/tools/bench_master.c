@@ -520,9 +520,8 @@ static bool ur_available(void)
     return true;
 }
 
-/* Cancels every request still armed (*armed of them) and reaps them all before the ring and
- * the connections' buffers go: a recv armed into c->in must not outlive it. Gives up (logged)
- * after a second without completions. */
+/* Cancels and reaps every request still armed (*armed) before the ring and the buffers go: a
+ * recv armed into c->in must not outlive it. Gives up (logged) after a second without one. */
 static void ur_quiesce(struct io_uring *r, int *armed)
 {
     struct io_uring_sqe *sqe = io_uring_get_sqe(r);
