@@ -52,11 +52,11 @@ add_test(NAME test_bench_promotion_cpu_room_value
                  $<TARGET_FILE:mooncake_bench> promotion --cpu_room 2)
 set_tests_properties(test_bench_promotion_cpu test_bench_promotion_cpu_room_value
                      PROPERTIES TIMEOUT 120)
-# mooncake_bench master against a real master: one reused segment across invocations, Gets of
-# missing keys counted as misses, the open-loop probe's figures.
 # the hand-written request bodies of `mooncake_bench master` against the generated packer (unit)
 mc_add_test(test_bench_master_enc SOURCES test_bench_master_enc.c
             ${CMAKE_SOURCE_DIR}/src/tools/bench_master_enc.c TIMEOUT 60)
+# mooncake_bench master against a real master: one reused segment across invocations, Gets of
+# missing keys counted as misses, the open-loop probe's figures.
 mc_add_test(test_bench_master SOURCES test_bench_master.c cluster_util.c TIMEOUT 120)
 add_dependencies(test_bench_master mooncake_master mooncake_bench mooncake_cli)
 # scripts/bench/scale.sh, every case at tiny sizes (test_scale_script.sh checks each case's JSON

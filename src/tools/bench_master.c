@@ -154,6 +154,17 @@ static int finish_request(struct conn *c, uint16_t method, uint8_t *hdr, size_t 
     return 0;
 }
 
+/* --encode=pb: appends msg packed by the generated protobuf-c code as a request frame. */
+static int append_packed(struct conn *c, uint16_t method, const ProtobufCMessage *msg)
+{
+    size_t len = protobuf_c_message_get_packed_size(msg);
+    if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
+        return -1;
+    uint8_t *hdr = c->out + c->out_len;
+    protobuf_c_message_pack(msg, hdr + MC_WIRE_HEADER_SIZE);
+    return finish_request(c, method, hdr, len);
+}
+
 /* Appends a frame asking for `count` random keys: GetReplicaList / ExistKey (one key) or
  * BatchGetReplicaList, packed by the generated protobuf-c code. */
 static int append_key_request(struct loop *l, struct conn *c, uint16_t method, int count)
@@ -201,19 +212,7 @@ static int append_key_request(struct loop *l, struct conn *c, uint16_t method, i
         bg.keys = keys;
         msg = &bg.base;
     }
-    size_t len = protobuf_c_message_get_packed_size(msg);
-    if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
-        return -1;
-    uint8_t *hdr = c->out + c->out_len;
-    protobuf_c_message_pack(msg, hdr + MC_WIRE_HEADER_SIZE);
-    struct mc_wire_header h;
-    uint64_t id = c->next_id++;
-    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
-    mc_wire_encode_header(&h, hdr);
-    c->out_len += MC_WIRE_HEADER_SIZE + len;
-    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
-    c->inflight++;
-    return 0;
+    return append_packed(c, method, msg);
 }
 
 /* Put: PutStart (phase 0) or PutEnd (phase 1) of this connection's current key. */
@@ -256,19 +255,7 @@ static int append_put_request(struct loop *l, struct conn *c, int end)
         pe.key = key;
         msg = &pe.base;
     }
-    size_t len = protobuf_c_message_get_packed_size(msg);
-    if (out_reserve(c, MC_WIRE_HEADER_SIZE + len) != 0)
-        return -1;
-    uint8_t *hdr = c->out + c->out_len;
-    protobuf_c_message_pack(msg, hdr + MC_WIRE_HEADER_SIZE);
-    struct mc_wire_header h;
-    uint64_t id = c->next_id++;
-    mc_wire_header_init(&h, MC_WIRE_REQUEST, method, id, 0, (uint32_t)len);
-    mc_wire_encode_header(&h, hdr);
-    c->out_len += MC_WIRE_HEADER_SIZE + len;
-    c->sent_ns[id % MAX_DEPTH] = mc_now_ns();
-    c->inflight++;
-    return 0;
+    return append_packed(c, method, msg);
 }
 
 static int issue(struct loop *l, struct conn *c, int put_end)
