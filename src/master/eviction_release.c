@@ -5,11 +5,11 @@
  * A round's victims are spread over the shards by key hash, so their buffers lie at random in
  * their segments' allocators; releasing them shard after shard touches the allocator's nodes at
  * random (a cache and TLB miss per node and per merged neighbour). A large round (a slice of a
- * 0.5 target is 65536 objects) instead holds its MEMORY buffers back in one bitmap per segment
+ * 0.5 target is 65536 objects) instead holds its MEMORY buffers back in one list per segment
  * per worker, and when the worker has done its shards releases each segment's set in handle
- * order, the nodes' memory order (mc_segment_release_set), as RemoveAll does. Anything else the
- * freelist holds (records, LOCAL_DISK replicas) is released at once as before; a buffer whose
- * bit cannot be set (no memory) is too.
+ * order, the nodes' memory order (mc_segment_release_many), as RemoveAll does. Anything else the
+ * freelist holds (records, LOCAL_DISK replicas) is released at once as before; a buffer that
+ * cannot be held (no memory) is too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -70,37 +70,56 @@ void ev_held_drain(struct ev_held *h, struct mc_freelist *fl)
     mc_freelist_flush(fl);
 }
 
-/* Sorts b[0..n) by handle: two counting passes over 16 bits each (tmp: n more, hist: 2^16).
- * false when out of memory (b unchanged). */
-static bool sort_by_handle(struct ev_held_buf *b, size_t n)
+/* Sorts e's buffers by handle: least significant digit first, SORT_BITS at a time, as many
+ * passes as the largest handle needs (two for a million handles), between e->b and h->tmp, which
+ * trade places when the passes are odd. The histogram lives on the stack and the second buffer
+ * is kept across rounds: a histogram of 2^16 counters and a fresh buffer per call cost a 10k
+ * round (the 1% target of a million objects) more than its releases did, in memsets and
+ * page faults. false when out of memory (e unchanged). */
+#define SORT_BITS 11
+static bool sort_by_handle(struct ev_held *h, struct ev_held_seg *e)
 {
-    struct ev_held_buf *tmp = malloc(n * sizeof(*tmp));
-    uint32_t *hist = malloc(65536 * sizeof(*hist));
-    if (!tmp || !hist) {
-        free(tmp);
-        free(hist);
-        return false;
+    size_t n = e->n;
+    uint32_t hi = 0;
+    for (size_t i = 0; i < n; i++)
+        hi |= e->b[i].handle;
+    if (n < 2 || !hi)
+        return true;
+    if (n > h->tmp_cap) {
+        size_t ncap = e->cap; /* what e->b holds: the two can trade places */
+        struct ev_held_buf *nt = realloc(h->tmp, ncap * sizeof(*nt));
+        if (!nt)
+            return false;
+        ev_ask_huge(nt, ncap * sizeof(*nt));
+        h->tmp = nt;
+        h->tmp_cap = ncap;
     }
-    ev_ask_huge(tmp, n * sizeof(*tmp));
-    struct ev_held_buf *src = b, *dst = tmp;
-    for (int shift = 0; shift < 32; shift += 16) {
-        memset(hist, 0, 65536 * sizeof(*hist));
+    uint32_t hist[1u << SORT_BITS];
+    struct ev_held_buf *src = e->b, *dst = h->tmp;
+    int width = 32 - __builtin_clz(hi);
+    for (int shift = 0; shift < width; shift += SORT_BITS) {
+        memset(hist, 0, sizeof(hist));
         for (size_t i = 0; i < n; i++)
-            hist[(src[i].handle >> shift) & 0xffff]++;
+            hist[(src[i].handle >> shift) & ((1u << SORT_BITS) - 1)]++;
         uint32_t sum = 0;
-        for (size_t d = 0; d < 65536; d++) {
+        for (size_t d = 0; d < (1u << SORT_BITS); d++) {
             uint32_t c = hist[d];
             hist[d] = sum;
             sum += c;
         }
         for (size_t i = 0; i < n; i++)
-            dst[hist[(src[i].handle >> shift) & 0xffff]++] = src[i];
+            dst[hist[(src[i].handle >> shift) & ((1u << SORT_BITS) - 1)]++] = src[i];
         struct ev_held_buf *t = src;
         src = dst;
         dst = t;
     }
-    free(tmp); /* two passes: the sorted data is back in b */
-    free(hist);
+    if (src != e->b) { /* odd passes: the sorted buffers are in tmp; the two trade places */
+        size_t cap = e->cap;
+        h->tmp = e->b;
+        e->b = src;
+        e->cap = h->tmp_cap;
+        h->tmp_cap = cap;
+    }
     return true;
 }
 
@@ -111,7 +130,7 @@ void ev_held_release(struct ev_held *h)
     uint64_t sizes[RUN];
     for (size_t i = 0; i < h->n; i++) {
         struct ev_held_seg *e = &h->v[i];
-        (void)sort_by_handle(e->b, e->n); /* unsorted (no memory): released all the same */
+        (void)sort_by_handle(h, e); /* unsorted (no memory): released all the same */
         for (size_t j = 0; j < e->n;) {
             size_t k = 0;
             for (; j < e->n && k < RUN; j++, k++) {
@@ -131,6 +150,8 @@ void ev_held_free(struct ev_held *h)
     for (size_t i = 0; i < h->cap; i++)
         free(h->v[i].b);
     free(h->v);
+    free(h->tmp);
     h->v = NULL;
-    h->cap = 0;
+    h->tmp = NULL;
+    h->cap = h->tmp_cap = 0;
 }

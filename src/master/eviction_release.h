@@ -27,6 +27,8 @@ struct ev_held_seg {
 struct ev_held {
     struct ev_held_seg *v;
     size_t n, cap;
+    struct ev_held_buf *tmp; /* the sort's second buffer, kept across rounds */
+    size_t tmp_cap;
 };
 
 /* After a shard's work (no shard lock held): fl's MEMORY buffers are held back in h, the rest
