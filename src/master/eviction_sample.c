@@ -60,6 +60,15 @@ static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *vis
     sc.skip_above = c0;
     sc.gens = in->gens;
     sc.parts = in->parts;
+    /* The merge below adopts worker 0's buffer: hand it the larger of the two first, so that one
+     * buffer serves cycle after cycle. Left to swap, each second cycle grew a fresh one from
+     * nothing, and its page faults doubled that cycle's low census (4.2 against 2.4 ms at the
+     * 1% target of a million objects). */
+    if (in->cands->cap > in->parts[0].plain.cap) {
+        struct ev_candv t = in->parts[0].plain;
+        in->parts[0].plain = *in->cands;
+        *in->cands = t;
+    }
     ev_scan_run(&sc, in->nthreads);
     for (unsigned i = 0; i < in->nthreads; i++)
         *visited += in->parts[i].visited;
