@@ -702,7 +702,8 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
             run_passes(cy);
         return;
     }
-    ev->leases.n = 0; /* the sampled census's low deadlines, if it ran */
+    /* the sampled census's low deadlines and records, if it ran and gave up */
+    ev->leases.n = ev->plain.n = 0;
     if (!bypass) {
         /* merge_u64 adopts worker 0's deadlines: give the adopted buffer back so that one
          * large buffer is reused cycle after cycle (not a second one grown from scratch,

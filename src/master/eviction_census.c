@@ -138,7 +138,11 @@ static bool scan_plain(struct ev_scan *sc, struct ev_part *p, struct mc_obj_ent 
         struct ev_cand *cd = ev_candv_push(&p->plain);
         if (!cd)
             return false;
-        *cd = (struct ev_cand){.lease = lease, .ent = ent, .shard = (uint16_t)shard};
+        /* the address comes from the entry, which is read anyway; the object is not touched */
+        *cd = (struct ev_cand){.lease = lease,
+                               .version = (uintptr_t)mc_ent_obj(e),
+                               .ent = ent,
+                               .shard = (uint16_t)shard};
         return true;
     }
     struct mc_object *o = mc_ent_obj(e);

@@ -111,7 +111,7 @@ enum ev_plain_filter {
     EV_PLAIN_ALL,      /* every eligible plain object (full path) */
     EV_PLAIN_FRONTIER, /* lease < cutoff, and lease == cutoff while eq_quota lasts */
     EV_PLAIN_REFILL,   /* lease >= cutoff and not materialized before (seen set) */
-    EV_PLAIN_LOW,      /* lease <= cutoff, version left 0 (the low census: objects untouched) */
+    EV_PLAIN_LOW,      /* lease <= cutoff, the object's address in version (not touched) */
 };
 
 /* One worker's output of a scan. */

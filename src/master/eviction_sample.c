@@ -17,25 +17,27 @@
  *   2. takes as a guess c0 the sample deadline whose rank is k / stride plus a margin of three
  *      standard deviations and a quarter;
  *   3. runs the low census: every block whose floor is <= c0 is visited and its plain eligible
- *      entries with a deadline <= c0 are recorded as {deadline, shard, position} (the predicate
- *      is the census's, ev_classify; no object is touched); every other block holds nothing
- *      <= c0, so these are all the plain deadlines <= c0;
+ *      entries with a deadline <= c0 are recorded as {deadline, shard, position, the object's
+ *      address} (the predicate is the census's, ev_classify; no object is touched); every other
+ *      block holds nothing <= c0, so these are all the plain deadlines <= c0;
  *   4. if it found at least k, the k-th smallest of them is the k-th smallest plain deadline of
  *      the table (the correction: exact, whatever the sample said); else the guess was low and
  *      step 2 doubles the rank (twice at most) before the cycle falls back to the census.
  * The frontier is then the recorded entries below the cutoff, and those at it up to the tie
- * quota: the census path's set, so the victims and their order are the census's. Their
- * versions are read under each shard's read lock while its gen (bumped by removals only) is
- * what the low census saw, so a position still names the same object; if any shard's gen moved,
- * the census path's frontier scan builds the frontier instead (eviction.c). What the sampled census
+ * quota: the census path's set, so the victims and their order are the census's. Their versions
+ * are read under each shard's read lock while its gen (bumped by removals only) is what the low
+ * census saw, so a position still names the same object, the one whose address the low census
+ * recorded (those objects are fetched ahead, across shards); if any shard's gen moved, the
+ * census path's frontier scan builds the frontier instead (eviction.c). What the sampled census
  * does not know is the number of plain eligible objects: it found >= k of them, so min(ideal,
  * plain) is ideal, and the path choice (k against a quarter of them) uses the sample's estimate;
- * when that estimate says the full path would be taken, or the guess stays low, the cycle takes the
- * census as before.
+ * when that estimate says the full path would be taken, or the guess stays low, the cycle takes
+ * the census as before.
  */
 #include <math.h>
 #include <string.h>
 
+#include "common/mc_assert.h"
 #include "master/eviction_sample.h"
 
 #define EV_SAMPLE_TARGET 16384u /* entries sampled per cycle */
@@ -46,8 +48,9 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
-/* The low census at c0: every plain eligible entry with a deadline <= c0, as a candidate
- * without its version (the object is not touched), and each shard's gen. */
+/* The low census at c0: every plain eligible entry with a deadline <= c0, as a candidate holding
+ * its object's address instead of its version (the object is not touched), and each shard's
+ * gen. */
 static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *visited)
 {
     struct ev_scan sc;
@@ -122,12 +125,9 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
     return EV_SAMPLE_CENSUS;
 }
 
-/* Keeps the low census's entries (plain, in scan order, versions unset) that belong to the
- * frontier: deadline < cut, and = cut while quota lasts. Then reads their versions, shard run by
- * shard run under the read lock, while each shard's gen is what the low census saw. false when
- * one moved (the caller scans instead). */
-/* The records c[i..e) of s (read-locked, gen unchanged) that belong to the frontier, appended
- * to dst at *dn (dst may be c itself: *dn <= i), with their versions. */
+/* The records c[i..e) of s (read-locked, gen unchanged, so each record's object is still the
+ * one at its position and alive) that belong to the frontier, appended to dst at *dn (dst may be
+ * c itself: *dn <= i), their objects' addresses replaced by their versions. */
 static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, size_t e,
                          uint64_t cut, uint64_t *quota, struct ev_cand *dst, size_t *dn)
 {
@@ -136,12 +136,24 @@ static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, 
         if (c[j].lease > cut || (c[j].lease == cut && *quota == 0))
             continue;
         *quota -= c[j].lease == cut;
-        __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[j].ent)));
         dst[(*dn)++] = c[j];
     }
-    for (size_t j = first; j < *dn; j++)
-        dst[j].version = mc_ent_obj(mc_shard_ent(s, dst[j].ent))->version;
+    for (size_t j = first; j < *dn; j++) {
+        const struct mc_object *o = (const struct mc_object *)(uintptr_t)dst[j].version;
+        MC_ASSERT(o == mc_ent_obj(mc_shard_ent(s, dst[j].ent)));
+        dst[j].version = o->version;
+    }
 }
+
+/* How many records ahead the frontier fetches their objects (by the addresses the low census
+ * recorded, across shard boundaries: a shard holds about ten of them at the 1% target). */
+#define EV_FRONTIER_AHEAD 16u
+
+/* Keeps the low census's entries (plain, in scan order, objects' addresses in version) that
+ * belong to the frontier: deadline < cut, and = cut while quota lasts. Then reads their
+ * versions, shard run by shard run under the read lock, while each shard's gen is what the low
+ * census saw; a shard whose gen moved gets a frontier scan of its own. false when out of
+ * memory. */
 
 bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plain,
                         struct ev_part *part, const uint32_t *gens, uint64_t cut, uint64_t quota)
@@ -158,11 +170,16 @@ bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plai
     sc.cutoff = cut;
     sc.lease_max = UINT64_MAX;
     sc.skip_above = cut;
+    size_t ahead = 0; /* records below this one have had their objects fetched */
     for (size_t i = 0; i < nrec;) {
         struct mc_shard *s = &m->shards[c[i].shard];
         size_t e = i;
         while (e < nrec && c[e].shard == c[i].shard)
             e++;
+        /* a prefetch of an address that may since have been freed is harmless: the address is
+         * only followed under the lock, with the gen unchanged */
+        for (; ahead < nrec && ahead < e + EV_FRONTIER_AHEAD; ahead++)
+            __builtin_prefetch((const void *)(uintptr_t)c[ahead].version);
         mc_shard_rdlock(s);
         bool same = s->gen == gens[s->index];
         if (same && !out)
