@@ -48,6 +48,7 @@
 #define EV_SAMPLE_MIN_OBJECTS 65536u /* smaller tables take the census */
 #define EV_BULK_UNLINK_MIN 8u        /* erased objects in one shard for a bulk unlink */
 #define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
+#define EV_TAIL_AHEAD 16u            /* tail entries (and objects) a shard's round fetches early */
 
 /* A candidate whose entry moved: its version and index in the shard's candidates. */
 struct ev_moved {
@@ -370,11 +371,23 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     for (size_t i = 0; i < cnt && i < 16; i++)
         if (c[i].ent < s->n)
             __builtin_prefetch(mc_shard_ent(s, c[i].ent));
+    /* The unlinks at the end move the shard's last entries into the victims' holes: those
+     * entries now, their objects (whose keys are hashed then) once the candidates are resolved. */
+    uint32_t ntail = cnt < EV_TAIL_AHEAD ? (uint32_t)cnt : EV_TAIL_AHEAD;
+    ntail = ntail < s->n ? ntail : s->n;
+    for (uint32_t j = 1; j <= ntail; j++)
+        __builtin_prefetch(mc_shard_ent(s, s->n - j));
     for (size_t i = 0; i < cnt; i++) {
         if (i + 16 < cnt && c[i + 16].ent < s->n)
             __builtin_prefetch(mc_shard_ent(s, c[i + 16].ent));
         if (i + 8 < cnt && c[i + 8].ent < s->n)
             __builtin_prefetch(mc_ent_obj(mc_shard_ent(s, c[i + 8].ent)));
+        if (c[i].ent < s->n) { /* the rest of its block and its floor, for the refloor */
+            uint32_t b0 = c[i].ent & ~(MC_ENT_BLOCK - 1);
+            __builtin_prefetch(mc_shard_ent(s, b0));
+            __builtin_prefetch(mc_shard_ent(s, b0) + MC_ENT_BLOCK - 1);
+            __builtin_prefetch(mc_shard_floor(s, b0));
+        }
         w->objs[i] = mc_shard_revalidate(s, c[i].ent, c[i].version);
         if (!w->objs[i] && f->len)
             w->objs[i] = follow_moves(s, f, &c[i]);
@@ -383,6 +396,11 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
     if (nmoved) {
         find_moved(s, c, cnt, w, nmoved);
         w->walks++;
+    }
+    for (uint32_t j = 1; j <= ntail; j++) {
+        const char *t = (const char *)mc_ent_obj(mc_shard_ent(s, s->n - j));
+        __builtin_prefetch(t);
+        __builtin_prefetch(t + 64);
     }
     for (size_t i = 0; i < cnt; i++) {
         if (i + 4 < cnt && w->objs[i + 4])
