@@ -4,5 +4,6 @@ mc_add_test(test_master_service_batch SOURCES test_master_service_batch.c LIBS m
             Threads::Threads TIMEOUT 60)
 # The read path's hand-written wire code (service_encode.c, service_wire.c) against protobuf-c:
 # the same reply bytes, the same verdict and fields for every request body, valid or mutated.
-mc_add_test(test_master_service_encode SOURCES test_master_service_encode.c LIBS mc_master_core
+mc_add_test(test_master_service_encode SOURCES test_master_service_encode.c put_end_diff.c
+            LIBS mc_master_core
             TIMEOUT 60)

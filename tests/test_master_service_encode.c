@@ -33,6 +33,7 @@
 #include "master/service_wire.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "put_end_diff.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
@@ -668,56 +669,20 @@ static void dump(const char *what, const uint8_t *b, size_t len)
     fprintf(stderr, "\n");
 }
 
-/* One body through both decoders: the same verdict and, when accepted, the same fields. */
+/* One body through both decoders (put_end_diff.c): the same verdict and, when accepted, the
+ * same fields. */
 static void check_put_end(const uint8_t *b, size_t len, bool end, struct verdicts *v)
 {
-    const ProtobufCMessageDescriptor *desc =
-        end ? &mc__put_end_request__descriptor : &mc__put_revoke_request__descriptor;
-    struct mc_pb_limits lim = {0};
-    ProtobufCMessage *m = mc_pb_unpack_bounded(desc, b, len, &lim, NULL);
-    struct mc_svc_put_end_req r;
-    const char *why = mc_svc_decode_put_end(b, len, end, &r);
-    if (!m) {
-        if (!why)
-            dump("accepted a body protobuf-c refuses", b, len);
-        assert_non_null(why);
+    const char *why = NULL;
+    enum put_end_verdict r = put_end_diff(b, len, end, &why);
+    if (r == PUT_END_REFUSED) {
         v->refused++;
         return;
     }
-    if (why)
-        dump(why, b, len);
-    assert_null(why);
+    if (r != PUT_END_SAME)
+        dump(r == PUT_END_ONLY_OURS_REFUSES && why ? why : put_end_verdict_name(r), b, len);
+    assert_int_equal(r, PUT_END_SAME);
     v->accepted++;
-    const char *k;
-    struct mc_id id;
-    int32_t type;
-    uint64_t version;
-    uint32_t crc = 0;
-    bool crc_valid = false;
-    if (end) {
-        const Mc__PutEndRequest *q = (const void *)m;
-        k = q->key;
-        id = mc_svc_id_from_pb(q->client_id);
-        type = q->replica_type;
-        version = q->version;
-        crc = q->crc32c;
-        crc_valid = q->crc_valid;
-    } else {
-        const Mc__PutRevokeRequest *q = (const void *)m;
-        k = q->key;
-        id = mc_svc_id_from_pb(q->client_id);
-        type = q->replica_type;
-        version = q->version;
-    }
-    struct mc_key_ref ref = {.data = k ? k : "", .len = k ? strlen(k) : 0};
-    mc_svc_mark_nul_strings(b, len, MC_SVC_PUT_END_KEY_FIELD, 0, true, &ref, 1);
-    bool same = r.key.len == ref.len && memcmp(r.key.data, ref.data, ref.len) == 0 &&
-                r.client.hi == id.hi && r.client.lo == id.lo && r.replica_type == type &&
-                r.version == version && r.crc32c == crc && r.crc_valid == crc_valid;
-    if (!same)
-        dump("decoded otherwise than protobuf-c", b, len);
-    assert_true(same);
-    protobuf_c_message_free_unpacked(m, NULL);
 }
 
 /* A random varint value as raw bytes: one to ten of them, the tenth with any bits (those past
