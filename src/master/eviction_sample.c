@@ -154,7 +154,6 @@ static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, 
  * versions, shard run by shard run under the read lock, while each shard's gen is what the low
  * census saw; a shard whose gen moved gets a frontier scan of its own. false when out of
  * memory. */
-
 bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plain,
                         struct ev_part *part, const uint32_t *gens, uint64_t cut, uint64_t quota)
 {
