@@ -43,7 +43,8 @@ FLOORS = [
     ]),
     (3, "clients, eviction census", [
         "clients.[ch]", "eviction.h", "eviction_internal.h", "eviction_census.c",
-        "eviction_sample.[ch]", "eviction_unlink.[ch]", "eviction_release.[ch]",
+        "eviction_sample.[ch]", "eviction_unlink.[ch]", "eviction_moves.[ch]",
+        "eviction_release.[ch]",
     ]),
     (4, "eviction cycle", ["eviction.c"]),
     (5, "offload", ["offload*.[ch]"]),

@@ -34,6 +34,7 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
+#include "master/eviction_moves.h"
 #include "master/eviction_release.h"
 #include "master/eviction_unlink.h"
 #include "master/eviction_sample.h"
@@ -50,12 +51,6 @@
 #define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
 #define EV_TAIL_AHEAD 16u            /* tail entries (and objects) a shard's round fetches early */
 
-/* A candidate whose entry moved: its version and index in the shard's candidates. */
-struct ev_moved {
-    uint64_t version;
-    size_t idx;
-};
-
 /* Per-worker scratch of the eviction rounds. */
 struct ev_worker {
     struct mc_object **objs;
@@ -66,27 +61,11 @@ struct ev_worker {
     struct ev_unlink_hashes uh; /* their keys' hashes, for one-by-one unlinks */
     uint32_t *map;              /* mc_shard_unlink_many scratch */
     size_t map_cap;
-    struct ev_moved *moved; /* find_moved scratch */
-    size_t moved_cap;
+    struct ev_moved_scratch moved; /* ev_find_moved's */
     uint64_t evicted, bytes, walks;
     uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
     struct ev_held held;  /* a large round's buffers, released in handle order at its end */
     struct ev_candv shard_cands; /* one shard's candidates of the round, gathered in order */
-};
-
-/* Where this cycle's unlinks moved one shard's entries: an unlink fills the holes it leaves with
- * entries from the shard's tail, so a candidate of a later round may no longer be at its
- * census position. fwd[top - 1 - j] is where the entry at position j went (NONE: not moved);
- * top is the shard's entry count when the cycle first locked it, so every census position
- * below it has a slot, and the array only spans the positions the unlinks emptied (the tail).
- * A candidate is followed along these moves (an entry moved twice is a chain); what a Remove or
- * a Put moved between rounds is not here and costs a walk over the shard (find_moved). */
-#define EV_FWD_NONE UINT32_MAX
-#define EV_FWD_HOPS 64
-struct ev_fwd {
-    uint32_t *v;
-    size_t cap;
-    uint32_t len, top; /* len: slots set (NONE or a position); top 0: not locked this cycle */
 };
 
 struct mc_evictor {
@@ -226,32 +205,6 @@ static void evict_candidate(struct ev_cycle *cy, bool soft_phase, struct mc_shar
     }
 }
 
-/* Records that the entry at position from moved to position to (write lock held). A move the
- * array cannot take (a position a Put added after the cycle began, or no memory) is simply not
- * followed: its candidate is then found by the walk. */
-static void fwd_set(struct ev_fwd *f, uint32_t from, uint32_t to)
-{
-    if (from >= f->top)
-        return;
-    uint32_t i = f->top - 1 - from;
-    if (i >= f->len) {
-        if (i >= f->cap && !ev_reserve((void **)&f->v, &f->cap, (size_t)i + 1, sizeof(*f->v)))
-            return;
-        for (uint32_t k = f->len; k <= i; k++)
-            f->v[k] = EV_FWD_NONE;
-        f->len = i + 1;
-    }
-    f->v[i] = to;
-}
-
-/* Where the entry at position e went in this cycle's last move from e, or NONE. */
-static uint32_t fwd_follow(const struct ev_fwd *f, uint32_t e)
-{
-    if (e >= f->top || f->top - 1 - e >= f->len)
-        return EV_FWD_NONE;
-    return f->v[f->top - 1 - e];
-}
-
 /* Unlinks the objects this shard's round erased (write lock held): one bulk pass when they are
  * a large share of the shard, else one by one (a bulk pass costs a walk over the shard's entries
  * and slots, one by one two key hashes per object, each hashed once). The entries moved into the
@@ -266,14 +219,14 @@ static void unlink_erased(struct mc_shard *s, struct ev_worker *w, struct mc_fre
         mc_shard_unlink_many(s, ub->objs, ub->n, w->map);
         for (uint32_t j = s->n; j < n0; j++) /* map[j]: its new position, or UINT32_MAX: dead */
             if (w->map[j] != UINT32_MAX && w->map[j] != j)
-                fwd_set(f, j, w->map[j]);
+                ev_fwd_set(f, j, w->map[j]);
     } else {
         ev_warm_unlinks(s, ub, &w->uh);
         for (size_t i = 0; i < ub->n; i++) {
             uint32_t last = s->n - 1, to = ub->objs[i]->ent;
             ev_unlink_one(s, ub, i, &w->uh); /* detached already: only the index and ents */
             if (last != to)
-                fwd_set(f, last, to);
+                ev_fwd_set(f, last, to);
             if (to < s->n)
                 ev_refloor(s, to);
         }
@@ -283,74 +236,6 @@ static void unlink_erased(struct mc_shard *s, struct ev_worker *w, struct mc_fre
         mc_freelist_add_object_locked(fl, s, ub->objs[i]);
     }
     ub->n = 0;
-}
-
-static int cmp_moved(const void *a, const void *b)
-{
-    const struct ev_moved *x = a, *y = b;
-    return x->version < y->version ? -1 : x->version > y->version;
-}
-
-/* Candidates of s whose entry no longer holds them and that their moves did not lead to (a
- * Remove or a Put moved entries between rounds; or they are gone): found by version in one walk
- * over the shard's entries (write lock), whose objects are mostly cold. Few: compared directly;
- * many: sorted and searched. Gone: stay NULL. */
-static void find_moved(struct mc_shard *s, const struct ev_cand *c, size_t cnt, struct ev_worker *w,
-                       size_t nmoved)
-{
-    struct ev_moved *mv = NULL;
-    if (nmoved > 8 && (nmoved <= w->moved_cap ||
-                       ev_reserve((void **)&w->moved, &w->moved_cap, nmoved, sizeof(*w->moved)))) {
-        mv = w->moved;
-        size_t k = 0;
-        for (size_t i = 0; i < cnt; i++)
-            if (!w->objs[i])
-                mv[k++] = (struct ev_moved){.version = c[i].version, .idx = i};
-        qsort(mv, nmoved, sizeof(*mv), cmp_moved);
-    }
-    size_t found = 0;
-    for (uint32_t j = 0; j < s->n && found < nmoved; j++) {
-        struct mc_object *o = mc_ent_obj(mc_shard_ent(s, j));
-        uint64_t v = o->version;
-        if (mv) {
-            size_t lo = 0, hi = nmoved;
-            while (lo < hi) {
-                size_t mid = (lo + hi) / 2;
-                if (mv[mid].version < v)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            if (lo < nmoved && mv[lo].version == v) {
-                w->objs[mv[lo].idx] = o;
-                found++;
-            }
-            continue;
-        }
-        for (size_t i = 0; i < cnt; i++) {
-            if (!w->objs[i] && c[i].version == v) {
-                w->objs[i] = o;
-                found++;
-                break;
-            }
-        }
-    }
-}
-
-/* The candidate c of s (write lock) where this cycle's unlinks moved it, or NULL. */
-static struct mc_object *follow_moves(struct mc_shard *s, const struct ev_fwd *f,
-                                      const struct ev_cand *c)
-{
-    uint32_t e = c->ent;
-    for (uint32_t hop = 0; hop < EV_FWD_HOPS; hop++) {
-        e = fwd_follow(f, e);
-        if (e == EV_FWD_NONE)
-            return NULL;
-        struct mc_object *o = mc_shard_revalidate(s, e, c->version);
-        if (o)
-            return o;
-    }
-    return NULL;
 }
 
 static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
@@ -390,11 +275,11 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         }
         w->objs[i] = mc_shard_revalidate(s, c[i].ent, c[i].version);
         if (!w->objs[i] && f->len)
-            w->objs[i] = follow_moves(s, f, &c[i]);
+            w->objs[i] = ev_follow_moves(s, f, &c[i]);
         nmoved += !w->objs[i];
     }
     if (nmoved) {
-        find_moved(s, c, cnt, w, nmoved);
+        ev_find_moved(s, c, cnt, w->objs, &w->moved, nmoved);
         w->walks++;
     }
     for (uint32_t j = 1; j <= ntail; j++) {
@@ -989,7 +874,7 @@ void mc_eviction_destroy(struct mc_master *m)
         free(ev->workers[i].ub.objs);
         free(ev->workers[i].map);
         ev_unlink_hashes_free(&ev->workers[i].uh);
-        free(ev->workers[i].moved);
+        free(ev->workers[i].moved.v);
         ev_held_free(&ev->workers[i].held);
         free(ev->workers[i].shard_cands.v);
     }
