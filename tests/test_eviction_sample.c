@@ -317,12 +317,36 @@ static void churn_hook(struct mc_master *m, void *arg)
     }
 }
 
-static void test_sampled_churn_after_census(void **state)
+/* Records reallocated between the census and the frontier: the hook grows every third key's
+ * record by a replica and drops it again. mc_shard_obj_grow moves a record (same position, same
+ * version, no gen bump, the old record freed), as a LOCAL_DISK replica attached by offload does,
+ * so the addresses the low census recorded go stale while the positions still hold. */
+static void regrow_hook(struct mc_master *m, void *arg)
 {
-    (void)state;
+    struct churn *c = arg;
+    (void)m;
+    struct mc_master *mm = c->s->m;
+    for (int i = 0; i < c->nkeys; i += 3) {
+        const char *k = key(i);
+        uint64_t h = mc_hash_key(k, strlen(k));
+        struct mc_shard *s = &mm->shards[mc_master_key_shard(mm, h)];
+        mc_shard_wrlock(s);
+        struct mc_object *o = mc_shard_find(s, h, k, strlen(k));
+        struct mc_object *n = o ? mc_shard_obj_grow(s, o) : NULL;
+        if (n) {
+            mc_obj_drop_replica(n, (uint8_t)(n->nrep - 1));
+            mc_shard_refresh_bits(s, n);
+        }
+        mc_shard_unlock(s);
+    }
+}
+
+/* Two masters fed the same keys and reads, one taking the sampled census and one the census,
+ * hook run on each after its census: the same victims. */
+static void sampled_vs_census_with_hook(void (*hook)(struct mc_master *, void *), uint64_t seed)
+{
     static struct side sides[2];
     static struct churn ch[2];
-    uint64_t seed = 0xc4c4e;
     int n = NKEYS;
     uint32_t *when = malloc(NKEYS * sizeof(*when));
     assert_non_null(when);
@@ -347,7 +371,7 @@ static void test_sampled_churn_after_census(void **state)
             /* side 0 also runs the parallel and large-round code (3 workers, buffers held and
              * released sorted by handle) */
             .parallel_min_objects = sd == 0 ? 1 : 0,
-            .after_census = churn_hook,
+            .after_census = hook,
             .arg = &ch[sd],
         };
         mc_master_evict_set_test_opts(sides[sd].m, &o);
@@ -369,6 +393,18 @@ static void test_sampled_churn_after_census(void **state)
     for (int sd = 0; sd < 2; sd++)
         mc_master_free(sides[sd].m);
     free(when);
+}
+
+static void test_sampled_churn_after_census(void **state)
+{
+    (void)state;
+    sampled_vs_census_with_hook(churn_hook, 0xc4c4e);
+}
+
+static void test_sampled_records_regrown_after_census(void **state)
+{
+    (void)state;
+    sampled_vs_census_with_hook(regrow_hook, 0x7e6e0);
 }
 
 /* Ties at the cutoff with churn: deadlines shared by 8 keys each, every 31st key removed after
@@ -494,6 +530,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sampled_matches_census),
         cmocka_unit_test(test_sampled_churn_after_census),
+        cmocka_unit_test(test_sampled_records_regrown_after_census),
         cmocka_unit_test(test_sampled_churn_with_ties),
         cmocka_unit_test(test_insert_lowers_floor),
     };

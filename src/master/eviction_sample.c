@@ -26,18 +26,18 @@
  * The frontier is then the recorded entries below the cutoff, and those at it up to the tie
  * quota: the census path's set, so the victims and their order are the census's. Their versions
  * are read under each shard's read lock while its gen (bumped by removals only) is what the low
- * census saw, so a position still names the same object, the one whose address the low census
- * recorded (those objects are fetched ahead, across shards); if any shard's gen moved, the
- * census path's frontier scan builds the frontier instead (eviction.c). What the sampled census
- * does not know is the number of plain eligible objects: it found >= k of them, so min(ideal,
- * plain) is ideal, and the path choice (k against a quarter of them) uses the sample's estimate;
- * when that estimate says the full path would be taken, or the guess stays low, the cycle takes
- * the census as before.
+ * census saw, so a position still names the same object (read through its entry; the address the
+ * low census recorded only fetches it ahead, across shards: a record that gained a replica since
+ * was reallocated at the same position); if any shard's gen moved, the census path's frontier
+ * scan builds the frontier instead (eviction.c). What the sampled census does not know is the
+ * number of plain eligible objects: it found >= k of them, so min(ideal, plain) is ideal, and
+ * the path choice (k against a quarter of them) uses the sample's estimate; when that estimate
+ * says the full path would be taken, or the guess stays low, the cycle takes the census as
+ * before.
  */
 #include <math.h>
 #include <string.h>
 
-#include "common/mc_assert.h"
 #include "master/eviction_sample.h"
 
 #define EV_SAMPLE_TARGET 16384u /* entries sampled per cycle */
@@ -125,9 +125,9 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
     return EV_SAMPLE_CENSUS;
 }
 
-/* The records c[i..e) of s (read-locked, gen unchanged, so each record's object is still the
- * one at its position and alive) that belong to the frontier, appended to dst at *dn (dst may be
- * c itself: *dn <= i), their objects' addresses replaced by their versions. */
+/* The records c[i..e) of s (read-locked, gen unchanged, so each record's position still holds
+ * its object) that belong to the frontier, appended to dst at *dn (dst may be c itself:
+ * *dn <= i), their objects' addresses replaced by their versions. */
 static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, size_t e,
                          uint64_t cut, uint64_t *quota, struct ev_cand *dst, size_t *dn)
 {
@@ -136,17 +136,18 @@ static void take_records(struct mc_shard *s, const struct ev_cand *c, size_t i, 
         if (c[j].lease > cut || (c[j].lease == cut && *quota == 0))
             continue;
         *quota -= c[j].lease == cut;
+        __builtin_prefetch(mc_shard_ent(s, c[j].ent));
         dst[(*dn)++] = c[j];
     }
-    for (size_t j = first; j < *dn; j++) {
-        const struct mc_object *o = (const struct mc_object *)(uintptr_t)dst[j].version;
-        MC_ASSERT(o == mc_ent_obj(mc_shard_ent(s, dst[j].ent)));
-        dst[j].version = o->version;
-    }
+    /* through the entry, not the recorded address: a record that gained a replica since the
+     * low census was reallocated (mc_shard_obj_grow: same position, same version, no gen bump) */
+    for (size_t j = first; j < *dn; j++)
+        dst[j].version = mc_ent_obj(mc_shard_ent(s, dst[j].ent))->version;
 }
 
 /* How many records ahead the frontier fetches their objects (by the addresses the low census
- * recorded, across shard boundaries: a shard holds about ten of them at the 1% target). */
+ * recorded, across shard boundaries: a shard holds about ten of them at the 1% target). The
+ * address is only a hint for the fetch: the version is read through the entry. */
 #define EV_FRONTIER_AHEAD 16u
 
 /* Keeps the low census's entries (plain, in scan order, objects' addresses in version) that
@@ -175,8 +176,8 @@ bool ev_sample_frontier(struct mc_master *m, uint64_t now, struct ev_candv *plai
         size_t e = i;
         while (e < nrec && c[e].shard == c[i].shard)
             e++;
-        /* a prefetch of an address that may since have been freed is harmless: the address is
-         * only followed under the lock, with the gen unchanged */
+        /* a prefetch of an address that may since have been freed (a Remove, or a record
+         * reallocated when it gained a replica) is harmless: it is never read through */
         for (; ahead < nrec && ahead < e + EV_FRONTIER_AHEAD; ahead++)
             __builtin_prefetch((const void *)(uintptr_t)c[ahead].version);
         mc_shard_rdlock(s);
