@@ -10,7 +10,8 @@ mc_add_test(test_master_safety SOURCES test_master_safety.c master_fixture.c
             LIBS mc_master_core TIMEOUT 60)
 # The master's RPC adapters in-process: what a large BatchGetReplicaList allocates (a counting
 # allocator through the linker's --wrap).
-mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c LIBS mc_master_core
+mc_add_test(test_master_service_alloc SOURCES test_master_service_alloc.c
+            master_service_fixture.c LIBS mc_master_core
             Threads::Threads TIMEOUT 60)
 target_link_options(test_master_service_alloc PRIVATE -Wl,--wrap=malloc -Wl,--wrap=calloc
                     -Wl,--wrap=realloc -Wl,--wrap=read)

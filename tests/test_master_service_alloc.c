@@ -36,6 +36,7 @@
 #include "common/wire.h"
 #include "master/service.h"
 #include "proto/master.pb-c.h"
+#include "master_service_fixture.h"
 #include "test_master_util.h"
 
 /* ---- counting allocator ---------------------------------------------------------------------- */
@@ -96,17 +97,53 @@ ssize_t __wrap_read(int fd, void *b, size_t n)
 
 /* ---- the test -------------------------------------------------------------------------------- */
 
+/* What each test drives: the master (fake clock, manual ticks, a 256 MiB segment of client 1
+ * mounted) with its service on a loopback server (master_service_fixture.c) and one connected
+ * client. */
+struct served {
+    struct mc_fake_clock fc;
+    struct msf x;
+    struct mc_rpc_client *c;
+};
+
+static void serve(struct served *v)
+{
+    mc_fake_clock_init(&v->fc, 1000ull * 1000000000ull);
+    struct mc_master_config mc = msf_master_config();
+    mc.clock = &v->fc.clock;
+    mc.manual_ticks = true;
+    mc.epoch = 5;
+    struct mc_rpc_server_config rc = msf_server_config("127.0.0.1");
+    rc.port = 0;
+    rc.name = "master";
+    msf_open(&v->x, &mc, rc);
+    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
+    assert_int_equal(mc_master_mount_segment(v->x.m, tm_id(1), &sd, NULL), MC_OK);
+    struct mc_rpc_client_config cc;
+    mc_rpc_client_config_init(&cc);
+    cc.host = "127.0.0.1";
+    cc.port = msf_start(&v->x);
+    cc.call_timeout_ms = 20000;
+    v->c = NULL;
+    assert_int_equal(mc_rpc_client_new(&cc, &v->c), 0);
+    assert_int_equal(mc_rpc_client_connect(v->c), 0);
+}
+
+static void unserve(struct served *v)
+{
+    mc_rpc_client_free(v->c);
+    msf_close(&v->x);
+}
+
 #define NKEYS ((int)MC_SERVICE_MAX_BATCH)
 
 static void test_batch_get_allocation_follows_the_reply(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 5);
-    assert_non_null(m);
-    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &sd, NULL), MC_OK);
+    static struct served v;
+    serve(&v);
+    struct mc_master *m = v.x.m;
+    struct mc_rpc_client *c = v.c;
     static char names[NKEYS][24];
     static char *keys[NKEYS];
     for (int i = 0; i < NKEYS; i++) {
@@ -115,30 +152,6 @@ static void test_batch_get_allocation_follows_the_reply(void **state)
         if (i % 8 != 7) /* one key in 8 is absent: replies of both kinds */
             assert_int_equal(tm_put(m, tm_id(1), names[i], 4096), MC_OK);
     }
-
-    struct mc_master_service *svc = NULL;
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    struct mc_rpc_server_config rcfg;
-    mc_rpc_server_config_init(&rcfg);
-    rcfg.bind_addr = "127.0.0.1";
-    rcfg.port = 0;
-    rcfg.io_threads = 1;
-    rcfg.name = "master";
-    rcfg.on_close = mc_master_service_on_close;
-    rcfg.on_close_arg = svc;
-    struct mc_rpc_server *srv = NULL;
-    assert_int_equal(mc_rpc_server_new(&rcfg, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
-    assert_int_equal(mc_rpc_server_start(srv), 0);
-
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = "127.0.0.1";
-    cc.port = mc_rpc_server_port(srv);
-    cc.call_timeout_ms = 20000;
-    struct mc_rpc_client *c = NULL;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
-    assert_int_equal(mc_rpc_client_connect(c), 0);
 
     Mc__BatchGetReplicaListRequest req = MC__BATCH_GET_REPLICA_LIST_REQUEST__INIT;
     req.n_keys = NKEYS;
@@ -182,11 +195,7 @@ static void test_batch_get_allocation_follows_the_reply(void **state)
     assert_true(bytes >= encoded);
     assert_true(per_key < 1024);
 
-    mc_rpc_client_free(c);
-    mc_rpc_server_stop(srv);
-    mc_rpc_server_free(srv);
-    mc_master_service_free(svc);
-    mc_master_free(m);
+    unserve(&v);
 }
 
 #define NGETS 400
@@ -194,36 +203,11 @@ static void test_batch_get_allocation_follows_the_reply(void **state)
 static void test_get_allocations_and_reads_per_call(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 5);
-    assert_non_null(m);
-    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &sd, NULL), MC_OK);
+    static struct served v;
+    serve(&v);
+    struct mc_master *m = v.x.m;
+    struct mc_rpc_client *c = v.c;
     assert_int_equal(tm_put(m, tm_id(1), "get-me", 4096), MC_OK);
-
-    struct mc_master_service *svc = NULL;
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    struct mc_rpc_server_config rcfg;
-    mc_rpc_server_config_init(&rcfg);
-    rcfg.bind_addr = "127.0.0.1";
-    rcfg.port = 0;
-    rcfg.io_threads = 1;
-    rcfg.name = "master";
-    rcfg.on_close = mc_master_service_on_close;
-    rcfg.on_close_arg = svc;
-    struct mc_rpc_server *srv = NULL;
-    assert_int_equal(mc_rpc_server_new(&rcfg, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
-    assert_int_equal(mc_rpc_server_start(srv), 0);
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = "127.0.0.1";
-    cc.port = mc_rpc_server_port(srv);
-    cc.call_timeout_ms = 20000;
-    struct mc_rpc_client *c = NULL;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
-    assert_int_equal(mc_rpc_client_connect(c), 0);
 
     Mc__GetReplicaListRequest req = MC__GET_REPLICA_LIST_REQUEST__INIT;
     req.key = "get-me";
@@ -263,11 +247,7 @@ static void test_get_allocations_and_reads_per_call(void **state)
     assert_true(reads >= 1.0);
     assert_true(empty <= 0.1);
 
-    mc_rpc_client_free(c);
-    mc_rpc_server_stop(srv);
-    mc_rpc_server_free(srv);
-    mc_master_service_free(svc);
-    mc_master_free(m);
+    unserve(&v);
 }
 
 #define NPUTS 400
@@ -281,35 +261,10 @@ static void test_get_allocations_and_reads_per_call(void **state)
 static void test_put_allocations_per_call(void **state)
 {
     (void)state;
-    struct mc_fake_clock fc;
-    mc_fake_clock_init(&fc, 1000ull * 1000000000ull);
-    struct mc_master *m = tm_master(&fc, 5);
-    assert_non_null(m);
-    struct mc_segment_desc sd = tm_seg(1, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(m, tm_id(1), &sd, NULL), MC_OK);
-
-    struct mc_master_service *svc = NULL;
-    assert_int_equal(mc_master_service_new(m, &svc), 0);
-    struct mc_rpc_server_config rcfg;
-    mc_rpc_server_config_init(&rcfg);
-    rcfg.bind_addr = "127.0.0.1";
-    rcfg.port = 0;
-    rcfg.io_threads = 1;
-    rcfg.name = "master";
-    rcfg.on_close = mc_master_service_on_close;
-    rcfg.on_close_arg = svc;
-    struct mc_rpc_server *srv = NULL;
-    assert_int_equal(mc_rpc_server_new(&rcfg, &srv), 0);
-    assert_int_equal(mc_master_service_register(svc, srv), 0);
-    assert_int_equal(mc_rpc_server_start(srv), 0);
-    struct mc_rpc_client_config cc;
-    mc_rpc_client_config_init(&cc);
-    cc.host = "127.0.0.1";
-    cc.port = mc_rpc_server_port(srv);
-    cc.call_timeout_ms = 20000;
-    struct mc_rpc_client *c = NULL;
-    assert_int_equal(mc_rpc_client_new(&cc, &c), 0);
-    assert_int_equal(mc_rpc_client_connect(c), 0);
+    static struct served v;
+    serve(&v);
+    struct mc_master *m = v.x.m;
+    struct mc_rpc_client *c = v.c;
 
     g_caller = pthread_self();
     atomic_store(&g_bytes, 0);
@@ -355,11 +310,7 @@ static void test_put_allocations_per_call(void **state)
      * bound has no room for one more allocation per Put */
     assert_true(allocs <= MAX_PUT_ALLOCS);
 
-    mc_rpc_client_free(c);
-    mc_rpc_server_stop(srv);
-    mc_rpc_server_free(srv);
-    mc_master_service_free(svc);
-    mc_master_free(m);
+    unserve(&v);
 }
 
 int main(void)
