@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "common/pb_budget.h"
+#include "common/pb_varint.h"
 #include "master/service_internal.h"
 #include "master/service_wire.h"
 #include "mooncake/errors.h"
@@ -495,24 +496,13 @@ static void check_request(const uint8_t *b, size_t len, bool get, struct verdict
 }
 
 /* Appends a field to b (at *n): tag, then a value of its wire type. */
-static size_t put_varint(uint8_t *b, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        b[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    b[n++] = (uint8_t)v;
-    return n;
-}
-
 static void put_field(uint8_t *b, size_t *n, uint32_t num, unsigned wt, const void *data,
                       size_t len, uint64_t v)
 {
-    *n += put_varint(b + *n, ((uint64_t)num << 3) | wt);
+    *n += mc_varint_put(b + *n, ((uint64_t)num << 3) | wt);
     switch (wt) {
     case 0:
-        *n += put_varint(b + *n, v);
+        *n += mc_varint_put(b + *n, v);
         break;
     case 1:
         memcpy(b + *n, &v, 8);
@@ -523,7 +513,7 @@ static void put_field(uint8_t *b, size_t *n, uint32_t num, unsigned wt, const vo
         *n += 4;
         break;
     case 2:
-        *n += put_varint(b + *n, len);
+        *n += mc_varint_put(b + *n, len);
         memcpy(b + *n, data, len);
         *n += len;
         break;
@@ -715,7 +705,7 @@ static size_t rnd_put_end_body(uint8_t *b)
                 key[i] = rnd() % 16 == 0 ? 0 : (char)('a' + rnd() % 26);
             put_field(b, &n, 2, 2, key, kl, 0);
         } else if (wt == 0) {
-            n += put_varint(b + n, (uint64_t)num << 3);
+            n += mc_varint_put(b + n, (uint64_t)num << 3);
             put_raw_varint(b, &n);
         } else {
             uint8_t junk[8];

@@ -21,6 +21,7 @@
  */
 #include <string.h>
 
+#include "common/pb_varint.h"
 #include "master/service_internal.h"
 
 /* wire types */
@@ -30,22 +31,12 @@
 
 static inline size_t vsize(uint64_t v)
 {
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
+    return mc_varint_size(v);
 }
 
 static inline uint8_t *vput(uint8_t *p, uint64_t v)
 {
-    while (v >= 0x80) {
-        *p++ = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    *p++ = (uint8_t)v;
-    return p;
+    return p + mc_varint_put(p, v);
 }
 
 /* A varint field when v != 0 (one-byte tags: every field number here is below 16). */

@@ -6,26 +6,7 @@
 
 #include <string.h>
 
-static size_t put_varint(uint8_t *p, uint64_t v)
-{
-    size_t n = 0;
-    while (v >= 0x80) {
-        p[n++] = (uint8_t)(v | 0x80);
-        v >>= 7;
-    }
-    p[n++] = (uint8_t)v;
-    return n;
-}
-
-static size_t varint_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
+#include "common/pb_varint.h"
 
 size_t mc_bm_enc_u64_dec(uint8_t *p, uint64_t v, int width)
 {
@@ -47,7 +28,7 @@ static size_t put_bytes_field(uint8_t *p, unsigned fno, const void *b, size_t le
 {
     size_t n = 0;
     p[n++] = (uint8_t)(fno << 3 | 2);
-    n += put_varint(p + n, len);
+    n += mc_varint_put(p + n, len);
     memcpy(p + n, b, len);
     return n + len;
 }
@@ -66,22 +47,22 @@ size_t mc_bm_enc_put(uint8_t *out, int end, uint64_t hi, uint64_t lo, const char
     size_t off = 0;
     /* client_id (field 1, a Uuid): its proto3 fields hi = 1, lo = 2 when not zero. The field
      * itself is written even when empty: the generated packer writes a set message pointer. */
-    size_t ulen = (hi ? 1 + varint_size(hi) : 0) + (lo ? 1 + varint_size(lo) : 0);
+    size_t ulen = (hi ? 1 + mc_varint_size(hi) : 0) + (lo ? 1 + mc_varint_size(lo) : 0);
     out[off++] = 1 << 3 | 2;
-    off += put_varint(out + off, ulen);
+    off += mc_varint_put(out + off, ulen);
     if (hi) {
         out[off++] = 1 << 3 | 0;
-        off += put_varint(out + off, hi);
+        off += mc_varint_put(out + off, hi);
     }
     if (lo) {
         out[off++] = 2 << 3 | 0;
-        off += put_varint(out + off, lo);
+        off += mc_varint_put(out + off, lo);
     }
     if (klen)
         off += put_bytes_field(out + off, 2, key, klen);
     if (!end && value_length) {
         out[off++] = 3 << 3 | 0;
-        off += put_varint(out + off, value_length);
+        off += mc_varint_put(out + off, value_length);
     }
     return off;
 }
