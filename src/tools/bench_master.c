@@ -387,17 +387,25 @@ static int drain_frames(struct loop *l, struct conn *c)
     return 0;
 }
 
+/* Room for at least 16 KiB more input in c's buffer (doubled as it fills); -1 without memory. */
+static int in_room(struct conn *c)
+{
+    if (c->in_cap - c->in_len >= 16384)
+        return 0;
+    size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
+    uint8_t *p = realloc(c->in, cap);
+    if (!p)
+        return -1;
+    c->in = p;
+    c->in_cap = cap;
+    return 0;
+}
+
 static int on_readable(struct loop *l, struct conn *c)
 {
     for (;;) {
-        if (c->in_cap - c->in_len < 16384) {
-            size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
-            uint8_t *p = realloc(c->in, cap);
-            if (!p)
-                return -1;
-            c->in = p;
-            c->in_cap = cap;
-        }
+        if (in_room(c) != 0)
+            return -1;
         size_t want = c->in_cap - c->in_len;
         ssize_t n = recv(c->fd, c->in + c->in_len, want, 0);
         if (n < 0 && errno == EINTR)
@@ -536,14 +544,8 @@ static void ur_quiesce(struct io_uring *r, int *armed)
 
 static int ur_arm_recv(struct io_uring *r, struct conn *c, int i, int *armed)
 {
-    if (c->in_cap - c->in_len < 16384) {
-        size_t cap = c->in_cap ? c->in_cap * 2 : 65536;
-        uint8_t *p = realloc(c->in, cap);
-        if (!p)
-            return -1;
-        c->in = p;
-        c->in_cap = cap;
-    }
+    if (in_room(c) != 0)
+        return -1;
     struct io_uring_sqe *sqe = io_uring_get_sqe(r);
     if (!sqe)
         return -1;
