@@ -199,6 +199,157 @@ static void test_local_read_crc(void **state)
     free(dst);
 }
 
+/* The tcp read that also checksums (mc_transport_tcp_read_crc): the bytes, and their CRC32C
+ * taken as they arrive, at sizes below, at and across slices and over many pipelined slices;
+ * a byte changed in the segment shows in the CRC; a refused read fails and leaves *crc 0. */
+static void test_tcp_read_crc(void **state)
+{
+    struct fx *f = *state;
+    static const size_t sizes[] = {1, 100, SLICE - 1, SLICE, SLICE + 1, (1u << 20) + 3, SEG_SIZE};
+    uint8_t *src = malloc(SEG_SIZE), *dst = malloc(SEG_SIZE);
+    assert_non_null(src);
+    assert_non_null(dst);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t n = sizes[k];
+        uint64_t off = n == SEG_SIZE ? 0 : (k * 4099u) % (SEG_SIZE - n);
+        fill(src, n, (uint32_t)k + 31);
+        struct mc_xfer_loc l = loc(f, off);
+        assert_int_equal(mc_transport_write(f->tcp, &l, src, n), 0);
+        memset(dst, 0, n);
+        uint32_t crc = 7;
+        assert_int_equal(mc_transport_tcp_read_crc(f->tcp, &l, dst, n, &crc), 0);
+        assert_memory_equal(dst, src, n);
+        assert_int_equal(crc, mc_crc32c_extend_sw(0, src, n));
+    }
+    struct mc_xfer_loc l = loc(f, 0);
+    f->seg[SEG_SIZE / 2 + 5] ^= 0x10;
+    uint32_t crc = 0;
+    assert_int_equal(mc_transport_tcp_read_crc(f->tcp, &l, dst, SEG_SIZE, &crc), 0);
+    assert_int_not_equal(crc, mc_crc32c_extend_sw(0, src, SEG_SIZE));
+    assert_int_equal(crc, mc_crc32c_extend_sw(0, dst, SEG_SIZE));
+    l.offset = SEG_SIZE - 10;
+    crc = 7;
+    assert_int_equal(mc_transport_tcp_read_crc(f->tcp, &l, dst, 11, &crc), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(crc, 0);
+    free(src);
+    free(dst);
+}
+
+/* A peer that answers a read's pipelined slices in reverse order, a window at a time, from
+ * its own bytes (the protocol allows any order; the real server answers in order). */
+struct reverse_peer {
+    int lfd;
+    const uint8_t *bytes;
+    size_t window;
+    size_t slices; /* requests the one read sends */
+};
+
+static int read_full(int fd, void *buf, size_t n)
+{
+    uint8_t *p = buf;
+    while (n) {
+        ssize_t r = recv(fd, p, n, 0);
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
+}
+
+static void *reverse_peer_main(void *arg)
+{
+    struct reverse_peer *rp = arg;
+    int fd = accept(rp->lfd, NULL, NULL);
+    struct {
+        uint64_t id, off, len;
+    } q[16];
+    size_t nq = 0, seen = 0;
+    bool closed = fd < 0;
+    while (!closed) {
+        uint8_t hb[MC_WIRE_HEADER_SIZE], body[256];
+        struct mc_wire_header h;
+        closed = read_full(fd, hb, sizeof(hb)) != 0;
+        if (!closed) {
+            mc_wire_decode_header(hb, &h);
+            closed = h.body_length > sizeof(body) || read_full(fd, body, h.body_length) != 0;
+        }
+        if (!closed) {
+            Mc__PeerReadRequest *r = mc__peer_read_request__unpack(
+                NULL, mc_wire_get_u32(body), body + MC_WIRE_PEER_PREFIX);
+            assert_non_null(r);
+            q[nq].id = h.request_id;
+            q[nq].off = r->offset;
+            q[nq].len = r->length;
+            nq++;
+            seen++;
+            mc__peer_read_request__free_unpacked(r, NULL);
+        }
+        /* a full window, or the read's last request: answer what is queued, last first */
+        if (nq == rp->window || (nq && seen == rp->slices)) {
+            while (nq) {
+                nq--;
+                Mc__PeerReadResponse resp = MC__PEER_READ_RESPONSE__INIT;
+                resp.length = q[nq].len;
+                uint8_t fr[MC_WIRE_HEADER_SIZE + MC_WIRE_PEER_PREFIX + 32];
+                size_t clen = mc__peer_read_response__pack(&resp, fr + 36);
+                mc_wire_header_init(&h, MC_WIRE_RESPONSE, MC_METHOD_PEER_READ, q[nq].id, 0,
+                                    (uint32_t)(MC_WIRE_PEER_PREFIX + clen + q[nq].len));
+                mc_wire_encode_header(&h, fr);
+                mc_wire_put_u32(fr + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
+                if (send(fd, fr, 36 + clen, MSG_NOSIGNAL) != (ssize_t)(36 + clen) ||
+                    send(fd, rp->bytes + q[nq].off, q[nq].len, MSG_NOSIGNAL) !=
+                        (ssize_t)q[nq].len)
+                    closed = true;
+            }
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    return NULL;
+}
+
+/* Replies out of order: the CRC is still over the bytes in order. With a window of 4 and
+ * 4 KiB slices, the 10 slices come back as 4,3,2,1 / 8,7,6,5 / 10,9. */
+static void test_tcp_read_crc_out_of_order(void **state)
+{
+    (void)state;
+    const size_t slice = 4096, n = 9 * 4096 + 123;
+    uint8_t *bytes = malloc(n), *dst = malloc(n);
+    assert_non_null(bytes);
+    assert_non_null(dst);
+    fill(bytes, n, 77);
+    struct reverse_peer rp = {.bytes = bytes, .window = 4, .slices = 10};
+    rp.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(rp.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(rp.lfd, 4), 0);
+    socklen_t sl = sizeof(sa);
+    assert_int_equal(getsockname(rp.lfd, (struct sockaddr *)&sa, &sl), 0);
+    char ep[64];
+    snprintf(ep, sizeof(ep), "127.0.0.1:%u", ntohs(sa.sin_port));
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, reverse_peer_main, &rp), 0);
+    struct mc_tcp_transport_config tc;
+    mc_tcp_transport_config_init(&tc);
+    tc.slice_bytes = (uint32_t)slice;
+    tc.window = 4;
+    tc.io_timeout_ms = 2000;
+    struct mc_transport *t = NULL;
+    assert_int_equal(mc_transport_tcp_new(&tc, &t), 0);
+    struct mc_xfer_loc l = {.segment_id = mc_id_random(), .offset = 0, .endpoint = ep};
+    uint32_t crc = 0;
+    assert_int_equal(mc_transport_tcp_read_crc(t, &l, dst, n, &crc), 0);
+    assert_memory_equal(dst, bytes, n);
+    assert_int_equal(crc, mc_crc32c_extend_sw(0, bytes, n));
+    mc_transport_free(t); /* closes the pooled connection: the peer thread ends */
+    pthread_join(th, NULL);
+    close(rp.lfd);
+    free(bytes);
+    free(dst);
+}
+
 /* ---- bad requests through the transport ----------------------------------------------------- */
 
 static void test_bad_ranges_and_segments(void **state)
@@ -754,8 +905,10 @@ static void test_pooled_connection_after_server_restart(void **state)
     f->raw = NULL;
     mc_peer_server_free(f->ps);
     f->ps = start_server(f->port, f->seg_id, f->seg);
-    assert_int_equal(mc_transport_read(f->tcp, &l, back, sizeof(back)), 0);
+    uint32_t crc = 0; /* the checked read starts over on a new connection, and so does its CRC */
+    assert_int_equal(mc_transport_tcp_read_crc(f->tcp, &l, back, sizeof(back), &crc), 0);
     assert_memory_equal(back, buf, sizeof(buf));
+    assert_int_equal(crc, mc_crc32c_extend_sw(0, buf, sizeof(buf)));
     struct mc_tcp_transport_stats st;
     mc_transport_tcp_get_stats(f->tcp, &st);
     assert_int_equal(st.retries, 1);
@@ -1081,6 +1234,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tcp_round_trips, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_round_trip_and_checks, setup, teardown),
         cmocka_unit_test_setup_teardown(test_local_read_crc, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tcp_read_crc, setup, teardown),
+        cmocka_unit_test(test_tcp_read_crc_out_of_order),
         cmocka_unit_test_setup_teardown(test_bad_ranges_and_segments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_truncated_and_padded_payloads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_batch_calls, setup, teardown),

@@ -110,6 +110,28 @@ static int read_local_checked(struct mc_client *c, const Mc__GetReplicaListRespo
     return rc ? rc : local_copy_checked(c, r, &loc, buf, size);
 }
 
+/* A MEMORY replica d of r held by another process, read into buf and checked. Over tcp with
+ * checksums on, the CRC32C is taken as the bytes arrive (mc_transport_tcp_read_crc), not in a
+ * second pass over the value. */
+static int read_remote_checked(struct mc_client *c, const Mc__GetReplicaListResponse *r,
+                               const Mc__ReplicaDescriptor *d, void *buf, size_t size)
+{
+    struct mc_xfer_loc loc;
+    bool local;
+    if (!c->cfg.checksums || !r->crc_valid || mc_client_replica_is_rdma(c, d) ||
+        mc_client_replica_loc(c, d, size, &loc, &local) != 0 || local) {
+        int rc = mc_client_replica_io(c, d, false, buf, size);
+        return rc ? rc : check_bytes(c, r, buf, size);
+    }
+    uint32_t crc;
+    int rc = mc_transport_tcp_read_crc(c->tcp, &loc, buf, size, &crc);
+    if (rc)
+        return rc;
+    if (corrupt_hook(c, buf, size))
+        crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
+    return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
+}
+
 /* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
  * then LOCAL_DISK; *tier says which kind served it. A replica whose bytes fail the checksum
  * (check_bytes) counts as a failed read: the next one is tried, so one bad copy (a corrupted
@@ -132,9 +154,7 @@ static int read_some_replica(struct mc_client *c, const char *key,
             if (local) {
                 x = read_local_checked(c, r, d, buf, size); /* copied and checked */
             } else {
-                x = mc_client_replica_io(c, d, false, buf, size);
-                if (x == 0)
-                    x = check_bytes(c, r, buf, size);
+                x = read_remote_checked(c, r, d, buf, size);
             }
             if (x == 0) {
                 *tier = MC_REPLICA_MEMORY;

@@ -145,6 +145,11 @@ int mc_transport_tcp_new(const struct mc_tcp_transport_config *cfg, struct mc_tr
  * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
 int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
                                const void *src, size_t len, uint32_t *crc);
+/* A read through the tcp transport t that also sets *crc to the CRC32C of the len bytes it
+ * received, taken piece by piece as they arrive (transport_tcp.c); on success it covers all of
+ * them. */
+int mc_transport_tcp_read_crc(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst,
+                              size_t len, uint32_t *crc);
 
 struct mc_tcp_transport_stats {
     uint64_t connects; /* connections opened */
@@ -165,6 +170,11 @@ void mc_transport_tcp_prune(struct mc_transport *t);
  * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
 int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
                                const void *src, size_t len, uint32_t *crc);
+/* A read through the tcp transport t that also sets *crc to the CRC32C of the len bytes it
+ * received, taken piece by piece as they arrive (transport_tcp.c); on success it covers all of
+ * them. */
+int mc_transport_tcp_read_crc(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst,
+                              size_t len, uint32_t *crc);
 
 /* One LOCAL_DISK value of a PeerDiskRead (proto/peer.proto): the reader names the key, the
  * object's size and version (what the master's descriptor says) and a buffer of size bytes;

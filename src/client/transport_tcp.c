@@ -25,7 +25,11 @@
  * third of a 4 MiB Put between processes). Instead, the writer extends the CRC over each slice
  * right after handing that slice to the socket, while the peer is still receiving and copying
  * it, so the checksum overlaps the transfer. Bytes are checksummed once, in order, even when a
- * stale pooled connection makes the transfer start over.
+ * stale pooled connection makes the transfer start over. A checked read
+ * (mc_transport_tcp_read_crc) does the same on the other side: a slice's payload is received
+ * in pieces of at most RECV_CRC_PIECE bytes and each piece is folded into the CRC right after
+ * the kernel copied it, while it is still in cache and while the peer already sends the next
+ * slices; the caller then compares one word instead of making a second pass over the value.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -56,6 +60,7 @@
 
 #define EP_MAX 128
 #define MAX_SLICE (16u << 20)
+#define RECV_CRC_PIECE (256u << 10) /* a quarter of this CPU's L2 */
 
 #define PRUNE_EVERY_MS 1000
 
@@ -355,7 +360,8 @@ struct xfer {
     size_t len;
     size_t slice;
     size_t nslices;
-    uint32_t *crc;   /* write: extend over the bytes as they are sent (NULL = no CRC) */
+    uint32_t *crc;   /* extend over the bytes as they are sent (write) or received (read);
+                      * NULL = no CRC */
     size_t crc_done; /* bytes already in *crc */
 };
 
@@ -398,9 +404,46 @@ static int send_request(struct tcp_transport *t, struct conn *c, const struct xf
     return SEND_IOV(c->fd, h.method, iov, x->is_write && l ? 2 : 1) ? MC_ERR_TRANSFER_FAIL : 0;
 }
 
+/* A read's payload of slice bytes at off: received into x->buf, and folded into the CRC piece
+ * by piece as it arrives when it is the next range the CRC needs (else a later catch-up
+ * folds it in order: crc_catch_up). */
+static int recv_payload(int fd, struct xfer *x, size_t off, size_t len)
+{
+    if (!x->crc || off != x->crc_done)
+        return recv_all(fd, x->buf + off, len);
+    uint8_t *p = x->buf + off;
+    while (len) {
+        ssize_t n = mc_tls_sock_recv(fd, p, len < RECV_CRC_PIECE ? len : RECV_CRC_PIECE, 0);
+        if (n == 0)
+            return -1;
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        *x->crc = mc_crc32c_extend(*x->crc, p, (size_t)n);
+        x->crc_done += (size_t)n;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+/* A read's CRC carried over the slices that are complete and next in order (replies may come
+ * in any order; a slice answered ahead of its turn is folded in once its turn comes). */
+static void crc_catch_up(struct xfer *x, const bool *done)
+{
+    while (x->crc && x->crc_done < x->len && done[x->crc_done / x->slice]) {
+        size_t i = x->crc_done / x->slice;
+        size_t end = (i + 1) * x->slice < x->len ? (i + 1) * x->slice : x->len;
+        *x->crc = mc_crc32c_extend(*x->crc, x->buf + x->crc_done, end - x->crc_done);
+        x->crc_done = end;
+    }
+}
+
 /* Reads one reply (it must answer a request sent and not yet answered); marks its slice done.
  * Returns 0, a peer status, or TRANSFER_FAIL. */
-static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer *x,
+static int recv_reply(struct tcp_transport *t, struct conn *c, struct xfer *x,
                       uint64_t base_id, size_t sent, bool *done, bool *any)
 {
     uint8_t hb[MC_WIRE_HEADER_SIZE];
@@ -443,7 +486,7 @@ static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer
         return MC_ERR_TRANSFER_FAIL;
     if (discard(c->fd, clen))
         return MC_ERR_TRANSFER_FAIL;
-    if (plen && recv_all(c->fd, x->buf + off, plen))
+    if (plen && recv_payload(c->fd, x, off, plen))
         return MC_ERR_TRANSFER_FAIL;
     return 0;
 }
@@ -452,7 +495,7 @@ static int recv_reply(struct tcp_transport *t, struct conn *c, const struct xfer
 static void crc_slice(struct xfer *x, size_t i)
 {
     size_t end = (i + 1) * x->slice < x->len ? (i + 1) * x->slice : x->len;
-    if (!x->crc || end <= x->crc_done)
+    if (!x->is_write || !x->crc || end <= x->crc_done)
         return;
     *x->crc = mc_crc32c_extend(*x->crc, x->buf + x->crc_done, end - x->crc_done);
     x->crc_done = end;
@@ -480,6 +523,8 @@ static int run(struct tcp_transport *t, struct conn *c, struct xfer *x, bool *an
         rc = recv_reply(t, c, x, base_id, sent, done, any);
         if (rc)
             goto out;
+        if (!x->is_write)
+            crc_catch_up(x, done);
         got++;
     }
 out:
@@ -503,7 +548,7 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
                      .buf = buf,
                      .len = len,
                      .slice = t->cfg.slice_bytes,
-                     .crc = is_write ? crc : NULL};
+                     .crc = crc};
     x.nslices = (len + x.slice - 1) / x.slice;
     for (int attempt = 0;; attempt++) {
         struct conn *c = attempt == 0 ? pool_take(t, loc->endpoint) : NULL;
@@ -516,6 +561,10 @@ static int transfer(struct mc_transport *tp, bool is_write, const struct mc_xfer
             }
         }
         bool any = false;
+        if (!is_write && crc) {
+            *crc = 0; /* a read checksums what it receives: each attempt from the start */
+            x.crc_done = 0;
+        }
         int rc = run(t, c, &x, &any);
         if (rc == 0) {
             pool_give(t, loc->endpoint, c);
@@ -568,6 +617,13 @@ int mc_transport_tcp_write_crc(struct mc_transport *tp, const struct mc_xfer_loc
                                const void *src, size_t len, uint32_t *crc)
 {
     return transfer(tp, true, dst, (uint8_t *)src, len, crc);
+}
+
+int mc_transport_tcp_read_crc(struct mc_transport *tp, const struct mc_xfer_loc *src, void *dst,
+                              size_t len, uint32_t *crc)
+{
+    *crc = 0;
+    return transfer(tp, false, src, dst, len, crc);
 }
 
 static const struct mc_transport_ops tcp_ops = {
