@@ -321,6 +321,48 @@ static void test_fragmentation_figure(void **state)
     mc_offset_alloc_free(a);
 }
 
+/* A new allocator writes one node, not a chunk of them (a segment's mount stays cheap): the
+ * nodes are handed out in order as they are needed, and a handle never handed out is refused
+ * like garbage (release, block size, a claim's hint), never read as a node. */
+static void test_nodes_handed_out_lazily(void **state)
+{
+    (void)state;
+    enum { CHUNK = 4096 };
+    struct mc_offset_alloc *a = mc_offset_alloc_new(1ull << 20, 64);
+    assert_non_null(a);
+    struct mc_oa_allocation o[3];
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(mc_offset_alloc_alloc(a, 4096, &o[i]), MC_OK);
+        assert_true(o[i].handle < 8); /* the lowest nodes first */
+    }
+    uint32_t never[] = {8, 100, CHUNK - 1, CHUNK, CHUNK + 7};
+    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++) {
+        assert_int_equal(mc_offset_alloc_release(a, never[i]), MC_ERR_INVALID_PARAMS);
+        assert_int_equal(mc_offset_alloc_block_size(a, never[i]), 0);
+        mc_offset_alloc_prefetch(a, never[i], true); /* ignored */
+    }
+    /* a claim whose hint was never handed out finds its way from a real node */
+    struct mc_oa_allocation c;
+    assert_int_equal(mc_offset_alloc_claim(a, 64 * 4096, 4096, 100, &c), MC_OK);
+    assert_int_equal(c.offset, 64 * 4096);
+    /* a released node is the next one handed out */
+    assert_int_equal(mc_offset_alloc_release(a, o[1].handle), MC_OK);
+    struct mc_oa_allocation r;
+    assert_int_equal(mc_offset_alloc_alloc(a, 128, &r), MC_OK);
+    assert_true(r.handle < 8);
+    assert_int_equal(mc_offset_alloc_release(a, r.handle), MC_OK);
+    assert_int_equal(mc_offset_alloc_release(a, r.handle), MC_ERR_INVALID_PARAMS);
+    assert_int_equal(mc_offset_alloc_release(a, o[0].handle), MC_OK);
+    assert_int_equal(mc_offset_alloc_release(a, o[2].handle), MC_OK);
+    assert_int_equal(mc_offset_alloc_release(a, c.handle), MC_OK);
+    struct mc_oa_stats st;
+    mc_offset_alloc_stats(a, &st);
+    assert_int_equal(st.used_blocks, 0);
+    assert_int_equal(st.free_blocks, 1);
+    assert_int_equal(st.largest_free, 1ull << 20);
+    mc_offset_alloc_free(a);
+}
+
 /* release_all: every allocation goes at once, the node chunks past the first are freed (the
  * handle bound is one chunk again), and the allocator works as new afterwards. */
 static void test_release_all(void **state)
@@ -368,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_multi_tib),
         cmocka_unit_test(test_fragmentation_figure),
         cmocka_unit_test(test_release_all),
+        cmocka_unit_test(test_nodes_handed_out_lazily),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

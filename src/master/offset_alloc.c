@@ -48,6 +48,9 @@ struct mc_offset_alloc {
     struct oa_node **chunks;
     uint32_t nchunks, chunks_cap;
     uint32_t pool_head; /* stack of pooled nodes, linked through bin_next */
+    uint32_t fresh;     /* nodes [0, fresh) were handed out at least once; the rest of the
+                         * chunks was never written (a new segment touches one node, not a
+                         * chunk: MountSegment stays cheap) */
 };
 
 /* ---- bins ---------------------------------------------------------------------------------- */
@@ -95,17 +98,6 @@ static inline struct oa_node *node_at(const struct mc_offset_alloc *a, uint32_t 
     return &a->chunks[i >> MC_OA_CHUNK_SHIFT][i & (MC_OA_CHUNK_NODES - 1)];
 }
 
-/* Chains chunk c's nodes on the pool stack, low indices on top. */
-static void pool_push_chunk(struct mc_offset_alloc *a, uint32_t c)
-{
-    uint32_t base = c << MC_OA_CHUNK_SHIFT;
-    for (uint32_t k = MC_OA_CHUNK_NODES; k-- > 0;) {
-        a->chunks[c][k].state = NODE_POOLED;
-        a->chunks[c][k].bin_next = a->pool_head;
-        a->pool_head = base + k;
-    }
-}
-
 static int pool_grow(struct mc_offset_alloc *a)
 {
     if (a->nchunks >= (UINT32_MAX >> MC_OA_CHUNK_SHIFT))
@@ -121,17 +113,28 @@ static int pool_grow(struct mc_offset_alloc *a)
     struct oa_node *c = malloc(MC_OA_CHUNK_NODES * sizeof(*c));
     if (!c)
         return -1;
-    a->chunks[a->nchunks++] = c;
-    pool_push_chunk(a, a->nchunks - 1); /* low indices are handed out first */
+#if defined(__SANITIZE_ADDRESS__)
+    /* checking builds: never-used nodes read as live allocations, so a check that let one
+     * through (instead of refusing it by a->fresh) would show in the tests */
+    memset(c, 0xaa, MC_OA_CHUNK_NODES * sizeof(*c));
+#endif
+    a->chunks[a->nchunks++] = c; /* its nodes are handed out from a->fresh on, in order */
     return 0;
 }
 
+/* A pooled node (given back earlier), else the next never-used one (a new chunk when the last
+ * is used up); NIL when memory runs out. */
 static uint32_t node_get(struct mc_offset_alloc *a)
 {
-    if (a->pool_head == NIL && pool_grow(a) != 0)
+    if (a->pool_head != NIL) {
+        uint32_t i = a->pool_head;
+        a->pool_head = node_at(a, i)->bin_next;
+        return i;
+    }
+    if (a->fresh == a->nchunks << MC_OA_CHUNK_SHIFT && pool_grow(a) != 0)
         return NIL;
-    uint32_t i = a->pool_head;
-    a->pool_head = node_at(a, i)->bin_next;
+    uint32_t i = a->fresh++;
+    node_at(a, i)->state = NODE_POOLED;
     return i;
 }
 
@@ -300,14 +303,15 @@ int mc_offset_alloc_alloc(struct mc_offset_alloc *a, uint64_t size, struct mc_oa
     return MC_ERR_NO_AVAILABLE_HANDLE;
 }
 
+/* h names a node that was handed out at least once (never-used nodes hold no state). */
 static inline bool handle_in_pool(const struct mc_offset_alloc *a, uint32_t h)
 {
-    return h != NIL && (h >> MC_OA_CHUNK_SHIFT) < a->nchunks;
+    return h != NIL && h < a->fresh;
 }
 
 static bool handle_live(const struct mc_offset_alloc *a, uint32_t h)
 {
-    return h != NIL && (h >> MC_OA_CHUNK_SHIFT) < a->nchunks && node_at(a, h)->state == NODE_USED;
+    return handle_in_pool(a, h) && node_at(a, h)->state == NODE_USED;
 }
 
 int mc_offset_alloc_release(struct mc_offset_alloc *a, uint32_t handle)
@@ -366,7 +370,7 @@ void mc_offset_alloc_release_all(struct mc_offset_alloc *a)
     for (int b = 0; b < MC_OA_NBINS; b++)
         a->bin_head[b] = NIL;
     a->pool_head = NIL;
-    pool_push_chunk(a, 0);
+    a->fresh = 0; /* chunk 0's nodes are handed out again from the first */
     uint32_t first = node_get(a);
     struct oa_node *n = node_at(a, first);
     n->offset = 0;
@@ -428,10 +432,9 @@ static uint32_t any_node(const struct mc_offset_alloc *a, uint32_t hint)
 {
     if (hint != NIL && handle_in_pool(a, hint) && node_at(a, hint)->state != NODE_POOLED)
         return hint;
-    for (uint32_t c = 0; c < a->nchunks; c++)
-        for (uint32_t k = 0; k < MC_OA_CHUNK_NODES; k++)
-            if (a->chunks[c][k].state != NODE_POOLED)
-                return (c << MC_OA_CHUNK_SHIFT) | k;
+    for (uint32_t i = 0; i < a->fresh; i++)
+        if (node_at(a, i)->state != NODE_POOLED)
+            return i;
     return NIL;
 }
 
