@@ -275,8 +275,8 @@ static void *reverse_peer_main(void *arg)
             closed = h.body_length > sizeof(body) || read_full(fd, body, h.body_length) != 0;
         }
         if (!closed) {
-            Mc__PeerReadRequest *r = mc__peer_read_request__unpack(
-                NULL, mc_wire_get_u32(body), body + MC_WIRE_PEER_PREFIX);
+            Mc__PeerReadRequest *r = mc__peer_read_request__unpack(NULL, mc_wire_get_u32(body),
+                                                                   body + MC_WIRE_PEER_PREFIX);
             assert_non_null(r);
             q[nq].id = h.request_id;
             q[nq].off = r->offset;
@@ -298,8 +298,7 @@ static void *reverse_peer_main(void *arg)
                 mc_wire_encode_header(&h, fr);
                 mc_wire_put_u32(fr + MC_WIRE_HEADER_SIZE, (uint32_t)clen);
                 if (send(fd, fr, 36 + clen, MSG_NOSIGNAL) != (ssize_t)(36 + clen) ||
-                    send(fd, rp->bytes + q[nq].off, q[nq].len, MSG_NOSIGNAL) !=
-                        (ssize_t)q[nq].len)
+                    send(fd, rp->bytes + q[nq].off, q[nq].len, MSG_NOSIGNAL) != (ssize_t)q[nq].len)
                     closed = true;
             }
         }

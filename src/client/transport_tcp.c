@@ -36,6 +36,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,11 +320,13 @@ static void pool_give(struct tcp_transport *t, const char *endpoint, struct conn
 
 /* ---- socket helpers ----------------------------------------------------------------------- */
 
-static int recv_all(int fd, void *buf, size_t len)
+/* len bytes into buf, asking for at most piece bytes per call; with crc, each call's bytes are
+ * folded into *crc right after they arrived (still in cache). */
+static int recv_into(int fd, void *buf, size_t len, size_t piece, uint32_t *crc)
 {
     uint8_t *p = buf;
     while (len) {
-        ssize_t n = mc_tls_sock_recv(fd, p, len, 0);
+        ssize_t n = mc_tls_sock_recv(fd, p, len < piece ? len : piece, 0);
         if (n == 0)
             return -1;
         if (n < 0) {
@@ -331,10 +334,17 @@ static int recv_all(int fd, void *buf, size_t len)
                 continue;
             return -1;
         }
+        if (crc)
+            *crc = mc_crc32c_extend(*crc, p, (size_t)n);
         p += n;
         len -= (size_t)n;
     }
     return 0;
+}
+
+static int recv_all(int fd, void *buf, size_t len)
+{
+    return recv_into(fd, buf, len, SIZE_MAX, NULL);
 }
 
 static int discard(int fd, size_t len)
@@ -411,21 +421,9 @@ static int recv_payload(int fd, struct xfer *x, size_t off, size_t len)
 {
     if (!x->crc || off != x->crc_done)
         return recv_all(fd, x->buf + off, len);
-    uint8_t *p = x->buf + off;
-    while (len) {
-        ssize_t n = mc_tls_sock_recv(fd, p, len < RECV_CRC_PIECE ? len : RECV_CRC_PIECE, 0);
-        if (n == 0)
-            return -1;
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        *x->crc = mc_crc32c_extend(*x->crc, p, (size_t)n);
-        x->crc_done += (size_t)n;
-        p += n;
-        len -= (size_t)n;
-    }
+    if (recv_into(fd, x->buf + off, len, RECV_CRC_PIECE, x->crc))
+        return -1; /* the transfer fails: a retry starts the CRC over */
+    x->crc_done += len;
     return 0;
 }
 
@@ -443,8 +441,8 @@ static void crc_catch_up(struct xfer *x, const bool *done)
 
 /* Reads one reply (it must answer a request sent and not yet answered); marks its slice done.
  * Returns 0, a peer status, or TRANSFER_FAIL. */
-static int recv_reply(struct tcp_transport *t, struct conn *c, struct xfer *x,
-                      uint64_t base_id, size_t sent, bool *done, bool *any)
+static int recv_reply(struct tcp_transport *t, struct conn *c, struct xfer *x, uint64_t base_id,
+                      size_t sent, bool *done, bool *any)
 {
     uint8_t hb[MC_WIRE_HEADER_SIZE];
     if (recv_all(c->fd, hb, sizeof(hb)))
