@@ -1073,12 +1073,14 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
     assert_int_equal(sent_of(f->tcp) - s0, 2);
     assert_int_equal(requests_of(f->ps) - r1, 1);
     assert_int_equal(requests_of(ps2) - r2, 1);
-    /* read them back, plus an unknown segment, an out-of-bounds range and a 3-slice item */
+    /* read them back, plus an unknown segment, an out-of-bounds range and a 3-slice item; the
+     * reads take each item's CRC32C as its bytes arrive (the batched ones and the big one) */
     for (int i = 0; i < N; i++) {
         it[i].buf = dst[i];
         it[i].status = 99;
-        it[i].crc = NULL;
+        crcs[i] = 0xdeadbeef;
     }
+    uint32_t big_crc = 0xdeadbeef;
     uint8_t small[16];
     it[N] = (struct mc_xfer_item){
         {.segment_id = {7, 7}, .endpoint = f->ep}, small, sizeof(small), 99, NULL};
@@ -1093,7 +1095,7 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
     fill(src[N + 2], big, 77);
     memcpy(seg2 + (1u << 20), src[N + 2], big);
     it[N + 2] = (struct mc_xfer_item){
-        {.segment_id = id2, .offset = 1u << 20, .endpoint = ep2}, dst[N + 2], big, 99, NULL};
+        {.segment_id = id2, .offset = 1u << 20, .endpoint = ep2}, dst[N + 2], big, 99, &big_crc};
     s0 = sent_of(f->tcp);
     r1 = requests_of(f->ps);
     r2 = requests_of(ps2);
@@ -1101,11 +1103,13 @@ static void test_tcp_batch_groups_by_endpoint(void **state)
     for (int i = 0; i < N; i++) {
         assert_int_equal(it[i].status, 0);
         assert_memory_equal(dst[i], src[i], it[i].len);
+        assert_int_equal(crcs[i], mc_crc32c_extend_sw(0, src[i], it[i].len));
     }
     assert_int_equal(it[N].status, MC_ERR_SEGMENT_NOT_FOUND);
     assert_int_equal(it[N + 1].status, MC_ERR_INVALID_PARAMS);
     assert_int_equal(it[N + 2].status, 0);
     assert_memory_equal(dst[N + 2], src[N + 2], big);
+    assert_int_equal(big_crc, mc_crc32c_extend_sw(0, src[N + 2], big));
     /* one batch request per endpoint + 4 slices of the big item */
     assert_int_equal(sent_of(f->tcp) - s0, 2 + 4);
     assert_int_equal(requests_of(f->ps) - r1, 1);

@@ -78,6 +78,16 @@ static int read_disk_replica(struct mc_client *c, const char *key,
     return it.status;
 }
 
+/* A value read into buf whose CRC32C (crc) was taken while it was copied or received: 0, or
+ * CHECKSUM_MISMATCH when it is not r's. */
+static int check_crc(struct mc_client *c, const Mc__GetReplicaListResponse *r, void *buf,
+                     size_t size, uint32_t crc)
+{
+    if (corrupt_hook(c, buf, size))
+        crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
+    return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
+}
+
 /* The bytes of r at loc, a replica in this process's own segment, copied into buf; with
  * checksums on they are checked against r's CRC32C in the same pass over memory (the CRC is
  * taken chunk by chunk while the copy is in cache: mc_crc32c_copy). 0, CHECKSUM_MISMATCH, or
@@ -91,11 +101,7 @@ static int local_copy_checked(struct mc_client *c, const Mc__GetReplicaListRespo
     }
     uint32_t crc;
     int rc = mc_transport_local_read_crc(c->local, loc, buf, size, &crc);
-    if (rc)
-        return rc;
-    if (corrupt_hook(c, buf, size))
-        crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
-    return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
+    return rc ? rc : check_crc(c, r, buf, size, crc);
 }
 
 /* A MEMORY replica d of r held in this process's own segment, copied into buf and checked. */
@@ -125,11 +131,7 @@ static int read_remote_checked(struct mc_client *c, const Mc__GetReplicaListResp
     }
     uint32_t crc;
     int rc = mc_transport_tcp_read_crc(c->tcp, &loc, buf, size, &crc);
-    if (rc)
-        return rc;
-    if (corrupt_hook(c, buf, size))
-        crc = mc_crc32c(buf, size); /* the hook's flipped byte stands for a bad copy */
-    return crc == r->crc32c ? 0 : MC_ERR_CHECKSUM_MISMATCH;
+    return rc ? rc : check_crc(c, r, buf, size, crc);
 }
 
 /* Reads one replica of r into buf: local MEMORY, then remote MEMORY in the master's order,
@@ -507,8 +509,9 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
     size_t *downer = calloc(n, sizeof(*downer));
     struct mc_xfer_item *ritems = calloc(n, sizeof(*ritems)); /* rdma: one stream per holder */
     size_t *rowner = calloc(n, sizeof(*rowner));
+    uint32_t *crcs = calloc(n, sizeof(*crcs)); /* tcp items: CRC32C taken as the bytes arrive */
     int rc = 0;
-    if (!items || !owner || !sizes || !ditems || !dloc || !downer || !ritems || !rowner) {
+    if (!items || !owner || !sizes || !ditems || !dloc || !downer || !ritems || !rowner || !crcs) {
         rc = MC_ERR_INTERNAL_ERROR;
         goto out;
     }
@@ -537,8 +540,9 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
         if (x == 3) { /* rdma: into the rdma batch */
             ritems[nr] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
             rowner[nr++] = i;
-        } else if (x == 1) { /* remote over tcp: into the batch */
-            items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, NULL};
+        } else if (x == 1) { /* remote over tcp: into the batch, checked as it arrives */
+            uint32_t *crc = c->cfg.checksums && ri->crc_valid ? &crcs[ni] : NULL;
+            items[ni] = (struct mc_xfer_item){loc, bufs[i], (size_t)sizes[i], 0, crc};
             owner[ni++] = i;
         } else if (x == 2) { /* LOCAL_DISK only: into the disk batch */
             ditems[nd] = (struct mc_disk_read_item){
@@ -571,7 +575,12 @@ int mc_client_batch_read(struct mc_client *c, const char *const *keys,
     for (size_t j = 0; j < ni; j++) {
         size_t i = owner[j];
         if (brc == 0 && items[j].status == 0) {
-            results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
+            if (items[j].crc) { /* checked as it arrived */
+                int x = check_crc(c, rs[i], bufs[i], (size_t)sizes[i], crcs[j]);
+                results[i] = x ? x : lease_check(c, rs[i], (size_t)sizes[i], t0);
+            } else {
+                results[i] = get_finish(c, rs[i], bufs[i], (size_t)sizes[i], t0);
+            }
             tiers[i] = MC_REPLICA_MEMORY;
             if (results[i] == MC_ERR_CHECKSUM_MISMATCH) {
                 mc_warn("client", "batch replica bytes failed the checksum, trying each replica",
@@ -618,6 +627,7 @@ out:
     free(downer);
     free(ritems);
     free(rowner);
+    free(crcs);
     return rc;
 }
 

@@ -63,8 +63,10 @@ struct mc_xfer_item {
     void *buf; /* source of a write, destination of a read */
     size_t len;
     int status;    /* out: 0 or this item's error (codes as for a single transfer) */
-    uint32_t *crc; /* write, optional: set to the CRC32C of the item's bytes (over tcp computed
-                    * while they are on the wire, as mc_transport_tcp_write_crc does) */
+    uint32_t *crc; /* optional: set to the CRC32C of the item's bytes, a write's as sent, a
+                    * read's as received (over tcp computed while they are on the wire, as
+                    * mc_transport_tcp_write_crc / _read_crc do); the rdma transport does not
+                    * set it for reads: leave it NULL there */
 };
 
 struct mc_transport;
@@ -108,6 +110,8 @@ static inline int mc_transport_batch(struct mc_transport *t, bool is_write,
             *items[i].crc = mc_crc32c(items[i].buf, items[i].len);
         items[i].status = is_write ? t->ops->write(t, &items[i].loc, items[i].buf, items[i].len)
                                    : t->ops->read(t, &items[i].loc, items[i].buf, items[i].len);
+        if (!is_write && items[i].crc && items[i].status == 0)
+            *items[i].crc = mc_crc32c(items[i].buf, items[i].len);
     }
     return 0;
 }

@@ -764,6 +764,12 @@ int mc_tcp_recv_all(int fd, void *buf, size_t len)
     return recv_all(fd, buf, len);
 }
 
+int mc_tcp_recv_crc(int fd, void *buf, size_t len, uint32_t *crc)
+{
+    *crc = 0;
+    return recv_into(fd, buf, len, RECV_CRC_PIECE, crc);
+}
+
 int mc_tcp_discard(int fd, size_t len)
 {
     return discard(fd, len);

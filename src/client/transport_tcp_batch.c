@@ -13,7 +13,9 @@
  *
  * A write item may ask for the CRC32C of its bytes (a Put needs it for PutEnd): it is computed
  * right after the request carrying the item went out, while the peer receives and copies it,
- * so it costs no serial pass before the send.
+ * so it costs no serial pass before the send. A read item may ask for the CRC32C of the bytes
+ * it received (a Get checks it): it is taken piece by piece as they arrive, while they are in
+ * cache, instead of in a pass over the value afterwards.
  *
  * An item larger than one slice gains nothing from grouping (its own transfer is already
  * pipelined slice by slice); it goes through the single transfer after the groups.
@@ -249,7 +251,9 @@ static int recv_chunk(struct mc_transport *t, struct group *g, struct mc_xfer_it
     for (size_t j = 0; j < ch->count; j++) {
         struct mc_xfer_item *it = &items[g->idx[ch->first + j]];
         int st = r->statuses[j];
-        if (st == 0 && it->len && mc_tcp_recv_all(fd, it->buf, it->len))
+        if (st == 0 && it->len &&
+            (it->crc ? mc_tcp_recv_crc(fd, it->buf, it->len, it->crc)
+                     : mc_tcp_recv_all(fd, it->buf, it->len)))
             goto out;
         it->status = st <= 0 ? st : MC_ERR_TRANSFER_FAIL;
     }
@@ -380,7 +384,7 @@ int mc_tcp_batch(struct mc_transport *t, bool is_write, struct mc_xfer_item *ite
             it->status = MC_ERR_INVALID_PARAMS;
         else if (it->len == 0)
             it->status = 0;
-        if (is_write && it->crc && it->len == 0)
+        if (it->crc && it->len == 0)
             *it->crc = mc_crc32c(it->buf, 0);
         else if (it->len > cfg->slice_bytes)
             single[i] = true;
@@ -415,7 +419,7 @@ int mc_tcp_batch(struct mc_transport *t, bool is_write, struct mc_xfer_item *ite
     free(gs);
     for (size_t i = 0; i < n; i++) {
         if (single[i]) {
-            uint32_t *crc = is_write ? items[i].crc : NULL;
+            uint32_t *crc = items[i].crc; /* a read sets it from what it receives */
             if (crc)
                 *crc = 0;
             items[i].status =

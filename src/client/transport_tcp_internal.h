@@ -45,10 +45,13 @@ const struct mc_tcp_transport_config *mc_tcp_config(const struct mc_transport *t
 
 /* 0, or -1 on EOF / error / timeout. */
 int mc_tcp_recv_all(int fd, void *buf, size_t len);
+/* mc_tcp_recv_all that also sets *crc to the CRC32C of the bytes, taken piece by piece as they
+ * arrive (in cache, not in a second pass). */
+int mc_tcp_recv_crc(int fd, void *buf, size_t len, uint32_t *crc);
 int mc_tcp_discard(int fd, size_t len);
 
-/* The pipelined single transfer (transport_tcp.c); a write extends *crc (when not NULL) over
- * the bytes as they go out. */
+/* The pipelined single transfer (transport_tcp.c); with crc (not NULL) a write extends *crc
+ * over the bytes as they go out, a read sets it to the CRC32C of the bytes it received. */
 int mc_tcp_transfer(struct mc_transport *t, bool is_write, const struct mc_xfer_loc *loc, void *buf,
                     size_t len, uint32_t *crc);
 
