@@ -170,15 +170,6 @@ void mc_transport_tcp_get_stats(struct mc_transport *t, struct mc_tcp_transport_
  * unused for the idle time. Transfers do this on their own (at most once a second); a caller
  * with a periodic thread calls it so an unused transport lets go of its connections too. */
 void mc_transport_tcp_prune(struct mc_transport *t);
-/* A write through the tcp transport t that also extends *crc (CRC32C) over src, slice by slice
- * while the slices are on the wire (transport_tcp.c). On success *crc covers all len bytes. */
-int mc_transport_tcp_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
-                               const void *src, size_t len, uint32_t *crc);
-/* A read through the tcp transport t that also sets *crc to the CRC32C of the len bytes it
- * received, taken piece by piece as they arrive (transport_tcp.c); on success it covers all of
- * them. */
-int mc_transport_tcp_read_crc(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst,
-                              size_t len, uint32_t *crc);
 
 /* One LOCAL_DISK value of a PeerDiskRead (proto/peer.proto): the reader names the key, the
  * object's size and version (what the master's descriptor says) and a buffer of size bytes;
