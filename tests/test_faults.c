@@ -90,7 +90,11 @@ static void master_stats(uint64_t *keys, uint64_t *allocated, uint64_t *processi
     protobuf_c_message_free_unpacked(m, NULL);
 }
 
-/* Until the client's master connection is back and the master has no Put in flight. */
+/* Until the client's master connection is back and the master has no Put in flight. "Back"
+ * means a call goes through: a drop after the reply leaves the call answered and the client's
+ * state up while its socket is already shut (the connection's reader notices a moment later),
+ * and a call made in that moment fails with RPC_FAIL and takes the connection down for the ping
+ * thread to bring back; that call is the probe here, not the next step's. */
 static void settle(const char *what)
 {
     uint64_t deadline = mc_now_ms() + SETTLE_MS, keys = 0, alloc = 0, proc = 0;
@@ -98,7 +102,7 @@ static void settle(const char *what)
     for (;;) {
         mc_master_conn_get_stats(mc_client_master_conn(g.c), &st);
         master_stats(&keys, &alloc, &proc);
-        if (st.up && proc == 0)
+        if (st.up && proc == 0 && mc_exist(g.c, "settle-probe") >= 0)
             return;
         if (mc_now_ms() >= deadline)
             fail_msg("%s: did not settle (client up=%d, puts in flight %llu)", what, st.up,
