@@ -525,6 +525,31 @@ static void test_insert_lowers_floor(void **state)
     mc_master_free(sd.m);
 }
 
+/* Each shard's entry chunks start on a cache line, so a block of MC_ENT_BLOCK entries is exactly
+ * the two lines a skipping scan fetches ahead (from a plain malloc, 16-byte aligned, most blocks
+ * straddled three lines and the middle one was read cold). */
+static void test_entry_blocks_on_line_boundaries(void **state)
+{
+    (void)state;
+    static struct side sd;
+    side_init(&sd, true);
+    for (int i = 0; i < 6000; i++)
+        put_kind(&sd, i, K_PLAIN);
+    uint32_t shards = 0;
+    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
+        struct mc_shard *sh = &sd.m->shards[si];
+        mc_shard_rdlock(sh);
+        for (uint32_t e = 0; e < sh->n; e += MC_ENT_BLOCK)
+            if ((uintptr_t)mc_shard_ent(sh, e) % 64 != 0)
+                fail_msg("shard %u: the block at entry %u starts at %p", si, e,
+                         (void *)mc_shard_ent(sh, e));
+        shards += sh->n > 0;
+        mc_shard_unlock(sh);
+    }
+    assert_true(shards > MC_NSHARDS / 2); /* most shards hold a chunk */
+    mc_master_free(sd.m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -533,6 +558,7 @@ int main(void)
         cmocka_unit_test(test_sampled_records_regrown_after_census),
         cmocka_unit_test(test_sampled_churn_with_ties),
         cmocka_unit_test(test_insert_lowers_floor),
+        cmocka_unit_test(test_entry_blocks_on_line_boundaries),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

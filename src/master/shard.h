@@ -158,6 +158,9 @@ static inline struct mc_obj_ent *mc_shard_ent(const struct mc_shard *s, uint32_t
  * makes the floor lower than needed). Whoever lowers a deadline in place must lower the floor. */
 #define MC_ENT_BLOCK_SHIFT 3
 #define MC_ENT_BLOCK (1u << MC_ENT_BLOCK_SHIFT)
+/* A block is two cache lines, and a chunk starts on a line (shard.c), so the two lines a scan
+ * fetches ahead of a block are all of it. */
+_Static_assert(MC_ENT_BLOCK * sizeof(struct mc_obj_ent) == 128, "a block is two cache lines");
 static inline uint64_t *mc_shard_floor(const struct mc_shard *s, uint32_t i)
 {
     uint64_t *floors = (uint64_t *)(s->chunks[i >> MC_ENT_SHIFT] + MC_ENT_CHUNK);
