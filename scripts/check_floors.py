@@ -46,7 +46,7 @@ FLOORS = [
         "eviction_sample.[ch]", "eviction_unlink.[ch]", "eviction_moves.[ch]",
         "eviction_release.[ch]",
     ]),
-    (4, "eviction cycle", ["eviction.c"]),
+    (4, "eviction cycle", ["eviction.c", "eviction_state.h", "eviction_life.c"]),
     (5, "offload", ["offload*.[ch]"]),
     (6, "promotion", ["promotion*.[ch]"]),
     (7, "lifecycle and ticks", [

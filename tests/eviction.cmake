@@ -6,7 +6,10 @@ mc_add_test(test_eviction_concurrency SOURCES test_eviction_concurrency.c LIBS m
 mc_add_test(test_eviction_slices SOURCES test_eviction_slices.c master_fixture.c
             LIBS mc_master_core TIMEOUT 60)
 # The sampled census picks the census's victims (same operations on two masters).
-mc_add_test(test_eviction_sample SOURCES test_eviction_sample.c LIBS mc_master_core
+mc_add_test(test_eviction_sample SOURCES test_eviction_sample.c eviction_sides.c LIBS mc_master_core
             Threads::Threads LABELS tsan TIMEOUT 120)
 # One-by-one unlinks with the keys' hashes computed once, a stale hint for the last object.
 mc_add_test(test_eviction_unlink SOURCES test_eviction_unlink.c LIBS mc_master_core TIMEOUT 60)
+# A large target evicted by cut takes the victims of the path that materializes every candidate.
+mc_add_test(test_eviction_cut SOURCES test_eviction_cut.c eviction_sides.c LIBS mc_master_core
+            Threads::Threads LABELS tsan TIMEOUT 120)

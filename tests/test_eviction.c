@@ -447,7 +447,8 @@ static void test_active_member_blocks_group(void **state)
 
 /* A group with a soft-pinned member: the group is the oldest, yet the passes over plain
  * candidates leave it whole (its plain members included); only the soft-pinned phase takes it,
- * whole. On the selective path and on the full one. */
+ * whole. On the selective path, on the full one, and by cut (the walk skips the group, and the
+ * pass over every eligible object after it takes the next oldest). */
 static void soft_group_fixture(struct fx *f)
 {
     struct mc_master_replicate_config c;
@@ -470,8 +471,9 @@ static void soft_group_fixture(struct fx *f)
 static void test_soft_pinned_member_holds_group(void **state)
 {
     (void)state;
-    for (int full = 0; full < 2; full++) {
-        struct mc_evict_test_opts o = {.force_full = full != 0};
+    for (int mode = 0; mode < 3; mode++) {
+        bool full = mode == 1;
+        struct mc_evict_test_opts o = {.force_full = full, .cut_min_objects = mode == 2 ? 1 : 0};
         struct fx *f = fx_new(0, 0, true);
         soft_group_fixture(f);
         mc_master_evict_set_test_opts(f->m, &o);
@@ -487,6 +489,8 @@ static void test_soft_pinned_member_holds_group(void **state)
         /* every plain object wanted: still not the group; the lower bound reaches the
          * soft-pinned phase only when it asks for more than the plain ones */
         assert_int_equal(evict(f, 0.60, 0.60, &st), MC_OK); /* 6 of the 9 left */
+        if (mode == 2)
+            assert_int_equal(st.path, MC_EVICT_FULL_FALLBACK);
         assert_int_equal(st.evicted, 6);
         assert_int_equal(count_present(f, "g", 0, 3), 3);
         assert_int_equal(count_present(f, "p", 0, 7), 0);

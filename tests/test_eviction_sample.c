@@ -27,167 +27,31 @@
 #include <cmocka.h>
 
 #include "common/hash.h"
+#include "eviction_sides.h"
 #include "master/eviction.h"
 #include "master/master_internal.h"
 #include "master/objects.h"
 #include "master/segments.h"
 #include "master/shard.h"
-#include "test_master_util.h"
 
-#define T0_MS 1000000ull
-#define TTL_MS 1000ull
-#define OBJ_SIZE 256ull
 #define NKEYS 40000 /* about 39 entries (five blocks) per shard */
 #define NCYCLES 10
 
-struct side {
-    struct mc_fake_clock fc;
-    struct mc_master *m;
-    struct mc_id client;
-};
-
+/* Side options: the sampled census on every selective cycle (sampled) or never; slices of 37
+ * objects, so a cycle evicts in several rounds; the workers on a small table when threads > 1. */
 static void side_init_threads(struct side *s, bool sampled, uint32_t threads)
 {
-    mc_fake_clock_init(&s->fc, T0_MS * 1000000ull);
-    struct mc_master_config c;
-    mc_master_config_init(&c);
-    c.clock = &s->fc.clock;
-    c.manual_ticks = true;
-    c.epoch = 3;
-    c.default_kv_lease_ttl_ms = TTL_MS;
-    c.allow_evict_soft_pinned_objects = true;
-    c.eviction_threads = threads;
-    c.eviction_reserve_min = 4;
-    assert_int_equal(mc_master_new(&c, &s->m), MC_OK);
-    s->client = tm_id(1);
-    struct mc_segment_desc s1 = tm_seg(1, 256 * MIB), s2 = tm_seg(2, 256 * MIB);
-    assert_int_equal(mc_master_mount_segment(s->m, s->client, &s1, NULL), MC_OK);
-    assert_int_equal(mc_master_mount_segment(s->m, s->client, &s2, NULL), MC_OK);
     struct mc_evict_test_opts o = {
         .sample_min_objects = sampled ? 1 : UINT32_MAX,
         .slice_objects = 37,
-        .parallel_min_objects = threads > 1 ? 1 : 0, /* the workers on a small table */
+        .parallel_min_objects = threads > 1 ? 1 : 0,
     };
-    mc_master_evict_set_test_opts(s->m, &o);
+    es_side_init(s, threads, &o);
 }
 
 static void side_init(struct side *s, bool sampled)
 {
     side_init_threads(s, sampled, 1);
-}
-
-static uint64_t rnd(uint64_t *x)
-{
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    return *x;
-}
-
-static const char *key(int i)
-{
-    static char buf[4][32];
-    static int slot;
-    char *b = buf[slot++ & 3];
-    snprintf(b, 32, "k-%06d", i);
-    return b;
-}
-
-static void set_now(struct side *s, uint64_t ms)
-{
-    mc_fake_clock_set_ns(&s->fc, ms * 1000000ull);
-}
-
-/* Turns the second MEMORY replica of k into a COMPLETE LOCAL_DISK one (what a finished offload
- * leaves), through the core's internal header as test_eviction.c does. */
-static void make_disk_copy(struct side *s, const char *k)
-{
-    struct mc_shard *sh;
-    struct mc_object *o =
-        mc_master_lock_find(s->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &sh);
-    assert_non_null(o);
-    assert_int_equal(o->nrep, 2);
-    struct mc_replica *r = &o->rep[1];
-    mc_segment_release(r->u.seg, r->handle, o->size);
-    struct mc_holder *h = calloc(1, sizeof(*h));
-    assert_non_null(h);
-    atomic_init(&h->refs, 1);
-    atomic_init(&h->dead, false);
-    h->id = tm_id(9);
-    snprintf(h->endpoint, sizeof(h->endpoint), "10.0.0.9:17009");
-    r->u.holder = h;
-    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
-    r->status = MC_REPLICA_STATUS_COMPLETE;
-    r->handle = 0;
-    r->offset = 0;
-    mc_shard_refresh_bits(sh, o);
-    mc_shard_unlock(sh);
-}
-
-/* What the sampled census relies on, checked over every shard (read lock): each block's lease
- * floor is at most every deadline in it, and npop counts the entries in the population. */
-static void check_floors_and_counts(struct side *s)
-{
-    for (uint32_t si = 0; si < MC_NSHARDS; si++) {
-        struct mc_shard *sh = &s->m->shards[si];
-        mc_shard_rdlock(sh);
-        uint32_t pop = 0;
-        for (uint32_t e = 0; e < sh->n; e++) {
-            struct mc_obj_ent *en = mc_shard_ent(sh, e);
-            uint64_t lease = atomic_load(&en->lease_ms);
-            pop += mc_ent_in_pop(en->obj_bits);
-            if (*mc_shard_floor(sh, e) > lease)
-                fail_msg("shard %u entry %u: floor %llu above deadline %llu", si, e,
-                         (unsigned long long)*mc_shard_floor(sh, e), (unsigned long long)lease);
-        }
-        if (pop != sh->npop)
-            fail_msg("shard %u: npop %u, entries in the population %u", si, sh->npop, pop);
-        mc_shard_unlock(sh);
-    }
-}
-
-enum kind { K_PLAIN, K_HARD, K_SOFT, K_TWO, K_DISK, K_INFLIGHT, K_NKINDS };
-
-/* Key i's Put of the given kind (the same on both sides). */
-static void put_kind(struct side *s, int i, enum kind kd)
-{
-    const char *k = key(i);
-    struct mc_master_replicate_config c;
-    mc_master_replicate_config_init(&c);
-    c.with_hard_pin = kd == K_HARD;
-    c.with_soft_pin = kd == K_SOFT;
-    if (kd == K_TWO || kd == K_DISK)
-        c.replica_num = 2;
-    struct mc_put_start_result r;
-    assert_int_equal(mc_master_put_start(s->m, s->client, k, strlen(k), OBJ_SIZE, &c, &r), MC_OK);
-    if (kd == K_INFLIGHT)
-        return;
-    assert_int_equal(mc_master_put_end(s->m, s->client, k, strlen(k), 0, 7, true), MC_OK);
-    if (kd == K_DISK)
-        make_disk_copy(s, k);
-}
-
-static void read_at(struct side *s, int i, uint64_t ms)
-{
-    set_now(s, ms);
-    struct mc_get_result g;
-    const char *k = key(i);
-    (void)mc_master_get_replica_list(s->m, k, strlen(k), &g); /* in-flight ones fail: fine */
-}
-
-/* A key's state: -1 gone, else MEMORY replicas * 8 + LOCAL_DISK replicas. */
-static int state_of(struct side *s, int i)
-{
-    struct mc_key_info ki;
-    const char *k = key(i);
-    if (mc_master_query_key(s->m, k, strlen(k), &ki) != MC_OK)
-        return -1;
-    int mem = 0, disk = 0;
-    for (uint32_t r = 0; r < ki.nreplicas; r++) {
-        mem += ki.replicas[r].type == MC_REPLICA_TYPE_MEMORY;
-        disk += ki.replicas[r].type == MC_REPLICA_TYPE_LOCAL_DISK;
-    }
-    return mem * 8 + disk;
 }
 
 static void test_sampled_matches_census(void **state)
@@ -200,46 +64,27 @@ static void test_sampled_matches_census(void **state)
     int nkeys = NKEYS;
     uint32_t *when = malloc(NKEYS * sizeof(*when)); /* a permutation: distinct read times */
     assert_non_null(when);
-    for (int i = 0; i < NKEYS; i++)
-        when[i] = (uint32_t)i;
-    for (int i = NKEYS - 1; i > 0; i--) {
-        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
-        uint32_t t = when[i];
-        when[i] = when[j];
-        when[j] = t;
-    }
-    enum kind *kinds = malloc(NKEYS * 2 * sizeof(*kinds));
+    es_read_times(when, NKEYS, 1, &seed);
+    enum es_kind *kinds = malloc(NKEYS * 2 * sizeof(*kinds));
     assert_non_null(kinds);
-    for (int i = 0; i < NKEYS; i++) {
-        uint64_t x = rnd(&seed) % 100;
-        kinds[i] = x < 70   ? K_PLAIN
-                   : x < 75 ? K_HARD
-                   : x < 80 ? K_SOFT
-                   : x < 88 ? K_TWO
-                   : x < 96 ? K_DISK
-                            : K_INFLIGHT;
-    }
-    for (int sd = 0; sd < 2; sd++) {
-        for (int i = 0; i < NKEYS; i++)
-            put_kind(&sides[sd], i, kinds[i]);
-        for (int i = 0; i < NKEYS; i++)
-            read_at(&sides[sd], i, T0_MS + when[i]);
-    }
-    uint64_t now = T0_MS + NKEYS + TTL_MS + 1;
+    es_random_kinds(kinds, NKEYS, &seed);
+    for (int sd = 0; sd < 2; sd++)
+        es_fill(&sides[sd], NKEYS, kinds, when);
+    uint64_t now = ES_T0_MS + NKEYS + ES_TTL_MS + 1;
     int sampled_cycles = 0, skipping_cycles = 0;
     uint64_t evicted_total = 0;
     const double targets[NCYCLES] = {0.05, 0.10, 0.15, 0.02, 0.20, 0.10, 0.20, 0.15, 0.20, 0.10};
     for (int cyc = 0; cyc < NCYCLES; cyc++) {
         /* some leases still held at the cycle: read just before it */
-        int held = (int)(rnd(&seed) % 50);
+        int held = (int)(es_rnd(&seed) % 50);
         int held_keys[50];
         for (int h = 0; h < held; h++)
-            held_keys[h] = (int)(rnd(&seed) % (uint64_t)nkeys);
+            held_keys[h] = (int)(es_rnd(&seed) % (uint64_t)nkeys);
         struct mc_evict_stats st[2];
         for (int sd = 0; sd < 2; sd++) {
             for (int h = 0; h < held; h++)
-                read_at(&sides[sd], held_keys[h], now - 10);
-            set_now(&sides[sd], now);
+                es_read_at(&sides[sd], held_keys[h], now - 10);
+            es_set_now(&sides[sd], now);
             assert_int_equal(
                 mc_master_batch_evict(sides[sd].m, targets[cyc], targets[cyc] / 2, &st[sd]), MC_OK);
         }
@@ -253,37 +98,18 @@ static void test_sampled_matches_census(void **state)
         sampled_cycles += st[0].sampled;
         skipping_cycles += st[0].sampled && st[0].census < (uint64_t)nkeys;
         for (int i = 0; i < nkeys; i++) {
-            int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+            int a = es_state_of(&sides[0], i), b = es_state_of(&sides[1], i);
             if (a != b)
                 fail_msg("cycle %d key %d: sampled %d census %d", cyc, i, a, b);
         }
-        check_floors_and_counts(&sides[0]);
+        es_check_floors_and_counts(&sides[0]);
         /* churn: Removes move the shards' last entries into the holes; new Puts; reads */
         now += 1;
-        int nrm = 100 + (int)(rnd(&seed) % 200), nput = 60 + (int)(rnd(&seed) % 80);
-        int nread = 200 + (int)(rnd(&seed) % 200);
-        int rm[300], rd[400];
-        for (int j = 0; j < nrm; j++)
-            rm[j] = (int)(rnd(&seed) % (uint64_t)nkeys);
-        for (int j = 0; j < nread; j++)
-            rd[j] = (int)(rnd(&seed) % (uint64_t)(nkeys + nput));
-        for (int j = 0; j < nput; j++)
-            kinds[nkeys + j] = rnd(&seed) % 4 == 0 ? K_DISK : K_PLAIN;
-        for (int sd = 0; sd < 2; sd++) {
-            struct side *s = &sides[sd];
-            set_now(s, now);
-            for (int j = 0; j < nrm; j++) {
-                const char *k = key(rm[j]);
-                (void)mc_master_remove(s->m, k, strlen(k), true);
-            }
-            for (int j = 0; j < nput; j++)
-                put_kind(s, nkeys + j, kinds[nkeys + j]);
-            for (int j = 0; j < nread; j++)
-                read_at(s, rd[j], now + 1 + (uint64_t)j);
-        }
-        check_floors_and_counts(&sides[0]); /* after Removes, Puts and reads */
+        int nread;
+        int nput = es_churn(sides, nkeys, kinds, now, 1, &seed, &nread);
+        es_check_floors_and_counts(&sides[0]); /* after Removes, Puts and reads */
         nkeys += nput;
-        now += (uint64_t)nread + TTL_MS + 2;
+        now += (uint64_t)nread + ES_TTL_MS + 2;
     }
     assert_true(evicted_total > 0);
     assert_int_equal(sampled_cycles, NCYCLES);
@@ -294,40 +120,17 @@ static void test_sampled_matches_census(void **state)
     free(kinds);
 }
 
-/* Churn between the census and the frontier: the hook removes every 23rd key (moving the shards'
- * last entries into the holes, so the low census's positions go stale: the sampled path must
- * notice and scan) and reads a few old keys (their leases are then held). */
-struct churn {
-    struct side *s;
-    int nkeys;
-};
-
-static void churn_hook(struct mc_master *m, void *arg)
-{
-    struct churn *c = arg;
-    (void)m;
-    for (int i = 5; i < c->nkeys; i += 23) {
-        const char *k = key(i);
-        (void)mc_master_remove(c->s->m, k, strlen(k), true);
-    }
-    struct mc_get_result g;
-    for (int i = 0; i < c->nkeys; i += 997) {
-        const char *k = key(i);
-        (void)mc_master_get_replica_list(c->s->m, k, strlen(k), &g);
-    }
-}
-
 /* Records reallocated between the census and the frontier: the hook grows every third key's
  * record by a replica and drops it again. mc_shard_obj_grow moves a record (same position, same
  * version, no gen bump, the old record freed), as a LOCAL_DISK replica attached by offload does,
  * so the addresses the low census recorded go stale while the positions still hold. */
 static void regrow_hook(struct mc_master *m, void *arg)
 {
-    struct churn *c = arg;
+    struct es_churn *c = arg;
     (void)m;
     struct mc_master *mm = c->s->m;
     for (int i = 0; i < c->nkeys; i += 3) {
-        const char *k = key(i);
+        const char *k = es_key(i);
         uint64_t h = mc_hash_key(k, strlen(k));
         struct mc_shard *s = &mm->shards[mc_master_key_shard(mm, h)];
         mc_shard_wrlock(s);
@@ -346,26 +149,24 @@ static void regrow_hook(struct mc_master *m, void *arg)
 static void sampled_vs_census_with_hook(void (*hook)(struct mc_master *, void *), uint64_t seed)
 {
     static struct side sides[2];
-    static struct churn ch[2];
+    static struct es_churn ch[2];
     int n = NKEYS;
     uint32_t *when = malloc(NKEYS * sizeof(*when));
     assert_non_null(when);
-    for (int i = 0; i < n; i++)
-        when[i] = (uint32_t)i;
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
-        uint32_t t = when[i];
-        when[i] = when[j];
-        when[j] = t;
-    }
+    es_read_times(when, n, 1, &seed);
     struct mc_evict_stats st[2];
     for (int sd = 0; sd < 2; sd++) {
         side_init_threads(&sides[sd], sd == 0, sd == 0 ? 3 : 1); /* side 0: 3 scan workers */
-        for (int i = 0; i < n; i++)
-            put_kind(&sides[sd], i, K_PLAIN);
-        for (int i = 0; i < n; i++)
-            read_at(&sides[sd], i, T0_MS + when[i]);
-        ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
+        es_fill(&sides[sd], n, NULL, when);
+        /* es_churn_hook: every 23rd key removed (moving the shards' last entries into the
+         * holes, so the low census's positions go stale: the sampled path must notice and scan)
+         * and a few old keys read (their leases are then held) */
+        ch[sd] = (struct es_churn){.s = &sides[sd],
+                                   .nkeys = n,
+                                   .rm_from = 5,
+                                   .rm_every = 23,
+                                   .read_below = n,
+                                   .read_every = 997};
         struct mc_evict_test_opts o = {
             .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
             /* side 0 also runs the parallel and large-round code (3 workers, buffers held and
@@ -375,14 +176,14 @@ static void sampled_vs_census_with_hook(void (*hook)(struct mc_master *, void *)
             .arg = &ch[sd],
         };
         mc_master_evict_set_test_opts(sides[sd].m, &o);
-        set_now(&sides[sd], T0_MS + NKEYS + TTL_MS + 1);
+        es_set_now(&sides[sd], ES_T0_MS + NKEYS + ES_TTL_MS + 1);
         assert_int_equal(mc_master_batch_evict(sides[sd].m, 0.05, 0.025, &st[sd]), MC_OK);
     }
     assert_true(st[0].sampled);
     assert_int_equal(st[0].evicted, st[1].evicted);
     assert_true(st[0].evicted > 0);
     for (int i = 0; i < n; i++) {
-        int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+        int a = es_state_of(&sides[0], i), b = es_state_of(&sides[1], i);
         if (a != b)
             fail_msg("key %d: sampled %d census %d", i, a, b);
     }
@@ -398,7 +199,7 @@ static void sampled_vs_census_with_hook(void (*hook)(struct mc_master *, void *)
 static void test_sampled_churn_after_census(void **state)
 {
     (void)state;
-    sampled_vs_census_with_hook(churn_hook, 0xc4c4e);
+    sampled_vs_census_with_hook(es_churn_hook, 0xc4c4e);
 }
 
 static void test_sampled_records_regrown_after_census(void **state)
@@ -411,48 +212,28 @@ static void test_sampled_records_regrown_after_census(void **state)
  * the census (its shard's entries move, so the sampled side scans that shard again for its
  * frontier with the tie quota left). One worker on both sides, so both take tied entries in
  * shard and position order: the victims must be the same keys. */
-static void remove_hook(struct mc_master *m, void *arg)
-{
-    struct churn *c = arg;
-    (void)m;
-    for (int i = 3; i < c->nkeys; i += 31) {
-        const char *k = key(i);
-        (void)mc_master_remove(c->s->m, k, strlen(k), true);
-    }
-}
-
 static void test_sampled_churn_with_ties(void **state)
 {
     (void)state;
     static struct side sides[2];
-    static struct churn ch[2];
+    static struct es_churn ch[2];
     uint64_t seed = 0x71e5;
     int n = NKEYS;
     uint32_t *when = malloc(NKEYS * sizeof(*when));
     assert_non_null(when);
-    for (int i = 0; i < n; i++)
-        when[i] = (uint32_t)i / 7; /* 7 keys per deadline: the k-th (2200) falls inside a group */
-    for (int i = n - 1; i > 0; i--) {
-        int j = (int)(rnd(&seed) % (uint64_t)(i + 1));
-        uint32_t t = when[i];
-        when[i] = when[j];
-        when[j] = t;
-    }
+    es_read_times(when, n, 7, &seed); /* 7 keys per deadline: the k-th (2200) inside a tie */
     struct mc_evict_stats st[2];
     for (int sd = 0; sd < 2; sd++) {
         side_init(&sides[sd], sd == 0);
-        for (int i = 0; i < n; i++)
-            put_kind(&sides[sd], i, K_PLAIN);
-        for (int i = 0; i < n; i++)
-            read_at(&sides[sd], i, T0_MS + when[i]);
-        ch[sd] = (struct churn){.s = &sides[sd], .nkeys = n};
+        es_fill(&sides[sd], n, NULL, when);
+        ch[sd] = (struct es_churn){.s = &sides[sd], .nkeys = n, .rm_from = 3, .rm_every = 31};
         struct mc_evict_test_opts o = {
             .sample_min_objects = sd == 0 ? 1 : UINT32_MAX,
-            .after_census = remove_hook,
+            .after_census = es_churn_hook,
             .arg = &ch[sd],
         };
         mc_master_evict_set_test_opts(sides[sd].m, &o);
-        set_now(&sides[sd], T0_MS + NKEYS + TTL_MS + 1);
+        es_set_now(&sides[sd], ES_T0_MS + NKEYS + ES_TTL_MS + 1);
         assert_int_equal(mc_master_batch_evict(sides[sd].m, 0.05, 0.025, &st[sd]), MC_OK);
     }
     assert_true(st[0].sampled);
@@ -461,7 +242,7 @@ static void test_sampled_churn_with_ties(void **state)
     assert_int_equal(st[0].evicted, st[1].evicted);
     assert_true(st[0].evicted > 0);
     for (int i = 0; i < n; i++) {
-        int a = state_of(&sides[0], i), b = state_of(&sides[1], i);
+        int a = es_state_of(&sides[0], i), b = es_state_of(&sides[1], i);
         if (a != b)
             fail_msg("key %d: sampled %d census %d", i, a, b);
     }
@@ -496,29 +277,29 @@ static void test_insert_lowers_floor(void **state)
             for (int j = 0; j < 16; j++) {
                 struct mc_put_start_result r;
                 assert_int_equal(mc_master_put_start(sd.m, sd.client, names[j], strlen(names[j]),
-                                                     OBJ_SIZE, NULL, &r),
+                                                     ES_OBJ_SIZE, NULL, &r),
                                  MC_OK);
                 assert_int_equal(
                     mc_master_put_end(sd.m, sd.client, names[j], strlen(names[j]), 0, 7, true),
                     MC_OK);
             }
             struct mc_get_result g;
-            set_now(&sd, T0_MS + 5000); /* leases up to T0 + 6000 */
+            es_set_now(&sd, ES_T0_MS + 5000); /* leases up to T0 + 6000 */
             for (int j = 0; j < 16; j++)
                 assert_int_equal(mc_master_get_replica_list(sd.m, names[j], strlen(names[j]), &g),
                                  MC_OK);
-            set_now(&sd, T0_MS + 5100); /* every lease held: a census, every floor exact */
+            es_set_now(&sd, ES_T0_MS + 5100); /* every lease held: a census, every floor exact */
             struct mc_evict_stats st;
             assert_int_equal(mc_master_batch_evict(sd.m, 0.5, 0.25, &st), MC_OK);
             assert_int_equal(st.evicted, 0);
-            check_floors_and_counts(&sd);
+            es_check_floors_and_counts(&sd);
             for (int j = 8; j < 16; j++) /* the tail block empties */
                 assert_int_equal(mc_master_remove(sd.m, names[j], strlen(names[j]), true), MC_OK);
             struct mc_put_start_result r;
-            assert_int_equal(mc_master_put_start(sd.m, sd.client, k, strlen(k), OBJ_SIZE, NULL, &r),
-                             MC_OK);
+            assert_int_equal(
+                mc_master_put_start(sd.m, sd.client, k, strlen(k), ES_OBJ_SIZE, NULL, &r), MC_OK);
             assert_int_equal(mc_master_put_end(sd.m, sd.client, k, strlen(k), 0, 7, true), MC_OK);
-            check_floors_and_counts(&sd); /* its deadline T0 + 5100 < the old floor */
+            es_check_floors_and_counts(&sd); /* its deadline T0 + 5100 < the old floor */
         }
     }
     assert_int_equal(got, 17);
@@ -534,7 +315,7 @@ static void test_entry_blocks_on_line_boundaries(void **state)
     static struct side sd;
     side_init(&sd, true);
     for (int i = 0; i < 6000; i++)
-        put_kind(&sd, i, K_PLAIN);
+        es_put_kind(&sd, i, K_PLAIN);
     uint32_t shards = 0;
     for (uint32_t si = 0; si < MC_NSHARDS; si++) {
         struct mc_shard *sh = &sd.m->shards[si];

@@ -1,7 +1,7 @@
 /*
- * eviction.c - the eviction loop (mc_master_tick_eviction) and one BatchEvict cycle
- * (mc_master_batch_evict): counts, path choice, the passes, the eviction rounds, and metrics.
- * The algorithm is described in eviction.h; the scans are in eviction_census.c.
+ * eviction.c - one BatchEvict cycle (mc_master_batch_evict): counts, path choice, the passes and
+ * the eviction rounds. The algorithm is described in eviction.h; the scans are in
+ * eviction_census.c; the loop's tick, the metrics and the lifecycle in eviction_life.c.
  *
  * A pass wants `want` more objects evicted from a candidate vector. It works in rounds: the
  * `want - got` oldest remaining candidates are moved to the front of what is left (radix select
@@ -16,7 +16,14 @@
  * large target goes in slices, the holders' polls answered between them; a pass of several
  * slices selects all it wants once, and each slice within that). On the selective path an
  * exhausted frontier is refilled once with every eligible object past the cutoff that was not
- * materialized yet. Large rounds spread their shards over the eviction threads; the objects a
+ * materialized yet. A cycle whose candidates would be every eligible object (a large target,
+ * or a reserve past the frontier's limit) on a table of EV_CUT_MIN_OBJECTS or more evicts by cut
+ * instead: its census collects only the plain deadlines, the primary-th lowest is the cut, and
+ * each shard's round walks its entries under the write lock and evicts the plain objects below
+ * the cut (and those at it, up to a quota) where they lie, with no candidate built, selected or
+ * found again; a slice is then a range of shards. Objects leased or removed between the census
+ * and the walk leave it short, and a pass over every eligible object takes the rest, oldest
+ * first. Large rounds spread their shards over the eviction threads; the objects a
  * shard's round erases are unlinked from it together before its lock is dropped
  * (mc_shard_unlink_many when they are a quarter of the shard), and each worker frees its buffers
  * after dropping the shard lock.
@@ -35,9 +42,8 @@
 #include "common/metrics.h"
 #include "master/eviction_internal.h"
 #include "master/eviction_moves.h"
-#include "master/eviction_release.h"
-#include "master/eviction_unlink.h"
 #include "master/eviction_sample.h"
+#include "master/eviction_state.h"
 #include "master/freelist.h"
 #include "master/object_events.h"
 #include "mooncake/errors.h"
@@ -47,49 +53,10 @@
 #define EV_PARALLEL_MIN_ROUND 8192u
 #define EV_HOLD_MIN_ROUND 8192u      /* rounds this large release their buffers in handle order */
 #define EV_SAMPLE_MIN_OBJECTS 65536u /* smaller tables take the census */
+#define EV_CUT_MIN_OBJECTS 65536u    /* smaller tables materialize every candidate instead */
 #define EV_BULK_UNLINK_MIN 8u        /* erased objects in one shard for a bulk unlink */
 #define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
 #define EV_TAIL_AHEAD 16u            /* tail entries (and objects) a shard's round fetches early */
-
-/* Per-worker scratch of the eviction rounds. */
-struct ev_worker {
-    struct mc_object **objs;
-    size_t objs_cap;
-    struct mc_object **members;
-    size_t members_cap;
-    struct mc_unlink_batch ub;  /* the shard's erased objects, unlinked together */
-    struct ev_unlink_hashes uh; /* their keys' hashes, for one-by-one unlinks */
-    uint32_t *map;              /* mc_shard_unlink_many scratch */
-    size_t map_cap;
-    struct ev_moved_scratch moved; /* ev_find_moved's */
-    uint64_t evicted, bytes, walks;
-    uint64_t victim_freq; /* the evicted objects' estimated frequencies, summed (hot beats cold) */
-    struct ev_held held;  /* a large round's buffers, released in handle order at its end */
-    struct ev_candv shard_cands; /* one shard's candidates of the round, gathered in order */
-};
-
-struct mc_evictor {
-    pthread_mutex_t cycle_lock;
-    struct mc_evict_test_opts opts;
-    unsigned nthreads;
-    struct ev_part *parts;     /* nthreads */
-    struct ev_worker *workers; /* nthreads */
-    struct ev_u64v leases, scratch, sample;
-    struct ev_candv plain, soft;
-    /* A round's candidates grouped by shard, as indices into the round's array: 4 bytes each
-     * where a copy of the candidates was 24 (12 MB of fresh pages in a first 0.5 cycle). */
-    uint32_t *ridx;
-    size_t ridx_cap;
-    uint32_t *hist; /* EV_HIST_SIZE */
-    uint32_t off[MC_NSHARDS + 1];
-    uint32_t cur[MC_NSHARDS];
-    uint32_t salt;             /* moves the sample's offsets from cycle to cycle */
-    uint32_t gens[MC_NSHARDS]; /* the shards' gens the low census saw */
-    struct ev_fwd fwd[MC_NSHARDS];
-    struct mc_counter *cycles[3];
-    struct mc_counter *materialized, *refilled;
-    struct mc_histogram *duration;
-};
 
 struct ev_cycle {
     struct mc_master *m;
@@ -104,19 +71,6 @@ struct ev_cycle {
     uint64_t cutoff;
     uint64_t victim_freq; /* the workers' victim_freq, summed */
 };
-
-const char *mc_evict_path_name(enum mc_evict_path p)
-{
-    switch (p) {
-    case MC_EVICT_SELECTIVE:
-        return "selective";
-    case MC_EVICT_FULL_BYPASS:
-        return "full_bypass";
-    case MC_EVICT_FULL_FALLBACK:
-        return "full_fallback";
-    }
-    return "unknown";
-}
 
 /* Materialization scan of plain candidates with a filter, appended to ev->plain. */
 static uint64_t materialize(struct ev_cycle *cy, enum ev_plain_filter filter, uint64_t cutoff,
@@ -150,6 +104,11 @@ struct ev_round {
     bool soft_phase;
     bool hold; /* a large round: buffers held back and released in handle order */
     _Atomic uint32_t next;
+    uint32_t end; /* shards [next, end) */
+    /* by cut (c is NULL): plain objects with a deadline below cut are the victims, and up to
+     * eq of those at cut; budget caps them (objects Put between the census and the round) */
+    uint64_t cut;
+    _Atomic int64_t eq, budget;
 };
 
 static inline uint64_t lease_of(struct mc_shard *s, const struct mc_object *o)
@@ -238,6 +197,9 @@ static void unlink_erased(struct mc_shard *s, struct ev_worker *w, struct mc_fre
     ub->n = 0;
 }
 
+static void evict_resolved(struct ev_round *r, struct mc_shard *s, struct mc_object **objs,
+                           size_t cnt, uint32_t ntail, struct ev_worker *w, struct mc_freelist *fl);
+
 static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_cand *c, size_t cnt,
                         struct ev_worker *w, struct mc_freelist *fl)
 {
@@ -282,15 +244,75 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
         ev_find_moved(s, c, cnt, w->objs, &w->moved, nmoved);
         w->walks++;
     }
+    evict_resolved(r, s, w->objs, cnt, ntail, w, fl);
+}
+
+/* Victims of a round by cut in s: every entry of s is looked at (blocks whose lease floor is
+ * above the cut skipped), and each plain object under the cut is evicted where it lies. */
+static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_worker *w,
+                            struct mc_freelist *fl)
+{
+    const uint64_t now = r->cy->now, cut = r->cut;
+    struct ev_fwd *f = &r->cy->ev->fwd[s->index];
+    mc_shard_wrlock(s);
+    uint32_t n = s->n;
+    if (!f->top)
+        f->top = n ? n : 1;
+    if (n > w->objs_cap && !ev_reserve((void **)&w->objs, &w->objs_cap, n, sizeof(*w->objs))) {
+        r->cy->oom = true;
+        mc_shard_unlock(s);
+        return;
+    }
+    size_t cnt = 0;
+    for (uint32_t base = 0, c = 0; base < n; base += MC_ENT_CHUNK, c++) {
+        struct mc_obj_ent *chunk = s->chunks[c];
+        const uint64_t *floors = (const uint64_t *)(chunk + MC_ENT_CHUNK);
+        uint32_t lim = n - base < MC_ENT_CHUNK ? n - base : MC_ENT_CHUNK;
+        for (uint32_t b0 = 0; b0 < lim; b0 += MC_ENT_BLOCK) {
+            if (floors[b0 >> MC_ENT_BLOCK_SHIFT] > cut)
+                continue; /* a floor is at most its block's lowest deadline */
+            uint32_t bl = lim - b0 < MC_ENT_BLOCK ? lim : b0 + MC_ENT_BLOCK;
+            for (uint32_t j = b0; j < bl; j++) {
+                struct mc_obj_ent *e = &chunk[j];
+                uint64_t lease = atomic_load_explicit(&e->lease_ms, memory_order_relaxed);
+                unsigned bits = mc_ent_bits(e);
+                if (lease > cut || !(bits & MC_ENT_EVICTABLE) || (bits & MC_ENT_HARD_PIN))
+                    continue;
+                struct mc_object *o = mc_ent_obj(e);
+                if (ev_classify(bits, lease, now, (bits & MC_ENT_SOFT_PIN) ? o : NULL) != EV_PLAIN)
+                    continue;
+                if (lease == cut && atomic_fetch_sub_explicit(&r->eq, 1, memory_order_relaxed) <= 0)
+                    continue;
+                __builtin_prefetch(o); /* read by the eviction below, in this order */
+                w->objs[cnt++] = o;
+            }
+        }
+    }
+    /* the round's budget: this shard's victims are taken from it in one step */
+    int64_t left = atomic_fetch_sub_explicit(&r->budget, (int64_t)cnt, memory_order_relaxed);
+    if (left < (int64_t)cnt)
+        cnt = left > 0 ? (size_t)left : 0;
+    uint32_t ntail = cnt < EV_TAIL_AHEAD ? (uint32_t)cnt : EV_TAIL_AHEAD;
+    ntail = ntail < n ? ntail : n;
+    for (uint32_t j = 1; j <= ntail; j++)
+        __builtin_prefetch(mc_shard_ent(s, n - j));
+    evict_resolved(r, s, w->objs, cnt, ntail, w, fl);
+}
+
+/* Evicts the resolved objects[0..cnt) of s (write-locked; NULL: gone), unlinks them, unlocks. */
+static void evict_resolved(struct ev_round *r, struct mc_shard *s, struct mc_object **objs,
+                           size_t cnt, uint32_t ntail, struct ev_worker *w, struct mc_freelist *fl)
+{
+    struct ev_fwd *f = &r->cy->ev->fwd[s->index];
     for (uint32_t j = 1; j <= ntail; j++) {
         const char *t = (const char *)mc_ent_obj(mc_shard_ent(s, s->n - j));
         __builtin_prefetch(t);
         __builtin_prefetch(t + 64);
     }
     for (size_t i = 0; i < cnt; i++) {
-        if (i + 4 < cnt && w->objs[i + 4])
-            __builtin_prefetch((const char *)w->objs[i + 4] + 64);
-        struct mc_object *o = w->objs[i];
+        if (i + 4 < cnt && objs[i + 4])
+            __builtin_prefetch((const char *)objs[i + 4] + 64);
+        struct mc_object *o = objs[i];
         /* gone, or erased with its group just now (unlink pending, or done at once after an
          * allocation failure) */
         if (!o || o->ent == MC_NO_INDEX || (o->flags & MC_OBJ_UNLINKING))
@@ -314,8 +336,13 @@ static void round_worker(void *arg, unsigned worker)
     mc_freelist_init(&fl);
     for (;;) {
         uint32_t si = atomic_fetch_add_explicit(&r->next, 1, memory_order_relaxed);
-        if (si >= MC_NSHARDS)
+        if (si >= r->end)
             break;
+        if (!r->c) {
+            if (atomic_load_explicit(&r->budget, memory_order_relaxed) > 0)
+                evict_shard_cut(r, &r->cy->m->shards[si], w, &fl);
+            continue;
+        }
         uint32_t b = ev->off[si], e = ev->off[si + 1];
         if (b == e)
             continue;
@@ -328,6 +355,31 @@ static void round_worker(void *arg, unsigned worker)
         evict_shard(r, &r->cy->m->shards[si], w->shard_cands.v, e - b, w, &fl);
     }
     ev_held_release(&w->held);
+}
+
+/* Runs round r over its shards with the eviction threads (d: the objects it wants); returns
+ * the objects evicted. */
+static uint64_t run_round(struct ev_cycle *cy, struct ev_round *r, size_t d)
+{
+    struct mc_evictor *ev = cy->ev;
+    unsigned nw =
+        d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
+    for (unsigned i = 0; i < nw; i++)
+        ev->workers[i].evicted = ev->workers[i].bytes = ev->workers[i].walks =
+            ev->workers[i].victim_freq = 0;
+    if (nw <= 1)
+        round_worker(r, 0);
+    else
+        ev_parallel(nw, round_worker, r);
+    uint64_t got = 0;
+    for (unsigned i = 0; i < nw; i++) {
+        got += ev->workers[i].evicted;
+        cy->st->evicted_bytes += ev->workers[i].bytes;
+        cy->st->moved_walks += ev->workers[i].walks;
+        cy->victim_freq += ev->workers[i].victim_freq;
+    }
+    cy->st->evicted += got;
+    return got;
 }
 
 /* Evicts the candidates c[0..d) (any order); returns the objects evicted. */
@@ -352,25 +404,33 @@ static uint64_t evict_round(struct ev_cycle *cy, const struct ev_cand *c, size_t
     struct ev_round r = {.cy = cy,
                          .c = c,
                          .soft_phase = soft_phase,
-                         .hold = d >= EV_HOLD_MIN_ROUND || cy->ev->opts.parallel_min_objects};
+                         .hold = d >= EV_HOLD_MIN_ROUND || cy->ev->opts.parallel_min_objects,
+                         .end = MC_NSHARDS};
     atomic_init(&r.next, 0);
-    unsigned nw =
-        d >= EV_PARALLEL_MIN_ROUND || cy->ev->opts.parallel_min_objects ? cy->nthreads : 1;
-    for (unsigned i = 0; i < nw; i++)
-        ev->workers[i].evicted = ev->workers[i].bytes = ev->workers[i].walks =
-            ev->workers[i].victim_freq = 0;
-    if (nw <= 1)
-        round_worker(&r, 0);
-    else
-        ev_parallel(nw, round_worker, &r);
+    return run_round(cy, &r, d);
+}
+
+/* Evicts by cut: the plain objects with a deadline below cut, and eq of those at it, want at
+ * most, walking the shards in slices of about the slice size. Returns the objects evicted. */
+static uint64_t evict_by_cut(struct ev_cycle *cy, uint64_t cut, uint64_t eq, uint64_t want)
+{
+    struct ev_round r = {.cy = cy, .cut = cut, .hold = true};
+    atomic_init(&r.eq, (int64_t)eq);
+    atomic_init(&r.budget, want > INT64_MAX ? INT64_MAX : (int64_t)want);
+    size_t slice = cy->ev->opts.slice_objects ? cy->ev->opts.slice_objects : MC_EVICT_SLICE;
+    uint64_t step = want > slice ? (uint64_t)MC_NSHARDS * slice / want : MC_NSHARDS;
+    step = step ? step : 1;
     uint64_t got = 0;
-    for (unsigned i = 0; i < nw; i++) {
-        got += ev->workers[i].evicted;
-        cy->st->evicted_bytes += ev->workers[i].bytes;
-        cy->st->moved_walks += ev->workers[i].walks;
-        cy->victim_freq += ev->workers[i].victim_freq;
+    for (uint32_t s0 = 0; s0 < MC_NSHARDS; s0 += (uint32_t)step) {
+        if (atomic_load_explicit(&cy->oom, memory_order_relaxed) ||
+            atomic_load_explicit(&r.budget, memory_order_relaxed) <= 0)
+            break;
+        if (cy->st->slices++ > 0)
+            mc_obj_ev_unlocked(cy->m); /* the previous slice's offloads go out now */
+        atomic_store_explicit(&r.next, s0, memory_order_relaxed);
+        r.end = s0 + step < MC_NSHARDS ? s0 + (uint32_t)step : MC_NSHARDS;
+        got += run_round(cy, &r, (size_t)(want / MC_NSHARDS * (r.end - s0)));
     }
-    cy->st->evicted += got;
     return got;
 }
 
@@ -471,26 +531,6 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
     return (a + b - 1) / b;
 }
 
-static void account(struct mc_master *m, struct mc_evictor *ev, const struct mc_evict_stats *st)
-{
-    if (st->evicted) {
-        atomic_fetch_add_explicit(&m->c.successful_evictions, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&m->c.evicted_key_count, st->evicted, memory_order_relaxed);
-        atomic_fetch_add_explicit(&m->c.evicted_size_bytes, st->evicted_bytes,
-                                  memory_order_relaxed);
-    } else if (st->evictable) {
-        atomic_fetch_add_explicit(&m->c.attempted_evictions, 1, memory_order_relaxed);
-    }
-    if (ev->cycles[st->path])
-        mc_counter_inc(ev->cycles[st->path]);
-    if (ev->materialized)
-        mc_counter_add(ev->materialized, st->materialized);
-    if (ev->refilled)
-        mc_counter_add(ev->refilled, st->refills);
-    if (ev->duration)
-        mc_histogram_observe(ev->duration, (double)st->duration_ns / 1e6);
-}
-
 /* The selective path's cutoff from the sampled census (eviction_sample.c) instead of a census
  * of every entry: true when it set the cycle up (frontier materialized, or nothing to do),
  * false when the census must run (nothing changed but stats). */
@@ -573,13 +613,15 @@ static void collect_soft(struct ev_cycle *cy)
     cy->st->soft_eligible = cy->ev->soft.n;
 }
 
-/* 4. first pass to the target, 5. second pass to the lower bound, then soft-pinned ones. */
-static void run_passes(struct ev_cycle *cy)
+/* 4. first pass to the target, 5. second pass to the lower bound, then soft-pinned ones; got
+ * objects were evicted already (by cut). */
+static void run_passes(struct ev_cycle *cy, uint64_t got)
 {
     struct mc_evictor *ev = cy->ev;
     struct mc_evict_stats *st = cy->st;
     size_t pos = 0, spos = 0;
-    uint64_t got = run_pass(cy, &ev->plain, &pos, st->primary, false);
+    if (got < st->primary)
+        got += run_pass(cy, &ev->plain, &pos, st->primary - got, false);
     if (got < st->lower)
         got += run_pass(cy, &ev->plain, &pos, st->lower - got, false);
     if (got < st->lower && cy->m->cfg.allow_evict_soft_pinned_objects) {
@@ -587,6 +629,29 @@ static void run_passes(struct ev_cycle *cy)
             collect_soft(cy);
         run_pass(cy, &ev->soft, &spos, st->lower - got, true);
     }
+}
+
+/* 3b. by cut: the primary-th lowest deadline of the census is the cut, and the victims are
+ * evicted where they lie (no candidate is materialized). Objects leased, Put or held between
+ * the census and the rounds leave it short: the rest comes from every eligible object, as the
+ * full path takes it. */
+static void run_by_cut(struct ev_cycle *cy)
+{
+    struct mc_evictor *ev = cy->ev;
+    struct mc_evict_stats *st = cy->st;
+    uint64_t cut, got = 0;
+    size_t less;
+    st->path = MC_EVICT_BY_CUT;
+    if (ev_select_kth(ev->leases.v, ev->leases.n, st->primary, &cut, &less, &ev->scratch, ev->hist))
+        got = evict_by_cut(cy, cut, st->primary - less, st->primary);
+    if (got < st->primary && !atomic_load_explicit(&cy->oom, memory_order_relaxed)) {
+        st->path = MC_EVICT_FULL_FALLBACK;
+        for (unsigned i = 0; i < MC_NSHARDS; i++)
+            ev->fwd[i].len = ev->fwd[i].top = 0; /* positions from here on are the table's own */
+        materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
+    }
+    st->materialized = ev->plain.n;
+    run_passes(cy, got);
 }
 
 static void run_cycle(struct ev_cycle *cy, double target, double lower)
@@ -602,12 +667,15 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
         ev->opts.sample_min_objects ? ev->opts.sample_min_objects : EV_SAMPLE_MIN_OBJECTS;
     if (!bypass && nkeys >= (int64_t)smin && run_sampled(cy, target, lower, (uint64_t)nkeys)) {
         if (!atomic_load_explicit(&cy->oom, memory_order_relaxed) && st->evictable)
-            run_passes(cy);
+            run_passes(cy, 0);
         return;
     }
     /* the sampled census's low deadlines and records, if it ran and gave up */
     ev->leases.n = ev->plain.n = 0;
-    if (!bypass) {
+    uint32_t cmin = ev->opts.cut_min_objects ? ev->opts.cut_min_objects : EV_CUT_MIN_OBJECTS;
+    bool by_cut = !ev->opts.force_full && nkeys >= (int64_t)cmin;
+    bool all = bypass && !by_cut; /* the census materializes every eligible object */
+    if (!all) {
         /* merge_u64 adopts worker 0's deadlines: give the adopted buffer back so that one
          * large buffer is reused cycle after cycle (not a second one grown from scratch,
          * page faults and doubling copies included), and size it once for a lone worker. */
@@ -635,15 +703,16 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
             (void)ev_candv_reserve(w0, (size_t)keys + (size_t)keys / 16);
     }
 
-    /* 1. census: counts, plain deadlines (selective) or plain candidates (bypass), soft ones. */
+    /* 1. census: counts, plain deadlines (selective, by cut) or plain candidates (all), soft
+     * ones. */
     struct ev_scan sc;
     memset(&sc, 0, sizeof(sc));
     sc.m = m;
     sc.now = cy->now;
     sc.count = true;
-    sc.collect_lease = !bypass;
+    sc.collect_lease = !all;
     sc.collect_soft = allow_soft;
-    sc.filter = bypass ? EV_PLAIN_ALL : EV_PLAIN_NONE;
+    sc.filter = all ? EV_PLAIN_ALL : EV_PLAIN_NONE;
     sc.lease_max = sc.skip_above = UINT64_MAX;
     sc.parts = ev->parts;
     ev_scan_run(&sc, cy->nthreads);
@@ -656,10 +725,10 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     }
     st->evictable = base;
     st->eligible = nplain;
-    st->path = bypass ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE;
+    st->path = all ? MC_EVICT_FULL_BYPASS : MC_EVICT_SELECTIVE;
     if (ev_parts_oom(sc.parts, cy->nthreads) ||
-        (!bypass && !ev_merge_u64(&ev->leases, sc.parts, cy->nthreads)) ||
-        (bypass && !ev_merge_cands(&ev->plain, sc.parts, cy->nthreads, false)) ||
+        (!all && !ev_merge_u64(&ev->leases, sc.parts, cy->nthreads)) ||
+        (all && !ev_merge_cands(&ev->plain, sc.parts, cy->nthreads, false)) ||
         !ev_merge_cands(&ev->soft, sc.parts, cy->nthreads, true)) {
         cy->oom = true;
         return;
@@ -674,8 +743,8 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
     st->lower = ev_count_of(base, lower);
     st->primary = ideal < nplain ? ideal : nplain;
 
-    /* 3. materialization. */
-    if (!bypass && st->primary > 0) {
+    /* 3. materialization, or the cut. */
+    if (!all && st->primary > 0) {
         uint64_t reserve = ceil_div(st->primary, 10);
         if (reserve < m->cfg.eviction_reserve_min)
             reserve = m->cfg.eviction_reserve_min;
@@ -685,7 +754,10 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
             flimit = m->cfg.eviction_frontier_min;
         uint64_t cut;
         size_t less;
-        if (k > flimit) {
+        if (by_cut && (bypass || k > flimit)) {
+            run_by_cut(cy);
+            return;
+        } else if (k > flimit) {
             st->path = MC_EVICT_FULL_BYPASS;
             materialize(cy, EV_PLAIN_ALL, 0, 0, NULL);
         } else if (!ev_select_kth(ev->leases.v, ev->leases.n, k, &cut, &less, &ev->scratch,
@@ -706,7 +778,7 @@ static void run_cycle(struct ev_cycle *cy, double target, double lower)
         }
     }
     st->materialized = ev->plain.n;
-    run_passes(cy);
+    run_passes(cy, 0);
 }
 
 int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower_ratio,
@@ -740,7 +812,7 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
     if (atomic_load(&cy.oom))
         mc_warn("eviction", "cycle cut short: out of memory", "evicted=%llu",
                 (unsigned long long)st.evicted);
-    account(m, ev, &st);
+    ev_account(m, ev, &st);
     const struct mc_obj_cycle_ev cev = {.victim_freq_sum = cy.victim_freq, .evicted = st.evicted};
     mc_obj_ev_evict_cycle_end(m, &cev);
     if (st.duration_ns > 100ull * 1000 * 1000)
@@ -752,145 +824,4 @@ int mc_master_batch_evict(struct mc_master *m, double target_ratio, double lower
     if (out)
         *out = st;
     return MC_OK;
-}
-
-/* ---- the loop ------------------------------------------------------------------------------- */
-
-int mc_eviction_tick(struct mc_master *m)
-{
-    if (!m || !m->evictor)
-        return 0;
-    double used = mc_segments_used_ratio(m->segs);
-    double hw = m->cfg.eviction_high_watermark_ratio, r = m->cfg.eviction_ratio;
-    bool need = atomic_load_explicit(&m->need_eviction, memory_order_relaxed);
-    if (!(used > hw || (need && r > 0)))
-        return 0;
-    double target = used - hw + r > r ? used - hw + r : r;
-    if (target > 1.0)
-        target = 1.0;
-    double lower = used - hw > target / 2 ? used - hw : target / 2;
-    struct mc_evict_stats st;
-    /* A failed PutStart asks for one cycle, not for eviction until something goes: a request
-     * left armed while every candidate is leased would later evict objects Put long after the
-     * failure, at any usage. A PutStart that fails again (a client retrying) asks again. */
-    if (need)
-        atomic_store_explicit(&m->need_eviction, false, memory_order_relaxed);
-    if (mc_master_batch_evict(m, target, lower, &st) != MC_OK)
-        return 0;
-    return st.evicted > (uint64_t)INT32_MAX ? INT32_MAX : (int)st.evicted;
-}
-
-void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts)
-{
-    if (!m || !m->evictor)
-        return;
-    pthread_mutex_lock(&m->evictor->cycle_lock);
-    if (opts)
-        m->evictor->opts = *opts;
-    else
-        memset(&m->evictor->opts, 0, sizeof(m->evictor->opts));
-    pthread_mutex_unlock(&m->evictor->cycle_lock);
-}
-
-/* ---- lifecycle and metrics ------------------------------------------------------------------ */
-
-#define RD_COUNTER(fn, field)                                                                      \
-    static double fn(void *arg)                                                                    \
-    {                                                                                              \
-        struct mc_master *m = arg;                                                                 \
-        return (double)atomic_load_explicit(&m->c.field, memory_order_relaxed);                    \
-    }
-RD_COUNTER(rd_successful, successful_evictions)
-RD_COUNTER(rd_attempted, attempted_evictions)
-RD_COUNTER(rd_keys, evicted_key_count)
-RD_COUNTER(rd_bytes, evicted_size_bytes)
-
-static void register_metrics(struct mc_master *m, struct mc_evictor *ev)
-{
-    struct mc_metrics *reg = m->metrics;
-    if (!reg)
-        return;
-    mc_metrics_counter_fn(reg, "master_successful_evictions_total",
-                          "eviction cycles that evicted something", NULL, rd_successful, m);
-    mc_metrics_counter_fn(reg, "master_attempted_evictions_total",
-                          "eviction cycles that found candidates but evicted nothing", NULL,
-                          rd_attempted, m);
-    mc_metrics_counter_fn(reg, "master_evicted_key_count", "objects evicted from DRAM", NULL,
-                          rd_keys, m);
-    mc_metrics_counter_fn(reg, "master_evicted_size_bytes", "DRAM bytes released by eviction", NULL,
-                          rd_bytes, m);
-    static const char *const path_help = "eviction cycles by candidate path";
-    for (int p = 0; p < 3; p++)
-        ev->cycles[p] = mc_metrics_counter(reg, "master_eviction_cycles_total", path_help,
-                                           MC_LABELS("path", mc_evict_path_name(p)));
-    ev->materialized = mc_metrics_counter(
-        reg, "master_eviction_materialized_total",
-        "candidate identities built by eviction cycles (refills included)", NULL);
-    ev->refilled = mc_metrics_counter(reg, "master_eviction_refilled_total",
-                                      "candidate identities built by refill scans", NULL);
-    double bounds[14];
-    mc_metrics_exp_buckets(bounds, 14, 0.125, 2.0); /* 0.125 ms .. 1 s */
-    ev->duration = mc_metrics_histogram(reg, "master_eviction_duration_ms",
-                                        "wall time of one eviction cycle", NULL, bounds, 14);
-}
-
-int mc_eviction_init(struct mc_master *m)
-{
-    struct mc_evictor *ev = calloc(1, sizeof(*ev));
-    if (!ev)
-        return -1;
-    pthread_mutex_init(&ev->cycle_lock, NULL);
-    unsigned n = m->cfg.eviction_threads;
-    if (n == 0) {
-        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-        n = cpus > 1 ? (unsigned)(cpus - 1) : 1;
-    }
-    ev->nthreads = n > EV_MAX_THREADS ? EV_MAX_THREADS : n;
-    ev->parts = calloc(ev->nthreads, sizeof(*ev->parts));
-    ev->workers = calloc(ev->nthreads, sizeof(*ev->workers));
-    ev->hist = malloc(EV_HIST_SIZE * sizeof(*ev->hist));
-    m->evictor = ev;
-    if (!ev->parts || !ev->workers || !ev->hist) {
-        mc_eviction_destroy(m);
-        return -1;
-    }
-    register_metrics(m, ev);
-    return 0;
-}
-
-void mc_eviction_destroy(struct mc_master *m)
-{
-    struct mc_evictor *ev = m->evictor;
-    if (!ev)
-        return;
-    for (unsigned i = 0; ev->parts && i < ev->nthreads; i++) {
-        free(ev->parts[i].leases.v);
-        free(ev->parts[i].plain.v);
-        free(ev->parts[i].soft.v);
-    }
-    for (unsigned i = 0; ev->workers && i < ev->nthreads; i++) {
-        free(ev->workers[i].objs);
-        free(ev->workers[i].members);
-        free(ev->workers[i].ub.objs);
-        free(ev->workers[i].map);
-        ev_unlink_hashes_free(&ev->workers[i].uh);
-        free(ev->workers[i].moved.v);
-        ev_held_free(&ev->workers[i].held);
-        free(ev->workers[i].shard_cands.v);
-    }
-    for (unsigned i = 0; i < MC_NSHARDS; i++) {
-        free(ev->fwd[i].v);
-    }
-    free(ev->parts);
-    free(ev->workers);
-    free(ev->leases.v);
-    free(ev->scratch.v);
-    free(ev->sample.v);
-    free(ev->plain.v);
-    free(ev->soft.v);
-    free(ev->ridx);
-    free(ev->hist);
-    pthread_mutex_destroy(&ev->cycle_lock);
-    free(ev);
-    m->evictor = NULL;
 }

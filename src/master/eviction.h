@@ -37,6 +37,19 @@
  * census when the guess stays low or the target is large, and collects soft-pinned candidates
  * only when the soft-pinned phase runs. A round of 8192+ victims gives its buffers back sorted
  * by handle at its end (eviction_release.c).
+ * Where the full path would be taken, a table of EV_CUT_MIN_OBJECTS (65536) objects or more is
+ * evicted by cut instead (not when forced full): step 1 collects the plain deadlines only, the
+ * primary-th lowest is the cut, and each shard's round walks its entries under its write lock,
+ * evicting the plain objects below the cut and, up to the census's quota, those at it, where
+ * they lie: no candidate identity is built, selected or found again (a first 0.5 cycle at 1M
+ * objects: 24 MB of fresh candidates and a selection over them gone). The victims are the full
+ * path's: the same deadlines, ties taken (with one eviction thread) in shard and position order
+ * as the full census lists them; a group taken along with a victim goes whole, as there, its
+ * members above the cut counted on top (the full path counts them within a slice). A slice is a
+ * range of shards holding about MC_EVICT_SLICE victims, so the order across slices is by
+ * shard, not by age. When the walk comes up short (objects leased, removed or held
+ * by a group between the census and the walk) the rest is taken as the full path takes it, from
+ * every eligible object left (path full_fallback).
  * A grouped candidate is evicted with its whole group, and skipped whole while any member holds
  * a lease; a group with a soft-pinned member is a soft-pinned victim as a whole: skipped in the
  * passes over plain candidates (selective and full paths alike), evicted whole only when the
@@ -62,6 +75,9 @@ enum mc_evict_path {
     MC_EVICT_SELECTIVE = 0,     /* census + frontier materialization (+ refill) */
     MC_EVICT_FULL_BYPASS = 1,   /* every eligible object materialized (high target, or forced) */
     MC_EVICT_FULL_FALLBACK = 2, /* the frontier came up short: full scan after all */
+    MC_EVICT_BY_CUT = 3,        /* census of deadlines, the cut selected from them, and the
+                                 * victims (deadline below the cut) evicted where they lie, shard
+                                 * by shard: a large target on a large table */
 };
 
 struct mc_evict_stats {
@@ -87,7 +103,8 @@ struct mc_evict_stats {
     uint32_t sample_tries;  /* low censuses the sampled census ran (0: not tried) */
 };
 
-/* A large target is evicted in slices of at most this many objects, oldest first; between
+/* A large target is evicted in slices of at most this many objects, oldest first (by cut: a
+ * slice is the victims of a range of shards, as many shards as hold about this many); between
  * slices the object events' unlocked hook runs (holders' polls woken by the slice's offloads
  * are answered, so their copies start while the cycle goes on). */
 #define MC_EVICT_SLICE 65536u
@@ -113,6 +130,10 @@ struct mc_evict_test_opts {
     /* Selective cycles on tables of at least this many objects try the sampled census (0: the
      * default, 65536; UINT32_MAX: never); tests set 1 to run it on small tables. */
     uint32_t sample_min_objects;
+    /* Cycles whose candidates would be every eligible object (a large target) evict by cut on
+     * tables of at least this many objects (0: the default, 65536; UINT32_MAX: never); tests
+     * set 1 to run it on small tables. */
+    uint32_t cut_min_objects;
 };
 void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
 

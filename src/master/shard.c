@@ -540,6 +540,48 @@ void mc_shard_unlink(struct mc_master *m, struct mc_shard *s, struct mc_object *
 
 #define MAP_DEAD UINT32_MAX
 
+/* One walk over the slots after a bulk unlink (map[e]: entry e's new position, or MAP_DEAD):
+ * dead entries' slots become tombstones, moved ones are renumbered, and tombstones that end in
+ * an empty slot (no probe passes them) are emptied. The walk goes down from an empty slot, so
+ * that whether the next slot is empty is known at each one, and decides each slot without a
+ * branch on what it holds (about half of them die, at random). */
+static void slots_renumber(struct mc_shard *s, const uint32_t *map)
+{
+    const uint32_t mask = s->mask;
+    uint32_t *slots = s->slots;
+    uint32_t z = 0;
+    while (z <= mask && slots[z] != SLOT_EMPTY)
+        z++;
+    if (z > mask) { /* no empty slot (not at this load factor): tombstones stay */
+        for (uint32_t i = 0; i <= mask; i++) {
+            uint32_t v = slots[i];
+            if (v == SLOT_EMPTY || v == SLOT_TOMB)
+                continue;
+            uint32_t to = map[v & SLOT_ENT_MASK];
+            s->ntomb += to == MAP_DEAD;
+            slots[i] = to == MAP_DEAD ? SLOT_TOMB : (v & ~SLOT_ENT_MASK) | to;
+        }
+        return;
+    }
+    uint32_t ntomb = 0;
+    bool next_empty = true; /* slot z */
+    for (uint32_t c = 1; c <= mask; c++) {
+        uint32_t i = (z - c) & mask;
+        uint32_t v = slots[i];
+        bool live = v < SLOT_TOMB;
+        uint32_t to = map[live ? v & SLOT_ENT_MASK : 0];
+        bool gone = live ? to == MAP_DEAD : v == SLOT_TOMB; /* a tombstone, or one now */
+        bool empty = v == SLOT_EMPTY || (gone && next_empty);
+        uint32_t nv = (v & ~SLOT_ENT_MASK) | to;
+        nv = gone ? SLOT_TOMB : nv;
+        nv = empty ? SLOT_EMPTY : nv;
+        ntomb += nv == SLOT_TOMB;
+        next_empty = empty;
+        slots[i] = nv;
+    }
+    s->ntomb = ntomb;
+}
+
 void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, size_t cnt,
                           uint32_t *map)
 {
@@ -567,23 +609,7 @@ void mc_shard_unlink_many(struct mc_shard *s, struct mc_object *const *objs, siz
         ent_move(s, j, hole);
         map[j++] = hole;
     }
-    /* One walk over the slots: dead entries' slots become tombstones, moved ones renumbered. */
-    const uint32_t cap = s->mask + 1;
-    for (uint32_t i = 0; i < cap; i++) {
-        uint32_t v = s->slots[i];
-        if (v == SLOT_EMPTY || v == SLOT_TOMB)
-            continue;
-        uint32_t e = v & SLOT_ENT_MASK, to = map[e];
-        if (to == MAP_DEAD) {
-            s->slots[i] = SLOT_TOMB;
-            s->ntomb++;
-        } else if (to != e) {
-            s->slots[i] = (v & ~SLOT_ENT_MASK) | to;
-        }
-    }
-    for (uint32_t i = 0; i < cap; i++)
-        if (s->slots[i] == SLOT_EMPTY)
-            htab_clear_tombs_before(s, i);
+    slots_renumber(s, map);
     s->n = nn;
     s->gen++;
     shard_shrink(s);

@@ -21,7 +21,7 @@
  *
  * Output: one JSON line per (N, t, mode) with ms (median of runs), p50/p99 over runs, objects,
  * target, path (selective | full, what the cycle did), cycle_path (selective | full_bypass |
- * full_fallback), materialized, refills, k, evicted, census, ns_per_census_obj,
+ * full_fallback | by_cut), materialized, refills, k, evicted, census, ns_per_census_obj,
  * ns_per_evicted, first_ms (the first run), user_ms / sys_ms / minflt (the cycle thread's CPU
  * and minor page faults, medians: on a loaded machine CPU time moves less than wall time),
  * runs_ms / runs_cpu_ms / runs_census (each run's wall ms, CPU ms, census entries, "/"-joined;
