@@ -724,6 +724,10 @@ static void ch_check(struct fx *f, struct churn *c)
         used += s->slots[i] != UINT32_MAX;
     assert_int_equal(used, s->n + s->ntomb);
     assert_true(s->slots == NULL || (uint64_t)used * 4 <= (uint64_t)(s->mask + 1) * 3);
+    /* no tombstone just before an empty slot: no probe needs it, and every unlink empties it */
+    for (uint32_t i = 0; s->slots && i <= s->mask; i++)
+        if (s->slots[i] == UINT32_MAX - 1)
+            assert_int_not_equal(s->slots[(i + 1) & s->mask], UINT32_MAX);
     for (uint32_t e = 0; e < s->n; e++) {
         struct mc_object *o = mc_ent_obj(mc_shard_ent(s, e));
         assert_int_equal(o->ent, e);

@@ -563,19 +563,21 @@ static void slots_renumber(struct mc_shard *s, const uint32_t *map)
         }
         return;
     }
-    uint32_t ntomb = 0;
-    bool next_empty = true; /* slot z */
+    /* masks: all ones for true (compilers turn the plain conditionals back into branches) */
+    _Static_assert(SLOT_EMPTY == UINT32_MAX && SLOT_TOMB == UINT32_MAX - 1, "slot markers");
+    uint32_t ntomb = 0, next_empty = UINT32_MAX; /* slot z */
     for (uint32_t c = 1; c <= mask; c++) {
         uint32_t i = (z - c) & mask;
         uint32_t v = slots[i];
-        bool live = v < SLOT_TOMB;
-        uint32_t to = map[live ? v & SLOT_ENT_MASK : 0];
-        bool gone = live ? to == MAP_DEAD : v == SLOT_TOMB; /* a tombstone, or one now */
-        bool empty = v == SLOT_EMPTY || (gone && next_empty);
+        uint32_t live = 0u - (uint32_t)(v < SLOT_TOMB);
+        uint32_t to = map[v & SLOT_ENT_MASK & live]; /* map[0] for a marker: not used */
+        /* a tombstone, or one now */
+        uint32_t gone =
+            ((0u - (uint32_t)(to == MAP_DEAD)) & live) | (0u - (uint32_t)(v == SLOT_TOMB));
+        uint32_t empty = (0u - (uint32_t)(v == SLOT_EMPTY)) | (gone & next_empty);
         uint32_t nv = (v & ~SLOT_ENT_MASK) | to;
-        nv = gone ? SLOT_TOMB : nv;
-        nv = empty ? SLOT_EMPTY : nv;
-        ntomb += nv == SLOT_TOMB;
+        nv = ((nv & ~gone) | (SLOT_TOMB & gone)) | empty; /* SLOT_EMPTY is all ones */
+        ntomb += gone & ~empty & 1u;
         next_empty = empty;
         slots[i] = nv;
     }
