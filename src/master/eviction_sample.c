@@ -51,7 +51,8 @@ static uint64_t ceil_div(uint64_t a, uint64_t b)
 /* The low census at c0: every plain eligible entry with a deadline <= c0, as a candidate holding
  * its object's address instead of its version (the object is not touched), and each shard's
  * gen. */
-static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *visited)
+static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t expect,
+                       uint64_t *visited)
 {
     struct ev_scan sc;
     memset(&sc, 0, sizeof(sc));
@@ -72,6 +73,10 @@ static bool low_census(const struct ev_sample_in *in, uint64_t c0, uint64_t *vis
         in->parts[0].plain = *in->cands;
         *in->cands = t;
     }
+    /* sized once for what the sample expects (grown by doubling from nothing, a first cycle
+     * wrote every record about twice, into pages faulted twice) */
+    for (unsigned i = 0; i < in->nthreads; i++)
+        (void)ev_candv_reserve(&in->parts[i].plain, expect / in->nthreads + expect / 8 + 64);
     ev_scan_run(&sc, in->nthreads);
     for (unsigned i = 0; i < in->nthreads; i++)
         *visited += in->parts[i].visited;
@@ -111,7 +116,7 @@ enum ev_sample_rc ev_sample_census(const struct ev_sample_in *in, struct ev_samp
             return EV_SAMPLE_OOM;
         if (c0 == UINT64_MAX)
             return EV_SAMPLE_CENSUS; /* the guess covers the whole table: the census is cheaper */
-        if (!low_census(in, c0, &out->visited))
+        if (!low_census(in, c0, rank * stride, &out->visited))
             return EV_SAMPLE_OOM;
         out->tries = (uint32_t)t + 1;
         out->low = in->cands->n;
