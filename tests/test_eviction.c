@@ -448,7 +448,8 @@ static void test_active_member_blocks_group(void **state)
 /* A group with a soft-pinned member: the group is the oldest, yet the passes over plain
  * candidates leave it whole (its plain members included); only the soft-pinned phase takes it,
  * whole. On the selective path, on the full one, and by cut (the walk skips the group, and the
- * pass over every eligible object after it takes the next oldest). */
+ * pass over every eligible object after it takes the next oldest), also with one victim a shard
+ * lock hold (a hold that evicts nothing, the group's member, ends its shard's walk). */
 static void soft_group_fixture(struct fx *f)
 {
     struct mc_master_replicate_config c;
@@ -471,9 +472,11 @@ static void soft_group_fixture(struct fx *f)
 static void test_soft_pinned_member_holds_group(void **state)
 {
     (void)state;
-    for (int mode = 0; mode < 3; mode++) {
+    for (int mode = 0; mode < 4; mode++) { /* 3: by cut, one victim a shard lock hold */
         bool full = mode == 1;
-        struct mc_evict_test_opts o = {.force_full = full, .cut_min_objects = mode == 2 ? 1 : 0};
+        struct mc_evict_test_opts o = {.force_full = full,
+                                       .cut_min_objects = mode >= 2 ? 1 : 0,
+                                       .cut_hold_max = mode == 3 ? 1 : 0};
         struct fx *f = fx_new(0, 0, true);
         soft_group_fixture(f);
         mc_master_evict_set_test_opts(f->m, &o);
@@ -489,7 +492,7 @@ static void test_soft_pinned_member_holds_group(void **state)
         /* every plain object wanted: still not the group; the lower bound reaches the
          * soft-pinned phase only when it asks for more than the plain ones */
         assert_int_equal(evict(f, 0.60, 0.60, &st), MC_OK); /* 6 of the 9 left */
-        if (mode == 2)
+        if (mode >= 2)
             assert_int_equal(st.path, MC_EVICT_FULL_FALLBACK);
         assert_int_equal(st.evicted, 6);
         assert_int_equal(count_present(f, "g", 0, 3), 3);

@@ -9,9 +9,10 @@
  * the cycle, and between cycles churn (Removes, which move entries into holes, new Puts, reads).
  * One master evicts by cut, the other materializes every candidate; after each cycle every key's
  * state must be the same on both, and so must the DRAM in use. Small slices make the cut walk
- * several ranges of shards. Ties are compared with one eviction thread (both take tied entries in
- * shard and position order); distinct deadlines with two. One more case: churn between the
- * census and the walk (Removes and reads of old keys), which leaves the walk short, so a pass
+ * several ranges of shards, and a case with three victims a shard lock hold makes each shard's
+ * walk start over several times. Ties are compared with one eviction thread (both take tied
+ * entries in shard and position order); distinct deadlines with two. One more case: churn between
+ * the census and the walk (Removes and reads of old keys), which leaves the walk short, so a pass
  * over every eligible object takes the rest.
  */
 #include <setjmp.h>
@@ -32,8 +33,9 @@
 #define NKEYS 30000
 #define NCYCLES 8
 
-/* Side 0 evicts by cut, side 1 materializes every candidate. */
-static void sides_init(struct side sides[2], uint32_t threads)
+/* Side 0 evicts by cut (at most hold_max victims a shard lock hold; 0: the default), side 1
+ * materializes every candidate. */
+static void sides_init(struct side sides[2], uint32_t threads, uint32_t hold_max)
 {
     for (int sd = 0; sd < 2; sd++) {
         struct mc_evict_test_opts o = {
@@ -41,6 +43,7 @@ static void sides_init(struct side sides[2], uint32_t threads)
             .sample_min_objects = UINT32_MAX,
             .slice_objects = 211,
             .parallel_min_objects = threads > 1 ? 1 : 0,
+            .cut_hold_max = hold_max,
         };
         es_side_init(&sides[sd], sd == 0 ? threads : 1, &o);
     }
@@ -58,10 +61,10 @@ static void compare_keys(struct side sides[2], int nkeys, int cyc)
 }
 
 /* Cycles at large targets with churn between them; per: keys sharing a deadline. */
-static void cut_matches_candidates(uint32_t threads, uint32_t per, uint64_t seed)
+static void cut_matches_candidates(uint32_t threads, uint32_t per, uint64_t seed, uint32_t hold_max)
 {
     static struct side sides[2];
-    sides_init(sides, threads);
+    sides_init(sides, threads, hold_max);
     int nkeys = NKEYS;
     uint32_t *when = malloc(NKEYS * sizeof(*when));
     enum es_kind *kinds = malloc(NKEYS * 2 * sizeof(*kinds));
@@ -116,19 +119,27 @@ static void cut_matches_candidates(uint32_t threads, uint32_t per, uint64_t seed
 static void test_cut_matches_candidates(void **state)
 {
     (void)state;
-    cut_matches_candidates(1, 1, 0xc07c07);
+    cut_matches_candidates(1, 1, 0xc07c07, 0);
+}
+
+/* Three victims a shard lock hold: each shard's walk starts over several times (about 15
+ * victims a shard at the first cycle). */
+static void test_cut_matches_candidates_small_holds(void **state)
+{
+    (void)state;
+    cut_matches_candidates(1, 1, 0x40d5, 3);
 }
 
 static void test_cut_matches_candidates_with_ties(void **state)
 {
     (void)state;
-    cut_matches_candidates(1, 5, 0x7135);
+    cut_matches_candidates(1, 5, 0x7135, 0);
 }
 
 static void test_cut_matches_candidates_two_threads(void **state)
 {
     (void)state;
-    cut_matches_candidates(2, 1, 0x2d2d);
+    cut_matches_candidates(2, 1, 0x2d2d, 0);
 }
 
 static void test_cut_churn_after_census(void **state)
@@ -136,7 +147,7 @@ static void test_cut_churn_after_census(void **state)
     (void)state;
     static struct side sides[2];
     static struct es_churn ch[2];
-    sides_init(sides, 1);
+    sides_init(sides, 1, 0);
     struct mc_evict_stats st[2];
     uint32_t *when = malloc(NKEYS * sizeof(*when));
     assert_non_null(when);
@@ -190,6 +201,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cut_matches_candidates),
+        cmocka_unit_test(test_cut_matches_candidates_small_holds),
         cmocka_unit_test(test_cut_matches_candidates_with_ties),
         cmocka_unit_test(test_cut_matches_candidates_two_threads),
         cmocka_unit_test(test_cut_churn_after_census),

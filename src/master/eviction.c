@@ -54,6 +54,7 @@
 #define EV_HOLD_MIN_ROUND 8192u      /* rounds this large release their buffers in handle order */
 #define EV_SAMPLE_MIN_OBJECTS 65536u /* smaller tables take the census */
 #define EV_CUT_MIN_OBJECTS 65536u    /* smaller tables materialize every candidate instead */
+#define EV_CUT_HOLD_MAX 4096u        /* victims by cut per shard write-lock hold */
 #define EV_BULK_UNLINK_MIN 8u        /* erased objects in one shard for a bulk unlink */
 #define EV_BULK_UNLINK_SHARE 4u      /* ... and at least 1/4 of the shard */
 #define EV_TAIL_AHEAD 16u            /* tail entries (and objects) a shard's round fetches early */
@@ -248,9 +249,13 @@ static void evict_shard(struct ev_round *r, struct mc_shard *s, const struct ev_
 }
 
 /* Victims of a round by cut in s: every entry of s is looked at (blocks whose lease floor is
- * above the cut skipped), and each plain object under the cut is evicted where it lies. */
-static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_worker *w,
-                            struct mc_freelist *fl)
+ * above the cut skipped), and each plain object under the cut is evicted where it lies. One
+ * write-lock hold takes at most hold_max victims (a shard of a very large table would otherwise
+ * be held for its whole walk): then they are evicted and unlinked, the lock dropped, and the
+ * walk starts over (the victims' blocks get exact floors as they are unlinked, so the blocks
+ * walked before are skipped again, except where an entry moved in or a candidate stayed). */
+static bool cut_hold(struct ev_round *r, struct mc_shard *s, struct ev_worker *w,
+                     struct mc_freelist *fl, uint32_t hold_max)
 {
     const uint64_t now = r->cy->now, cut = r->cut;
     struct ev_fwd *f = &r->cy->ev->fwd[s->index];
@@ -258,12 +263,15 @@ static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_wo
     uint32_t n = s->n;
     if (!f->top)
         f->top = n ? n : 1;
-    if (n > w->objs_cap && !ev_reserve((void **)&w->objs, &w->objs_cap, n, sizeof(*w->objs))) {
+    size_t want = n < hold_max ? n : hold_max;
+    if (want > w->objs_cap &&
+        !ev_reserve((void **)&w->objs, &w->objs_cap, want, sizeof(*w->objs))) {
         r->cy->oom = true;
         mc_shard_unlock(s);
-        return;
+        return false;
     }
     size_t cnt = 0;
+    bool more = false; /* stopped at hold_max */
     for (uint32_t base = 0, c = 0; base < n; base += MC_ENT_CHUNK, c++) {
         struct mc_obj_ent *chunk = s->chunks[c];
         const uint64_t *floors = (const uint64_t *)(chunk + MC_ENT_CHUNK);
@@ -281,6 +289,10 @@ static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_wo
                 struct mc_object *o = mc_ent_obj(e);
                 if (ev_classify(bits, lease, now, (bits & MC_ENT_SOFT_PIN) ? o : NULL) != EV_PLAIN)
                     continue;
+                if (cnt == hold_max) {
+                    more = true;
+                    goto walked;
+                }
                 if (lease == cut && atomic_fetch_sub_explicit(&r->eq, 1, memory_order_relaxed) <= 0)
                     continue;
                 __builtin_prefetch(o); /* read by the eviction below, in this order */
@@ -288,15 +300,37 @@ static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_wo
             }
         }
     }
-    /* the round's budget: this shard's victims are taken from it in one step */
+walked:;
+    /* the round's budget: this hold's victims are taken from it in one step */
     int64_t left = atomic_fetch_sub_explicit(&r->budget, (int64_t)cnt, memory_order_relaxed);
-    if (left < (int64_t)cnt)
+    if (left < (int64_t)cnt) {
         cnt = left > 0 ? (size_t)left : 0;
+        more = false;
+    }
     uint32_t ntail = cnt < EV_TAIL_AHEAD ? (uint32_t)cnt : EV_TAIL_AHEAD;
     ntail = ntail < n ? ntail : n;
     for (uint32_t j = 1; j <= ntail; j++)
         __builtin_prefetch(mc_shard_ent(s, n - j));
     evict_resolved(r, s, w->objs, cnt, ntail, w, fl);
+    return more;
+}
+
+/* The holds of s: another while the last stopped at hold_max and evicted something (victims
+ * that stay, a group held by a member's lease, come back to every walk; once they fill a hold
+ * the rest of the shard is left to the cycle's pass over every eligible object). */
+static void evict_shard_cut(struct ev_round *r, struct mc_shard *s, struct ev_worker *w,
+                            struct mc_freelist *fl)
+{
+    const struct mc_evict_test_opts *o = &r->cy->ev->opts;
+    uint32_t hold_max = o->cut_hold_max ? o->cut_hold_max : EV_CUT_HOLD_MAX;
+    for (;;) {
+        uint64_t before = w->evicted;
+        bool more = cut_hold(r, s, w, fl, hold_max);
+        if (!more || w->evicted == before ||
+            atomic_load_explicit(&r->cy->oom, memory_order_relaxed) ||
+            atomic_load_explicit(&r->budget, memory_order_relaxed) <= 0)
+            break;
+    }
 }
 
 /* Evicts the resolved objects[0..cnt) of s (write-locked; NULL: gone), unlinks them, unlocks. */

@@ -41,7 +41,8 @@
  * evicted by cut instead (not when forced full): step 1 collects the plain deadlines only, the
  * primary-th lowest is the cut, and each shard's round walks its entries under its write lock,
  * evicting the plain objects below the cut and, up to the census's quota, those at it, where
- * they lie: no candidate identity is built, selected or found again (a first 0.5 cycle at 1M
+ * they lie (at most EV_CUT_HOLD_MAX of them a lock hold; then the walk starts over): no
+ * candidate identity is built, selected or found again (a first 0.5 cycle at 1M
  * objects: 24 MB of fresh candidates and a selection over them gone). The victims are the full
  * path's: the same deadlines, ties taken (with one eviction thread) in shard and position order
  * as the full census lists them; a group taken along with a victim goes whole, as there, its
@@ -134,6 +135,8 @@ struct mc_evict_test_opts {
      * tables of at least this many objects (0: the default, 65536; UINT32_MAX: never); tests
      * set 1 to run it on small tables. */
     uint32_t cut_min_objects;
+    /* Victims by cut per shard write-lock hold (0: the default, 4096); tests set small ones. */
+    uint32_t cut_hold_max;
 };
 void mc_master_evict_set_test_opts(struct mc_master *m, const struct mc_evict_test_opts *opts);
 
