@@ -4,9 +4,10 @@
  * Right after a reply the client skips its liveness peek (RPCC_FRESH_MS), so a call made just
  * after the server closed the connection (a restart) is written into a dead socket. It must
  * then be sent again on a new connection when the server's socket never took a byte of it,
- * and fail (never sent twice) when the server may have read it. The server here is a raw
- * one in a thread of the test, so that the test decides when it closes and can see every
- * request and connection it gets.
+ * and fail (never sent twice) when the server may have read it. A call whose send fails on a
+ * connection shut locally (another call's timeout cut it) never reached the server whole, and
+ * is sent again too. The server here is a raw one in a thread of the test, so that the test
+ * decides when it closes and can see every request and connection it gets.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -29,7 +30,7 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 
-enum { FIRST_CLOSE_AFTER_REPLY = 0, FIRST_CLOSE_AFTER_READ = 1 };
+enum { FIRST_CLOSE_AFTER_REPLY = 0, FIRST_CLOSE_AFTER_READ = 1, FIRST_KEPT = 2 };
 
 struct fake {
     int lfd;
@@ -92,8 +93,8 @@ static void note(struct fake *f, const char *body)
 }
 
 /* First connection: answers one request, then closes (mode AFTER_REPLY), or answers one,
- * reads a second and closes without answering it (AFTER_READ). Second connection: answers
- * what comes until the client leaves. */
+ * reads a second and closes without answering it (AFTER_READ), or answers what comes until the
+ * client leaves (KEPT). Second connection: answers what comes until the client leaves. */
 static void *fake_main(void *arg)
 {
     struct fake *f = arg;
@@ -111,7 +112,11 @@ static void *fake_main(void *arg)
     }
     if (f->mode == FIRST_CLOSE_AFTER_READ && read_request(fd, &h, body))
         note(f, body); /* read (the kernel acknowledged it), never answered */
-    close(fd);         /* nothing unread: a FIN, as a server that exits */
+    while (f->mode == FIRST_KEPT && read_request(fd, &h, body)) {
+        note(f, body);
+        answer(fd, &h, body);
+    }
+    close(fd); /* nothing unread: a FIN, as a server that exits */
     pthread_mutex_lock(&f->mu);
     f->first_closed = true;
     pthread_cond_broadcast(&f->cv);
@@ -250,11 +255,44 @@ static void test_call_read_by_server_not_resent(void **state)
     assert_false(f.second_answered);
 }
 
+#ifdef MC_TEST_HOOKS
+/* The client shuts its connection just before a request is written (as another call's timeout
+ * would), so the send fails: the request never reached the server, and goes out again on a
+ * new connection. The server sees it once, on the second connection. Before, the call failed
+ * with RPC_FAIL. */
+static void test_call_whose_send_failed_resent(void **state)
+{
+    (void)state;
+    struct fake f;
+    pthread_t th;
+    fake_start(&f, FIRST_KEPT, &th);
+    struct mc_rpc_client *c = client_for(f.port);
+    char got[32];
+    assert_int_equal(echo(c, "first", got), 0);
+    uint64_t fired = mc_rpc_test_drops_fired();
+    mc_rpc_test_drop_next(MC_METHOD_ECHO, MC_RPC_TEST_DROP_SEND_FAILS);
+    assert_int_equal(echo(c, "second", got), 0);
+    assert_string_equal(got, "second");
+    assert_int_equal(mc_rpc_test_drops_fired(), fired + 1);
+    assert_int_equal(echo(c, "third", got), 0);
+    mc_rpc_client_free(c);
+    fake_stop(&f, th);
+    assert_int_equal(f.conns, 2);
+    assert_int_equal(f.requests, 3); /* "second" once: its failed send carried nothing */
+    assert_string_equal(f.seen[1], "second");
+    assert_string_equal(f.seen[2], "third");
+    assert_true(f.second_answered);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_call_after_server_close_reconnects),
         cmocka_unit_test(test_call_read_by_server_not_resent),
+#ifdef MC_TEST_HOOKS
+        cmocka_unit_test(test_call_whose_send_failed_resent),
+#endif
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -572,7 +572,7 @@ static int test_drop_take(uint16_t method)
 int mc_rpc_test_send_iov(int fd, uint16_t method, struct iovec *iov, int n)
 {
     int when = test_drop_take(method);
-    if (when == MC_RPC_TEST_DROP_BEFORE_SEND) {
+    if (when == MC_RPC_TEST_DROP_BEFORE_SEND || when == MC_RPC_TEST_DROP_SEND_FAILS) {
         mc_warn("rpc", "test hook: dropping the connection", "method=%s when=before_send",
                 mc_method_name(method) ? mc_method_name(method) : "?");
         shutdown(fd, SHUT_RDWR);
@@ -635,6 +635,11 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
         p->status = MC_ERR_INVALID_PARAMS;
         return;
     }
+    struct iovec small[8], *tx = niov <= 8 ? small : malloc((size_t)niov * sizeof(*tx));
+    if (!tx) {
+        p->status = MC_ERR_INTERNAL_ERROR;
+        return;
+    }
     uint64_t gen = 0;
     int rc = 0;
     for (int attempt = 0;; attempt++) {
@@ -643,7 +648,7 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
             bool keep = rc == MC_ERR_RPC_TIMEOUT || rc == MC_ERR_UNAUTHENTICATED ||
                         rc == MC_ERR_PROTECTED_MODE || rc == MC_ERR_TLS_REQUIRED;
             p->status = keep ? rc : MC_ERR_RPC_FAIL;
-            return;
+            goto out;
         }
         rpcc_lock(c);
         if (c->up && c->gen == gen)
@@ -651,7 +656,7 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
         rpcc_unlock(c);
         if (attempt >= 1) {
             p->status = MC_ERR_RPC_FAIL;
-            return;
+            goto out;
         }
     }
     p->id = c->next_id++;
@@ -672,11 +677,23 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
 #ifdef MC_TEST_HOOKS
     drop = test_drop_take(method);
 #endif
+    /* the send advances the entries it writes: it writes a copy, so that a call made again
+     * sends the request whole */
+    memcpy(tx, iov, (size_t)niov * sizeof(*tx));
     rpcc_send_lock(c);
     rpcc_lock(c);
     bool same = c->gen == gen && c->up; /* fd still ours: not closed while we hold send_lock */
     rpcc_unlock(c);
-    int sr = !same ? -1 : drop == 1 /* before send */ ? 0 : mc_net_send_iov(fd, iov, niov);
+#ifdef MC_TEST_HOOKS
+    if (same && drop == MC_RPC_TEST_DROP_SEND_FAILS) { /* shut as another call's cut does */
+        atomic_store(&c->shut_local, true);
+        shutdown(fd, SHUT_RDWR);
+    }
+#endif
+    int sr = !same ? -1 : drop == 1 /* before send */ ? 0 : mc_net_send_iov(fd, tx, niov);
+    /* a request whose send failed was never written whole (a partial frame is dropped with its
+     * connection), so the server cannot have run it: do_call sends it again */
+    p->not_sent = sr != 0;
     if (!sr && same && drop != 1) { /* its place in the stream, for mark_not_taken_locked */
         p->tx_len = sizeof(hb) + body_len;
         atomic_store(&p->tx_end, atomic_fetch_add(&c->tx_bytes, p->tx_len) + p->tx_len);
@@ -689,7 +706,7 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
     }
     rpcc_send_unlock(c);
 #ifdef MC_TEST_HOOKS
-    if (drop && same)
+    if (drop && drop != MC_RPC_TEST_DROP_SEND_FAILS && same)
         test_drop_apply(c, fd, gen, drop, method, p);
 #endif
 
@@ -757,6 +774,9 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
          !c->auth.set))
         mc_error(c->name, "the server refused the connection", "server=%s:%u status=%s hint=\"%s\"",
                  c->cfg.host, c->cfg.port, mc_strerror(p->status), mc_auth_hint(p->status));
+out:
+    if (tx != small)
+        free(tx);
 }
 
 /*
@@ -766,21 +786,25 @@ static void call_once(struct mc_rpc_client *c, uint16_t method, struct iovec *io
  * A call sent on a connection the server had just closed (a restart: within RPCC_FRESH_MS of
  * the last reply no liveness peek is made before sending) fails with the break; when the
  * server's socket never took a byte of the request (not_taken, rpc_client_conn.c) the server
- * cannot have run it, and the call is made once more on a new connection.
+ * cannot have run it, and the call is made once more on a new connection. So is a call whose
+ * send failed (not_sent: the connection shut locally, by another call's timeout or failed send,
+ * or gone before the send): its frame never reached the server whole.
  */
 static void do_call(struct mc_rpc_client *c, uint16_t method, struct iovec *iov, int niov,
                     uint32_t server_wait_ms, struct pending *p)
 {
     call_once(c, method, iov, niov, server_wait_ms, p);
-    if (p->status != MC_ERR_RPC_FAIL || !p->not_taken)
+    if (p->status != MC_ERR_RPC_FAIL || !(p->not_taken || p->not_sent))
         return;
-    mc_info(c->name, "request not taken by a closed connection, sending it again",
+    mc_info(c->name,
+            p->not_sent ? "request not sent on a broken connection, sending it again"
+                        : "request not taken by a closed connection, sending it again",
             "server=%s:%u method=%s", c->cfg.host, c->cfg.port,
             mc_method_name(method) ? mc_method_name(method) : "?");
     free(p->resp);
     p->resp = NULL;
     p->resp_len = p->recv_len = 0;
-    p->done = p->receiving = p->cut = p->not_taken = false;
+    p->done = p->receiving = p->cut = p->not_taken = p->not_sent = false;
     p->status = 0;
     p->tx_len = 0;
     atomic_store(&p->tx_end, 0);

@@ -135,10 +135,21 @@ const char *mc_rpc_client_name(const struct mc_rpc_client *c);
  *                                 has arrived (or 2 s passed), before it is read: the server
  *                                 executed the call, the caller never learns its result.
  * Either way that call, and every other call outstanding on the connection, fails with
- * MC_ERR_RPC_FAIL, as on a real drop; the next call reconnects. Up to 8 drops may be armed at
- * once (a further one is ignored); mc_rpc_test_drop_reset() disarms all.
+ * MC_ERR_RPC_FAIL, as on a real drop; the next call reconnects.
+ *   MC_RPC_TEST_DROP_SEND_FAILS   the connection is shut locally just before the request is
+ *                                 written (as another call's timeout cuts it), so the real send
+ *                                 fails: the request never left, and the call is made again on
+ *                                 a new connection (it succeeds; other calls outstanding on
+ *                                 the connection fail). For the tcp peer transport's own
+ *                                 sockets (mc_rpc_test_send_iov) it is BEFORE_SEND.
+ * Up to 8 drops may be armed at once (a further one is ignored); mc_rpc_test_drop_reset()
+ * disarms all.
  */
-enum mc_rpc_test_drop { MC_RPC_TEST_DROP_BEFORE_SEND = 1, MC_RPC_TEST_DROP_AFTER_REPLY = 2 };
+enum mc_rpc_test_drop {
+    MC_RPC_TEST_DROP_BEFORE_SEND = 1,
+    MC_RPC_TEST_DROP_AFTER_REPLY = 2,
+    MC_RPC_TEST_DROP_SEND_FAILS = 3,
+};
 void mc_rpc_test_drop_next(uint16_t method, enum mc_rpc_test_drop when);
 void mc_rpc_test_drop_reset(void);
 /* Armed drops that have fired since the process started. */

@@ -63,6 +63,7 @@ struct pending {
     uint64_t tx_len;
     _Atomic uint64_t tx_end;
     bool not_taken; /* failed by a break that the server's socket never took its bytes from */
+    bool not_sent;  /* its send failed (or its connection was gone first): never whole */
 };
 
 /* Read state of the current connection; touched only by the token holder. */
