@@ -23,6 +23,7 @@
 #include "common/http.h"
 #include "common/metrics.h"
 #include "tools/metrics_scrape.h"
+#include "test_listen.h"
 
 static uint64_t now_ms(void)
 {
@@ -122,17 +123,12 @@ static void test_fetch_own_server(void **state)
 static void test_fetch_deadline(void **state)
 {
     (void)state;
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    assert_true(l >= 0);
-    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(l, 4), 0);
-    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &len), 0);
+    uint16_t port;
+    int l = tl_listen(4, &port);
 
     struct mc_http_reply r;
     uint64_t t0 = now_ms();
-    assert_int_equal(mc_http_fetch("127.0.0.1", ntohs(sa.sin_port), "GET", "/metrics", 300, &r),
+    assert_int_equal(mc_http_fetch("127.0.0.1", port, "GET", "/metrics", 300, &r),
                      MC_HTTP_FETCH_IO);
     uint64_t took = now_ms() - t0;
     assert_null(r.body);
@@ -146,12 +142,8 @@ static void test_fetch_deadline(void **state)
 static void test_fetch_malformed(void **state)
 {
     (void)state;
-    int l = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(sa);
-    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(l, 4), 0);
-    assert_int_equal(getsockname(l, (struct sockaddr *)&sa, &len), 0);
+    uint16_t port;
+    int l = tl_listen(4, &port);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -162,7 +154,7 @@ static void test_fetch_malformed(void **state)
         _exit(0);
     }
     struct mc_http_reply r;
-    assert_int_equal(mc_http_fetch("127.0.0.1", ntohs(sa.sin_port), "GET", "/", 5000, &r),
+    assert_int_equal(mc_http_fetch("127.0.0.1", port, "GET", "/", 5000, &r),
                      MC_HTTP_FETCH_MALFORMED);
     assert_null(r.body);
     close(l);

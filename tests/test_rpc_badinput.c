@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -29,6 +30,7 @@
 #include "common/rpc_server.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "test_listen.h"
 
 #define MAX_FRAME (256u << 10)
 enum { M_DECODE = MC_METHOD_TEST_FIRST + 1 };
@@ -566,19 +568,14 @@ static void test_hostile_server(void **state)
     (void)state;
     for (int mode = 0; mode < 3; mode++) {
         struct evil e = {.mode = mode};
-        e.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET};
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        assert_int_equal(bind(e.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-        assert_int_equal(listen(e.lfd, 4), 0);
-        socklen_t sl = sizeof(sa);
-        getsockname(e.lfd, (struct sockaddr *)&sa, &sl);
+        uint16_t port;
+        e.lfd = tl_listen(4, &port);
         pthread_t th;
         pthread_create(&th, NULL, evil_main, &e);
         struct mc_rpc_client_config cc;
         mc_rpc_client_config_init(&cc);
         cc.host = "127.0.0.1";
-        cc.port = ntohs(sa.sin_port);
+        cc.port = port;
         cc.call_timeout_ms = 3000;
         cc.max_frame_bytes = 1u << 20;
         struct mc_rpc_client *c = NULL;

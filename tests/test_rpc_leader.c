@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -35,6 +36,7 @@
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
+#include "test_listen.h"
 
 #define M_TEST (MC_METHOD_TEST_FIRST + 1)
 
@@ -47,14 +49,7 @@ struct fake {
 
 static void fake_listen(struct fake *f)
 {
-    f->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(f->lfd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&a, sizeof(a)), 0);
-    assert_int_equal(listen(f->lfd, 4), 0);
-    socklen_t l = sizeof(a);
-    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&a, &l), 0);
-    f->port = ntohs(a.sin_port);
+    f->lfd = tl_listen(4, &f->port);
     f->fd = -1;
 }
 

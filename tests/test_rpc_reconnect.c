@@ -29,6 +29,7 @@
 #include "common/rpc_client.h"
 #include "common/wire.h"
 #include "mooncake/errors.h"
+#include "test_listen.h"
 
 enum { FIRST_CLOSE_AFTER_REPLY = 0, FIRST_CLOSE_AFTER_READ = 1, FIRST_KEPT = 2 };
 
@@ -147,14 +148,7 @@ static void fake_start(struct fake *f, int mode, pthread_t *th)
     f->mode = mode;
     pthread_mutex_init(&f->mu, NULL);
     pthread_cond_init(&f->cv, NULL);
-    f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(f->lfd >= 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    assert_int_equal(bind(f->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(f->lfd, 8), 0);
-    socklen_t sl = sizeof(sa);
-    assert_int_equal(getsockname(f->lfd, (struct sockaddr *)&sa, &sl), 0);
-    f->port = ntohs(sa.sin_port);
+    f->lfd = tl_listen(8, &f->port);
     assert_int_equal(pthread_create(th, NULL, fake_main, f), 0);
 }
 

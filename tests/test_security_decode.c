@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -39,6 +40,7 @@
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
 #include "proto/peer.pb-c.h"
+#include "test_listen.h"
 #include "test_skip.h"
 #include "tools/proc_harness.h"
 
@@ -650,13 +652,8 @@ static void test_client_reply_claims_large_body(void **state)
 {
     (void)state;
     struct liar l = {.claim = 60u * MIB};
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    l.lfd = socket(AF_INET, SOCK_STREAM, 0);
-    assert_true(l.lfd >= 0);
-    assert_int_equal(bind(l.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(l.lfd, 1), 0);
-    assert_int_equal(getsockname(l.lfd, (struct sockaddr *)&sa, &sl), 0);
+    uint16_t port;
+    l.lfd = tl_listen(1, &port);
     assert_int_equal(pipe(l.done), 0);
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, liar_main, &l), 0);
@@ -664,7 +661,7 @@ static void test_client_reply_claims_large_body(void **state)
     struct mc_rpc_client_config cc;
     mc_rpc_client_config_init(&cc);
     cc.host = "127.0.0.1";
-    cc.port = ntohs(sa.sin_port);
+    cc.port = port;
     cc.call_timeout_ms = 500;
     struct mc_rpc_client *c;
     assert_int_equal(mc_rpc_client_new(&cc, &c), 0);

@@ -52,6 +52,7 @@
 #include "mooncake/client.h"
 #include "mooncake/errors.h"
 #include "proto/master.pb-c.h"
+#include "test_listen.h"
 
 #define START_MS 20000
 #define CLI_MS 30000
@@ -479,13 +480,9 @@ static void relay_start(struct relay *r, const char *to)
 {
     memset(r, 0, sizeof(*r));
     r->to_port = atoi(strrchr(to, ':') + 1);
-    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sl = sizeof(sa);
-    assert_int_equal(bind(r->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(r->lfd, 4), 0);
-    assert_int_equal(getsockname(r->lfd, (struct sockaddr *)&sa, &sl), 0);
-    r->port = ntohs(sa.sin_port);
+    uint16_t port;
+    r->lfd = tl_listen(4, &port);
+    r->port = port;
     /* the attacker's frame: RemoveAll(force), in plain text */
     Mc__RemoveAllRequest ra = MC__REMOVE_ALL_REQUEST__INIT;
     ra.force = 1;

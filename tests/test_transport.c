@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include <cmocka.h>
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -39,6 +40,7 @@
 #include "common/wire.h"
 #include "mooncake/errors.h"
 #include "proto/peer.pb-c.h"
+#include "test_listen.h"
 
 #define SEG_SIZE (8u << 20)
 #define SLICE (64u << 10)
@@ -314,15 +316,10 @@ static void test_tcp_read_crc_out_of_order(void **state)
     assert_non_null(dst);
     fill(bytes, n, 77);
     struct reverse_peer rp = {.bytes = bytes, .window = 4, .slices = 10};
-    rp.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(rp.lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    assert_int_equal(listen(rp.lfd, 4), 0);
-    socklen_t sl = sizeof(sa);
-    assert_int_equal(getsockname(rp.lfd, (struct sockaddr *)&sa, &sl), 0);
+    uint16_t port;
+    rp.lfd = tl_listen(4, &port);
     char ep[64];
-    snprintf(ep, sizeof(ep), "127.0.0.1:%u", ntohs(sa.sin_port));
+    snprintf(ep, sizeof(ep), "127.0.0.1:%u", port);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, reverse_peer_main, &rp), 0);
     struct mc_tcp_transport_config tc;
@@ -836,14 +833,7 @@ static void fake_start(struct fake *fk, int mode)
     memset(fk, 0, sizeof(*fk));
     fk->mode = mode;
     assert_int_equal(pipe(fk->stop_fd), 0);
-    fk->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fk->lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
-    socklen_t sl = sizeof(sa);
-    getsockname(fk->lfd, (struct sockaddr *)&sa, &sl);
-    fk->port = ntohs(sa.sin_port);
-    assert_int_equal(listen(fk->lfd, 4), 0);
+    fk->lfd = tl_listen(4, &fk->port);
     assert_int_equal(pthread_create(&fk->th, NULL, fake_main, fk), 0);
 }
 
