@@ -1,5 +1,6 @@
 # Eviction: BatchEvict and the eviction tick (issue 7).
-mc_add_test(test_eviction SOURCES test_eviction.c LIBS mc_master_core TIMEOUT 120)
+mc_add_test(test_eviction SOURCES test_eviction.c eviction_sides.c LIBS mc_master_core
+            TIMEOUT 120)
 mc_add_test(test_eviction_concurrency SOURCES test_eviction_concurrency.c LIBS mc_master_core
             Threads::Threads LABELS tsan TIMEOUT 300)
 # A large target evicted in slices, oldest first.

@@ -73,13 +73,11 @@ void es_set_now(struct side *s, uint64_t ms)
     mc_fake_clock_set_ns(&s->fc, ms * 1000000ull);
 }
 
-/* Turns the second MEMORY replica of k into a COMPLETE LOCAL_DISK one (what a finished offload
- * leaves), through the core's internal header as test_eviction.c does. */
-static void make_disk_copy(struct side *s, const char *k)
+void es_make_disk_copy(struct mc_master *m, const char *k)
 {
     struct mc_shard *sh;
     struct mc_object *o =
-        mc_master_lock_find(s->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &sh);
+        mc_master_lock_find(m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &sh);
     assert_non_null(o);
     assert_int_equal(o->nrep, 2);
     struct mc_replica *r = &o->rep[1];
@@ -135,7 +133,7 @@ void es_put_kind(struct side *s, int i, enum es_kind kd)
         return;
     assert_int_equal(mc_master_put_end(s->m, s->client, k, strlen(k), 0, 7, true), MC_OK);
     if (kd == K_DISK)
-        make_disk_copy(s, k);
+        es_make_disk_copy(s->m, k);
 }
 
 void es_read_at(struct side *s, int i, uint64_t ms)

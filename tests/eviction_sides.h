@@ -4,7 +4,7 @@
  * every entry; test_eviction_cut: eviction by cut against materialized candidates). Each side is
  * the master library on its own fake clock with manual ticks, two DRAM segments of client 1,
  * soft-pinned eviction allowed; keys "k-NNNNNN" of ES_OBJ_SIZE bytes of several kinds; a key's
- * state is compared after each cycle.
+ * state is compared after each cycle. test_eviction uses es_make_disk_copy alone.
  */
 #ifndef MC_TESTS_EVICTION_SIDES_H
 #define MC_TESTS_EVICTION_SIDES_H
@@ -64,6 +64,9 @@ struct es_churn {
     int rm_from, rm_every, read_below, read_every;
 };
 void es_churn_hook(struct mc_master *m, void *arg);
+/* Turns the second MEMORY replica of m's 2-replica object k into a COMPLETE LOCAL_DISK one (what
+ * a finished offload leaves), through the core's internal header, under the shard lock. */
+void es_make_disk_copy(struct mc_master *m, const char *k);
 /* A Get of key i at fake time ms (an in-flight key's fails: fine). */
 void es_read_at(struct side *s, int i, uint64_t ms);
 /* Key i's state: -1 gone, else MEMORY replicas * 8 + LOCAL_DISK replicas. */

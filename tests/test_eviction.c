@@ -21,6 +21,7 @@
 
 #include "common/hash.h"
 #include "common/metrics.h"
+#include "eviction_sides.h"
 #include "master/eviction.h"
 #include "master/master_internal.h"
 #include "master/objects.h"
@@ -164,32 +165,6 @@ static void pin_replica(struct fx *f, const char *k)
         mc_master_lock_find(f->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &s);
     assert_non_null(o);
     o->rep[0].refcnt++;
-    mc_shard_refresh_bits(s, o);
-    mc_shard_unlock(s);
-}
-
-/* Turns the second MEMORY replica of a 2-replica object into a COMPLETE LOCAL_DISK one (what a
- * finished offload will leave). */
-static void make_disk_copy(struct fx *f, const char *k)
-{
-    struct mc_shard *s;
-    struct mc_object *o =
-        mc_master_lock_find(f->m, mc_hash_key(k, strlen(k)), k, strlen(k), true, &s);
-    assert_non_null(o);
-    assert_int_equal(o->nrep, 2);
-    struct mc_replica *r = &o->rep[1];
-    mc_segment_release(r->u.seg, r->handle, o->size);
-    struct mc_holder *h = calloc(1, sizeof(*h));
-    assert_non_null(h);
-    atomic_init(&h->refs, 1);
-    atomic_init(&h->dead, false);
-    h->id = tm_id(9);
-    snprintf(h->endpoint, sizeof(h->endpoint), "10.0.0.9:17009");
-    r->u.holder = h;
-    r->type = MC_REPLICA_TYPE_LOCAL_DISK;
-    r->status = MC_REPLICA_STATUS_COMPLETE;
-    r->handle = 0;
-    r->offset = 0;
     mc_shard_refresh_bits(s, o);
     mc_shard_unlock(s);
 }
@@ -786,7 +761,7 @@ static void test_disk_only_objects(void **state)
         touch(f, key("d", i));
     expire_all(f);
     for (int i = 0; i < 50; i++) /* internal: the offload issue will attach these */
-        make_disk_copy(f, key("d", i));
+        es_make_disk_copy(f->m, key("d", i));
     struct mc_evict_stats st;
     /* 0.10 of 100 = 10 oldest: they keep their disk copy and lose only DRAM. */
     assert_int_equal(evict(f, 0.10, 0.10, &st), MC_OK);
