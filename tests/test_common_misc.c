@@ -121,15 +121,17 @@ static void test_crc32c_long_buffers(void **state)
     free(buf);
 }
 
-/* The copy fused with the CRC moves the same bytes as memcpy and gives the same CRC as a
- * separate pass, for every length 0..4096 at odd source and destination alignments, with a
- * running CRC carried in, and across its 32 KiB chunks. Bytes around the destination stay. */
-static void test_crc32c_copy_equals_copy_then_crc(void **state)
+typedef uint32_t (*copy_crc_fn)(uint32_t crc, void *dst, const void *src, size_t len);
+
+/* fn moves the same bytes as memcpy and gives the same CRC as a separate pass (the table
+ * implementation), for every length 0..4096 at odd source and destination alignments, with a
+ * running CRC carried in, and across 32 KiB chunks and 256-byte fold blocks. Bytes around the
+ * destination stay. */
+static void check_copy_crc(copy_crc_fn fn, const char *name)
 {
     const size_t max = 3 * 32768 + 4096;
     uint8_t *src = malloc(max + 16), *got = malloc(max + 32), *want = malloc(max + 32);
     uint64_t x = 0x452821e638d01377ull;
-    (void)state;
     assert_non_null(src);
     assert_non_null(got);
     assert_non_null(want);
@@ -146,23 +148,32 @@ static void test_crc32c_copy_equals_copy_then_crc(void **state)
             memset(got, 0xa5, len + d + 8);
             memset(want, 0xa5, len + d + 8);
             uint32_t seed = (uint32_t)(len * 2654435761u);
-            uint32_t c = mc_crc32c_copy(seed, got + d, src + so, len);
+            uint32_t c = fn(seed, got + d, src + so, len);
             memcpy(want + d, src + so, len);
             uint32_t w = mc_crc32c_extend_sw(seed, want + d, len);
             if (c != w || memcmp(got, want, len + d + 8) != 0)
-                fail_msg("len %zu src+%zu dst+%zu: crc %08x want %08x, bytes %s", len, so, d, c, w,
-                         memcmp(got, want, len + d + 8) ? "differ" : "same");
+                fail_msg("%s: len %zu src+%zu dst+%zu: crc %08x want %08x, bytes %s", name, len, so,
+                         d, c, w, memcmp(got, want, len + d + 8) ? "differ" : "same");
         }
     }
     static const size_t lens[] = {32767, 32768, 32769, 2 * 32768 + 1, 3 * 32768 + 4095};
     for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
-        uint32_t c = mc_crc32c_copy(0, got + 3, src + 1, lens[i]);
-        assert_int_equal(c, mc_crc32c_extend_sw(0, src + 1, lens[i]));
+        uint32_t c = fn(0xdeadbeef, got + 3, src + 1, lens[i]);
+        assert_int_equal(c, mc_crc32c_extend_sw(0xdeadbeef, src + 1, lens[i]));
         assert_memory_equal(got + 3, src + 1, lens[i]);
     }
     free(src);
     free(got);
     free(want);
+}
+
+/* The copy fused with the CRC (the fold where the CPU has VPCLMULQDQ) and the chunked copy. */
+static void test_crc32c_copy_equals_copy_then_crc(void **state)
+{
+    (void)state;
+    print_message("mc_crc32c_copy: %s\n", mc_crc32c_copy_folds() ? "fold" : "chunked");
+    check_copy_crc(mc_crc32c_copy, "mc_crc32c_copy");
+    check_copy_crc(mc_crc32c_copy_chunked, "mc_crc32c_copy_chunked");
 }
 
 /* ---- hashing --------------------------------------------------------------------------------- */

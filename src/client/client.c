@@ -29,6 +29,7 @@
 #include "client/client_id.h"
 #include "client/client_internal.h"
 #include "common/auth.h"
+#include "common/crc32c.h"
 #include "common/lock_order.h"
 #include "common/tls.h"
 #include "common/log.h"
@@ -306,18 +307,36 @@ int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, s
     return 0;
 }
 
-int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
-                         void *buf, size_t len)
+/* mc_client_replica_io; a write with crc also sets *crc to the CRC32C of the bytes (taken as
+ * they are copied when the replica is local). */
+static int replica_xfer(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
+                        void *buf, size_t len, uint32_t *crc)
 {
     struct mc_xfer_loc loc;
     bool local;
     int rc = mc_client_replica_loc(c, r, len, &loc, &local);
     if (rc)
         return rc;
+    if (crc && is_write && local)
+        return mc_transport_local_write_crc(c->local, &loc, buf, len, crc);
+    if (crc)
+        *crc = mc_crc32c(buf, len);
     struct mc_transport *t = local ? c->local : c->tcp;
     if (!local && mc_client_replica_is_rdma(c, r))
         t = c->rdma;
     return is_write ? mc_transport_write(t, &loc, buf, len) : mc_transport_read(t, &loc, buf, len);
+}
+
+int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
+                         void *buf, size_t len)
+{
+    return replica_xfer(c, r, is_write, buf, len, NULL);
+}
+
+int mc_client_replica_write_crc(struct mc_client *c, const Mc__ReplicaDescriptor *r,
+                                const void *buf, size_t len, uint32_t *crc)
+{
+    return replica_xfer(c, r, true, (void *)buf, len, crc);
 }
 
 /* ---- open / close ------------------------------------------------------------------------ */

@@ -96,6 +96,11 @@ Mc__Uuid *mc_client_uuid(const struct mc_client *c, Mc__Uuid *u);
 bool mc_client_replica_is_rdma(const struct mc_client *c, const Mc__ReplicaDescriptor *r);
 int mc_client_replica_io(struct mc_client *c, const Mc__ReplicaDescriptor *r, bool is_write,
                          void *buf, size_t len);
+/* A write by mc_client_replica_io that also sets *crc to the CRC32C of the len bytes, taken
+ * while they are copied when the replica is in this process's segment (one pass), else in a
+ * pass of its own. */
+int mc_client_replica_write_crc(struct mc_client *c, const Mc__ReplicaDescriptor *r,
+                                const void *buf, size_t len, uint32_t *crc);
 /* Where len bytes of MEMORY replica r are, and whether this process serves its segment (then
  * the local transport moves them). INVALID_REPLICA for a descriptor that cannot hold them. */
 int mc_client_replica_loc(struct mc_client *c, const Mc__ReplicaDescriptor *r, size_t len,

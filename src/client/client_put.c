@@ -87,15 +87,14 @@ static size_t remote_replica(struct mc_client *c, Mc__ReplicaDescriptor **reps, 
 }
 
 /* Writes value to every replica of a PutStart answer and sets *crc to its CRC32C: computed
- * during the first remote replica's transfer when there is one, else in a pass of its own. */
+ * during the first remote replica's transfer when there is one, else during the first
+ * replica's copy (mc_client_replica_write_crc). */
 int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, size_t n,
                              const void *buf, size_t len, uint32_t *crc)
 {
     if (n == 0)
         return MC_ERR_INVALID_REPLICA;
     size_t wire = remote_replica(c, reps, n);
-    if (wire == n)
-        *crc = mc_crc32c(buf, len);
     for (size_t i = 0; i < n; i++) {
         int rc;
         const Mc__MemoryLocation *m = reps[i]->memory;
@@ -106,6 +105,8 @@ int mc_client_write_replicas(struct mc_client *c, Mc__ReplicaDescriptor **reps, 
                                       .mount_epoch = m->mount_epoch};
             *crc = 0;
             rc = mc_transport_tcp_write_crc(c->tcp, &loc, buf, len, crc);
+        } else if (wire == n && i == 0) {
+            rc = mc_client_replica_write_crc(c, reps[i], buf, len, crc);
         } else {
             if (i == wire)
                 *crc = mc_crc32c(buf, len);

@@ -127,6 +127,9 @@ int mc_transport_local_new(struct mc_peer_server *ps, struct mc_transport **out)
  * CRC32C of the len bytes, computed while they are copied (one pass over them). */
 int mc_transport_local_read_crc(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst,
                                 size_t len, uint32_t *crc);
+/* The same for a write: *crc is the CRC32C of the len bytes of src, taken as they are copied. */
+int mc_transport_local_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
+                                 const void *src, size_t len, uint32_t *crc);
 
 struct mc_tcp_transport_config {
     uint32_t connect_timeout_ms;   /* 0 = 3000 */

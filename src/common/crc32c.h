@@ -9,6 +9,7 @@
 #ifndef MC_COMMON_CRC32C_H
 #define MC_COMMON_CRC32C_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,9 +23,14 @@ static inline uint32_t mc_crc32c(const void *data, size_t len)
     return mc_crc32c_extend(0, data, len);
 }
 /* Copies len bytes from src to dst (which must not overlap) and returns crc extended over
- * them, with one pass over memory (32 KiB at a time: copied, then checksummed while in L1):
- * mc_crc32c_copy(c, d, s, n) == (memcpy(d, s, n), mc_crc32c_extend(c, s, n)). */
+ * them, with one pass over memory: mc_crc32c_copy(c, d, s, n) == (memcpy(d, s, n),
+ * mc_crc32c_extend(c, s, n)). Where the CPU has AVX-512 and VPCLMULQDQ each 64-byte block is
+ * loaded once, stored and folded into the CRC (mc_crc32c_copy_folds() says so); elsewhere, and
+ * for values under 256 bytes, it is mc_crc32c_copy_chunked. */
 uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
+/* The same result, 32 KiB at a time: copied, then checksummed while in L1. */
+uint32_t mc_crc32c_copy_chunked(uint32_t crc, void *dst, const void *src, size_t len);
+bool mc_crc32c_copy_folds(void);
 /* A slicing-by-8 table implementation, independent of ISA-L: the tests' and bench's reference. */
 uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len);
 
