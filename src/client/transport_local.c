@@ -15,18 +15,29 @@ struct local_transport {
     struct mc_peer_server *ps;
 };
 
-static int local_write(struct mc_transport *t, const struct mc_xfer_loc *dst, const void *src,
-                       size_t len)
+/* A write into the segment; with crc, *crc is the CRC32C of the bytes, taken as they are copied. */
+static int write_into(struct local_transport *lt, const struct mc_xfer_loc *dst, const void *src,
+                      size_t len, uint32_t *crc)
 {
-    struct local_transport *lt = (struct local_transport *)t;
     uint8_t *p = NULL;
+    if (crc)
+        *crc = 0;
     int rc =
         mc_peer_server_resolve(lt->ps, dst->segment_id, dst->mount_epoch, dst->offset, len, &p);
     if (rc == 0 && len) {
         mc_peer_server_note_write(lt->ps, dst->segment_id, dst->offset, len);
-        mc_peer_server_copy_in(lt->ps, p, src, len);
+        if (crc)
+            *crc = mc_peer_server_copy_out_crc(lt->ps, p, src, len);
+        else
+            mc_peer_server_copy_in(lt->ps, p, src, len);
     }
     return rc;
+}
+
+static int local_write(struct mc_transport *t, const struct mc_xfer_loc *dst, const void *src,
+                       size_t len)
+{
+    return write_into((struct local_transport *)t, dst, src, len, NULL);
 }
 
 static int local_read(struct mc_transport *t, const struct mc_xfer_loc *src, void *dst, size_t len)
@@ -56,16 +67,7 @@ int mc_transport_local_read_crc(struct mc_transport *t, const struct mc_xfer_loc
 int mc_transport_local_write_crc(struct mc_transport *t, const struct mc_xfer_loc *dst,
                                  const void *src, size_t len, uint32_t *crc)
 {
-    struct local_transport *lt = (struct local_transport *)t;
-    uint8_t *p = NULL;
-    *crc = 0;
-    int rc =
-        mc_peer_server_resolve(lt->ps, dst->segment_id, dst->mount_epoch, dst->offset, len, &p);
-    if (rc == 0 && len) {
-        mc_peer_server_note_write(lt->ps, dst->segment_id, dst->offset, len);
-        *crc = mc_peer_server_copy_out_crc(lt->ps, p, src, len);
-    }
-    return rc;
+    return write_into((struct local_transport *)t, dst, src, len, crc);
 }
 
 static void local_free(struct mc_transport *t)
