@@ -218,10 +218,10 @@ struct batch {
 };
 
 /* Writes every replica of the started keys (status 0; j indexes idx): local ones with
- * memcpy, rdma ones (protocol rdma) as one rdma batch (each holder's keys one stream of WRITEs
- * on one queue pair), the other remote ones as one transport batch (one peer round trip per
- * endpoint). w[j] gets
- * the key's write result, crc[j] its value's CRC32C. */
+ * memcpy (the first of a key taking its CRC as it copies, when no remote one does), rdma ones
+ * (protocol rdma) as one rdma batch (each holder's keys one stream of WRITEs on one queue pair),
+ * the other remote ones as one transport batch (one peer round trip per endpoint). w[j] gets the
+ * key's write result, crc[j] its value's CRC32C. */
 static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__PutStartResult **pr,
                        int *w, uint32_t *crc)
 {
@@ -246,14 +246,19 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
         if (pr[j]->status)
             continue;
         size_t i = idx[j];
-        bool crc_on_wire = false;
+        bool crc_on_wire = false, crc_copied = false;
         if (pr[j]->n_replicas == 0)
             w[j] = MC_ERR_INVALID_REPLICA;
         for (size_t k = 0; k < pr[j]->n_replicas && !w[j]; k++) {
             struct mc_xfer_loc loc;
             bool local = false;
             int x = mc_client_replica_loc(b->c, pr[j]->replicas[k], b->lens[i], &loc, &local);
-            if (x == 0 && local)
+            if (x == 0 && local && !crc_on_wire && !crc_copied) {
+                /* the first replica in this process's segment checksums the value as it copies */
+                x = mc_transport_local_write_crc(b->c->local, &loc, b->bufs[i], b->lens[i],
+                                                 &crc[j]);
+                crc_copied = true;
+            } else if (x == 0 && local)
                 x = mc_transport_write(b->c->local, &loc, b->bufs[i], b->lens[i]);
             else if (x == 0 && mc_client_replica_is_rdma(b->c, pr[j]->replicas[k])) {
                 ritems[nr] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0, NULL};
@@ -261,14 +266,14 @@ static int batch_write(const struct batch *b, const size_t *idx, size_t m, Mc__P
             } else if (x == 0) {
                 /* the first remote replica's transfer also checksums the value */
                 items[ni] = (struct mc_xfer_item){loc, (void *)b->bufs[i], b->lens[i], 0,
-                                                  crc_on_wire ? NULL : &crc[j]};
+                                                  crc_on_wire || crc_copied ? NULL : &crc[j]};
                 crc_on_wire = true;
                 owner[ni++] = j;
             }
             if (x)
                 w[j] = x == MC_ERR_INVALID_REPLICA ? x : MC_ERR_TRANSFER_FAIL;
         }
-        if (!crc_on_wire && !w[j])
+        if (!crc_on_wire && !crc_copied && !w[j])
             crc[j] = mc_crc32c(b->bufs[i], b->lens[i]);
     }
     int rrc = nr ? mc_transport_batch(b->c->rdma, true, ritems, nr) : 0;
