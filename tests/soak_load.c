@@ -321,12 +321,14 @@ static void poll_control(FILE *f)
             if (nf)
                 atomic_store(&g.fault_kill_ms[(nf - 1) % MAX_FAULTS], run_ms());
         } else if (strncmp(line, "end ", 4) == 0) {
+            /* the end time before the window closes: a worker that sees no window active must
+             * see its grace (this thread may be preempted between the two) */
+            uint64_t nf = atomic_load(&g.fault_begins), end = run_ms();
+            if (nf)
+                atomic_store(&g.fault_end_ms[(nf - 1) % MAX_FAULTS], end);
+            atomic_store(&g.fault_last_end_ms, end);
             if (atomic_load(&g.fault_active) > 0)
                 atomic_fetch_sub(&g.fault_active, 1);
-            uint64_t nf = atomic_load(&g.fault_begins);
-            if (nf)
-                atomic_store(&g.fault_end_ms[(nf - 1) % MAX_FAULTS], run_ms());
-            atomic_store(&g.fault_last_end_ms, run_ms());
             fprintf(stderr, "soak_load: t=%.1fs fault ends: %s", (double)run_ms() / 1000, line);
         }
     }
