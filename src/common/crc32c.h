@@ -26,10 +26,11 @@ static inline uint32_t mc_crc32c(const void *data, size_t len)
  * them, with one pass over memory: mc_crc32c_copy(c, d, s, n) == (memcpy(d, s, n),
  * mc_crc32c_extend(c, s, n)). Where the CPU has AVX-512 and VPCLMULQDQ each 64-byte block is
  * loaded once, stored and folded into the CRC (mc_crc32c_copy_folds() says so); elsewhere, and
- * for values under 256 bytes, it is mc_crc32c_copy_chunked. */
+ * for values under 512 bytes, it is mc_crc32c_copy_chunked. */
 uint32_t mc_crc32c_copy(uint32_t crc, void *dst, const void *src, size_t len);
 /* The same result, 32 KiB at a time: copied, then checksummed while in L1. */
 uint32_t mc_crc32c_copy_chunked(uint32_t crc, void *dst, const void *src, size_t len);
+/* Whether mc_crc32c_copy folds (the CPU has AVX-512 and VPCLMULQDQ), for the tests and bench. */
 bool mc_crc32c_copy_folds(void);
 /* A slicing-by-8 table implementation, independent of ISA-L: the tests' and bench's reference. */
 uint32_t mc_crc32c_extend_sw(uint32_t crc, const void *data, size_t len);
