@@ -135,6 +135,64 @@ static struct mc_master *restart(struct mc_master *m, struct mc_fake_clock *fc, 
     return new_master_with(fc, 0, with_offload);
 }
 
+/* A Put of key by c with its replica on the segment named seg. */
+static void put_on(struct mc_master *m, struct mc_id c, const char *key, const char *seg)
+{
+    struct mc_master_replicate_config rc;
+    mc_master_replicate_config_init(&rc);
+    const char *pref[1] = {seg};
+    rc.preferred_segments = pref;
+    rc.n_preferred = 1;
+    struct mc_put_start_result ps;
+    assert_int_equal(mc_master_put_start(m, c, key, strlen(key), 4096, &rc, &ps), MC_OK);
+    assert_int_equal(mc_master_put_end(m, c, key, strlen(key), ps.version, 1, true), MC_OK);
+}
+
+/* Pushes for an owner that keeps no stream are dropped and draw no id: first with no stream open
+ * at all (the table is not even looked at), then beside one holder that has one. A drop for
+ * that holder gets the next id of the one id space (offload's, with a disk tier). */
+static void test_pushes_without_a_stream(void **state)
+{
+    (void)state;
+    struct rig r;
+    memset(&r, 0, sizeof(r));
+    mc_fake_clock_init(&r.fc, 1000ull * 1000000000ull);
+    r.m = new_master_with(&r.fc, 0, true);
+    r.a = tm_id(1);
+    r.b = tm_id(2);
+    r.sa = tm_seg(1, 64 * MIB);
+    r.sb = tm_seg(2, 64 * MIB);
+    assert_int_equal(mc_master_mount_segment(r.m, r.a, &r.sa, NULL), MC_OK);
+    assert_int_equal(mc_master_mount_segment(r.m, r.b, &r.sb, NULL), MC_OK);
+    struct mc_mailboxes *ids = mc_offload_mailboxes(r.m);
+    assert_non_null(ids);
+    uint64_t id0 = mc_mailboxes_reserve_id(ids);
+    struct mc_holder_stream_stats st;
+    /* no stream anywhere: a commit and a drop, both dropped */
+    put_on(r.m, r.a, "k1", r.sa.name);
+    assert_int_equal(mc_master_remove(r.m, "k1", 2, true), MC_OK);
+    mc_holder_stream_stats(r.m, &st);
+    assert_int_equal(st.commits, 0);
+    assert_int_equal(st.dropped, 2);
+    /* b opens its stream; a still has none */
+    assert_int_equal(mc_master_holder_heartbeat(r.m, r.b, 0, 0, capture, &r.cb), 0);
+    put_on(r.m, r.a, "k2", r.sa.name);
+    put_on(r.m, r.b, "k3", r.sb.name);
+    assert_int_equal(mc_master_remove(r.m, "k3", 2, true), MC_OK);
+    assert_int_equal(mc_master_remove(r.m, "k2", 2, true), MC_OK);
+    mc_holder_stream_stats(r.m, &st);
+    assert_int_equal(st.commits, 2); /* k3's commit and drop */
+    assert_int_equal(st.dropped, 4); /* and k2's two */
+    assert_int_equal(mc_master_holder_heartbeat(r.m, r.b, 0, 0, capture, &r.cb), 0);
+    assert_int_equal(r.cb.n, 1);
+    assert_string_equal(r.cb.keys[0], "k3");
+    assert_int_equal(r.cb.drop_items, 1);
+    assert_int_equal(r.cb.ndrops, 1);
+    assert_int_equal(r.cb.drop_ids[0], id0 + 1); /* drawn by the one queued drop only */
+    assert_int_equal(mc_mailboxes_reserve_id(ids), id0 + 2);
+    mc_master_free(r.m);
+}
+
 static void test_backlog_fences(void **state)
 {
     (void)state;
@@ -552,6 +610,7 @@ static void test_listing_is_authoritative(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pushes_without_a_stream),
         cmocka_unit_test(test_backlog_fences),
         cmocka_unit_test(test_reregister_rules),
         cmocka_unit_test(test_remove_waits_for_holder),

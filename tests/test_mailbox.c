@@ -627,6 +627,43 @@ static void test_task_source_travels(void **state)
 /* A quiet push (made under a master lock) queues at once but answers the parked poll only at
  * mc_mailboxes_wake; polls are answered at their deadline by mc_mailboxes_tick_polls, which
  * expires no task; kind-limited completion, cancel and expiry leave other kinds alone. */
+/* A bare push whose id comes from another table (holder_stream's drops draw from offload's id
+ * space): no id is drawn for a holder with no mailbox; a found one gets the other table's next
+ * id. mc_mailboxes_any follows opens and closes. */
+static void test_push_from_draws_id_only_when_found(void **state)
+{
+    struct fx *f = *state;
+    struct mc_mailboxes *ids = mc_mailboxes_new(&f->clk.clock, 0);
+    assert_non_null(ids);
+    assert_false(mc_mailboxes_any(ids));
+    assert_true(mc_mailboxes_any(f->t));
+    uint64_t id0 = mc_mailboxes_reserve_id(ids);
+    uint64_t own0 = mc_mailboxes_reserve_id(f->t);
+    const struct mc_id nobody = {.hi = 9, .lo = 9};
+    assert_int_equal(mc_mailbox_push_quiet_from(f->t, nobody, MC_TASK_DELETE, "x", 1, 5, ids),
+                     MC_ERR_CLIENT_NOT_FOUND);
+    assert_int_equal(mc_mailbox_push_quiet_from(f->t, f->a, MC_TASK_DELETE, "d", 1, 6, ids), MC_OK);
+    struct mc_task_list got = {0};
+    assert_int_equal(mc_mailbox_pull(f->t, f->a, MC_TASK_KIND_BIT(MC_TASK_DELETE), 0, &got), MC_OK);
+    assert_int_equal(got.n, 1);
+    assert_string_equal(got.head->key, "d");
+    assert_int_equal(got.head->version, 6);
+    assert_int_equal(got.head->task_id, id0 + 1); /* the failed push drew nothing */
+    mc_task_list_free(&got);
+    assert_int_equal(mc_mailboxes_reserve_id(ids), id0 + 2);
+    assert_int_equal(mc_mailboxes_reserve_id(f->t), own0 + 1); /* its own space untouched */
+    struct mc_task_list l = {0};
+    (void)mc_mailbox_close(f->t, f->a, &l);
+    mc_task_list_free(&l);
+    assert_true(mc_mailboxes_any(f->t));
+    (void)mc_mailbox_close(f->t, f->b, &l);
+    mc_task_list_free(&l);
+    assert_false(mc_mailboxes_any(f->t));
+    assert_int_equal(mc_mailbox_open(f->t, f->a), MC_OK);
+    assert_true(mc_mailboxes_any(f->t));
+    mc_mailboxes_free(ids);
+}
+
 static void test_quiet_push_wake_and_kinds(void **state)
 {
     struct fx *f = *state;
@@ -685,6 +722,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_longpoll_answered_on_arrival, setup, teardown),
         cmocka_unit_test_setup_teardown(test_task_source_travels, setup, teardown),
         cmocka_unit_test_setup_teardown(test_quiet_push_wake_and_kinds, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_push_from_draws_id_only_when_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_longpoll_answered_at_deadline, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queued_answer_bounded_by_max_items, setup, teardown),
         cmocka_unit_test_setup_teardown(test_queue_limit_counts_in_flight, setup_limit3, teardown),

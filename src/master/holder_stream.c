@@ -95,6 +95,8 @@ static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
     MC_ASSERT(mc_lo_holds(MC_LO_SHARD, s->index, false));
     struct mc_holder_stream *hs = m->hstream;
     const char *key = mc_obj_key(o);
+    /* no holder keeps a stream: no mailbox to find (each lookup locks the table) */
+    const bool any = mc_mailboxes_any(hs->mb);
     for (uint32_t i = 0; i < o->nrep; i++) {
         const struct mc_replica *r = &o->rep[i];
         if (r->type != MC_REPLICA_TYPE_MEMORY || !r->u.seg)
@@ -107,14 +109,16 @@ static void push_locked(struct mc_master *m, struct mc_shard *s, struct mc_objec
         struct mc_task_src src = {
             .segment = seg->desc.id, .mount_epoch = seg->mount_epoch, .offset = r->offset};
         int rc;
-        if (drop) {
+        if (!any) {
+            rc = MC_ERR_CLIENT_NOT_FOUND;
+        } else if (drop) {
             /* the holder acks every drop by its id, and an ack settles the waiting delete of
              * that id (delwait): a drop's id comes from the one space the tracked deletes use
              * (offload's table when there is one), or a holder's ack of this drop would settle
              * another key's Remove that drew the same number from the other table */
             struct mc_mailboxes *ids = m->offload ? mc_offload_mailboxes(m) : hs->mb;
-            rc = mc_mailbox_push_quiet_id(hs->mb, seg->owner, HS_KIND, key, o->key_len, o->version,
-                                          0, 0, false, 0, mc_mailboxes_reserve_id(ids));
+            rc = mc_mailbox_push_quiet_from(hs->mb, seg->owner, HS_KIND, key, o->key_len,
+                                            o->version, ids);
         } else {
             rc = mc_mailbox_push_quiet(hs->mb, seg->owner, HS_KIND, key, o->key_len, o->version,
                                        o->size, o->crc, (o->flags & MC_OBJ_HAS_CRC) != 0, 0, &src,

@@ -46,6 +46,7 @@ struct mc_mailboxes {
     pthread_mutex_t lock;
     struct mc_mbox **v;
     size_t n, cap;
+    _Atomic uint32_t nopen; /* n, for mc_mailboxes_any without the lock */
     _Atomic uint64_t next_id;
     _Atomic uint64_t present; /* tasks queued + in flight, all mailboxes */
     _Atomic uint64_t queued, pulled, completed, nacked, expired, cancelled, refused, parked;
@@ -72,7 +73,7 @@ struct answers {
 
 static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                      const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                     bool crc_valid, uint64_t deadline_ms, uint64_t id,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, struct mc_mailboxes *ids,
                      const struct mc_task_src *src, uint64_t *task_id, bool quiet);
 
 void mc_task_list_free(struct mc_task_list *l)
@@ -317,6 +318,7 @@ int mc_mailbox_open(struct mc_mailboxes *t, struct mc_id holder)
     b->id = holder;
     pthread_mutex_init(&b->lock, NULL);
     t->v[t->n++] = b;
+    atomic_store_explicit(&t->nopen, (uint32_t)t->n, memory_order_relaxed);
 out:
     table_unlock(t);
     return rc;
@@ -342,6 +344,7 @@ int mc_mailbox_close(struct mc_mailboxes *t, struct mc_id holder, struct mc_task
     }
     struct mc_mbox *b = t->v[i];
     t->v[i] = t->v[--t->n];
+    atomic_store_explicit(&t->nopen, (uint32_t)t->n, memory_order_relaxed);
     mc_lo_acquire(MC_LO_MAILBOX, 0);
     pthread_mutex_lock(&b->lock); /* waits for a user that found it before the unlink */
     mbox_drain(t, b, cancelled, &ans);
@@ -432,14 +435,14 @@ int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task
     if (task_id == 0)
         return MC_ERR_INVALID_PARAMS;
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
-                     task_id, NULL, NULL, false);
+                     task_id, NULL, NULL, NULL, false);
 }
 
 /* Queues a task with id (0: draw one); quiet: a parked poll is only marked for
  * mc_mailboxes_wake, not answered here. */
 static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                      const char *key, size_t key_len, uint64_t version, uint64_t size, uint32_t crc,
-                     bool crc_valid, uint64_t deadline_ms, uint64_t id,
+                     bool crc_valid, uint64_t deadline_ms, uint64_t id, struct mc_mailboxes *ids,
                      const struct mc_task_src *src, uint64_t *task_id, bool quiet)
 {
     if ((unsigned)kind >= MC_TASK_NKINDS || !key || key_len == 0 || key_len > UINT16_MAX)
@@ -479,7 +482,7 @@ static int push_task(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_k
         x->has_src = true;
         x->src = *src;
     }
-    x->task_id = id ? id : atomic_fetch_add(&t->next_id, 1);
+    x->task_id = id ? id : atomic_fetch_add(&(ids ? ids : t)->next_id, 1);
     if (task_id)
         *task_id = x->task_id;
     x->prev = b->qtail;
@@ -516,7 +519,7 @@ int mc_mailbox_push(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_ki
                     bool crc_valid, uint64_t deadline_ms, uint64_t *task_id)
 {
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
-                     NULL, task_id, false);
+                     NULL, NULL, task_id, false);
 }
 
 int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
@@ -525,7 +528,7 @@ int mc_mailbox_push_quiet(struct mc_mailboxes *t, struct mc_id holder, enum mc_t
                           const struct mc_task_src *src, uint64_t *task_id)
 {
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms, 0,
-                     src, task_id, true);
+                     NULL, src, task_id, true);
 }
 
 int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
@@ -535,7 +538,20 @@ int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum m
     if (task_id == 0)
         return MC_ERR_INVALID_PARAMS;
     return push_task(t, holder, kind, key, key_len, version, size, crc, crc_valid, deadline_ms,
-                     task_id, NULL, NULL, true);
+                     task_id, NULL, NULL, NULL, true);
+}
+
+int mc_mailbox_push_quiet_from(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                               const char *key, size_t key_len, uint64_t version,
+                               struct mc_mailboxes *ids)
+{
+    return push_task(t, holder, kind, key, key_len, version, 0, 0, false, 0, 0, ids, NULL, NULL,
+                     true);
+}
+
+bool mc_mailboxes_any(struct mc_mailboxes *t)
+{
+    return atomic_load_explicit(&t->nopen, memory_order_relaxed) != 0;
 }
 
 int mc_mailbox_pull(struct mc_mailboxes *t, struct mc_id holder, uint32_t kinds, uint32_t max,

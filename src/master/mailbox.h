@@ -148,6 +148,15 @@ int mc_mailbox_push_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task
 int mc_mailbox_push_quiet_id(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
                              const char *key, size_t key_len, uint64_t version, uint64_t size,
                              uint32_t crc, bool crc_valid, uint64_t deadline_ms, uint64_t task_id);
+/* mc_mailbox_push_quiet of a bare item (no size, checksum, deadline or source) whose id is drawn
+ * from ids (another table's id space) only once the mailbox is found: a push for a holder with
+ * no mailbox draws no id. */
+int mc_mailbox_push_quiet_from(struct mc_mailboxes *t, struct mc_id holder, enum mc_task_kind kind,
+                               const char *key, size_t key_len, uint64_t version,
+                               struct mc_mailboxes *ids);
+/* Whether any mailbox is open, read without the table's lock (a mailbox opened concurrently may
+ * or may not be seen, as a push racing the open may or may not find it). */
+bool mc_mailboxes_any(struct mc_mailboxes *t);
 
 /* Takes up to max (0: all) queued tasks whose kind bit is in kinds, oldest first, into *out
  * (copies). Offload/promotion tasks stay in flight until completed, cancelled or expired.
