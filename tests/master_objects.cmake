@@ -31,3 +31,5 @@ mc_add_test(test_upsert SOURCES test_upsert.c master_fixture.c LIBS mc_master_co
 # RemoveAll in bounded steps through a shard larger than one step.
 mc_add_test(test_master_remove_all SOURCES test_master_remove_all.c master_fixture.c
             LIBS mc_master_core TIMEOUT 60)
+# The object records' slab arenas in transparent huge pages, or not (--object_huge_pages).
+mc_add_test(test_objslab_pages SOURCES test_objslab_pages.c LIBS mc_master_core TIMEOUT 60)

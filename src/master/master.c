@@ -52,6 +52,7 @@ void mc_master_config_init(struct mc_master_config *c)
     c->default_kv_soft_pin_ttl_ms = 30ull * 60 * 1000;
     c->max_kv_soft_pin_ttl_ms = 24ull * 3600 * 1000;
     c->allow_evict_soft_pinned_objects = true;
+    c->object_huge_pages = true;
     c->eviction_ratio = 0.05;
     c->eviction_high_watermark_ratio = 0.90;
     c->client_ttl_ms = 10000;
@@ -148,6 +149,7 @@ int mc_master_new(const struct mc_master_config *c, struct mc_master **out)
     if (!m)
         return MC_ERR_INTERNAL_ERROR;
     m->cfg = *c;
+    mc_objslab_set_huge_pages(c->object_huge_pages);
     m->evict_wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     m->clock = c->clock ? c->clock : mc_clock_system();
     m->version_base = derive_version_base(c->wall_clock);

@@ -76,6 +76,10 @@ struct mc_master_config {
     uint32_t eviction_frontier_min; /* 65536 */
     uint32_t eviction_threads;      /* 0 = implementation default */
 
+    /* Object records in 2 MiB transparent huge pages where the kernel allows (true): process-wide,
+     * set by the last mc_master_new (objslab.h, mc_objslab_set_huge_pages). */
+    bool object_huge_pages;
+
     /* LOCAL_DISK tier (src/master/offload.c, DESIGN.md §7 "Offload modes"). Without
      * enable_offload, MountLocalDiskSegment answers UNABLE_OFFLOAD and nothing is offloaded.
      *   enable_offload alone            mode A: an offload task is queued at PutEnd;

@@ -47,6 +47,9 @@ struct mc_objslab_pool_stats {
     size_t warm, cold, carved;
 };
 void mc_objslab_pool_stats(struct mc_objslab_pool_stats *out);
+/* Whether slab arenas mapped from now on ask for transparent huge pages (process-wide; the
+ * default is yes). */
+void mc_objslab_set_huge_pages(bool on);
 /* Frees s's slabs (the shard is being destroyed; its records are released already). */
 void mc_objslab_destroy(struct mc_shard *s);
 
