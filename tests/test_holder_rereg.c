@@ -3,7 +3,8 @@
  * injected clock: commits carry each replica's place; a holder whose backlog passes
  * holder_backlog_limit is fenced (its next poll REPLICA_IS_GONE); re-registration into a new
  * master claims the exact ranges, refuses a range already taken, a version of this
- * incarnation and a key it has, and later Puts never overlap a re-registered range.
+ * incarnation and a key it has, and later Puts never overlap a re-registered range. Pushes for
+ * an owner without a stream are dropped and draw no id.
  */
 #include <setjmp.h>
 #include <stdarg.h>

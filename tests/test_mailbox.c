@@ -7,7 +7,8 @@
  * pulls leaves nothing behind (cancel by key); a completion after cancel/expiry finds nothing;
  * tasks expire at their deadline; closing a holder's mailbox (holder expiry) hands back its
  * tasks and answers its poll; delete and promotion tasks share the mailbox without mixing
- * with offload pulls. A threaded case (TSan label) pushes while another thread parks polls.
+ * with offload pulls; a bare push whose id comes from another table draws it only for a mailbox
+ * it finds. A threaded case (TSan label) pushes while another thread parks polls.
  */
 #include <pthread.h>
 #include <setjmp.h>
