@@ -115,8 +115,7 @@ static bool want_plain(struct ev_scan *sc, uint64_t lease, const struct mc_objec
                atomic_fetch_sub_explicit(&sc->eq_quota, 1, memory_order_relaxed) > 0;
     case EV_PLAIN_REFILL:
         return lease >= sc->cutoff && !ev_seen_has(sc->seen, o->version);
-    case EV_PLAIN_LOW:
-        return lease <= sc->cutoff;
+    case EV_PLAIN_LOW: /* scan_shard_low's, not this scan's */
     case EV_PLAIN_NONE:
         break;
     }
@@ -133,19 +132,6 @@ static bool scan_plain(struct ev_scan *sc, struct ev_part *p, struct mc_obj_ent 
         return false;
     if (sc->filter == EV_PLAIN_NONE)
         return true;
-    if (sc->filter == EV_PLAIN_LOW) {
-        if (lease > sc->cutoff)
-            return true;
-        struct ev_cand *cd = ev_candv_push(&p->plain);
-        if (!cd)
-            return false;
-        /* the address comes from the entry, which is read anyway; the object is not touched */
-        *cd = (struct ev_cand){.lease = lease,
-                               .version = (uintptr_t)mc_ent_obj(e),
-                               .ent = ent,
-                               .shard = (uint16_t)shard};
-        return true;
-    }
     struct mc_object *o = mc_ent_obj(e);
     if (sc->filter == EV_PLAIN_FRONTIER) {
         /* decided by the deadline alone: the object's version is read at the end of the shard
@@ -343,9 +329,7 @@ static void scan_worker(void *arg, unsigned worker)
 {
     struct ev_scan *sc = arg;
     struct ev_part *p = &sc->parts[worker];
-    /* the low census alone: records only (no counts, deadlines or soft-pinned candidates) */
-    const bool low =
-        sc->filter == EV_PLAIN_LOW && !sc->count && !sc->collect_lease && !sc->collect_soft;
+    const bool low = sc->filter == EV_PLAIN_LOW;
     for (;;) {
         uint32_t first =
             atomic_fetch_add_explicit(&sc->next_shard, SHARDS_PER_GRAB, memory_order_relaxed);

@@ -111,7 +111,10 @@ enum ev_plain_filter {
     EV_PLAIN_ALL,      /* every eligible plain object (full path) */
     EV_PLAIN_FRONTIER, /* lease < cutoff, and lease == cutoff while eq_quota lasts */
     EV_PLAIN_REFILL,   /* lease >= cutoff and not materialized before (seen set) */
-    EV_PLAIN_LOW,      /* lease <= cutoff, the object's address in version (not touched) */
+    /* lease <= cutoff, the object's address in version (not touched): the low census, its own
+     * scan (scan_shard_low), which records these alone (no counts, deadlines or soft-pinned
+     * candidates) and visits the blocks whose floor is at or below the cutoff */
+    EV_PLAIN_LOW,
 };
 
 /* One worker's output of a scan. */
